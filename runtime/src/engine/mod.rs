@@ -1,0 +1,1 @@
+//! The engine: see DESIGN.md section 6.

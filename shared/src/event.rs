@@ -1,0 +1,99 @@
+//! The event envelope (DESIGN.md 6.1), as published on `ev:<topic>`.
+
+use serde::{Deserialize, Serialize};
+
+/// One event. Every field but `topic` may be absent; absent strings read as
+/// `""` in `when` expressions.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Event {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ts: Option<i64>,
+    pub topic: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// The `data` object; `Null` when absent.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub data: serde_json::Value,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    #[error("not an event: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("`data` must be an object")]
+    DataNotObject,
+}
+
+impl Event {
+    /// Decodes a pub/sub payload. `data`, when present, must be an object.
+    pub fn decode(payload: &[u8]) -> Result<Self, EventError> {
+        let event: Event = serde_json::from_slice(payload)?;
+        if !(event.data.is_null() || event.data.is_object()) {
+            return Err(EventError::DataNotObject);
+        }
+        Ok(event)
+    }
+
+    pub fn src(&self) -> &str {
+        self.src.as_deref().unwrap_or("")
+    }
+    pub fn from(&self) -> &str {
+        self.from.as_deref().unwrap_or("")
+    }
+    pub fn to(&self) -> &str {
+        self.to.as_deref().unwrap_or("")
+    }
+    pub fn id(&self) -> &str {
+        self.id.as_deref().unwrap_or("")
+    }
+
+    /// Looks up `data.a.b` by its path segments (`["a", "b"]`).
+    pub fn data_at<'a, I>(&self, path: I) -> Option<&serde_json::Value>
+    where
+        I: IntoIterator<Item = &'a str>,
+    {
+        let mut value = &self.data;
+        for key in path {
+            value = value.as_object()?.get(key)?;
+        }
+        Some(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_full_and_minimal() {
+        let full = br#"{"id":"e1","ts":1712345678901,"topic":"alarm.triggered","src":"alarm","from":"armed","to":"level-2-triggered","data":{"level":2,"x":{"y":"z"}}}"#;
+        let event = Event::decode(full).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(event.topic, "alarm.triggered");
+        assert_eq!(event.to(), "level-2-triggered");
+        assert_eq!(event.data_at(["x", "y"]), Some(&serde_json::json!("z")));
+        assert_eq!(event.data_at(["missing"]), None);
+
+        let minimal = Event::decode(br#"{"topic":"t"}"#).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(minimal.src(), "");
+        assert!(minimal.data.is_null());
+    }
+
+    #[test]
+    fn rejects_bad_payloads() {
+        assert!(Event::decode(b"not json").is_err());
+        assert!(
+            Event::decode(br#"{"id":"x"}"#).is_err(),
+            "topic is required"
+        );
+        assert!(matches!(
+            Event::decode(br#"{"topic":"t","data":[1]}"#),
+            Err(EventError::DataNotObject)
+        ));
+    }
+}
