@@ -7,6 +7,7 @@ pub mod bytecode;
 pub mod duration;
 pub mod event;
 pub mod topic;
+pub mod verify;
 pub mod vm;
 
 pub use duration::{parse_duration, DurationError};

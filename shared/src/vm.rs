@@ -1,20 +1,1176 @@
-//! PLACEHOLDER until the VM lands: the signature the engine builds against.
-use crate::bytecode::{Const, Program};
-use crate::event::Event;
+//! The `when` VM (DESIGN.md 4): evaluates a [`Program`] over a value stack.
+//!
+//! Semantics are evalexpr 13's, operator for operator (the compiler parses
+//! with evalexpr, and differential tests hold the two evaluators together):
+//!
+//! - `+` adds two numbers or concatenates two strings; a string and a number
+//!   is an error. `- * / %` take numbers only. Two ints give an int, checked:
+//!   overflow is an error, and so is integer division or remainder by zero.
+//!   An int mixed with a float is converted to float (IEEE rules: `1.0 / 0`
+//!   is infinity, not an error).
+//! - `^` always gives a float (`powf`), even for two ints.
+//! - `< <= > >=` order two strings (bytewise), two ints, or two numbers of
+//!   any mix (as floats); anything else is an error.
+//! - `==` / `!=` never fail and compare type and value: `1 == 1.0` is false,
+//!   a missing `data` key equals only another missing key.
+//! - `!` takes a boolean; unary `-` a number (int negation is checked).
+//! - `&&` / `||` short-circuit (evalexpr evaluates both sides; the only
+//!   difference is an error on a side we never evaluate).
+//!
+//! Values borrow from the constant pool, the event and the state slice; only
+//! an expression that builds a string (`+` on strings, `str::to_lowercase` of
+//! a string that is not already lowercase ASCII, ...) allocates. The stack is
+//! a fixed array on the native stack, with a heap fallback only for programs
+//! deeper than [`INLINE_STACK`] values, which the compiler never produces for
+//! a realistic `when`.
+//!
+//! `data.*` values map from JSON: an integer that fits `i64` is an int, any
+//! other number a float, strings and booleans as themselves, `null` or a
+//! missing key the empty value (which only `==`/`!=` accept). An array or an
+//! object is an evaluation error ([`EvalError::DataNotScalar`]): evalexpr has
+//! no such value and silently treating it as empty would hide a typo'd path.
+//!
+//! The VM does not panic on any program: an unverified program that would
+//! underflow the stack, jump backwards or name a missing constant gets
+//! [`EvalError::Malformed`]. Bundles are verified at load
+//! ([`crate::verify`]), so that error means a bug, not a user mistake.
 
+use crate::bytecode::{Builtin, Const, EventField, Op, Program};
+use crate::event::Event;
+use std::borrow::Cow;
+use std::cmp::Ordering;
+
+/// How many values fit the stack that lives on the native stack; deeper
+/// programs (never produced by the compiler for a readable `when`) run again
+/// with a heap-allocated stack.
+pub const INLINE_STACK: usize = 32;
+
+/// A value on the VM stack. Strings borrow where they can.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value<'a> {
+    Str(Cow<'a, str>),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    /// A missing `data` key or a JSON `null` (evalexpr's `Value::Empty`).
+    Empty,
+}
+
+impl Value<'_> {
+    /// evalexpr's name for the type, used in error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::Int(_) => "int",
+            Value::Float(_) => "float",
+            Value::Bool(_) => "boolean",
+            Value::Empty => "empty",
+        }
+    }
+
+    fn as_number(&self) -> Option<f64> {
+        match self {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    fn is_number_or_string(&self) -> bool {
+        matches!(self, Value::Str(_) | Value::Int(_) | Value::Float(_))
+    }
+}
+
+/// Why an evaluation failed. The condition then counts as not met
+/// (DESIGN.md 4); the engine logs it with the rule and step.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EvalError {
-    #[error("the VM is not built yet")]
-    NotBuilt,
+    #[error("`{op}` expects {expected}, found {found}")]
+    Type {
+        op: &'static str,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("`{op}` cannot combine {left} and {right}")]
+    Mismatch {
+        op: &'static str,
+        left: &'static str,
+        right: &'static str,
+    },
+    #[error("integer overflow in `{op}`")]
+    Overflow { op: &'static str },
+    #[error("integer {what} by zero")]
+    DivisionByZero { what: &'static str },
+    #[error("`{function}` takes {expected} arguments, got {found}")]
+    Arity {
+        function: &'static str,
+        expected: &'static str,
+        found: u8,
+    },
+    #[error("`data.{path}` is {kind}, not a value an expression can use")]
+    DataNotScalar { path: String, kind: &'static str },
+    #[error("the condition gave {found}, not a boolean")]
+    NotBool { found: &'static str },
+    #[error("malformed program at op {pc}: {reason}")]
+    Malformed { pc: usize, reason: &'static str },
 }
 
 /// Evaluates a `when` program to a boolean. `state` holds the shadow value
 /// of each of the bundle's `state_pairs`, by index (`""` while unknown).
 pub fn eval_bool(
-    _program: &Program,
-    _consts: &[Const],
-    _event: &Event,
-    _state: &[String],
+    program: &Program,
+    consts: &[Const],
+    event: &Event,
+    state: &[String],
 ) -> Result<bool, EvalError> {
-    Err(EvalError::NotBuilt)
+    match eval(program, consts, event, state)? {
+        Value::Bool(b) => Ok(b),
+        other => Err(EvalError::NotBool {
+            found: other.type_name(),
+        }),
+    }
+}
+
+/// Evaluates a program to its value (for tests and tools; the engine wants
+/// [`eval_bool`]).
+pub fn eval<'a>(
+    program: &Program,
+    consts: &'a [Const],
+    event: &'a Event,
+    state: &'a [String],
+) -> Result<Value<'a>, EvalError> {
+    let inputs = Inputs {
+        consts,
+        event,
+        state,
+    };
+    let mut inline: [Value<'a>; INLINE_STACK] = [const { Value::Empty }; INLINE_STACK];
+    match run(&program.ops, &inputs, &mut inline) {
+        Err(Stop::StackFull) => {
+            // Each op pushes at most one value, so this cannot fill up.
+            let mut heap = vec![Value::Empty; program.ops.len() + 1];
+            run(&program.ops, &inputs, &mut heap).map_err(Stop::into_eval_error)
+        }
+        other => other.map_err(Stop::into_eval_error),
+    }
+}
+
+/// evalexpr's spelling of each built-in, for messages and disassembly.
+pub fn builtin_name(builtin: Builtin) -> &'static str {
+    match builtin {
+        Builtin::Len => "len",
+        Builtin::ToLowercase => "str::to_lowercase",
+        Builtin::ToUppercase => "str::to_uppercase",
+        Builtin::Trim => "str::trim",
+        Builtin::Min => "min",
+        Builtin::Max => "max",
+        Builtin::If => "if",
+        Builtin::Floor => "floor",
+        Builtin::Ceil => "ceil",
+        Builtin::Round => "round",
+        Builtin::Abs => "math::abs",
+        Builtin::StartsWith => "str::starts_with",
+        Builtin::EndsWith => "str::ends_with",
+        Builtin::Contains => "str::contains",
+    }
+}
+
+/// The argument counts a built-in accepts: `(min, max)`. evalexpr's `min` and
+/// `max` take a tuple, so one argument is already an error there.
+pub fn builtin_arity(builtin: Builtin) -> (u8, u8) {
+    match builtin {
+        Builtin::Min | Builtin::Max => (2, u8::MAX),
+        Builtin::If => (3, 3),
+        Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => (2, 2),
+        Builtin::Len
+        | Builtin::ToLowercase
+        | Builtin::ToUppercase
+        | Builtin::Trim
+        | Builtin::Floor
+        | Builtin::Ceil
+        | Builtin::Round
+        | Builtin::Abs => (1, 1),
+    }
+}
+
+/// Converts a `data` value found in the event to a VM value (see the module
+/// docs for the mapping). `path` is only used in the error.
+pub fn json_to_value<'a>(
+    json: Option<&'a serde_json::Value>,
+    path: &[String],
+) -> Result<Value<'a>, EvalError> {
+    let not_scalar = |kind| EvalError::DataNotScalar {
+        path: path.join("."),
+        kind,
+    };
+    Ok(match json {
+        None | Some(serde_json::Value::Null) => Value::Empty,
+        Some(serde_json::Value::Bool(b)) => Value::Bool(*b),
+        Some(serde_json::Value::Number(n)) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Float(n.as_f64().ok_or_else(|| not_scalar("a number"))?),
+        },
+        Some(serde_json::Value::String(s)) => Value::Str(Cow::Borrowed(s)),
+        Some(serde_json::Value::Array(_)) => return Err(not_scalar("an array")),
+        Some(serde_json::Value::Object(_)) => return Err(not_scalar("an object")),
+    })
+}
+
+struct Inputs<'a> {
+    consts: &'a [Const],
+    event: &'a Event,
+    state: &'a [String],
+}
+
+enum Stop {
+    Eval(EvalError),
+    /// The stack buffer is too small: retry with a bigger one.
+    StackFull,
+}
+
+impl Stop {
+    fn into_eval_error(self) -> EvalError {
+        match self {
+            Stop::Eval(e) => e,
+            Stop::StackFull => EvalError::Malformed {
+                pc: 0,
+                reason: "stack overflow",
+            },
+        }
+    }
+}
+
+impl From<EvalError> for Stop {
+    fn from(e: EvalError) -> Self {
+        Stop::Eval(e)
+    }
+}
+
+fn malformed(pc: usize, reason: &'static str) -> Stop {
+    Stop::Eval(EvalError::Malformed { pc, reason })
+}
+
+fn type_error(op: &'static str, expected: &'static str, found: &Value<'_>) -> EvalError {
+    EvalError::Type {
+        op,
+        expected,
+        found: found.type_name(),
+    }
+}
+
+fn run<'a>(ops: &[Op], inputs: &Inputs<'a>, stack: &mut [Value<'a>]) -> Result<Value<'a>, Stop> {
+    let mut len = 0usize;
+    let mut pc = 0usize;
+    while let Some(op) = ops.get(pc) {
+        let mut next = pc + 1;
+        match *op {
+            Op::Const(i) => {
+                let value = match inputs.consts.get(i as usize) {
+                    Some(Const::Str(s)) => Value::Str(Cow::Borrowed(s)),
+                    Some(Const::Int(n)) => Value::Int(*n),
+                    Some(Const::Float(f)) => Value::Float(*f),
+                    Some(Const::Bool(b)) => Value::Bool(*b),
+                    Some(Const::Path(_)) => return Err(malformed(pc, "Const names a path")),
+                    None => return Err(malformed(pc, "constant index out of range")),
+                };
+                push(stack, &mut len, value)?;
+            }
+            Op::Field(field) => {
+                let event = inputs.event;
+                let s = match field {
+                    EventField::Topic => event.topic.as_str(),
+                    EventField::Src => event.src(),
+                    EventField::From => event.from(),
+                    EventField::To => event.to(),
+                };
+                push(stack, &mut len, Value::Str(Cow::Borrowed(s)))?;
+            }
+            Op::Data(i) => {
+                let Some(Const::Path(path)) = inputs.consts.get(i as usize) else {
+                    return Err(malformed(pc, "Data does not name a path constant"));
+                };
+                let json = inputs.event.data_at(path.iter().map(String::as_str));
+                push(stack, &mut len, json_to_value(json, path)?)?;
+            }
+            Op::State(i) => {
+                let Some(s) = inputs.state.get(i as usize) else {
+                    return Err(malformed(pc, "state index out of range"));
+                };
+                push(stack, &mut len, Value::Str(Cow::Borrowed(s)))?;
+            }
+            Op::Not => {
+                let top = top_mut(stack, len, pc)?;
+                match top {
+                    Value::Bool(b) => *b = !*b,
+                    other => return Err(type_error("!", "a boolean", other).into()),
+                }
+            }
+            Op::Neg => {
+                let top = top_mut(stack, len, pc)?;
+                match top {
+                    Value::Int(i) => {
+                        *i = i.checked_neg().ok_or(EvalError::Overflow { op: "-" })?;
+                    }
+                    Value::Float(f) => *f = -*f,
+                    other => return Err(type_error("-", "a number", other).into()),
+                }
+            }
+            Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::Div
+            | Op::Mod
+            | Op::Pow
+            | Op::Eq
+            | Op::Ne
+            | Op::Lt
+            | Op::Le
+            | Op::Gt
+            | Op::Ge => {
+                if len < 2 {
+                    return Err(malformed(pc, "stack underflow"));
+                }
+                let b = std::mem::replace(&mut stack[len - 1], Value::Empty);
+                let a = std::mem::replace(&mut stack[len - 2], Value::Empty);
+                len -= 1;
+                stack[len - 1] = binary(*op, a, b)?;
+            }
+            Op::AndJump(target) | Op::OrJump(target) => {
+                let jump_on = matches!(op, Op::OrJump(_));
+                let name = if jump_on { "||" } else { "&&" };
+                let top = top_mut(stack, len, pc)?;
+                let Value::Bool(b) = *top else {
+                    return Err(type_error(name, "a boolean", top).into());
+                };
+                if b == jump_on {
+                    let target = target as usize;
+                    if target <= pc || target > ops.len() {
+                        return Err(malformed(pc, "jump target not forward or out of range"));
+                    }
+                    next = target;
+                } else {
+                    len -= 1;
+                }
+            }
+            Op::AssertBool => {
+                let top = top_mut(stack, len, pc)?;
+                if !matches!(top, Value::Bool(_)) {
+                    return Err(type_error("&&/||", "a boolean", top).into());
+                }
+            }
+            Op::Call(builtin, n) => {
+                let n = n as usize;
+                if n > len {
+                    return Err(malformed(pc, "stack underflow"));
+                }
+                let result = call(builtin, &mut stack[len - n..len])?;
+                len -= n;
+                push(stack, &mut len, result)?;
+            }
+        }
+        pc = next;
+    }
+    if len != 1 {
+        return Err(malformed(pc, "the program must leave exactly one value"));
+    }
+    Ok(std::mem::replace(&mut stack[0], Value::Empty))
+}
+
+fn push<'a>(stack: &mut [Value<'a>], len: &mut usize, value: Value<'a>) -> Result<(), Stop> {
+    let slot = stack.get_mut(*len).ok_or(Stop::StackFull)?;
+    *slot = value;
+    *len += 1;
+    Ok(())
+}
+
+fn top_mut<'s, 'a>(
+    stack: &'s mut [Value<'a>],
+    len: usize,
+    pc: usize,
+) -> Result<&'s mut Value<'a>, Stop> {
+    match len.checked_sub(1) {
+        Some(i) => stack
+            .get_mut(i)
+            .ok_or_else(|| malformed(pc, "stack underflow")),
+        None => Err(malformed(pc, "stack underflow")),
+    }
+}
+
+fn op_symbol(op: Op) -> &'static str {
+    match op {
+        Op::Add => "+",
+        Op::Sub => "-",
+        Op::Mul => "*",
+        Op::Div => "/",
+        Op::Mod => "%",
+        Op::Pow => "^",
+        Op::Eq => "==",
+        Op::Ne => "!=",
+        Op::Lt => "<",
+        Op::Le => "<=",
+        Op::Gt => ">",
+        Op::Ge => ">=",
+        _ => "?",
+    }
+}
+
+/// The binary operators, as evalexpr's `Operator::eval` defines them.
+fn binary<'a>(op: Op, a: Value<'a>, b: Value<'a>) -> Result<Value<'a>, EvalError> {
+    let sym = op_symbol(op);
+    match op {
+        Op::Eq => return Ok(Value::Bool(a == b)),
+        Op::Ne => return Ok(Value::Bool(a != b)),
+        Op::Add | Op::Lt | Op::Le | Op::Gt | Op::Ge => {
+            for v in [&a, &b] {
+                if !v.is_number_or_string() {
+                    return Err(type_error(sym, "a number or a string", v));
+                }
+            }
+        }
+        _ => {
+            for v in [&a, &b] {
+                if v.as_number().is_none() {
+                    return Err(type_error(sym, "a number", v));
+                }
+            }
+        }
+    }
+    let mismatch = |a: &Value<'_>, b: &Value<'_>| EvalError::Mismatch {
+        op: sym,
+        left: a.type_name(),
+        right: b.type_name(),
+    };
+    match op {
+        Op::Add => match (a, b) {
+            (Value::Str(x), Value::Str(y)) => Ok(Value::Str(concat(x, y))),
+            (Value::Int(x), Value::Int(y)) => x
+                .checked_add(y)
+                .map(Value::Int)
+                .ok_or(EvalError::Overflow { op: sym }),
+            (a, b) => match (a.as_number(), b.as_number()) {
+                (Some(x), Some(y)) => Ok(Value::Float(x + y)),
+                _ => Err(mismatch(&a, &b)),
+            },
+        },
+        Op::Sub | Op::Mul | Op::Div | Op::Mod => {
+            if let (Value::Int(x), Value::Int(y)) = (&a, &b) {
+                let (x, y) = (*x, *y);
+                let result = match op {
+                    Op::Sub => x.checked_sub(y),
+                    Op::Mul => x.checked_mul(y),
+                    Op::Div | Op::Mod if y == 0 => {
+                        let what = if op == Op::Div {
+                            "division"
+                        } else {
+                            "remainder"
+                        };
+                        return Err(EvalError::DivisionByZero { what });
+                    }
+                    Op::Div => x.checked_div(y),
+                    _ => x.checked_rem(y),
+                };
+                return result
+                    .map(Value::Int)
+                    .ok_or(EvalError::Overflow { op: sym });
+            }
+            let (Some(x), Some(y)) = (a.as_number(), b.as_number()) else {
+                return Err(mismatch(&a, &b));
+            };
+            Ok(Value::Float(match op {
+                Op::Sub => x - y,
+                Op::Mul => x * y,
+                Op::Div => x / y,
+                _ => x % y,
+            }))
+        }
+        Op::Pow => match (a.as_number(), b.as_number()) {
+            (Some(x), Some(y)) => Ok(Value::Float(x.powf(y))),
+            _ => Err(mismatch(&a, &b)),
+        },
+        Op::Lt | Op::Le | Op::Gt | Op::Ge => {
+            let ordering = match (&a, &b) {
+                (Value::Str(x), Value::Str(y)) => Some(x.as_ref().cmp(y.as_ref())),
+                (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
+                _ => match (a.as_number(), b.as_number()) {
+                    (Some(x), Some(y)) => x.partial_cmp(&y),
+                    _ => return Err(mismatch(&a, &b)),
+                },
+            };
+            // `None` is a NaN: every ordering comparison is false, as in Rust.
+            Ok(Value::Bool(match (op, ordering) {
+                (_, None) => false,
+                (Op::Lt, Some(o)) => o == Ordering::Less,
+                (Op::Le, Some(o)) => o != Ordering::Greater,
+                (Op::Gt, Some(o)) => o == Ordering::Greater,
+                (_, Some(o)) => o != Ordering::Less,
+            }))
+        }
+        _ => Err(EvalError::Malformed {
+            pc: 0,
+            reason: "not a binary operator",
+        }),
+    }
+}
+
+fn concat<'a>(x: Cow<'a, str>, y: Cow<'a, str>) -> Cow<'a, str> {
+    if x.is_empty() {
+        return y;
+    }
+    if y.is_empty() {
+        return x;
+    }
+    let mut s = String::with_capacity(x.len() + y.len());
+    s.push_str(&x);
+    s.push_str(&y);
+    Cow::Owned(s)
+}
+
+fn arity_error(builtin: Builtin, found: usize) -> EvalError {
+    let expected = match builtin_arity(builtin) {
+        (1, 1) => "1",
+        (2, 2) => "2",
+        (3, 3) => "3",
+        _ => "at least 2",
+    };
+    EvalError::Arity {
+        function: builtin_name(builtin),
+        expected,
+        found: u8::try_from(found).unwrap_or(u8::MAX),
+    }
+}
+
+fn take<'a>(slot: &mut Value<'a>) -> Value<'a> {
+    std::mem::replace(slot, Value::Empty)
+}
+
+fn string_arg<'a>(name: &'static str, v: Value<'a>) -> Result<Cow<'a, str>, EvalError> {
+    match v {
+        Value::Str(s) => Ok(s),
+        other => Err(type_error(name, "a string", &other)),
+    }
+}
+
+fn number_arg(name: &'static str, v: &Value<'_>) -> Result<f64, EvalError> {
+    v.as_number().ok_or_else(|| type_error(name, "a number", v))
+}
+
+/// The built-ins, as evalexpr's `builtin_function` defines them (ours:
+/// `str::starts_with`, `str::ends_with`, `str::contains`).
+fn call<'a>(builtin: Builtin, args: &mut [Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let (min, max) = builtin_arity(builtin);
+    if args.len() < min as usize || args.len() > max as usize {
+        return Err(arity_error(builtin, args.len()));
+    }
+    let name = builtin_name(builtin);
+    match builtin {
+        Builtin::Len => {
+            let s = string_arg(name, take(&mut args[0]))?;
+            let n = i64::try_from(s.len()).map_err(|_| EvalError::Overflow { op: name })?;
+            Ok(Value::Int(n))
+        }
+        Builtin::ToLowercase => {
+            let s = string_arg(name, take(&mut args[0]))?;
+            if s.is_ascii() && !s.bytes().any(|b| b.is_ascii_uppercase()) {
+                return Ok(Value::Str(s));
+            }
+            Ok(Value::Str(Cow::Owned(s.to_lowercase())))
+        }
+        Builtin::ToUppercase => {
+            let s = string_arg(name, take(&mut args[0]))?;
+            if s.is_ascii() && !s.bytes().any(|b| b.is_ascii_lowercase()) {
+                return Ok(Value::Str(s));
+            }
+            Ok(Value::Str(Cow::Owned(s.to_uppercase())))
+        }
+        Builtin::Trim => {
+            let s = string_arg(name, take(&mut args[0]))?;
+            Ok(Value::Str(match s {
+                Cow::Borrowed(b) => Cow::Borrowed(b.trim()),
+                Cow::Owned(o) if o.trim().len() == o.len() => Cow::Owned(o),
+                Cow::Owned(o) => Cow::Owned(o.trim().to_string()),
+            }))
+        }
+        Builtin::Min | Builtin::Max => min_max(builtin == Builtin::Min, name, args),
+        Builtin::If => {
+            let Value::Bool(cond) = args[0] else {
+                return Err(type_error(name, "a boolean condition", &args[0]));
+            };
+            Ok(take(&mut args[if cond { 1 } else { 2 }]))
+        }
+        Builtin::Floor => Ok(Value::Float(number_arg(name, &args[0])?.floor())),
+        Builtin::Ceil => Ok(Value::Float(number_arg(name, &args[0])?.ceil())),
+        Builtin::Round => Ok(Value::Float(number_arg(name, &args[0])?.round())),
+        Builtin::Abs => match args[0] {
+            Value::Float(f) => Ok(Value::Float(f.abs())),
+            // evalexpr's `i64::abs` panics (debug) or wraps (release) on
+            // i64::MIN; an error is the only sane reading of both.
+            Value::Int(i) => i
+                .checked_abs()
+                .map(Value::Int)
+                .ok_or(EvalError::Overflow { op: name }),
+            ref other => Err(type_error(name, "a number", other)),
+        },
+        Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => {
+            let a = string_arg(name, take(&mut args[0]))?;
+            let b = string_arg(name, take(&mut args[1]))?;
+            Ok(Value::Bool(match builtin {
+                Builtin::StartsWith => a.starts_with(b.as_ref()),
+                Builtin::EndsWith => a.ends_with(b.as_ref()),
+                _ => a.contains(b.as_ref()),
+            }))
+        }
+    }
+}
+
+/// evalexpr's `min` / `max`: the extreme int and the extreme float are found
+/// separately (NaN floats are skipped by `f64::min`), then the int wins only
+/// if it is strictly beyond the float once converted. With no float at all
+/// the float side is infinite, so the int wins; with no int, the int side is
+/// `i64::MAX` / `i64::MIN`, which the float beats unless it is huge or NaN.
+fn min_max<'a>(
+    is_min: bool,
+    name: &'static str,
+    args: &[Value<'a>],
+) -> Result<Value<'a>, EvalError> {
+    let (mut int, mut float) = if is_min {
+        (i64::MAX, f64::INFINITY)
+    } else {
+        (i64::MIN, f64::NEG_INFINITY)
+    };
+    for arg in args {
+        match (arg, is_min) {
+            (Value::Float(f), true) => float = float.min(*f),
+            (Value::Float(f), false) => float = float.max(*f),
+            (Value::Int(i), true) => int = int.min(*i),
+            (Value::Int(i), false) => int = int.max(*i),
+            (other, _) => return Err(type_error(name, "numbers", other)),
+        }
+    }
+    let int_wins = if is_min {
+        (int as f64) < float
+    } else {
+        (int as f64) > float
+    };
+    Ok(if int_wins {
+        Value::Int(int)
+    } else {
+        Value::Float(float)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Const as C;
+    use super::*;
+    use Op::*;
+
+    fn program(ops: Vec<Op>) -> Program {
+        Program { ops }
+    }
+
+    fn event() -> Event {
+        Event::decode(
+            br#"{"topic":"alarm.triggered","src":"alarm","to":"level-2","data":{"level":2,"temp":21.5,"name":"Bob","on":true,"nil":null,"big":18446744073709551615,"nested":{"deep":"x"},"list":[1,2]}}"#,
+        )
+        .unwrap()
+    }
+
+    /// Evaluates `ops` with the given constants against the test event, and
+    /// state `["parked"]`.
+    fn run_with(consts: &[C], ops: Vec<Op>) -> Result<Value<'static>, EvalError> {
+        let event = event();
+        let state = vec!["parked".to_string()];
+        let p = program(ops);
+        eval(&p, consts, &event, &state).map(owned)
+    }
+
+    fn owned(v: Value<'_>) -> Value<'static> {
+        match v {
+            Value::Str(s) => Value::Str(Cow::Owned(s.into_owned())),
+            Value::Int(i) => Value::Int(i),
+            Value::Float(f) => Value::Float(f),
+            Value::Bool(b) => Value::Bool(b),
+            Value::Empty => Value::Empty,
+        }
+    }
+
+    fn s(text: &str) -> Value<'static> {
+        Value::Str(Cow::Owned(text.to_string()))
+    }
+
+    /// `a op b` over constants.
+    fn bin(a: C, op: Op, b: C) -> Result<Value<'static>, EvalError> {
+        run_with(&[a, b], vec![Const(0), Const(1), op])
+    }
+
+    #[test]
+    fn add_ints_floats_strings() {
+        assert_eq!(bin(C::Int(2), Add, C::Int(3)), Ok(Value::Int(5)));
+        assert_eq!(bin(C::Int(2), Add, C::Float(0.5)), Ok(Value::Float(2.5)));
+        assert_eq!(bin(C::Float(0.5), Add, C::Int(2)), Ok(Value::Float(2.5)));
+        assert_eq!(
+            bin(C::Str("ab".into()), Add, C::Str("cd".into())),
+            Ok(s("abcd"))
+        );
+        assert_eq!(
+            bin(C::Str("ab".into()), Add, C::Str("".into())),
+            Ok(s("ab"))
+        );
+        assert!(matches!(
+            bin(C::Str("a".into()), Add, C::Int(1)),
+            Err(EvalError::Mismatch { op: "+", .. })
+        ));
+        assert!(matches!(
+            bin(C::Bool(true), Add, C::Int(1)),
+            Err(EvalError::Type { op: "+", .. })
+        ));
+        assert_eq!(
+            bin(C::Int(i64::MAX), Add, C::Int(1)),
+            Err(EvalError::Overflow { op: "+" })
+        );
+    }
+
+    #[test]
+    fn sub_mul_checked() {
+        assert_eq!(bin(C::Int(2), Sub, C::Int(3)), Ok(Value::Int(-1)));
+        assert_eq!(bin(C::Int(2), Sub, C::Float(0.5)), Ok(Value::Float(1.5)));
+        assert_eq!(
+            bin(C::Int(i64::MIN), Sub, C::Int(1)),
+            Err(EvalError::Overflow { op: "-" })
+        );
+        assert_eq!(bin(C::Int(4), Mul, C::Int(3)), Ok(Value::Int(12)));
+        assert_eq!(bin(C::Float(1.5), Mul, C::Int(2)), Ok(Value::Float(3.0)));
+        assert_eq!(
+            bin(C::Int(i64::MAX), Mul, C::Int(2)),
+            Err(EvalError::Overflow { op: "*" })
+        );
+        assert!(matches!(
+            bin(C::Str("a".into()), Sub, C::Str("b".into())),
+            Err(EvalError::Type { op: "-", .. })
+        ));
+        assert!(matches!(
+            bin(C::Str("a".into()), Mul, C::Int(2)),
+            Err(EvalError::Type { op: "*", .. })
+        ));
+    }
+
+    #[test]
+    fn div_and_mod() {
+        assert_eq!(bin(C::Int(7), Div, C::Int(2)), Ok(Value::Int(3)));
+        assert_eq!(bin(C::Int(-7), Div, C::Int(2)), Ok(Value::Int(-3)));
+        assert_eq!(bin(C::Int(7), Div, C::Float(2.0)), Ok(Value::Float(3.5)));
+        assert_eq!(
+            bin(C::Int(7), Div, C::Int(0)),
+            Err(EvalError::DivisionByZero { what: "division" })
+        );
+        assert_eq!(
+            bin(C::Int(i64::MIN), Div, C::Int(-1)),
+            Err(EvalError::Overflow { op: "/" })
+        );
+        assert_eq!(
+            bin(C::Int(1), Div, C::Float(0.0)),
+            Ok(Value::Float(f64::INFINITY))
+        );
+        assert_eq!(bin(C::Int(-7), Mod, C::Int(3)), Ok(Value::Int(-1)));
+        assert_eq!(bin(C::Float(7.5), Mod, C::Int(2)), Ok(Value::Float(1.5)));
+        assert_eq!(
+            bin(C::Int(7), Mod, C::Int(0)),
+            Err(EvalError::DivisionByZero { what: "remainder" })
+        );
+        assert_eq!(
+            bin(C::Int(i64::MIN), Mod, C::Int(-1)),
+            Err(EvalError::Overflow { op: "%" })
+        );
+        assert!(matches!(
+            bin(C::Float(1.0), Mod, C::Float(0.0)),
+            Ok(Value::Float(f)) if f.is_nan()
+        ));
+    }
+
+    #[test]
+    fn pow_is_always_float() {
+        assert_eq!(bin(C::Int(2), Pow, C::Int(10)), Ok(Value::Float(1024.0)));
+        assert_eq!(
+            bin(C::Float(4.0), Pow, C::Float(0.5)),
+            Ok(Value::Float(2.0))
+        );
+        assert!(matches!(
+            bin(C::Str("2".into()), Pow, C::Int(2)),
+            Err(EvalError::Type { op: "^", .. })
+        ));
+    }
+
+    #[test]
+    fn equality_is_typed() {
+        assert_eq!(bin(C::Int(1), Eq, C::Int(1)), Ok(Value::Bool(true)));
+        assert_eq!(bin(C::Int(1), Eq, C::Float(1.0)), Ok(Value::Bool(false)));
+        assert_eq!(bin(C::Int(1), Ne, C::Float(1.0)), Ok(Value::Bool(true)));
+        assert_eq!(
+            bin(C::Str("a".into()), Eq, C::Str("a".into())),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            bin(C::Str("1".into()), Eq, C::Int(1)),
+            Ok(Value::Bool(false))
+        );
+        assert_eq!(bin(C::Bool(true), Eq, C::Bool(true)), Ok(Value::Bool(true)));
+        assert_eq!(
+            bin(C::Float(f64::NAN), Eq, C::Float(f64::NAN)),
+            Ok(Value::Bool(false))
+        );
+        assert_eq!(
+            bin(C::Float(0.0), Eq, C::Float(-0.0)),
+            Ok(Value::Bool(true))
+        );
+    }
+
+    #[test]
+    fn ordering_across_types() {
+        assert_eq!(bin(C::Int(1), Lt, C::Int(2)), Ok(Value::Bool(true)));
+        assert_eq!(bin(C::Int(2), Le, C::Int(2)), Ok(Value::Bool(true)));
+        assert_eq!(bin(C::Int(2), Gt, C::Float(1.5)), Ok(Value::Bool(true)));
+        assert_eq!(bin(C::Float(2.0), Ge, C::Int(2)), Ok(Value::Bool(true)));
+        assert_eq!(
+            bin(C::Str("abc".into()), Lt, C::Str("abd".into())),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            bin(C::Str("B".into()), Gt, C::Str("a".into())),
+            Ok(Value::Bool(false)),
+            "bytewise: uppercase sorts first"
+        );
+        assert!(matches!(
+            bin(C::Str("1".into()), Lt, C::Int(2)),
+            Err(EvalError::Mismatch { op: "<", .. })
+        ));
+        assert!(matches!(
+            bin(C::Bool(false), Lt, C::Bool(true)),
+            Err(EvalError::Type { op: "<", .. })
+        ));
+        for op in [Lt, Le, Gt, Ge] {
+            assert_eq!(
+                bin(C::Float(f64::NAN), op, C::Int(1)),
+                Ok(Value::Bool(false))
+            );
+        }
+        // Large ints compare exactly, not via f64.
+        assert_eq!(
+            bin(C::Int(i64::MAX), Gt, C::Int(i64::MAX - 1)),
+            Ok(Value::Bool(true))
+        );
+    }
+
+    #[test]
+    fn not_and_neg() {
+        assert_eq!(
+            run_with(&[C::Bool(true)], vec![Const(0), Not]),
+            Ok(Value::Bool(false))
+        );
+        assert!(matches!(
+            run_with(&[C::Int(1)], vec![Const(0), Not]),
+            Err(EvalError::Type { op: "!", .. })
+        ));
+        assert_eq!(
+            run_with(&[C::Int(5)], vec![Const(0), Neg]),
+            Ok(Value::Int(-5))
+        );
+        assert_eq!(
+            run_with(&[C::Float(0.5)], vec![Const(0), Neg]),
+            Ok(Value::Float(-0.5))
+        );
+        assert_eq!(
+            run_with(&[C::Int(i64::MIN)], vec![Const(0), Neg]),
+            Err(EvalError::Overflow { op: "-" })
+        );
+        assert!(matches!(
+            run_with(&[C::Str("a".into())], vec![Const(0), Neg]),
+            Err(EvalError::Type { op: "-", .. })
+        ));
+    }
+
+    #[test]
+    fn event_fields_and_state() {
+        assert_eq!(
+            run_with(&[], vec![Field(EventField::Topic)]),
+            Ok(s("alarm.triggered"))
+        );
+        assert_eq!(run_with(&[], vec![Field(EventField::Src)]), Ok(s("alarm")));
+        assert_eq!(
+            run_with(&[], vec![Field(EventField::From)]),
+            Ok(s("")),
+            "absent is empty string"
+        );
+        assert_eq!(run_with(&[], vec![Field(EventField::To)]), Ok(s("level-2")));
+        assert_eq!(run_with(&[], vec![State(0)]), Ok(s("parked")));
+        assert!(matches!(
+            run_with(&[], vec![State(1)]),
+            Err(EvalError::Malformed { .. })
+        ));
+    }
+
+    fn data(path: &[&str]) -> Result<Value<'static>, EvalError> {
+        let path = C::Path(path.iter().map(|p| p.to_string()).collect());
+        run_with(&[path], vec![Data(0)])
+    }
+
+    #[test]
+    fn data_values_map_from_json() {
+        assert_eq!(data(&["level"]), Ok(Value::Int(2)));
+        assert_eq!(data(&["temp"]), Ok(Value::Float(21.5)));
+        assert_eq!(data(&["name"]), Ok(s("Bob")));
+        assert_eq!(data(&["on"]), Ok(Value::Bool(true)));
+        assert_eq!(data(&["nil"]), Ok(Value::Empty));
+        assert_eq!(data(&["missing"]), Ok(Value::Empty));
+        assert_eq!(data(&["level", "below"]), Ok(Value::Empty));
+        assert_eq!(data(&["nested", "deep"]), Ok(s("x")));
+        assert_eq!(
+            data(&["big"]),
+            Ok(Value::Float(18446744073709551615.0)),
+            "beyond i64 is a float"
+        );
+        assert!(matches!(
+            data(&["nested"]),
+            Err(EvalError::DataNotScalar {
+                kind: "an object",
+                ..
+            })
+        ));
+        assert!(matches!(
+            data(&["list"]),
+            Err(EvalError::DataNotScalar {
+                kind: "an array",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn empty_only_compares_equal() {
+        let consts = [C::Path(vec!["missing".into()]), C::Int(1)];
+        assert_eq!(
+            run_with(&consts, vec![Data(0), Data(0), Eq]),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            run_with(&consts, vec![Data(0), Const(1), Eq]),
+            Ok(Value::Bool(false))
+        );
+        for op in [Add, Sub, Mul, Div, Mod, Pow, Lt, Le, Gt, Ge] {
+            assert!(
+                matches!(
+                    run_with(&consts, vec![Data(0), Const(1), op]),
+                    Err(EvalError::Type { .. })
+                ),
+                "{op:?}"
+            );
+        }
+        assert!(run_with(&consts, vec![Data(0), Neg]).is_err());
+        assert!(run_with(&consts, vec![Data(0), Not]).is_err());
+    }
+
+    /// `a && b` / `a || b` as the compiler lowers them.
+    fn logic(jump: fn(u32) -> Op, a: C, b: C) -> Result<Value<'static>, EvalError> {
+        run_with(&[a, b], vec![Const(0), jump(4), Const(1), AssertBool])
+    }
+
+    #[test]
+    fn and_or_short_circuit() {
+        let t = || C::Bool(true);
+        let f = || C::Bool(false);
+        assert_eq!(logic(AndJump, t(), t()), Ok(Value::Bool(true)));
+        assert_eq!(logic(AndJump, t(), f()), Ok(Value::Bool(false)));
+        assert_eq!(logic(AndJump, f(), t()), Ok(Value::Bool(false)));
+        assert_eq!(logic(OrJump, f(), f()), Ok(Value::Bool(false)));
+        assert_eq!(logic(OrJump, f(), t()), Ok(Value::Bool(true)));
+        assert_eq!(logic(OrJump, t(), f()), Ok(Value::Bool(true)));
+        // The right side is never evaluated once the left decides.
+        assert_eq!(logic(AndJump, f(), C::Int(1)), Ok(Value::Bool(false)));
+        assert_eq!(logic(OrJump, t(), C::Int(1)), Ok(Value::Bool(true)));
+        // Otherwise both sides must be booleans.
+        assert!(matches!(
+            logic(AndJump, t(), C::Int(1)),
+            Err(EvalError::Type { .. })
+        ));
+        assert!(matches!(
+            logic(AndJump, C::Int(1), t()),
+            Err(EvalError::Type { op: "&&", .. })
+        ));
+        assert!(matches!(
+            logic(OrJump, C::Str("x".into()), t()),
+            Err(EvalError::Type { op: "||", .. })
+        ));
+    }
+
+    fn call1(builtin: Builtin, arg: C) -> Result<Value<'static>, EvalError> {
+        run_with(&[arg], vec![Const(0), Call(builtin, 1)])
+    }
+
+    fn calln(builtin: Builtin, args: Vec<C>) -> Result<Value<'static>, EvalError> {
+        let n = args.len();
+        let mut ops: Vec<Op> = (0..n as u32).map(Const).collect();
+        ops.push(Call(builtin, n as u8));
+        run_with(&args, ops)
+    }
+
+    #[test]
+    fn string_builtins() {
+        assert_eq!(
+            call1(Builtin::Len, C::Str("héllo".into())),
+            Ok(Value::Int(6))
+        );
+        assert!(matches!(
+            call1(Builtin::Len, C::Int(5)),
+            Err(EvalError::Type { .. })
+        ));
+        assert_eq!(
+            call1(Builtin::ToLowercase, C::Str("ÄbC".into())),
+            Ok(s("äbc"))
+        );
+        assert_eq!(
+            call1(Builtin::ToLowercase, C::Str("abc".into())),
+            Ok(s("abc"))
+        );
+        assert_eq!(
+            call1(Builtin::ToUppercase, C::Str("straße".into())),
+            Ok(s("STRASSE"))
+        );
+        assert_eq!(
+            call1(Builtin::Trim, C::Str("  a b \n".into())),
+            Ok(s("a b"))
+        );
+        assert!(call1(Builtin::Trim, C::Bool(true)).is_err());
+        let two = |a: &str, b: &str| vec![C::Str(a.into()), C::Str(b.into())];
+        assert_eq!(
+            calln(Builtin::StartsWith, two("alarm.x", "alarm.")),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            calln(Builtin::EndsWith, two("alarm.x", "alarm")),
+            Ok(Value::Bool(false))
+        );
+        assert_eq!(
+            calln(Builtin::Contains, two("alarm.x", "m.")),
+            Ok(Value::Bool(true))
+        );
+        assert!(calln(Builtin::Contains, vec![C::Str("a".into()), C::Int(1)]).is_err());
+    }
+
+    #[test]
+    fn number_builtins() {
+        assert_eq!(call1(Builtin::Floor, C::Float(1.7)), Ok(Value::Float(1.0)));
+        assert_eq!(call1(Builtin::Floor, C::Int(3)), Ok(Value::Float(3.0)));
+        assert_eq!(call1(Builtin::Ceil, C::Float(1.2)), Ok(Value::Float(2.0)));
+        assert_eq!(call1(Builtin::Round, C::Float(2.5)), Ok(Value::Float(3.0)));
+        assert_eq!(
+            call1(Builtin::Round, C::Float(-2.5)),
+            Ok(Value::Float(-3.0))
+        );
+        assert!(call1(Builtin::Round, C::Str("1".into())).is_err());
+        assert_eq!(call1(Builtin::Abs, C::Int(-3)), Ok(Value::Int(3)));
+        assert_eq!(call1(Builtin::Abs, C::Float(-0.5)), Ok(Value::Float(0.5)));
+        assert_eq!(
+            call1(Builtin::Abs, C::Int(i64::MIN)),
+            Err(EvalError::Overflow { op: "math::abs" })
+        );
+        assert!(call1(Builtin::Abs, C::Bool(true)).is_err());
+    }
+
+    #[test]
+    fn min_max_follow_evalexpr() {
+        use Builtin::{Max, Min};
+        assert_eq!(calln(Min, vec![C::Int(3), C::Int(1)]), Ok(Value::Int(1)));
+        assert_eq!(calln(Max, vec![C::Int(3), C::Int(1)]), Ok(Value::Int(3)));
+        assert_eq!(
+            calln(Min, vec![C::Int(3), C::Float(1.5)]),
+            Ok(Value::Float(1.5))
+        );
+        assert_eq!(
+            calln(Min, vec![C::Int(1), C::Float(1.0)]),
+            Ok(Value::Float(1.0)),
+            "a tie goes to the float"
+        );
+        assert_eq!(
+            calln(Max, vec![C::Float(2.0), C::Int(3), C::Float(2.5)]),
+            Ok(Value::Int(3))
+        );
+        assert_eq!(
+            calln(Min, vec![C::Float(1.0), C::Float(f64::NAN)]),
+            Ok(Value::Float(1.0))
+        );
+        assert_eq!(
+            calln(Min, vec![C::Float(f64::NAN), C::Float(f64::NAN)]),
+            Ok(Value::Int(i64::MAX)),
+            "evalexpr's quirk: no usable float, so the int sentinel wins"
+        );
+        assert!(calln(Min, vec![C::Int(1), C::Str("2".into())]).is_err());
+        assert!(matches!(
+            calln(Min, vec![C::Int(1)]),
+            Err(EvalError::Arity { .. })
+        ));
+    }
+
+    #[test]
+    fn if_picks_a_branch() {
+        let args = |c| vec![C::Bool(c), C::Int(1), C::Str("x".into())];
+        assert_eq!(calln(Builtin::If, args(true)), Ok(Value::Int(1)));
+        assert_eq!(calln(Builtin::If, args(false)), Ok(s("x")));
+        assert!(calln(Builtin::If, vec![C::Int(1), C::Int(1), C::Int(2)]).is_err());
+        assert!(matches!(
+            calln(Builtin::If, vec![C::Bool(true), C::Int(1)]),
+            Err(EvalError::Arity { .. })
+        ));
+    }
+
+    #[test]
+    fn eval_bool_wants_a_boolean() {
+        let e = event();
+        let consts = [C::Int(1), C::Bool(true)];
+        let p = program(vec![Const(1)]);
+        assert_eq!(eval_bool(&p, &consts, &e, &[]), Ok(true));
+        let p = program(vec![Const(0)]);
+        assert_eq!(
+            eval_bool(&p, &consts, &e, &[]),
+            Err(EvalError::NotBool { found: "int" })
+        );
+    }
+
+    #[test]
+    fn malformed_programs_error_instead_of_panicking() {
+        let consts = [C::Int(1), C::Path(vec!["a".into()])];
+        let bad: Vec<Vec<Op>> = vec![
+            vec![],
+            vec![Add],
+            vec![Const(0), Add],
+            vec![Not],
+            vec![Call(Builtin::Len, 1)],
+            vec![Const(9)],
+            vec![Const(1)],
+            vec![Data(0)],
+            vec![Const(0), Const(0)],
+            vec![AssertBool],
+            vec![AndJump(0)],
+        ];
+        for ops in bad {
+            let r = run_with(&consts, ops.clone());
+            assert!(r.is_err(), "{ops:?} gave {r:?}");
+        }
+        // Backward and out-of-range jumps are refused, not followed.
+        let consts = [C::Bool(false)];
+        assert!(matches!(
+            run_with(&consts, vec![Const(0), AndJump(0)]),
+            Err(EvalError::Malformed { .. })
+        ));
+        assert!(matches!(
+            run_with(&consts, vec![Const(0), AndJump(9)]),
+            Err(EvalError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn deep_programs_fall_back_to_the_heap() {
+        let n = INLINE_STACK * 2;
+        let mut ops = vec![Const(0); n];
+        ops.extend(std::iter::repeat_n(Add, n - 1));
+        assert_eq!(run_with(&[C::Int(1)], ops), Ok(Value::Int(n as i64)));
+    }
 }

@@ -1,0 +1,737 @@
+//! The bytecode verifier (DESIGN.md 5): run once at bundle load over every
+//! program, so that the VM can trust what it runs and a corrupted or
+//! hand-crafted bundle is refused with a precise reason instead of failing
+//! rule by rule at run time.
+//!
+//! One forward pass over the ops, tracking the type of each stack slot
+//! (jumps only go forward, so every jump target is seen after all of its
+//! sources and a single pass is exact). It checks: no underflow, a bounded
+//! depth, exactly one value at the end, jump targets forward and in range
+//! with the same stack depth on every path into them, constant indices in
+//! range and of the right kind (`Data` needs a `Path`, `Const` must not be
+//! one), state indices in range, call arities, and types wherever they are
+//! statically known (a `Not` fed a string constant can only ever fail).
+
+use crate::bundle::Payload;
+use crate::bytecode::{Builtin, Const, Op, Program};
+use crate::vm::{builtin_arity, builtin_name};
+use std::collections::HashSet;
+
+/// Deepest stack a verified program may need.
+pub const MAX_STACK: usize = 256;
+/// Longest program accepted (the compiler's are tens of ops).
+pub const MAX_OPS: usize = 1 << 16;
+
+/// What the verifier learnt about a program it accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgramInfo {
+    /// The deepest the stack gets.
+    pub max_stack: usize,
+}
+
+/// Why a program was refused. `pc` is the index of the offending op.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("empty program")]
+    Empty,
+    #[error("program has {len} ops; at most {MAX_OPS} are allowed")]
+    TooLong { len: usize },
+    #[error("op {pc} ({op}) needs {needs} values on the stack, finds {found}")]
+    Underflow {
+        pc: usize,
+        op: String,
+        needs: usize,
+        found: usize,
+    },
+    #[error("op {pc} grows the stack beyond {MAX_STACK} values")]
+    TooDeep { pc: usize },
+    #[error("the program ends with {found} values on the stack; it must leave exactly one")]
+    ResultCount { found: usize },
+    #[error("op {pc} jumps to {target}, which is not after it")]
+    JumpBackward { pc: usize, target: u32 },
+    #[error("op {pc} jumps to {target}, past the end of the program ({len} ops)")]
+    JumpOutOfRange { pc: usize, target: u32, len: usize },
+    #[error("paths into op {pc} disagree on the stack depth ({a} vs {b})")]
+    DepthMismatch { pc: usize, a: usize, b: usize },
+    #[error("op {pc} names constant {index}, but the pool has {len}")]
+    ConstOutOfRange { pc: usize, index: u32, len: usize },
+    #[error("op {pc} pushes constant {index}, which is a data path, not a value")]
+    ConstIsPath { pc: usize, index: u32 },
+    #[error("op {pc} reads data at constant {index}, which is not a path")]
+    DataNotPath { pc: usize, index: u32 },
+    #[error("op {pc} reads data at constant {index}, an empty path")]
+    EmptyPath { pc: usize, index: u32 },
+    #[error("op {pc} reads state pair {index}, but the bundle lists {len}")]
+    StateOutOfRange { pc: usize, index: u32, len: usize },
+    #[error("op {pc} calls `{function}` with {found} arguments; it takes {expected}")]
+    Arity {
+        pc: usize,
+        function: &'static str,
+        expected: String,
+        found: u8,
+    },
+    #[error("op {pc} ({op}) expects {expected}, but always gets {found}")]
+    Type {
+        pc: usize,
+        op: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("the program always gives {found}, never a boolean")]
+    ResultNotBool { found: &'static str },
+}
+
+/// Why a bundle's payload was refused, naming the rule and step.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    #[error("rule `{rule}`, {place}: {error}")]
+    Program {
+        rule: String,
+        /// "`when`" or "step N `when`".
+        place: String,
+        #[source]
+        error: VerifyError,
+    },
+    #[error("rule `{name}` appears twice")]
+    DuplicateRule { name: String },
+    #[error("rule `{rule}` has no steps")]
+    NoSteps { rule: String },
+    #[error("rule `{rule}` repeats 0 times")]
+    ZeroRepeat { rule: String },
+    #[error("rule `{rule}`, step {step}: CAN frame {reason}")]
+    CanFrame {
+        rule: String,
+        step: usize,
+        reason: &'static str,
+    },
+}
+
+/// Verifies every program of a payload, and the few structural facts the
+/// runtime relies on (unique rule names, at least one step, a repeat count
+/// of at least one, CAN frames the kernel would accept).
+pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
+    let consts = &payload.consts;
+    let states = payload.state_pairs.len();
+    let mut names = HashSet::new();
+    for rule in &payload.rules {
+        if !names.insert(rule.name.as_str()) {
+            return Err(PayloadError::DuplicateRule {
+                name: rule.name.clone(),
+            });
+        }
+        if rule.steps.is_empty() {
+            return Err(PayloadError::NoSteps {
+                rule: rule.name.clone(),
+            });
+        }
+        if rule.repeat.count == 0 {
+            return Err(PayloadError::ZeroRepeat {
+                rule: rule.name.clone(),
+            });
+        }
+        let program_error = |place: String, error| PayloadError::Program {
+            rule: rule.name.clone(),
+            place,
+            error,
+        };
+        if let Some(when) = &rule.when {
+            verify_program(when, consts, states).map_err(|e| program_error("`when`".into(), e))?;
+        }
+        for (index, step) in rule.steps.iter().enumerate() {
+            if let Some(when) = &step.when {
+                verify_program(when, consts, states)
+                    .map_err(|e| program_error(format!("step {index} `when`"), e))?;
+            }
+            if let crate::bundle::Action::Can(frame) = &step.action {
+                let reason = if frame.id > 0x1FFF_FFFF {
+                    Some("id above 0x1FFFFFFF")
+                } else if frame.data.len() > 8 || frame.dlc > 8 {
+                    Some("longer than 8 bytes")
+                } else if frame.rtr && !frame.data.is_empty() {
+                    Some("is a remote frame with data")
+                } else if !frame.rtr && usize::from(frame.dlc) != frame.data.len() {
+                    Some("length code differs from its data length")
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    return Err(PayloadError::CanFrame {
+                        rule: rule.name.clone(),
+                        step: index,
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A statically known type of a stack slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ty {
+    Str,
+    Int,
+    Float,
+    Bool,
+    /// Int or float.
+    Number,
+    /// Anything, including empty (a `data` value).
+    Any,
+}
+
+impl Ty {
+    fn join(self, other: Ty) -> Ty {
+        match (self, other) {
+            (a, b) if a == b => a,
+            (Ty::Int | Ty::Float | Ty::Number, Ty::Int | Ty::Float | Ty::Number) => Ty::Number,
+            _ => Ty::Any,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Ty::Str => "a string",
+            Ty::Int => "an int",
+            Ty::Float => "a float",
+            Ty::Bool => "a boolean",
+            Ty::Number => "a number",
+            Ty::Any => "anything",
+        }
+    }
+    fn may_be_number(self) -> bool {
+        matches!(self, Ty::Int | Ty::Float | Ty::Number | Ty::Any)
+    }
+    fn may_be_number_or_string(self) -> bool {
+        self.may_be_number() || self == Ty::Str
+    }
+    fn may_be_bool(self) -> bool {
+        matches!(self, Ty::Bool | Ty::Any)
+    }
+    fn may_be_str(self) -> bool {
+        matches!(self, Ty::Str | Ty::Any)
+    }
+    fn is_number(self) -> bool {
+        matches!(self, Ty::Int | Ty::Float | Ty::Number)
+    }
+}
+
+/// The result type of `- * / %` on two numbers.
+fn arith(a: Ty, b: Ty) -> Ty {
+    match (a, b) {
+        (Ty::Int, Ty::Int) => Ty::Int,
+        (Ty::Float, _) | (_, Ty::Float) => Ty::Float,
+        _ => Ty::Number,
+    }
+}
+
+fn op_name(op: &Op) -> String {
+    match op {
+        Op::Call(builtin, n) => format!("Call({}, {n})", builtin_name(*builtin)),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Verifies one program against the bundle's constant pool and the number
+/// of state pairs it lists.
+pub fn verify_program(
+    program: &Program,
+    consts: &[Const],
+    state_pairs: usize,
+) -> Result<ProgramInfo, VerifyError> {
+    let ops = &program.ops;
+    if ops.is_empty() {
+        return Err(VerifyError::Empty);
+    }
+    if ops.len() > MAX_OPS {
+        return Err(VerifyError::TooLong { len: ops.len() });
+    }
+    // The stack that jumps bring into each op index (len + 1 entries: a jump
+    // may target the end).
+    let mut incoming: Vec<Option<Vec<Ty>>> = vec![None; ops.len() + 1];
+    let mut stack: Vec<Ty> = Vec::new();
+    let mut max_stack = 0;
+
+    for (pc, op) in ops.iter().enumerate() {
+        if let Some(jumped) = incoming[pc].take() {
+            stack = merge(pc, stack, jumped)?;
+        }
+        let type_error = |expected, found: Ty| VerifyError::Type {
+            pc,
+            op: op_name(op),
+            expected,
+            found: found.name(),
+        };
+        let needs = match op {
+            Op::Not | Op::Neg | Op::AndJump(_) | Op::OrJump(_) | Op::AssertBool => 1,
+            Op::Call(_, n) => usize::from(*n),
+            Op::Const(_) | Op::Field(_) | Op::Data(_) | Op::State(_) => 0,
+            _ => 2,
+        };
+        if stack.len() < needs {
+            return Err(VerifyError::Underflow {
+                pc,
+                op: op_name(op),
+                needs,
+                found: stack.len(),
+            });
+        }
+        let args = stack.split_off(stack.len() - needs);
+        let result = match *op {
+            Op::Const(index) => match consts.get(index as usize) {
+                None => {
+                    return Err(VerifyError::ConstOutOfRange {
+                        pc,
+                        index,
+                        len: consts.len(),
+                    })
+                }
+                Some(Const::Path(_)) => return Err(VerifyError::ConstIsPath { pc, index }),
+                Some(Const::Str(_)) => Ty::Str,
+                Some(Const::Int(_)) => Ty::Int,
+                Some(Const::Float(_)) => Ty::Float,
+                Some(Const::Bool(_)) => Ty::Bool,
+            },
+            Op::Data(index) => match consts.get(index as usize) {
+                None => {
+                    return Err(VerifyError::ConstOutOfRange {
+                        pc,
+                        index,
+                        len: consts.len(),
+                    })
+                }
+                Some(Const::Path(path)) if path.is_empty() => {
+                    return Err(VerifyError::EmptyPath { pc, index })
+                }
+                Some(Const::Path(_)) => Ty::Any,
+                Some(_) => return Err(VerifyError::DataNotPath { pc, index }),
+            },
+            Op::State(index) => {
+                if index as usize >= state_pairs {
+                    return Err(VerifyError::StateOutOfRange {
+                        pc,
+                        index,
+                        len: state_pairs,
+                    });
+                }
+                Ty::Str
+            }
+            Op::Field(_) => Ty::Str,
+            Op::Not | Op::AssertBool => {
+                if !args[0].may_be_bool() {
+                    return Err(type_error("a boolean", args[0]));
+                }
+                Ty::Bool
+            }
+            Op::Neg => {
+                if !args[0].may_be_number() {
+                    return Err(type_error("a number", args[0]));
+                }
+                if args[0] == Ty::Any {
+                    Ty::Number
+                } else {
+                    args[0]
+                }
+            }
+            Op::AndJump(target) | Op::OrJump(target) => {
+                if !args[0].may_be_bool() {
+                    return Err(type_error("a boolean", args[0]));
+                }
+                if target as usize <= pc {
+                    return Err(VerifyError::JumpBackward { pc, target });
+                }
+                if target as usize > ops.len() {
+                    return Err(VerifyError::JumpOutOfRange {
+                        pc,
+                        target,
+                        len: ops.len(),
+                    });
+                }
+                // Taken: the boolean stays. Not taken: it is popped.
+                let mut taken = stack.clone();
+                taken.push(Ty::Bool);
+                let slot = &mut incoming[target as usize];
+                *slot = Some(match slot.take() {
+                    Some(other) => merge(target as usize, other, taken)?,
+                    None => taken,
+                });
+                continue;
+            }
+            Op::Add => {
+                let (a, b) = (args[0], args[1]);
+                for t in [a, b] {
+                    if !t.may_be_number_or_string() {
+                        return Err(type_error("a number or a string", t));
+                    }
+                }
+                match (a, b) {
+                    (Ty::Str, t) | (t, Ty::Str) if t.is_number() => {
+                        return Err(type_error("two strings or two numbers", t));
+                    }
+                    (Ty::Str, Ty::Str) => Ty::Str,
+                    (Ty::Any, _) | (_, Ty::Any) => Ty::Any,
+                    _ => arith(a, b),
+                }
+            }
+            Op::Sub | Op::Mul | Op::Div | Op::Mod | Op::Pow => {
+                for t in [args[0], args[1]] {
+                    if !t.may_be_number() {
+                        return Err(type_error("a number", t));
+                    }
+                }
+                if *op == Op::Pow {
+                    Ty::Float
+                } else {
+                    arith(args[0], args[1])
+                }
+            }
+            Op::Eq | Op::Ne => Ty::Bool,
+            Op::Lt | Op::Le | Op::Gt | Op::Ge => {
+                let (a, b) = (args[0], args[1]);
+                for t in [a, b] {
+                    if !t.may_be_number_or_string() {
+                        return Err(type_error("a number or a string", t));
+                    }
+                }
+                if (a == Ty::Str && b.is_number()) || (b == Ty::Str && a.is_number()) {
+                    return Err(type_error("two strings or two numbers", b));
+                }
+                Ty::Bool
+            }
+            Op::Call(builtin, n) => call_type(pc, op, builtin, n, &args)?,
+        };
+        stack.push(result);
+        max_stack = max_stack.max(stack.len());
+        if stack.len() > MAX_STACK {
+            return Err(VerifyError::TooDeep { pc });
+        }
+    }
+    if let Some(jumped) = incoming[ops.len()].take() {
+        stack = merge(ops.len(), stack, jumped)?;
+    }
+    match stack.as_slice() {
+        [t] if t.may_be_bool() => Ok(ProgramInfo { max_stack }),
+        [t] => Err(VerifyError::ResultNotBool { found: t.name() }),
+        other => Err(VerifyError::ResultCount { found: other.len() }),
+    }
+}
+
+fn merge(pc: usize, a: Vec<Ty>, b: Vec<Ty>) -> Result<Vec<Ty>, VerifyError> {
+    if a.len() != b.len() {
+        return Err(VerifyError::DepthMismatch {
+            pc,
+            a: a.len(),
+            b: b.len(),
+        });
+    }
+    Ok(a.into_iter().zip(b).map(|(x, y)| x.join(y)).collect())
+}
+
+fn call_type(pc: usize, op: &Op, builtin: Builtin, n: u8, args: &[Ty]) -> Result<Ty, VerifyError> {
+    let (min, max) = builtin_arity(builtin);
+    if n < min || n > max {
+        let expected = if min == max {
+            min.to_string()
+        } else {
+            format!("at least {min}")
+        };
+        return Err(VerifyError::Arity {
+            pc,
+            function: builtin_name(builtin),
+            expected,
+            found: n,
+        });
+    }
+    let type_error = |expected, found: Ty| VerifyError::Type {
+        pc,
+        op: op_name(op),
+        expected,
+        found: found.name(),
+    };
+    let strings = |args: &[Ty]| {
+        args.iter()
+            .find(|t| !t.may_be_str())
+            .map_or(Ok(()), |t| Err(type_error("a string", *t)))
+    };
+    let numbers = |args: &[Ty]| {
+        args.iter()
+            .find(|t| !t.may_be_number())
+            .map_or(Ok(()), |t| Err(type_error("a number", *t)))
+    };
+    Ok(match builtin {
+        Builtin::Len => {
+            strings(args)?;
+            Ty::Int
+        }
+        Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => {
+            strings(args)?;
+            Ty::Str
+        }
+        Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => {
+            strings(args)?;
+            Ty::Bool
+        }
+        Builtin::Min | Builtin::Max => {
+            numbers(args)?;
+            if args.iter().all(|t| *t == Ty::Int) {
+                Ty::Int
+            } else {
+                // evalexpr may answer an int even for float arguments.
+                Ty::Number
+            }
+        }
+        Builtin::If => {
+            if !args[0].may_be_bool() {
+                return Err(type_error("a boolean condition", args[0]));
+            }
+            args[1].join(args[2])
+        }
+        Builtin::Floor | Builtin::Ceil | Builtin::Round => {
+            numbers(args)?;
+            Ty::Float
+        }
+        Builtin::Abs => {
+            numbers(args)?;
+            if args[0] == Ty::Any {
+                Ty::Number
+            } else {
+                args[0]
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytecode::Const as C;
+    use crate::bytecode::EventField;
+    use Op::*;
+
+    fn consts() -> Vec<C> {
+        vec![
+            C::Bool(true),                 // 0
+            C::Int(1),                     // 1
+            C::Str("s".into()),            // 2
+            C::Path(vec!["level".into()]), // 3
+            C::Float(0.5),                 // 4
+            C::Path(vec![]),               // 5
+        ]
+    }
+
+    fn check(ops: Vec<Op>) -> Result<ProgramInfo, VerifyError> {
+        verify_program(&Program { ops }, &consts(), 1)
+    }
+
+    #[test]
+    fn accepts_well_formed_programs() {
+        // data.level > 1 && (topic == "s" || state(0) == "s")
+        let ops = vec![
+            Data(3),
+            Const(1),
+            Gt,
+            AndJump(13),
+            Field(EventField::Topic),
+            Const(2),
+            Eq,
+            OrJump(12),
+            State(0),
+            Const(2),
+            Eq,
+            AssertBool,
+            AssertBool,
+            // 13 = end
+        ];
+        assert_eq!(check(ops), Ok(ProgramInfo { max_stack: 2 }));
+        assert!(check(vec![Const(0)]).is_ok());
+        assert!(
+            check(vec![Data(3)]).is_ok(),
+            "a data value may be a boolean"
+        );
+        assert!(check(vec![Const(2), Const(2), Call(Builtin::Contains, 2)]).is_ok());
+        assert!(check(vec![
+            Const(1),
+            Const(4),
+            Const(1),
+            Call(Builtin::Max, 3),
+            Const(1),
+            Gt
+        ])
+        .is_ok());
+        assert!(check(vec![
+            Const(0),
+            Const(1),
+            Const(4),
+            Call(Builtin::If, 3),
+            Const(1),
+            Eq
+        ])
+        .is_ok());
+    }
+
+    #[test]
+    fn rejects_structure_errors() {
+        assert_eq!(check(vec![]), Err(VerifyError::Empty));
+        assert!(matches!(
+            check(vec![Const(1), Add]),
+            Err(VerifyError::Underflow {
+                pc: 1,
+                needs: 2,
+                found: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            check(vec![Call(Builtin::Len, 1)]),
+            Err(VerifyError::Underflow { pc: 0, .. })
+        ));
+        assert_eq!(
+            check(vec![Const(0), Const(0)]),
+            Err(VerifyError::ResultCount { found: 2 })
+        );
+        let deep: Vec<Op> = vec![Const(0); MAX_STACK + 1];
+        assert_eq!(check(deep), Err(VerifyError::TooDeep { pc: MAX_STACK }));
+        assert_eq!(
+            check(vec![Const(0); MAX_OPS + 1]),
+            Err(VerifyError::TooLong { len: MAX_OPS + 1 })
+        );
+    }
+
+    #[test]
+    fn rejects_bad_jumps() {
+        assert_eq!(
+            check(vec![Const(0), AndJump(1), Const(0), AssertBool]),
+            Err(VerifyError::JumpBackward { pc: 1, target: 1 })
+        );
+        assert_eq!(
+            check(vec![Const(0), OrJump(5), Const(0), AssertBool]),
+            Err(VerifyError::JumpOutOfRange {
+                pc: 1,
+                target: 5,
+                len: 4
+            })
+        );
+        // The jump lands where the fall-through path has one more value.
+        assert!(matches!(
+            check(vec![Const(0), AndJump(4), Const(0), Const(0), Eq]),
+            Err(VerifyError::DepthMismatch { pc: 4, .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_bad_indices() {
+        assert_eq!(
+            check(vec![Const(9)]),
+            Err(VerifyError::ConstOutOfRange {
+                pc: 0,
+                index: 9,
+                len: 6
+            })
+        );
+        assert_eq!(
+            check(vec![Const(3)]),
+            Err(VerifyError::ConstIsPath { pc: 0, index: 3 })
+        );
+        assert_eq!(
+            check(vec![Data(1)]),
+            Err(VerifyError::DataNotPath { pc: 0, index: 1 })
+        );
+        assert_eq!(
+            check(vec![Data(9)]),
+            Err(VerifyError::ConstOutOfRange {
+                pc: 0,
+                index: 9,
+                len: 6
+            })
+        );
+        assert_eq!(
+            check(vec![Data(5)]),
+            Err(VerifyError::EmptyPath { pc: 0, index: 5 })
+        );
+        assert_eq!(
+            check(vec![State(1), Const(2), Eq]),
+            Err(VerifyError::StateOutOfRange {
+                pc: 0,
+                index: 1,
+                len: 1
+            })
+        );
+    }
+
+    #[test]
+    fn rejects_bad_arity() {
+        assert!(matches!(
+            check(vec![Const(1), Call(Builtin::Min, 1), Const(1), Eq]),
+            Err(VerifyError::Arity {
+                function: "min",
+                found: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            check(vec![Const(0), Const(1), Call(Builtin::If, 2), Const(1), Eq]),
+            Err(VerifyError::Arity {
+                function: "if",
+                found: 2,
+                ..
+            })
+        ));
+        assert!(matches!(
+            check(vec![
+                Const(2),
+                Const(2),
+                Call(Builtin::Len, 2),
+                Const(1),
+                Eq
+            ]),
+            Err(VerifyError::Arity {
+                function: "len",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn rejects_static_type_errors() {
+        let cases = vec![
+            vec![Const(2), Not],
+            vec![Const(1), AndJump(4), Const(0), AssertBool],
+            vec![Const(0), AndJump(4), Const(1), AssertBool],
+            vec![Const(2), Neg, Const(1), Eq],
+            vec![Const(0), Const(1), Add, Const(1), Eq],
+            vec![Const(2), Const(1), Add, Const(1), Eq],
+            vec![Const(2), Const(2), Sub, Const(1), Eq],
+            vec![Const(2), Const(1), Lt],
+            vec![Const(0), Const(0), Lt],
+            vec![Const(1), Call(Builtin::Len, 1), Const(1), Eq],
+            vec![Const(1), Const(2), Call(Builtin::StartsWith, 2)],
+            vec![Const(2), Call(Builtin::Floor, 1), Const(1), Eq],
+            vec![
+                Const(1),
+                Const(1),
+                Const(1),
+                Call(Builtin::If, 3),
+                Const(1),
+                Eq,
+            ],
+        ];
+        for ops in cases {
+            let r = check(ops.clone());
+            assert!(matches!(r, Err(VerifyError::Type { .. })), "{ops:?}: {r:?}");
+        }
+        assert_eq!(
+            check(vec![Const(1)]),
+            Err(VerifyError::ResultNotBool { found: "an int" })
+        );
+        assert_eq!(
+            check(vec![Const(2), Const(2), Add]),
+            Err(VerifyError::ResultNotBool { found: "a string" })
+        );
+        // Types flow through arithmetic, calls and branches.
+        assert!(check(vec![Const(1), Const(4), Add, Not]).is_err());
+        assert!(check(vec![Const(2), Call(Builtin::Trim, 1), Neg, Const(1), Eq]).is_err());
+        assert!(
+            check(vec![Data(3), Const(1), Add, Not]).is_ok(),
+            "data may be a string... or not"
+        );
+    }
+}
