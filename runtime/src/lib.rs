@@ -6,3 +6,5 @@
 //!   performing the engine's effects.
 
 pub mod engine;
+#[cfg(feature = "service")]
+pub mod service;

@@ -1,0 +1,270 @@
+//! The `exec` action (DESIGN.md 6.4): run a command (no shell, no arguments)
+//! in its own process group, the event JSON on stdin, stdout discarded,
+//! stderr kept (bounded) for the error message, `LS_*` variables describing
+//! the event. At the timeout, or when the pool stops, the whole group is
+//! killed, so a script's background children go with it.
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use rulecore::event::Event;
+use std::collections::HashSet;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+/// How much of stderr an error message keeps.
+const STDERR_KEEP: usize = 2048;
+/// How long stderr may keep draining after the command exited: a background
+/// child holding the pipe open must not hold the worker.
+const STDERR_GRACE: Duration = Duration::from_millis(100);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("cannot start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("waiting for `{command}`: {source}")]
+    Wait {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("`{command}` timed out after {timeout_ms}ms; its process group was killed")]
+    Timeout { command: String, timeout_ms: u128 },
+    #[error("`{command}` exited with {status}{}", stderr_suffix(.stderr))]
+    Failed {
+        command: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    let trimmed = stderr.trim();
+    if trimmed.is_empty() {
+        String::new()
+    } else {
+        format!(": {trimmed}")
+    }
+}
+
+/// Process groups of the `exec` actions running now, killed at stop.
+#[derive(Debug, Clone, Default)]
+pub struct RunningGroups(Arc<Mutex<HashSet<i32>>>);
+
+impl RunningGroups {
+    fn insert(&self, pgid: i32) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(pgid);
+    }
+    fn remove(&self, pgid: i32) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&pgid);
+    }
+    /// SIGKILLs every running group.
+    pub fn kill_all(&self) {
+        let groups: Vec<i32> = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .copied()
+            .collect();
+        for pgid in groups {
+            tracing::info!(pgid, "stopping: killing exec process group");
+            kill_group(pgid);
+        }
+    }
+}
+
+fn kill_group(pgid: i32) {
+    // ESRCH: the group is already gone, which is what we wanted.
+    match killpg(Pid::from_raw(pgid), Signal::SIGKILL) {
+        Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+        Err(e) => tracing::warn!(pgid, "cannot kill process group: {e}"),
+    }
+}
+
+/// The `LS_*` variables for an event (DESIGN.md 6.4).
+pub fn event_env(event: &Event) -> Vec<(String, String)> {
+    let mut vars = vec![
+        ("LS_TOPIC".to_string(), event.topic.clone()),
+        ("LS_SRC".to_string(), event.src().to_string()),
+        ("LS_FROM".to_string(), event.from().to_string()),
+        ("LS_TO".to_string(), event.to().to_string()),
+        ("LS_ID".to_string(), event.id().to_string()),
+    ];
+    if let Some(data) = event.data.as_object() {
+        for (key, value) in data {
+            let text = match value {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.to_string(),
+                serde_json::Value::Bool(b) => b.to_string(),
+                // Not scalars: objects and arrays have no one-line value, and
+                // null is "no value".
+                serde_json::Value::Null
+                | serde_json::Value::Array(_)
+                | serde_json::Value::Object(_) => continue,
+            };
+            vars.push((format!("LS_DATA_{}", env_key(key)), text));
+        }
+    }
+    vars
+}
+
+/// Upper-cases `key` and turns every character outside `A-Z0-9` into `_`.
+pub fn env_key(key: &str) -> String {
+    key.chars()
+        .map(|c| {
+            let c = c.to_ascii_uppercase();
+            if c.is_ascii_uppercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Runs `command` for `event`, killing its group after `timeout`.
+pub async fn run(
+    command: &str,
+    timeout: Duration,
+    event: &Event,
+    groups: &RunningGroups,
+) -> Result<(), ExecError> {
+    let stdin_json = serde_json::to_vec(event).unwrap_or_default();
+    let mut child = Command::new(command)
+        .envs(event_env(event))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| ExecError::Spawn {
+            command: command.to_string(),
+            source,
+        })?;
+    // With process_group(0) the child leads a group whose id is its pid.
+    let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+    if let Some(pgid) = pgid {
+        groups.insert(pgid);
+    }
+
+    let stdin = child.stdin.take();
+    let feed = async move {
+        if let Some(mut stdin) = stdin {
+            // A command that does not read its stdin closes the pipe early:
+            // that is its business, not an error.
+            if let Err(e) = stdin.write_all(&stdin_json).await {
+                tracing::debug!("exec stdin: {e}");
+            }
+        }
+    };
+    tokio::spawn(feed);
+
+    let collected = Arc::new(Mutex::new(Vec::new()));
+    let mut reader = child.stderr.take().map(|mut stderr| {
+        let sink = Arc::clone(&collected);
+        tokio::spawn(async move {
+            let mut buf = [0u8; 512];
+            loop {
+                match stderr.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let mut kept = sink.lock().unwrap_or_else(PoisonError::into_inner);
+                        let room = STDERR_KEEP.saturating_sub(kept.len());
+                        kept.extend_from_slice(&buf[..n.min(room)]);
+                    }
+                }
+            }
+        })
+    });
+
+    let waited = tokio::time::timeout(timeout, child.wait()).await;
+    let result = match waited {
+        Err(_elapsed) => {
+            if let Some(pgid) = pgid {
+                kill_group(pgid);
+            }
+            // Reap the leader so it does not linger as a zombie.
+            if let Err(e) = child.wait().await {
+                tracing::warn!("reaping `{command}` after its timeout: {e}");
+            }
+            Err(ExecError::Timeout {
+                command: command.to_string(),
+                timeout_ms: timeout.as_millis(),
+            })
+        }
+        Ok(Err(source)) => Err(ExecError::Wait {
+            command: command.to_string(),
+            source,
+        }),
+        Ok(Ok(status)) if status.success() => Ok(()),
+        Ok(Ok(status)) => {
+            if let Some(reader) = reader.as_mut() {
+                // Best effort: whatever arrived within the grace is kept.
+                let _ = tokio::time::timeout(STDERR_GRACE, reader).await;
+            }
+            let stderr =
+                String::from_utf8_lossy(&collected.lock().unwrap_or_else(PoisonError::into_inner))
+                    .into_owned();
+            Err(ExecError::Failed {
+                command: command.to_string(),
+                status,
+                stderr,
+            })
+        }
+    };
+    if let Some(pgid) = pgid {
+        groups.remove(pgid);
+    }
+    if let Some(reader) = reader {
+        reader.abort();
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_keys_are_upper_snake() {
+        assert_eq!(env_key("level"), "LEVEL");
+        assert_eq!(env_key("speed-kmh"), "SPEED_KMH");
+        assert_eq!(env_key("a.b c"), "A_B_C");
+        assert_eq!(env_key("grüße"), "GR__E");
+    }
+
+    #[test]
+    fn env_has_event_fields_and_scalar_data() {
+        let event = Event::decode(
+            br#"{"id":"e1","topic":"alarm.triggered","src":"alarm","to":"on","data":{"level":2,"name":"x","ok":true,"nested":{"a":1},"list":[1],"none":null}}"#,
+        )
+        .unwrap();
+        let vars = event_env(&event);
+        let get = |k: &str| {
+            vars.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("LS_TOPIC"), Some("alarm.triggered"));
+        assert_eq!(get("LS_FROM"), Some(""));
+        assert_eq!(get("LS_ID"), Some("e1"));
+        assert_eq!(get("LS_DATA_LEVEL"), Some("2"));
+        assert_eq!(get("LS_DATA_NAME"), Some("x"));
+        assert_eq!(get("LS_DATA_OK"), Some("true"));
+        assert_eq!(get("LS_DATA_NESTED"), None);
+        assert_eq!(get("LS_DATA_LIST"), None);
+        assert_eq!(get("LS_DATA_NONE"), None);
+    }
+}

@@ -1,0 +1,6 @@
+//! The service: tokio, Redis, the worker pool, processes and CAN, driving
+//! the pure [`crate::engine`] and performing its effects (DESIGN.md 6).
+
+pub mod can;
+pub mod exec;
+pub mod pool;

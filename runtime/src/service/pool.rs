@@ -1,0 +1,274 @@
+//! The worker pool (DESIGN.md 6.4): `workers` tasks behind a bounded queue.
+//!
+//! A submitted job goes straight to an idle worker; the queue holds only jobs
+//! waiting for a busy one. A job that finds the queue full, or the pool
+//! stopping, is refused at once: [`Pool::submit`] never waits, so the event
+//! path never blocks on actions. Every job's fate comes back to the driver on
+//! one channel as [`Report`]s.
+
+use crate::service::can::CanSockets;
+use crate::service::exec::{self, ExecError, RunningGroups};
+use rulecore::bundle::Action;
+use rulecore::event::Event;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
+
+/// The driver's handle on a job; the pool only echoes it back.
+pub type JobId = u64;
+
+/// One action to perform.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: JobId,
+    pub action: Action,
+    /// The event that triggered the run: exec's stdin and `LS_*` variables.
+    pub event: Arc<Event>,
+}
+
+/// What happened to a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    /// A worker took the job and is about to perform it.
+    Started(JobId),
+    /// The action finished; `Err` carries a message naming what failed.
+    Finished(JobId, Result<(), String>),
+    /// The job was still queued when the pool stopped: it never ran.
+    Abandoned(JobId),
+}
+
+/// Why a job was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("worker queue full")]
+    QueueFull,
+    #[error("worker pool stopping")]
+    Stopping,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PoolConfig {
+    pub workers: usize,
+    pub queue: usize,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            workers: 2,
+            queue: 256,
+        }
+    }
+}
+
+/// What the workers need to perform actions.
+#[derive(Clone)]
+pub struct Performers {
+    /// For `redis` actions (one LPUSH each). `None` in tests of the other kinds.
+    pub redis: Option<redis::aio::ConnectionManager>,
+    pub can: CanSockets,
+}
+
+impl std::fmt::Debug for Performers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Performers")
+            .field("redis", &self.redis.is_some())
+            .field("can", &self.can)
+            .finish()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    queue: VecDeque<Job>,
+    /// Workers waiting for a job (woken or about to be).
+    idle: usize,
+    stopping: bool,
+}
+
+#[derive(Debug)]
+pub struct Pool {
+    shared: Arc<Mutex<Shared>>,
+    wake: Arc<Notify>,
+    queue_cap: usize,
+    reports: mpsc::UnboundedSender<Report>,
+    groups: RunningGroups,
+    workers: Vec<JoinHandle<()>>,
+}
+
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    // The lock is never held across an await or a panic-prone call, so a
+    // poisoned lock still holds consistent data.
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Pool {
+    /// Starts the workers on the current tokio runtime.
+    pub fn start(
+        config: PoolConfig,
+        performers: Performers,
+        reports: mpsc::UnboundedSender<Report>,
+    ) -> Self {
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let wake = Arc::new(Notify::new());
+        let groups = RunningGroups::default();
+        let workers = (0..config.workers.max(1))
+            .map(|_| {
+                tokio::spawn(worker(
+                    Arc::clone(&shared),
+                    Arc::clone(&wake),
+                    performers.clone(),
+                    reports.clone(),
+                    groups.clone(),
+                ))
+            })
+            .collect();
+        Self {
+            shared,
+            wake,
+            queue_cap: config.queue,
+            reports,
+            groups,
+            workers,
+        }
+    }
+
+    /// Hands a job over without waiting.
+    pub fn submit(&self, job: Job) -> Result<(), Refused> {
+        let mut shared = lock(&self.shared);
+        if shared.stopping {
+            return Err(Refused::Stopping);
+        }
+        // Idle workers take one job each; beyond them, the queue's capacity.
+        if shared.queue.len() >= shared.idle + self.queue_cap {
+            return Err(Refused::QueueFull);
+        }
+        shared.queue.push_back(job);
+        drop(shared);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Jobs waiting for a worker.
+    pub fn queued(&self) -> usize {
+        lock(&self.shared).queue.len()
+    }
+
+    /// Stops the pool: refuses new jobs, reports queued jobs as abandoned,
+    /// kills the process group of every running `exec`, and waits (at most
+    /// `grace`) for the workers to report what they were doing. Returns the
+    /// number of abandoned jobs.
+    pub async fn stop(self, grace: Duration) -> usize {
+        let abandoned: Vec<Job> = {
+            let mut shared = lock(&self.shared);
+            shared.stopping = true;
+            shared.queue.drain(..).collect()
+        };
+        for job in &abandoned {
+            // The receiver lives in the driver, which is waiting for us.
+            if self.reports.send(Report::Abandoned(job.id)).is_err() {
+                tracing::debug!(job = job.id, "pool report receiver gone");
+            }
+        }
+        self.wake.notify_waiters();
+        self.groups.kill_all();
+        let mut workers = self.workers;
+        let joined = tokio::time::timeout(grace, async {
+            for handle in &mut workers {
+                if let Err(e) = handle.await {
+                    tracing::error!("worker task failed: {e}");
+                }
+            }
+        })
+        .await;
+        if joined.is_err() {
+            tracing::warn!(
+                "workers still busy {}ms after stop; leaving them",
+                grace.as_millis()
+            );
+            for handle in &workers {
+                handle.abort();
+            }
+        }
+        abandoned.len()
+    }
+}
+
+async fn worker(
+    shared: Arc<Mutex<Shared>>,
+    wake: Arc<Notify>,
+    mut performers: Performers,
+    reports: mpsc::UnboundedSender<Report>,
+    groups: RunningGroups,
+) {
+    loop {
+        let notified = wake.notified();
+        tokio::pin!(notified);
+        let job = {
+            let mut state = lock(&shared);
+            if state.stopping {
+                return;
+            }
+            match state.queue.pop_front() {
+                Some(job) => Some(job),
+                None => {
+                    state.idle += 1;
+                    // Registered while the lock is held, so neither a submit
+                    // nor a stop between the unlock and the await is missed.
+                    notified.as_mut().enable();
+                    None
+                }
+            }
+        };
+        let Some(job) = job else {
+            notified.await;
+            lock(&shared).idle -= 1;
+            continue;
+        };
+        if reports.send(Report::Started(job.id)).is_err() {
+            return;
+        }
+        let outcome = perform(&mut performers, &groups, &job).await;
+        if reports.send(Report::Finished(job.id, outcome)).is_err() {
+            return;
+        }
+    }
+}
+
+async fn perform(
+    performers: &mut Performers,
+    groups: &RunningGroups,
+    job: &Job,
+) -> Result<(), String> {
+    match &job.action {
+        Action::Redis { list, push } => {
+            let Some(con) = performers.redis.as_mut() else {
+                return Err("no redis connection for the redis action".to_string());
+            };
+            redis::cmd("LPUSH")
+                .arg(list)
+                .arg(push)
+                .query_async::<i64>(con)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("LPUSH {list}: {e}"))
+        }
+        Action::Exec {
+            command,
+            timeout_ns,
+        } => exec::run(
+            command,
+            Duration::from_nanos(*timeout_ns),
+            &job.event,
+            groups,
+        )
+        .await
+        .map_err(|e: ExecError| e.to_string()),
+        Action::Can(frame) => performers
+            .can
+            .send(frame)
+            .map_err(|e| format!("can {}: {e}", frame.iface)),
+    }
+}

@@ -1,0 +1,314 @@
+//! The worker pool against a real `redis-server` and real processes
+//! (DESIGN.md 6.4).
+
+mod support;
+
+use rulecore::bundle::Action;
+use rulecore::event::Event;
+use ruled::service::can::CanSockets;
+use ruled::service::pool::{Job, Performers, Pool, PoolConfig, Refused, Report};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use support::{wait_for, RedisServer};
+use tokio::sync::mpsc;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn event(json: &str) -> Arc<Event> {
+    Arc::new(Event::decode(json.as_bytes()).unwrap())
+}
+
+fn script(dir: &Path, name: &str, body: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn no_redis() -> Performers {
+    Performers {
+        redis: None,
+        can: CanSockets::default(),
+    }
+}
+
+/// Collects reports until `count` of them arrived (or 10 s passed).
+async fn reports(rx: &mut mpsc::UnboundedReceiver<Report>, count: usize) -> Vec<Report> {
+    let mut out = Vec::new();
+    while out.len() < count {
+        match tokio::time::timeout(support::DEADLINE, rx.recv()).await {
+            Ok(Some(report)) => out.push(report),
+            _ => panic!("only {} of {count} reports: {out:?}", out.len()),
+        }
+    }
+    out
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie has exited: it only waits for its parent to reap it.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn redis_action_is_one_lpush() {
+    let redis = RedisServer::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let client = redis::Client::open(redis.url()).unwrap();
+        let manager = redis::aio::ConnectionManager::new(client).await.unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let pool = Pool::start(
+            PoolConfig::default(),
+            Performers {
+                redis: Some(manager),
+                can: CanSockets::default(),
+            },
+            tx,
+        );
+        let action = Action::Redis {
+            list: "scooter:blinker".into(),
+            push: "both".into(),
+        };
+        pool.submit(Job {
+            id: 7,
+            action,
+            event: event(r#"{"topic":"t"}"#),
+        })
+        .unwrap();
+        let got = reports(&mut rx, 2).await;
+        assert_eq!(got, vec![Report::Started(7), Report::Finished(7, Ok(()))]);
+        assert_eq!(pool.stop(Duration::from_secs(1)).await, 0);
+    });
+    let list: Vec<String> = redis.query(&["LRANGE", "scooter:blinker", "0", "-1"]);
+    assert_eq!(list, vec!["both"]);
+}
+
+#[test]
+fn exec_gets_env_and_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let command = script(
+        dir.path(),
+        "record.sh",
+        &format!(
+            "cat > {out}.stdin\nprintf '%s|%s|%s|%s|%s|%s|%s' \"$LS_TOPIC\" \"$LS_SRC\" \"$LS_FROM\" \"$LS_TO\" \"$LS_ID\" \"$LS_DATA_LEVEL\" \"$LS_DATA_SPEED_KMH\" > {out}.env",
+            out = out.display()
+        ),
+    );
+    let json = r#"{"id":"e1","topic":"alarm.triggered","src":"alarm","from":"armed","to":"on","data":{"level":2,"speed-kmh":"12"}}"#;
+    let rt = runtime();
+    rt.block_on(async {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let pool = Pool::start(PoolConfig::default(), no_redis(), tx);
+        pool.submit(Job {
+            id: 1,
+            action: Action::Exec {
+                command,
+                timeout_ns: 5_000_000_000,
+            },
+            event: event(json),
+        })
+        .unwrap();
+        let got = reports(&mut rx, 2).await;
+        assert_eq!(got[1], Report::Finished(1, Ok(())), "{got:?}");
+        pool.stop(Duration::from_secs(1)).await;
+    });
+    let env = std::fs::read_to_string(format!("{}.env", out.display())).unwrap();
+    assert_eq!(env, "alarm.triggered|alarm|armed|on|e1|2|12");
+    let stdin = std::fs::read(format!("{}.stdin", out.display())).unwrap();
+    assert_eq!(Event::decode(&stdin).unwrap(), *event(json));
+}
+
+#[test]
+fn exec_failure_carries_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = script(dir.path(), "fail.sh", "echo 'no blinker here' >&2\nexit 3");
+    let rt = runtime();
+    rt.block_on(async {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let pool = Pool::start(PoolConfig::default(), no_redis(), tx);
+        let action = Action::Exec {
+            command: command.clone(),
+            timeout_ns: 5_000_000_000,
+        };
+        pool.submit(Job {
+            id: 1,
+            action,
+            event: event(r#"{"topic":"t"}"#),
+        })
+        .unwrap();
+        pool.submit(Job {
+            id: 2,
+            action: Action::Exec {
+                command: "/nonexistent/command".into(),
+                timeout_ns: 5_000_000_000,
+            },
+            event: event(r#"{"topic":"t"}"#),
+        })
+        .unwrap();
+        let got = reports(&mut rx, 4).await;
+        let failure = |id| {
+            got.iter()
+                .find_map(|r| match r {
+                    Report::Finished(i, Err(msg)) if *i == id => Some(msg.clone()),
+                    _ => None,
+                })
+                .unwrap_or_else(|| panic!("no failure for job {id}: {got:?}"))
+        };
+        let first = failure(1);
+        assert!(first.contains("exit status: 3"), "{first}");
+        assert!(first.contains("no blinker here"), "{first}");
+        assert!(failure(2).contains("cannot start"), "{}", failure(2));
+        pool.stop(Duration::from_secs(1)).await;
+    });
+}
+
+#[test]
+fn exec_timeout_kills_the_whole_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let command = script(
+        dir.path(),
+        "hang.sh",
+        &format!(
+            "sleep 600 &\necho $! > {p}.child\necho $$ > {p}.self\nwait",
+            p = pids.display()
+        ),
+    );
+    let rt = runtime();
+    rt.block_on(async {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let pool = Pool::start(PoolConfig::default(), no_redis(), tx);
+        pool.submit(Job {
+            id: 1,
+            action: Action::Exec {
+                command,
+                timeout_ns: 500_000_000,
+            },
+            event: event(r#"{"topic":"t"}"#),
+        })
+        .unwrap();
+        let got = reports(&mut rx, 2).await;
+        match &got[1] {
+            Report::Finished(1, Err(msg)) => assert!(msg.contains("timed out"), "{msg}"),
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        pool.stop(Duration::from_secs(1)).await;
+    });
+    let read_pid = |suffix: &str| -> i32 {
+        std::fs::read_to_string(format!("{}.{suffix}", pids.display()))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (child, parent) = (read_pid("child"), read_pid("self"));
+    wait_for("script and its background child gone", || {
+        !alive(child) && !alive(parent)
+    });
+}
+
+#[test]
+fn full_queue_refuses_and_stop_abandons_and_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let command = script(
+        dir.path(),
+        "slow.sh",
+        &format!("echo $$ > {}\nexec sleep 600", pid_file.display()),
+    );
+    let rt = runtime();
+    rt.block_on(async {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let pool = Pool::start(
+            PoolConfig {
+                workers: 1,
+                queue: 2,
+            },
+            no_redis(),
+            tx,
+        );
+        let job = |id| Job {
+            id,
+            action: Action::Exec {
+                command: command.clone(),
+                timeout_ns: 600_000_000_000,
+            },
+            event: event(r#"{"topic":"t"}"#),
+        };
+        pool.submit(job(1)).unwrap();
+        // Let the worker take job 1 so the queue is empty again.
+        assert_eq!(reports(&mut rx, 1).await, vec![Report::Started(1)]);
+        while !pid_file.exists() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        pool.submit(job(2)).unwrap();
+        pool.submit(job(3)).unwrap();
+        assert_eq!(pool.submit(job(4)), Err(Refused::QueueFull));
+        assert_eq!(pool.queued(), 2);
+
+        let abandoned = pool.stop(Duration::from_secs(5)).await;
+        assert_eq!(abandoned, 2);
+        let got = reports(&mut rx, 3).await;
+        assert!(got.contains(&Report::Abandoned(2)), "{got:?}");
+        assert!(got.contains(&Report::Abandoned(3)), "{got:?}");
+        assert!(
+            got.iter().any(|r| matches!(r, Report::Finished(1, Err(_)))),
+            "the running job is killed and reported: {got:?}"
+        );
+    });
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_for("running exec killed at stop", || !alive(pid));
+}
+
+#[test]
+fn idle_workers_take_jobs_without_queueing() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = script(dir.path(), "slow.sh", "exec sleep 600");
+    let rt = runtime();
+    rt.block_on(async {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        // Queue of zero: only idle workers accept.
+        let pool = Pool::start(
+            PoolConfig {
+                workers: 2,
+                queue: 0,
+            },
+            no_redis(),
+            tx,
+        );
+        let job = |id| Job {
+            id,
+            action: Action::Exec {
+                command: command.clone(),
+                timeout_ns: 600_000_000_000,
+            },
+            event: event(r#"{"topic":"t"}"#),
+        };
+        // Workers register as idle when they first run.
+        tokio::task::yield_now().await;
+        pool.submit(job(1)).unwrap();
+        pool.submit(job(2)).unwrap();
+        assert_eq!(pool.submit(job(3)), Err(Refused::QueueFull));
+        let started = reports(&mut rx, 2).await;
+        assert!(started.contains(&Report::Started(1)) && started.contains(&Report::Started(2)));
+        assert_eq!(pool.submit(job(4)), Err(Refused::QueueFull));
+        pool.stop(Duration::from_secs(5)).await;
+    });
+}

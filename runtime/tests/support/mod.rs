@@ -1,0 +1,245 @@
+//! Test support: a throwaway `redis-server` per test (unix socket in a temp
+//! dir, no persistence), a `ruled` child process with its log captured, and
+//! polling with generous deadlines.
+#![allow(dead_code, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a test waits for an outcome before it fails. Generous: the
+/// machine may be busy compiling other crates.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A `redis-server` of our own, killed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+}
+
+impl RedisServer {
+    /// Starts a server on a unix socket in a fresh temp dir. Fails the test
+    /// (with how to install it) when `redis-server` is not on the PATH.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("redis.sock");
+        let child = match Command::new("redis-server")
+            .args(["--port", "0", "--save", "", "--appendonly", "no"])
+            .arg("--unixsocket")
+            .arg(&socket)
+            .args(["--unixsocketperm", "700", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            Ok(child) => child,
+            Err(e) => panic!(
+                "cannot start `redis-server` ({e}); these integration tests need it on the PATH.\n\
+                 Install it: `apt-get install redis-server` (Debian/Ubuntu), `brew install redis` (macOS)."
+            ),
+        };
+        let server = Self { child, dir, socket };
+        let started = Instant::now();
+        loop {
+            if server.socket.exists() {
+                if let Ok(mut con) = server.try_connection() {
+                    if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                        return server;
+                    }
+                }
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "redis-server did not come up on {}",
+                server.socket.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The URL `ruled --redis` takes for this server.
+    pub fn url(&self) -> String {
+        format!("redis+unix://{}", self.socket.display())
+    }
+
+    fn try_connection(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection()
+    }
+
+    pub fn con(&self) -> redis::Connection {
+        self.try_connection().expect("connect to the test redis")
+    }
+
+    /// Runs one command and returns its reply.
+    pub fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut command = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            command.arg(*arg);
+        }
+        command
+            .query(&mut self.con())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running `ruled`, its stderr collected line by line.
+#[derive(Debug)]
+pub struct Ruled {
+    child: Option<Child>,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Ruled {
+    /// Starts `ruled` against `redis` with `bundle` and extra flags.
+    pub fn start(redis: &RedisServer, bundle: &Path, extra: &[&str]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ruled"));
+        command
+            .arg("--redis")
+            .arg(redis.url())
+            .arg("--bundle")
+            .arg(bundle)
+            .args(["--log-level", "debug", "--stats-interval", "200ms"])
+            .args(extra)
+            .env_remove("JOURNAL_STREAM")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (key, _) in std::env::vars() {
+            if key.starts_with("RULED_") {
+                command.env_remove(key);
+            }
+        }
+        let mut child = command.spawn().expect("spawn ruled");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if std::env::var_os("RULED_TEST_ECHO").is_some() {
+                    eprintln!("ruled: {line}");
+                }
+                sink.lock().expect("log lock").push(line);
+            }
+        });
+        Self {
+            child: Some(child),
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().expect("log lock").clone()
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log().join("\n")
+    }
+
+    /// Waits for a log line containing every one of `needles`.
+    pub fn wait_log(&self, needles: &[&str]) -> String {
+        let found = poll(|| {
+            self.log()
+                .into_iter()
+                .find(|line| needles.iter().all(|n| line.contains(n)))
+        });
+        found.unwrap_or_else(|| {
+            panic!(
+                "no log line with {needles:?} within {DEADLINE:?}; log:\n{}",
+                self.log_text()
+            )
+        })
+    }
+
+    /// Waits until ruled says it is ready (subscribed, or idle).
+    pub fn wait_ready(&self) {
+        self.wait_log(&["ruled ready"]);
+    }
+
+    /// SIGTERM, then waits for the exit; returns whether it exited cleanly.
+    pub fn stop(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let status = wait_child(&mut child);
+        status.is_some_and(|s| s.success())
+    }
+
+    /// SIGKILL: a crash.
+    pub fn crash(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Waits for the process to exit by itself; returns its status code.
+    pub fn wait_exit(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        wait_child(&mut child).and_then(|s| s.code())
+    }
+}
+
+fn wait_child(child: &mut Child) -> Option<std::process::ExitStatus> {
+    let started = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Ruled {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, or [`DEADLINE`] passes.
+pub fn poll<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let started = Instant::now();
+    loop {
+        if let Some(found) = check() {
+            return Some(found);
+        }
+        if started.elapsed() > DEADLINE {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls until `check` is true; panics with `what` after [`DEADLINE`].
+pub fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    if poll(|| check().then_some(())).is_none() {
+        panic!("timed out after {DEADLINE:?} waiting for: {what}");
+    }
+}
