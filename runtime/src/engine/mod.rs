@@ -1,1 +1,1053 @@
-//! The engine: see DESIGN.md section 6.
+//! The engine (DESIGN.md 6): a pure, synchronous state machine.
+//!
+//! No I/O, no clock, no tokio: the driver (the Redis service, or `rulec
+//! simulate`) feeds it events, action results, state changes, replayed
+//! records and the time, and performs the [`Effect`]s it hands back, in
+//! order. Timers live in one deadline queue; the driver sleeps until
+//! [`Engine::next_deadline`] and then calls [`Engine::handle_timeout`].
+//!
+//! Every parked run is one small struct in its rule's slot plus the
+//! `Arc<Event>` that triggered it. A rule has at most one live run: every
+//! concurrency policy ends or refuses the old run before a new one starts.
+//!
+//! See docs/engine.md for the driver's contract.
+
+mod effect;
+mod index;
+mod record;
+mod time;
+mod timers;
+
+pub use effect::{
+    DropReason, Effect, EndReason, Job, JobId, Level, LogLine, Note, ReplayDropReason,
+    TriggerOutcome,
+};
+pub use record::{PendingRecord, RecordError, PENDING_HASH};
+pub use time::Time;
+
+use index::TopicIndex;
+use record::RecordRef;
+use rulecore::bundle::{Concurrency, Payload, Rule};
+use rulecore::bytecode::Program;
+use rulecore::event::Event;
+use rulecore::topic::TopicPattern;
+use rulecore::vm::eval_bool;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use time::nanos_to_millis_ceil;
+use timers::{TimerKind, Timers};
+
+/// Default replay window (DESIGN.md 6.5): 5 minutes.
+pub const DEFAULT_REPLAY_WINDOW_MS: i64 = 5 * 60 * 1000;
+/// Default `queue` backlog per rule (DESIGN.md 6.2).
+pub const DEFAULT_QUEUE_BACKLOG: usize = 8;
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// How far past due a replayed record may be; negative means zero.
+    pub replay_window_ms: i64,
+    /// Triggers a `queue` rule holds while its run is live.
+    pub queue_backlog: usize,
+    /// The process epoch in run ids `<rule>#<epoch>-<n>`: it must differ
+    /// from every earlier process's (the service uses its start time).
+    pub epoch: String,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            replay_window_ms: DEFAULT_REPLAY_WINDOW_MS,
+            queue_backlog: DEFAULT_QUEUE_BACKLOG,
+            epoch: "0".to_string(),
+        }
+    }
+}
+
+/// DESIGN.md 6.7's engine-side counters (`version` and `bundle` are the
+/// service's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Live (enabled) rules.
+    pub rules: u64,
+    /// Actions started.
+    pub dispatched: u64,
+    /// Refused by the pool, or abandoned in its queue at stop.
+    pub dropped: u64,
+    /// `queue` backlog overflow.
+    pub refused: u64,
+    /// Actions that returned an error.
+    pub failed: u64,
+    /// Armed timers: step waits, repeat gaps, debounce windows.
+    pub pending: u64,
+    pub runs_active: u64,
+}
+
+/// Per-rule statistics (DESIGN.md 6.7).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RuleStats {
+    /// Runs started, replays included.
+    pub runs_started: u64,
+    /// Wall-clock Unix ms of the last fire (the cooldown's "fired").
+    pub last_fire_ms: Option<i64>,
+    /// `when` evaluation errors.
+    pub errors: u64,
+    /// 0 or 1: a rule has at most one live run.
+    pub active_runs: u64,
+}
+
+/// Where a live run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Parked on timer `token` before submitting `step`.
+    Waiting { token: u64 },
+    /// Parked on timer `token` between repeat passes.
+    Gap { token: u64 },
+    /// `step`'s action was handed to the pool as job `job`.
+    Acting { job: u64 },
+    /// Transient, while the engine decides (never observable between calls).
+    Deciding,
+}
+
+#[derive(Debug)]
+struct Run {
+    /// Engine-local serial, to recognise stale timers and jobs.
+    serial: u64,
+    id: Arc<str>,
+    event: Arc<Event>,
+    step: u32,
+    pass: u32,
+    phase: Phase,
+    /// The run (not a job) owns a pending record in the store.
+    owns_record: bool,
+}
+
+#[derive(Debug)]
+struct Debounce {
+    event: Arc<Event>,
+    token: u64,
+}
+
+#[derive(Debug)]
+struct RuleState {
+    name: Arc<str>,
+    /// Step fingerprints as stored in records (32 hex characters).
+    fingerprints: Vec<Box<str>>,
+    run: Option<Run>,
+    backlog: VecDeque<Arc<Event>>,
+    debounce: Option<Debounce>,
+    last_fire: Option<Time>,
+    stats: RuleStats,
+}
+
+/// The engine. See the module documentation.
+#[derive(Debug)]
+pub struct Engine {
+    payload: Arc<Payload>,
+    config: EngineConfig,
+    rules: Vec<RuleState>,
+    on_index: TopicIndex,
+    cancel_index: TopicIndex,
+    live_rules: u64,
+    state: Vec<String>,
+    timers: Timers,
+    /// Jobs handed over and not yet finished: job -> (rule, run serial).
+    jobs: HashMap<u64, (u32, u64)>,
+    next_job: u64,
+    next_run: u64,
+    next_serial: u64,
+    counters: Counters,
+    effects: VecDeque<Effect>,
+    stopped: bool,
+    scratch: Vec<u32>,
+}
+
+impl Engine {
+    pub fn new(payload: Arc<Payload>, config: EngineConfig) -> Self {
+        let mut on_index = TopicIndex::default();
+        let mut cancel_index = TopicIndex::default();
+        let mut rules = Vec::with_capacity(payload.rules.len());
+        let mut live_rules = 0;
+        for (position, rule) in payload.rules.iter().enumerate() {
+            let index = u32::try_from(position).unwrap_or(u32::MAX);
+            // Disabled rules are replay-only (DESIGN.md 3.5): not indexed,
+            // so they neither match nor cancel.
+            if rule.enabled {
+                live_rules += 1;
+                for pattern in &rule.on {
+                    on_index.insert(pattern, index);
+                }
+                for pattern in &rule.cancel_on {
+                    cancel_index.insert(pattern, index);
+                }
+            }
+            rules.push(RuleState {
+                name: rule.name.as_str().into(),
+                fingerprints: rule
+                    .steps
+                    .iter()
+                    .map(|step| step.fingerprint.to_string().into_boxed_str())
+                    .collect(),
+                run: None,
+                backlog: VecDeque::new(),
+                debounce: None,
+                last_fire: None,
+                stats: RuleStats::default(),
+            });
+        }
+        let state = vec![String::new(); payload.state_pairs.len()];
+        Self {
+            payload,
+            config,
+            rules,
+            on_index,
+            cancel_index,
+            live_rules,
+            state,
+            timers: Timers::default(),
+            jobs: HashMap::new(),
+            next_job: 1,
+            next_run: 1,
+            next_serial: 1,
+            counters: Counters::default(),
+            effects: VecDeque::new(),
+            stopped: false,
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn payload(&self) -> &Arc<Payload> {
+        &self.payload
+    }
+
+    /// Every `on` and `cancel-on` pattern of the live rules, deduplicated
+    /// and sorted: what the service subscribes to (DESIGN.md 6.1).
+    pub fn live_patterns(&self) -> Vec<TopicPattern> {
+        let mut patterns: Vec<TopicPattern> = self
+            .payload
+            .rules
+            .iter()
+            .filter(|rule| rule.enabled)
+            .flat_map(|rule| rule.on.iter().chain(rule.cancel_on.iter()).cloned())
+            .collect();
+        patterns.sort();
+        patterns.dedup();
+        patterns
+    }
+
+    // ----- inputs -------------------------------------------------------
+
+    /// One event from the bus (DESIGN.md 6.2).
+    pub fn handle_event(&mut self, now: Time, wall_ms: i64, event: Event) {
+        if self.stopped {
+            return;
+        }
+        let mut cancels = std::mem::take(&mut self.scratch);
+        self.cancel_index.lookup(&event.topic, &mut cancels);
+        // 1. Cancel first, so an event can stop a rule and fire another, and
+        // a rule with the topic in both `on` and `cancel-on` is stopped
+        // before it starts again.
+        for &rule in &cancels {
+            self.cancel_rule(rule as usize, now, wall_ms);
+        }
+        let mut matches = cancels;
+        self.on_index.lookup(&event.topic, &mut matches);
+        if matches.is_empty() {
+            self.scratch = matches;
+            return;
+        }
+        let event = Arc::new(event);
+        for &rule in &matches {
+            let rule = rule as usize;
+            let payload = Arc::clone(&self.payload);
+            let spec = &payload.rules[rule];
+            // 2. Match.
+            if let Some(program) = &spec.when {
+                if !self.eval(rule, None, program, &event) {
+                    continue;
+                }
+            }
+            let event = Arc::clone(&event);
+            if spec.debounce_ns > 0 {
+                // 3. Debounce: hold the latest, restart the quiet window.
+                let state = &mut self.rules[rule];
+                if let Some(old) = state.debounce.take() {
+                    self.timers.cancel(old.token);
+                }
+                let token = self.arm(now.plus_nanos(spec.debounce_ns), rule, TimerKind::Debounce);
+                self.rules[rule].debounce = Some(Debounce { event, token });
+            } else {
+                self.dispatch(rule, event, now, wall_ms);
+            }
+        }
+        matches.clear();
+        self.scratch = matches;
+    }
+
+    /// Fires every timer due at or before `now`.
+    pub fn handle_timeout(&mut self, now: Time, wall_ms: i64) {
+        if self.stopped {
+            return;
+        }
+        while let Some(fired) = self.timers.pop_due(now) {
+            let rule = fired.rule as usize;
+            match fired.kind {
+                TimerKind::Debounce => {
+                    let state = &mut self.rules[rule];
+                    if state.debounce.as_ref().map(|d| d.token) == Some(fired.token) {
+                        if let Some(held) = state.debounce.take() {
+                            self.timers.fired(fired.token);
+                            self.dispatch(rule, held.event, now, wall_ms);
+                        }
+                    }
+                }
+                TimerKind::Run => {
+                    let phase = self.rules[rule].run.as_ref().map(|run| run.phase);
+                    match phase {
+                        Some(Phase::Waiting { token }) if token == fired.token => {
+                            self.timers.fired(token);
+                            self.submit_step(rule, now, wall_ms);
+                        }
+                        Some(Phase::Gap { token }) if token == fired.token => {
+                            self.timers.fired(token);
+                            if let Some(run) = self.rules[rule].run.as_mut() {
+                                run.pass += 1;
+                                run.step = 0;
+                                run.phase = Phase::Deciding;
+                            }
+                            self.enter_step(rule, now, wall_ms);
+                        }
+                        // Cancelled lazily: the owner moved on.
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// The earliest armed timer, if any (stale, cancelled entries are
+    /// discarded on the way, so a driver never wakes for nothing).
+    pub fn next_deadline(&mut self) -> Option<Time> {
+        while let Some(entry) = self.timers.peek() {
+            if self.timer_is_live(&entry) {
+                return Some(entry.deadline);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    /// A job's action started on a worker (the driver has removed or is
+    /// removing its `drop_record`). Valid after [`Engine::stop`] too.
+    pub fn action_started(&mut self, job: JobId) {
+        let _ = job;
+        self.counters.dispatched += 1;
+    }
+
+    /// A job's action finished. Valid after [`Engine::stop`] (counted only).
+    pub fn action_finished(
+        &mut self,
+        now: Time,
+        wall_ms: i64,
+        job: JobId,
+        result: Result<(), String>,
+    ) {
+        let owner = self.jobs.remove(&job.0);
+        if let Err(message) = &result {
+            self.counters.failed += 1;
+            let (rule, step) = match owner.and_then(|(rule, _)| self.rules.get(rule as usize)) {
+                Some(state) => (
+                    Some(Arc::clone(&state.name)),
+                    state.run.as_ref().map(|run| run.step),
+                ),
+                None => (None, None),
+            };
+            self.log(Level::Warn, rule, step, format!("action failed: {message}"));
+        }
+        let Some((rule, serial)) = owner else { return };
+        let rule = rule as usize;
+        if self.stopped || !self.is_acting(rule, serial, job) {
+            // The run was cancelled or restarted after handing the job over.
+            return;
+        }
+        match result {
+            Ok(()) => self.advance(rule, now, wall_ms),
+            Err(_) => self.end_run(rule, EndReason::Failed, now, wall_ms),
+        }
+    }
+
+    /// The pool refused the job (queue full or stopping): the run ends and
+    /// counts `dropped`; the job's record is kept, since the step provably
+    /// did not run (DESIGN.md 6.3, 6.5).
+    pub fn action_refused(&mut self, now: Time, wall_ms: i64, job: JobId) {
+        self.counters.dropped += 1;
+        let Some((rule, serial)) = self.jobs.remove(&job.0) else {
+            return;
+        };
+        let rule = rule as usize;
+        let name = Arc::clone(&self.rules[rule].name);
+        self.log(
+            Level::Warn,
+            Some(name),
+            None,
+            "worker pool refused the action (queue full or stopping)".to_string(),
+        );
+        if !self.stopped && self.is_acting(rule, serial, job) {
+            self.end_run(rule, EndReason::Refused, now, wall_ms);
+        }
+    }
+
+    /// The pool abandoned a queued job at stop: counts `dropped`; its record
+    /// is kept (DESIGN.md 6.5).
+    pub fn action_abandoned(&mut self, job: JobId) {
+        self.counters.dropped += 1;
+        self.jobs.remove(&job.0);
+    }
+
+    /// A watched state pair changed; `index` into the bundle's
+    /// `state_pairs`. Out-of-range indices are ignored.
+    pub fn state_changed(&mut self, index: usize, value: String) {
+        if let Some(slot) = self.state.get_mut(index) {
+            *slot = value;
+        }
+    }
+
+    /// The index of `(hash, field)` in the bundle's `state_pairs`.
+    pub fn state_index(&self, hash: &str, field: &str) -> Option<usize> {
+        self.payload
+            .state_pairs
+            .iter()
+            .position(|pair| pair.hash == hash && pair.field == field)
+    }
+
+    /// Sets a state pair by name; returns `false` if the bundle does not
+    /// watch it.
+    pub fn set_state(&mut self, hash: &str, field: &str, value: String) -> bool {
+        match self.state_index(hash, field) {
+            Some(index) => {
+                self.state[index] = value;
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn state(&self) -> &[String] {
+        &self.state
+    }
+
+    /// Replay from raw hash fields (`field`, stored value): values that do
+    /// not decode are logged and removed, the rest go to [`Engine::replay`].
+    pub fn replay_raw(&mut self, now: Time, wall_ms: i64, fields: Vec<(String, Vec<u8>)>) {
+        let mut records = Vec::with_capacity(fields.len());
+        for (field, value) in fields {
+            match PendingRecord::decode_field(&field, &value) {
+                Ok(record) => records.push(record),
+                Err(error) => {
+                    self.log(
+                        Level::Warn,
+                        None,
+                        None,
+                        format!("removing pending record {field:?}: {error}"),
+                    );
+                    self.effects.push_back(Effect::DropRecord {
+                        id: field.into(),
+                        rule: None,
+                        reason: DropReason::Undecodable,
+                    });
+                }
+            }
+        }
+        self.replay(now, wall_ms, records);
+    }
+
+    /// Replay (DESIGN.md 6.5): call once at start, after loading and before
+    /// the first event. Records are taken earliest `fire-at` first, ties by
+    /// id; invalid ones are removed with a reason; each rule's concurrency
+    /// policy picks among the rest; the survivors resume under their own ids.
+    pub fn replay(&mut self, now: Time, wall_ms: i64, mut records: Vec<PendingRecord>) {
+        if self.stopped {
+            return;
+        }
+        records.sort_by(|a, b| a.fire_at.cmp(&b.fire_at).then_with(|| a.id.cmp(&b.id)));
+        let window = self.config.replay_window_ms.max(0);
+        let payload = Arc::clone(&self.payload);
+        let mut by_name: HashMap<&str, usize> = HashMap::new();
+        for (index, rule) in payload.rules.iter().enumerate() {
+            by_name.entry(rule.name.as_str()).or_insert(index);
+        }
+        // Validity first, then the policy across the valid ones.
+        let mut valid: Vec<(usize, PendingRecord)> = Vec::new();
+        let mut winner: HashMap<usize, usize> = HashMap::new();
+        for record in records {
+            let rule = by_name.get(record.rule.as_str()).copied();
+            let reason = match rule {
+                None => Some(ReplayDropReason::RuleGone),
+                Some(rule) => {
+                    let spec = &payload.rules[rule];
+                    match spec.steps.get(record.step as usize) {
+                        None => Some(ReplayDropReason::StepGone),
+                        Some(_)
+                            if *self.rules[rule].fingerprints[record.step as usize]
+                                != *record.fingerprint =>
+                        {
+                            Some(ReplayDropReason::Fingerprint)
+                        }
+                        Some(_) if wall_ms.saturating_sub(record.fire_at) > window => {
+                            Some(ReplayDropReason::TooLate)
+                        }
+                        Some(step)
+                            if record.fire_at.saturating_sub(wall_ms)
+                                > nanos_to_millis_ceil(step.after_ns) =>
+                        {
+                            // The clock went backwards.
+                            Some(ReplayDropReason::TooEarly)
+                        }
+                        Some(_) => None,
+                    }
+                }
+            };
+            match (reason, rule) {
+                (None, Some(rule)) => {
+                    let position = valid.len();
+                    valid.push((rule, record));
+                    match payload.rules[rule].concurrency {
+                        // `restart` keeps the later record.
+                        Concurrency::Restart => {
+                            if let Some(previous) = winner.insert(rule, position) {
+                                self.replay_drop(&valid[previous].1, ReplayDropReason::Concurrency);
+                            }
+                        }
+                        // `drop` and `queue` keep the first.
+                        Concurrency::Drop | Concurrency::Queue => {
+                            if let std::collections::hash_map::Entry::Vacant(slot) =
+                                winner.entry(rule)
+                            {
+                                slot.insert(position);
+                            } else {
+                                self.replay_drop(&valid[position].1, ReplayDropReason::Concurrency);
+                            }
+                        }
+                    }
+                }
+                (reason, _) => {
+                    let reason = reason.unwrap_or(ReplayDropReason::RuleGone);
+                    self.replay_drop(&record, reason);
+                }
+            }
+        }
+        for (position, (rule, record)) in valid.into_iter().enumerate() {
+            if winner.get(&rule) == Some(&position) {
+                self.resume(rule, record, now, wall_ms);
+            }
+        }
+    }
+
+    /// Stop (DESIGN.md 6.8): drop timers, backlogs and debounce windows;
+    /// keep the records of waiting runs ([`Note::RecordKept`]). Later
+    /// events and timeouts are ignored; action reports are still counted.
+    pub fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        for rule in 0..self.rules.len() {
+            let state = &mut self.rules[rule];
+            state.backlog.clear();
+            state.debounce = None;
+            if let Some(run) = state.run.take() {
+                let name = Arc::clone(&state.name);
+                if run.owns_record {
+                    self.note(Note::RecordKept {
+                        run: Arc::clone(&run.id),
+                        rule: Arc::clone(&name),
+                    });
+                }
+                self.note(Note::RunEnd {
+                    run: run.id,
+                    rule: name,
+                    reason: EndReason::Stopped,
+                });
+            }
+        }
+        self.timers.clear();
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    // ----- outputs ------------------------------------------------------
+
+    /// The next effect to perform, in order.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// All effects queued so far, in order.
+    pub fn drain_effects(&mut self) -> std::collections::vec_deque::Drain<'_, Effect> {
+        self.effects.drain(..)
+    }
+
+    pub fn counters(&self) -> Counters {
+        Counters {
+            rules: self.live_rules,
+            pending: self.timers.armed() as u64,
+            runs_active: self.rules.iter().filter(|r| r.run.is_some()).count() as u64,
+            ..self.counters
+        }
+    }
+
+    /// Per-rule stats, by bundle position.
+    pub fn rule_stats(&self, rule: usize) -> Option<RuleStats> {
+        self.rules.get(rule).map(|state| RuleStats {
+            active_runs: u64::from(state.run.is_some()),
+            ..state.stats
+        })
+    }
+
+    /// The position of a rule in the bundle by name.
+    pub fn rule_index(&self, name: &str) -> Option<usize> {
+        self.rules.iter().position(|state| &*state.name == name)
+    }
+
+    // ----- internals ----------------------------------------------------
+
+    fn note(&mut self, note: Note) {
+        self.effects.push_back(Effect::Note(note));
+    }
+
+    fn log(&mut self, level: Level, rule: Option<Arc<str>>, step: Option<u32>, message: String) {
+        self.effects.push_back(Effect::Log(LogLine {
+            level,
+            rule,
+            step,
+            message,
+        }));
+    }
+
+    /// Evaluates a `when`; an evaluation error counts as not met, is logged
+    /// with the rule (and step) and counted in the rule's errors (DESIGN.md 4).
+    fn eval(&mut self, rule: usize, step: Option<u32>, program: &Program, event: &Event) -> bool {
+        match eval_bool(program, &self.payload.consts, event, &self.state) {
+            Ok(met) => met,
+            Err(error) => {
+                self.rules[rule].stats.errors += 1;
+                let name = Arc::clone(&self.rules[rule].name);
+                self.log(
+                    Level::Warn,
+                    Some(name),
+                    step,
+                    format!("`when` failed to evaluate, counted as not met: {error}"),
+                );
+                false
+            }
+        }
+    }
+
+    fn timer_is_live(&self, entry: &timers::Entry) -> bool {
+        let state = &self.rules[entry.rule as usize];
+        match entry.kind {
+            TimerKind::Debounce => state.debounce.as_ref().map(|d| d.token) == Some(entry.token),
+            TimerKind::Run => state.run.as_ref().is_some_and(|run| match run.phase {
+                Phase::Waiting { token } | Phase::Gap { token } => token == entry.token,
+                Phase::Acting { .. } | Phase::Deciding => false,
+            }),
+        }
+    }
+
+    fn arm(&mut self, deadline: Time, rule: usize, kind: TimerKind) -> u64 {
+        if self.timers.wants_compaction() {
+            let mut timers = std::mem::take(&mut self.timers);
+            timers.retain(|entry| self.timer_is_live(entry));
+            self.timers = timers;
+        }
+        self.timers.arm(deadline, rule as u32, kind)
+    }
+
+    fn is_acting(&self, rule: usize, serial: u64, job: JobId) -> bool {
+        self.rules[rule]
+            .run
+            .as_ref()
+            .is_some_and(|run| run.serial == serial && run.phase == Phase::Acting { job: job.0 })
+    }
+
+    fn cancel_rule(&mut self, rule: usize, now: Time, wall_ms: i64) {
+        // The backlog goes first so ending the run does not start a held trigger.
+        self.rules[rule].backlog.clear();
+        if self.rules[rule].run.is_some() {
+            self.end_run(rule, EndReason::Cancelled, now, wall_ms);
+        }
+    }
+
+    /// Steps 4 and 5 of DESIGN.md 6.2: cooldown, then concurrency.
+    fn dispatch(&mut self, rule: usize, event: Arc<Event>, now: Time, wall_ms: i64) {
+        let payload = Arc::clone(&self.payload);
+        let spec = &payload.rules[rule];
+        let state = &mut self.rules[rule];
+        if spec.cooldown_ns > 0 {
+            if let Some(last) = state.last_fire {
+                if now.since(last) < spec.cooldown_ns {
+                    let name = Arc::clone(&state.name);
+                    self.note(Note::Trigger {
+                        rule: name,
+                        outcome: TriggerOutcome::Suppressed,
+                    });
+                    return;
+                }
+            }
+        }
+        state.last_fire = Some(now);
+        state.stats.last_fire_ms = Some(wall_ms);
+        if state.run.is_none() {
+            self.start_run(rule, event, now, wall_ms);
+            return;
+        }
+        let name = Arc::clone(&state.name);
+        match spec.concurrency {
+            Concurrency::Restart => {
+                self.end_run(rule, EndReason::Restarted, now, wall_ms);
+                self.start_run(rule, event, now, wall_ms);
+            }
+            Concurrency::Drop => self.note(Note::Trigger {
+                rule: name,
+                outcome: TriggerOutcome::Dropped,
+            }),
+            Concurrency::Queue => {
+                if state.backlog.len() < self.config.queue_backlog {
+                    state.backlog.push_back(event);
+                    self.note(Note::Trigger {
+                        rule: name,
+                        outcome: TriggerOutcome::Queued,
+                    });
+                } else {
+                    self.counters.refused += 1;
+                    self.note(Note::Trigger {
+                        rule: Arc::clone(&name),
+                        outcome: TriggerOutcome::Refused,
+                    });
+                    let cap = self.config.queue_backlog;
+                    self.log(
+                        Level::Warn,
+                        Some(name),
+                        None,
+                        format!("trigger refused: the queue backlog is full ({cap})"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn start_run(&mut self, rule: usize, event: Arc<Event>, now: Time, wall_ms: i64) {
+        let n = self.next_run;
+        self.next_run += 1;
+        let state = &self.rules[rule];
+        let id: Arc<str> = format!("{}#{}-{n}", state.name, self.config.epoch).into();
+        self.install_run(rule, id, event, 0, 0);
+        let name = Arc::clone(&self.rules[rule].name);
+        if let Some(run) = &self.rules[rule].run {
+            let run = Arc::clone(&run.id);
+            self.note(Note::RunStart { run, rule: name });
+        }
+        self.enter_step(rule, now, wall_ms);
+    }
+
+    fn install_run(&mut self, rule: usize, id: Arc<str>, event: Arc<Event>, step: u32, pass: u32) {
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        let state = &mut self.rules[rule];
+        state.stats.runs_started += 1;
+        state.run = Some(Run {
+            serial,
+            id,
+            event,
+            step,
+            pass,
+            phase: Phase::Deciding,
+            owns_record: false,
+        });
+    }
+
+    /// The run reached its current step: park on its `after` (writing the
+    /// record first when durable), or submit it now.
+    fn enter_step(&mut self, rule: usize, now: Time, wall_ms: i64) {
+        let payload = Arc::clone(&self.payload);
+        let spec: &Rule = &payload.rules[rule];
+        let Some(run) = self.rules[rule].run.as_ref() else {
+            return;
+        };
+        let Some(step) = spec.steps.get(run.step as usize) else {
+            // Only a rule without steps gets here; the compiler forbids it.
+            self.end_run(rule, EndReason::Done, now, wall_ms);
+            return;
+        };
+        if step.after_ns == 0 {
+            self.submit_step(rule, now, wall_ms);
+            return;
+        }
+        if step.durable {
+            // The record is written before the timer is armed (DESIGN.md
+            // 6.5): the effects are performed in order, so a crash between
+            // the two leaves a record and no timer, which replay finishes.
+            let fire_at = wall_ms.saturating_add(nanos_to_millis_ceil(step.after_ns));
+            let state = &self.rules[rule];
+            let record = RecordRef {
+                id: &run.id,
+                rule: &state.name,
+                source: &spec.source,
+                step: run.step,
+                iter: run.pass,
+                fire_at,
+                fingerprint: &state.fingerprints[run.step as usize],
+                event: &run.event,
+            };
+            match serde_json::to_string(&record) {
+                Ok(json) => {
+                    let effect = Effect::PutRecord {
+                        id: Arc::clone(&run.id),
+                        rule: Arc::clone(&state.name),
+                        step: run.step,
+                        pass: run.pass,
+                        fire_at,
+                        json,
+                    };
+                    self.effects.push_back(effect);
+                    if let Some(run) = self.rules[rule].run.as_mut() {
+                        run.owns_record = true;
+                    }
+                }
+                Err(error) => {
+                    let (name, index) = (Arc::clone(&state.name), run.step);
+                    self.log(
+                        Level::Error,
+                        Some(name),
+                        Some(index),
+                        format!("pending record not written, the step runs without restart protection: {error}"),
+                    );
+                }
+            }
+        }
+        let token = self.arm(now.plus_nanos(step.after_ns), rule, TimerKind::Run);
+        if let Some(run) = self.rules[rule].run.as_mut() {
+            run.phase = Phase::Waiting { token };
+        }
+    }
+
+    /// Just before submitting: the step's `when` against the triggering
+    /// event and the current state (DESIGN.md 6.3), then hand it over.
+    fn submit_step(&mut self, rule: usize, now: Time, wall_ms: i64) {
+        let payload = Arc::clone(&self.payload);
+        let spec = &payload.rules[rule];
+        let Some(run) = self.rules[rule].run.as_ref() else {
+            return;
+        };
+        let (index, pass, event) = (run.step, run.pass, Arc::clone(&run.event));
+        let Some(step) = spec.steps.get(index as usize) else {
+            self.end_run(rule, EndReason::Done, now, wall_ms);
+            return;
+        };
+        if let Some(program) = &step.when {
+            if !self.eval(rule, Some(index), program, &event) {
+                let state = &mut self.rules[rule];
+                let Some(run) = state.run.as_mut() else {
+                    return;
+                };
+                let (id, name, owned) = (
+                    Arc::clone(&run.id),
+                    Arc::clone(&state.name),
+                    std::mem::take(&mut run.owns_record),
+                );
+                self.note(Note::StepSkipped {
+                    run: Arc::clone(&id),
+                    rule: Arc::clone(&name),
+                    step: index,
+                    pass,
+                });
+                if owned {
+                    self.effects.push_back(Effect::DropRecord {
+                        id,
+                        rule: Some(name),
+                        reason: DropReason::WhenFalse,
+                    });
+                }
+                self.end_run(rule, EndReason::WhenFalse, now, wall_ms);
+                return;
+            }
+        }
+        let job = self.next_job;
+        self.next_job += 1;
+        let state = &mut self.rules[rule];
+        let Some(run) = state.run.as_mut() else {
+            return;
+        };
+        run.phase = Phase::Acting { job };
+        // The record's ownership moves to the job: it is removed when the
+        // action starts, and kept if the action never does (DESIGN.md 6.5).
+        let drop_record = std::mem::take(&mut run.owns_record).then(|| Arc::clone(&run.id));
+        self.jobs.insert(job, (rule as u32, run.serial));
+        let submit = Job {
+            id: JobId(job),
+            run: Arc::clone(&run.id),
+            rule: Arc::clone(&state.name),
+            rule_index: rule,
+            step: index,
+            pass,
+            action: step.action.clone(),
+            event,
+            drop_record,
+        };
+        self.effects.push_back(Effect::Submit(submit));
+    }
+
+    /// The current step's action succeeded: next step, next pass, or done.
+    fn advance(&mut self, rule: usize, now: Time, wall_ms: i64) {
+        let payload = Arc::clone(&self.payload);
+        let spec = &payload.rules[rule];
+        let Some(run) = self.rules[rule].run.as_mut() else {
+            return;
+        };
+        run.phase = Phase::Deciding;
+        if (run.step as usize) + 1 < spec.steps.len() {
+            run.step += 1;
+            self.enter_step(rule, now, wall_ms);
+        } else if run.pass.saturating_add(1) < spec.repeat.count {
+            if spec.repeat.every_ns == 0 {
+                run.pass += 1;
+                run.step = 0;
+                self.enter_step(rule, now, wall_ms);
+            } else {
+                // The gap between passes is a plain timer: not durable.
+                let token = self.arm(now.plus_nanos(spec.repeat.every_ns), rule, TimerKind::Run);
+                if let Some(run) = self.rules[rule].run.as_mut() {
+                    run.phase = Phase::Gap { token };
+                }
+            }
+        } else {
+            self.end_run(rule, EndReason::Done, now, wall_ms);
+        }
+    }
+
+    /// Ends the rule's live run. Cancel and restart drop its timer and its
+    /// record; a `queue` rule then starts its oldest held trigger.
+    fn end_run(&mut self, rule: usize, reason: EndReason, now: Time, wall_ms: i64) {
+        let state = &mut self.rules[rule];
+        let Some(run) = state.run.take() else { return };
+        let name = Arc::clone(&state.name);
+        match run.phase {
+            Phase::Waiting { token } | Phase::Gap { token } => self.timers.cancel(token),
+            Phase::Acting { .. } | Phase::Deciding => {}
+        }
+        if run.owns_record {
+            match reason {
+                EndReason::Cancelled | EndReason::Restarted => {
+                    let reason = if reason == EndReason::Cancelled {
+                        DropReason::Cancelled
+                    } else {
+                        DropReason::Restarted
+                    };
+                    self.effects.push_back(Effect::DropRecord {
+                        id: Arc::clone(&run.id),
+                        rule: Some(Arc::clone(&name)),
+                        reason,
+                    });
+                }
+                // Other reasons never end a run that still owns a record
+                // (a skipped step drops it itself; stop keeps it).
+                _ => {}
+            }
+        }
+        self.note(Note::RunEnd {
+            run: run.id,
+            rule: name,
+            reason,
+        });
+        if matches!(reason, EndReason::Cancelled | EndReason::Restarted) {
+            return;
+        }
+        if let Some(next) = self.rules[rule].backlog.pop_front() {
+            self.start_run(rule, next, now, wall_ms);
+        }
+    }
+
+    fn replay_drop(&mut self, record: &PendingRecord, reason: ReplayDropReason) {
+        let id: Arc<str> = record.id.as_str().into();
+        let rule: Arc<str> = record.rule.as_str().into();
+        self.log(
+            Level::Info,
+            Some(Arc::clone(&rule)),
+            Some(record.step),
+            format!(
+                "removing pending record {}: {}",
+                record.id,
+                replay_reason_text(reason)
+            ),
+        );
+        self.note(Note::ReplayDrop {
+            id: Arc::clone(&id),
+            rule: Arc::clone(&rule),
+            step: record.step,
+            pass: record.iter,
+            reason,
+        });
+        self.effects.push_back(Effect::DropRecord {
+            id,
+            rule: Some(rule),
+            reason: DropReason::Replay(reason),
+        });
+    }
+
+    /// A replayed record resumes as a run under its own id, on its pass:
+    /// overdue steps run now, others wait out what is left.
+    fn resume(&mut self, rule: usize, record: PendingRecord, now: Time, wall_ms: i64) {
+        if self.rules[rule].run.is_some() {
+            // Replay after events: the live run wins; the record is dropped.
+            self.replay_drop(&record, ReplayDropReason::Concurrency);
+            return;
+        }
+        let id: Arc<str> = record.id.into();
+        self.install_run(
+            rule,
+            Arc::clone(&id),
+            Arc::new(record.event),
+            record.step,
+            record.iter,
+        );
+        let name = Arc::clone(&self.rules[rule].name);
+        self.note(Note::ReplayResume {
+            run: id,
+            rule: name,
+            step: record.step,
+            pass: record.iter,
+            fire_at: record.fire_at,
+        });
+        if let Some(run) = self.rules[rule].run.as_mut() {
+            run.owns_record = true;
+        }
+        let left_ms = record.fire_at.saturating_sub(wall_ms);
+        if left_ms <= 0 {
+            self.submit_step(rule, now, wall_ms);
+        } else {
+            let left_ns = u64::try_from(left_ms)
+                .unwrap_or(0)
+                .saturating_mul(1_000_000);
+            let token = self.arm(now.plus_nanos(left_ns), rule, TimerKind::Run);
+            if let Some(run) = self.rules[rule].run.as_mut() {
+                run.phase = Phase::Waiting { token };
+            }
+        }
+    }
+}
+
+fn replay_reason_text(reason: ReplayDropReason) -> &'static str {
+    match reason {
+        ReplayDropReason::RuleGone => "its rule is not in the bundle",
+        ReplayDropReason::StepGone => "its rule has no step at that index",
+        ReplayDropReason::Fingerprint => "the step changed (fingerprint differs)",
+        ReplayDropReason::TooLate => "it is more than the replay window past due",
+        ReplayDropReason::TooEarly => {
+            "it is dated further ahead than its step's `after` allows (the clock went backwards)"
+        }
+        ReplayDropReason::Concurrency => {
+            "another record of the rule was kept under its concurrency policy"
+        }
+    }
+}

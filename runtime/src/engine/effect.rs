@@ -1,0 +1,255 @@
+//! What the engine hands back to its driver (DESIGN.md 6): effects to
+//! perform, and notes that say what happened (the simulator prints them,
+//! the service may log them).
+
+use rulecore::bundle::Action;
+use rulecore::event::Event;
+use std::fmt;
+use std::sync::Arc;
+
+/// Identifies one submitted action, unique within an engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u64);
+
+/// One action to hand to the worker pool (DESIGN.md 6.4).
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: JobId,
+    /// The run id, `<rule>#<epoch>-<n>` (a replayed run keeps its old id).
+    pub run: Arc<str>,
+    pub rule: Arc<str>,
+    /// Position of the rule in the bundle.
+    pub rule_index: usize,
+    pub step: u32,
+    /// 0-based repeat pass.
+    pub pass: u32,
+    pub action: Action,
+    /// The event that triggered the run.
+    pub event: Arc<Event>,
+    /// The pending record this job now owns (DESIGN.md 6.5): the driver
+    /// removes it exactly when the action **starts** on a worker, and keeps
+    /// it when the pool refuses the job or abandons it at stop.
+    pub drop_record: Option<Arc<str>>,
+}
+
+/// Something the driver must do or may report, in order.
+#[derive(Debug, Clone)]
+pub enum Effect {
+    /// Hand this job to the worker pool without blocking. Report back with
+    /// `action_started`, then `action_finished`, or `action_refused` /
+    /// `action_abandoned`.
+    Submit(Job),
+    /// `HSET extensions:pending <id> <json>`. A failed write is logged; the
+    /// step still runs (DESIGN.md 6.5).
+    PutRecord {
+        id: Arc<str>,
+        rule: Arc<str>,
+        step: u32,
+        pass: u32,
+        /// Unix milliseconds.
+        fire_at: i64,
+        /// The [`PendingRecord`](super::PendingRecord) JSON.
+        json: String,
+    },
+    /// `HDEL extensions:pending <id>`. A failed removal is logged with its
+    /// cost: the step will run again at the next start.
+    DropRecord {
+        id: Arc<str>,
+        rule: Option<Arc<str>>,
+        reason: DropReason,
+    },
+    Log(LogLine),
+    Note(Note),
+}
+
+/// Why the engine removes a pending record itself. (A record owned by a
+/// job is removed by the driver when the action starts.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    Cancelled,
+    Restarted,
+    /// The step's `when` was false (or failed) at fire time.
+    WhenFalse,
+    /// Replay refused the record.
+    Replay(ReplayDropReason),
+    /// The stored value did not decode.
+    Undecodable,
+}
+
+impl DropReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cancelled => "cancelled",
+            Self::Restarted => "restarted",
+            Self::WhenFalse => "when-false",
+            Self::Replay(reason) => reason.as_str(),
+            Self::Undecodable => "undecodable",
+        }
+    }
+}
+
+/// Why replay removed a record instead of resuming it (DESIGN.md 6.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReplayDropReason {
+    RuleGone,
+    StepGone,
+    Fingerprint,
+    TooLate,
+    TooEarly,
+    /// Another record of the same rule won under its concurrency policy
+    /// (`restart` keeps the later record, `drop`/`queue` the first).
+    Concurrency,
+}
+
+impl ReplayDropReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RuleGone => "rule-gone",
+            Self::StepGone => "step-gone",
+            Self::Fingerprint => "fingerprint",
+            Self::TooLate => "too-late",
+            Self::TooEarly => "too-early",
+            Self::Concurrency => "concurrency",
+        }
+    }
+}
+
+/// How a run ended (DESIGN.md 8's `run-end` reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EndReason {
+    Done,
+    Cancelled,
+    Restarted,
+    WhenFalse,
+    Failed,
+    Refused,
+    Stopped,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::Cancelled => "cancelled",
+            Self::Restarted => "restarted",
+            Self::WhenFalse => "when-false",
+            Self::Failed => "failed",
+            Self::Refused => "refused",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
+/// What happened to a trigger that did not start a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TriggerOutcome {
+    /// `drop` policy, a run is live.
+    Dropped,
+    /// `queue` policy, held in the backlog.
+    Queued,
+    /// `queue` policy, backlog full; counted in `refused`.
+    Refused,
+    /// Within the cooldown.
+    Suppressed,
+}
+
+impl TriggerOutcome {
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::Dropped => "trigger-dropped",
+            Self::Queued => "trigger-queued",
+            Self::Refused => "trigger-refused",
+            Self::Suppressed => "trigger-suppressed",
+        }
+    }
+}
+
+/// Observable things that happened, for the simulator's output and the
+/// service's debug log. They change nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Note {
+    RunStart {
+        run: Arc<str>,
+        rule: Arc<str>,
+    },
+    RunEnd {
+        run: Arc<str>,
+        rule: Arc<str>,
+        reason: EndReason,
+    },
+    /// A step's `when` was false (or failed to evaluate): the run ends.
+    StepSkipped {
+        run: Arc<str>,
+        rule: Arc<str>,
+        step: u32,
+        pass: u32,
+    },
+    Trigger {
+        rule: Arc<str>,
+        outcome: TriggerOutcome,
+    },
+    ReplayResume {
+        run: Arc<str>,
+        rule: Arc<str>,
+        step: u32,
+        pass: u32,
+        fire_at: i64,
+    },
+    ReplayDrop {
+        id: Arc<str>,
+        rule: Arc<str>,
+        step: u32,
+        pass: u32,
+        reason: ReplayDropReason,
+    },
+    /// At stop: this waiting run's record stays for the next start.
+    RecordKept {
+        run: Arc<str>,
+        rule: Arc<str>,
+    },
+}
+
+impl Note {
+    /// The `kind` of DESIGN.md 8's output (`record-kept` is ours).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RunStart { .. } => "run-start",
+            Self::RunEnd { .. } => "run-end",
+            Self::StepSkipped { .. } => "step-skipped",
+            Self::Trigger { outcome, .. } => outcome.kind(),
+            Self::ReplayResume { .. } => "replay-resume",
+            Self::ReplayDrop { .. } => "replay-drop",
+            Self::RecordKept { .. } => "record-kept",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+/// A log line; the message never includes an event payload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    pub level: Level,
+    pub rule: Option<Arc<str>>,
+    pub step: Option<u32>,
+    pub message: String,
+}
+
+impl fmt::Display for LogLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(rule) = &self.rule {
+            write!(f, "rule {rule}")?;
+            if let Some(step) = self.step {
+                write!(f, " step {step}")?;
+            }
+            f.write_str(": ")?;
+        }
+        f.write_str(&self.message)
+    }
+}

@@ -1,0 +1,81 @@
+//! Topic index (DESIGN.md 6.2): rules by exact topic, by prefix, and the
+//! `*` list, so an event costs what the rules it can match cost, not a scan
+//! of every rule.
+
+use rulecore::topic::TopicPattern;
+use std::collections::HashMap;
+
+/// Maps topics to rule indices (positions in the bundle).
+#[derive(Debug, Default)]
+pub(crate) struct TopicIndex {
+    exact: HashMap<Box<str>, Vec<u32>>,
+    /// Keyed by the prefix with its trailing dot (`button.`).
+    prefix: HashMap<Box<str>, Vec<u32>>,
+    any: Vec<u32>,
+}
+
+impl TopicIndex {
+    pub fn insert(&mut self, pattern: &TopicPattern, rule: u32) {
+        let list = match pattern {
+            TopicPattern::Any => &mut self.any,
+            TopicPattern::Prefix(prefix) => self.prefix.entry(prefix.as_str().into()).or_default(),
+            TopicPattern::Exact(topic) => self.exact.entry(topic.as_str().into()).or_default(),
+        };
+        // A rule listing two patterns that both match must still be found once.
+        if list.last() != Some(&rule) {
+            list.push(rule);
+        }
+    }
+
+    /// Rule indices whose patterns match `topic`, ascending (bundle order),
+    /// without duplicates, written into `out` (cleared first).
+    pub fn lookup(&self, topic: &str, out: &mut Vec<u32>) {
+        out.clear();
+        out.extend_from_slice(&self.any);
+        if let Some(list) = self.exact.get(topic) {
+            out.extend_from_slice(list);
+        }
+        if !self.prefix.is_empty() {
+            // Every prefix of the topic that ends in a dot is a candidate key:
+            // the cost is the number of dots, not the number of rules.
+            for (at, _) in topic.match_indices('.') {
+                if let Some(list) = self.prefix.get(&topic[..=at]) {
+                    out.extend_from_slice(list);
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> TopicPattern {
+        TopicPattern::parse(text).unwrap()
+    }
+
+    #[test]
+    fn finds_exact_prefix_and_any_in_bundle_order() {
+        let mut index = TopicIndex::default();
+        index.insert(&p("button.*"), 3);
+        index.insert(&p("alarm.triggered"), 1);
+        index.insert(&p("*"), 5);
+        index.insert(&p("button.brake.*"), 0);
+        index.insert(&p("button.brake.left"), 0);
+        index.insert(&p("a*"), 2);
+        let mut out = Vec::new();
+        index.lookup("button.brake.left", &mut out);
+        assert_eq!(out, [0, 3, 5]);
+        index.lookup("alarm.triggered", &mut out);
+        assert_eq!(out, [1, 5]);
+        index.lookup("button", &mut out);
+        assert_eq!(out, [5]);
+        index.lookup("ab", &mut out);
+        assert_eq!(out, [5]);
+        index.lookup("a*", &mut out);
+        assert_eq!(out, [2, 5]);
+    }
+}

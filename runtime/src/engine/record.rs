@@ -1,0 +1,131 @@
+//! The pending record (DESIGN.md 6.5): one field of the Redis hash
+//! `extensions:pending` per waiting durable step, keyed by the run id.
+
+use rulecore::event::Event;
+use serde::{Deserialize, Serialize};
+
+/// The Redis hash that holds pending records.
+pub const PENDING_HASH: &str = "extensions:pending";
+
+/// The JSON value of one pending record:
+/// `{"id", "rule", "source", "step", "iter", "fire-at", "fingerprint", "event"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingRecord {
+    /// The run id, `<rule>#<epoch>-<n>`; also the hash field.
+    pub id: String,
+    pub rule: String,
+    /// The rule file the rule came from (for people reading Redis).
+    pub source: String,
+    /// Step index.
+    pub step: u32,
+    /// 0-based repeat pass.
+    pub iter: u32,
+    /// When the step is due, Unix milliseconds.
+    #[serde(rename = "fire-at")]
+    pub fire_at: i64,
+    /// The step's fingerprint, 32 lowercase hex characters.
+    pub fingerprint: String,
+    /// The event that triggered the run.
+    pub event: Event,
+}
+
+/// Why a stored record could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("pending record is not valid JSON of the expected shape: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("pending record's `id` {id:?} differs from its hash field {field:?}")]
+    IdMismatch { field: String, id: String },
+    #[error("pending record's event `data` is not an object")]
+    DataNotObject,
+}
+
+impl PendingRecord {
+    pub fn encode(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
+    pub fn decode(json: &[u8]) -> Result<Self, RecordError> {
+        let record: PendingRecord = serde_json::from_slice(json)?;
+        if !(record.event.data.is_null() || record.event.data.is_object()) {
+            return Err(RecordError::DataNotObject);
+        }
+        Ok(record)
+    }
+
+    /// Decodes the value stored under hash field `field`, which must be the
+    /// record's own id.
+    pub fn decode_field(field: &str, json: &[u8]) -> Result<Self, RecordError> {
+        let record = Self::decode(json)?;
+        if record.id != field {
+            return Err(RecordError::IdMismatch {
+                field: field.to_string(),
+                id: record.id,
+            });
+        }
+        Ok(record)
+    }
+}
+
+/// Serialises like [`PendingRecord`] without cloning the event.
+#[derive(Serialize)]
+pub(crate) struct RecordRef<'a> {
+    pub id: &'a str,
+    pub rule: &'a str,
+    pub source: &'a str,
+    pub step: u32,
+    pub iter: u32,
+    #[serde(rename = "fire-at")]
+    pub fire_at: i64,
+    pub fingerprint: &'a str,
+    pub event: &'a Event,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_with_the_design_field_names() {
+        let record = PendingRecord {
+            id: "r#e-1".into(),
+            rule: "r".into(),
+            source: "a.toml".into(),
+            step: 1,
+            iter: 2,
+            fire_at: 1_712_345_678_901,
+            fingerprint: "00".repeat(16),
+            event: Event {
+                topic: "alarm.triggered".into(),
+                ..Event::default()
+            },
+        };
+        let json = record.encode().unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let mut keys: Vec<_> = value.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "event",
+                "fingerprint",
+                "fire-at",
+                "id",
+                "iter",
+                "rule",
+                "source",
+                "step"
+            ]
+        );
+        assert_eq!(PendingRecord::decode(json.as_bytes()).unwrap(), record);
+        assert!(PendingRecord::decode_field("r#e-1", json.as_bytes()).is_ok());
+        assert!(matches!(
+            PendingRecord::decode_field("other", json.as_bytes()),
+            Err(RecordError::IdMismatch { .. })
+        ));
+        assert!(matches!(
+            PendingRecord::decode(b"{\"id\":1}"),
+            Err(RecordError::Json(_))
+        ));
+    }
+}

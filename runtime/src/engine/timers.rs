@@ -1,0 +1,92 @@
+//! The one deadline queue (DESIGN.md 6.3, STYLE.md): step waits, repeat
+//! gaps and debounce windows. Cancellation is lazy: the owner forgets the
+//! token and the stale entry is skipped when it surfaces (or compacted away
+//! when stale entries outnumber live ones).
+
+use super::Time;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum TimerKind {
+    /// The rule's live run: a step wait or a repeat gap.
+    Run,
+    /// The rule's debounce window.
+    Debounce,
+}
+
+/// One heap entry; ordered by deadline, then arming order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Entry {
+    pub deadline: Time,
+    pub token: u64,
+    pub rule: u32,
+    pub kind: TimerKind,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Timers {
+    heap: BinaryHeap<Reverse<Entry>>,
+    next_token: u64,
+    armed: usize,
+}
+
+impl Timers {
+    pub fn arm(&mut self, deadline: Time, rule: u32, kind: TimerKind) -> u64 {
+        self.next_token += 1;
+        let token = self.next_token;
+        self.heap.push(Reverse(Entry {
+            deadline,
+            token,
+            rule,
+            kind,
+        }));
+        self.armed += 1;
+        token
+    }
+
+    /// The owner dropped the timer `token`.
+    pub fn cancel(&mut self, _token: u64) {
+        self.armed = self.armed.saturating_sub(1);
+    }
+
+    /// The owner accepted the firing of `token`.
+    pub fn fired(&mut self, _token: u64) {
+        self.armed = self.armed.saturating_sub(1);
+    }
+
+    pub fn armed(&self) -> usize {
+        self.armed
+    }
+
+    pub fn peek(&self) -> Option<Entry> {
+        self.heap.peek().map(|entry| entry.0)
+    }
+
+    pub fn pop(&mut self) -> Option<Entry> {
+        self.heap.pop().map(|entry| entry.0)
+    }
+
+    /// Pops the earliest entry if it is due at `now` (live or stale).
+    pub fn pop_due(&mut self, now: Time) -> Option<Entry> {
+        if self.peek()?.deadline <= now {
+            self.pop()
+        } else {
+            None
+        }
+    }
+
+    /// Whether stale entries have piled up enough to be worth a compaction.
+    pub fn wants_compaction(&self) -> bool {
+        self.heap.len() > 2 * self.armed + 64
+    }
+
+    pub fn retain(&mut self, mut live: impl FnMut(&Entry) -> bool) {
+        self.heap.retain(|entry| live(&entry.0));
+    }
+
+    pub fn clear(&mut self) {
+        self.heap.clear();
+        self.armed = 0;
+    }
+}
