@@ -4,8 +4,20 @@
 //! Contract with the rule validator: [`check`] takes the *decoded* expression
 //! text (TOML quoting already removed) and reports problems as byte ranges
 //! into that text; the validator maps them back to the rule file.
+//! [`lower`] turns a checked expression into bytecode, interning constants
+//! and `state()` pairs in a bundle-wide [`ConstPool`].
+//!
+//! The language is documented for rule authors in `docs/when-language.md`.
 
+mod check;
+mod lex;
+mod lower;
+mod spans;
+
+pub use check::function_name;
+pub use lower::{lower, ConstPool};
 use rulecore::bundle::StatePair;
+use rulecore::bytecode::{Builtin, EventField};
 use std::ops::Range;
 
 /// One problem in a `when` expression; always an error.
@@ -26,16 +38,116 @@ pub struct WhenProblem {
 /// A `when` expression that parsed and type-checked to a boolean.
 #[derive(Debug, Clone)]
 pub struct CheckedWhen {
-    /// Every `state("hash", "field")` pair the expression reads.
+    /// Every `state("hash", "field")` pair the expression reads, in order of
+    /// first appearance, without duplicates.
     pub state_pairs: Vec<StatePair>,
     /// The expression is the literal `false` (a later step can never run).
     pub is_literal_false: bool,
+    /// The typed tree, what [`lower`] compiles.
+    pub expr: Expr,
+}
+
+/// Static types. `Num` is "int or float, known only at run time"; `Any` is
+/// a `data.*` value (or something built from one) whose type is only known
+/// at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ty {
+    Bool,
+    Int,
+    Float,
+    Num,
+    Str,
+    Any,
+}
+
+impl Ty {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ty::Bool => "boolean",
+            Ty::Int => "int",
+            Ty::Float => "float",
+            Ty::Num => "number",
+            Ty::Str => "string",
+            Ty::Any => "data value",
+        }
+    }
+}
+
+/// A checked, typed expression node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub ty: Ty,
+    /// The node's bytes in the expression text.
+    pub span: Range<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExprKind {
+    Lit(Lit),
+    Field(EventField),
+    /// `data.a.b` as `["a", "b"]`.
+    Data(Vec<String>),
+    State(StatePair),
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Call(Builtin, Vec<Expr>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lit {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Pow,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Mod => "%",
+            BinOp::Pow => "^",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
 }
 
 /// Checks one expression. All problems found are returned, not just the first.
-pub fn check(_text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
-    Ok(CheckedWhen {
-        state_pairs: Vec::new(),
-        is_literal_false: false,
-    })
+pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
+    check::check(text)
 }

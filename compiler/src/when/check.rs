@@ -1,0 +1,1021 @@
+//! Name resolution and type checking of a `when` expression (DESIGN.md 4).
+//!
+//! evalexpr parses; this module walks its tree together with the spans from
+//! [`super::spans`] and builds the typed [`Expr`]. A static type error is
+//! reported only where the operation fails (or is constant) for *every*
+//! input: a `data.*` value is `Any` and is checked at run time.
+
+use super::lex::{tokenize, Tok, TokKind};
+use super::spans::{self, SpanTree};
+use super::{BinOp, CheckedWhen, Expr, ExprKind, Lit, Ty, UnOp, WhenProblem};
+use evalexpr::{DefaultNumericTypes, EvalexprError, Node, Operator, Value};
+use rulecore::bundle::StatePair;
+use rulecore::bytecode::{Builtin, EventField};
+use std::ops::Range;
+
+/// The functions `when` accepts, by their evalexpr name.
+pub const FUNCTIONS: &[(&str, Builtin)] = &[
+    ("len", Builtin::Len),
+    ("str::to_lowercase", Builtin::ToLowercase),
+    ("str::to_uppercase", Builtin::ToUppercase),
+    ("str::trim", Builtin::Trim),
+    ("min", Builtin::Min),
+    ("max", Builtin::Max),
+    ("if", Builtin::If),
+    ("floor", Builtin::Floor),
+    ("ceil", Builtin::Ceil),
+    ("round", Builtin::Round),
+    ("math::abs", Builtin::Abs),
+    ("str::starts_with", Builtin::StartsWith),
+    ("str::ends_with", Builtin::EndsWith),
+    ("str::contains", Builtin::Contains),
+];
+
+/// evalexpr 13's other built-ins: known, but not supported by the VM.
+const UNSUPPORTED_BUILTINS: &[&str] = &[
+    "math::ln",
+    "math::log",
+    "math::log2",
+    "math::log10",
+    "math::exp",
+    "math::exp2",
+    "math::pow",
+    "math::cos",
+    "math::acos",
+    "math::cosh",
+    "math::acosh",
+    "math::sin",
+    "math::asin",
+    "math::sinh",
+    "math::asinh",
+    "math::tan",
+    "math::atan",
+    "math::tanh",
+    "math::atanh",
+    "math::atan2",
+    "math::sqrt",
+    "math::cbrt",
+    "math::hypot",
+    "math::is_nan",
+    "math::is_finite",
+    "math::is_infinite",
+    "math::is_normal",
+    "typeof",
+    "contains",
+    "contains_any",
+    "str::regex_matches",
+    "str::regex_replace",
+    "str::from",
+    "str::substring",
+    "random",
+    "bitand",
+    "bitor",
+    "bitxor",
+    "bitnot",
+    "shl",
+    "shr",
+];
+
+const FIELDS: &[(&str, EventField)] = &[
+    ("topic", EventField::Topic),
+    ("src", EventField::Src),
+    ("from", EventField::From),
+    ("to", EventField::To),
+];
+
+/// The evalexpr name of a built-in, for disassembly.
+pub fn function_name(builtin: Builtin) -> &'static str {
+    FUNCTIONS
+        .iter()
+        .find(|(_, b)| *b == builtin)
+        .map_or("?", |(name, _)| name)
+}
+
+pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
+    let toks = tokenize(text);
+    let mut problems = token_problems(text, &toks);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let tree = match evalexpr::build_operator_tree::<DefaultNumericTypes>(text) {
+        Ok(tree) => tree,
+        Err(error) => return Err(vec![parse_problem(text, &toks, &error)]),
+    };
+    let spans = spans::map(&tree, &toks, text.len());
+    let mut checker = Checker {
+        problems: Vec::new(),
+        state_pairs: Vec::new(),
+    };
+    let expr = if tree.children().is_empty() {
+        checker.problems.push(problem(
+            "rulec::when::empty",
+            "the expression is empty".into(),
+            0..text.len(),
+            "nothing to evaluate".into(),
+            Some("remove `when` to run every time, or write a condition".into()),
+        ));
+        None
+    } else {
+        checker.node(&tree, &spans)
+    };
+    problems = checker.problems;
+    match expr {
+        Some(expr) if problems.is_empty() => {
+            if !matches!(expr.ty, Ty::Bool | Ty::Any) {
+                return Err(vec![problem(
+                    "rulec::when::not-boolean",
+                    format!("`when` must be a boolean, but this is a {}", expr.ty.name()),
+                    whole_span(text),
+                    format!("this is a {}", expr.ty.name()),
+                    Some("compare it, for example `... == \"value\"`".into()),
+                )]);
+            }
+            Ok(CheckedWhen {
+                state_pairs: checker.state_pairs,
+                is_literal_false: expr.kind == ExprKind::Lit(Lit::Bool(false)),
+                expr,
+            })
+        }
+        _ => Err(problems),
+    }
+}
+
+/// The expression without surrounding white space (falls back to all of it).
+fn whole_span(text: &str) -> Range<usize> {
+    let start = text.len() - text.trim_start().len();
+    let end = text.trim_end().len();
+    if start < end {
+        start..end
+    } else {
+        0..text.len()
+    }
+}
+
+fn problem(
+    code: &'static str,
+    message: String,
+    span: Range<usize>,
+    label: String,
+    help: Option<String>,
+) -> WhenProblem {
+    WhenProblem {
+        code,
+        message,
+        span,
+        label,
+        help,
+    }
+}
+
+/// Mistakes found on the tokens alone, before evalexpr's parser (whose
+/// messages for these would be confusing: `'x'` parses as a variable name,
+/// `a and b` as nested function calls).
+fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
+    let mut out = Vec::new();
+    let mut quoted_until = 0;
+    for tok in toks {
+        let span = tok.span.clone();
+        match &tok.kind {
+            TokKind::UnterminatedStr => out.push(problem(
+                "rulec::when::syntax",
+                "unterminated string".into(),
+                span,
+                "this string has no closing `\"`".into(),
+                Some("close the string with `\"`".into()),
+            )),
+            TokKind::BadEscape(bad) => out.push(problem(
+                "rulec::when::syntax",
+                format!("unknown escape `{}` in a string", &text[bad.clone()]),
+                bad.clone(),
+                "not an escape evalexpr knows".into(),
+                Some("the only escapes are `\\\"` and `\\\\`".into()),
+            )),
+            TokKind::UnterminatedComment => out.push(problem(
+                "rulec::when::syntax",
+                "unterminated comment".into(),
+                span,
+                "this `/*` has no closing `*/`".into(),
+                None,
+            )),
+            TokKind::Ident(name) if name.contains('\'') => {
+                if span.start < quoted_until {
+                    continue;
+                }
+                let open = span.start + name.find('\'').unwrap_or(0);
+                let close = text[open + 1..].find('\'').map(|at| open + 1 + at + 1);
+                let quoted = open..close.unwrap_or(span.end);
+                quoted_until = quoted.end;
+                out.push(problem(
+                    "rulec::when::single-quotes",
+                    "strings are written in double quotes".into(),
+                    quoted,
+                    "single quotes do not make a string".into(),
+                    Some(
+                        "write \"parked\", not 'parked'; in TOML, put the whole expression \
+                         in single quotes: when = 'to == \"parked\"'"
+                            .into(),
+                    ),
+                ));
+            }
+            TokKind::Ident(name) if span.start < quoted_until => {
+                let _ = name;
+            }
+            TokKind::Ident(name) => {
+                let fix = match name.to_ascii_lowercase().as_str() {
+                    "and" => Some("&&"),
+                    "or" => Some("||"),
+                    "not" => Some("!"),
+                    _ => None,
+                };
+                if let Some(fix) = fix {
+                    out.push(problem(
+                        "rulec::when::word-operator",
+                        format!("`{name}` is not an operator here"),
+                        span,
+                        format!("use `{fix}` instead"),
+                        Some(format!("`when` uses `&&`, `||` and `!`: write `{fix}`")),
+                    ));
+                }
+            }
+            TokKind::LoneAmpOrBar => {
+                let doubled = &text[span.clone()].repeat(2);
+                out.push(problem(
+                    "rulec::when::syntax",
+                    format!("`{}` is not an operator", &text[span.clone()]),
+                    span,
+                    format!("use `{doubled}`"),
+                    Some("`&&` is logical and, `||` is logical or".into()),
+                ));
+            }
+            TokKind::Assign => {
+                let is_plain = &text[span.clone()] == "=";
+                out.push(problem(
+                    "rulec::when::assignment",
+                    "assignment is not allowed in `when`".into(),
+                    span,
+                    "assignment".into(),
+                    Some(if is_plain {
+                        "to compare, write `==`".into()
+                    } else {
+                        "a condition cannot change values".into()
+                    }),
+                ));
+            }
+            TokKind::Semicolon => out.push(problem(
+                "rulec::when::chain",
+                "`;` chains are not allowed in `when`".into(),
+                span,
+                "expression chain".into(),
+                Some("combine conditions with `&&` or `||`".into()),
+            )),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Turns an evalexpr parse error into a problem with the best span we can
+/// find on the tokens.
+fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> WhenProblem {
+    let mut open = Vec::new();
+    let mut stray_close = None;
+    for tok in toks {
+        match tok.kind {
+            TokKind::LParen => open.push(tok.span.clone()),
+            TokKind::RParen => {
+                let matched = open.pop();
+                if matched.is_none() {
+                    stray_close.get_or_insert(tok.span.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(span) = stray_close {
+        return problem(
+            "rulec::when::syntax",
+            "unmatched `)`".into(),
+            span,
+            "no `(` opens this".into(),
+            None,
+        );
+    }
+    if let Some(span) = open.pop() {
+        return problem(
+            "rulec::when::syntax",
+            "unmatched `(`".into(),
+            span,
+            "this `(` is never closed".into(),
+            Some("add a `)`".into()),
+        );
+    }
+    // Two values next to each other: `to == "a" from == "b"`.
+    for pair in toks.windows(2) {
+        let ends_value = matches!(
+            pair[0].kind,
+            TokKind::Int | TokKind::Float | TokKind::Bool | TokKind::Str | TokKind::RParen
+        );
+        let starts_value = matches!(
+            pair[1].kind,
+            TokKind::Int
+                | TokKind::Float
+                | TokKind::Bool
+                | TokKind::Str
+                | TokKind::Ident(_)
+                | TokKind::LParen
+        );
+        if ends_value && starts_value {
+            return problem(
+                "rulec::when::syntax",
+                "missing operator between two values".into(),
+                pair[0].span.start..pair[1].span.end,
+                "nothing joins these".into(),
+                Some("join conditions with `&&` or `||`".into()),
+            );
+        }
+    }
+    problem(
+        "rulec::when::syntax",
+        format!("cannot parse the expression: {error}"),
+        whole_span(text),
+        "evalexpr cannot parse this".into(),
+        None,
+    )
+}
+
+/// Edit distance, for "did you mean".
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = if name.chars().count() <= 3 { 1 } else { 2 };
+    candidates
+        .into_iter()
+        .map(|c| (distance(name, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn is_numeric(ty: Ty) -> bool {
+    matches!(ty, Ty::Int | Ty::Float | Ty::Num | Ty::Any)
+}
+
+fn is_known_number(ty: Ty) -> bool {
+    matches!(ty, Ty::Int | Ty::Float | Ty::Num)
+}
+
+/// Result type of `- * / %` (and `+` on numbers), as evalexpr computes it:
+/// int when both are ints, float when either is a float.
+fn arith(a: Ty, b: Ty) -> Ty {
+    match (a, b) {
+        (Ty::Int, Ty::Int) => Ty::Int,
+        (Ty::Float, _) | (_, Ty::Float) => Ty::Float,
+        _ => Ty::Num,
+    }
+}
+
+/// Can a value of type `a` ever equal one of type `b`? evalexpr's `==` is
+/// structural: an int never equals a float (`1 == 1.0` is false).
+fn may_equal(a: Ty, b: Ty) -> bool {
+    a == b
+        || a == Ty::Any
+        || b == Ty::Any
+        || (a == Ty::Num && matches!(b, Ty::Int | Ty::Float))
+        || (b == Ty::Num && matches!(a, Ty::Int | Ty::Float))
+}
+
+fn is_literal(expr: &Expr) -> bool {
+    match &expr.kind {
+        ExprKind::Lit(_) => true,
+        ExprKind::Unary(UnOp::Neg, inner) => matches!(inner.kind, ExprKind::Lit(_)),
+        _ => false,
+    }
+}
+
+fn join(a: Ty, b: Ty) -> Ty {
+    if a == b {
+        a
+    } else if is_known_number(a) && is_known_number(b) {
+        Ty::Num
+    } else {
+        Ty::Any
+    }
+}
+
+/// Skips token-less and parenthesis roots that hold exactly one node.
+fn unwrap_roots<'n, 's>(mut node: &'n Node, mut spans: &'s SpanTree) -> (&'n Node, &'s SpanTree) {
+    while *node.operator() == Operator::RootNode {
+        match (node.children(), spans.kids.first()) {
+            ([kid], Some(kid_spans)) => {
+                node = kid;
+                spans = kid_spans;
+            }
+            _ => break,
+        }
+    }
+    (node, spans)
+}
+
+struct Checker {
+    problems: Vec<WhenProblem>,
+    state_pairs: Vec<StatePair>,
+}
+
+impl Checker {
+    fn report(
+        &mut self,
+        code: &'static str,
+        message: String,
+        span: Range<usize>,
+        label: String,
+        help: Option<String>,
+    ) {
+        self.problems
+            .push(problem(code, message, span, label, help));
+    }
+
+    /// Checks every child even after a failure, so that all problems are
+    /// reported at once.
+    fn kids(&mut self, node: &Node, spans: &SpanTree) -> Option<Vec<Expr>> {
+        let checked: Vec<Option<Expr>> = node
+            .children()
+            .iter()
+            .zip(&spans.kids)
+            .map(|(kid, span)| self.node(kid, span))
+            .collect();
+        checked.into_iter().collect()
+    }
+
+    fn node(&mut self, node: &Node, spans: &SpanTree) -> Option<Expr> {
+        let span = spans.span.clone();
+        let op_span = spans.op.clone();
+        match node.operator() {
+            Operator::RootNode => match (node.children(), spans.kids.first()) {
+                ([kid], Some(kid_spans)) => self.node(kid, kid_spans),
+                _ => {
+                    self.report(
+                        "rulec::when::syntax",
+                        "empty parentheses".into(),
+                        span,
+                        "nothing inside".into(),
+                        None,
+                    );
+                    None
+                }
+            },
+            Operator::Const { value } => {
+                let (lit, ty) = match value {
+                    Value::String(s) => (Lit::Str(s.clone()), Ty::Str),
+                    Value::Int(i) => (Lit::Int(*i), Ty::Int),
+                    Value::Float(f) => (Lit::Float(*f), Ty::Float),
+                    Value::Boolean(b) => (Lit::Bool(*b), Ty::Bool),
+                    Value::Tuple(_) | Value::Empty => {
+                        self.report(
+                            "rulec::when::syntax",
+                            "unexpected value".into(),
+                            span,
+                            "not a literal `when` supports".into(),
+                            None,
+                        );
+                        return None;
+                    }
+                };
+                Some(Expr {
+                    kind: ExprKind::Lit(lit),
+                    ty,
+                    span,
+                })
+            }
+            Operator::VariableIdentifierRead { identifier } => self.name(identifier, span),
+            Operator::FunctionIdentifier { identifier } => {
+                let (Some(arg), Some(arg_spans)) = (node.children().first(), spans.kids.first())
+                else {
+                    return None;
+                };
+                self.call(identifier, arg, arg_spans, op_span, span)
+            }
+            Operator::Tuple => {
+                let _ = self.kids(node, spans);
+                self.report(
+                    "rulec::when::tuple",
+                    "tuples are only allowed as function arguments".into(),
+                    span,
+                    "a tuple".into(),
+                    Some("a `,` separates function arguments, as in `min(a, b)`".into()),
+                );
+                None
+            }
+            Operator::Chain => {
+                self.report(
+                    "rulec::when::chain",
+                    "`;` chains are not allowed in `when`".into(),
+                    op_span,
+                    "expression chain".into(),
+                    None,
+                );
+                None
+            }
+            Operator::VariableIdentifierWrite { .. }
+            | Operator::Assign
+            | Operator::AddAssign
+            | Operator::SubAssign
+            | Operator::MulAssign
+            | Operator::DivAssign
+            | Operator::ModAssign
+            | Operator::ExpAssign
+            | Operator::AndAssign
+            | Operator::OrAssign => {
+                self.report(
+                    "rulec::when::assignment",
+                    "assignment is not allowed in `when`".into(),
+                    op_span,
+                    "assignment".into(),
+                    Some("to compare, write `==`".into()),
+                );
+                None
+            }
+            Operator::Neg | Operator::Not => {
+                let mut kids = self.kids(node, spans)?;
+                let inner = kids.pop()?;
+                let (op, ty) = if *node.operator() == Operator::Neg {
+                    if !is_numeric(inner.ty) {
+                        self.operand_error("-", "a number", &inner);
+                        return None;
+                    }
+                    let ty = match inner.ty {
+                        Ty::Int | Ty::Float => inner.ty,
+                        _ => Ty::Num,
+                    };
+                    (UnOp::Neg, ty)
+                } else {
+                    if !matches!(inner.ty, Ty::Bool | Ty::Any) {
+                        self.operand_error("!", "a boolean", &inner);
+                        return None;
+                    }
+                    (UnOp::Not, Ty::Bool)
+                };
+                Some(Expr {
+                    kind: ExprKind::Unary(op, Box::new(inner)),
+                    ty,
+                    span,
+                })
+            }
+            binary => {
+                let op = match binary {
+                    Operator::Add => BinOp::Add,
+                    Operator::Sub => BinOp::Sub,
+                    Operator::Mul => BinOp::Mul,
+                    Operator::Div => BinOp::Div,
+                    Operator::Mod => BinOp::Mod,
+                    Operator::Exp => BinOp::Pow,
+                    Operator::Eq => BinOp::Eq,
+                    Operator::Neq => BinOp::Ne,
+                    Operator::Lt => BinOp::Lt,
+                    Operator::Leq => BinOp::Le,
+                    Operator::Gt => BinOp::Gt,
+                    Operator::Geq => BinOp::Ge,
+                    Operator::And => BinOp::And,
+                    Operator::Or => BinOp::Or,
+                    _ => {
+                        self.report(
+                            "rulec::when::syntax",
+                            format!("unsupported operator `{binary}`"),
+                            op_span,
+                            "not supported".into(),
+                            None,
+                        );
+                        return None;
+                    }
+                };
+                let mut kids = self.kids(node, spans)?;
+                let right = kids.pop()?;
+                let left = kids.pop()?;
+                let ty = self.binary(op, &left, &right, op_span, span.clone())?;
+                Some(Expr {
+                    kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
+                    ty,
+                    span,
+                })
+            }
+        }
+    }
+
+    fn operand_error(&mut self, op: &str, wanted: &str, operand: &Expr) {
+        self.report(
+            "rulec::when::type-mismatch",
+            format!("`{op}` needs {wanted}, but this is a {}", operand.ty.name()),
+            operand.span.clone(),
+            format!("this is a {}", operand.ty.name()),
+            None,
+        );
+    }
+
+    /// The type of `left op right`, or a problem when it fails for every input.
+    fn binary(
+        &mut self,
+        op: BinOp,
+        left: &Expr,
+        right: &Expr,
+        op_span: Range<usize>,
+        span: Range<usize>,
+    ) -> Option<Ty> {
+        let (a, b) = (left.ty, right.ty);
+        let sym = op.symbol();
+        let no_convert = Some("evalexpr never converts between strings and numbers".to_string());
+        match op {
+            BinOp::Add => {
+                for side in [left, right] {
+                    if side.ty == Ty::Bool {
+                        self.operand_error(sym, "numbers or strings", side);
+                        return None;
+                    }
+                }
+                if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
+                    self.report(
+                        "rulec::when::type-mismatch",
+                        format!("`+` cannot add a {} and a {}", a.name(), b.name()),
+                        op_span,
+                        "string and number".into(),
+                        no_convert,
+                    );
+                    return None;
+                }
+                Some(match (a, b) {
+                    (Ty::Str, _) | (_, Ty::Str) => Ty::Str,
+                    (Ty::Any, Ty::Any) => Ty::Any,
+                    _ => arith(a, b),
+                })
+            }
+            BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::Pow => {
+                let mut ok = true;
+                for side in [left, right] {
+                    if !is_numeric(side.ty) {
+                        self.operand_error(sym, "numbers", side);
+                        ok = false;
+                    }
+                }
+                ok.then(|| {
+                    if op == BinOp::Pow {
+                        Ty::Float
+                    } else {
+                        arith(a, b)
+                    }
+                })
+            }
+            BinOp::Eq | BinOp::Ne => {
+                if is_literal(left) && is_literal(right) && a != b {
+                    self.report(
+                        "rulec::when::literal-comparison",
+                        format!(
+                            "`{sym}` compares a {} literal with a {} literal",
+                            a.name(),
+                            b.name()
+                        ),
+                        span,
+                        "values of different types are never equal".into(),
+                        (a != Ty::Str && b != Ty::Str)
+                            .then(|| "evalexpr does not convert: `1 == 1.0` is false".to_string()),
+                    );
+                    return None;
+                }
+                if !may_equal(a, b) {
+                    let help = if is_known_number(a) && is_known_number(b) {
+                        "evalexpr compares ints and floats as different values (`1 == 1.0` is \
+                         false); floor, ceil, round and ^ return floats"
+                    } else {
+                        "evalexpr never converts between types, so this is constant"
+                    };
+                    self.report(
+                        "rulec::when::type-mismatch",
+                        format!(
+                            "`{sym}` compares a {} with a {}: the result never changes",
+                            a.name(),
+                            b.name()
+                        ),
+                        op_span,
+                        format!("{} {sym} {}", a.name(), b.name()),
+                        Some(help.into()),
+                    );
+                    return None;
+                }
+                Some(Ty::Bool)
+            }
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                for side in [left, right] {
+                    if side.ty == Ty::Bool {
+                        self.operand_error(sym, "numbers or strings", side);
+                        return None;
+                    }
+                }
+                if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
+                    self.report(
+                        "rulec::when::type-mismatch",
+                        format!("`{sym}` cannot order a {} against a {}", a.name(), b.name()),
+                        op_span,
+                        "string and number".into(),
+                        no_convert,
+                    );
+                    return None;
+                }
+                Some(Ty::Bool)
+            }
+            BinOp::And | BinOp::Or => {
+                let mut ok = true;
+                for side in [left, right] {
+                    if !matches!(side.ty, Ty::Bool | Ty::Any) {
+                        self.operand_error(sym, "booleans", side);
+                        ok = false;
+                    }
+                }
+                ok.then_some(Ty::Bool)
+            }
+        }
+    }
+
+    fn name(&mut self, name: &str, span: Range<usize>) -> Option<Expr> {
+        if let Some((_, field)) = FIELDS.iter().find(|(n, _)| *n == name) {
+            return Some(Expr {
+                kind: ExprKind::Field(*field),
+                ty: Ty::Str,
+                span,
+            });
+        }
+        if let Some(path) = name.strip_prefix("data.") {
+            let keys: Vec<String> = path.split('.').map(str::to_string).collect();
+            if keys.iter().any(String::is_empty) {
+                self.report(
+                    "rulec::when::unknown-name",
+                    format!("`{name}` is not a valid data path"),
+                    span,
+                    "empty key in the path".into(),
+                    Some("write data.KEY or data.KEY.SUB".into()),
+                );
+                return None;
+            }
+            return Some(Expr {
+                kind: ExprKind::Data(keys),
+                ty: Ty::Any,
+                span,
+            });
+        }
+        let is_function = name == "state"
+            || FUNCTIONS.iter().any(|(n, _)| *n == name)
+            || UNSUPPORTED_BUILTINS.contains(&name);
+        if is_function {
+            self.report(
+                "rulec::when::unknown-name",
+                format!("`{name}` is a function, not a value"),
+                span,
+                "needs arguments".into(),
+                Some(if name == "state" {
+                    "call it: state(\"hash\", \"field\")".into()
+                } else {
+                    format!("call it: {name}(...)")
+                }),
+            );
+            return None;
+        }
+        let help = if name == "data" {
+            Some("name a key of the event's data: data.KEY".to_string())
+        } else {
+            closest(name, FIELDS.iter().map(|(n, _)| *n))
+                .map(|near| format!("did you mean `{near}`?"))
+                .or_else(|| {
+                    name.strip_prefix("dat")
+                        .filter(|_| name.contains('.'))
+                        .map(|_| "event data is read as data.KEY".to_string())
+                })
+                .or_else(|| {
+                    Some(
+                        "the names are topic, src, from, to, data.KEY and state(\"hash\", \"field\")"
+                            .into(),
+                    )
+                })
+        };
+        self.report(
+            "rulec::when::unknown-name",
+            format!("unknown name `{name}`"),
+            span,
+            "not a name `when` knows".into(),
+            help,
+        );
+        None
+    }
+
+    /// Splits a function's argument node into the argument list: `f(a, b)` is
+    /// a parenthesis root holding a tuple, whose elements are roots again.
+    fn arguments<'n, 's>(arg: &'n Node, spans: &'s SpanTree) -> Vec<(&'n Node, &'s SpanTree)> {
+        let (mut node, mut span) = (arg, spans);
+        while *node.operator() == Operator::RootNode {
+            match (node.children(), span.kids.first()) {
+                ([kid], Some(kid_span)) => {
+                    node = kid;
+                    span = kid_span;
+                }
+                ([], _) => return Vec::new(),
+                _ => break,
+            }
+        }
+        if *node.operator() == Operator::Tuple {
+            node.children()
+                .iter()
+                .zip(&span.kids)
+                .map(|(kid, kid_span)| unwrap_roots(kid, kid_span))
+                .collect()
+        } else {
+            vec![(node, span)]
+        }
+    }
+
+    fn call(
+        &mut self,
+        name: &str,
+        arg: &Node,
+        arg_spans: &SpanTree,
+        name_span: Range<usize>,
+        span: Range<usize>,
+    ) -> Option<Expr> {
+        let raw_args = Self::arguments(arg, arg_spans);
+        if name == "state" {
+            return self.state(&raw_args, name_span, span);
+        }
+        let builtin = match FUNCTIONS.iter().find(|(n, _)| *n == name) {
+            Some((_, builtin)) => *builtin,
+            None => {
+                let supported = || {
+                    let mut names: Vec<&str> = FUNCTIONS.iter().map(|(n, _)| *n).collect();
+                    names.push("state");
+                    names
+                };
+                if UNSUPPORTED_BUILTINS.contains(&name) {
+                    self.report(
+                        "rulec::when::unsupported-function",
+                        format!("`{name}` is an evalexpr built-in that `when` does not support"),
+                        name_span,
+                        "not supported".into(),
+                        Some(format!(
+                            "the supported functions are {}",
+                            supported().join(", ")
+                        )),
+                    );
+                } else {
+                    let help = closest(name, supported())
+                        .map(|near| format!("did you mean `{near}`?"))
+                        .unwrap_or_else(|| {
+                            format!("the supported functions are {}", supported().join(", "))
+                        });
+                    self.report(
+                        "rulec::when::unknown-function",
+                        format!("unknown function `{name}`"),
+                        name_span,
+                        "not a function `when` knows".into(),
+                        Some(help),
+                    );
+                }
+                for (node, spans) in raw_args {
+                    let _ = self.node(node, spans);
+                }
+                return None;
+            }
+        };
+        let checked: Vec<Option<Expr>> = raw_args
+            .iter()
+            .map(|(node, spans)| self.node(node, spans))
+            .collect();
+        let args: Vec<Expr> = checked.into_iter().collect::<Option<_>>()?;
+        let (arity, arity_text) = match builtin {
+            Builtin::Min | Builtin::Max => (2..=usize::from(u8::MAX), "at least two arguments"),
+            Builtin::If => (3..=3, "three arguments: if(condition, then, else)"),
+            Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => (2..=2, "two arguments"),
+            _ => (1..=1, "one argument"),
+        };
+        if !arity.contains(&args.len()) {
+            self.report(
+                "rulec::when::arguments",
+                format!("`{name}` takes {arity_text}, but is given {}", args.len()),
+                span,
+                "wrong number of arguments".into(),
+                None,
+            );
+            return None;
+        }
+        let ty = self.call_type(name, builtin, &args)?;
+        Some(Expr {
+            kind: ExprKind::Call(builtin, args),
+            ty,
+            span,
+        })
+    }
+
+    fn call_type(&mut self, name: &str, builtin: Builtin, args: &[Expr]) -> Option<Ty> {
+        let want = |ok: fn(Ty) -> bool, what: &str, this: &mut Self| {
+            let mut good = true;
+            for arg in args {
+                if !ok(arg.ty) {
+                    this.operand_error(name, what, arg);
+                    good = false;
+                }
+            }
+            good
+        };
+        match builtin {
+            Builtin::Len => {
+                want(|t| matches!(t, Ty::Str | Ty::Any), "a string", self).then_some(Ty::Int)
+            }
+            Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => {
+                want(|t| matches!(t, Ty::Str | Ty::Any), "a string", self).then_some(Ty::Str)
+            }
+            Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => {
+                want(|t| matches!(t, Ty::Str | Ty::Any), "strings", self).then_some(Ty::Bool)
+            }
+            Builtin::Floor | Builtin::Ceil | Builtin::Round => {
+                want(is_numeric, "a number", self).then_some(Ty::Float)
+            }
+            Builtin::Abs => want(is_numeric, "a number", self).then(|| match args[0].ty {
+                Ty::Int => Ty::Int,
+                Ty::Float => Ty::Float,
+                _ => Ty::Num,
+            }),
+            // evalexpr's min/max return an int only when every argument is
+            // one; with floats it may still return an int (see the docs).
+            Builtin::Min | Builtin::Max => want(is_numeric, "numbers", self).then(|| {
+                if args.iter().all(|a| a.ty == Ty::Int) {
+                    Ty::Int
+                } else {
+                    Ty::Num
+                }
+            }),
+            Builtin::If => {
+                let cond = &args[0];
+                if !matches!(cond.ty, Ty::Bool | Ty::Any) {
+                    self.operand_error("if", "a boolean condition", cond);
+                    return None;
+                }
+                Some(join(args[1].ty, args[2].ty))
+            }
+        }
+    }
+
+    fn state(
+        &mut self,
+        args: &[(&Node, &SpanTree)],
+        name_span: Range<usize>,
+        span: Range<usize>,
+    ) -> Option<Expr> {
+        let help = Some("write state(\"hash\", \"field\") with two string literals".to_string());
+        if args.len() != 2 {
+            self.report(
+                "rulec::when::arguments",
+                format!("`state` takes two arguments, but is given {}", args.len()),
+                span,
+                "wrong number of arguments".into(),
+                help,
+            );
+            return None;
+        }
+        let mut strings = Vec::new();
+        for (node, spans) in args {
+            match node.operator() {
+                Operator::Const {
+                    value: Value::String(s),
+                } => strings.push(s.clone()),
+                _ => {
+                    self.report(
+                        "rulec::when::arguments",
+                        "`state` arguments must be string literals".into(),
+                        spans.span.clone(),
+                        "not a string literal".into(),
+                        help.clone(),
+                    );
+                }
+            }
+        }
+        let [hash, field] = <[String; 2]>::try_from(strings).ok()?;
+        let _ = name_span;
+        let pair = StatePair { hash, field };
+        if !self.state_pairs.contains(&pair) {
+            self.state_pairs.push(pair.clone());
+        }
+        Some(Expr {
+            kind: ExprKind::State(pair),
+            ty: Ty::Str,
+            span,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,230 @@
+use super::*;
+
+fn ok(text: &str) -> CheckedWhen {
+    check(text).unwrap_or_else(|p| panic!("{text}: {p:#?}"))
+}
+
+/// The single problem of `text`, with the bytes its span covers.
+fn one(text: &str) -> (WhenProblem, &str) {
+    let problems = match check(text) {
+        Ok(_) => panic!("{text}: accepted"),
+        Err(p) => p,
+    };
+    assert_eq!(problems.len(), 1, "{text}: {problems:#?}");
+    let p = problems
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| unreachable!());
+    let at = &text[p.span.clone()];
+    (p, at)
+}
+
+#[test]
+fn accepts_the_documented_language() {
+    for text in [
+        r#"to == "parked""#,
+        r#"topic == "alarm.triggered" && src != "" || !(from == "a")"#,
+        "data.level >= 2",
+        "data.battery.charge < 20.5 && data.battery.charge > -1",
+        r#"state("vehicle", "state") == "parked""#,
+        r#"str::starts_with(topic, "button.") && str::ends_with(to, "hold")"#,
+        r#"str::contains(str::to_lowercase(str::trim(src)), "x")"#,
+        "len(topic) > 3",
+        "min(1, 2, data.x) < max(2.5, 3)",
+        "if(data.flag, 1, 2) == 1",
+        "floor(data.x) == 2.0 && ceil(1.2) > round(0.5) && math::abs(-3) == 3",
+        "2 ^ 10 > 1000 && 7 % 3 == 1 && 7 / 2 == 3",
+        "data.enabled",
+        "true",
+        "(((true)))",
+        "data.a + data.b == data.c",
+        r#"topic + "x" == "ax""#,
+        "1e-3 < 0.01",
+        "1 == 1 // a comment",
+    ] {
+        ok(text);
+    }
+}
+
+#[test]
+fn records_state_pairs_once_in_order() {
+    let checked =
+        ok(r#"state("b", "f") == "1" && state("a", "g") == "2" || state("b", "f") == "3""#);
+    let names: Vec<(&str, &str)> = checked
+        .state_pairs
+        .iter()
+        .map(|p| (p.hash.as_str(), p.field.as_str()))
+        .collect();
+    assert_eq!(names, vec![("b", "f"), ("a", "g")]);
+}
+
+#[test]
+fn literal_false_is_flagged() {
+    assert!(ok("false").is_literal_false);
+    assert!(ok(" (false) ").is_literal_false);
+    assert!(!ok("true").is_literal_false);
+    assert!(!ok("false && true").is_literal_false);
+}
+
+#[test]
+fn unknown_name_points_at_it_with_a_suggestion() {
+    let (p, at) = one(r#"topic == "a" && tpoic == "b""#);
+    assert_eq!(p.code, "rulec::when::unknown-name");
+    assert_eq!(at, "tpoic");
+    assert_eq!(p.help.as_deref(), Some("did you mean `topic`?"));
+
+    let (p, at) = one("  speed > 3");
+    assert_eq!(at, "speed");
+    assert!(p.help.unwrap_or_default().contains("data.KEY"));
+
+    let (_, at) = one("data.a..b == 1");
+    assert_eq!(at, "data.a..b");
+}
+
+#[test]
+fn unknown_and_unsupported_functions() {
+    let (p, at) = one(r#"str::startswith(topic, "a")"#);
+    assert_eq!(p.code, "rulec::when::unknown-function");
+    assert_eq!(at, "str::startswith");
+    assert_eq!(p.help.as_deref(), Some("did you mean `str::starts_with`?"));
+
+    let (p, at) = one("math::sqrt(4) > 1");
+    assert_eq!(p.code, "rulec::when::unsupported-function");
+    assert_eq!(at, "math::sqrt");
+}
+
+#[test]
+fn state_needs_two_string_literals() {
+    let (p, at) = one(r#"state("a", topic) == "x""#);
+    assert_eq!(p.code, "rulec::when::arguments");
+    assert_eq!(at, "topic");
+    let (p, at) = one(r#"state("a") == "x""#);
+    assert_eq!(p.code, "rulec::when::arguments");
+    assert_eq!(at, r#"state("a")"#);
+}
+
+#[test]
+fn targeted_help_for_other_languages() {
+    let (p, at) = one("to == 'parked'");
+    assert_eq!(p.code, "rulec::when::single-quotes");
+    assert_eq!(at, "'parked'");
+    assert!(p
+        .help
+        .unwrap_or_default()
+        .contains(r#"when = 'to == "parked"'"#));
+
+    let (p, at) = one("to == 'two words'");
+    assert_eq!(p.code, "rulec::when::single-quotes");
+    assert_eq!(at, "'two words'");
+
+    let problems = check(r#"to == "a" and not from == "b""#).unwrap_err();
+    let found: Vec<(&str, Option<&str>)> = problems
+        .iter()
+        .map(|p| (p.code, p.help.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (
+                "rulec::when::word-operator",
+                Some("`when` uses `&&`, `||` and `!`: write `&&`")
+            ),
+            (
+                "rulec::when::word-operator",
+                Some("`when` uses `&&`, `||` and `!`: write `!`")
+            ),
+        ]
+    );
+    let text = r#"to == "a" and not from == "b""#;
+    assert_eq!(&text[problems[0].span.clone()], "and");
+    assert_eq!(&text[problems[1].span.clone()], "not");
+
+    let (p, at) = one(r#"a & b"#);
+    assert_eq!(p.code, "rulec::when::syntax");
+    assert_eq!(at, "&");
+}
+
+#[test]
+fn assignment_chains_and_tuples_are_rejected() {
+    let (p, at) = one(r#"to = "parked""#);
+    assert_eq!((p.code, at), ("rulec::when::assignment", "="));
+    assert_eq!(p.help.as_deref(), Some("to compare, write `==`"));
+    let (p, at) = one("true; false");
+    assert_eq!((p.code, at), ("rulec::when::chain", ";"));
+    let (p, at) = one("(1, 2) == 3");
+    assert_eq!((p.code, at), ("rulec::when::tuple", "1, 2"));
+}
+
+#[test]
+fn type_errors_point_at_the_fault() {
+    let (p, at) = one(r#"topic + 1 == "a1""#);
+    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "+"));
+
+    let (p, at) = one(r#"to == "a" && len(to)"#);
+    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "len(to)"));
+
+    let (p, at) = one(r#"1 == "1""#);
+    assert_eq!(
+        (p.code, at),
+        ("rulec::when::literal-comparison", r#"1 == "1""#)
+    );
+    let (p, _) = one("1 == 1.0");
+    assert_eq!(p.code, "rulec::when::literal-comparison");
+    let (p, at) = one("-1 != (2.5)");
+    assert_eq!(
+        (p.code, at),
+        ("rulec::when::literal-comparison", "-1 != (2.5)")
+    );
+
+    let (p, at) = one("floor(data.x) == 2");
+    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "=="));
+    assert!(p.help.unwrap_or_default().contains("1 == 1.0"));
+
+    let (p, at) = one(r#"topic < 3"#);
+    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "<"));
+
+    let (p, at) = one(r#"!topic"#);
+    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "topic"));
+
+    let (p, at) = one(r#"str::contains(topic, 3)"#);
+    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "3"));
+
+    let (p, at) = one(r#"min(1) < 2"#);
+    assert_eq!((p.code, at), ("rulec::when::arguments", "min(1)"));
+}
+
+#[test]
+fn result_must_be_boolean() {
+    let (p, at) = one("  data.x + 1 ");
+    assert_eq!((p.code, at), ("rulec::when::not-boolean", "data.x + 1"));
+    let (p, _) = one(r#""parked""#);
+    assert_eq!(p.code, "rulec::when::not-boolean");
+}
+
+#[test]
+fn reports_every_problem() {
+    let text = r#"tpoic == "a" && foo(1) && src + 1 == 2"#;
+    let problems = check(text).unwrap_err();
+    let at: Vec<&str> = problems.iter().map(|p| &text[p.span.clone()]).collect();
+    assert_eq!(at, vec!["tpoic", "foo", "+"]);
+}
+
+#[test]
+fn parse_errors_have_spans() {
+    let (p, at) = one("(to == \"a\"");
+    assert_eq!((p.code, at), ("rulec::when::syntax", "("));
+    let (_, at) = one("to == \"a\")");
+    assert_eq!(at, ")");
+    let (p, at) = one(r#"to == "a" "b""#);
+    assert_eq!((p.code, at), ("rulec::when::syntax", r#""a" "b""#));
+    let (p, at) = one(r#"to == "abc"#);
+    assert_eq!((p.code, at), ("rulec::when::syntax", r#""abc"#));
+    let (p, _) = one("   ");
+    assert_eq!(p.code, "rulec::when::empty");
+}
+
+#[test]
+fn spans_survive_multibyte_text() {
+    let (_, at) = one(r#"to == "ünïcødé" && tö == "x""#);
+    assert_eq!(at, "tö");
+}

@@ -1,0 +1,287 @@
+//! Maps evalexpr's position-less tree onto the token spans of [`super::lex`].
+//!
+//! Every token but `(`, `)`, white space and comments becomes exactly one node
+//! in evalexpr 13, and a source-order walk of the tree (left operand,
+//! operator, right operand; prefix operators before their operand; a function
+//! name before its argument) meets the nodes in token order. Parentheses are
+//! `RootNode`s, except the tree's own root and the element roots under a
+//! tuple or chain, which evalexpr adds without a token.
+
+use super::lex::{Tok, TokKind};
+use evalexpr::{Node, Operator};
+use std::ops::Range;
+
+/// The bytes of one node and of its children, parallel to the evalexpr tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanTree {
+    /// The whole node, parentheses included.
+    pub span: Range<usize>,
+    /// The node's own token: the operator, the function or variable name,
+    /// the literal; the whole node for parentheses and sequences.
+    pub op: Range<usize>,
+    pub kids: Vec<SpanTree>,
+}
+
+/// Maps `root` (as returned by `build_operator_tree`) onto `toks`. When the
+/// walk and the tokens ever disagree, every node gets the whole text: a
+/// coarse span is better than a wrong one.
+pub fn map(root: &Node, toks: &[Tok], text_len: usize) -> SpanTree {
+    let mut walker = Walker { toks, pos: 0 };
+    match walker.node(root, true) {
+        Some(tree) if walker.pos == toks.len() => tree,
+        _ => whole(root, 0..text_len),
+    }
+}
+
+fn whole(node: &Node, span: Range<usize>) -> SpanTree {
+    SpanTree {
+        span: span.clone(),
+        op: span.clone(),
+        kids: node
+            .children()
+            .iter()
+            .map(|kid| whole(kid, span.clone()))
+            .collect(),
+    }
+}
+
+struct Walker<'a> {
+    toks: &'a [Tok],
+    pos: usize,
+}
+
+impl Walker<'_> {
+    fn take(&mut self, want: impl Fn(&TokKind) -> bool) -> Option<Range<usize>> {
+        let tok = self.toks.get(self.pos)?;
+        if want(&tok.kind) {
+            self.pos += 1;
+            Some(tok.span.clone())
+        } else {
+            None
+        }
+    }
+
+    /// Where an empty, token-less root sits: after the previous token.
+    fn here(&self) -> Range<usize> {
+        match self.pos.checked_sub(1).and_then(|p| self.toks.get(p)) {
+            Some(prev) => prev.span.clone(),
+            None => 0..0,
+        }
+    }
+
+    fn node(&mut self, node: &Node, synthetic: bool) -> Option<SpanTree> {
+        let kids = node.children();
+        match node.operator() {
+            Operator::RootNode if synthetic => match kids {
+                [] => {
+                    let here = self.here();
+                    Some(SpanTree {
+                        span: here.clone(),
+                        op: here,
+                        kids: Vec::new(),
+                    })
+                }
+                [kid] => {
+                    let kid = self.node(kid, false)?;
+                    Some(SpanTree {
+                        span: kid.span.clone(),
+                        op: kid.span.clone(),
+                        kids: vec![kid],
+                    })
+                }
+                _ => None,
+            },
+            Operator::RootNode => {
+                let open = self.take(|k| *k == TokKind::LParen)?;
+                let mut mapped = Vec::new();
+                for kid in kids {
+                    mapped.push(self.node(kid, false)?);
+                }
+                let close = self.take(|k| *k == TokKind::RParen)?;
+                let span = open.start..close.end;
+                Some(SpanTree {
+                    span: span.clone(),
+                    op: span,
+                    kids: mapped,
+                })
+            }
+            Operator::Tuple | Operator::Chain => {
+                let sep = if *node.operator() == Operator::Tuple {
+                    TokKind::Comma
+                } else {
+                    TokKind::Semicolon
+                };
+                let mut mapped = Vec::new();
+                let mut first_sep = None;
+                for (i, kid) in kids.iter().enumerate() {
+                    if i > 0 {
+                        let at = self.take(|k| *k == sep)?;
+                        first_sep.get_or_insert(at);
+                    }
+                    mapped.push(self.node(kid, true)?);
+                }
+                let start = mapped.first()?.span.start;
+                let end = mapped.last()?.span.end;
+                Some(SpanTree {
+                    span: start.min(end)..end.max(start),
+                    op: first_sep?,
+                    kids: mapped,
+                })
+            }
+            Operator::Neg | Operator::Not => {
+                let want = if *node.operator() == Operator::Neg {
+                    TokKind::Minus
+                } else {
+                    TokKind::Not
+                };
+                let op = self.take(|k| *k == want)?;
+                let [kid] = kids else { return None };
+                let kid = self.node(kid, false)?;
+                Some(SpanTree {
+                    span: op.start..kid.span.end,
+                    op,
+                    kids: vec![kid],
+                })
+            }
+            Operator::Const { .. } => {
+                let op = self.take(|k| {
+                    matches!(
+                        k,
+                        TokKind::Int | TokKind::Float | TokKind::Bool | TokKind::Str
+                    )
+                })?;
+                Some(leaf(op))
+            }
+            Operator::VariableIdentifierRead { identifier }
+            | Operator::VariableIdentifierWrite { identifier } => {
+                let op = self.take(|k| matches!(k, TokKind::Ident(name) if name == identifier))?;
+                Some(leaf(op))
+            }
+            Operator::FunctionIdentifier { identifier } => {
+                let op = self.take(|k| matches!(k, TokKind::Ident(name) if name == identifier))?;
+                let [kid] = kids else { return None };
+                let kid = self.node(kid, false)?;
+                Some(SpanTree {
+                    span: op.start..kid.span.end,
+                    op,
+                    kids: vec![kid],
+                })
+            }
+            binary => {
+                let want = binary_token(binary)?;
+                let [left, right] = kids else { return None };
+                let left = self.node(left, false)?;
+                let op = self.take(|k| *k == want)?;
+                let right = self.node(right, false)?;
+                Some(SpanTree {
+                    span: left.span.start..right.span.end,
+                    op,
+                    kids: vec![left, right],
+                })
+            }
+        }
+    }
+}
+
+fn leaf(op: Range<usize>) -> SpanTree {
+    SpanTree {
+        span: op.clone(),
+        op,
+        kids: Vec::new(),
+    }
+}
+
+fn binary_token(op: &Operator) -> Option<TokKind> {
+    use Operator as O;
+    Some(match op {
+        O::Add => TokKind::Plus,
+        O::Sub => TokKind::Minus,
+        O::Mul => TokKind::Star,
+        O::Div => TokKind::Slash,
+        O::Mod => TokKind::Percent,
+        O::Exp => TokKind::Hat,
+        O::Eq => TokKind::Eq,
+        O::Neq => TokKind::Neq,
+        O::Gt => TokKind::Gt,
+        O::Lt => TokKind::Lt,
+        O::Geq => TokKind::Geq,
+        O::Leq => TokKind::Leq,
+        O::And => TokKind::And,
+        O::Or => TokKind::Or,
+        O::Assign
+        | O::AddAssign
+        | O::SubAssign
+        | O::MulAssign
+        | O::DivAssign
+        | O::ModAssign
+        | O::ExpAssign
+        | O::AndAssign
+        | O::OrAssign => TokKind::Assign,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::when::lex::tokenize;
+
+    fn mapped(text: &str) -> SpanTree {
+        let tree = evalexpr::build_operator_tree::<evalexpr::DefaultNumericTypes>(text)
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        map(&tree, &tokenize(text), text.len())
+    }
+
+    fn show<'a>(text: &'a str, tree: &SpanTree, out: &mut Vec<&'a str>) {
+        out.push(&text[tree.op.clone()]);
+        for kid in &tree.kids {
+            show(text, kid, out);
+        }
+    }
+
+    #[test]
+    fn maps_operators_names_and_parens() {
+        let text = r#"(data.x + 2) * -3 >= 1.5 && str::contains(to, "a")"#;
+        let tree = mapped(text);
+        let mut ops = Vec::new();
+        show(text, &tree, &mut ops);
+        assert_eq!(
+            ops,
+            vec![
+                text,
+                "&&",
+                ">=",
+                "*",
+                "(data.x + 2)",
+                "+",
+                "data.x",
+                "2",
+                "-",
+                "3",
+                "1.5",
+                "str::contains",
+                r#"(to, "a")"#,
+                ",",
+                "to",
+                "to",
+                r#""a""#,
+                r#""a""#,
+            ]
+        );
+        // The `&&`'s operands span their whole sub-expressions.
+        let and = &tree.kids[0];
+        assert_eq!(&text[and.kids[0].span.clone()], "(data.x + 2) * -3 >= 1.5");
+        assert_eq!(&text[and.kids[1].span.clone()], r#"str::contains(to, "a")"#);
+    }
+
+    #[test]
+    fn nested_parens_and_comments() {
+        let text = "((a)) /* c */ == (b)";
+        let tree = mapped(text);
+        let eq = &tree.kids[0];
+        assert_eq!(&text[eq.op.clone()], "==");
+        assert_eq!(&text[eq.kids[0].span.clone()], "((a))");
+        assert_eq!(&text[eq.kids[0].kids[0].kids[0].span.clone()], "a");
+        assert_eq!(&text[eq.kids[1].span.clone()], "(b)");
+    }
+}
