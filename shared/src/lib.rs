@@ -4,8 +4,10 @@
 
 pub mod bundle;
 pub mod bytecode;
+pub mod codec;
 pub mod duration;
 pub mod event;
+pub mod fingerprint;
 pub mod topic;
 pub mod verify;
 pub mod vm;

@@ -1,0 +1,246 @@
+//! The bundle file (DESIGN.md 5): encoding, checked decoding, atomic write.
+//!
+//! Layout: [`MAGIC`] (8 bytes), [`FORMAT_VERSION`] (u16 LE), blake3 digest of
+//! the payload (32 bytes), payload length (u64 LE), payload (postcard).
+//! Decoding checks magic, version, length and digest, in that order and
+//! before decoding anything, then decodes and verifies every program
+//! ([`crate::verify`]). Every check has its own error, so a bad bundle at
+//! start is a fatal error that names the check that failed (DESIGN.md 6.8).
+
+use crate::bundle::{Payload, FORMAT_VERSION, MAGIC};
+use crate::verify::{verify_payload, PayloadError};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Magic, version, digest, length.
+pub const HEADER_LEN: usize = 8 + 2 + 32 + 8;
+
+/// A decoded and verified bundle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bundle {
+    pub payload: Payload,
+    /// Hex blake3 digest of the payload bytes (64 lowercase characters).
+    pub id: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("not a rule bundle (wrong magic bytes)")]
+    BadMagic,
+    #[error("bundle is {len} bytes, shorter than its {HEADER_LEN}-byte header")]
+    TooShort { len: usize },
+    #[error(
+        "bundle format version {found} is not supported (this build reads version {supported})"
+    )]
+    UnsupportedVersion { found: u16, supported: u16 },
+    #[error(
+        "bundle is truncated: the header announces {declared} payload bytes, the file has {actual}"
+    )]
+    Truncated { declared: u64, actual: u64 },
+    #[error("bundle has {extra} bytes after its payload")]
+    TrailingBytes { extra: u64 },
+    #[error("bundle digest does not match its payload (corrupted)")]
+    DigestMismatch,
+    #[error("bundle payload does not decode: {0}")]
+    Decode(postcard::Error),
+    #[error("bundle payload has {extra} undecoded bytes at its end")]
+    PayloadTrailing { extra: usize },
+    #[error("bundle fails verification: {0}")]
+    Invalid(#[from] PayloadError),
+    #[error("could not encode the bundle payload: {0}")]
+    Encode(postcard::Error),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The bundle id of a payload's bytes.
+fn digest(payload: &[u8]) -> blake3::Hash {
+    blake3::hash(payload)
+}
+
+/// Encodes a payload into bundle bytes. Deterministic: the same payload
+/// always gives the same bytes (postcard has no maps or padding here).
+pub fn encode(payload: &Payload) -> Result<Vec<u8>, BundleError> {
+    let body = postcard::to_allocvec(payload).map_err(BundleError::Encode)?;
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(digest(&body).as_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// The bundle id (hex blake3 of the payload) of encoded bundle bytes,
+/// without decoding them.
+pub fn id_of_payload_bytes(payload: &[u8]) -> String {
+    digest(payload).to_hex().to_string()
+}
+
+/// Decodes and verifies bundle bytes. Never panics.
+pub fn decode(bytes: &[u8]) -> Result<Bundle, BundleError> {
+    // A short file that does not even start like a bundle is "not a
+    // bundle", not "truncated".
+    let magic_len = bytes.len().min(MAGIC.len());
+    if bytes[..magic_len] != MAGIC[..magic_len] {
+        return Err(BundleError::BadMagic);
+    }
+    let (header, body) = match (bytes.get(..HEADER_LEN), bytes.get(HEADER_LEN..)) {
+        (Some(h), Some(b)) => (h, b),
+        _ => return Err(BundleError::TooShort { len: bytes.len() }),
+    };
+    let version = u16::from_le_bytes([header[8], header[9]]);
+    if version != FORMAT_VERSION {
+        return Err(BundleError::UnsupportedVersion {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    let mut want_digest = [0u8; 32];
+    want_digest.copy_from_slice(&header[10..42]);
+    let mut len_bytes = [0u8; 8];
+    len_bytes.copy_from_slice(&header[42..50]);
+    let declared = u64::from_le_bytes(len_bytes);
+    let actual = body.len() as u64;
+    if declared > actual {
+        return Err(BundleError::Truncated { declared, actual });
+    }
+    if declared < actual {
+        return Err(BundleError::TrailingBytes {
+            extra: actual - declared,
+        });
+    }
+    let hash = digest(body);
+    // Constant-time comparison is not needed (no secret), but blake3's
+    // `Hash` equality is constant-time anyway.
+    if hash != blake3::Hash::from_bytes(want_digest) {
+        return Err(BundleError::DigestMismatch);
+    }
+    let (payload, rest) =
+        postcard::take_from_bytes::<Payload>(body).map_err(BundleError::Decode)?;
+    if !rest.is_empty() {
+        return Err(BundleError::PayloadTrailing { extra: rest.len() });
+    }
+    verify_payload(&payload)?;
+    Ok(Bundle {
+        payload,
+        id: hash.to_hex().to_string(),
+    })
+}
+
+/// Reads, decodes and verifies a bundle file.
+pub fn read(path: &Path) -> Result<Bundle, BundleError> {
+    let bytes = fs::read(path).map_err(|source| BundleError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    decode(&bytes)
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same
+/// directory, flushed to disk, then renamed over `path`, then the directory
+/// flushed. A reader sees the old file or the new one, never a mix, even
+/// across a power cut (DESIGN.md 5).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| BundleError::Io { path: p, source }
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().ok_or_else(|| BundleError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
+    })?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+
+    let result = (|| {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(io(&tmp))?;
+        file.write_all(bytes).map_err(io(&tmp))?;
+        file.sync_all().map_err(io(&tmp))?;
+        drop(file);
+        fs::rename(&tmp, path).map_err(io(path))
+    })();
+    if result.is_err() {
+        // The write already failed and that error is what we report; a
+        // leftover temp file is only litter.
+        let _ = fs::remove_file(&tmp);
+        return result;
+    }
+    fs::File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(&dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty() -> Payload {
+        Payload {
+            compiler_version: "0.0.0".into(),
+            rules: vec![],
+            state_pairs: vec![],
+            consts: vec![],
+        }
+    }
+
+    #[test]
+    fn round_trips_and_names_the_payload() {
+        let bytes = encode(&empty()).unwrap();
+        let bundle = decode(&bytes).unwrap();
+        assert_eq!(bundle.payload, empty());
+        assert_eq!(bundle.id, id_of_payload_bytes(&bytes[HEADER_LEN..]));
+        assert_eq!(bundle.id.len(), 64);
+    }
+
+    #[test]
+    fn short_inputs() {
+        assert!(matches!(decode(b""), Err(BundleError::TooShort { len: 0 })));
+        assert!(matches!(
+            decode(b"SCR"),
+            Err(BundleError::TooShort { len: 3 })
+        ));
+        assert!(matches!(decode(b"nope"), Err(BundleError::BadMagic)));
+    }
+
+    #[test]
+    fn writes_atomically() {
+        let dir = std::env::temp_dir().join(format!("rulecore-codec-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("rules.bundle");
+        let bytes = encode(&empty()).unwrap();
+        write_atomic(&path, &bytes).unwrap();
+        write_atomic(&path, &bytes).unwrap();
+        assert_eq!(read(&path).unwrap().payload, empty());
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("rules.bundle")]);
+        assert!(matches!(
+            write_atomic(&dir.join("missing/x.bundle"), &bytes),
+            Err(BundleError::Io { .. })
+        ));
+        assert!(matches!(
+            read(&dir.join("absent")),
+            Err(BundleError::Io { .. })
+        ));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
