@@ -1,6 +1,8 @@
 //! The bundle file format (DESIGN.md 5): every corruption is caught by the
 //! check meant for it, and nothing panics.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
 use rulecore::bundle::{
     Action, CanFrame, Concurrency, Fingerprint, Payload, Repeat, Rule, StatePair, Step,
     FORMAT_VERSION, MAGIC,
