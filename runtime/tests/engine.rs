@@ -494,3 +494,395 @@ fn stop_keeps_records_and_a_job_started_after_stop_still_drops_its_record() {
     h.event("alarm.triggered");
     assert!(h.take().is_empty());
 }
+
+// ----- 6.2 handling one event -------------------------------------------
+
+#[test]
+fn cancel_on_and_on_with_the_same_topic_stops_then_starts_again() {
+    let mut r = hazards();
+    r.concurrency = Concurrency::Drop;
+    r.cancel_on = pats(&["alarm.triggered"]);
+    let mut h = H::new(vec![r]);
+    h.event("alarm.triggered");
+    h.take();
+    h.to(1_000);
+    h.event("alarm.triggered");
+    let out = h.take();
+    assert_eq!(
+        &out[..3],
+        lines(&[
+            "1000 drop hazards#t-1 cancelled",
+            "1000 run-end hazards#t-1 cancelled",
+            "1000 run-start hazards#t-2",
+        ])
+    );
+    assert!(!out.iter().any(|l| l.contains("trigger-dropped")));
+}
+
+#[test]
+fn one_event_cancels_one_rule_and_fires_another() {
+    let mut first = hazards();
+    first.name = "first".into();
+    first.cancel_on = pats(&["button.*"]);
+    let second = rule("second", &["button.brake"], vec![push("x", 0)]);
+    let mut h = H::new(vec![first, second]);
+    h.event("alarm.triggered");
+    h.take();
+    h.event("button.brake");
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 drop first#t-1 cancelled",
+            "0 run-end first#t-1 cancelled",
+            "0 run-start second#t-2",
+            "0 submit second#t-2 s0 p0 x",
+            "0 run-end second#t-2 done",
+        ])
+    );
+}
+
+#[test]
+fn rules_an_event_fires_run_in_bundle_order_via_exact_prefix_and_any() {
+    let rules = vec![
+        rule("r0", &["*"], vec![push("0", 0)]),
+        rule("r1", &["other"], vec![push("1", 0)]),
+        rule("r2", &["button.*", "button.brake.left"], vec![push("2", 0)]),
+        rule("r3", &["button.brake.left"], vec![push("3", 0)]),
+        rule("r4", &["button.brake.*"], vec![push("4", 0)]),
+    ];
+    let mut h = H::new(rules);
+    h.event("button.brake.left");
+    let starts: Vec<String> = h
+        .take()
+        .into_iter()
+        .filter(|l| l.contains("run-start"))
+        .collect();
+    assert_eq!(
+        starts,
+        lines(&[
+            "0 run-start r0#t-1",
+            "0 run-start r2#t-2",
+            "0 run-start r3#t-3",
+            "0 run-start r4#t-4",
+        ])
+    );
+}
+
+#[test]
+fn disabled_rules_neither_match_nor_cancel() {
+    let mut off = hazards();
+    off.enabled = false;
+    let mut other = hazards();
+    other.name = "other".into();
+    other.cancel_on = pats(&["x"]);
+    let mut canceller = rule("canceller", &["y"], vec![push("y", 0)]);
+    canceller.enabled = false;
+    canceller.cancel_on = pats(&["alarm.triggered"]);
+    let mut h = H::new(vec![off, other, canceller]);
+    h.event("alarm.triggered");
+    let out = h.take();
+    assert!(out.iter().all(|l| !l.contains("hazards#")), "{out:?}");
+    assert!(out.contains(&"0 run-start other#t-1".to_string()));
+    assert!(!out.iter().any(|l| l.contains("cancelled")));
+    assert_eq!(h.counters().rules, 1);
+}
+
+#[test]
+fn rule_when_gates_and_an_eval_error_counts_as_not_met() {
+    let mut gated = rule("gated", &["go"], vec![push("x", 0)]);
+    gated.when = Some(when_parked());
+    let mut broken = rule("broken", &["go"], vec![push("y", 0)]);
+    broken.when = Some(when_broken());
+    let mut h = H::new(vec![gated, broken]);
+    h.event("go");
+    assert!(h.take().is_empty());
+    assert!(h.engine.set_state("vehicle", "state", "parked".into()));
+    h.event("go");
+    let all = std::mem::take(&mut h.lines);
+    assert!(
+        all.contains(&"0 run-start gated#t-1".to_string()),
+        "{all:?}"
+    );
+    assert!(
+        all.iter()
+            .any(|l| l.contains("log rule broken: `when` failed to evaluate")),
+        "{all:?}"
+    );
+    assert_eq!(h.engine.rule_stats(1).unwrap().errors, 2);
+    assert_eq!(h.engine.rule_stats(0).unwrap().errors, 0);
+}
+
+#[test]
+fn restart_ends_the_live_run_with_its_record_then_starts_anew() {
+    let mut h = H::new(vec![hazards()]);
+    h.event("alarm.triggered");
+    h.take();
+    h.to(10_000);
+    h.event("alarm.triggered");
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "10000 drop hazards#t-1 restarted",
+            "10000 run-end hazards#t-1 restarted",
+            "10000 run-start hazards#t-2",
+            "10000 submit hazards#t-2 s0 p0 both",
+            "10000 put hazards#t-2 s1 p0 at+40000",
+        ])
+    );
+    assert_eq!(h.records.keys().collect::<Vec<_>>(), ["hazards#t-2"]);
+    assert_eq!(h.counters().pending, 1);
+    h.to(100_000);
+    let out = h.take();
+    assert_eq!(
+        out[0],
+        "40000 submit hazards#t-2 s1 p0 off owns hazards#t-2"
+    );
+}
+
+#[test]
+fn drop_ignores_triggers_while_a_run_is_live() {
+    let mut r = hazards();
+    r.concurrency = Concurrency::Drop;
+    let mut h = H::new(vec![r]);
+    h.event("alarm.triggered");
+    h.take();
+    h.event("alarm.triggered");
+    assert_eq!(h.take(), lines(&["0 trigger-dropped hazards"]));
+    h.to(30_000);
+    h.take();
+    h.event("alarm.triggered");
+    assert_eq!(h.take()[0], "30000 run-start hazards#t-2");
+}
+
+#[test]
+fn queue_holds_eight_refuses_the_ninth_and_starts_the_oldest_when_the_run_ends() {
+    let mut r = rule("q", &["go"], vec![push("x", 1_000)]);
+    r.concurrency = Concurrency::Queue;
+    let mut h = H::new(vec![r]);
+    for n in 0..10 {
+        h.event_with(Event {
+            topic: "go".into(),
+            id: Some(format!("e{n}")),
+            ..Event::default()
+        });
+    }
+    let out = h.take();
+    assert_eq!(
+        out.iter().filter(|l| l.contains("trigger-queued")).count(),
+        8
+    );
+    assert_eq!(
+        out.iter().filter(|l| l.contains("trigger-refused")).count(),
+        1
+    );
+    assert_eq!(h.counters().refused, 1);
+    h.to(1_000);
+    let out = h.take();
+    assert_eq!(
+        &out[..4],
+        lines(&[
+            "1000 submit q#t-1 s0 p0 x owns q#t-1",
+            "start-drop q#t-1",
+            "1000 run-end q#t-1 done",
+            "1000 run-start q#t-2",
+        ])
+    );
+    assert_eq!(h.stored()[0].event.id(), "e1", "the oldest held trigger");
+    h.to(100_000);
+    let starts = h.take().iter().filter(|l| l.contains("run-start")).count();
+    assert_eq!(starts, 7);
+}
+
+#[test]
+fn cancel_throws_the_queue_backlog_away() {
+    let mut r = rule("q", &["go"], vec![push("x", 1_000)]);
+    r.concurrency = Concurrency::Queue;
+    r.cancel_on = pats(&["stop"]);
+    let mut h = H::new(vec![r]);
+    h.event("go");
+    h.event("go");
+    h.event("go");
+    h.event("stop");
+    h.take();
+    h.to(100_000);
+    assert!(h.take().is_empty());
+}
+
+#[test]
+fn cooldown_suppresses_triggers_within_it() {
+    let mut r = rule("c", &["go"], vec![push("x", 0)]);
+    r.cooldown_ns = 10_000_000_000;
+    let mut h = H::new(vec![r]);
+    h.event("go");
+    h.to(9_999);
+    h.event("go");
+    h.to(10_000);
+    h.event("go");
+    let out = h.take();
+    assert_eq!(
+        out.iter()
+            .filter(|l| l.contains("run-start") || l.contains("trigger"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        lines(&[
+            "0 run-start c#t-1",
+            "9999 trigger-suppressed c",
+            "10000 run-start c#t-2",
+        ])
+    );
+}
+
+#[test]
+fn debounce_fires_once_with_the_latest_event_after_the_quiet_window() {
+    let mut r = rule("d", &["go"], vec![push("x", 0)]);
+    r.debounce_ns = 500_000_000;
+    r.cancel_on = pats(&["stop"]);
+    let mut h = H::new(vec![r]).manual();
+    for (at, id) in [(0, "a"), (100, "b"), (400, "c")] {
+        h.to(at);
+        h.event_with(Event {
+            topic: "go".into(),
+            id: Some(id.into()),
+            ..Event::default()
+        });
+    }
+    assert_eq!(h.counters().pending, 1, "one debounce window");
+    // A cancel does not clear a held debounce.
+    h.event("stop");
+    h.to(899);
+    assert!(h.take().is_empty());
+    h.to(900);
+    assert_eq!(
+        h.take(),
+        lines(&["900 run-start d#t-1", "900 submit d#t-1 s0 p0 x"])
+    );
+    assert_eq!(h.jobs[0].event.id(), "c");
+    assert_eq!(h.counters().pending, 0);
+}
+
+#[test]
+fn debounce_then_cooldown_checks_cooldown_at_the_debounced_dispatch() {
+    let mut r = rule("dc", &["go"], vec![push("x", 0)]);
+    r.debounce_ns = 1_000_000_000;
+    r.cooldown_ns = 5_000_000_000;
+    let mut h = H::new(vec![r]);
+    h.event("go"); // dispatch at 1000
+    h.to(2_000);
+    h.event("go"); // dispatch at 3000: within 5s of 1000 -> suppressed
+    h.to(6_000);
+    h.event("go"); // dispatch at 7000: 6s after 1000 -> runs
+    h.to(20_000);
+    let out: Vec<String> = h
+        .take()
+        .into_iter()
+        .filter(|l| l.contains("run-start") || l.contains("trigger"))
+        .collect();
+    assert_eq!(
+        out,
+        lines(&[
+            "1000 run-start dc#t-1",
+            "3000 trigger-suppressed dc",
+            "7000 run-start dc#t-2",
+        ])
+    );
+}
+
+#[test]
+fn step_when_is_evaluated_at_fire_time_not_schedule_time() {
+    let mut r = hazards();
+    r.steps[1].when = Some(when_parked());
+    let mut h = H::new(vec![r]);
+    // Not parked when scheduled, parked when due: the step runs.
+    h.event("alarm.triggered");
+    h.to(5_000);
+    h.engine.set_state("vehicle", "state", "parked".into());
+    h.take();
+    h.to(30_000);
+    assert_eq!(
+        h.take()[0],
+        "30000 submit hazards#t-1 s1 p0 off owns hazards#t-1"
+    );
+    // Parked when scheduled, not when due: the step is skipped and the run
+    // ends; its record goes.
+    h.event("alarm.triggered");
+    h.to(40_000);
+    h.engine.set_state("vehicle", "state", "riding".into());
+    h.take();
+    h.to(60_000);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "60000 step-skipped hazards#t-2 s1",
+            "60000 drop hazards#t-2 when-false",
+            "60000 run-end hazards#t-2 when-false",
+        ])
+    );
+    assert!(h.records.is_empty());
+}
+
+#[test]
+fn a_step_when_error_ends_the_run_and_counts_an_error() {
+    let mut r = hazards();
+    r.steps[0].when = Some(when_broken());
+    let mut h = H::new(vec![r]);
+    h.event("alarm.triggered");
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 run-start hazards#t-1",
+            "0 step-skipped hazards#t-1 s0",
+            "0 run-end hazards#t-1 when-false",
+        ])
+    );
+    assert_eq!(h.engine.rule_stats(0).unwrap().errors, 1);
+}
+
+#[test]
+fn repeat_walks_the_steps_again_with_iter_in_records() {
+    let mut r = rule("rep", &["go"], vec![push("on", 0), push("off", 2_000)]);
+    r.repeat = Repeat {
+        count: 3,
+        every_ns: 1_000_000_000,
+    };
+    let mut h = H::new(vec![r]);
+    h.event("go");
+    h.to(100_000);
+    let out: Vec<String> = h
+        .take()
+        .into_iter()
+        .filter(|l| l.contains("put") || l.contains("submit") || l.contains("run-end"))
+        .collect();
+    assert_eq!(
+        out,
+        lines(&[
+            "0 submit rep#t-1 s0 p0 on",
+            "0 put rep#t-1 s1 p0 at+2000",
+            "2000 submit rep#t-1 s1 p0 off owns rep#t-1",
+            "3000 submit rep#t-1 s0 p1 on",
+            "3000 put rep#t-1 s1 p1 at+5000",
+            "5000 submit rep#t-1 s1 p1 off owns rep#t-1",
+            "6000 submit rep#t-1 s0 p2 on",
+            "6000 put rep#t-1 s1 p2 at+8000",
+            "8000 submit rep#t-1 s1 p2 off owns rep#t-1",
+            "8000 run-end rep#t-1 done",
+        ])
+    );
+}
+
+#[test]
+fn pending_counts_step_waits_repeat_gaps_and_debounce_windows() {
+    let mut a = rule("a", &["a"], vec![push("x", 0)]);
+    a.repeat = Repeat {
+        count: 2,
+        every_ns: 1_000_000_000,
+    };
+    let b = rule("b", &["b"], vec![push("y", 5_000)]);
+    let mut c = rule("c", &["c"], vec![push("z", 0)]);
+    c.debounce_ns = 1_000_000_000;
+    let mut h = H::new(vec![a, b, c]);
+    h.event("a");
+    h.event("b");
+    h.event("c");
+    let c = h.counters();
+    assert_eq!((c.pending, c.runs_active), (3, 2));
+}
