@@ -886,3 +886,339 @@ fn pending_counts_step_waits_repeat_gaps_and_debounce_windows() {
     let c = h.counters();
     assert_eq!((c.pending, c.runs_active), (3, 2));
 }
+
+// ----- 6.5 replay -------------------------------------------------------
+
+fn record(
+    id: &str,
+    rule: &str,
+    step: u32,
+    iter: u32,
+    fire_at_rel: i64,
+    fp: Fingerprint,
+) -> PendingRecord {
+    PendingRecord {
+        id: id.into(),
+        rule: rule.into(),
+        source: "test.toml".into(),
+        step,
+        iter,
+        fire_at: WALL0 + fire_at_rel,
+        fingerprint: fp.to_string(),
+        event: Event {
+            topic: "alarm.triggered".into(),
+            id: Some(id.into()),
+            ..Event::default()
+        },
+    }
+}
+
+fn off_fp() -> Fingerprint {
+    fingerprint("off", 30_000)
+}
+
+fn replay(h: &mut H, records: Vec<PendingRecord>) {
+    for r in &records {
+        h.records.insert(r.id.clone(), r.encode().unwrap());
+    }
+    let (t, w) = (h.t(), h.wall());
+    h.engine.replay(t, w, records);
+    h.pump();
+}
+
+#[test]
+fn replay_drops_records_for_each_of_the_five_reasons() {
+    let mut h = H::new(vec![hazards()]);
+    replay(
+        &mut h,
+        vec![
+            record("gone#x-1", "gone", 1, 0, 1_000, off_fp()),
+            record("hazards#x-2", "hazards", 7, 0, 1_000, off_fp()),
+            record(
+                "hazards#x-3",
+                "hazards",
+                1,
+                0,
+                1_000,
+                fingerprint("changed", 30_000),
+            ),
+            record("hazards#x-4", "hazards", 1, 0, -300_001, off_fp()),
+            record("hazards#x-5", "hazards", 1, 0, 30_001, off_fp()),
+        ],
+    );
+    let out: Vec<String> = h
+        .take()
+        .into_iter()
+        .filter(|l| l.contains("replay-drop"))
+        .collect();
+    assert_eq!(
+        out,
+        lines(&[
+            "0 replay-drop hazards#x-4 too-late",
+            "0 replay-drop gone#x-1 rule-gone",
+            "0 replay-drop hazards#x-2 step-gone",
+            "0 replay-drop hazards#x-3 fingerprint",
+            "0 replay-drop hazards#x-5 too-early",
+        ])
+    );
+    assert!(h.records.is_empty());
+    assert_eq!(h.counters().runs_active, 0);
+}
+
+#[test]
+fn replay_resumes_overdue_now_and_future_after_what_is_left() {
+    let mut a = hazards();
+    a.name = "a".into();
+    let mut b = hazards();
+    b.name = "b".into();
+    let mut h = H::new(vec![a, b]);
+    replay(
+        &mut h,
+        vec![
+            record("b#x-1", "b", 1, 0, 12_000, off_fp()),
+            record("a#x-9", "a", 1, 0, -299_000, off_fp()),
+        ],
+    );
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 replay-resume a#x-9 s1 p0",
+            "0 submit a#x-9 s1 p0 off owns a#x-9",
+            // (the test driver runs jobs after the batch of effects)
+            "0 replay-resume b#x-1 s1 p0",
+            "start-drop a#x-9",
+            "0 run-end a#x-9 done",
+        ])
+    );
+    assert_eq!(h.engine.next_deadline(), Some(Time::from_millis(12_000)));
+    assert_eq!(h.engine.rule_stats(1).unwrap().runs_started, 1);
+    h.to(12_000);
+    assert_eq!(h.take()[0], "12000 submit b#x-1 s1 p0 off owns b#x-1");
+    assert!(h.records.is_empty());
+}
+
+#[test]
+fn replay_applies_the_concurrency_policy_across_records() {
+    let mut restart = hazards();
+    restart.name = "restart".into();
+    let mut drop = hazards();
+    drop.name = "drop".into();
+    drop.concurrency = Concurrency::Drop;
+    let mut queue = hazards();
+    queue.name = "queue".into();
+    queue.concurrency = Concurrency::Queue;
+    let mut h = H::new(vec![restart, drop, queue]);
+    replay(
+        &mut h,
+        vec![
+            record("restart#x-1", "restart", 1, 0, 5_000, off_fp()),
+            record("restart#x-2", "restart", 1, 0, 9_000, off_fp()),
+            record("drop#x-3", "drop", 1, 0, 5_000, off_fp()),
+            record("drop#x-4", "drop", 1, 0, 9_000, off_fp()),
+            record("queue#x-5", "queue", 1, 0, 5_000, off_fp()),
+            record("queue#x-6", "queue", 1, 0, 9_000, off_fp()),
+        ],
+    );
+    let out = h.take();
+    let dropped: Vec<&String> = out.iter().filter(|l| l.contains("replay-drop")).collect();
+    assert_eq!(
+        dropped,
+        [
+            "0 replay-drop drop#x-4 concurrency",
+            "0 replay-drop queue#x-6 concurrency",
+            "0 replay-drop restart#x-1 concurrency",
+        ]
+    );
+    assert_eq!(
+        h.records.keys().collect::<Vec<_>>(),
+        ["drop#x-3", "queue#x-5", "restart#x-2"]
+    );
+    assert_eq!(h.counters().runs_active, 3);
+}
+
+#[test]
+fn replay_ties_are_taken_by_id() {
+    let mut h = H::new(vec![hazards()]);
+    replay(
+        &mut h,
+        vec![
+            record("hazards#x-b", "hazards", 1, 0, 5_000, off_fp()),
+            record("hazards#x-a", "hazards", 1, 0, 5_000, off_fp()),
+        ],
+    );
+    // restart keeps the later one, and with equal fire-at the later is by id.
+    assert!(h
+        .take()
+        .contains(&"0 replay-drop hazards#x-a concurrency".to_string()));
+}
+
+#[test]
+fn a_negative_replay_window_means_zero() {
+    let config = EngineConfig {
+        replay_window_ms: -60_000,
+        ..EngineConfig::default()
+    };
+    let mut h = H::with(payload(vec![hazards()]), config);
+    replay(
+        &mut h,
+        vec![
+            record("hazards#x-1", "hazards", 1, 0, -1, off_fp()),
+            record("hazards#x-2", "hazards", 1, 0, 0, off_fp()),
+        ],
+    );
+    let out = h.take();
+    assert_eq!(out[0], "0 replay-drop hazards#x-1 too-late");
+    assert_eq!(out[1], "0 drop hazards#x-1 too-late");
+    assert_eq!(out[2], "0 replay-resume hazards#x-2 s1 p0");
+}
+
+#[test]
+fn a_clock_jumped_backwards_makes_records_too_early() {
+    let mut h = H::new(vec![hazards()]);
+    h.event("alarm.triggered");
+    let kept: Vec<PendingRecord> = h.stored();
+    assert_eq!(kept[0].fire_at, WALL0 + 30_000);
+    // A new process whose wall clock is an hour behind.
+    let mut next = H::new(vec![hazards()]);
+    next.wall_offset = WALL0 - 3_600_000;
+    replay(&mut next, kept);
+    assert_eq!(
+        next.take(),
+        lines(&[
+            "0 replay-drop hazards#t-1 too-early",
+            "0 drop hazards#t-1 too-early"
+        ])
+    );
+    assert!(next.records.is_empty());
+}
+
+#[test]
+fn a_replayed_run_continues_on_its_pass_and_keeps_its_id() {
+    let mut r = rule("rep", &["go"], vec![push("on", 0), push("off", 2_000)]);
+    r.repeat = Repeat {
+        count: 3,
+        every_ns: 1_000_000_000,
+    };
+    let mut h = H::new(vec![r]);
+    replay(
+        &mut h,
+        vec![record(
+            "rep#old-4",
+            "rep",
+            1,
+            1,
+            500,
+            fingerprint("off", 2_000),
+        )],
+    );
+    h.to(100_000);
+    let out: Vec<String> = h
+        .take()
+        .into_iter()
+        .filter(|l| l.contains("submit") || l.contains("run-end"))
+        .collect();
+    assert_eq!(
+        out,
+        lines(&[
+            "500 submit rep#old-4 s1 p1 off owns rep#old-4",
+            "1500 submit rep#old-4 s0 p2 on",
+            "3500 submit rep#old-4 s1 p2 off owns rep#old-4",
+            "3500 run-end rep#old-4 done",
+        ])
+    );
+    // New runs still use this process's epoch.
+    h.event("go");
+    assert!(h.take().contains(&"100000 run-start rep#t-1".to_string()));
+}
+
+#[test]
+fn replay_only_rules_take_part_in_replay_only() {
+    let mut r = hazards();
+    r.enabled = false;
+    let mut h = H::new(vec![r]);
+    replay(
+        &mut h,
+        vec![record("hazards#x-1", "hazards", 1, 0, 1_000, off_fp())],
+    );
+    h.to(1_000);
+    let out = h.take();
+    assert!(out.contains(&"1000 submit hazards#x-1 s1 p0 off owns hazards#x-1".to_string()));
+    h.event("alarm.triggered");
+    assert!(h.take().is_empty());
+}
+
+#[test]
+fn undecodable_records_are_logged_and_removed() {
+    let mut h = H::new(vec![hazards()]);
+    let good = record("hazards#x-1", "hazards", 1, 0, 1_000, off_fp());
+    let (t, w) = (h.t(), h.wall());
+    h.engine.replay_raw(
+        t,
+        w,
+        vec![
+            ("junk".into(), b"{not json".to_vec()),
+            ("other-id".into(), good.encode().unwrap().into_bytes()),
+            ("hazards#x-1".into(), good.encode().unwrap().into_bytes()),
+        ],
+    );
+    h.pump();
+    let all = std::mem::take(&mut h.lines);
+    assert!(
+        all.contains(&"0 drop junk undecodable".to_string()),
+        "{all:?}"
+    );
+    assert!(
+        all.contains(&"0 drop other-id undecodable".to_string()),
+        "{all:?}"
+    );
+    assert!(all
+        .iter()
+        .any(|l| l.contains("log removing pending record \"junk\"")));
+    assert!(all.contains(&"0 replay-resume hazards#x-1 s1 p0".to_string()));
+}
+
+#[test]
+fn a_cancel_after_replay_drops_the_replayed_record() {
+    let mut h = H::new(vec![hazards()]);
+    replay(
+        &mut h,
+        vec![record("hazards#x-1", "hazards", 1, 0, 20_000, off_fp())],
+    );
+    h.take();
+    h.event("alarm.disarmed");
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 drop hazards#x-1 cancelled",
+            "0 run-end hazards#x-1 cancelled"
+        ])
+    );
+    assert!(h.records.is_empty());
+}
+
+#[test]
+fn stale_timers_do_not_pile_up_under_a_stream_of_debounced_events() {
+    let mut r = rule("d", &["go"], vec![push("x", 0)]);
+    r.debounce_ns = 10_000_000_000;
+    let mut h = H::new(vec![r]);
+    for at in 0..10_000 {
+        h.now = at;
+        h.event("go");
+    }
+    assert_eq!(h.counters().pending, 1);
+    assert_eq!(
+        h.engine.next_deadline(),
+        Some(Time::from_millis(9_999 + 10_000))
+    );
+    h.to(30_000);
+    assert_eq!(
+        h.take().iter().filter(|l| l.contains("run-start")).count(),
+        1
+    );
+    let _ = (
+        DropReason::Cancelled,
+        EndReason::Done,
+        ReplayDropReason::TooLate,
+        TriggerOutcome::Queued,
+    );
+}
