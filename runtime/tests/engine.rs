@@ -1,5 +1,6 @@
 //! The engine's behaviours (DESIGN.md 6.2-6.7), one test each, on virtual
 //! time. Payloads are built by hand; `when` programs from bytecode ops.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use rulecore::bundle::{Action, Concurrency, Fingerprint, Payload, Repeat, Rule, StatePair, Step};
 use rulecore::bytecode::{Const, EventField, Op, Program};
