@@ -1,1 +1,129 @@
-fn main() {}
+//! `ruled`: the scooter rule runtime. Parses flags, sets up logging, and
+//! runs the service (`ruled::service::driver`) until SIGTERM / SIGINT.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use ruled::service::driver::{self, ServiceConfig};
+use ruled::service::pool::PoolConfig;
+use std::path::PathBuf;
+use std::time::Duration;
+use tracing_subscriber::EnvFilter;
+
+/// Runs compiled scooter rules against the vehicle's Redis.
+///
+/// Loads the bundle written by `rulec build`, subscribes to the event
+/// channels its rules need, and performs their actions. Pending delayed
+/// steps survive a restart in the Redis hash `extensions:pending`; counters
+/// are published in the hash `extensions`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ruled",
+    version,
+    after_help = "Example:\n  ruled --bundle /etc/scooter/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  redis-cli HGETALL extensions\n  redis-cli HGETALL extensions:pending"
+)]
+struct Args {
+    /// Redis URL: redis://HOST:PORT[/DB], or redis+unix:///path/to/redis.sock
+    /// (also unix:///path).
+    #[arg(long, env = "RULED_REDIS", default_value = "redis://127.0.0.1:6379")]
+    redis: String,
+
+    /// The rule bundle written by `rulec build`.
+    #[arg(long, env = "RULED_BUNDLE")]
+    bundle: PathBuf,
+
+    /// Workers performing actions.
+    #[arg(long, env = "RULED_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    workers: u16,
+
+    /// Actions that may wait for a busy worker; beyond that they are refused.
+    #[arg(long, env = "RULED_QUEUE", default_value_t = 256)]
+    queue: usize,
+
+    /// How long past due a pending record may be at start and still run
+    /// (Go duration; negative means zero: only steps still in the future).
+    #[arg(long, env = "RULED_REPLAY_WINDOW", default_value = "5m", value_parser = parse_signed_duration, allow_hyphen_values = true)]
+    replay_window: i64,
+
+    /// How often changed counters are written to the hash `extensions`.
+    #[arg(long, env = "RULED_STATS_INTERVAL", default_value = "10s", value_parser = parse_positive_duration)]
+    stats_interval: Duration,
+
+    /// Log filter: error, warn, info, debug, trace, or tracing directives
+    /// such as `info,ruled=debug`.
+    #[arg(long, env = "RULED_LOG_LEVEL", default_value = "info")]
+    log_level: String,
+}
+
+fn parse_signed_duration(text: &str) -> Result<i64, String> {
+    let nanos = rulecore::parse_duration(text).map_err(|e| e.to_string())?;
+    Ok(nanos / 1_000_000)
+}
+
+fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    let nanos = rulecore::parse_duration(text).map_err(|e| e.to_string())?;
+    match u64::try_from(nanos) {
+        Ok(nanos) if nanos > 0 => Ok(Duration::from_nanos(nanos)),
+        _ => Err("must be positive".to_string()),
+    }
+}
+
+fn init_logging(filter: &str) -> Result<()> {
+    let filter =
+        EnvFilter::try_new(filter).with_context(|| format!("invalid --log-level `{filter}`"))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(false);
+    // Under systemd the journal stamps every line itself.
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        builder.without_time().init();
+    } else {
+        builder.init();
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+                _ = int.recv() => tracing::info!("SIGINT received"),
+            }
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::error!("cannot listen for SIGTERM/SIGINT ({e}); stop with SIGKILL");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    init_logging(&args.log_level)?;
+    let config = ServiceConfig {
+        redis_url: args.redis,
+        bundle: args.bundle,
+        pool: PoolConfig {
+            workers: usize::from(args.workers),
+            queue: args.queue,
+        },
+        replay_window_ms: args.replay_window,
+        stats_interval: args.stats_interval,
+    };
+    // One thread: the target has one core, and the engine is single-owner.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    let result = runtime.block_on(driver::run(config, shutdown_signal()));
+    if let Err(e) = &result {
+        tracing::error!("{e}");
+    }
+    result.map_err(anyhow::Error::from)
+}

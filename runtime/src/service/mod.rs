@@ -1,6 +1,9 @@
 //! The service: tokio, Redis, the worker pool, processes and CAN, driving
 //! the pure [`crate::engine`] and performing its effects (DESIGN.md 6).
 
+pub mod bundle;
 pub mod can;
+pub mod driver;
 pub mod exec;
 pub mod pool;
+pub mod redis;

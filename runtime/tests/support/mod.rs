@@ -3,6 +3,8 @@
 //! polling with generous deadlines.
 #![allow(dead_code, clippy::expect_used)]
 
+pub mod bundles;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,541 @@
+//! The driver (DESIGN.md 6.8, STYLE.md "quinn"): one task owning the engine
+//! on a current-thread runtime. It selects over pub/sub messages, pool
+//! reports, state re-reads, the engine's next deadline (one sleep for every
+//! parked run), the stats tick and the shutdown signal, feeds the engine and
+//! performs its effects in order. No rule behaviour lives here.
+
+use crate::engine::{Counters, Effect, Engine, EngineConfig, JobId, Level, Note, Time};
+use crate::service::bundle::{self, LoadedBundle};
+use crate::service::can::CanSockets;
+use crate::service::pool::{self, Performers, Pool, PoolConfig, Report};
+use crate::service::redis::{
+    self as store, Backoff, StateReader, StoreOp, StoreWriter, Subscriptions,
+};
+use redis::aio::PubSubStream;
+use rulecore::event::Event;
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+
+/// How long stopping waits for running actions after killing exec groups.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Everything `ruled` is told on its command line.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    pub redis_url: String,
+    pub bundle: PathBuf,
+    pub pool: PoolConfig,
+    /// How far past due a replayed record may be; negative means zero.
+    pub replay_window_ms: i64,
+    pub stats_interval: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("invalid redis URL `{url}`: {source}")]
+    RedisUrl {
+        url: String,
+        source: redis::RedisError,
+    },
+    #[error(transparent)]
+    Bundle(#[from] bundle::LoadError),
+    #[error("reading the pending store `extensions:pending` for replay: {0}")]
+    Replay(redis::RedisError),
+    #[error("seeding state from redis: {0}")]
+    Seed(redis::RedisError),
+}
+
+fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Runs the service until `shutdown` resolves, then stops in order.
+pub async fn run(
+    config: ServiceConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServiceError> {
+    // 1. Connect.
+    let client = redis::Client::open(config.redis_url.as_str()).map_err(|source| {
+        ServiceError::RedisUrl {
+            url: config.redis_url.clone(),
+            source,
+        }
+    })?;
+    let mut con = store::connect_manager(&client).await;
+    tracing::info!(redis = %config.redis_url, "connected to redis");
+
+    // 2. Load and verify the bundle: a bad one is fatal, naming the check.
+    let LoadedBundle { payload, id } = bundle::load(&config.bundle)?;
+    let payload = Arc::new(payload);
+    tracing::info!(
+        bundle = %id,
+        path = %config.bundle.display(),
+        rules = payload.rules.len(),
+        live = payload.rules.iter().filter(|r| r.enabled).count(),
+        compiler = %payload.compiler_version,
+        "bundle loaded"
+    );
+    let origin = Instant::now();
+    let now = || Time::from_duration(origin.elapsed());
+    let epoch = wall_ms().to_string();
+    let mut engine = Engine::new(
+        Arc::clone(&payload),
+        EngineConfig {
+            replay_window_ms: config.replay_window_ms,
+            epoch,
+            ..EngineConfig::default()
+        },
+    );
+
+    // 3. Seed state.
+    let seeded = store::seed_state(&mut con, &payload.state_pairs)
+        .await
+        .map_err(ServiceError::Seed)?;
+    for (index, value) in seeded {
+        engine.state_changed(index, value);
+    }
+
+    let (writer, writer_task) = StoreWriter::start(con.clone());
+    let (report_tx, mut reports) = mpsc::unbounded_channel();
+    let pool = Pool::start(
+        config.pool,
+        Performers {
+            redis: Some(con.clone()),
+            can: CanSockets::default(),
+        },
+        report_tx,
+    );
+    let mut driver = Driver {
+        engine,
+        pool,
+        writer,
+        jobs: HashMap::new(),
+        origin,
+    };
+
+    // 4. Replay pending records (before any subscription opens).
+    let records = store::read_pending(&mut con)
+        .await
+        .map_err(ServiceError::Replay)?;
+    if !records.is_empty() {
+        tracing::info!(records = records.len(), "replaying pending records");
+    }
+    driver.engine.replay_raw(now(), wall_ms(), records);
+    driver.perform_effects();
+
+    // 5. Publish counters, in full.
+    let mut published = driver.engine.counters();
+    driver
+        .writer
+        .send(StoreOp::Counters(full_counters(&published, &id)));
+
+    // 6. Subscribe: exactly what the live rules and `state()` need.
+    let state_hashes: BTreeSet<String> = payload
+        .state_pairs
+        .iter()
+        .map(|pair| pair.hash.clone())
+        .collect();
+    let subs = Subscriptions::compute(&driver.engine.live_patterns(), &state_hashes);
+    let (state_tx, mut state_values) = mpsc::unbounded_channel();
+    let reader = (!state_hashes.is_empty()).then(|| StateReader::start(con.clone(), state_tx).0);
+    let mut pubsub: Option<PubSubStream> = None;
+    // The sink must live as long as the stream, or the subscription closes.
+    let mut sink = None;
+    let mut reconnect_at: Option<tokio::time::Instant> = None;
+    let mut backoff = Backoff::default();
+    if subs.is_empty() {
+        tracing::info!("no live rules and no watched state: not subscribing to anything");
+    } else {
+        match store::open_pubsub(&client, &subs).await {
+            Ok((s, stream)) => {
+                sink = Some(s);
+                pubsub = Some(stream);
+            }
+            Err(e) => {
+                tracing::warn!("cannot subscribe ({e}); retrying");
+                reconnect_at = Some(tokio::time::Instant::now() + backoff.next_delay());
+            }
+        }
+    }
+    tracing::info!(
+        channels = subs.channels.len(),
+        patterns = subs.patterns.len(),
+        "ruled ready"
+    );
+
+    let mut stats = tokio::time::interval(config.stats_interval.max(Duration::from_millis(10)));
+    stats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    stats.tick().await;
+    let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
+    let sleep = tokio::time::sleep_until(far());
+    tokio::pin!(sleep);
+    tokio::pin!(shutdown);
+
+    loop {
+        let deadline = driver.engine.next_deadline();
+        if let Some(deadline) = deadline {
+            let at = tokio::time::Instant::from_std(origin + deadline.as_duration());
+            if sleep.deadline() != at {
+                sleep.as_mut().reset(at);
+            }
+        }
+        let reconnect_sleep = async {
+            match reconnect_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = &mut shutdown => break,
+            message = async {
+                match pubsub.as_mut() {
+                    Some(stream) => store::next_message(stream).await,
+                    None => std::future::pending().await,
+                }
+            }, if pubsub.is_some() => match message {
+                Some(message) => driver.on_message(&message, &state_hashes, reader.as_ref()),
+                None => {
+                    pubsub = None;
+                    sink = None;
+                    tracing::warn!(
+                        "pub/sub connection lost; reconnecting. Triggers published while \
+                         disconnected are not replayed"
+                    );
+                    backoff = Backoff::default();
+                    reconnect_at = Some(tokio::time::Instant::now() + backoff.next_delay());
+                }
+            },
+            () = reconnect_sleep, if reconnect_at.is_some() => {
+                match store::open_pubsub(&client, &subs).await {
+                    Ok((s, stream)) => {
+                        sink = Some(s);
+                        pubsub = Some(stream);
+                        reconnect_at = None;
+                        tracing::info!("pub/sub subscription restored");
+                        // State changes announced meanwhile were missed too:
+                        // read the watched pairs again.
+                        match store::seed_state(&mut con, &payload.state_pairs).await {
+                            Ok(values) => {
+                                for (index, value) in values {
+                                    driver.engine.state_changed(index, value);
+                                }
+                            }
+                            Err(e) => tracing::warn!("re-reading state after reconnect: {e}"),
+                        }
+                    }
+                    Err(e) => {
+                        let delay = backoff.next_delay();
+                        tracing::warn!("cannot resubscribe ({e}); retrying in {}ms", delay.as_millis());
+                        reconnect_at = Some(tokio::time::Instant::now() + delay);
+                    }
+                }
+            },
+            Some(report) = reports.recv() => driver.on_report(report),
+            Some((index, value)) = state_values.recv() => driver.engine.state_changed(index, value),
+            () = &mut sleep, if deadline.is_some() => {
+                driver.engine.handle_timeout(driver.now(), wall_ms());
+                sleep.as_mut().reset(far());
+            },
+            _ = stats.tick() => {
+                let current = driver.engine.counters();
+                let changed = changed_counters(&published, &current);
+                if !changed.is_empty() {
+                    driver.writer.send(StoreOp::Counters(changed));
+                    published = current;
+                }
+            },
+        }
+        driver.perform_effects();
+    }
+
+    // Stop (DESIGN.md 6.8): close the subscription, stop the engine (keep
+    // records), stop the pool (kill exec groups, count abandoned jobs), the
+    // last counters, close.
+    tracing::info!("stopping");
+    drop(pubsub);
+    drop(sink);
+    driver.engine.stop();
+    driver.perform_effects();
+    let Driver {
+        mut engine,
+        pool,
+        writer,
+        mut jobs,
+        origin: _,
+    } = driver;
+    let abandoned = pool.stop(STOP_GRACE).await;
+    // Reports of jobs that were running or queued at stop.
+    while let Ok(report) = reports.try_recv() {
+        on_report(&mut engine, &writer, &mut jobs, report, origin);
+    }
+    for effect in engine.drain_effects() {
+        log_effect(&effect);
+    }
+    if abandoned > 0 {
+        tracing::warn!(
+            abandoned,
+            "actions still queued at stop were abandoned; their pending records are kept"
+        );
+    }
+    let last = engine.counters();
+    writer.send(StoreOp::Counters(changed_counters(&published, &last)));
+    writer.flush().await;
+    drop(writer);
+    if let Err(e) = writer_task.await {
+        tracing::error!("store writer task failed: {e}");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The engine and what its effects need.
+#[derive(Debug)]
+struct Driver {
+    engine: Engine,
+    pool: Pool,
+    writer: StoreWriter,
+    /// Submitted jobs and the pending record each owns until it starts.
+    jobs: HashMap<u64, Option<Arc<str>>>,
+    origin: Instant,
+}
+
+impl Driver {
+    fn now(&self) -> Time {
+        Time::from_duration(self.origin.elapsed())
+    }
+
+    fn on_message(
+        &mut self,
+        message: &redis::Msg,
+        state_hashes: &BTreeSet<String>,
+        reader: Option<&StateReader>,
+    ) {
+        let channel = message.get_channel_name();
+        let from_pattern = message.from_pattern();
+        if !from_pattern && state_hashes.contains(channel) {
+            // `PUBLISH <hash> <field>` after an HSET: re-read the field.
+            let field: String = match message.get_payload() {
+                Ok(field) => field,
+                Err(e) => {
+                    tracing::warn!(channel, "change notification without a field name: {e}");
+                    return;
+                }
+            };
+            match (self.engine.state_index(channel, &field), reader) {
+                (Some(index), Some(reader)) => reader.reread(index, channel, &field),
+                _ => tracing::trace!(channel, field, "change of an unwatched field"),
+            }
+            return;
+        }
+        match Event::decode(message.get_payload_bytes()) {
+            Ok(event) => {
+                tracing::debug!(channel, topic = %event.topic, "event");
+                let now = self.now();
+                self.engine.handle_event(now, wall_ms(), event);
+            }
+            // The channel and the reason, never the payload (DESIGN.md 6.1).
+            Err(e) => tracing::warn!(channel, "skipping an event that does not decode: {e}"),
+        }
+    }
+
+    fn on_report(&mut self, report: Report) {
+        on_report(
+            &mut self.engine,
+            &self.writer,
+            &mut self.jobs,
+            report,
+            self.origin,
+        );
+    }
+
+    /// Performs every queued effect, in order. A refused submit feeds the
+    /// engine again, which may queue more.
+    fn perform_effects(&mut self) {
+        while let Some(effect) = self.engine.poll_effect() {
+            match effect {
+                Effect::Submit(job) => {
+                    let id = job.id;
+                    tracing::debug!(
+                        rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
+                        "submitting action"
+                    );
+                    self.jobs.insert(id.0, job.drop_record.clone());
+                    let submitted = self.pool.submit(pool::Job {
+                        id: id.0,
+                        action: job.action,
+                        event: job.event,
+                    });
+                    if let Err(refused) = submitted {
+                        tracing::warn!(rule = %job.rule, step = job.step, "action refused: {refused}");
+                        // The record stays: the step provably did not run.
+                        self.jobs.remove(&id.0);
+                        let now = self.now();
+                        self.engine.action_refused(now, wall_ms(), id);
+                    }
+                }
+                Effect::PutRecord { id, json, .. } => self.writer.send(StoreOp::Put {
+                    id: id.to_string(),
+                    json,
+                }),
+                Effect::DropRecord { id, reason, rule } => {
+                    tracing::debug!(run = %id, rule = ?rule, reason = reason.as_str(), "removing pending record");
+                    self.writer.send(StoreOp::Drop { id: id.to_string() });
+                }
+                other => log_effect(&other),
+            }
+        }
+    }
+}
+
+fn on_report(
+    engine: &mut Engine,
+    writer: &StoreWriter,
+    jobs: &mut HashMap<u64, Option<Arc<str>>>,
+    report: Report,
+    origin: Instant,
+) {
+    let now = Time::from_duration(origin.elapsed());
+    match report {
+        Report::Started(job) => {
+            // The record goes exactly when the action starts (DESIGN.md 6.5).
+            if let Some(Some(record)) = jobs.get_mut(&job).map(Option::take) {
+                writer.send(StoreOp::Drop {
+                    id: record.to_string(),
+                });
+            }
+            engine.action_started(JobId(job));
+        }
+        Report::Finished(job, result) => {
+            jobs.remove(&job);
+            engine.action_finished(now, wall_ms(), JobId(job), result);
+        }
+        Report::Abandoned(job) => {
+            jobs.remove(&job);
+            engine.action_abandoned(JobId(job));
+        }
+    }
+}
+
+fn log_effect(effect: &Effect) {
+    match effect {
+        Effect::Log(line) => match line.level {
+            Level::Error => tracing::error!("{line}"),
+            Level::Warn => tracing::warn!("{line}"),
+            Level::Info => tracing::info!("{line}"),
+            Level::Debug => tracing::debug!("{line}"),
+        },
+        Effect::Note(note) => log_note(note),
+        Effect::Submit(job) => {
+            tracing::debug!(rule = %job.rule, step = job.step, "not submitted: stopping")
+        }
+        Effect::PutRecord { id, .. } => tracing::debug!(run = %id, "record not written: stopping"),
+        Effect::DropRecord { id, .. } => tracing::debug!(run = %id, "record not removed: stopping"),
+    }
+}
+
+fn log_note(note: &Note) {
+    match note {
+        Note::RunStart { run, rule } => tracing::info!(%rule, %run, "run started"),
+        Note::RunEnd { run, rule, reason } => {
+            tracing::info!(%rule, %run, reason = reason.as_str(), "run ended")
+        }
+        Note::StepSkipped {
+            run,
+            rule,
+            step,
+            pass,
+        } => {
+            tracing::info!(%rule, %run, step, pass, "step's `when` is false: run ends")
+        }
+        Note::Trigger { rule, outcome } => {
+            tracing::info!(%rule, outcome = outcome.kind(), "trigger")
+        }
+        Note::ReplayResume {
+            run,
+            rule,
+            step,
+            pass,
+            fire_at,
+        } => tracing::info!(%rule, %run, step, pass, fire_at, "replay: resuming pending step"),
+        Note::ReplayDrop {
+            id,
+            rule,
+            step,
+            pass,
+            reason,
+        } => {
+            tracing::info!(%rule, run = %id, step, pass, reason = reason.as_str(), "replay: pending record dropped")
+        }
+        Note::RecordKept { run, rule } => {
+            tracing::info!(%rule, %run, "stopping: pending record kept for the next start")
+        }
+    }
+}
+
+/// The counters hash in full (DESIGN.md 6.7).
+fn full_counters(counters: &Counters, bundle_id: &str) -> Vec<(&'static str, String)> {
+    let mut fields = counter_fields(counters);
+    fields.push(("version", env!("CARGO_PKG_VERSION").to_string()));
+    fields.push(("bundle", bundle_id.to_string()));
+    fields
+}
+
+fn counter_fields(c: &Counters) -> Vec<(&'static str, String)> {
+    vec![
+        ("rules", c.rules.to_string()),
+        ("dispatched", c.dispatched.to_string()),
+        ("dropped", c.dropped.to_string()),
+        ("refused", c.refused.to_string()),
+        ("failed", c.failed.to_string()),
+        ("pending", c.pending.to_string()),
+        ("runs-active", c.runs_active.to_string()),
+    ]
+}
+
+/// Only the fields that differ from what was last written.
+fn changed_counters(old: &Counters, new: &Counters) -> Vec<(&'static str, String)> {
+    counter_fields(new)
+        .into_iter()
+        .zip(counter_fields(old))
+        .filter(|(new, old)| new.1 != old.1)
+        .map(|(new, _)| new)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_changed_counters_are_written() {
+        let old = Counters {
+            rules: 2,
+            dispatched: 5,
+            ..Counters::default()
+        };
+        let new = Counters {
+            rules: 2,
+            dispatched: 7,
+            pending: 1,
+            ..Counters::default()
+        };
+        assert_eq!(
+            changed_counters(&old, &new),
+            vec![
+                ("dispatched", "7".to_string()),
+                ("pending", "1".to_string())
+            ]
+        );
+        assert!(changed_counters(&new, &new).is_empty());
+        let full = full_counters(&new, "abc");
+        assert_eq!(full.len(), 9);
+        assert_eq!(full[8], ("bundle", "abc".to_string()));
+    }
+}
