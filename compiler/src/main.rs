@@ -1,1 +1,38 @@
-fn main() {}
+//! `rulec`: parses the command line and calls the library (DESIGN.md 7).
+//! Each subcommand is one library function; nothing else lives here.
+
+use clap::Parser;
+use rulec::cli::{Cli, Command, Console, Exit};
+use rulec::diagnostic::TextStyle;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    // https://no-color.org: colour only on a terminal, and never when asked not to.
+    let style = if stderr.is_terminal() && std::env::var_os("NO_COLOR").is_none() {
+        TextStyle::Fancy
+    } else {
+        TextStyle::Plain
+    };
+    let (mut out, mut err) = (stdout.lock(), stderr.lock());
+    let mut console = Console {
+        out: &mut out,
+        err: &mut err,
+        style,
+    };
+    let result = match cli.command {
+        Command::Check(args) => rulec::check::run(&args, &mut console),
+        Command::Schema(args) => rulec::schema::run(&args, &mut console),
+    };
+    match result {
+        Ok(exit) => exit.into(),
+        Err(error) => {
+            // Writing the output failed (e.g. a closed pipe); say so if we can.
+            let _ = writeln!(err, "rulec: cannot write output: {error}");
+            Exit::Usage.into()
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! `rulec check DIR` (DESIGN.md 7): load and validate a rules directory,
+//! print every diagnostic and a one-line summary.
+//!
+//! Output: text diagnostics and the summary go to stderr. With
+//! `--format json`, each diagnostic is one JSON object per line on **stdout**
+//! (it is data for a machine, DESIGN.md 7 "data to stdout"), and the summary
+//! line still goes to stderr.
+
+use crate::cli::{Console, Exit};
+use crate::diagnostic::{render_text, to_json, Diagnostic, Severity};
+use crate::load::{load_dir, LoadError, SourceFile};
+use crate::validate::{validate, CheckedRule};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Output format of `rulec check`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// miette diagnostics on stderr (fancy on a terminal, plain otherwise).
+    #[default]
+    Text,
+    /// One JSON object per diagnostic per line on stdout.
+    Json,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "\
+Examples:
+  rulec check /etc/rules
+  rulec check rules/ --format json --deny-warnings
+
+Exit status: 0 clean (warnings allowed), 1 errors (or warnings with
+--deny-warnings), 2 usage or I/O error. A missing directory holds no rules.")]
+pub struct CheckArgs {
+    /// The rules directory: its `*.toml` files, not recursive.
+    pub dir: PathBuf,
+    /// How to print diagnostics.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Fail (exit 1) on warnings too.
+    #[arg(long)]
+    pub deny_warnings: bool,
+}
+
+/// Everything `check` learned about a rules directory; `build` starts here.
+#[derive(Debug, Clone, Default)]
+pub struct CheckReport {
+    /// The readable rule files, in order (their text renders diagnostics).
+    pub files: Vec<SourceFile>,
+    /// Rule files found, including ones that could not be decoded.
+    pub file_count: usize,
+    /// Rule tables read from files that parsed.
+    pub rules_read: usize,
+    /// The directory does not exist (no rules: not an error).
+    pub missing_dir: bool,
+    /// The rules that survived, in bundle order.
+    pub rules: Vec<CheckedRule>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl CheckReport {
+    pub fn errors(&self) -> usize {
+        self.count(Severity::Error)
+    }
+
+    pub fn warnings(&self) -> usize {
+        self.count(Severity::Warning)
+    }
+
+    fn count(&self, severity: Severity) -> usize {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity == severity)
+            .count()
+    }
+
+    /// Whether the check fails: errors, or warnings when they are denied.
+    pub fn failed(&self, deny_warnings: bool) -> bool {
+        self.errors() > 0 || (deny_warnings && self.warnings() > 0)
+    }
+
+    /// `3 files, 12 rules: 2 errors, 1 warning`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{}, {}: {}, {}",
+            plural(self.file_count, "file"),
+            plural(self.rules_read, "rule"),
+            plural(self.errors(), "error"),
+            plural(self.warnings(), "warning"),
+        )
+    }
+}
+
+/// `1 file`, `2 files`, `0 files`.
+pub fn plural(count: usize, noun: &str) -> String {
+    if count == 1 {
+        format!("{count} {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
+/// Loads and validates `dir`. Only an unreadable directory or file is an
+/// `Err`; problems in the rules are diagnostics.
+pub fn check_dir(dir: &Path) -> Result<CheckReport, LoadError> {
+    let loaded = load_dir(dir)?;
+    let validated = validate(&loaded.files);
+    let mut diagnostics = loaded.diagnostics;
+    diagnostics.extend(validated.diagnostics);
+    Ok(CheckReport {
+        file_count: loaded.files.len() + diagnostics_for_unreadable(&diagnostics),
+        files: loaded.files,
+        rules_read: validated.rules_read,
+        missing_dir: loaded.missing,
+        rules: validated.rules,
+        diagnostics,
+    })
+}
+
+fn diagnostics_for_unreadable(diagnostics: &[Diagnostic]) -> usize {
+    diagnostics
+        .iter()
+        .filter(|d| d.code == "rulec::encoding")
+        .count()
+}
+
+/// Runs `rulec check`.
+pub fn run(args: &CheckArgs, console: &mut Console<'_>) -> io::Result<Exit> {
+    let report = match check_dir(&args.dir) {
+        Ok(report) => report,
+        Err(error) => {
+            writeln!(console.err, "error: {error}")?;
+            return Ok(Exit::Usage);
+        }
+    };
+    print_report(&report, args.format, console)?;
+    if report.missing_dir {
+        writeln!(
+            console.err,
+            "note: {} does not exist: no rules",
+            args.dir.display()
+        )?;
+    }
+    let mut summary = report.summary();
+    if args.deny_warnings && report.warnings() > 0 {
+        summary.push_str(" (warnings denied)");
+    }
+    writeln!(console.err, "{summary}")?;
+    Ok(if report.failed(args.deny_warnings) {
+        Exit::Failure
+    } else {
+        Exit::Success
+    })
+}
+
+/// Prints the diagnostics in `format` (not the summary).
+pub fn print_report(
+    report: &CheckReport,
+    format: Format,
+    console: &mut Console<'_>,
+) -> io::Result<()> {
+    match format {
+        Format::Text => {
+            let text = render_text(&report.diagnostics, &report.files, console.style);
+            console.err.write_all(text.as_bytes())
+        }
+        Format::Json => {
+            for diagnostic in &report.diagnostics {
+                let line = to_json(diagnostic, &report.files);
+                writeln!(console.out, "{line}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_pluralises_exactly() {
+        let mut report = CheckReport {
+            file_count: 1,
+            rules_read: 12,
+            ..CheckReport::default()
+        };
+        report
+            .diagnostics
+            .push(Diagnostic::warning("rulec::x", "w"));
+        assert_eq!(report.summary(), "1 file, 12 rules: 0 errors, 1 warning");
+        report.diagnostics.push(Diagnostic::error("rulec::x", "e"));
+        report.diagnostics.push(Diagnostic::error("rulec::x", "e"));
+        report.file_count = 3;
+        report.rules_read = 1;
+        assert_eq!(report.summary(), "3 files, 1 rule: 2 errors, 1 warning");
+        assert!(report.failed(false));
+    }
+
+    #[test]
+    fn missing_directory_is_no_rules() {
+        let report = check_dir(Path::new("/nonexistent/rules/dir")).unwrap();
+        assert!(report.missing_dir);
+        assert_eq!(report.summary(), "0 files, 0 rules: 0 errors, 0 warnings");
+        assert!(!report.failed(true));
+    }
+}

@@ -1,0 +1,68 @@
+//! The `rulec` command line (DESIGN.md 7): the clap definitions and the
+//! small types every subcommand shares. `main.rs` parses [`Cli`] and calls
+//! one library function per [`Command`]; adding a subcommand is one variant
+//! here and one match arm there.
+
+use crate::diagnostic::TextStyle;
+use clap::{Parser, Subcommand};
+use std::io::Write;
+
+/// Check, compile, inspect and simulate scooter rules.
+#[derive(Debug, Parser)]
+#[command(name = "rulec", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate a rules directory and print its diagnostics.
+    Check(crate::check::CheckArgs),
+    /// Print the JSON Schema of the rule file format, for editors.
+    Schema(crate::schema::SchemaArgs),
+}
+
+/// Where a subcommand writes: data to `out` (stdout), people-facing text and
+/// diagnostics to `err` (stderr).
+pub struct Console<'a> {
+    pub out: &'a mut dyn Write,
+    pub err: &'a mut dyn Write,
+    /// `Fancy` when stderr is a terminal.
+    pub style: TextStyle,
+}
+
+impl std::fmt::Debug for Console<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Console")
+            .field("style", &self.style)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A subcommand's outcome, as the process exit code (DESIGN.md 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: clean (warnings allowed unless denied).
+    Success,
+    /// 1: errors in the rules (or warnings with `--deny-warnings`).
+    Failure,
+    /// 2: usage or I/O error.
+    Usage,
+}
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        match self {
+            Self::Success => 0,
+            Self::Failure => 1,
+            Self::Usage => 2,
+        }
+    }
+}
+
+impl From<Exit> for std::process::ExitCode {
+    fn from(exit: Exit) -> Self {
+        Self::from(exit.code())
+    }
+}

@@ -1,0 +1,356 @@
+//! Rule-file diagnostics (DESIGN.md 3.3): a plain, typed value that names
+//! the file, the rule and the step, points at a byte span with a label, and
+//! may carry a help line and related labels (possibly in another file).
+//!
+//! Rendering: [`render_text`] through miette (fancy on a terminal, plain ASCII
+//! otherwise, so that snapshots are stable across machines), and
+//! [`to_json`] for `--format json`.
+
+use crate::load::SourceFile;
+use crate::span::line_col;
+use miette::{
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode, SourceSpan,
+};
+use serde_json::{json, Value};
+use std::fmt;
+use std::ops::Range;
+
+/// How bad a diagnostic is. Warnings never reject anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Warning => "warning",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// A span in the diagnostic's own file with the text shown under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Label {
+    pub span: Range<usize>,
+    pub text: String,
+}
+
+/// A secondary label, in the same file or in another one (for example the
+/// first definition of a duplicated rule name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Related {
+    /// File name relative to the rules directory.
+    pub file: String,
+    pub span: Range<usize>,
+    pub text: String,
+}
+
+/// One problem found in the rules directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// Stable code, e.g. `rulec::duration`; listed in docs/diagnostics.md.
+    pub code: &'static str,
+    pub severity: Severity,
+    /// One line: what is wrong.
+    pub message: String,
+    /// File name relative to the rules directory; `None` for a problem with
+    /// the directory itself.
+    pub file: Option<String>,
+    /// The rule's name, when it has a usable one.
+    pub rule: Option<String>,
+    /// 0-based index of the step the problem is in.
+    pub step: Option<usize>,
+    /// The primary span in `file` and what is wrong there.
+    pub label: Option<Label>,
+    /// How to fix it, where that is known.
+    pub help: Option<String>,
+    pub related: Vec<Related>,
+}
+
+impl Diagnostic {
+    pub fn new(severity: Severity, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            severity,
+            message: message.into(),
+            file: None,
+            rule: None,
+            step: None,
+            label: None,
+            help: None,
+            related: Vec::new(),
+        }
+    }
+
+    pub fn error(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(Severity::Error, code, message)
+    }
+
+    pub fn warning(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(Severity::Warning, code, message)
+    }
+
+    pub fn at(mut self, span: Range<usize>, label: impl Into<String>) -> Self {
+        self.label = Some(Label {
+            span,
+            text: label.into(),
+        });
+        self
+    }
+
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    pub fn in_file(mut self, file: &str) -> Self {
+        self.file = Some(file.to_string());
+        self
+    }
+
+    pub fn with_related(mut self, file: &str, span: Range<usize>, text: impl Into<String>) -> Self {
+        self.related.push(Related {
+            file: file.to_string(),
+            span,
+            text: text.into(),
+        });
+        self
+    }
+
+    /// The message with its context, as shown in text output:
+    /// ``rule `x`, step 0: message``.
+    pub fn headline(&self) -> String {
+        match (&self.rule, self.step) {
+            (Some(rule), Some(step)) => format!("rule `{rule}`, step {step}: {}", self.message),
+            (Some(rule), None) => format!("rule `{rule}`: {}", self.message),
+            (None, Some(step)) => format!("step {step}: {}", self.message),
+            (None, None) => self.message.clone(),
+        }
+    }
+}
+
+/// Text output style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextStyle {
+    /// Colours and Unicode box drawing, for a terminal.
+    Fancy,
+    /// No colour, ASCII art only, fixed width: stable in logs and snapshots.
+    Plain,
+}
+
+/// Renders diagnostics for people, each followed by a blank line.
+pub fn render_text(diagnostics: &[Diagnostic], files: &[SourceFile], style: TextStyle) -> String {
+    let handler = match style {
+        TextStyle::Fancy => GraphicalReportHandler::new_themed(GraphicalTheme::unicode()),
+        TextStyle::Plain => {
+            GraphicalReportHandler::new_themed(GraphicalTheme::none()).with_links(false)
+        }
+    }
+    .with_width(100);
+    let mut out = String::new();
+    for diagnostic in diagnostics {
+        let report = Report::new(diagnostic, files);
+        if handler.render_report(&mut out, &report).is_err() {
+            // Rendering into a String only fails if a Display impl fails;
+            // fall back to the one-line form rather than lose the problem.
+            out.push_str(&format!("{}: {}\n", diagnostic.code, diagnostic.headline()));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// One JSON object for `--format json`. Offsets are bytes; `line` and
+/// `column` are 1-based, columns counted in characters.
+pub fn to_json(diagnostic: &Diagnostic, files: &[SourceFile]) -> Value {
+    let position = |file: Option<&str>, span: &Range<usize>| {
+        let text = file.and_then(|name| find(files, name)).unwrap_or("");
+        let (line, column) = line_col(text, span.start);
+        (
+            json!({ "offset": span.start, "length": span.end.saturating_sub(span.start) }),
+            line,
+            column,
+        )
+    };
+    let (span, line, column) = match &diagnostic.label {
+        Some(label) => {
+            let (span, line, column) = position(diagnostic.file.as_deref(), &label.span);
+            (span, json!(line), json!(column))
+        }
+        None => (Value::Null, Value::Null, Value::Null),
+    };
+    let related: Vec<Value> = diagnostic
+        .related
+        .iter()
+        .map(|related| {
+            let (span, line, column) = position(Some(&related.file), &related.span);
+            json!({
+                "file": related.file,
+                "label": related.text,
+                "span": span,
+                "line": line,
+                "column": column,
+            })
+        })
+        .collect();
+    json!({
+        "file": diagnostic.file,
+        "rule": diagnostic.rule,
+        "step": diagnostic.step,
+        "severity": diagnostic.severity.as_str(),
+        "code": diagnostic.code,
+        "message": diagnostic.message,
+        "label": diagnostic.label.as_ref().map(|label| &label.text),
+        "help": diagnostic.help,
+        "span": span,
+        "line": line,
+        "column": column,
+        "related": related,
+    })
+}
+
+fn find<'a>(files: &'a [SourceFile], name: &str) -> Option<&'a str> {
+    files
+        .iter()
+        .find(|file| file.name == name)
+        .map(|file| file.text.as_str())
+}
+
+/// Adapter that lets miette render a [`Diagnostic`]: the primary label and
+/// related labels in the same file become labels; related labels in other
+/// files become related reports with their own source.
+struct Report {
+    headline: String,
+    code: &'static str,
+    severity: miette::Severity,
+    help: Option<String>,
+    source: Option<NamedSource<String>>,
+    labels: Vec<LabeledSpan>,
+    related: Vec<Report>,
+}
+
+impl Report {
+    fn new(diagnostic: &Diagnostic, files: &[SourceFile]) -> Self {
+        let source = diagnostic.file.as_deref().and_then(|name| {
+            find(files, name).map(|text| NamedSource::new(name, text.to_string()))
+        });
+        let mut labels = Vec::new();
+        let mut related = Vec::new();
+        if source.is_some() {
+            if let Some(label) = &diagnostic.label {
+                labels.push(LabeledSpan::new_primary_with_span(
+                    Some(label.text.clone()),
+                    to_source_span(&label.span),
+                ));
+            }
+        }
+        for other in &diagnostic.related {
+            if source.is_some() && diagnostic.file.as_deref() == Some(other.file.as_str()) {
+                labels.push(LabeledSpan::new_with_span(
+                    Some(other.text.clone()),
+                    to_source_span(&other.span),
+                ));
+            } else {
+                related.push(Report {
+                    headline: format!("{} ({})", other.text, other.file),
+                    code: diagnostic.code,
+                    severity: miette::Severity::Advice,
+                    help: None,
+                    source: find(files, &other.file)
+                        .map(|text| NamedSource::new(&other.file, text.to_string())),
+                    labels: vec![LabeledSpan::new_primary_with_span(
+                        Some(other.text.clone()),
+                        to_source_span(&other.span),
+                    )],
+                    related: Vec::new(),
+                });
+            }
+        }
+        let mut help = diagnostic.help.clone();
+        if source.is_none() {
+            // No snippet to show: keep the file name visible anyway.
+            if let Some(file) = &diagnostic.file {
+                help = Some(match help {
+                    Some(text) => format!("in {file}: {text}"),
+                    None => format!("in {file}"),
+                });
+            }
+        }
+        Self {
+            headline: diagnostic.headline(),
+            code: diagnostic.code,
+            severity: match diagnostic.severity {
+                Severity::Error => miette::Severity::Error,
+                Severity::Warning => miette::Severity::Warning,
+            },
+            help,
+            source,
+            labels,
+            related,
+        }
+    }
+}
+
+fn to_source_span(span: &Range<usize>) -> SourceSpan {
+    SourceSpan::from((span.start, span.end.saturating_sub(span.start)))
+}
+
+impl fmt::Debug for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Report")
+            .field("code", &self.code)
+            .field("headline", &self.headline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.headline)
+    }
+}
+
+impl std::error::Error for Report {}
+
+impl miette::Diagnostic for Report {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(self.code))
+    }
+
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(self.severity)
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.help
+            .as_ref()
+            .map(|help| Box::new(help) as Box<dyn fmt::Display>)
+    }
+
+    fn source_code(&self) -> Option<&dyn SourceCode> {
+        self.source.as_ref().map(|source| source as &dyn SourceCode)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        if self.labels.is_empty() {
+            None
+        } else {
+            Some(Box::new(self.labels.iter().cloned()))
+        }
+    }
+
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
+        if self.related.is_empty() {
+            None
+        } else {
+            Some(Box::new(
+                self.related
+                    .iter()
+                    .map(|report| report as &dyn miette::Diagnostic),
+            ))
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Reading a rules directory (DESIGN.md 3): its `*.toml` files, not
+//! recursive, other files ignored, in byte-wise file name order. A missing
+//! directory holds no rules (a normal state); an unreadable one is an error.
+
+use crate::diagnostic::Diagnostic;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// One rule file, read whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// The file name relative to the rules directory (`alarm.toml`): the
+    /// name diagnostics and the bundle use, never an absolute path.
+    pub name: String,
+    pub text: String,
+}
+
+/// What a rules directory holds.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    /// Readable UTF-8 rule files, in byte-wise name order.
+    pub files: Vec<SourceFile>,
+    /// Files that could not be used (not UTF-8): each rejects that file only.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The directory does not exist.
+    pub missing: bool,
+}
+
+/// A rules directory or file that could not be read at all (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read rules directory {}: {source}", path.display())]
+    Directory { path: PathBuf, source: io::Error },
+    #[error("{} is not a directory", path.display())]
+    NotADirectory { path: PathBuf },
+    #[error("cannot read rule file {}: {source}", path.display())]
+    File { path: PathBuf, source: io::Error },
+}
+
+/// Reads every `*.toml` file directly inside `dir`.
+pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
+    let metadata = match std::fs::metadata(dir) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            return Ok(Loaded {
+                missing: true,
+                ..Loaded::default()
+            })
+        }
+        Err(source) => {
+            return Err(LoadError::Directory {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    if !metadata.is_dir() {
+        return Err(LoadError::NotADirectory {
+            path: dir.to_path_buf(),
+        });
+    }
+    let directory_error = |source| LoadError::Directory {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(directory_error)? {
+        let entry = entry.map_err(directory_error)?;
+        let path = entry.path();
+        let is_toml = path.extension().is_some_and(|ext| ext == "toml");
+        // `is_file` follows symlinks: a link to a rule file counts.
+        if is_toml && path.is_file() {
+            paths.push((entry.file_name(), path));
+        }
+    }
+    // Byte-wise order of the file names, independent of locale and of the
+    // order the file system lists them in.
+    paths.sort_by(|a, b| a.0.as_encoded_bytes().cmp(b.0.as_encoded_bytes()));
+
+    let mut loaded = Loaded::default();
+    for (file_name, path) in paths {
+        let name = file_name.to_string_lossy().into_owned();
+        let bytes = std::fs::read(&path).map_err(|source| LoadError::File {
+            path: path.clone(),
+            source,
+        })?;
+        match String::from_utf8(bytes) {
+            Ok(text) => loaded.files.push(SourceFile { name, text }),
+            Err(error) => loaded.diagnostics.push(
+                Diagnostic::error(
+                    "rulec::encoding",
+                    format!(
+                        "file is not valid UTF-8 (invalid byte at offset {}); the whole file is ignored",
+                        error.utf8_error().valid_up_to()
+                    ),
+                )
+                .in_file(&name)
+                .with_help("TOML files must be UTF-8"),
+            ),
+        }
+    }
+    Ok(loaded)
+}

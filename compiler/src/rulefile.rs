@@ -1,0 +1,283 @@
+//! The shape of a rule file (DESIGN.md 3, 3.3): TOML parsed with spans for
+//! every key and value, and the checks that reject a **whole file**: TOML
+//! syntax errors and unknown keys at any level (top level, rule, step,
+//! `repeat`). What is left is a list of raw rule tables that `validate`
+//! checks one by one.
+//!
+//! We parse to `toml::de::DeTable` and check keys by hand instead of using
+//! serde's `deny_unknown_fields`: that gives the span of every key and value,
+//! lets a wrongly typed value reject only its rule (serde would fail the
+//! whole file), and lets an unknown key list the expected keys and suggest
+//! the closest one.
+
+use crate::diagnostic::Diagnostic;
+use crate::load::SourceFile;
+use std::ops::Range;
+use toml::de::{DeTable, DeValue};
+
+pub use toml::de::DeTable as Table;
+pub use toml::Spanned;
+
+/// Keys of a `[[rule]]` table.
+pub const RULE_KEYS: &[&str] = &[
+    "name",
+    "on",
+    "when",
+    "concurrency",
+    "cancel-on",
+    "cooldown",
+    "debounce",
+    "repeat",
+    "enabled",
+    "step",
+];
+/// Keys of a `[[rule.step]]` table.
+pub const STEP_KEYS: &[&str] = &[
+    "do", "when", "after", "durable", "list", "push", "command", "timeout", "iface", "id", "data",
+    "rtr", "dlc",
+];
+/// Keys of a rule's `repeat` table.
+pub const REPEAT_KEYS: &[&str] = &["count", "every"];
+
+/// One `[[rule]]` table, structurally sound (no unknown keys anywhere).
+#[derive(Debug)]
+pub struct RawRule<'i> {
+    /// 0-based position in its file.
+    pub index: usize,
+    /// The `[[rule]]` header (or the inline table).
+    pub span: Range<usize>,
+    pub table: DeTable<'i>,
+}
+
+/// Parses one file. `Err` holds the diagnostics that reject the whole file.
+pub fn parse(file: &SourceFile) -> Result<Vec<RawRule<'_>>, Vec<Diagnostic>> {
+    let document = match DeTable::parse(&file.text) {
+        Ok(document) => document,
+        Err(error) => return Err(vec![syntax_error(file, &error)]),
+    };
+    let mut problems = Vec::new();
+    let mut rules = Vec::new();
+    for (key, value) in document.into_inner() {
+        if key.get_ref() != "rule" {
+            problems.push(unknown_key(file, &key, &["rule"], "the top level"));
+            continue;
+        }
+        let value_span = value.span();
+        let DeValue::Array(items) = value.into_inner() else {
+            problems.push(
+                Diagnostic::error("rulec::type", "`rule` must be an array of tables")
+                    .in_file(&file.name)
+                    .at(value_span, "expected `[[rule]]` tables")
+                    .with_help("start each rule with a `[[rule]]` header (two brackets)"),
+            );
+            continue;
+        };
+        for (index, item) in items.iter().enumerate() {
+            let span = item.span();
+            let DeValue::Table(table) = item.get_ref() else {
+                problems.push(
+                    Diagnostic::error("rulec::type", "each `rule` must be a table")
+                        .in_file(&file.name)
+                        .at(span, format!("found {}", item.get_ref().type_str()))
+                        .with_help("start each rule with a `[[rule]]` header"),
+                );
+                continue;
+            };
+            let mut rule_problems = Vec::new();
+            check_rule_keys(file, table, &mut rule_problems);
+            // Name the rule in its problems when it has a usable name.
+            let name = table
+                .iter()
+                .find(|(key, _)| key.get_ref() == "name")
+                .and_then(|(_, value)| value.get_ref().as_str())
+                .filter(|name| !name.is_empty());
+            for problem in &mut rule_problems {
+                problem.rule = name.map(str::to_string);
+            }
+            problems.append(&mut rule_problems);
+            rules.push(RawRule {
+                index,
+                span,
+                table: table.clone(),
+            });
+        }
+    }
+    if problems.is_empty() {
+        Ok(rules)
+    } else {
+        Err(problems)
+    }
+}
+
+fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Diagnostic>) {
+    for (key, value) in rule.iter() {
+        match key.get_ref().as_ref() {
+            "repeat" => {
+                if let DeValue::Table(repeat) = value.get_ref() {
+                    check_keys(file, repeat, REPEAT_KEYS, "`repeat`", problems);
+                }
+            }
+            "step" => {
+                if let DeValue::Array(steps) = value.get_ref() {
+                    for (index, step) in steps.iter().enumerate() {
+                        if let DeValue::Table(step) = step.get_ref() {
+                            let before = problems.len();
+                            check_keys(file, step, STEP_KEYS, "a step", problems);
+                            for problem in &mut problems[before..] {
+                                problem.step = Some(index);
+                            }
+                        }
+                    }
+                }
+            }
+            name if RULE_KEYS.contains(&name) => {}
+            _ => problems.push(unknown_key(file, key, RULE_KEYS, "a rule")),
+        }
+    }
+}
+
+fn check_keys(
+    file: &SourceFile,
+    table: &DeTable<'_>,
+    expected: &[&str],
+    place: &str,
+    problems: &mut Vec<Diagnostic>,
+) {
+    for (key, _) in table.iter() {
+        if !expected.contains(&key.get_ref().as_ref()) {
+            problems.push(unknown_key(file, key, expected, place));
+        }
+    }
+}
+
+fn unknown_key(
+    file: &SourceFile,
+    key: &Spanned<std::borrow::Cow<'_, str>>,
+    expected: &[&str],
+    place: &str,
+) -> Diagnostic {
+    let name = key.get_ref();
+    let list = expected
+        .iter()
+        .map(|key| format!("`{key}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut help = format!("expected one of {list}; an unknown key rejects the whole file");
+    let label = match did_you_mean(name, expected) {
+        Some(close) => {
+            help = format!("did you mean `{close}`? {help}");
+            format!("unknown key; did you mean `{close}`?")
+        }
+        None => "unknown key".to_string(),
+    };
+    Diagnostic::error(
+        "rulec::unknown-key",
+        format!("unknown key `{name}` in {place}"),
+    )
+    .in_file(&file.name)
+    .at(key.span(), label)
+    .with_help(help)
+}
+
+fn syntax_error(file: &SourceFile, error: &toml::de::Error) -> Diagnostic {
+    let message = error.message().trim().to_string();
+    let span = error.span().unwrap_or(0..0);
+    Diagnostic::error("rulec::toml", format!("TOML syntax error: {message}"))
+        .in_file(&file.name)
+        .at(span, message)
+        .with_help("a syntax error rejects the whole file")
+}
+
+/// The candidate closest to `word` by edit distance, if it is close enough
+/// to be a plausible typo (at most a third of the word's length, at least 1).
+pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .iter()
+        .map(|candidate| (edit_distance(word, candidate), *candidate))
+        .filter(|(distance, _)| *distance <= limit)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+/// Edit distance over characters, case-insensitive, counting a swap of two
+/// neighbouring characters as one edit (optimal string alignment), so that
+/// `stpe` is one typo away from `step`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.to_lowercase().chars().collect();
+    let b: Vec<char> = b.to_lowercase().chars().collect();
+    // rows[i][j]: distance between a[..i] and b[..j].
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (rows[i - 1][j] + 1)
+                .min(rows[i][j - 1] + 1)
+                .min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = best;
+        }
+    }
+    rows[a.len()][b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> SourceFile {
+        SourceFile {
+            name: "t.toml".into(),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn suggests_close_keys_only() {
+        assert_eq!(did_you_mean("cancel_on", RULE_KEYS), Some("cancel-on"));
+        assert_eq!(did_you_mean("concurency", RULE_KEYS), Some("concurrency"));
+        assert_eq!(did_you_mean("stpe", RULE_KEYS), Some("step"));
+        assert_eq!(did_you_mean("colour", RULE_KEYS), None);
+    }
+
+    #[test]
+    fn unknown_keys_at_every_level_reject_the_file() {
+        let text = "top = 1\n[[rule]]\nnme = 'x'\nrepeat = { count = 2, evry = '1s' }\n[[rule.step]]\ndo = 'redis'\nlsit = 'a'\n";
+        let problems = parse(&file(text)).unwrap_err();
+        let keys: Vec<&str> = problems
+            .iter()
+            .map(|d| &text[d.label.as_ref().unwrap().span.clone()])
+            .collect();
+        assert_eq!(keys.len(), 4, "{problems:#?}");
+        for key in ["top", "nme", "evry", "lsit"] {
+            assert!(keys.contains(&key), "{key} missing from {keys:?}");
+        }
+        assert!(problems.iter().all(|d| d.code == "rulec::unknown-key"));
+    }
+
+    #[test]
+    fn rules_keep_file_order_and_header_spans() {
+        let text = "[[rule]]\nname = 'b'\n[[rule]]\nname = 'a'\n";
+        let source = file(text);
+        let rules = parse(&source).unwrap();
+        assert_eq!(rules.len(), 2);
+        assert_eq!(&text[rules[1].span.clone()], "[[rule]]");
+        assert_eq!(rules[1].span.start, 20);
+    }
+
+    #[test]
+    fn syntax_error_points_into_the_file() {
+        let problems = parse(&file("[[rule]]\nname = \n")).unwrap_err();
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].code, "rulec::toml");
+        assert!(problems[0].label.is_some());
+    }
+}
