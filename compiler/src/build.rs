@@ -1,0 +1,195 @@
+//! `rulec build DIR -o FILE` (DESIGN.md 5, 7): check the rules, lower every
+//! `when` into one constant pool, fingerprint every step, and write the
+//! bundle atomically.
+//!
+//! The bundle is byte-for-byte deterministic: rules in bundle order, state
+//! pairs sorted, constants interned in first-use order of that walk, no
+//! timestamps and no absolute paths. The written bytes are decoded and
+//! verified again before the file is written, so a lowering bug fails the
+//! build here rather than the service on the scooter.
+
+use crate::check::{check_dir, print_report, CheckReport, Format};
+use crate::cli::{Console, Exit};
+use crate::validate::{CheckedExpr, CheckedRule};
+use crate::when::{lower, ConstPool};
+use rulecore::bundle::{Fingerprint, Payload, Rule, Step};
+use rulecore::codec::{self, BundleError};
+use rulecore::fingerprint::fingerprint_of;
+use std::io;
+use std::path::PathBuf;
+
+/// `rulec build` flags.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "\
+Examples:
+  rulec build /etc/rules -o rules.bundle
+  rulec build rules/ -o rules.bundle --partial
+
+Prints the bundle id on stdout and a summary on stderr. Exit status: 0 written,
+1 errors in the rules (nothing written, unless --partial), 2 usage or I/O error.")]
+pub struct BuildArgs {
+    /// The rules directory: its `*.toml` files, not recursive.
+    pub dir: PathBuf,
+    /// Where to write the bundle (atomically: temp file + rename).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// With errors, still write the rules that compiled (and exit 1).
+    #[arg(long)]
+    pub partial: bool,
+    /// Treat warnings as errors.
+    #[arg(long)]
+    pub deny_warnings: bool,
+    /// How to print diagnostics.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// The compiler version written into every bundle.
+pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Turns checked rules into a bundle payload: one constant pool for every
+/// expression, fingerprints computed against the final pools.
+pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
+    let whens = || {
+        rules.iter().flat_map(|rule| {
+            rule.when
+                .iter()
+                .chain(rule.steps.iter().filter_map(|step| step.when.as_ref()))
+        })
+    };
+    // Registering every pair first makes the bundle's list sorted.
+    let mut pool = ConstPool::with_state_pairs(
+        whens().flat_map(|expr| expr.checked.state_pairs.iter().cloned()),
+    );
+    let mut lower_opt =
+        |expr: &Option<CheckedExpr>| expr.as_ref().map(|e| lower(&e.checked, &mut pool));
+    let mut out: Vec<Rule> = rules
+        .iter()
+        .map(|rule| Rule {
+            name: rule.name.clone(),
+            source: rule.source.clone(),
+            enabled: rule.enabled,
+            on: rule.on.clone(),
+            cancel_on: rule.cancel_on.clone(),
+            concurrency: rule.concurrency,
+            cooldown_ns: rule.cooldown_ns,
+            debounce_ns: rule.debounce_ns,
+            repeat: rule.repeat,
+            when: lower_opt(&rule.when),
+            steps: rule
+                .steps
+                .iter()
+                .map(|step| Step {
+                    action: step.action.clone(),
+                    when: lower_opt(&step.when),
+                    after_ns: step.after_ns,
+                    durable: step.durable,
+                    // Set below, once the pools are final.
+                    fingerprint: Fingerprint([0; 16]),
+                })
+                .collect(),
+        })
+        .collect();
+    let (consts, state_pairs) = pool.finish();
+    for step in out.iter_mut().flat_map(|rule| rule.steps.iter_mut()) {
+        step.fingerprint = fingerprint_of(step, &consts, &state_pairs);
+    }
+    Payload {
+        compiler_version: compiler_version.to_string(),
+        rules: out,
+        state_pairs,
+        consts,
+    }
+}
+
+/// A bundle ready to write.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub bytes: Vec<u8>,
+    /// Hex blake3 of the payload.
+    pub id: String,
+    pub payload: Payload,
+}
+
+/// Assembles, encodes, and verifies by decoding the bytes again.
+pub fn build(rules: &[CheckedRule]) -> Result<Built, BundleError> {
+    let payload = assemble(rules, COMPILER_VERSION);
+    let bytes = codec::encode(&payload)?;
+    let id = codec::decode(&bytes)?.id;
+    Ok(Built { bytes, id, payload })
+}
+
+/// `3 rules (2 enabled, 1 replay-only), 5 steps, 2 state pairs, 812 bytes`.
+pub fn summary(built: &Built) -> String {
+    let rules = &built.payload.rules;
+    let enabled = rules.iter().filter(|r| r.enabled).count();
+    let steps: usize = rules.iter().map(|r| r.steps.len()).sum();
+    let mut text = crate::check::plural(rules.len(), "rule");
+    if enabled != rules.len() {
+        text.push_str(&format!(
+            " ({enabled} enabled, {} replay-only)",
+            rules.len() - enabled
+        ));
+    }
+    format!(
+        "{text}, {}, {}, {} bytes",
+        crate::check::plural(steps, "step"),
+        crate::check::plural(built.payload.state_pairs.len(), "state pair"),
+        built.bytes.len()
+    )
+}
+
+/// Runs `rulec build`.
+pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
+    let report: CheckReport = match check_dir(&args.dir) {
+        Ok(report) => report,
+        Err(error) => {
+            writeln!(console.err, "error: {error}")?;
+            return Ok(Exit::Usage);
+        }
+    };
+    print_report(&report, args.format, console)?;
+    if report.missing_dir {
+        writeln!(
+            console.err,
+            "note: {} does not exist: the bundle has no rules",
+            args.dir.display()
+        )?;
+    }
+    let failed = report.failed(args.deny_warnings);
+    let mut check_summary = report.summary();
+    if args.deny_warnings && report.warnings() > 0 {
+        check_summary.push_str(" (warnings denied)");
+    }
+    if failed && !args.partial {
+        writeln!(
+            console.err,
+            "{check_summary}; nothing written (use --partial to write the rules that compiled)"
+        )?;
+        return Ok(Exit::Failure);
+    }
+    let built = match build(&report.rules) {
+        Ok(built) => built,
+        Err(error) => {
+            // The compiler produced a bundle its own loader refuses: a bug.
+            writeln!(
+                console.err,
+                "error: internal: the compiled bundle does not verify: {error}"
+            )?;
+            return Ok(Exit::Failure);
+        }
+    };
+    if let Err(error) = codec::write_atomic(&args.output, &built.bytes) {
+        writeln!(console.err, "error: cannot write the bundle: {error}")?;
+        return Ok(Exit::Usage);
+    }
+    writeln!(console.out, "{}", built.id)?;
+    let partial = if failed { " (partial)" } else { "" };
+    writeln!(
+        console.err,
+        "{check_summary}; wrote {}{partial}: {}",
+        args.output.display(),
+        summary(&built)
+    )?;
+    Ok(if failed { Exit::Failure } else { Exit::Success })
+}

@@ -1,0 +1,326 @@
+//! `rulec dump FILE` (DESIGN.md 5, 7): a bundle as stable, readable text,
+//! or as JSON. This is what CI snapshots, so the layout only changes on
+//! purpose: no addresses, no hash-map order, durations in Go syntax,
+//! constants shown inline in the disassembly.
+
+use crate::cli::{Console, Exit};
+use rulecore::bundle::{Action, Concurrency, Payload, Rule, StatePair, Step, FORMAT_VERSION};
+use rulecore::bytecode::{Const, EventField, Op, Program};
+use rulecore::codec::{self, Bundle, BundleError};
+use rulecore::duration::format_duration;
+use rulecore::vm::builtin_name;
+use serde_json::{json, Value as Json};
+use std::fmt::Write as _;
+use std::io;
+use std::path::PathBuf;
+
+/// `rulec dump` flags.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Example:\n  rulec dump rules.bundle\n  rulec dump rules.bundle --format json"
+)]
+pub struct DumpArgs {
+    /// The bundle file written by `rulec build`.
+    pub file: PathBuf,
+    /// `text` (stable, for people and snapshots) or `json` (for machines).
+    #[arg(long, value_enum, default_value_t = DumpFormat::Text)]
+    pub format: DumpFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DumpFormat {
+    Text,
+    Json,
+}
+
+/// Reads, verifies and prints a bundle. An unreadable file exits 2; a file
+/// that is not a valid bundle exits 1, naming the check that failed.
+pub fn run(args: &DumpArgs, console: &mut Console<'_>) -> io::Result<Exit> {
+    let bundle = match codec::read(&args.file) {
+        Ok(bundle) => bundle,
+        Err(error) => {
+            let exit = match error {
+                BundleError::Io { .. } => Exit::Usage,
+                _ => Exit::Failure,
+            };
+            writeln!(console.err, "error: {}: {error}", args.file.display())?;
+            return Ok(exit);
+        }
+    };
+    match args.format {
+        DumpFormat::Text => console.out.write_all(render_text(&bundle).as_bytes())?,
+        DumpFormat::Json => {
+            let text = serde_json::to_string_pretty(&render_json(&bundle))
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            writeln!(console.out, "{text}")?;
+        }
+    }
+    Ok(Exit::Success)
+}
+
+fn duration(ns: u64) -> String {
+    format_duration(i64::try_from(ns).unwrap_or(i64::MAX))
+}
+
+fn optional_duration(ns: u64) -> String {
+    if ns == 0 {
+        "none".to_string()
+    } else {
+        duration(ns)
+    }
+}
+
+fn concurrency(c: Concurrency) -> &'static str {
+    match c {
+        Concurrency::Restart => "restart",
+        Concurrency::Drop => "drop",
+        Concurrency::Queue => "queue",
+    }
+}
+
+fn patterns(list: &[rulecore::TopicPattern]) -> String {
+    if list.is_empty() {
+        return "-".to_string();
+    }
+    list.iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One constant as it would be written in an expression.
+fn constant(c: Option<&Const>) -> String {
+    match c {
+        Some(Const::Str(s)) => format!("{s:?}"),
+        Some(Const::Int(i)) => i.to_string(),
+        Some(Const::Float(f)) => format!("{f:?}"),
+        Some(Const::Bool(b)) => b.to_string(),
+        Some(Const::Path(p)) => format!("data.{}", p.join(".")),
+        None => "<missing>".to_string(),
+    }
+}
+
+/// The disassembly of a program, one op a line: `index  op  operand`, with
+/// pool entries shown by value (the pool order is an implementation detail).
+pub fn disassemble(program: &Program, consts: &[Const], state_pairs: &[StatePair]) -> Vec<String> {
+    let width = program.ops.len().saturating_sub(1).to_string().len();
+    program
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(pc, op)| {
+            let text = match *op {
+                Op::Const(i) => format!("const {}", constant(consts.get(i as usize))),
+                Op::Field(field) => format!(
+                    "field {}",
+                    match field {
+                        EventField::Topic => "topic",
+                        EventField::Src => "src",
+                        EventField::From => "from",
+                        EventField::To => "to",
+                    }
+                ),
+                Op::Data(i) => format!("data {}", constant(consts.get(i as usize))),
+                Op::State(i) => match state_pairs.get(i as usize) {
+                    Some(pair) => format!("state {:?} {:?}", pair.hash, pair.field),
+                    None => format!("state <missing {i}>"),
+                },
+                Op::Not => "not".into(),
+                Op::Neg => "neg".into(),
+                Op::Add => "add".into(),
+                Op::Sub => "sub".into(),
+                Op::Mul => "mul".into(),
+                Op::Div => "div".into(),
+                Op::Mod => "mod".into(),
+                Op::Pow => "pow".into(),
+                Op::Eq => "eq".into(),
+                Op::Ne => "ne".into(),
+                Op::Lt => "lt".into(),
+                Op::Le => "le".into(),
+                Op::Gt => "gt".into(),
+                Op::Ge => "ge".into(),
+                Op::AndJump(t) => format!("and-jump {t}"),
+                Op::OrJump(t) => format!("or-jump {t}"),
+                Op::AssertBool => "assert-bool".into(),
+                Op::Call(b, n) => format!("call {} {n}", builtin_name(b)),
+            };
+            format!("{pc:>width$}  {text}")
+        })
+        .collect()
+}
+
+fn action_text(action: &Action) -> String {
+    match action {
+        Action::Redis { list, push } => format!("redis LPUSH {list:?} {push:?}"),
+        Action::Exec { command, .. } => format!("exec {command:?}"),
+        Action::Can(frame) => {
+            let mut text = format!("can {} id {:#x}", frame.iface, frame.id);
+            if frame.extended {
+                text.push_str(" extended");
+            }
+            if frame.rtr {
+                let _ = write!(text, " rtr dlc {}", frame.dlc);
+            } else {
+                let _ = write!(text, " data [{}]", hex(&frame.data));
+            }
+            text
+        }
+    }
+}
+
+fn write_when(out: &mut String, indent: &str, when: Option<&Program>, payload: &Payload) {
+    match when {
+        None => {
+            let _ = writeln!(out, "{indent}when         always");
+        }
+        Some(program) => {
+            let _ = writeln!(out, "{indent}when");
+            for line in disassemble(program, &payload.consts, &payload.state_pairs) {
+                let _ = writeln!(out, "{indent}  {line}");
+            }
+        }
+    }
+}
+
+fn write_step(out: &mut String, index: usize, step: &Step, payload: &Payload) {
+    let _ = writeln!(out, "  step {index}");
+    let _ = writeln!(out, "    action       {}", action_text(&step.action));
+    let _ = writeln!(out, "    after        {}", duration(step.after_ns));
+    let _ = writeln!(
+        out,
+        "    durable      {}",
+        if step.durable { "yes" } else { "no" }
+    );
+    if let Action::Exec { timeout_ns, .. } = step.action {
+        let _ = writeln!(out, "    timeout      {}", duration(timeout_ns));
+    }
+    let _ = writeln!(out, "    fingerprint  {}", step.fingerprint);
+    write_when(out, "    ", step.when.as_ref(), payload);
+}
+
+fn write_rule(out: &mut String, rule: &Rule, payload: &Payload) {
+    let _ = writeln!(out, "rule {:?} ({})", rule.name, rule.source);
+    let status = if rule.enabled {
+        "yes"
+    } else {
+        "no (replay-only)"
+    };
+    let _ = writeln!(out, "  enabled      {status}");
+    let _ = writeln!(out, "  on           {}", patterns(&rule.on));
+    let _ = writeln!(out, "  cancel-on    {}", patterns(&rule.cancel_on));
+    let _ = writeln!(out, "  concurrency  {}", concurrency(rule.concurrency));
+    let _ = writeln!(
+        out,
+        "  cooldown     {}",
+        optional_duration(rule.cooldown_ns)
+    );
+    let _ = writeln!(
+        out,
+        "  debounce     {}",
+        optional_duration(rule.debounce_ns)
+    );
+    let repeat = if rule.repeat.count <= 1 {
+        "once".to_string()
+    } else {
+        format!(
+            "{} passes, every {}",
+            rule.repeat.count,
+            duration(rule.repeat.every_ns)
+        )
+    };
+    let _ = writeln!(out, "  repeat       {repeat}");
+    write_when(out, "  ", rule.when.as_ref(), payload);
+    for (index, step) in rule.steps.iter().enumerate() {
+        write_step(out, index, step, payload);
+    }
+}
+
+/// The stable text form.
+pub fn render_text(bundle: &Bundle) -> String {
+    let payload = &bundle.payload;
+    // Writing to a String cannot fail; the `let _` below are for that.
+    let mut out = String::new();
+    let _ = writeln!(out, "bundle {}", bundle.id);
+    let _ = writeln!(out, "format   {FORMAT_VERSION}");
+    let _ = writeln!(out, "compiler rulec {}", payload.compiler_version);
+    let _ = writeln!(
+        out,
+        "rules    {} ({} enabled)",
+        payload.rules.len(),
+        payload.rules.iter().filter(|r| r.enabled).count()
+    );
+    let _ = writeln!(out, "state    {}", payload.state_pairs.len());
+    for pair in &payload.state_pairs {
+        let _ = writeln!(out, "  {:?} {:?}", pair.hash, pair.field);
+    }
+    for rule in &payload.rules {
+        out.push('\n');
+        write_rule(&mut out, rule, payload);
+    }
+    out
+}
+
+fn action_json(action: &Action) -> Json {
+    match action {
+        Action::Redis { list, push } => json!({"kind": "redis", "list": list, "push": push}),
+        Action::Exec {
+            command,
+            timeout_ns,
+        } => json!({"kind": "exec", "command": command, "timeout_ns": timeout_ns}),
+        Action::Can(frame) => json!({
+            "kind": "can",
+            "iface": frame.iface,
+            "id": frame.id,
+            "extended": frame.extended,
+            "rtr": frame.rtr,
+            "dlc": frame.dlc,
+            "data": hex(&frame.data),
+        }),
+    }
+}
+
+/// The JSON form: the same content, durations in nanoseconds.
+pub fn render_json(bundle: &Bundle) -> Json {
+    let payload = &bundle.payload;
+    let when = |p: Option<&Program>| match p {
+        None => Json::Null,
+        Some(p) => json!(disassemble(p, &payload.consts, &payload.state_pairs)
+            .into_iter()
+            .map(|line| line.trim_start().to_string())
+            .collect::<Vec<_>>()),
+    };
+    let pats = |list: &[rulecore::TopicPattern]| -> Vec<String> {
+        list.iter().map(|p| p.to_string()).collect()
+    };
+    json!({
+        "id": bundle.id,
+        "format_version": FORMAT_VERSION,
+        "compiler_version": payload.compiler_version,
+        "state_pairs": payload.state_pairs.iter()
+            .map(|p| json!({"hash": p.hash, "field": p.field}))
+            .collect::<Vec<_>>(),
+        "rules": payload.rules.iter().map(|rule| json!({
+            "name": rule.name,
+            "source": rule.source,
+            "enabled": rule.enabled,
+            "on": pats(&rule.on),
+            "cancel_on": pats(&rule.cancel_on),
+            "concurrency": concurrency(rule.concurrency),
+            "cooldown_ns": rule.cooldown_ns,
+            "debounce_ns": rule.debounce_ns,
+            "repeat": {"count": rule.repeat.count, "every_ns": rule.repeat.every_ns},
+            "when": when(rule.when.as_ref()),
+            "steps": rule.steps.iter().map(|step| json!({
+                "action": action_json(&step.action),
+                "after_ns": step.after_ns,
+                "durable": step.durable,
+                "fingerprint": step.fingerprint.to_string(),
+                "when": when(step.when.as_ref()),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}

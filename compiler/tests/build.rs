@@ -1,0 +1,249 @@
+//! `rulec build` and `rulec dump` (DESIGN.md 5): deterministic bundles,
+//! fingerprints that survive reformatting and change with behaviour, and
+//! snapshots of the dump of every valid rule set under `fixtures/`.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use rulec::build::build;
+use rulec::check::check_dir;
+use rulec::dump::{render_json, render_text};
+use rulecore::codec::decode;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+}
+
+/// Builds `dir`, which must be free of errors.
+fn build_dir(dir: &Path) -> Vec<u8> {
+    let report = check_dir(dir).unwrap();
+    assert_eq!(
+        report.errors(),
+        0,
+        "{}: {:#?}",
+        dir.display(),
+        report.diagnostics
+    );
+    build(&report.rules).unwrap().bytes
+}
+
+/// `rule name -> [step fingerprints]`.
+fn fingerprints(bytes: &[u8]) -> BTreeMap<String, Vec<String>> {
+    decode(bytes)
+        .unwrap()
+        .payload
+        .rules
+        .iter()
+        .map(|rule| {
+            let fps = rule
+                .steps
+                .iter()
+                .map(|s| s.fingerprint.to_string())
+                .collect();
+            (rule.name.clone(), fps)
+        })
+        .collect()
+}
+
+/// The `*.toml` files of a directory, by name.
+fn read_rules(dir: &Path) -> BTreeMap<String, String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, fs::read_to_string(&p).unwrap())
+        })
+        .collect()
+}
+
+fn write_rules(dir: &Path, files: &BTreeMap<String, String>) {
+    for (name, text) in files {
+        fs::write(dir.join(name), text).unwrap();
+    }
+}
+
+/// Every rule set under `fixtures/` that is expected to compile cleanly.
+fn valid_sets() -> Vec<(String, PathBuf)> {
+    let mut sets = vec![("rules".to_string(), fixtures().join("rules"))];
+    let more = fixtures().join("valid");
+    if let Ok(entries) = fs::read_dir(&more) {
+        let mut extra: Vec<_> = entries
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .map(|p| {
+                let name = format!("valid-{}", p.file_name().unwrap().to_string_lossy());
+                (name, p)
+            })
+            .collect();
+        extra.sort();
+        sets.extend(extra);
+    }
+    sets
+}
+
+#[test]
+fn same_rules_give_identical_bytes() {
+    let dir = fixtures().join("rules");
+    let first = build_dir(&dir);
+    let second = build_dir(&dir);
+    assert_eq!(first, second);
+
+    // A copy elsewhere (different absolute path) gives the same bytes too.
+    let copy = tempfile::tempdir().unwrap();
+    write_rules(copy.path(), &read_rules(&dir));
+    assert_eq!(build_dir(copy.path()), first);
+}
+
+#[test]
+fn reformatting_keeps_every_fingerprint() {
+    let original_dir = fixtures().join("rules");
+    let original = fingerprints(&build_dir(&original_dir));
+    let mut files = read_rules(&original_dir);
+    let all: String = files.values().cloned().collect();
+    assert!(all.contains("\"30s\""), "fixture has a 30s duration");
+
+    for text in files.values_mut() {
+        // White space around keys and blank lines.
+        *text = text.replace(" = ", "   =  ").replace('\n', "\n\n");
+        // Durations written differently.
+        *text = text
+            .replace("\"30s\"", "\"30000ms\"")
+            .replace("\"1.5s\"", "\"1500ms\"")
+            .replace("\"15m\"", "\"900s\"")
+            .replace("\"300ms\"", "\"0.3s\"");
+        // White space inside `when` expressions.
+        *text = text.replace(" == ", "==").replace(" && ", "  &&  ");
+    }
+    // Move the first rule of the first file to a new, last file.
+    let (first_name, first_text) = files
+        .iter()
+        .next()
+        .map(|(n, t)| (n.clone(), t.clone()))
+        .unwrap();
+    let starts: Vec<usize> = first_text
+        .match_indices("[[rule]]")
+        .map(|(i, _)| i)
+        .collect();
+    assert!(starts.len() >= 2, "the first fixture file has two rules");
+    let moved = first_text[starts[0]..starts[1]].to_string();
+    files.insert(
+        first_name,
+        format!("{}{}", &first_text[..starts[0]], &first_text[starts[1]..]),
+    );
+    files.insert("zz-moved.toml".into(), moved);
+
+    let dir = tempfile::tempdir().unwrap();
+    write_rules(dir.path(), &files);
+    let reformatted = fingerprints(&build_dir(dir.path()));
+    assert_eq!(reformatted, original);
+}
+
+#[test]
+fn behaviour_changes_change_that_fingerprint_only() {
+    let original_dir = fixtures().join("rules");
+    let original = fingerprints(&build_dir(&original_dir));
+    let files = read_rules(&original_dir);
+    // (what, edit, how many step fingerprints it must change)
+    let cases: Vec<(&str, fn(&str) -> String, usize)> = vec![
+        (
+            "push",
+            |t| t.replacen("push = \"off\"", "push = \"on\"", 1),
+            1,
+        ),
+        (
+            "list",
+            |t| t.replacen("list = \"scooter:horn\"", "list = \"scooter:hor\"", 1),
+            1,
+        ),
+        (
+            "after",
+            |t| t.replacen("after = \"30s\"", "after = \"31s\"", 1),
+            1,
+        ),
+        (
+            "durable",
+            |t| t.replacen("durable = false", "durable = true", 1),
+            1,
+        ),
+        (
+            "step when",
+            |t| t.replacen("push = \"off\"", "push = \"off\"\nwhen = \"true\"", 1),
+            1,
+        ),
+        (
+            "timeout",
+            |t| t.replacen("timeout = \"5s\"", "timeout = \"6s\"", 1),
+            1,
+        ),
+        (
+            "command",
+            |t| t.replacen("log-charge-event\"", "log-charge-events\"", 1),
+            1,
+        ),
+        (
+            "can data",
+            |t| t.replacen("data = \"0000\"", "data = \"0001\"", 1),
+            1,
+        ),
+        (
+            "can id",
+            |t| t.replacen("id = \"0x3A1\"", "id = \"0x3A2\"", 1),
+            1,
+        ),
+        // The rule's own `when` gates the start of a run; a pending step is
+        // past it, so it is not part of any step's fingerprint.
+        (
+            "rule when",
+            |t| t.replacen("data.charge < 15", "data.charge < 16", 1),
+            0,
+        ),
+        // Neither are names nor rule settings.
+        (
+            "cooldown",
+            |t| t.replacen("cooldown = \"10m\"", "cooldown = \"11m\"", 1),
+            0,
+        ),
+    ];
+    for (what, edit, expected) in cases {
+        let mut changed_files = files.clone();
+        let mut hit = false;
+        for text in changed_files.values_mut() {
+            let new = edit(text);
+            if new != *text {
+                *text = new;
+                hit = true;
+                break;
+            }
+        }
+        assert!(hit, "{what}: the fixture has nothing to edit");
+        let dir = tempfile::tempdir().unwrap();
+        write_rules(dir.path(), &changed_files);
+        let changed = fingerprints(&build_dir(dir.path()));
+        let differing: Vec<_> = original
+            .iter()
+            .flat_map(|(rule, fps)| {
+                fps.iter()
+                    .zip(&changed[rule])
+                    .enumerate()
+                    .filter(|(_, (a, b))| a != b)
+                    .map(move |(i, _)| format!("{rule}#{i}"))
+            })
+            .collect();
+        assert_eq!(differing.len(), expected, "{what}: {differing:?}");
+    }
+}
+
+#[test]
+fn dump_snapshots() {
+    for (name, dir) in valid_sets() {
+        let bytes = build_dir(&dir);
+        let bundle = decode(&bytes).unwrap();
+        insta::assert_snapshot!(format!("dump-{name}"), render_text(&bundle));
+        let json = serde_json::to_string_pretty(&render_json(&bundle)).unwrap();
+        insta::assert_snapshot!(format!("dump-{name}-json"), json);
+    }
+}
