@@ -148,7 +148,8 @@ fn behaviour_changes_change_that_fingerprint_only() {
     let original = fingerprints(&build_dir(&original_dir));
     let files = read_rules(&original_dir);
     // (what, edit, how many step fingerprints it must change)
-    let cases: Vec<(&str, fn(&str) -> String, usize)> = vec![
+    type Case = (&'static str, fn(&str) -> String, usize);
+    let cases: Vec<Case> = vec![
         (
             "push",
             |t| t.replacen("push = \"off\"", "push = \"on\"", 1),
