@@ -1,0 +1,970 @@
+//! Differential tests (DESIGN.md 4): every `when` the compiler accepts must
+//! evaluate the same in evalexpr 13 (the reference) and in our pipeline
+//! (`when::check` -> `when::lower` -> `rulecore::vm::eval_bool`), on every
+//! input: the same boolean, or an error in both.
+//!
+//! evalexpr evaluates both sides of `&&` / `||`; the VM short-circuits. The
+//! reference answer is therefore evalexpr's with short-circuiting emulated
+//! (see [`eval_short_circuit`]); where plain evalexpr succeeds, the emulation
+//! must give the same answer, so the only tolerated difference is an error
+//! on a side the VM never evaluates.
+//!
+//! Inputs are mapped as the runtime maps them: absent `src`/`from`/`to` are
+//! `""`; `data.*` JSON strings, booleans, ints (fitting i64) and other
+//! numbers (float) are evalexpr values, `null` or a missing key is
+//! `Value::Empty`, and an array or object is left undefined in the evalexpr
+//! context so that reading it is an error, as it is in the VM.
+
+use evalexpr::{
+    ContextWithMutableFunctions, ContextWithMutableVariables, DefaultNumericTypes, EvalexprError,
+    Function, HashMapContext, Node, Operator, Value,
+};
+use rulec::when::{check, lower, ConstPool};
+use rulecore::event::Event;
+use serde_json::json;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+type Ctx = HashMapContext<DefaultNumericTypes>;
+type EvalResult = Result<bool, String>;
+
+// ---------------------------------------------------------------- inputs --
+
+/// A small deterministic PRNG (SplitMix64): the same seed gives the same
+/// cases on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn one_in(&mut self, n: usize) -> bool {
+        self.below(n) == 0
+    }
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+const STRINGS: &[&str] = &[
+    "",
+    "parked",
+    "Parked",
+    " parked ",
+    "alarm.triggered",
+    "alarm.",
+    "a",
+    "ab",
+    "ÜBER",
+    "straße",
+    "x\"y",
+    "back\\slash",
+    "1",
+    "2.5",
+];
+const INTS: &[&str] = &[
+    "0",
+    "1",
+    "2",
+    "3",
+    "7",
+    "10",
+    "100",
+    "0x1f",
+    "3037000500",
+    "4611686018427387904",
+    "9223372036854775807",
+];
+const FLOATS: &[&str] = &["0.5", "2.0", "1.5", "0.0", "1e300", "1e-3", "3.25", "100.0"];
+const DATA_PATHS: &[&str] = &["a", "b", "c", "d", "o.x", "o.y", "o"];
+const STATE_PAIRS: &[(&str, &str)] = &[("vehicle", "state"), ("battery:0", "charge")];
+
+fn random_json(rng: &mut Rng, strings: &[String]) -> serde_json::Value {
+    match rng.below(14) {
+        0..=3 => json!(*rng.pick(&[
+            0_i64,
+            1,
+            -1,
+            2,
+            3,
+            7,
+            10,
+            -100,
+            i64::MAX,
+            i64::MIN,
+            4_611_686_018_427_387_904,
+            3_037_000_500
+        ])),
+        4 => json!(u64::MAX),
+        5..=6 => json!(*rng.pick(&[0.5, -0.0, 2.0, 1.5, -2.5, 1e300, -1e300, 1e-10, 3.0])),
+        7..=9 => json!(rng.pick(strings)),
+        10 => json!(rng.one_in(2)),
+        11 => serde_json::Value::Null,
+        12 => json!([1, 2]),
+        _ => json!({ "k": 1 }),
+    }
+}
+
+/// Puts `value` at `path` in `data`, making objects on the way; gives up
+/// where a scalar is in the way (that key then reads as missing).
+fn insert(data: &mut serde_json::Value, path: &[&str], value: serde_json::Value) {
+    let Some((last, init)) = path.split_last() else {
+        return;
+    };
+    let mut at = data;
+    for key in init {
+        let Some(object) = at.as_object_mut() else {
+            return;
+        };
+        at = object.entry(key.to_string()).or_insert_with(|| json!({}));
+    }
+    if let Some(object) = at.as_object_mut() {
+        object.insert(last.to_string(), value);
+    }
+}
+
+struct Inputs {
+    event: Event,
+    state: HashMap<(String, String), String>,
+}
+
+fn random_inputs(
+    rng: &mut Rng,
+    strings: &[String],
+    paths: &[String],
+    pairs: &[(String, String)],
+) -> Inputs {
+    let field = |rng: &mut Rng| (!rng.one_in(5)).then(|| rng.pick(strings).clone());
+    let topic = field(rng).unwrap_or_default();
+    let src = field(rng);
+    let from = field(rng);
+    let to = field(rng);
+    let mut data = json!({});
+    // Shorter paths first, so that `o` is sometimes a scalar above `o.x`.
+    let mut sorted: Vec<&String> = paths.iter().collect();
+    sorted.sort_by_key(|p| p.len());
+    for path in sorted {
+        if rng.one_in(6) {
+            continue;
+        }
+        let parts: Vec<&str> = path.split('.').collect();
+        let value = if parts.len() == 1 && rng.one_in(3) {
+            json!({})
+        } else {
+            random_json(rng, strings)
+        };
+        insert(&mut data, &parts, value);
+    }
+    if rng.one_in(10) {
+        data = serde_json::Value::Null;
+    }
+    let mut state = HashMap::new();
+    for pair in pairs {
+        if !rng.one_in(4) {
+            state.insert(pair.clone(), rng.pick(strings).clone());
+        }
+    }
+    Inputs {
+        event: Event {
+            topic,
+            src,
+            from,
+            to,
+            data,
+            ..Event::default()
+        },
+        state,
+    }
+}
+
+// ----------------------------------------------------------- generation --
+
+#[derive(Clone, Copy, PartialEq)]
+enum T {
+    Bool,
+    Int,
+    Float,
+    Num,
+    Str,
+    Any,
+}
+
+struct Gen<'a> {
+    rng: &'a mut Rng,
+}
+
+fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+impl Gen<'_> {
+    fn pick<'b>(&mut self, items: &'b [&'b str]) -> &'b str {
+        self.rng.pick(items)
+    }
+
+    fn data(&mut self) -> String {
+        format!("data.{}", self.pick(DATA_PATHS))
+    }
+
+    fn leaf(&mut self, t: T) -> String {
+        match t {
+            T::Bool => match self.rng.below(3) {
+                0 => self.data(),
+                _ => self.pick(&["true", "false"]).to_string(),
+            },
+            T::Int => {
+                let lit = self.pick(INTS).to_string();
+                if self.rng.one_in(6) {
+                    format!("-{lit}")
+                } else {
+                    lit
+                }
+            }
+            T::Float => self.pick(FLOATS).to_string(),
+            T::Num => match self.rng.below(3) {
+                0 => self.leaf(T::Int),
+                1 => self.leaf(T::Float),
+                _ => self.data(),
+            },
+            T::Str => match self.rng.below(4) {
+                0 => quote(self.pick(STRINGS)),
+                1 => self.pick(&["topic", "src", "from", "to"]).to_string(),
+                2 => {
+                    let (h, f) = *self.rng.pick(STATE_PAIRS);
+                    format!("state({}, {})", quote(h), quote(f))
+                }
+                _ => self.data(),
+            },
+            T::Any => self.data(),
+        }
+    }
+
+    fn expr(&mut self, t: T, depth: u32) -> String {
+        if depth == 0 || self.rng.one_in(4) {
+            return self.leaf(t);
+        }
+        let d = depth - 1;
+        match t {
+            T::Bool => match self.rng.below(13) {
+                0 | 1 => {
+                    let op = self.pick(&["==", "!=", "<", "<=", ">", ">="]);
+                    let (a, b) = (self.num_like(), self.num_like());
+                    format!("({} {op} {})", self.expr(a, d), self.expr(b, d))
+                }
+                2 => {
+                    let same = *self.rng.pick(&[T::Int, T::Float, T::Str, T::Bool, T::Any]);
+                    let op = self.pick(&["==", "!="]);
+                    format!("({} {op} {})", self.expr(same, d), self.expr(same, d))
+                }
+                3 => {
+                    let other = *self.rng.pick(&[T::Int, T::Float, T::Str, T::Bool, T::Num]);
+                    let op = self.pick(&["==", "!="]);
+                    format!("({} {op} {})", self.expr(T::Any, d), self.expr(other, d))
+                }
+                4 => {
+                    let op = self.pick(&["<", "<=", ">", ">="]);
+                    format!("({} {op} {})", self.expr(T::Str, d), self.expr(T::Str, d))
+                }
+                5 => format!("!({})", self.expr(T::Bool, d)),
+                6 | 7 => {
+                    let op = self.pick(&["&&", "||"]);
+                    format!("({} {op} {})", self.expr(T::Bool, d), self.expr(T::Bool, d))
+                }
+                8 => {
+                    let f = self.pick(&["str::starts_with", "str::ends_with", "str::contains"]);
+                    format!("{f}({}, {})", self.expr(T::Str, d), self.expr(T::Str, d))
+                }
+                9 => format!(
+                    "if({}, {}, {})",
+                    self.expr(T::Bool, d),
+                    self.expr(T::Bool, d),
+                    self.expr(T::Bool, d)
+                ),
+                10 => {
+                    // Precedence without parentheses.
+                    let (a, b, c) = (self.leaf(T::Bool), self.leaf(T::Bool), self.leaf(T::Bool));
+                    let (x, y) = (self.pick(&["&&", "||"]), self.pick(&["&&", "||"]));
+                    let bang = if self.rng.one_in(2) { "!" } else { "" };
+                    format!("{bang}{a} {x} {b} {y} {c}")
+                }
+                11 => {
+                    let op = self.pick(&["<", "<=", ">", ">=", "==", "!="]);
+                    let other = *self.rng.pick(&[T::Any, T::Str, T::Num]);
+                    format!("({} {op} {})", self.expr(T::Any, d), self.expr(other, d))
+                }
+                _ => {
+                    // Arithmetic precedence without parentheses.
+                    let ops = ["+", "-", "*", "/", "%", "^"];
+                    let (x, y) = (self.pick(&ops), self.pick(&ops));
+                    let (a, b, c) = (self.leaf(T::Num), self.leaf(T::Num), self.leaf(T::Num));
+                    let cmp = self.pick(&["<", ">=", "!="]);
+                    format!("{a} {x} {b} {y} {c} {cmp} {}", self.leaf(T::Num))
+                }
+            },
+            T::Int => match self.rng.below(8) {
+                0..=2 => {
+                    let op = self.pick(&["+", "-", "*", "/", "%"]);
+                    format!("({} {op} {})", self.expr(T::Int, d), self.expr(T::Int, d))
+                }
+                3 => format!("-({})", self.expr(T::Int, d)),
+                4 => format!("len({})", self.expr(T::Str, d)),
+                5 => format!("math::abs({})", self.expr(T::Int, d)),
+                6 => {
+                    let f = self.pick(&["min", "max"]);
+                    format!("{f}({}, {})", self.expr(T::Int, d), self.expr(T::Int, d))
+                }
+                _ => format!(
+                    "if({}, {}, {})",
+                    self.expr(T::Bool, d),
+                    self.expr(T::Int, d),
+                    self.expr(T::Int, d)
+                ),
+            },
+            T::Float => match self.rng.below(6) {
+                0 => {
+                    let f = self.pick(&["floor", "ceil", "round"]);
+                    format!("{f}({})", self.expr(T::Num, d))
+                }
+                1 => format!("({} ^ {})", self.expr(T::Num, d), self.expr(T::Num, d)),
+                2 | 3 => {
+                    let op = self.pick(&["+", "-", "*", "/", "%"]);
+                    let num = self.expr(T::Num, d);
+                    if self.rng.one_in(2) {
+                        format!("({} {op} {num})", self.expr(T::Float, d))
+                    } else {
+                        format!("({num} {op} {})", self.expr(T::Float, d))
+                    }
+                }
+                4 => format!("-({})", self.expr(T::Float, d)),
+                _ => format!("math::abs({})", self.expr(T::Float, d)),
+            },
+            T::Num => match self.rng.below(6) {
+                0 => self.expr(T::Int, depth),
+                1 => self.expr(T::Float, depth),
+                2 => {
+                    let op = self.pick(&["+", "-", "*", "/", "%"]);
+                    format!("({} {op} {})", self.expr(T::Any, d), self.expr(T::Num, d))
+                }
+                3 => {
+                    let f = self.pick(&["min", "max"]);
+                    let extra = if self.rng.one_in(2) {
+                        format!(", {}", self.expr(T::Num, d))
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "{f}({}, {}{extra})",
+                        self.expr(T::Num, d),
+                        self.expr(T::Num, d)
+                    )
+                }
+                4 => format!("math::abs({})", self.expr(T::Any, d)),
+                _ => format!("-{}", self.data()),
+            },
+            T::Str => match self.rng.below(5) {
+                0 => format!("({} + {})", self.expr(T::Str, d), self.expr(T::Str, d)),
+                1 => {
+                    let f = self.pick(&["str::to_lowercase", "str::to_uppercase", "str::trim"]);
+                    format!("{f}({})", self.expr(T::Str, d))
+                }
+                2 => format!(
+                    "if({}, {}, {})",
+                    self.expr(T::Bool, d),
+                    self.expr(T::Str, d),
+                    self.expr(T::Str, d)
+                ),
+                _ => self.leaf(T::Str),
+            },
+            T::Any => match self.rng.below(3) {
+                0 => format!("({} + {})", self.data(), self.expr(T::Any, d)),
+                1 => format!(
+                    "if({}, {}, {})",
+                    self.expr(T::Bool, d),
+                    self.expr(T::Any, d),
+                    self.expr(T::Any, d)
+                ),
+                _ => self.data(),
+            },
+        }
+    }
+
+    fn num_like(&mut self) -> T {
+        *self.rng.pick(&[T::Int, T::Float, T::Num, T::Any])
+    }
+}
+
+// ------------------------------------------------------------ evaluation --
+
+fn json_to_evalexpr(json: &serde_json::Value) -> Option<Value> {
+    Some(match json {
+        serde_json::Value::Null => Value::Empty,
+        serde_json::Value::Bool(b) => Value::Boolean(*b),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Float(n.as_f64()?),
+        },
+        serde_json::Value::String(s) => Value::String(s.clone()),
+        serde_json::Value::Array(_) | serde_json::Value::Object(_) => return None,
+    })
+}
+
+fn two_strings(arg: &Value) -> Result<(String, String), EvalexprError> {
+    let tuple = arg.as_fixed_len_tuple(2)?;
+    Ok((tuple[0].as_string()?, tuple[1].as_string()?))
+}
+
+/// The evalexpr context for one input: the event's names as variables, our
+/// functions registered the way the compiler expects them.
+fn context(inputs: &Inputs, paths: &[String]) -> Ctx {
+    let mut ctx = Ctx::new();
+    let event = &inputs.event;
+    let fields = [
+        ("topic", event.topic.as_str()),
+        ("src", event.src()),
+        ("from", event.from()),
+        ("to", event.to()),
+    ];
+    let set = |ctx: &mut Ctx, name: &str, value: Value| {
+        ctx.set_value(name.to_string(), value)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    };
+    for (name, value) in fields {
+        set(&mut ctx, name, Value::String(value.to_string()));
+    }
+    for path in paths {
+        let value = match event.data_at(path.split('.')) {
+            None => Some(Value::Empty),
+            Some(json) => json_to_evalexpr(json),
+        };
+        if let Some(value) = value {
+            set(&mut ctx, &format!("data.{path}"), value);
+        }
+    }
+    let state = inputs.state.clone();
+    let functions = [
+        (
+            "state",
+            Function::new(move |arg: &Value| {
+                let key = two_strings(arg)?;
+                Ok(Value::String(state.get(&key).cloned().unwrap_or_default()))
+            }),
+        ),
+        (
+            "str::starts_with",
+            Function::new(|arg: &Value| {
+                let (a, b) = two_strings(arg)?;
+                Ok(Value::Boolean(a.starts_with(&b)))
+            }),
+        ),
+        (
+            "str::ends_with",
+            Function::new(|arg: &Value| {
+                let (a, b) = two_strings(arg)?;
+                Ok(Value::Boolean(a.ends_with(&b)))
+            }),
+        ),
+        (
+            "str::contains",
+            Function::new(|arg: &Value| {
+                let (a, b) = two_strings(arg)?;
+                Ok(Value::Boolean(a.contains(&b)))
+            }),
+        ),
+    ];
+    for (name, function) in functions {
+        ctx.set_function(name.to_string(), function)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    ctx
+}
+
+fn has_logic(node: &Node) -> bool {
+    matches!(node.operator(), Operator::And | Operator::Or) || node.children().iter().any(has_logic)
+}
+
+/// evalexpr's evaluation with `&&` / `||` short-circuiting: the logic
+/// operators are evaluated lazily; any other node gets its children's values
+/// (evaluated the same way, left to right) as constants and is then
+/// evaluated by evalexpr itself.
+fn eval_short_circuit(node: &Node, ctx: &Ctx) -> Result<Value, EvalexprError> {
+    match node.operator() {
+        Operator::And | Operator::Or => {
+            let is_and = *node.operator() == Operator::And;
+            let [left, right] = node.children() else {
+                panic!("binary operator without two children");
+            };
+            let left = eval_short_circuit(left, ctx)?.as_boolean()?;
+            if left != is_and {
+                return Ok(Value::Boolean(left));
+            }
+            Ok(Value::Boolean(
+                eval_short_circuit(right, ctx)?.as_boolean()?,
+            ))
+        }
+        _ if !has_logic(node) => node.eval_with_context(ctx),
+        _ => {
+            let mut copy = node.clone();
+            for kid in copy.children_mut().iter_mut() {
+                let value = eval_short_circuit(kid, ctx)?;
+                *kid.operator_mut() = Operator::Const { value };
+                kid.children_mut().clear();
+            }
+            copy.eval_with_context(ctx)
+        }
+    }
+}
+
+fn as_bool(result: Result<Value, EvalexprError>) -> EvalResult {
+    match result {
+        Ok(Value::Boolean(b)) => Ok(b),
+        Ok(other) => Err(format!("not a boolean: {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The three answers for one expression and input.
+struct Outcome {
+    strict: EvalResult,
+    reference: EvalResult,
+    vm: EvalResult,
+}
+
+enum Case {
+    Rejected,
+    /// evalexpr panicked (integer `math::abs(i64::MIN)` overflows inside
+    /// evalexpr in a debug build); nothing to compare.
+    ReferencePanicked,
+    Ran(Outcome),
+}
+
+fn run(text: &str, inputs: &Inputs, paths: &[String]) -> Case {
+    let Ok(checked) = check(text) else {
+        return Case::Rejected;
+    };
+    let mut pool = ConstPool::new();
+    let program = lower(&checked, &mut pool);
+    let (consts, pairs) = pool.finish();
+    let state: Vec<String> = pairs
+        .iter()
+        .map(|p| {
+            let key = (p.hash.clone(), p.field.clone());
+            inputs.state.get(&key).cloned().unwrap_or_default()
+        })
+        .collect();
+    let vm = rulecore::vm::eval_bool(&program, &consts, &inputs.event, &state)
+        .map_err(|e| e.to_string());
+
+    let tree = evalexpr::build_operator_tree::<DefaultNumericTypes>(text)
+        .unwrap_or_else(|e| panic!("accepted but evalexpr cannot parse {text}: {e}"));
+    let ctx = context(inputs, paths);
+    CATCHING.with(|c| c.set(true));
+    let evaluated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        (
+            as_bool(tree.eval_with_context(&ctx)),
+            as_bool(eval_short_circuit(&tree, &ctx)),
+        )
+    }));
+    CATCHING.with(|c| c.set(false));
+    match evaluated {
+        Ok((strict, reference)) => Case::Ran(Outcome {
+            strict,
+            reference,
+            vm,
+        }),
+        Err(_) => Case::ReferencePanicked,
+    }
+}
+
+fn agrees(outcome: &Outcome) -> bool {
+    let same = |a: &EvalResult, b: &EvalResult| match (a, b) {
+        (Ok(x), Ok(y)) => x == y,
+        (Err(_), Err(_)) => true,
+        _ => false,
+    };
+    let strict_implies_reference = outcome.strict.is_err() || outcome.strict == outcome.reference;
+    strict_implies_reference && same(&outcome.reference, &outcome.vm)
+}
+
+fn describe(text: &str, inputs: &Inputs, outcome: &Outcome) -> String {
+    let event = serde_json::to_string(&inputs.event).unwrap_or_default();
+    let mut state: Vec<_> = inputs.state.iter().collect();
+    state.sort();
+    format!(
+        "expression: {text}\n  event:    {event}\n  state:    {state:?}\n  evalexpr: {:?}\n  evalexpr (short-circuit): {:?}\n  vm:       {:?}\n",
+        outcome.strict, outcome.reference, outcome.vm
+    )
+}
+
+thread_local! {
+    static CATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Silences the message of the evalexpr panics we catch, and only those.
+fn quiet_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !CATCHING.with(std::cell::Cell::get) {
+            default(info);
+        }
+    }));
+}
+
+// ----------------------------------------------------------------- tests --
+
+#[derive(Default)]
+struct Tally {
+    generated: usize,
+    rejected: usize,
+    panicked: usize,
+    ran: usize,
+    vm_true: usize,
+    vm_false: usize,
+    vm_err: usize,
+    short_circuit_saved: usize,
+    failures: Vec<String>,
+}
+
+impl Tally {
+    fn record(&mut self, text: &str, inputs: &Inputs, case: Case) {
+        self.generated += 1;
+        match case {
+            Case::Rejected => self.rejected += 1,
+            Case::ReferencePanicked => self.panicked += 1,
+            Case::Ran(outcome) => {
+                self.ran += 1;
+                match outcome.vm {
+                    Ok(true) => self.vm_true += 1,
+                    Ok(false) => self.vm_false += 1,
+                    Err(_) => self.vm_err += 1,
+                }
+                if outcome.strict.is_err() && outcome.reference.is_ok() {
+                    self.short_circuit_saved += 1;
+                }
+                if !agrees(&outcome) && self.failures.len() < 25 {
+                    self.failures.push(describe(text, inputs, &outcome));
+                }
+            }
+        }
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "generated {}, rejected by the checker {}, evalexpr panicked {}, compared {} \
+             (vm true {}, false {}, error {}; short-circuit avoided an evalexpr error {})",
+            self.generated,
+            self.rejected,
+            self.panicked,
+            self.ran,
+            self.vm_true,
+            self.vm_false,
+            self.vm_err,
+            self.short_circuit_saved
+        )
+    }
+
+    fn assert_clean(&self) {
+        if !self.failures.is_empty() {
+            let mut report = format!(
+                "{}\n{} disagreements, first ones:\n",
+                self.summary(),
+                self.failures.len()
+            );
+            for failure in &self.failures {
+                let _ = writeln!(report, "{failure}");
+            }
+            panic!("{report}");
+        }
+    }
+}
+
+/// The counts, shown with `--nocapture`: they say what the run covered.
+#[allow(clippy::print_stderr)]
+fn report(tally: &Tally) {
+    eprintln!("{}", tally.summary());
+}
+
+fn strings() -> Vec<String> {
+    STRINGS.iter().map(|s| s.to_string()).collect()
+}
+
+fn default_paths() -> Vec<String> {
+    DATA_PATHS.iter().map(|s| s.to_string()).collect()
+}
+
+fn default_pairs() -> Vec<(String, String)> {
+    STATE_PAIRS
+        .iter()
+        .map(|(h, f)| (h.to_string(), f.to_string()))
+        .collect()
+}
+
+#[test]
+fn generated_expressions_agree() {
+    quiet_panics();
+    const WANTED: usize = 10_000;
+    let mut rng = Rng(0x5C00_7E25_0000_0001);
+    let (strings, paths, pairs) = (strings(), default_paths(), default_pairs());
+    let mut tally = Tally::default();
+    while tally.ran < WANTED && tally.generated < 4 * WANTED {
+        let depth = 1 + rng.below(4) as u32;
+        let text = Gen { rng: &mut rng }.expr(T::Bool, depth);
+        let inputs = random_inputs(&mut rng, &strings, &paths, &pairs);
+        let case = run(&text, &inputs, &paths);
+        tally.record(&text, &inputs, case);
+    }
+    report(&tally);
+    tally.assert_clean();
+    assert!(
+        tally.ran >= WANTED,
+        "too few accepted cases: {}",
+        tally.summary()
+    );
+    // The generator must exercise every outcome, not just errors.
+    assert!(
+        tally.vm_true > WANTED / 10 && tally.vm_false > WANTED / 10 && tally.vm_err > WANTED / 20,
+        "{}",
+        tally.summary()
+    );
+    assert!(tally.short_circuit_saved > 0, "{}", tally.summary());
+}
+
+/// Hand-picked cases with the answer both evaluators must give.
+#[test]
+fn edge_cases_agree_with_known_answers() {
+    quiet_panics();
+    let error = Err(());
+    let cases: &[(&str, Result<bool, ()>)] = &[
+        ("9223372036854775807 + 1 > 0", error),
+        ("-9223372036854775807 - 2 < 0", error),
+        ("3037000500 * 3037000500 > 0", error),
+        ("1 / 0 == 0", error),
+        ("1 % 0 == 0", error),
+        ("1.0 / 0 > 1e308", Ok(true)),
+        ("7 / 2 == 3", Ok(true)),
+        ("-7 / 2 == -3", Ok(true)),
+        ("-7 % 3 == -1", Ok(true)),
+        ("7 % -3 == 1", Ok(true)),
+        ("7.5 % 2 == 1.5", Ok(true)),
+        ("2 ^ 10 == 1024.0", Ok(true)),
+        ("2 ^ -1 == 0.5", Ok(true)),
+        ("-2 ^ 2 == -4.0", Ok(true)),
+        ("0.0 / 0.0 != 0.0 / 0.0", Ok(true)),
+        ("min(1, 1.0) == 1.0", Ok(true)),
+        ("min(1.5, 2) == 1.5", Ok(true)),
+        ("min(1e19, 2e19) == 9223372036854775807", Ok(true)),
+        ("max(-1e19, -2e19) == -9223372036854775807 - 1", Ok(true)),
+        ("math::abs(-3) == 3 && math::abs(-2.5) == 2.5", Ok(true)),
+        (
+            "floor(2.5) == 2.0 && ceil(2.5) == 3.0 && round(2.5) == 3.0 && round(-2.5) == -3.0",
+            Ok(true),
+        ),
+        ("floor(7) == 7.0", Ok(true)),
+        (r#""b" > "a" && "B" < "a" && "" < "a""#, Ok(true)),
+        (r#"len("straße") == 7"#, Ok(true)),
+        (r#"str::to_uppercase("straße") == "STRASSE""#, Ok(true)),
+        (r#"str::trim("  x ") == "x""#, Ok(true)),
+        (r#""ab" + "c" == "abc""#, Ok(true)),
+        ("if(true, 1, 1 / 0) == 1", error),
+        ("false && 1 / 0 == 1", Ok(false)),
+        ("true || 1 / 0 == 1", Ok(true)),
+        ("true && 1 / 0 == 1", error),
+        ("data.missing == data.other_missing", Ok(true)),
+        (r#"data.missing == """#, Ok(false)),
+        ("data.missing + 1 > 0", error),
+        ("data.n == 5", Ok(true)),
+        ("data.n == 5.0", Ok(false)),
+        ("data.f > 4 && data.f < 5", Ok(true)),
+        ("data.big > 9223372036854775807", Ok(true)),
+        ("data.s + 1 == 2", error),
+        (r#"data.s + "x" == "1x""#, Ok(true)),
+        ("data.s < 2", error),
+        ("data.flag", Ok(true)),
+        ("!data.flag || data.n", error),
+        ("data.flag || data.n", Ok(true)),
+        ("data.n", error),
+        ("data.arr == 1", error),
+        ("data.obj.k == 1", Ok(true)),
+        ("data.obj == 1", error),
+        ("false && data.arr == 1", Ok(false)),
+        (r#"state("vehicle", "state") == "parked""#, Ok(true)),
+        (r#"state("vehicle", "nothing") == """#, Ok(true)),
+        (r#"topic == "t" && src == "" && to == """#, Ok(true)),
+        (r#"str::contains(topic, "")"#, Ok(true)),
+    ];
+    let event = Event {
+        topic: "t".into(),
+        data: json!({
+            "n": 5, "f": 4.5, "big": u64::MAX, "s": "1", "flag": true,
+            "arr": [1], "obj": { "k": 1 },
+        }),
+        ..Event::default()
+    };
+    let inputs = Inputs {
+        event,
+        state: HashMap::from([(
+            ("vehicle".to_string(), "state".to_string()),
+            "parked".to_string(),
+        )]),
+    };
+    let paths: Vec<String> = [
+        "missing",
+        "other_missing",
+        "n",
+        "f",
+        "big",
+        "s",
+        "flag",
+        "arr",
+        "obj",
+        "obj.k",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut problems = String::new();
+    for (text, want) in cases {
+        let outcome = match run(text, &inputs, &paths) {
+            Case::Ran(outcome) => outcome,
+            Case::Rejected => {
+                let _ = writeln!(
+                    problems,
+                    "rejected by the checker: {text}: {:?}",
+                    check(text).err()
+                );
+                continue;
+            }
+            Case::ReferencePanicked => {
+                let _ = writeln!(problems, "evalexpr panicked: {text}");
+                continue;
+            }
+        };
+        if !agrees(&outcome) {
+            problems.push_str(&describe(text, &inputs, &outcome));
+        } else if outcome.vm.clone().map_err(|_| ()) != *want {
+            let _ = writeln!(
+                problems,
+                "{text}: want {want:?}, both gave {:?}",
+                outcome.vm
+            );
+        }
+    }
+    assert!(problems.is_empty(), "{problems}");
+}
+
+/// The double-quoted strings in an expression: fixture inputs use them so
+/// that comparisons are sometimes true.
+fn string_literals(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '"' {
+            let mut s = String::new();
+            while let Some(c) = chars.next() {
+                match c {
+                    '"' => break,
+                    '\\' => s.extend(chars.next()),
+                    c => s.push(c),
+                }
+            }
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// The `data.*` paths an expression names.
+fn data_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("data.") {
+        let tail = &rest[at + 5..];
+        let end = tail
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.' || c == '-'))
+            .unwrap_or(tail.len());
+        let path = tail[..end].trim_end_matches('.');
+        if !path.is_empty() && !out.iter().any(|p| p == path) {
+            out.push(path.to_string());
+        }
+        rest = &tail[end..];
+    }
+    out
+}
+
+fn fixture_whens() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/rules");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .map(|entries| entries.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "toml"));
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file:?}: {e}"));
+        // A fixture that is not valid TOML is some other test's business.
+        let Ok(doc) = text.parse::<toml::Table>() else {
+            continue;
+        };
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let rules = doc
+            .get("rule")
+            .and_then(|r| r.as_array())
+            .cloned()
+            .unwrap_or_default();
+        for rule in &rules {
+            let mut push = |table: &toml::Value| {
+                if let Some(when) = table.get("when").and_then(|w| w.as_str()) {
+                    out.push((name.clone(), when.to_string()));
+                }
+            };
+            push(rule);
+            for step in rule
+                .get("step")
+                .and_then(|s| s.as_array())
+                .into_iter()
+                .flatten()
+            {
+                push(step);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn fixture_expressions_agree() {
+    quiet_panics();
+    let whens = fixture_whens();
+    let mut rng = Rng(0x5C00_7E25_0000_0002);
+    let mut tally = Tally::default();
+    for (_file, text) in &whens {
+        let mut strings = strings();
+        strings.extend(string_literals(text));
+        let paths = data_paths(text);
+        let pairs: Vec<(String, String)> = match check(text) {
+            Ok(checked) => checked
+                .state_pairs
+                .iter()
+                .map(|p| (p.hash.clone(), p.field.clone()))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        for _ in 0..200 {
+            let inputs = random_inputs(&mut rng, &strings, &paths, &pairs);
+            let case = run(text, &inputs, &paths);
+            tally.record(text, &inputs, case);
+        }
+    }
+    report(&tally);
+    tally.assert_clean();
+    assert!(tally.ran >= whens.len() * 100, "{}", tally.summary());
+}
