@@ -19,6 +19,10 @@ pub struct Cli {
 pub enum Command {
     /// Validate a rules directory and print its diagnostics.
     Check(crate::check::CheckArgs),
+    /// Check a rules directory, then compile it to a bundle file.
+    Build(crate::build::BuildArgs),
+    /// Print a bundle as stable text (or JSON).
+    Dump(crate::dump::DumpArgs),
     /// Print the JSON Schema of the rule file format, for editors.
     Schema(crate::schema::SchemaArgs),
 }

@@ -39,12 +39,13 @@ pub fn run(args: &DumpArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     let bundle = match codec::read(&args.file) {
         Ok(bundle) => bundle,
         Err(error) => {
-            let exit = match error {
-                BundleError::Io { .. } => Exit::Usage,
-                _ => Exit::Failure,
-            };
+            // An I/O error names the path itself.
+            if let BundleError::Io { .. } = error {
+                writeln!(console.err, "error: {error}")?;
+                return Ok(Exit::Usage);
+            }
             writeln!(console.err, "error: {}: {error}", args.file.display())?;
-            return Ok(exit);
+            return Ok(Exit::Failure);
         }
     };
     match args.format {

@@ -25,6 +25,8 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Check(args) => rulec::check::run(&args, &mut console),
+        Command::Build(args) => rulec::build::run(&args, &mut console),
+        Command::Dump(args) => rulec::dump::run(&args, &mut console),
         Command::Schema(args) => rulec::schema::run(&args, &mut console),
     };
     match result {
