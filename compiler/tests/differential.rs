@@ -206,7 +206,8 @@ fn quote(s: &str) -> String {
 
 impl Gen<'_> {
     fn pick<'b>(&mut self, items: &'b [&'b str]) -> &'b str {
-        self.rng.pick(items)
+        let item: &&str = self.rng.pick(items);
+        item
     }
 
     fn data(&mut self) -> String {
