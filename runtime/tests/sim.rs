@@ -1,0 +1,396 @@
+//! The simulator (DESIGN.md 8): ordering at one instant, restarts, the
+//! virtual pool, failures, clock jumps.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use rulecore::bundle::{Action, Concurrency, Fingerprint, Payload, Repeat, Rule, StatePair, Step};
+use rulecore::bytecode::{Const, Op, Program};
+use rulecore::topic::TopicPattern;
+use ruled::sim::{simulate, Outcome, Timeline};
+use std::sync::Arc;
+
+fn pats(list: &[&str]) -> Vec<TopicPattern> {
+    list.iter()
+        .map(|p| TopicPattern::parse(p).unwrap())
+        .collect()
+}
+
+fn push(value: &str, after_ms: u64, fp: u8) -> Step {
+    Step {
+        action: Action::Redis {
+            list: "scooter:blinker".into(),
+            push: value.into(),
+        },
+        when: None,
+        after_ns: after_ms * 1_000_000,
+        durable: after_ms > 0,
+        fingerprint: Fingerprint([fp; 16]),
+    }
+}
+
+fn hazards(off_fp: u8) -> Rule {
+    Rule {
+        name: "hazards".into(),
+        source: "hazards.toml".into(),
+        enabled: true,
+        on: pats(&["alarm.triggered"]),
+        cancel_on: pats(&["alarm.disarmed"]),
+        concurrency: Concurrency::Restart,
+        cooldown_ns: 0,
+        debounce_ns: 0,
+        repeat: Repeat {
+            count: 1,
+            every_ns: 0,
+        },
+        when: None,
+        steps: vec![push("both", 0, 1), push("off", 30_000, off_fp)],
+    }
+}
+
+fn payload(rules: Vec<Rule>) -> Arc<Payload> {
+    Arc::new(Payload {
+        compiler_version: "test".into(),
+        rules,
+        state_pairs: vec![StatePair {
+            hash: "vehicle".into(),
+            field: "state".into(),
+        }],
+        consts: vec![Const::Str("parked".into())],
+    })
+}
+
+fn run(rules: Vec<Rule>, timeline: &str, after: Option<Vec<Rule>>) -> Outcome {
+    let timeline: Timeline = toml::from_str(timeline).unwrap();
+    simulate(payload(rules), &timeline, after.map(payload)).unwrap()
+}
+
+fn text(outcome: &Outcome) -> Vec<String> {
+    outcome
+        .lines
+        .iter()
+        .map(|l| {
+            let t = l.to_text();
+            t.split_whitespace().collect::<Vec<_>>().join(" ")
+        })
+        .collect()
+}
+
+fn kinds(outcome: &Outcome) -> Vec<String> {
+    outcome
+        .lines
+        .iter()
+        .map(|l| format!("{} {}", l.at_ms, l.kind))
+        .collect()
+}
+
+#[test]
+fn hazards_pushes_both_then_off_thirty_seconds_later() {
+    let out = run(
+        vec![hazards(2)],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        "#,
+        None,
+    );
+    assert_eq!(
+        text(&out),
+        [
+            "0 ms run-start rule=hazards run=hazards#0-1",
+            "0 ms action rule=hazards step=0 pass=0 action=redis list=scooter:blinker push=both run=hazards#0-1",
+            "0 ms record-put rule=hazards step=1 pass=0 run=hazards#0-1",
+            "30000 ms record-drop rule=hazards run=hazards#0-1 reason=started",
+            "30000 ms action rule=hazards step=1 pass=0 action=redis list=scooter:blinker push=off run=hazards#0-1",
+            "30000 ms run-end rule=hazards run=hazards#0-1 reason=done",
+        ]
+    );
+    assert_eq!(
+        out.lines[1].to_json(),
+        r#"{"at_ms":0,"kind":"action","rule":"hazards","step":0,"pass":0,"action":"redis","list":"scooter:blinker","push":"both","run":"hazards#0-1"}"#
+    );
+    assert!(out.records.is_empty());
+}
+
+#[test]
+fn a_restart_while_waiting_keeps_the_record_and_off_still_comes_at_30s() {
+    let out = run(
+        vec![hazards(2)],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        [[restart]]
+        at = "10s"
+        down = "5s"
+        [[event]]
+        at = "12s"
+        topic = "alarm.disarmed"
+        "#,
+        None,
+    );
+    assert_eq!(
+        kinds(&out)[3..],
+        [
+            "10000 restart",
+            "10000 run-end",
+            "15000 replay-resume",
+            "30000 record-drop",
+            "30000 action",
+            "30000 run-end",
+        ],
+        "the disarm at 12s was lost while down: {:?}",
+        text(&out)
+    );
+    assert_eq!(out.lines[5].run.as_deref(), Some("hazards#0-1"));
+    assert_eq!(out.lines[4].reason.as_deref(), Some("stopped"));
+}
+
+#[test]
+fn changed_rules_after_a_restart_drop_the_record_by_fingerprint() {
+    let out = run(
+        vec![hazards(2)],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        [[restart]]
+        at = "10s"
+        down = "5s"
+        "#,
+        Some(vec![hazards(3)]),
+    );
+    let t = text(&out);
+    assert_eq!(
+        t[t.len() - 2..],
+        [
+            "15000 ms replay-drop rule=hazards step=1 pass=0 run=hazards#0-1 reason=fingerprint",
+            "15000 ms record-drop rule=hazards run=hazards#0-1 reason=fingerprint",
+        ]
+    );
+}
+
+#[test]
+fn same_instant_order_is_clock_state_fail_restart_event_after_due_deadlines() {
+    let mut gated = hazards(2);
+    gated.name = "gated".into();
+    gated.on = pats(&["go"]);
+    gated.cancel_on = vec![];
+    gated.when = Some(Program {
+        ops: vec![Op::State(0), Op::Const(0), Op::Eq],
+    });
+    gated.steps = vec![push("x", 0, 1)];
+    // The event is listed first but the state at the same instant applies
+    // before it; the fail too.
+    let out = run(
+        vec![gated],
+        r#"
+        [[event]]
+        at = "1s"
+        topic = "go"
+        [[fail]]
+        at = "1s"
+        rule = "gated"
+        [[state]]
+        at = "1s"
+        hash = "vehicle"
+        field = "state"
+        value = "parked"
+        "#,
+        None,
+    );
+    assert_eq!(
+        kinds(&out),
+        [
+            "1000 run-start",
+            "1000 action",
+            "1000 action-failed",
+            "1000 run-end"
+        ]
+    );
+    assert_eq!(out.lines[3].reason.as_deref(), Some("failed"));
+}
+
+#[test]
+fn deadlines_due_at_an_entry_come_before_it() {
+    // off is due at 30s; a disarm at exactly 30s comes after it.
+    let out = run(
+        vec![hazards(2)],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        [[event]]
+        at = "30s"
+        topic = "alarm.disarmed"
+        "#,
+        None,
+    );
+    assert!(text(&out).iter().any(|l| l.contains("push=off")));
+}
+
+#[test]
+fn state_changes_while_down_are_read_at_start() {
+    let mut r = hazards(2);
+    r.steps[1].when = Some(Program {
+        ops: vec![Op::State(0), Op::Const(0), Op::Eq],
+    });
+    let out = run(
+        vec![r],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        [[restart]]
+        at = "5s"
+        down = "5s"
+        [[state]]
+        at = "7s"
+        hash = "vehicle"
+        field = "state"
+        value = "parked"
+        "#,
+        None,
+    );
+    assert!(
+        text(&out).iter().any(|l| l.contains("push=off")),
+        "{:?}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_busy_pool_queues_then_refuses_and_the_refused_step_keeps_its_record() {
+    let mut rules = vec![];
+    for n in 0..4 {
+        let mut r = hazards(2);
+        r.name = format!("r{n}");
+        r.on = pats(&["go"]);
+        r.steps = vec![push("on", 1_000, 9)];
+        rules.push(r);
+    }
+    let out = run(
+        rules,
+        r#"
+        workers = 1
+        queue = 1
+        action-time = "2s"
+        [[event]]
+        at = "0s"
+        topic = "go"
+        "#,
+        None,
+    );
+    let t = text(&out);
+    // r0 runs, r1 waits in the queue, r2 and r3 are refused.
+    assert_eq!(
+        t.iter().filter(|l| l.contains("reason=refused")).count(),
+        2,
+        "{t:?}"
+    );
+    assert_eq!(
+        out.records.keys().collect::<Vec<_>>(),
+        ["r2#0-3", "r3#0-4"],
+        "refused steps keep their records"
+    );
+    assert!(t.contains(&"3000 ms action rule=r1 step=0 pass=0 action=redis list=scooter:blinker push=on run=r1#0-2".to_string()));
+}
+
+#[test]
+fn a_queued_step_abandoned_at_restart_keeps_its_record_and_is_replayed() {
+    let mut rules = vec![];
+    for n in 0..2 {
+        let mut r = hazards(2);
+        r.name = format!("r{n}");
+        r.on = pats(&["go"]);
+        r.steps = vec![push("on", 1_000, 9)];
+        rules.push(r);
+    }
+    let out = run(
+        rules,
+        r#"
+        workers = 1
+        action-time = "5s"
+        [[event]]
+        at = "0s"
+        topic = "go"
+        [[restart]]
+        at = "2s"
+        down = "1s"
+        "#,
+        None,
+    );
+    let t = text(&out);
+    assert!(
+        t.contains(&"3000 ms replay-resume rule=r1 step=0 pass=0 run=r1#0-2".to_string()),
+        "{t:?}"
+    );
+    assert!(t.contains(
+        &"3000 ms action rule=r1 step=0 pass=0 action=redis list=scooter:blinker push=on run=r1#0-2"
+            .to_string()
+    ));
+}
+
+#[test]
+fn a_clock_jumped_backwards_across_a_restart_drops_as_too_early() {
+    let out = run(
+        vec![hazards(2)],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        [[restart]]
+        at = "10s"
+        down = "5s"
+        [[clock]]
+        at = "12s"
+        jump = "-1h"
+        "#,
+        None,
+    );
+    assert!(text(&out).contains(
+        &"15000 ms replay-drop rule=hazards step=1 pass=0 run=hazards#0-1 reason=too-early"
+            .to_string()
+    ));
+}
+
+#[test]
+fn a_long_outage_drops_as_too_late_and_end_stops_early() {
+    let out = run(
+        vec![hazards(2)],
+        r#"
+        replay-window = "-5m"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        [[restart]]
+        at = "10s"
+        down = "25s"
+        "#,
+        None,
+    );
+    assert!(text(&out).iter().any(|l| l.contains("reason=too-late")));
+    let out = run(
+        vec![hazards(2)],
+        r#"
+        end = "10s"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        "#,
+        None,
+    );
+    assert_eq!(out.lines.last().unwrap().at_ms, 0);
+    assert_eq!(out.records.len(), 1);
+}
+
+#[test]
+fn bad_timelines_are_refused() {
+    assert!(
+        toml::from_str::<Timeline>("[[event]]\nat = \"1s\"\ntopic = \"x\"\nbogus = 1").is_err()
+    );
+    assert!(toml::from_str::<Timeline>("[[event]]\nat = \"soon\"\ntopic = \"x\"").is_err());
+    let negative: Timeline = toml::from_str("[[event]]\nat = \"-1s\"\ntopic = \"x\"").unwrap();
+    assert!(simulate(payload(vec![]), &negative, None).is_err());
+    let data: Timeline = toml::from_str("[[event]]\nat = \"1s\"\ntopic = \"x\"\ndata = 3").unwrap();
+    assert!(simulate(payload(vec![]), &data, None).is_err());
+}
