@@ -1,5 +1,6 @@
 //! End-to-end tests of the `ruled` binary against a real `redis-server`
 //! (DESIGN.md 6): each test starts its own server and its own `ruled`.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 mod support;
 
@@ -43,4 +44,480 @@ fn hazards_on_then_off() {
         value.filter(|v| v == "2")
     });
     assert!(dispatched.is_some(), "counters: {}", ruled.log_text());
+}
+
+fn counter(redis: &RedisServer, field: &str) -> Option<String> {
+    redis.query(&["HGET", "extensions", field])
+}
+
+fn wait_counter(redis: &RedisServer, ruled: &Ruled, field: &str, want: &str) {
+    let got = poll(|| counter(redis, field).filter(|v| v == want));
+    assert!(
+        got.is_some(),
+        "counter {field} never became {want} (is {:?}); log:\n{}",
+        counter(redis, field),
+        ruled.log_text()
+    );
+}
+
+fn pending_ids(redis: &RedisServer) -> Vec<String> {
+    redis.query(&["HKEYS", "extensions:pending"])
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[test]
+fn counters_are_published_in_full_at_start() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let payload = payload(vec![hazards(300)], vec![], vec![]);
+    let bundle = bundles::write(dir.path(), "rules.bundle", &payload);
+    let id = rulecore::codec::read(&bundle).unwrap().id;
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    let all: std::collections::BTreeMap<String, String> = redis.query(&["HGETALL", "extensions"]);
+    let fields: Vec<&str> = all.keys().map(String::as_str).collect();
+    assert_eq!(
+        fields,
+        [
+            "bundle",
+            "dispatched",
+            "dropped",
+            "failed",
+            "pending",
+            "refused",
+            "rules",
+            "runs-active",
+            "version"
+        ]
+    );
+    assert_eq!(all["bundle"], id);
+    assert_eq!(all["rules"], "1");
+    assert_eq!(all["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(all["dispatched"], "0");
+    assert!(ruled.log_text().contains(&id), "the bundle id is logged");
+
+    // While the off step waits: one armed timer, one active run.
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("both", || list(&redis, "scooter:blinker") == ["both"]);
+    wait_counter(&redis, &ruled, "dispatched", "2");
+    wait_counter(&redis, &ruled, "runs-active", "0");
+    wait_counter(&redis, &ruled, "pending", "0");
+}
+
+#[test]
+fn cancel_on_stops_the_waiting_step() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut rule = hazards(3_000);
+    rule.cancel_on = vec![rulecore::TopicPattern::parse("alarm.disarmed").unwrap()];
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![rule], vec![], vec![]));
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("both and a pending record", || {
+        list(&redis, "scooter:blinker") == ["both"] && pending_ids(&redis).len() == 1
+    });
+    publish(&redis, "alarm.disarmed", r#"{"topic":"alarm.disarmed"}"#);
+    wait_for("record removed by the cancel", || {
+        pending_ids(&redis).is_empty()
+    });
+    ruled.wait_log(&["run ended", "reason=\"cancelled\""]);
+    wait_counter(&redis, &ruled, "runs-active", "0");
+    assert_eq!(list(&redis, "scooter:blinker"), ["both"]);
+}
+
+/// Three rules, one per policy, each `start` now and `end` 800ms later;
+/// each gets two triggers while its first run waits.
+#[test]
+fn concurrency_policies() {
+    use rulecore::bundle::Concurrency;
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let make = |name: &str, policy| {
+        let mut rule = bundles::rule(
+            name,
+            &[&format!("{name}.go")],
+            vec![
+                bundles::redis_step(name, "start", 0),
+                bundles::redis_step(name, "end", 800),
+            ],
+        );
+        rule.concurrency = policy;
+        rule
+    };
+    let rules = vec![
+        make("restart", Concurrency::Restart),
+        make("drop", Concurrency::Drop),
+        make("queue", Concurrency::Queue),
+    ];
+    let bundle = bundles::write(dir.path(), "b", &payload(rules, vec![], vec![]));
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    for name in ["restart", "drop", "queue"] {
+        let topic = format!("{name}.go");
+        let json = format!(r#"{{"topic":"{topic}"}}"#);
+        publish(&redis, &topic, &json);
+        wait_for(&format!("{name}: first start"), || {
+            list(&redis, name) == ["start"]
+        });
+        publish(&redis, &topic, &json);
+    }
+    wait_for("every run finished", || {
+        counter(&redis, "runs-active").as_deref() == Some("0")
+            && counter(&redis, "pending").as_deref() == Some("0")
+            && pending_ids(&redis).is_empty()
+    });
+    assert_eq!(list(&redis, "restart"), ["start", "start", "end"]);
+    assert_eq!(list(&redis, "drop"), ["start", "end"]);
+    assert_eq!(list(&redis, "queue"), ["start", "end", "start", "end"]);
+    ruled.wait_log(&["rule=drop", "trigger-dropped"]);
+    ruled.wait_log(&["rule=queue", "trigger-queued"]);
+    ruled.wait_log(&["rule=restart", "reason=\"restarted\""]);
+}
+
+/// SIGKILL while a durable step waits; the next start fires it once, at
+/// its original due time.
+#[test]
+fn crash_then_replay_fires_once_on_time() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(
+        dir.path(),
+        "b",
+        &payload(vec![hazards(3_000)], vec![], vec![]),
+    );
+    let mut ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    publish(
+        &redis,
+        "alarm.triggered",
+        r#"{"topic":"alarm.triggered","id":"ev-1"}"#,
+    );
+    wait_for("both and a pending record", || {
+        list(&redis, "scooter:blinker") == ["both"] && pending_ids(&redis).len() == 1
+    });
+    let id = pending_ids(&redis).remove(0);
+    assert!(id.starts_with("hazards-on-alarm#"), "{id}");
+    let json: String = redis.query(&["HGET", "extensions:pending", &id]);
+    let record: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(record["step"], 1);
+    assert_eq!(record["iter"], 0);
+    assert_eq!(record["event"]["id"], "ev-1");
+    let fire_at = record["fire-at"].as_i64().unwrap();
+    ruled.crash();
+
+    let again = Ruled::start(&redis, &bundle, &[]);
+    again.wait_ready();
+    again.wait_log(&["replay: resuming pending step"]);
+    wait_for("off after replay", || {
+        list(&redis, "scooter:blinker") == ["both", "off"]
+    });
+    let seen = now_ms();
+    assert!(seen >= fire_at, "fired {}ms early", fire_at - seen);
+    assert!(seen < fire_at + 5_000, "fired {}ms late", seen - fire_at);
+    wait_for("record removed", || pending_ids(&redis).is_empty());
+    wait_counter(&redis, &again, "runs-active", "0");
+    assert_eq!(
+        list(&redis, "scooter:blinker"),
+        ["both", "off"],
+        "fired once"
+    );
+}
+
+/// A rebuilt bundle whose waiting step changed: the record is dropped with
+/// a log line and nothing fires.
+#[test]
+fn changed_fingerprint_drops_the_record() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let old = bundles::write(
+        dir.path(),
+        "old",
+        &payload(vec![hazards(1_000)], vec![], vec![]),
+    );
+    let mut changed = hazards(1_000);
+    changed.steps[1] = bundles::redis_step("scooter:blinker", "left", 1_000);
+    let new = bundles::write(dir.path(), "new", &payload(vec![changed], vec![], vec![]));
+
+    let mut ruled = Ruled::start(&redis, &old, &[]);
+    ruled.wait_ready();
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("both and a pending record", || {
+        list(&redis, "scooter:blinker") == ["both"] && pending_ids(&redis).len() == 1
+    });
+    ruled.crash();
+
+    let again = Ruled::start(&redis, &new, &[]);
+    again.wait_ready();
+    again.wait_log(&["removing pending record", "fingerprint differs"]);
+    assert!(pending_ids(&redis).is_empty(), "dropped before subscribing");
+    wait_counter(&redis, &again, "runs-active", "0");
+    assert_eq!(list(&redis, "scooter:blinker"), ["both"]);
+}
+
+#[test]
+fn corrupt_record_is_removed_with_a_log_line() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(
+        dir.path(),
+        "b",
+        &payload(vec![hazards(300)], vec![], vec![]),
+    );
+    let _: i64 = redis.query(&["HSET", "extensions:pending", "garbled#1-1", "{not json"]);
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    ruled.wait_log(&["removing pending record", "garbled#1-1"]);
+    wait_for("corrupt record gone", || pending_ids(&redis).is_empty());
+}
+
+/// `stop` keeps the records of waiting runs (DESIGN.md 6.5, 6.8).
+#[test]
+fn sigterm_keeps_waiting_records() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(
+        dir.path(),
+        "b",
+        &payload(vec![hazards(60_000)], vec![], vec![]),
+    );
+    let mut ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("a pending record", || pending_ids(&redis).len() == 1);
+    assert!(ruled.stop(), "clean exit; log:\n{}", ruled.log_text());
+    assert!(ruled.log_text().contains("pending record kept"));
+    assert_eq!(pending_ids(&redis).len(), 1);
+    let (_, subscribers): (String, i64) = redis.query(&["PUBSUB", "NUMSUB", "ev:alarm.triggered"]);
+    assert_eq!(subscribers, 0);
+}
+
+#[test]
+fn bad_bundle_is_a_fatal_error_naming_the_check() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(
+        dir.path(),
+        "b",
+        &payload(vec![hazards(300)], vec![], vec![]),
+    );
+    let mut bytes = std::fs::read(&bundle).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xFF;
+    std::fs::write(&bundle, bytes).unwrap();
+    let mut ruled = Ruled::start(&redis, &bundle, &[]);
+    let code = ruled.wait_exit();
+    assert_eq!(code, Some(1), "log:\n{}", ruled.log_text());
+    let log = ruled.log_text();
+    assert!(log.contains("digest does not match"), "{log}");
+    assert!(log.contains(&bundle.display().to_string()), "{log}");
+}
+
+/// Write commands seen by the server so far, from INFO commandstats.
+fn write_calls(redis: &RedisServer) -> std::collections::BTreeMap<String, u64> {
+    let info: String = redis.query(&["INFO", "commandstats"]);
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            let write = [
+                "hset",
+                "hdel",
+                "hmset",
+                "lpush",
+                "publish",
+                "subscribe",
+                "psubscribe",
+                "del",
+                "set",
+            ];
+            write.contains(&name).then(|| (name.to_string(), calls))
+        })
+        .collect()
+}
+
+/// No rules: no subscription, and no writes after the counters at start.
+#[test]
+fn idle_costs_nothing() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![], vec![], vec![]));
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    ruled.wait_log(&["not subscribing to anything"]);
+    wait_for("counters written at start", || {
+        counter(&redis, "rules").as_deref() == Some("0")
+    });
+    let before = write_calls(&redis);
+    // Several stats intervals (200ms in tests) pass with nothing to say.
+    std::thread::sleep(std::time::Duration::from_millis(1_200));
+    assert_eq!(write_calls(&redis), before);
+    let clients: String = redis.query(&["CLIENT", "LIST"]);
+    assert!(
+        !clients.lines().any(|l| !l.contains("sub=0 psub=0")),
+        "{clients}"
+    );
+    let patterns: i64 = redis.query(&["PUBSUB", "NUMPAT"]);
+    assert_eq!(patterns, 0);
+    let channels: Vec<String> = redis.query(&["PUBSUB", "CHANNELS"]);
+    assert!(channels.is_empty(), "{channels:?}");
+}
+
+/// `state()` is seeded at start and follows `HSET` + `PUBLISH <hash> <field>`.
+#[test]
+fn state_follows_change_notifications() {
+    use rulecore::bundle::StatePair;
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (program, consts) = bundles::state_equals("parked");
+    let mut conditioned = bundles::rule(
+        "when-parked",
+        &["seat.opened"],
+        vec![bundles::redis_step("parked", "yes", 0)],
+    );
+    conditioned.when = Some(program);
+    // Runs after the conditioned rule on the one worker: once its push is
+    // visible, the conditioned rule's would be too.
+    let marker = bundles::rule(
+        "marker",
+        &["seat.opened"],
+        vec![bundles::redis_step("marker", "seen", 0)],
+    );
+    let pairs = vec![StatePair {
+        hash: "vehicle".into(),
+        field: "state".into(),
+    }];
+    let bundle = bundles::write(
+        dir.path(),
+        "b",
+        &payload(vec![conditioned, marker], pairs, consts),
+    );
+    let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked"]);
+    let ruled = Ruled::start(&redis, &bundle, &["--workers", "1"]);
+    ruled.wait_ready();
+    let seat = r#"{"topic":"seat.opened"}"#;
+
+    publish(&redis, "seat.opened", seat);
+    wait_for("seeded state: fired", || {
+        list(&redis, "parked").len() == 1 && list(&redis, "marker").len() == 1
+    });
+
+    let _: i64 = redis.query(&["HSET", "vehicle", "state", "stand-by"]);
+    let _: i64 = redis.query(&["PUBLISH", "vehicle", "state"]);
+    ruled.wait_log(&["state changed", "vehicle"]);
+    publish(&redis, "seat.opened", seat);
+    wait_for("marker", || list(&redis, "marker").len() == 2);
+    assert_eq!(list(&redis, "parked").len(), 1, "not parked: no push");
+
+    let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked"]);
+    let _: i64 = redis.query(&["PUBLISH", "vehicle", "state"]);
+    wait_for("second state change read", || {
+        ruled
+            .log()
+            .iter()
+            .filter(|l| l.contains("state changed"))
+            .count()
+            >= 2
+    });
+    publish(&redis, "seat.opened", seat);
+    wait_for("parked again: fired", || list(&redis, "parked").len() == 2);
+}
+
+/// `exec` end to end: env and stdin reach the command; a timeout kills the
+/// whole group (a background child too) and counts `failed`.
+#[test]
+fn exec_env_stdin_and_timeout_kill() {
+    use std::os::unix::fs::PermissionsExt;
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let write = |name: &str, body: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let record = write(
+        "record.sh",
+        format!(
+            "cat > {o}.stdin\necho \"$LS_TOPIC $LS_ID $LS_DATA_LEVEL\" > {o}.env",
+            o = out.display()
+        ),
+    );
+    let hang = write(
+        "hang.sh",
+        format!(
+            "sleep 600 &\necho $! > {o}.child\necho $$ > {o}.self\nwait",
+            o = out.display()
+        ),
+    );
+    let rules = vec![
+        bundles::rule(
+            "record",
+            &["x.record"],
+            vec![bundles::exec_step(&record, 5_000, 0)],
+        ),
+        bundles::rule("hang", &["x.hang"], vec![bundles::exec_step(&hang, 500, 0)]),
+    ];
+    let bundle = bundles::write(dir.path(), "b", &payload(rules, vec![], vec![]));
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    let json = r#"{"topic":"x.record","id":"e7","data":{"level":3}}"#;
+    publish(&redis, "x.record", json);
+    let env_file = format!("{}.env", out.display());
+    wait_for("record.sh ran", || {
+        std::fs::read_to_string(&env_file).is_ok_and(|s| s.ends_with('\n'))
+    });
+    assert_eq!(
+        std::fs::read_to_string(&env_file).unwrap(),
+        "x.record e7 3\n"
+    );
+    let stdin = std::fs::read(format!("{}.stdin", out.display())).unwrap();
+    let event: serde_json::Value = serde_json::from_slice(&stdin).unwrap();
+    assert_eq!(event["data"]["level"], 3);
+
+    publish(&redis, "x.hang", r#"{"topic":"x.hang"}"#);
+    wait_counter(&redis, &ruled, "failed", "1");
+    ruled.wait_log(&["timed out"]);
+    let pid = |suffix: &str| -> i32 {
+        std::fs::read_to_string(format!("{}.{suffix}", out.display()))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (child, parent) = (pid("child"), pid("self"));
+    wait_for("script and background child gone", || {
+        !support::alive(child) && !support::alive(parent)
+    });
+}
+
+/// A killed subscriber connection is restored; events after that fire.
+#[test]
+fn reconnects_after_client_kill() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    let killed: i64 = redis.query(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    assert_eq!(killed, 1);
+    ruled.wait_log(&["pub/sub connection lost", "not replayed"]);
+    ruled.wait_log(&["pub/sub subscription restored"]);
+    let receivers = publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    assert_eq!(receivers, 1);
+    wait_for("fired after reconnect", || {
+        list(&redis, "scooter:blinker") == ["both", "off"]
+    });
 }

@@ -1,5 +1,6 @@
 //! The worker pool against a real `redis-server` and real processes
 //! (DESIGN.md 6.4).
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 mod support;
 
@@ -11,7 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{wait_for, RedisServer};
+use support::{alive, wait_for, RedisServer};
 use tokio::sync::mpsc;
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -49,16 +50,6 @@ async fn reports(rx: &mut mpsc::UnboundedReceiver<Report>, count: usize) -> Vec<
         }
     }
     out
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie has exited: it only waits for its parent to reap it.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
 }
 
 #[test]

@@ -18,13 +18,13 @@ pub struct LoadedBundle {
 pub struct LoadError {
     pub path: PathBuf,
     #[source]
-    pub source: BundleError,
+    pub source: Box<BundleError>,
 }
 
 pub fn load(path: &Path) -> Result<LoadedBundle, LoadError> {
     let bundle = codec::read(path).map_err(|source| LoadError {
         path: path.to_path_buf(),
-        source,
+        source: Box::new(source),
     })?;
     Ok(LoadedBundle {
         payload: bundle.payload,

@@ -238,7 +238,12 @@ pub async fn run(
                 }
             },
             Some(report) = reports.recv() => driver.on_report(report),
-            Some((index, value)) = state_values.recv() => driver.engine.state_changed(index, value),
+            Some((index, value)) = state_values.recv() => {
+                if let Some(pair) = payload.state_pairs.get(index) {
+                    tracing::debug!(hash = %pair.hash, field = %pair.field, "state changed");
+                }
+                driver.engine.state_changed(index, value);
+            },
             () = &mut sleep, if deadline.is_some() => {
                 driver.engine.handle_timeout(driver.now(), wall_ms());
                 sleep.as_mut().reset(far());

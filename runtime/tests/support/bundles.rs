@@ -1,6 +1,6 @@
 //! Hand-built bundles for the integration tests (the compiler is tested on
 //! its own; here the runtime's behaviour is what matters).
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use rulecore::bundle::{Action, Concurrency, Payload, Repeat, Rule, StatePair, Step};
 use rulecore::bytecode::{Const, Program};

@@ -1,7 +1,7 @@
 //! Test support: a throwaway `redis-server` per test (unix socket in a temp
 //! dir, no persistence), a `ruled` child process with its log captured, and
 //! polling with generous deadlines.
-#![allow(dead_code, clippy::expect_used)]
+#![allow(dead_code, clippy::expect_used, clippy::print_stderr)]
 
 pub mod bundles;
 
@@ -243,5 +243,16 @@ pub fn poll<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
 pub fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
     if poll(|| check().then_some(())).is_none() {
         panic!("timed out after {DEADLINE:?} waiting for: {what}");
+    }
+}
+
+/// Whether a process is still running (a zombie has exited: it only waits
+/// for its parent to reap it).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
     }
 }
