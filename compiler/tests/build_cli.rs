@@ -1,0 +1,179 @@
+//! `rulec build` and `rulec dump` as a user runs them (DESIGN.md 7): what
+//! is printed where, the exit status, and whether a file is written.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use insta_cmd::{assert_cmd_snapshot, get_cargo_bin};
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+const GOOD: &str = r#"
+[[rule]]
+name = "good"
+on = ["alarm.triggered"]
+
+[[rule.step]]
+do = "redis"
+list = "scooter:blinker"
+push = "both"
+"#;
+
+const BAD: &str = r#"
+[[rule]]
+name = "bad"
+on = ["alarm.triggered"]
+when = 'speed > 5'
+
+[[rule.step]]
+do = "redis"
+list = "scooter:blinker"
+push = "off"
+"#;
+
+const WARNS: &str = r#"
+[[rule]]
+name = "warns"
+on = ["alarm.triggered"]
+
+[[rule.step]]
+do = "redis"
+list = "scooter:blinker"
+push = "off"
+command = "/bin/true"
+"#;
+
+/// A scratch directory with `rules/` holding `files`; commands run inside
+/// it with relative paths, so the output names no temp directory.
+fn scratch(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("rules")).unwrap();
+    for (name, text) in files {
+        fs::write(dir.path().join("rules").join(name), text).unwrap();
+    }
+    dir
+}
+
+fn last_line(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    text.lines().last().unwrap_or("").to_string()
+}
+
+fn rulec(dir: &Path) -> Command {
+    let mut command = Command::new(get_cargo_bin("rulec"));
+    command.current_dir(dir).env("NO_COLOR", "1");
+    command
+}
+
+#[test]
+fn build_writes_and_prints_the_id() {
+    let dir = scratch(&[("a.toml", GOOD)]);
+    assert_cmd_snapshot!(rulec(dir.path()).args(["build", "rules", "-o", "out.bundle"]));
+    let bytes = fs::read(dir.path().join("out.bundle")).unwrap();
+    let bundle = rulecore::codec::decode(&bytes).unwrap();
+    assert_eq!(bundle.payload.rules.len(), 1);
+
+    // `dump` prints what the library renders.
+    let out = rulec(dir.path())
+        .args(["dump", "out.bundle"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        rulec::dump::render_text(&bundle)
+    );
+    let out = rulec(dir.path())
+        .args(["dump", "out.bundle", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["id"], bundle.id.as_str());
+}
+
+#[test]
+fn errors_write_nothing() {
+    let dir = scratch(&[("a.toml", GOOD), ("b.toml", BAD)]);
+    // The diagnostics themselves are `rulec check`'s business (and its
+    // snapshots); here: the exit, stdout, and the summary line.
+    let out = rulec(dir.path())
+        .args(["build", "rules", "-o", "out.bundle"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        last_line(&out.stderr),
+        "2 files, 2 rules: 1 error, 0 warnings; nothing written (use --partial to write the rules that compiled)"
+    );
+    assert!(!dir.path().join("out.bundle").exists());
+}
+
+#[test]
+fn partial_writes_what_compiled_and_still_fails() {
+    let dir = scratch(&[("a.toml", GOOD), ("b.toml", BAD)]);
+    let out = rulec(dir.path())
+        .args(["build", "rules", "-o", "out.bundle", "--partial"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        last_line(&out.stderr),
+        "2 files, 2 rules: 1 error, 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 139 bytes"
+    );
+    let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
+    let names: Vec<_> = bundle
+        .payload
+        .rules
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(names, ["good"]);
+}
+
+#[test]
+fn denied_warnings_write_nothing() {
+    let dir = scratch(&[("a.toml", WARNS)]);
+    let status = rulec(dir.path())
+        .args(["build", "rules", "-o", "out.bundle"])
+        .output()
+        .unwrap()
+        .status;
+    assert!(status.success(), "warnings alone do not fail the build");
+    fs::remove_file(dir.path().join("out.bundle")).unwrap();
+
+    let status = rulec(dir.path())
+        .args(["build", "rules", "-o", "out.bundle", "--deny-warnings"])
+        .output()
+        .unwrap()
+        .status;
+    assert_eq!(status.code(), Some(1));
+    assert!(!dir.path().join("out.bundle").exists());
+}
+
+#[test]
+fn missing_directory_builds_an_empty_bundle() {
+    let dir = scratch(&[]);
+    assert_cmd_snapshot!(rulec(dir.path()).args(["build", "absent", "-o", "out.bundle"]));
+    let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
+    assert!(bundle.payload.rules.is_empty());
+}
+
+#[test]
+fn dump_refuses_a_corrupt_bundle() {
+    let dir = scratch(&[("a.toml", GOOD)]);
+    let status = rulec(dir.path())
+        .args(["build", "rules", "-o", "out.bundle"])
+        .output()
+        .unwrap()
+        .status;
+    assert!(status.success());
+    let path = dir.path().join("out.bundle");
+    let mut bytes = fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::write(&path, bytes).unwrap();
+    assert_cmd_snapshot!(rulec(dir.path()).args(["dump", "out.bundle"]));
+    assert_cmd_snapshot!(rulec(dir.path()).args(["dump", "missing.bundle"]));
+}
