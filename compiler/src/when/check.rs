@@ -83,14 +83,6 @@ const FIELDS: &[(&str, EventField)] = &[
     ("to", EventField::To),
 ];
 
-/// The evalexpr name of a built-in, for disassembly.
-pub fn function_name(builtin: Builtin) -> &'static str {
-    FUNCTIONS
-        .iter()
-        .find(|(_, b)| *b == builtin)
-        .map_or("?", |(name, _)| name)
-}
-
 pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     let toks = tokenize(text);
     let mut problems = token_problems(text, &toks);
@@ -788,23 +780,24 @@ impl Checker {
             );
             return None;
         }
+        let misspelt_data = name.split_once('.').and_then(|(head, rest)| {
+            closest(head, ["data"]).map(|_| format!("did you mean `data.{rest}`?"))
+        });
         let help = if name == "data" {
-            Some("name a key of the event's data: data.KEY".to_string())
+            "name a key of the event's data: data.KEY".to_string()
+        } else if let Some(near) = closest(
+            name,
+            FIELDS.iter().map(|(n, _)| *n).chain(["true", "false"]),
+        )
+        .or_else(|| closest(&name.to_ascii_lowercase(), ["true", "false"]))
+        {
+            format!("did you mean `{near}`?")
+        } else if let Some(help) = misspelt_data {
+            help
         } else {
-            closest(name, FIELDS.iter().map(|(n, _)| *n))
-                .map(|near| format!("did you mean `{near}`?"))
-                .or_else(|| {
-                    name.strip_prefix("dat")
-                        .filter(|_| name.contains('.'))
-                        .map(|_| "event data is read as data.KEY".to_string())
-                })
-                .or_else(|| {
-                    Some(
-                        "the names are topic, src, from, to, data.KEY and state(\"hash\", \"field\")"
-                            .into(),
-                    )
-                })
+            "the names are topic, src, from, to, data.KEY and state(\"hash\", \"field\")".into()
         };
+        let help = Some(help);
         self.report(
             "rulec::when::unknown-name",
             format!("unknown name `{name}`"),

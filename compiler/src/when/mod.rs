@@ -14,7 +14,6 @@ mod lex;
 mod lower;
 mod spans;
 
-pub use check::function_name;
 pub use lower::{lower, ConstPool};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Builtin, EventField};

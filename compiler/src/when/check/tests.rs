@@ -77,6 +77,13 @@ fn unknown_name_points_at_it_with_a_suggestion() {
     assert_eq!(at, "speed");
     assert!(p.help.unwrap_or_default().contains("data.KEY"));
 
+    let (p, _) = one("dat.level > 1");
+    assert_eq!(p.help.as_deref(), Some("did you mean `data.level`?"));
+    let (p, _) = one("TRUE");
+    assert_eq!(p.help.as_deref(), Some("did you mean `true`?"));
+    let (p, _) = one("data");
+    assert!(p.help.unwrap_or_default().contains("data.KEY"));
+
     let (_, at) = one("data.a..b == 1");
     assert_eq!(at, "data.a..b");
 }
