@@ -108,6 +108,40 @@ fn counters_are_published_in_full_at_start() {
     wait_counter(&redis, &ruled, "dispatched", "2");
     wait_counter(&redis, &ruled, "runs-active", "0");
     wait_counter(&redis, &ruled, "pending", "0");
+    let stats = poll(|| {
+        let json: Option<String> = redis.query(&["HGET", "extensions:rules", "hazards-on-alarm"]);
+        let stats: serde_json::Value = serde_json::from_str(&json?).ok()?;
+        (stats["runs"] == 1 && stats["active"] == 0).then_some(stats)
+    })
+    .unwrap_or_else(|| panic!("per-rule stats; log:\n{}", ruled.log_text()));
+    assert_eq!(stats["errors"], 0);
+    assert!(
+        stats["last-fire"].as_i64().unwrap() > 1_600_000_000_000,
+        "{stats}"
+    );
+}
+
+#[test]
+fn undecodable_events_are_skipped_with_channel_and_reason() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    publish(&redis, "alarm.triggered", "secret-payload{");
+    publish(
+        &redis,
+        "alarm.triggered",
+        r#"{"topic":"alarm.triggered","data":[1]}"#,
+    );
+    let line = ruled.wait_log(&["does not decode", "ev:alarm.triggered"]);
+    assert!(!line.contains("secret-payload"), "{line}");
+    ruled.wait_log(&["does not decode", "`data` must be an object"]);
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("a good event still fires", || {
+        list(&redis, "scooter:blinker") == ["both", "off"]
+    });
+    assert!(!ruled.log_text().contains("secret-payload"));
 }
 
 #[test]

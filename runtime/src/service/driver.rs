@@ -4,7 +4,7 @@
 //! parked run), the stats tick and the shutdown signal, feeds the engine and
 //! performs its effects in order. No rule behaviour lives here.
 
-use crate::engine::{Counters, Effect, Engine, EngineConfig, JobId, Level, Note, Time};
+use crate::engine::{Counters, Effect, Engine, EngineConfig, JobId, Level, Note, RuleStats, Time};
 use crate::service::bundle::{self, LoadedBundle};
 use crate::service::can::CanSockets;
 use crate::service::pool::{self, Performers, Pool, PoolConfig, Report};
@@ -131,10 +131,13 @@ pub async fn run(
     driver.perform_effects();
 
     // 5. Publish counters, in full.
-    let mut published = driver.engine.counters();
+    let mut published = Published::new(&driver.engine);
     driver
         .writer
-        .send(StoreOp::Counters(full_counters(&published, &id)));
+        .send(StoreOp::Counters(full_counters(&published.counters, &id)));
+    driver
+        .writer
+        .send(StoreOp::RuleStats(published.all_rules(&driver.engine)));
 
     // 6. Subscribe: exactly what the live rules and `state()` need.
     let state_hashes: BTreeSet<String> = payload
@@ -249,12 +252,7 @@ pub async fn run(
                 sleep.as_mut().reset(far());
             },
             _ = stats.tick() => {
-                let current = driver.engine.counters();
-                let changed = changed_counters(&published, &current);
-                if !changed.is_empty() {
-                    driver.writer.send(StoreOp::Counters(changed));
-                    published = current;
-                }
+                published.write_changes(&driver.engine, &driver.writer);
             },
         }
         driver.perform_effects();
@@ -289,8 +287,7 @@ pub async fn run(
             "actions still queued at stop were abandoned; their pending records are kept"
         );
     }
-    let last = engine.counters();
-    writer.send(StoreOp::Counters(changed_counters(&published, &last)));
+    published.write_changes(&engine, &writer);
     writer.flush().await;
     drop(writer);
     if let Err(e) = writer_task.await {
@@ -482,6 +479,72 @@ fn log_note(note: &Note) {
             tracing::info!(%rule, %run, "stopping: pending record kept for the next start")
         }
     }
+}
+
+/// What was last written to the counters and rule statistics hashes, so a
+/// stats tick writes only what changed (nothing at all when idle).
+#[derive(Debug)]
+struct Published {
+    counters: Counters,
+    rules: Vec<RuleStats>,
+}
+
+impl Published {
+    fn new(engine: &Engine) -> Self {
+        let rules = (0..engine.payload().rules.len())
+            .map(|index| engine.rule_stats(index).unwrap_or_default())
+            .collect();
+        Self {
+            counters: engine.counters(),
+            rules,
+        }
+    }
+
+    fn all_rules(&self, engine: &Engine) -> Vec<(String, String)> {
+        engine
+            .payload()
+            .rules
+            .iter()
+            .zip(&self.rules)
+            .map(|(rule, stats)| (rule.name.clone(), rule_stats_json(stats)))
+            .collect()
+    }
+
+    fn write_changes(&mut self, engine: &Engine, writer: &StoreWriter) {
+        let counters = engine.counters();
+        let changed = changed_counters(&self.counters, &counters);
+        if !changed.is_empty() {
+            writer.send(StoreOp::Counters(changed));
+            self.counters = counters;
+        }
+        let mut rules = Vec::new();
+        for (index, (rule, old)) in engine
+            .payload()
+            .rules
+            .iter()
+            .zip(self.rules.iter_mut())
+            .enumerate()
+        {
+            let current = engine.rule_stats(index).unwrap_or_default();
+            if current != *old {
+                rules.push((rule.name.clone(), rule_stats_json(&current)));
+                *old = current;
+            }
+        }
+        if !rules.is_empty() {
+            writer.send(StoreOp::RuleStats(rules));
+        }
+    }
+}
+
+fn rule_stats_json(stats: &RuleStats) -> String {
+    serde_json::json!({
+        "runs": stats.runs_started,
+        "last-fire": stats.last_fire_ms,
+        "errors": stats.errors,
+        "active": stats.active_runs,
+    })
+    .to_string()
 }
 
 /// The counters hash in full (DESIGN.md 6.7).

@@ -13,6 +13,9 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The counters hash (DESIGN.md 6.7).
 pub const COUNTERS_HASH: &str = "extensions";
+/// Per-rule statistics (DESIGN.md 6.7): one field per rule name, a JSON
+/// object `{"runs", "last-fire", "errors", "active"}`.
+pub const RULE_STATS_HASH: &str = "extensions:rules";
 
 /// First and longest wait between connection attempts.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -211,6 +214,8 @@ pub enum StoreOp {
     },
     /// `HSET extensions f1 v1 f2 v2 ...`
     Counters(Vec<(&'static str, String)>),
+    /// `HSET extensions:rules name json ...`
+    RuleStats(Vec<(String, String)>),
     /// Answers once every earlier op was performed.
     Flush(oneshot::Sender<()>),
 }
@@ -289,6 +294,19 @@ async fn store_task(mut con: ConnectionManager, mut rx: mpsc::UnboundedReceiver<
                 }
                 if let Err(e) = command.query_async::<i64>(&mut con).await {
                     tracing::warn!("counters not written to `{COUNTERS_HASH}`: {e}");
+                }
+            }
+            StoreOp::RuleStats(fields) => {
+                if fields.is_empty() {
+                    continue;
+                }
+                let mut command = redis::cmd("HSET");
+                command.arg(RULE_STATS_HASH);
+                for (field, value) in &fields {
+                    command.arg(field).arg(value);
+                }
+                if let Err(e) = command.query_async::<i64>(&mut con).await {
+                    tracing::warn!("rule statistics not written to `{RULE_STATS_HASH}`: {e}");
                 }
             }
             StoreOp::Flush(done) => {
