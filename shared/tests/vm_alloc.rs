@@ -1,0 +1,158 @@
+//! DESIGN.md 4: "Evaluation allocates nothing on the heap for expressions
+//! that do not build strings". Counted with a per-thread counting allocator,
+//! so other test threads do not disturb the count.
+
+#![allow(unsafe_code)] // a GlobalAlloc impl is unsafe by definition; it only forwards to System
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
+use rulecore::event::Event;
+use rulecore::vm::{eval, eval_bool, Value};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counter is a const-initialised thread-local `Cell`, which never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations_during(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+fn consts() -> Vec<Const> {
+    vec![
+        Const::Path(vec!["charge".into()]), // 0
+        Const::Int(15),                     // 1
+        Const::Str("parked".into()),        // 2
+        Const::Str("down".into()),          // 3
+        Const::Float(3.6),                  // 4
+        Const::Path(vec!["speed".into()]),  // 5
+        Const::Str("Parked".into()),        // 6
+        Const::Path(vec!["name".into()]),   // 7
+    ]
+}
+
+fn event() -> Event {
+    Event::decode(
+        br#"{"topic":"vehicle.state","to":"parked","data":{"charge":12,"speed":7.5,"name":"Bob"}}"#,
+    )
+    .unwrap()
+}
+
+#[test]
+fn expressions_that_build_no_string_allocate_nothing() {
+    let consts = consts();
+    let event = event();
+    let state = vec!["ready-to-drive".to_string(), "down-left".to_string()];
+    let programs: Vec<(&str, Vec<Op>)> = vec![
+        (
+            "data.charge < 15 && to == \"parked\"",
+            vec![
+                Op::Data(0),
+                Op::Const(1),
+                Op::Lt,
+                Op::AndJump(8),
+                Op::Field(EventField::To),
+                Op::Const(2),
+                Op::Eq,
+                Op::AssertBool,
+            ],
+        ),
+        (
+            "str::starts_with(state(1), \"down\")",
+            vec![Op::State(1), Op::Const(3), Op::Call(Builtin::StartsWith, 2)],
+        ),
+        (
+            "data.speed * 3.6 > max(data.charge, 15) % 7",
+            vec![
+                Op::Data(5),
+                Op::Const(4),
+                Op::Mul,
+                Op::Data(0),
+                Op::Const(1),
+                Op::Call(Builtin::Max, 2),
+                Op::Const(1),
+                Op::Mod,
+                Op::Gt,
+            ],
+        ),
+        (
+            "str::to_lowercase(to) == \"parked\" (already lowercase)",
+            vec![
+                Op::Field(EventField::To),
+                Op::Call(Builtin::ToLowercase, 1),
+                Op::Const(2),
+                Op::Eq,
+            ],
+        ),
+        (
+            "len(str::trim(data.name)) == 15",
+            vec![
+                Op::Data(7),
+                Op::Call(Builtin::Trim, 1),
+                Op::Call(Builtin::Len, 1),
+                Op::Const(1),
+                Op::Eq,
+            ],
+        ),
+    ];
+    for (text, ops) in programs {
+        let program = Program { ops };
+        // Once outside the count, so lazy one-time setup is not counted.
+        let _ = eval_bool(&program, &consts, &event, &state);
+        let mut result = Ok(false);
+        let n = allocations_during(|| {
+            for _ in 0..100 {
+                result = eval_bool(&program, &consts, &event, &state);
+            }
+        });
+        assert!(result.is_ok(), "{text}: {result:?}");
+        assert_eq!(n, 0, "{text}: {n} allocations in 100 evaluations");
+    }
+}
+
+#[test]
+fn building_a_string_is_what_allocates() {
+    let consts = consts();
+    let event = event();
+    // "Parked" + "parked": concatenation builds a string.
+    let concat = Program {
+        ops: vec![Op::Const(6), Op::Const(2), Op::Add],
+    };
+    let n = allocations_during(|| {
+        let value = eval(&concat, &consts, &event, &[]).unwrap();
+        assert_eq!(value, Value::Str("Parkedparked".into()));
+    });
+    assert_eq!(n, 1);
+    // Lower-casing a string with capitals builds one too.
+    let lower = Program {
+        ops: vec![Op::Const(6), Op::Call(Builtin::ToLowercase, 1)],
+    };
+    let n = allocations_during(|| {
+        eval(&lower, &consts, &event, &[]).unwrap();
+    });
+    assert_eq!(n, 1);
+}
