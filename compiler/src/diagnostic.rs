@@ -145,9 +145,11 @@ pub enum TextStyle {
 pub fn render_text(diagnostics: &[Diagnostic], files: &[SourceFile], style: TextStyle) -> String {
     let handler = match style {
         TextStyle::Fancy => GraphicalReportHandler::new_themed(GraphicalTheme::unicode()),
-        TextStyle::Plain => {
-            GraphicalReportHandler::new_themed(GraphicalTheme::none()).with_links(false)
-        }
+        // No wrapping: long help lines stay whole (miette would otherwise
+        // split `cancel-on` at its hyphen), and logs do not depend on width.
+        TextStyle::Plain => GraphicalReportHandler::new_themed(GraphicalTheme::none())
+            .with_links(false)
+            .with_wrap_lines(false),
     }
     .with_width(100);
     let mut out = String::new();

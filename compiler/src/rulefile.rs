@@ -59,7 +59,7 @@ pub fn parse(file: &SourceFile) -> Result<Vec<RawRule<'_>>, Vec<Diagnostic>> {
     let mut rules = Vec::new();
     for (key, value) in document.into_inner() {
         if key.get_ref() != "rule" {
-            problems.push(unknown_key(file, &key, &["rule"], "the top level"));
+            problems.push(unknown_key(file, &key, &["rule"], "at the top level"));
             continue;
         }
         let value_span = value.span();
@@ -114,7 +114,7 @@ fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Dia
         match key.get_ref().as_ref() {
             "repeat" => {
                 if let DeValue::Table(repeat) = value.get_ref() {
-                    check_keys(file, repeat, REPEAT_KEYS, "`repeat`", problems);
+                    check_keys(file, repeat, REPEAT_KEYS, "in `repeat`", problems);
                 }
             }
             "step" => {
@@ -122,7 +122,7 @@ fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Dia
                     for (index, step) in steps.iter().enumerate() {
                         if let DeValue::Table(step) = step.get_ref() {
                             let before = problems.len();
-                            check_keys(file, step, STEP_KEYS, "a step", problems);
+                            check_keys(file, step, STEP_KEYS, "in a step", problems);
                             for problem in &mut problems[before..] {
                                 problem.step = Some(index);
                             }
@@ -131,7 +131,7 @@ fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Dia
                 }
             }
             name if RULE_KEYS.contains(&name) => {}
-            _ => problems.push(unknown_key(file, key, RULE_KEYS, "a rule")),
+            _ => problems.push(unknown_key(file, key, RULE_KEYS, "in a rule")),
         }
     }
 }
@@ -162,7 +162,7 @@ fn unknown_key(
         .map(|key| format!("`{key}`"))
         .collect::<Vec<_>>()
         .join(", ");
-    let mut help = format!("expected one of {list}; an unknown key rejects the whole file");
+    let mut help = format!("the keys allowed {place} are {list}");
     let label = match did_you_mean(name, expected) {
         Some(close) => {
             help = format!("did you mean `{close}`? {help}");
@@ -172,7 +172,7 @@ fn unknown_key(
     };
     Diagnostic::error(
         "rulec::unknown-key",
-        format!("unknown key `{name}` in {place}"),
+        format!("unknown key `{name}` {place}: the whole file is ignored"),
     )
     .in_file(&file.name)
     .at(key.span(), label)
@@ -185,7 +185,7 @@ fn syntax_error(file: &SourceFile, error: &toml::de::Error) -> Diagnostic {
     Diagnostic::error("rulec::toml", format!("TOML syntax error: {message}"))
         .in_file(&file.name)
         .at(span, message)
-        .with_help("a syntax error rejects the whole file")
+        .with_help("fix the TOML syntax; until then the whole file is ignored")
 }
 
 /// The candidate closest to `word` by edit distance, if it is close enough

@@ -1078,7 +1078,10 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             self.missing(
                 key,
                 header.clone(),
-                &format!("a `{kind}` step needs `{key}`"),
+                &format!(
+                    "{} `{kind}` step needs `{key}`",
+                    if kind == "exec" { "an" } else { "a" }
+                ),
                 &format!("add e.g. `{key} = {example}`"),
             );
             return None;
