@@ -25,6 +25,8 @@ pub enum Command {
     Dump(crate::dump::DumpArgs),
     /// Print the JSON Schema of the rule file format, for editors.
     Schema(crate::schema::SchemaArgs),
+    /// Run rules against a timeline on a virtual clock and print what happens.
+    Simulate(crate::simulate::SimulateArgs),
 }
 
 /// Where a subcommand writes: data to `out` (stdout), people-facing text and

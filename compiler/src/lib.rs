@@ -10,6 +10,7 @@ pub mod dump;
 pub mod load;
 pub mod rulefile;
 pub mod schema;
+pub mod simulate;
 pub mod span;
 pub mod validate;
 pub mod when;

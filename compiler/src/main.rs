@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Build(args) => rulec::build::run(&args, &mut console),
         Command::Dump(args) => rulec::dump::run(&args, &mut console),
         Command::Schema(args) => rulec::schema::run(&args, &mut console),
+        Command::Simulate(args) => rulec::simulate::run(&args, &mut console),
     };
     match result {
         Ok(exit) => exit.into(),

@@ -1,0 +1,135 @@
+//! `rulec simulate DIR|BUNDLE --timeline FILE` (DESIGN.md 7, 8): runs the
+//! runtime's own engine (`ruled::sim`) on a virtual clock and prints what
+//! the vehicle would see, one line per thing that happened.
+
+use crate::build::{assemble, COMPILER_VERSION};
+use crate::check::{check_dir, print_report, Format};
+use crate::cli::{Console, Exit};
+use rulecore::bundle::Payload;
+use rulecore::codec::{self, BundleError};
+use ruled::sim::{simulate, Timeline};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `rulec simulate` flags.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "\
+Examples:
+  rulec simulate rules/ --timeline fixtures/timelines/hazards.toml
+  rulec simulate rules.bundle --timeline t.toml --bundle-after-restart new.bundle --format json
+
+A timeline lists [[event]], [[state]], [[restart]], [[fail]] and [[clock]]
+entries at virtual times (see DESIGN.md 8). Actions are recorded, never
+performed. Exit status: 0 simulated, 1 bad rules, bundle or timeline,
+2 usage or I/O error.")]
+pub struct SimulateArgs {
+    /// A rules directory (compiled in memory) or a bundle file.
+    pub input: PathBuf,
+    /// The timeline TOML file.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: PathBuf,
+    /// A bundle (or rules directory) that replaces the rules at every
+    /// [[restart]].
+    #[arg(long, value_name = "FILE")]
+    pub bundle_after_restart: Option<PathBuf>,
+    /// `text` (one line each) or `json` (one object per line).
+    #[arg(long, value_enum, default_value_t = SimFormat::Text)]
+    pub format: SimFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimFormat {
+    Text,
+    Json,
+}
+
+/// Loads rules from a directory (compiled in memory) or a bundle file.
+/// `Err(exit)` after the problem was printed.
+fn load(path: &Path, console: &mut Console<'_>) -> io::Result<Result<Payload, Exit>> {
+    if path.is_dir() {
+        let report = match check_dir(path) {
+            Ok(report) => report,
+            Err(error) => {
+                writeln!(console.err, "error: {error}")?;
+                return Ok(Err(Exit::Usage));
+            }
+        };
+        if !report.diagnostics.is_empty() {
+            print_report(&report, Format::Text, console)?;
+        }
+        if report.failed(false) {
+            writeln!(
+                console.err,
+                "{}: {}; not simulated",
+                path.display(),
+                report.summary()
+            )?;
+            return Ok(Err(Exit::Failure));
+        }
+        return Ok(Ok(assemble(&report.rules, COMPILER_VERSION)));
+    }
+    match codec::read(path) {
+        Ok(bundle) => Ok(Ok(bundle.payload)),
+        Err(error @ BundleError::Io { .. }) => {
+            writeln!(console.err, "error: {error}")?;
+            Ok(Err(Exit::Usage))
+        }
+        Err(error) => {
+            writeln!(console.err, "error: {}: {error}", path.display())?;
+            Ok(Err(Exit::Failure))
+        }
+    }
+}
+
+/// Runs `rulec simulate`.
+pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
+    let payload = match load(&args.input, console)? {
+        Ok(payload) => payload,
+        Err(exit) => return Ok(exit),
+    };
+    let after = match &args.bundle_after_restart {
+        Some(path) => match load(path, console)? {
+            Ok(payload) => Some(Arc::new(payload)),
+            Err(exit) => return Ok(exit),
+        },
+        None => None,
+    };
+    let text = match std::fs::read_to_string(&args.timeline) {
+        Ok(text) => text,
+        Err(error) => {
+            writeln!(
+                console.err,
+                "error: cannot read the timeline {}: {error}",
+                args.timeline.display()
+            )?;
+            return Ok(Exit::Usage);
+        }
+    };
+    let timeline: Timeline = match toml::from_str(&text) {
+        Ok(timeline) => timeline,
+        Err(error) => {
+            writeln!(console.err, "error: {}: {error}", args.timeline.display())?;
+            return Ok(Exit::Failure);
+        }
+    };
+    let outcome = match simulate(Arc::new(payload), &timeline, after) {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            writeln!(console.err, "error: {}: {error}", args.timeline.display())?;
+            return Ok(Exit::Failure);
+        }
+    };
+    for line in &outcome.lines {
+        match args.format {
+            SimFormat::Text => writeln!(console.out, "{}", line.to_text())?,
+            SimFormat::Json => writeln!(console.out, "{}", line.to_json())?,
+        }
+    }
+    // What the service would log (evaluation errors, refusals, replay
+    // removals), for people: on stderr, never mixed into the data.
+    for (at_ms, log) in &outcome.logs {
+        writeln!(console.err, "{at_ms} ms: {log}")?;
+    }
+    Ok(Exit::Success)
+}

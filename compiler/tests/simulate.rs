@@ -1,0 +1,158 @@
+//! `rulec simulate` as a user runs it (DESIGN.md 8): every timeline under
+//! fixtures/timelines against fixtures/rules, snapshot-tested.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use insta_cmd::get_cargo_bin;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Builds `rules_dir` (relative to the workspace) into a bundle in a temp dir.
+fn build(rules_dir: &str, dir: &Path) -> PathBuf {
+    let out = dir.join(format!("{}.bundle", rules_dir.replace('/', "-")));
+    let status = Command::new(get_cargo_bin("rulec"))
+        .current_dir(root())
+        .args(["build", rules_dir, "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    out
+}
+
+/// Runs `rulec simulate INPUT --timeline fixtures/timelines/NAME.toml ...`
+/// from the workspace root; returns exit code, stdout and stderr as one text.
+fn simulate(input: &str, name: &str, extra: &[&std::ffi::OsStr]) -> String {
+    let output = Command::new(get_cargo_bin("rulec"))
+        .current_dir(root())
+        .args(["simulate", input, "--timeline"])
+        .arg(format!("fixtures/timelines/{name}.toml"))
+        .args(extra)
+        .output()
+        .unwrap();
+    format!(
+        "exit: {}\n--- stdout\n{}--- stderr\n{}",
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Timelines run against fixtures/rules with no extra flags.
+const PLAIN: &[&str] = &[
+    "hazards",
+    "hazards-cancel",
+    "hazards-restart",
+    "alarm-horn-pulses",
+    "low-battery-warning",
+    "charger-log",
+    "parked-brake-blink",
+    "ask-bms-status",
+    "hazards-on-kickstand",
+];
+
+#[test]
+fn plain_timelines() {
+    for name in PLAIN {
+        insta::assert_snapshot!(*name, simulate("fixtures/rules", name, &[]));
+    }
+}
+
+#[test]
+fn hazards_as_json() {
+    insta::assert_snapshot!(
+        "hazards-json",
+        simulate(
+            "fixtures/rules",
+            "hazards",
+            &["--format".as_ref(), "json".as_ref()]
+        )
+    );
+}
+
+#[test]
+fn hazards_changed_drops_the_record_by_fingerprint() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = build("fixtures/rules-changed", dir.path());
+    let text = simulate(
+        "fixtures/rules",
+        "hazards-changed",
+        &["--bundle-after-restart".as_ref(), bundle.as_os_str()],
+    );
+    assert!(text.contains("replay-drop"), "{text}");
+    insta::assert_snapshot!("hazards-changed", text);
+}
+
+#[test]
+fn winter_seat_heater_finishes_as_replay_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = build("fixtures/rules", dir.path());
+    let text = simulate(
+        "fixtures/rules-winter",
+        "winter-seat-heater",
+        &["--bundle-after-restart".as_ref(), bundle.as_os_str()],
+    );
+    insta::assert_snapshot!("winter-seat-heater", text);
+}
+
+#[test]
+fn a_bundle_input_gives_the_same_output_as_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = build("fixtures/rules", dir.path());
+    let from_bundle = simulate(bundle.to_str().unwrap(), "hazards-restart", &[]);
+    assert_eq!(
+        from_bundle,
+        simulate("fixtures/rules", "hazards-restart", &[])
+    );
+}
+
+#[test]
+fn every_timeline_is_covered() {
+    let mut names: Vec<String> = std::fs::read_dir(root().join("fixtures/timelines"))
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            path.file_stem().unwrap().to_string_lossy().into_owned()
+        })
+        .collect();
+    names.sort();
+    let mut covered: Vec<String> = PLAIN.iter().map(|s| s.to_string()).collect();
+    covered.extend(["hazards-changed".into(), "winter-seat-heater".into()]);
+    covered.sort();
+    assert_eq!(names, covered);
+}
+
+#[test]
+fn bad_input_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let timeline = dir.path().join("bad.toml");
+    std::fs::write(&timeline, "[[event]]\nat = \"soon\"\ntopic = \"x\"\n").unwrap();
+    let output = Command::new(get_cargo_bin("rulec"))
+        .current_dir(root())
+        .args(["simulate", "fixtures/rules", "--timeline"])
+        .arg(&timeline)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("duration \"soon\""), "{stderr}");
+
+    let output = Command::new(get_cargo_bin("rulec"))
+        .current_dir(root())
+        .args([
+            "simulate",
+            "fixtures/rules",
+            "--timeline",
+            "no/such/file.toml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}
