@@ -128,6 +128,15 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
                 expr,
             })
         }
+        // Every path that gives up reports why; this keeps the contract
+        // ("an error has at least one problem") even if one ever does not.
+        _ if problems.is_empty() => Err(vec![problem(
+            "rulec::when::syntax",
+            "cannot understand this expression".into(),
+            whole_span(text),
+            "incomplete expression".into(),
+            None,
+        )]),
         _ => Err(problems),
     }
 }
@@ -540,6 +549,9 @@ impl Checker {
                 None
             }
             Operator::Neg | Operator::Not => {
+                if node.children().len() != 1 {
+                    return self.missing_operand(node.operator(), op_span);
+                }
                 let mut kids = self.kids(node, spans)?;
                 let inner = kids.pop()?;
                 let (op, ty) = if *node.operator() == Operator::Neg {
@@ -592,6 +604,9 @@ impl Checker {
                         return None;
                     }
                 };
+                if node.children().len() != 2 {
+                    return self.missing_operand(binary, op_span);
+                }
                 let mut kids = self.kids(node, spans)?;
                 let right = kids.pop()?;
                 let left = kids.pop()?;
@@ -603,6 +618,17 @@ impl Checker {
                 })
             }
         }
+    }
+
+    fn missing_operand(&mut self, op: &Operator, op_span: Range<usize>) -> Option<Expr> {
+        self.report(
+            "rulec::when::syntax",
+            format!("`{op}` is missing an operand"),
+            op_span,
+            "operand missing".into(),
+            None,
+        );
+        None
     }
 
     fn operand_error(&mut self, op: &str, wanted: &str, operand: &Expr) {

@@ -135,13 +135,19 @@ impl Walker<'_> {
                     TokKind::Not
                 };
                 let op = self.take(|k| *k == want)?;
-                let [kid] = kids else { return None };
-                let kid = self.node(kid, false)?;
-                Some(SpanTree {
-                    span: op.start..kid.span.end,
-                    op,
-                    kids: vec![kid],
-                })
+                match kids {
+                    [kid] => {
+                        let kid = self.node(kid, false)?;
+                        Some(SpanTree {
+                            span: op.start..kid.span.end,
+                            op,
+                            kids: vec![kid],
+                        })
+                    }
+                    // `!` at the end: evalexpr parses it without an operand.
+                    [] => Some(leaf(op)),
+                    _ => None,
+                }
             }
             Operator::Const { .. } => {
                 let op = self.take(|k| {
@@ -169,15 +175,30 @@ impl Walker<'_> {
             }
             binary => {
                 let want = binary_token(binary)?;
-                let [left, right] = kids else { return None };
-                let left = self.node(left, false)?;
-                let op = self.take(|k| *k == want)?;
-                let right = self.node(right, false)?;
-                Some(SpanTree {
-                    span: left.span.start..right.span.end,
-                    op,
-                    kids: vec![left, right],
-                })
+                match kids {
+                    [left, right] => {
+                        let left = self.node(left, false)?;
+                        let op = self.take(|k| *k == want)?;
+                        let right = self.node(right, false)?;
+                        Some(SpanTree {
+                            span: left.span.start..right.span.end,
+                            op,
+                            kids: vec![left, right],
+                        })
+                    }
+                    // `a >=` at the end: evalexpr parses it without the
+                    // right operand.
+                    [left] => {
+                        let left = self.node(left, false)?;
+                        let op = self.take(|k| *k == want)?;
+                        Some(SpanTree {
+                            span: left.span.start..op.end,
+                            op,
+                            kids: vec![left],
+                        })
+                    }
+                    _ => None,
+                }
             }
         }
     }

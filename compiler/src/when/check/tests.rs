@@ -235,3 +235,96 @@ fn spans_survive_multibyte_text() {
     let (_, at) = one(r#"to == "ünïcødé" && tö == "x""#);
     assert_eq!(at, "tö");
 }
+
+/// Token soup: `check` never panics, and every span lies inside the text on
+/// character boundaries (the validator slices the file with it).
+#[test]
+fn never_panics_and_spans_are_in_bounds() {
+    const PIECES: &[&str] = &[
+        "topic",
+        "data.a",
+        "data.",
+        "state",
+        "(",
+        ")",
+        "\"",
+        "\"ü\"",
+        "'",
+        ",",
+        ";",
+        "=",
+        "==",
+        "!",
+        "&",
+        "&&",
+        "||",
+        "+",
+        "-",
+        "*",
+        "/",
+        "^",
+        "%",
+        "<",
+        ">=",
+        "1",
+        "2.5",
+        "1e",
+        "true",
+        "and",
+        "len",
+        "min",
+        "if",
+        "str::trim",
+        "/*",
+        "*/",
+        "//",
+        "\\",
+        " ",
+        "ß",
+        "\n",
+        "0x",
+    ];
+    let mut seed: u64 = 0x1234_5678;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..20_000 {
+        let len = (next() % 9) as usize;
+        let text: String = (0..len)
+            .map(|_| PIECES[(next() % PIECES.len() as u64) as usize])
+            .collect();
+        if let Err(problems) = check(&text) {
+            assert!(!problems.is_empty(), "{text:?}: error without problems");
+            for p in problems {
+                assert!(
+                    p.span.start <= p.span.end
+                        && p.span.end <= text.len()
+                        && text.is_char_boundary(p.span.start)
+                        && text.is_char_boundary(p.span.end),
+                    "{text:?}: bad span {:?} for {}",
+                    p.span,
+                    p.message
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn missing_operands_point_at_the_operator() {
+    for (text, op) in [("data.x >=", ">="), ("1 + ", "+"), ("true && !", "!")] {
+        let problems = check(text).unwrap_err();
+        let at: Vec<(&str, &str)> = problems
+            .iter()
+            .map(|p| (&text[p.span.clone()], p.message.as_str()))
+            .collect();
+        assert!(
+            at.iter()
+                .any(|(span, message)| *span == op && message.contains("missing")),
+            "{text}: {at:?}"
+        );
+    }
+}
