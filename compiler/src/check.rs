@@ -187,10 +187,14 @@ mod tests {
         };
         report
             .diagnostics
-            .push(Diagnostic::warning("rulec::x", "w"));
+            .push(Diagnostic::warning("rulec::duration", "w"));
         assert_eq!(report.summary(), "1 file, 12 rules: 0 errors, 1 warning");
-        report.diagnostics.push(Diagnostic::error("rulec::x", "e"));
-        report.diagnostics.push(Diagnostic::error("rulec::x", "e"));
+        report
+            .diagnostics
+            .push(Diagnostic::error("rulec::duration", "e"));
+        report
+            .diagnostics
+            .push(Diagnostic::error("rulec::duration", "e"));
         report.file_count = 3;
         report.rules_read = 1;
         assert_eq!(report.summary(), "3 files, 1 rule: 2 errors, 1 warning");
