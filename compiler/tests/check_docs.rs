@@ -1,6 +1,8 @@
 //! Every diagnostic code the compiler can emit is documented in
 //! docs/diagnostics.md, and the docs list no code that does not exist.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
 use std::collections::BTreeSet;
 use std::path::Path;
 

@@ -8,6 +8,8 @@
 //! output of every case are snapshotted together, and the JSON is checked
 //! against the text (every diagnostic's `file:line:column` appears there).
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
