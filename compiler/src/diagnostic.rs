@@ -356,3 +356,71 @@ impl miette::Diagnostic for Report {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files() -> Vec<SourceFile> {
+        vec![
+            SourceFile {
+                name: "a.toml".into(),
+                text: "[[rule]]\nname = \"x\"\n".into(),
+            },
+            SourceFile {
+                name: "b.toml".into(),
+                text: "[[rule]]\nname = \"x\"\n".into(),
+            },
+        ]
+    }
+
+    fn duplicate() -> Diagnostic {
+        let mut diagnostic = Diagnostic::error("rulec::duplicate-name", "taken")
+            .in_file("b.toml")
+            .at(16..19, "second")
+            .with_related("a.toml", 16..19, "first")
+            .with_help("rename");
+        diagnostic.rule = Some("x".into());
+        diagnostic
+    }
+
+    #[test]
+    fn plain_text_names_both_files_without_escape_codes() {
+        let text = render_text(&[duplicate()], &files(), TextStyle::Plain);
+        assert!(text.contains("rule `x`: taken"), "{text}");
+        assert!(text.contains("[b.toml:2:8]"), "{text}");
+        assert!(text.contains("[a.toml:2:8]"), "{text}");
+        assert!(text.contains("help: rename"), "{text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert!(text.is_ascii(), "{text}");
+    }
+
+    #[test]
+    fn fancy_text_has_colour() {
+        let text = render_text(&[duplicate()], &files(), TextStyle::Fancy);
+        assert!(text.contains('\u{1b}'));
+        assert!(text.contains("rulec::duplicate-name"));
+    }
+
+    #[test]
+    fn json_has_positions_and_related() {
+        let value = to_json(&duplicate(), &files());
+        assert_eq!(value["line"], 2);
+        assert_eq!(value["column"], 8);
+        assert_eq!(value["span"]["offset"], 16);
+        assert_eq!(value["span"]["length"], 3);
+        assert_eq!(value["step"], Value::Null);
+        assert_eq!(value["related"][0]["file"], "a.toml");
+        assert_eq!(value["related"][0]["line"], 2);
+    }
+
+    #[test]
+    fn a_diagnostic_without_span_still_renders() {
+        let diagnostic = Diagnostic::error("rulec::encoding", "not UTF-8").in_file("c.toml");
+        let text = render_text(&[diagnostic.clone()], &files(), TextStyle::Plain);
+        assert!(text.contains("in c.toml"), "{text}");
+        let value = to_json(&diagnostic, &files());
+        assert_eq!(value["span"], Value::Null);
+        assert_eq!(value["file"], "c.toml");
+    }
+}

@@ -1,0 +1,266 @@
+//! What validation hands to `build`: the `CheckedRule`s of small rule sets,
+//! field by field (defaults, units, CAN frames, disabled rules, order).
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use rulec::check::{check_dir, CheckReport};
+use rulec::diagnostic::Severity;
+use rulec::validate::CheckedRule;
+use rulecore::bundle::{Action, CanFrame, Concurrency, Repeat};
+use rulecore::TopicPattern;
+
+const S: u64 = 1_000_000_000;
+
+fn check(files: &[(&str, &str)]) -> CheckReport {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    check_dir(dir.path()).unwrap()
+}
+
+fn rule<'a>(report: &'a CheckReport, name: &str) -> &'a CheckedRule {
+    report
+        .rules
+        .iter()
+        .find(|rule| rule.name == name)
+        .unwrap_or_else(|| panic!("no rule {name}: {:#?}", report.diagnostics))
+}
+
+#[test]
+fn the_alarm_rule_as_build_sees_it() {
+    let report =
+        check_dir(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/rules"))
+            .unwrap();
+    assert!(report.diagnostics.is_empty(), "{:#?}", report.diagnostics);
+    let hazards = rule(&report, "hazards-on-alarm");
+    assert_eq!(hazards.source, "10-alarm.toml");
+    assert!(hazards.enabled);
+    assert_eq!(hazards.on, [TopicPattern::Exact("alarm.triggered".into())]);
+    assert_eq!(
+        hazards.cancel_on,
+        [TopicPattern::Exact("alarm.disarmed".into())]
+    );
+    assert_eq!(hazards.concurrency, Concurrency::Restart);
+    assert_eq!(
+        hazards.repeat,
+        Repeat {
+            count: 1,
+            every_ns: 0
+        }
+    );
+    assert_eq!((hazards.cooldown_ns, hazards.debounce_ns), (0, 0));
+    assert!(hazards.when.is_none());
+    assert_eq!(hazards.steps.len(), 2);
+    assert_eq!(
+        hazards.steps[0].action,
+        Action::Redis {
+            list: "scooter:blinker".into(),
+            push: "both".into()
+        }
+    );
+    assert_eq!(
+        (hazards.steps[0].after_ns, hazards.steps[0].durable),
+        (0, false)
+    );
+    assert_eq!(
+        hazards.steps[1].action,
+        Action::Redis {
+            list: "scooter:blinker".into(),
+            push: "off".into()
+        }
+    );
+    // `durable` defaults to true once `after` > 0.
+    assert_eq!(
+        (hazards.steps[1].after_ns, hazards.steps[1].durable),
+        (30 * S, true)
+    );
+
+    let horn = rule(&report, "alarm-horn-pulses");
+    assert_eq!(horn.concurrency, Concurrency::Drop);
+    assert_eq!(
+        horn.repeat,
+        Repeat {
+            count: 3,
+            every_ns: 2 * S
+        }
+    );
+    assert_eq!(
+        (horn.steps[1].after_ns, horn.steps[1].durable),
+        (300_000_000, false)
+    );
+
+    let battery = rule(&report, "low-battery-warning");
+    assert_eq!(battery.on, [TopicPattern::Prefix("battery.".into())]);
+    assert_eq!((battery.debounce_ns, battery.cooldown_ns), (5 * S, 600 * S));
+    let when = battery.when.as_ref().unwrap();
+    assert_eq!(
+        when.source,
+        r#"data.charge < 15 && state("vehicle", "state") == "ready-to-drive""#
+    );
+    assert_eq!(when.checked.state_pairs.len(), 1);
+
+    let charger = rule(&report, "charger-log");
+    assert_eq!(charger.concurrency, Concurrency::Queue);
+    assert_eq!(
+        charger.steps[0].action,
+        Action::Exec {
+            command: "/usr/local/bin/log-charge-event".into(),
+            timeout_ns: 5 * S
+        }
+    );
+
+    let winter = rule(&report, "winter-seat-heater");
+    assert!(!winter.enabled, "a disabled rule is kept, as replay-only");
+    // The exec timeout defaults to 10 s.
+    assert_eq!(
+        winter.steps[0].action,
+        Action::Exec {
+            command: "/usr/local/bin/seat-heater".into(),
+            timeout_ns: 10 * S
+        }
+    );
+    assert_eq!(winter.steps[1].after_ns, 15 * 60 * S);
+}
+
+#[test]
+fn can_frames() {
+    let report =
+        check_dir(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/rules"))
+            .unwrap();
+    let blink = rule(&report, "parked-brake-blink");
+    assert_eq!(
+        blink.steps[0].action,
+        Action::Can(CanFrame {
+            iface: "can0".into(),
+            id: 0x3A1,
+            extended: false,
+            rtr: false,
+            dlc: 4,
+            data: vec![0x01, 0xFF, 0x00, 0x00],
+        })
+    );
+    assert_eq!(
+        blink.steps[1].action,
+        Action::Can(CanFrame {
+            iface: "can0".into(),
+            id: 0x18FF_50E5,
+            extended: true,
+            rtr: false,
+            dlc: 2,
+            data: vec![0, 0],
+        })
+    );
+    let ask = rule(&report, "ask-bms-status");
+    assert_eq!(
+        ask.steps[0].action,
+        Action::Can(CanFrame {
+            iface: "can0".into(),
+            id: 0x7E0,
+            extended: false,
+            rtr: true,
+            dlc: 8,
+            data: vec![],
+        })
+    );
+}
+
+const STEP: &str = "[[rule.step]]\ndo = \"redis\"\nlist = \"l\"\npush = \"p\"\n";
+
+fn named(name: &str, extra: &str) -> String {
+    format!("[[rule]]\nname = \"{name}\"\non = [\"t\"]\n{extra}{STEP}")
+}
+
+#[test]
+fn bundle_order_is_file_order_then_position() {
+    let report = check(&[
+        ("b.toml", &format!("{}{}", named("b1", ""), named("b2", ""))),
+        ("a.toml", &named("a1", "")),
+    ]);
+    let names: Vec<&str> = report.rules.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["a1", "b1", "b2"]);
+    assert_eq!(report.rules_read, 3);
+}
+
+#[test]
+fn an_error_rejects_only_its_rule() {
+    let report = check(&[(
+        "a.toml",
+        &format!(
+            "{}{}",
+            named("bad", "cooldown = \"-1s\"\n"),
+            named("good", "")
+        ),
+    )]);
+    let names: Vec<&str> = report.rules.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["good"]);
+    assert_eq!(report.errors(), 1);
+}
+
+#[test]
+fn a_failed_rule_claims_no_name() {
+    let report = check(&[
+        ("a.toml", &named("x", "cooldown = \"nope\"\n")),
+        ("b.toml", &named("x", "")),
+    ]);
+    assert_eq!(report.rules.len(), 1);
+    assert_eq!(report.rules[0].source, "b.toml");
+    assert_eq!(report.errors(), 1);
+    assert_eq!(report.diagnostics[0].code, "rulec::duration");
+}
+
+#[test]
+fn a_disabled_rule_claims_no_name_over_an_enabled_one() {
+    let report = check(&[
+        ("a.toml", &named("x", "enabled = false\n")),
+        ("b.toml", &named("x", "")),
+        ("c.toml", &named("y", "enabled = false\n")),
+        ("d.toml", &named("y", "enabled = false\n")),
+    ]);
+    let kept: Vec<(&str, bool)> = report
+        .rules
+        .iter()
+        .map(|r| (r.source.as_str(), r.enabled))
+        .collect();
+    assert_eq!(kept, [("b.toml", true), ("c.toml", false)]);
+    assert_eq!(report.errors(), 0);
+    assert_eq!(report.warnings(), 2);
+    assert!(report
+        .diagnostics
+        .iter()
+        .all(|d| d.code == "rulec::disabled-duplicate-name" && d.severity == Severity::Warning));
+}
+
+#[test]
+fn a_disabled_rule_with_errors_is_left_out_with_warnings() {
+    let report = check(&[(
+        "a.toml",
+        &named("x", "enabled = false\ndebounce = \"0s\"\n"),
+    )]);
+    assert!(report.rules.is_empty());
+    assert_eq!((report.errors(), report.warnings()), (0, 1));
+    assert!(!report.failed(false));
+    assert!(report.failed(true));
+}
+
+#[test]
+fn zero_cooldown_means_none() {
+    let report = check(&[("a.toml", &named("x", "cooldown = \"0s\"\n"))]);
+    assert_eq!(report.rules[0].cooldown_ns, 0);
+    assert!(report.diagnostics.is_empty());
+}
+
+#[test]
+fn a_when_error_span_lands_inside_the_string_in_the_file() {
+    let text = named("x", "when = \"to == \\\"a\\\" && spede > 1\"\n");
+    let report = check(&[("a.toml", &text)]);
+    let diagnostic = report
+        .diagnostics
+        .iter()
+        .find(|d| d.code.starts_with("rulec::when::"))
+        .unwrap_or_else(|| panic!("{:#?}", report.diagnostics));
+    let span = diagnostic.label.as_ref().unwrap().span.clone();
+    assert_eq!(&text[span], "spede");
+    assert_eq!(diagnostic.rule.as_deref(), Some("x"));
+    assert_eq!(diagnostic.step, None);
+}
