@@ -6,7 +6,7 @@
 //! input: a `data.*` value is `Any` and is checked at run time.
 
 use super::lex::{tokenize, Tok, TokKind};
-use super::spans::{self, SpanTree};
+use super::spans::{self, Oddity, SpanTree};
 use super::{BinOp, CheckedWhen, Expr, ExprKind, Lit, Ty, UnOp, WhenProblem};
 use evalexpr::{DefaultNumericTypes, EvalexprError, Node, Operator, Value};
 use rulecore::bundle::StatePair;
@@ -93,7 +93,33 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         Ok(tree) => tree,
         Err(error) => return Err(vec![parse_problem(text, &toks, &error)]),
     };
-    let spans = spans::map(&tree, &toks, text.len());
+    let mapped = spans::map(&tree, &toks, text.len());
+    if !mapped.misplaced.is_empty() {
+        return Err(mapped
+            .misplaced
+            .into_iter()
+            .map(|(at, oddity)| {
+                let written = text[at.clone()].to_string();
+                match oddity {
+                    Oddity::OperatorFirst => problem(
+                        "rulec::when::syntax",
+                        format!("`{written}` has no left operand"),
+                        at,
+                        "nothing before this operator".into(),
+                        Some(format!("write it between its operands: `a {written} b`")),
+                    ),
+                    Oddity::ParensAfterValue => problem(
+                        "rulec::when::syntax",
+                        "parentheses after a value".into(),
+                        at,
+                        "a value cannot be called".into(),
+                        Some("only functions take arguments: `len(topic)`".into()),
+                    ),
+                }
+            })
+            .collect());
+    }
+    let spans = mapped.tree;
     let mut checker = Checker {
         problems: Vec::new(),
         state_pairs: Vec::new(),
@@ -325,6 +351,15 @@ fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> WhenProblem
                 | TokKind::Ident(_)
                 | TokKind::LParen
         );
+        if ends_value && pair[1].kind == TokKind::LParen {
+            return problem(
+                "rulec::when::syntax",
+                "parentheses after a value".into(),
+                pair[1].span.clone(),
+                "a value cannot be called".into(),
+                Some("only functions take arguments: `len(topic)`".into()),
+            );
+        }
         if ends_value && starts_value {
             return problem(
                 "rulec::when::syntax",
@@ -504,6 +539,7 @@ impl Checker {
             Operator::FunctionIdentifier { identifier } => {
                 let (Some(arg), Some(arg_spans)) = (node.children().first(), spans.kids.first())
                 else {
+                    self.missing_operator_after(identifier, op_span);
                     return None;
                 };
                 self.call(identifier, arg, arg_spans, op_span, span)
@@ -618,6 +654,17 @@ impl Checker {
                 })
             }
         }
+    }
+
+    /// evalexpr reads a name followed by a value (`to "x"`) as a call.
+    fn missing_operator_after(&mut self, name: &str, name_span: Range<usize>) {
+        self.report(
+            "rulec::when::syntax",
+            format!("missing operator after `{name}`"),
+            name_span,
+            "a value follows this name with no operator between".into(),
+            Some("put an operator between them, e.g. `to == \"parked\"`".into()),
+        );
     }
 
     fn missing_operand(&mut self, op: &Operator, op_span: Range<usize>) -> Option<Expr> {
@@ -867,6 +914,14 @@ impl Checker {
         name_span: Range<usize>,
         span: Range<usize>,
     ) -> Option<Expr> {
+        let is_value_name = FIELDS.iter().any(|(n, _)| *n == name)
+            || name.starts_with("data.")
+            || name == "true"
+            || name == "false";
+        if is_value_name {
+            self.missing_operator_after(name, name_span);
+            return None;
+        }
         let raw_args = Self::arguments(arg, arg_spans);
         if name == "state" {
             return self.state(&raw_args, name_span, span);

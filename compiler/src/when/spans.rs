@@ -25,12 +25,47 @@ pub struct SpanTree {
 /// Maps `root` (as returned by `build_operator_tree`) onto `toks`. When the
 /// walk and the tokens ever disagree, every node gets the whole text: a
 /// coarse span is better than a wrong one.
-pub fn map(root: &Node, toks: &[Tok], text_len: usize) -> SpanTree {
-    let mut walker = Walker { toks, pos: 0 };
-    match walker.node(root, true) {
-        Some(tree) if walker.pos == toks.len() => tree,
-        _ => whole(root, 0..text_len),
-    }
+pub fn map(root: &Node, toks: &[Tok], text_len: usize) -> Mapped {
+    try_map(root, toks).unwrap_or_else(|| Mapped {
+        tree: whole(root, 0..text_len),
+        misplaced: Vec::new(),
+    })
+}
+
+/// A mapped tree, and the binary operators written before both their
+/// operands (`>= a b`), which evalexpr quietly accepts as `a >= b`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mapped {
+    pub tree: SpanTree,
+    pub misplaced: Vec<(Range<usize>, Oddity)>,
+}
+
+/// Token orders evalexpr accepts by accident of its tree building; the
+/// checker rejects them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Oddity {
+    /// `>= a b`, read as `a >= b`.
+    OperatorFirst,
+    /// `2.5()`, read as `(2.5)`.
+    ParensAfterValue,
+}
+
+/// Bounds the backtracking over operator placement on malformed input.
+const BUDGET: usize = 10_000;
+
+/// The exact mapping, or `None` where the walk and the tokens disagree.
+fn try_map(root: &Node, toks: &[Tok]) -> Option<Mapped> {
+    let mut walker = Walker {
+        toks,
+        pos: 0,
+        budget: BUDGET,
+        misplaced: Vec::new(),
+    };
+    let tree = walker.node(root, true)?;
+    (walker.pos == toks.len()).then_some(Mapped {
+        tree,
+        misplaced: walker.misplaced,
+    })
 }
 
 fn whole(node: &Node, span: Range<usize>) -> SpanTree {
@@ -48,6 +83,9 @@ fn whole(node: &Node, span: Range<usize>) -> SpanTree {
 struct Walker<'a> {
     toks: &'a [Tok],
     pos: usize,
+    /// Node visits left; the walk gives up (whole-text spans) at zero.
+    budget: usize,
+    misplaced: Vec<(Range<usize>, Oddity)>,
 }
 
 impl Walker<'_> {
@@ -70,6 +108,7 @@ impl Walker<'_> {
     }
 
     fn node(&mut self, node: &Node, synthetic: bool) -> Option<SpanTree> {
+        self.budget = self.budget.checked_sub(1)?;
         let kids = node.children();
         match node.operator() {
             Operator::RootNode if synthetic => match kids {
@@ -92,17 +131,23 @@ impl Walker<'_> {
                 _ => None,
             },
             Operator::RootNode => {
-                let open = self.take(|k| *k == TokKind::LParen)?;
-                let mut mapped = Vec::new();
-                for kid in kids {
-                    mapped.push(self.node(kid, false)?);
+                let (pos, misplaced) = (self.pos, self.misplaced.len());
+                if let Some(tree) = self.parens(kids) {
+                    return Some(tree);
                 }
+                // `x()`: evalexpr moves the value before `()` into them.
+                self.pos = pos;
+                self.misplaced.truncate(misplaced);
+                let [kid] = kids else { return None };
+                let kid = self.node(kid, false)?;
+                self.take(|k| *k == TokKind::LParen)?;
                 let close = self.take(|k| *k == TokKind::RParen)?;
-                let span = open.start..close.end;
+                self.misplaced
+                    .push((kid.span.end..close.end, Oddity::ParensAfterValue));
                 Some(SpanTree {
-                    span: span.clone(),
-                    op: span,
-                    kids: mapped,
+                    span: kid.span.start..close.end,
+                    op: kid.span.start..close.end,
+                    kids: vec![kid],
                 })
             }
             Operator::Tuple | Operator::Chain => {
@@ -118,7 +163,10 @@ impl Walker<'_> {
                         let at = self.take(|k| *k == sep)?;
                         first_sep.get_or_insert(at);
                     }
-                    mapped.push(self.node(kid, true)?);
+                    // Element roots are token-less; evalexpr can also put a
+                    // bare node there in malformed input.
+                    let synthetic = *kid.operator() == Operator::RootNode;
+                    mapped.push(self.node(kid, synthetic)?);
                 }
                 let start = mapped.first()?.span.start;
                 let end = mapped.last()?.span.end;
@@ -165,8 +213,13 @@ impl Walker<'_> {
             }
             Operator::FunctionIdentifier { identifier } => {
                 let op = self.take(|k| matches!(k, TokKind::Ident(name) if name == identifier))?;
-                let [kid] = kids else { return None };
-                let kid = self.node(kid, false)?;
+                let kid = match kids {
+                    [kid] => self.node(kid, false)?,
+                    // `a "x"` after an operator: evalexpr makes `a` a
+                    // function and may leave its argument beside it.
+                    [] => return Some(leaf(op)),
+                    _ => return None,
+                };
                 Some(SpanTree {
                     span: op.start..kid.span.end,
                     op,
@@ -175,32 +228,67 @@ impl Walker<'_> {
             }
             binary => {
                 let want = binary_token(binary)?;
-                match kids {
-                    [left, right] => {
-                        let left = self.node(left, false)?;
-                        let op = self.take(|k| *k == want)?;
-                        let right = self.node(right, false)?;
-                        Some(SpanTree {
-                            span: left.span.start..right.span.end,
-                            op,
-                            kids: vec![left, right],
-                        })
-                    }
-                    // `a >=` at the end: evalexpr parses it without the
-                    // right operand.
-                    [left] => {
-                        let left = self.node(left, false)?;
-                        let op = self.take(|k| *k == want)?;
-                        Some(SpanTree {
-                            span: left.span.start..op.end,
-                            op,
-                            kids: vec![left],
-                        })
-                    }
-                    _ => None,
+                let (pos, misplaced) = (self.pos, self.misplaced.len());
+                if let Some(tree) = self.in_order(kids, &want) {
+                    return Some(tree);
                 }
+                // evalexpr also accepts the operator first (`>= a b`).
+                self.pos = pos;
+                self.misplaced.truncate(misplaced);
+                let op = self.take(|k| *k == want)?;
+                let mut mapped = Vec::new();
+                for kid in kids {
+                    mapped.push(self.node(kid, false)?);
+                }
+                if !mapped.is_empty() {
+                    self.misplaced.push((op.clone(), Oddity::OperatorFirst));
+                }
+                let end = mapped.last().map_or(op.end, |kid| kid.span.end);
+                Some(SpanTree {
+                    span: op.start..end,
+                    op,
+                    kids: mapped,
+                })
             }
         }
+    }
+
+    /// `( kids )`.
+    fn parens(&mut self, kids: &[Node]) -> Option<SpanTree> {
+        let open = self.take(|k| *k == TokKind::LParen)?;
+        let mut mapped = Vec::new();
+        for kid in kids {
+            mapped.push(self.node(kid, false)?);
+        }
+        let close = self.take(|k| *k == TokKind::RParen)?;
+        let span = open.start..close.end;
+        Some(SpanTree {
+            span: span.clone(),
+            op: span,
+            kids: mapped,
+        })
+    }
+
+    /// `left op right`, or `left op` with the right operand missing.
+    fn in_order(&mut self, kids: &[Node], want: &TokKind) -> Option<SpanTree> {
+        let (left, right) = match kids {
+            [left, right] => (left, Some(right)),
+            [left] => (left, None),
+            _ => return None,
+        };
+        let left = self.node(left, false)?;
+        let op = self.take(|k| k == want)?;
+        let mut mapped = vec![left];
+        if let Some(right) = right {
+            mapped.push(self.node(right, false)?);
+        }
+        let start = mapped[0].span.start;
+        let end = mapped.last().map_or(op.end, |kid| kid.span.end.max(op.end));
+        Some(SpanTree {
+            span: start..end,
+            op,
+            kids: mapped,
+        })
     }
 }
 
@@ -250,7 +338,9 @@ mod tests {
     fn mapped(text: &str) -> SpanTree {
         let tree = evalexpr::build_operator_tree::<evalexpr::DefaultNumericTypes>(text)
             .unwrap_or_else(|e| panic!("{text}: {e}"));
-        map(&tree, &tokenize(text), text.len())
+        let mapped = map(&tree, &tokenize(text), text.len());
+        assert!(mapped.misplaced.is_empty());
+        mapped.tree
     }
 
     fn show<'a>(text: &'a str, tree: &SpanTree, out: &mut Vec<&'a str>) {
@@ -304,5 +394,59 @@ mod tests {
         assert_eq!(&text[eq.kids[0].span.clone()], "((a))");
         assert_eq!(&text[eq.kids[0].kids[0].kids[0].span.clone()], "a");
         assert_eq!(&text[eq.kids[1].span.clone()], "(b)");
+    }
+
+    fn has_incomplete(node: &Node) -> bool {
+        let want = match node.operator() {
+            Operator::Neg | Operator::Not | Operator::FunctionIdentifier { .. } => 1,
+            Operator::RootNode
+            | Operator::Tuple
+            | Operator::Chain
+            | Operator::Const { .. }
+            | Operator::VariableIdentifierRead { .. }
+            | Operator::VariableIdentifierWrite { .. } => node.children().len(),
+            _ => 2,
+        };
+        node.children().len() != want || node.children().iter().any(has_incomplete)
+    }
+
+    /// Whenever evalexpr parses a text with no operand missing, the walk meets every token: the
+    /// source-order assumption holds for every tree shape evalexpr builds.
+    #[test]
+    fn every_parsed_soup_maps_exactly() {
+        const PIECES: &[&str] = &[
+            "a", "data.x", "f", "len", "(", ")", "\"s\"", ",", "==", "!", "&&", "||", "+", "-",
+            "*", "/", "^", "%", "<", ">=", "1", "2.5", "1e", "true", " ", "/*c*/",
+        ];
+        let mut seed: u64 = 0x9E37_79B9;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut parsed = 0;
+        for _ in 0..50_000 {
+            let len = 1 + (next() % 8) as usize;
+            let text: String = (0..len)
+                .map(|_| PIECES[(next() % PIECES.len() as u64) as usize])
+                .collect();
+            let Ok(tree) = evalexpr::build_operator_tree::<evalexpr::DefaultNumericTypes>(&text)
+            else {
+                continue;
+            };
+            // With an operand missing, evalexpr may hang nodes anywhere;
+            // such a text is an error (missing operand) whose span may fall
+            // back to the whole text.
+            if has_incomplete(&tree) {
+                continue;
+            }
+            parsed += 1;
+            assert!(
+                try_map(&tree, &tokenize(&text)).is_some_and(|m| m.tree.span.end <= text.len()),
+                "{text:?} parses as {tree:?} but does not map"
+            );
+        }
+        assert!(parsed > 5_000, "only {parsed} soups parsed");
     }
 }

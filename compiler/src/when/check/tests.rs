@@ -315,7 +315,14 @@ fn never_panics_and_spans_are_in_bounds() {
 
 #[test]
 fn missing_operands_point_at_the_operator() {
-    for (text, op) in [("data.x >=", ">="), ("1 + ", "+"), ("true && !", "!")] {
+    for (text, op, says) in [
+        ("data.x >=", ">=", "missing an operand"),
+        ("1 + ", "+", "missing an operand"),
+        ("true && !", "!", "missing an operand"),
+        (r#"== to "x""#, "==", "has no left operand"),
+        ("(< 1 2)", "<", "has no left operand"),
+        (r#"to "x" == "y""#, "to", "missing operator after `to`"),
+    ] {
         let problems = check(text).unwrap_err();
         let at: Vec<(&str, &str)> = problems
             .iter()
@@ -323,8 +330,22 @@ fn missing_operands_point_at_the_operator() {
             .collect();
         assert!(
             at.iter()
-                .any(|(span, message)| *span == op && message.contains("missing")),
+                .any(|(span, message)| *span == op && message.contains(says)),
             "{text}: {at:?}"
         );
+    }
+}
+
+#[test]
+fn accidental_evalexpr_forms_are_rejected() {
+    for (text, at_want) in [
+        ("true()", "("),
+        ("(1 == 1)()", "("),
+        ("1 < 2.5()", "()"),
+        ("== 1 2", "=="),
+    ] {
+        let problems = check(text).unwrap_err();
+        let at: Vec<&str> = problems.iter().map(|p| &text[p.span.clone()]).collect();
+        assert_eq!(at, vec![at_want], "{text}: {problems:?}");
     }
 }
