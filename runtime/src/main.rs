@@ -106,6 +106,15 @@ async fn shutdown_signal() {
 fn main() -> Result<()> {
     let args = Args::parse();
     init_logging(&args.log_level)?;
+    if let Err(e) = run(args) {
+        // Logged once, where the journal (or the terminal) reads it.
+        tracing::error!("{e:#}");
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+fn run(args: Args) -> Result<()> {
     let config = ServiceConfig {
         redis_url: args.redis,
         bundle: args.bundle,
@@ -121,9 +130,7 @@ fn main() -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")?;
-    let result = runtime.block_on(driver::run(config, shutdown_signal()));
-    if let Err(e) = &result {
-        tracing::error!("{e}");
-    }
-    result.map_err(anyhow::Error::from)
+    runtime
+        .block_on(driver::run(config, shutdown_signal()))
+        .map_err(anyhow::Error::from)
 }

@@ -555,3 +555,67 @@ fn reconnects_after_client_kill() {
         list(&redis, "scooter:blinker") == ["both", "off"]
     });
 }
+
+/// Every flag also reads its environment variable, and `--log-level`
+/// really filters: at `warn`, none of the info lines appear.
+#[test]
+fn env_configuration_and_log_filter() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .env("RULED_REDIS", redis.url())
+        .env("RULED_BUNDLE", &bundle)
+        .env("RULED_LOG_LEVEL", "warn")
+        .env("RULED_WORKERS", "1")
+        .env("RULED_STATS_INTERVAL", "100ms")
+        .env_remove("JOURNAL_STREAM")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("subscribed through env configuration", || {
+        let (_, n): (String, i64) = redis.query(&["PUBSUB", "NUMSUB", "ev:alarm.triggered"]);
+        n == 1
+    });
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("fired", || {
+        list(&redis, "scooter:blinker") == ["both", "off"]
+    });
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!log.contains("INFO"), "{log}");
+    assert!(!log.contains("ruled ready"), "{log}");
+}
+
+#[test]
+fn help_has_an_example_and_bad_flags_are_refused() {
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("Example:"), "{text}");
+    for flag in [
+        "--redis",
+        "--bundle",
+        "--workers",
+        "--queue",
+        "--replay-window",
+        "--stats-interval",
+        "--log-level",
+        "RULED_REDIS",
+    ] {
+        assert!(text.contains(flag), "{flag} missing:\n{text}");
+    }
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .args(["--bundle", "x", "--stats-interval", "10"])
+        .env_remove("RULED_STATS_INTERVAL")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("missing unit"));
+}

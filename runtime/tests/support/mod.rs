@@ -112,8 +112,15 @@ impl Ruled {
             .arg("--redis")
             .arg(redis.url())
             .arg("--bundle")
-            .arg(bundle)
-            .args(["--log-level", "debug", "--stats-interval", "200ms"])
+            .arg(bundle);
+        // Test defaults, unless the test sets them itself.
+        if !extra.contains(&"--log-level") {
+            command.args(["--log-level", "debug"]);
+        }
+        if !extra.contains(&"--stats-interval") {
+            command.args(["--stats-interval", "200ms"]);
+        }
+        command
             .args(extra)
             .env_remove("JOURNAL_STREAM")
             .stdin(Stdio::null())

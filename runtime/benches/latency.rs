@@ -1,0 +1,164 @@
+//! End-to-end latency through `ruled` (run by `cargo xtask bench`).
+//!
+//! A throwaway `redis-server`, a release `ruled` with one rule: on
+//! `bench.ping`, `LPUSH bench:out x`. Each sample is one `PUBLISH
+//! ev:bench.ping` until the push is visible to the client (`BLPOP`). Beside
+//! it, in the same run, the same client doing the work itself: `PUBLISH`
+//! to a channel nobody listens to, then `LPUSH`, the two round trips a
+//! client needs without ruled. Prints p50 / p90 / p99 / max of each.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+use support::bundles::{self, payload};
+use support::{RedisServer, Ruled};
+
+const WARMUP: usize = 500;
+const SAMPLES: usize = 10_000;
+
+fn percentiles(name: &str, mut samples: Vec<Duration>) {
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    println!(
+        "{name:<44} n={:<6} p50={:>8.1}µs p90={:>8.1}µs p99={:>8.1}µs max={:>8.1}µs",
+        samples.len(),
+        at(0.50).as_secs_f64() * 1e6,
+        at(0.90).as_secs_f64() * 1e6,
+        at(0.99).as_secs_f64() * 1e6,
+        at(1.0).as_secs_f64() * 1e6,
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter that names another bench
+    // means this one should not run.
+    if std::env::args()
+        .skip(1)
+        .any(|a| !a.starts_with('-') && !"latency".contains(a.as_str()))
+    {
+        return;
+    }
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rule = bundles::rule(
+        "bench",
+        &["bench.ping"],
+        vec![bundles::redis_step("bench:out", "x", 0)],
+    );
+    let bundle = bundles::write(
+        dir.path(),
+        "bench.bundle",
+        &payload(vec![rule], vec![], vec![]),
+    );
+    let mut ruled = Ruled::start(&redis, &bundle, &["--log-level", "warn"]);
+    // `--log-level warn` hides "ready": wait for the subscription instead.
+    support::wait_for("ruled subscribed", || {
+        let (_, n): (String, i64) = redis.query(&["PUBSUB", "NUMSUB", "ev:bench.ping"]);
+        n == 1
+    });
+
+    let mut con = redis.con();
+    let event = r#"{"topic":"bench.ping","src":"bench"}"#;
+    let mut through_ruled = Vec::with_capacity(SAMPLES);
+    let mut raw = Vec::with_capacity(SAMPLES);
+    for i in 0..WARMUP + SAMPLES {
+        let start = Instant::now();
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg("ev:bench.ping")
+            .arg(event)
+            .query(&mut con)
+            .unwrap();
+        let popped: Option<(String, String)> = redis::cmd("BLPOP")
+            .arg("bench:out")
+            .arg(5)
+            .query(&mut con)
+            .unwrap();
+        let ruled_sample = start.elapsed();
+        assert!(popped.is_some(), "ruled did not push within 5 s");
+
+        let start = Instant::now();
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg("ev:nobody")
+            .arg(event)
+            .query(&mut con)
+            .unwrap();
+        let _: i64 = redis::cmd("LPUSH")
+            .arg("bench:raw")
+            .arg("x")
+            .query(&mut con)
+            .unwrap();
+        let raw_sample = start.elapsed();
+        let _: Option<String> = redis::cmd("RPOP").arg("bench:raw").query(&mut con).unwrap();
+
+        if i >= WARMUP {
+            through_ruled.push(ruled_sample);
+            raw.push(raw_sample);
+        }
+    }
+    println!("latency over a unix socket, {SAMPLES} events after {WARMUP} warm-up:");
+    percentiles("PUBLISH -> LPUSH visible through ruled", through_ruled);
+    percentiles("raw client PUBLISH + LPUSH round trips", raw);
+    ruled.stop();
+
+    memory(&redis, dir.path());
+}
+
+/// Resident memory of a `ruled` process, from /proc.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// VmRSS with no rules, with 10,000 rules loaded, and with 10,000 runs
+/// parked on a durable 10-minute step (one record each in Redis).
+fn memory(redis: &RedisServer, dir: &std::path::Path) {
+    const RULES: usize = 10_000;
+    let empty = bundles::write(dir, "empty.bundle", &payload(vec![], vec![], vec![]));
+    let mut idle = Ruled::start(redis, &empty, &["--log-level", "info"]);
+    idle.wait_ready();
+    let idle_rss = rss_kib(idle.pid());
+    idle.stop();
+
+    let rules = (0..RULES)
+        .map(|i| {
+            bundles::rule(
+                &format!("park-{i}"),
+                &["park"],
+                vec![bundles::redis_step("bench:parked", "x", 600_000)],
+            )
+        })
+        .collect();
+    let many = bundles::write(dir, "many.bundle", &payload(rules, vec![], vec![]));
+    let mut ruled = Ruled::start(redis, &many, &["--log-level", "info"]);
+    ruled.wait_ready();
+    let loaded_rss = rss_kib(ruled.pid());
+    let _: i64 = redis.query(&["PUBLISH", "ev:park", r#"{"topic":"park"}"#]);
+    let started = Instant::now();
+    let parked = support::poll(|| {
+        let pending: Option<String> = redis.query(&["HGET", "extensions", "pending"]);
+        let records: usize = redis.query(&["HLEN", "extensions:pending"]);
+        (pending.as_deref() == Some(&RULES.to_string()) && records == RULES).then_some(())
+    });
+    assert!(parked.is_some(), "10,000 runs did not park");
+    let parked_time = started.elapsed();
+    let parked_rss = rss_kib(ruled.pid());
+    ruled.stop();
+    let _: i64 = redis.query(&["DEL", "extensions:pending"]);
+    println!("resident memory (VmRSS) of ruled:");
+    println!("  {:<36} {idle_rss:>7} KiB", "idle, no rules");
+    println!(
+        "  {:<36} {loaded_rss:>7} KiB",
+        format!("{RULES} rules loaded, idle")
+    );
+    println!(
+        "  {:<36} {parked_rss:>7} KiB  (one event parked them all in {:.0} ms)",
+        format!("{RULES} runs parked (records in Redis)"),
+        parked_time.as_secs_f64() * 1e3
+    );
+}
