@@ -563,7 +563,7 @@ fn env_configuration_and_log_filter() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
         .env("RULED_REDIS", redis.url())
         .env("RULED_BUNDLE", &bundle)
         .env("RULED_LOG_LEVEL", "warn")
