@@ -1213,9 +1213,20 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                             Some(u64::from_str_radix(digits, 16).unwrap_or(u64::MAX))
                         }
                     }
-                    DeValue::Integer(_) => self
-                        .integer(step, "id")
-                        .map(|(n, _)| u64::try_from(n).unwrap_or(u64::MAX)),
+                    DeValue::Integer(_) => match self.integer(step, "id") {
+                        Some((n, _)) if n < 0 => {
+                            self.error_help(
+                                "rulec::can-id",
+                                format!("`id` is negative ({n})"),
+                                span.clone(),
+                                "negative id",
+                                "write e.g. `id = \"0x123\"`",
+                            );
+                            None
+                        }
+                        Some((n, _)) => Some(u64::try_from(n).unwrap_or(u64::MAX)),
+                        None => None,
+                    },
                     _ => {
                         self.wrong_type(
                             "id",
