@@ -436,9 +436,9 @@ impl<'t> Sim<'t> {
         let done = self.running.remove(position);
         let result = if done.fails {
             let mut line = action_line(self.at_ms(), "action-failed", &done.job);
-            line.reason = Some("simulated failure".to_string());
+            line.reason = Some("simulated-failure".to_string());
             self.line(line);
-            Err("simulated failure".to_string())
+            Err("simulated-failure".to_string())
         } else {
             Ok(())
         };
