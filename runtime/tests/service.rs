@@ -619,3 +619,47 @@ fn help_has_an_example_and_bad_flags_are_refused() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing unit"));
 }
+
+/// A hand-written record 10 minutes overdue: removed as too late with the
+/// default 5-minute window, run at once with `--replay-window 1h`.
+#[test]
+fn replay_window_decides_overdue_records() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let payload = payload(vec![hazards(60_000)], vec![], vec![]);
+    let bundle = bundles::write(dir.path(), "b", &payload);
+    let fingerprint = payload.rules[0].steps[1].fingerprint.to_string();
+    let record = |id: &str| {
+        serde_json::json!({
+            "id": id, "rule": "hazards-on-alarm", "source": "test.toml", "step": 1,
+            "iter": 0, "fire-at": now_ms() - 600_000, "fingerprint": fingerprint,
+            "event": {"topic": "alarm.triggered"}
+        })
+        .to_string()
+    };
+    let _: i64 = redis.query(&[
+        "HSET",
+        "extensions:pending",
+        "hazards-on-alarm#1-1",
+        &record("hazards-on-alarm#1-1"),
+    ]);
+    let mut ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    ruled.wait_log(&["removing pending record", "replay window"]);
+    assert!(pending_ids(&redis).is_empty());
+    assert!(list(&redis, "scooter:blinker").is_empty());
+    assert!(ruled.stop());
+
+    let _: i64 = redis.query(&[
+        "HSET",
+        "extensions:pending",
+        "hazards-on-alarm#1-2",
+        &record("hazards-on-alarm#1-2"),
+    ]);
+    let ruled = Ruled::start(&redis, &bundle, &["--replay-window", "1h"]);
+    ruled.wait_ready();
+    wait_for("overdue step runs at once", || {
+        list(&redis, "scooter:blinker") == ["off"]
+    });
+    wait_for("record removed", || pending_ids(&redis).is_empty());
+}
