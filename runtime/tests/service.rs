@@ -166,7 +166,7 @@ fn cancel_on_stops_the_waiting_step() {
     assert_eq!(list(&redis, "scooter:blinker"), ["both"]);
 }
 
-/// Three rules, one per policy, each `start` now and `end` 800ms later;
+/// Three rules, one per policy, each `start` now and `end` 2s later;
 /// each gets two triggers while its first run waits.
 #[test]
 fn concurrency_policies() {
@@ -179,7 +179,7 @@ fn concurrency_policies() {
             &[&format!("{name}.go")],
             vec![
                 bundles::redis_step(name, "start", 0),
-                bundles::redis_step(name, "end", 800),
+                bundles::redis_step(name, "end", 2_000),
             ],
         );
         rule.concurrency = policy;
