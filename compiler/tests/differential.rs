@@ -19,7 +19,7 @@ use evalexpr::{
     ContextWithMutableFunctions, ContextWithMutableVariables, DefaultNumericTypes, EvalexprError,
     Function, HashMapContext, Node, Operator, Value,
 };
-use rulec::when::{check, lower, ConstPool};
+use rulec::when::{check, lower, ConstPool, Expr, ExprKind};
 use rulecore::event::Event;
 use serde_json::json;
 use std::collections::HashMap;
@@ -706,6 +706,11 @@ fn report(tally: &Tally) {
     }
 }
 
+#[allow(clippy::print_stderr)]
+fn show(text: &str) {
+    eprintln!("{text}");
+}
+
 fn strings() -> Vec<String> {
     STRINGS.iter().map(|s| s.to_string()).collect()
 }
@@ -900,20 +905,28 @@ fn string_literals(text: &str) -> Vec<String> {
     out
 }
 
-/// The `data.*` paths an expression names.
+/// The `data.*` paths a checked expression reads, joined with dots.
 fn data_paths(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("data.") {
-        let tail = &rest[at + 5..];
-        let end = tail
-            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.' || c == '-'))
-            .unwrap_or(tail.len());
-        let path = tail[..end].trim_end_matches('.');
-        if !path.is_empty() && !out.iter().any(|p| p == path) {
-            out.push(path.to_string());
+    fn walk(expr: &Expr, out: &mut Vec<String>) {
+        match &expr.kind {
+            ExprKind::Data(path) => {
+                let joined = path.join(".");
+                if !out.contains(&joined) {
+                    out.push(joined);
+                }
+            }
+            ExprKind::Unary(_, inner) => walk(inner, out),
+            ExprKind::Binary(_, left, right) => {
+                walk(left, out);
+                walk(right, out);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|arg| walk(arg, out)),
+            ExprKind::Lit(_) | ExprKind::Field(_) | ExprKind::State(_) => {}
         }
-        rest = &tail[end..];
+    }
+    let mut out = Vec::new();
+    if let Ok(checked) = check(text) {
+        walk(&checked.expr, &mut out);
     }
     out
 }
@@ -988,4 +1001,82 @@ fn fixture_expressions_agree() {
     report(&tally);
     tally.assert_clean();
     assert!(tally.ran >= whens.len() * 100, "{}", tally.summary());
+}
+
+/// Random token soup: whatever odd text the checker accepts (evalexpr's
+/// parser takes many surprising forms) must still evaluate the same.
+#[test]
+fn accepted_token_soup_agrees() {
+    quiet_panics();
+    // Operands and operators alternate, with a random piece now and then,
+    // so that many soups type-check.
+    const OPERANDS: &[&str] = &[
+        "topic",
+        "to",
+        "data.a",
+        "data.o.x",
+        "\"a\"",
+        "\"\"",
+        "1",
+        "0",
+        "2.5",
+        "true",
+        "false",
+        "(",
+        "!",
+        "-",
+        "len",
+        "min (",
+        "max (",
+        "if (",
+        "floor",
+        "math::abs",
+        "str::trim",
+        "str::contains (",
+    ];
+    const OPERATORS: &[&str] = &[
+        "==", "!=", "<", ">=", "&&", "||", "+", "-", "*", "/", "%", "^", ",", ")", "/*c*/",
+    ];
+    const ANY: &[&str] = &["(", ")", ",", " ", "!", "-", "true", "data.a", "==", "&&"];
+    let mut rng = Rng(0x5C00_7E25_0000_0003);
+    let (strings, paths, pairs) = (strings(), default_paths(), default_pairs());
+    let mut tally = Tally::default();
+    let mut tried = 0;
+    let mut seen = std::collections::HashSet::new();
+    while tally.ran < 1_500 && tried < 1_000_000 {
+        tried += 1;
+        let len = 1 + rng.below(12);
+        let mut text = String::new();
+        for i in 0..len {
+            let pool = if rng.one_in(7) {
+                ANY
+            } else if i % 2 == 0 {
+                OPERANDS
+            } else {
+                OPERATORS
+            };
+            let piece: &&str = rng.pick(pool);
+            text.push_str(piece);
+            if !rng.one_in(5) {
+                text.push(' ');
+            }
+        }
+        if check(&text).is_err() || !seen.insert(text.trim().to_string()) {
+            continue;
+        }
+        if std::env::var_os("WHEN_SOUP_SHOW").is_some() && tally.ran < 60 {
+            show(&text);
+        }
+        // Glued names such as `data.atopic` are paths too.
+        let mut paths = paths.clone();
+        paths.extend(data_paths(&text));
+        for _ in 0..3 {
+            let inputs = random_inputs(&mut rng, &strings, &paths, &pairs);
+            let case = run(&text, &inputs, &paths);
+            tally.record(&text, &inputs, case);
+        }
+    }
+    report(&tally);
+    tally.assert_clean();
+    assert!(tally.ran >= 1_500, "{}", tally.summary());
 }
