@@ -417,7 +417,11 @@ mod tests {
     #[test]
     fn a_diagnostic_without_span_still_renders() {
         let diagnostic = Diagnostic::error("rulec::encoding", "not UTF-8").in_file("c.toml");
-        let text = render_text(std::slice::from_ref(&diagnostic), &files(), TextStyle::Plain);
+        let text = render_text(
+            std::slice::from_ref(&diagnostic),
+            &files(),
+            TextStyle::Plain,
+        );
         assert!(text.contains("in c.toml"), "{text}");
         let value = to_json(&diagnostic, &files());
         assert_eq!(value["span"], Value::Null);

@@ -1,0 +1,240 @@
+//! The `can` action (DESIGN.md 3.6): interface, id, data, rtr, dlc.
+
+use super::checker::{entry, RuleChecker};
+use crate::rulefile::Table;
+use rulecore::bundle::{Action, CanFrame};
+use std::borrow::Cow;
+use std::ops::Range;
+use toml::de::DeValue;
+
+impl<'i> RuleChecker<'_, 'i> {
+    /// DESIGN.md 3.6.
+    pub(super) fn can(&mut self, step: &Table<'i>, header: &Range<usize>) -> Option<Action> {
+        let mut ok = true;
+        let iface = match self.required_string(step, "iface", "can", header, "\"can0\"") {
+            Some((iface, span)) => {
+                let bad = iface
+                    .chars()
+                    .find(|c| c.is_whitespace() || *c == '/' || *c == '\0');
+                if iface.len() > 15 {
+                    self.error_help(
+                        "rulec::can-iface",
+                        format!(
+                            "interface name `{iface}` is {} bytes long; at most 15",
+                            iface.len()
+                        ),
+                        span,
+                        "too long",
+                        "SocketCAN interface names are 1 to 15 bytes, e.g. `can0`",
+                    );
+                    ok = false;
+                } else if let Some(bad) = bad {
+                    self.error_help(
+                        "rulec::can-iface",
+                        format!("interface name `{}` contains {bad:?}", iface.escape_debug()),
+                        span,
+                        "white space, `/` and NUL are not allowed",
+                        "SocketCAN interface names look like `can0` or `vcan1`",
+                    );
+                    ok = false;
+                }
+                iface
+            }
+            None => {
+                ok = false;
+                String::new()
+            }
+        };
+
+        let id = match entry(step, "id") {
+            None => {
+                self.missing(
+                    "id",
+                    header.clone(),
+                    "a `can` step needs the frame's `id`",
+                    "add e.g. `id = \"0x123\"`",
+                );
+                None
+            }
+            Some(e) => {
+                let span = e.value.span();
+                let parsed: Option<u64> = match e.value.get_ref() {
+                    DeValue::String(text) => {
+                        let digits = text
+                            .strip_prefix("0x")
+                            .or_else(|| text.strip_prefix("0X"))
+                            .unwrap_or(text);
+                        if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+                            self.error_help("rulec::can-id", format!("`id` `{text}` is not hexadecimal"), span.clone(), "expected hex digits, optionally after `0x`", "write e.g. `id = \"0x123\"` (standard) or `id = \"0x18FF50E5\"` (extended)");
+                            None
+                        } else {
+                            Some(u64::from_str_radix(digits, 16).unwrap_or(u64::MAX))
+                        }
+                    }
+                    DeValue::Integer(_) => match self.integer(step, "id") {
+                        Some((n, _)) if n < 0 => {
+                            self.error_help(
+                                "rulec::can-id",
+                                format!("`id` is negative ({n})"),
+                                span.clone(),
+                                "negative id",
+                                "write e.g. `id = \"0x123\"`",
+                            );
+                            None
+                        }
+                        Some((n, _)) => Some(u64::try_from(n).unwrap_or(u64::MAX)),
+                        None => None,
+                    },
+                    _ => {
+                        self.wrong_type(
+                            "id",
+                            e.value,
+                            "a hex string",
+                            Some("write e.g. `id = \"0x123\"`"),
+                        );
+                        None
+                    }
+                };
+                match parsed {
+                    Some(id) if id <= 0x1FFF_FFFF => u32::try_from(id).ok(),
+                    Some(_) => {
+                        self.error_help(
+                            "rulec::can-id",
+                            "`id` is larger than 0x1FFFFFFF".to_string(),
+                            span,
+                            "above the 29-bit extended range",
+                            "standard ids go up to 0x7FF, extended ids up to 0x1FFFFFFF",
+                        );
+                        None
+                    }
+                    None => None,
+                }
+            }
+        };
+
+        let data = match self.string(step, "data") {
+            Some((text, span)) => match parse_can_data(&text) {
+                Ok(bytes) => Some(Some((bytes, span))),
+                Err(problem) => {
+                    self.error_help("rulec::can-data", format!("`data` `{text}`: {problem}"), span, &problem, "write hex bytes, contiguous (`\"DEADBEEF\"`) or separated by spaces (`\"DE AD BE EF\"`), at most 8 bytes");
+                    None
+                }
+            },
+            None if entry(step, "data").is_some() => None,
+            None => Some(None),
+        };
+        let rtr = match self.boolean(step, "rtr") {
+            Some((rtr, _)) => Some(rtr),
+            None if entry(step, "rtr").is_some() => None,
+            None => Some(false),
+        };
+        let dlc = match self.integer(step, "dlc") {
+            Some((dlc, span)) => match u8::try_from(dlc) {
+                Ok(dlc) if dlc <= 8 => Some(Some((dlc, span))),
+                _ => {
+                    self.error_help(
+                        "rulec::can-dlc",
+                        format!("`dlc` must be 0 to 8, found {dlc}"),
+                        span,
+                        "out of range",
+                        "a classic CAN frame carries 0 to 8 bytes",
+                    );
+                    None
+                }
+            },
+            None if entry(step, "dlc").is_some() => None,
+            None => Some(None),
+        };
+        let (id, data, rtr, dlc) = (id?, data?, rtr?, dlc?);
+        if !ok {
+            return None;
+        }
+        let (data_bytes, dlc) = if rtr {
+            if let Some((_, span)) = data.filter(|(bytes, _)| !bytes.is_empty()) {
+                self.error_help(
+                    "rulec::can-rtr-data",
+                    "a remote frame (`rtr = true`) carries no data".to_string(),
+                    span,
+                    "data on a remote frame",
+                    "remove `data`, and use `dlc` for the length the remote frame requests",
+                );
+                return None;
+            }
+            (Vec::new(), dlc.map_or(0, |(dlc, _)| dlc))
+        } else {
+            if let Some((_, span)) = dlc {
+                self.error_help("rulec::can-dlc", "`dlc` is only for remote frames (`rtr = true`)".to_string(), span, "only with `rtr = true`", "a data frame's length is the length of `data`; remove `dlc`, or set `rtr = true`");
+                return None;
+            }
+            let bytes = data.map(|(bytes, _)| bytes).unwrap_or_default();
+            let len = u8::try_from(bytes.len()).unwrap_or(u8::MAX);
+            (bytes, len)
+        };
+        Some(Action::Can(CanFrame {
+            iface,
+            id,
+            extended: id > 0x7FF,
+            rtr,
+            dlc,
+            data: data_bytes,
+        }))
+    }
+}
+
+/// CAN `data` (DESIGN.md 3.6): hex, either contiguous (even length) or byte
+/// pairs separated by white space, at most 8 bytes, may be empty.
+pub fn parse_can_data(text: &str) -> Result<Vec<u8>, String> {
+    let groups: Vec<&str> = text.split_whitespace().collect();
+    let pairs: Vec<Cow<'_, str>> = if groups.len() > 1 {
+        if let Some(bad) = groups.iter().find(|g| g.len() != 2) {
+            return Err(format!("`{bad}` is not one byte (two hex digits)"));
+        }
+        groups.into_iter().map(Cow::Borrowed).collect()
+    } else {
+        let joined = groups.first().copied().unwrap_or("");
+        if joined.len() % 2 != 0 {
+            return Err("odd number of hex digits".to_string());
+        }
+        (0..joined.len() / 2)
+            .map(|i| Cow::Borrowed(joined.get(2 * i..2 * i + 2).unwrap_or("")))
+            .collect()
+    };
+    let mut bytes = Vec::new();
+    for pair in pairs {
+        let byte = u8::from_str_radix(&pair, 16)
+            .ok()
+            .filter(|_| pair.chars().all(|c| c.is_ascii_hexdigit()))
+            .ok_or_else(|| format!("`{pair}` is not hexadecimal"))?;
+        bytes.push(byte);
+    }
+    if bytes.len() > 8 {
+        return Err(format!(
+            "{} bytes; a CAN frame carries at most 8",
+            bytes.len()
+        ));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn can_data_forms() {
+        assert_eq!(parse_can_data(""), Ok(vec![]));
+        assert_eq!(parse_can_data("DEADbeef"), Ok(vec![0xDE, 0xAD, 0xBE, 0xEF]));
+        assert_eq!(
+            parse_can_data(" de ad  be\tef "),
+            Ok(vec![0xDE, 0xAD, 0xBE, 0xEF])
+        );
+        assert!(parse_can_data("ABC").is_err());
+        assert!(parse_can_data("AB C").is_err());
+        assert!(parse_can_data("zz").is_err());
+        assert!(parse_can_data("+1").is_err());
+        assert!(parse_can_data("0102030405060708").is_ok());
+        assert!(parse_can_data("010203040506070809").is_err());
+        // A non-ASCII character must not panic on slicing.
+        assert!(parse_can_data("éé").is_err());
+    }
+}

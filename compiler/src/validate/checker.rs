@@ -1,0 +1,333 @@
+//! Per-rule checking state and typed accessors for TOML values: each
+//! accessor reports a wrongly typed or malformed value at its span and
+//! returns `None`.
+
+use super::CheckedExpr;
+use crate::diagnostic::Diagnostic;
+use crate::load::SourceFile;
+use crate::rulefile::{RawRule, Spanned, Table};
+use crate::span::StringMap;
+use crate::when;
+use rulecore::{parse_duration, DurationError, TopicPattern};
+use std::ops::Range;
+use toml::de::DeValue;
+
+pub(super) type Value<'i> = Spanned<DeValue<'i>>;
+
+/// A key and its value, both with spans.
+pub(super) struct Entry<'t, 'i> {
+    pub(super) key_span: Range<usize>,
+    pub(super) value: &'t Value<'i>,
+}
+
+pub(super) fn entry<'t, 'i>(table: &'t Table<'i>, key: &str) -> Option<Entry<'t, 'i>> {
+    table
+        .iter()
+        .find(|(k, _)| k.get_ref() == key)
+        .map(|(k, value)| Entry {
+            key_span: k.span(),
+            value,
+        })
+}
+
+pub(super) fn type_name(value: &DeValue<'_>) -> &'static str {
+    match value {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date-time",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+pub(super) const REDIS_KEYS: &[&str] = &["list", "push"];
+pub(super) const EXEC_KEYS: &[&str] = &["command", "timeout"];
+pub(super) const CAN_KEYS: &[&str] = &["iface", "id", "data", "rtr", "dlc"];
+pub(super) const ACTION_KINDS: &[&str] = &["redis", "exec", "can"];
+
+/// Checks one rule; collects its diagnostics.
+pub(super) struct RuleChecker<'a, 'i> {
+    pub(super) file: &'a SourceFile,
+    pub(super) raw: &'a RawRule<'i>,
+    pub(super) name: Option<String>,
+    pub(super) name_span: Option<Range<usize>>,
+    pub(super) enabled: bool,
+    /// The step being checked, for diagnostics.
+    pub(super) step: Option<usize>,
+    pub(super) diagnostics: Vec<Diagnostic>,
+}
+
+impl<'a, 'i> RuleChecker<'a, 'i> {
+    pub(super) fn new(file: &'a SourceFile, raw: &'a RawRule<'i>) -> Self {
+        let enabled = !matches!(
+            entry(&raw.table, "enabled").map(|e| e.value.get_ref()),
+            Some(DeValue::Boolean(false))
+        );
+        Self {
+            file,
+            raw,
+            name: None,
+            name_span: None,
+            enabled,
+            step: None,
+            diagnostics: Vec::new(),
+        }
+    }
+
+    pub(super) fn push(&mut self, mut diagnostic: Diagnostic) {
+        diagnostic.file = Some(self.file.name.clone());
+        diagnostic.rule = self.name.clone();
+        diagnostic.step = self.step;
+        self.diagnostics.push(diagnostic);
+    }
+
+    pub(super) fn error(
+        &mut self,
+        code: &'static str,
+        message: String,
+        span: Range<usize>,
+        label: &str,
+    ) {
+        self.push(Diagnostic::error(code, message).at(span, label));
+    }
+
+    pub(super) fn error_help(
+        &mut self,
+        code: &'static str,
+        message: String,
+        span: Range<usize>,
+        label: &str,
+        help: &str,
+    ) {
+        self.push(
+            Diagnostic::error(code, message)
+                .at(span, label)
+                .with_help(help),
+        );
+    }
+
+    pub(super) fn wrong_type(
+        &mut self,
+        key: &str,
+        value: &Value<'_>,
+        expected: &str,
+        help: Option<&str>,
+    ) {
+        let found = type_name(value.get_ref());
+        let mut diagnostic = Diagnostic::error(
+            "rulec::type",
+            format!("`{key}` must be {expected}, found {}", found),
+        )
+        .at(value.span(), format!("expected {expected}"));
+        if let Some(help) = help {
+            diagnostic = diagnostic.with_help(help);
+        }
+        self.push(diagnostic);
+    }
+
+    pub(super) fn missing(&mut self, key: &str, span: Range<usize>, what: &str, help: &str) {
+        self.push(
+            Diagnostic::error("rulec::missing-key", format!("missing `{key}`: {what}"))
+                .at(span, format!("`{key}` is required here"))
+                .with_help(help),
+        );
+    }
+
+    pub(super) fn string(
+        &mut self,
+        table: &Table<'i>,
+        key: &str,
+    ) -> Option<(String, Range<usize>)> {
+        let entry = entry(table, key)?;
+        match entry.value.get_ref() {
+            DeValue::String(text) => Some((text.to_string(), entry.value.span())),
+            _ => {
+                self.wrong_type(key, entry.value, "a string", None);
+                None
+            }
+        }
+    }
+
+    pub(super) fn boolean(&mut self, table: &Table<'i>, key: &str) -> Option<(bool, Range<usize>)> {
+        let entry = entry(table, key)?;
+        match entry.value.get_ref() {
+            DeValue::Boolean(value) => Some((*value, entry.value.span())),
+            _ => {
+                self.wrong_type(key, entry.value, "a boolean (`true` or `false`)", None);
+                None
+            }
+        }
+    }
+
+    pub(super) fn integer(&mut self, table: &Table<'i>, key: &str) -> Option<(i128, Range<usize>)> {
+        let entry = entry(table, key)?;
+        match entry.value.get_ref() {
+            DeValue::Integer(value) => {
+                let digits = value.as_str().replace('_', "");
+                match i128::from_str_radix(&digits, value.radix()) {
+                    Ok(number) => Some((number, entry.value.span())),
+                    Err(_) => {
+                        self.error(
+                            "rulec::type",
+                            format!("`{key}` is out of range"),
+                            entry.value.span(),
+                            "integer out of range",
+                        );
+                        None
+                    }
+                }
+            }
+            _ => {
+                self.wrong_type(key, entry.value, "an integer", None);
+                None
+            }
+        }
+    }
+
+    /// A duration (Go syntax) in signed nanoseconds. Errors point inside the
+    /// string where the parser stopped.
+    pub(super) fn duration(&mut self, table: &Table<'i>, key: &str) -> Option<(i64, Range<usize>)> {
+        let entry = entry(table, key)?;
+        let DeValue::String(text) = entry.value.get_ref() else {
+            self.wrong_type(
+                key,
+                entry.value,
+                "a duration string",
+                Some("write durations as strings in Go syntax, e.g. `\"30s\"`, `\"1.5h\"`, `\"300ms\"`"),
+            );
+            return None;
+        };
+        match parse_duration(text) {
+            Ok(nanos) => Some((nanos, entry.value.span())),
+            Err(error) => {
+                let map = StringMap::new(&self.file.text, entry.value.span(), text);
+                let (span, label) = match &error {
+                    DurationError::Empty | DurationError::Overflow => {
+                        (entry.value.span(), error.to_string())
+                    }
+                    DurationError::ExpectedNumber { at } => {
+                        (map.map(*at..*at + 1), "expected a number here".to_string())
+                    }
+                    DurationError::MissingUnit { at } => (
+                        map.map(at.saturating_sub(1)..*at),
+                        "missing unit after this number".to_string(),
+                    ),
+                    DurationError::UnknownUnit { unit, at } => (
+                        map.map(*at..*at + unit.len()),
+                        format!("unknown unit `{unit}`"),
+                    ),
+                };
+                self.error_help(
+                    "rulec::duration",
+                    format!("invalid duration `{text}` for `{key}`"),
+                    span,
+                    &label,
+                    "durations use Go syntax: a number and a unit (ns, us, µs, ms, s, m, h), e.g. `\"30s\"`, `\"1.5h\"`, `\"2h45m\"`, or `\"0\"`",
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn when(&mut self, table: &Table<'i>) -> Result<Option<CheckedExpr>, ()> {
+        let Some((text, span)) = self.string_or_fail(table, "when")? else {
+            return Ok(None);
+        };
+        match when::check(&text) {
+            Ok(checked) => Ok(Some(CheckedExpr {
+                source: text,
+                checked,
+                span,
+            })),
+            Err(problems) => {
+                let map = StringMap::new(&self.file.text, span, &text);
+                for problem in problems {
+                    let mut diagnostic = Diagnostic::error(problem.code, problem.message)
+                        .at(map.map(problem.span), problem.label);
+                    diagnostic.help = problem.help;
+                    self.push(diagnostic);
+                }
+                Err(())
+            }
+        }
+    }
+
+    /// Like [`Self::string`], but distinguishes "absent" (`Ok(None)`) from
+    /// "present and wrong" (`Err`).
+    pub(super) fn string_or_fail(
+        &mut self,
+        table: &Table<'i>,
+        key: &str,
+    ) -> Result<Option<(String, Range<usize>)>, ()> {
+        if entry(table, key).is_none() {
+            return Ok(None);
+        }
+        self.string(table, key).map(Some).ok_or(())
+    }
+
+    pub(super) fn patterns(
+        &mut self,
+        table: &Table<'i>,
+        key: &str,
+    ) -> Option<Vec<(TopicPattern, Range<usize>)>> {
+        let entry = entry(table, key)?;
+        let DeValue::Array(items) = entry.value.get_ref() else {
+            let help = if matches!(entry.value.get_ref(), DeValue::String(_)) {
+                Some("write a list, even for one pattern: `[\"alarm.triggered\"]`")
+            } else {
+                None
+            };
+            self.wrong_type(key, entry.value, "an array of topic patterns", help);
+            return None;
+        };
+        let mut patterns = Vec::new();
+        let mut ok = true;
+        for item in items.iter() {
+            let DeValue::String(text) = item.get_ref() else {
+                self.wrong_type(key, item, "a topic pattern string", None);
+                ok = false;
+                continue;
+            };
+            match TopicPattern::parse(text) {
+                Ok(pattern) => {
+                    if pattern.has_literal_star() {
+                        self.push(
+                            Diagnostic::warning(
+                                "rulec::pattern-literal-star",
+                                format!("the pattern `{text}` in `{key}` can only match the literal topic `{text}`"),
+                            )
+                            .at(item.span(), "`*` only works as the whole pattern or as a trailing `.*`")
+                            .with_help("use `*` for every topic or `prefix.*` for every topic under `prefix.`"),
+                        );
+                    }
+                    if let Some((_, first)) = patterns.iter().find(|(p, _)| *p == pattern) {
+                        let first: &Range<usize> = first;
+                        self.push(
+                            Diagnostic::warning(
+                                "rulec::duplicate-pattern",
+                                format!("the pattern `{text}` appears twice in `{key}`"),
+                            )
+                            .at(item.span(), "repeated pattern")
+                            .with_related(&self.file.name, first.clone(), "first listed here")
+                            .with_help("remove one of them"),
+                        );
+                    }
+                    patterns.push((pattern, item.span()));
+                }
+                Err(_) => {
+                    self.error_help(
+                        "rulec::pattern",
+                        format!("empty topic pattern in `{key}`"),
+                        item.span(),
+                        "empty pattern",
+                        "write a topic such as `alarm.triggered`, a prefix such as `alarm.*`, or `*` for every topic",
+                    );
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(patterns)
+    }
+}

@@ -1,0 +1,242 @@
+//! Validation of rule tables (DESIGN.md 3.1–3.7, 3.3, 3.5): every key of
+//! every rule and step, the `when` expressions (through [`crate::when`]),
+//! names across files, and disabled rules. The output is one
+//! [`CheckedRule`] per rule that survived, in bundle order, plus the
+//! diagnostics.
+//!
+//! An error rejects only its rule; file-level problems (syntax, unknown keys)
+//! are found earlier by [`crate::rulefile`].
+
+//!
+//! Layout: this module holds the output types, the driver and the name
+//! rules across files; [`checker`] the per-rule state and typed value
+//! accessors; `rule`, `step` and `can` the checks of each level.
+
+mod can;
+mod checker;
+mod rule;
+mod step;
+
+pub use can::parse_can_data;
+
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::load::SourceFile;
+use crate::rulefile;
+use crate::when::CheckedWhen;
+use checker::RuleChecker;
+use rulecore::bundle::{Action, Concurrency, Repeat};
+use rulecore::TopicPattern;
+use std::collections::HashMap;
+use std::ops::Range;
+
+/// Default `timeout` of an `exec` step (DESIGN.md 3.2).
+pub const DEFAULT_EXEC_TIMEOUT_NS: u64 = 10_000_000_000;
+
+/// A `when` expression that type-checked, with its source text.
+#[derive(Debug, Clone)]
+pub struct CheckedExpr {
+    /// The decoded expression text, as written (TOML quoting removed).
+    pub source: String,
+    /// What the `when` checker made of it.
+    pub checked: CheckedWhen,
+    /// The string value in the rule file, quotes included.
+    pub span: Range<usize>,
+}
+
+/// One step that passed every check; `build` turns it into a
+/// `rulecore::bundle::Step` (lowering `when`, computing the fingerprint).
+#[derive(Debug, Clone)]
+pub struct CheckedStep {
+    /// The action with every argument resolved (exec timeout defaulted, CAN
+    /// frame parsed).
+    pub action: Action,
+    pub when: Option<CheckedExpr>,
+    /// `after` in nanoseconds, >= 0.
+    pub after_ns: u64,
+    /// Explicit `durable`, or `after_ns > 0` by default.
+    pub durable: bool,
+    /// The `[[rule.step]]` header (or inline table) in the rule file.
+    pub span: Range<usize>,
+}
+
+/// One rule that passed every check, ready for `build` to turn into a
+/// `rulecore::bundle::Rule`.
+#[derive(Debug, Clone)]
+pub struct CheckedRule {
+    pub name: String,
+    /// The rule file's name relative to the rules directory.
+    pub source: String,
+    /// `false`: compiled as replay-only (DESIGN.md 3.5).
+    pub enabled: bool,
+    pub on: Vec<TopicPattern>,
+    pub cancel_on: Vec<TopicPattern>,
+    pub concurrency: Concurrency,
+    /// 0 means none.
+    pub cooldown_ns: u64,
+    /// 0 means none.
+    pub debounce_ns: u64,
+    /// `{ count: 1, every_ns: 0 }` when the rule has no `repeat`.
+    pub repeat: Repeat,
+    pub when: Option<CheckedExpr>,
+    pub steps: Vec<CheckedStep>,
+    /// The `[[rule]]` header in the rule file.
+    pub span: Range<usize>,
+}
+
+/// The outcome of validating a rules directory.
+#[derive(Debug, Clone, Default)]
+pub struct Validated {
+    /// Rules that survived, in bundle order (file name order, then position
+    /// in the file).
+    pub rules: Vec<CheckedRule>,
+    /// Every problem, in file order, then position in the file.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Rule tables read from files that parsed (whether or not they passed).
+    pub rules_read: usize,
+}
+
+/// Validates every file, in order.
+pub fn validate(files: &[SourceFile]) -> Validated {
+    let mut out = Validated::default();
+    // Rules that passed their own checks, before names are settled.
+    let mut candidates: Vec<(CheckedRule, Range<usize>)> = Vec::new();
+    for file in files {
+        let raw_rules = match rulefile::parse(file) {
+            Ok(rules) => rules,
+            Err(problems) => {
+                out.diagnostics.extend(problems);
+                continue;
+            }
+        };
+        out.rules_read += raw_rules.len();
+        for raw in &raw_rules {
+            let mut checker = RuleChecker::new(file, raw);
+            let checked = checker.check();
+            let has_errors = checker
+                .diagnostics
+                .iter()
+                .any(|d| d.severity == Severity::Error);
+            if has_errors && !checker.enabled {
+                // DESIGN.md 3.5: a disabled rule's problems do not fail the
+                // check; the rule is left out of the bundle instead.
+                for diagnostic in &mut checker.diagnostics {
+                    if diagnostic.severity == Severity::Error {
+                        diagnostic.severity = Severity::Warning;
+                        let note = "this rule is disabled (`enabled = false`), so this is a warning and the rule is left out of the bundle";
+                        diagnostic.help = Some(match diagnostic.help.take() {
+                            Some(help) => format!("{help}\n{note}"),
+                            None => note.to_string(),
+                        });
+                    }
+                }
+            }
+            out.diagnostics.append(&mut checker.diagnostics);
+            if let (Some(rule), false) = (checked, has_errors) {
+                let name_span = checker.name_span.clone().unwrap_or(raw.span.clone());
+                candidates.push((rule, name_span));
+            }
+        }
+    }
+    settle_names(candidates, &mut out);
+    // Files are already in order; within a file, order by position. The sort
+    // is stable, so diagnostics at one position keep their finding order.
+    let file_order: HashMap<&str, usize> = files
+        .iter()
+        .enumerate()
+        .map(|(i, file)| (file.name.as_str(), i))
+        .collect();
+    out.diagnostics.sort_by_key(|d| {
+        (
+            d.file
+                .as_deref()
+                .and_then(|name| file_order.get(name).copied()),
+            d.label.as_ref().map_or(0, |label| label.span.start),
+        )
+    });
+    out
+}
+
+/// DESIGN.md 3.3 and 3.5: among enabled rules that compiled, the first
+/// definition of a name keeps it and later ones are errors; a disabled rule
+/// whose name is taken (by an enabled rule, or an earlier disabled one) is
+/// left out with a warning, since a pending record could not tell which rule
+/// it belongs to.
+fn settle_names(candidates: Vec<(CheckedRule, Range<usize>)>, out: &mut Validated) {
+    let mut enabled_names: HashMap<String, (String, Range<usize>)> = HashMap::new();
+    let mut rejected = vec![false; candidates.len()];
+    for (i, (rule, name_span)) in candidates.iter().enumerate() {
+        if !rule.enabled {
+            continue;
+        }
+        if let Some((first_file, first_span)) = enabled_names.get(&rule.name) {
+            let where_first = if *first_file == rule.source {
+                "earlier in this file".to_string()
+            } else {
+                format!("in {first_file}")
+            };
+            out.diagnostics.push(
+                Diagnostic::error(
+                    "rulec::duplicate-name",
+                    format!(
+                        "the rule name `{}` is already used {where_first}",
+                        rule.name
+                    ),
+                )
+                .in_file(&rule.source)
+                .at(name_span.clone(), "second definition of this name")
+                .with_related(first_file, first_span.clone(), "first defined here")
+                .with_help("rule names must be unique across all rule files; rename one of them")
+                .named(&rule.name),
+            );
+            rejected[i] = true;
+        } else {
+            enabled_names.insert(rule.name.clone(), (rule.source.clone(), name_span.clone()));
+        }
+    }
+    let mut disabled_names: HashMap<String, (String, Range<usize>)> = HashMap::new();
+    for (i, (rule, name_span)) in candidates.iter().enumerate() {
+        if rule.enabled {
+            continue;
+        }
+        let taken = enabled_names
+            .get(&rule.name)
+            .map(|first| (first, "an enabled rule"))
+            .or_else(|| {
+                disabled_names
+                    .get(&rule.name)
+                    .map(|first| (first, "another disabled rule"))
+            });
+        if let Some(((first_file, first_span), by)) = taken {
+            out.diagnostics.push(
+                Diagnostic::warning(
+                    "rulec::disabled-duplicate-name",
+                    format!(
+                        "disabled rule left out: {by} is also named `{}`",
+                        rule.name
+                    ),
+                )
+                .in_file(&rule.source)
+                .at(name_span.clone(), "this disabled rule is left out of the bundle")
+                .with_related(first_file, first_span.clone(), "the name is used here")
+                .with_help("a pending record could not tell which of the two rules it belongs to; rename one of them")
+                .named(&rule.name),
+            );
+            rejected[i] = true;
+        } else {
+            disabled_names.insert(rule.name.clone(), (rule.source.clone(), name_span.clone()));
+        }
+    }
+    out.rules = candidates
+        .into_iter()
+        .zip(rejected)
+        .filter(|(_, rejected)| !rejected)
+        .map(|((rule, _), _)| rule)
+        .collect();
+}
+
+impl Diagnostic {
+    fn named(mut self, rule: &str) -> Self {
+        self.rule = Some(rule.to_string());
+        self
+    }
+}

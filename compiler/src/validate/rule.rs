@@ -1,0 +1,324 @@
+//! Rule-level keys (DESIGN.md 3.1): name, on, when, concurrency,
+//! cancel-on, cooldown, debounce, repeat, enabled.
+
+use super::checker::{entry, RuleChecker};
+use super::CheckedRule;
+use crate::diagnostic::Diagnostic;
+use crate::rulefile::{did_you_mean, Table};
+use rulecore::bundle::{Concurrency, Repeat};
+use toml::de::DeValue;
+
+impl<'i> RuleChecker<'_, 'i> {
+    pub(super) fn check(&mut self) -> Option<CheckedRule> {
+        let table = &self.raw.table;
+        let header = self.raw.span.clone();
+        let mut ok = true;
+
+        // name first, so later diagnostics can name the rule.
+        match entry(table, "name") {
+            None => {
+                self.missing(
+                    "name",
+                    header.clone(),
+                    "every rule needs a name",
+                    "add `name = \"...\"` under `[[rule]]`",
+                );
+                ok = false;
+            }
+            Some(e) => match e.value.get_ref() {
+                DeValue::String(text) if text.trim().is_empty() => {
+                    self.error_help(
+                        "rulec::empty-name",
+                        "the rule name is empty".to_string(),
+                        e.value.span(),
+                        "empty name",
+                        "give the rule a short unique name such as `hazards-on-alarm`",
+                    );
+                    ok = false;
+                }
+                DeValue::String(text) => {
+                    self.name = Some(text.to_string());
+                    self.name_span = Some(e.value.span());
+                }
+                _ => {
+                    self.wrong_type("name", e.value, "a string", None);
+                    ok = false;
+                }
+            },
+        }
+        if let Some(e) = entry(table, "enabled") {
+            if !matches!(e.value.get_ref(), DeValue::Boolean(_)) {
+                self.wrong_type("enabled", e.value, "a boolean (`true` or `false`)", None);
+                ok = false;
+            }
+        }
+
+        let on = match self.patterns(table, "on") {
+            Some(on) if on.is_empty() => {
+                let span = entry(table, "on").map_or(header.clone(), |e| e.value.span());
+                self.error_help(
+                    "rulec::empty-on",
+                    "`on` is empty: the rule could never fire".to_string(),
+                    span,
+                    "no topic patterns",
+                    "list at least one topic pattern, e.g. `on = [\"alarm.triggered\"]`",
+                );
+                ok = false;
+                Vec::new()
+            }
+            Some(on) => on,
+            None => {
+                if entry(table, "on").is_none() {
+                    self.missing(
+                        "on",
+                        header.clone(),
+                        "a rule needs the topics that trigger it",
+                        "add e.g. `on = [\"alarm.triggered\"]`",
+                    );
+                }
+                ok = false;
+                Vec::new()
+            }
+        };
+
+        let when = match self.when(table) {
+            Ok(when) => when,
+            Err(()) => {
+                ok = false;
+                None
+            }
+        };
+        if let Some(expr) = &when {
+            if expr.checked.is_literal_false {
+                self.push(
+                    Diagnostic::warning(
+                        "rulec::never-fires",
+                        "the rule's `when` is always false: it can never fire",
+                    )
+                    .at(expr.span.clone(), "always false")
+                    .with_help("remove the rule, or set `enabled = false` to keep it around"),
+                );
+            }
+        }
+
+        let concurrency = match self.string(table, "concurrency") {
+            None => {
+                ok &= entry(table, "concurrency").is_none();
+                Concurrency::Restart
+            }
+            Some((text, span)) => match text.as_str() {
+                "restart" => Concurrency::Restart,
+                "drop" => Concurrency::Drop,
+                "queue" => Concurrency::Queue,
+                other => {
+                    let close = did_you_mean(other, &["restart", "drop", "queue"]);
+                    let label = match close {
+                        Some(close) => format!("unknown policy; did you mean `{close}`?"),
+                        None => "unknown policy".to_string(),
+                    };
+                    self.push(
+                        Diagnostic::error("rulec::concurrency", format!("unknown concurrency `{other}`"))
+                            .at(span, label)
+                            .with_help("`concurrency` is one of \"restart\" (the default: a new trigger restarts the run), \"drop\" (ignore triggers while a run is live) or \"queue\" (run them one after another)"),
+                    );
+                    ok = false;
+                    Concurrency::Restart
+                }
+            },
+        };
+
+        let cancel_on = match self.patterns(table, "cancel-on") {
+            Some(cancel_on) => cancel_on,
+            None => {
+                ok &= entry(table, "cancel-on").is_none();
+                Vec::new()
+            }
+        };
+        if concurrency == Concurrency::Restart {
+            for (pattern, span) in &cancel_on {
+                if let Some((_, on_span)) = on.iter().find(|(p, _)| p == pattern) {
+                    self.push(
+                        Diagnostic::warning(
+                            "rulec::redundant-cancel-on",
+                            format!("`cancel-on` repeats the `on` pattern `{pattern}`"),
+                        )
+                        .at(span.clone(), "also in `on`")
+                        .with_related(&self.file.name, on_span.clone(), "the same pattern in `on`")
+                        .with_help("under `concurrency = \"restart\"` a new trigger already ends the live run; remove it from `cancel-on`"),
+                    );
+                }
+            }
+        }
+
+        let cooldown_ns = match self.duration(table, "cooldown") {
+            Some((nanos, span)) if nanos < 0 => {
+                self.error_help(
+                    "rulec::duration-range",
+                    "`cooldown` is negative".to_string(),
+                    span,
+                    "negative duration",
+                    "write a positive duration, or `\"0s\"` (or nothing) for no cooldown",
+                );
+                ok = false;
+                0
+            }
+            Some((nanos, _)) => nanos.unsigned_abs(),
+            None => {
+                ok &= entry(table, "cooldown").is_none();
+                0
+            }
+        };
+        let debounce_ns = match self.duration(table, "debounce") {
+            Some((nanos, span)) if nanos <= 0 => {
+                self.error_help(
+                    "rulec::duration-range",
+                    "`debounce` must be positive".to_string(),
+                    span,
+                    if nanos == 0 {
+                        "zero debounce"
+                    } else {
+                        "negative duration"
+                    },
+                    "write a positive quiet window such as `\"500ms\"`, or remove `debounce`",
+                );
+                ok = false;
+                0
+            }
+            Some((nanos, _)) => nanos.unsigned_abs(),
+            None => {
+                ok &= entry(table, "debounce").is_none();
+                0
+            }
+        };
+
+        let repeat = match self.repeat(table) {
+            Some(repeat) => repeat,
+            None => {
+                ok = false;
+                Repeat {
+                    count: 1,
+                    every_ns: 0,
+                }
+            }
+        };
+
+        let steps = self.steps(table, &header);
+        let steps = match steps {
+            Some(steps) => steps,
+            None => {
+                ok = false;
+                Vec::new()
+            }
+        };
+
+        let name = self.name.clone()?;
+        if !ok {
+            return None;
+        }
+        Some(CheckedRule {
+            name,
+            source: self.file.name.clone(),
+            enabled: self.enabled,
+            on: on.into_iter().map(|(p, _)| p).collect(),
+            cancel_on: cancel_on.into_iter().map(|(p, _)| p).collect(),
+            concurrency,
+            cooldown_ns,
+            debounce_ns,
+            repeat,
+            when,
+            steps,
+            span: header,
+        })
+    }
+
+    /// `None` on error; one pass when absent.
+    pub(super) fn repeat(&mut self, table: &Table<'i>) -> Option<Repeat> {
+        let Some(e) = entry(table, "repeat") else {
+            return Some(Repeat {
+                count: 1,
+                every_ns: 0,
+            });
+        };
+        let DeValue::Table(repeat) = e.value.get_ref() else {
+            self.wrong_type(
+                "repeat",
+                e.value,
+                "a table `{ count, every }`",
+                Some("e.g. `repeat = { count = 3, every = \"10s\" }`"),
+            );
+            return None;
+        };
+        let count = match self.integer(repeat, "count") {
+            None => {
+                if entry(repeat, "count").is_none() {
+                    self.error_help(
+                        "rulec::repeat",
+                        "`repeat` needs a `count`".to_string(),
+                        e.value.span(),
+                        "no `count`",
+                        "write e.g. `repeat = { count = 3, every = \"10s\" }` (count >= 1), or remove `repeat` for one pass",
+                    );
+                }
+                return None;
+            }
+            Some((count, span)) => match u32::try_from(count) {
+                Ok(count) if count >= 1 => count,
+                _ => {
+                    self.error_help(
+                        "rulec::repeat",
+                        format!(
+                            "`repeat.count` must be at least 1 and at most {}, found {count}",
+                            u32::MAX
+                        ),
+                        span,
+                        "out of range",
+                        "`count` is the number of passes in all; 1 means no repetition",
+                    );
+                    return None;
+                }
+            },
+        };
+        let every = self.duration(repeat, "every");
+        match every {
+            None if entry(repeat, "every").is_some() => None,
+            None if count > 1 => {
+                self.error_help(
+                    "rulec::repeat",
+                    format!("`repeat` with `count = {count}` needs `every`"),
+                    e.value.span(),
+                    "no `every`",
+                    "add the pause between passes, e.g. `every = \"10s\"`",
+                );
+                None
+            }
+            None => Some(Repeat { count, every_ns: 0 }),
+            Some((nanos, span)) if nanos <= 0 && count > 1 => {
+                self.error_help(
+                    "rulec::repeat",
+                    "`repeat.every` must be positive".to_string(),
+                    span,
+                    "not positive",
+                    "write the pause between passes, e.g. `every = \"10s\"`",
+                );
+                None
+            }
+            Some((nanos, span)) => {
+                if count == 1 {
+                    self.push(
+                        Diagnostic::warning(
+                            "rulec::repeat-every-unused",
+                            "`repeat.every` has no effect with `count = 1`",
+                        )
+                        .at(span, "never used")
+                        .with_help("raise `count`, or remove `repeat`"),
+                    );
+                    return Some(Repeat { count, every_ns: 0 });
+                }
+                Some(Repeat {
+                    count,
+                    every_ns: nanos.unsigned_abs(),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! Step keys (DESIGN.md 3.2): do, when, after, durable, and the redis
+//! and exec actions; keys of another action kind.
+
+use super::checker::{entry, RuleChecker, ACTION_KINDS, CAN_KEYS, EXEC_KEYS, REDIS_KEYS};
+use super::{CheckedStep, DEFAULT_EXEC_TIMEOUT_NS};
+use crate::diagnostic::Diagnostic;
+use crate::rulefile::{did_you_mean, Table};
+use rulecore::bundle::Action;
+use std::ops::Range;
+use toml::de::DeValue;
+
+impl<'i> RuleChecker<'_, 'i> {
+    /// `None` on error in any step.
+    pub(super) fn steps(
+        &mut self,
+        table: &Table<'i>,
+        header: &Range<usize>,
+    ) -> Option<Vec<CheckedStep>> {
+        let Some(e) = entry(table, "step") else {
+            self.missing(
+                "step",
+                header.clone(),
+                "a rule needs at least one step",
+                "add a `[[rule.step]]` table after the rule's keys, e.g. `do = \"redis\"`, `list = \"scooter:blinker\"`, `push = \"both\"`",
+            );
+            return None;
+        };
+        let DeValue::Array(items) = e.value.get_ref() else {
+            self.wrong_type(
+                "step",
+                e.value,
+                "an array of step tables",
+                Some("start each step with a `[[rule.step]]` header (two brackets)"),
+            );
+            return None;
+        };
+        if items.is_empty() {
+            self.error_help(
+                "rulec::no-steps",
+                "`step` is empty: a rule needs at least one step".to_string(),
+                e.value.span(),
+                "no steps",
+                "add a `[[rule.step]]` table",
+            );
+            return None;
+        }
+        let mut steps = Vec::new();
+        let mut ok = true;
+        let mut never_past: Option<(usize, Range<usize>)> = None;
+        for (index, item) in items.iter().enumerate() {
+            self.step = Some(index);
+            let DeValue::Table(step) = item.get_ref() else {
+                self.wrong_type("step", item, "a table", None);
+                ok = false;
+                continue;
+            };
+            if let Some((false_step, false_span)) = &never_past {
+                let (false_step, false_span) = (*false_step, false_span.clone());
+                self.push(
+                    Diagnostic::warning(
+                        "rulec::unreachable-step",
+                        format!("this step can never run: step {false_step}'s `when` is always false"),
+                    )
+                    .at(item.span(), "unreachable")
+                    .with_related(&self.file.name, false_span, "always false: ends every run here")
+                    .with_help("a `when` that is false ends the run; remove the condition or the steps after it"),
+                );
+                never_past = None;
+            }
+            match self.step_table(step, item.span()) {
+                Some(checked) => {
+                    if let Some(expr) = &checked.when {
+                        if expr.checked.is_literal_false {
+                            never_past = Some((index, expr.span.clone()));
+                        }
+                    }
+                    steps.push(checked);
+                }
+                None => ok = false,
+            }
+        }
+        self.step = None;
+        ok.then_some(steps)
+    }
+
+    pub(super) fn step_table(
+        &mut self,
+        step: &Table<'i>,
+        span: Range<usize>,
+    ) -> Option<CheckedStep> {
+        let mut ok = true;
+        let when = match self.when(step) {
+            Ok(when) => when,
+            Err(()) => {
+                ok = false;
+                None
+            }
+        };
+        let after_ns = match self.duration(step, "after") {
+            Some((nanos, span)) if nanos < 0 => {
+                self.error_help(
+                    "rulec::duration-range",
+                    "`after` is negative".to_string(),
+                    span,
+                    "negative duration",
+                    "`after` is a delay: write a positive duration, or `\"0s\"` to run at once",
+                );
+                ok = false;
+                0
+            }
+            Some((nanos, _)) => nanos.unsigned_abs(),
+            None => {
+                ok &= entry(step, "after").is_none();
+                0
+            }
+        };
+        let durable = match self.boolean(step, "durable") {
+            Some((durable, durable_span)) => {
+                if after_ns == 0 && ok {
+                    let mut diagnostic = Diagnostic::error(
+                        "rulec::durable-without-after",
+                        "`durable` on a step without a delay",
+                    )
+                    .at(durable_span, "only meaningful with `after` > 0")
+                    .with_help("`durable` says whether a delayed step survives a restart; remove it, or add `after`");
+                    if let Some(after) = entry(step, "after") {
+                        diagnostic = diagnostic.with_related(
+                            &self.file.name,
+                            after.value.span(),
+                            "`after` is zero here",
+                        );
+                    }
+                    self.push(diagnostic);
+                    ok = false;
+                }
+                durable
+            }
+            None => {
+                ok &= entry(step, "durable").is_none();
+                after_ns > 0
+            }
+        };
+
+        let action = match entry(step, "do") {
+            None => {
+                self.missing(
+                    "do",
+                    span.clone(),
+                    "every step needs an action",
+                    "add `do = \"redis\"`, `do = \"exec\"` or `do = \"can\"`",
+                );
+                None
+            }
+            Some(e) => match e.value.get_ref() {
+                DeValue::String(kind) => {
+                    let kind: &str = kind;
+                    match kind {
+                        "redis" | "exec" | "can" => {
+                            self.other_kind_keys(step, kind);
+                            match kind {
+                                "redis" => self.redis(step, &span),
+                                "exec" => self.exec(step, &span),
+                                _ => self.can(step, &span),
+                            }
+                        }
+                        "lua" | "http" => {
+                            self.error_help(
+                                "rulec::action-unsupported",
+                                format!("`{kind}` actions are not supported yet"),
+                                e.value.span(),
+                                "not supported yet",
+                                "supported actions are \"redis\", \"exec\" and \"can\"; an `exec` step can run a script",
+                            );
+                            None
+                        }
+                        other => {
+                            let label = match did_you_mean(other, ACTION_KINDS) {
+                                Some(close) => format!("unknown action; did you mean `{close}`?"),
+                                None => "unknown action".to_string(),
+                            };
+                            self.error_help(
+                                "rulec::unknown-action",
+                                format!("unknown action `{other}`"),
+                                e.value.span(),
+                                &label,
+                                "`do` is one of \"redis\", \"exec\" or \"can\"",
+                            );
+                            None
+                        }
+                    }
+                }
+                _ => {
+                    self.wrong_type(
+                        "do",
+                        e.value,
+                        "a string",
+                        Some("`do` is one of \"redis\", \"exec\" or \"can\""),
+                    );
+                    None
+                }
+            },
+        };
+        let action = action?;
+        ok.then_some(CheckedStep {
+            action,
+            when,
+            after_ns,
+            durable,
+            span,
+        })
+    }
+
+    pub(super) fn other_kind_keys(&mut self, step: &Table<'i>, kind: &str) {
+        for (others, other_kind) in [
+            (REDIS_KEYS, "redis"),
+            (EXEC_KEYS, "exec"),
+            (CAN_KEYS, "can"),
+        ] {
+            if other_kind == kind {
+                continue;
+            }
+            for key in others {
+                if let Some(e) = entry(step, key) {
+                    self.push(
+                        Diagnostic::warning(
+                            "rulec::other-action-key",
+                            format!("`{key}` has no effect on a `{kind}` step"),
+                        )
+                        .at(e.key_span, format!("belongs to `do = \"{other_kind}\"`"))
+                        .with_help(format!(
+                            "remove `{key}`, or change `do` if this step should be `{other_kind}`"
+                        )),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A required, non-empty string argument of an action.
+    pub(super) fn required_string(
+        &mut self,
+        step: &Table<'i>,
+        key: &str,
+        kind: &str,
+        header: &Range<usize>,
+        example: &str,
+    ) -> Option<(String, Range<usize>)> {
+        if entry(step, key).is_none() {
+            self.missing(
+                key,
+                header.clone(),
+                &format!(
+                    "{} `{kind}` step needs `{key}`",
+                    if kind == "exec" { "an" } else { "a" }
+                ),
+                &format!("add e.g. `{key} = {example}`"),
+            );
+            return None;
+        }
+        let (text, span) = self.string(step, key)?;
+        if text.is_empty() {
+            self.error_help(
+                "rulec::empty-value",
+                format!("`{key}` is empty"),
+                span,
+                "empty string",
+                &format!("write e.g. `{key} = {example}`"),
+            );
+            return None;
+        }
+        Some((text, span))
+    }
+
+    pub(super) fn redis(&mut self, step: &Table<'i>, header: &Range<usize>) -> Option<Action> {
+        let list = self.required_string(step, "list", "redis", header, "\"scooter:blinker\"");
+        let push = self.required_string(step, "push", "redis", header, "\"both\"");
+        Some(Action::Redis {
+            list: list?.0,
+            push: push?.0,
+        })
+    }
+
+    pub(super) fn exec(&mut self, step: &Table<'i>, header: &Range<usize>) -> Option<Action> {
+        let command = self.required_string(
+            step,
+            "command",
+            "exec",
+            header,
+            "\"/usr/local/bin/lights-off\"",
+        );
+        if let Some((text, span)) = &command {
+            if text.chars().any(char::is_whitespace) {
+                self.push(
+                    Diagnostic::warning(
+                        "rulec::exec-arguments",
+                        format!("`command` contains white space: `{text}` is run as one executable name, not split into arguments"),
+                    )
+                    .at(span.clone(), "one program path, no arguments, no shell")
+                    .with_help("put the arguments in a small script and run that; the event arrives on stdin and in `LS_*` variables"),
+                );
+            }
+        }
+        let timeout_ns = match self.duration(step, "timeout") {
+            Some((nanos, span)) if nanos <= 0 => {
+                self.error_help(
+                    "rulec::duration-range",
+                    "`timeout` must be positive".to_string(),
+                    span,
+                    if nanos == 0 { "zero timeout" } else { "negative duration" },
+                    "write how long the command may run, e.g. `timeout = \"5s\"` (the default is 10s)",
+                );
+                None
+            }
+            Some((nanos, _)) => Some(nanos.unsigned_abs()),
+            None if entry(step, "timeout").is_some() => None,
+            None => Some(DEFAULT_EXEC_TIMEOUT_NS),
+        };
+        Some(Action::Exec {
+            command: command?.0,
+            timeout_ns: timeout_ns?,
+        })
+    }
+}
