@@ -6,10 +6,9 @@
 //!
 //! An error rejects only its rule; file-level problems (syntax, unknown keys)
 //! are found earlier by [`crate::rulefile`].
-
 //!
 //! Layout: this module holds the output types, the driver and the name
-//! rules across files; [`checker`] the per-rule state and typed value
+//! rules across files; `checker` the per-rule state and typed value
 //! accessors; `rule`, `step` and `can` the checks of each level.
 
 mod can;
