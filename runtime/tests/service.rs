@@ -663,3 +663,62 @@ fn replay_window_decides_overdue_records() {
     });
     wait_for("record removed", || pending_ids(&redis).is_empty());
 }
+
+/// A step the pool refuses (one busy worker, no queue) ends its run, counts
+/// `dropped`, and keeps its pending record: it provably did not run. At
+/// stop the running exec's group is killed.
+#[test]
+fn refused_step_keeps_its_record_and_stop_kills_exec() {
+    use std::os::unix::fs::PermissionsExt;
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let busy = dir.path().join("busy.sh");
+    std::fs::write(
+        &busy,
+        format!(
+            "#!/bin/sh\necho $$ > {}\nexec sleep 600\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&busy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rules = vec![
+        bundles::rule(
+            "busy",
+            &["x.busy"],
+            vec![bundles::exec_step(busy.to_str().unwrap(), 600_000, 0)],
+        ),
+        bundles::rule(
+            "later",
+            &["x.later"],
+            vec![bundles::redis_step("later", "x", 200)],
+        ),
+    ];
+    let bundle = bundles::write(dir.path(), "b", &payload(rules, vec![], vec![]));
+    let mut ruled = Ruled::start(&redis, &bundle, &["--workers", "1", "--queue", "0"]);
+    ruled.wait_ready();
+    publish(&redis, "x.busy", r#"{"topic":"x.busy"}"#);
+    wait_for("busy.sh running", || pid_file.exists());
+    publish(&redis, "x.later", r#"{"topic":"x.later"}"#);
+    wait_counter(&redis, &ruled, "dropped", "1");
+    ruled.wait_log(&["rule=later", "reason=\"refused\""]);
+    let kept = pending_ids(&redis);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].starts_with("later#"), "{kept:?}");
+    assert!(list(&redis, "later").is_empty());
+
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(support::alive(pid));
+    assert!(ruled.stop(), "clean exit; log:\n{}", ruled.log_text());
+    wait_for("exec killed at stop", || !support::alive(pid));
+    assert_eq!(
+        pending_ids(&redis).len(),
+        1,
+        "the refused step's record stays"
+    );
+}
