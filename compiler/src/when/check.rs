@@ -406,7 +406,7 @@ fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Opt
 }
 
 fn is_numeric(ty: Ty) -> bool {
-    matches!(ty, Ty::Int | Ty::Float | Ty::Num | Ty::Any)
+    matches!(ty, Ty::Int | Ty::Float | Ty::Num | Ty::NumOrStr | Ty::Any)
 }
 
 fn is_known_number(ty: Ty) -> bool {
@@ -426,9 +426,12 @@ fn arith(a: Ty, b: Ty) -> Ty {
 /// Can a value of type `a` ever equal one of type `b`? evalexpr's `==` is
 /// structural: an int never equals a float (`1 == 1.0` is false).
 fn may_equal(a: Ty, b: Ty) -> bool {
+    let num_or_str = |t| matches!(t, Ty::Int | Ty::Float | Ty::Num | Ty::Str | Ty::NumOrStr);
     a == b
         || a == Ty::Any
         || b == Ty::Any
+        || (a == Ty::NumOrStr && num_or_str(b))
+        || (b == Ty::NumOrStr && num_or_str(a))
         || (a == Ty::Num && matches!(b, Ty::Int | Ty::Float))
         || (b == Ty::Num && matches!(a, Ty::Int | Ty::Float))
 }
@@ -720,7 +723,9 @@ impl Checker {
                 }
                 Some(match (a, b) {
                     (Ty::Str, _) | (_, Ty::Str) => Ty::Str,
-                    (Ty::Any, Ty::Any) => Ty::Any,
+                    // Two data values add to a number or a string, never
+                    // a boolean.
+                    (Ty::Any | Ty::NumOrStr, Ty::Any | Ty::NumOrStr) => Ty::NumOrStr,
                     _ => arith(a, b),
                 })
             }
@@ -1006,15 +1011,24 @@ impl Checker {
             good
         };
         match builtin {
-            Builtin::Len => {
-                want(|t| matches!(t, Ty::Str | Ty::Any), "a string", self).then_some(Ty::Int)
-            }
-            Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => {
-                want(|t| matches!(t, Ty::Str | Ty::Any), "a string", self).then_some(Ty::Str)
-            }
-            Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => {
-                want(|t| matches!(t, Ty::Str | Ty::Any), "strings", self).then_some(Ty::Bool)
-            }
+            Builtin::Len => want(
+                |t| matches!(t, Ty::Str | Ty::NumOrStr | Ty::Any),
+                "a string",
+                self,
+            )
+            .then_some(Ty::Int),
+            Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => want(
+                |t| matches!(t, Ty::Str | Ty::NumOrStr | Ty::Any),
+                "a string",
+                self,
+            )
+            .then_some(Ty::Str),
+            Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => want(
+                |t| matches!(t, Ty::Str | Ty::NumOrStr | Ty::Any),
+                "strings",
+                self,
+            )
+            .then_some(Ty::Bool),
             Builtin::Floor | Builtin::Ceil | Builtin::Round => {
                 want(is_numeric, "a number", self).then_some(Ty::Float)
             }

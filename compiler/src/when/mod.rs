@@ -47,8 +47,8 @@ pub struct CheckedWhen {
 }
 
 /// Static types. `Num` is "int or float, known only at run time"; `Any` is
-/// a `data.*` value (or something built from one) whose type is only known
-/// at run time.
+/// a `data.*` value (or an `if` mixing types) whose type is only known at
+/// run time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ty {
     Bool,
@@ -56,6 +56,8 @@ pub enum Ty {
     Float,
     Num,
     Str,
+    /// A sum of data values: a number or a string, never a boolean.
+    NumOrStr,
     Any,
 }
 
@@ -67,6 +69,7 @@ impl Ty {
             Ty::Float => "float",
             Ty::Num => "number",
             Ty::Str => "string",
+            Ty::NumOrStr => "number or string",
             Ty::Any => "data value",
         }
     }

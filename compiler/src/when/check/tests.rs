@@ -206,6 +206,19 @@ fn result_must_be_boolean() {
     assert_eq!((p.code, at), ("rulec::when::not-boolean", "data.x + 1"));
     let (p, _) = one(r#""parked""#);
     assert_eq!(p.code, "rulec::when::not-boolean");
+    let (p, _) = one("data.a + data.b");
+    assert_eq!(
+        p.message,
+        "`when` must be a boolean, but this is a number or string"
+    );
+    let (p, at) = one("data.a + data.b && true");
+    assert_eq!(
+        (p.code, at),
+        ("rulec::when::type-mismatch", "data.a + data.b")
+    );
+    let (p, at) = one("data.a + data.b == false");
+    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "=="));
+    ok(r#"data.a + data.b == "xy" && len(data.a + data.b) > 1 && data.a + data.b < 3"#);
 }
 
 #[test]
