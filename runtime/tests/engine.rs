@@ -1223,3 +1223,177 @@ fn stale_timers_do_not_pile_up_under_a_stream_of_debounced_events() {
         TriggerOutcome::Queued,
     );
 }
+
+// ----- invariants under random input --------------------------------------
+
+/// xorshift64*: deterministic, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn chaos_rules() -> Vec<Rule> {
+    let mut a = hazards();
+    a.name = "a".into();
+    a.on = pats(&["x.*"]);
+    a.cancel_on = pats(&["stop"]);
+    let mut b = rule(
+        "b",
+        &["x.one", "y"],
+        vec![push("1", 500), push("2", 0), push("3", 2_000)],
+    );
+    b.concurrency = Concurrency::Queue;
+    b.cancel_on = pats(&["x.one"]);
+    b.steps[1].when = Some(when_parked());
+    let mut c = rule("c", &["*"], vec![push("c", 700)]);
+    c.concurrency = Concurrency::Drop;
+    c.debounce_ns = 300_000_000;
+    c.cooldown_ns = 1_000_000_000;
+    c.repeat = Repeat {
+        count: 3,
+        every_ns: 400_000_000,
+    };
+    let mut d = rule("d", &["y"], vec![push("d", 1_500)]);
+    d.when = Some(when_parked());
+    d.steps[0].durable = false;
+    vec![a, b, c, d]
+}
+
+#[test]
+fn random_input_never_leaks_runs_timers_or_records() {
+    for seed in 1..=300u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut h = H::new(chaos_rules()).manual();
+        let mut kept_by_refusal: std::collections::BTreeSet<String> = Default::default();
+        let mut restarts = 0;
+        for _ in 0..60 {
+            match rng.below(10) {
+                0..=3 => {
+                    let topic = ["x.one", "x.two", "y", "stop", "z"][rng.below(5) as usize];
+                    h.event(topic);
+                }
+                4..=5 => {
+                    let to = h.now + rng.below(3_000);
+                    h.to(to);
+                }
+                6 => {
+                    let value = if rng.below(2) == 0 {
+                        "parked"
+                    } else {
+                        "riding"
+                    };
+                    h.engine.set_state("vehicle", "state", value.into());
+                }
+                7 => {
+                    // A restart: stop, keep the store, replay into a new engine.
+                    h.engine.stop();
+                    h.pump();
+                    for job in std::mem::take(&mut h.jobs) {
+                        if let Some(id) = &job.drop_record {
+                            kept_by_refusal.insert(id.to_string());
+                        }
+                        h.engine.action_abandoned(job.id);
+                    }
+                    restarts += 1;
+                    let config = EngineConfig {
+                        epoch: format!("r{restarts}"),
+                        ..EngineConfig::default()
+                    };
+                    h.engine = Engine::new(Arc::new(payload(chaos_rules())), config);
+                    let fields = h
+                        .records
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
+                        .collect();
+                    let (t, w) = (h.t(), h.wall());
+                    h.engine.replay_raw(t, w, fields);
+                    h.pump();
+                }
+                _ => {}
+            }
+            // The pool: start, fail or refuse whatever was submitted.
+            while !h.jobs.is_empty() {
+                let job = h.jobs[0].id;
+                match rng.below(10) {
+                    0 => {
+                        if let Some(id) = &h.jobs[0].drop_record {
+                            kept_by_refusal.insert(id.to_string());
+                        }
+                        h.refuse(job);
+                    }
+                    1 => {
+                        h.start(job);
+                        h.finish(job, Err("no".into()));
+                    }
+                    _ => {
+                        h.start(job);
+                        h.finish(job, Ok(()));
+                    }
+                }
+            }
+            let c = h.counters();
+            assert_eq!(
+                h.engine.next_deadline().is_some(),
+                c.pending > 0,
+                "seed {seed}: pending {c:?}"
+            );
+            // Every stored record belongs to a waiting run or a refused job.
+            for id in h.records.keys() {
+                let owner = id.split('#').next().unwrap();
+                let index = h.engine.rule_index(owner).unwrap();
+                assert!(
+                    h.engine.rule_stats(index).unwrap().active_runs == 1
+                        || kept_by_refusal.contains(id),
+                    "seed {seed}: orphan record {id}"
+                );
+            }
+        }
+        // Quiescence: everything finishes, nothing leaks.
+        for _ in 0..100 {
+            let to = h.now + 10_000;
+            h.to(to);
+            while let Some(job) = h.jobs.first().map(|j| j.id) {
+                h.start(job);
+                h.finish(job, Ok(()));
+            }
+        }
+        let c = h.counters();
+        assert_eq!((c.pending, c.runs_active), (0, 0), "seed {seed}");
+        assert_eq!(h.engine.next_deadline(), None, "seed {seed}");
+        for id in h.records.keys() {
+            assert!(
+                kept_by_refusal.contains(id),
+                "seed {seed}: leaked record {id}"
+            );
+        }
+    }
+}
+
+#[test]
+fn live_patterns_are_what_live_rules_need() {
+    let mut off = rule("off", &["never"], vec![push("x", 0)]);
+    off.enabled = false;
+    let h = H::new(vec![
+        hazards(),
+        off,
+        rule("any", &["*", "button.*"], vec![push("y", 0)]),
+    ]);
+    let shown: Vec<String> = h
+        .engine
+        .live_patterns()
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    assert_eq!(
+        shown,
+        ["*", "button.*", "alarm.disarmed", "alarm.triggered"]
+    );
+}
