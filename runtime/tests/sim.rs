@@ -394,3 +394,139 @@ fn bad_timelines_are_refused() {
     let data: Timeline = toml::from_str("[[event]]\nat = \"1s\"\ntopic = \"x\"\ndata = 3").unwrap();
     assert!(simulate(payload(vec![]), &data, None).is_err());
 }
+
+#[test]
+fn fail_targets_a_step_and_ends_at_until() {
+    let mut r = hazards(2);
+    r.steps[1].after_ns = 1_000_000_000;
+    let out = run(
+        vec![r],
+        r#"
+        [[fail]]
+        at = "0s"
+        rule = "hazards"
+        step = 1
+        until = "5s"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        [[event]]
+        at = "10s"
+        topic = "alarm.triggered"
+        "#,
+        None,
+    );
+    let failed: Vec<String> = text(&out)
+        .into_iter()
+        .filter(|l| l.contains("action-failed") || l.contains("run-end"))
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "1000 ms action-failed rule=hazards step=1 pass=0 action=redis list=scooter:blinker push=off run=hazards#0-1 reason=simulated-failure",
+            "1000 ms run-end rule=hazards run=hazards#0-1 reason=failed",
+            "11000 ms run-end rule=hazards run=hazards#0-2 reason=done",
+        ]
+    );
+}
+
+#[test]
+fn a_repeat_gap_and_a_debounce_window_do_not_survive_a_restart() {
+    let mut rep = hazards(2);
+    rep.name = "rep".into();
+    rep.on = pats(&["go"]);
+    rep.steps = vec![push("x", 0, 1)];
+    rep.repeat = Repeat {
+        count: 3,
+        every_ns: 2_000_000_000,
+    };
+    let mut deb = hazards(2);
+    deb.name = "deb".into();
+    deb.on = pats(&["go"]);
+    deb.steps = vec![push("y", 0, 1)];
+    deb.debounce_ns = 3_000_000_000;
+    let out = run(
+        vec![rep, deb],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "go"
+        [[restart]]
+        at = "1s"
+        down = "1s"
+        "#,
+        None,
+    );
+    assert_eq!(
+        kinds(&out),
+        ["0 run-start", "0 action", "1000 restart", "1000 run-end"],
+        "{:?}",
+        text(&out)
+    );
+    assert!(out.records.is_empty());
+}
+
+#[test]
+fn can_actions_show_iface_id_and_data() {
+    let mut r = hazards(2);
+    r.steps = vec![Step {
+        action: Action::Can(rulecore::bundle::CanFrame {
+            iface: "can0".into(),
+            id: 0x3A1,
+            extended: false,
+            rtr: false,
+            dlc: 2,
+            data: vec![0x01, 0xFF],
+        }),
+        when: None,
+        after_ns: 0,
+        durable: false,
+        fingerprint: Fingerprint([5; 16]),
+    }];
+    let out = run(
+        vec![r],
+        "[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n",
+        None,
+    );
+    assert_eq!(
+        out.lines[1].to_json(),
+        r#"{"at_ms":0,"kind":"action","rule":"hazards","step":0,"pass":0,"action":"can","iface":"can0","id":"0x3a1","data":"01ff","run":"hazards#0-1"}"#
+    );
+}
+
+#[test]
+fn every_restart_uses_the_after_restart_rules_and_a_new_epoch() {
+    let out = run(
+        vec![hazards(2)],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        [[restart]]
+        at = "1s"
+        down = "1s"
+        [[event]]
+        at = "3s"
+        topic = "alarm.triggered"
+        [[restart]]
+        at = "4s"
+        down = "1s"
+        "#,
+        Some(vec![hazards(3)]),
+    );
+    let t = text(&out);
+    // The first record was written by the old rules: dropped. The second by
+    // the new rules, and the rules after the second restart are the same.
+    assert!(
+        t.contains(
+            &"2000 ms replay-drop rule=hazards step=1 pass=0 run=hazards#0-1 reason=fingerprint"
+                .to_string()
+        ),
+        "{t:?}"
+    );
+    assert!(
+        t.contains(&"5000 ms replay-resume rule=hazards step=1 pass=0 run=hazards#1-1".to_string()),
+        "{t:?}"
+    );
+    assert!(t.contains(&"33000 ms action rule=hazards step=1 pass=0 action=redis list=scooter:blinker push=off run=hazards#1-1".to_string()), "{t:?}");
+}
