@@ -16,13 +16,16 @@
 //! - `!` takes a boolean; unary `-` a number (int negation is checked).
 //! - `&&` / `||` short-circuit (evalexpr evaluates both sides; the only
 //!   difference is an error on a side we never evaluate).
+//! - `math::abs(i64::MIN)` is an overflow error (evalexpr panics in a debug
+//!   build and wraps in a release build).
 //!
-//! Values borrow from the constant pool, the event and the state slice; only
-//! an expression that builds a string (`+` on strings, `str::to_lowercase` of
-//! a string that is not already lowercase ASCII, ...) allocates. The stack is
-//! a fixed array on the native stack, with a heap fallback only for programs
-//! deeper than [`INLINE_STACK`] values, which the compiler never produces for
-//! a realistic `when`.
+//! Values on the stack are `Copy` slots that borrow from the constant pool,
+//! the event and the state slice; a string the expression builds (`+` on
+//! strings, `str::to_lowercase` of a string that is not already lowercase
+//! ASCII, ...) goes to a per-evaluation scratch list that only allocates
+//! when used. The stack is a small array on the native stack, with a heap
+//! fallback only for programs deeper than [`INLINE_STACK`] values, which the
+//! compiler never produces for a readable `when`.
 //!
 //! `data.*` values map from JSON: an integer that fits `i64` is an int, any
 //! other number a float, strings and booleans as themselves, `null` or a
@@ -43,9 +46,10 @@ use std::cmp::Ordering;
 /// How many values fit the stack that lives on the native stack; deeper
 /// programs (never produced by the compiler for a readable `when`) run again
 /// with a heap-allocated stack.
-pub const INLINE_STACK: usize = 32;
+pub const INLINE_STACK: usize = 16;
 
-/// A value on the VM stack. Strings borrow where they can.
+/// A value an evaluation produced (see [`eval`]). Strings borrow where they
+/// can.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value<'a> {
     Str(Cow<'a, str>),
@@ -66,18 +70,6 @@ impl Value<'_> {
             Value::Bool(_) => "boolean",
             Value::Empty => "empty",
         }
-    }
-
-    fn as_number(&self) -> Option<f64> {
-        match self {
-            Value::Int(i) => Some(*i as f64),
-            Value::Float(f) => Some(*f),
-            _ => None,
-        }
-    }
-
-    fn is_number_or_string(&self) -> bool {
-        matches!(self, Value::Str(_) | Value::Int(_) | Value::Float(_))
     }
 }
 
@@ -123,8 +115,9 @@ pub fn eval_bool(
     event: &Event,
     state: &[String],
 ) -> Result<bool, EvalError> {
-    match eval(program, consts, event, state)? {
-        Value::Bool(b) => Ok(b),
+    let mut scratch = Vec::new();
+    match run_program(program, consts, event, state, &mut scratch)? {
+        Slot::Bool(b) => Ok(b),
         other => Err(EvalError::NotBool {
             found: other.type_name(),
         }),
@@ -139,17 +132,45 @@ pub fn eval<'a>(
     event: &'a Event,
     state: &'a [String],
 ) -> Result<Value<'a>, EvalError> {
-    let inputs = Inputs {
+    let mut scratch = Vec::new();
+    let slot = run_program(program, consts, event, state, &mut scratch)?;
+    Ok(match slot {
+        Slot::Str(s) => Value::Str(Cow::Borrowed(s)),
+        Slot::Owned(i) => Value::Str(Cow::Owned(
+            scratch
+                .get_mut(i as usize)
+                .map(std::mem::take)
+                .unwrap_or_default(),
+        )),
+        Slot::Int(i) => Value::Int(i),
+        Slot::Float(f) => Value::Float(f),
+        Slot::Bool(b) => Value::Bool(b),
+        Slot::Empty => Value::Empty,
+    })
+}
+
+fn run_program<'a>(
+    program: &Program,
+    consts: &'a [Const],
+    event: &'a Event,
+    state: &'a [String],
+    scratch: &mut Vec<String>,
+) -> Result<Slot<'a>, EvalError> {
+    let mut machine = Machine {
         consts,
         event,
         state,
+        scratch,
     };
-    let mut inline: [Value<'a>; INLINE_STACK] = [const { Value::Empty }; INLINE_STACK];
-    match run(&program.ops, &inputs, &mut inline) {
+    let mut inline = [Slot::Empty; INLINE_STACK];
+    match machine.run(&program.ops, &mut inline) {
         Err(Stop::StackFull) => {
             // Each op pushes at most one value, so this cannot fill up.
-            let mut heap = vec![Value::Empty; program.ops.len() + 1];
-            run(&program.ops, &inputs, &mut heap).map_err(Stop::into_eval_error)
+            let mut heap = vec![Slot::Empty; program.ops.len() + 1];
+            machine.scratch.clear();
+            machine
+                .run(&program.ops, &mut heap)
+                .map_err(Stop::into_eval_error)
         }
         other => other.map_err(Stop::into_eval_error),
     }
@@ -199,27 +220,70 @@ pub fn json_to_value<'a>(
     json: Option<&'a serde_json::Value>,
     path: &[String],
 ) -> Result<Value<'a>, EvalError> {
+    Ok(match json_to_slot(json, path)? {
+        Slot::Str(s) => Value::Str(Cow::Borrowed(s)),
+        Slot::Int(i) => Value::Int(i),
+        Slot::Float(f) => Value::Float(f),
+        Slot::Bool(b) => Value::Bool(b),
+        Slot::Empty | Slot::Owned(_) => Value::Empty,
+    })
+}
+
+fn json_to_slot<'a>(
+    json: Option<&'a serde_json::Value>,
+    path: &[String],
+) -> Result<Slot<'a>, EvalError> {
     let not_scalar = |kind| EvalError::DataNotScalar {
         path: path.join("."),
         kind,
     };
     Ok(match json {
-        None | Some(serde_json::Value::Null) => Value::Empty,
-        Some(serde_json::Value::Bool(b)) => Value::Bool(*b),
+        None | Some(serde_json::Value::Null) => Slot::Empty,
+        Some(serde_json::Value::Bool(b)) => Slot::Bool(*b),
         Some(serde_json::Value::Number(n)) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            None => Value::Float(n.as_f64().ok_or_else(|| not_scalar("a number"))?),
+            Some(i) => Slot::Int(i),
+            None => Slot::Float(n.as_f64().ok_or_else(|| not_scalar("a number"))?),
         },
-        Some(serde_json::Value::String(s)) => Value::Str(Cow::Borrowed(s)),
+        Some(serde_json::Value::String(s)) => Slot::Str(s),
         Some(serde_json::Value::Array(_)) => return Err(not_scalar("an array")),
         Some(serde_json::Value::Object(_)) => return Err(not_scalar("an object")),
     })
 }
 
-struct Inputs<'a> {
-    consts: &'a [Const],
-    event: &'a Event,
-    state: &'a [String],
+/// A stack slot. `Copy`, so the stack has no drop glue; a string built
+/// during the evaluation lives in the scratch list and is named by index.
+#[derive(Debug, Clone, Copy)]
+enum Slot<'a> {
+    Str(&'a str),
+    Owned(u32),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Empty,
+}
+
+impl Slot<'_> {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Slot::Str(_) | Slot::Owned(_) => "string",
+            Slot::Int(_) => "int",
+            Slot::Float(_) => "float",
+            Slot::Bool(_) => "boolean",
+            Slot::Empty => "empty",
+        }
+    }
+
+    fn as_number(&self) -> Option<f64> {
+        match self {
+            Slot::Int(i) => Some(*i as f64),
+            Slot::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    fn is_number_or_string(&self) -> bool {
+        !matches!(self, Slot::Bool(_) | Slot::Empty)
+    }
 }
 
 enum Stop {
@@ -250,149 +314,11 @@ fn malformed(pc: usize, reason: &'static str) -> Stop {
     Stop::Eval(EvalError::Malformed { pc, reason })
 }
 
-fn type_error(op: &'static str, expected: &'static str, found: &Value<'_>) -> EvalError {
+fn type_error(op: &'static str, expected: &'static str, found: Slot<'_>) -> EvalError {
     EvalError::Type {
         op,
         expected,
         found: found.type_name(),
-    }
-}
-
-fn run<'a>(ops: &[Op], inputs: &Inputs<'a>, stack: &mut [Value<'a>]) -> Result<Value<'a>, Stop> {
-    let mut len = 0usize;
-    let mut pc = 0usize;
-    while let Some(op) = ops.get(pc) {
-        let mut next = pc + 1;
-        match *op {
-            Op::Const(i) => {
-                let value = match inputs.consts.get(i as usize) {
-                    Some(Const::Str(s)) => Value::Str(Cow::Borrowed(s)),
-                    Some(Const::Int(n)) => Value::Int(*n),
-                    Some(Const::Float(f)) => Value::Float(*f),
-                    Some(Const::Bool(b)) => Value::Bool(*b),
-                    Some(Const::Path(_)) => return Err(malformed(pc, "Const names a path")),
-                    None => return Err(malformed(pc, "constant index out of range")),
-                };
-                push(stack, &mut len, value)?;
-            }
-            Op::Field(field) => {
-                let event = inputs.event;
-                let s = match field {
-                    EventField::Topic => event.topic.as_str(),
-                    EventField::Src => event.src(),
-                    EventField::From => event.from(),
-                    EventField::To => event.to(),
-                };
-                push(stack, &mut len, Value::Str(Cow::Borrowed(s)))?;
-            }
-            Op::Data(i) => {
-                let Some(Const::Path(path)) = inputs.consts.get(i as usize) else {
-                    return Err(malformed(pc, "Data does not name a path constant"));
-                };
-                let json = inputs.event.data_at(path.iter().map(String::as_str));
-                push(stack, &mut len, json_to_value(json, path)?)?;
-            }
-            Op::State(i) => {
-                let Some(s) = inputs.state.get(i as usize) else {
-                    return Err(malformed(pc, "state index out of range"));
-                };
-                push(stack, &mut len, Value::Str(Cow::Borrowed(s)))?;
-            }
-            Op::Not => {
-                let top = top_mut(stack, len, pc)?;
-                match top {
-                    Value::Bool(b) => *b = !*b,
-                    other => return Err(type_error("!", "a boolean", other).into()),
-                }
-            }
-            Op::Neg => {
-                let top = top_mut(stack, len, pc)?;
-                match top {
-                    Value::Int(i) => {
-                        *i = i.checked_neg().ok_or(EvalError::Overflow { op: "-" })?;
-                    }
-                    Value::Float(f) => *f = -*f,
-                    other => return Err(type_error("-", "a number", other).into()),
-                }
-            }
-            Op::Add
-            | Op::Sub
-            | Op::Mul
-            | Op::Div
-            | Op::Mod
-            | Op::Pow
-            | Op::Eq
-            | Op::Ne
-            | Op::Lt
-            | Op::Le
-            | Op::Gt
-            | Op::Ge => {
-                if len < 2 {
-                    return Err(malformed(pc, "stack underflow"));
-                }
-                let b = std::mem::replace(&mut stack[len - 1], Value::Empty);
-                let a = std::mem::replace(&mut stack[len - 2], Value::Empty);
-                len -= 1;
-                stack[len - 1] = binary(*op, a, b)?;
-            }
-            Op::AndJump(target) | Op::OrJump(target) => {
-                let jump_on = matches!(op, Op::OrJump(_));
-                let name = if jump_on { "||" } else { "&&" };
-                let top = top_mut(stack, len, pc)?;
-                let Value::Bool(b) = *top else {
-                    return Err(type_error(name, "a boolean", top).into());
-                };
-                if b == jump_on {
-                    let target = target as usize;
-                    if target <= pc || target > ops.len() {
-                        return Err(malformed(pc, "jump target not forward or out of range"));
-                    }
-                    next = target;
-                } else {
-                    len -= 1;
-                }
-            }
-            Op::AssertBool => {
-                let top = top_mut(stack, len, pc)?;
-                if !matches!(top, Value::Bool(_)) {
-                    return Err(type_error("&&/||", "a boolean", top).into());
-                }
-            }
-            Op::Call(builtin, n) => {
-                let n = n as usize;
-                if n > len {
-                    return Err(malformed(pc, "stack underflow"));
-                }
-                let result = call(builtin, &mut stack[len - n..len])?;
-                len -= n;
-                push(stack, &mut len, result)?;
-            }
-        }
-        pc = next;
-    }
-    if len != 1 {
-        return Err(malformed(pc, "the program must leave exactly one value"));
-    }
-    Ok(std::mem::replace(&mut stack[0], Value::Empty))
-}
-
-fn push<'a>(stack: &mut [Value<'a>], len: &mut usize, value: Value<'a>) -> Result<(), Stop> {
-    let slot = stack.get_mut(*len).ok_or(Stop::StackFull)?;
-    *slot = value;
-    *len += 1;
-    Ok(())
-}
-
-fn top_mut<'s, 'a>(
-    stack: &'s mut [Value<'a>],
-    len: usize,
-    pc: usize,
-) -> Result<&'s mut Value<'a>, Stop> {
-    match len.checked_sub(1) {
-        Some(i) => stack
-            .get_mut(i)
-            .ok_or_else(|| malformed(pc, "stack underflow")),
-        None => Err(malformed(pc, "stack underflow")),
     }
 }
 
@@ -414,115 +340,378 @@ fn op_symbol(op: Op) -> &'static str {
     }
 }
 
-/// The binary operators, as evalexpr's `Operator::eval` defines them.
-fn binary<'a>(op: Op, a: Value<'a>, b: Value<'a>) -> Result<Value<'a>, EvalError> {
-    let sym = op_symbol(op);
-    match op {
-        Op::Eq => return Ok(Value::Bool(a == b)),
-        Op::Ne => return Ok(Value::Bool(a != b)),
-        Op::Add | Op::Lt | Op::Le | Op::Gt | Op::Ge => {
-            for v in [&a, &b] {
-                if !v.is_number_or_string() {
-                    return Err(type_error(sym, "a number or a string", v));
-                }
-            }
-        }
-        _ => {
-            for v in [&a, &b] {
-                if v.as_number().is_none() {
-                    return Err(type_error(sym, "a number", v));
-                }
-            }
+struct Machine<'a, 's> {
+    consts: &'a [Const],
+    event: &'a Event,
+    state: &'a [String],
+    /// Strings built by this evaluation; `Slot::Owned(i)` is `scratch[i]`.
+    scratch: &'s mut Vec<String>,
+}
+
+impl<'a> Machine<'a, '_> {
+    /// The text of a string slot.
+    fn text<'t>(&'t self, slot: Slot<'a>) -> Option<&'t str>
+    where
+        'a: 't,
+    {
+        match slot {
+            Slot::Str(s) => Some(s),
+            Slot::Owned(i) => self.scratch.get(i as usize).map(String::as_str),
+            _ => None,
         }
     }
-    let mismatch = |a: &Value<'_>, b: &Value<'_>| EvalError::Mismatch {
-        op: sym,
-        left: a.type_name(),
-        right: b.type_name(),
-    };
-    match op {
-        Op::Add => match (a, b) {
-            (Value::Str(x), Value::Str(y)) => Ok(Value::Str(concat(x, y))),
-            (Value::Int(x), Value::Int(y)) => x
-                .checked_add(y)
-                .map(Value::Int)
-                .ok_or(EvalError::Overflow { op: sym }),
-            (a, b) => match (a.as_number(), b.as_number()) {
-                (Some(x), Some(y)) => Ok(Value::Float(x + y)),
-                _ => Err(mismatch(&a, &b)),
-            },
-        },
-        Op::Sub | Op::Mul | Op::Div | Op::Mod => {
-            if let (Value::Int(x), Value::Int(y)) = (&a, &b) {
-                let (x, y) = (*x, *y);
-                let result = match op {
-                    Op::Sub => x.checked_sub(y),
-                    Op::Mul => x.checked_mul(y),
-                    Op::Div | Op::Mod if y == 0 => {
-                        let what = if op == Op::Div {
-                            "division"
-                        } else {
-                            "remainder"
-                        };
-                        return Err(EvalError::DivisionByZero { what });
+
+    fn own(&mut self, s: String) -> Slot<'a> {
+        let index = u32::try_from(self.scratch.len()).unwrap_or(u32::MAX);
+        self.scratch.push(s);
+        Slot::Owned(index)
+    }
+
+    fn run(&mut self, ops: &[Op], stack: &mut [Slot<'a>]) -> Result<Slot<'a>, Stop> {
+        let mut len = 0usize;
+        let mut pc = 0usize;
+        while let Some(op) = ops.get(pc) {
+            let mut next = pc + 1;
+            match *op {
+                Op::Const(i) => {
+                    let slot = match self.consts.get(i as usize) {
+                        Some(Const::Str(s)) => Slot::Str(s),
+                        Some(Const::Int(n)) => Slot::Int(*n),
+                        Some(Const::Float(f)) => Slot::Float(*f),
+                        Some(Const::Bool(b)) => Slot::Bool(*b),
+                        Some(Const::Path(_)) => return Err(malformed(pc, "Const names a path")),
+                        None => return Err(malformed(pc, "constant index out of range")),
+                    };
+                    push(stack, &mut len, slot)?;
+                }
+                Op::Field(field) => {
+                    let event = self.event;
+                    let s = match field {
+                        EventField::Topic => event.topic.as_str(),
+                        EventField::Src => event.src(),
+                        EventField::From => event.from(),
+                        EventField::To => event.to(),
+                    };
+                    push(stack, &mut len, Slot::Str(s))?;
+                }
+                Op::Data(i) => {
+                    let Some(Const::Path(path)) = self.consts.get(i as usize) else {
+                        return Err(malformed(pc, "Data does not name a path constant"));
+                    };
+                    let json = self.event.data_at(path.iter().map(String::as_str));
+                    push(stack, &mut len, json_to_slot(json, path)?)?;
+                }
+                Op::State(i) => {
+                    let Some(s) = self.state.get(i as usize) else {
+                        return Err(malformed(pc, "state index out of range"));
+                    };
+                    push(stack, &mut len, Slot::Str(s))?;
+                }
+                Op::Not => {
+                    let top = top_mut(stack, len, pc)?;
+                    match *top {
+                        Slot::Bool(b) => *top = Slot::Bool(!b),
+                        other => return Err(type_error("!", "a boolean", other).into()),
                     }
-                    Op::Div => x.checked_div(y),
-                    _ => x.checked_rem(y),
-                };
-                return result
-                    .map(Value::Int)
-                    .ok_or(EvalError::Overflow { op: sym });
+                }
+                Op::Neg => {
+                    let top = top_mut(stack, len, pc)?;
+                    *top = match *top {
+                        Slot::Int(i) => {
+                            Slot::Int(i.checked_neg().ok_or(EvalError::Overflow { op: "-" })?)
+                        }
+                        Slot::Float(f) => Slot::Float(-f),
+                        other => return Err(type_error("-", "a number", other).into()),
+                    };
+                }
+                Op::Add
+                | Op::Sub
+                | Op::Mul
+                | Op::Div
+                | Op::Mod
+                | Op::Pow
+                | Op::Eq
+                | Op::Ne
+                | Op::Lt
+                | Op::Le
+                | Op::Gt
+                | Op::Ge => {
+                    if len < 2 {
+                        return Err(malformed(pc, "stack underflow"));
+                    }
+                    let (a, b) = (stack[len - 2], stack[len - 1]);
+                    len -= 1;
+                    stack[len - 1] = self.binary(*op, a, b)?;
+                }
+                Op::AndJump(target) | Op::OrJump(target) => {
+                    let jump_on = matches!(op, Op::OrJump(_));
+                    let top = *top_mut(stack, len, pc)?;
+                    let Slot::Bool(b) = top else {
+                        let name = if jump_on { "||" } else { "&&" };
+                        return Err(type_error(name, "a boolean", top).into());
+                    };
+                    if b == jump_on {
+                        let target = target as usize;
+                        if target <= pc || target > ops.len() {
+                            return Err(malformed(pc, "jump target not forward or out of range"));
+                        }
+                        next = target;
+                    } else {
+                        len -= 1;
+                    }
+                }
+                Op::AssertBool => {
+                    let top = *top_mut(stack, len, pc)?;
+                    if !matches!(top, Slot::Bool(_)) {
+                        return Err(type_error("&&/||", "a boolean", top).into());
+                    }
+                }
+                Op::Call(builtin, n) => {
+                    let n = n as usize;
+                    if n > len {
+                        return Err(malformed(pc, "stack underflow"));
+                    }
+                    let result = self.call(builtin, &stack[len - n..len])?;
+                    len -= n;
+                    push(stack, &mut len, result)?;
+                }
             }
-            let (Some(x), Some(y)) = (a.as_number(), b.as_number()) else {
-                return Err(mismatch(&a, &b));
-            };
-            Ok(Value::Float(match op {
-                Op::Sub => x - y,
-                Op::Mul => x * y,
-                Op::Div => x / y,
-                _ => x % y,
-            }))
+            pc = next;
         }
-        Op::Pow => match (a.as_number(), b.as_number()) {
-            (Some(x), Some(y)) => Ok(Value::Float(x.powf(y))),
-            _ => Err(mismatch(&a, &b)),
-        },
-        Op::Lt | Op::Le | Op::Gt | Op::Ge => {
-            let ordering = match (&a, &b) {
-                (Value::Str(x), Value::Str(y)) => Some(x.as_ref().cmp(y.as_ref())),
-                (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
-                _ => match (a.as_number(), b.as_number()) {
-                    (Some(x), Some(y)) => x.partial_cmp(&y),
-                    _ => return Err(mismatch(&a, &b)),
-                },
-            };
-            // `None` is a NaN: every ordering comparison is false, as in Rust.
-            Ok(Value::Bool(match (op, ordering) {
-                (_, None) => false,
-                (Op::Lt, Some(o)) => o == Ordering::Less,
-                (Op::Le, Some(o)) => o != Ordering::Greater,
-                (Op::Gt, Some(o)) => o == Ordering::Greater,
-                (_, Some(o)) => o != Ordering::Less,
-            }))
+        if len != 1 {
+            return Err(malformed(pc, "the program must leave exactly one value"));
         }
-        _ => Err(EvalError::Malformed {
-            pc: 0,
-            reason: "not a binary operator",
-        }),
+        Ok(stack[0])
+    }
+
+    /// `==` as evalexpr's derived `PartialEq` on values: same type and value.
+    fn equal(&self, a: Slot<'a>, b: Slot<'a>) -> bool {
+        match (a, b) {
+            (Slot::Int(x), Slot::Int(y)) => x == y,
+            (Slot::Float(x), Slot::Float(y)) => x == y,
+            (Slot::Bool(x), Slot::Bool(y)) => x == y,
+            (Slot::Empty, Slot::Empty) => true,
+            _ => match (self.text(a), self.text(b)) {
+                (Some(x), Some(y)) => x == y,
+                _ => false,
+            },
+        }
+    }
+
+    /// The binary operators, as evalexpr's `Operator::eval` defines them.
+    fn binary(&mut self, op: Op, a: Slot<'a>, b: Slot<'a>) -> Result<Slot<'a>, EvalError> {
+        let sym = op_symbol(op);
+        match op {
+            Op::Eq => return Ok(Slot::Bool(self.equal(a, b))),
+            Op::Ne => return Ok(Slot::Bool(!self.equal(a, b))),
+            Op::Add | Op::Lt | Op::Le | Op::Gt | Op::Ge => {
+                for v in [a, b] {
+                    if !v.is_number_or_string() {
+                        return Err(type_error(sym, "a number or a string", v));
+                    }
+                }
+            }
+            _ => {
+                for v in [a, b] {
+                    if v.as_number().is_none() {
+                        return Err(type_error(sym, "a number", v));
+                    }
+                }
+            }
+        }
+        let mismatch = EvalError::Mismatch {
+            op: sym,
+            left: a.type_name(),
+            right: b.type_name(),
+        };
+        match op {
+            Op::Add => {
+                if let (Some(x), Some(y)) = (self.text(a), self.text(b)) {
+                    // Joining with "" builds nothing new.
+                    if y.is_empty() {
+                        return Ok(a);
+                    }
+                    if x.is_empty() {
+                        return Ok(b);
+                    }
+                    let mut s = String::with_capacity(x.len() + y.len());
+                    s.push_str(x);
+                    s.push_str(y);
+                    return Ok(self.own(s));
+                }
+                match (a, b) {
+                    (Slot::Int(x), Slot::Int(y)) => x
+                        .checked_add(y)
+                        .map(Slot::Int)
+                        .ok_or(EvalError::Overflow { op: sym }),
+                    _ => match (a.as_number(), b.as_number()) {
+                        (Some(x), Some(y)) => Ok(Slot::Float(x + y)),
+                        _ => Err(mismatch),
+                    },
+                }
+            }
+            Op::Sub | Op::Mul | Op::Div | Op::Mod => {
+                if let (Slot::Int(x), Slot::Int(y)) = (a, b) {
+                    let result = match op {
+                        Op::Sub => x.checked_sub(y),
+                        Op::Mul => x.checked_mul(y),
+                        Op::Div | Op::Mod if y == 0 => {
+                            let what = if op == Op::Div {
+                                "division"
+                            } else {
+                                "remainder"
+                            };
+                            return Err(EvalError::DivisionByZero { what });
+                        }
+                        Op::Div => x.checked_div(y),
+                        _ => x.checked_rem(y),
+                    };
+                    return result.map(Slot::Int).ok_or(EvalError::Overflow { op: sym });
+                }
+                let (Some(x), Some(y)) = (a.as_number(), b.as_number()) else {
+                    return Err(mismatch);
+                };
+                Ok(Slot::Float(match op {
+                    Op::Sub => x - y,
+                    Op::Mul => x * y,
+                    Op::Div => x / y,
+                    _ => x % y,
+                }))
+            }
+            Op::Pow => match (a.as_number(), b.as_number()) {
+                (Some(x), Some(y)) => Ok(Slot::Float(x.powf(y))),
+                _ => Err(mismatch),
+            },
+            Op::Lt | Op::Le | Op::Gt | Op::Ge => {
+                let ordering = match (a, b) {
+                    (Slot::Int(x), Slot::Int(y)) => Some(x.cmp(&y)),
+                    _ => match (self.text(a), self.text(b)) {
+                        (Some(x), Some(y)) => Some(x.cmp(y)),
+                        _ => match (a.as_number(), b.as_number()) {
+                            (Some(x), Some(y)) => x.partial_cmp(&y),
+                            _ => return Err(mismatch),
+                        },
+                    },
+                };
+                // `None` is a NaN: every ordering comparison is false, as in Rust.
+                Ok(Slot::Bool(match (op, ordering) {
+                    (_, None) => false,
+                    (Op::Lt, Some(o)) => o == Ordering::Less,
+                    (Op::Le, Some(o)) => o != Ordering::Greater,
+                    (Op::Gt, Some(o)) => o == Ordering::Greater,
+                    (_, Some(o)) => o != Ordering::Less,
+                }))
+            }
+            _ => Err(EvalError::Malformed {
+                pc: 0,
+                reason: "not a binary operator",
+            }),
+        }
+    }
+
+    fn string_arg(&self, name: &'static str, v: Slot<'a>) -> Result<&str, EvalError> {
+        self.text(v).ok_or_else(|| type_error(name, "a string", v))
+    }
+
+    /// The built-ins, as evalexpr's `builtin_function` defines them (ours:
+    /// `str::starts_with`, `str::ends_with`, `str::contains`).
+    fn call(&mut self, builtin: Builtin, args: &[Slot<'a>]) -> Result<Slot<'a>, EvalError> {
+        let (min, max) = builtin_arity(builtin);
+        if args.len() < min as usize || args.len() > max as usize {
+            return Err(arity_error(builtin, args.len()));
+        }
+        let name = builtin_name(builtin);
+        let number = |v: Slot<'a>| v.as_number().ok_or_else(|| type_error(name, "a number", v));
+        match builtin {
+            Builtin::Len => {
+                let n = self.string_arg(name, args[0])?.len();
+                let n = i64::try_from(n).map_err(|_| EvalError::Overflow { op: name })?;
+                Ok(Slot::Int(n))
+            }
+            Builtin::ToLowercase | Builtin::ToUppercase => {
+                let lower = builtin == Builtin::ToLowercase;
+                let s = self.string_arg(name, args[0])?;
+                // An ASCII string already in the target case maps to itself.
+                let unchanged = s.is_ascii()
+                    && !s.bytes().any(|b| {
+                        if lower {
+                            b.is_ascii_uppercase()
+                        } else {
+                            b.is_ascii_lowercase()
+                        }
+                    });
+                if unchanged {
+                    return Ok(args[0]);
+                }
+                let mapped = if lower {
+                    s.to_lowercase()
+                } else {
+                    s.to_uppercase()
+                };
+                Ok(self.own(mapped))
+            }
+            Builtin::Trim => match args[0] {
+                Slot::Str(s) => Ok(Slot::Str(s.trim())),
+                other => {
+                    let s = self.string_arg(name, other)?;
+                    if s.trim().len() == s.len() {
+                        return Ok(other);
+                    }
+                    let trimmed = s.trim().to_string();
+                    Ok(self.own(trimmed))
+                }
+            },
+            Builtin::Min | Builtin::Max => min_max(builtin == Builtin::Min, name, args),
+            Builtin::If => {
+                let Slot::Bool(cond) = args[0] else {
+                    return Err(type_error(name, "a boolean condition", args[0]));
+                };
+                Ok(args[if cond { 1 } else { 2 }])
+            }
+            Builtin::Floor => Ok(Slot::Float(number(args[0])?.floor())),
+            Builtin::Ceil => Ok(Slot::Float(number(args[0])?.ceil())),
+            Builtin::Round => Ok(Slot::Float(number(args[0])?.round())),
+            Builtin::Abs => match args[0] {
+                Slot::Float(f) => Ok(Slot::Float(f.abs())),
+                // evalexpr's `i64::abs` panics (debug) or wraps (release) on
+                // i64::MIN; an error is the only sane reading of both.
+                Slot::Int(i) => i
+                    .checked_abs()
+                    .map(Slot::Int)
+                    .ok_or(EvalError::Overflow { op: name }),
+                other => Err(type_error(name, "a number", other)),
+            },
+            Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => {
+                let a = self.string_arg(name, args[0])?;
+                let b = self.string_arg(name, args[1])?;
+                Ok(Slot::Bool(match builtin {
+                    Builtin::StartsWith => a.starts_with(b),
+                    Builtin::EndsWith => a.ends_with(b),
+                    _ => a.contains(b),
+                }))
+            }
+        }
     }
 }
 
-fn concat<'a>(x: Cow<'a, str>, y: Cow<'a, str>) -> Cow<'a, str> {
-    if x.is_empty() {
-        return y;
+fn push<'a>(stack: &mut [Slot<'a>], len: &mut usize, slot: Slot<'a>) -> Result<(), Stop> {
+    let place = stack.get_mut(*len).ok_or(Stop::StackFull)?;
+    *place = slot;
+    *len += 1;
+    Ok(())
+}
+
+fn top_mut<'s, 'a>(
+    stack: &'s mut [Slot<'a>],
+    len: usize,
+    pc: usize,
+) -> Result<&'s mut Slot<'a>, Stop> {
+    match len.checked_sub(1) {
+        Some(i) => stack
+            .get_mut(i)
+            .ok_or_else(|| malformed(pc, "stack underflow")),
+        None => Err(malformed(pc, "stack underflow")),
     }
-    if y.is_empty() {
-        return x;
-    }
-    let mut s = String::with_capacity(x.len() + y.len());
-    s.push_str(&x);
-    s.push_str(&y);
-    Cow::Owned(s)
 }
 
 fn arity_error(builtin: Builtin, found: usize) -> EvalError {
@@ -539,110 +728,23 @@ fn arity_error(builtin: Builtin, found: usize) -> EvalError {
     }
 }
 
-fn take<'a>(slot: &mut Value<'a>) -> Value<'a> {
-    std::mem::replace(slot, Value::Empty)
-}
-
-fn string_arg<'a>(name: &'static str, v: Value<'a>) -> Result<Cow<'a, str>, EvalError> {
-    match v {
-        Value::Str(s) => Ok(s),
-        other => Err(type_error(name, "a string", &other)),
-    }
-}
-
-fn number_arg(name: &'static str, v: &Value<'_>) -> Result<f64, EvalError> {
-    v.as_number().ok_or_else(|| type_error(name, "a number", v))
-}
-
-/// The built-ins, as evalexpr's `builtin_function` defines them (ours:
-/// `str::starts_with`, `str::ends_with`, `str::contains`).
-fn call<'a>(builtin: Builtin, args: &mut [Value<'a>]) -> Result<Value<'a>, EvalError> {
-    let (min, max) = builtin_arity(builtin);
-    if args.len() < min as usize || args.len() > max as usize {
-        return Err(arity_error(builtin, args.len()));
-    }
-    let name = builtin_name(builtin);
-    match builtin {
-        Builtin::Len => {
-            let s = string_arg(name, take(&mut args[0]))?;
-            let n = i64::try_from(s.len()).map_err(|_| EvalError::Overflow { op: name })?;
-            Ok(Value::Int(n))
-        }
-        Builtin::ToLowercase => {
-            let s = string_arg(name, take(&mut args[0]))?;
-            if s.is_ascii() && !s.bytes().any(|b| b.is_ascii_uppercase()) {
-                return Ok(Value::Str(s));
-            }
-            Ok(Value::Str(Cow::Owned(s.to_lowercase())))
-        }
-        Builtin::ToUppercase => {
-            let s = string_arg(name, take(&mut args[0]))?;
-            if s.is_ascii() && !s.bytes().any(|b| b.is_ascii_lowercase()) {
-                return Ok(Value::Str(s));
-            }
-            Ok(Value::Str(Cow::Owned(s.to_uppercase())))
-        }
-        Builtin::Trim => {
-            let s = string_arg(name, take(&mut args[0]))?;
-            Ok(Value::Str(match s {
-                Cow::Borrowed(b) => Cow::Borrowed(b.trim()),
-                Cow::Owned(o) if o.trim().len() == o.len() => Cow::Owned(o),
-                Cow::Owned(o) => Cow::Owned(o.trim().to_string()),
-            }))
-        }
-        Builtin::Min | Builtin::Max => min_max(builtin == Builtin::Min, name, args),
-        Builtin::If => {
-            let Value::Bool(cond) = args[0] else {
-                return Err(type_error(name, "a boolean condition", &args[0]));
-            };
-            Ok(take(&mut args[if cond { 1 } else { 2 }]))
-        }
-        Builtin::Floor => Ok(Value::Float(number_arg(name, &args[0])?.floor())),
-        Builtin::Ceil => Ok(Value::Float(number_arg(name, &args[0])?.ceil())),
-        Builtin::Round => Ok(Value::Float(number_arg(name, &args[0])?.round())),
-        Builtin::Abs => match args[0] {
-            Value::Float(f) => Ok(Value::Float(f.abs())),
-            // evalexpr's `i64::abs` panics (debug) or wraps (release) on
-            // i64::MIN; an error is the only sane reading of both.
-            Value::Int(i) => i
-                .checked_abs()
-                .map(Value::Int)
-                .ok_or(EvalError::Overflow { op: name }),
-            ref other => Err(type_error(name, "a number", other)),
-        },
-        Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => {
-            let a = string_arg(name, take(&mut args[0]))?;
-            let b = string_arg(name, take(&mut args[1]))?;
-            Ok(Value::Bool(match builtin {
-                Builtin::StartsWith => a.starts_with(b.as_ref()),
-                Builtin::EndsWith => a.ends_with(b.as_ref()),
-                _ => a.contains(b.as_ref()),
-            }))
-        }
-    }
-}
-
 /// evalexpr's `min` / `max`: the extreme int and the extreme float are found
 /// separately (NaN floats are skipped by `f64::min`), then the int wins only
 /// if it is strictly beyond the float once converted. With no float at all
 /// the float side is infinite, so the int wins; with no int, the int side is
 /// `i64::MAX` / `i64::MIN`, which the float beats unless it is huge or NaN.
-fn min_max<'a>(
-    is_min: bool,
-    name: &'static str,
-    args: &[Value<'a>],
-) -> Result<Value<'a>, EvalError> {
+fn min_max<'a>(is_min: bool, name: &'static str, args: &[Slot<'a>]) -> Result<Slot<'a>, EvalError> {
     let (mut int, mut float) = if is_min {
         (i64::MAX, f64::INFINITY)
     } else {
         (i64::MIN, f64::NEG_INFINITY)
     };
     for arg in args {
-        match (arg, is_min) {
-            (Value::Float(f), true) => float = float.min(*f),
-            (Value::Float(f), false) => float = float.max(*f),
-            (Value::Int(i), true) => int = int.min(*i),
-            (Value::Int(i), false) => int = int.max(*i),
+        match (*arg, is_min) {
+            (Slot::Float(f), true) => float = float.min(f),
+            (Slot::Float(f), false) => float = float.max(f),
+            (Slot::Int(i), true) => int = int.min(i),
+            (Slot::Int(i), false) => int = int.max(i),
             (other, _) => return Err(type_error(name, "numbers", other)),
         }
     }
@@ -652,9 +754,9 @@ fn min_max<'a>(
         (int as f64) > float
     };
     Ok(if int_wins {
-        Value::Int(int)
+        Slot::Int(int)
     } else {
-        Value::Float(float)
+        Slot::Float(float)
     })
 }
 
