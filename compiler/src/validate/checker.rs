@@ -299,7 +299,17 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                                 format!("the pattern `{text}` in `{key}` can only match the literal topic `{text}`"),
                             )
                             .at(item.span(), "`*` only works as the whole pattern or as a trailing `.*`")
-                            .with_help("use `*` for every topic or `prefix.*` for every topic under `prefix.`"),
+                            .with_help(literal_star_help(text)),
+                        );
+                    }
+                    if text.chars().any(char::is_whitespace) {
+                        self.push(
+                            Diagnostic::warning(
+                                "rulec::pattern-whitespace",
+                                format!("the pattern `{text}` in `{key}` contains white space"),
+                            )
+                            .at(item.span(), "white space in a topic pattern")
+                            .with_help("topics are dotted words such as `alarm.triggered`; remove the white space"),
                         );
                     }
                     if let Some((_, first)) = patterns.iter().find(|(p, _)| *p == pattern) {
@@ -329,5 +339,16 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             }
         }
         ok.then_some(patterns)
+    }
+}
+
+/// Help for a pattern whose `*` makes it literal: `alarm*` most likely meant
+/// `alarm.*`.
+fn literal_star_help(text: &str) -> String {
+    match text.strip_suffix('*') {
+        Some(prefix) if !prefix.is_empty() && !prefix.contains('*') => {
+            format!("to match every topic under `{prefix}.`, write `{prefix}.*`")
+        }
+        _ => "use `*` for every topic or `prefix.*` for every topic under `prefix.`".to_string(),
     }
 }
