@@ -1397,3 +1397,22 @@ fn live_patterns_are_what_live_rules_need() {
         ["*", "button.*", "alarm.disarmed", "alarm.triggered"]
     );
 }
+
+#[test]
+fn replay_happens_once() {
+    let mut h = H::new(vec![hazards()]);
+    replay(&mut h, vec![]);
+    let (t, w) = (h.t(), h.wall());
+    h.engine
+        .replay_raw(t, w, vec![("junk".into(), b"x".to_vec())]);
+    h.engine.replay(
+        t,
+        w,
+        vec![record("hazards#x-1", "hazards", 1, 0, 1_000, off_fp())],
+    );
+    h.pump();
+    let all = std::mem::take(&mut h.lines);
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all.iter().all(|l| l.contains("log replay called twice")));
+    assert_eq!(h.counters().runs_active, 0);
+}

@@ -158,6 +158,7 @@ pub struct Engine {
     counters: Counters,
     effects: VecDeque<Effect>,
     stopped: bool,
+    replayed: bool,
     scratch: Vec<u32>,
 }
 
@@ -211,6 +212,7 @@ impl Engine {
             counters: Counters::default(),
             effects: VecDeque::new(),
             stopped: false,
+            replayed: false,
             scratch: Vec::new(),
         }
     }
@@ -438,6 +440,10 @@ impl Engine {
     /// Replay from raw hash fields (`field`, stored value): values that do
     /// not decode are logged and removed, the rest go to [`Engine::replay`].
     pub fn replay_raw(&mut self, now: Time, wall_ms: i64, fields: Vec<(String, Vec<u8>)>) {
+        if self.stopped || self.replayed {
+            // Leave every field alone; `replay` says why.
+            return self.replay(now, wall_ms, Vec::new());
+        }
         let mut records = Vec::with_capacity(fields.len());
         for (field, value) in fields {
             match PendingRecord::decode_field(&field, &value) {
@@ -466,6 +472,17 @@ impl Engine {
     /// policy picks among the rest; the survivors resume under their own ids.
     pub fn replay(&mut self, now: Time, wall_ms: i64, mut records: Vec<PendingRecord>) {
         if self.stopped {
+            return;
+        }
+        if std::mem::replace(&mut self.replayed, true) {
+            // Replay is once, at start (DESIGN.md 6.5): records seen later
+            // belong to this process's own runs.
+            self.log(
+                Level::Error,
+                None,
+                None,
+                "replay called twice; the second call is ignored".to_string(),
+            );
             return;
         }
         records.sort_by(|a, b| a.fire_at.cmp(&b.fire_at).then_with(|| a.id.cmp(&b.id)));
