@@ -722,3 +722,34 @@ fn refused_step_keeps_its_record_and_stop_kills_exec() {
         "the refused step's record stays"
     );
 }
+
+/// The whole server goes away and comes back (empty): ruled resubscribes,
+/// and its command connection reconnects for the actions.
+#[test]
+fn survives_a_redis_restart() {
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    redis.restart();
+    ruled.wait_log(&["pub/sub connection lost", "not replayed"]);
+    ruled.wait_log(&["pub/sub subscription restored"]);
+    // The command connection is woken right after the resubscription,
+    // before the next event is handled: the first actions already succeed.
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("fired after the restart", || {
+        list(&redis, "scooter:blinker") == ["both", "off"]
+    });
+    // The new server started empty: the counters were written in full again.
+    let id = rulecore::codec::read(&bundle).unwrap().id;
+    wait_for("counters rewritten", || {
+        counter(&redis, "bundle").as_deref() == Some(id.as_str())
+            && counter(&redis, "dispatched").as_deref() == Some("2")
+    });
+    assert!(
+        !ruled.log_text().contains("action failed"),
+        "{}",
+        ruled.log_text()
+    );
+}

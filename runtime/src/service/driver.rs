@@ -132,12 +132,7 @@ pub async fn run(
 
     // 5. Publish counters, in full.
     let mut published = Published::new(&driver.engine);
-    driver
-        .writer
-        .send(StoreOp::Counters(full_counters(&published.counters, &id)));
-    driver
-        .writer
-        .send(StoreOp::RuleStats(published.all_rules(&driver.engine)));
+    published.write_all(&driver.engine, &driver.writer, &id);
 
     // 6. Subscribe: exactly what the live rules and `state()` need.
     let state_hashes: BTreeSet<String> = payload
@@ -222,6 +217,13 @@ pub async fn run(
                         pubsub = Some(stream);
                         reconnect_at = None;
                         tracing::info!("pub/sub subscription restored");
+                        // The command connection shares the outage but only
+                        // notices on its next use: make that a PING rather
+                        // than an action, so no action fails on a dead socket.
+                        store::wake_commands(&mut con).await;
+                        // The server may have restarted empty: write the
+                        // counters in full again.
+                        published.write_all(&driver.engine, &driver.writer, &id);
                         // State changes announced meanwhile were missed too:
                         // read the watched pairs again.
                         match store::seed_state(&mut con, &payload.state_pairs).await {
@@ -500,14 +502,18 @@ impl Published {
         }
     }
 
-    fn all_rules(&self, engine: &Engine) -> Vec<(String, String)> {
-        engine
+    /// Writes the counters and every rule's statistics in full.
+    fn write_all(&mut self, engine: &Engine, writer: &StoreWriter, bundle_id: &str) {
+        *self = Self::new(engine);
+        writer.send(StoreOp::Counters(full_counters(&self.counters, bundle_id)));
+        let rules = engine
             .payload()
             .rules
             .iter()
             .zip(&self.rules)
             .map(|(rule, stats)| (rule.name.clone(), rule_stats_json(stats)))
-            .collect()
+            .collect();
+        writer.send(StoreOp::RuleStats(rules));
     }
 
     fn write_changes(&mut self, engine: &Engine, writer: &StoreWriter) {

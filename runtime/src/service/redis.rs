@@ -70,6 +70,22 @@ pub async fn connect_manager(client: &redis::Client) -> ConnectionManager {
     }
 }
 
+/// PINGs the command connection until it answers (a few tries), so that a
+/// connection broken by a Redis restart is replaced before actions use it.
+pub async fn wake_commands(con: &mut ConnectionManager) {
+    let mut backoff = Backoff::default();
+    for _ in 0..5 {
+        match redis::cmd("PING").query_async::<String>(con).await {
+            Ok(_) => return,
+            Err(e) => {
+                tracing::debug!("command connection not ready yet: {e}");
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+        }
+    }
+    tracing::warn!("the command connection still fails after the pub/sub reconnect");
+}
+
 /// What to subscribe to: exact channels (SUBSCRIBE) and globs (PSUBSCRIBE).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Subscriptions {

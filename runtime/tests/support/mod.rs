@@ -29,37 +29,35 @@ impl RedisServer {
     pub fn start() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("redis.sock");
-        let child = match Command::new("redis-server")
-            .args(["--port", "0", "--save", "", "--appendonly", "no"])
-            .arg("--unixsocket")
-            .arg(&socket)
-            .args(["--unixsocketperm", "700", "--daemonize", "no"])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-        {
-            Ok(child) => child,
-            Err(e) => panic!(
-                "cannot start `redis-server` ({e}); these integration tests need it on the PATH.\n\
-                 Install it: `apt-get install redis-server` (Debian/Ubuntu), `brew install redis` (macOS)."
-            ),
-        };
+        let child = spawn_server(dir.path(), &socket);
         let server = Self { child, dir, socket };
+        server.wait_up();
+        server
+    }
+
+    /// Kills the server and starts a fresh one (empty) on the same socket.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+        self.child = spawn_server(self.dir.path(), &self.socket);
+        self.wait_up();
+    }
+
+    fn wait_up(&self) {
         let started = Instant::now();
         loop {
-            if server.socket.exists() {
-                if let Ok(mut con) = server.try_connection() {
+            if self.socket.exists() {
+                if let Ok(mut con) = self.try_connection() {
                     if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                        return server;
+                        return;
                     }
                 }
             }
             assert!(
                 started.elapsed() < DEADLINE,
                 "redis-server did not come up on {}",
-                server.socket.display()
+                self.socket.display()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -87,6 +85,26 @@ impl RedisServer {
         command
             .query(&mut self.con())
             .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+}
+
+fn spawn_server(dir: &Path, socket: &Path) -> Child {
+    match Command::new("redis-server")
+        .args(["--port", "0", "--save", "", "--appendonly", "no"])
+        .arg("--unixsocket")
+        .arg(socket)
+        .args(["--unixsocketperm", "700", "--daemonize", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => panic!(
+            "cannot start `redis-server` ({e}); these integration tests need it on the PATH.\n\
+             Install it: `apt-get install redis-server` (Debian/Ubuntu), `brew install redis` (macOS)."
+        ),
     }
 }
 
