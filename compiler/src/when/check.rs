@@ -83,8 +83,25 @@ const FIELDS: &[(&str, EventField)] = &[
     ("to", EventField::To),
 ];
 
+/// The parser, the checker and the lowering recurse over the tree; this
+/// bounds their depth (and the bytecode length) far above any readable
+/// condition, so no input can exhaust the stack.
+pub const MAX_TOKENS: usize = 256;
+
 pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     let toks = tokenize(text);
+    if toks.len() > MAX_TOKENS {
+        return Err(vec![problem(
+            "rulec::when::too-long",
+            format!(
+                "the expression has {} tokens; the limit is {MAX_TOKENS}",
+                toks.len()
+            ),
+            whole_span(text),
+            "too long".into(),
+            Some("split the condition across steps or rules".into()),
+        )]);
+    }
     let mut problems = token_problems(text, &toks);
     if !problems.is_empty() {
         return Err(problems);

@@ -362,3 +362,27 @@ fn accidental_evalexpr_forms_are_rejected() {
         assert_eq!(at, vec![at_want], "{text}: {problems:?}");
     }
 }
+
+/// The deepest trees the limit allows check and lower fine on a test
+/// thread's small stack; one token more is an error, not a crash.
+#[test]
+fn size_limit_keeps_recursion_bounded() {
+    let n = MAX_TOKENS / 2 - 1;
+    let deep_parens = format!("{}true{}", "(".repeat(n), ")".repeat(n));
+    let deep_not = format!("{}true", "!".repeat(MAX_TOKENS - 1));
+    let long_chain = format!("1{} == 1", " + 1".repeat(MAX_TOKENS / 2 - 2));
+    let right_nested = format!(
+        "{}1{} == 1.0",
+        "1 ^ (".repeat(n / 2 - 2),
+        ")".repeat(n / 2 - 2)
+    );
+    for text in [&deep_parens, &deep_not, &long_chain, &right_nested] {
+        let checked = ok(text);
+        let mut pool = crate::when::ConstPool::new();
+        let program = crate::when::lower(&checked, &mut pool);
+        assert!(program.ops.len() <= MAX_TOKENS);
+    }
+    let too_long = format!("{}true", "!".repeat(MAX_TOKENS));
+    let (p, _) = one(&too_long);
+    assert_eq!(p.code, "rulec::when::too-long");
+}
