@@ -47,6 +47,16 @@ fn assert_spans_inside(file: &SourceFile, render: bool) {
             file.text
         );
     }
+    // A rule is never dropped silently.
+    if validated.diagnostics.is_empty() {
+        assert_eq!(
+            validated.rules.len(),
+            validated.rules_read,
+            "{}: a rule vanished without a diagnostic in {:?}",
+            file.name,
+            file.text
+        );
+    }
     if render {
         render_text(&validated.diagnostics, files, TextStyle::Plain);
     }
