@@ -60,7 +60,7 @@ fn redis_action_is_one_lpush() {
         let client = redis::Client::open(redis.url()).unwrap();
         let manager = redis::aio::ConnectionManager::new(client).await.unwrap();
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let pool = Pool::start(
+        let mut pool = Pool::start(
             PoolConfig::default(),
             Performers {
                 redis: Some(manager),
@@ -102,7 +102,7 @@ fn exec_gets_env_and_stdin() {
     let rt = runtime();
     rt.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let pool = Pool::start(PoolConfig::default(), no_redis(), tx);
+        let mut pool = Pool::start(PoolConfig::default(), no_redis(), tx);
         pool.submit(Job {
             id: 1,
             action: Action::Exec {
@@ -129,7 +129,7 @@ fn exec_failure_carries_stderr() {
     let rt = runtime();
     rt.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let pool = Pool::start(PoolConfig::default(), no_redis(), tx);
+        let mut pool = Pool::start(PoolConfig::default(), no_redis(), tx);
         let action = Action::Exec {
             command: command.clone(),
             timeout_ns: 5_000_000_000,
@@ -181,7 +181,7 @@ fn exec_timeout_kills_the_whole_group() {
     let rt = runtime();
     rt.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let pool = Pool::start(PoolConfig::default(), no_redis(), tx);
+        let mut pool = Pool::start(PoolConfig::default(), no_redis(), tx);
         pool.submit(Job {
             id: 1,
             action: Action::Exec {
@@ -223,7 +223,7 @@ fn full_queue_refuses_and_stop_abandons_and_kills() {
     let rt = runtime();
     rt.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let pool = Pool::start(
+        let mut pool = Pool::start(
             PoolConfig {
                 workers: 1,
                 queue: 2,
@@ -276,7 +276,7 @@ fn idle_workers_take_jobs_without_queueing() {
     rt.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
         // Queue of zero: only idle workers accept.
-        let pool = Pool::start(
+        let mut pool = Pool::start(
             PoolConfig {
                 workers: 2,
                 queue: 0,
@@ -301,5 +301,6 @@ fn idle_workers_take_jobs_without_queueing() {
         assert!(started.contains(&Report::Started(1)) && started.contains(&Report::Started(2)));
         assert_eq!(pool.submit(job(4)), Err(Refused::QueueFull));
         pool.stop(Duration::from_secs(5)).await;
+        assert_eq!(pool.submit(job(5)), Err(Refused::Stopping));
     });
 }

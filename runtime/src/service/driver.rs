@@ -11,7 +11,8 @@ use crate::service::pool::{self, Performers, Pool, PoolConfig, Report};
 use crate::service::redis::{
     self as store, Backoff, StateReader, StoreOp, StoreWriter, Subscriptions,
 };
-use redis::aio::PubSubStream;
+use redis::aio::{ConnectionManager, PubSubSink, PubSubStream};
+use rulecore::bundle::Payload;
 use rulecore::event::Event;
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -19,6 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 /// How long stopping waits for running actions after killing exec groups.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -61,269 +63,225 @@ pub async fn run(
     config: ServiceConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServiceError> {
-    // 1. Connect.
-    let client = redis::Client::open(config.redis_url.as_str()).map_err(|source| {
-        ServiceError::RedisUrl {
-            url: config.redis_url.clone(),
-            source,
-        }
-    })?;
-    let mut con = store::connect_manager(&client).await;
-    tracing::info!(redis = %config.redis_url, "connected to redis");
-
-    // 2. Load and verify the bundle: a bad one is fatal, naming the check.
-    let LoadedBundle { payload, id } = bundle::load(&config.bundle)?;
-    let payload = Arc::new(payload);
-    tracing::info!(
-        bundle = %id,
-        path = %config.bundle.display(),
-        rules = payload.rules.len(),
-        live = payload.rules.iter().filter(|r| r.enabled).count(),
-        compiler = %payload.compiler_version,
-        "bundle loaded"
-    );
-    let origin = Instant::now();
-    let now = || Time::from_duration(origin.elapsed());
-    let epoch = wall_ms().to_string();
-    let mut engine = Engine::new(
-        Arc::clone(&payload),
-        EngineConfig {
-            replay_window_ms: config.replay_window_ms,
-            epoch,
-            ..EngineConfig::default()
-        },
-    );
-
-    // 3. Seed state.
-    let seeded = store::seed_state(&mut con, &payload.state_pairs)
-        .await
-        .map_err(ServiceError::Seed)?;
-    for (index, value) in seeded {
-        engine.state_changed(index, value);
-    }
-
-    let (writer, writer_task) = StoreWriter::start(con.clone());
-    let (report_tx, mut reports) = mpsc::unbounded_channel();
-    let pool = Pool::start(
-        config.pool,
-        Performers {
-            redis: Some(con.clone()),
-            can: CanSockets::default(),
-        },
-        report_tx,
-    );
-    let mut driver = Driver {
-        engine,
-        pool,
-        writer,
-        jobs: HashMap::new(),
-        origin,
-    };
-
-    // 4. Replay pending records (before any subscription opens).
-    let records = store::read_pending(&mut con)
-        .await
-        .map_err(ServiceError::Replay)?;
-    if !records.is_empty() {
-        tracing::info!(records = records.len(), "replaying pending records");
-    }
-    driver.engine.replay_raw(now(), wall_ms(), records);
-    driver.perform_effects();
-
-    // 5. Publish counters, in full.
-    let mut published = Published::new(&driver.engine);
-    published.write_all(&driver.engine, &driver.writer, &id);
-
-    // 6. Subscribe: exactly what the live rules and `state()` need.
-    let state_hashes: BTreeSet<String> = payload
-        .state_pairs
-        .iter()
-        .map(|pair| pair.hash.clone())
-        .collect();
-    let subs = Subscriptions::compute(&driver.engine.live_patterns(), &state_hashes);
-    let (state_tx, mut state_values) = mpsc::unbounded_channel();
-    let reader = (!state_hashes.is_empty()).then(|| StateReader::start(con.clone(), state_tx).0);
-    let mut pubsub: Option<PubSubStream> = None;
-    // The sink must live as long as the stream, or the subscription closes.
-    let mut sink = None;
-    let mut reconnect_at: Option<tokio::time::Instant> = None;
-    let mut backoff = Backoff::default();
-    if subs.is_empty() {
-        tracing::info!("no live rules and no watched state: not subscribing to anything");
-    } else {
-        match store::open_pubsub(&client, &subs).await {
-            Ok((s, stream)) => {
-                sink = Some(s);
-                pubsub = Some(stream);
-            }
-            Err(e) => {
-                tracing::warn!("cannot subscribe ({e}); retrying");
-                reconnect_at = Some(tokio::time::Instant::now() + backoff.next_delay());
-            }
-        }
-    }
-    tracing::info!(
-        channels = subs.channels.len(),
-        patterns = subs.patterns.len(),
-        "ruled ready"
-    );
-
-    let mut stats = tokio::time::interval(config.stats_interval.max(Duration::from_millis(10)));
-    stats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    stats.tick().await;
-    let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
-    let sleep = tokio::time::sleep_until(far());
-    tokio::pin!(sleep);
-    tokio::pin!(shutdown);
-
-    loop {
-        let deadline = driver.engine.next_deadline();
-        if let Some(deadline) = deadline {
-            let at = tokio::time::Instant::from_std(origin + deadline.as_duration());
-            if sleep.deadline() != at {
-                sleep.as_mut().reset(at);
-            }
-        }
-        let reconnect_sleep = async {
-            match reconnect_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = &mut shutdown => break,
-            message = async {
-                match pubsub.as_mut() {
-                    Some(stream) => store::next_message(stream).await,
-                    None => std::future::pending().await,
-                }
-            }, if pubsub.is_some() => match message {
-                Some(message) => driver.on_message(&message, &state_hashes, reader.as_ref()),
-                None => {
-                    pubsub = None;
-                    sink = None;
-                    tracing::warn!(
-                        "pub/sub connection lost; reconnecting. Triggers published while \
-                         disconnected are not replayed"
-                    );
-                    backoff = Backoff::default();
-                    reconnect_at = Some(tokio::time::Instant::now() + backoff.next_delay());
-                }
-            },
-            () = reconnect_sleep, if reconnect_at.is_some() => {
-                match store::open_pubsub(&client, &subs).await {
-                    Ok((s, stream)) => {
-                        sink = Some(s);
-                        pubsub = Some(stream);
-                        reconnect_at = None;
-                        tracing::info!("pub/sub subscription restored");
-                        // The command connection shares the outage but only
-                        // notices on its next use: make that a PING rather
-                        // than an action, so no action fails on a dead socket.
-                        store::wake_commands(&mut con).await;
-                        // The server may have restarted empty: write the
-                        // counters in full again.
-                        published.write_all(&driver.engine, &driver.writer, &id);
-                        // State changes announced meanwhile were missed too:
-                        // read the watched pairs again.
-                        match store::seed_state(&mut con, &payload.state_pairs).await {
-                            Ok(values) => {
-                                for (index, value) in values {
-                                    driver.engine.state_changed(index, value);
-                                }
-                            }
-                            Err(e) => tracing::warn!("re-reading state after reconnect: {e}"),
-                        }
-                    }
-                    Err(e) => {
-                        let delay = backoff.next_delay();
-                        tracing::warn!("cannot resubscribe ({e}); retrying in {}ms", delay.as_millis());
-                        reconnect_at = Some(tokio::time::Instant::now() + delay);
-                    }
-                }
-            },
-            Some(report) = reports.recv() => driver.on_report(report),
-            Some((index, value)) = state_values.recv() => {
-                if let Some(pair) = payload.state_pairs.get(index) {
-                    tracing::debug!(hash = %pair.hash, field = %pair.field, "state changed");
-                }
-                driver.engine.state_changed(index, value);
-            },
-            () = &mut sleep, if deadline.is_some() => {
-                driver.engine.handle_timeout(driver.now(), wall_ms());
-                sleep.as_mut().reset(far());
-            },
-            _ = stats.tick() => {
-                published.write_changes(&driver.engine, &driver.writer);
-            },
-        }
-        driver.perform_effects();
-    }
-
-    // Stop (DESIGN.md 6.8): close the subscription, stop the engine (keep
-    // records), stop the pool (kill exec groups, count abandoned jobs), the
-    // last counters, close.
-    tracing::info!("stopping");
-    drop(pubsub);
-    drop(sink);
-    driver.engine.stop();
-    driver.perform_effects();
-    let Driver {
-        mut engine,
-        pool,
-        writer,
-        mut jobs,
-        origin: _,
-    } = driver;
-    let abandoned = pool.stop(STOP_GRACE).await;
-    // Reports of jobs that were running or queued at stop.
-    while let Ok(report) = reports.try_recv() {
-        on_report(&mut engine, &writer, &mut jobs, report, origin);
-    }
-    for effect in engine.drain_effects() {
-        log_effect(&effect);
-    }
-    if abandoned > 0 {
-        tracing::warn!(
-            abandoned,
-            "actions still queued at stop were abandoned; their pending records are kept"
-        );
-    }
-    published.write_changes(&engine, &writer);
-    writer.flush().await;
-    drop(writer);
-    if let Err(e) = writer_task.await {
-        tracing::error!("store writer task failed: {e}");
-    }
-    tracing::info!("stopped");
+    let mut service = Service::start(config).await?;
+    service.serve(shutdown).await;
+    service.stop().await;
     Ok(())
 }
 
-/// The engine and what its effects need.
+/// The engine and everything its effects and inputs need.
 #[derive(Debug)]
-struct Driver {
+struct Service {
     engine: Engine,
+    payload: Arc<Payload>,
+    bundle_id: String,
+    /// The command connection (`ConnectionManager` clones share it).
+    con: ConnectionManager,
     pool: Pool,
+    reports: mpsc::UnboundedReceiver<Report>,
     writer: StoreWriter,
+    writer_task: JoinHandle<()>,
     /// Submitted jobs and the pending record each owns until it starts.
     jobs: HashMap<u64, Option<Arc<str>>>,
+    subscriber: Subscriber,
+    state_hashes: BTreeSet<String>,
+    reader: Option<StateReader>,
+    state_values: mpsc::UnboundedReceiver<(usize, String)>,
+    published: Published,
+    stats_interval: Duration,
+    /// The engine's monotonic clock starts here.
     origin: Instant,
 }
 
-impl Driver {
+impl Service {
+    /// Start (DESIGN.md 6.8): connect, load and verify the bundle, seed
+    /// state, replay pending records, publish counters, then subscribe.
+    async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
+        let client = redis::Client::open(config.redis_url.as_str()).map_err(|source| {
+            ServiceError::RedisUrl {
+                url: config.redis_url.clone(),
+                source,
+            }
+        })?;
+        let mut con = store::connect_manager(&client).await;
+        tracing::info!(redis = %config.redis_url, "connected to redis");
+
+        let LoadedBundle { payload, id } = bundle::load(&config.bundle)?;
+        let payload = Arc::new(payload);
+        tracing::info!(
+            bundle = %id,
+            path = %config.bundle.display(),
+            rules = payload.rules.len(),
+            live = payload.rules.iter().filter(|r| r.enabled).count(),
+            compiler = %payload.compiler_version,
+            "bundle loaded"
+        );
+        let origin = Instant::now();
+        let mut engine = Engine::new(
+            Arc::clone(&payload),
+            EngineConfig {
+                replay_window_ms: config.replay_window_ms,
+                // Distinct from every earlier process's run ids (DESIGN.md 6.5).
+                epoch: wall_ms().to_string(),
+                ..EngineConfig::default()
+            },
+        );
+
+        let seeded = store::seed_state(&mut con, &payload.state_pairs)
+            .await
+            .map_err(ServiceError::Seed)?;
+        for (index, value) in seeded {
+            engine.state_changed(index, value);
+        }
+
+        let (writer, writer_task) = StoreWriter::start(con.clone());
+        let (report_tx, reports) = mpsc::unbounded_channel();
+        let pool = Pool::start(
+            config.pool,
+            Performers {
+                redis: Some(con.clone()),
+                can: CanSockets::default(),
+            },
+            report_tx,
+        );
+        let state_hashes: BTreeSet<String> = payload
+            .state_pairs
+            .iter()
+            .map(|pair| pair.hash.clone())
+            .collect();
+        let (state_tx, state_values) = mpsc::unbounded_channel();
+        let reader =
+            (!state_hashes.is_empty()).then(|| StateReader::start(con.clone(), state_tx).0);
+        let subs = Subscriptions::compute(&engine.live_patterns(), &state_hashes);
+        let published = Published::new(&engine);
+        let mut service = Self {
+            engine,
+            payload,
+            bundle_id: id,
+            con,
+            pool,
+            reports,
+            writer,
+            writer_task,
+            jobs: HashMap::new(),
+            subscriber: Subscriber::new(client, subs),
+            state_hashes,
+            reader,
+            state_values,
+            published,
+            stats_interval: config.stats_interval,
+            origin,
+        };
+
+        // Replay before any subscription opens: a replayed run meets the
+        // live triggers' concurrency only afterwards.
+        let records = store::read_pending(&mut service.con)
+            .await
+            .map_err(ServiceError::Replay)?;
+        if !records.is_empty() {
+            tracing::info!(records = records.len(), "replaying pending records");
+        }
+        let now = service.now();
+        service.engine.replay_raw(now, wall_ms(), records);
+        service.perform_effects();
+
+        service
+            .published
+            .write_all(&service.engine, &service.writer, &service.bundle_id);
+
+        service.subscriber.open().await;
+        let subs = &service.subscriber.subs;
+        tracing::info!(
+            channels = subs.channels.len(),
+            patterns = subs.patterns.len(),
+            "ruled ready"
+        );
+        Ok(service)
+    }
+
+    /// The event loop: one select over the bus, pool reports, state
+    /// re-reads, the engine's next deadline (one sleep for every parked
+    /// run), the stats tick and `shutdown`.
+    async fn serve(&mut self, shutdown: impl Future<Output = ()>) {
+        let mut stats = tokio::time::interval(self.stats_interval.max(Duration::from_millis(10)));
+        stats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick is immediate; the counters were just written.
+        stats.tick().await;
+        let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
+        let sleep = tokio::time::sleep_until(far());
+        tokio::pin!(sleep);
+        tokio::pin!(shutdown);
+        loop {
+            let deadline = self.engine.next_deadline();
+            if let Some(deadline) = deadline {
+                let at = tokio::time::Instant::from_std(self.origin + deadline.as_duration());
+                if sleep.deadline() != at {
+                    sleep.as_mut().reset(at);
+                }
+            }
+            tokio::select! {
+                () = &mut shutdown => break,
+                bus = self.subscriber.next() => match bus {
+                    Bus::Message(message) => self.on_message(&message),
+                    Bus::Restored => self.on_restored().await,
+                },
+                Some(report) = self.reports.recv() => self.on_report(report),
+                Some((index, value)) = self.state_values.recv() => {
+                    if let Some(pair) = self.payload.state_pairs.get(index) {
+                        tracing::debug!(hash = %pair.hash, field = %pair.field, "state changed");
+                    }
+                    self.engine.state_changed(index, value);
+                },
+                () = &mut sleep, if deadline.is_some() => {
+                    let now = self.now();
+                    self.engine.handle_timeout(now, wall_ms());
+                    sleep.as_mut().reset(far());
+                },
+                _ = stats.tick() => self.published.write_changes(&self.engine, &self.writer),
+            }
+            self.perform_effects();
+        }
+    }
+
+    /// Stop (DESIGN.md 6.8): close the subscription, stop the engine (drop
+    /// timers and queues, keep records), stop the pool (kill exec groups,
+    /// count abandoned jobs), write the last counters, close.
+    async fn stop(mut self) {
+        tracing::info!("stopping");
+        self.subscriber.close();
+        self.engine.stop();
+        self.perform_effects();
+        let abandoned = self.pool.stop(STOP_GRACE).await;
+        // The reports of jobs that were running or queued at stop: a job
+        // that started still removes its record; abandoned ones keep theirs.
+        while let Ok(report) = self.reports.try_recv() {
+            self.on_report(report);
+        }
+        for effect in self.engine.drain_effects() {
+            log_effect(&effect);
+        }
+        if abandoned > 0 {
+            tracing::warn!(
+                abandoned,
+                "actions still queued at stop were abandoned; their pending records are kept"
+            );
+        }
+        self.published.write_changes(&self.engine, &self.writer);
+        self.writer.flush().await;
+        drop(self.writer);
+        if let Err(e) = self.writer_task.await {
+            tracing::error!("store writer task failed: {e}");
+        }
+        tracing::info!("stopped");
+    }
+
     fn now(&self) -> Time {
         Time::from_duration(self.origin.elapsed())
     }
 
-    fn on_message(
-        &mut self,
-        message: &redis::Msg,
-        state_hashes: &BTreeSet<String>,
-        reader: Option<&StateReader>,
-    ) {
+    fn on_message(&mut self, message: &redis::Msg) {
         let channel = message.get_channel_name();
-        let from_pattern = message.from_pattern();
-        if !from_pattern && state_hashes.contains(channel) {
+        if !message.from_pattern() && self.state_hashes.contains(channel) {
             // `PUBLISH <hash> <field>` after an HSET: re-read the field.
             let field: String = match message.get_payload() {
                 Ok(field) => field,
@@ -332,7 +290,7 @@ impl Driver {
                     return;
                 }
             };
-            match (self.engine.state_index(channel, &field), reader) {
+            match (self.engine.state_index(channel, &field), &self.reader) {
                 (Some(index), Some(reader)) => reader.reread(index, channel, &field),
                 _ => tracing::trace!(channel, field, "change of an unwatched field"),
             }
@@ -349,14 +307,47 @@ impl Driver {
         }
     }
 
+    /// The subscription is back after a lost connection.
+    async fn on_restored(&mut self) {
+        // The command connection shared the outage but only notices on its
+        // next use: make that a PING rather than an action.
+        store::wake_commands(&mut self.con).await;
+        // The server may have restarted empty: the counters in full again.
+        self.published
+            .write_all(&self.engine, &self.writer, &self.bundle_id);
+        // Change notifications were missed too: read the watched pairs again.
+        match store::seed_state(&mut self.con, &self.payload.state_pairs).await {
+            Ok(values) => {
+                for (index, value) in values {
+                    self.engine.state_changed(index, value);
+                }
+            }
+            Err(e) => tracing::warn!("re-reading state after the reconnect: {e}"),
+        }
+    }
+
     fn on_report(&mut self, report: Report) {
-        on_report(
-            &mut self.engine,
-            &self.writer,
-            &mut self.jobs,
-            report,
-            self.origin,
-        );
+        let now = self.now();
+        match report {
+            Report::Started(job) => {
+                // The record goes exactly when the action starts (DESIGN.md 6.5).
+                if let Some(Some(record)) = self.jobs.get_mut(&job).map(Option::take) {
+                    self.writer.send(StoreOp::Drop {
+                        id: record.to_string(),
+                    });
+                }
+                self.engine.action_started(JobId(job));
+            }
+            Report::Finished(job, result) => {
+                self.jobs.remove(&job);
+                self.engine
+                    .action_finished(now, wall_ms(), JobId(job), result);
+            }
+            Report::Abandoned(job) => {
+                self.jobs.remove(&job);
+                self.engine.action_abandoned(JobId(job));
+            }
+        }
     }
 
     /// Performs every queued effect, in order. A refused submit feeds the
@@ -398,32 +389,116 @@ impl Driver {
     }
 }
 
-fn on_report(
-    engine: &mut Engine,
-    writer: &StoreWriter,
-    jobs: &mut HashMap<u64, Option<Arc<str>>>,
-    report: Report,
-    origin: Instant,
-) {
-    let now = Time::from_duration(origin.elapsed());
-    match report {
-        Report::Started(job) => {
-            // The record goes exactly when the action starts (DESIGN.md 6.5).
-            if let Some(Some(record)) = jobs.get_mut(&job).map(Option::take) {
-                writer.send(StoreOp::Drop {
-                    id: record.to_string(),
-                });
+/// What the bus said.
+#[derive(Debug)]
+enum Bus {
+    Message(redis::Msg),
+    /// The subscription was reopened after a lost connection.
+    Restored,
+}
+
+/// The pub/sub side: the subscription, and its reconnection with backoff
+/// after a lost connection (DESIGN.md 6.8).
+struct Subscriber {
+    client: redis::Client,
+    subs: Subscriptions,
+    stream: Option<PubSubStream>,
+    /// Kept alive with the stream: dropping it ends the subscription.
+    sink: Option<PubSubSink>,
+    reconnect_at: Option<tokio::time::Instant>,
+    backoff: Backoff,
+}
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber")
+            .field("subs", &self.subs)
+            .field("open", &self.stream.is_some())
+            .field("reconnect_at", &self.reconnect_at)
+            .finish()
+    }
+}
+
+impl Subscriber {
+    fn new(client: redis::Client, subs: Subscriptions) -> Self {
+        Self {
+            client,
+            subs,
+            stream: None,
+            sink: None,
+            reconnect_at: None,
+            backoff: Backoff::default(),
+        }
+    }
+
+    /// Subscribes, unless there is nothing to subscribe to (then nothing at
+    /// all is opened: idle costs nothing).
+    async fn open(&mut self) {
+        if self.subs.is_empty() {
+            tracing::info!("no live rules and no watched state: not subscribing to anything");
+            return;
+        }
+        if let Err(e) = self.try_open().await {
+            let delay = self.backoff.next_delay();
+            tracing::warn!(
+                "cannot subscribe ({e}); retrying in {}ms",
+                delay.as_millis()
+            );
+            self.reconnect_at = Some(tokio::time::Instant::now() + delay);
+        }
+    }
+
+    async fn try_open(&mut self) -> redis::RedisResult<()> {
+        let (sink, stream) = store::open_pubsub(&self.client, &self.subs).await?;
+        self.sink = Some(sink);
+        self.stream = Some(stream);
+        self.reconnect_at = None;
+        self.backoff = Backoff::default();
+        Ok(())
+    }
+
+    /// The next message, or `Restored` after a reconnect. Pending forever
+    /// when nothing is subscribed. Cancel-safe: a dropped call loses no
+    /// message and leaves a reconnect scheduled.
+    async fn next(&mut self) -> Bus {
+        loop {
+            if let Some(stream) = self.stream.as_mut() {
+                if let Some(message) = store::next_message(stream).await {
+                    return Bus::Message(message);
+                }
+                self.stream = None;
+                self.sink = None;
+                tracing::warn!(
+                    "pub/sub connection lost; reconnecting. Triggers published while \
+                     disconnected are not replayed"
+                );
+                self.reconnect_at = Some(tokio::time::Instant::now() + self.backoff.next_delay());
             }
-            engine.action_started(JobId(job));
+            let Some(at) = self.reconnect_at else {
+                return std::future::pending().await;
+            };
+            tokio::time::sleep_until(at).await;
+            match self.try_open().await {
+                Ok(()) => {
+                    tracing::info!("pub/sub subscription restored");
+                    return Bus::Restored;
+                }
+                Err(e) => {
+                    let delay = self.backoff.next_delay();
+                    tracing::warn!(
+                        "cannot resubscribe ({e}); retrying in {}ms",
+                        delay.as_millis()
+                    );
+                    self.reconnect_at = Some(tokio::time::Instant::now() + delay);
+                }
+            }
         }
-        Report::Finished(job, result) => {
-            jobs.remove(&job);
-            engine.action_finished(now, wall_ms(), JobId(job), result);
-        }
-        Report::Abandoned(job) => {
-            jobs.remove(&job);
-            engine.action_abandoned(JobId(job));
-        }
+    }
+
+    fn close(&mut self) {
+        self.stream = None;
+        self.sink = None;
+        self.reconnect_at = None;
     }
 }
 

@@ -160,7 +160,7 @@ impl Pool {
     /// kills the process group of every running `exec`, and waits (at most
     /// `grace`) for the workers to report what they were doing. Returns the
     /// number of abandoned jobs.
-    pub async fn stop(self, grace: Duration) -> usize {
+    pub async fn stop(&mut self, grace: Duration) -> usize {
         let abandoned: Vec<Job> = {
             let mut shared = lock(&self.shared);
             shared.stopping = true;
@@ -174,7 +174,7 @@ impl Pool {
         }
         self.wake.notify_waiters();
         self.groups.kill_all();
-        let mut workers = self.workers;
+        let mut workers = std::mem::take(&mut self.workers);
         let joined = tokio::time::timeout(grace, async {
             for handle in &mut workers {
                 if let Err(e) = handle.await {
