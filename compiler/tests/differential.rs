@@ -20,6 +20,8 @@ use evalexpr::{
     Function, HashMapContext, Node, Operator, Value,
 };
 use rulec::when::{check, lower, ConstPool, Expr, ExprKind};
+use rulecore::bundle::StatePair;
+use rulecore::bytecode::{Const, Program};
 use rulecore::event::Event;
 use serde_json::json;
 use std::collections::HashMap;
@@ -555,6 +557,18 @@ fn run(text: &str, inputs: &Inputs, paths: &[String]) -> Case {
     let mut pool = ConstPool::new();
     let program = lower(&checked, &mut pool);
     let (consts, pairs) = pool.finish();
+    run_compiled(text, &program, &consts, &pairs, inputs, paths)
+}
+
+/// Compares a program (lowered into any pool) with evalexpr on `text`.
+fn run_compiled(
+    text: &str,
+    program: &Program,
+    consts: &[Const],
+    pairs: &[StatePair],
+    inputs: &Inputs,
+    paths: &[String],
+) -> Case {
     let state: Vec<String> = pairs
         .iter()
         .map(|p| {
@@ -562,8 +576,8 @@ fn run(text: &str, inputs: &Inputs, paths: &[String]) -> Case {
             inputs.state.get(&key).cloned().unwrap_or_default()
         })
         .collect();
-    let vm = rulecore::vm::eval_bool(&program, &consts, &inputs.event, &state)
-        .map_err(|e| e.to_string());
+    let vm =
+        rulecore::vm::eval_bool(program, consts, &inputs.event, &state).map_err(|e| e.to_string());
 
     let tree = evalexpr::build_operator_tree::<DefaultNumericTypes>(text)
         .unwrap_or_else(|e| panic!("accepted but evalexpr cannot parse {text}: {e}"));
@@ -1079,4 +1093,42 @@ fn accepted_token_soup_agrees() {
     report(&tally);
     tally.assert_clean();
     assert!(tally.ran >= 1_500, "{}", tally.summary());
+}
+
+/// As the bundle builder does it: many expressions share one pool whose
+/// state pairs are registered sorted up front; each program must still
+/// evaluate as evalexpr does against the final constants and pair list.
+#[test]
+fn shared_pool_agrees() {
+    quiet_panics();
+    let mut rng = Rng(0x5C00_7E25_0000_0004);
+    let (strings, paths, pairs) = (strings(), default_paths(), default_pairs());
+    let mut texts = Vec::new();
+    let mut checked = Vec::new();
+    while checked.len() < 500 {
+        let depth = 1 + rng.below(4) as u32;
+        let text = Gen { rng: &mut rng }.expr(T::Bool, depth);
+        if let Ok(c) = check(&text) {
+            texts.push(text);
+            checked.push(c);
+        }
+    }
+    let mut pool =
+        ConstPool::with_state_pairs(checked.iter().flat_map(|c| c.state_pairs.iter().cloned()));
+    let programs: Vec<Program> = checked.iter().map(|c| lower(c, &mut pool)).collect();
+    let (consts, state_pairs) = pool.finish();
+    let mut sorted = state_pairs.clone();
+    sorted.sort();
+    assert_eq!(state_pairs, sorted, "state pairs must stay sorted");
+    let mut tally = Tally::default();
+    for (text, program) in texts.iter().zip(&programs) {
+        for _ in 0..4 {
+            let inputs = random_inputs(&mut rng, &strings, &paths, &pairs);
+            let case = run_compiled(text, program, &consts, &state_pairs, &inputs, &paths);
+            tally.record(text, &inputs, case);
+        }
+    }
+    report(&tally);
+    tally.assert_clean();
+    assert!(tally.ran >= 1_900, "{}", tally.summary());
 }
