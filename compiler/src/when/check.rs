@@ -261,9 +261,8 @@ fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                     ),
                 ));
             }
-            TokKind::Ident(name) if span.start < quoted_until => {
-                let _ = name;
-            }
+            // Words inside a single-quoted string: reported with it.
+            TokKind::Ident(_) if span.start < quoted_until => {}
             TokKind::Ident(name) => {
                 let fix = match name.to_ascii_lowercase().as_str() {
                     "and" => Some("&&"),
@@ -565,6 +564,8 @@ impl Checker {
                 self.call(identifier, arg, arg_spans, op_span, span)
             }
             Operator::Tuple => {
+                // The elements' own problems are reported too; the tuple is
+                // an error whatever they are.
                 let _ = self.kids(node, spans);
                 self.report(
                     "rulec::when::tuple",
@@ -946,7 +947,7 @@ impl Checker {
         }
         let raw_args = Self::arguments(arg, arg_spans);
         if name == "state" {
-            return self.state(&raw_args, name_span, span);
+            return self.state(&raw_args, span);
         }
         let builtin = match FUNCTIONS.iter().find(|(n, _)| *n == name) {
             Some((_, builtin)) => *builtin,
@@ -1074,12 +1075,7 @@ impl Checker {
         }
     }
 
-    fn state(
-        &mut self,
-        args: &[(&Node, &SpanTree)],
-        name_span: Range<usize>,
-        span: Range<usize>,
-    ) -> Option<Expr> {
+    fn state(&mut self, args: &[(&Node, &SpanTree)], span: Range<usize>) -> Option<Expr> {
         let help = Some("write state(\"hash\", \"field\") with two string literals".to_string());
         if args.len() != 2 {
             self.report(
@@ -1109,7 +1105,6 @@ impl Checker {
             }
         }
         let [hash, field] = <[String; 2]>::try_from(strings).ok()?;
-        let _ = name_span;
         let pair = StatePair { hash, field };
         if !self.state_pairs.contains(&pair) {
             self.state_pairs.push(pair.clone());
