@@ -9,7 +9,19 @@ use std::io::Write;
 
 /// Check, compile, inspect and simulate scooter rules.
 #[derive(Debug, Parser)]
-#[command(name = "rulec", version, about, long_about = None)]
+#[command(
+    name = "rulec",
+    version,
+    about,
+    long_about = None,
+    after_help = "\
+Examples:
+  rulec check rules/
+  rulec build rules/ -o rules.bundle
+  rulec dump rules.bundle
+
+Each command's --help shows its options and more examples."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
