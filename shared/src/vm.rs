@@ -162,8 +162,14 @@ fn run_program<'a>(
         state,
         scratch,
     };
-    let mut inline = [Slot::Empty; INLINE_STACK];
-    match machine.run(&program.ops, &mut inline) {
+    // Each op pushes at most one value: a short program cannot outgrow a
+    // stack as long as itself, and a smaller array is cheaper to set up.
+    let result = if program.ops.len() <= 8 {
+        machine.run(&program.ops, &mut [Slot::Empty; 8])
+    } else {
+        machine.run(&program.ops, &mut [Slot::Empty; INLINE_STACK])
+    };
+    match result {
         Err(Stop::StackFull) => {
             // Each op pushes at most one value, so this cannot fill up.
             let mut heap = vec![Slot::Empty; program.ops.len() + 1];
