@@ -1,13 +1,12 @@
 //! `ruled`: the scooter rule runtime. Parses flags, sets up logging, and
 //! runs the service (`ruled::service::driver`) until SIGTERM / SIGINT.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 use ruled::service::driver::{self, ServiceConfig};
 use ruled::service::pool::PoolConfig;
 use std::path::PathBuf;
 use std::time::Duration;
-use tracing_subscriber::EnvFilter;
 
 /// Runs compiled scooter rules against the vehicle's Redis.
 ///
@@ -67,23 +66,6 @@ fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
-fn init_logging(filter: &str) -> Result<()> {
-    let filter =
-        EnvFilter::try_new(filter).with_context(|| format!("invalid --log-level `{filter}`"))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(false);
-    // Under systemd the journal stamps every line itself.
-    if std::env::var_os("JOURNAL_STREAM").is_some() {
-        builder.without_time().init();
-    } else {
-        builder.init();
-    }
-    Ok(())
-}
-
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     match (
@@ -105,10 +87,11 @@ async fn shutdown_signal() {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    init_logging(&args.log_level)?;
+    ruled::service::logging::init(&args.log_level)?;
     if let Err(e) = run(args) {
-        // Logged once, where the journal (or the terminal) reads it.
-        tracing::error!("{e:#}");
+        // Logged once, where the journal (or the terminal) reads it. Our
+        // errors already say their cause in their message: no chain.
+        tracing::error!("{e}");
         std::process::exit(1);
     }
     Ok(())
@@ -129,7 +112,7 @@ fn run(args: Args) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("cannot start the tokio runtime")?;
+        .map_err(|e| anyhow::anyhow!("cannot start the tokio runtime: {e}"))?;
     runtime
         .block_on(driver::run(config, shutdown_signal()))
         .map_err(anyhow::Error::from)

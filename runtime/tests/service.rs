@@ -753,3 +753,53 @@ fn survives_a_redis_restart() {
         ruled.log_text()
     );
 }
+
+/// Under systemd (`JOURNAL_STREAM` set) lines carry a `<N>` priority and no
+/// timestamp.
+#[test]
+fn journal_lines_have_priority_and_no_timestamp() {
+    let redis = RedisServer::start();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .args([
+            "--redis",
+            &redis.url(),
+            "--bundle",
+            "/nonexistent/rules.bundle",
+        ])
+        .env("JOURNAL_STREAM", "8:12345")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("<6>") && l.contains("connected to redis")),
+        "{log}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("<3>")
+            && l.contains("cannot read bundle /nonexistent/rules.bundle: No such file")),
+        "{log}"
+    );
+    assert!(!log.contains("Z "), "no timestamps: {log}");
+}
+
+/// Started before Redis: every failed attempt is logged, and once Redis
+/// answers the start continues as usual.
+#[test]
+fn waits_for_redis_at_start() {
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
+    redis.kill();
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_log(&["cannot connect to redis", "retrying"]);
+    redis.respawn();
+    ruled.wait_ready();
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("fired", || {
+        list(&redis, "scooter:blinker") == ["both", "off"]
+    });
+}

@@ -13,12 +13,30 @@ pub struct LoadedBundle {
     pub id: String,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("cannot load bundle {}: {source}", path.display())]
+/// A bundle that cannot be used; the message names the file and the check
+/// that failed.
+#[derive(Debug)]
 pub struct LoadError {
     pub path: PathBuf,
-    #[source]
     pub source: Box<BundleError>,
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &*self.source {
+            // The codec's I/O error names the path itself.
+            BundleError::Io { source, .. } => {
+                write!(f, "cannot read bundle {}: {source}", self.path.display())
+            }
+            other => write!(f, "cannot load bundle {}: {other}", self.path.display()),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
+    }
 }
 
 pub fn load(path: &Path) -> Result<LoadedBundle, LoadError> {

@@ -5,5 +5,6 @@ pub mod bundle;
 pub mod can;
 pub mod driver;
 pub mod exec;
+pub mod logging;
 pub mod pool;
 pub mod redis;

@@ -56,7 +56,22 @@ pub async fn connect_manager(client: &redis::Client) -> ConnectionManager {
         .set_number_of_retries(6);
     let mut backoff = Backoff::default();
     loop {
-        match ConnectionManager::new_with_config(client.clone(), config.clone()).await {
+        // The manager retries its first connection silently; probe with a
+        // plain connection first so every failed attempt is logged.
+        let probe =
+            tokio::time::timeout(CONNECT_TIMEOUT, client.get_multiplexed_async_connection())
+                .await
+                .unwrap_or_else(|_| {
+                    Err(redis::RedisError::from((
+                        redis::ErrorKind::Io,
+                        "connection attempt timed out",
+                    )))
+                });
+        let attempt = match probe {
+            Ok(_) => ConnectionManager::new_with_config(client.clone(), config.clone()).await,
+            Err(e) => Err(e),
+        };
+        match attempt {
             Ok(manager) => return manager,
             Err(e) => {
                 let delay = backoff.next_delay();

@@ -37,9 +37,19 @@ impl RedisServer {
 
     /// Kills the server and starts a fresh one (empty) on the same socket.
     pub fn restart(&mut self) {
+        self.kill();
+        self.respawn();
+    }
+
+    /// Kills the server; [`RedisServer::respawn`] brings one back.
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.socket);
+    }
+
+    /// Starts a fresh (empty) server on the same socket.
+    pub fn respawn(&mut self) {
         self.child = spawn_server(self.dir.path(), &self.socket);
         self.wait_up();
     }

@@ -1,0 +1,90 @@
+//! Logging set-up: a real filter from `--log-level`, plain lines on stderr,
+//! and, under systemd (`JOURNAL_STREAM` set), no timestamp (the journal has
+//! its own) and a `<N>` syslog priority prefix so `journalctl -p warning`
+//! and the journal's colours work.
+
+use std::fmt;
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::{Format, Full, Writer};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoggingError {
+    #[error("invalid --log-level `{filter}`: {source}")]
+    Filter {
+        filter: String,
+        source: tracing_subscriber::filter::ParseError,
+    },
+    #[error("a logger is already installed")]
+    AlreadySet,
+}
+
+/// Installs the global logger. `filter` is a level (`info`) or tracing
+/// directives (`warn,ruled=debug`).
+pub fn init(filter: &str) -> Result<(), LoggingError> {
+    let env_filter = EnvFilter::try_new(filter).map_err(|source| LoggingError::Filter {
+        filter: filter.to_string(),
+        source,
+    })?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(env_filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(false);
+    let installed = if std::env::var_os("JOURNAL_STREAM").is_some() {
+        let inner = tracing_subscriber::fmt::format()
+            .with_target(false)
+            .with_ansi(false)
+            .without_time();
+        builder.event_format(Journal { inner }).try_init()
+    } else {
+        builder.try_init()
+    };
+    installed.map_err(|_| LoggingError::AlreadySet)
+}
+
+/// sd-daemon(3) priority of a level.
+pub fn priority(level: Level) -> u8 {
+    match level {
+        Level::ERROR => 3,
+        Level::WARN => 4,
+        Level::INFO => 6,
+        Level::DEBUG | Level::TRACE => 7,
+    }
+}
+
+/// The plain format behind a `<N>` priority prefix.
+struct Journal {
+    inner: Format<Full, ()>,
+}
+
+impl<S, N> FormatEvent<S, N> for Journal
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        write!(writer, "<{}>", priority(*event.metadata().level()))?;
+        self.inner.format_event(ctx, writer, event)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priorities_follow_sd_daemon() {
+        assert_eq!(priority(Level::ERROR), 3);
+        assert_eq!(priority(Level::WARN), 4);
+        assert_eq!(priority(Level::INFO), 6);
+        assert_eq!(priority(Level::TRACE), 7);
+    }
+}
