@@ -66,22 +66,28 @@ fn write_rules(dir: &Path, files: &BTreeMap<String, String>) {
     }
 }
 
-/// Every rule set under `fixtures/` that is expected to compile cleanly.
+/// Every rule set under `fixtures/` that is expected to compile cleanly:
+/// each `fixtures/rules*` directory and each directory in `fixtures/valid/`.
 fn valid_sets() -> Vec<(String, PathBuf)> {
-    let mut sets = vec![("rules".to_string(), fixtures().join("rules"))];
-    let more = fixtures().join("valid");
-    if let Ok(entries) = fs::read_dir(&more) {
-        let mut extra: Vec<_> = entries
+    let dirs = |parent: PathBuf, prefix: &str| -> Vec<(String, PathBuf)> {
+        let Ok(entries) = fs::read_dir(&parent) else {
+            return Vec::new();
+        };
+        entries
             .map(|e| e.unwrap().path())
             .filter(|p| p.is_dir())
-            .map(|p| {
-                let name = format!("valid-{}", p.file_name().unwrap().to_string_lossy());
-                (name, p)
-            })
-            .collect();
-        extra.sort();
-        sets.extend(extra);
-    }
+            .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
+            .filter(|(name, _)| name.starts_with(prefix))
+            .collect()
+    };
+    let mut sets = dirs(fixtures(), "rules");
+    sets.extend(
+        dirs(fixtures().join("valid"), "")
+            .into_iter()
+            .map(|(name, p)| (format!("valid-{name}"), p)),
+    );
+    sets.sort();
+    assert!(sets.iter().any(|(name, _)| name == "rules"));
     sets
 }
 
