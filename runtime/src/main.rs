@@ -66,23 +66,20 @@ fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
-async fn shutdown_signal() {
+/// Listens for SIGTERM and SIGINT from the moment it is called (not from
+/// the first poll), so a signal during start is not the default "die".
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM received"),
-                _ = int.recv() => tracing::info!("SIGINT received"),
-            }
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|e| anyhow::anyhow!("cannot listen for SIGTERM: {e}"))?;
+    let mut int = signal(SignalKind::interrupt())
+        .map_err(|e| anyhow::anyhow!("cannot listen for SIGINT: {e}"))?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
         }
-        (Err(e), _) | (_, Err(e)) => {
-            tracing::error!("cannot listen for SIGTERM/SIGINT ({e}); stop with SIGKILL");
-            std::future::pending::<()>().await;
-        }
-    }
+    })
 }
 
 fn main() -> Result<()> {
@@ -113,7 +110,10 @@ fn run(args: Args) -> Result<()> {
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the tokio runtime: {e}"))?;
-    runtime
-        .block_on(driver::run(config, shutdown_signal()))
-        .map_err(anyhow::Error::from)
+    runtime.block_on(async {
+        let shutdown = shutdown_signal()?;
+        driver::run(config, shutdown)
+            .await
+            .map_err(anyhow::Error::from)
+    })
 }

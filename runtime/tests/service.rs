@@ -803,3 +803,47 @@ fn waits_for_redis_at_start() {
         list(&redis, "scooter:blinker") == ["both", "off"]
     });
 }
+
+/// With `NOTIFY_SOCKET` set (systemd `Type=notify`), ruled says `READY=1`
+/// once subscribed and `STOPPING=1` at SIGTERM.
+#[test]
+fn notifies_systemd() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
+    let socket_path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    socket.set_read_timeout(Some(support::DEADLINE)).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .args(["--redis", &redis.url(), "--bundle"])
+        .arg(&bundle)
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = socket.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"READY=1");
+    let (_, subscribers): (String, i64) = redis.query(&["PUBSUB", "NUMSUB", "ev:alarm.triggered"]);
+    assert_eq!(subscribers, 1, "ready means subscribed");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let n = socket.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    assert!(child.wait_with_output().unwrap().status.success());
+}
+
+/// SIGTERM while still waiting for Redis: a clean exit, at once.
+#[test]
+fn sigterm_during_start_exits_cleanly() {
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
+    redis.kill();
+    let mut ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_log(&["cannot connect to redis"]);
+    assert!(ruled.stop(), "log:\n{}", ruled.log_text());
+    assert!(ruled
+        .log_text()
+        .contains("stopped before the start completed"));
+}

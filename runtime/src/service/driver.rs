@@ -7,6 +7,7 @@
 use crate::engine::{Counters, Effect, Engine, EngineConfig, JobId, Level, Note, RuleStats, Time};
 use crate::service::bundle::{self, LoadedBundle};
 use crate::service::can::CanSockets;
+use crate::service::notify;
 use crate::service::pool::{self, Performers, Pool, PoolConfig, Report};
 use crate::service::redis::{
     self as store, Backoff, StateReader, StoreOp, StoreWriter, Subscriptions,
@@ -17,6 +18,7 @@ use rulecore::event::Event;
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
@@ -63,7 +65,16 @@ pub async fn run(
     config: ServiceConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServiceError> {
-    let mut service = Service::start(config).await?;
+    tokio::pin!(shutdown);
+    // A stop during start (e.g. while Redis is not up yet) leaves nothing
+    // to clean up: no subscription yet, and pending records stay in Redis.
+    let mut service = tokio::select! {
+        started = Service::start(config) => started?,
+        () = &mut shutdown => {
+            tracing::info!("stopped before the start completed");
+            return Ok(());
+        }
+    };
     service.serve(shutdown).await;
     service.stop().await;
     Ok(())
@@ -196,13 +207,14 @@ impl Service {
             patterns = subs.patterns.len(),
             "ruled ready"
         );
+        notify::notify("READY=1");
         Ok(service)
     }
 
     /// The event loop: one select over the bus, pool reports, state
     /// re-reads, the engine's next deadline (one sleep for every parked
     /// run), the stats tick and `shutdown`.
-    async fn serve(&mut self, shutdown: impl Future<Output = ()>) {
+    async fn serve(&mut self, mut shutdown: Pin<&mut impl Future<Output = ()>>) {
         let mut stats = tokio::time::interval(self.stats_interval.max(Duration::from_millis(10)));
         stats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The first tick is immediate; the counters were just written.
@@ -210,7 +222,6 @@ impl Service {
         let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
         let sleep = tokio::time::sleep_until(far());
         tokio::pin!(sleep);
-        tokio::pin!(shutdown);
         loop {
             let deadline = self.engine.next_deadline();
             if let Some(deadline) = deadline {
@@ -220,7 +231,7 @@ impl Service {
                 }
             }
             tokio::select! {
-                () = &mut shutdown => break,
+                () = shutdown.as_mut() => break,
                 bus = self.subscriber.next() => match bus {
                     Bus::Message(message) => self.on_message(&message),
                     Bus::Restored => self.on_restored().await,
@@ -248,6 +259,7 @@ impl Service {
     /// count abandoned jobs), write the last counters, close.
     async fn stop(mut self) {
         tracing::info!("stopping");
+        notify::notify("STOPPING=1");
         self.subscriber.close();
         self.engine.stop();
         self.perform_effects();

@@ -6,5 +6,6 @@ pub mod can;
 pub mod driver;
 pub mod exec;
 pub mod logging;
+pub mod notify;
 pub mod pool;
 pub mod redis;
