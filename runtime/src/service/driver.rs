@@ -4,7 +4,9 @@
 //! parked run), the stats tick and the shutdown signal, feeds the engine and
 //! performs its effects in order. No rule behaviour lives here.
 
-use crate::engine::{Counters, Effect, Engine, EngineConfig, JobId, Level, Note, RuleStats, Time};
+use crate::engine::{
+    Counters, Effect, EndReason, Engine, EngineConfig, JobId, Level, Note, RuleStats, Time,
+};
 use crate::service::bundle::{self, LoadedBundle};
 use crate::service::can::CanSockets;
 use crate::service::notify;
@@ -531,22 +533,33 @@ fn log_effect(effect: &Effect) {
     }
 }
 
+/// Notes at `info` say that a rule fired or was stopped; the routine ends
+/// and ignored triggers are `debug`, to keep the journal (flash) quiet on a
+/// busy bus. Failures are logged by the engine at `warn` already.
 fn log_note(note: &Note) {
     match note {
         Note::RunStart { run, rule } => tracing::info!(%rule, %run, "run started"),
-        Note::RunEnd { run, rule, reason } => {
-            tracing::info!(%rule, %run, reason = reason.as_str(), "run ended")
-        }
+        Note::RunEnd { run, rule, reason } => match reason {
+            EndReason::Cancelled
+            | EndReason::Restarted
+            | EndReason::Failed
+            | EndReason::Refused => {
+                tracing::info!(%rule, %run, reason = reason.as_str(), "run ended")
+            }
+            EndReason::Done | EndReason::WhenFalse | EndReason::Stopped => {
+                tracing::debug!(%rule, %run, reason = reason.as_str(), "run ended")
+            }
+        },
         Note::StepSkipped {
             run,
             rule,
             step,
             pass,
         } => {
-            tracing::info!(%rule, %run, step, pass, "step's `when` is false: run ends")
+            tracing::debug!(%rule, %run, step, pass, "step's `when` is false: run ends")
         }
         Note::Trigger { rule, outcome } => {
-            tracing::info!(%rule, outcome = outcome.kind(), "trigger")
+            tracing::debug!(%rule, outcome = outcome.kind(), "trigger")
         }
         Note::ReplayResume {
             run,
