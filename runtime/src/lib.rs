@@ -8,6 +8,6 @@
 //!   performing the engine's effects.
 
 pub mod engine;
-pub mod sim;
 #[cfg(feature = "service")]
 pub mod service;
+pub mod sim;
