@@ -161,14 +161,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
     })?;
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
-    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    // Distinct per process and per call, so concurrent writers never share
+    // a temp file.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tmp_name.push(format!(".tmp-{}-{n}", std::process::id()));
     let tmp = dir.join(tmp_name);
 
     let result = (|| {
         let mut file = fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(&tmp)
             .map_err(io(&tmp))?;
         file.write_all(bytes).map_err(io(&tmp))?;
