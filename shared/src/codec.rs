@@ -171,7 +171,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
     let result = (|| {
         let mut file = fs::OpenOptions::new()
             .write(true)
-            .create_new(true)
+            .create(true)
+            // A leftover from a crashed process that had the same pid.
+            .truncate(true)
             .open(&tmp)
             .map_err(io(&tmp))?;
         file.write_all(bytes).map_err(io(&tmp))?;
