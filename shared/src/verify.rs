@@ -14,6 +14,7 @@
 
 use crate::bundle::Payload;
 use crate::bytecode::{Builtin, Const, Op, Program};
+use crate::topic::TopicPattern;
 use crate::vm::{builtin_arity, builtin_name};
 use std::collections::HashSet;
 
@@ -98,6 +99,8 @@ pub enum PayloadError {
     NoSteps { rule: String },
     #[error("rule `{rule}` repeats 0 times")]
     ZeroRepeat { rule: String },
+    #[error("rule `{rule}` has a topic pattern that is not in canonical form: {pattern:?}")]
+    Pattern { rule: String, pattern: String },
     #[error("rule `{rule}`, step {step}: CAN frame {reason}")]
     CanFrame {
         rule: String,
@@ -128,6 +131,17 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
             return Err(PayloadError::ZeroRepeat {
                 rule: rule.name.clone(),
             });
+        }
+        // A pattern must be what parsing its text gives (`Prefix` ends with
+        // a dot and holds no `*`, nothing is empty): the matcher and the
+        // Redis subscription rely on it.
+        for pattern in rule.on.iter().chain(&rule.cancel_on) {
+            if TopicPattern::parse(&pattern.to_string()).as_ref() != Ok(pattern) {
+                return Err(PayloadError::Pattern {
+                    rule: rule.name.clone(),
+                    pattern: format!("{pattern:?}"),
+                });
+            }
         }
         let program_error = |place: String, error| PayloadError::Program {
             rule: rule.name.clone(),

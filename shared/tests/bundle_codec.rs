@@ -276,6 +276,23 @@ fn a_bad_program_fails_verification_naming_rule_and_step() {
         }))
     ));
 
+    for bad in [
+        TopicPattern::Exact(String::new()),
+        TopicPattern::Prefix("alarm".into()),
+        TopicPattern::Prefix("a*.".into()),
+        TopicPattern::Exact("alarm.*".into()),
+    ] {
+        let mut payload = sample();
+        payload.rules[0].cancel_on.push(bad.clone());
+        assert!(
+            matches!(
+                decode(&encode(&payload).unwrap()),
+                Err(BundleError::Invalid(PayloadError::Pattern { .. }))
+            ),
+            "{bad:?}"
+        );
+    }
+
     let mut payload = sample();
     payload.rules.push(payload.rules[0].clone());
     assert!(matches!(
