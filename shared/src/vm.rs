@@ -316,10 +316,12 @@ impl From<EvalError> for Stop {
     }
 }
 
+#[cold]
 fn malformed(pc: usize, reason: &'static str) -> Stop {
     Stop::Eval(EvalError::Malformed { pc, reason })
 }
 
+#[cold]
 fn type_error(op: &'static str, expected: &'static str, found: Slot<'_>) -> EvalError {
     EvalError::Type {
         op,
@@ -525,7 +527,7 @@ impl<'a> Machine<'a, '_> {
                 }
             }
         }
-        let mismatch = EvalError::Mismatch {
+        let mismatch = || EvalError::Mismatch {
             op: sym,
             left: a.type_name(),
             right: b.type_name(),
@@ -552,7 +554,7 @@ impl<'a> Machine<'a, '_> {
                         .ok_or(EvalError::Overflow { op: sym }),
                     _ => match (a.as_number(), b.as_number()) {
                         (Some(x), Some(y)) => Ok(Slot::Float(x + y)),
-                        _ => Err(mismatch),
+                        _ => Err(mismatch()),
                     },
                 }
             }
@@ -575,7 +577,7 @@ impl<'a> Machine<'a, '_> {
                     return result.map(Slot::Int).ok_or(EvalError::Overflow { op: sym });
                 }
                 let (Some(x), Some(y)) = (a.as_number(), b.as_number()) else {
-                    return Err(mismatch);
+                    return Err(mismatch());
                 };
                 Ok(Slot::Float(match op {
                     Op::Sub => x - y,
@@ -586,7 +588,7 @@ impl<'a> Machine<'a, '_> {
             }
             Op::Pow => match (a.as_number(), b.as_number()) {
                 (Some(x), Some(y)) => Ok(Slot::Float(x.powf(y))),
-                _ => Err(mismatch),
+                _ => Err(mismatch()),
             },
             Op::Lt | Op::Le | Op::Gt | Op::Ge => {
                 let ordering = match (a, b) {
@@ -595,7 +597,7 @@ impl<'a> Machine<'a, '_> {
                         (Some(x), Some(y)) => Some(x.cmp(y)),
                         _ => match (a.as_number(), b.as_number()) {
                             (Some(x), Some(y)) => x.partial_cmp(&y),
-                            _ => return Err(mismatch),
+                            _ => return Err(mismatch()),
                         },
                     },
                 };
