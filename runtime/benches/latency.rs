@@ -141,12 +141,18 @@ fn memory(redis: &RedisServer, dir: &std::path::Path) {
     let _: i64 = redis.query(&["PUBLISH", "ev:park", r#"{"topic":"park"}"#]);
     let started = Instant::now();
     let parked = support::poll(|| {
-        let pending: Option<String> = redis.query(&["HGET", "extensions", "pending"]);
         let records: usize = redis.query(&["HLEN", "extensions:pending"]);
-        (pending.as_deref() == Some(&RULES.to_string()) && records == RULES).then_some(())
+        (records == RULES).then_some(())
     });
-    assert!(parked.is_some(), "10,000 runs did not park");
+    assert!(parked.is_some(), "10,000 records were not written");
+    // Polled every 20 ms: a resolution of 20 ms.
     let parked_time = started.elapsed();
+    // The counters follow at the next stats tick.
+    let counted = support::poll(|| {
+        let pending: Option<String> = redis.query(&["HGET", "extensions", "pending"]);
+        (pending.as_deref() == Some(&RULES.to_string())).then_some(())
+    });
+    assert!(counted.is_some(), "10,000 timers not counted");
     let parked_rss = rss_kib(ruled.pid());
     ruled.stop();
     let _: i64 = redis.query(&["DEL", "extensions:pending"]);
@@ -157,7 +163,7 @@ fn memory(redis: &RedisServer, dir: &std::path::Path) {
         format!("{RULES} rules loaded, idle")
     );
     println!(
-        "  {:<36} {parked_rss:>7} KiB  (one event parked them all in {:.0} ms)",
+        "  {:<36} {parked_rss:>7} KiB  (one event parked them all, records written, in {:.0} ms)",
         format!("{RULES} runs parked (records in Redis)"),
         parked_time.as_secs_f64() * 1e3
     );

@@ -284,67 +284,107 @@ impl StoreWriter {
     }
 }
 
+/// At most this many writes go out in one pipeline.
+const STORE_BATCH: usize = 512;
+
 async fn store_task(mut con: ConnectionManager, mut rx: mpsc::UnboundedReceiver<StoreOp>) {
+    let mut batch = Vec::new();
     while let Some(op) = rx.recv().await {
-        match op {
-            StoreOp::Put { id, json } => {
-                let result: redis::RedisResult<i64> = redis::cmd("HSET")
-                    .arg(PENDING_HASH)
-                    .arg(&id)
-                    .arg(&json)
-                    .query_async(&mut con)
-                    .await;
-                if let Err(e) = result {
-                    tracing::error!(
-                        run = %id,
-                        "pending record not written ({e}): the step still runs, without restart protection"
-                    );
-                }
-            }
-            StoreOp::Drop { id } => {
-                let result: redis::RedisResult<i64> = redis::cmd("HDEL")
-                    .arg(PENDING_HASH)
-                    .arg(&id)
-                    .query_async(&mut con)
-                    .await;
-                if let Err(e) = result {
-                    tracing::error!(
-                        run = %id,
-                        "pending record not removed ({e}): its step will run again at the next start"
-                    );
-                }
-            }
-            StoreOp::Counters(fields) => {
-                if fields.is_empty() {
-                    continue;
-                }
-                let mut command = redis::cmd("HSET");
-                command.arg(COUNTERS_HASH);
-                for (field, value) in &fields {
-                    command.arg(*field).arg(value);
-                }
-                if let Err(e) = command.query_async::<i64>(&mut con).await {
-                    tracing::warn!("counters not written to `{COUNTERS_HASH}`: {e}");
-                }
-            }
-            StoreOp::RuleStats(fields) => {
-                if fields.is_empty() {
-                    continue;
-                }
-                let mut command = redis::cmd("HSET");
-                command.arg(RULE_STATS_HASH);
-                for (field, value) in &fields {
-                    command.arg(field).arg(value);
-                }
-                if let Err(e) = command.query_async::<i64>(&mut con).await {
-                    tracing::warn!("rule statistics not written to `{RULE_STATS_HASH}`: {e}");
-                }
-            }
-            StoreOp::Flush(done) => {
-                // The driver may have given up waiting; nothing to report.
-                let _ = done.send(());
+        // Whatever queued up meanwhile goes out in one pipeline: one round
+        // trip for a burst (one event parking many runs), same order.
+        batch.push(op);
+        while batch.len() < STORE_BATCH {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
             }
         }
+        write_batch(&mut con, &mut batch).await;
+    }
+}
+
+/// What a pipelined write was, to say what its failure costs.
+enum Written {
+    Put(String),
+    Drop(String),
+    Counters,
+    RuleStats,
+}
+
+impl Written {
+    fn report(&self, error: &redis::RedisError) {
+        match self {
+            Self::Put(id) => tracing::error!(
+                run = %id,
+                "pending record not written ({error}): the step still runs, without restart protection"
+            ),
+            Self::Drop(id) => tracing::error!(
+                run = %id,
+                "pending record not removed ({error}): its step will run again at the next start"
+            ),
+            Self::Counters => tracing::warn!("counters not written to `{COUNTERS_HASH}`: {error}"),
+            Self::RuleStats => {
+                tracing::warn!("rule statistics not written to `{RULE_STATS_HASH}`: {error}")
+            }
+        }
+    }
+}
+
+/// Performs `batch` in order as one pipeline, then answers its flushes.
+async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
+    let mut pipe = redis::pipe();
+    let mut written = Vec::with_capacity(batch.len());
+    let mut flushed = Vec::new();
+    for op in batch.drain(..) {
+        match op {
+            StoreOp::Put { id, json } => {
+                pipe.cmd("HSET").arg(PENDING_HASH).arg(&id).arg(json);
+                written.push(Written::Put(id));
+            }
+            StoreOp::Drop { id } => {
+                pipe.cmd("HDEL").arg(PENDING_HASH).arg(&id);
+                written.push(Written::Drop(id));
+            }
+            StoreOp::Counters(fields) if !fields.is_empty() => {
+                let command = pipe.cmd("HSET").arg(COUNTERS_HASH);
+                for (field, value) in fields {
+                    command.arg(field).arg(value);
+                }
+                written.push(Written::Counters);
+            }
+            StoreOp::RuleStats(fields) if !fields.is_empty() => {
+                let command = pipe.cmd("HSET").arg(RULE_STATS_HASH);
+                for (field, value) in fields {
+                    command.arg(field).arg(value);
+                }
+                written.push(Written::RuleStats);
+            }
+            StoreOp::Counters(_) | StoreOp::RuleStats(_) => {}
+            StoreOp::Flush(done) => flushed.push(done),
+        }
+    }
+    if !written.is_empty() {
+        // Each reply on its own, so one failed write is reported as itself.
+        let replies: redis::RedisResult<Vec<redis::RedisResult<redis::Value>>> =
+            pipe.ignore_errors().query_async(con).await;
+        match replies {
+            Ok(replies) => {
+                for (what, reply) in written.iter().zip(replies) {
+                    if let Err(e) = reply {
+                        what.report(&e);
+                    }
+                }
+            }
+            Err(e) => {
+                for what in &written {
+                    what.report(&e);
+                }
+            }
+        }
+    }
+    for done in flushed {
+        // The driver may have given up waiting; nothing to report.
+        let _ = done.send(());
     }
 }
 
