@@ -1,0 +1,159 @@
+//! The Redis side of the service against a real `redis-server`: the
+//! ordered store writer, state seeding, pending-store reads, subscriptions
+//! (DESIGN.md 6.1, 6.5, 6.6).
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
+mod support;
+
+use rulecore::bundle::StatePair;
+use ruled::service::redis::{self as store, StoreOp, StoreWriter, Subscriptions};
+use std::collections::BTreeSet;
+use support::RedisServer;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn manager(redis: &RedisServer) -> redis::aio::ConnectionManager {
+    let client = redis::Client::open(redis.url()).unwrap();
+    store::connect_manager(&client).await
+}
+
+#[test]
+fn store_writes_land_in_issue_order() {
+    let redis = RedisServer::start();
+    runtime().block_on(async {
+        let (writer, task) = StoreWriter::start(manager(&redis).await);
+        for i in 0..1_000 {
+            let id = format!("r#1-{i}");
+            writer.send(StoreOp::Put {
+                id: id.clone(),
+                json: "{}".into(),
+            });
+            // Every other record is removed right after its put: if a drop
+            // ever overtook its put, the record would survive.
+            if i % 2 == 0 {
+                writer.send(StoreOp::Drop { id });
+            }
+        }
+        writer.send(StoreOp::Counters(vec![("rules", "3".into())]));
+        writer.send(StoreOp::RuleStats(vec![("a".into(), "{}".into())]));
+        writer.flush().await;
+        drop(writer);
+        task.await.unwrap();
+    });
+    let left: Vec<String> = redis.query(&["HKEYS", "extensions:pending"]);
+    assert_eq!(left.len(), 500);
+    assert!(left.iter().all(|id| {
+        let n: u32 = id.rsplit('-').next().unwrap().parse().unwrap();
+        n % 2 == 1
+    }));
+    let rules: String = redis.query(&["HGET", "extensions", "rules"]);
+    assert_eq!(rules, "3");
+    let stats: String = redis.query(&["HGET", "extensions:rules", "a"]);
+    assert_eq!(stats, "{}");
+}
+
+#[test]
+fn a_failed_write_does_not_stop_the_others() {
+    let redis = RedisServer::start();
+    // The counters key has the wrong type: its HSET fails, the rest lands.
+    let _: () = redis.query(&["SET", "extensions", "not a hash"]);
+    runtime().block_on(async {
+        let (writer, task) = StoreWriter::start(manager(&redis).await);
+        writer.send(StoreOp::Counters(vec![("rules", "1".into())]));
+        writer.send(StoreOp::Put {
+            id: "x#1-1".into(),
+            json: "{}".into(),
+        });
+        writer.flush().await;
+        drop(writer);
+        task.await.unwrap();
+    });
+    let left: Vec<String> = redis.query(&["HKEYS", "extensions:pending"]);
+    assert_eq!(left, ["x#1-1"]);
+}
+
+#[test]
+fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
+    let redis = RedisServer::start();
+    let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked", "kickstand", "down"]);
+    let _: i64 = redis.query(&["HSET", "battery:0", "charge", "80"]);
+    let _: i64 = redis.query(&["HSET", "extensions:pending", "a#1-1", "{\"x\":1}"]);
+    let pair = |hash: &str, field: &str| StatePair {
+        hash: hash.into(),
+        field: field.into(),
+    };
+    let pairs = vec![
+        pair("battery:0", "charge"),
+        pair("vehicle", "kickstand"),
+        pair("vehicle", "missing"),
+        pair("vehicle", "state"),
+    ];
+    let (seeded, pending) = runtime().block_on(async {
+        let mut con = manager(&redis).await;
+        let before: String = redis.query(&["INFO", "commandstats"]);
+        let seeded = store::seed_state(&mut con, &pairs).await.unwrap();
+        let after: String = redis.query(&["INFO", "commandstats"]);
+        assert_eq!(
+            hmget_calls(&after) - hmget_calls(&before),
+            2,
+            "one per hash"
+        );
+        (seeded, store::read_pending(&mut con).await.unwrap())
+    });
+    let mut seeded = seeded;
+    seeded.sort();
+    assert_eq!(
+        seeded,
+        vec![
+            (0, "80".to_string()),
+            (1, "down".to_string()),
+            (3, "parked".to_string())
+        ]
+    );
+    assert_eq!(pending, vec![("a#1-1".to_string(), b"{\"x\":1}".to_vec())]);
+}
+
+fn hmget_calls(info: &str) -> u64 {
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_hmget:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Each published event reaches a subscriber once, even where a glob and
+/// an exact topic overlap.
+#[test]
+fn overlapping_patterns_deliver_each_event_once() {
+    let redis = RedisServer::start();
+    let patterns: Vec<rulecore::TopicPattern> = ["button.*", "button.seat", "alarm.triggered"]
+        .iter()
+        .map(|p| rulecore::TopicPattern::parse(p).unwrap())
+        .collect();
+    let subs = Subscriptions::compute(&patterns, &BTreeSet::new());
+    runtime().block_on(async {
+        let client = redis::Client::open(redis.url()).unwrap();
+        let (_sink, mut stream) = store::open_pubsub(&client, &subs).await.unwrap();
+        for channel in ["ev:button.seat", "ev:alarm.triggered", "ev:other"] {
+            let _: i64 = redis.query(&["PUBLISH", channel, "{}"]);
+        }
+        let _: i64 = redis.query(&["PUBLISH", "ev:button.x", "last"]);
+        let mut got = Vec::new();
+        loop {
+            let message = tokio::time::timeout(support::DEADLINE, store::next_message(&mut stream))
+                .await
+                .unwrap()
+                .unwrap();
+            got.push(message.get_channel_name().to_string());
+            if message.get_payload_bytes() == b"last" {
+                break;
+            }
+        }
+        assert_eq!(got, ["ev:button.seat", "ev:alarm.triggered", "ev:button.x"]);
+    });
+}
