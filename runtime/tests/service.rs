@@ -847,3 +847,39 @@ fn sigterm_during_start_exits_cleanly() {
         .log_text()
         .contains("stopped before the start completed"));
 }
+
+/// A `queue` rule holds 8 triggers while its run is live; the rest are
+/// refused and counted in `refused`; the held ones run in turn.
+#[test]
+fn queue_backlog_overflow_counts_refused() {
+    use rulecore::bundle::Concurrency;
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut rule = bundles::rule(
+        "queued",
+        &["q.go"],
+        vec![
+            bundles::redis_step("queued", "start", 0),
+            bundles::redis_step("queued", "end", 300),
+        ],
+    );
+    rule.concurrency = Concurrency::Queue;
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![rule], vec![], vec![]));
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    let json = r#"{"topic":"q.go"}"#;
+    publish(&redis, "q.go", json);
+    wait_for("first run started", || list(&redis, "queued") == ["start"]);
+    for _ in 0..10 {
+        publish(&redis, "q.go", json);
+    }
+    wait_counter(&redis, &ruled, "refused", "2");
+    wait_for("nine runs done", || list(&redis, "queued").len() == 18);
+    wait_counter(&redis, &ruled, "runs-active", "0");
+    assert_eq!(counter(&redis, "dispatched").as_deref(), Some("18"));
+    let items = list(&redis, "queued");
+    assert!(
+        items.chunks(2).all(|pair| pair == ["start", "end"]),
+        "{items:?}"
+    );
+}
