@@ -381,12 +381,22 @@ fn write_calls(redis: &RedisServer) -> std::collections::BTreeMap<String, u64> {
         .collect()
 }
 
-/// No rules: no subscription, and no writes after the counters at start.
+/// No live rule: no subscription (not even to the state a replay-only
+/// rule reads), and no writes after the counters at start.
 #[test]
 fn idle_costs_nothing() {
+    use rulecore::bundle::StatePair;
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![], vec![], vec![]));
+    let (program, consts) = bundles::state_equals("parked");
+    let mut disabled = hazards(300);
+    disabled.enabled = false;
+    disabled.when = Some(program);
+    let pairs = vec![StatePair {
+        hash: "vehicle".into(),
+        field: "state".into(),
+    }];
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![disabled], pairs, consts));
     let ruled = Ruled::start(&redis, &bundle, &[]);
     ruled.wait_ready();
     ruled.wait_log(&["not subscribing to anything"]);

@@ -157,15 +157,23 @@ impl Service {
             },
             report_tx,
         );
-        let state_hashes: BTreeSet<String> = payload
-            .state_pairs
-            .iter()
-            .map(|pair| pair.hash.clone())
-            .collect();
+        // With no live rule, nothing at all is subscribed (DESIGN.md 6.1),
+        // not even state: a replay-only tail resumed at start evaluates its
+        // `when` against the values seeded above.
+        let live_patterns = engine.live_patterns();
+        let state_hashes: BTreeSet<String> = if live_patterns.is_empty() {
+            BTreeSet::new()
+        } else {
+            payload
+                .state_pairs
+                .iter()
+                .map(|pair| pair.hash.clone())
+                .collect()
+        };
         let (state_tx, state_values) = mpsc::unbounded_channel();
         let reader =
             (!state_hashes.is_empty()).then(|| StateReader::start(con.clone(), state_tx).0);
-        let subs = Subscriptions::compute(&engine.live_patterns(), &state_hashes);
+        let subs = Subscriptions::compute(&live_patterns, &state_hashes);
         let published = Published::new(&engine);
         let mut service = Self {
             engine,
