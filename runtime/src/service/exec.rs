@@ -140,7 +140,12 @@ pub async fn run(
     event: &Event,
     groups: &RunningGroups,
 ) -> Result<(), ExecError> {
-    let stdin_json = serde_json::to_vec(event).unwrap_or_default();
+    // An `Event` is strings and a JSON value: serialising it cannot fail,
+    // but if it ever did the command should not run on an empty stdin.
+    let stdin_json = serde_json::to_vec(event).map_err(|e| ExecError::Spawn {
+        command: command.to_string(),
+        source: std::io::Error::other(format!("encoding the event for stdin: {e}")),
+    })?;
     let mut child = Command::new(command)
         .envs(event_env(event))
         .stdin(Stdio::piped())
