@@ -159,9 +159,9 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
             if !matches!(expr.ty, Ty::Bool | Ty::Any) {
                 return Err(vec![problem(
                     "rulec::when::not-boolean",
-                    format!("`when` must be a boolean, but this is a {}", expr.ty.name()),
+                    format!("`when` must be a boolean, but this is {}", expr.ty.a()),
                     whole_span(text),
-                    format!("this is a {}", expr.ty.name()),
+                    format!("this is {}", expr.ty.a()),
                     Some("compare it, for example `... == \"value\"`".into()),
                 )]);
             }
@@ -702,9 +702,9 @@ impl Checker {
     fn operand_error(&mut self, op: &str, wanted: &str, operand: &Expr) {
         self.report(
             "rulec::when::type-mismatch",
-            format!("`{op}` needs {wanted}, but this is a {}", operand.ty.name()),
+            format!("`{op}` needs {wanted}, but this is {}", operand.ty.a()),
             operand.span.clone(),
-            format!("this is a {}", operand.ty.name()),
+            format!("this is {}", operand.ty.a()),
             None,
         );
     }
@@ -732,7 +732,7 @@ impl Checker {
                 if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
                     self.report(
                         "rulec::when::type-mismatch",
-                        format!("`+` cannot add a {} and a {}", a.name(), b.name()),
+                        format!("`+` cannot add {} and {}", a.a(), b.a()),
                         op_span,
                         "string and number".into(),
                         no_convert,
@@ -767,11 +767,7 @@ impl Checker {
                 if is_literal(left) && is_literal(right) && a != b {
                     self.report(
                         "rulec::when::literal-comparison",
-                        format!(
-                            "`{sym}` compares a {} literal with a {} literal",
-                            a.name(),
-                            b.name()
-                        ),
+                        format!("`{sym}` compares {} literal with {} literal", a.a(), b.a()),
                         span,
                         "values of different types are never equal".into(),
                         (a != Ty::Str && b != Ty::Str)
@@ -789,9 +785,9 @@ impl Checker {
                     self.report(
                         "rulec::when::type-mismatch",
                         format!(
-                            "`{sym}` compares a {} with a {}: the result never changes",
-                            a.name(),
-                            b.name()
+                            "`{sym}` compares {} with {}: the result never changes",
+                            a.a(),
+                            b.a()
                         ),
                         op_span,
                         format!("{} {sym} {}", a.name(), b.name()),
@@ -811,7 +807,7 @@ impl Checker {
                 if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
                     self.report(
                         "rulec::when::type-mismatch",
-                        format!("`{sym}` cannot order a {} against a {}", a.name(), b.name()),
+                        format!("`{sym}` cannot order {} against {}", a.a(), b.a()),
                         op_span,
                         "string and number".into(),
                         no_convert,
@@ -890,6 +886,11 @@ impl Checker {
             format!("did you mean `{near}`?")
         } else if let Some(help) = misspelt_data {
             help
+        } else if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            format!(
+                "for a key of the event's data, write `data.{name}`; the other names are \
+                 topic, src, from, to and state(\"hash\", \"field\")"
+            )
         } else {
             "the names are topic, src, from, to, data.KEY and state(\"hash\", \"field\")".into()
         };

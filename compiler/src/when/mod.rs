@@ -73,6 +73,17 @@ impl Ty {
             Ty::Any => "data value",
         }
     }
+
+    /// The name with its indefinite article: "an int", "a string".
+    pub fn a(self) -> String {
+        let name = self.name();
+        let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        format!("{article} {name}")
+    }
 }
 
 /// A checked, typed expression node.

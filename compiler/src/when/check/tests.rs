@@ -75,6 +75,11 @@ fn unknown_name_points_at_it_with_a_suggestion() {
 
     let (p, at) = one("  speed > 3");
     assert_eq!(at, "speed");
+    assert!(p
+        .help
+        .unwrap_or_default()
+        .starts_with("for a key of the event's data, write `data.speed`"));
+    let (p, _) = one("x::y > 3");
     assert!(p.help.unwrap_or_default().contains("data.KEY"));
 
     let (p, _) = one("dat.level > 1");
