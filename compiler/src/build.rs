@@ -12,9 +12,8 @@ use crate::check::{check_dir, print_report, CheckReport, Format};
 use crate::cli::{Console, Exit};
 use crate::validate::{CheckedExpr, CheckedRule};
 use crate::when::{lower, ConstPool};
-use rulecore::bundle::{Fingerprint, Payload, Rule, Step};
+use rulecore::bundle::{Payload, Rule, Step};
 use rulecore::codec::{self, BundleError};
-use rulecore::fingerprint::fingerprint_of;
 use std::io;
 use std::path::PathBuf;
 
@@ -63,7 +62,7 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
     );
     let mut lower_opt =
         |expr: &Option<CheckedExpr>| expr.as_ref().map(|e| lower(&e.checked, &mut pool));
-    let mut out: Vec<Rule> = rules
+    let rules_out: Vec<Rule> = rules
         .iter()
         .map(|rule| Rule {
             name: rule.name.clone(),
@@ -80,26 +79,16 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
                 .steps
                 .iter()
                 .map(|step| Step {
-                    action: step.action.clone(),
                     when: lower_opt(&step.when),
-                    after_ns: step.after_ns,
                     durable: step.durable,
-                    // Set below, once the pools are final.
-                    fingerprint: Fingerprint([0; 16]),
+                    ..Step::new(step.action.clone(), step.after_ns)
                 })
                 .collect(),
         })
         .collect();
     let (consts, state_pairs) = pool.finish();
-    for step in out.iter_mut().flat_map(|rule| rule.steps.iter_mut()) {
-        step.fingerprint = fingerprint_of(step, &consts, &state_pairs);
-    }
-    Payload {
-        compiler_version: compiler_version.to_string(),
-        rules: out,
-        state_pairs,
-        consts,
-    }
+    // Fingerprints are computed here, against the final pools.
+    Payload::new(compiler_version, rules_out, state_pairs, consts)
 }
 
 /// A bundle ready to write.

@@ -4,6 +4,7 @@
 //! payload (32 bytes), payload length (u64 LE), payload (postcard).
 
 use crate::bytecode::{Const, Program};
+use crate::fingerprint::{fingerprint_of, step_fingerprint};
 use crate::topic::TopicPattern;
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +21,36 @@ pub struct Payload {
     /// Every `state("hash", "field")` pair any expression uses, sorted.
     pub state_pairs: Vec<StatePair>,
     pub consts: Vec<Const>,
+}
+
+impl Payload {
+    /// A payload whose every step carries the fingerprint its contents give
+    /// against these pools ([`Payload::refresh_fingerprints`]), so steps
+    /// built or edited field by field never carry a stale one.
+    pub fn new(
+        compiler_version: impl Into<String>,
+        rules: Vec<Rule>,
+        state_pairs: Vec<StatePair>,
+        consts: Vec<Const>,
+    ) -> Payload {
+        let mut payload = Payload {
+            compiler_version: compiler_version.into(),
+            rules,
+            state_pairs,
+            consts,
+        };
+        payload.refresh_fingerprints();
+        payload
+    }
+
+    /// Recomputes every step's fingerprint with
+    /// [`fingerprint_of`] against this payload's pools. Call it after
+    /// changing a step's action, timing or `when`, or the pools.
+    pub fn refresh_fingerprints(&mut self) {
+        for step in self.rules.iter_mut().flat_map(|rule| rule.steps.iter_mut()) {
+            step.fingerprint = fingerprint_of(step, &self.consts, &self.state_pairs);
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -47,6 +78,32 @@ pub struct Rule {
     pub steps: Vec<Step>,
 }
 
+impl Rule {
+    /// A rule with the defaults of DESIGN.md 3.1: enabled, `restart`
+    /// concurrency, no `cancel_on`, no cooldown or debounce, one pass, no
+    /// `when`. Set other fields on the result.
+    pub fn new(
+        name: impl Into<String>,
+        source: impl Into<String>,
+        on: Vec<TopicPattern>,
+        steps: Vec<Step>,
+    ) -> Rule {
+        Rule {
+            name: name.into(),
+            source: source.into(),
+            enabled: true,
+            on,
+            cancel_on: Vec::new(),
+            concurrency: Concurrency::Restart,
+            cooldown_ns: 0,
+            debounce_ns: 0,
+            repeat: Repeat::ONCE,
+            when: None,
+            steps,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Concurrency {
     Restart,
@@ -61,6 +118,14 @@ pub struct Repeat {
     pub every_ns: u64,
 }
 
+impl Repeat {
+    /// One pass: the default when a rule has no `repeat`.
+    pub const ONCE: Repeat = Repeat {
+        count: 1,
+        every_ns: 0,
+    };
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
     pub action: Action,
@@ -68,6 +133,24 @@ pub struct Step {
     pub after_ns: u64,
     pub durable: bool,
     pub fingerprint: Fingerprint,
+}
+
+impl Step {
+    /// A step without `when`, durable exactly when it waits (`after_ns` >
+    /// 0, the default of DESIGN.md 3.2), with its fingerprint computed.
+    /// After setting `when` (which indexes the bundle's pools) or
+    /// `durable`, build the payload with [`Payload::new`] or call
+    /// [`Payload::refresh_fingerprints`] so the fingerprint follows.
+    pub fn new(action: Action, after_ns: u64) -> Step {
+        let durable = after_ns > 0;
+        Step {
+            fingerprint: step_fingerprint(&action, None, after_ns, durable, &[], &[]),
+            action,
+            when: None,
+            after_ns,
+            durable,
+        }
+    }
 }
 
 /// 16 bytes of blake3, shown as 32 lowercase hex characters.
@@ -107,4 +190,81 @@ pub struct CanFrame {
     pub dlc: u8,
     /// At most 8 bytes; empty for a remote frame.
     pub data: Vec<u8>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytecode::Op;
+
+    fn blink(push: &str) -> Action {
+        Action::Redis {
+            list: "scooter:blinker".into(),
+            push: push.into(),
+        }
+    }
+
+    #[test]
+    fn step_new_defaults_and_fingerprint() {
+        let now = Step::new(blink("both"), 0);
+        assert!(!now.durable);
+        assert_eq!(now.when, None);
+        assert_eq!(now.fingerprint, fingerprint_of(&now, &[], &[]));
+        let later = Step::new(blink("both"), 30_000_000_000);
+        assert!(later.durable);
+        assert_ne!(later.fingerprint, now.fingerprint);
+    }
+
+    #[test]
+    fn rule_new_defaults() {
+        let on = vec![TopicPattern::parse("alarm.*").unwrap()];
+        let rule = Rule::new("r", "a.toml", on.clone(), vec![Step::new(blink("x"), 0)]);
+        assert_eq!((rule.name.as_str(), rule.source.as_str()), ("r", "a.toml"));
+        assert!(rule.enabled);
+        assert_eq!(rule.on, on);
+        assert!(rule.cancel_on.is_empty());
+        assert_eq!(rule.concurrency, Concurrency::Restart);
+        assert_eq!((rule.cooldown_ns, rule.debounce_ns), (0, 0));
+        assert_eq!(
+            rule.repeat,
+            Repeat {
+                count: 1,
+                every_ns: 0
+            }
+        );
+        assert_eq!(rule.when, None);
+        assert_eq!(rule.steps.len(), 1);
+    }
+
+    #[test]
+    fn payload_new_fingerprints_against_its_pools() {
+        let mut step = Step::new(blink("off"), 0);
+        let stale = step.fingerprint;
+        step.when = Some(Program {
+            ops: vec![Op::State(0), Op::Const(0), Op::Eq],
+        });
+        let pairs = vec![StatePair {
+            hash: "vehicle".into(),
+            field: "state".into(),
+        }];
+        let consts = vec![Const::Str("parked".into())];
+        let on = vec![TopicPattern::parse("a").unwrap()];
+        let mut payload = Payload::new(
+            "test",
+            vec![Rule::new("r", "a.toml", on, vec![step])],
+            pairs.clone(),
+            consts,
+        );
+        assert_eq!(payload.compiler_version, "test");
+        let got = payload.rules[0].steps[0].fingerprint;
+        assert_ne!(got, stale);
+        assert_eq!(
+            got,
+            fingerprint_of(&payload.rules[0].steps[0], &payload.consts, &pairs)
+        );
+        // Another constant behind the same index: refreshed, it moves.
+        payload.consts[0] = Const::Str("driving".into());
+        payload.refresh_fingerprints();
+        assert_ne!(payload.rules[0].steps[0].fingerprint, got);
+    }
 }

@@ -161,7 +161,7 @@ pub fn format_duration(nanos: i64) -> String {
         write!(f, "{whole}")?;
         if frac > 0 {
             let mut width = scale.ilog10() as usize;
-            while frac % 10 == 0 {
+            while frac.is_multiple_of(10) {
                 frac /= 10;
                 width -= 1;
             }

@@ -3,10 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use rulecore::bundle::{
-    Action, CanFrame, Concurrency, Fingerprint, Payload, Repeat, Rule, StatePair, Step,
-    FORMAT_VERSION, MAGIC,
-};
+use rulecore::bundle::{Action, CanFrame, Payload, Rule, StatePair, Step, FORMAT_VERSION, MAGIC};
 use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::codec::{decode, encode, BundleError, HEADER_LEN};
 use rulecore::fingerprint::fingerprint_of;
@@ -28,31 +25,28 @@ fn sample() -> Payload {
         hash: "vehicle".into(),
         field: "state".into(),
     }];
-    let mut steps = vec![
-        Step {
-            action: Action::Redis {
+    let steps = vec![
+        Step::new(
+            Action::Redis {
                 list: "scooter:blinker".into(),
                 push: "both".into(),
             },
-            when: None,
-            after_ns: 0,
-            durable: false,
-            fingerprint: Fingerprint([0; 16]),
-        },
+            0,
+        ),
         Step {
-            action: Action::Exec {
-                command: "/usr/bin/true".into(),
-                timeout_ns: 10_000_000_000,
-            },
             when: Some(Program {
                 ops: vec![Op::State(0), Op::Const(3), Op::Eq],
             }),
-            after_ns: 30_000_000_000,
-            durable: true,
-            fingerprint: Fingerprint([0; 16]),
+            ..Step::new(
+                Action::Exec {
+                    command: "/usr/bin/true".into(),
+                    timeout_ns: 10_000_000_000,
+                },
+                30_000_000_000,
+            )
         },
-        Step {
-            action: Action::Can(CanFrame {
+        Step::new(
+            Action::Can(CanFrame {
                 iface: "can0".into(),
                 id: 0x123,
                 extended: false,
@@ -60,48 +54,31 @@ fn sample() -> Payload {
                 dlc: 2,
                 data: vec![1, 2],
             }),
-            when: None,
-            after_ns: 0,
-            durable: false,
-            fingerprint: Fingerprint([0; 16]),
-        },
+            0,
+        ),
     ];
-    for step in &mut steps {
-        step.fingerprint = fingerprint_of(step, &consts, &state_pairs);
-    }
-    Payload {
-        compiler_version: "0.1.0".into(),
-        rules: vec![Rule {
-            name: "hazards-on-alarm".into(),
-            source: "alarm.toml".into(),
-            enabled: true,
-            on: vec![topic("alarm.*")],
-            cancel_on: vec![topic("alarm.disarmed")],
-            concurrency: Concurrency::Restart,
-            cooldown_ns: 0,
-            debounce_ns: 0,
-            repeat: Repeat {
-                count: 1,
-                every_ns: 0,
-            },
-            when: Some(Program {
-                ops: vec![
-                    Op::Field(EventField::To),
-                    Op::Const(0),
-                    Op::Eq,
-                    Op::AndJump(9),
-                    Op::Data(1),
-                    Op::Const(2),
-                    Op::Ge,
-                    Op::AssertBool,
-                    Op::AssertBool,
-                ],
-            }),
-            steps,
-        }],
-        state_pairs,
-        consts,
-    }
+    let mut rule = Rule::new(
+        "hazards-on-alarm",
+        "alarm.toml",
+        vec![topic("alarm.*")],
+        steps,
+    );
+    rule.cancel_on = vec![topic("alarm.disarmed")];
+    rule.when = Some(Program {
+        ops: vec![
+            Op::Field(EventField::To),
+            Op::Const(0),
+            Op::Eq,
+            Op::AndJump(9),
+            Op::Data(1),
+            Op::Const(2),
+            Op::Ge,
+            Op::AssertBool,
+            Op::AssertBool,
+        ],
+    });
+    // Computes the exec step's fingerprint against the pools.
+    Payload::new("0.1.0", vec![rule], state_pairs, consts)
 }
 
 /// Re-frames `payload` bytes with a correct header, so that only the check
@@ -123,6 +100,13 @@ fn round_trip_is_exact_and_deterministic() {
     assert_eq!(&bytes[..8], b"SCRULES\0");
     let bundle = decode(&bytes).unwrap();
     assert_eq!(bundle.payload, sample());
+    let p = &bundle.payload;
+    for step in &p.rules[0].steps {
+        assert_eq!(
+            step.fingerprint,
+            fingerprint_of(step, &p.consts, &p.state_pairs)
+        );
+    }
     assert_eq!(
         bundle.id,
         blake3::hash(&bytes[HEADER_LEN..]).to_hex().to_string()
@@ -324,7 +308,7 @@ fn random_inputs_never_panic() {
             let pos = (rng.next() as usize) % bytes.len();
             bytes[pos] = rng.next() as u8;
         }
-        if rng.next() % 3 == 0 {
+        if rng.next().is_multiple_of(3) {
             let cut = (rng.next() as usize) % bytes.len();
             bytes.truncate(cut);
         }
