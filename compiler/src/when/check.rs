@@ -90,15 +90,17 @@ pub const MAX_TOKENS: usize = 256;
 
 pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     let toks = tokenize(text);
-    if toks.len() > MAX_TOKENS {
+    if let Some(first_over) = toks.get(MAX_TOKENS) {
+        // Point where the limit is crossed: underlining a whole long
+        // expression would fill the screen and say less.
         return Err(vec![problem(
             "rulec::when::too-long",
             format!(
                 "the expression has {} tokens; the limit is {MAX_TOKENS}",
                 toks.len()
             ),
-            whole_span(text),
-            "too long".into(),
+            first_over.span.start..whole_span(text).end,
+            format!("token {} and after are over the limit", MAX_TOKENS + 1),
             Some("split the condition across steps or rules".into()),
         )]);
     }
@@ -162,7 +164,14 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
                     format!("`when` must be a boolean, but this is {}", expr.ty.a()),
                     whole_span(text),
                     format!("this is {}", expr.ty.a()),
-                    Some("compare it, for example `... == \"value\"`".into()),
+                    Some(
+                        match expr.ty {
+                            Ty::Str => "compare it, for example `... == \"value\"`",
+                            Ty::Int | Ty::Float | Ty::Num => "compare it, for example `... > 0`",
+                            _ => "compare it, for example `... == \"value\"` or `... > 0`",
+                        }
+                        .into(),
+                    ),
                 )]);
             }
             Ok(CheckedWhen {
@@ -249,16 +258,17 @@ fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                 let close = text[open + 1..].find('\'').map(|at| open + 1 + at + 1);
                 let quoted = open..close.unwrap_or(span.end);
                 quoted_until = quoted.end;
+                // The help quotes what was written, not a stock example.
+                let inner = text[quoted.clone()].trim_matches('\'');
                 out.push(problem(
                     "rulec::when::single-quotes",
                     "strings are written in double quotes".into(),
                     quoted,
                     "single quotes do not make a string".into(),
-                    Some(
-                        "write \"parked\", not 'parked'; in TOML, put the whole expression \
-                         in single quotes: when = 'to == \"parked\"'"
-                            .into(),
-                    ),
+                    Some(format!(
+                        "write \"{inner}\", not '{inner}'; in TOML, put the whole expression \
+                         in single quotes, e.g. when = 'to == \"{inner}\"'"
+                    )),
                 ));
             }
             // Words inside a single-quoted string: reported with it.
@@ -271,12 +281,21 @@ fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                     _ => None,
                 };
                 if let Some(fix) = fix {
+                    // `!` binds tighter than `==`: `not a == b` must become
+                    // `!(a == b)`, not `!a == b` (a type error).
+                    let help = if fix == "!" {
+                        "`when` uses `&&`, `||` and `!`: write `!(...)` around the condition, \
+                         e.g. `!(from == \"driving\")`, or use `!=`"
+                            .to_string()
+                    } else {
+                        format!("`when` uses `&&`, `||` and `!`: write `{fix}`")
+                    };
                     out.push(problem(
                         "rulec::when::word-operator",
                         format!("`{name}` is not an operator here"),
                         span,
                         format!("use `{fix}` instead"),
-                        Some(format!("`when` uses `&&`, `||` and `!`: write `{fix}`")),
+                        Some(help),
                     ));
                 }
             }
@@ -664,7 +683,11 @@ impl Checker {
                 if node.children().len() != 2 {
                     return self.missing_operand(binary, op_span);
                 }
-                let mut kids = self.kids(node, spans)?;
+                let kids = self.kids(node, spans);
+                if kids.is_none() && matches!(op, BinOp::Eq | BinOp::Ne) {
+                    self.suggest_quotes(node, spans);
+                }
+                let mut kids = kids?;
                 let right = kids.pop()?;
                 let left = kids.pop()?;
                 let ty = self.binary(op, &left, &right, op_span, span.clone())?;
@@ -673,6 +696,52 @@ impl Checker {
                     ty,
                     span,
                 })
+            }
+        }
+    }
+
+    /// `to == parked`: an unknown bare word compared with a string was most
+    /// likely meant as text, so the help for it says to quote it first.
+    fn suggest_quotes(&mut self, node: &Node, spans: &SpanTree) {
+        let sides: Vec<(&Node, &SpanTree)> = node
+            .children()
+            .iter()
+            .zip(&spans.kids)
+            .map(|(kid, kid_spans)| unwrap_roots(kid, kid_spans))
+            .collect();
+        let is_string = |side: &Node| match side.operator() {
+            Operator::Const {
+                value: Value::String(_),
+            } => true,
+            Operator::VariableIdentifierRead { identifier } => {
+                FIELDS.iter().any(|(n, _)| n == identifier)
+            }
+            Operator::FunctionIdentifier { identifier } => identifier == "state",
+            _ => false,
+        };
+        for (i, (side, side_spans)) in sides.iter().enumerate() {
+            let Operator::VariableIdentifierRead { identifier: word } = side.operator() else {
+                continue;
+            };
+            let other = if i == 0 { 1 } else { 0 };
+            let other_is_string = sides.get(other).is_some_and(|(other, _)| is_string(other));
+            if !other_is_string {
+                continue;
+            }
+            let data_help = format!("for a key of the event's data, write `data.{word}`");
+            for problem in &mut self.problems {
+                let is_this = problem.code == "rulec::when::unknown-name"
+                    && problem.span == side_spans.span
+                    && problem
+                        .help
+                        .as_deref()
+                        .is_some_and(|help| help.starts_with(&data_help));
+                if is_this {
+                    problem.help = Some(format!(
+                        "to compare with the text `{word}`, put it in double quotes: \
+                         \"{word}\"; {data_help}"
+                    ));
+                }
             }
         }
     }
@@ -694,7 +763,11 @@ impl Checker {
             format!("`{op}` is missing an operand"),
             op_span,
             "operand missing".into(),
-            None,
+            Some(if matches!(op, Operator::Neg | Operator::Not) {
+                format!("write a value after `{op}`, or remove it")
+            } else {
+                format!("write a value on each side of `{op}`, or remove it")
+            }),
         );
         None
     }
@@ -770,8 +843,13 @@ impl Checker {
                         format!("`{sym}` compares {} literal with {} literal", a.a(), b.a()),
                         span,
                         "values of different types are never equal".into(),
-                        (a != Ty::Str && b != Ty::Str)
-                            .then(|| "evalexpr does not convert: `1 == 1.0` is false".to_string()),
+                        Some(if a != Ty::Str && b != Ty::Str {
+                            "evalexpr does not convert: `1 == 1.0` is false".to_string()
+                        } else {
+                            "evalexpr never converts between strings and numbers: write both \
+                             sides as strings or both as numbers"
+                                .to_string()
+                        }),
                     );
                     return None;
                 }

@@ -128,6 +128,13 @@ fn targeted_help_for_other_languages() {
     let (p, at) = one("to == 'two words'");
     assert_eq!(p.code, "rulec::when::single-quotes");
     assert_eq!(at, "'two words'");
+    // The help quotes what was written, not a stock example.
+    let help = p.help.unwrap_or_default();
+    assert!(
+        help.starts_with(r#"write "two words", not 'two words'"#),
+        "{help}"
+    );
+    assert!(!help.contains("parked"), "{help}");
 
     let problems = check(r#"to == "a" and not from == "b""#).unwrap_err();
     let found: Vec<(&str, Option<&str>)> = problems
@@ -143,7 +150,10 @@ fn targeted_help_for_other_languages() {
             ),
             (
                 "rulec::when::word-operator",
-                Some("`when` uses `&&`, `||` and `!`: write `!`")
+                Some(
+                    "`when` uses `&&`, `||` and `!`: write `!(...)` around the condition, \
+                     e.g. `!(from == \"driving\")`, or use `!=`"
+                )
             ),
         ]
     );
@@ -390,4 +400,74 @@ fn size_limit_keeps_recursion_bounded() {
     let too_long = format!("{}true", "!".repeat(MAX_TOKENS));
     let (p, _) = one(&too_long);
     assert_eq!(p.code, "rulec::when::too-long");
+}
+
+#[test]
+fn a_bare_word_compared_with_a_string_gets_quotes_first() {
+    for text in [
+        "to == parked",
+        "parked != from",
+        r#"state("vehicle", "state") == parked"#,
+        r#"(parked) == "x""#,
+    ] {
+        let (p, at) = one(text);
+        assert_eq!(
+            (p.code, at),
+            ("rulec::when::unknown-name", "parked"),
+            "{text}"
+        );
+        let help = p.help.unwrap_or_default();
+        assert!(
+            help.starts_with(
+                r#"to compare with the text `parked`, put it in double quotes: "parked""#
+            ),
+            "{text}: {help}"
+        );
+        assert!(help.contains("`data.parked`"), "{text}: {help}");
+    }
+    // Not next to a string: the data hint alone.
+    for text in ["parked", "parked > 3", "len(topic) == parked"] {
+        let problems = check(text).unwrap_err();
+        let help = problems[0].help.clone().unwrap_or_default();
+        assert!(
+            help.starts_with("for a key of the event's data, write `data.parked`"),
+            "{text}: {help}"
+        );
+    }
+    // A close field name keeps its "did you mean".
+    let (p, _) = one(r#"tpoic == "alarm""#);
+    assert_eq!(p.help.as_deref(), Some("did you mean `topic`?"));
+}
+
+#[test]
+fn helps_fit_the_problem() {
+    let (p, _) = one("data.x + 1");
+    assert_eq!(p.help.as_deref(), Some("compare it, for example `... > 0`"));
+    let (p, _) = one("topic");
+    assert_eq!(
+        p.help.as_deref(),
+        Some(r#"compare it, for example `... == "value"`"#)
+    );
+    let (p, _) = one(r#"1 == "1""#);
+    assert!(p.help.unwrap_or_default().contains("strings and numbers"));
+    let (p, _) = one(r#"to == "a" &&"#);
+    assert_eq!(
+        p.help.as_deref(),
+        Some("write a value on each side of `&&`, or remove it")
+    );
+    let problems = check("true && !").unwrap_err();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.help.as_deref() == Some("write a value after `!`, or remove it")),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn too_long_points_where_the_limit_is_crossed() {
+    let text = format!("{}true", "!".repeat(MAX_TOKENS + 4));
+    let (p, at) = one(&text);
+    assert_eq!(p.code, "rulec::when::too-long");
+    assert_eq!(at, "!!!!true");
 }
