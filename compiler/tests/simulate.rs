@@ -156,3 +156,100 @@ fn bad_input_is_reported() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
 }
+
+/// The `--format json` lines of a timeline (exit 0 asserted).
+fn json_lines(input: &str, name: &str, extra: &[&std::ffi::OsStr]) -> Vec<serde_json::Value> {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["--format".as_ref(), "json".as_ref()];
+    args.extend_from_slice(extra);
+    let text = simulate(input, name, &args);
+    assert!(text.starts_with("exit: 0\n"), "{text}");
+    let stdout = &text[text.find("--- stdout\n").unwrap() + 11..text.find("--- stderr").unwrap()];
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// `(at_ms, push)` of every hazards-on-alarm `action`.
+fn hazard_pushes(lines: &[serde_json::Value]) -> Vec<(u64, String)> {
+    lines
+        .iter()
+        .filter(|l| l["kind"] == "action" && l["rule"] == "hazards-on-alarm")
+        .map(|l| {
+            (
+                l["at_ms"].as_u64().unwrap(),
+                l["push"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
+fn at(ms: u64, push: &str) -> (u64, String) {
+    (ms, push.to_string())
+}
+
+// The "what it must show", asserted directly (not only through the
+// snapshots above).
+
+#[test]
+fn hazards_pushes_both_at_0_and_off_at_30000() {
+    let lines = json_lines("fixtures/rules", "hazards", &[]);
+    assert_eq!(hazard_pushes(&lines), [at(0, "both"), at(30_000, "off")]);
+    let off = lines
+        .iter()
+        .find(|l| l["push"] == "off" && l["rule"] == "hazards-on-alarm")
+        .unwrap()
+        .as_object()
+        .unwrap();
+    let mut keys: Vec<&str> = off.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["action", "at_ms", "kind", "list", "pass", "push", "rule", "run", "step"]
+    );
+    assert_eq!(
+        (off["step"].as_u64(), off["pass"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(off["list"], "scooter:blinker");
+}
+
+#[test]
+fn hazards_with_a_cancel_at_5s_never_pushes_off() {
+    let lines = json_lines("fixtures/rules", "hazards-cancel", &[]);
+    assert_eq!(hazard_pushes(&lines), [at(0, "both")]);
+    assert!(lines.iter().any(|l| l["at_ms"] == 5_000
+        && l["kind"] == "run-end"
+        && l["rule"] == "hazards-on-alarm"
+        && l["reason"] == "cancelled"));
+}
+
+#[test]
+fn hazards_across_a_restart_still_pushes_off_at_30000() {
+    let lines = json_lines("fixtures/rules", "hazards-restart", &[]);
+    assert_eq!(hazard_pushes(&lines), [at(0, "both"), at(30_000, "off")]);
+    let kinds: Vec<(u64, &str)> = lines
+        .iter()
+        .filter(|l| l["rule"] == "hazards-on-alarm" || l["kind"] == "restart")
+        .map(|l| (l["at_ms"].as_u64().unwrap(), l["kind"].as_str().unwrap()))
+        .collect();
+    assert!(kinds.contains(&(10_000, "restart")), "{kinds:?}");
+    assert!(kinds.contains(&(15_000, "replay-resume")), "{kinds:?}");
+}
+
+#[test]
+fn hazards_changed_while_down_drops_the_record_for_its_fingerprint() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = build("fixtures/rules-changed", dir.path());
+    let lines = json_lines(
+        "fixtures/rules",
+        "hazards-changed",
+        &["--bundle-after-restart".as_ref(), bundle.as_os_str()],
+    );
+    assert_eq!(hazard_pushes(&lines), [at(0, "both")]);
+    let drop = lines.iter().find(|l| l["kind"] == "replay-drop").unwrap();
+    assert_eq!(drop["at_ms"], 15_000);
+    assert_eq!(drop["rule"], "hazards-on-alarm");
+    assert_eq!(drop["reason"], "fingerprint");
+    assert!(!lines.iter().any(|l| l["kind"] == "replay-resume"));
+}
