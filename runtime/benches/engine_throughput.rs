@@ -6,7 +6,7 @@
 //! (plain `main`, no harness; prints one line per size).
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-use rulecore::bundle::{Action, Concurrency, Fingerprint, Payload, Repeat, Rule, Step};
+use rulecore::bundle::{Action, Payload, Rule, Step};
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
 use ruled::engine::{Effect, Engine, EngineConfig, Time};
@@ -16,35 +16,25 @@ use std::time::{Duration, Instant};
 
 fn rules(count: usize) -> Vec<Rule> {
     (0..count)
-        .map(|i| Rule {
-            name: format!("rule-{i}"),
-            source: "bench.toml".into(),
-            enabled: true,
+        .map(|i| {
             // A mix of exact and prefix patterns, like real rule sets.
-            on: vec![if i % 4 == 0 {
-                TopicPattern::parse(&format!("group{i}.*")).unwrap()
+            let on = if i % 4 == 0 {
+                format!("group{i}.*")
             } else {
-                TopicPattern::parse(&format!("vehicle.thing{i}.changed")).unwrap()
-            }],
-            cancel_on: vec![TopicPattern::parse(&format!("cancel.{i}")).unwrap()],
-            concurrency: Concurrency::Restart,
-            cooldown_ns: 0,
-            debounce_ns: 0,
-            repeat: Repeat {
-                count: 1,
-                every_ns: 0,
-            },
-            when: None,
-            steps: vec![Step {
-                action: Action::Redis {
-                    list: "scooter:blinker".into(),
-                    push: "both".into(),
-                },
-                when: None,
-                after_ns: 0,
-                durable: false,
-                fingerprint: Fingerprint([1; 16]),
-            }],
+                format!("vehicle.thing{i}.changed")
+            };
+            let both = Action::Redis {
+                list: "scooter:blinker".into(),
+                push: "both".into(),
+            };
+            let mut rule = Rule::new(
+                format!("rule-{i}"),
+                "bench.toml",
+                vec![TopicPattern::parse(&on).unwrap()],
+                vec![Step::new(both, 0)],
+            );
+            rule.cancel_on = vec![TopicPattern::parse(&format!("cancel.{i}")).unwrap()];
+            rule
         })
         .collect()
 }
@@ -75,12 +65,7 @@ fn main() {
         "", "engine events/s", "naive scan ev/s"
     );
     for count in [1usize, 100, 10_000] {
-        let payload = Arc::new(Payload {
-            compiler_version: "bench".into(),
-            rules: rules(count),
-            state_pairs: vec![],
-            consts: vec![],
-        });
+        let payload = Arc::new(Payload::new("bench", rules(count), vec![], vec![]));
         // 1,000 events per batch, spread over the rules, each matching one.
         let events: Vec<Event> = (0..1_000)
             .map(|n| Event {

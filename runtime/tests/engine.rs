@@ -1,5 +1,6 @@
 //! The engine's behaviours (DESIGN.md 6.2-6.7), one test each, on virtual
-//! time. Payloads are built by hand; `when` programs from bytecode ops.
+//! time. Payloads are built with rulecore's constructors; `when` programs
+//! from bytecode ops.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use rulecore::bundle::{Action, Concurrency, Fingerprint, Payload, Repeat, Rule, StatePair, Step};
@@ -24,43 +25,24 @@ fn pats(list: &[&str]) -> Vec<TopicPattern> {
 }
 
 fn rule(name: &str, on: &[&str], steps: Vec<Step>) -> Rule {
-    Rule {
-        name: name.into(),
-        source: "test.toml".into(),
-        enabled: true,
-        on: pats(on),
-        cancel_on: vec![],
-        concurrency: Concurrency::Restart,
-        cooldown_ns: 0,
-        debounce_ns: 0,
-        repeat: Repeat {
-            count: 1,
-            every_ns: 0,
-        },
-        when: None,
-        steps,
-    }
+    Rule::new(name, "test.toml", pats(on), steps)
 }
 
-fn fingerprint(push: &str, after_ms: u64) -> Fingerprint {
-    let mut bytes = [0u8; 16];
-    for (i, b) in push.bytes().chain(after_ms.to_le_bytes()).enumerate() {
-        bytes[i % 16] = bytes[i % 16].wrapping_mul(31).wrapping_add(b);
+fn blinker(value: &str) -> Action {
+    Action::Redis {
+        list: "scooter:blinker".into(),
+        push: value.into(),
     }
-    Fingerprint(bytes)
 }
 
 fn push(value: &str, after_ms: u64) -> Step {
-    Step {
-        action: Action::Redis {
-            list: "scooter:blinker".into(),
-            push: value.into(),
-        },
-        when: None,
-        after_ns: after_ms * 1_000_000,
-        durable: after_ms > 0,
-        fingerprint: fingerprint(value, after_ms),
-    }
+    Step::new(blinker(value), after_ms * 1_000_000)
+}
+
+/// The fingerprint of `push(value, after_ms)`, as a payload built by
+/// [`payload`] gives it (no `when`).
+fn fingerprint(value: &str, after_ms: u64) -> Fingerprint {
+    push(value, after_ms).fingerprint
 }
 
 /// The hazards rule of DESIGN.md 1.
@@ -74,17 +56,18 @@ fn hazards() -> Rule {
     r
 }
 
-/// Const pool used by every test payload: 0 = "parked", 1 = true.
+/// Const pool used by every test payload: 0 = "parked", 1 = true. Step
+/// fingerprints are computed (after any `when` or `durable` edit).
 fn payload(rules: Vec<Rule>) -> Payload {
-    Payload {
-        compiler_version: "test".into(),
+    Payload::new(
+        "test",
         rules,
-        state_pairs: vec![StatePair {
+        vec![StatePair {
             hash: "vehicle".into(),
             field: "state".into(),
         }],
-        consts: vec![Const::Str("parked".into()), Const::Bool(true)],
-    }
+        vec![Const::Str("parked".into()), Const::Bool(true)],
+    )
 }
 
 /// `state("vehicle", "state") == "parked"`

@@ -4,7 +4,7 @@
 #![allow(unsafe_code)] // a counting GlobalAlloc wrapper around System
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-use rulecore::bundle::{Action, Concurrency, Fingerprint, Payload, Repeat, Rule, Step};
+use rulecore::bundle::{Action, Payload, Rule, Step};
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
 use ruled::engine::{Effect, Engine, EngineConfig, Time};
@@ -42,38 +42,20 @@ const RUNS: usize = 10_000;
 
 fn payload() -> Payload {
     let rules = (0..RUNS)
-        .map(|i| Rule {
-            name: format!("rule-{i}"),
-            source: "bench.toml".into(),
-            enabled: true,
-            on: vec![TopicPattern::parse(&format!("t.{i}")).unwrap()],
-            cancel_on: vec![],
-            concurrency: Concurrency::Restart,
-            cooldown_ns: 0,
-            debounce_ns: 0,
-            repeat: Repeat {
-                count: 1,
-                every_ns: 0,
-            },
-            when: None,
-            steps: vec![Step {
-                action: Action::Redis {
-                    list: "scooter:blinker".into(),
-                    push: "off".into(),
-                },
-                when: None,
-                after_ns: 30_000_000_000,
-                durable: true,
-                fingerprint: Fingerprint([7; 16]),
-            }],
+        .map(|i| {
+            let off = Action::Redis {
+                list: "scooter:blinker".into(),
+                push: "off".into(),
+            };
+            Rule::new(
+                format!("rule-{i}"),
+                "bench.toml",
+                vec![TopicPattern::parse(&format!("t.{i}")).unwrap()],
+                vec![Step::new(off, 30_000_000_000)],
+            )
         })
         .collect();
-    Payload {
-        compiler_version: "test".into(),
-        rules,
-        state_pairs: vec![],
-        consts: vec![],
-    }
+    Payload::new("test", rules, vec![], vec![])
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! virtual pool, failures, clock jumps.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use rulecore::bundle::{Action, Concurrency, Fingerprint, Payload, Repeat, Rule, StatePair, Step};
+use rulecore::bundle::{Action, Payload, Repeat, Rule, StatePair, Step};
 use rulecore::bytecode::{Const, Op, Program};
 use rulecore::topic::TopicPattern;
 use ruled::sim::{simulate, Outcome, Timeline};
@@ -14,48 +14,54 @@ fn pats(list: &[&str]) -> Vec<TopicPattern> {
         .collect()
 }
 
-fn push(value: &str, after_ms: u64, fp: u8) -> Step {
-    Step {
-        action: Action::Redis {
+fn push(value: &str, after_ms: u64) -> Step {
+    Step::new(
+        Action::Redis {
             list: "scooter:blinker".into(),
             push: value.into(),
         },
-        when: None,
-        after_ns: after_ms * 1_000_000,
-        durable: after_ms > 0,
-        fingerprint: Fingerprint([fp; 16]),
-    }
+        after_ms * 1_000_000,
+    )
 }
 
-fn hazards(off_fp: u8) -> Rule {
-    Rule {
-        name: "hazards".into(),
-        source: "hazards.toml".into(),
-        enabled: true,
-        on: pats(&["alarm.triggered"]),
-        cancel_on: pats(&["alarm.disarmed"]),
-        concurrency: Concurrency::Restart,
-        cooldown_ns: 0,
-        debounce_ns: 0,
-        repeat: Repeat {
-            count: 1,
-            every_ns: 0,
-        },
-        when: None,
-        steps: vec![push("both", 0, 1), push("off", 30_000, off_fp)],
-    }
+/// The hazards rule of DESIGN.md 1: `both` now, `off` 30 s later.
+fn hazards() -> Rule {
+    hazards_pushing("off")
 }
 
+/// hazards with step 1 changed (as in fixtures/rules-changed): its
+/// fingerprint differs from [`hazards`]'s.
+fn hazards_changed() -> Rule {
+    hazards_pushing("left")
+}
+
+fn hazards_pushing(later: &str) -> Rule {
+    let mut rule = Rule::new(
+        "hazards",
+        "hazards.toml",
+        pats(&["alarm.triggered"]),
+        vec![push("both", 0), push(later, 30_000)],
+    );
+    rule.cancel_on = pats(&["alarm.disarmed"]);
+    rule
+}
+
+/// A rule named `name` on topic `go`.
+fn go(name: &str, steps: Vec<Step>) -> Rule {
+    Rule::new(name, "go.toml", pats(&["go"]), steps)
+}
+
+/// Step fingerprints are computed (after any `when` or `durable` edit).
 fn payload(rules: Vec<Rule>) -> Arc<Payload> {
-    Arc::new(Payload {
-        compiler_version: "test".into(),
+    Arc::new(Payload::new(
+        "test",
         rules,
-        state_pairs: vec![StatePair {
+        vec![StatePair {
             hash: "vehicle".into(),
             field: "state".into(),
         }],
-        consts: vec![Const::Str("parked".into())],
-    })
+        vec![Const::Str("parked".into())],
+    ))
 }
 
 fn run(rules: Vec<Rule>, timeline: &str, after: Option<Vec<Rule>>) -> Outcome {
@@ -85,7 +91,7 @@ fn kinds(outcome: &Outcome) -> Vec<String> {
 #[test]
 fn hazards_pushes_both_then_off_thirty_seconds_later() {
     let out = run(
-        vec![hazards(2)],
+        vec![hazards()],
         r#"
         [[event]]
         at = "0s"
@@ -114,7 +120,7 @@ fn hazards_pushes_both_then_off_thirty_seconds_later() {
 #[test]
 fn a_restart_while_waiting_keeps_the_record_and_off_still_comes_at_30s() {
     let out = run(
-        vec![hazards(2)],
+        vec![hazards()],
         r#"
         [[event]]
         at = "0s"
@@ -148,7 +154,7 @@ fn a_restart_while_waiting_keeps_the_record_and_off_still_comes_at_30s() {
 #[test]
 fn changed_rules_after_a_restart_drop_the_record_by_fingerprint() {
     let out = run(
-        vec![hazards(2)],
+        vec![hazards()],
         r#"
         [[event]]
         at = "0s"
@@ -157,7 +163,7 @@ fn changed_rules_after_a_restart_drop_the_record_by_fingerprint() {
         at = "10s"
         down = "5s"
         "#,
-        Some(vec![hazards(3)]),
+        Some(vec![hazards_changed()]),
     );
     let t = text(&out);
     assert_eq!(
@@ -171,14 +177,10 @@ fn changed_rules_after_a_restart_drop_the_record_by_fingerprint() {
 
 #[test]
 fn same_instant_order_is_clock_state_fail_restart_event_after_due_deadlines() {
-    let mut gated = hazards(2);
-    gated.name = "gated".into();
-    gated.on = pats(&["go"]);
-    gated.cancel_on = vec![];
+    let mut gated = go("gated", vec![push("x", 0)]);
     gated.when = Some(Program {
         ops: vec![Op::State(0), Op::Const(0), Op::Eq],
     });
-    gated.steps = vec![push("x", 0, 1)];
     // The event is listed first but the state at the same instant applies
     // before it; the fail too.
     let out = run(
@@ -214,7 +216,7 @@ fn same_instant_order_is_clock_state_fail_restart_event_after_due_deadlines() {
 fn deadlines_due_at_an_entry_come_before_it() {
     // off is due at 30s; a disarm at exactly 30s comes after it.
     let out = run(
-        vec![hazards(2)],
+        vec![hazards()],
         r#"
         [[event]]
         at = "0s"
@@ -230,7 +232,7 @@ fn deadlines_due_at_an_entry_come_before_it() {
 
 #[test]
 fn state_changes_while_down_are_read_at_start() {
-    let mut r = hazards(2);
+    let mut r = hazards();
     r.steps[1].when = Some(Program {
         ops: vec![Op::State(0), Op::Const(0), Op::Eq],
     });
@@ -260,14 +262,9 @@ fn state_changes_while_down_are_read_at_start() {
 
 #[test]
 fn a_busy_pool_queues_then_refuses_and_the_refused_step_keeps_its_record() {
-    let mut rules = vec![];
-    for n in 0..4 {
-        let mut r = hazards(2);
-        r.name = format!("r{n}");
-        r.on = pats(&["go"]);
-        r.steps = vec![push("on", 1_000, 9)];
-        rules.push(r);
-    }
+    let rules = (0..4)
+        .map(|n| go(&format!("r{n}"), vec![push("on", 1_000)]))
+        .collect();
     let out = run(
         rules,
         r#"
@@ -297,14 +294,9 @@ fn a_busy_pool_queues_then_refuses_and_the_refused_step_keeps_its_record() {
 
 #[test]
 fn a_queued_step_abandoned_at_restart_keeps_its_record_and_is_replayed() {
-    let mut rules = vec![];
-    for n in 0..2 {
-        let mut r = hazards(2);
-        r.name = format!("r{n}");
-        r.on = pats(&["go"]);
-        r.steps = vec![push("on", 1_000, 9)];
-        rules.push(r);
-    }
+    let rules = (0..2)
+        .map(|n| go(&format!("r{n}"), vec![push("on", 1_000)]))
+        .collect();
     let out = run(
         rules,
         r#"
@@ -333,7 +325,7 @@ fn a_queued_step_abandoned_at_restart_keeps_its_record_and_is_replayed() {
 #[test]
 fn a_clock_jumped_backwards_across_a_restart_drops_as_too_early() {
     let out = run(
-        vec![hazards(2)],
+        vec![hazards()],
         r#"
         [[event]]
         at = "0s"
@@ -356,7 +348,7 @@ fn a_clock_jumped_backwards_across_a_restart_drops_as_too_early() {
 #[test]
 fn a_long_outage_drops_as_too_late_and_end_stops_early() {
     let out = run(
-        vec![hazards(2)],
+        vec![hazards()],
         r#"
         replay-window = "-5m"
         [[event]]
@@ -370,7 +362,7 @@ fn a_long_outage_drops_as_too_late_and_end_stops_early() {
     );
     assert!(text(&out).iter().any(|l| l.contains("reason=too-late")));
     let out = run(
-        vec![hazards(2)],
+        vec![hazards()],
         r#"
         end = "10s"
         [[event]]
@@ -397,7 +389,7 @@ fn bad_timelines_are_refused() {
 
 #[test]
 fn fail_targets_a_step_and_ends_at_until() {
-    let mut r = hazards(2);
+    let mut r = hazards();
     r.steps[1].after_ns = 1_000_000_000;
     let out = run(
         vec![r],
@@ -432,18 +424,12 @@ fn fail_targets_a_step_and_ends_at_until() {
 
 #[test]
 fn a_repeat_gap_and_a_debounce_window_do_not_survive_a_restart() {
-    let mut rep = hazards(2);
-    rep.name = "rep".into();
-    rep.on = pats(&["go"]);
-    rep.steps = vec![push("x", 0, 1)];
+    let mut rep = go("rep", vec![push("x", 0)]);
     rep.repeat = Repeat {
         count: 3,
         every_ns: 2_000_000_000,
     };
-    let mut deb = hazards(2);
-    deb.name = "deb".into();
-    deb.on = pats(&["go"]);
-    deb.steps = vec![push("y", 0, 1)];
+    let mut deb = go("deb", vec![push("y", 0)]);
     deb.debounce_ns = 3_000_000_000;
     let out = run(
         vec![rep, deb],
@@ -468,9 +454,9 @@ fn a_repeat_gap_and_a_debounce_window_do_not_survive_a_restart() {
 
 #[test]
 fn can_actions_show_iface_id_and_data() {
-    let mut r = hazards(2);
-    r.steps = vec![Step {
-        action: Action::Can(rulecore::bundle::CanFrame {
+    let mut r = hazards();
+    r.steps = vec![Step::new(
+        Action::Can(rulecore::bundle::CanFrame {
             iface: "can0".into(),
             id: 0x3A1,
             extended: false,
@@ -478,11 +464,8 @@ fn can_actions_show_iface_id_and_data() {
             dlc: 2,
             data: vec![0x01, 0xFF],
         }),
-        when: None,
-        after_ns: 0,
-        durable: false,
-        fingerprint: Fingerprint([5; 16]),
-    }];
+        0,
+    )];
     let out = run(
         vec![r],
         "[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n",
@@ -497,7 +480,7 @@ fn can_actions_show_iface_id_and_data() {
 #[test]
 fn every_restart_uses_the_after_restart_rules_and_a_new_epoch() {
     let out = run(
-        vec![hazards(2)],
+        vec![hazards()],
         r#"
         [[event]]
         at = "0s"
@@ -512,7 +495,7 @@ fn every_restart_uses_the_after_restart_rules_and_a_new_epoch() {
         at = "4s"
         down = "1s"
         "#,
-        Some(vec![hazards(3)]),
+        Some(vec![hazards_changed()]),
     );
     let t = text(&out);
     // The first record was written by the old rules: dropped. The second by
@@ -528,5 +511,5 @@ fn every_restart_uses_the_after_restart_rules_and_a_new_epoch() {
         t.contains(&"5000 ms replay-resume rule=hazards step=1 pass=0 run=hazards#1-1".to_string()),
         "{t:?}"
     );
-    assert!(t.contains(&"33000 ms action rule=hazards step=1 pass=0 action=redis list=scooter:blinker push=off run=hazards#1-1".to_string()), "{t:?}");
+    assert!(t.contains(&"33000 ms action rule=hazards step=1 pass=0 action=redis list=scooter:blinker push=left run=hazards#1-1".to_string()), "{t:?}");
 }
