@@ -8,7 +8,7 @@ use crate::load::SourceFile;
 use crate::rulefile::{RawRule, Spanned, Table};
 use crate::span::StringMap;
 use crate::when;
-use rulecore::{parse_duration, DurationError, TopicPattern};
+use rulecore::{parse_duration, TopicPattern};
 use std::ops::Range;
 use toml::de::DeValue;
 
@@ -203,28 +203,18 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             Ok(nanos) => Some((nanos, entry.value.span())),
             Err(error) => {
                 let map = StringMap::new(&self.file.text, entry.value.span(), text);
-                let (span, label) = match &error {
-                    DurationError::Empty | DurationError::Overflow => {
-                        (entry.value.span(), error.to_string())
-                    }
-                    DurationError::ExpectedNumber { at } => {
-                        (map.map(*at..*at + 1), "expected a number here".to_string())
-                    }
-                    DurationError::MissingUnit { at } => (
-                        map.map(at.saturating_sub(1)..*at),
-                        "missing unit after this number".to_string(),
-                    ),
-                    DurationError::UnknownUnit { unit, at } => (
-                        map.map(*at..*at + unit.len()),
-                        format!("unknown unit `{unit}`"),
-                    ),
+                let (at, label, help) = super::duration::explain(text, &error);
+                let span = if at.is_empty() && text.is_empty() {
+                    entry.value.span()
+                } else {
+                    map.map(at)
                 };
                 self.error_help(
                     "rulec::duration",
                     format!("invalid duration `{text}` for `{key}`"),
                     span,
                     &label,
-                    "durations use Go syntax: a number and a unit (ns, us, µs, ms, s, m, h), e.g. `\"30s\"`, `\"1.5h\"`, `\"2h45m\"`, or `\"0\"`",
+                    &help,
                 );
                 None
             }

@@ -13,6 +13,7 @@
 
 mod can;
 mod checker;
+mod duration;
 mod rule;
 mod step;
 
