@@ -18,7 +18,7 @@ fn rules(count: usize) -> Vec<Rule> {
     (0..count)
         .map(|i| {
             // A mix of exact and prefix patterns, like real rule sets.
-            let on = if i % 4 == 0 {
+            let on = if i.is_multiple_of(4) {
                 format!("group{i}.*")
             } else {
                 format!("vehicle.thing{i}.changed")
@@ -40,7 +40,7 @@ fn rules(count: usize) -> Vec<Rule> {
 }
 
 fn topic(i: usize) -> String {
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         format!("group{i}.x.y")
     } else {
         format!("vehicle.thing{i}.changed")
