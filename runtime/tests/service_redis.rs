@@ -95,14 +95,9 @@ fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
     ];
     let (seeded, pending) = runtime().block_on(async {
         let mut con = manager(&redis).await;
-        let before: String = redis.query(&["INFO", "commandstats"]);
+        let before = commandstat(&redis, "hmget");
         let seeded = store::seed_state(&mut con, &pairs).await.unwrap();
-        let after: String = redis.query(&["INFO", "commandstats"]);
-        assert_eq!(
-            hmget_calls(&after) - hmget_calls(&before),
-            2,
-            "one per hash"
-        );
+        assert_eq!(commandstat(&redis, "hmget") - before, 2, "one per hash");
         (seeded, store::read_pending(&mut con).await.unwrap())
     });
     let mut seeded = seeded;
@@ -116,14 +111,6 @@ fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
         ]
     );
     assert_eq!(pending, vec![("a#1-1".to_string(), b"{\"x\":1}".to_vec())]);
-}
-
-fn hmget_calls(info: &str) -> u64 {
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_hmget:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Each published event reaches a subscriber once, even where a glob and
@@ -156,4 +143,57 @@ fn overlapping_patterns_deliver_each_event_once() {
         }
         assert_eq!(got, ["ev:button.seat", "ev:alarm.triggered", "ev:button.x"]);
     });
+}
+
+/// The store queue is bounded: past the limit a put and a counter write are
+/// refused (and a refused put's drop skipped), a drop of a written record
+/// is still accepted, and once the queue drained writes are accepted again.
+#[test]
+fn store_queue_is_bounded() {
+    let redis = RedisServer::start();
+    runtime().block_on(async {
+        let put = |id: &str| StoreOp::Put {
+            id: id.into(),
+            json: "x".repeat(100),
+        };
+        // Room for a few puts (each ~170 bytes with its overhead).
+        let (writer, task) = StoreWriter::with_limit(manager(&redis).await, 520);
+        // The writer task does not run before this test awaits (one
+        // thread): everything sent now waits in the queue.
+        assert!(writer.send(put("a#1-1")));
+        assert!(writer.send(put("a#1-2")));
+        assert!(writer.send(put("a#1-3")));
+        assert!(!writer.send(put("a#1-4")), "past the limit");
+        assert!(!writer.send(StoreOp::Counters(vec![("rules", "1".into())])));
+        assert!(
+            writer.send(StoreOp::Drop { id: "a#1-1".into() }),
+            "drops always queue"
+        );
+        assert!(
+            writer.send(StoreOp::Drop { id: "a#1-4".into() }),
+            "nothing to remove"
+        );
+        writer.flush().await;
+        assert!(writer.send(put("a#1-5")), "room again once drained");
+        writer.flush().await;
+        drop(writer);
+        task.await.unwrap();
+    });
+    let mut left: Vec<String> = redis.query(&["HKEYS", "extensions:pending"]);
+    left.sort();
+    assert_eq!(left, ["a#1-2", "a#1-3", "a#1-5"]);
+    let counters: bool = redis.query(&["EXISTS", "extensions"]);
+    assert!(!counters);
+    let hdels = commandstat(&redis, "hdel");
+    assert_eq!(hdels, 1, "the refused put's drop is not sent");
+}
+
+fn commandstat(redis: &RedisServer, command: &str) -> u64 {
+    let info: String = redis.query(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }

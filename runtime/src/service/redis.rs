@@ -7,7 +7,9 @@ use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
 use rulecore::bundle::StatePair;
 use rulecore::topic::{Subscription, TopicPattern};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
@@ -247,31 +249,121 @@ pub enum StoreOp {
     Counters(Vec<(&'static str, String)>),
     /// `HSET extensions:rules name json ...`
     RuleStats(Vec<(String, String)>),
+    /// PING the command connection until it answers (a few tries), so a
+    /// connection broken by a Redis restart is replaced before the writes
+    /// queued after this one (and the actions) meet it.
+    Wake,
     /// Answers once every earlier op was performed.
     Flush(oneshot::Sender<()>),
 }
 
+impl StoreOp {
+    /// Roughly what the op holds in memory while it waits in the queue.
+    fn cost(&self) -> usize {
+        const OVERHEAD: usize = 64;
+        OVERHEAD
+            + match self {
+                Self::Put { id, json } => id.len() + json.len(),
+                Self::Drop { id } => id.len(),
+                Self::Counters(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
+                Self::RuleStats(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
+                Self::Wake | Self::Flush(_) => 0,
+            }
+    }
+}
+
+/// How many bytes of writes may wait for Redis (DESIGN.md 1: 48 MB for the
+/// whole service). Past it, new records and counter updates are refused
+/// (see [`StoreWriter::send`]); removals always queue.
+pub const STORE_QUEUE_LIMIT: usize = 4 * 1024 * 1024;
+
 /// The one task that writes the pending store and the counters, in the
 /// order the driver issued them, so a record's put never lands after its
 /// own drop (DESIGN.md 6.5).
+///
+/// The queue is bounded by [`STORE_QUEUE_LIMIT`] bytes, so a long Redis
+/// outage cannot eat the memory budget. Past the limit a `Put` is refused
+/// (the step still runs, without restart protection) and so are counter
+/// writes (the driver writes them in full once it can again); a `Drop` is
+/// always accepted, since a record left behind would run its step again at
+/// the next start, except the drop of a record whose put was refused: there
+/// is nothing to remove.
 #[derive(Debug, Clone)]
 pub struct StoreWriter {
     tx: mpsc::UnboundedSender<StoreOp>,
+    /// Bytes waiting in the queue; the task subtracts what it takes.
+    queued: Arc<AtomicUsize>,
+    limit: usize,
+    overflow: Arc<Mutex<Overflow>>,
+}
+
+/// What the writer refused while its queue was full.
+#[derive(Debug, Default)]
+struct Overflow {
+    /// Runs whose latest `Put` was refused: their `Drop` is skipped.
+    unwritten: HashSet<String>,
+    /// Writes refused since the queue last had room.
+    refused: u64,
 }
 
 impl StoreWriter {
     pub fn start(con: ConnectionManager) -> (Self, tokio::task::JoinHandle<()>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let handle = tokio::spawn(store_task(con, rx));
-        (Self { tx }, handle)
+        Self::with_limit(con, STORE_QUEUE_LIMIT)
     }
 
-    pub fn send(&self, op: StoreOp) {
+    /// [`StoreWriter::start`] with a queue of at most `limit` bytes.
+    pub fn with_limit(con: ConnectionManager, limit: usize) -> (Self, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let handle = tokio::spawn(store_task(con, rx, Arc::clone(&queued)));
+        let writer = Self {
+            tx,
+            queued,
+            limit,
+            overflow: Arc::default(),
+        };
+        (writer, handle)
+    }
+
+    /// Queues `op` without waiting. Returns whether it was accepted; a
+    /// refused op was logged with what it costs.
+    pub fn send(&self, op: StoreOp) -> bool {
+        let cost = op.cost();
+        let mut overflow = self.overflow.lock().unwrap_or_else(PoisonError::into_inner);
+        let full = self.queued.load(Ordering::Relaxed) + cost > self.limit;
+        match &op {
+            StoreOp::Put { id, .. } if full => {
+                overflow.unwritten.insert(id.clone());
+                overflow.note_refused(self.limit);
+                tracing::debug!(run = %id, "pending record not written: store queue full");
+                return false;
+            }
+            StoreOp::Counters(_) | StoreOp::RuleStats(_) if full => {
+                overflow.note_refused(self.limit);
+                return false;
+            }
+            StoreOp::Put { id, .. } => {
+                overflow.unwritten.remove(id);
+            }
+            StoreOp::Drop { id } if overflow.unwritten.remove(id) => return true,
+            _ => {}
+        }
+        if !full && overflow.refused > 0 {
+            tracing::info!(
+                refused = overflow.refused,
+                "the store queue has room again; writes refused meanwhile are lost"
+            );
+            overflow.refused = 0;
+        }
+        drop(overflow);
+        self.queued.fetch_add(cost, Ordering::Relaxed);
         if self.tx.send(op).is_err() {
             tracing::error!(
                 "the store writer has stopped; a pending-store or counter write was lost"
             );
+            return false;
         }
+        true
     }
 
     /// Waits until everything sent so far was written (or failed).
@@ -284,19 +376,44 @@ impl StoreWriter {
     }
 }
 
+impl Overflow {
+    fn note_refused(&mut self, limit: usize) {
+        if self.refused == 0 {
+            tracing::error!(
+                limit_kib = limit / 1024,
+                "store queue full (Redis slow or unreachable): new pending records are not \
+                 written (their steps still run, without restart protection) and counter \
+                 updates wait until the queue drains"
+            );
+        }
+        self.refused += 1;
+    }
+}
+
 /// At most this many writes go out in one pipeline.
 const STORE_BATCH: usize = 512;
 
-async fn store_task(mut con: ConnectionManager, mut rx: mpsc::UnboundedReceiver<StoreOp>) {
+async fn store_task(
+    mut con: ConnectionManager,
+    mut rx: mpsc::UnboundedReceiver<StoreOp>,
+    queued: Arc<AtomicUsize>,
+) {
     let mut batch = Vec::new();
     while let Some(op) = rx.recv().await {
         // Whatever queued up meanwhile goes out in one pipeline: one round
         // trip for a burst (one event parking many runs), same order.
-        batch.push(op);
-        while batch.len() < STORE_BATCH {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
+        let mut next = Some(op);
+        while let Some(op) = next.take() {
+            queued.fetch_sub(op.cost(), Ordering::Relaxed);
+            match op {
+                StoreOp::Wake => {
+                    write_batch(&mut con, &mut batch).await;
+                    wake_commands(&mut con).await;
+                }
+                op => batch.push(op),
+            }
+            if batch.len() < STORE_BATCH {
+                next = rx.try_recv().ok();
             }
         }
         write_batch(&mut con, &mut batch).await;
@@ -359,7 +476,7 @@ async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
                 }
                 written.push(Written::RuleStats);
             }
-            StoreOp::Counters(_) | StoreOp::RuleStats(_) => {}
+            StoreOp::Counters(_) | StoreOp::RuleStats(_) | StoreOp::Wake => {}
             StoreOp::Flush(done) => flushed.push(done),
         }
     }
@@ -388,58 +505,110 @@ async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
     }
 }
 
-/// Re-reads watched fields after change notifications, one at a time in
-/// arrival order, and hands (index, value) back to the driver.
+/// What the state reader is asked to do.
+#[derive(Debug)]
+enum Reread {
+    /// `HGET hash field` after a change notification.
+    Field {
+        index: usize,
+        hash: String,
+        field: String,
+    },
+    /// Every watched pair again (after a reconnect: notifications were
+    /// missed); a field that is gone reads `""`.
+    All,
+}
+
+/// Re-reads watched fields after change notifications, one request at a
+/// time in arrival order, and hands (index, value) back to the driver.
 #[derive(Debug, Clone)]
 pub struct StateReader {
-    tx: mpsc::UnboundedSender<(usize, String, String)>,
+    tx: mpsc::UnboundedSender<Reread>,
 }
 
 impl StateReader {
+    /// `pairs` are the bundle's `state_pairs` (indices refer to them).
     pub fn start(
         con: ConnectionManager,
+        pairs: Vec<StatePair>,
         values: mpsc::UnboundedSender<(usize, String)>,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let handle = tokio::spawn(state_task(con, rx, values));
+        let handle = tokio::spawn(state_task(con, pairs, rx, values));
         (Self { tx }, handle)
     }
 
     /// Asks for `HGET hash field`; the answer arrives as `(index, value)`.
     pub fn reread(&self, index: usize, hash: &str, field: &str) {
-        if self
-            .tx
-            .send((index, hash.to_string(), field.to_string()))
-            .is_err()
-        {
-            tracing::error!(hash, field, "the state reader has stopped");
+        self.request(Reread::Field {
+            index,
+            hash: hash.to_string(),
+            field: field.to_string(),
+        });
+    }
+
+    /// Asks for every watched pair again (one `HMGET` per hash); the answers
+    /// arrive as `(index, value)`, `""` for a field that does not exist.
+    pub fn reread_all(&self) {
+        self.request(Reread::All);
+    }
+
+    fn request(&self, request: Reread) {
+        if let Err(e) = self.tx.send(request) {
+            tracing::error!("the state reader has stopped; {:?} not re-read", e.0);
         }
     }
 }
 
 async fn state_task(
     mut con: ConnectionManager,
-    mut rx: mpsc::UnboundedReceiver<(usize, String, String)>,
+    pairs: Vec<StatePair>,
+    mut rx: mpsc::UnboundedReceiver<Reread>,
     values: mpsc::UnboundedSender<(usize, String)>,
 ) {
-    while let Some((index, hash, field)) = rx.recv().await {
-        let value: redis::RedisResult<Option<String>> = redis::cmd("HGET")
-            .arg(&hash)
-            .arg(&field)
-            .query_async(&mut con)
-            .await;
-        match value {
-            // A deleted field is unknown again: `""`.
-            Ok(value) => {
-                if values.send((index, value.unwrap_or_default())).is_err() {
-                    return;
+    while let Some(request) = rx.recv().await {
+        let read = match request {
+            Reread::Field { index, hash, field } => {
+                let value: redis::RedisResult<Option<String>> = redis::cmd("HGET")
+                    .arg(&hash)
+                    .arg(&field)
+                    .query_async(&mut con)
+                    .await;
+                match value {
+                    // A deleted field is unknown again: `""`.
+                    Ok(value) => vec![(index, value.unwrap_or_default())],
+                    Err(e) => {
+                        tracing::warn!(
+                            hash,
+                            field,
+                            "state re-read failed, keeping the old value: {e}"
+                        );
+                        continue;
+                    }
                 }
             }
-            Err(e) => tracing::warn!(
-                hash,
-                field,
-                "state re-read failed, keeping the old value: {e}"
-            ),
+            Reread::All => {
+                match seed_state(&mut con, &pairs).await {
+                    Ok(found) => {
+                        let mut all = vec![String::new(); pairs.len()];
+                        for (index, value) in found {
+                            if let Some(slot) = all.get_mut(index) {
+                                *slot = value;
+                            }
+                        }
+                        all.into_iter().enumerate().collect()
+                    }
+                    Err(e) => {
+                        tracing::warn!("re-reading state after the reconnect failed, keeping the old values: {e}");
+                        continue;
+                    }
+                }
+            }
+        };
+        for value in read {
+            if values.send(value).is_err() {
+                return;
+            }
         }
     }
 }
