@@ -785,7 +785,7 @@ fn journal_lines_have_priority_and_no_timestamp() {
     assert!(
         lines
             .iter()
-            .any(|l| l.starts_with("<6>") && l.contains("connected to redis")),
+            .any(|l| l.starts_with("<6>") && l.contains("ruled starting")),
         "{log}"
     );
     assert!(
@@ -891,5 +891,165 @@ fn queue_backlog_overflow_counts_refused() {
     assert!(
         items.chunks(2).all(|pair| pair == ["start", "end"]),
         "{items:?}"
+    );
+}
+
+/// A bad bundle is reported at once, even while Redis is not there: the
+/// bundle is loaded before the first connection attempt.
+#[test]
+fn bad_bundle_fails_fast_without_redis() {
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("b");
+    std::fs::write(&bundle, b"not a bundle").unwrap();
+    redis.kill();
+    let mut ruled = Ruled::start(&redis, &bundle, &[]);
+    let code = ruled.wait_exit();
+    assert_eq!(code, Some(1), "log:\n{}", ruled.log_text());
+    let log = ruled.log_text();
+    assert!(log.contains(&bundle.display().to_string()), "{log}");
+    assert!(!log.contains("cannot connect to redis"), "{log}");
+}
+
+/// A durable step's record goes when its action starts, not when it ends;
+/// a step still queued at stop keeps its record and counts `dropped`.
+#[test]
+fn record_removed_at_start_and_kept_when_abandoned_at_stop() {
+    use std::os::unix::fs::PermissionsExt;
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let busy = dir.path().join("busy.sh");
+    std::fs::write(
+        &busy,
+        format!(
+            "#!/bin/sh\necho $$ > {}\nexec sleep 600\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&busy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rules = vec![
+        bundles::rule(
+            "busy",
+            &["x.busy"],
+            vec![bundles::exec_step(busy.to_str().unwrap(), 600_000, 200)],
+        ),
+        bundles::rule(
+            "queued",
+            &["x.queued"],
+            vec![bundles::redis_step("queued", "x", 200)],
+        ),
+    ];
+    let bundle = bundles::write(dir.path(), "b", &payload(rules, vec![], vec![]));
+    let mut ruled = Ruled::start(&redis, &bundle, &["--workers", "1", "--queue", "4"]);
+    ruled.wait_ready();
+    publish(&redis, "x.busy", r#"{"topic":"x.busy"}"#);
+    wait_for("busy.sh running", || pid_file.exists());
+    wait_for("the running step's record removed", || {
+        pending_ids(&redis).is_empty()
+    });
+    wait_counter(&redis, &ruled, "dispatched", "1");
+    wait_counter(&redis, &ruled, "runs-active", "1");
+
+    publish(&redis, "x.queued", r#"{"topic":"x.queued"}"#);
+    // Its timer fires, its job waits behind busy.sh: no longer an armed
+    // timer, not started, record still there.
+    wait_counter(&redis, &ruled, "runs-active", "2");
+    wait_counter(&redis, &ruled, "pending", "0");
+    ruled.wait_log(&["submitting action", "rule=queued"]);
+    let kept = pending_ids(&redis);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].starts_with("queued#"), "{kept:?}");
+    assert_eq!(counter(&redis, "dispatched").as_deref(), Some("1"));
+
+    assert!(ruled.stop(), "clean exit; log:\n{}", ruled.log_text());
+    assert_eq!(
+        pending_ids(&redis),
+        kept,
+        "the abandoned step keeps its record"
+    );
+    assert_eq!(counter(&redis, "dropped").as_deref(), Some("1"));
+    assert!(list(&redis, "queued").is_empty());
+    assert!(ruled.log_text().contains("abandoned"));
+}
+
+/// `pending` counts every armed timer: a debounce window and a repeat gap
+/// too, not only step waits (DESIGN.md 6.7).
+#[test]
+fn pending_counts_debounce_windows_and_repeat_gaps() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut debounced = bundles::rule(
+        "debounced",
+        &["d.go"],
+        vec![bundles::redis_step("debounced", "x", 0)],
+    );
+    debounced.debounce_ns = 60_000 * bundles::MS;
+    let mut repeated = bundles::rule(
+        "repeated",
+        &["r.go"],
+        vec![bundles::redis_step("repeated", "x", 0)],
+    );
+    repeated.repeat = rulecore::bundle::Repeat {
+        count: 2,
+        every_ns: 60_000 * bundles::MS,
+    };
+    let bundle = bundles::write(
+        dir.path(),
+        "b",
+        &payload(vec![debounced, repeated], vec![], vec![]),
+    );
+    let ruled = Ruled::start(&redis, &bundle, &[]);
+    ruled.wait_ready();
+    publish(&redis, "d.go", r#"{"topic":"d.go"}"#);
+    wait_counter(&redis, &ruled, "pending", "1");
+    publish(&redis, "r.go", r#"{"topic":"r.go"}"#);
+    wait_for("first pass", || list(&redis, "repeated") == ["x"]);
+    wait_counter(&redis, &ruled, "pending", "2");
+    assert!(list(&redis, "debounced").is_empty());
+    assert!(pending_ids(&redis).is_empty(), "neither is durable");
+}
+
+/// After the server restarts empty, the watched state is read again: a
+/// field that is gone reads `""`, not its value from before the outage.
+#[test]
+fn state_is_read_again_after_a_redis_restart() {
+    use rulecore::bundle::StatePair;
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (program, consts) = bundles::state_equals("parked");
+    let mut conditioned = bundles::rule(
+        "when-parked",
+        &["seat.opened"],
+        vec![bundles::redis_step("parked", "yes", 0)],
+    );
+    conditioned.when = Some(program);
+    let marker = bundles::rule(
+        "marker",
+        &["seat.opened"],
+        vec![bundles::redis_step("marker", "seen", 0)],
+    );
+    let pairs = vec![StatePair {
+        hash: "vehicle".into(),
+        field: "state".into(),
+    }];
+    let bundle = bundles::write(
+        dir.path(),
+        "b",
+        &payload(vec![conditioned, marker], pairs, consts),
+    );
+    let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked"]);
+    let ruled = Ruled::start(&redis, &bundle, &["--workers", "1"]);
+    ruled.wait_ready();
+    redis.restart();
+    ruled.wait_log(&["pub/sub subscription restored"]);
+    ruled.wait_log(&["state changed", "vehicle"]);
+    publish(&redis, "seat.opened", r#"{"topic":"seat.opened"}"#);
+    wait_for("marker", || list(&redis, "marker").len() == 1);
+    assert!(
+        list(&redis, "parked").is_empty(),
+        "state is \"\" now; log:\n{}",
+        ruled.log_text()
     );
 }

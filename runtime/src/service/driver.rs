@@ -68,6 +68,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServiceError> {
     tokio::pin!(shutdown);
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "ruled starting");
     // A stop during start (e.g. while Redis is not up yet) leaves nothing
     // to clean up: no subscription yet, and pending records stay in Redis.
     let mut service = tokio::select! {
@@ -87,7 +88,6 @@ pub async fn run(
 struct Service {
     engine: Engine,
     payload: Arc<Payload>,
-    bundle_id: String,
     /// The command connection (`ConnectionManager` clones share it).
     con: ConnectionManager,
     pool: Pool,
@@ -107,8 +107,12 @@ struct Service {
 }
 
 impl Service {
-    /// Start (DESIGN.md 6.8): connect, load and verify the bundle, seed
+    /// Start (DESIGN.md 6.8): load and verify the bundle, connect, seed
     /// state, replay pending records, publish counters, then subscribe.
+    ///
+    /// The bundle comes before the connection (6.8 lists them the other way
+    /// round; nothing observable depends on it): a bad bundle or a bad URL
+    /// fails at once, not only once Redis answers.
     async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
         let client = redis::Client::open(config.redis_url.as_str()).map_err(|source| {
             ServiceError::RedisUrl {
@@ -116,9 +120,6 @@ impl Service {
                 source,
             }
         })?;
-        let mut con = store::connect_manager(&client).await;
-        tracing::info!(redis = %config.redis_url, "connected to redis");
-
         let LoadedBundle { payload, id } = bundle::load(&config.bundle)?;
         let payload = Arc::new(payload);
         tracing::info!(
@@ -129,6 +130,8 @@ impl Service {
             compiler = %payload.compiler_version,
             "bundle loaded"
         );
+        let mut con = store::connect_manager(&client).await;
+        tracing::info!(redis = %config.redis_url, "connected to redis");
         let origin = Instant::now();
         let mut engine = Engine::new(
             Arc::clone(&payload),
@@ -171,14 +174,13 @@ impl Service {
                 .collect()
         };
         let (state_tx, state_values) = mpsc::unbounded_channel();
-        let reader =
-            (!state_hashes.is_empty()).then(|| StateReader::start(con.clone(), state_tx).0);
+        let reader = (!state_hashes.is_empty())
+            .then(|| StateReader::start(con.clone(), payload.state_pairs.clone(), state_tx).0);
         let subs = Subscriptions::compute(&live_patterns, &state_hashes);
-        let published = Published::new(&engine);
+        let published = Published::new(&engine, id.clone());
         let mut service = Self {
             engine,
             payload,
-            bundle_id: id,
             con,
             pool,
             reports,
@@ -208,7 +210,7 @@ impl Service {
 
         service
             .published
-            .write_all(&service.engine, &service.writer, &service.bundle_id);
+            .write_all(&service.engine, &service.writer);
 
         service.subscriber.open().await;
         let subs = &service.subscriber.subs;
@@ -244,7 +246,7 @@ impl Service {
                 () = shutdown.as_mut() => break,
                 bus = self.subscriber.next() => match bus {
                     Bus::Message(message) => self.on_message(&message),
-                    Bus::Restored => self.on_restored().await,
+                    Bus::Restored => self.on_restored(),
                 },
                 Some(report) = self.reports.recv() => self.on_report(report),
                 Some((index, value)) = self.state_values.recv() => {
@@ -329,22 +331,19 @@ impl Service {
         }
     }
 
-    /// The subscription is back after a lost connection.
-    async fn on_restored(&mut self) {
+    /// The subscription is back after a lost connection. Nothing here
+    /// waits: a step due now must not wait on the command connection.
+    fn on_restored(&mut self) {
         // The command connection shared the outage but only notices on its
-        // next use: make that a PING rather than an action.
-        store::wake_commands(&mut self.con).await;
+        // next use: the store writer PINGs it (off this loop) before the
+        // writes queued after the PING.
+        self.writer.send(StoreOp::Wake);
         // The server may have restarted empty: the counters in full again.
-        self.published
-            .write_all(&self.engine, &self.writer, &self.bundle_id);
-        // Change notifications were missed too: read the watched pairs again.
-        match store::seed_state(&mut self.con, &self.payload.state_pairs).await {
-            Ok(values) => {
-                for (index, value) in values {
-                    self.engine.state_changed(index, value);
-                }
-            }
-            Err(e) => tracing::warn!("re-reading state after the reconnect: {e}"),
+        self.published.write_all(&self.engine, &self.writer);
+        // Change notifications were missed too: the state reader reads the
+        // watched pairs again, in order with later notifications.
+        if let Some(reader) = &self.reader {
+            reader.reread_all();
         }
     }
 
@@ -397,10 +396,13 @@ impl Service {
                         self.engine.action_refused(now, wall_ms(), id);
                     }
                 }
-                Effect::PutRecord { id, json, .. } => self.writer.send(StoreOp::Put {
-                    id: id.to_string(),
-                    json,
-                }),
+                // A refused put or drop was logged by the writer with its cost.
+                Effect::PutRecord { id, json, .. } => {
+                    self.writer.send(StoreOp::Put {
+                        id: id.to_string(),
+                        json,
+                    });
+                }
                 Effect::DropRecord { id, reason, rule } => {
                     tracing::debug!(run = %id, rule = ?rule, reason = reason.as_str(), "removing pending record");
                     self.writer.send(StoreOp::Drop { id: id.to_string() });
@@ -597,23 +599,32 @@ fn log_note(note: &Note) {
 struct Published {
     counters: Counters,
     rules: Vec<RuleStats>,
+    bundle_id: String,
+    /// A write was refused (store queue full): what Redis holds is unknown,
+    /// so the next tick writes everything again.
+    stale: bool,
 }
 
 impl Published {
-    fn new(engine: &Engine) -> Self {
+    fn new(engine: &Engine, bundle_id: String) -> Self {
         let rules = (0..engine.payload().rules.len())
             .map(|index| engine.rule_stats(index).unwrap_or_default())
             .collect();
         Self {
             counters: engine.counters(),
             rules,
+            bundle_id,
+            stale: false,
         }
     }
 
     /// Writes the counters and every rule's statistics in full.
-    fn write_all(&mut self, engine: &Engine, writer: &StoreWriter, bundle_id: &str) {
-        *self = Self::new(engine);
-        writer.send(StoreOp::Counters(full_counters(&self.counters, bundle_id)));
+    fn write_all(&mut self, engine: &Engine, writer: &StoreWriter) {
+        *self = Self::new(engine, std::mem::take(&mut self.bundle_id));
+        let counters = writer.send(StoreOp::Counters(full_counters(
+            &self.counters,
+            &self.bundle_id,
+        )));
         let rules = engine
             .payload()
             .rules
@@ -621,14 +632,19 @@ impl Published {
             .zip(&self.rules)
             .map(|(rule, stats)| (rule.name.clone(), rule_stats_json(stats)))
             .collect();
-        writer.send(StoreOp::RuleStats(rules));
+        let rules = writer.send(StoreOp::RuleStats(rules));
+        self.stale = !(counters && rules);
     }
 
     fn write_changes(&mut self, engine: &Engine, writer: &StoreWriter) {
+        if self.stale {
+            self.write_all(engine, writer);
+            return;
+        }
         let counters = engine.counters();
         let changed = changed_counters(&self.counters, &counters);
         if !changed.is_empty() {
-            writer.send(StoreOp::Counters(changed));
+            self.stale |= !writer.send(StoreOp::Counters(changed));
             self.counters = counters;
         }
         let mut rules = Vec::new();
@@ -646,7 +662,7 @@ impl Published {
             }
         }
         if !rules.is_empty() {
-            writer.send(StoreOp::RuleStats(rules));
+            self.stale |= !writer.send(StoreOp::RuleStats(rules));
         }
     }
 }
