@@ -264,3 +264,98 @@ fn a_when_error_span_lands_inside_the_string_in_the_file() {
     assert_eq!(diagnostic.rule.as_deref(), Some("x"));
     assert_eq!(diagnostic.step, None);
 }
+
+#[test]
+fn a_disabled_rule_that_failed_claims_no_name() {
+    // DESIGN.md 3.3/3.5: the disabled rule is left out for its error, so the
+    // enabled rule keeps the name with no duplicate-name warning.
+    let report = check(&[
+        (
+            "a.toml",
+            &named("x", "enabled = false\ncooldown = \"-1s\"\n"),
+        ),
+        ("b.toml", &named("x", "")),
+    ]);
+    let kept: Vec<(&str, bool)> = report
+        .rules
+        .iter()
+        .map(|r| (r.source.as_str(), r.enabled))
+        .collect();
+    assert_eq!(kept, [("b.toml", true)]);
+    let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, ["rulec::duration-range"]);
+    assert_eq!(report.diagnostics[0].severity, Severity::Warning);
+}
+
+#[test]
+fn cancel_on_equal_to_on_warns_only_under_restart() {
+    let same = "cancel-on = [\"t\"]\n";
+    for (policy, warns) in [
+        ("", true),
+        ("concurrency = \"restart\"\n", true),
+        ("concurrency = \"queue\"\n", false),
+        ("concurrency = \"drop\"\n", false),
+    ] {
+        let report = check(&[("a.toml", &named("x", &format!("{policy}{same}")))]);
+        let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+        let expected: &[&str] = if warns {
+            &["rulec::redundant-cancel-on"]
+        } else {
+            &[]
+        };
+        assert_eq!(codes, expected, "{policy:?}");
+        assert_eq!(report.rules.len(), 1, "a warning rejects nothing");
+    }
+}
+
+#[test]
+fn exec_command_is_one_program() {
+    let exec = |command: &str| {
+        format!(
+            "[[rule]]\nname = \"x\"\non = [\"t\"]\n[[rule.step]]\ndo = \"exec\"\ncommand = \"{command}\"\n"
+        )
+    };
+    for ok in ["lights-off", "/usr/local/bin/lights-off", "./bin/x"] {
+        let report = check(&[("a.toml", &exec(ok))]);
+        assert!(
+            report.diagnostics.is_empty(),
+            "{ok}: {:#?}",
+            report.diagnostics
+        );
+    }
+    for bad in ["systemctl restart lights", "x\\ty", "/bin/x\\u0000"] {
+        let report = check(&[("a.toml", &exec(bad))]);
+        assert!(report.rules.is_empty(), "{bad}");
+        let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+        assert_eq!(codes, ["rulec::exec-arguments"], "{bad}");
+    }
+}
+
+#[test]
+fn every_and_debounce_rules() {
+    let cases = [
+        ("repeat = { count = 2, every = \"1s\" }\n", &[][..]),
+        ("repeat = { count = 1 }\n", &[][..]),
+        ("repeat = {}\n", &["rulec::repeat"][..]),
+        ("repeat = { count = 2 }\n", &["rulec::repeat"][..]),
+        (
+            "repeat = { count = 2, every = \"-1s\" }\n",
+            &["rulec::repeat"][..],
+        ),
+        (
+            "repeat = { count = 1, every = \"1s\" }\n",
+            &["rulec::repeat-every-unused"][..],
+        ),
+        ("debounce = \"1ms\"\n", &[][..]),
+        ("debounce = \"0\"\n", &["rulec::duration-range"][..]),
+        ("cooldown = \"0\"\n", &[][..]),
+        ("cooldown = \"-1ns\"\n", &["rulec::duration-range"][..]),
+    ];
+    for (extra, expected) in cases {
+        let report = check(&[("a.toml", &named("x", extra))]);
+        let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+        assert_eq!(codes, expected, "{extra}");
+        let rejected = report.errors() > 0;
+        assert_eq!(report.rules.is_empty(), rejected, "{extra}");
+    }
+}

@@ -2,6 +2,7 @@
 
 use super::checker::{entry, RuleChecker};
 use crate::rulefile::Table;
+use crate::span::StringMap;
 use rulecore::bundle::{Action, CanFrame};
 use std::borrow::Cow;
 use std::ops::Range;
@@ -14,8 +15,8 @@ impl<'i> RuleChecker<'_, 'i> {
         let iface = match self.required_string(step, "iface", "can", header, "\"can0\"") {
             Some((iface, span)) => {
                 let bad = iface
-                    .chars()
-                    .find(|c| c.is_whitespace() || *c == '/' || *c == '\0');
+                    .char_indices()
+                    .find(|(_, c)| c.is_whitespace() || *c == '/' || *c == '\0');
                 if iface.len() > 15 {
                     self.error_help(
                         "rulec::can-iface",
@@ -28,11 +29,18 @@ impl<'i> RuleChecker<'_, 'i> {
                         "SocketCAN interface names are 1 to 15 bytes, e.g. `can0`",
                     );
                     ok = false;
-                } else if let Some(bad) = bad {
+                } else if let Some((at, bad)) = bad {
+                    let what = match bad {
+                        '/' => "`/`".to_string(),
+                        '\0' => "a NUL byte".to_string(),
+                        ' ' => "a space".to_string(),
+                        other => format!("white space ({})", other.escape_unicode()),
+                    };
+                    let map = StringMap::new(&self.file.text, span, &iface);
                     self.error_help(
                         "rulec::can-iface",
-                        format!("interface name `{}` contains {bad:?}", iface.escape_debug()),
-                        span,
+                        format!("interface name `{}` contains {what}", iface.escape_debug()),
+                        map.map(at..at + bad.len_utf8()),
                         "white space, `/` and NUL are not allowed",
                         "SocketCAN interface names look like `can0` or `vcan1`",
                     );

@@ -264,12 +264,14 @@ impl<'i> RuleChecker<'_, 'i> {
             Some((count, span)) => match u32::try_from(count) {
                 Ok(count) if count >= 1 => count,
                 _ => {
+                    let bound = if count < 1 {
+                        "at least 1".to_string()
+                    } else {
+                        format!("at most {}", u32::MAX)
+                    };
                     self.error_help(
                         "rulec::repeat",
-                        format!(
-                            "`repeat.count` must be at least 1 and at most {}, found {count}",
-                            u32::MAX
-                        ),
+                        format!("`repeat.count` must be {bound}, found {count}"),
                         span,
                         "out of range",
                         "`count` is the number of passes in all; 1 means no repetition",

@@ -96,6 +96,9 @@ impl<'i> RuleChecker<'_, 'i> {
                 None
             }
         };
+        // Whether `after` itself is sound, apart from the step's other keys:
+        // the `durable` check below depends on it alone.
+        let mut after_ok = true;
         let after_ns = match self.duration(step, "after") {
             Some((nanos, span)) if nanos < 0 => {
                 self.error_help(
@@ -105,18 +108,19 @@ impl<'i> RuleChecker<'_, 'i> {
                     "negative duration",
                     "`after` is a delay: write a positive duration, or `\"0s\"` to run at once",
                 );
-                ok = false;
+                after_ok = false;
                 0
             }
             Some((nanos, _)) => nanos.unsigned_abs(),
             None => {
-                ok &= entry(step, "after").is_none();
+                after_ok = entry(step, "after").is_none();
                 0
             }
         };
+        ok &= after_ok;
         let durable = match self.boolean(step, "durable") {
             Some((durable, durable_span)) => {
-                if after_ns == 0 && ok {
+                if after_ns == 0 && after_ok {
                     let mut diagnostic = Diagnostic::error(
                         "rulec::durable-without-after",
                         "`durable` on a step without a delay",
@@ -288,18 +292,24 @@ impl<'i> RuleChecker<'_, 'i> {
             header,
             "\"/usr/local/bin/lights-off\"",
         );
-        if let Some((text, span)) = &command {
-            if text.chars().any(char::is_whitespace) {
+        let command = command.filter(|(text, span)| {
+            // DESIGN.md 3.2: a name or path, no arguments, no shell. The
+            // runtime would look for a program literally named
+            // `systemctl restart lights` and fail on every run.
+            if let Some(bad) = text.chars().find(|c| c.is_whitespace() || *c == '\0') {
+                let what = if bad == '\0' { "a NUL byte" } else { "white space" };
                 self.push(
-                    Diagnostic::warning(
+                    Diagnostic::error(
                         "rulec::exec-arguments",
-                        format!("`command` contains white space: `{text}` is run as one executable name, not split into arguments"),
+                        format!("`command` `{}` contains {what}: it names one program, without arguments", text.escape_debug()),
                     )
-                    .at(span.clone(), "one program path, no arguments, no shell")
-                    .with_help("put the arguments in a small script and run that; the event arrives on stdin and in `LS_*` variables"),
+                    .at(span.clone(), "one program name or path, no arguments, no shell")
+                    .with_help("put the command line in a small script and name the script here; the event arrives on stdin and in `LS_*` variables"),
                 );
+                return false;
             }
-        }
+            true
+        });
         let timeout_ns = match self.duration(step, "timeout") {
             Some((nanos, span)) if nanos <= 0 => {
                 self.error_help(
