@@ -405,6 +405,89 @@ fn a_failed_action_ends_the_run_and_counts() {
 }
 
 #[test]
+fn step_n_plus_1_is_considered_only_when_step_n_has_finished() {
+    let mut h = H::new(vec![hazards()]).manual();
+    h.event("alarm.triggered");
+    let job = h.last_job();
+    h.start(job);
+    h.take();
+    // Step 0 is running: step 1 is not parked, no record, no timer.
+    assert!(h.records.is_empty());
+    assert_eq!(h.engine.next_deadline(), None);
+    assert_eq!(h.counters().pending, 0);
+    assert_eq!(h.counters().runs_active, 1);
+    h.to(60_000);
+    assert!(h.take().is_empty(), "nothing happens while step 0 runs");
+    h.finish(job, Ok(()));
+    assert_eq!(h.take(), lines(&["60000 put hazards#t-1 s1 p0 at+90000"]));
+}
+
+#[test]
+fn a_failure_after_the_run_moved_on_is_logged_with_its_own_step() {
+    let mut h = H::new(vec![hazards()]).manual();
+    h.event("alarm.triggered");
+    let job = h.last_job();
+    h.start(job);
+    // Cancelled while step 0 runs; the action still runs and then fails.
+    h.event("alarm.disarmed");
+    h.finish(job, Err("boom".into()));
+    let all = std::mem::take(&mut h.lines);
+    assert!(
+        all.contains(&"0 log rule hazards step 0: action failed: boom".to_string()),
+        "{all:?}"
+    );
+    assert_eq!(h.counters().failed, 1);
+}
+
+#[test]
+fn a_restart_lets_the_handed_over_action_run_but_only_the_new_run_goes_on() {
+    let mut h = H::new(vec![hazards()]).manual();
+    h.event("alarm.triggered");
+    let old = h.last_job();
+    h.start(old);
+    h.to(1_000);
+    h.event("alarm.triggered");
+    let new = h.last_job();
+    assert_ne!(old, new);
+    h.take();
+    // The old run's action finishes: nothing follows from it.
+    h.finish(old, Ok(()));
+    assert!(h.take().is_empty());
+    assert!(h.records.is_empty());
+    h.start(new);
+    h.finish(new, Ok(()));
+    assert_eq!(h.take(), lines(&["1000 put hazards#t-2 s1 p0 at+31000"]));
+    assert_eq!(h.counters().dispatched, 2);
+}
+
+#[test]
+fn a_queue_rule_starts_its_oldest_held_trigger_when_the_run_fails() {
+    let mut r = rule("q", &["go"], vec![push("x", 0)]);
+    r.concurrency = Concurrency::Queue;
+    let mut h = H::new(vec![r]).manual();
+    for id in ["a", "b", "c"] {
+        h.event_with(Event {
+            topic: "go".into(),
+            id: Some(id.into()),
+            ..Event::default()
+        });
+    }
+    let first = h.last_job();
+    h.take();
+    h.start(first);
+    h.finish(first, Err("no".into()));
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 run-end q#t-1 failed",
+            "0 run-start q#t-2",
+            "0 submit q#t-2 s0 p0 x",
+        ])
+    );
+    assert_eq!(h.jobs.last().unwrap().event.id(), "b");
+}
+
+#[test]
 fn a_refused_step_ends_the_run_counts_dropped_and_keeps_its_record() {
     let mut h = H::new(vec![hazards()]).manual();
     h.event("alarm.triggered");

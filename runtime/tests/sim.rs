@@ -64,11 +64,6 @@ fn payload(rules: Vec<Rule>) -> Arc<Payload> {
     ))
 }
 
-fn run(rules: Vec<Rule>, timeline: &str, after: Option<Vec<Rule>>) -> Outcome {
-    let timeline: Timeline = toml::from_str(timeline).unwrap();
-    simulate(payload(rules), &timeline, after.map(payload)).unwrap()
-}
-
 fn text(outcome: &Outcome) -> Vec<String> {
     outcome
         .lines
@@ -512,4 +507,234 @@ fn every_restart_uses_the_after_restart_rules_and_a_new_epoch() {
         "{t:?}"
     );
     assert!(t.contains(&"33000 ms action rule=hazards step=1 pass=0 action=redis list=scooter:blinker push=left run=hazards#1-1".to_string()), "{t:?}");
+}
+
+// ----- DESIGN.md 8's output: every kind, every reason, fields per kind ------
+
+/// The JSON keys (sorted) a line of `kind` must have, beyond `at_ms` and
+/// `kind`; `action` lines add their action's own keys.
+fn keys_of(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "run-start" => &["rule", "run"],
+        "run-end" => &["reason", "rule", "run"],
+        "step-skipped" | "record-put" | "replay-resume" => &["pass", "rule", "run", "step"],
+        "replay-drop" => &["pass", "reason", "rule", "run", "step"],
+        "record-drop" => &["reason", "rule", "run"],
+        "action" => &["action", "pass", "rule", "run", "step"],
+        "action-failed" => &["action", "pass", "reason", "rule", "run", "step"],
+        "trigger-dropped" | "trigger-queued" | "trigger-refused" | "trigger-suppressed" => {
+            &["rule"]
+        }
+        "restart" => &[],
+        other => panic!("kind {other:?} is not one of DESIGN.md 8's"),
+    }
+}
+
+fn exec(command: &str) -> Step {
+    Step::new(
+        Action::Exec {
+            command: command.into(),
+            timeout_ns: 1_000_000_000,
+        },
+        0,
+    )
+}
+
+fn can() -> Step {
+    Step::new(
+        Action::Can(rulecore::bundle::CanFrame {
+            iface: "can0".into(),
+            id: 0x10,
+            extended: false,
+            rtr: false,
+            dlc: 1,
+            data: vec![0xAB],
+        }),
+        0,
+    )
+}
+
+/// Timelines that between them make every kind and every reason.
+fn every_kind_outcomes() -> Vec<Outcome> {
+    let mut gate = go("gate", vec![push("g", 1_000)]);
+    gate.steps[0].when = Some(Program {
+        ops: vec![Op::State(0), Op::Const(0), Op::Eq],
+    });
+    gate.on = pats(&["gate"]);
+    let mut dropper = go("dropper", vec![push("d", 5_000)]);
+    dropper.on = pats(&["d"]);
+    dropper.concurrency = rulecore::bundle::Concurrency::Drop;
+    let mut queuer = go("queuer", vec![push("q", 5_000)]);
+    queuer.on = pats(&["q"]);
+    queuer.concurrency = rulecore::bundle::Concurrency::Queue;
+    let mut cool = go("cool", vec![push("c", 0)]);
+    cool.on = pats(&["c"]);
+    cool.cooldown_ns = 10_000_000_000;
+    let mut shell = go("shell", vec![exec("/bin/true"), can()]);
+    shell.on = pats(&["x"]);
+    let failing = go("failing", vec![push("f", 0)]);
+    let main = run(
+        vec![hazards(), gate, dropper, queuer, cool, shell, failing],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        [[event]]
+        at = "1s"
+        topic = "alarm.triggered"
+        [[event]]
+        at = "2s"
+        topic = "alarm.disarmed"
+        [[event]]
+        at = "0s"
+        topic = "gate"
+        [[event]]
+        at = "0s"
+        topic = "d"
+        [[event]]
+        at = "0s"
+        topic = "d"
+        [[event]]
+        at = "0s"
+        topic = "c"
+        [[event]]
+        at = "1s"
+        topic = "c"
+        [[event]]
+        at = "0s"
+        topic = "x"
+        [[fail]]
+        at = "0s"
+        rule = "failing"
+        [[event]]
+        at = "0s"
+        topic = "go"
+        [[restart]]
+        at = "3s"
+        down = "1s"
+        "#
+        .to_string()
+            + &"[[event]]\nat = \"0s\"\ntopic = \"q\"\n".repeat(10),
+        None,
+    );
+    let refused = run(
+        vec![go("a", vec![push("a", 0)]), go("b", vec![push("b", 0)])],
+        "workers = 1\nqueue = 0\naction-time = \"1s\"\n[[event]]\nat = \"0s\"\ntopic = \"go\"\n",
+        None,
+    );
+    let mut short = hazards();
+    short.name = "short".into();
+    let mut gone = hazards();
+    gone.name = "gone".into();
+    let mut short_after = short.clone();
+    short_after.steps.truncate(1);
+    let changed = run(
+        vec![hazards(), short, gone],
+        "[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n[[restart]]\nat = \"1s\"\ndown = \"1s\"\n",
+        Some(vec![hazards_changed(), short_after]),
+    );
+    let late = run(
+        vec![hazards()],
+        "replay-window = \"1s\"\n[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n\
+         [[restart]]\nat = \"1s\"\ndown = \"40s\"\n",
+        None,
+    );
+    let early = run(
+        vec![hazards()],
+        "[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n[[restart]]\nat = \"1s\"\n\
+         down = \"1s\"\n[[clock]]\nat = \"1s\"\njump = \"-1h\"\n",
+        None,
+    );
+    vec![main, refused, changed, late, early]
+}
+
+fn run(rules: Vec<Rule>, timeline: impl AsRef<str>, after: Option<Vec<Rule>>) -> Outcome {
+    let timeline: Timeline = toml::from_str(timeline.as_ref()).unwrap();
+    simulate(payload(rules), &timeline, after.map(payload)).unwrap()
+}
+
+#[test]
+fn the_output_has_every_kind_and_reason_with_only_the_relevant_fields() {
+    let mut kinds = std::collections::BTreeSet::new();
+    let mut run_end = std::collections::BTreeSet::new();
+    let mut replay_drop = std::collections::BTreeSet::new();
+    let mut actions = std::collections::BTreeSet::new();
+    for outcome in every_kind_outcomes() {
+        for line in &outcome.lines {
+            let json: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
+            let object = json.as_object().unwrap();
+            let kind = object["kind"].as_str().unwrap().to_string();
+            assert_eq!(object["at_ms"].as_u64(), Some(line.at_ms));
+            let mut keys: Vec<&str> = object
+                .keys()
+                .map(String::as_str)
+                .filter(|k| !["at_ms", "kind"].contains(k))
+                .collect();
+            let mut expected = keys_of(&kind).to_vec();
+            if kind.starts_with("action") {
+                let action = object["action"].as_str().unwrap();
+                actions.insert(action.to_string());
+                expected.extend_from_slice(match action {
+                    "redis" => &["list", "push"][..],
+                    "exec" => &["command"],
+                    "can" => &["data", "id", "iface"],
+                    other => panic!("unknown action {other}"),
+                });
+            }
+            keys.sort_unstable();
+            expected.sort_unstable();
+            assert_eq!(keys, expected, "{kind}: {}", line.to_json());
+            match kind.as_str() {
+                "run-end" => run_end.insert(object["reason"].as_str().unwrap().to_string()),
+                "replay-drop" => replay_drop.insert(object["reason"].as_str().unwrap().to_string()),
+                _ => false,
+            };
+            kinds.insert(kind);
+        }
+    }
+    let all = |list: &[&str]| -> std::collections::BTreeSet<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    };
+    assert_eq!(
+        kinds,
+        all(&[
+            "action",
+            "action-failed",
+            "step-skipped",
+            "run-start",
+            "run-end",
+            "trigger-dropped",
+            "trigger-queued",
+            "trigger-refused",
+            "trigger-suppressed",
+            "record-put",
+            "record-drop",
+            "replay-resume",
+            "replay-drop",
+            "restart",
+        ])
+    );
+    assert_eq!(
+        run_end,
+        all(&[
+            "done",
+            "cancelled",
+            "restarted",
+            "when-false",
+            "failed",
+            "refused",
+            "stopped"
+        ])
+    );
+    assert_eq!(
+        replay_drop,
+        all(&[
+            "rule-gone",
+            "step-gone",
+            "fingerprint",
+            "too-late",
+            "too-early"
+        ])
+    );
+    assert_eq!(actions, all(&["redis", "exec", "can"]));
 }

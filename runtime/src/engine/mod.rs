@@ -121,6 +121,15 @@ struct Run {
     owns_record: bool,
 }
 
+/// Who a job handed over belongs to: its rule, its run's serial, and its
+/// step (the run may have moved on, or ended, by the time it finishes).
+#[derive(Debug, Clone, Copy)]
+struct JobOwner {
+    rule: u32,
+    serial: u64,
+    step: u32,
+}
+
 #[derive(Debug)]
 struct Debounce {
     event: Arc<Event>,
@@ -150,8 +159,8 @@ pub struct Engine {
     live_rules: u64,
     state: Vec<String>,
     timers: Timers,
-    /// Jobs handed over and not yet finished: job -> (rule, run serial).
-    jobs: HashMap<u64, (u32, u64)>,
+    /// Jobs handed over and not yet finished.
+    jobs: HashMap<u64, JobOwner>,
     next_job: u64,
     next_run: u64,
     next_serial: u64,
@@ -356,16 +365,20 @@ impl Engine {
         let owner = self.jobs.remove(&job.0);
         if let Err(message) = &result {
             self.counters.failed += 1;
-            let (rule, step) = match owner.and_then(|(rule, _)| self.rules.get(rule as usize)) {
-                Some(state) => (
-                    Some(Arc::clone(&state.name)),
-                    state.run.as_ref().map(|run| run.step),
+            let (rule, step) = match owner {
+                Some(owner) => (
+                    self.rules
+                        .get(owner.rule as usize)
+                        .map(|state| Arc::clone(&state.name)),
+                    Some(owner.step),
                 ),
                 None => (None, None),
             };
             self.log(Level::Warn, rule, step, format!("action failed: {message}"));
         }
-        let Some((rule, serial)) = owner else { return };
+        let Some(JobOwner { rule, serial, .. }) = owner else {
+            return;
+        };
         let rule = rule as usize;
         if self.stopped || !self.is_acting(rule, serial, job) {
             // The run was cancelled or restarted after handing the job over.
@@ -382,7 +395,7 @@ impl Engine {
     /// did not run (DESIGN.md 6.3, 6.5).
     pub fn action_refused(&mut self, now: Time, wall_ms: i64, job: JobId) {
         self.counters.dropped += 1;
-        let Some((rule, serial)) = self.jobs.remove(&job.0) else {
+        let Some(JobOwner { rule, serial, step }) = self.jobs.remove(&job.0) else {
             return;
         };
         let rule = rule as usize;
@@ -390,7 +403,7 @@ impl Engine {
         self.log(
             Level::Warn,
             Some(name),
-            None,
+            Some(step),
             "worker pool refused the action (queue full or stopping)".to_string(),
         );
         if !self.stopped && self.is_acting(rule, serial, job) {
@@ -900,7 +913,14 @@ impl Engine {
         // The record's ownership moves to the job: it is removed when the
         // action starts, and kept if the action never does (DESIGN.md 6.5).
         let drop_record = std::mem::take(&mut run.owns_record).then(|| Arc::clone(&run.id));
-        self.jobs.insert(job, (rule as u32, run.serial));
+        self.jobs.insert(
+            job,
+            JobOwner {
+                rule: rule as u32,
+                serial: run.serial,
+                step: index,
+            },
+        );
         let submit = Job {
             id: JobId(job),
             run: Arc::clone(&run.id),
