@@ -16,10 +16,12 @@ use std::path::{Path, PathBuf};
 /// Output format of `rulec check`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// miette diagnostics on stderr (fancy on a terminal, plain otherwise).
+    /// reports for people on stderr: the file, rule and step, the line with
+    /// the problem marked, and a hint (coloured on a terminal, plain otherwise)
     #[default]
     Text,
-    /// One JSON object per diagnostic per line on stdout.
+    /// one JSON object per diagnostic per line on stdout (file, rule, step,
+    /// severity, code, message, span, line, column)
     Json,
 }
 
@@ -27,7 +29,14 @@ pub enum Format {
 #[command(after_help = "\
 Examples:
   rulec check /etc/rules
-  rulec check rules/ --format json --deny-warnings
+  rulec check rules/ --deny-warnings
+  rulec check rules/ --format json > problems.jsonl
+
+A summary line ends the output on stderr, for example
+  3 files, 12 rules: 2 errors, 1 warning
+An error rejects its rule (a TOML syntax error or unknown key: its whole
+file); warnings reject nothing. Every diagnostic has a code, such as
+rulec::duration, explained in docs/diagnostics.md.
 
 Exit status: 0 clean (warnings allowed), 1 errors (or warnings with
 --deny-warnings), 2 usage or I/O error. A missing directory holds no rules.")]
