@@ -200,6 +200,9 @@ pub fn parse_can_data(text: &str) -> Result<Vec<u8>, String> {
         groups.into_iter().map(Cow::Borrowed).collect()
     } else {
         let joined = groups.first().copied().unwrap_or("");
+        if let Some(bad) = joined.chars().find(|c| !c.is_ascii_hexdigit()) {
+            return Err(format!("`{bad}` is not a hex digit"));
+        }
         if joined.len() % 2 != 0 {
             return Err("odd number of hex digits".to_string());
         }
@@ -242,7 +245,8 @@ mod tests {
         assert!(parse_can_data("+1").is_err());
         assert!(parse_can_data("0102030405060708").is_ok());
         assert!(parse_can_data("010203040506070809").is_err());
-        // A non-ASCII character must not panic on slicing.
-        assert!(parse_can_data("éé").is_err());
+        // A non-ASCII character must not panic on slicing, and is named.
+        assert_eq!(parse_can_data("éé"), Err("`é` is not a hex digit".into()));
+        assert_eq!(parse_can_data("0x12"), Err("`x` is not a hex digit".into()));
     }
 }
