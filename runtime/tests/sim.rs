@@ -738,3 +738,84 @@ fn the_output_has_every_kind_and_reason_with_only_the_relevant_fields() {
     );
     assert_eq!(actions, all(&["redis", "exec", "can"]));
 }
+
+#[test]
+fn at_one_instant_a_clock_jump_and_a_restart_apply_before_an_event() {
+    // The clock entry is listed after the event but applies first: the
+    // record's fire-at already carries the jump.
+    let out = run(
+        vec![hazards()],
+        r#"
+        end = "2s"
+        [[event]]
+        at = "1s"
+        topic = "alarm.triggered"
+        [[clock]]
+        at = "1s"
+        jump = "1h"
+        "#,
+        None,
+    );
+    let record: serde_json::Value = serde_json::from_str(&out.records["hazards#0-1"]).unwrap();
+    assert_eq!(
+        record["fire-at"].as_i64(),
+        Some(ruled::sim::WALL_ORIGIN_MS + 1_000 + 3_600_000 + 30_000)
+    );
+    // A restart at the same instant as an event goes first: the event
+    // arrives while the service is down and is lost.
+    let out = run(
+        vec![hazards()],
+        r#"
+        [[event]]
+        at = "1s"
+        topic = "alarm.triggered"
+        [[restart]]
+        at = "1s"
+        down = "1s"
+        "#,
+        None,
+    );
+    assert_eq!(kinds(&out), ["1000 restart"]);
+}
+
+#[test]
+fn a_queue_backlog_does_not_survive_a_restart() {
+    let mut q = go("q", vec![push("x", 5_000)]);
+    q.concurrency = rulecore::bundle::Concurrency::Queue;
+    let out = run(
+        vec![q],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "go"
+        [[event]]
+        at = "0s"
+        topic = "go"
+        [[event]]
+        at = "0s"
+        topic = "go"
+        [[restart]]
+        at = "1s"
+        down = "1s"
+        "#,
+        None,
+    );
+    let t = text(&out);
+    // The waiting run's record resumes; the two held triggers are gone.
+    assert_eq!(
+        kinds(&out)
+            .iter()
+            .filter(|k| k.ends_with("trigger-queued") || k.ends_with(" action"))
+            .collect::<Vec<_>>(),
+        ["0 trigger-queued", "0 trigger-queued", "5000 action"],
+        "{t:?}"
+    );
+    assert_eq!(
+        kinds(&out)
+            .iter()
+            .filter(|k| k.ends_with("run-start"))
+            .count(),
+        1,
+        "{t:?}"
+    );
+}
