@@ -782,6 +782,35 @@ impl Checker {
         );
     }
 
+    /// `+` and the orderings take two strings or two numbers: a boolean
+    /// side, or a string against a known number, fails for every input
+    /// (reported with `mismatch`). `false` when a problem was reported.
+    fn strings_or_numbers(
+        &mut self,
+        sym: &str,
+        mismatch: String,
+        left: &Expr,
+        right: &Expr,
+        op_span: Range<usize>,
+    ) -> bool {
+        if let Some(side) = [left, right].into_iter().find(|side| side.ty == Ty::Bool) {
+            self.operand_error(sym, "numbers or strings", side);
+            return false;
+        }
+        let (a, b) = (left.ty, right.ty);
+        if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
+            self.report(
+                "rulec::when::type-mismatch",
+                mismatch,
+                op_span,
+                "string and number".into(),
+                Some("evalexpr never converts between strings and numbers".into()),
+            );
+            return false;
+        }
+        true
+    }
+
     /// The type of `left op right`, or a problem when it fails for every input.
     fn binary(
         &mut self,
@@ -793,23 +822,10 @@ impl Checker {
     ) -> Option<Ty> {
         let (a, b) = (left.ty, right.ty);
         let sym = op.symbol();
-        let no_convert = Some("evalexpr never converts between strings and numbers".to_string());
         match op {
             BinOp::Add => {
-                for side in [left, right] {
-                    if side.ty == Ty::Bool {
-                        self.operand_error(sym, "numbers or strings", side);
-                        return None;
-                    }
-                }
-                if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
-                    self.report(
-                        "rulec::when::type-mismatch",
-                        format!("`+` cannot add {} and {}", a.a(), b.a()),
-                        op_span,
-                        "string and number".into(),
-                        no_convert,
-                    );
+                let mismatch = format!("`+` cannot add {} and {}", a.a(), b.a());
+                if !self.strings_or_numbers(sym, mismatch, left, right, op_span) {
                     return None;
                 }
                 Some(match (a, b) {
@@ -876,23 +892,9 @@ impl Checker {
                 Some(Ty::Bool)
             }
             BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
-                for side in [left, right] {
-                    if side.ty == Ty::Bool {
-                        self.operand_error(sym, "numbers or strings", side);
-                        return None;
-                    }
-                }
-                if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
-                    self.report(
-                        "rulec::when::type-mismatch",
-                        format!("`{sym}` cannot order {} against {}", a.a(), b.a()),
-                        op_span,
-                        "string and number".into(),
-                        no_convert,
-                    );
-                    return None;
-                }
-                Some(Ty::Bool)
+                let mismatch = format!("`{sym}` cannot order {} against {}", a.a(), b.a());
+                self.strings_or_numbers(sym, mismatch, left, right, op_span)
+                    .then_some(Ty::Bool)
             }
             BinOp::And | BinOp::Or => {
                 let mut ok = true;
