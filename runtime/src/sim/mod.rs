@@ -13,9 +13,7 @@ use crate::engine::{
     Effect, Engine, EngineConfig, Job, JobId, LogLine, Note, Time, DEFAULT_REPLAY_WINDOW_MS,
 };
 use rulecore::bundle::{Action, Payload};
-use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// The virtual wall clock at virtual time zero: fixed, so output is
@@ -24,63 +22,77 @@ pub const WALL_ORIGIN_MS: i64 = 1_704_067_200_000;
 
 /// One thing that happened, in time order. Fields are absent when not
 /// relevant (DESIGN.md 8).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Line {
     pub at_ms: u64,
     pub kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub pass: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub action: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub list: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub push: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub iface: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
+/// One present field's value.
+enum Value<'a> {
+    Num(u32),
+    Str(&'a str),
+}
+
 impl Line {
-    /// One JSON object.
+    /// The present fields after `at_ms` and `kind`, in output order (the
+    /// one list both formats print).
+    fn fields(&self) -> impl Iterator<Item = (&'static str, Value<'_>)> {
+        fn text(value: &Option<String>) -> Option<Value<'_>> {
+            value.as_deref().map(Value::Str)
+        }
+        [
+            ("rule", text(&self.rule)),
+            ("step", self.step.map(Value::Num)),
+            ("pass", self.pass.map(Value::Num)),
+            ("action", self.action.map(Value::Str)),
+            ("list", text(&self.list)),
+            ("push", text(&self.push)),
+            ("command", text(&self.command)),
+            ("iface", text(&self.iface)),
+            ("id", text(&self.id)),
+            ("data", text(&self.data)),
+            ("run", text(&self.run)),
+            ("reason", text(&self.reason)),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| value.map(|value| (key, value)))
+    }
+
+    /// One JSON object: `at_ms`, `kind`, then the present fields.
     pub fn to_json(&self) -> String {
-        // A struct of strings and integers always serialises.
-        serde_json::to_string(self).unwrap_or_default()
+        let quoted = |text: &str| serde_json::Value::from(text).to_string();
+        let mut out = format!("{{\"at_ms\":{},\"kind\":{}", self.at_ms, quoted(self.kind));
+        for (key, value) in self.fields() {
+            let value = match value {
+                Value::Num(number) => number.to_string(),
+                Value::Str(text) => quoted(text),
+            };
+            out.push_str(&format!(",\"{key}\":{value}"));
+        }
+        out.push('}');
+        out
     }
 
     /// One text line: time, kind, then `key=value` for the present fields.
     pub fn to_text(&self) -> String {
         let mut out = format!("{:>8} ms  {:<18}", self.at_ms, self.kind);
-        let fields: [(&str, Option<String>); 12] = [
-            ("rule", self.rule.clone()),
-            ("step", self.step.map(|s| s.to_string())),
-            ("pass", self.pass.map(|p| p.to_string())),
-            ("action", self.action.map(str::to_string)),
-            ("list", self.list.clone()),
-            ("push", self.push.clone()),
-            ("command", self.command.clone()),
-            ("iface", self.iface.clone()),
-            ("id", self.id.clone()),
-            ("data", self.data.clone()),
-            ("run", self.run.clone()),
-            ("reason", self.reason.clone()),
-        ];
-        for (key, value) in fields {
-            if let Some(value) = value {
-                let _ = write!(out, " {key}={value}");
+        for (key, value) in self.fields() {
+            match value {
+                Value::Num(number) => out.push_str(&format!(" {key}={number}")),
+                Value::Str(text) => out.push_str(&format!(" {key}={text}")),
             }
         }
         out.trim_end().to_string()
@@ -547,4 +559,30 @@ fn action_line(at_ms: u64, kind: &'static str, job: &Job) -> Line {
         }
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_and_text_print_the_same_present_fields_and_json_escapes() {
+        let line = Line {
+            at_ms: 7,
+            kind: "action",
+            rule: Some("r".into()),
+            step: Some(1),
+            push: Some("say \"hi\"\n".into()),
+            ..Line::default()
+        };
+        let json: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"at_ms": 7, "kind": "action", "rule": "r", "step": 1, "push": "say \"hi\"\n"})
+        );
+        assert_eq!(
+            line.to_text(),
+            "       7 ms  action             rule=r step=1 push=say \"hi\""
+        );
+    }
 }
