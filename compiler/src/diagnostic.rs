@@ -271,24 +271,22 @@ impl Report {
                 });
             }
         }
-        let mut help = diagnostic.help.clone();
+        let mut headline = diagnostic.headline();
         if source.is_none() {
-            // No snippet to show: keep the file name visible anyway.
+            // No snippet to show (and so no `[file:line:col]` header): name
+            // the file in the headline instead.
             if let Some(file) = &diagnostic.file {
-                help = Some(match help {
-                    Some(text) => format!("in {file}: {text}"),
-                    None => format!("in {file}"),
-                });
+                headline = format!("{file}: {headline}");
             }
         }
         Self {
-            headline: diagnostic.headline(),
+            headline,
             code: diagnostic.code,
             severity: match diagnostic.severity {
                 Severity::Error => miette::Severity::Error,
                 Severity::Warning => miette::Severity::Warning,
             },
-            help,
+            help: diagnostic.help.clone(),
             source,
             labels,
             related,
@@ -422,7 +420,7 @@ mod tests {
             &files(),
             TextStyle::Plain,
         );
-        assert!(text.contains("in c.toml"), "{text}");
+        assert!(text.contains("x c.toml: not UTF-8"), "{text}");
         let value = to_json(&diagnostic, &files());
         assert_eq!(value["span"], Value::Null);
         assert_eq!(value["file"], "c.toml");

@@ -86,17 +86,24 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
         })?;
         match String::from_utf8(bytes) {
             Ok(text) => loaded.files.push(SourceFile { name, text }),
-            Err(error) => loaded.diagnostics.push(
-                Diagnostic::error(
-                    "rulec::encoding",
-                    format!(
-                        "file is not valid UTF-8 (invalid byte at offset {}); the whole file is ignored",
-                        error.utf8_error().valid_up_to()
-                    ),
+            Err(error) => {
+                // The text cannot be shown, so the message says where the
+                // bad byte is: line and column from the valid part before it.
+                let valid = error.utf8_error().valid_up_to();
+                let before = String::from_utf8_lossy(&error.as_bytes()[..valid]);
+                let (line, column) = crate::span::line_col(&before, valid);
+                loaded.diagnostics.push(
+                    Diagnostic::error(
+                        "rulec::encoding",
+                        format!(
+                            "file is not valid UTF-8: invalid byte at line {line}, column {column} \
+                             (byte offset {valid}); the whole file is ignored"
+                        ),
+                    )
+                    .in_file(&name)
+                    .with_help("TOML files must be UTF-8; re-save the file as UTF-8"),
                 )
-                .in_file(&name)
-                .with_help("TOML files must be UTF-8"),
-            ),
+            }
         }
     }
     Ok(loaded)
