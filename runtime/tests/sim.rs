@@ -380,6 +380,17 @@ fn bad_timelines_are_refused() {
     assert!(simulate(payload(vec![]), &negative, None).is_err());
     let data: Timeline = toml::from_str("[[event]]\nat = \"1s\"\ntopic = \"x\"\ndata = 3").unwrap();
     assert!(simulate(payload(vec![]), &data, None).is_err());
+    let typo: Timeline = toml::from_str("[[fail]]\nat = \"1s\"\nrule = \"hazard\"").unwrap();
+    assert_eq!(
+        simulate(payload(vec![hazards()]), &typo, None)
+            .unwrap_err()
+            .to_string(),
+        "[[fail]] entry 0: no rule named \"hazard\" in the simulated rules"
+    );
+    // A rule of the bundle after the restart counts.
+    let mut later = hazards();
+    later.name = "hazard".into();
+    assert!(simulate(payload(vec![hazards()]), &typo, Some(payload(vec![later]))).is_ok());
 }
 
 #[test]

@@ -117,6 +117,18 @@ pub fn simulate(
     after_restart: Option<Arc<Payload>>,
 ) -> Result<Outcome, TimelineError> {
     timeline.validate()?;
+    // A `[[fail]]` naming no rule would silently fail nothing.
+    let known = |name: &str| {
+        std::iter::once(&payload)
+            .chain(after_restart.as_ref())
+            .any(|payload| payload.rules.iter().any(|rule| rule.name == name))
+    };
+    if let Some((index, fail)) = (timeline.fail.iter().enumerate()).find(|(_, f)| !known(&f.rule)) {
+        return Err(TimelineError::UnknownFailRule {
+            index,
+            rule: fail.rule.clone(),
+        });
+    }
     let mut sim = Sim::new(payload, timeline, after_restart);
     sim.run(timeline);
     Ok(sim.outcome)

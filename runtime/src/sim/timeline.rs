@@ -122,6 +122,8 @@ pub enum TimelineError {
     NegativeSetting { key: &'static str },
     #[error("`workers` must be at least 1")]
     NoWorkers,
+    #[error("[[fail]] entry {index}: no rule named {rule:?} in the simulated rules")]
+    UnknownFailRule { index: usize, rule: String },
 }
 
 impl Timeline {
