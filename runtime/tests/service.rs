@@ -4,8 +4,8 @@
 
 mod support;
 
-use support::bundles::{self, hazards, payload};
-use support::{poll, wait_for, RedisServer, Ruled};
+use support::bundles::{self, hazards, payload, single};
+use support::{poll, wait_for, RedisServer, Ruled, Setup};
 
 fn list(redis: &RedisServer, key: &str) -> Vec<String> {
     let mut items: Vec<String> = redis.query(&["LRANGE", key, "0", "-1"]);
@@ -20,15 +20,12 @@ fn publish(redis: &RedisServer, topic: &str, json: &str) -> i64 {
 
 #[test]
 fn hazards_on_then_off() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(
-        dir.path(),
-        "rules.bundle",
-        &payload(vec![hazards(300)], vec![], vec![]),
-    );
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(300)));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     assert_eq!(
         publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#),
         1,
@@ -78,8 +75,7 @@ fn counters_are_published_in_full_at_start() {
     let payload = payload(vec![hazards(300)], vec![], vec![]);
     let bundle = bundles::write(dir.path(), "rules.bundle", &payload);
     let id = rulecore::codec::read(&bundle).unwrap().id;
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     let all: std::collections::BTreeMap<String, String> = redis.query(&["HGETALL", "extensions"]);
     let fields: Vec<&str> = all.keys().map(String::as_str).collect();
     assert_eq!(
@@ -123,11 +119,12 @@ fn counters_are_published_in_full_at_start() {
 
 #[test]
 fn undecodable_events_are_skipped_with_channel_and_reason() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(0)));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     publish(&redis, "alarm.triggered", "secret-payload{");
     publish(
         &redis,
@@ -150,9 +147,8 @@ fn cancel_on_stops_the_waiting_step() {
     let dir = tempfile::tempdir().unwrap();
     let mut rule = hazards(3_000);
     rule.cancel_on = vec![rulecore::TopicPattern::parse("alarm.disarmed").unwrap()];
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![rule], vec![], vec![]));
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let bundle = bundles::write(dir.path(), "b", &single(rule));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
     wait_for("both and a pending record", || {
         list(&redis, "scooter:blinker") == ["both"] && pending_ids(&redis).len() == 1
@@ -191,8 +187,7 @@ fn concurrency_policies() {
         make("queue", Concurrency::Queue),
     ];
     let bundle = bundles::write(dir.path(), "b", &payload(rules, vec![], vec![]));
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     for name in ["restart", "drop", "queue"] {
         let topic = format!("{name}.go");
         let json = format!(r#"{{"topic":"{topic}"}}"#);
@@ -219,15 +214,12 @@ fn concurrency_policies() {
 /// its original due time.
 #[test]
 fn crash_then_replay_fires_once_on_time() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(
-        dir.path(),
-        "b",
-        &payload(vec![hazards(3_000)], vec![], vec![]),
-    );
-    let mut ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(3_000)));
+    let mut ruled = Ruled::ready(&redis, &bundle, &[]);
     publish(
         &redis,
         "alarm.triggered",
@@ -246,8 +238,7 @@ fn crash_then_replay_fires_once_on_time() {
     let fire_at = record["fire-at"].as_i64().unwrap();
     ruled.crash();
 
-    let again = Ruled::start(&redis, &bundle, &[]);
-    again.wait_ready();
+    let again = Ruled::ready(&redis, &bundle, &[]);
     again.wait_log(&["replay: resuming pending step"]);
     wait_for("off after replay", || {
         list(&redis, "scooter:blinker") == ["both", "off"]
@@ -279,16 +270,14 @@ fn changed_fingerprint_drops_the_record() {
     changed.steps[1] = bundles::redis_step("scooter:blinker", "left", 1_000);
     let new = bundles::write(dir.path(), "new", &payload(vec![changed], vec![], vec![]));
 
-    let mut ruled = Ruled::start(&redis, &old, &[]);
-    ruled.wait_ready();
+    let mut ruled = Ruled::ready(&redis, &old, &[]);
     publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
     wait_for("both and a pending record", || {
         list(&redis, "scooter:blinker") == ["both"] && pending_ids(&redis).len() == 1
     });
     ruled.crash();
 
-    let again = Ruled::start(&redis, &new, &[]);
-    again.wait_ready();
+    let again = Ruled::ready(&redis, &new, &[]);
     again.wait_log(&["removing pending record", "fingerprint differs"]);
     assert!(pending_ids(&redis).is_empty(), "dropped before subscribing");
     wait_counter(&redis, &again, "runs-active", "0");
@@ -297,16 +286,13 @@ fn changed_fingerprint_drops_the_record() {
 
 #[test]
 fn corrupt_record_is_removed_with_a_log_line() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(
-        dir.path(),
-        "b",
-        &payload(vec![hazards(300)], vec![], vec![]),
-    );
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(300)));
     let _: i64 = redis.query(&["HSET", "extensions:pending", "garbled#1-1", "{not json"]);
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     ruled.wait_log(&["removing pending record", "garbled#1-1"]);
     wait_for("corrupt record gone", || pending_ids(&redis).is_empty());
 }
@@ -314,15 +300,12 @@ fn corrupt_record_is_removed_with_a_log_line() {
 /// `stop` keeps the records of waiting runs (DESIGN.md 6.5, 6.8).
 #[test]
 fn sigterm_keeps_waiting_records() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(
-        dir.path(),
-        "b",
-        &payload(vec![hazards(60_000)], vec![], vec![]),
-    );
-    let mut ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(60_000)));
+    let mut ruled = Ruled::ready(&redis, &bundle, &[]);
     publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
     wait_for("a pending record", || pending_ids(&redis).len() == 1);
     assert!(ruled.stop(), "clean exit; log:\n{}", ruled.log_text());
@@ -334,13 +317,11 @@ fn sigterm_keeps_waiting_records() {
 
 #[test]
 fn bad_bundle_is_a_fatal_error_naming_the_check() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(
-        dir.path(),
-        "b",
-        &payload(vec![hazards(300)], vec![], vec![]),
-    );
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(300)));
     let mut bytes = std::fs::read(&bundle).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0xFF;
@@ -397,8 +378,7 @@ fn idle_costs_nothing() {
         field: "state".into(),
     }];
     let bundle = bundles::write(dir.path(), "b", &payload(vec![disabled], pairs, consts));
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     ruled.wait_log(&["not subscribing to anything"]);
     wait_for("counters written at start", || {
         counter(&redis, "rules").as_deref() == Some("0")
@@ -448,8 +428,7 @@ fn state_follows_change_notifications() {
         &payload(vec![conditioned, marker], pairs, consts),
     );
     let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked"]);
-    let ruled = Ruled::start(&redis, &bundle, &["--workers", "1"]);
-    ruled.wait_ready();
+    let ruled = Ruled::ready(&redis, &bundle, &["--workers", "1"]);
     let seat = r#"{"topic":"seat.opened"}"#;
 
     publish(&redis, "seat.opened", seat);
@@ -482,41 +461,30 @@ fn state_follows_change_notifications() {
 /// whole group (a background child too) and counts `failed`.
 #[test]
 fn exec_env_stdin_and_timeout_kill() {
-    use std::os::unix::fs::PermissionsExt;
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
+    let Setup { redis, dir, bundle } = Setup::with(|dir| {
+        let out = dir.join("out").display().to_string();
+        let record = support::script(
+            dir,
+            "record.sh",
+            &format!("cat > {out}.stdin\necho \"$LS_TOPIC $LS_ID $LS_DATA_LEVEL\" > {out}.env"),
+        );
+        let hang = support::script(
+            dir,
+            "hang.sh",
+            &format!("sleep 600 &\necho $! > {out}.child\necho $$ > {out}.self\nwait"),
+        );
+        let rules = vec![
+            bundles::rule(
+                "record",
+                &["x.record"],
+                vec![bundles::exec_step(&record, 5_000, 0)],
+            ),
+            bundles::rule("hang", &["x.hang"], vec![bundles::exec_step(&hang, 500, 0)]),
+        ];
+        payload(rules, vec![], vec![])
+    });
     let out = dir.path().join("out");
-    let write = |name: &str, body: String| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path.to_string_lossy().into_owned()
-    };
-    let record = write(
-        "record.sh",
-        format!(
-            "cat > {o}.stdin\necho \"$LS_TOPIC $LS_ID $LS_DATA_LEVEL\" > {o}.env",
-            o = out.display()
-        ),
-    );
-    let hang = write(
-        "hang.sh",
-        format!(
-            "sleep 600 &\necho $! > {o}.child\necho $$ > {o}.self\nwait",
-            o = out.display()
-        ),
-    );
-    let rules = vec![
-        bundles::rule(
-            "record",
-            &["x.record"],
-            vec![bundles::exec_step(&record, 5_000, 0)],
-        ),
-        bundles::rule("hang", &["x.hang"], vec![bundles::exec_step(&hang, 500, 0)]),
-    ];
-    let bundle = bundles::write(dir.path(), "b", &payload(rules, vec![], vec![]));
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     let json = r#"{"topic":"x.record","id":"e7","data":{"level":3}}"#;
     publish(&redis, "x.record", json);
     let env_file = format!("{}.env", out.display());
@@ -534,13 +502,7 @@ fn exec_env_stdin_and_timeout_kill() {
     publish(&redis, "x.hang", r#"{"topic":"x.hang"}"#);
     wait_counter(&redis, &ruled, "failed", "1");
     ruled.wait_log(&["timed out"]);
-    let pid = |suffix: &str| -> i32 {
-        std::fs::read_to_string(format!("{}.{suffix}", out.display()))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let pid = |suffix: &str| support::wait_pid(&out.with_extension(suffix));
     let (child, parent) = (pid("child"), pid("self"));
     wait_for("script and background child gone", || {
         !support::alive(child) && !support::alive(parent)
@@ -550,11 +512,12 @@ fn exec_env_stdin_and_timeout_kill() {
 /// A killed subscriber connection is restored; events after that fire.
 #[test]
 fn reconnects_after_client_kill() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(0)));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     let killed: i64 = redis.query(&["CLIENT", "KILL", "TYPE", "pubsub"]);
     assert_eq!(killed, 1);
     ruled.wait_log(&["pub/sub connection lost", "not replayed"]);
@@ -570,9 +533,11 @@ fn reconnects_after_client_kill() {
 /// really filters: at `warn`, none of the info lines appear.
 #[test]
 fn env_configuration_and_log_filter() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(0)));
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
         .env("RULED_REDIS", redis.url())
         .env("RULED_BUNDLE", &bundle)
@@ -653,8 +618,7 @@ fn replay_window_decides_overdue_records() {
         "hazards-on-alarm#1-1",
         &record("hazards-on-alarm#1-1"),
     ]);
-    let mut ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let mut ruled = Ruled::ready(&redis, &bundle, &[]);
     ruled.wait_log(&["removing pending record", "replay window"]);
     assert!(pending_ids(&redis).is_empty());
     assert!(list(&redis, "scooter:blinker").is_empty());
@@ -666,12 +630,45 @@ fn replay_window_decides_overdue_records() {
         "hazards-on-alarm#1-2",
         &record("hazards-on-alarm#1-2"),
     ]);
-    let ruled = Ruled::start(&redis, &bundle, &["--replay-window", "1h"]);
-    ruled.wait_ready();
+    let _ruled = Ruled::ready(&redis, &bundle, &["--replay-window", "1h"]);
     wait_for("overdue step runs at once", || {
         list(&redis, "scooter:blinker") == ["off"]
     });
     wait_for("record removed", || pending_ids(&redis).is_empty());
+}
+
+/// One worker (`--workers 1 --queue <queue>`) kept busy by a script that
+/// sleeps (rule `busy` on `x.busy`, its step `busy_after_ms` after the
+/// trigger), beside rule `<other>` on `x.<other>`: one durable redis step
+/// 200 ms after its trigger. Returns the setup, ruled (ready, `x.busy`
+/// published, the script running), and the script's pid.
+fn busy_worker(busy_after_ms: u64, other: &str, queue: &str) -> (Setup, Ruled, i32) {
+    let mut pid_file = std::path::PathBuf::new();
+    let setup = Setup::with(|dir| {
+        let (busy, pid) = support::busy_script(dir, "busy.sh");
+        pid_file = pid;
+        let rules = vec![
+            bundles::rule(
+                "busy",
+                &["x.busy"],
+                vec![bundles::exec_step(&busy, 600_000, busy_after_ms)],
+            ),
+            bundles::rule(
+                other,
+                &[&format!("x.{other}")],
+                vec![bundles::redis_step(other, "x", 200)],
+            ),
+        ];
+        payload(rules, vec![], vec![])
+    });
+    let ruled = Ruled::ready(
+        &setup.redis,
+        &setup.bundle,
+        &["--workers", "1", "--queue", queue],
+    );
+    publish(&setup.redis, "x.busy", r#"{"topic":"x.busy"}"#);
+    let pid = support::wait_pid(&pid_file);
+    (setup, ruled, pid)
 }
 
 /// A step the pool refuses (one busy worker, no queue) ends its run, counts
@@ -679,37 +676,10 @@ fn replay_window_decides_overdue_records() {
 /// stop the running exec's group is killed.
 #[test]
 fn refused_step_keeps_its_record_and_stop_kills_exec() {
-    use std::os::unix::fs::PermissionsExt;
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
-    let busy = dir.path().join("busy.sh");
-    std::fs::write(
-        &busy,
-        format!(
-            "#!/bin/sh\necho $$ > {}\nexec sleep 600\n",
-            pid_file.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&busy, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let rules = vec![
-        bundles::rule(
-            "busy",
-            &["x.busy"],
-            vec![bundles::exec_step(busy.to_str().unwrap(), 600_000, 0)],
-        ),
-        bundles::rule(
-            "later",
-            &["x.later"],
-            vec![bundles::redis_step("later", "x", 200)],
-        ),
-    ];
-    let bundle = bundles::write(dir.path(), "b", &payload(rules, vec![], vec![]));
-    let mut ruled = Ruled::start(&redis, &bundle, &["--workers", "1", "--queue", "0"]);
-    ruled.wait_ready();
-    publish(&redis, "x.busy", r#"{"topic":"x.busy"}"#);
-    wait_for("busy.sh running", || pid_file.exists());
+    let (setup, mut ruled, pid) = busy_worker(0, "later", "0");
+    let Setup {
+        redis, dir: _dir, ..
+    } = setup;
     publish(&redis, "x.later", r#"{"topic":"x.later"}"#);
     wait_counter(&redis, &ruled, "dropped", "1");
     ruled.wait_log(&["rule=later", "reason=\"refused\""]);
@@ -718,11 +688,6 @@ fn refused_step_keeps_its_record_and_stop_kills_exec() {
     assert!(kept[0].starts_with("later#"), "{kept:?}");
     assert!(list(&redis, "later").is_empty());
 
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     assert!(support::alive(pid));
     assert!(ruled.stop(), "clean exit; log:\n{}", ruled.log_text());
     wait_for("exec killed at stop", || !support::alive(pid));
@@ -737,11 +702,12 @@ fn refused_step_keeps_its_record_and_stop_kills_exec() {
 /// and its command connection reconnects for the actions.
 #[test]
 fn survives_a_redis_restart() {
-    let mut redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let Setup {
+        mut redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(0)));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     redis.restart();
     ruled.wait_log(&["pub/sub connection lost", "not replayed"]);
     ruled.wait_log(&["pub/sub subscription restored"]);
@@ -800,9 +766,11 @@ fn journal_lines_have_priority_and_no_timestamp() {
 /// answers the start continues as usual.
 #[test]
 fn waits_for_redis_at_start() {
-    let mut redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
+    let Setup {
+        mut redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(0)));
     redis.kill();
     let ruled = Ruled::start(&redis, &bundle, &[]);
     ruled.wait_log(&["cannot connect to redis", "retrying"]);
@@ -818,9 +786,7 @@ fn waits_for_redis_at_start() {
 /// once subscribed and `STOPPING=1` at SIGTERM.
 #[test]
 fn notifies_systemd() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
+    let Setup { redis, dir, bundle } = Setup::new(&single(hazards(0)));
     let socket_path = dir.path().join("notify.sock");
     let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
     socket.set_read_timeout(Some(support::DEADLINE)).unwrap();
@@ -846,9 +812,11 @@ fn notifies_systemd() {
 /// SIGTERM while still waiting for Redis: a clean exit, at once.
 #[test]
 fn sigterm_during_start_exits_cleanly() {
-    let mut redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![hazards(0)], vec![], vec![]));
+    let Setup {
+        mut redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(0)));
     redis.kill();
     let mut ruled = Ruled::start(&redis, &bundle, &[]);
     ruled.wait_log(&["cannot connect to redis"]);
@@ -874,9 +842,8 @@ fn queue_backlog_overflow_counts_refused() {
         ],
     );
     rule.concurrency = Concurrency::Queue;
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![rule], vec![], vec![]));
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let bundle = bundles::write(dir.path(), "b", &single(rule));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     let json = r#"{"topic":"q.go"}"#;
     publish(&redis, "q.go", json);
     wait_for("first run started", || list(&redis, "queued") == ["start"]);
@@ -915,37 +882,11 @@ fn bad_bundle_fails_fast_without_redis() {
 /// a step still queued at stop keeps its record and counts `dropped`.
 #[test]
 fn record_removed_at_start_and_kept_when_abandoned_at_stop() {
-    use std::os::unix::fs::PermissionsExt;
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
-    let busy = dir.path().join("busy.sh");
-    std::fs::write(
-        &busy,
-        format!(
-            "#!/bin/sh\necho $$ > {}\nexec sleep 600\n",
-            pid_file.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&busy, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let rules = vec![
-        bundles::rule(
-            "busy",
-            &["x.busy"],
-            vec![bundles::exec_step(busy.to_str().unwrap(), 600_000, 200)],
-        ),
-        bundles::rule(
-            "queued",
-            &["x.queued"],
-            vec![bundles::redis_step("queued", "x", 200)],
-        ),
-    ];
-    let bundle = bundles::write(dir.path(), "b", &payload(rules, vec![], vec![]));
-    let mut ruled = Ruled::start(&redis, &bundle, &["--workers", "1", "--queue", "4"]);
-    ruled.wait_ready();
-    publish(&redis, "x.busy", r#"{"topic":"x.busy"}"#);
-    wait_for("busy.sh running", || pid_file.exists());
+    let (setup, mut ruled, pid) = busy_worker(200, "queued", "4");
+    let Setup {
+        redis, dir: _dir, ..
+    } = setup;
+    assert!(support::alive(pid));
     wait_for("the running step's record removed", || {
         pending_ids(&redis).is_empty()
     });
@@ -1000,8 +941,7 @@ fn pending_counts_debounce_windows_and_repeat_gaps() {
         "b",
         &payload(vec![debounced, repeated], vec![], vec![]),
     );
-    let ruled = Ruled::start(&redis, &bundle, &[]);
-    ruled.wait_ready();
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
     publish(&redis, "d.go", r#"{"topic":"d.go"}"#);
     wait_counter(&redis, &ruled, "pending", "1");
     publish(&redis, "r.go", r#"{"topic":"r.go"}"#);
@@ -1040,8 +980,7 @@ fn state_is_read_again_after_a_redis_restart() {
         &payload(vec![conditioned, marker], pairs, consts),
     );
     let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked"]);
-    let ruled = Ruled::start(&redis, &bundle, &["--workers", "1"]);
-    ruled.wait_ready();
+    let ruled = Ruled::ready(&redis, &bundle, &["--workers", "1"]);
     redis.restart();
     ruled.wait_log(&["pub/sub subscription restored"]);
     ruled.wait_log(&["state changed", "vehicle"]);

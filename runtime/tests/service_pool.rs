@@ -8,29 +8,25 @@ use rulecore::bundle::Action;
 use rulecore::event::Event;
 use ruled::service::can::CanSockets;
 use ruled::service::pool::{Job, Performers, Pool, PoolConfig, Refused, Report};
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{alive, wait_for, RedisServer};
+use support::{alive, busy_script, runtime, script, wait_for, wait_pid, RedisServer};
 use tokio::sync::mpsc;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn event(json: &str) -> Arc<Event> {
     Arc::new(Event::decode(json.as_bytes()).unwrap())
 }
 
-fn script(dir: &Path, name: &str, body: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path.to_string_lossy().into_owned()
+/// An `exec` job of `command` for a bare event, with a timeout in ms.
+fn exec_job(id: u64, command: &str, timeout_ms: u64) -> Job {
+    Job {
+        id,
+        action: Action::Exec {
+            command: command.into(),
+            timeout_ns: timeout_ms * 1_000_000,
+        },
+        event: event(r#"{"topic":"t"}"#),
+    }
 }
 
 fn no_redis() -> Performers {
@@ -130,25 +126,9 @@ fn exec_failure_carries_stderr() {
     rt.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut pool = Pool::start(PoolConfig::default(), no_redis(), tx);
-        let action = Action::Exec {
-            command: command.clone(),
-            timeout_ns: 5_000_000_000,
-        };
-        pool.submit(Job {
-            id: 1,
-            action,
-            event: event(r#"{"topic":"t"}"#),
-        })
-        .unwrap();
-        pool.submit(Job {
-            id: 2,
-            action: Action::Exec {
-                command: "/nonexistent/command".into(),
-                timeout_ns: 5_000_000_000,
-            },
-            event: event(r#"{"topic":"t"}"#),
-        })
-        .unwrap();
+        pool.submit(exec_job(1, &command, 5_000)).unwrap();
+        pool.submit(exec_job(2, "/nonexistent/command", 5_000))
+            .unwrap();
         let got = reports(&mut rx, 4).await;
         let failure = |id| {
             got.iter()
@@ -182,15 +162,7 @@ fn exec_timeout_kills_the_whole_group() {
     rt.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut pool = Pool::start(PoolConfig::default(), no_redis(), tx);
-        pool.submit(Job {
-            id: 1,
-            action: Action::Exec {
-                command,
-                timeout_ns: 500_000_000,
-            },
-            event: event(r#"{"topic":"t"}"#),
-        })
-        .unwrap();
+        pool.submit(exec_job(1, &command, 500)).unwrap();
         let got = reports(&mut rx, 2).await;
         match &got[1] {
             Report::Finished(1, Err(msg)) => assert!(msg.contains("timed out"), "{msg}"),
@@ -198,14 +170,8 @@ fn exec_timeout_kills_the_whole_group() {
         }
         pool.stop(Duration::from_secs(1)).await;
     });
-    let read_pid = |suffix: &str| -> i32 {
-        std::fs::read_to_string(format!("{}.{suffix}", pids.display()))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
-    let (child, parent) = (read_pid("child"), read_pid("self"));
+    let pid = |suffix: &str| wait_pid(&pids.with_extension(suffix));
+    let (child, parent) = (pid("child"), pid("self"));
     wait_for("script and its background child gone", || {
         !alive(child) && !alive(parent)
     });
@@ -214,12 +180,7 @@ fn exec_timeout_kills_the_whole_group() {
 #[test]
 fn full_queue_refuses_and_stop_abandons_and_kills() {
     let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
-    let command = script(
-        dir.path(),
-        "slow.sh",
-        &format!("echo $$ > {}\nexec sleep 600", pid_file.display()),
-    );
+    let (command, pid_file) = busy_script(dir.path(), "slow.sh");
     let rt = runtime();
     rt.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
@@ -231,18 +192,12 @@ fn full_queue_refuses_and_stop_abandons_and_kills() {
             no_redis(),
             tx,
         );
-        let job = |id| Job {
-            id,
-            action: Action::Exec {
-                command: command.clone(),
-                timeout_ns: 600_000_000_000,
-            },
-            event: event(r#"{"topic":"t"}"#),
-        };
+        let job = |id| exec_job(id, &command, 600_000);
         pool.submit(job(1)).unwrap();
         // Let the worker take job 1 so the queue is empty again.
         assert_eq!(reports(&mut rx, 1).await, vec![Report::Started(1)]);
-        while !pid_file.exists() {
+        // Waited for here, not with `wait_pid`: the worker shares this thread.
+        while !std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n')) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         pool.submit(job(2)).unwrap();
@@ -260,11 +215,7 @@ fn full_queue_refuses_and_stop_abandons_and_kills() {
             "the running job is killed and reported: {got:?}"
         );
     });
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = wait_pid(&pid_file);
     wait_for("running exec killed at stop", || !alive(pid));
 }
 
@@ -284,14 +235,7 @@ fn idle_workers_take_jobs_without_queueing() {
             no_redis(),
             tx,
         );
-        let job = |id| Job {
-            id,
-            action: Action::Exec {
-                command: command.clone(),
-                timeout_ns: 600_000_000_000,
-            },
-            event: event(r#"{"topic":"t"}"#),
-        };
+        let job = |id| exec_job(id, &command, 600_000);
         // Workers register as idle when they first run.
         tokio::task::yield_now().await;
         pool.submit(job(1)).unwrap();

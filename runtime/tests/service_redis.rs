@@ -8,14 +8,7 @@ mod support;
 use rulecore::bundle::StatePair;
 use ruled::service::redis::{self as store, StoreOp, StoreWriter, Subscriptions};
 use std::collections::BTreeSet;
-use support::RedisServer;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use support::{runtime, RedisServer};
 
 async fn manager(redis: &RedisServer) -> redis::aio::ConnectionManager {
     let client = redis::Client::open(redis.url()).unwrap();

@@ -2,9 +2,8 @@
 //! its own; here the runtime's behaviour is what matters).
 #![allow(dead_code, clippy::unwrap_used)]
 
-use rulecore::bundle::{Action, Concurrency, Payload, Repeat, Rule, StatePair, Step};
+use rulecore::bundle::{Action, Payload, Rule, StatePair, Step};
 use rulecore::bytecode::{Const, Program};
-use rulecore::fingerprint::fingerprint_of;
 use rulecore::TopicPattern;
 use std::path::{Path, PathBuf};
 
@@ -31,48 +30,22 @@ pub fn exec_step(command: &str, timeout_ms: u64, after_ms: u64) -> Step {
 }
 
 pub fn step(action: Action, after_ms: u64) -> Step {
-    Step {
-        action,
-        when: None,
-        after_ns: after_ms * MS,
-        durable: after_ms > 0,
-        fingerprint: rulecore::bundle::Fingerprint([0; 16]),
-    }
+    Step::new(action, after_ms * MS)
 }
 
 pub fn rule(name: &str, on: &[&str], steps: Vec<Step>) -> Rule {
-    Rule {
-        name: name.into(),
-        source: "test.toml".into(),
-        enabled: true,
-        on: on.iter().map(|p| TopicPattern::parse(p).unwrap()).collect(),
-        cancel_on: Vec::new(),
-        concurrency: Concurrency::Restart,
-        cooldown_ns: 0,
-        debounce_ns: 0,
-        repeat: Repeat {
-            count: 1,
-            every_ns: 0,
-        },
-        when: None,
-        steps,
-    }
+    let on = on.iter().map(|p| TopicPattern::parse(p).unwrap()).collect();
+    Rule::new(name, "test.toml", on, steps)
 }
 
 /// A payload with correct fingerprints.
 pub fn payload(rules: Vec<Rule>, state_pairs: Vec<StatePair>, consts: Vec<Const>) -> Payload {
-    let mut payload = Payload {
-        compiler_version: "test".into(),
-        rules,
-        state_pairs,
-        consts,
-    };
-    for rule in &mut payload.rules {
-        for step in &mut rule.steps {
-            step.fingerprint = fingerprint_of(step, &payload.consts, &payload.state_pairs);
-        }
-    }
-    payload
+    Payload::new("test", rules, state_pairs, consts)
+}
+
+/// A payload of one rule, no state, no constants.
+pub fn single(rule: Rule) -> Payload {
+    payload(vec![rule], Vec::new(), Vec::new())
 }
 
 /// Encodes `payload` into `dir/name`; returns the path.

@@ -130,6 +130,8 @@ impl Drop for RedisServer {
 pub struct Ruled {
     child: Option<Child>,
     log: Arc<Mutex<Vec<String>>>,
+    /// Reads stderr into `log` until ruled exits.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Ruled {
@@ -163,7 +165,7 @@ impl Ruled {
         let stderr = child.stderr.take().expect("stderr piped");
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 if std::env::var_os("RULED_TEST_ECHO").is_some() {
@@ -175,6 +177,7 @@ impl Ruled {
         Self {
             child: Some(child),
             log,
+            reader: Some(reader),
         }
     }
 
@@ -210,6 +213,13 @@ impl Ruled {
         self.wait_log(&["ruled ready"]);
     }
 
+    /// [`Ruled::start`], then [`Ruled::wait_ready`].
+    pub fn ready(redis: &RedisServer, bundle: &Path, extra: &[&str]) -> Self {
+        let ruled = Self::start(redis, bundle, extra);
+        ruled.wait_ready();
+        ruled
+    }
+
     /// SIGTERM, then waits for the exit; returns whether it exited cleanly.
     pub fn stop(&mut self) -> bool {
         let Some(mut child) = self.child.take() else {
@@ -218,7 +228,19 @@ impl Ruled {
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let status = wait_child(&mut child);
+        self.read_to_end();
         status.is_some_and(|s| s.success())
+    }
+
+    /// After the exit: waits (bounded) until every line ruled wrote is in
+    /// the log, so a test reading it right after the exit sees them all.
+    fn read_to_end(&mut self) {
+        let Some(reader) = self.reader.take() else {
+            return;
+        };
+        if poll(|| reader.is_finished().then_some(())).is_some() {
+            let _ = reader.join();
+        }
     }
 
     /// SIGKILL: a crash.
@@ -232,7 +254,9 @@ impl Ruled {
     /// Waits for the process to exit by itself; returns its status code.
     pub fn wait_exit(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;
-        wait_child(&mut child).and_then(|s| s.code())
+        let status = wait_child(&mut child);
+        self.read_to_end();
+        status.and_then(|s| s.code())
     }
 }
 
@@ -258,6 +282,65 @@ impl Drop for Ruled {
             let _ = child.wait();
         }
     }
+}
+
+/// A test's own Redis, temp dir, and bundle file `b` in that dir.
+#[derive(Debug)]
+pub struct Setup {
+    pub redis: RedisServer,
+    pub dir: tempfile::TempDir,
+    pub bundle: PathBuf,
+}
+
+impl Setup {
+    pub fn new(payload: &rulecore::bundle::Payload) -> Self {
+        Self::with(|_| payload.clone())
+    }
+
+    /// Like [`Setup::new`], for a payload that refers to files (scripts)
+    /// it writes into the temp dir first.
+    pub fn with(make: impl FnOnce(&Path) -> rulecore::bundle::Payload) -> Self {
+        let redis = RedisServer::start();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let payload = make(dir.path());
+        let bundle = bundles::write(dir.path(), "b", &payload);
+        Self { redis, dir, bundle }
+    }
+}
+
+/// A current-thread tokio runtime, as `ruled` runs on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Writes an executable `#!/bin/sh` script `dir/name`; returns its path.
+pub fn script(dir: &Path, name: &str, body: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .expect("make script executable");
+    path.to_string_lossy().into_owned()
+}
+
+/// A script that writes its pid to `dir/name.pid` and then sleeps for ten
+/// minutes (holding a worker); returns (command, pid file).
+pub fn busy_script(dir: &Path, name: &str) -> (String, PathBuf) {
+    let pid_file = dir.join(format!("{name}.pid"));
+    let body = format!("echo $$ > {}\nexec sleep 600", pid_file.display());
+    (script(dir, name, &body), pid_file)
+}
+
+/// Waits until a script has written its pid (a whole line) to `path`.
+pub fn wait_pid(path: &Path) -> i32 {
+    let pid = poll(|| {
+        let text = std::fs::read_to_string(path).ok()?;
+        text.ends_with('\n').then(|| text.trim().parse().ok())?
+    });
+    pid.unwrap_or_else(|| panic!("no pid in {} within {DEADLINE:?}", path.display()))
 }
 
 /// Polls `check` every 20 ms until it returns `Some`, or [`DEADLINE`] passes.
