@@ -140,6 +140,7 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     }
     let spans = mapped.tree;
     let mut checker = Checker {
+        text,
         problems: Vec::new(),
         state_pairs: Vec::new(),
     };
@@ -489,6 +490,34 @@ fn join(a: Ty, b: Ty) -> Ty {
     }
 }
 
+/// The word around `span` when it is joined to its neighbours by `-` with
+/// no space (`stand-by`, `ready-to-drive`), which evalexpr reads as a
+/// subtraction of names.
+fn hyphenated_word(text: &str, span: &Range<usize>) -> Option<Range<usize>> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let start = text[..span.start]
+        .char_indices()
+        .rev()
+        .take_while(|(_, c)| is_word(*c))
+        .last()
+        .map_or(span.start, |(at, _)| at);
+    let end = text[span.end..]
+        .char_indices()
+        .take_while(|(_, c)| is_word(*c))
+        .last()
+        .map_or(span.end, |(at, c)| span.end + at + c.len_utf8());
+    // Trim stray minus signs at either end (`-x`, `x-`).
+    let around = &text[start..end];
+    let word = around.trim_matches('-');
+    let start = start + (around.len() - around.trim_start_matches('-').len());
+    // Every part a word, not a number: `speed-1` is a real subtraction.
+    let words = word
+        .split('-')
+        .all(|part| part.chars().next().is_some_and(|c| !c.is_ascii_digit()));
+    let range = start..start + word.len();
+    (range != *span && word.contains('-') && words).then_some(range)
+}
+
 /// Skips token-less and parenthesis roots that hold exactly one node.
 fn unwrap_roots<'n, 's>(mut node: &'n Node, mut spans: &'s SpanTree) -> (&'n Node, &'s SpanTree) {
     while *node.operator() == Operator::RootNode {
@@ -503,12 +532,14 @@ fn unwrap_roots<'n, 's>(mut node: &'n Node, mut spans: &'s SpanTree) -> (&'n Nod
     (node, spans)
 }
 
-struct Checker {
+struct Checker<'t> {
+    /// The expression text, to see what surrounds a name.
+    text: &'t str,
     problems: Vec<WhenProblem>,
     state_pairs: Vec<StatePair>,
 }
 
-impl Checker {
+impl Checker<'_> {
     fn report(
         &mut self,
         code: &'static str,
@@ -687,6 +718,9 @@ impl Checker {
                 if kids.is_none() && matches!(op, BinOp::Eq | BinOp::Ne) {
                     self.suggest_quotes(node, spans);
                 }
+                if kids.is_none() && op.is_comparison() {
+                    self.explain_not_precedence(node, spans, op);
+                }
                 let mut kids = kids?;
                 let right = kids.pop()?;
                 let left = kids.pop()?;
@@ -742,6 +776,40 @@ impl Checker {
                          \"{word}\"; {data_help}"
                     ));
                 }
+            }
+        }
+    }
+
+    /// `!to == "x"` is `(!to) == "x"`: when `!` on the left of a comparison
+    /// got a non-boolean, the help shows the parenthesised form.
+    fn explain_not_precedence(&mut self, node: &Node, spans: &SpanTree, op: BinOp) {
+        let (Some(left), Some(left_spans)) = (node.children().first(), spans.kids.first()) else {
+            return;
+        };
+        let (left, left_spans) = unwrap_roots(left, left_spans);
+        if *left.operator() != Operator::Not {
+            return;
+        }
+        let Some(inner) = left_spans.kids.first() else {
+            return;
+        };
+        let Some(written) = self.text.get(spans.span.clone()) else {
+            return;
+        };
+        let Some(negated) = written.trim_start().strip_prefix('!') else {
+            return;
+        };
+        let alternative = if op == BinOp::Eq { ", or use `!=`" } else { "" };
+        let help = format!(
+            "`!` applies only to what follows it directly: this is `(!{}) {} ...`; \
+             write `!({})`{alternative}",
+            self.text.get(inner.span.clone()).unwrap_or_default(),
+            op.symbol(),
+            negated.trim_start(),
+        );
+        for problem in &mut self.problems {
+            if problem.code == "rulec::when::type-mismatch" && problem.span == inner.span {
+                problem.help = Some(help.clone());
             }
         }
     }
@@ -974,13 +1042,44 @@ impl Checker {
         } else {
             "the names are topic, src, from, to, data.KEY and state(\"hash\", \"field\")".into()
         };
-        let help = Some(help);
+        if let Some(word) = hyphenated_word(self.text, &span) {
+            // `stand-by` is `stand - by` to evalexpr: one problem for the
+            // whole word, however many unknown names it splits into.
+            let reported = self.problems.iter().any(|p| {
+                p.code == "rulec::when::unknown-name"
+                    && p.span.start >= word.start
+                    && p.span.end <= word.end
+            });
+            if !reported {
+                let written = &self.text[word.clone()];
+                let in_path = self.text[..word.start].ends_with('.');
+                let help = if in_path {
+                    "evalexpr reads `-` as minus, so this is a subtraction; a data key \
+                     with `-` in it cannot be read in `when`"
+                        .to_string()
+                } else {
+                    format!(
+                        "evalexpr reads `-` as minus, so `{written}` is a subtraction; for the \
+                         text, write \"{written}\""
+                    )
+                };
+                let label = format!("read as `{}`", written.replace('-', " - "));
+                self.report(
+                    "rulec::when::unknown-name",
+                    format!("unknown name `{name}` in `{written}`"),
+                    word,
+                    label,
+                    Some(help),
+                );
+            }
+            return None;
+        }
         self.report(
             "rulec::when::unknown-name",
             format!("unknown name `{name}`"),
             span,
             "not a name `when` knows".into(),
-            help,
+            Some(help),
         );
         None
     }

@@ -140,6 +140,14 @@ pub enum BinOp {
 }
 
 impl BinOp {
+    /// `==`, `!=` and the orderings.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
+    }
+
     pub fn symbol(self) -> &'static str {
         match self {
             BinOp::Add => "+",

@@ -471,3 +471,36 @@ fn too_long_points_where_the_limit_is_crossed() {
     assert_eq!(p.code, "rulec::when::too-long");
     assert_eq!(at, "!!!!true");
 }
+
+#[test]
+fn a_hyphenated_word_is_one_problem_with_quotes_help() {
+    let text = r#"to == "parked" || to == stand-by"#;
+    let (p, at) = one(text);
+    assert_eq!(at, "stand-by");
+    assert_eq!(p.label, "read as `stand - by`");
+    assert_eq!(p.message, "unknown name `stand` in `stand-by`");
+    assert!(
+        p.help
+            .unwrap_or_default()
+            .ends_with(r#"for the text, write "stand-by""#),
+        "{text}"
+    );
+    // `to` in the middle is a known name; `ready` and `drive` are one problem.
+    let (p, at) = one("from == ready-to-drive");
+    assert_eq!(at, "ready-to-drive");
+    assert!(p.help.unwrap_or_default().contains(r#""ready-to-drive""#));
+    // Inside a data path: the key cannot be read.
+    let (p, at) = one("data.battery-level > 3");
+    assert_eq!(at, "battery-level");
+    assert!(p.help.unwrap_or_default().contains("data key with `-`"));
+    // A real subtraction keeps the plain unknown-name help.
+    let (p, _) = one("speed-1 > 3");
+    assert!(p.help.unwrap_or_default().contains("`data.speed`"));
+}
+
+#[test]
+fn not_on_a_comparison_explains_precedence() {
+    let (p, at) = one(r#"!to == "parked""#);
+    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "to"));
+    assert!(p.help.unwrap_or_default().contains(r#"!(to == "parked")"#));
+}
