@@ -23,7 +23,7 @@ pub fn run(_args: &SchemaArgs, console: &mut Console<'_>) -> io::Result<Exit> {
 
 /// Go duration syntax (DESIGN.md 3.7), as a regular expression: an optional
 /// sign, then number+unit pairs, or a bare `0`.
-const DURATION_PATTERN: &str = r"^[-+]?(0|([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+)$";
+const DURATION_PATTERN: &str = r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$";
 
 /// The JSON Schema (draft-07, what editors' TOML plugins such as Taplo
 /// understand) of one rule file. Key lists match [`crate::rulefile`]; a
@@ -73,7 +73,7 @@ pub fn schema() -> Value {
             },
             "list": { "type": "string", "minLength": 1, "description": "redis: the list to LPUSH to, e.g. `scooter:blinker`." },
             "push": { "type": "string", "minLength": 1, "description": "redis: the value to LPUSH, e.g. `both`." },
-            "command": { "type": "string", "minLength": 1, "description": "exec: an executable name or path; no arguments, no shell." },
+            "command": { "type": "string", "minLength": 1, "pattern": "^[^\\s\\u0000]+$", "description": "exec: an executable name or path; no arguments, no shell." },
             "timeout": duration("exec: kill the command after this long. Default 10s; must be positive."),
             "iface": { "type": "string", "minLength": 1, "maxLength": 15, "pattern": "^[^\\s/\\u0000]+$", "description": "can: the SocketCAN interface, e.g. `can0`." },
             "id": {
