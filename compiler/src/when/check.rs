@@ -1173,11 +1173,22 @@ impl Checker<'_> {
             .map(|(node, spans)| self.node(node, spans))
             .collect();
         let args: Vec<Expr> = checked.into_iter().collect::<Option<_>>()?;
-        let (arity, arity_text) = match builtin {
-            Builtin::Min | Builtin::Max => (2..=usize::from(u8::MAX), "at least two arguments"),
-            Builtin::If => (3..=3, "three arguments: if(condition, then, else)"),
-            Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => (2..=2, "two arguments"),
-            _ => (1..=1, "one argument"),
+        let (arity, arity_text, usage) = match builtin {
+            Builtin::Min | Builtin::Max => (
+                2..=usize::from(u8::MAX),
+                "at least two arguments",
+                "(a, b, ...)",
+            ),
+            Builtin::If => (3..=3, "three arguments", "(condition, then, else)"),
+            Builtin::StartsWith => (2..=2, "two arguments", "(text, prefix)"),
+            Builtin::EndsWith => (2..=2, "two arguments", "(text, suffix)"),
+            Builtin::Contains => (2..=2, "two arguments", "(text, part)"),
+            Builtin::Len | Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => {
+                (1..=1, "one argument", "(text)")
+            }
+            Builtin::Floor | Builtin::Ceil | Builtin::Round | Builtin::Abs => {
+                (1..=1, "one argument", "(number)")
+            }
         };
         if !arity.contains(&args.len()) {
             self.report(
@@ -1185,7 +1196,7 @@ impl Checker<'_> {
                 format!("`{name}` takes {arity_text}, but is given {}", args.len()),
                 span,
                 "wrong number of arguments".into(),
-                None,
+                Some(format!("write {name}{usage}")),
             );
             return None;
         }

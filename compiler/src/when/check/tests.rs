@@ -213,6 +213,12 @@ fn type_errors_point_at_the_fault() {
 
     let (p, at) = one(r#"min(1) < 2"#);
     assert_eq!((p.code, at), ("rulec::when::arguments", "min(1)"));
+    assert_eq!(p.help.as_deref(), Some("write min(a, b, ...)"));
+    let (p, _) = one(r#"str::starts_with(topic)"#);
+    assert_eq!(
+        p.help.as_deref(),
+        Some("write str::starts_with(text, prefix)")
+    );
 }
 
 #[test]
