@@ -992,3 +992,39 @@ fn state_is_read_again_after_a_redis_restart() {
         ruled.log_text()
     );
 }
+
+/// The per-rule statistics hash holds exactly the bundle's rules: fields
+/// of rules from an earlier bundle are removed at start.
+#[test]
+fn rule_statistics_of_old_rules_are_removed_at_start() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(0)));
+    let _: i64 = redis.query(&["HSET", "extensions:rules", "gone-rule", "{}"]);
+    let _ruled = Ruled::ready(&redis, &bundle, &[]);
+    wait_for("only the bundle's rules", || {
+        let fields: Vec<String> = redis.query(&["HKEYS", "extensions:rules"]);
+        fields == ["hazards-on-alarm"]
+    });
+}
+
+/// SIGTERM while Redis is gone: the last writes cannot land, and ruled
+/// still exits cleanly (the wait for them is bounded).
+#[test]
+fn stop_with_redis_gone_exits_cleanly() {
+    let Setup {
+        mut redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(60_000)));
+    let mut ruled = Ruled::ready(&redis, &bundle, &[]);
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("a pending record", || pending_ids(&redis).len() == 1);
+    redis.kill();
+    ruled.wait_log(&["pub/sub connection lost"]);
+    assert!(ruled.stop(), "clean exit; log:\n{}", ruled.log_text());
+    let log = ruled.log_text();
+    assert!(log.contains("stopped"), "{log}");
+}

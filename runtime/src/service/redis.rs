@@ -249,6 +249,9 @@ pub enum StoreOp {
     Counters(Vec<(&'static str, String)>),
     /// `HSET extensions:rules name json ...`
     RuleStats(Vec<(String, String)>),
+    /// `DEL extensions:rules`, then `HSET extensions:rules name json ...`:
+    /// the hash holds exactly these rules (none of an earlier bundle's).
+    AllRuleStats(Vec<(String, String)>),
     /// PING the command connection until it answers (a few tries), so a
     /// connection broken by a Redis restart is replaced before the writes
     /// queued after this one (and the actions) meet it.
@@ -266,7 +269,9 @@ impl StoreOp {
                 Self::Put { id, json } => id.len() + json.len(),
                 Self::Drop { id } => id.len(),
                 Self::Counters(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
-                Self::RuleStats(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
+                Self::RuleStats(fields) | Self::AllRuleStats(fields) => {
+                    fields.iter().map(|(f, v)| f.len() + v.len()).sum()
+                }
                 Self::Wake | Self::Flush(_) => 0,
             }
     }
@@ -338,7 +343,7 @@ impl StoreWriter {
                 tracing::debug!(run = %id, "pending record not written: store queue full");
                 return false;
             }
-            StoreOp::Counters(_) | StoreOp::RuleStats(_) if full => {
+            StoreOp::Counters(_) | StoreOp::RuleStats(_) | StoreOp::AllRuleStats(_) if full => {
                 overflow.note_refused(self.limit);
                 return false;
             }
@@ -475,6 +480,17 @@ async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
                     command.arg(field).arg(value);
                 }
                 written.push(Written::RuleStats);
+            }
+            StoreOp::AllRuleStats(fields) => {
+                pipe.cmd("DEL").arg(RULE_STATS_HASH);
+                written.push(Written::RuleStats);
+                if !fields.is_empty() {
+                    let command = pipe.cmd("HSET").arg(RULE_STATS_HASH);
+                    for (field, value) in fields {
+                        command.arg(field).arg(value);
+                    }
+                    written.push(Written::RuleStats);
+                }
             }
             StoreOp::Counters(_) | StoreOp::RuleStats(_) | StoreOp::Wake => {}
             StoreOp::Flush(done) => flushed.push(done),
