@@ -359,3 +359,17 @@ fn every_and_debounce_rules() {
         assert_eq!(report.rules.is_empty(), rejected, "{extra}");
     }
 }
+
+#[test]
+fn every_problem_of_a_can_step_is_reported_at_once() {
+    let text = "[[rule]]\nname = \"x\"\non = [\"t\"]\n[[rule.step]]\ndo = \"can\"\niface = \"can/0\"\nid = \"0x\"\ndata = \"01\"\ndlc = 1\n";
+    let report = check(&[("a.toml", text)]);
+    let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(
+        codes,
+        ["rulec::can-iface", "rulec::can-id", "rulec::can-dlc"],
+        "{:#?}",
+        report.diagnostics
+    );
+    assert!(report.rules.is_empty());
+}

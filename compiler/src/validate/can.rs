@@ -153,10 +153,9 @@ impl<'i> RuleChecker<'_, 'i> {
             None if entry(step, "dlc").is_some() => None,
             None => Some(None),
         };
-        let (id, data, rtr, dlc) = (id?, data?, rtr?, dlc?);
-        if !ok {
-            return None;
-        }
+        // The payload rules need only `data`, `rtr` and `dlc`: checked even
+        // when `iface` or `id` failed, so every problem shows at once.
+        let (data, rtr, dlc) = (data?, rtr?, dlc?);
         let (data_bytes, dlc) = if rtr {
             if let Some((_, span)) = data.filter(|(bytes, _)| !bytes.is_empty()) {
                 self.error_help(
@@ -178,6 +177,10 @@ impl<'i> RuleChecker<'_, 'i> {
             let len = u8::try_from(bytes.len()).unwrap_or(u8::MAX);
             (bytes, len)
         };
+        let id = id?;
+        if !ok {
+            return None;
+        }
         Some(Action::Can(CanFrame {
             iface,
             id,
