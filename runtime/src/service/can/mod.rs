@@ -189,12 +189,35 @@ mod tests {
                 .args(["link", "set", "up", "vcan0"])
                 .status();
         }
+        // A second raw socket on the interface sees what the first sends.
+        let mut listener = File::from(sys::open_raw("vcan0").unwrap());
+        let sent = [
+            frame(0x123, false, false, 2, &[0xAB, 0xCD]),
+            frame(0x1234_5678, true, true, 8, &[]),
+        ];
         let sockets = CanSockets::default();
-        sockets
-            .send(&frame(0x123, false, false, 2, &[0xAB, 0xCD]))
-            .unwrap();
-        sockets
-            .send(&frame(0x1234_5678, true, true, 8, &[]))
-            .unwrap();
+        for frame in &sent {
+            sockets.send(frame).unwrap();
+        }
+        for frame in &sent {
+            let mut got = [0u8; FRAME_LEN];
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                match std::io::Read::read(&mut listener, &mut got) {
+                    Ok(n) => {
+                        assert_eq!(n, FRAME_LEN);
+                        break;
+                    }
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::WouldBlock
+                            && std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    Err(e) => panic!("reading the frame back from vcan0: {e}"),
+                }
+            }
+            assert_eq!(got, encode_frame(frame), "{frame:?}");
+        }
     }
 }
