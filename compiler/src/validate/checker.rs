@@ -144,7 +144,8 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
         match entry.value.get_ref() {
             DeValue::String(text) => Some((text.to_string(), entry.value.span())),
             _ => {
-                self.wrong_type(key, entry.value, "a string", None);
+                let help = string_help(key, entry.value.get_ref());
+                self.wrong_type(key, entry.value, "a string", Some(&help));
                 None
             }
         }
@@ -155,7 +156,14 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
         match entry.value.get_ref() {
             DeValue::Boolean(value) => Some((*value, entry.value.span())),
             _ => {
-                self.wrong_type(key, entry.value, "a boolean (`true` or `false`)", None);
+                self.wrong_type(
+                    key,
+                    entry.value,
+                    "a boolean (`true` or `false`)",
+                    Some(&format!(
+                        "write `{key} = true` or `{key} = false`, without quotes"
+                    )),
+                );
                 None
             }
         }
@@ -180,7 +188,12 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                 }
             }
             _ => {
-                self.wrong_type(key, entry.value, "an integer", None);
+                self.wrong_type(
+                    key,
+                    entry.value,
+                    "an integer",
+                    Some("write a whole number without quotes, e.g. `3`"),
+                );
                 None
             }
         }
@@ -329,6 +342,24 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             }
         }
         ok.then_some(patterns)
+    }
+}
+
+/// Help for a value that should have been a string.
+pub(super) fn string_help(key: &str, found: &DeValue<'_>) -> String {
+    match (key, found) {
+        ("when", DeValue::Boolean(true)) => {
+            "remove `when` to fire on every matching event; a condition is a string, \
+             e.g. `when = 'to == \"parked\"'`"
+                .to_string()
+        }
+        ("when", _) => {
+            "write the condition as a string, e.g. `when = 'to == \"parked\"'`".to_string()
+        }
+        ("concurrency", _) => {
+            "write one of \"restart\", \"drop\" or \"queue\", in quotes".to_string()
+        }
+        _ => format!("put the value in double quotes: `{key} = \"...\"`"),
     }
 }
 

@@ -41,14 +41,20 @@ impl<'i> RuleChecker<'_, 'i> {
                     self.name_span = Some(e.value.span());
                 }
                 _ => {
-                    self.wrong_type("name", e.value, "a string", None);
+                    let help = super::checker::string_help("name", e.value.get_ref());
+                    self.wrong_type("name", e.value, "a string", Some(&help));
                     ok = false;
                 }
             },
         }
         if let Some(e) = entry(table, "enabled") {
             if !matches!(e.value.get_ref(), DeValue::Boolean(_)) {
-                self.wrong_type("enabled", e.value, "a boolean (`true` or `false`)", None);
+                self.wrong_type(
+                    "enabled",
+                    e.value,
+                    "a boolean (`true` or `false`)",
+                    Some("write `enabled = false` (or `true`), without quotes"),
+                );
                 ok = false;
             }
         }
