@@ -222,7 +222,11 @@ impl<'t> Sim<'t> {
     }
 
     fn wall(&self) -> i64 {
-        WALL_ORIGIN_MS + (self.now / 1_000_000) as i64 + self.jump_ms
+        // Saturating: timeline durations and jumps are user input.
+        let since_origin = i64::try_from(self.now / 1_000_000).unwrap_or(i64::MAX);
+        WALL_ORIGIN_MS
+            .saturating_add(since_origin)
+            .saturating_add(self.jump_ms)
     }
 
     fn at_ms(&self) -> u64 {
