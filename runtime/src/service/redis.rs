@@ -280,7 +280,7 @@ impl StoreOp {
 /// How many bytes of writes may wait for Redis (DESIGN.md 1: 48 MB for the
 /// whole service). Past it, new records and counter updates are refused
 /// (see [`StoreWriter::send`]); removals always queue.
-pub const STORE_QUEUE_LIMIT: usize = 4 * 1024 * 1024;
+pub const STORE_QUEUE_LIMIT: usize = 8 * 1024 * 1024;
 
 /// The one task that writes the pending store and the counters, in the
 /// order the driver issued them, so a record's put never lands after its
