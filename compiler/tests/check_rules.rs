@@ -373,3 +373,17 @@ fn every_problem_of_a_can_step_is_reported_at_once() {
     );
     assert!(report.rules.is_empty());
 }
+
+#[test]
+fn spans_are_exact_in_crlf_files_and_multiline_strings() {
+    let text = "[[rule]]\r\nname = \"x\"\r\non = [\"t\"]\r\nwhen = \"\"\"\\\r\n    to == \"a\" && \\\r\n    spede > 1\"\"\"\r\n[[rule.step]]\r\ndo = \"redis\"\r\nlist = \"l\"\r\npush = \"p\"\r\n";
+    let report = check(&[("a.toml", text)]);
+    assert_eq!(report.diagnostics.len(), 1, "{:#?}", report.diagnostics);
+    let span = report.diagnostics[0].label.as_ref().unwrap().span.clone();
+    assert_eq!(&text[span.clone()], "spede");
+    let json = rulec::diagnostic::to_json(&report.diagnostics[0], &report.files);
+    assert_eq!(
+        (json["line"].as_u64(), json["column"].as_u64()),
+        (Some(6), Some(5))
+    );
+}
