@@ -64,6 +64,13 @@ fn payload(rules: Vec<Rule>) -> Arc<Payload> {
     ))
 }
 
+/// Simulates `timeline` (TOML) against `rules` (and `after` from the
+/// first restart on).
+fn run(rules: Vec<Rule>, timeline: impl AsRef<str>, after: Option<Vec<Rule>>) -> Outcome {
+    let timeline: Timeline = toml::from_str(timeline.as_ref()).unwrap();
+    simulate(payload(rules), &timeline, after.map(payload)).unwrap()
+}
+
 fn text(outcome: &Outcome) -> Vec<String> {
     outcome
         .lines
@@ -657,11 +664,6 @@ fn every_kind_outcomes() -> Vec<Outcome> {
         None,
     );
     vec![main, refused, changed, late, early]
-}
-
-fn run(rules: Vec<Rule>, timeline: impl AsRef<str>, after: Option<Vec<Rule>>) -> Outcome {
-    let timeline: Timeline = toml::from_str(timeline.as_ref()).unwrap();
-    simulate(payload(rules), &timeline, after.map(payload)).unwrap()
 }
 
 #[test]
