@@ -404,14 +404,7 @@ impl<'t> Sim<'t> {
                     });
                 }
                 Effect::DropRecord { id, rule, reason } => {
-                    self.outcome.records.remove(&*id);
-                    self.line(Line {
-                        kind: "record-drop",
-                        rule: rule.map(|r| r.to_string()),
-                        run: Some(id.to_string()),
-                        reason: Some(reason.as_str().to_string()),
-                        ..Line::default()
-                    });
+                    self.drop_record(&id, rule.as_deref(), reason.as_str());
                 }
                 Effect::Log(log) => {
                     let at = self.at_ms();
@@ -436,14 +429,7 @@ impl<'t> Sim<'t> {
     fn start_job(&mut self, job: Job) {
         // The record goes exactly when the action starts (DESIGN.md 6.5).
         if let Some(id) = &job.drop_record {
-            self.outcome.records.remove(&**id);
-            self.line(Line {
-                kind: "record-drop",
-                rule: Some(job.rule.to_string()),
-                run: Some(id.to_string()),
-                reason: Some("started".to_string()),
-                ..Line::default()
-            });
+            self.drop_record(id, Some(&job.rule), "started");
         }
         let fails = self.fails(&job);
         self.line(action_line(self.at_ms(), "action", &job));
@@ -480,65 +466,55 @@ impl<'t> Sim<'t> {
 
     fn note(&mut self, note: Note) {
         let kind = note.kind();
-        let line = match note {
-            Note::RunStart { run, rule } => Line {
-                rule: Some(rule.to_string()),
-                run: Some(run.to_string()),
-                ..Line::default()
-            },
-            Note::RunEnd { run, rule, reason } => Line {
-                rule: Some(rule.to_string()),
-                run: Some(run.to_string()),
-                reason: Some(reason.as_str().to_string()),
-                ..Line::default()
-            },
+        // (rule, run or record id, (step, pass), reason)
+        let (rule, run, position, reason) = match note {
+            Note::RunStart { run, rule } => (rule, Some(run), None, None),
+            Note::RunEnd { run, rule, reason } => (rule, Some(run), None, Some(reason.as_str())),
             Note::StepSkipped {
                 run,
                 rule,
                 step,
                 pass,
-            } => Line {
-                rule: Some(rule.to_string()),
-                step: Some(step),
-                pass: Some(pass),
-                run: Some(run.to_string()),
-                ..Line::default()
-            },
-            Note::Trigger { rule, .. } => Line {
-                rule: Some(rule.to_string()),
-                ..Line::default()
-            },
-            Note::ReplayResume {
+            }
+            | Note::ReplayResume {
                 run,
                 rule,
                 step,
                 pass,
                 ..
-            } => Line {
-                rule: Some(rule.to_string()),
-                step: Some(step),
-                pass: Some(pass),
-                run: Some(run.to_string()),
-                ..Line::default()
-            },
+            } => (rule, Some(run), Some((step, pass)), None),
+            Note::Trigger { rule, .. } => (rule, None, None, None),
             Note::ReplayDrop {
                 id,
                 rule,
                 step,
                 pass,
                 reason,
-            } => Line {
-                rule: Some(rule.to_string()),
-                step: Some(step),
-                pass: Some(pass),
-                run: Some(id.to_string()),
-                reason: Some(reason.as_str().to_string()),
-                ..Line::default()
-            },
+            } => (rule, Some(id), Some((step, pass)), Some(reason.as_str())),
             // Visible in the store at the end; not one of DESIGN.md 8's kinds.
             Note::RecordKept { .. } => return,
         };
-        self.line(Line { kind, ..line });
+        self.line(Line {
+            kind,
+            rule: Some(rule.to_string()),
+            step: position.map(|(step, _)| step),
+            pass: position.map(|(_, pass)| pass),
+            run: run.map(|run| run.to_string()),
+            reason: reason.map(str::to_string),
+            ..Line::default()
+        });
+    }
+
+    /// Removes a record from the virtual store, with its `record-drop` line.
+    fn drop_record(&mut self, id: &str, rule: Option<&str>, reason: &str) {
+        self.outcome.records.remove(id);
+        self.line(Line {
+            kind: "record-drop",
+            rule: rule.map(str::to_string),
+            run: Some(id.to_string()),
+            reason: Some(reason.to_string()),
+            ..Line::default()
+        });
     }
 
     fn line(&mut self, mut line: Line) {
