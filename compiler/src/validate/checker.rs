@@ -234,6 +234,36 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
         }
     }
 
+    /// A duration that must not be negative (`positive`: must be above
+    /// zero). `Ok(None)` when absent; `Err` once the problem is reported.
+    pub(super) fn bounded_duration(
+        &mut self,
+        table: &Table<'i>,
+        key: &str,
+        positive: bool,
+        help: &str,
+    ) -> Result<Option<u64>, ()> {
+        match self.duration(table, key) {
+            Some((nanos, span)) if nanos < 0 || (positive && nanos == 0) => {
+                let message = if positive {
+                    format!("`{key}` must be positive")
+                } else {
+                    format!("`{key}` is negative")
+                };
+                let label = if nanos == 0 {
+                    format!("zero {key}")
+                } else {
+                    "negative duration".to_string()
+                };
+                self.error_help("rulec::duration-range", message, span, &label, help);
+                Err(())
+            }
+            Some((nanos, _)) => Ok(Some(nanos.unsigned_abs())),
+            None if entry(table, key).is_some() => Err(()),
+            None => Ok(None),
+        }
+    }
+
     pub(super) fn when(&mut self, table: &Table<'i>) -> Result<Option<CheckedExpr>, ()> {
         let Some((text, span)) = self.string_or_fail(table, "when")? else {
             return Ok(None);

@@ -156,46 +156,30 @@ impl<'i> RuleChecker<'_, 'i> {
             }
         }
 
-        let cooldown_ns = match self.duration(table, "cooldown") {
-            Some((nanos, span)) if nanos < 0 => {
-                self.error_help(
-                    "rulec::duration-range",
-                    "`cooldown` is negative".to_string(),
-                    span,
-                    "negative duration",
-                    "write a positive duration, or `\"0s\"` (or nothing) for no cooldown",
-                );
+        let cooldown_ns = self
+            .bounded_duration(
+                table,
+                "cooldown",
+                false,
+                "write a positive duration, or `\"0s\"` (or nothing) for no cooldown",
+            )
+            .unwrap_or_else(|()| {
                 ok = false;
-                0
-            }
-            Some((nanos, _)) => nanos.unsigned_abs(),
-            None => {
-                ok &= entry(table, "cooldown").is_none();
-                0
-            }
-        };
-        let debounce_ns = match self.duration(table, "debounce") {
-            Some((nanos, span)) if nanos <= 0 => {
-                self.error_help(
-                    "rulec::duration-range",
-                    "`debounce` must be positive".to_string(),
-                    span,
-                    if nanos == 0 {
-                        "zero debounce"
-                    } else {
-                        "negative duration"
-                    },
-                    "write a positive quiet window such as `\"500ms\"`, or remove `debounce`",
-                );
+                None
+            })
+            .unwrap_or(0);
+        let debounce_ns = self
+            .bounded_duration(
+                table,
+                "debounce",
+                true,
+                "write a positive quiet window such as `\"500ms\"`, or remove `debounce`",
+            )
+            .unwrap_or_else(|()| {
                 ok = false;
-                0
-            }
-            Some((nanos, _)) => nanos.unsigned_abs(),
-            None => {
-                ok &= entry(table, "debounce").is_none();
-                0
-            }
-        };
+                None
+            })
+            .unwrap_or(0);
 
         let repeat = match self.repeat(table) {
             Some(repeat) => repeat,

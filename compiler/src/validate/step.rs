@@ -98,24 +98,14 @@ impl<'i> RuleChecker<'_, 'i> {
         };
         // Whether `after` itself is sound, apart from the step's other keys:
         // the `durable` check below depends on it alone.
-        let mut after_ok = true;
-        let after_ns = match self.duration(step, "after") {
-            Some((nanos, span)) if nanos < 0 => {
-                self.error_help(
-                    "rulec::duration-range",
-                    "`after` is negative".to_string(),
-                    span,
-                    "negative duration",
-                    "`after` is a delay: write a positive duration, or `\"0s\"` to run at once",
-                );
-                after_ok = false;
-                0
-            }
-            Some((nanos, _)) => nanos.unsigned_abs(),
-            None => {
-                after_ok = entry(step, "after").is_none();
-                0
-            }
+        let (after_ns, after_ok) = match self.bounded_duration(
+            step,
+            "after",
+            false,
+            "`after` is a delay: write a positive duration, or `\"0s\"` to run at once",
+        ) {
+            Ok(after) => (after.unwrap_or(0), true),
+            Err(()) => (0, false),
         };
         ok &= after_ok;
         let durable = match self.boolean(step, "durable") {
@@ -310,21 +300,15 @@ impl<'i> RuleChecker<'_, 'i> {
             }
             true
         });
-        let timeout_ns = match self.duration(step, "timeout") {
-            Some((nanos, span)) if nanos <= 0 => {
-                self.error_help(
-                    "rulec::duration-range",
-                    "`timeout` must be positive".to_string(),
-                    span,
-                    if nanos == 0 { "zero timeout" } else { "negative duration" },
-                    "write how long the command may run, e.g. `timeout = \"5s\"` (the default is 10s)",
-                );
-                None
-            }
-            Some((nanos, _)) => Some(nanos.unsigned_abs()),
-            None if entry(step, "timeout").is_some() => None,
-            None => Some(DEFAULT_EXEC_TIMEOUT_NS),
-        };
+        let timeout_ns = self
+            .bounded_duration(
+                step,
+                "timeout",
+                true,
+                "write how long the command may run, e.g. `timeout = \"5s\"` (the default is 10s)",
+            )
+            .ok()
+            .map(|timeout| timeout.unwrap_or(DEFAULT_EXEC_TIMEOUT_NS));
         Some(Action::Exec {
             command: command?.0,
             timeout_ns: timeout_ns?,
