@@ -163,6 +163,11 @@ impl H {
         self.engine.action_finished(t, w, job, result);
         self.pump();
     }
+    /// A worker starts `job` and it ends with `result`.
+    fn complete(&mut self, job: JobId, result: Result<(), String>) {
+        self.start(job);
+        self.finish(job, result);
+    }
     fn refuse(&mut self, job: JobId) {
         self.jobs.retain(|j| j.id != job);
         let (t, w) = (self.t(), self.wall());
@@ -194,8 +199,7 @@ impl H {
             }
         }
         for job in ready {
-            self.start(job);
-            self.finish(job, Ok(()));
+            self.complete(job, Ok(()));
         }
     }
     fn take(&mut self) -> Vec<String> {
@@ -379,8 +383,7 @@ fn an_action_handed_over_still_runs_after_cancel_but_nothing_follows() {
     let job = h.last_job();
     h.event("alarm.disarmed");
     h.take();
-    h.start(job);
-    h.finish(job, Ok(()));
+    h.complete(job, Ok(()));
     // No record, no next step: the run is gone.
     assert!(h.records.is_empty());
     assert!(h.take().iter().all(|l| !l.contains("submit")));
@@ -392,8 +395,7 @@ fn a_failed_action_ends_the_run_and_counts() {
     let mut h = H::new(vec![hazards()]).manual();
     h.event("alarm.triggered");
     let job = h.last_job();
-    h.start(job);
-    h.finish(job, Err("boom".into()));
+    h.complete(job, Err("boom".into()));
     let out = h.take();
     assert!(
         out.contains(&"0 run-end hazards#t-1 failed".to_string()),
@@ -454,8 +456,7 @@ fn a_restart_lets_the_handed_over_action_run_but_only_the_new_run_goes_on() {
     h.finish(old, Ok(()));
     assert!(h.take().is_empty());
     assert!(h.records.is_empty());
-    h.start(new);
-    h.finish(new, Ok(()));
+    h.complete(new, Ok(()));
     assert_eq!(h.take(), lines(&["1000 put hazards#t-2 s1 p0 at+31000"]));
     assert_eq!(h.counters().dispatched, 2);
 }
@@ -474,8 +475,7 @@ fn a_queue_rule_starts_its_oldest_held_trigger_when_the_run_fails() {
     }
     let first = h.last_job();
     h.take();
-    h.start(first);
-    h.finish(first, Err("no".into()));
+    h.complete(first, Err("no".into()));
     assert_eq!(
         h.take(),
         lines(&[
@@ -492,8 +492,7 @@ fn a_refused_step_ends_the_run_counts_dropped_and_keeps_its_record() {
     let mut h = H::new(vec![hazards()]).manual();
     h.event("alarm.triggered");
     let job = h.last_job();
-    h.start(job);
-    h.finish(job, Ok(()));
+    h.complete(job, Ok(()));
     h.to(30_000);
     let off = h.last_job();
     h.take();
@@ -514,12 +513,10 @@ fn stop_keeps_records_of_waiting_runs_and_an_abandoned_step_keeps_its_record() {
     let mut h = H::new(vec![a, b]).manual();
     h.event("alarm.triggered");
     let j = h.last_job();
-    h.start(j);
-    h.finish(j, Ok(()));
+    h.complete(j, Ok(()));
     h.event("b");
     let j = h.last_job();
-    h.start(j);
-    h.finish(j, Ok(()));
+    h.complete(j, Ok(()));
     h.to(30_000);
     // Both "off" steps are submitted; the pool holds them.
     let (ja, jb) = (h.jobs[0].id, h.jobs[1].id);
@@ -545,8 +542,7 @@ fn stop_keeps_records_and_a_job_started_after_stop_still_drops_its_record() {
     let mut h = H::new(vec![hazards()]).manual();
     h.event("alarm.triggered");
     let job = h.last_job();
-    h.start(job);
-    h.finish(job, Ok(()));
+    h.complete(job, Ok(()));
     h.take();
     h.engine.stop();
     h.pump();
@@ -1282,11 +1278,62 @@ fn stale_timers_do_not_pile_up_under_a_stream_of_debounced_events() {
         h.take().iter().filter(|l| l.contains("run-start")).count(),
         1
     );
-    let _ = (
-        DropReason::Cancelled,
-        EndReason::Done,
-        ReplayDropReason::TooLate,
-        TriggerOutcome::Queued,
+}
+
+#[test]
+fn reason_and_kind_names_are_design_8s() {
+    use EndReason as E;
+    let ends = [
+        E::Done,
+        E::Cancelled,
+        E::Restarted,
+        E::WhenFalse,
+        E::Failed,
+        E::Refused,
+        E::Stopped,
+    ];
+    assert_eq!(
+        ends.map(E::as_str),
+        [
+            "done",
+            "cancelled",
+            "restarted",
+            "when-false",
+            "failed",
+            "refused",
+            "stopped"
+        ]
+    );
+    use ReplayDropReason as R;
+    let replays = [
+        R::RuleGone,
+        R::StepGone,
+        R::Fingerprint,
+        R::TooLate,
+        R::TooEarly,
+        R::Concurrency,
+    ];
+    assert_eq!(
+        replays.map(R::as_str),
+        [
+            "rule-gone",
+            "step-gone",
+            "fingerprint",
+            "too-late",
+            "too-early",
+            "concurrency"
+        ]
+    );
+    assert_eq!(DropReason::Replay(R::TooLate).as_str(), "too-late");
+    use TriggerOutcome as T;
+    assert_eq!(
+        [T::Dropped, T::Queued, T::Refused, T::Suppressed].map(T::kind),
+        [
+            "trigger-dropped",
+            "trigger-queued",
+            "trigger-refused",
+            "trigger-suppressed"
+        ]
     );
 }
 
@@ -1396,12 +1443,10 @@ fn random_input_never_leaks_runs_timers_or_records() {
                         h.refuse(job);
                     }
                     1 => {
-                        h.start(job);
-                        h.finish(job, Err("no".into()));
+                        h.complete(job, Err("no".into()));
                     }
                     _ => {
-                        h.start(job);
-                        h.finish(job, Ok(()));
+                        h.complete(job, Ok(()));
                     }
                 }
             }
@@ -1427,8 +1472,7 @@ fn random_input_never_leaks_runs_timers_or_records() {
             let to = h.now + 10_000;
             h.to(to);
             while let Some(job) = h.jobs.first().map(|j| j.id) {
-                h.start(job);
-                h.finish(job, Ok(()));
+                h.complete(job, Ok(()));
             }
         }
         let c = h.counters();
