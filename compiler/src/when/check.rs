@@ -754,28 +754,32 @@ impl Checker<'_> {
             _ => false,
         };
         for (i, (side, side_spans)) in sides.iter().enumerate() {
-            let Operator::VariableIdentifierRead { identifier: word } = side.operator() else {
-                continue;
-            };
             let other = if i == 0 { 1 } else { 0 };
-            let other_is_string = sides.get(other).is_some_and(|(other, _)| is_string(other));
-            if !other_is_string {
-                continue;
+            if sides.get(other).is_some_and(|(other, _)| is_string(other)) {
+                self.quote_hint(side, side_spans, "compare with");
             }
-            let data_help = format!("for a key of the event's data, write `data.{word}`");
-            for problem in &mut self.problems {
-                let is_this = problem.code == "rulec::when::unknown-name"
-                    && problem.span == side_spans.span
-                    && problem
-                        .help
-                        .as_deref()
-                        .is_some_and(|help| help.starts_with(&data_help));
-                if is_this {
-                    problem.help = Some(format!(
-                        "to compare with the text `{word}`, put it in double quotes: \
-                         \"{word}\"; {data_help}"
-                    ));
-                }
+        }
+    }
+
+    /// Rewrites the help of an unknown bare word where text is expected:
+    /// quotes first, then the `data.` form.
+    fn quote_hint(&mut self, side: &Node, side_spans: &SpanTree, use_: &str) {
+        let Operator::VariableIdentifierRead { identifier: word } = side.operator() else {
+            return;
+        };
+        let data_help = format!("for a key of the event's data, write `data.{word}`");
+        for problem in &mut self.problems {
+            let is_this = problem.code == "rulec::when::unknown-name"
+                && problem.span == side_spans.span
+                && problem
+                    .help
+                    .as_deref()
+                    .is_some_and(|help| help.starts_with(&data_help));
+            if is_this {
+                problem.help = Some(format!(
+                    "to {use_} the text `{word}`, put it in double quotes: \"{word}\"; \
+                     {data_help}"
+                ));
             }
         }
     }
@@ -1172,6 +1176,15 @@ impl Checker<'_> {
             .iter()
             .map(|(node, spans)| self.node(node, spans))
             .collect();
+        if matches!(
+            builtin,
+            Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains
+        ) {
+            // `str::contains(topic, alarm)`: both arguments are text.
+            for (arg, arg_spans) in &raw_args {
+                self.quote_hint(arg, arg_spans, "use");
+            }
+        }
         let args: Vec<Expr> = checked.into_iter().collect::<Option<_>>()?;
         let (arity, arity_text, usage) = match builtin {
             Builtin::Min | Builtin::Max => (

@@ -431,6 +431,13 @@ fn a_bare_word_compared_with_a_string_gets_quotes_first() {
         );
         assert!(help.contains("`data.parked`"), "{text}: {help}");
     }
+    // An argument of a string test is text too.
+    let (p, at) = one("str::contains(topic, alarm)");
+    assert_eq!(at, "alarm");
+    assert!(p
+        .help
+        .unwrap_or_default()
+        .starts_with(r#"to use the text `alarm`, put it in double quotes: "alarm""#));
     // Not next to a string: the data hint alone.
     for text in ["parked", "parked > 3", "len(topic) == parked"] {
         let problems = check(text).unwrap_err();
