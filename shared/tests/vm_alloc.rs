@@ -147,6 +147,23 @@ fn building_a_string_is_what_allocates() {
         assert_eq!(value, Value::Str("Parkedparked".into()));
     });
     assert_eq!(n, 2, "the new string and the evaluation's scratch list");
+    // A `+` chain extends the string it built: still one allocation.
+    let chain = Program {
+        ops: vec![
+            Op::Const(6),
+            Op::Const(2),
+            Op::Add,
+            Op::Const(3),
+            Op::Add,
+            Op::Const(2),
+            Op::Add,
+        ],
+    };
+    let n = allocations_during(|| {
+        let value = eval(&chain, &consts, &event, &[]).unwrap();
+        assert_eq!(value, Value::Str("Parkedparkeddownparked".into()));
+    });
+    assert_eq!(n, 2, "one string, grown in place, and the scratch list");
     // Lower-casing a string with capitals builds one too.
     let lower = Program {
         ops: vec![Op::Const(6), Op::Call(Builtin::ToLowercase, 1)],
@@ -155,4 +172,20 @@ fn building_a_string_is_what_allocates() {
         eval(&lower, &consts, &event, &[]).unwrap();
     });
     assert_eq!(n, 2, "the new string and the evaluation's scratch list");
+    // Two strings built side by side.
+    let two = Program {
+        ops: vec![
+            Op::Const(6),
+            Op::Call(Builtin::ToLowercase, 1),
+            Op::Const(6),
+            Op::Const(2),
+            Op::Add,
+            Op::Eq,
+        ],
+    };
+    let n = allocations_during(|| {
+        let value = eval(&two, &consts, &event, &[]).unwrap();
+        assert_eq!(value, Value::Bool(false));
+    });
+    assert_eq!(n, 3, "two strings and the scratch list");
 }
