@@ -10,11 +10,17 @@
 use crate::bundle::{Payload, FORMAT_VERSION, MAGIC};
 use crate::verify::{verify_payload, PayloadError};
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Magic, version, digest, length.
 pub const HEADER_LEN: usize = 8 + 2 + 32 + 8;
+
+/// The largest bundle file [`read`] accepts. Real bundles are kilobytes, a
+/// few megabytes for thousands of rules; the limit keeps a wrong path (a
+/// disk image, `/dev/zero`) from being read into the service's 48 MB
+/// (DESIGN.md 1) before any check could refuse it.
+pub const MAX_BUNDLE_LEN: u64 = 16 << 20;
 
 /// A decoded and verified bundle.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +44,8 @@ pub enum BundleError {
         "bundle is truncated: the header announces {declared} payload bytes, the file has {actual}"
     )]
     Truncated { declared: u64, actual: u64 },
+    #[error("bundle file is larger than {MAX_BUNDLE_LEN} bytes: not a rule bundle")]
+    TooLarge,
     #[error("bundle has {extra} bytes after its payload")]
     TrailingBytes { extra: u64 },
     #[error("bundle digest does not match its payload (corrupted)")]
@@ -133,12 +141,20 @@ pub fn decode(bytes: &[u8]) -> Result<Bundle, BundleError> {
     })
 }
 
-/// Reads, decodes and verifies a bundle file.
+/// Reads, decodes and verifies a bundle file. A file larger than
+/// [`MAX_BUNDLE_LEN`] is refused without reading more than that.
 pub fn read(path: &Path) -> Result<Bundle, BundleError> {
-    let bytes = fs::read(path).map_err(|source| BundleError::Io {
+    let io = |source| BundleError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let mut bytes = Vec::new();
+    fs::File::open(path)
+        .and_then(|file| file.take(MAX_BUNDLE_LEN + 1).read_to_end(&mut bytes))
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_BUNDLE_LEN {
+        return Err(BundleError::TooLarge);
+    }
     decode(&bytes)
 }
 
@@ -246,6 +262,15 @@ mod tests {
             read(&dir.join("absent")),
             Err(BundleError::Io { .. })
         ));
+        // A directory is an I/O error naming it, not a panic.
+        assert!(matches!(read(&dir), Err(BundleError::Io { path, .. }) if path == dir));
+        let big = dir.join("big.bundle");
+        let file = fs::File::create(&big).unwrap();
+        file.set_len(MAX_BUNDLE_LEN + 1).unwrap();
+        assert!(matches!(read(&big), Err(BundleError::TooLarge)));
+        file.set_len(MAX_BUNDLE_LEN).unwrap();
+        assert!(matches!(read(&big), Err(BundleError::BadMagic)));
+        fs::remove_file(&big).unwrap();
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,0 +1,145 @@
+//! DESIGN.md 5: the loader "never panics on any input" — and a small file
+//! cannot make it allocate a lot: a length prefix claiming gigabytes is
+//! refused before anything that large is reserved. Counted with a
+//! per-thread allocator that tracks the peak of live heap bytes.
+
+#![allow(unsafe_code)] // a GlobalAlloc impl is unsafe by definition; it only forwards to System
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use rulecore::bundle::{FORMAT_VERSION, MAGIC};
+use rulecore::codec::{decode, BundleError};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+struct Counting;
+
+thread_local! {
+    static LIVE: Cell<usize> = const { Cell::new(0) };
+    static PEAK: Cell<usize> = const { Cell::new(0) };
+}
+
+fn grow(by: usize) {
+    let live = LIVE.with(|l| {
+        l.set(l.get() + by);
+        l.get()
+    });
+    PEAK.with(|p| p.set(p.get().max(live)));
+}
+
+fn shrink(by: usize) {
+    LIVE.with(|l| l.set(l.get().saturating_sub(by)));
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counters are const-initialised thread-local `Cell`s, which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        grow(layout.size());
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        shrink(layout.size());
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        grow(new_size);
+        shrink(layout.size());
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The most heap `f` holds at once, beyond what was live before.
+fn peak_during(f: impl FnOnce()) -> usize {
+    let base = LIVE.with(Cell::get);
+    PEAK.with(|p| p.set(base));
+    f();
+    PEAK.with(Cell::get) - base
+}
+
+/// A correct header (magic, version, digest, length) around `payload`, so
+/// the postcard decoder itself sees the bytes.
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(blake3::hash(payload).as_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// postcard's varint encoding of `n`.
+fn varint(mut n: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return out;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// `prefix`, then a length claiming 4 GiB (or 2^62) entries, then 2 KB of
+/// filler, framed.
+fn claiming(prefix: &[u8], claim: u64) -> Vec<u8> {
+    let mut body = prefix.to_vec();
+    body.extend(varint(claim));
+    body.extend(std::iter::repeat_n(0x01u8, 2048));
+    frame(&body)
+}
+
+const LIMIT: usize = 4 << 20;
+
+#[test]
+fn huge_length_prefixes_allocate_little() {
+    let claims = [u64::from(u32::MAX), 1 << 32, 1 << 62];
+    // Where the lie sits: the compiler version string, the rules vector,
+    // the first rule's name, its `on` patterns, its `when` ops.
+    let prefixes: [&[u8]; 5] = [
+        &[],
+        &[0x00],
+        &[0x00, 0x01],
+        &[0x00, 0x01, 0x00, 0x00, 0x01],
+        // version "", 1 rule: name "", source "", enabled, on [], cancel_on
+        // [], Restart, cooldown 0, debounce 0, repeat {1, 0}, when Some(..)
+        &[
+            0x00, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01,
+        ],
+    ];
+    for prefix in prefixes {
+        for claim in claims {
+            let bytes = claiming(prefix, claim);
+            let mut result = None;
+            let peak = peak_during(|| result = Some(decode(&bytes)));
+            let result = result.unwrap();
+            assert!(
+                matches!(result, Err(BundleError::Decode(_))),
+                "prefix {prefix:?}, claim {claim}: {result:?}"
+            );
+            assert!(
+                peak < LIMIT,
+                "prefix {prefix:?}, claim {claim}: {peak} bytes at peak for a {}-byte file",
+                bytes.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_header_claiming_a_huge_payload_allocates_nothing_for_it() {
+    let mut bytes = frame(&[0u8; 2048]);
+    bytes[42..50].copy_from_slice(&(4u64 << 30).to_le_bytes());
+    let mut result = None;
+    let peak = peak_during(|| result = Some(decode(&bytes)));
+    assert!(matches!(
+        result.unwrap(),
+        Err(BundleError::Truncated { declared, .. }) if declared == 4 << 30
+    ));
+    assert!(peak < 64 * 1024, "{peak}");
+}
