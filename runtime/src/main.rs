@@ -49,8 +49,12 @@ struct Args {
 
     /// Log filter: error, warn, info, debug, trace, or tracing directives
     /// such as `info,ruled=debug`.
-    #[arg(long, env = "RULED_LOG_LEVEL", default_value = "info")]
+    #[arg(long, env = "RULED_LOG_LEVEL", default_value = "info", value_parser = parse_log_level)]
     log_level: String,
+}
+
+fn parse_log_level(text: &str) -> Result<String, String> {
+    ruled::service::logging::parse_filter(text).map_err(|e| e.to_string())
 }
 
 fn parse_signed_duration(text: &str) -> Result<i64, String> {

@@ -593,6 +593,33 @@ fn help_has_an_example_and_bad_flags_are_refused() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing unit"));
+    // A bare word that is not a level would otherwise silence every log.
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .args(["--bundle", "x", "--log-level", "verbose"])
+        .env_remove("RULED_LOG_LEVEL")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a level"));
+}
+
+/// A malformed `--redis` URL is a fatal error naming it, at once.
+#[test]
+fn bad_redis_url_is_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(dir.path(), "b", &single(hazards(0)));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .args(["--redis", "http://localhost:6379", "--bundle"])
+        .arg(&bundle)
+        .env_remove("JOURNAL_STREAM")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("invalid redis URL `http://localhost:6379`"),
+        "{log}"
+    );
 }
 
 /// A hand-written record 10 minutes overdue: removed as too late with the

@@ -17,15 +17,42 @@ pub enum LoggingError {
         filter: String,
         source: tracing_subscriber::filter::ParseError,
     },
+    #[error(
+        "invalid --log-level `{0}`: not a level; use error, warn, info, debug, trace, off, \
+         or directives such as `warn,ruled=debug`"
+    )]
+    UnknownLevel(String),
     #[error("a logger is already installed")]
     AlreadySet,
+}
+
+/// Checks a `--log-level` value and returns the filter to install.
+///
+/// A bare word must be a level: tracing would read `verbose` or `warning`
+/// as "everything from the target named so", which for ruled means no log
+/// at all, silently. `warning` (journalctl's spelling) means `warn`.
+pub fn parse_filter(text: &str) -> Result<String, LoggingError> {
+    let text = text.trim();
+    let bare = !text.contains(['=', ',', ':', '[']);
+    let filter = match text.to_ascii_lowercase().as_str() {
+        "warning" => "warn".to_string(),
+        "error" | "warn" | "info" | "debug" | "trace" | "off" => text.to_ascii_lowercase(),
+        _ if bare => return Err(LoggingError::UnknownLevel(text.to_string())),
+        _ => text.to_string(),
+    };
+    EnvFilter::try_new(&filter).map_err(|source| LoggingError::Filter {
+        filter: text.to_string(),
+        source,
+    })?;
+    Ok(filter)
 }
 
 /// Installs the global logger. `filter` is a level (`info`) or tracing
 /// directives (`warn,ruled=debug`).
 pub fn init(filter: &str) -> Result<(), LoggingError> {
-    let env_filter = EnvFilter::try_new(filter).map_err(|source| LoggingError::Filter {
-        filter: filter.to_string(),
+    let filter = parse_filter(filter)?;
+    let env_filter = EnvFilter::try_new(&filter).map_err(|source| LoggingError::Filter {
+        filter: filter.clone(),
         source,
     })?;
     let builder = tracing_subscriber::fmt()
@@ -79,6 +106,26 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_levels_are_checked() {
+        assert_eq!(parse_filter("info").unwrap(), "info");
+        assert_eq!(parse_filter("WARNING").unwrap(), "warn");
+        assert_eq!(parse_filter("Debug").unwrap(), "debug");
+        assert_eq!(
+            parse_filter("warn,ruled=debug").unwrap(),
+            "warn,ruled=debug"
+        );
+        assert_eq!(
+            parse_filter("ruled::service=trace").unwrap(),
+            "ruled::service=trace"
+        );
+        for bad in ["verbose", "inf", ""] {
+            let error = parse_filter(bad).unwrap_err().to_string();
+            assert!(error.contains("not a level"), "{bad}: {error}");
+        }
+        assert!(parse_filter("ruled=loud").is_err());
+    }
 
     #[test]
     fn priorities_follow_sd_daemon() {
