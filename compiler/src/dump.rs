@@ -154,6 +154,142 @@ pub fn disassemble(program: &Program, consts: &[Const], state_pairs: &[StatePair
         .collect()
 }
 
+/// An expression part while decompiling: its text and the precedence of
+/// its outermost operator (evalexpr's numbers; 200 for an atom).
+type Part = (String, i32);
+
+const ATOM: i32 = 200;
+const UNARY: i32 = 110;
+
+/// evalexpr's precedence and spelling of a binary op.
+fn binary_op(op: Op) -> Option<(i32, &'static str)> {
+    Some(match op {
+        Op::Pow => (120, "^"),
+        Op::Mul => (100, "*"),
+        Op::Div => (100, "/"),
+        Op::Mod => (100, "%"),
+        Op::Add => (95, "+"),
+        Op::Sub => (95, "-"),
+        Op::Eq => (80, "=="),
+        Op::Ne => (80, "!="),
+        Op::Lt => (80, "<"),
+        Op::Le => (80, "<="),
+        Op::Gt => (80, ">"),
+        Op::Ge => (80, ">="),
+        _ => return None,
+    })
+}
+
+/// `part` as an operand of an operator of precedence `parent`;
+/// `right` for the right operand (evalexpr chains left to right).
+fn operand((text, prec): Part, parent: i32, right: bool) -> String {
+    if prec < parent || (right && prec == parent) {
+        format!("({text})")
+    } else {
+        text
+    }
+}
+
+/// Reconstructs a readable expression from a program: every constant and
+/// state pair inline, parentheses only where evalexpr's precedence needs
+/// them. It reads like the rule's `when`, normalised (spacing, grouping), so
+/// an author can check what was compiled. `None` for a program that does
+/// not have the shape the compiler produces.
+pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair]) -> Option<String> {
+    let mut stack: Vec<Part> = Vec::new();
+    // Open `&&` / `||`: (target, symbol, precedence, left operand, depth).
+    let mut open: Vec<(usize, &'static str, i32, Part, usize)> = Vec::new();
+    let close =
+        |stack: &mut Vec<Part>, open: &mut Vec<(usize, &'static str, i32, Part, usize)>, pc| {
+            while open.last().is_some_and(|o| o.0 == pc) {
+                let (_, sym, prec, left, depth) = open.pop()?;
+                let right = stack.pop()?;
+                if stack.len() != depth {
+                    return None;
+                }
+                let text = format!(
+                    "{} {sym} {}",
+                    operand(left, prec, false),
+                    operand(right, prec, true)
+                );
+                stack.push((text, prec));
+            }
+            Some(())
+        };
+    for (pc, op) in program.ops.iter().enumerate() {
+        close(&mut stack, &mut open, pc)?;
+        match *op {
+            Op::Const(i) => {
+                let c = consts.get(i as usize)?;
+                let negative = matches!(c, Const::Int(n) if *n < 0)
+                    || matches!(c, Const::Float(f) if f.is_sign_negative());
+                let prec = if negative { UNARY } else { ATOM };
+                stack.push((constant(Some(c)), prec));
+            }
+            Op::Field(field) => stack.push((
+                match field {
+                    EventField::Topic => "topic",
+                    EventField::Src => "src",
+                    EventField::From => "from",
+                    EventField::To => "to",
+                }
+                .to_string(),
+                ATOM,
+            )),
+            Op::Data(i) => stack.push((constant(Some(consts.get(i as usize)?)), ATOM)),
+            Op::State(i) => {
+                let pair = state_pairs.get(i as usize)?;
+                stack.push((format!("state({:?}, {:?})", pair.hash, pair.field), ATOM));
+            }
+            Op::Not | Op::Neg => {
+                let inner = stack.pop()?;
+                let sym = if *op == Op::Not { "!" } else { "-" };
+                // Any operator below gets parentheses: `-(a ^ b)` reads
+                // unambiguously whatever the parser does with `-a ^ b`.
+                stack.push((format!("{sym}{}", operand(inner, ATOM, false)), UNARY));
+            }
+            Op::AndJump(target) | Op::OrJump(target) => {
+                let left = stack.pop()?;
+                let (sym, prec) = if matches!(op, Op::AndJump(_)) {
+                    ("&&", 75)
+                } else {
+                    ("||", 70)
+                };
+                let target = target as usize;
+                if target <= pc || open.last().is_some_and(|o| o.0 < target) {
+                    return None;
+                }
+                open.push((target, sym, prec, left, stack.len()));
+            }
+            Op::AssertBool => {}
+            Op::Call(builtin, n) => {
+                let args = stack.split_off(stack.len().checked_sub(n as usize)?);
+                let args: Vec<String> = args.into_iter().map(|(text, _)| text).collect();
+                stack.push((
+                    format!("{}({})", builtin_name(builtin), args.join(", ")),
+                    ATOM,
+                ));
+            }
+            binary => {
+                let (prec, sym) = binary_op(binary)?;
+                let right = stack.pop()?;
+                let left = stack.pop()?;
+                let text = format!(
+                    "{} {sym} {}",
+                    operand(left, prec, false),
+                    operand(right, prec, true)
+                );
+                stack.push((text, prec));
+            }
+        }
+    }
+    close(&mut stack, &mut open, program.ops.len())?;
+    match (stack.pop(), stack.is_empty() && open.is_empty()) {
+        (Some((text, _)), true) => Some(text),
+        _ => None,
+    }
+}
+
 fn action_text(action: &Action) -> String {
     match action {
         Action::Redis { list, push } => format!("redis LPUSH {list:?} {push:?}"),
@@ -179,7 +315,14 @@ fn write_when(out: &mut String, indent: &str, when: Option<&Program>, payload: &
             let _ = writeln!(out, "{indent}when         always");
         }
         Some(program) => {
-            let _ = writeln!(out, "{indent}when");
+            match decompile(program, &payload.consts, &payload.state_pairs) {
+                Some(text) => {
+                    let _ = writeln!(out, "{indent}when         {text}");
+                }
+                None => {
+                    let _ = writeln!(out, "{indent}when");
+                }
+            }
             for line in disassemble(program, &payload.consts, &payload.state_pairs) {
                 let _ = writeln!(out, "{indent}  {line}");
             }
@@ -294,6 +437,8 @@ pub fn render_json(bundle: &Bundle) -> Json {
             .map(|line| line.trim_start().to_string())
             .collect::<Vec<_>>()),
     };
+    let when_expr =
+        |p: Option<&Program>| p.and_then(|p| decompile(p, &payload.consts, &payload.state_pairs));
     let pats = |list: &[rulecore::TopicPattern]| -> Vec<String> {
         list.iter().map(|p| p.to_string()).collect()
     };
@@ -315,12 +460,14 @@ pub fn render_json(bundle: &Bundle) -> Json {
             "debounce_ns": rule.debounce_ns,
             "repeat": {"count": rule.repeat.count, "every_ns": rule.repeat.every_ns},
             "when": when(rule.when.as_ref()),
+            "when_expr": when_expr(rule.when.as_ref()),
             "steps": rule.steps.iter().map(|step| json!({
                 "action": action_json(&step.action),
                 "after_ns": step.after_ns,
                 "durable": step.durable,
                 "fingerprint": step.fingerprint.to_string(),
                 "when": when(step.when.as_ref()),
+                "when_expr": when_expr(step.when.as_ref()),
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
