@@ -298,3 +298,42 @@ fn decompiled_when_recompiles_to_the_same_program() {
         assert_eq!(compile(&shown), original, "{text} -> {shown}");
     }
 }
+
+/// A step's fingerprint does not depend on its index or on the other
+/// steps (DESIGN.md 5): inserting a step in front, or dropping the step
+/// before it, keeps the fingerprints of the steps that did not change.
+#[test]
+fn fingerprints_do_not_depend_on_the_index() {
+    let original_dir = fixtures().join("rules");
+    let original = fingerprints(&build_dir(&original_dir));
+    let hazards = &original["hazards-on-alarm"];
+    assert_eq!(hazards.len(), 2);
+    let files = read_rules(&original_dir);
+    let alarm = &files["10-alarm.toml"];
+    let first_step = alarm.find("[[rule.step]]").unwrap();
+
+    let mut inserted = files.clone();
+    inserted.insert(
+        "10-alarm.toml".into(),
+        format!(
+            "{}[[rule.step]]\ndo = \"redis\"\nlist = \"scooter:horn\"\npush = \"on\"\n\n{}",
+            &alarm[..first_step],
+            &alarm[first_step..]
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    write_rules(dir.path(), &inserted);
+    let with_insert = fingerprints(&build_dir(dir.path()));
+    assert_eq!(&with_insert["hazards-on-alarm"][1..], &hazards[..]);
+
+    let second_step = first_step + 1 + alarm[first_step + 1..].find("[[rule.step]]").unwrap();
+    let mut dropped = files.clone();
+    dropped.insert(
+        "10-alarm.toml".into(),
+        format!("{}{}", &alarm[..first_step], &alarm[second_step..]),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    write_rules(dir.path(), &dropped);
+    let with_drop = fingerprints(&build_dir(dir.path()));
+    assert_eq!(with_drop["hazards-on-alarm"], hazards[1..].to_vec());
+}
