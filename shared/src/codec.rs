@@ -75,16 +75,23 @@ fn digest(payload: &[u8]) -> blake3::Hash {
 /// always gives the same bytes (postcard has no maps or padding here).
 pub fn encode(payload: &Payload) -> Result<Vec<u8>, BundleError> {
     let body = postcard::to_allocvec(payload).map_err(BundleError::Encode)?;
+    Ok(frame(&body))
+}
+
+/// Puts the header (magic, version, digest, length) in front of payload
+/// bytes. [`encode`] frames the postcard payload with it; tests frame
+/// hand-made payload bytes to reach the checks after the digest.
+pub fn frame(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + body.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(digest(&body).as_bytes());
+    out.extend_from_slice(digest(body).as_bytes());
     out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(&body);
-    Ok(out)
+    out.extend_from_slice(body);
+    out
 }
 
-/// The bundle id (hex blake3 of the payload) of encoded bundle bytes,
+/// The bundle id (hex blake3) of payload bytes (what follows the header),
 /// without decoding them.
 pub fn id_of_payload_bytes(payload: &[u8]) -> String {
     digest(payload).to_hex().to_string()

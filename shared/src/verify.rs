@@ -159,6 +159,10 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
             if let crate::bundle::Action::Can(frame) = &step.action {
                 let reason = if frame.id > 0x1FFF_FFFF {
                     Some("id above 0x1FFFFFFF")
+                } else if frame.id > 0x7FF && !frame.extended {
+                    // DESIGN.md 3.6: such an id only exists as an extended
+                    // frame; sent as a standard one it would lose its top bits.
+                    Some("id above 0x7FF without the extended flag")
                 } else if frame.data.len() > 8 || frame.dlc > 8 {
                     Some("longer than 8 bytes")
                 } else if frame.rtr && !frame.data.is_empty() {

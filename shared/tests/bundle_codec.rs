@@ -3,9 +3,9 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use rulecore::bundle::{Action, CanFrame, Payload, Rule, StatePair, Step, FORMAT_VERSION, MAGIC};
+use rulecore::bundle::{Action, CanFrame, Payload, Rule, StatePair, Step, FORMAT_VERSION};
 use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
-use rulecore::codec::{decode, encode, BundleError, HEADER_LEN};
+use rulecore::codec::{decode, encode, frame, BundleError, HEADER_LEN};
 use rulecore::fingerprint::fingerprint_of;
 use rulecore::verify::{PayloadError, VerifyError};
 use rulecore::TopicPattern;
@@ -79,18 +79,6 @@ fn sample() -> Payload {
     });
     // Computes the exec step's fingerprint against the pools.
     Payload::new("0.1.0", vec![rule], state_pairs, consts)
-}
-
-/// Re-frames `payload` bytes with a correct header, so that only the check
-/// after the digest can catch what is wrong with them.
-fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(blake3::hash(payload).as_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(payload);
-    out
 }
 
 #[test]
@@ -315,5 +303,91 @@ fn random_inputs_never_panic() {
         assert!(decode(&bytes).is_err() || bytes == good);
         // The same edits behind a valid header reach the decoder itself.
         let _ = decode(&frame(&bytes[HEADER_LEN.min(bytes.len())..]));
+    }
+}
+
+/// The CAN frame checks of the loader (DESIGN.md 3.6): one bad field each.
+#[test]
+fn bad_can_frames_are_refused_naming_the_step() {
+    let good = CanFrame {
+        iface: "can0".into(),
+        id: 0x123,
+        extended: false,
+        rtr: false,
+        dlc: 2,
+        data: vec![1, 2],
+    };
+    let cases = [
+        (
+            CanFrame {
+                id: 0x2000_0000,
+                extended: true,
+                ..good.clone()
+            },
+            "id above 0x1FFFFFFF",
+        ),
+        (
+            CanFrame {
+                id: 0x800,
+                ..good.clone()
+            },
+            "id above 0x7FF without the extended flag",
+        ),
+        (
+            CanFrame {
+                dlc: 9,
+                data: vec![0; 9],
+                ..good.clone()
+            },
+            "longer than 8 bytes",
+        ),
+        (
+            CanFrame {
+                rtr: true,
+                ..good.clone()
+            },
+            "is a remote frame with data",
+        ),
+        (
+            CanFrame {
+                dlc: 3,
+                ..good.clone()
+            },
+            "length code differs from its data length",
+        ),
+    ];
+    for (frame, want) in cases {
+        let mut payload = sample();
+        payload.rules[0].steps[2].action = Action::Can(frame.clone());
+        match decode(&encode(&payload).unwrap()) {
+            Err(BundleError::Invalid(PayloadError::CanFrame { rule, step, reason })) => {
+                assert_eq!((rule.as_str(), step, reason), ("hazards-on-alarm", 2, want));
+            }
+            other => panic!("{frame:?}: unexpected {other:?}"),
+        }
+    }
+    // The limits themselves are accepted: an extended 29-bit id, 8 bytes,
+    // a remote frame asking for 8.
+    for frame in [
+        CanFrame {
+            id: 0x1FFF_FFFF,
+            extended: true,
+            ..good.clone()
+        },
+        CanFrame {
+            dlc: 8,
+            data: vec![0; 8],
+            ..good.clone()
+        },
+        CanFrame {
+            rtr: true,
+            dlc: 8,
+            data: vec![],
+            ..good.clone()
+        },
+    ] {
+        let mut payload = sample();
+        payload.rules[0].steps[2].action = Action::Can(frame.clone());
+        assert!(decode(&encode(&payload).unwrap()).is_ok(), "{frame:?}");
     }
 }

@@ -6,8 +6,7 @@
 #![allow(unsafe_code)] // a GlobalAlloc impl is unsafe by definition; it only forwards to System
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use rulecore::bundle::{FORMAT_VERSION, MAGIC};
-use rulecore::codec::{decode, BundleError};
+use rulecore::codec::{decode, frame, BundleError};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -57,18 +56,6 @@ fn peak_during(f: impl FnOnce()) -> usize {
     PEAK.with(|p| p.set(base));
     f();
     PEAK.with(Cell::get) - base
-}
-
-/// A correct header (magic, version, digest, length) around `payload`, so
-/// the postcard decoder itself sees the bytes.
-fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(blake3::hash(payload).as_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(payload);
-    out
 }
 
 /// postcard's varint encoding of `n`.
