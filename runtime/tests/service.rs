@@ -1055,3 +1055,33 @@ fn stop_with_redis_gone_exits_cleanly() {
     let log = ruled.log_text();
     assert!(log.contains("stopped"), "{log}");
 }
+
+/// The command connection closed by the server (Redis' `timeout` does that
+/// to idle clients; here `CLIENT KILL`), the pub/sub one untouched: the
+/// next action, record write and counter write still land.
+#[test]
+fn closed_command_connection_is_replaced_without_losing_writes() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(60_000)));
+    let mut ruled = Ruled::ready(&redis, &bundle, &[]);
+    let kill_commands = || {
+        let killed: i64 = redis.query(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]);
+        assert!(killed >= 1);
+    };
+    kill_commands();
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("both and a pending record", || {
+        list(&redis, "scooter:blinker") == ["both"] && pending_ids(&redis).len() == 1
+    });
+    wait_counter(&redis, &ruled, "runs-active", "1");
+    kill_commands();
+    // Stopping writes the last counters through the closed connection.
+    assert!(ruled.stop(), "clean exit; log:\n{}", ruled.log_text());
+    assert_eq!(counter(&redis, "runs-active").as_deref(), Some("0"));
+    let log = ruled.log_text();
+    assert!(!log.contains("action failed"), "{log}");
+    assert!(!log.contains("not written"), "{log}");
+}

@@ -247,10 +247,11 @@ async fn perform(
             let Some(con) = performers.redis.as_mut() else {
                 return Err("no redis connection for the redis action".to_string());
             };
-            redis::cmd("LPUSH")
-                .arg(list)
-                .arg(push)
-                .query_async::<i64>(con)
+            // Once more when the server had closed the connection (an idle
+            // timeout): the first attempt then never reached it. Should the
+            // server have run it before dropping the connection, the push
+            // lands twice (docs/service.md, "Actions").
+            crate::service::redis::query::<i64>(con, redis::cmd("LPUSH").arg(list).arg(push))
                 .await
                 .map(|_| ())
                 .map_err(|e| format!("LPUSH {list}: {e}"))

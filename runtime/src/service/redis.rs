@@ -87,6 +87,43 @@ pub async fn connect_manager(client: &redis::Client) -> ConnectionManager {
     }
 }
 
+/// Whether `error` says the connection was already gone when the command
+/// went out (the server closed it: Redis' `timeout` for idle clients,
+/// `CLIENT KILL`, a restart). `ConnectionManager` starts a new connection on
+/// such an error, so one more attempt normally lands.
+fn dropped(error: &redis::RedisError) -> bool {
+    error.is_connection_dropped()
+}
+
+/// Runs `cmd`, and once more if the first attempt met a dropped
+/// connection (see [`dropped`]).
+pub async fn query<T: redis::FromRedisValue>(
+    con: &mut ConnectionManager,
+    cmd: &redis::Cmd,
+) -> redis::RedisResult<T> {
+    match cmd.query_async(con).await {
+        Err(e) if dropped(&e) => {
+            tracing::debug!("command connection was closed ({e}); trying once more");
+            cmd.query_async(con).await
+        }
+        other => other,
+    }
+}
+
+/// [`query`] for a pipeline.
+async fn query_pipe<T: redis::FromRedisValue>(
+    con: &mut ConnectionManager,
+    pipe: &redis::Pipeline,
+) -> redis::RedisResult<T> {
+    match pipe.query_async(con).await {
+        Err(e) if dropped(&e) => {
+            tracing::debug!("command connection was closed ({e}); trying once more");
+            pipe.query_async(con).await
+        }
+        other => other,
+    }
+}
+
 /// PINGs the command connection until it answers (a few tries), so that a
 /// connection broken by a Redis restart is replaced before actions use it.
 pub async fn wake_commands(con: &mut ConnectionManager) {
@@ -214,7 +251,7 @@ pub async fn seed_state(
         for (_, field) in &fields {
             command.arg(*field);
         }
-        let values: Vec<Option<String>> = command.query_async(con).await?;
+        let values: Vec<Option<String>> = query(con, &command).await?;
         for ((index, _), value) in fields.iter().zip(values) {
             if let Some(value) = value {
                 out.push((*index, value));
@@ -228,11 +265,7 @@ pub async fn seed_state(
 pub async fn read_pending(
     con: &mut ConnectionManager,
 ) -> redis::RedisResult<Vec<(String, Vec<u8>)>> {
-    let fields: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
-        .arg(PENDING_HASH)
-        .query_async(con)
-        .await?;
-    Ok(fields)
+    query(con, redis::cmd("HGETALL").arg(PENDING_HASH)).await
 }
 
 /// One write to the pending store or the counters hash.
@@ -499,7 +532,7 @@ async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
     if !written.is_empty() {
         // Each reply on its own, so one failed write is reported as itself.
         let replies: redis::RedisResult<Vec<redis::RedisResult<redis::Value>>> =
-            pipe.ignore_errors().query_async(con).await;
+            query_pipe(con, pipe.ignore_errors()).await;
         match replies {
             Ok(replies) => {
                 for (what, reply) in written.iter().zip(replies) {
@@ -585,11 +618,8 @@ async fn state_task(
     while let Some(request) = rx.recv().await {
         let read = match request {
             Reread::Field { index, hash, field } => {
-                let value: redis::RedisResult<Option<String>> = redis::cmd("HGET")
-                    .arg(&hash)
-                    .arg(&field)
-                    .query_async(&mut con)
-                    .await;
+                let value: redis::RedisResult<Option<String>> =
+                    query(&mut con, redis::cmd("HGET").arg(&hash).arg(&field)).await;
                 match value {
                     // A deleted field is unknown again: `""`.
                     Ok(value) => vec![(index, value.unwrap_or_default())],
