@@ -227,7 +227,13 @@ fn problem(
 fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
     let mut out = Vec::new();
     let mut quoted_until = 0;
-    for tok in toks {
+    // The next token starts right where token `index` ends (`=>`, `<>`).
+    let next_is = |index: usize, kinds: &[TokKind]| {
+        toks.get(index + 1).is_some_and(|next| {
+            next.span.start == toks[index].span.end && kinds.contains(&next.kind)
+        })
+    };
+    for (index, tok) in toks.iter().enumerate() {
         let span = tok.span.clone();
         match &tok.kind {
             TokKind::UnterminatedStr => out.push(problem(
@@ -310,6 +316,33 @@ fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                     Some("`&&` is logical and, `||` is logical or".into()),
                 ));
             }
+            TokKind::Assign
+                if &text[span.clone()] == "=" && next_is(index, &[TokKind::Gt, TokKind::Lt]) =>
+            {
+                // `=>` and `=<`: a comparison written backwards.
+                let fix = if toks[index + 1].kind == TokKind::Gt {
+                    ">="
+                } else {
+                    "<="
+                };
+                let written = &text[span.start..toks[index + 1].span.end];
+                out.push(problem(
+                    "rulec::when::syntax",
+                    format!("`{written}` is not an operator"),
+                    span.start..toks[index + 1].span.end,
+                    format!("use `{fix}`"),
+                    Some(format!(
+                        "write `{fix}`: the comparison comes first, then `=`"
+                    )),
+                ));
+            }
+            TokKind::Lt if next_is(index, &[TokKind::Gt]) => out.push(problem(
+                "rulec::when::syntax",
+                "`<>` is not an operator".into(),
+                span.start..toks[index + 1].span.end,
+                "use `!=`".into(),
+                Some("`when` writes \"not equal\" as `!=`".into()),
+            )),
             TokKind::Assign => {
                 let is_plain = &text[span.clone()] == "=";
                 out.push(problem(
@@ -1029,6 +1062,12 @@ impl Checker<'_> {
         });
         let help = if name == "data" {
             "name a key of the event's data: data.KEY".to_string()
+        } else if ["null", "nil", "none", "undefined"].contains(&name.to_ascii_lowercase().as_str())
+        {
+            // docs/when-language.md, "Data values": a missing key is empty.
+            "`when` has no null: a missing data key reads as empty, which equals nothing \
+             but another empty value; compare with a value the key should have"
+                .to_string()
         } else if let Some(near) = closest(
             name,
             FIELDS.iter().map(|(n, _)| *n).chain(["true", "false"]),

@@ -517,3 +517,27 @@ fn not_on_a_comparison_explains_precedence() {
     assert_eq!((p.code, at), ("rulec::when::type-mismatch", "to"));
     assert!(p.help.unwrap_or_default().contains(r#"!(to == "parked")"#));
 }
+
+#[test]
+fn operators_from_other_languages() {
+    for (text, at, fix) in [
+        ("data.speed => 5", "=>", "use `>=`"),
+        ("data.speed =< 5", "=<", "use `<=`"),
+        (r#"to <> "a""#, "<>", "use `!=`"),
+    ] {
+        let (p, span) = one(text);
+        assert_eq!(
+            (p.code, span, p.label.as_str()),
+            ("rulec::when::syntax", at, fix),
+            "{text}"
+        );
+    }
+    // With a space between, `= >` stays an assignment.
+    let problems = check("data.speed = > 5").unwrap_err();
+    assert_eq!(problems[0].code, "rulec::when::assignment");
+    for text in ["to != null", "data.x == None", "nil"] {
+        let problems = check(text).unwrap_err();
+        let help = problems[0].help.clone().unwrap_or_default();
+        assert!(help.starts_with("`when` has no null"), "{text}: {help}");
+    }
+}
