@@ -387,3 +387,13 @@ fn spans_are_exact_in_crlf_files_and_multiline_strings() {
         (Some(6), Some(5))
     );
 }
+
+#[test]
+fn a_bad_repeat_count_does_not_hide_a_bad_every() {
+    let report = check(&[(
+        "a.toml",
+        &named("x", "repeat = { count = 0, every = \"5 sec\" }\n"),
+    )]);
+    let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, ["rulec::repeat", "rulec::duration"]);
+}

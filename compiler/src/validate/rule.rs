@@ -249,10 +249,10 @@ impl<'i> RuleChecker<'_, 'i> {
                         "write e.g. `repeat = { count = 3, every = \"10s\" }` (count >= 1), or remove `repeat` for one pass",
                     );
                 }
-                return None;
+                None
             }
             Some((count, span)) => match u32::try_from(count) {
-                Ok(count) if count >= 1 => count,
+                Ok(count) if count >= 1 => Some(count),
                 _ => {
                     let bound = if count < 1 {
                         "at least 1".to_string()
@@ -266,11 +266,14 @@ impl<'i> RuleChecker<'_, 'i> {
                         "out of range",
                         "`count` is the number of passes in all; 1 means no repetition",
                     );
-                    return None;
+                    None
                 }
             },
         };
+        // `every` is read (and a malformed one reported) even when `count`
+        // failed, so both problems show at once.
         let every = self.duration(repeat, "every");
+        let count = count?;
         match every {
             None if entry(repeat, "every").is_some() => None,
             None if count > 1 => {
