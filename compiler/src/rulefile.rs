@@ -182,10 +182,18 @@ fn unknown_key(
 fn syntax_error(file: &SourceFile, error: &toml::de::Error) -> Diagnostic {
     let message = error.message().trim().to_string();
     let span = error.span().unwrap_or(0..0);
+    // The parser reports an unclosed `[` where the next line fails to be an
+    // array element, often lines later: say what most likely happened.
+    let help = if message.contains("array elements") {
+        "an array opened earlier may be missing its `]`; until the TOML syntax is fixed the \
+         whole file is ignored"
+    } else {
+        "fix the TOML syntax; until then the whole file is ignored"
+    };
     Diagnostic::error("rulec::toml", format!("TOML syntax error: {message}"))
         .in_file(&file.name)
         .at(span, message)
-        .with_help("fix the TOML syntax; until then the whole file is ignored")
+        .with_help(help)
 }
 
 /// The candidate closest to `word` by edit distance, if it is close enough
