@@ -47,11 +47,7 @@ fn main() {
         &["bench.ping"],
         vec![bundles::redis_step("bench:out", "x", 0)],
     );
-    let bundle = bundles::write(
-        dir.path(),
-        "bench.bundle",
-        &payload(vec![rule], vec![], vec![]),
-    );
+    let bundle = bundles::write(dir.path(), "bench.bundle", &bundles::single(rule));
     let mut ruled = Ruled::start(&redis, &bundle, &["--log-level", "warn"]);
     // `--log-level warn` hides "ready": wait for the subscription instead.
     support::wait_for("ruled subscribed", || {
@@ -60,37 +56,28 @@ fn main() {
     });
 
     let mut con = redis.con();
+    let mut query = |args: &[&str]| -> redis::Value {
+        let mut command = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            command.arg(*arg);
+        }
+        command.query(&mut con).unwrap()
+    };
     let event = r#"{"topic":"bench.ping","src":"bench"}"#;
     let mut through_ruled = Vec::with_capacity(SAMPLES);
     let mut raw = Vec::with_capacity(SAMPLES);
     for i in 0..WARMUP + SAMPLES {
         let start = Instant::now();
-        let _: i64 = redis::cmd("PUBLISH")
-            .arg("ev:bench.ping")
-            .arg(event)
-            .query(&mut con)
-            .unwrap();
-        let popped: Option<(String, String)> = redis::cmd("BLPOP")
-            .arg("bench:out")
-            .arg(5)
-            .query(&mut con)
-            .unwrap();
+        query(&["PUBLISH", "ev:bench.ping", event]);
+        let popped = query(&["BLPOP", "bench:out", "5"]);
         let ruled_sample = start.elapsed();
-        assert!(popped.is_some(), "ruled did not push within 5 s");
+        assert!(popped != redis::Value::Nil, "ruled did not push within 5 s");
 
         let start = Instant::now();
-        let _: i64 = redis::cmd("PUBLISH")
-            .arg("ev:nobody")
-            .arg(event)
-            .query(&mut con)
-            .unwrap();
-        let _: i64 = redis::cmd("LPUSH")
-            .arg("bench:raw")
-            .arg("x")
-            .query(&mut con)
-            .unwrap();
+        query(&["PUBLISH", "ev:nobody", event]);
+        query(&["LPUSH", "bench:raw", "x"]);
         let raw_sample = start.elapsed();
-        let _: Option<String> = redis::cmd("RPOP").arg("bench:raw").query(&mut con).unwrap();
+        query(&["RPOP", "bench:raw"]);
 
         if i >= WARMUP {
             through_ruled.push(ruled_sample);

@@ -261,14 +261,10 @@ fn crash_then_replay_fires_once_on_time() {
 fn changed_fingerprint_drops_the_record() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let old = bundles::write(
-        dir.path(),
-        "old",
-        &payload(vec![hazards(1_000)], vec![], vec![]),
-    );
-    let mut changed = hazards(1_000);
-    changed.steps[1] = bundles::redis_step("scooter:blinker", "left", 1_000);
-    let new = bundles::write(dir.path(), "new", &payload(vec![changed], vec![], vec![]));
+    let old = bundles::write(dir.path(), "old", &single(hazards(5_000)));
+    let mut changed = hazards(5_000);
+    changed.steps[1] = bundles::redis_step("scooter:blinker", "left", 5_000);
+    let new = bundles::write(dir.path(), "new", &single(changed));
 
     let mut ruled = Ruled::ready(&redis, &old, &[]);
     publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
@@ -380,8 +376,9 @@ fn idle_costs_nothing() {
     let bundle = bundles::write(dir.path(), "b", &payload(vec![disabled], pairs, consts));
     let ruled = Ruled::ready(&redis, &bundle, &[]);
     ruled.wait_log(&["not subscribing to anything"]);
-    wait_for("counters written at start", || {
-        counter(&redis, "rules").as_deref() == Some("0")
+    wait_for("counters and rule statistics written at start", || {
+        let stats: Vec<String> = redis.query(&["HKEYS", "extensions:rules"]);
+        counter(&redis, "rules").as_deref() == Some("0") && stats == ["hazards-on-alarm"]
     });
     let before = write_calls(&redis);
     // Several stats intervals (200ms in tests) pass with nothing to say.
@@ -479,7 +476,11 @@ fn exec_env_stdin_and_timeout_kill() {
                 &["x.record"],
                 vec![bundles::exec_step(&record, 5_000, 0)],
             ),
-            bundles::rule("hang", &["x.hang"], vec![bundles::exec_step(&hang, 500, 0)]),
+            bundles::rule(
+                "hang",
+                &["x.hang"],
+                vec![bundles::exec_step(&hang, 2_000, 0)],
+            ),
         ];
         payload(rules, vec![], vec![])
     });
@@ -858,18 +859,33 @@ fn sigterm_during_start_exits_cleanly() {
 #[test]
 fn queue_backlog_overflow_counts_refused() {
     use rulecore::bundle::Concurrency;
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let mut rule = bundles::rule(
-        "queued",
-        &["q.go"],
-        vec![
-            bundles::redis_step("queued", "start", 0),
-            bundles::redis_step("queued", "end", 300),
-        ],
-    );
-    rule.concurrency = Concurrency::Queue;
-    let bundle = bundles::write(dir.path(), "b", &single(rule));
+    // Each run waits on a gate (a file the test creates) between `start`
+    // and `end`: the first run is live for as long as the test wants, on
+    // any machine load.
+    let mut gate = std::path::PathBuf::new();
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::with(|dir| {
+        gate = dir.join("gate");
+        let wait = support::script(
+            dir,
+            "wait.sh",
+            &format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display()),
+        );
+        let mut rule = bundles::rule(
+            "queued",
+            &["q.go"],
+            vec![
+                bundles::redis_step("queued", "start", 0),
+                bundles::exec_step(&wait, 60_000, 0),
+                bundles::redis_step("queued", "end", 0),
+            ],
+        );
+        rule.concurrency = Concurrency::Queue;
+        single(rule)
+    });
     let ruled = Ruled::ready(&redis, &bundle, &[]);
     let json = r#"{"topic":"q.go"}"#;
     publish(&redis, "q.go", json);
@@ -878,9 +894,10 @@ fn queue_backlog_overflow_counts_refused() {
         publish(&redis, "q.go", json);
     }
     wait_counter(&redis, &ruled, "refused", "2");
+    std::fs::write(&gate, b"").unwrap();
     wait_for("nine runs done", || list(&redis, "queued").len() == 18);
     wait_counter(&redis, &ruled, "runs-active", "0");
-    assert_eq!(counter(&redis, "dispatched").as_deref(), Some("18"));
+    assert_eq!(counter(&redis, "dispatched").as_deref(), Some("27"));
     let items = list(&redis, "queued");
     assert!(
         items.chunks(2).all(|pair| pair == ["start", "end"]),

@@ -162,7 +162,8 @@ fn exec_timeout_kills_the_whole_group() {
     rt.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut pool = Pool::start(PoolConfig::default(), no_redis(), tx);
-        pool.submit(exec_job(1, &command, 500)).unwrap();
+        // Long enough for the script to write both pids on a busy machine.
+        pool.submit(exec_job(1, &command, 2_000)).unwrap();
         let got = reports(&mut rx, 2).await;
         match &got[1] {
             Report::Finished(1, Err(msg)) => assert!(msg.contains("timed out"), "{msg}"),
