@@ -31,6 +31,7 @@ Examples:
   rulec check /etc/rules
   rulec check rules/ --deny-warnings
   rulec check rules/ --format json > problems.jsonl
+  rulec check rules/alarm.toml            (one file, checked alone)
 
 A summary line ends the output on stderr, for example
   3 files, 12 rules: 2 errors, 1 warning
@@ -41,7 +42,7 @@ rulec::duration, explained in docs/diagnostics.md.
 Exit status: 0 clean (warnings allowed), 1 errors (or warnings with
 --deny-warnings), 2 usage or I/O error. A missing directory holds no rules.")]
 pub struct CheckArgs {
-    /// The rules directory: its `*.toml` files, not recursive.
+    /// The rules directory (its `*.toml` files, not recursive), or one rule file.
     pub dir: PathBuf,
     /// How to print diagnostics.
     #[arg(long, value_enum, default_value_t = Format::Text)]

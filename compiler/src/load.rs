@@ -31,13 +31,14 @@ pub struct Loaded {
 pub enum LoadError {
     #[error("cannot read rules directory {}: {source}", path.display())]
     Directory { path: PathBuf, source: io::Error },
-    #[error("{} is not a directory", path.display())]
+    #[error("{} is neither a directory nor a rule file", path.display())]
     NotADirectory { path: PathBuf },
     #[error("cannot read rule file {}: {source}", path.display())]
     File { path: PathBuf, source: io::Error },
 }
 
-/// Reads every `*.toml` file directly inside `dir`.
+/// Reads every `*.toml` file directly inside `dir`, or `dir` itself when it
+/// is a single file.
 pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
     let metadata = match std::fs::metadata(dir) {
         Ok(metadata) => metadata,
@@ -54,6 +55,17 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
             })
         }
     };
+    if metadata.is_file() {
+        // One rule file on its own, as an editor or a pre-commit hook
+        // would pass it: checked exactly as if it were alone in a directory.
+        let name = dir
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut loaded = Loaded::default();
+        read_file(&mut loaded, name, dir)?;
+        return Ok(loaded);
+    }
     if !metadata.is_dir() {
         return Err(LoadError::NotADirectory {
             path: dir.to_path_buf(),
@@ -79,32 +91,38 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
 
     let mut loaded = Loaded::default();
     for (file_name, path) in paths {
-        let name = file_name.to_string_lossy().into_owned();
-        let bytes = std::fs::read(&path).map_err(|source| LoadError::File {
-            path: path.clone(),
-            source,
-        })?;
-        match String::from_utf8(bytes) {
-            Ok(text) => loaded.files.push(SourceFile { name, text }),
-            Err(error) => {
-                // The text cannot be shown, so the message says where the
-                // bad byte is: line and column from the valid part before it.
-                let valid = error.utf8_error().valid_up_to();
-                let before = String::from_utf8_lossy(&error.as_bytes()[..valid]);
-                let (line, column) = crate::span::line_col(&before, valid);
-                loaded.diagnostics.push(
-                    Diagnostic::error(
-                        "rulec::encoding",
-                        format!(
-                            "file is not valid UTF-8: invalid byte at line {line}, column {column} \
-                             (byte offset {valid}); the whole file is ignored"
-                        ),
-                    )
-                    .in_file(&name)
-                    .with_help("TOML files must be UTF-8; re-save the file as UTF-8"),
-                )
-            }
-        }
+        read_file(&mut loaded, file_name.to_string_lossy().into_owned(), &path)?;
     }
     Ok(loaded)
+}
+
+/// Reads one rule file into `loaded`; a file that is not UTF-8 becomes a
+/// diagnostic rejecting that file only.
+fn read_file(loaded: &mut Loaded, name: String, path: &Path) -> Result<(), LoadError> {
+    let bytes = std::fs::read(path).map_err(|source| LoadError::File {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    match String::from_utf8(bytes) {
+        Ok(text) => loaded.files.push(SourceFile { name, text }),
+        Err(error) => {
+            // The text cannot be shown, so the message says where the
+            // bad byte is: line and column from the valid part before it.
+            let valid = error.utf8_error().valid_up_to();
+            let before = String::from_utf8_lossy(&error.as_bytes()[..valid]);
+            let (line, column) = crate::span::line_col(&before, valid);
+            loaded.diagnostics.push(
+                Diagnostic::error(
+                    "rulec::encoding",
+                    format!(
+                        "file is not valid UTF-8: invalid byte at line {line}, column {column} \
+                         (byte offset {valid}); the whole file is ignored"
+                    ),
+                )
+                .in_file(&name)
+                .with_help("TOML files must be UTF-8; re-save the file as UTF-8"),
+            )
+        }
+    }
+    Ok(())
 }

@@ -205,10 +205,31 @@ fn deny_warnings_fails_on_warnings() {
 fn usage_and_io_errors_exit_2() {
     assert_eq!(rulec(&["check"]).code, 2);
     assert_eq!(rulec(&["check", ".", "--format", "yaml"]).code, 2);
+    let out = rulec(&["check", "/dev/null"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .contains("is neither a directory nor a rule file"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_single_file_is_checked_alone() {
     let file = fixtures().join("rules/10-alarm.toml");
     let out = rulec(&["check", file.to_str().unwrap()]);
-    assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("is not a directory"), "{}", out.stderr);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .ends_with("1 file, 2 rules: 0 errors, 0 warnings\n"),
+        "{}",
+        out.stderr
+    );
+    let bad = fixtures().join("invalid/after-negative.toml");
+    let out = rulec(&["check", bad.to_str().unwrap()]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("after-negative.toml"), "{}", out.stderr);
 }
 
 #[test]
