@@ -1,6 +1,7 @@
 //! The `can` action (DESIGN.md 3.6): interface, id, data, rtr, dlc.
 
 use super::checker::{entry, RuleChecker};
+use crate::diagnostic::Diagnostic;
 use crate::rulefile::Table;
 use crate::span::StringMap;
 use rulecore::bundle::{Action, CanFrame};
@@ -90,7 +91,26 @@ impl<'i> RuleChecker<'_, 'i> {
                             );
                             None
                         }
-                        Some((n, _)) => Some(u64::try_from(n).unwrap_or(u64::MAX)),
+                        Some((n, _)) => {
+                            // `id = "123"` is hex (DESIGN 3.6), so a bare
+                            // decimal `id = 123` is easy to misread: say
+                            // which number it is. TOML's own `0x123` is fine.
+                            let written = self.file.text.get(span.clone()).unwrap_or("");
+                            if n > 9 && !written.starts_with("0x") {
+                                self.push(
+                                    Diagnostic::warning(
+                                        "rulec::can-id-decimal",
+                                        format!("`id = {written}` is the decimal number {n}, that is 0x{n:X}"),
+                                    )
+                                    .at(span.clone(), "a decimal TOML integer")
+                                    .with_help(format!(
+                                        "CAN ids are hex: if you meant 0x{written}, write `id = \"0x{written}\"`; \
+                                         to keep {n}, write `id = 0x{n:X}`"
+                                    )),
+                                );
+                            }
+                            Some(u64::try_from(n).unwrap_or(u64::MAX))
+                        }
                         None => None,
                     },
                     _ => {
