@@ -395,12 +395,11 @@ fn idle_costs_nothing() {
     assert!(channels.is_empty(), "{channels:?}");
 }
 
-/// `state()` is seeded at start and follows `HSET` + `PUBLISH <hash> <field>`.
-#[test]
-fn state_follows_change_notifications() {
-    use rulecore::bundle::StatePair;
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
+/// Two rules on `seat.opened`: `when-parked` pushes `yes` to `parked` when
+/// `state("vehicle", "state") == "parked"`; `marker` always pushes `seen`
+/// to `marker`. With `--workers 1` the marker's push runs after the other
+/// one: once it is visible, the conditioned push would be too.
+fn when_parked() -> rulecore::bundle::Payload {
     let (program, consts) = bundles::state_equals("parked");
     let mut conditioned = bundles::rule(
         "when-parked",
@@ -408,22 +407,26 @@ fn state_follows_change_notifications() {
         vec![bundles::redis_step("parked", "yes", 0)],
     );
     conditioned.when = Some(program);
-    // Runs after the conditioned rule on the one worker: once its push is
-    // visible, the conditioned rule's would be too.
     let marker = bundles::rule(
         "marker",
         &["seat.opened"],
         vec![bundles::redis_step("marker", "seen", 0)],
     );
-    let pairs = vec![StatePair {
+    let pairs = vec![rulecore::bundle::StatePair {
         hash: "vehicle".into(),
         field: "state".into(),
     }];
-    let bundle = bundles::write(
-        dir.path(),
-        "b",
-        &payload(vec![conditioned, marker], pairs, consts),
-    );
+    payload(vec![conditioned, marker], pairs, consts)
+}
+
+/// `state()` is seeded at start and follows `HSET` + `PUBLISH <hash> <field>`.
+#[test]
+fn state_follows_change_notifications() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&when_parked());
     let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked"]);
     let ruled = Ruled::ready(&redis, &bundle, &["--workers", "1"]);
     let seat = r#"{"topic":"seat.opened"}"#;
@@ -999,30 +1002,11 @@ fn pending_counts_debounce_windows_and_repeat_gaps() {
 /// field that is gone reads `""`, not its value from before the outage.
 #[test]
 fn state_is_read_again_after_a_redis_restart() {
-    use rulecore::bundle::StatePair;
-    let mut redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let (program, consts) = bundles::state_equals("parked");
-    let mut conditioned = bundles::rule(
-        "when-parked",
-        &["seat.opened"],
-        vec![bundles::redis_step("parked", "yes", 0)],
-    );
-    conditioned.when = Some(program);
-    let marker = bundles::rule(
-        "marker",
-        &["seat.opened"],
-        vec![bundles::redis_step("marker", "seen", 0)],
-    );
-    let pairs = vec![StatePair {
-        hash: "vehicle".into(),
-        field: "state".into(),
-    }];
-    let bundle = bundles::write(
-        dir.path(),
-        "b",
-        &payload(vec![conditioned, marker], pairs, consts),
-    );
+    let Setup {
+        mut redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&when_parked());
     let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked"]);
     let ruled = Ruled::ready(&redis, &bundle, &["--workers", "1"]);
     redis.restart();
@@ -1101,4 +1085,21 @@ fn closed_command_connection_is_replaced_without_losing_writes() {
     let log = ruled.log_text();
     assert!(!log.contains("action failed"), "{log}");
     assert!(!log.contains("not written"), "{log}");
+}
+
+/// A state hash stored with the wrong type by some other service: ruled
+/// still starts, names the key, and reads its fields as `""`.
+#[test]
+fn unreadable_state_hash_is_logged_not_fatal() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&when_parked());
+    let _: () = redis.query(&["SET", "vehicle", "parked"]);
+    let ruled = Ruled::ready(&redis, &bundle, &["--workers", "1"]);
+    ruled.wait_log(&["cannot read the state hash", "vehicle"]);
+    publish(&redis, "seat.opened", r#"{"topic":"seat.opened"}"#);
+    wait_for("marker", || list(&redis, "marker").len() == 1);
+    assert!(list(&redis, "parked").is_empty());
 }

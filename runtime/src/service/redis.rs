@@ -233,6 +233,11 @@ pub async fn next_message(stream: &mut PubSubStream) -> Option<redis::Msg> {
 
 /// Reads every watched pair, one `HMGET` per hash (DESIGN.md 6.6). Returns
 /// (index into `pairs`, value) for the fields that exist.
+///
+/// A hash that Redis refuses to read (another service stored a string
+/// under that key: WRONGTYPE; a value that is not UTF-8) is logged, naming
+/// it, and its fields stay unknown (`""`): one bad key must not keep every
+/// rule from running. A lost connection is an error.
 pub async fn seed_state(
     con: &mut ConnectionManager,
     pairs: &[StatePair],
@@ -251,7 +256,17 @@ pub async fn seed_state(
         for (_, field) in &fields {
             command.arg(*field);
         }
-        let values: Vec<Option<String>> = query(con, &command).await?;
+        let values: Vec<Option<String>> = match query(con, &command).await {
+            Ok(values) => values,
+            Err(e) if !e.is_io_error() => {
+                tracing::warn!(
+                    hash,
+                    "cannot read the state hash ({e}); its fields read as \"\""
+                );
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         for ((index, _), value) in fields.iter().zip(values) {
             if let Some(value) = value {
                 out.push((*index, value));
