@@ -253,3 +253,32 @@ fn hazards_changed_while_down_drops_the_record_for_its_fingerprint() {
     assert_eq!(drop["reason"], "fingerprint");
     assert!(!lines.iter().any(|l| l["kind"] == "replay-resume"));
 }
+
+#[test]
+fn every_rule_in_fixtures_rules_acts_in_some_timeline() {
+    let mut names = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(root().join("fixtures/rules")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let file: toml::Table = toml::from_str(&text).unwrap();
+        for rule in file["rule"].as_array().unwrap() {
+            names.insert(rule["name"].as_str().unwrap().to_string());
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = build("fixtures/rules", dir.path());
+    let mut lines: Vec<serde_json::Value> = PLAIN
+        .iter()
+        .flat_map(|name| json_lines("fixtures/rules", name, &[]))
+        .collect();
+    lines.extend(json_lines(
+        "fixtures/rules-winter",
+        "winter-seat-heater",
+        &["--bundle-after-restart".as_ref(), bundle.as_os_str()],
+    ));
+    let acted: std::collections::BTreeSet<String> = lines
+        .iter()
+        .filter(|l| l["kind"] == "action")
+        .map(|l| l["rule"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(acted, names);
+}
