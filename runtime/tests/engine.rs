@@ -1526,3 +1526,38 @@ fn replay_happens_once() {
     assert!(all.iter().all(|l| l.contains("log replay called twice")));
     assert_eq!(h.counters().runs_active, 0);
 }
+
+#[test]
+fn a_record_past_a_lowered_repeat_count_still_runs_its_step_then_ends() {
+    // Written on pass 2 of a rule that now makes one pass only.
+    let mut h = H::new(vec![hazards()]);
+    replay(
+        &mut h,
+        vec![record("hazards#x-1", "hazards", 1, 2, -1, off_fp())],
+    );
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 replay-resume hazards#x-1 s1 p2",
+            "0 submit hazards#x-1 s1 p2 off owns hazards#x-1",
+            "start-drop hazards#x-1",
+            "0 run-end hazards#x-1 done",
+        ])
+    );
+}
+
+#[test]
+fn a_cancel_after_hand_over_leaves_the_record_to_the_job_even_if_abandoned() {
+    let mut h = H::new(vec![hazards()]).manual();
+    h.event("alarm.triggered");
+    let both = h.last_job();
+    h.complete(both, Ok(()));
+    h.to(30_000);
+    let off = h.last_job();
+    h.event("alarm.disarmed");
+    assert_eq!(h.records.len(), 1, "the job owns it now");
+    h.engine.stop();
+    h.engine.action_abandoned(off);
+    h.pump();
+    assert_eq!(h.records.keys().collect::<Vec<_>>(), ["hazards#t-1"]);
+}
