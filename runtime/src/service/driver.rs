@@ -217,9 +217,12 @@ impl Service {
 
         service.subscriber.open().await;
         let subs = &service.subscriber.subs;
+        // `subscribed=false` with channels > 0: the first SUBSCRIBE failed
+        // and is being retried (logged just before).
         tracing::info!(
             channels = subs.channels.len(),
             patterns = subs.patterns.len(),
+            subscribed = service.subscriber.stream.is_some(),
             "ruled ready"
         );
         notify::notify("READY=1");
