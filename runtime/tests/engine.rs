@@ -1086,10 +1086,11 @@ fn replay_applies_the_concurrency_policy_across_records() {
     let dropped: Vec<&String> = out.iter().filter(|l| l.contains("replay-drop")).collect();
     assert_eq!(
         dropped,
+        // In (fire-at, id) order: restart#x-1 is due at 5s, the others at 9s.
         [
+            "0 replay-drop restart#x-1 concurrency",
             "0 replay-drop drop#x-4 concurrency",
             "0 replay-drop queue#x-6 concurrency",
-            "0 replay-drop restart#x-1 concurrency",
         ]
     );
     assert_eq!(
@@ -1560,4 +1561,48 @@ fn a_cancel_after_hand_over_leaves_the_record_to_the_job_even_if_abandoned() {
     h.engine.action_abandoned(off);
     h.pump();
     assert_eq!(h.records.keys().collect::<Vec<_>>(), ["hazards#t-1"]);
+}
+
+#[test]
+fn replay_output_comes_in_fire_at_order_whatever_each_record_becomes() {
+    // A resume due early must come before the drops of records due later,
+    // and the concurrency losers sit at their own fire-at (DESIGN.md 6.5).
+    let mut drop = hazards();
+    drop.name = "drop".into();
+    drop.concurrency = Concurrency::Drop;
+    let mut restart = hazards();
+    restart.name = "restart".into();
+    let mut h = H::new(vec![restart, drop]);
+    replay(
+        &mut h,
+        vec![
+            record("gone#x-1", "gone", 1, 0, 20_000, off_fp()),
+            record("restart#x-2", "restart", 1, 0, 3_000, off_fp()),
+            record("drop#x-3", "drop", 1, 0, 1_000, off_fp()),
+            record("restart#x-4", "restart", 1, 0, 15_000, off_fp()),
+            record("drop#x-5", "drop", 1, 0, 10_000, off_fp()),
+            record("restart#x-6", "restart", 7, 0, 2_000, off_fp()),
+        ],
+    );
+    let out: Vec<String> = h
+        .take()
+        .into_iter()
+        .filter(|l| l.contains("replay-"))
+        .collect();
+    assert_eq!(
+        out,
+        lines(&[
+            "0 replay-resume drop#x-3 s1 p0",
+            "0 replay-drop restart#x-6 step-gone",
+            "0 replay-drop restart#x-2 concurrency",
+            "0 replay-drop drop#x-5 concurrency",
+            "0 replay-resume restart#x-4 s1 p0",
+            "0 replay-drop gone#x-1 rule-gone",
+        ])
+    );
+    assert_eq!(
+        h.records.keys().collect::<Vec<_>>(),
+        ["drop#x-3", "restart#x-4"]
+    );
+    assert_eq!(h.counters().runs_active, 2);
 }

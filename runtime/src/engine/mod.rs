@@ -505,71 +505,78 @@ impl Engine {
         for (index, rule) in payload.rules.iter().enumerate() {
             by_name.entry(rule.name.as_str()).or_insert(index);
         }
-        // Validity first, then the policy across the valid ones.
-        let mut valid: Vec<(usize, PendingRecord)> = Vec::new();
+        // Two passes over the same (fire-at, id) order: the first only
+        // decides (validity, then which record each rule's policy keeps),
+        // the second acts, so every note and effect comes out in fire-at
+        // order (DESIGN.md 6.5) whatever the outcome of each record.
+        let verdicts: Vec<(Option<usize>, Option<ReplayDropReason>)> = records
+            .iter()
+            .map(|record| {
+                let rule = by_name.get(record.rule.as_str()).copied();
+                (
+                    rule,
+                    rule.map_or(Some(ReplayDropReason::RuleGone), |rule| {
+                        self.replay_refusal(rule, record, wall_ms, window)
+                    }),
+                )
+            })
+            .collect();
         let mut winner: HashMap<usize, usize> = HashMap::new();
-        for record in records {
-            let rule = by_name.get(record.rule.as_str()).copied();
-            let reason = match rule {
-                None => Some(ReplayDropReason::RuleGone),
-                Some(rule) => {
-                    let spec = &payload.rules[rule];
-                    match spec.steps.get(record.step as usize) {
-                        None => Some(ReplayDropReason::StepGone),
-                        Some(_)
-                            if *self.rules[rule].fingerprints[record.step as usize]
-                                != *record.fingerprint =>
-                        {
-                            Some(ReplayDropReason::Fingerprint)
-                        }
-                        Some(_) if wall_ms.saturating_sub(record.fire_at) > window => {
-                            Some(ReplayDropReason::TooLate)
-                        }
-                        Some(step)
-                            if record.fire_at.saturating_sub(wall_ms)
-                                > nanos_to_millis_ceil(step.after_ns) =>
-                        {
-                            // The clock went backwards.
-                            Some(ReplayDropReason::TooEarly)
-                        }
-                        Some(_) => None,
+        for (position, verdict) in verdicts.iter().enumerate() {
+            if let (Some(rule), None) = *verdict {
+                match payload.rules[rule].concurrency {
+                    // `restart` keeps the later record.
+                    Concurrency::Restart => {
+                        winner.insert(rule, position);
+                    }
+                    // `drop` and `queue` keep the first.
+                    Concurrency::Drop | Concurrency::Queue => {
+                        winner.entry(rule).or_insert(position);
                     }
                 }
-            };
-            match (reason, rule) {
-                (None, Some(rule)) => {
-                    let position = valid.len();
-                    valid.push((rule, record));
-                    match payload.rules[rule].concurrency {
-                        // `restart` keeps the later record.
-                        Concurrency::Restart => {
-                            if let Some(previous) = winner.insert(rule, position) {
-                                self.replay_drop(&valid[previous].1, ReplayDropReason::Concurrency);
-                            }
-                        }
-                        // `drop` and `queue` keep the first.
-                        Concurrency::Drop | Concurrency::Queue => {
-                            if let std::collections::hash_map::Entry::Vacant(slot) =
-                                winner.entry(rule)
-                            {
-                                slot.insert(position);
-                            } else {
-                                self.replay_drop(&valid[position].1, ReplayDropReason::Concurrency);
-                            }
-                        }
-                    }
+            }
+        }
+        for (position, (record, verdict)) in records.into_iter().zip(verdicts).enumerate() {
+            match verdict {
+                (Some(rule), None) if winner.get(&rule) == Some(&position) => {
+                    self.resume(rule, record, now, wall_ms);
                 }
-                (reason, _) => {
+                (Some(_), None) => self.replay_drop(&record, ReplayDropReason::Concurrency),
+                (_, reason) => {
                     let reason = reason.unwrap_or(ReplayDropReason::RuleGone);
                     self.replay_drop(&record, reason);
                 }
             }
         }
-        for (position, (rule, record)) in valid.into_iter().enumerate() {
-            if winner.get(&rule) == Some(&position) {
-                self.resume(rule, record, now, wall_ms);
-            }
+    }
+
+    /// Why replay must remove `record` of `rule`, checked in DESIGN.md
+    /// 6.5's order; `None` when it may resume.
+    fn replay_refusal(
+        &self,
+        rule: usize,
+        record: &PendingRecord,
+        wall_ms: i64,
+        window: i64,
+    ) -> Option<ReplayDropReason> {
+        let index = record.step as usize;
+        let (Some(step), Some(fingerprint)) = (
+            self.payload.rules[rule].steps.get(index),
+            self.rules[rule].fingerprints.get(index),
+        ) else {
+            return Some(ReplayDropReason::StepGone);
+        };
+        if **fingerprint != *record.fingerprint {
+            return Some(ReplayDropReason::Fingerprint);
         }
+        if wall_ms.saturating_sub(record.fire_at) > window {
+            return Some(ReplayDropReason::TooLate);
+        }
+        if record.fire_at.saturating_sub(wall_ms) > nanos_to_millis_ceil(step.after_ns) {
+            // The clock went backwards.
+            return Some(ReplayDropReason::TooEarly);
+        }
+        None
     }
 
     /// Stop (DESIGN.md 6.8): drop timers, backlogs and debounce windows;
