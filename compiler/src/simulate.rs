@@ -7,7 +7,7 @@ use crate::check::{check_dir, print_report, Format};
 use crate::cli::{Console, Exit};
 use rulecore::bundle::Payload;
 use rulecore::codec::{self, BundleError};
-use ruled::sim::{simulate, Timeline};
+use ruled::sim::{parse, simulate, TimelineError};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,10 +19,23 @@ Examples:
   rulec simulate rules/ --timeline fixtures/timelines/hazards.toml
   rulec simulate rules.bundle --timeline t.toml --bundle-after-restart new.bundle --format json
 
-A timeline lists [[event]], [[state]], [[restart]], [[fail]] and [[clock]]
-entries at virtual times (see DESIGN.md 8). Actions are recorded, never
-performed. Exit status: 0 simulated, 1 bad rules, bundle or timeline,
-2 usage or I/O error.")]
+A timeline lists entries at virtual times since the start; actions are
+recorded, never performed:
+
+  [[event]]                 # topic; optional id, src, from, to, data
+  at = \"0s\"
+  topic = \"alarm.triggered\"
+  [[restart]]               # down defaults to \"0s\"
+  at = \"10s\"
+  down = \"5s\"
+
+Also [[state]] (hash, field, value), [[fail]] (rule, step, until),
+[[clock]] (jump), and the settings end, replay-window, workers, queue,
+action-time. The format and every output line are described in
+docs/engine.md (\"The simulator\").
+
+Exit status: 0 simulated, 1 bad rules, bundle or timeline, 2 usage or I/O
+error.")]
 pub struct SimulateArgs {
     /// A rules directory (compiled in memory) or a bundle file.
     pub input: PathBuf,
@@ -106,20 +119,14 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
             return Ok(Exit::Usage);
         }
     };
-    let timeline: Timeline = match toml::from_str(&text) {
-        Ok(timeline) => timeline,
-        Err(error) => {
-            writeln!(console.err, "error: {}: {error}", args.timeline.display())?;
-            return Ok(Exit::Failure);
-        }
-    };
-    let outcome = match simulate(Arc::new(payload), &timeline, after) {
-        Ok(outcome) => outcome,
-        Err(error) => {
-            writeln!(console.err, "error: {}: {error}", args.timeline.display())?;
-            return Ok(Exit::Failure);
-        }
-    };
+    let outcome =
+        match parse(&text).and_then(|timeline| simulate(Arc::new(payload), &timeline, after)) {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                report_timeline_error(&args.timeline, &error, console)?;
+                return Ok(Exit::Failure);
+            }
+        };
     for line in &outcome.lines {
         match args.format {
             SimFormat::Text => writeln!(console.out, "{}", line.to_text())?,
@@ -132,4 +139,17 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         writeln!(console.err, "{at_ms} ms: {log}")?;
     }
     Ok(Exit::Success)
+}
+
+/// A timeline problem: the file and entry, then how to fix it.
+fn report_timeline_error(
+    path: &Path,
+    error: &TimelineError,
+    console: &mut Console<'_>,
+) -> io::Result<()> {
+    writeln!(console.err, "error: {}: {error}", path.display())?;
+    if let Some(help) = error.help() {
+        writeln!(console.err, "  help: {help}")?;
+    }
+    Ok(())
 }

@@ -142,7 +142,10 @@ fn bad_input_is_reported() {
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("duration \"soon\""), "{stderr}");
+    assert!(
+        stderr.contains("[[event]] #1: `at` = \"soon\" is not a duration"),
+        "{stderr}"
+    );
 
     let output = Command::new(get_cargo_bin("rulec"))
         .current_dir(root())
@@ -281,4 +284,70 @@ fn every_rule_in_fixtures_rules_acts_in_some_timeline() {
         .map(|l| l["rule"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(acted, names);
+}
+
+/// `rulec simulate` on a timeline written to a temp file: exit code,
+/// stdout, stderr (the temp path replaced by `TIMELINE`).
+fn simulate_text(timeline: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.toml");
+    std::fs::write(&path, timeline).unwrap();
+    let output = Command::new(get_cargo_bin("rulec"))
+        .current_dir(root())
+        .args(["simulate", "fixtures/rules", "--timeline"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    format!(
+        "exit: {}\n--- stdout\n{}--- stderr\n{}",
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+    .replace(path.to_str().unwrap(), "TIMELINE")
+}
+
+#[test]
+fn timeline_errors_name_the_entry_the_key_and_the_fix() {
+    let event = |at: &str| format!("[[event]]\nat = \"{at}\"\ntopic = \"alarm.triggered\"\n");
+    let cases = [
+        format!("{}{}{}", event("0s"), event("1s"), event("10 sec")),
+        format!("{}[[restart]]\nat = \"1s\"\ndown = \"xx\"\n", event("0s")),
+        "[[event]]\nat = \"1s\"\ntopc = \"alarm.triggered\"\n".to_string(),
+        "ennd = \"1m\"\n".to_string(),
+        "[[fail]]\nat = \"0s\"\nrule = \"hazards-on-alarm\"\nstep = 7\n".to_string(),
+        "[[fail]]\nat = \"10s\"\nrule = \"hazards-on-alarm\"\nuntil = \"5s\"\n".to_string(),
+    ];
+    let all: Vec<String> = cases
+        .iter()
+        .map(|timeline| format!("=== timeline\n{timeline}{}", simulate_text(timeline)))
+        .collect();
+    for case in &all {
+        assert!(case.contains("exit: 1\n"), "{case}");
+    }
+    insta::assert_snapshot!("timeline-errors", all.join("\n"));
+}
+
+#[test]
+fn a_restart_without_down_and_an_end_that_cuts_short() {
+    let text = simulate_text(
+        "end = \"20s\"\n[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n\
+         [[restart]]\nat = \"10s\"\n",
+    );
+    assert!(text.starts_with("exit: 0\n"), "{text}");
+    assert!(text.contains("end                pending=1"), "{text}");
+    insta::assert_snapshot!("restart-without-down-end-cuts-short", text);
+}
+
+#[test]
+fn help_points_to_docs_engine_md_with_an_example_timeline() {
+    let output = Command::new(get_cargo_bin("rulec"))
+        .args(["simulate", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(!help.contains("DESIGN.md"), "{help}");
+    assert!(help.contains("docs/engine.md"), "{help}");
+    assert!(help.contains("\n  at = \"0s\"\n  topic = \"alarm.triggered\"\n"), "{help}");
+    assert!(root().join("docs/engine.md").is_file());
 }

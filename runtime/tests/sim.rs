@@ -5,7 +5,7 @@
 use rulecore::bundle::{Action, Payload, Repeat, Rule, StatePair, Step};
 use rulecore::bytecode::{Const, Op, Program};
 use rulecore::topic::TopicPattern;
-use ruled::sim::{simulate, Outcome, Timeline};
+use ruled::sim::{parse, simulate, Outcome, Timeline};
 use std::sync::Arc;
 
 fn pats(list: &[&str]) -> Vec<TopicPattern> {
@@ -67,7 +67,7 @@ fn payload(rules: Vec<Rule>) -> Arc<Payload> {
 /// Simulates `timeline` (TOML) against `rules` (and `after` from the
 /// first restart on).
 fn run(rules: Vec<Rule>, timeline: impl AsRef<str>, after: Option<Vec<Rule>>) -> Outcome {
-    let timeline: Timeline = toml::from_str(timeline.as_ref()).unwrap();
+    let timeline: Timeline = parse(timeline.as_ref()).unwrap();
     simulate(payload(rules), &timeline, after.map(payload)).unwrap()
 }
 
@@ -373,16 +373,183 @@ fn a_long_outage_drops_as_too_late_and_end_stops_early() {
         "#,
         None,
     );
-    assert_eq!(out.lines.last().unwrap().at_ms, 0);
+    // The off step still waits at `end`: one `end` line says so.
+    let lines = text(&out);
+    assert_eq!(lines.last().unwrap(), "10000 ms end pending=1");
+    assert_eq!(out.lines[out.lines.len() - 2].at_ms, 0);
     assert_eq!(out.records.len(), 1);
 }
 
 #[test]
-fn bad_timelines_are_refused() {
+fn end_says_what_was_still_waiting_and_is_silent_when_nothing_was() {
+    let timeline = |end: &str, extra: &str| {
+        format!(
+            "end = \"{end}\"\naction-time = \"2s\"\n[[event]]\nat = \"0s\"\n\
+             topic = \"alarm.triggered\"\n{extra}"
+        )
+    };
+    // At 1s: the `both` action still running (it ends at 2s; the off
+    // step is armed only then, DESIGN.md 6.3).
+    let out = run(vec![hazards()], timeline("1s", ""), None);
+    assert_eq!(text(&out).last().unwrap(), "1000 ms end pending=1");
+    // At 3s: the off step's timer.
+    let out = run(vec![hazards()], timeline("3s", ""), None);
+    assert_eq!(text(&out).last().unwrap(), "3000 ms end pending=1");
+    // Two rules waiting at once count two.
+    let mut other = hazards();
+    other.name = "other".into();
+    let out = run(vec![hazards(), other], timeline("3s", ""), None);
+    assert_eq!(text(&out).last().unwrap(), "3000 ms end pending=2");
+    // Past everything: no `end` line.
+    let out = run(vec![hazards()], timeline("1m", ""), None);
     assert!(
-        toml::from_str::<Timeline>("[[event]]\nat = \"1s\"\ntopic = \"x\"\nbogus = 1").is_err()
+        out.lines.iter().all(|l| l.kind != "end"),
+        "{:?}",
+        text(&out)
     );
-    assert!(toml::from_str::<Timeline>("[[event]]\nat = \"soon\"\ntopic = \"x\"").is_err());
+    // Down at `end`: the record its start would replay.
+    let out = run(
+        vec![hazards()],
+        timeline("20s", "[[restart]]\nat = \"10s\"\ndown = \"1h\"\n"),
+        None,
+    );
+    assert_eq!(
+        text(&out).last().unwrap(),
+        "20000 ms end pending=1 reason=down"
+    );
+    let json = out.lines.last().unwrap().to_json();
+    assert_eq!(
+        json,
+        r#"{"at_ms":20000,"kind":"end","pending":1,"reason":"down"}"#
+    );
+}
+
+#[test]
+fn a_restart_without_down_stops_and_starts_at_once() {
+    let out = run(
+        vec![hazards()],
+        "[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n[[restart]]\nat = \"10s\"\n",
+        None,
+    );
+    let lines = text(&out);
+    assert!(lines.contains(&"10000 ms restart".to_string()), "{lines:?}");
+    assert!(
+        lines.contains(
+            &"10000 ms replay-resume rule=hazards step=1 pass=0 run=hazards#0-1".to_string()
+        ),
+        "{lines:?}"
+    );
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("30000 ms action") && l.contains("push=off")));
+}
+
+#[test]
+fn a_fail_step_out_of_range_or_an_empty_window_is_refused() {
+    let refused = |rules: Vec<Rule>, fail: &str, after: Option<Vec<Rule>>| {
+        let timeline = parse(&format!(
+            "[[fail]]\nat = \"5s\"\nrule = \"hazards\"\n{fail}"
+        ))
+        .and_then(|timeline| simulate(payload(rules), &timeline, after.map(payload)));
+        timeline.err().map(|e| (e.to_string(), e.help().unwrap()))
+    };
+    assert_eq!(
+        refused(vec![hazards()], "step = 7", None),
+        Some((
+            "[[fail]] #1: rule \"hazards\" has no step 7 (it has 2 steps)".to_string(),
+            "steps count from 0, so `step` is 0 to 1; leave it out to fail every step".to_string()
+        ))
+    );
+    assert!(refused(vec![hazards()], "step = 2", None).is_some());
+    assert_eq!(refused(vec![hazards()], "step = 1", None), None);
+    // A step the rule has only after the restart counts.
+    let mut longer = hazards();
+    longer.steps.push(push("again", 0));
+    assert_eq!(
+        refused(vec![hazards()], "step = 2", Some(vec![longer])),
+        None
+    );
+    assert_eq!(
+        refused(vec![hazards()], "until = \"5s\"", None),
+        Some((
+            "[[fail]] #1: `until` (5s) is not after `at` (5s): nothing would fail".to_string(),
+            "make `until` later than `at`, or leave it out to fail from `at` on".to_string()
+        ))
+    );
+    assert!(refused(vec![hazards()], "until = \"1s\"", None).is_some());
+    assert_eq!(refused(vec![hazards()], "until = \"6s\"", None), None);
+}
+
+#[test]
+fn timeline_errors_name_the_entry_the_key_and_the_fix() {
+    let error = |text: &str| {
+        let e = parse(text).unwrap_err();
+        (e.to_string(), e.help().unwrap_or_default())
+    };
+    let three = "[[event]]\nat = \"1s\"\ntopic = \"a\"\n[[event]]\nat = \"2s\"\ntopic = \"b\"\n";
+    assert_eq!(
+        error(&format!("{three}[[event]]\nat = \"30 secs\"\ntopic = \"c\"\n")),
+        (
+            "[[event]] #3: `at` = \"30 secs\" is not a duration: white space inside a duration"
+                .to_string(),
+            "write \"30s\": durations use Go syntax: a number and a unit (ns, us, µs, ms, s, m, h), \
+             e.g. \"30s\", \"1.5h\", \"2h45m\", or \"0\""
+                .to_string()
+        )
+    );
+    let (message, help) = error("[[restart]]\nat = \"1s\"\ndown = \"xx\"\n");
+    assert_eq!(
+        message,
+        "[[restart]] #1: `down` = \"xx\" is not a duration: a number is missing"
+    );
+    assert!(help.starts_with("durations use Go syntax"), "{help}");
+    assert_eq!(
+        error("end = \"2 minutes\"").0,
+        "top level: `end` = \"2 minutes\" is not a duration: white space inside a duration"
+    );
+    assert!(error("end = \"2 minutes\"").1.starts_with("write \"2m\""));
+    assert_eq!(
+        error("[[event]]\nat = \"1s\"\ntopc = \"a\"\n"),
+        (
+            "[[event]] #1: unknown key `topc`".to_string(),
+            "[[event]] takes `at`, `topic`, `id`, `src`, `from`, `to`, `data`; did you mean `topic`?"
+                .to_string()
+        )
+    );
+    let (message, help) = error("ennd = \"3s\"");
+    assert_eq!(message, "unknown top-level key `ennd`");
+    assert!(help.ends_with("did you mean `end`?"), "{help}");
+    assert_eq!(
+        error("[[clock]]\nat = \"1s\"\n").0,
+        "[[clock]] #1: `jump` is missing"
+    );
+    assert_eq!(
+        error("[[event]]\nat = 5\ntopic = \"a\"\n").0,
+        "[[event]] #1: `at` must be a duration string such as \"30s\", not the number 5"
+    );
+    assert_eq!(
+        error("[[state]]\nat = \"0s\"\nhash = \"h\"\nfield = \"f\"\nvalue = 2\n"),
+        (
+            "[[state]] #1: `value` must be a string, not the number 2".to_string(),
+            "quote the value: `value = \"2\"`, not `value = 2`".to_string()
+        )
+    );
+    assert_eq!(
+        error("workers = -1").0,
+        "top level: `workers` must be a whole number from 0, not the number -1"
+    );
+    assert_eq!(
+        error("event = 3").0,
+        "`event` must be a list of `[[event]]` entries"
+    );
+    assert!(error("[[event]\n").0.starts_with("not valid TOML: "));
+}
+
+#[test]
+fn bad_timelines_are_refused() {
+    assert!(parse("[[event]]\nat = \"1s\"\ntopic = \"x\"\nbogus = 1").is_err());
+    assert!(parse("[[event]]\nat = \"soon\"\ntopic = \"x\"").is_err());
+    assert!(parse("[[event]]\nat = \"-1s\"\ntopic = \"x\"").is_err());
     let negative: Timeline = toml::from_str("[[event]]\nat = \"-1s\"\ntopic = \"x\"").unwrap();
     assert!(simulate(payload(vec![]), &negative, None).is_err());
     let data: Timeline = toml::from_str("[[event]]\nat = \"1s\"\ntopic = \"x\"\ndata = 3").unwrap();
@@ -392,7 +559,7 @@ fn bad_timelines_are_refused() {
         simulate(payload(vec![hazards()]), &typo, None)
             .unwrap_err()
             .to_string(),
-        "[[fail]] entry 0: no rule named \"hazard\" in the simulated rules"
+        "[[fail]] #1: no rule named \"hazard\" in the simulated rules"
     );
     // A rule of the bundle after the restart counts.
     let mut later = hazards();
@@ -544,6 +711,7 @@ fn keys_of(kind: &str) -> &'static [&'static str] {
             &["rule"]
         }
         "restart" => &[],
+        "end" => &["pending"],
         other => panic!("kind {other:?} is not one of DESIGN.md 8's"),
     }
 }
@@ -663,7 +831,13 @@ fn every_kind_outcomes() -> Vec<Outcome> {
          down = \"1s\"\n[[clock]]\nat = \"1s\"\njump = \"-1h\"\n",
         None,
     );
-    vec![main, refused, changed, late, early]
+    // DESIGN.md 8's kinds plus ours: `end` (cut short while waiting).
+    let cut = run(
+        vec![hazards()],
+        "end = \"1s\"\n[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n",
+        None,
+    );
+    vec![main, refused, changed, late, early, cut]
 }
 
 #[test]
@@ -725,6 +899,7 @@ fn the_output_has_every_kind_and_reason_with_only_the_relevant_fields() {
             "replay-resume",
             "replay-drop",
             "restart",
+            "end",
         ])
     );
     assert_eq!(

@@ -6,7 +6,8 @@
 mod timeline;
 
 pub use timeline::{
-    ClockEntry, Dur, EventEntry, FailEntry, RestartEntry, StateEntry, Timeline, TimelineError,
+    parse, ClockEntry, Dur, EventEntry, FailEntry, Place, RestartEntry, StateEntry, Timeline,
+    TimelineError,
 };
 
 use crate::engine::{
@@ -37,6 +38,9 @@ pub struct Line {
     pub id: Option<String>,
     pub data: Option<String>,
     pub run: Option<String>,
+    /// `end` only: how many things were still waiting when `end` stopped
+    /// the clock.
+    pub pending: Option<u32>,
     pub reason: Option<String>,
 }
 
@@ -65,6 +69,7 @@ impl Line {
             ("id", text(&self.id)),
             ("data", text(&self.data)),
             ("run", text(&self.run)),
+            ("pending", self.pending.map(Value::Num)),
             ("reason", text(&self.reason)),
         ]
         .into_iter()
@@ -117,17 +122,31 @@ pub fn simulate(
     after_restart: Option<Arc<Payload>>,
 ) -> Result<Outcome, TimelineError> {
     timeline.validate()?;
-    // A `[[fail]]` naming no rule would silently fail nothing.
-    let known = |name: &str| {
-        std::iter::once(&payload)
+    // A `[[fail]]` naming no rule, or a step its rule does not have, would
+    // silently fail nothing: refused, like a typo in a rule file.
+    for (index, fail) in timeline.fail.iter().enumerate() {
+        let steps = std::iter::once(&payload)
             .chain(after_restart.as_ref())
-            .any(|payload| payload.rules.iter().any(|rule| rule.name == name))
-    };
-    if let Some((index, fail)) = (timeline.fail.iter().enumerate()).find(|(_, f)| !known(&f.rule)) {
-        return Err(TimelineError::UnknownFailRule {
-            index,
-            rule: fail.rule.clone(),
-        });
+            .filter_map(|payload| payload.rules.iter().find(|rule| rule.name == fail.rule))
+            .map(|rule| rule.steps.len())
+            .max();
+        match (steps, fail.step) {
+            (None, _) => {
+                return Err(TimelineError::UnknownFailRule {
+                    number: index + 1,
+                    rule: fail.rule.clone(),
+                })
+            }
+            (Some(steps), Some(step)) if step as usize >= steps => {
+                return Err(TimelineError::FailStepOutOfRange {
+                    number: index + 1,
+                    rule: fail.rule.clone(),
+                    step,
+                    steps,
+                })
+            }
+            _ => {}
+        }
     }
     let mut sim = Sim::new(payload, timeline, after_restart);
     sim.run(timeline);
@@ -285,8 +304,39 @@ impl<'t> Sim<'t> {
             }
         }
         match end {
-            Some(end) => self.run_until(end),
+            Some(end) => {
+                self.run_until(end);
+                self.end_line();
+            }
             None => self.run_until(u64::MAX),
+        }
+    }
+
+    /// At `end`, one `end` line when the clock stopped with something still
+    /// waiting, so a cut-short simulation does not look finished: armed
+    /// engine timers (step waits, repeat gaps, debounce windows) plus
+    /// actions running or queued in the pool; while the service is down,
+    /// the records its start would replay (`reason=down`).
+    fn end_line(&mut self) {
+        let (pending, reason) = match self.up_at {
+            Some(_) => (self.outcome.records.len(), Some("down".to_string())),
+            None => {
+                let timers = usize::try_from(self.engine.counters().pending).unwrap_or(usize::MAX);
+                (
+                    timers
+                        .saturating_add(self.running.len())
+                        .saturating_add(self.queued.len()),
+                    None,
+                )
+            }
+        };
+        if pending > 0 {
+            self.line(Line {
+                kind: "end",
+                pending: Some(u32::try_from(pending).unwrap_or(u32::MAX)),
+                reason,
+                ..Line::default()
+            });
         }
     }
 

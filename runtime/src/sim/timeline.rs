@@ -1,8 +1,11 @@
-//! The timeline format (DESIGN.md 8). The caller parses the TOML (with
-//! `toml::from_str`); this module only defines the shape and checks it.
+//! The timeline format (DESIGN.md 8): its shape, and [`parse`], which
+//! checks a file key by key first so that every problem names the entry
+//! (`[[event]] #3`), the key and the fix, the way rule files are checked.
 
 use rulecore::event::Event;
+use rulecore::{parse_duration, DurationError};
 use serde::{Deserialize, Deserializer};
+use std::fmt;
 
 /// A Go duration string (`"30s"`, `"-1h"`), as signed nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -80,11 +83,13 @@ pub struct StateEntry {
     pub value: String,
 }
 
-/// `[[restart]]`: the service stops at `at` and starts again `down` later.
+/// `[[restart]]`: the service stops at `at` and starts again `down` later
+/// (default 0s: stop and start at once, still losing nothing durable).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RestartEntry {
     pub at: Dur,
+    #[serde(default)]
     pub down: Dur,
 }
 
@@ -107,33 +112,414 @@ pub struct ClockEntry {
     pub jump: Dur,
 }
 
-/// A timeline that parsed but cannot be run.
+/// Which entry a problem is in: `[[event]] #3` (numbered from 1 in file
+/// order within its kind) or the top level of the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Entry { kind: &'static str, number: usize },
+    TopLevel,
+}
+
+impl Place {
+    /// The entry at 0-based `index` among the `kind` entries.
+    pub fn entry(kind: &'static str, index: usize) -> Self {
+        Place::Entry {
+            kind,
+            number: index + 1,
+        }
+    }
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Entry { kind, number } => write!(f, "[[{kind}]] #{number}"),
+            Place::TopLevel => f.write_str("top level"),
+        }
+    }
+}
+
+/// A timeline that does not parse or cannot be run. [`TimelineError::help`]
+/// says how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TimelineError {
-    #[error("[[{kind}]] entry {index}: `{key}` must not be negative")]
-    Negative {
-        kind: &'static str,
-        index: usize,
+    /// Not TOML at all; toml's own message, with line and column.
+    #[error("not valid TOML: {message}")]
+    Syntax { message: String },
+    #[error("unknown top-level key `{key}`")]
+    UnknownSetting { key: String },
+    #[error("`{kind}` must be a list of `[[{kind}]]` entries")]
+    NotEntries { kind: &'static str },
+    #[error("{place}: unknown key `{key}`")]
+    UnknownKey { place: Place, key: String },
+    #[error("{place}: `{key}` is missing")]
+    Missing { place: Place, key: &'static str },
+    #[error("{place}: `{key}` must be {expected}, not {found}")]
+    WrongType {
+        place: Place,
         key: &'static str,
+        expected: &'static str,
+        found: String,
     },
-    #[error("[[event]] entry {index}: `data` must be a table")]
-    DataNotTable { index: usize },
-    #[error("`{key}` must not be negative")]
-    NegativeSetting { key: &'static str },
-    #[error("`workers` must be at least 1")]
+    #[error("{place}: `{key}` = {text:?} is not a duration: {}", duration_problem(.text, .error))]
+    BadDuration {
+        place: Place,
+        key: &'static str,
+        text: String,
+        error: DurationError,
+    },
+    #[error("{place}: `{key}` must not be negative")]
+    Negative { place: Place, key: &'static str },
+    #[error("[[event]] #{number}: `data` must be a table")]
+    DataNotTable { number: usize },
+    #[error("top level: `workers` must be at least 1")]
     NoWorkers,
-    #[error("[[fail]] entry {index}: no rule named {rule:?} in the simulated rules")]
-    UnknownFailRule { index: usize, rule: String },
+    #[error("[[fail]] #{number}: `until` ({until}) is not after `at` ({at}): nothing would fail")]
+    FailUntilNotAfterAt {
+        number: usize,
+        at: String,
+        until: String,
+    },
+    #[error("[[fail]] #{number}: no rule named {rule:?} in the simulated rules")]
+    UnknownFailRule { number: usize, rule: String },
+    #[error("[[fail]] #{number}: rule {rule:?} has no step {step} (it has {steps} step{})", if *.steps == 1 { "" } else { "s" })]
+    FailStepOutOfRange {
+        number: usize,
+        rule: String,
+        step: u32,
+        /// The most steps the rule has in any simulated bundle.
+        steps: usize,
+    },
+    /// What the key-by-key check let through but the shape still refused.
+    #[error("{message}")]
+    Shape { message: String },
+}
+
+/// Go's duration syntax, for every duration help line (DESIGN.md 3.7).
+const DURATION_SYNTAX: &str = "durations use Go syntax: a number and a unit (ns, us, µs, ms, s, m, h), e.g. \"30s\", \"1.5h\", \"2h45m\", or \"0\"";
+
+fn duration_problem(text: &str, error: &DurationError) -> String {
+    if text.contains(char::is_whitespace) {
+        return "white space inside a duration".to_string();
+    }
+    match error {
+        DurationError::Empty => "it is empty".to_string(),
+        DurationError::ExpectedNumber { .. } => "a number is missing".to_string(),
+        DurationError::MissingUnit { .. } => "a number has no unit".to_string(),
+        DurationError::UnknownUnit { unit, .. } => format!("`{unit}` is not a unit"),
+        DurationError::Overflow => "out of range (at most about 292 years)".to_string(),
+    }
+}
+
+/// The Go spelling most likely meant by `text`: white space removed, units
+/// lower-cased and spelled-out units shortened; `None` when that does not
+/// give a valid, different duration.
+fn suggest_duration(text: &str) -> Option<String> {
+    let mut fixed: String = text
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_lowercase();
+    // Longest words first, so "seconds" is not read as "second" + "s".
+    for (long, short) in [
+        ("milliseconds", "ms"),
+        ("millisecond", "ms"),
+        ("seconds", "s"),
+        ("second", "s"),
+        ("secs", "s"),
+        ("sec", "s"),
+        ("minutes", "m"),
+        ("minute", "m"),
+        ("mins", "m"),
+        ("min", "m"),
+        ("hours", "h"),
+        ("hour", "h"),
+        ("hrs", "h"),
+        ("hr", "h"),
+    ] {
+        fixed = fixed.replace(long, short);
+    }
+    (fixed != text && parse_duration(&fixed).is_ok()).then_some(fixed)
+}
+
+impl TimelineError {
+    /// How to fix it, when there is more to say than the message.
+    pub fn help(&self) -> Option<String> {
+        Some(match self {
+            TimelineError::Syntax { .. } | TimelineError::Shape { .. } => return None,
+            TimelineError::UnknownSetting { key } => format!(
+                "a timeline holds [[event]], [[state]], [[restart]], [[fail]] and [[clock]] \
+                 entries and the settings {}{}",
+                SETTINGS
+                    .iter()
+                    .map(|(k, _)| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                closest(
+                    key,
+                    SETTINGS
+                        .iter()
+                        .map(|(k, _)| *k)
+                        .chain(KINDS.iter().map(|(k, _)| *k))
+                )
+                .map(|k| format!("; did you mean `{k}`?"))
+                .unwrap_or_default()
+            ),
+            TimelineError::NotEntries { kind } => {
+                format!("write each entry as a table under its own `[[{kind}]]` line")
+            }
+            TimelineError::UnknownKey { place, key } => {
+                let kind = match place {
+                    Place::Entry { kind, .. } => *kind,
+                    Place::TopLevel => return None,
+                };
+                let keys = KINDS
+                    .iter()
+                    .find(|(k, _)| *k == kind)
+                    .map_or(&[][..], |(_, keys)| *keys);
+                format!(
+                    "[[{kind}]] takes {}{}",
+                    keys.iter()
+                        .map(|(k, _, _)| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    closest(key, keys.iter().map(|(k, _, _)| *k))
+                        .map(|k| format!("; did you mean `{k}`?"))
+                        .unwrap_or_default()
+                )
+            }
+            TimelineError::Missing { key, .. } => match *key {
+                "at" => "add `at = \"0s\"`: the virtual time the entry applies at".to_string(),
+                key => format!("add `{key} = ...`"),
+            },
+            TimelineError::WrongType { expected, .. } if expected.contains("duration") => {
+                format!("quote it and give a unit: {DURATION_SYNTAX}")
+            }
+            TimelineError::WrongType { expected, .. } if expected.contains("string") => {
+                "quote the value: `value = \"2\"`, not `value = 2`".to_string()
+            }
+            TimelineError::WrongType { .. } => return None,
+            TimelineError::BadDuration { text, .. } => match suggest_duration(text) {
+                Some(fixed) => format!("write \"{fixed}\": {DURATION_SYNTAX}"),
+                None => DURATION_SYNTAX.to_string(),
+            },
+            TimelineError::Negative { key, .. } => match *key {
+                "at" => "virtual time starts at \"0s\"; only a [[clock]] `jump` may be negative"
+                    .to_string(),
+                _ => "only a [[clock]] `jump` may be negative".to_string(),
+            },
+            TimelineError::DataNotTable { .. } => {
+                "write `data = { level = 2 }`: the event's data fields".to_string()
+            }
+            TimelineError::NoWorkers => "leave `workers` out for the default of 2".to_string(),
+            TimelineError::FailUntilNotAfterAt { .. } => {
+                "make `until` later than `at`, or leave it out to fail from `at` on".to_string()
+            }
+            TimelineError::UnknownFailRule { .. } => {
+                "`rule` names a rule of the simulated rules or of --bundle-after-restart"
+                    .to_string()
+            }
+            TimelineError::FailStepOutOfRange { steps, .. } => format!(
+                "steps count from 0, so `step` is 0 to {}; leave it out to fail every step",
+                steps.saturating_sub(1)
+            ),
+        })
+    }
+}
+
+/// A known key within edit distance 2 of `key`, for a "did you mean".
+fn closest<'k>(key: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k str> {
+    known
+        .map(|k| (distance(key, k), k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance over characters.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substitute.min(previous + 1).min(row[j] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// What a key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ty {
+    Duration,
+    Text,
+    /// A whole number from 0 (to u32::MAX).
+    Count,
+    Table,
+}
+
+/// The top-level settings.
+const SETTINGS: &[(&str, Ty)] = &[
+    ("end", Ty::Duration),
+    ("replay-window", Ty::Duration),
+    ("workers", Ty::Count),
+    ("queue", Ty::Count),
+    ("action-time", Ty::Duration),
+];
+
+/// Each entry kind's keys: (key, type, required).
+type Keys = &'static [(&'static str, Ty, bool)];
+const KINDS: &[(&str, Keys)] = &[
+    (
+        "event",
+        &[
+            ("at", Ty::Duration, true),
+            ("topic", Ty::Text, true),
+            ("id", Ty::Text, false),
+            ("src", Ty::Text, false),
+            ("from", Ty::Text, false),
+            ("to", Ty::Text, false),
+            ("data", Ty::Table, false),
+        ],
+    ),
+    (
+        "state",
+        &[
+            ("at", Ty::Duration, true),
+            ("hash", Ty::Text, true),
+            ("field", Ty::Text, true),
+            ("value", Ty::Text, true),
+        ],
+    ),
+    (
+        "restart",
+        &[("at", Ty::Duration, true), ("down", Ty::Duration, false)],
+    ),
+    (
+        "fail",
+        &[
+            ("at", Ty::Duration, true),
+            ("rule", Ty::Text, true),
+            ("step", Ty::Count, false),
+            ("until", Ty::Duration, false),
+        ],
+    ),
+    (
+        "clock",
+        &[("at", Ty::Duration, true), ("jump", Ty::Duration, true)],
+    ),
+];
+
+/// Checks one key's value against its type.
+fn check_value(
+    place: Place,
+    key: &'static str,
+    ty: Ty,
+    value: &toml::Value,
+) -> Result<(), TimelineError> {
+    let wrong = |expected: &'static str| TimelineError::WrongType {
+        place,
+        key,
+        expected,
+        found: match value {
+            toml::Value::Integer(n) => format!("the number {n}"),
+            other => format!(
+                "a{} {}",
+                if other.type_str().starts_with(['a', 'i']) {
+                    "n"
+                } else {
+                    ""
+                },
+                other.type_str()
+            ),
+        },
+    };
+    match (ty, value) {
+        (Ty::Duration, toml::Value::String(text)) => match parse_duration(text) {
+            Ok(_) => Ok(()),
+            Err(error) => Err(TimelineError::BadDuration {
+                place,
+                key,
+                text: text.clone(),
+                error,
+            }),
+        },
+        (Ty::Duration, _) => Err(wrong("a duration string such as \"30s\"")),
+        (Ty::Text, toml::Value::String(_)) => Ok(()),
+        (Ty::Text, _) => Err(wrong("a string")),
+        (Ty::Count, toml::Value::Integer(n)) if u32::try_from(*n).is_ok() => Ok(()),
+        (Ty::Count, _) => Err(wrong("a whole number from 0")),
+        (Ty::Table, toml::Value::Table(_)) => Ok(()),
+        (Ty::Table, _) => Err(wrong("a table such as { level = 2 }")),
+    }
+}
+
+/// Parses a timeline file's text and checks it (DESIGN.md 8): key by key
+/// first, for messages that name the entry, then [`Timeline::validate`].
+pub fn parse(text: &str) -> Result<Timeline, TimelineError> {
+    let table: toml::Table = toml::from_str(text).map_err(|error| TimelineError::Syntax {
+        message: error.to_string().trim_end().to_string(),
+    })?;
+    for (key, value) in &table {
+        if let Some((kind, keys)) = KINDS.iter().find(|(k, _)| k == key) {
+            let toml::Value::Array(entries) = value else {
+                return Err(TimelineError::NotEntries { kind });
+            };
+            for (index, entry) in entries.iter().enumerate() {
+                let place = Place::entry(kind, index);
+                let toml::Value::Table(entry) = entry else {
+                    return Err(TimelineError::NotEntries { kind });
+                };
+                if let Some(unknown) = entry
+                    .keys()
+                    .find(|k| !keys.iter().any(|(known, _, _)| known == k))
+                {
+                    return Err(TimelineError::UnknownKey {
+                        place,
+                        key: unknown.clone(),
+                    });
+                }
+                for &(key, ty, required) in keys.iter() {
+                    match entry.get(key) {
+                        Some(value) => check_value(place, key, ty, value)?,
+                        None if required => return Err(TimelineError::Missing { place, key }),
+                        None => {}
+                    }
+                }
+            }
+        } else if let Some(&(key, ty)) = SETTINGS.iter().find(|(k, _)| k == key) {
+            check_value(Place::TopLevel, key, ty, value)?;
+        } else {
+            return Err(TimelineError::UnknownSetting { key: key.clone() });
+        }
+    }
+    let timeline: Timeline =
+        toml::Value::Table(table)
+            .try_into()
+            .map_err(|error: toml::de::Error| TimelineError::Shape {
+                message: error.message().to_string(),
+            })?;
+    timeline.validate()?;
+    Ok(timeline)
+}
+
+/// A duration as the timeline would write it, for messages.
+fn go(duration: Dur) -> String {
+    rulecore::duration::format_duration(duration.0)
 }
 
 impl Timeline {
-    /// Checks what serde cannot: signs, and `data` being a table.
+    /// Checks what the types cannot: signs, `data` being a table, a
+    /// `[[fail]]` window that is not empty.
     pub fn validate(&self) -> Result<(), TimelineError> {
         fn at(kind: &'static str, index: usize, at: Dur) -> Result<(), TimelineError> {
             if at.0 < 0 {
                 return Err(TimelineError::Negative {
-                    kind,
-                    index,
+                    place: Place::entry(kind, index),
                     key: "at",
                 });
             }
@@ -143,7 +529,7 @@ impl Timeline {
             at("event", index, entry.at)?;
             if let Some(data) = &entry.data {
                 if !data.is_object() {
-                    return Err(TimelineError::DataNotTable { index });
+                    return Err(TimelineError::DataNotTable { number: index + 1 });
                 }
             }
         }
@@ -154,21 +540,30 @@ impl Timeline {
             at("restart", index, entry.at)?;
             if entry.down.0 < 0 {
                 return Err(TimelineError::Negative {
-                    kind: "restart",
-                    index,
+                    place: Place::entry("restart", index),
                     key: "down",
                 });
             }
         }
         for (index, entry) in self.fail.iter().enumerate() {
             at("fail", index, entry.at)?;
+            if let Some(until) = entry.until.filter(|until| *until <= entry.at) {
+                return Err(TimelineError::FailUntilNotAfterAt {
+                    number: index + 1,
+                    at: go(entry.at),
+                    until: go(until),
+                });
+            }
         }
         for (index, entry) in self.clock.iter().enumerate() {
             at("clock", index, entry.at)?;
         }
         for (key, value) in [("end", self.end), ("action-time", self.action_time)] {
             if value.is_some_and(|d| d.0 < 0) {
-                return Err(TimelineError::NegativeSetting { key });
+                return Err(TimelineError::Negative {
+                    place: Place::TopLevel,
+                    key,
+                });
             }
         }
         if self.workers == Some(0) {
