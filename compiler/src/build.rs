@@ -8,7 +8,7 @@
 //! verified again before the file is written, so a lowering bug fails the
 //! build here rather than the service on the scooter.
 
-use crate::check::{check_dir, print_report, CheckReport, Format};
+use crate::check::{check_dir_with, print_report, CheckReport, Format};
 use crate::cli::{Console, Exit};
 use crate::validate::{CheckedExpr, CheckedRule};
 use crate::when::{lower, ConstPool};
@@ -23,11 +23,17 @@ use std::path::PathBuf;
 Examples:
   rulec build /etc/rules -o rules.bundle
   rulec build rules/ -o rules.bundle --partial
+  rulec build rules/alarm.toml -o alarm.bundle   (one file alone)
+  rulec build rules/ -o rules.bundle --format json
 
-Prints the bundle id on stdout and a summary on stderr. Exit status: 0 written,
-1 errors in the rules (nothing written, unless --partial), 2 usage or I/O error.")]
+Prints the bundle id on stdout and a summary on stderr; with --format json
+the id is a JSON line {\"bundle\": ID, \"rules\": N, ...} after the
+diagnostics. With --deny-warnings a warning is an error and rejects its rule.
+A missing directory holds no rules: the bundle is written empty, with a note.
+Exit status: 0 written, 1 errors in the rules (nothing written, unless
+--partial), 2 usage or I/O error.")]
 pub struct BuildArgs {
-    /// The rules directory: its `*.toml` files, not recursive.
+    /// The rules directory (its `*.toml` files, not recursive), or one rule file.
     pub dir: PathBuf,
     /// Where to write the bundle (atomically: temp file + rename).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -35,7 +41,7 @@ pub struct BuildArgs {
     /// With errors, still write the rules that compiled (and exit 1).
     #[arg(long)]
     pub partial: bool,
-    /// Treat warnings as errors.
+    /// Make every warning an error: it rejects its rule (exit 1).
     #[arg(long)]
     pub deny_warnings: bool,
     /// How to print diagnostics.
@@ -130,7 +136,7 @@ pub fn summary(built: &Built) -> String {
 
 /// Runs `rulec build`.
 pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let report: CheckReport = match check_dir(&args.dir) {
+    let report: CheckReport = match check_dir_with(&args.dir, args.deny_warnings) {
         Ok(report) => report,
         Err(error) => {
             writeln!(console.err, "error: {error}")?;
@@ -146,10 +152,7 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         )?;
     }
     let failed = report.failed(args.deny_warnings);
-    let mut check_summary = report.summary();
-    if args.deny_warnings && report.warnings() > 0 {
-        check_summary.push_str(" (warnings denied)");
-    }
+    let check_summary = report.summary();
     if failed && !args.partial {
         writeln!(
             console.err,
@@ -172,7 +175,25 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         writeln!(console.err, "error: cannot write the bundle: {error}")?;
         return Ok(Exit::Usage);
     }
-    writeln!(console.out, "{}", built.id)?;
+    match args.format {
+        Format::Text => writeln!(console.out, "{}", built.id)?,
+        // stdout is JSON lines in this mode: the id is one more object,
+        // after the diagnostics, never a bare word among them.
+        Format::Json => {
+            let rules = &built.payload.rules;
+            let line = serde_json::json!({
+                "bundle": built.id,
+                "output": args.output.display().to_string(),
+                "rules": rules.len(),
+                "enabled": rules.iter().filter(|r| r.enabled).count(),
+                "steps": rules.iter().map(|r| r.steps.len()).sum::<usize>(),
+                "state_pairs": built.payload.state_pairs.len(),
+                "bytes": built.bytes.len(),
+                "partial": failed,
+            });
+            writeln!(console.out, "{line}")?;
+        }
+    }
     let partial = if failed { " (partial)" } else { "" };
     writeln!(
         console.err,

@@ -9,7 +9,7 @@
 use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text, to_json, Diagnostic, Severity};
 use crate::load::{load_dir, LoadError, SourceFile};
-use crate::validate::{validate, CheckedRule};
+use crate::validate::{validate_with, CheckedRule};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -47,7 +47,7 @@ pub struct CheckArgs {
     /// How to print diagnostics.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Fail (exit 1) on warnings too.
+    /// Make every warning an error (exit 1).
     #[arg(long)]
     pub deny_warnings: bool,
 }
@@ -66,6 +66,8 @@ pub struct CheckReport {
     /// The rules that survived, in bundle order.
     pub rules: Vec<CheckedRule>,
     pub diagnostics: Vec<Diagnostic>,
+    /// Warnings that `--deny-warnings` made errors (counted in `errors`).
+    pub denied_warnings: usize,
 }
 
 impl CheckReport {
@@ -89,13 +91,20 @@ impl CheckReport {
         self.errors() > 0 || (deny_warnings && self.warnings() > 0)
     }
 
-    /// `3 files, 12 rules: 2 errors, 1 warning`.
+    /// `3 files, 12 rules: 2 errors, 1 warning`; with denied warnings
+    /// `... 3 errors (1 denied warning), 0 warnings`.
     pub fn summary(&self) -> String {
+        let mut errors = plural(self.errors(), "error");
+        if self.denied_warnings > 0 {
+            errors.push_str(&format!(
+                " ({})",
+                plural(self.denied_warnings, "denied warning")
+            ));
+        }
         format!(
-            "{}, {}: {}, {}",
+            "{}, {}: {errors}, {}",
             plural(self.file_count, "file"),
             plural(self.rules_read, "rule"),
-            plural(self.errors(), "error"),
             plural(self.warnings(), "warning"),
         )
     }
@@ -113,8 +122,14 @@ pub fn plural(count: usize, noun: &str) -> String {
 /// Loads and validates `dir`. Only an unreadable directory or file is an
 /// `Err`; problems in the rules are diagnostics.
 pub fn check_dir(dir: &Path) -> Result<CheckReport, LoadError> {
+    check_dir_with(dir, false)
+}
+
+/// [`check_dir`], with `--deny-warnings`: every warning is an error and
+/// rejects its rule (DESIGN.md 3.3).
+pub fn check_dir_with(dir: &Path, deny_warnings: bool) -> Result<CheckReport, LoadError> {
     let loaded = load_dir(dir)?;
-    let validated = validate(&loaded.files);
+    let validated = validate_with(&loaded.files, deny_warnings);
     let mut diagnostics = loaded.diagnostics;
     diagnostics.extend(validated.diagnostics);
     Ok(CheckReport {
@@ -124,6 +139,7 @@ pub fn check_dir(dir: &Path) -> Result<CheckReport, LoadError> {
         missing_dir: loaded.missing,
         rules: validated.rules,
         diagnostics,
+        denied_warnings: validated.denied_warnings,
     })
 }
 
@@ -136,7 +152,7 @@ fn diagnostics_for_unreadable(diagnostics: &[Diagnostic]) -> usize {
 
 /// Runs `rulec check`.
 pub fn run(args: &CheckArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let report = match check_dir(&args.dir) {
+    let report = match check_dir_with(&args.dir, args.deny_warnings) {
         Ok(report) => report,
         Err(error) => {
             writeln!(console.err, "error: {error}")?;
@@ -151,11 +167,7 @@ pub fn run(args: &CheckArgs, console: &mut Console<'_>) -> io::Result<Exit> {
             args.dir.display()
         )?;
     }
-    let mut summary = report.summary();
-    if args.deny_warnings && report.warnings() > 0 {
-        summary.push_str(" (warnings denied)");
-    }
-    writeln!(console.err, "{summary}")?;
+    writeln!(console.err, "{}", report.summary())?;
     Ok(if report.failed(args.deny_warnings) {
         Exit::Failure
     } else {

@@ -9,7 +9,8 @@
 use crate::load::SourceFile;
 use crate::span::line_col;
 use miette::{
-    GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode, SourceSpan,
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError, MietteSpanContents,
+    SourceCode, SourceSpan, SpanContents,
 };
 use serde_json::{json, Value};
 use std::fmt;
@@ -166,7 +167,8 @@ pub fn render_text(diagnostics: &[Diagnostic], files: &[SourceFile], style: Text
 }
 
 /// One JSON object for `--format json`. Offsets are bytes; `line` and
-/// `column` are 1-based, columns counted in characters.
+/// `column` are 1-based, columns counted in characters, as in the text
+/// header `[file:line:column]` (see [`Source`]).
 pub fn to_json(diagnostic: &Diagnostic, files: &[SourceFile]) -> Value {
     let position = |file: Option<&str>, span: &Range<usize>| {
         let text = file.and_then(|name| find(files, name)).unwrap_or("");
@@ -229,16 +231,17 @@ struct Report {
     code: &'static str,
     severity: miette::Severity,
     help: Option<String>,
-    source: Option<NamedSource<String>>,
+    source: Option<Source>,
     labels: Vec<LabeledSpan>,
     related: Vec<Report>,
 }
 
 impl Report {
     fn new(diagnostic: &Diagnostic, files: &[SourceFile]) -> Self {
-        let source = diagnostic.file.as_deref().and_then(|name| {
-            find(files, name).map(|text| NamedSource::new(name, text.to_string()))
-        });
+        let source = diagnostic
+            .file
+            .as_deref()
+            .and_then(|name| find(files, name).map(|text| Source::new(name, text)));
         let mut labels = Vec::new();
         let mut related = Vec::new();
         if source.is_some() {
@@ -261,8 +264,7 @@ impl Report {
                     code: diagnostic.code,
                     severity: miette::Severity::Advice,
                     help: None,
-                    source: find(files, &other.file)
-                        .map(|text| NamedSource::new(&other.file, text.to_string())),
+                    source: find(files, &other.file).map(|text| Source::new(&other.file, text)),
                     labels: vec![LabeledSpan::new_primary_with_span(
                         Some(other.text.clone()),
                         to_source_span(&other.span),
@@ -291,6 +293,56 @@ impl Report {
             labels,
             related,
         }
+    }
+}
+
+/// A rule file as miette's source. miette counts the column of its
+/// `[file:line:column]` header in bytes; this counts characters instead, so
+/// the text header and the JSON `column` agree on lines with non-ASCII text.
+struct Source {
+    name: String,
+    text: String,
+}
+
+impl Source {
+    fn new(name: &str, text: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            text: text.to_string(),
+        }
+    }
+}
+
+impl SourceCode for Source {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
+        let inner = self
+            .text
+            .read_span(span, context_lines_before, context_lines_after)?;
+        // miette reports a column only without context lines before; then
+        // it is the byte count from the line start to the span.
+        let column = match inner.column() {
+            0 => 0,
+            bytes => {
+                let start = span.offset().min(self.text.len());
+                let line_start = start.saturating_sub(bytes);
+                self.text
+                    .get(line_start..start)
+                    .map_or(bytes, |before| before.chars().count())
+            }
+        };
+        Ok(Box::new(MietteSpanContents::new_named(
+            self.name.clone(),
+            inner.data(),
+            *inner.span(),
+            inner.line(),
+            column,
+            inner.line_count(),
+        )))
     }
 }
 
@@ -410,6 +462,22 @@ mod tests {
         assert_eq!(value["step"], Value::Null);
         assert_eq!(value["related"][0]["file"], "a.toml");
         assert_eq!(value["related"][0]["line"], 2);
+    }
+
+    #[test]
+    fn text_and_json_columns_agree_after_non_ascii_text() {
+        let files = vec![SourceFile {
+            name: "u.toml".into(),
+            text: "[[rule]]\nname = \"été\" # x\n".into(),
+        }];
+        let at = files[0].text.find('#').unwrap();
+        let diagnostic = Diagnostic::error("rulec::toml", "here")
+            .in_file("u.toml")
+            .at(at..at + 1, "this");
+        // `name = "été" ` is 13 characters (15 bytes): column 14.
+        assert_eq!(to_json(&diagnostic, &files)["column"], 14);
+        let text = render_text(&[diagnostic], &files, TextStyle::Plain);
+        assert!(text.contains("[u.toml:2:14]"), "{text}");
     }
 
     #[test]

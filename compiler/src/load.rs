@@ -1,6 +1,10 @@
 //! Reading a rules directory (DESIGN.md 3): its `*.toml` files, not
 //! recursive, other files ignored, in byte-wise file name order. A missing
 //! directory holds no rules (a normal state); an unreadable one is an error.
+//! A `*.toml` entry that cannot be read (a dangling link, no permission) is
+//! an error too, never skipped: a rule must not vanish from the bundle
+//! without a word. A missing path that names a rule file (ends in `.toml`,
+//! or is a dangling link) is an error, not an empty directory.
 
 use crate::diagnostic::Diagnostic;
 use std::io;
@@ -35,6 +39,8 @@ pub enum LoadError {
     NotADirectory { path: PathBuf },
     #[error("cannot read rule file {}: {source}", path.display())]
     File { path: PathBuf, source: io::Error },
+    #[error("no such rule file {}", path.display())]
+    NoSuchFile { path: PathBuf },
 }
 
 /// Reads every `*.toml` file directly inside `dir`, or `dir` itself when it
@@ -42,11 +48,25 @@ pub enum LoadError {
 pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
     let metadata = match std::fs::metadata(dir) {
         Ok(metadata) => metadata,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+        Err(source) if source.kind() == io::ErrorKind::NotFound => {
+            // A link that points nowhere is a file that cannot be read.
+            if std::fs::symlink_metadata(dir).is_ok() {
+                return Err(LoadError::File {
+                    path: dir.to_path_buf(),
+                    source,
+                });
+            }
+            // DESIGN.md 3 excuses a missing *directory* only: a mistyped
+            // file name (`alarm.tmol` is caught by neither) must not pass.
+            if dir.extension().is_some_and(|ext| ext == "toml") {
+                return Err(LoadError::NoSuchFile {
+                    path: dir.to_path_buf(),
+                });
+            }
             return Ok(Loaded {
                 missing: true,
                 ..Loaded::default()
-            })
+            });
         }
         Err(source) => {
             return Err(LoadError::Directory {
@@ -80,8 +100,11 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
         let entry = entry.map_err(directory_error)?;
         let path = entry.path();
         let is_toml = path.extension().is_some_and(|ext| ext == "toml");
-        // `is_file` follows symlinks: a link to a rule file counts.
-        if is_toml && path.is_file() {
+        // `is_dir` follows symlinks: a link to a rule file counts, and a
+        // dangling or unreadable entry is kept so that reading it fails
+        // loudly (exit 2) instead of the rule silently going missing. Only
+        // a directory named `*.toml` is not a rule file.
+        if is_toml && !path.is_dir() {
             paths.push((entry.file_name(), path));
         }
     }

@@ -177,3 +177,70 @@ fn dump_refuses_a_corrupt_bundle() {
     assert_cmd_snapshot!(rulec(dir.path()).args(["dump", "out.bundle"]));
     assert_cmd_snapshot!(rulec(dir.path()).args(["dump", "missing.bundle"]));
 }
+
+/// DESIGN.md 3.3: `--deny-warnings` makes a warning an error, and an error
+/// rejects its rule: `--partial` writes the others only.
+#[test]
+fn denied_warnings_reject_their_rule_under_partial() {
+    let dir = scratch(&[("a.toml", GOOD), ("b.toml", WARNS)]);
+    let out = rulec(dir.path())
+        .args([
+            "build",
+            "rules",
+            "-o",
+            "out.bundle",
+            "--deny-warnings",
+            "--partial",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("  x rule `warns`"), "{stderr}");
+    assert_eq!(
+        last_line(&out.stderr),
+        "2 files, 2 rules: 1 error (1 denied warning), 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 139 bytes"
+    );
+    let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
+    let names: Vec<_> = bundle
+        .payload
+        .rules
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(names, ["good"]);
+}
+
+/// With `--format json`, stdout is JSON lines only: the diagnostics, then
+/// one object for the bundle.
+#[test]
+fn json_build_prints_only_json_lines() {
+    let dir = scratch(&[("a.toml", GOOD), ("b.toml", WARNS)]);
+    let out = rulec(dir.path())
+        .args(["build", "rules", "-o", "out.bundle", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert_eq!(lines[0]["code"], "rulec::other-action-key");
+    let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
+    assert_eq!(lines[1]["bundle"], bundle.id.as_str());
+    assert_eq!(lines[1]["rules"], 2);
+    assert_eq!(lines[1]["output"], "out.bundle");
+    assert_eq!(lines[1]["partial"], false);
+
+    // Text mode: the bare id, as before.
+    let out = rulec(dir.path())
+        .args(["build", "rules", "-o", "out.bundle"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{}\n", bundle.id)
+    );
+}

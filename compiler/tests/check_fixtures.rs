@@ -196,9 +196,84 @@ fn deny_warnings_fails_on_warnings() {
     assert_eq!(rulec(&["check", dir]).code, 0);
     let denied = rulec(&["check", dir, "--deny-warnings"]);
     assert_eq!(denied.code, 1);
-    assert!(denied
-        .stderr
-        .ends_with("1 file, 1 rule: 0 errors, 1 warning (warnings denied)\n"));
+    assert!(
+        denied
+            .stderr
+            .ends_with("1 file, 1 rule: 1 error (1 denied warning), 0 warnings\n"),
+        "{}",
+        denied.stderr
+    );
+    // DESIGN.md 3.3: denied warnings are errors, in text and in JSON.
+    assert!(denied.stderr.contains("  x rule `"), "{}", denied.stderr);
+    assert!(!denied.stderr.contains("  ! rule `"), "{}", denied.stderr);
+    assert!(denied.stderr.contains("made an error by --deny-warnings"));
+    let json = rulec(&["check", dir, "--deny-warnings", "--format", "json"]);
+    assert_eq!(json.code, 1);
+    let value: Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(value["severity"], "error");
+    assert_eq!(value["code"], "rulec::pattern-literal-star");
+}
+
+/// DESIGN.md 3: an unreadable `*.toml` entry is never skipped, and a
+/// missing path that names a rule file is a typo, not an empty directory.
+#[test]
+#[cfg(unix)]
+fn unreadable_and_missing_rule_files_exit_2() {
+    let temp = tempfile::tempdir().unwrap();
+    let rules = temp.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    std::fs::copy(
+        fixtures().join("rules/10-alarm.toml"),
+        rules.join("good.toml"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("good.toml", rules.join("link.toml")).unwrap();
+    let dir = rules.to_str().unwrap();
+    // A link to a rule file is a rule file (its rules are read twice here,
+    // so the names collide: that shows it was read).
+    let out = rulec(&["check", dir]);
+    assert!(
+        out.stderr.contains("rulec::duplicate-name"),
+        "{}",
+        out.stderr
+    );
+
+    std::os::unix::fs::symlink("/nonexistent/bad.toml", rules.join("bad.toml")).unwrap();
+    for command in ["check", "build"] {
+        let output = temp.path().join("out.bundle");
+        let out = rulec(
+            &[command, dir, "-o", output.to_str().unwrap()]
+                [..if command == "check" { 2 } else { 4 }],
+        );
+        assert_eq!(out.code, 2, "{command}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("error: cannot read rule file") && out.stderr.contains("bad.toml"),
+            "{command}: {}",
+            out.stderr
+        );
+        assert!(!output.exists(), "{command} wrote a bundle");
+    }
+    // The dangling link named directly.
+    let out = rulec(&["check", rules.join("bad.toml").to_str().unwrap()]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("cannot read rule file"),
+        "{}",
+        out.stderr
+    );
+
+    // A mistyped file name.
+    let typo = temp.path().join("rules/alarm.tmol.toml");
+    let out = rulec(&["check", typo.to_str().unwrap()]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("error: no such rule file") && out.stderr.contains("alarm.tmol.toml"),
+        "{}",
+        out.stderr
+    );
+    // A missing directory is still no rules.
+    let out = rulec(&["check", temp.path().join("nope").to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
 #[test]

@@ -177,7 +177,9 @@ impl<'i> RuleChecker<'_, 'i> {
         // when `iface` or `id` failed, so every problem shows at once.
         let (data, rtr, dlc) = (data?, rtr?, dlc?);
         let (data_bytes, dlc) = if rtr {
-            if let Some((_, span)) = data.filter(|(bytes, _)| !bytes.is_empty()) {
+            // Any `data` at all, even `""`: a remote frame has no payload
+            // to write, so the key is a misunderstanding either way.
+            if let Some((_, span)) = data {
                 self.error_help(
                     "rulec::can-rtr-data",
                     "a remote frame (`rtr = true`) carries no data".to_string(),

@@ -14,6 +14,9 @@ use toml::de::DeValue;
 
 pub(super) type Value<'i> = Spanned<DeValue<'i>>;
 
+/// A topic pattern and its string in the rule file.
+pub(super) type Pattern = (TopicPattern, Range<usize>);
+
 /// A key and its value, both with spans.
 pub(super) struct Entry<'t, 'i> {
     pub(super) key_span: Range<usize>,
@@ -300,11 +303,15 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
         self.string(table, key).map(Some).ok_or(())
     }
 
+    /// The patterns of `key` that parsed, and whether all of them did
+    /// (`None`: absent or not an array). The good ones are returned even
+    /// when another failed, so that checks between keys (such as
+    /// `redundant-cancel-on`) still report on them.
     pub(super) fn patterns(
         &mut self,
         table: &Table<'i>,
         key: &str,
-    ) -> Option<Vec<(TopicPattern, Range<usize>)>> {
+    ) -> Option<(Vec<Pattern>, bool)> {
         let entry = entry(table, key)?;
         let DeValue::Array(items) = entry.value.get_ref() else {
             let help = if matches!(entry.value.get_ref(), DeValue::String(_)) {
@@ -333,6 +340,16 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                             )
                             .at(item.span(), "`*` only works as the whole pattern or as a trailing `.*`")
                             .with_help(literal_star_help(text)),
+                        );
+                    }
+                    if pattern == TopicPattern::Prefix(".".to_string()) {
+                        self.push(
+                            Diagnostic::warning(
+                                "rulec::pattern-empty-prefix",
+                                format!("the pattern `{text}` in `{key}` has an empty prefix: it matches only topics that start with `.`"),
+                            )
+                            .at(item.span(), "nothing before `.*`")
+                            .with_help("write `*` for every topic, or `prefix.*` (e.g. `alarm.*`) for every topic under `prefix.`"),
                         );
                     }
                     if text.chars().any(char::is_whitespace) {
@@ -371,7 +388,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                 }
             }
         }
-        ok.then_some(patterns)
+        Some((patterns, ok))
     }
 }
 

@@ -93,10 +93,20 @@ pub struct Validated {
     pub diagnostics: Vec<Diagnostic>,
     /// Rule tables read from files that parsed (whether or not they passed).
     pub rules_read: usize,
+    /// Warnings made errors by `deny_warnings`.
+    pub denied_warnings: usize,
 }
 
 /// Validates every file, in order.
 pub fn validate(files: &[SourceFile]) -> Validated {
+    validate_with(files, false)
+}
+
+/// Validates every file, in order. `deny_warnings` (`--deny-warnings`,
+/// DESIGN.md 3.3) turns every warning into an error: a rule with one is
+/// rejected like a rule with any other error, and warnings tied to no
+/// surviving rule are errors too.
+pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
     let mut out = Validated::default();
     // Rules that passed their own checks, before names are settled.
     let mut candidates: Vec<(CheckedRule, Range<usize>)> = Vec::new();
@@ -115,7 +125,7 @@ pub fn validate(files: &[SourceFile]) -> Validated {
             let has_errors = checker
                 .diagnostics
                 .iter()
-                .any(|d| d.severity == Severity::Error);
+                .any(|d| d.severity == Severity::Error || deny_warnings);
             if has_errors && !checker.enabled {
                 // DESIGN.md 3.5: a disabled rule's problems do not fail the
                 // check; the rule is left out of the bundle instead.
@@ -138,6 +148,19 @@ pub fn validate(files: &[SourceFile]) -> Validated {
         }
     }
     settle_names(candidates, &mut out);
+    if deny_warnings {
+        for diagnostic in &mut out.diagnostics {
+            if diagnostic.severity == Severity::Warning {
+                diagnostic.severity = Severity::Error;
+                out.denied_warnings += 1;
+                let note = "a warning, made an error by --deny-warnings";
+                diagnostic.help = Some(match diagnostic.help.take() {
+                    Some(help) => format!("{help}\n{note}"),
+                    None => note.to_string(),
+                });
+            }
+        }
+    }
     // Files are already in order; within a file, order by position. The sort
     // is stable, so diagnostics at one position keep their finding order.
     let file_order: HashMap<&str, usize> = files

@@ -60,7 +60,11 @@ impl<'i> RuleChecker<'_, 'i> {
         }
 
         let on = match self.patterns(table, "on") {
-            Some(on) if on.is_empty() => {
+            Some((on, false)) => {
+                ok = false;
+                on
+            }
+            Some((on, true)) if on.is_empty() => {
                 let span = entry(table, "on").map_or(header.clone(), |e| e.value.span());
                 self.error_help(
                     "rulec::empty-on",
@@ -72,7 +76,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 ok = false;
                 Vec::new()
             }
-            Some(on) => on,
+            Some((on, true)) => on,
             None => {
                 if entry(table, "on").is_none() {
                     self.missing(
@@ -107,15 +111,17 @@ impl<'i> RuleChecker<'_, 'i> {
             }
         }
 
+        // `None`: present but wrong (so no check may assume the default).
         let concurrency = match self.string(table, "concurrency") {
             None => {
-                ok &= entry(table, "concurrency").is_none();
-                Concurrency::Restart
+                let absent = entry(table, "concurrency").is_none();
+                ok &= absent;
+                absent.then_some(Concurrency::Restart)
             }
             Some((text, span)) => match text.as_str() {
-                "restart" => Concurrency::Restart,
-                "drop" => Concurrency::Drop,
-                "queue" => Concurrency::Queue,
+                "restart" => Some(Concurrency::Restart),
+                "drop" => Some(Concurrency::Drop),
+                "queue" => Some(Concurrency::Queue),
                 other => {
                     let close = did_you_mean(other, &["restart", "drop", "queue"]);
                     let label = match close {
@@ -128,19 +134,22 @@ impl<'i> RuleChecker<'_, 'i> {
                             .with_help("`concurrency` is one of \"restart\" (the default: a new trigger restarts the run), \"drop\" (ignore triggers while a run is live) or \"queue\" (run them one after another)"),
                     );
                     ok = false;
-                    Concurrency::Restart
+                    None
                 }
             },
         };
 
         let cancel_on = match self.patterns(table, "cancel-on") {
-            Some(cancel_on) => cancel_on,
+            Some((cancel_on, all_ok)) => {
+                ok &= all_ok;
+                cancel_on
+            }
             None => {
                 ok &= entry(table, "cancel-on").is_none();
                 Vec::new()
             }
         };
-        if concurrency == Concurrency::Restart {
+        if concurrency == Some(Concurrency::Restart) {
             for (pattern, span) in &cancel_on {
                 if let Some((_, on_span)) = on.iter().find(|(p, _)| p == pattern) {
                     self.push(
@@ -211,7 +220,7 @@ impl<'i> RuleChecker<'_, 'i> {
             enabled: self.enabled,
             on: on.into_iter().map(|(p, _)| p).collect(),
             cancel_on: cancel_on.into_iter().map(|(p, _)| p).collect(),
-            concurrency,
+            concurrency: concurrency?,
             cooldown_ns,
             debounce_ns,
             repeat,

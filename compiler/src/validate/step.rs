@@ -54,6 +54,8 @@ impl<'i> RuleChecker<'_, 'i> {
                 ok = false;
                 continue;
             };
+            // Every step after the first literal-false `when` gets its own
+            // warning, so none of them looks reachable (docs/diagnostics.md).
             if let Some((false_step, false_span)) = &never_past {
                 let (false_step, false_span) = (*false_step, false_span.clone());
                 self.push(
@@ -65,17 +67,14 @@ impl<'i> RuleChecker<'_, 'i> {
                     .with_related(&self.file.name, false_span, "always false: ends every run here")
                     .with_help("a `when` that is false ends the run; remove the condition or the steps after it"),
                 );
-                never_past = None;
             }
-            match self.step_table(step, item.span()) {
-                Some(checked) => {
-                    if let Some(expr) = &checked.when {
-                        if expr.checked.is_literal_false {
-                            never_past = Some((index, expr.span.clone()));
-                        }
-                    }
-                    steps.push(checked);
-                }
+            // A step with other errors still cuts off the steps after it.
+            let (checked, literal_false) = self.step_table(step, item.span());
+            if let (Some(span), None) = (literal_false, &never_past) {
+                never_past = Some((index, span));
+            }
+            match checked {
+                Some(checked) => steps.push(checked),
                 None => ok = false,
             }
         }
@@ -83,11 +82,13 @@ impl<'i> RuleChecker<'_, 'i> {
         ok.then_some(steps)
     }
 
+    /// The checked step (`None` on error), and the span of its `when` if
+    /// that is literally `false`, known even when the rest of the step failed.
     pub(super) fn step_table(
         &mut self,
         step: &Table<'i>,
         span: Range<usize>,
-    ) -> Option<CheckedStep> {
+    ) -> (Option<CheckedStep>, Option<Range<usize>>) {
         let mut ok = true;
         let when = match self.when(step) {
             Ok(when) => when,
@@ -96,6 +97,21 @@ impl<'i> RuleChecker<'_, 'i> {
                 None
             }
         };
+        let literal_false = when
+            .as_ref()
+            .filter(|expr| expr.checked.is_literal_false)
+            .map(|expr| expr.span.clone());
+        (self.step_rest(step, span, when, ok), literal_false)
+    }
+
+    /// The keys of a step after `when`.
+    fn step_rest(
+        &mut self,
+        step: &Table<'i>,
+        span: Range<usize>,
+        when: Option<super::CheckedExpr>,
+        mut ok: bool,
+    ) -> Option<CheckedStep> {
         // Whether `after` itself is sound, apart from the step's other keys:
         // the `durable` check below depends on it alone.
         let (after_ns, after_ok) = match self.bounded_duration(
@@ -218,7 +234,7 @@ impl<'i> RuleChecker<'_, 'i> {
                     self.push(
                         Diagnostic::warning(
                             "rulec::other-action-key",
-                            format!("`{key}` has no effect on a `{kind}` step"),
+                            format!("`{key}` has no effect on {} `{kind}` step", article(kind)),
                         )
                         .at(e.key_span, format!("belongs to `do = \"{other_kind}\"`"))
                         .with_help(format!(
@@ -243,10 +259,7 @@ impl<'i> RuleChecker<'_, 'i> {
             self.missing(
                 key,
                 header.clone(),
-                &format!(
-                    "{} `{kind}` step needs `{key}`",
-                    if kind == "exec" { "an" } else { "a" }
-                ),
+                &format!("{} `{kind}` step needs `{key}`", article(kind)),
                 &format!("add e.g. `{key} = {example}`"),
             );
             return None;
@@ -268,6 +281,28 @@ impl<'i> RuleChecker<'_, 'i> {
     pub(super) fn redis(&mut self, step: &Table<'i>, header: &Range<usize>) -> Option<Action> {
         let list = self.required_string(step, "list", "redis", header, "\"scooter:blinker\"");
         let push = self.required_string(step, "push", "redis", header, "\"both\"");
+        for (key, value) in [("list", &list), ("push", &push)] {
+            // Redis accepts a key or value of blanks, so this is not an
+            // error, but nothing reads such a list: surely a slip.
+            if let Some((text, span)) = value.as_ref().filter(|(text, _)| text.trim().is_empty()) {
+                self.push(
+                    Diagnostic::warning(
+                        "rulec::blank-value",
+                        format!("`{key}` `{}` is only white space", text.escape_debug()),
+                    )
+                    .at(span.clone(), "only white space")
+                    .with_help(format!(
+                        "write the {} the service reads, e.g. `{key} = {}`",
+                        if key == "list" { "list name" } else { "value" },
+                        if key == "list" {
+                            "\"scooter:blinker\""
+                        } else {
+                            "\"both\""
+                        }
+                    )),
+                );
+            }
+        }
         Some(Action::Redis {
             list: list?.0,
             push: push?.0,
@@ -313,5 +348,14 @@ impl<'i> RuleChecker<'_, 'i> {
             command: command?.0,
             timeout_ns: timeout_ns?,
         })
+    }
+}
+
+/// "an" before a vowel sound: an `exec` step, a `redis` step, a `can` step.
+pub(super) fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
     }
 }

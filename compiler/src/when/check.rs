@@ -157,6 +157,9 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         checker.node(&tree, &spans)
     };
     problems = checker.problems;
+    if expr.is_some() && problems.is_empty() {
+        constant_failures(text, &tree, &spans, &mut problems);
+    }
     match expr {
         Some(expr) if problems.is_empty() => {
             if !matches!(expr.ty, Ty::Bool | Ty::Any) {
@@ -192,6 +195,68 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         )]),
         _ => Err(problems),
     }
+}
+
+/// Finds the parts that read no event data and fail anyway (`1 / 0`, an
+/// int overflow of literals, `math::abs` of the smallest int): they fail on
+/// every event that reaches them. evalexpr is the authority on what fails,
+/// so each such part is evaluated with it; evalexpr evaluates every argument
+/// (no short cut through `&&`, `||` or `if`), so a failing part anywhere
+/// fails the whole `when` there (the VM short-circuits `&&`/`||` only).
+/// Reports the innermost failing part; returns whether `node` is constant.
+fn constant_failures(
+    text: &str,
+    node: &Node,
+    spans: &SpanTree,
+    problems: &mut Vec<WhenProblem>,
+) -> bool {
+    let mut constant = match node.operator() {
+        Operator::VariableIdentifierRead { .. } => false,
+        // `state(...)` reads the store; the others are evalexpr built-ins.
+        Operator::FunctionIdentifier { identifier } => {
+            FUNCTIONS.iter().any(|(name, _)| name == identifier)
+        }
+        _ => true,
+    };
+    let before = problems.len();
+    for (kid, kid_spans) in node.children().iter().zip(&spans.kids) {
+        constant &= constant_failures(text, kid, kid_spans, problems);
+    }
+    if constant && problems.len() == before {
+        // evalexpr's `math::abs` takes `i64::abs`, which panics (debug) or
+        // wraps (release) on the smallest int; the VM says overflow.
+        let abs_of_min = matches!(
+            node.operator(),
+            Operator::FunctionIdentifier { identifier } if identifier == "math::abs"
+        ) && node
+            .children()
+            .first()
+            .is_some_and(|arg| matches!(arg.eval(), Ok(Value::Int(i64::MIN))));
+        let failure = if abs_of_min {
+            Some(format!(
+                "the absolute value of {} does not fit an int",
+                i64::MIN
+            ))
+        } else {
+            node.eval().err().map(|error| error.to_string())
+        };
+        if let Some(error) = failure {
+            let written = text.get(spans.span.clone()).unwrap_or("").trim();
+            problems.push(problem(
+                "rulec::when::always-fails",
+                format!("`{written}` fails whenever it is evaluated: {error}"),
+                spans.span.clone(),
+                "reads no event data and always fails".into(),
+                Some(
+                    "fix or remove this part: evalexpr evaluates every argument (both \
+                     branches of `if` too), so it fails the `when` on every event; the VM \
+                     skips only the side of `&&`/`||` that the other side already decides"
+                        .into(),
+                ),
+            ));
+        }
+    }
+    constant
 }
 
 /// The expression without surrounding white space (falls back to all of it).
