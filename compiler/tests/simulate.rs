@@ -348,6 +348,62 @@ fn help_points_to_docs_engine_md_with_an_example_timeline() {
     let help = String::from_utf8_lossy(&output.stdout);
     assert!(!help.contains("DESIGN.md"), "{help}");
     assert!(help.contains("docs/engine.md"), "{help}");
-    assert!(help.contains("\n  at = \"0s\"\n  topic = \"alarm.triggered\"\n"), "{help}");
+    assert!(
+        help.contains("\n  at = \"0s\"\n  topic = \"alarm.triggered\"\n"),
+        "{help}"
+    );
     assert!(root().join("docs/engine.md").is_file());
+}
+
+#[test]
+fn replay_output_at_a_restart_is_in_fire_at_order() {
+    // `soon`'s record is due at 5 s and resumes; `later`'s, due at 20 s, is
+    // dropped (its rule is gone after the restart): the resume comes first
+    // (DESIGN.md 6.5: earliest fire-at first).
+    let rule = |name: &str, after: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\non = [\"go\"]\n\n[[rule.step]]\ndo = \"redis\"\n\
+             after = \"{after}\"\nlist = \"out\"\npush = \"{name}\"\n\n"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (before, after) = (dir.path().join("before"), dir.path().join("after"));
+    std::fs::create_dir_all(&before).unwrap();
+    std::fs::create_dir_all(&after).unwrap();
+    std::fs::write(
+        before.join("r.toml"),
+        format!("{}{}", rule("later", "20s"), rule("soon", "5s")),
+    )
+    .unwrap();
+    std::fs::write(after.join("r.toml"), rule("soon", "5s")).unwrap();
+    let timeline = dir.path().join("t.toml");
+    std::fs::write(
+        &timeline,
+        "[[event]]\nat = \"0s\"\ntopic = \"go\"\n[[restart]]\nat = \"2s\"\ndown = \"1s\"\n",
+    )
+    .unwrap();
+    let output = Command::new(get_cargo_bin("rulec"))
+        .arg("simulate")
+        .arg(&before)
+        .arg("--timeline")
+        .arg(&timeline)
+        .arg("--bundle-after-restart")
+        .arg(&after)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let replay: Vec<String> = stdout
+        .lines()
+        .filter(|l| l.contains("replay-"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        replay,
+        [
+            "3000 ms replay-resume rule=soon step=0 pass=0 run=soon#0-2",
+            "3000 ms replay-drop rule=later step=0 pass=0 run=later#0-1 reason=rule-gone",
+        ],
+        "{stdout}"
+    );
 }
