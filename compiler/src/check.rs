@@ -36,11 +36,14 @@ Examples:
 A summary line ends the output on stderr, for example
   3 files, 12 rules: 2 errors, 1 warning
 An error rejects its rule (a TOML syntax error or unknown key: its whole
-file); warnings reject nothing. Every diagnostic has a code, such as
-rulec::duration, explained in docs/diagnostics.md.
+file); warnings reject nothing, unless --deny-warnings makes them errors.
+Every diagnostic has a code, such as rulec::duration, explained in
+docs/diagnostics.md.
 
 Exit status: 0 clean (warnings allowed), 1 errors (or warnings with
---deny-warnings), 2 usage or I/O error. A missing directory holds no rules.")]
+--deny-warnings), 2 usage or I/O error: an unreadable rule file (also a
+dangling link) or a missing path ending in .toml. A missing directory holds
+no rules (exit 0, with a note).")]
 pub struct CheckArgs {
     /// The rules directory (its `*.toml` files, not recursive), or one rule file.
     pub dir: PathBuf,

@@ -75,7 +75,7 @@ pub fn schema() -> Value {
             "push": { "type": "string", "minLength": 1, "description": "redis: the value to LPUSH, e.g. `both`." },
             "command": { "type": "string", "minLength": 1, "pattern": "^[^\\s\\u0000]+$", "description": "exec: an executable name or path; no arguments, no shell." },
             "timeout": duration("exec: kill the command after this long. Default 10s; must be positive."),
-            "iface": { "type": "string", "minLength": 1, "maxLength": 15, "pattern": "^[^\\s/\\u0000]+$", "description": "can: the SocketCAN interface, e.g. `can0`." },
+            "iface": { "type": "string", "minLength": 1, "maxLength": 15, "pattern": "^[^\\s/\\u0000]+$", "description": "can: the SocketCAN interface, e.g. `can0`: 1 to 15 bytes, no white space, `/` or NUL. maxLength counts characters (JSON Schema cannot count bytes), so a name with non-ASCII letters may pass here and still be too long for `rulec check`." },
             "id": {
                 "type": ["string", "integer"],
                 "pattern": "^(0[xX])?[0-9a-fA-F]+$",

@@ -20,4 +20,14 @@ fn schema_is_json_on_stdout() {
         rule["properties"]["concurrency"]["enum"],
         serde_json::json!(["restart", "drop", "queue"])
     );
+    // `rulec check` counts the interface name in bytes; the schema can only
+    // count characters, and says so.
+    let step = &rule["properties"]["step"]["items"]["properties"];
+    let iface = &step["iface"];
+    assert_eq!(iface["maxLength"], 15);
+    let description = iface["description"].as_str().unwrap();
+    assert!(
+        description.contains("15 bytes") && description.contains("counts characters"),
+        "{description}"
+    );
 }
