@@ -30,13 +30,16 @@ struct Args {
     #[arg(long, env = "RULED_BUNDLE")]
     bundle: PathBuf,
 
+    // Every flag that takes a number or a duration accepts a leading `-`
+    // as its value (`--workers -1`), so a negative gets the range message
+    // instead of clap's "unexpected argument '-1'".
     /// Workers performing actions.
-    #[arg(long, env = "RULED_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, env = "RULED_WORKERS", default_value_t = 2, allow_negative_numbers = true, value_parser = clap::value_parser!(u16).range(1..))]
     workers: u16,
 
     /// Actions that may wait for a busy worker; beyond that they are refused.
-    #[arg(long, env = "RULED_QUEUE", default_value_t = 256)]
-    queue: usize,
+    #[arg(long, env = "RULED_QUEUE", default_value_t = 256, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..))]
+    queue: u32,
 
     /// How long past due a pending record may be at start and still run
     /// (Go duration; negative means zero: only steps still in the future).
@@ -44,7 +47,7 @@ struct Args {
     replay_window: i64,
 
     /// How often changed counters are written to the hash `extensions`.
-    #[arg(long, env = "RULED_STATS_INTERVAL", default_value = "10s", value_parser = parse_positive_duration)]
+    #[arg(long, env = "RULED_STATS_INTERVAL", default_value = "10s", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     stats_interval: Duration,
 
     /// Log filter: error, warn, info, debug, trace, or tracing directives
@@ -104,7 +107,7 @@ fn run(args: Args) -> Result<()> {
         bundle: args.bundle,
         pool: PoolConfig {
             workers: usize::from(args.workers),
-            queue: args.queue,
+            queue: usize::try_from(args.queue).unwrap_or(usize::MAX),
         },
         replay_window_ms: args.replay_window,
         stats_interval: args.stats_interval,

@@ -158,6 +158,9 @@ fn cancel_on_stops_the_waiting_step() {
         pending_ids(&redis).is_empty()
     });
     ruled.wait_log(&["run ended", "reason=\"cancelled\""]);
+    // Plain values, not Rust's `Some("..")`.
+    let line = ruled.wait_log(&["removing pending record", "reason=\"cancelled\""]);
+    assert!(line.contains(" rule=hazards-on-alarm "), "{line}");
     wait_counter(&redis, &ruled, "runs-active", "0");
     assert_eq!(list(&redis, "scooter:blinker"), ["both"]);
 }
@@ -205,8 +208,9 @@ fn concurrency_policies() {
     assert_eq!(list(&redis, "restart"), ["start", "start", "end"]);
     assert_eq!(list(&redis, "drop"), ["start", "end"]);
     assert_eq!(list(&redis, "queue"), ["start", "end", "start", "end"]);
-    ruled.wait_log(&["rule=drop", "trigger-dropped"]);
-    ruled.wait_log(&["rule=queue", "trigger-queued"]);
+    // In words, as docs/service.md lists them.
+    ruled.wait_log(&["rule=drop", "trigger dropped: a run is live"]);
+    ruled.wait_log(&["rule=queue", "trigger queued: a run is live"]);
     ruled.wait_log(&["rule=restart", "reason=\"restarted\""]);
 }
 
@@ -239,7 +243,8 @@ fn crash_then_replay_fires_once_on_time() {
     ruled.crash();
 
     let again = Ruled::ready(&redis, &bundle, &[]);
-    again.wait_log(&["replay: resuming pending step"]);
+    // A resumed record is a run start like a live one (counted in `runs`).
+    again.wait_log(&["run started (replayed)", &id, "step=1"]);
     wait_for("off after replay", || {
         list(&redis, "scooter:blinker") == ["both", "off"]
     });
@@ -253,6 +258,15 @@ fn crash_then_replay_fires_once_on_time() {
         ["both", "off"],
         "fired once"
     );
+    // The replayed run counts as a run; it is not a new firing of the rule
+    // (its trigger came before the crash): `last-fire` stays unknown.
+    wait_for("replayed run in the rule's statistics", || {
+        let json: Option<String> = redis.query(&["HGET", "extensions:rules", "hazards-on-alarm"]);
+        json.is_some_and(|json| {
+            let stats: serde_json::Value = serde_json::from_str(&json).unwrap();
+            stats["runs"] == 1 && stats["last-fire"].is_null() && stats["active"] == 0
+        })
+    });
 }
 
 /// A rebuilt bundle whose waiting step changed: the record is dropped with
@@ -273,9 +287,18 @@ fn changed_fingerprint_drops_the_record() {
     });
     ruled.crash();
 
+    let id = pending_ids(&redis).remove(0);
     let again = Ruled::ready(&redis, &new, &[]);
-    again.wait_log(&["removing pending record", "fingerprint differs"]);
+    let line = again.wait_log(&["pending record removed at replay", "reason=\"fingerprint\""]);
+    assert!(line.contains("the step changed"), "{line}");
     assert!(pending_ids(&redis).is_empty(), "dropped before subscribing");
+    // One line per removal, also at debug.
+    let about: Vec<String> = again
+        .log()
+        .into_iter()
+        .filter(|l| l.contains(&id))
+        .collect();
+    assert_eq!(about.len(), 1, "{about:#?}");
     wait_counter(&redis, &again, "runs-active", "0");
     assert_eq!(list(&redis, "scooter:blinker"), ["both"]);
 }
@@ -288,9 +311,37 @@ fn corrupt_record_is_removed_with_a_log_line() {
         bundle,
     } = Setup::new(&single(hazards(300)));
     let _: i64 = redis.query(&["HSET", "extensions:pending", "garbled#1-1", "{not json"]);
+    // Valid JSON of a record, filed under another run's field.
+    let record = serde_json::json!({
+        "id": "hazards-on-alarm#1-7", "rule": "hazards-on-alarm", "source": "test.toml",
+        "step": 1, "iter": 0, "fire-at": now_ms(), "fingerprint": "00".repeat(16),
+        "event": {"topic": "alarm.triggered"}
+    });
+    let _: i64 = redis.query(&[
+        "HSET",
+        "extensions:pending",
+        "hazards-on-alarm#1-8",
+        &record.to_string(),
+    ]);
     let ruled = Ruled::ready(&redis, &bundle, &[]);
-    ruled.wait_log(&["removing pending record", "garbled#1-1"]);
-    wait_for("corrupt record gone", || pending_ids(&redis).is_empty());
+    ruled.wait_log(&[
+        "removing pending record",
+        "garbled#1-1",
+        "reason=\"not-a-record\"",
+    ]);
+    let line = ruled.wait_log(&[
+        "removing pending record",
+        "run=hazards-on-alarm#1-8",
+        "reason=\"id-mismatch\"",
+    ]);
+    assert!(line.contains("differs from its hash field"), "{line}");
+    wait_for("corrupt records gone", || pending_ids(&redis).is_empty());
+    let log = ruled.log_text();
+    assert!(!log.contains("undecodable"), "{log}");
+    for id in ["garbled#1-1", "hazards-on-alarm#1-8"] {
+        let lines = ruled.log().iter().filter(|l| l.contains(id)).count();
+        assert_eq!(lines, 1, "one line for {id}:\n{log}");
+    }
 }
 
 /// `stop` keeps the records of waiting runs (DESIGN.md 6.5, 6.8).
@@ -605,6 +656,36 @@ fn help_has_an_example_and_bad_flags_are_refused() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a level"));
+    // A negative number or duration gets the range message, not clap's
+    // "unexpected argument '-1' found".
+    for (flag, value, says) in [
+        ("--workers", "-1", "-1 is not in 1..="),
+        ("--workers", "0", "0 is not in 1..="),
+        ("--queue", "-1", "-1 is not in 0..="),
+        ("--stats-interval", "-1s", "must be positive"),
+        ("--stats-interval", "0s", "must be positive"),
+    ] {
+        let bad = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+            .args(["--bundle", "x", flag, value])
+            .env_remove("RULED_WORKERS")
+            .env_remove("RULED_QUEUE")
+            .env_remove("RULED_STATS_INTERVAL")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(says), "{flag} {value}: {stderr}");
+    }
+    // A negative replay window is valid (it means zero): the start goes on
+    // to the (missing) bundle.
+    let ok = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .args(["--bundle", "/nonexistent/b", "--replay-window", "-1s"])
+        .env_remove("RULED_REPLAY_WINDOW")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&ok.stderr);
+    assert_eq!(ok.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot read bundle"), "{stderr}");
 }
 
 /// A malformed `--redis` URL is a fatal error naming it, at once.
@@ -650,7 +731,7 @@ fn replay_window_decides_overdue_records() {
         &record("hazards-on-alarm#1-1"),
     ]);
     let mut ruled = Ruled::ready(&redis, &bundle, &[]);
-    ruled.wait_log(&["removing pending record", "replay window"]);
+    ruled.wait_log(&["pending record removed at replay", "replay window"]);
     assert!(pending_ids(&redis).is_empty());
     assert!(list(&redis, "scooter:blinker").is_empty());
     assert!(ruled.stop());
@@ -714,6 +795,17 @@ fn refused_step_keeps_its_record_and_stop_kills_exec() {
     publish(&redis, "x.later", r#"{"topic":"x.later"}"#);
     wait_counter(&redis, &ruled, "dropped", "1");
     ruled.wait_log(&["rule=later", "reason=\"refused\""]);
+    // One warning for the refusal, with its cause.
+    let warnings: Vec<String> = ruled
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("WARN") && l.contains("rule=later"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].contains("cause=worker queue full"),
+        "{warnings:#?}"
+    );
     let kept = pending_ids(&redis);
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert!(kept[0].starts_with("later#"), "{kept:?}");
@@ -782,12 +874,14 @@ fn journal_lines_have_priority_and_no_timestamp() {
     assert!(
         lines
             .iter()
-            .any(|l| l.starts_with("<6>") && l.contains("ruled starting")),
+            .any(|l| l.starts_with("<6>INFO ruled starting")),
         "{log}"
     );
+    // The level's name follows the priority unpadded, the same for every
+    // level (not `<6> INFO` beside `<7>DEBUG`).
     assert!(
-        lines.iter().any(|l| l.starts_with("<3>")
-            && l.contains("cannot read bundle /nonexistent/rules.bundle: No such file")),
+        lines.iter().any(|l| l
+            .starts_with("<3>ERROR cannot read bundle /nonexistent/rules.bundle: No such file")),
         "{log}"
     );
     assert!(!log.contains("Z "), "no timestamps: {log}");
@@ -1098,8 +1192,157 @@ fn unreadable_state_hash_is_logged_not_fatal() {
     } = Setup::new(&when_parked());
     let _: () = redis.query(&["SET", "vehicle", "parked"]);
     let ruled = Ruled::ready(&redis, &bundle, &["--workers", "1"]);
-    ruled.wait_log(&["cannot read the state hash", "vehicle"]);
+    let line = ruled.wait_log(&["cannot read the state hash", "vehicle"]);
+    // Redis' own words, as redis-cli shows them.
+    assert!(line.contains("WRONGTYPE Operation against a key"), "{line}");
     publish(&redis, "seat.opened", r#"{"topic":"seat.opened"}"#);
     wait_for("marker", || list(&redis, "marker").len() == 1);
     assert!(list(&redis, "parked").is_empty());
+}
+
+/// A watched hash that becomes a non-hash while ruled runs (DEL, SET, then
+/// the change notification): its fields read as `""`, as at start
+/// (DESIGN.md 6.6 "Unknown means \"\""), instead of keeping the old value.
+#[test]
+fn state_hash_turned_into_a_string_reads_empty() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&when_parked());
+    let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked"]);
+    let ruled = Ruled::ready(&redis, &bundle, &["--workers", "1"]);
+    let seat = r#"{"topic":"seat.opened"}"#;
+    publish(&redis, "seat.opened", seat);
+    wait_for("seeded state: fired", || {
+        list(&redis, "parked").len() == 1 && list(&redis, "marker").len() == 1
+    });
+
+    let _: i64 = redis.query(&["DEL", "vehicle"]);
+    let _: () = redis.query(&["SET", "vehicle", "str"]);
+    let _: i64 = redis.query(&["PUBLISH", "vehicle", "state"]);
+    let line = ruled.wait_log(&["cannot read the state hash", "hash=vehicle", "reads as"]);
+    assert!(line.contains("WRONGTYPE Operation"), "{line}");
+    assert!(!line.contains("\"WRONGTYPE\""), "readable: {line}");
+    publish(&redis, "seat.opened", seat);
+    wait_for("marker", || list(&redis, "marker").len() == 2);
+    assert_eq!(list(&redis, "parked").len(), 1, "state reads \"\": no push");
+}
+
+/// The pending record of a durable step is removed before its action's
+/// effect (DESIGN.md 6.5: removed exactly when the action starts): the
+/// other order lets a crash in between run the step twice.
+#[test]
+fn durable_record_is_removed_before_its_action() {
+    let Setup { redis, dir, bundle } = Setup::new(&single(bundles::rule(
+        "dur",
+        &["go"],
+        vec![bundles::redis_step("l:dur", "x", 200)],
+    )));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    let monitor = support::Monitor::start(&redis, dir.path().join("monitor.txt"));
+    for n in 1..=3 {
+        publish(&redis, "go", r#"{"topic":"go"}"#);
+        wait_for("pushed", || list(&redis, "l:dur").len() == n);
+    }
+    wait_for("records removed", || pending_ids(&redis).is_empty());
+    let lines = monitor.lines();
+    let commands: Vec<&String> = lines
+        .iter()
+        .filter(|l| {
+            l.contains("\"LPUSH\" \"l:dur\"")
+                || l.contains("\"HDEL\" \"extensions:pending\" \"dur#")
+                || l.contains("\"HSET\" \"extensions:pending\" \"dur#")
+        })
+        .collect();
+    let kinds: Vec<&str> = commands
+        .iter()
+        .map(|l| {
+            if l.contains("LPUSH") {
+                "push"
+            } else if l.contains("HDEL") {
+                "drop"
+            } else {
+                "put"
+            }
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["put", "drop", "push", "put", "drop", "push", "put", "drop", "push"],
+        "{commands:#?}\nlog:\n{}",
+        ruled.log_text()
+    );
+}
+
+/// `last-fire` in `extensions:rules` is when the rule last accepted a
+/// trigger past its cooldown (DESIGN.md 6.2 step 4): a trigger within the
+/// cooldown leaves it alone.
+#[test]
+fn last_fire_is_the_last_trigger_past_the_cooldown() {
+    let mut rule = bundles::rule("cool", &["go"], vec![bundles::redis_step("cool", "x", 0)]);
+    rule.cooldown_ns = 60_000 * bundles::MS;
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(rule));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    let stats = || -> serde_json::Value {
+        let json: String = redis.query(&["HGET", "extensions:rules", "cool"]);
+        serde_json::from_str(&json).unwrap()
+    };
+    assert!(stats()["last-fire"].is_null(), "{}", stats());
+    let before = now_ms();
+    publish(&redis, "go", r#"{"topic":"go"}"#);
+    wait_for("fired", || stats()["runs"] == 1);
+    let fired = stats()["last-fire"].as_i64().unwrap();
+    assert!(fired >= before && fired <= now_ms(), "{fired}");
+    publish(&redis, "go", r#"{"topic":"go"}"#);
+    ruled.wait_log(&["rule=cool", "trigger ignored: within cooldown"]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(stats()["last-fire"].as_i64(), Some(fired), "{}", stats());
+    assert_eq!(stats()["runs"], 1);
+    assert_eq!(list(&redis, "cool"), ["x"]);
+}
+
+/// An `exec` child does not inherit `NOTIFY_SOCKET`: it must not talk to
+/// systemd as ruled.
+#[test]
+fn exec_children_do_not_get_notify_socket() {
+    let Setup { redis, dir, bundle } = Setup::with(|dir| {
+        let out = dir.join("env.txt").display().to_string();
+        let script = support::script(
+            dir,
+            "env.sh",
+            &format!("env > {out}.tmp && mv {out}.tmp {out}"),
+        );
+        single(bundles::rule(
+            "env",
+            &["go"],
+            vec![bundles::exec_step(&script, 5_000, 0)],
+        ))
+    });
+    let socket_path = dir.path().join("notify.sock");
+    let _socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .args(["--redis", &redis.url(), "--bundle"])
+        .arg(&bundle)
+        .env("NOTIFY_SOCKET", &socket_path)
+        .env_remove("JOURNAL_STREAM")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("subscribed", || {
+        let (_, n): (String, i64) = redis.query(&["PUBSUB", "NUMSUB", "ev:go"]);
+        n == 1
+    });
+    publish(&redis, "go", r#"{"topic":"go"}"#);
+    let env_file = dir.path().join("env.txt");
+    wait_for("the script ran", || env_file.exists());
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(env.contains("LS_TOPIC=go"), "{env}");
+    assert!(!env.contains("NOTIFY_SOCKET"), "{env}");
 }

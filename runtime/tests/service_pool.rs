@@ -26,6 +26,7 @@ fn exec_job(id: u64, command: &str, timeout_ms: u64) -> Job {
             timeout_ns: timeout_ms * 1_000_000,
         },
         event: event(r#"{"topic":"t"}"#),
+        drop_record: None,
     }
 }
 
@@ -33,6 +34,7 @@ fn no_redis() -> Performers {
     Performers {
         redis: None,
         can: CanSockets::default(),
+        store: None,
     }
 }
 
@@ -61,6 +63,7 @@ fn redis_action_is_one_lpush() {
             Performers {
                 redis: Some(manager),
                 can: CanSockets::default(),
+                store: None,
             },
             tx,
         );
@@ -72,6 +75,7 @@ fn redis_action_is_one_lpush() {
             id: 7,
             action,
             event: event(r#"{"topic":"t"}"#),
+            drop_record: None,
         })
         .unwrap();
         let got = reports(&mut rx, 2).await;
@@ -106,6 +110,7 @@ fn exec_gets_env_and_stdin() {
                 timeout_ns: 5_000_000_000,
             },
             event: event(json),
+            drop_record: None,
         })
         .unwrap();
         let got = reports(&mut rx, 2).await;

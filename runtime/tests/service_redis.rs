@@ -29,7 +29,7 @@ fn store_writes_land_in_issue_order() {
             // Every other record is removed right after its put: if a drop
             // ever overtook its put, the record would survive.
             if i % 2 == 0 {
-                writer.send(StoreOp::Drop { id });
+                writer.send(StoreOp::Drop { id, ack: None });
             }
         }
         writer.send(StoreOp::Counters(vec![("rules", "3".into())]));
@@ -159,11 +159,17 @@ fn store_queue_is_bounded() {
         assert!(!writer.send(put("a#1-4")), "past the limit");
         assert!(!writer.send(StoreOp::Counters(vec![("rules", "1".into())])));
         assert!(
-            writer.send(StoreOp::Drop { id: "a#1-1".into() }),
+            writer.send(StoreOp::Drop {
+                id: "a#1-1".into(),
+                ack: None
+            }),
             "drops always queue"
         );
         assert!(
-            writer.send(StoreOp::Drop { id: "a#1-4".into() }),
+            writer.send(StoreOp::Drop {
+                id: "a#1-4".into(),
+                ack: None
+            }),
             "nothing to remove"
         );
         writer.flush().await;

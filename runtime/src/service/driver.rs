@@ -5,7 +5,8 @@
 //! performs its effects in order. No rule behaviour lives here.
 
 use crate::engine::{
-    Counters, Effect, EndReason, Engine, EngineConfig, JobId, Level, Note, RuleStats, Time,
+    Counters, DropReason, Effect, EndReason, Engine, EngineConfig, Job, JobId, Level, LogLine,
+    Note, PendingRecord, RecordError, ReplayDropReason, RuleStats, Time, TriggerOutcome,
 };
 use crate::service::bundle::{self, LoadedBundle};
 use crate::service::can::CanSockets;
@@ -17,7 +18,7 @@ use crate::service::redis::{
 use redis::aio::{ConnectionManager, PubSubSink, PubSubStream};
 use rulecore::bundle::Payload;
 use rulecore::event::Event;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -97,8 +98,6 @@ struct Service {
     reports: mpsc::UnboundedReceiver<Report>,
     writer: StoreWriter,
     writer_task: JoinHandle<()>,
-    /// Submitted jobs and the pending record each owns until it starts.
-    jobs: HashMap<u64, Option<Arc<str>>>,
     subscriber: Subscriber,
     state_hashes: BTreeSet<String>,
     reader: Option<StateReader>,
@@ -160,6 +159,8 @@ impl Service {
             Performers {
                 redis: Some(con.clone()),
                 can: CanSockets::default(),
+                // Workers remove a durable step's record before its action.
+                store: Some(writer.clone()),
             },
             report_tx,
         );
@@ -189,7 +190,6 @@ impl Service {
             reports,
             writer,
             writer_task,
-            jobs: HashMap::new(),
             subscriber: Subscriber::new(client, subs),
             state_hashes,
             reader,
@@ -207,8 +207,9 @@ impl Service {
         if !records.is_empty() {
             tracing::info!(records = records.len(), "replaying pending records");
         }
+        let records = service.decode_pending(records);
         let now = service.now();
-        service.engine.replay_raw(now, wall_ms(), records);
+        service.engine.replay(now, wall_ms(), records);
         service.perform_effects();
 
         service
@@ -369,52 +370,49 @@ impl Service {
     fn on_report(&mut self, report: Report) {
         let now = self.now();
         match report {
-            Report::Started(job) => {
-                // The record goes exactly when the action starts (DESIGN.md 6.5).
-                if let Some(Some(record)) = self.jobs.get_mut(&job).map(Option::take) {
-                    self.writer.send(StoreOp::Drop {
-                        id: record.to_string(),
-                    });
-                }
-                self.engine.action_started(JobId(job));
-            }
+            // The worker removed the job's pending record (if any) before
+            // it reported the start (DESIGN.md 6.5, `pool::Job::drop_record`).
+            Report::Started(job) => self.engine.action_started(JobId(job)),
             Report::Finished(job, result) => {
-                self.jobs.remove(&job);
                 self.engine
                     .action_finished(now, wall_ms(), JobId(job), result);
             }
-            Report::Abandoned(job) => {
-                self.jobs.remove(&job);
-                self.engine.action_abandoned(JobId(job));
+            Report::Abandoned(job) => self.engine.action_abandoned(JobId(job)),
+        }
+    }
+
+    /// Decodes the pending store's fields for replay (DESIGN.md 6.5). A
+    /// field that is not a record of its own run is logged, once, with the
+    /// precise reason, and removed.
+    fn decode_pending(&self, fields: Vec<(String, Vec<u8>)>) -> Vec<PendingRecord> {
+        let mut records = Vec::with_capacity(fields.len());
+        for (field, value) in fields {
+            match PendingRecord::decode_field(&field, &value) {
+                Ok(record) => records.push(record),
+                Err(error) => {
+                    let reason = match &error {
+                        RecordError::Json(_) => "not-a-record",
+                        RecordError::IdMismatch { .. } => "id-mismatch",
+                        RecordError::DataNotObject => "data-not-object",
+                    };
+                    tracing::warn!(run = %field, reason, "removing pending record: {error}");
+                    self.writer.send(StoreOp::Drop {
+                        id: field,
+                        ack: None,
+                    });
+                }
             }
         }
+        records
     }
 
     /// Performs every queued effect, in order. A refused submit feeds the
     /// engine again, which may queue more.
     fn perform_effects(&mut self) {
-        while let Some(effect) = self.engine.poll_effect() {
+        let mut queue: VecDeque<Effect> = self.engine.drain_effects().collect();
+        while let Some(effect) = queue.pop_front() {
             match effect {
-                Effect::Submit(job) => {
-                    let id = job.id;
-                    tracing::debug!(
-                        rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
-                        "submitting action"
-                    );
-                    self.jobs.insert(id.0, job.drop_record.clone());
-                    let submitted = self.pool.submit(pool::Job {
-                        id: id.0,
-                        action: job.action,
-                        event: job.event,
-                    });
-                    if let Err(refused) = submitted {
-                        tracing::warn!(rule = %job.rule, step = job.step, "action refused: {refused}");
-                        // The record stays: the step provably did not run.
-                        self.jobs.remove(&id.0);
-                        let now = self.now();
-                        self.engine.action_refused(now, wall_ms(), id);
-                    }
-                }
+                Effect::Submit(job) => self.submit(job, &mut queue),
                 // A refused put or drop was logged by the writer with its cost.
                 Effect::PutRecord { id, json, .. } => {
                     self.writer.send(StoreOp::Put {
@@ -423,12 +421,68 @@ impl Service {
                     });
                 }
                 Effect::DropRecord { id, reason, rule } => {
-                    tracing::debug!(run = %id, rule = ?rule, reason = reason.as_str(), "removing pending record");
-                    self.writer.send(StoreOp::Drop { id: id.to_string() });
+                    // A replay removal was logged by its note, at info.
+                    if !matches!(reason, DropReason::Replay(_)) {
+                        tracing::debug!(
+                            run = %id,
+                            rule = rule.as_deref().map(tracing::field::display),
+                            reason = reason.as_str(),
+                            "removing pending record"
+                        );
+                    }
+                    self.writer.send(StoreOp::Drop {
+                        id: id.to_string(),
+                        ack: None,
+                    });
                 }
+                // The engine says a replay removal twice, as a log line and
+                // as a note: the note's line has the structured fields.
+                Effect::Log(line) if says_replay_drop(&line, queue.front()) => {}
                 other => log_effect(&other),
             }
+            queue.extend(self.engine.drain_effects());
         }
+    }
+
+    fn submit(&mut self, job: Job, queue: &mut VecDeque<Effect>) {
+        tracing::debug!(
+            rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
+            "submitting action"
+        );
+        let submitted = self.pool.submit(pool::Job {
+            id: job.id.0,
+            action: job.action,
+            event: job.event,
+            drop_record: job.drop_record,
+        });
+        let Err(refused) = submitted else {
+            return;
+        };
+        // One line, with the cause the engine does not know.
+        tracing::warn!(
+            rule = %job.rule,
+            step = job.step,
+            pass = job.pass,
+            run = %job.run,
+            cause = %refused,
+            "worker pool refused the action; the run ends (counted in `dropped`)"
+        );
+        // The record stays: the step provably did not run (DESIGN.md 6.5).
+        queue.extend(self.engine.drain_effects());
+        let now = self.now();
+        self.engine.action_refused(now, wall_ms(), job.id);
+        let mut said = self.engine.drain_effects().collect::<Vec<_>>();
+        // The engine's own line for the refusal says the same, without the
+        // cause: the line above replaces it.
+        if let Some(position) = said.iter().position(|effect| {
+            matches!(effect, Effect::Log(line)
+                if line.level == Level::Warn
+                    && line.rule.as_deref() == Some(&*job.rule)
+                    && line.step == Some(job.step))
+        }) {
+            said.remove(position);
+        }
+        queue.extend(said);
     }
 }
 
@@ -587,28 +641,74 @@ fn log_note(note: &Note) {
         } => {
             tracing::debug!(%rule, %run, step, pass, "step's `when` is false: run ends")
         }
-        Note::Trigger { rule, outcome } => {
-            tracing::debug!(%rule, outcome = outcome.kind(), "trigger")
-        }
+        Note::Trigger { rule, outcome } => match outcome {
+            TriggerOutcome::Suppressed => {
+                tracing::debug!(%rule, "trigger ignored: within cooldown")
+            }
+            TriggerOutcome::Dropped => {
+                tracing::debug!(%rule, "trigger dropped: a run is live (concurrency `drop`)")
+            }
+            TriggerOutcome::Queued => {
+                tracing::debug!(%rule, "trigger queued: a run is live (concurrency `queue`)")
+            }
+            // The engine logs the refusal at warn, with the backlog size.
+            TriggerOutcome::Refused => {}
+        },
+        // A resumed record is a run start like any other (it counts in the
+        // rule's `runs`); the fields say where it resumes.
         Note::ReplayResume {
             run,
             rule,
             step,
             pass,
             fire_at,
-        } => tracing::info!(%rule, %run, step, pass, fire_at, "replay: resuming pending step"),
+        } => tracing::info!(%rule, %run, step, pass, fire_at, "run started (replayed)"),
         Note::ReplayDrop {
             id,
             rule,
             step,
             pass,
             reason,
-        } => {
-            tracing::info!(%rule, run = %id, step, pass, reason = reason.as_str(), "replay: pending record dropped")
-        }
+        } => tracing::info!(
+            %rule,
+            run = %id,
+            step,
+            pass,
+            reason = reason.as_str(),
+            "pending record removed at replay: {}",
+            replay_drop_text(*reason)
+        ),
         Note::RecordKept { run, rule } => {
             tracing::info!(%rule, %run, "stopping: pending record kept for the next start")
         }
+    }
+}
+
+/// Whether `line` is the engine's log line for the replay removal that
+/// `next` notes (the engine emits the two back to back).
+fn says_replay_drop(line: &LogLine, next: Option<&Effect>) -> bool {
+    match next {
+        Some(Effect::Note(Note::ReplayDrop { id, rule, step, .. })) => {
+            line.level == Level::Info
+                && line.rule.as_deref() == Some(&**rule)
+                && line.step == Some(*step)
+                && line.message.contains(&**id)
+        }
+        _ => false,
+    }
+}
+
+/// Why replay removed a record, in words (DESIGN.md 6.5).
+fn replay_drop_text(reason: ReplayDropReason) -> &'static str {
+    match reason {
+        ReplayDropReason::RuleGone => "its rule is not in the bundle",
+        ReplayDropReason::StepGone => "its rule has no step at that index",
+        ReplayDropReason::Fingerprint => "the step changed since it was written",
+        ReplayDropReason::TooLate => "more than the replay window past due",
+        ReplayDropReason::TooEarly => {
+            "dated further ahead than its step's `after` allows (the clock went backwards)"
+        }
+        ReplayDropReason::Concurrency => "another record of the rule was kept (concurrency policy)",
     }
 }
 

@@ -34,6 +34,8 @@ pub enum ExecError {
     },
     #[error("`{command}` timed out after {timeout_ms}ms; its process group was killed")]
     Timeout { command: String, timeout_ms: u128 },
+    #[error("`{command}` was killed: ruled is stopping")]
+    Stopped { command: String },
     #[error("`{command}` exited with {status}{}", stderr_suffix(.stderr))]
     Failed {
         command: String,
@@ -53,30 +55,39 @@ fn stderr_suffix(stderr: &str) -> String {
 
 /// Process groups of the `exec` actions running now, killed at stop.
 #[derive(Debug, Clone, Default)]
-pub struct RunningGroups(Arc<Mutex<HashSet<i32>>>);
+pub struct RunningGroups(Arc<Mutex<Groups>>);
+
+#[derive(Debug, Default)]
+struct Groups {
+    running: HashSet<i32>,
+    /// Set by [`RunningGroups::kill_all`]: a group spawned afterwards (its
+    /// worker had taken the job just before the stop) is killed at once.
+    closed: bool,
+}
 
 impl RunningGroups {
-    fn insert(&self, pgid: i32) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(pgid);
+    fn lock(&self) -> std::sync::MutexGuard<'_, Groups> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+    /// Registers a group; `false` when the pool is stopping (kill it).
+    fn insert(&self, pgid: i32) -> bool {
+        let mut groups = self.lock();
+        if groups.closed {
+            return false;
+        }
+        groups.running.insert(pgid);
+        true
     }
     fn remove(&self, pgid: i32) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&pgid);
+        self.lock().running.remove(&pgid);
     }
-    /// SIGKILLs every running group.
+    /// SIGKILLs every running group, and every group started from now on.
     pub fn kill_all(&self) {
-        let groups: Vec<i32> = self
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .copied()
-            .collect();
+        let groups: Vec<i32> = {
+            let mut groups = self.lock();
+            groups.closed = true;
+            groups.running.iter().copied().collect()
+        };
         for pgid in groups {
             tracing::info!(pgid, "stopping: killing exec process group");
             kill_group(pgid);
@@ -147,6 +158,9 @@ pub async fn run(
         source: std::io::Error::other(format!("encoding the event for stdin: {e}")),
     })?;
     let mut child = Command::new(command)
+        // The child must not talk to systemd as ruled (READY=1, STOPPING=1
+        // for a unit it is not): systemd's socket is ruled's alone.
+        .env_remove("NOTIFY_SOCKET")
         .envs(event_env(event))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -161,7 +175,15 @@ pub async fn run(
     // With process_group(0) the child leads a group whose id is its pid.
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
     if let Some(pgid) = pgid {
-        groups.insert(pgid);
+        if !groups.insert(pgid) {
+            kill_group(pgid);
+            if let Err(e) = child.wait().await {
+                tracing::warn!("reaping `{command}` killed at stop: {e}");
+            }
+            return Err(ExecError::Stopped {
+                command: command.to_string(),
+            });
+        }
     }
 
     let stdin = child.stdin.take();

@@ -64,6 +64,7 @@ pub fn init(filter: &str) -> Result<(), LoggingError> {
         let inner = tracing_subscriber::fmt::format()
             .with_target(false)
             .with_ansi(false)
+            .with_level(false)
             .without_time();
         builder.event_format(Journal { inner }).try_init()
     } else {
@@ -82,7 +83,9 @@ pub fn priority(level: Level) -> u8 {
     }
 }
 
-/// The plain format behind a `<N>` priority prefix.
+/// The plain format behind a `<N>` priority prefix and the level's name,
+/// unpadded (`<6>INFO ...`, `<7>DEBUG ...`): the prefix already aligns
+/// nothing, so padding would only make the lines uneven.
 struct Journal {
     inner: Format<Full, ()>,
 }
@@ -98,7 +101,8 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        write!(writer, "<{}>", priority(*event.metadata().level()))?;
+        let level = *event.metadata().level();
+        write!(writer, "<{}>{} ", priority(level), level.as_str())?;
         self.inner.format_event(ctx, writer, event)
     }
 }

@@ -8,6 +8,7 @@
 
 use crate::service::can::CanSockets;
 use crate::service::exec::{self, ExecError, RunningGroups};
+use crate::service::redis::StoreWriter;
 use rulecore::bundle::Action;
 use rulecore::event::Event;
 use std::collections::VecDeque;
@@ -26,6 +27,9 @@ pub struct Job {
     pub action: Action,
     /// The event that triggered the run: exec's stdin and `LS_*` variables.
     pub event: Arc<Event>,
+    /// The pending record of a durable step (DESIGN.md 6.5): the worker
+    /// removes it, and waits for Redis to confirm, before the action starts.
+    pub drop_record: Option<Arc<str>>,
 }
 
 /// What happened to a job.
@@ -69,6 +73,9 @@ pub struct Performers {
     /// For `redis` actions (one LPUSH each). `None` in tests of the other kinds.
     pub redis: Option<redis::aio::ConnectionManager>,
     pub can: CanSockets,
+    /// Removes a job's pending record before its action starts. `None` in
+    /// tests without Redis (a job's `drop_record` is then ignored).
+    pub store: Option<StoreWriter>,
 }
 
 impl std::fmt::Debug for Performers {
@@ -76,6 +83,7 @@ impl std::fmt::Debug for Performers {
         f.debug_struct("Performers")
             .field("redis", &self.redis.is_some())
             .field("can", &self.can)
+            .field("store", &self.store.is_some())
             .finish()
     }
 }
@@ -227,6 +235,9 @@ async fn worker(
             lock(&shared).idle -= 1;
             continue;
         };
+        if let (Some(id), Some(store)) = (&job.drop_record, &performers.store) {
+            remove_record_first(store, id).await;
+        }
         if reports.send(Report::Started(job.id)).is_err() {
             return;
         }
@@ -234,6 +245,33 @@ async fn worker(
         if reports.send(Report::Finished(job.id, outcome)).is_err() {
             return;
         }
+    }
+}
+
+/// How long a durable step's action waits for Redis to confirm the removal
+/// of its pending record before it runs anyway.
+pub const RECORD_DROP_WAIT: Duration = Duration::from_secs(2);
+
+/// Removes a durable step's pending record and waits until Redis has
+/// performed the `HDEL` (DESIGN.md 6.5: the record goes exactly when the
+/// action starts). The other order, action first, would leave a window in
+/// which a crash runs the step a second time at the next start.
+///
+/// The removal goes through the store writer's one ordered queue, so it
+/// never lands before the record's own write. The wait is bounded: with
+/// Redis slow or gone the step still runs on time, and the removal lands
+/// later (a crash in between runs the step again, as a failed removal does).
+async fn remove_record_first(store: &StoreWriter, id: &str) {
+    let done = store.drop_acked(id);
+    // An error means nothing was queued (the record was never written, or
+    // the writer stopped, logged there): nothing to wait for.
+    if tokio::time::timeout(RECORD_DROP_WAIT, done).await.is_err() {
+        tracing::warn!(
+            run = %id,
+            wait_ms = RECORD_DROP_WAIT.as_millis(),
+            "pending record removal not confirmed by Redis in time; running the step anyway \
+             (a crash before the removal lands runs it again at the next start)"
+        );
     }
 }
 

@@ -124,6 +124,28 @@ async fn query_pipe<T: redis::FromRedisValue>(
     }
 }
 
+/// Whether `error` is about reaching Redis (connection lost, refused, timed
+/// out), as opposed to an answer Redis gave (WRONGTYPE, a value that is not
+/// UTF-8). After a transport error the value is unknown until the next read
+/// succeeds; after an answer it is known not to be a usable string.
+pub fn is_transport(error: &redis::RedisError) -> bool {
+    error.is_io_error()
+        || error.is_timeout()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+}
+
+/// `error` as a log line reads it: a server error as Redis words it
+/// (`WRONGTYPE Operation against a key holding the wrong kind of value`,
+/// as redis-cli shows it), anything else as the client describes it.
+pub fn describe(error: &redis::RedisError) -> String {
+    match (error.code(), error.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => error.to_string(),
+    }
+}
+
 /// PINGs the command connection until it answers (a few tries), so that a
 /// connection broken by a Redis restart is replaced before actions use it.
 pub async fn wake_commands(con: &mut ConnectionManager) {
@@ -258,10 +280,11 @@ pub async fn seed_state(
         }
         let values: Vec<Option<String>> = match query(con, &command).await {
             Ok(values) => values,
-            Err(e) if !e.is_io_error() => {
+            Err(e) if !is_transport(&e) => {
                 tracing::warn!(
-                    hash,
-                    "cannot read the state hash ({e}); its fields read as \"\""
+                    hash = %hash,
+                    error = %describe(&e),
+                    "cannot read the state hash; its fields read as \"\""
                 );
                 continue;
             }
@@ -290,8 +313,12 @@ pub enum StoreOp {
         id: String,
         json: String,
     },
+    /// `HDEL extensions:pending id`; `ack` (if any) is answered once the
+    /// removal was performed (or failed, logged), or at once when there is
+    /// nothing to remove (the record's write was refused).
     Drop {
         id: String,
+        ack: Option<oneshot::Sender<()>>,
     },
     /// `HSET extensions f1 v1 f2 v2 ...`
     Counters(Vec<(&'static str, String)>),
@@ -315,7 +342,7 @@ impl StoreOp {
         OVERHEAD
             + match self {
                 Self::Put { id, json } => id.len() + json.len(),
-                Self::Drop { id } => id.len(),
+                Self::Drop { id, .. } => id.len(),
                 Self::Counters(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
                 Self::RuleStats(fields) | Self::AllRuleStats(fields) => {
                     fields.iter().map(|(f, v)| f.len() + v.len()).sum()
@@ -398,7 +425,7 @@ impl StoreWriter {
             StoreOp::Put { id, .. } => {
                 overflow.unwritten.remove(id);
             }
-            StoreOp::Drop { id } if overflow.unwritten.remove(id) => return true,
+            StoreOp::Drop { id, .. } if overflow.unwritten.remove(id) => return true,
             _ => {}
         }
         if !full && overflow.refused > 0 {
@@ -417,6 +444,19 @@ impl StoreWriter {
             return false;
         }
         true
+    }
+
+    /// Queues the removal of a pending record; the answer arrives once it
+    /// was performed (or failed, logged), and at once (the sender dropped)
+    /// when there is nothing to remove. The removal goes through the same
+    /// ordered queue as the record's own write, so it cannot overtake it.
+    pub fn drop_acked(&self, id: &str) -> oneshot::Receiver<()> {
+        let (ack, done) = oneshot::channel();
+        self.send(StoreOp::Drop {
+            id: id.to_string(),
+            ack: Some(ack),
+        });
+        done
     }
 
     /// Waits until everything sent so far was written (or failed).
@@ -511,9 +551,10 @@ async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
                 pipe.cmd("HSET").arg(PENDING_HASH).arg(&id).arg(json);
                 written.push(Written::Put(id));
             }
-            StoreOp::Drop { id } => {
+            StoreOp::Drop { id, ack } => {
                 pipe.cmd("HDEL").arg(PENDING_HASH).arg(&id);
                 written.push(Written::Drop(id));
+                flushed.extend(ack);
             }
             StoreOp::Counters(fields) if !fields.is_empty() => {
                 let command = pipe.cmd("HSET").arg(COUNTERS_HASH);
@@ -638,33 +679,49 @@ async fn state_task(
                 match value {
                     // A deleted field is unknown again: `""`.
                     Ok(value) => vec![(index, value.unwrap_or_default())],
+                    // Redis answered, but not with a string (another service
+                    // stored a non-hash under the key: WRONGTYPE): unknown,
+                    // `""`, as at start (DESIGN.md 6.6, `seed_state`).
+                    Err(e) if !is_transport(&e) => {
+                        tracing::warn!(
+                            hash = %hash,
+                            field = %field,
+                            error = %describe(&e),
+                            "cannot read the state hash; the field reads as \"\""
+                        );
+                        vec![(index, String::new())]
+                    }
+                    // Redis was not reached: the value is not known to have
+                    // changed. The reconnect's full re-read settles it.
                     Err(e) => {
                         tracing::warn!(
-                            hash,
-                            field,
-                            "state re-read failed, keeping the old value: {e}"
+                            hash = %hash,
+                            field = %field,
+                            error = %describe(&e),
+                            "state re-read failed (connection); keeping the old value until the reconnect re-reads it"
                         );
                         continue;
                     }
                 }
             }
-            Reread::All => {
-                match seed_state(&mut con, &pairs).await {
-                    Ok(found) => {
-                        let mut all = vec![String::new(); pairs.len()];
-                        for (index, value) in found {
-                            if let Some(slot) = all.get_mut(index) {
-                                *slot = value;
-                            }
+            Reread::All => match seed_state(&mut con, &pairs).await {
+                Ok(found) => {
+                    let mut all = vec![String::new(); pairs.len()];
+                    for (index, value) in found {
+                        if let Some(slot) = all.get_mut(index) {
+                            *slot = value;
                         }
-                        all.into_iter().enumerate().collect()
                     }
-                    Err(e) => {
-                        tracing::warn!("re-reading state after the reconnect failed, keeping the old values: {e}");
-                        continue;
-                    }
+                    all.into_iter().enumerate().collect()
                 }
-            }
+                Err(e) => {
+                    tracing::warn!(
+                        error = %describe(&e),
+                        "re-reading state after the reconnect failed; keeping the old values"
+                    );
+                    continue;
+                }
+            },
         };
         for value in read {
             if values.send(value).is_err() {

@@ -374,3 +374,55 @@ pub fn alive(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+/// `redis-cli MONITOR` on a server: every command it runs, in the order it
+/// ran them, one line each (`<time> [0 unix:...] "HDEL" "key" ...`).
+#[derive(Debug)]
+pub struct Monitor {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Monitor {
+    /// Starts monitoring; returns once the server has confirmed (`OK`), so
+    /// every command from then on is seen.
+    pub fn start(redis: &RedisServer, out: PathBuf) -> Self {
+        let file = std::fs::File::create(&out).expect("monitor output file");
+        let child = Command::new("redis-cli")
+            .arg("-s")
+            .arg(&redis.socket)
+            .arg("MONITOR")
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-cli MONITOR (comes with redis-server)");
+        let monitor = Self { child, out };
+        wait_for("MONITOR confirmed", || {
+            monitor.lines().first().is_some_and(|l| l == "OK")
+        });
+        monitor
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.out)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The position of the first line holding every one of `needles`.
+    pub fn position(&self, needles: &[&str]) -> Option<usize> {
+        self.lines()
+            .iter()
+            .position(|line| needles.iter().all(|n| line.contains(n)))
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
