@@ -1346,3 +1346,33 @@ fn exec_children_do_not_get_notify_socket() {
     assert!(env.contains("LS_TOPIC=go"), "{env}");
     assert!(!env.contains("NOTIFY_SOCKET"), "{env}");
 }
+
+/// With Redis stalled (`CLIENT PAUSE ... WRITE`: the record's `HDEL` gets
+/// no answer), a durable step still runs, late by the bounded wait for the
+/// removal's confirmation (2 s), not by the length of the stall.
+#[test]
+fn a_stalled_record_removal_does_not_hold_the_step() {
+    let Setup { redis, dir, bundle } = Setup::with(|dir| {
+        let out = dir.join("ran").display().to_string();
+        let script = support::script(dir, "ran.sh", &format!("touch {out}"));
+        single(bundles::rule(
+            "stalled",
+            &["go"],
+            vec![bundles::exec_step(&script, 5_000, 300)],
+        ))
+    });
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    publish(&redis, "go", r#"{"topic":"go"}"#);
+    wait_for("the record", || pending_ids(&redis).len() == 1);
+    let paused = std::time::Instant::now();
+    let _: () = redis.query(&["CLIENT", "PAUSE", "8000", "WRITE"]);
+    let ran = dir.path().join("ran");
+    wait_for("the step ran during the stall", || ran.exists());
+    let took = paused.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(7),
+        "ran {took:?} after the stall began; log:\n{}",
+        ruled.log_text()
+    );
+    let _: () = redis.query(&["CLIENT", "UNPAUSE"]);
+}
