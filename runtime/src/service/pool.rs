@@ -35,7 +35,8 @@ pub struct Job {
 /// What happened to a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
-    /// A worker took the job and is about to perform it.
+    /// A worker took the job, had its pending record removed (if any), and
+    /// is about to perform it.
     Started(JobId),
     /// The action finished; `Err` carries a message naming what failed.
     Finished(JobId, Result<(), String>),
