@@ -112,6 +112,20 @@ impl ReplayDropReason {
             Self::Concurrency => "concurrency",
         }
     }
+
+    /// Why, in words, for log lines.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::RuleGone => "its rule is not in the bundle",
+            Self::StepGone => "its rule has no step at that index",
+            Self::Fingerprint => "the step changed since it was written (fingerprint differs)",
+            Self::TooLate => "it is more than the replay window past due",
+            Self::TooEarly => {
+                "it is dated further ahead than its step's `after` allows (the clock went backwards)"
+            }
+            Self::Concurrency => "another record of the rule was kept under its concurrency policy",
+        }
+    }
 }
 
 /// How a run ended (DESIGN.md 8's `run-end` reasons).

@@ -395,17 +395,13 @@ impl Engine {
     /// did not run (DESIGN.md 6.3, 6.5).
     pub fn action_refused(&mut self, now: Time, wall_ms: i64, job: JobId) {
         self.counters.dropped += 1;
-        let Some(JobOwner { rule, serial, step }) = self.jobs.remove(&job.0) else {
+        let Some(JobOwner { rule, serial, .. }) = self.jobs.remove(&job.0) else {
             return;
         };
         let rule = rule as usize;
-        let name = Arc::clone(&self.rules[rule].name);
-        self.log(
-            Level::Warn,
-            Some(name),
-            Some(step),
-            "worker pool refused the action (queue full or stopping)".to_string(),
-        );
+        // No log line here: the driver knows the cause (queue full or
+        // stopping) and reports the refusal with it; the run-end note and
+        // the `dropped` counter carry the rest.
         if !self.stopped && self.is_acting(rule, serial, job) {
             self.end_run(rule, EndReason::Refused, now, wall_ms);
         }
@@ -1015,16 +1011,8 @@ impl Engine {
     fn replay_drop(&mut self, record: &PendingRecord, reason: ReplayDropReason) {
         let id: Arc<str> = record.id.as_str().into();
         let rule: Arc<str> = record.rule.as_str().into();
-        self.log(
-            Level::Info,
-            Some(Arc::clone(&rule)),
-            Some(record.step),
-            format!(
-                "removing pending record {}: {}",
-                record.id,
-                replay_reason_text(reason)
-            ),
-        );
+        // The note is the one report of this removal; drivers word it with
+        // `ReplayDropReason::describe`.
         self.note(Note::ReplayDrop {
             id: Arc::clone(&id),
             rule: Arc::clone(&rule),
@@ -1077,21 +1065,6 @@ impl Engine {
             if let Some(run) = self.rules[rule].run.as_mut() {
                 run.phase = Phase::Waiting { token };
             }
-        }
-    }
-}
-
-fn replay_reason_text(reason: ReplayDropReason) -> &'static str {
-    match reason {
-        ReplayDropReason::RuleGone => "its rule is not in the bundle",
-        ReplayDropReason::StepGone => "its rule has no step at that index",
-        ReplayDropReason::Fingerprint => "the step changed (fingerprint differs)",
-        ReplayDropReason::TooLate => "it is more than the replay window past due",
-        ReplayDropReason::TooEarly => {
-            "it is dated further ahead than its step's `after` allows (the clock went backwards)"
-        }
-        ReplayDropReason::Concurrency => {
-            "another record of the rule was kept under its concurrency policy"
         }
     }
 }

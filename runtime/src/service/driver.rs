@@ -5,8 +5,8 @@
 //! performs its effects in order. No rule behaviour lives here.
 
 use crate::engine::{
-    Counters, DropReason, Effect, EndReason, Engine, EngineConfig, Job, JobId, Level, LogLine,
-    Note, PendingRecord, RecordError, ReplayDropReason, RuleStats, Time, TriggerOutcome,
+    Counters, DropReason, Effect, EndReason, Engine, EngineConfig, Job, JobId, Level, Note,
+    PendingRecord, RecordError, RuleStats, Time, TriggerOutcome,
 };
 use crate::service::bundle::{self, LoadedBundle};
 use crate::service::can::CanSockets;
@@ -435,9 +435,6 @@ impl Service {
                         ack: None,
                     });
                 }
-                // The engine says a replay removal twice, as a log line and
-                // as a note: the note's line has the structured fields.
-                Effect::Log(line) if says_replay_drop(&line, queue.front()) => {}
                 other => log_effect(&other),
             }
             queue.extend(self.engine.drain_effects());
@@ -471,18 +468,7 @@ impl Service {
         queue.extend(self.engine.drain_effects());
         let now = self.now();
         self.engine.action_refused(now, wall_ms(), job.id);
-        let mut said = self.engine.drain_effects().collect::<Vec<_>>();
-        // The engine's own line for the refusal says the same, without the
-        // cause: the line above replaces it.
-        if let Some(position) = said.iter().position(|effect| {
-            matches!(effect, Effect::Log(line)
-                if line.level == Level::Warn
-                    && line.rule.as_deref() == Some(&*job.rule)
-                    && line.step == Some(job.step))
-        }) {
-            said.remove(position);
-        }
-        queue.extend(said);
+        queue.extend(self.engine.drain_effects());
     }
 }
 
@@ -676,39 +662,11 @@ fn log_note(note: &Note) {
             pass,
             reason = reason.as_str(),
             "pending record removed at replay: {}",
-            replay_drop_text(*reason)
+            reason.describe()
         ),
         Note::RecordKept { run, rule } => {
             tracing::info!(%rule, %run, "stopping: pending record kept for the next start")
         }
-    }
-}
-
-/// Whether `line` is the engine's log line for the replay removal that
-/// `next` notes (the engine emits the two back to back).
-fn says_replay_drop(line: &LogLine, next: Option<&Effect>) -> bool {
-    match next {
-        Some(Effect::Note(Note::ReplayDrop { id, rule, step, .. })) => {
-            line.level == Level::Info
-                && line.rule.as_deref() == Some(&**rule)
-                && line.step == Some(*step)
-                && line.message.contains(&**id)
-        }
-        _ => false,
-    }
-}
-
-/// Why replay removed a record, in words (DESIGN.md 6.5).
-fn replay_drop_text(reason: ReplayDropReason) -> &'static str {
-    match reason {
-        ReplayDropReason::RuleGone => "its rule is not in the bundle",
-        ReplayDropReason::StepGone => "its rule has no step at that index",
-        ReplayDropReason::Fingerprint => "the step changed since it was written",
-        ReplayDropReason::TooLate => "more than the replay window past due",
-        ReplayDropReason::TooEarly => {
-            "dated further ahead than its step's `after` allows (the clock went backwards)"
-        }
-        ReplayDropReason::Concurrency => "another record of the rule was kept (concurrency policy)",
     }
 }
 
