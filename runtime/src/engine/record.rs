@@ -40,6 +40,17 @@ pub enum RecordError {
     DataNotObject,
 }
 
+impl RecordError {
+    /// A stable short name for log fields (`reason=not-a-record`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Json(_) => "not-a-record",
+            Self::IdMismatch { .. } => "id-mismatch",
+            Self::DataNotObject => "data-not-object",
+        }
+    }
+}
+
 impl PendingRecord {
     pub fn encode(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string(self)

@@ -6,7 +6,7 @@
 
 use crate::engine::{
     Counters, DropReason, Effect, EndReason, Engine, EngineConfig, Job, JobId, Level, Note,
-    PendingRecord, RecordError, RuleStats, Time, TriggerOutcome,
+    PendingRecord, RuleStats, Time, TriggerOutcome,
 };
 use crate::service::bundle::{self, LoadedBundle};
 use crate::service::can::CanSockets;
@@ -390,12 +390,11 @@ impl Service {
             match PendingRecord::decode_field(&field, &value) {
                 Ok(record) => records.push(record),
                 Err(error) => {
-                    let reason = match &error {
-                        RecordError::Json(_) => "not-a-record",
-                        RecordError::IdMismatch { .. } => "id-mismatch",
-                        RecordError::DataNotObject => "data-not-object",
-                    };
-                    tracing::warn!(run = %field, reason, "removing pending record: {error}");
+                    tracing::warn!(
+                        run = %field,
+                        reason = error.code(),
+                        "removing pending record: {error}"
+                    );
                     self.writer.send(StoreOp::Drop {
                         id: field,
                         ack: None,
