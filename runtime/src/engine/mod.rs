@@ -349,8 +349,8 @@ impl Engine {
 
     /// A job's action started on a worker (the driver has removed or is
     /// removing its `drop_record`). Valid after [`Engine::stop`] too.
-    pub fn action_started(&mut self, job: JobId) {
-        let _ = job;
+    /// Only counted: the run moves on when the action finishes.
+    pub fn action_started(&mut self, _job: JobId) {
         self.counters.dispatched += 1;
     }
 
@@ -976,24 +976,19 @@ impl Engine {
             Phase::Waiting { token } | Phase::Gap { token } => self.timers.cancel(token),
             Phase::Acting { .. } | Phase::Deciding => {}
         }
-        if run.owns_record {
-            match reason {
-                EndReason::Cancelled | EndReason::Restarted => {
-                    let reason = if reason == EndReason::Cancelled {
-                        DropReason::Cancelled
-                    } else {
-                        DropReason::Restarted
-                    };
-                    self.effects.push_back(Effect::DropRecord {
-                        id: Arc::clone(&run.id),
-                        rule: Some(Arc::clone(&name)),
-                        reason,
-                    });
-                }
-                // Other reasons never end a run that still owns a record
-                // (a skipped step drops it itself; stop keeps it).
-                _ => {}
-            }
+        // Only cancel and restart end a run that still owns its record (a
+        // skipped step drops it itself; stop keeps it).
+        let record_drop = match reason {
+            EndReason::Cancelled => Some(DropReason::Cancelled),
+            EndReason::Restarted => Some(DropReason::Restarted),
+            _ => None,
+        };
+        if let (true, Some(reason)) = (run.owns_record, record_drop) {
+            self.effects.push_back(Effect::DropRecord {
+                id: Arc::clone(&run.id),
+                rule: Some(Arc::clone(&name)),
+                reason,
+            });
         }
         self.note(Note::RunEnd {
             run: run.id,
@@ -1001,6 +996,8 @@ impl Engine {
             reason,
         });
         if matches!(reason, EndReason::Cancelled | EndReason::Restarted) {
+            // Nothing follows a cancel (its backlog is already cleared); a
+            // restart starts its own new run.
             return;
         }
         if let Some(next) = self.rules[rule].backlog.pop_front() {
