@@ -222,7 +222,7 @@ impl H {
 fn describe(effect: &Effect) -> String {
     match effect {
         Effect::Submit(job) => {
-            let what = match &job.action {
+            let what = match &*job.action {
                 Action::Redis { push, .. } => push.clone(),
                 other => format!("{other:?}"),
             };
@@ -1383,7 +1383,14 @@ fn chaos_rules() -> Vec<Rule> {
 
 #[test]
 fn random_input_never_leaks_runs_timers_or_records() {
-    for seed in 1..=300u64 {
+    // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md):
+    // the seed picks the first of the consecutive per-case seeds.
+    let fuzz = rulecore::fuzz::Fuzz::from_env(
+        "engine::random_input_never_leaks_runs_timers_or_records",
+        1,
+    )
+    .unwrap();
+    for seed in (0..fuzz.cases(300) as u64).map(|i| fuzz.seed().wrapping_add(i)) {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut h = H::new(chaos_rules()).manual();
         let mut kept_by_refusal: std::collections::BTreeSet<String> = Default::default();

@@ -21,10 +21,10 @@ fn event(json: &str) -> Arc<Event> {
 fn exec_job(id: u64, command: &str, timeout_ms: u64) -> Job {
     Job {
         id,
-        action: Action::Exec {
+        action: Arc::new(Action::Exec {
             command: command.into(),
             timeout_ns: timeout_ms * 1_000_000,
-        },
+        }),
         event: event(r#"{"topic":"t"}"#),
         drop_record: None,
     }
@@ -73,7 +73,7 @@ fn redis_action_is_one_lpush() {
         };
         pool.submit(Job {
             id: 7,
-            action,
+            action: Arc::new(action),
             event: event(r#"{"topic":"t"}"#),
             drop_record: None,
         })
@@ -105,10 +105,10 @@ fn exec_gets_env_and_stdin() {
         let mut pool = Pool::start(PoolConfig::default(), no_redis(), tx);
         pool.submit(Job {
             id: 1,
-            action: Action::Exec {
+            action: Arc::new(Action::Exec {
                 command,
                 timeout_ns: 5_000_000_000,
-            },
+            }),
             event: event(json),
             drop_record: None,
         })

@@ -23,7 +23,8 @@ pub struct Job {
     pub step: u32,
     /// 0-based repeat pass.
     pub pass: u32,
-    pub action: Action,
+    /// Shared with the engine's copy of the step.
+    pub action: Arc<Action>,
     /// The event that triggered the run.
     pub event: Arc<Event>,
     /// The pending record this job now owns (DESIGN.md 6.5): the driver

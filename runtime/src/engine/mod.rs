@@ -27,7 +27,7 @@ pub use time::Time;
 
 use index::TopicIndex;
 use record::RecordRef;
-use rulecore::bundle::{Concurrency, Payload, Rule};
+use rulecore::bundle::{Action, Concurrency, Payload, Rule};
 use rulecore::bytecode::Program;
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
@@ -141,6 +141,9 @@ struct RuleState {
     name: Arc<str>,
     /// Step fingerprints as stored in records (32 hex characters).
     fingerprints: Vec<Box<str>>,
+    /// Step actions, shared with every job that performs them, so a
+    /// submit does not copy the action's strings.
+    actions: Vec<Arc<Action>>,
     run: Option<Run>,
     backlog: VecDeque<Arc<Event>>,
     debounce: Option<Debounce>,
@@ -196,6 +199,11 @@ impl Engine {
                     .steps
                     .iter()
                     .map(|step| step.fingerprint.to_string().into_boxed_str())
+                    .collect(),
+                actions: rule
+                    .steps
+                    .iter()
+                    .map(|step| Arc::new(step.action.clone()))
                     .collect(),
                 run: None,
                 backlog: VecDeque::new(),
@@ -931,7 +939,7 @@ impl Engine {
             rule_index: rule,
             step: index,
             pass,
-            action: step.action.clone(),
+            action: Arc::clone(&state.actions[index as usize]),
             event,
             drop_record,
         };

@@ -24,7 +24,7 @@ pub type JobId = u64;
 #[derive(Debug, Clone)]
 pub struct Job {
     pub id: JobId,
-    pub action: Action,
+    pub action: Arc<Action>,
     /// The event that triggered the run: exec's stdin and `LS_*` variables.
     pub event: Arc<Event>,
     /// The pending record of a durable step (DESIGN.md 6.5): the worker
@@ -281,7 +281,7 @@ async fn perform(
     groups: &RunningGroups,
     job: &Job,
 ) -> Result<(), String> {
-    match &job.action {
+    match &*job.action {
         Action::Redis { list, push } => {
             let Some(con) = performers.redis.as_mut() else {
                 return Err("no redis connection for the redis action".to_string());

@@ -583,7 +583,7 @@ fn action_line(at_ms: u64, kind: &'static str, job: &Job) -> Line {
         run: Some(job.run.to_string()),
         ..Line::default()
     };
-    match &job.action {
+    match &*job.action {
         Action::Redis { list, push } => {
             line.action = Some("redis");
             line.list = Some(list.clone());
