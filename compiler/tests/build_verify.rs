@@ -5,6 +5,7 @@
 //! checker's and the verifier's static typing meet at their edges.
 
 use rulec::when::{check, lower, ConstPool};
+use rulecore::fuzz::Fuzz;
 use rulecore::verify::verify_program;
 
 /// SplitMix64: deterministic on every machine.
@@ -86,9 +87,11 @@ fn expr(rng: &mut Rng, depth: usize) -> String {
 
 #[test]
 fn every_accepted_when_verifies() {
-    let mut rng = Rng(0x5eed);
+    // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md).
+    let fuzz = Fuzz::from_env("build_verify::every_accepted_when_verifies", 0x5eed).unwrap();
+    let mut rng = Rng(fuzz.seed());
     let mut accepted = 0;
-    for _ in 0..60_000 {
+    for _ in 0..fuzz.cases(60_000) {
         let depth = 1 + rng.below(4);
         // Comparing with a boolean context makes more of them type-check.
         let text = match rng.below(3) {

@@ -29,7 +29,8 @@ fn fixture_texts() -> Vec<(String, String)> {
     texts
 }
 
-fn assert_spans_inside(file: &SourceFile, render: bool) {
+/// Returns how many diagnostics the file got.
+fn assert_spans_inside(file: &SourceFile, render: bool) -> usize {
     let files = std::slice::from_ref(file);
     let validated = validate(files);
     for diagnostic in &validated.diagnostics {
@@ -60,6 +61,7 @@ fn assert_spans_inside(file: &SourceFile, render: bool) {
     if render {
         render_text(&validated.diagnostics, files, TextStyle::Plain);
     }
+    validated.diagnostics.len()
 }
 
 #[test]
@@ -90,4 +92,110 @@ fn fixtures_with_one_character_removed() {
             assert_spans_inside(&file, at % 7 == 0);
         }
     }
+}
+
+/// Random edits, several per file: pieces of TOML and `when` syntax
+/// inserted, ranges deleted, lines duplicated or swapped. Fixed seed and
+/// count by default; `RULES_FUZZ_SEED` / `RULES_FUZZ_SCALE` explore further
+/// (docs/fuzzing.md).
+#[test]
+fn randomly_edited_fixtures() {
+    const PIECES: &[&str] = &[
+        "\"",
+        "'",
+        "'''",
+        "\"\"\"",
+        "[",
+        "]",
+        "[[rule]]",
+        "[[rule.step]]",
+        "{",
+        "}",
+        "=",
+        ",",
+        "\n",
+        " ",
+        "#",
+        "\\",
+        "\\u",
+        "0x",
+        "-1",
+        "1e9",
+        "9999999999999999999",
+        "1s",
+        "-5s",
+        "true",
+        "ß",
+        "é",
+        "\u{0}",
+        "name = ",
+        "on = [",
+        "when = \"",
+        "after = ",
+        "do = ",
+        "state(",
+        "data.",
+        "&&",
+        "(",
+        ")",
+        "repeat = {",
+        "count = 0",
+    ];
+    let fuzz =
+        rulecore::fuzz::Fuzz::from_env("check_robust::randomly_edited_fixtures", 0xED17).unwrap();
+    let mut rng = fuzz.seed();
+    // xorshift64: the fuzz seed is never zero.
+    let mut next = move |n: usize| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % n.max(1) as u64) as usize
+    };
+    let texts = fixture_texts();
+    let cases = fuzz.cases(3_000);
+    let mut flagged = 0;
+    for case in 0..cases {
+        let (name, text) = &texts[next(texts.len())];
+        let mut text = text.clone();
+        for _ in 0..1 + next(4) {
+            // A character boundary at or before a random byte.
+            let mut at = next(text.len() + 1);
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            match next(4) {
+                0 => text.insert_str(at, PIECES[next(PIECES.len())]),
+                1 => {
+                    let mut end = (at + 1 + next(12)).min(text.len());
+                    while !text.is_char_boundary(end) {
+                        end += 1;
+                    }
+                    text.replace_range(at..end, "");
+                }
+                _ => {
+                    let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+                    if lines.is_empty() {
+                        continue;
+                    }
+                    let (i, j) = (next(lines.len()), next(lines.len()));
+                    if next(2) == 0 {
+                        lines.swap(i, j);
+                    } else {
+                        lines.insert(j, lines[i]);
+                    }
+                    text = lines.concat();
+                }
+            }
+        }
+        let file = SourceFile {
+            name: name.clone(),
+            text,
+        };
+        flagged += usize::from(assert_spans_inside(&file, case % 5 == 0) > 0);
+    }
+    // The edits must break files, not just shuffle comments.
+    assert!(
+        flagged > cases / 2,
+        "only {flagged} of {cases} edited files got a diagnostic"
+    );
 }

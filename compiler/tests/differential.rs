@@ -23,6 +23,7 @@ use rulec::when::{check, lower, ConstPool, Expr, ExprKind};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Const, Program};
 use rulecore::event::Event;
+use rulecore::fuzz::Fuzz;
 use serde_json::json;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -743,16 +744,23 @@ fn default_pairs() -> Vec<(String, String)> {
 #[test]
 fn generated_expressions_agree() {
     quiet_panics();
-    const WANTED: usize = 30_000;
-    // WHEN_DIFF_SEED explores other cases; the default keeps CI repeatable.
+    // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md);
+    // the defaults keep CI repeatable. WHEN_DIFF_SEED, the older knob, still
+    // sets this test's seed unmixed.
+    let fuzz = Fuzz::from_env(
+        "differential::generated_expressions_agree",
+        0x5C00_7E25_0000_0001,
+    )
+    .unwrap();
+    let wanted = fuzz.cases(30_000);
     let seed = std::env::var("WHEN_DIFF_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5C00_7E25_0000_0001);
+        .unwrap_or(fuzz.seed());
     let mut rng = Rng(seed);
     let (strings, paths, pairs) = (strings(), default_paths(), default_pairs());
     let mut tally = Tally::default();
-    while tally.ran < WANTED && tally.generated < 4 * WANTED {
+    while tally.ran < wanted && tally.generated < 4 * wanted {
         let depth = 1 + rng.below(4) as u32;
         let text = Gen { rng: &mut rng }.expr(T::Bool, depth);
         let inputs = random_inputs(&mut rng, &strings, &paths, &pairs);
@@ -762,13 +770,13 @@ fn generated_expressions_agree() {
     report(&tally);
     tally.assert_clean();
     assert!(
-        tally.ran >= WANTED,
+        tally.ran >= wanted,
         "too few accepted cases: {}",
         tally.summary()
     );
     // The generator must exercise every outcome, not just errors.
     assert!(
-        tally.vm_true > WANTED / 10 && tally.vm_false > WANTED / 10 && tally.vm_err > WANTED / 20,
+        tally.vm_true > wanted / 10 && tally.vm_false > wanted / 10 && tally.vm_err > wanted / 20,
         "{}",
         tally.summary()
     );
@@ -1039,7 +1047,12 @@ fn fixture_whens() -> Vec<(String, String)> {
 fn fixture_expressions_agree() {
     quiet_panics();
     let whens = fixture_whens();
-    let mut rng = Rng(0x5C00_7E25_0000_0002);
+    let fuzz = Fuzz::from_env(
+        "differential::fixture_expressions_agree",
+        0x5C00_7E25_0000_0002,
+    )
+    .unwrap();
+    let mut rng = Rng(fuzz.seed());
     let mut tally = Tally::default();
     for (_file, text) in &whens {
         let mut strings = strings();
@@ -1053,7 +1066,7 @@ fn fixture_expressions_agree() {
                 .collect(),
             Err(_) => Vec::new(),
         };
-        for _ in 0..200 {
+        for _ in 0..fuzz.cases(200) {
             let inputs = random_inputs(&mut rng, &strings, &paths, &pairs);
             let case = run(text, &inputs, &paths);
             tally.record(text, &inputs, case);
@@ -1099,12 +1112,18 @@ fn accepted_token_soup_agrees() {
         "==", "!=", "<", ">=", "&&", "||", "+", "-", "*", "/", "%", "^", ",", ")", "/*c*/",
     ];
     const ANY: &[&str] = &["(", ")", ",", " ", "!", "-", "true", "data.a", "==", "&&"];
-    let mut rng = Rng(0x5C00_7E25_0000_0003);
+    let fuzz = Fuzz::from_env(
+        "differential::accepted_token_soup_agrees",
+        0x5C00_7E25_0000_0003,
+    )
+    .unwrap();
+    let wanted = fuzz.cases(1_500);
+    let mut rng = Rng(fuzz.seed());
     let (strings, paths, pairs) = (strings(), default_paths(), default_pairs());
     let mut tally = Tally::default();
     let mut tried = 0;
     let mut seen = std::collections::HashSet::new();
-    while tally.ran < 1_500 && tried < 1_000_000 {
+    while tally.ran < wanted && tried < fuzz.cases(1_000_000) {
         tried += 1;
         let len = 1 + rng.below(12);
         let mut text = String::new();
@@ -1139,7 +1158,7 @@ fn accepted_token_soup_agrees() {
     }
     report(&tally);
     tally.assert_clean();
-    assert!(tally.ran >= 1_500, "{}", tally.summary());
+    assert!(tally.ran >= wanted, "{}", tally.summary());
 }
 
 /// As the bundle builder does it: many expressions share one pool whose
@@ -1148,11 +1167,12 @@ fn accepted_token_soup_agrees() {
 #[test]
 fn shared_pool_agrees() {
     quiet_panics();
-    let mut rng = Rng(0x5C00_7E25_0000_0004);
+    let fuzz = Fuzz::from_env("differential::shared_pool_agrees", 0x5C00_7E25_0000_0004).unwrap();
+    let mut rng = Rng(fuzz.seed());
     let (strings, paths, pairs) = (strings(), default_paths(), default_pairs());
     let mut texts = Vec::new();
     let mut checked = Vec::new();
-    while checked.len() < 500 {
+    while checked.len() < fuzz.cases(500) {
         let depth = 1 + rng.below(4) as u32;
         let text = Gen { rng: &mut rng }.expr(T::Bool, depth);
         if let Ok(c) = check(&text) {
@@ -1177,5 +1197,5 @@ fn shared_pool_agrees() {
     }
     report(&tally);
     tally.assert_clean();
-    assert!(tally.ran >= 1_900, "{}", tally.summary());
+    assert!(tally.ran >= fuzz.cases(1_900), "{}", tally.summary());
 }

@@ -8,6 +8,7 @@ pub mod codec;
 pub mod duration;
 pub mod event;
 pub mod fingerprint;
+pub mod fuzz;
 pub mod topic;
 pub mod verify;
 pub mod vm;

@@ -7,6 +7,7 @@ use rulecore::bundle::{Action, CanFrame, Payload, Rule, StatePair, Step, FORMAT_
 use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::codec::{decode, encode, frame, BundleError, HEADER_LEN};
 use rulecore::fingerprint::fingerprint_of;
+use rulecore::fuzz::Fuzz;
 use rulecore::verify::{PayloadError, VerifyError};
 use rulecore::TopicPattern;
 
@@ -287,9 +288,11 @@ impl Lcg {
 
 #[test]
 fn random_inputs_never_panic() {
+    // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md).
+    let fuzz = Fuzz::from_env("bundle_codec::random_inputs_never_panic", 7).unwrap();
     let good = encode(&sample()).unwrap();
-    let mut rng = Lcg(7);
-    for _ in 0..2000 {
+    let mut rng = Lcg(fuzz.seed());
+    for _ in 0..fuzz.cases(2000) {
         let mut bytes = good.clone();
         let edits = 1 + rng.next() % 4;
         for _ in 0..edits {

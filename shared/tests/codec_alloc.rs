@@ -130,3 +130,42 @@ fn a_header_claiming_a_huge_payload_allocates_nothing_for_it() {
     ));
     assert!(peak < 64 * 1024, "{peak}");
 }
+
+/// Random bodies behind a valid header, rich in long varints (runs of
+/// `0xff`), so that length prefixes claim huge counts at random places: none
+/// may make the decoder reserve much. Fixed seed and count by default;
+/// `RULES_FUZZ_SEED` / `RULES_FUZZ_SCALE` explore further (docs/fuzzing.md).
+#[test]
+fn random_bodies_allocate_little() {
+    let fuzz =
+        rulecore::fuzz::Fuzz::from_env("codec_alloc::random_bodies_allocate_little", 0xA110C)
+            .unwrap();
+    let mut rng = fuzz.seed();
+    // xorshift64: the fuzz seed is never zero.
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for _ in 0..fuzz.cases(3_000) {
+        let len = (next() % 512) as usize;
+        let mut body = Vec::with_capacity(len);
+        while body.len() < len {
+            match next() % 8 {
+                0 => body.extend(std::iter::repeat_n(0xffu8, 1 + (next() % 9) as usize)),
+                1..=3 => body.push((next() % 4) as u8),
+                _ => body.push(next() as u8),
+            }
+        }
+        let bytes = frame(&body);
+        let mut result = None;
+        let peak = peak_during(|| result = Some(decode(&bytes)));
+        assert!(
+            peak < LIMIT,
+            "{peak} bytes at peak for a {}-byte file: {body:02x?} -> {:?}",
+            bytes.len(),
+            result
+        );
+    }
+}

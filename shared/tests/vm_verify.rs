@@ -7,6 +7,7 @@
 
 use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::event::Event;
+use rulecore::fuzz::Fuzz;
 use rulecore::verify::verify_program;
 use rulecore::vm::{eval_bool, EvalError};
 
@@ -109,9 +110,15 @@ fn random_programs_never_panic_and_verified_ones_never_malform() {
     let consts = consts();
     let events = events();
     let state = vec!["parked".to_string(), String::new()];
-    let mut rng = Rng(42);
+    // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md).
+    let fuzz = Fuzz::from_env(
+        "vm_verify::random_programs_never_panic_and_verified_ones_never_malform",
+        42,
+    )
+    .unwrap();
+    let mut rng = Rng(fuzz.seed());
     let mut verified = 0;
-    for _ in 0..600_000 {
+    for _ in 0..fuzz.cases(600_000) {
         let len = 1 + rng.below(10);
         let ops: Vec<Op> = (0..len)
             .map(|_| random_op(&mut rng, len, consts.len()))

@@ -3,25 +3,51 @@
 //!
 //! - `ci`: build, `cargo fmt --check`, clippy with `-D warnings`, all tests.
 //! - `bench`: the benchmarks, in release mode.
+//! - `fuzz`: the randomized tests in a loop with fresh seeds (docs/fuzzing.md).
 
 // A chore runner talks to its user on stderr.
 #![allow(clippy::print_stderr)]
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("bench") => bench(&args[1..]),
+        Some("fuzz") => match FuzzOptions::parse(&args[1..]) {
+            Ok(options) => fuzz(&options),
+            Err(error) => {
+                eprintln!("error: {error:#}\n");
+                usage();
+                std::process::exit(2);
+            }
+        },
         _ => {
-            eprintln!("usage: cargo xtask <ci|bench [NAME]>");
-            eprintln!("  ci     build, fmt --check, clippy -D warnings, every test");
-            eprintln!("  bench  run the benchmarks in release mode (optionally one by name)");
+            usage();
             std::process::exit(2);
         }
     }
+}
+
+fn usage() {
+    eprintln!("usage: cargo xtask <ci | bench [NAME] | fuzz [--seconds N] [--scale N] [--seed N]>");
+    eprintln!("  ci     build, fmt --check, clippy -D warnings, every test");
+    eprintln!("  bench  run the benchmarks in release mode (optionally one by name)");
+    eprintln!("  fuzz   run the randomized tests (bundle decoder, VM + verifier, `when`");
+    eprintln!("         checker, differential vs evalexpr, checker vs verifier, engine) in");
+    eprintln!("         rounds, each with a fresh seed from the clock, optimised (cargo");
+    eprintln!("         profile `fuzz`), until the time is up. A failure prints the seed");
+    eprintln!("         and the command that replays it, and exits 1. See docs/fuzzing.md.");
+    eprintln!(
+        "           --seconds N  stop starting runs after N seconds (default {DEFAULT_SECONDS})"
+    );
+    eprintln!(
+        "           --scale N    case-count multiplier, RULES_FUZZ_SCALE (default {DEFAULT_SCALE})"
+    );
+    eprintln!("           --seed N     one round with this RULES_FUZZ_SEED (replay), no loop");
 }
 
 fn cargo() -> Command {
@@ -116,4 +142,299 @@ fn bench(args: &[String]) -> Result<()> {
         command.args(["--bench", name]);
     }
     run("cargo bench", command)
+}
+
+// ------------------------------------------------------------------ fuzz --
+
+const DEFAULT_SECONDS: u64 = 300;
+const DEFAULT_SCALE: u64 = 10;
+/// Optimised like release, without fat LTO (a link per test binary would
+/// take minutes on a small machine) and with overflow checks and debug
+/// assertions kept, so a fuzzed input trips every check the debug tests have.
+const FUZZ_PROFILE: &str = "fuzz";
+
+/// One test binary and the randomized tests in it. Every test listed here
+/// reads `RULES_FUZZ_SEED` and `RULES_FUZZ_SCALE` through `rulecore::fuzz`.
+struct FuzzTarget {
+    package: &'static str,
+    /// `None`: the library's unit tests.
+    test: Option<&'static str>,
+    names: &'static [&'static str],
+}
+
+const FUZZ_TARGETS: &[FuzzTarget] = &[
+    FuzzTarget {
+        package: "rulecore",
+        test: Some("bundle_codec"),
+        names: &["random_inputs_never_panic"],
+    },
+    FuzzTarget {
+        package: "rulecore",
+        test: Some("codec_alloc"),
+        names: &["random_bodies_allocate_little"],
+    },
+    FuzzTarget {
+        package: "rulecore",
+        test: Some("vm_verify"),
+        names: &["random_programs_never_panic_and_verified_ones_never_malform"],
+    },
+    FuzzTarget {
+        package: "rulec",
+        test: None,
+        names: &[
+            "when::spans::tests::every_parsed_soup_maps_exactly",
+            "when::check::tests::never_panics_and_spans_are_in_bounds",
+        ],
+    },
+    FuzzTarget {
+        package: "rulec",
+        test: Some("check_robust"),
+        names: &["randomly_edited_fixtures"],
+    },
+    FuzzTarget {
+        package: "rulec",
+        test: Some("build_verify"),
+        names: &["every_accepted_when_verifies"],
+    },
+    FuzzTarget {
+        package: "rulec",
+        test: Some("differential"),
+        names: &[
+            "generated_expressions_agree",
+            "fixture_expressions_agree",
+            "accepted_token_soup_agrees",
+            "shared_pool_agrees",
+        ],
+    },
+    FuzzTarget {
+        package: "ruled",
+        test: Some("engine"),
+        names: &["random_input_never_leaks_runs_timers_or_records"],
+    },
+];
+
+impl FuzzTarget {
+    fn label(&self) -> String {
+        match self.test {
+            Some(test) => format!("{} --test {test}", self.package),
+            None => format!("{} --lib", self.package),
+        }
+    }
+
+    /// `cargo test` arguments up to and including the `--` before the
+    /// harness's own.
+    fn cargo_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = ["test", "--profile", FUZZ_PROFILE, "--package", self.package]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        match self.test {
+            Some(test) => args.extend(["--test".to_string(), test.to_string()]),
+            None => args.push("--lib".to_string()),
+        }
+        args.push("--".to_string());
+        args
+    }
+
+    /// The command that replays one run, as a user would type it.
+    fn replay(&self, seed: u64, scale: u64) -> String {
+        format!(
+            "RULES_FUZZ_SEED={seed} RULES_FUZZ_SCALE={scale} cargo {} --exact {}",
+            self.cargo_args().join(" "),
+            self.names.join(" ")
+        )
+    }
+}
+
+#[derive(Debug, PartialEq)]
+struct FuzzOptions {
+    seconds: u64,
+    scale: u64,
+    seed: Option<u64>,
+}
+
+impl FuzzOptions {
+    fn parse(args: &[String]) -> Result<FuzzOptions> {
+        let mut options = FuzzOptions {
+            seconds: DEFAULT_SECONDS,
+            scale: DEFAULT_SCALE,
+            seed: None,
+        };
+        let mut args = args.iter();
+        while let Some(flag) = args.next() {
+            let mut value = |flag: &str| -> Result<u64> {
+                let value = args
+                    .next()
+                    .with_context(|| format!("{flag} needs a number after it"))?;
+                value
+                    .parse()
+                    .with_context(|| format!("{flag} {value:?}: not an unsigned integer"))
+            };
+            match flag.as_str() {
+                "--seconds" => options.seconds = value("--seconds")?,
+                "--scale" => options.scale = value("--scale")?,
+                "--seed" => options.seed = Some(value("--seed")?),
+                other => bail!("fuzz: unknown argument {other:?}"),
+            }
+        }
+        if options.scale == 0 {
+            bail!("--scale 0: the scale multiplies case counts and must be at least 1");
+        }
+        Ok(options)
+    }
+}
+
+/// A fresh seed per round. The clock's nanoseconds, mixed so that rounds a
+/// moment apart still differ in every bit.
+fn clock_seed(round: u64) -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut z = nanos ^ round.rotate_left(32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn fuzz(options: &FuzzOptions) -> Result<()> {
+    // Build every target first (not counted against --seconds) and check
+    // that each listed test still exists: a renamed test must not turn the
+    // loop into one that quietly runs nothing.
+    for target in FUZZ_TARGETS {
+        let what = format!("build and list {}", target.label());
+        eprintln!("==> {what}");
+        let mut command = cargo();
+        command
+            .args(target.cargo_args())
+            .args(["--list", "--format", "terse"]);
+        let out = command
+            .output()
+            .with_context(|| format!("could not start: {what}"))?;
+        if !out.status.success() {
+            eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+            bail!("failed: {what} ({})", out.status);
+        }
+        let listed = String::from_utf8_lossy(&out.stdout);
+        for name in target.names {
+            if !listed.lines().any(|line| line == format!("{name}: test")) {
+                bail!(
+                    "{}: no test named {name}; update FUZZ_TARGETS in xtask/src/main.rs",
+                    target.label()
+                );
+            }
+        }
+    }
+
+    let limit = Duration::from_secs(options.seconds);
+    let started = Instant::now();
+    let mut round = 0u64;
+    let mut runs = 0u64;
+    loop {
+        round += 1;
+        let seed = options.seed.unwrap_or_else(|| clock_seed(round));
+        eprintln!(
+            "==> round {round}: RULES_FUZZ_SEED={seed} RULES_FUZZ_SCALE={}",
+            options.scale
+        );
+        for target in FUZZ_TARGETS {
+            if options.seed.is_none() && started.elapsed() >= limit {
+                eprintln!(
+                    "fuzz: {runs} runs in {round} rounds ({:.0} s), no failure",
+                    started.elapsed().as_secs_f64()
+                );
+                return Ok(());
+            }
+            let run_started = Instant::now();
+            let mut command = cargo();
+            command
+                .args(target.cargo_args())
+                .arg("--exact")
+                .args(target.names)
+                .env("RULES_FUZZ_SEED", seed.to_string())
+                .env("RULES_FUZZ_SCALE", options.scale.to_string())
+                .env("INSTA_UPDATE", "no");
+            let out = command
+                .output()
+                .with_context(|| format!("could not start cargo test for {}", target.label()))?;
+            runs += 1;
+            if !out.status.success() {
+                // The harness's report (the panic and the test's own replay
+                // line), cargo's, then the seed and command last, where the
+                // eye lands.
+                eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim_end());
+                eprintln!("{}", String::from_utf8_lossy(&out.stderr).trim_end());
+                eprintln!(
+                    "fuzz: {} FAILED ({}) in round {round} with RULES_FUZZ_SEED={seed}",
+                    target.label(),
+                    out.status
+                );
+                eprintln!("replay: {}", target.replay(seed, options.scale));
+                // Not an `Err`: anyhow would bury the replay line under a
+                // backtrace of xtask itself when RUST_BACKTRACE is set.
+                std::process::exit(1);
+            }
+            eprintln!(
+                "    {:<28} ok  {:>6.1} s",
+                target.label(),
+                run_started.elapsed().as_secs_f64()
+            );
+        }
+        if options.seed.is_some() {
+            eprintln!("fuzz: the round with seed {seed} passed");
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn fuzz_options_parse() {
+        assert_eq!(
+            FuzzOptions::parse(&[]).unwrap(),
+            FuzzOptions {
+                seconds: DEFAULT_SECONDS,
+                scale: DEFAULT_SCALE,
+                seed: None
+            }
+        );
+        assert_eq!(
+            FuzzOptions::parse(&args(&["--seconds", "30", "--seed", "9", "--scale", "2"])).unwrap(),
+            FuzzOptions {
+                seconds: 30,
+                scale: 2,
+                seed: Some(9)
+            }
+        );
+        for bad in [
+            &["--seconds"][..],
+            &["--seconds", "x"],
+            &["--scale", "0"],
+            &["--minutes", "1"],
+        ] {
+            assert!(FuzzOptions::parse(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_replay_command_names_seed_scale_and_tests() {
+        let replay = FUZZ_TARGETS[0].replay(5, 3);
+        assert_eq!(
+            replay,
+            "RULES_FUZZ_SEED=5 RULES_FUZZ_SCALE=3 cargo test --profile fuzz --package rulecore \
+             --test bundle_codec -- --exact random_inputs_never_panic"
+        );
+    }
+
+    #[test]
+    fn clock_seeds_differ_per_round() {
+        assert_ne!(clock_seed(1), clock_seed(2));
+    }
 }

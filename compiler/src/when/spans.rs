@@ -418,7 +418,13 @@ mod tests {
             "a", "data.x", "f", "len", "(", ")", "\"s\"", ",", "==", "!", "&&", "||", "+", "-",
             "*", "/", "^", "%", "<", ">=", "1", "2.5", "1e", "true", " ", "/*c*/",
         ];
-        let mut seed: u64 = 0x9E37_79B9;
+        // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md).
+        let fuzz = rulecore::fuzz::Fuzz::from_env(
+            "when::spans::every_parsed_soup_maps_exactly",
+            0x9E37_79B9,
+        )
+        .unwrap();
+        let mut seed: u64 = fuzz.seed();
         let mut next = move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
@@ -426,7 +432,7 @@ mod tests {
             seed
         };
         let mut parsed = 0;
-        for _ in 0..50_000 {
+        for _ in 0..fuzz.cases(50_000) {
             let len = 1 + (next() % 8) as usize;
             let text: String = (0..len)
                 .map(|_| PIECES[(next() % PIECES.len() as u64) as usize])
@@ -447,6 +453,6 @@ mod tests {
                 "{text:?} parses as {tree:?} but does not map"
             );
         }
-        assert!(parsed > 5_000, "only {parsed} soups parsed");
+        assert!(parsed > fuzz.cases(5_000), "only {parsed} soups parsed");
     }
 }

@@ -318,14 +318,20 @@ fn never_panics_and_spans_are_in_bounds() {
         "\n",
         "0x",
     ];
-    let mut seed: u64 = 0x1234_5678;
+    // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md).
+    let fuzz = rulecore::fuzz::Fuzz::from_env(
+        "when::check::never_panics_and_spans_are_in_bounds",
+        0x1234_5678,
+    )
+    .unwrap();
+    let mut seed: u64 = fuzz.seed();
     let mut next = move || {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         seed
     };
-    for _ in 0..20_000 {
+    for _ in 0..fuzz.cases(20_000) {
         let len = (next() % 9) as usize;
         let text: String = (0..len)
             .map(|_| PIECES[(next() % PIECES.len() as u64) as usize])
