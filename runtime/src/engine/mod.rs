@@ -289,8 +289,8 @@ impl Engine {
             if spec.debounce_ns > 0 {
                 // 3. Debounce: hold the latest, restart the quiet window.
                 let state = &mut self.rules[rule];
-                if let Some(old) = state.debounce.take() {
-                    self.timers.cancel(old.token);
+                if state.debounce.take().is_some() {
+                    self.timers.disarm();
                 }
                 let token = self.arm(now.plus_nanos(spec.debounce_ns), rule, TimerKind::Debounce);
                 self.rules[rule].debounce = Some(Debounce { event, token });
@@ -311,23 +311,21 @@ impl Engine {
             let rule = fired.rule as usize;
             match fired.kind {
                 TimerKind::Debounce => {
-                    let state = &mut self.rules[rule];
-                    if state.debounce.as_ref().map(|d| d.token) == Some(fired.token) {
-                        if let Some(held) = state.debounce.take() {
-                            self.timers.fired(fired.token);
-                            self.dispatch(rule, held.event, now, wall_ms);
-                        }
+                    let debounce = &mut self.rules[rule].debounce;
+                    if let Some(held) = debounce.take_if(|held| held.token == fired.token) {
+                        self.timers.disarm();
+                        self.dispatch(rule, held.event, now, wall_ms);
                     }
                 }
                 TimerKind::Run => {
                     let phase = self.rules[rule].run.as_ref().map(|run| run.phase);
                     match phase {
                         Some(Phase::Waiting { token }) if token == fired.token => {
-                            self.timers.fired(token);
+                            self.timers.disarm();
                             self.submit_step(rule, now, wall_ms);
                         }
                         Some(Phase::Gap { token }) if token == fired.token => {
-                            self.timers.fired(token);
+                            self.timers.disarm();
                             if let Some(run) = self.rules[rule].run.as_mut() {
                                 run.pass += 1;
                                 run.step = 0;
@@ -981,7 +979,7 @@ impl Engine {
         let Some(run) = state.run.take() else { return };
         let name = Arc::clone(&state.name);
         match run.phase {
-            Phase::Waiting { token } | Phase::Gap { token } => self.timers.cancel(token),
+            Phase::Waiting { .. } | Phase::Gap { .. } => self.timers.disarm(),
             Phase::Acting { .. } | Phase::Deciding => {}
         }
         // Only cancel and restart end a run that still owns its record (a

@@ -45,13 +45,10 @@ impl Timers {
         token
     }
 
-    /// The owner dropped the timer `token`.
-    pub fn cancel(&mut self, _token: u64) {
-        self.armed = self.armed.saturating_sub(1);
-    }
-
-    /// The owner accepted the firing of `token`.
-    pub fn fired(&mut self, _token: u64) {
+    /// The owner forgot a live timer: it fired, or was cancelled. Only the
+    /// count changes; a cancelled entry stays in the heap, stale, until it
+    /// surfaces or a compaction drops it.
+    pub fn disarm(&mut self) {
         self.armed = self.armed.saturating_sub(1);
     }
 
