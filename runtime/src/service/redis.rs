@@ -557,27 +557,18 @@ async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
                 flushed.extend(ack);
             }
             StoreOp::Counters(fields) if !fields.is_empty() => {
-                let command = pipe.cmd("HSET").arg(COUNTERS_HASH);
-                for (field, value) in fields {
-                    command.arg(field).arg(value);
-                }
+                hset(&mut pipe, COUNTERS_HASH, fields);
                 written.push(Written::Counters);
             }
             StoreOp::RuleStats(fields) if !fields.is_empty() => {
-                let command = pipe.cmd("HSET").arg(RULE_STATS_HASH);
-                for (field, value) in fields {
-                    command.arg(field).arg(value);
-                }
+                hset(&mut pipe, RULE_STATS_HASH, fields);
                 written.push(Written::RuleStats);
             }
             StoreOp::AllRuleStats(fields) => {
                 pipe.cmd("DEL").arg(RULE_STATS_HASH);
                 written.push(Written::RuleStats);
                 if !fields.is_empty() {
-                    let command = pipe.cmd("HSET").arg(RULE_STATS_HASH);
-                    for (field, value) in fields {
-                        command.arg(field).arg(value);
-                    }
+                    hset(&mut pipe, RULE_STATS_HASH, fields);
                     written.push(Written::RuleStats);
                 }
             }
@@ -607,6 +598,15 @@ async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
     for done in flushed {
         // The driver may have given up waiting; nothing to report.
         let _ = done.send(());
+    }
+}
+
+/// Appends `HSET hash f1 v1 f2 v2 ...` to `pipe` (`fields` not empty:
+/// HSET with no field is an error).
+fn hset<F: redis::ToRedisArgs>(pipe: &mut redis::Pipeline, hash: &str, fields: Vec<(F, String)>) {
+    let command = pipe.cmd("HSET").arg(hash);
+    for (field, value) in fields {
+        command.arg(field).arg(value);
     }
 }
 
