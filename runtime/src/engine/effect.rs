@@ -224,7 +224,84 @@ pub enum Note {
     },
 }
 
+/// The fields a note shows wherever it is printed (the simulator's line,
+/// the service's log line), in that output order: the one place that maps
+/// each variant to them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoteFields<'a> {
+    pub rule: &'a str,
+    /// The run id; for [`Note::ReplayDrop`] the removed record's id, which
+    /// is its run's.
+    pub run: Option<&'a str>,
+    pub step: Option<u32>,
+    pub pass: Option<u32>,
+    /// [`Note::ReplayResume`] only: when the step was due, Unix ms.
+    pub fire_at: Option<i64>,
+    pub reason: Option<&'static str>,
+}
+
+impl<'a> NoteFields<'a> {
+    fn new(rule: &'a str, run: Option<&'a str>) -> Self {
+        Self {
+            rule,
+            run,
+            step: None,
+            pass: None,
+            fire_at: None,
+            reason: None,
+        }
+    }
+}
+
 impl Note {
+    /// The note's fields; see [`NoteFields`].
+    pub fn fields(&self) -> NoteFields<'_> {
+        match self {
+            Self::RunStart { run, rule } | Self::RecordKept { run, rule } => {
+                NoteFields::new(rule, Some(run))
+            }
+            Self::RunEnd { run, rule, reason } => NoteFields {
+                reason: Some(reason.as_str()),
+                ..NoteFields::new(rule, Some(run))
+            },
+            Self::StepSkipped {
+                run,
+                rule,
+                step,
+                pass,
+            } => NoteFields {
+                step: Some(*step),
+                pass: Some(*pass),
+                ..NoteFields::new(rule, Some(run))
+            },
+            Self::Trigger { rule, .. } => NoteFields::new(rule, None),
+            Self::ReplayResume {
+                run,
+                rule,
+                step,
+                pass,
+                fire_at,
+            } => NoteFields {
+                step: Some(*step),
+                pass: Some(*pass),
+                fire_at: Some(*fire_at),
+                ..NoteFields::new(rule, Some(run))
+            },
+            Self::ReplayDrop {
+                id,
+                rule,
+                step,
+                pass,
+                reason,
+            } => NoteFields {
+                step: Some(*step),
+                pass: Some(*pass),
+                reason: Some(reason.as_str()),
+                ..NoteFields::new(rule, Some(id))
+            },
+        }
+    }
+
     /// The `kind` of DESIGN.md 8's output (`record-kept` is ours).
     pub fn kind(&self) -> &'static str {
         match self {

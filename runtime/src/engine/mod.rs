@@ -19,7 +19,7 @@ mod time;
 mod timers;
 
 pub use effect::{
-    DropReason, Effect, EndReason, Job, JobId, Level, LogLine, Note, ReplayDropReason,
+    DropReason, Effect, EndReason, Job, JobId, Level, LogLine, Note, NoteFields, ReplayDropReason,
     TriggerOutcome,
 };
 pub use record::{PendingRecord, RecordError, PENDING_HASH};

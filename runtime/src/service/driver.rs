@@ -18,6 +18,7 @@ use crate::service::redis::{
 use redis::aio::{ConnectionManager, PubSubSink, PubSubStream};
 use rulecore::bundle::Payload;
 use rulecore::event::Event;
+use std::borrow::Cow;
 use std::collections::{BTreeSet, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
@@ -601,72 +602,72 @@ fn log_effect(effect: &Effect) {
     }
 }
 
-/// Notes at `info` say that a rule fired or was stopped; the routine ends
-/// and ignored triggers are `debug`, to keep the journal (flash) quiet on a
-/// busy bus. Failures are logged by the engine at `warn` already.
+/// A note as one log line: the note's own fields ([`Note::fields`]) and a
+/// level and message per variant (below).
 fn log_note(note: &Note) {
-    match note {
-        Note::RunStart { run, rule } => tracing::info!(%rule, %run, "run started"),
-        Note::RunEnd { run, rule, reason } => match reason {
+    let Some((info, message)) = note_message(note) else {
+        return;
+    };
+    let fields = note.fields();
+    let run = fields.run.map(tracing::field::display);
+    // An absent field (`None`) is left out of the line.
+    macro_rules! line {
+        ($level:ident) => {
+            tracing::$level!(
+                rule = %fields.rule,
+                run,
+                step = fields.step,
+                pass = fields.pass,
+                fire_at = fields.fire_at,
+                reason = fields.reason,
+                "{message}"
+            )
+        };
+    }
+    if info {
+        line!(info);
+    } else {
+        line!(debug);
+    }
+}
+
+/// Whether a note is logged at `info` (else `debug`), and its message;
+/// `None`: not logged. `info` says that a rule fired or was stopped; the
+/// routine ends and ignored triggers are `debug`, to keep the journal
+/// (flash) quiet on a busy bus. Failures are logged by the engine at `warn`
+/// already.
+fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
+    let (info, message) = match note {
+        Note::RunStart { .. } => (true, "run started"),
+        Note::RunEnd { reason, .. } => match reason {
             EndReason::Cancelled
             | EndReason::Restarted
             | EndReason::Failed
-            | EndReason::Refused => {
-                tracing::info!(%rule, %run, reason = reason.as_str(), "run ended")
-            }
-            EndReason::Done | EndReason::WhenFalse | EndReason::Stopped => {
-                tracing::debug!(%rule, %run, reason = reason.as_str(), "run ended")
-            }
+            | EndReason::Refused => (true, "run ended"),
+            EndReason::Done | EndReason::WhenFalse | EndReason::Stopped => (false, "run ended"),
         },
-        Note::StepSkipped {
-            run,
-            rule,
-            step,
-            pass,
-        } => {
-            tracing::debug!(%rule, %run, step, pass, "step's `when` is false: run ends")
-        }
-        Note::Trigger { rule, outcome } => match outcome {
-            TriggerOutcome::Suppressed => {
-                tracing::debug!(%rule, "trigger ignored: within cooldown")
-            }
+        Note::StepSkipped { .. } => (false, "step's `when` is false: run ends"),
+        Note::Trigger { outcome, .. } => match outcome {
+            TriggerOutcome::Suppressed => (false, "trigger ignored: within cooldown"),
             TriggerOutcome::Dropped => {
-                tracing::debug!(%rule, "trigger dropped: a run is live (concurrency `drop`)")
+                (false, "trigger dropped: a run is live (concurrency `drop`)")
             }
             TriggerOutcome::Queued => {
-                tracing::debug!(%rule, "trigger queued: a run is live (concurrency `queue`)")
+                (false, "trigger queued: a run is live (concurrency `queue`)")
             }
             // The engine logs the refusal at warn, with the backlog size.
-            TriggerOutcome::Refused => {}
+            TriggerOutcome::Refused => return None,
         },
         // A resumed record is a run start like any other (it counts in the
         // rule's `runs`); the fields say where it resumes.
-        Note::ReplayResume {
-            run,
-            rule,
-            step,
-            pass,
-            fire_at,
-        } => tracing::info!(%rule, %run, step, pass, fire_at, "run started (replayed)"),
-        Note::ReplayDrop {
-            id,
-            rule,
-            step,
-            pass,
-            reason,
-        } => tracing::info!(
-            %rule,
-            run = %id,
-            step,
-            pass,
-            reason = reason.as_str(),
-            "pending record removed at replay: {}",
-            reason.describe()
-        ),
-        Note::RecordKept { run, rule } => {
-            tracing::info!(%rule, %run, "stopping: pending record kept for the next start")
+        Note::ReplayResume { .. } => (true, "run started (replayed)"),
+        Note::ReplayDrop { reason, .. } => {
+            let message = format!("pending record removed at replay: {}", reason.describe());
+            return Some((true, Cow::Owned(message)));
         }
-    }
+        Note::RecordKept { .. } => (true, "stopping: pending record kept for the next start"),
+    };
+    Some((info, Cow::Borrowed(message)))
 }
 
 /// What was last written to the counters and rule statistics hashes, so a

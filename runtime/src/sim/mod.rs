@@ -515,42 +515,18 @@ impl<'t> Sim<'t> {
     }
 
     fn note(&mut self, note: Note) {
-        let kind = note.kind();
-        // (rule, run or record id, (step, pass), reason)
-        let (rule, run, position, reason) = match note {
-            Note::RunStart { run, rule } => (rule, Some(run), None, None),
-            Note::RunEnd { run, rule, reason } => (rule, Some(run), None, Some(reason.as_str())),
-            Note::StepSkipped {
-                run,
-                rule,
-                step,
-                pass,
-            }
-            | Note::ReplayResume {
-                run,
-                rule,
-                step,
-                pass,
-                ..
-            } => (rule, Some(run), Some((step, pass)), None),
-            Note::Trigger { rule, .. } => (rule, None, None, None),
-            Note::ReplayDrop {
-                id,
-                rule,
-                step,
-                pass,
-                reason,
-            } => (rule, Some(id), Some((step, pass)), Some(reason.as_str())),
-            // Visible in the store at the end; not one of DESIGN.md 8's kinds.
-            Note::RecordKept { .. } => return,
-        };
+        // Visible in the store at the end; not one of DESIGN.md 8's kinds.
+        if matches!(note, Note::RecordKept { .. }) {
+            return;
+        }
+        let fields = note.fields();
         self.line(Line {
-            kind,
-            rule: Some(rule.to_string()),
-            step: position.map(|(step, _)| step),
-            pass: position.map(|(_, pass)| pass),
-            run: run.map(|run| run.to_string()),
-            reason: reason.map(str::to_string),
+            kind: note.kind(),
+            rule: Some(fields.rule.to_string()),
+            step: fields.step,
+            pass: fields.pass,
+            run: fields.run.map(str::to_string),
+            reason: fields.reason.map(str::to_string),
             ..Line::default()
         });
     }
