@@ -104,7 +104,7 @@ fn kill_group(pgid: i32) {
 }
 
 /// The `LS_*` variables for an event (DESIGN.md 6.4).
-pub fn event_env(event: &Event) -> Vec<(String, String)> {
+fn event_env(event: &Event) -> Vec<(String, String)> {
     let mut vars = vec![
         ("LS_TOPIC".to_string(), event.topic.clone()),
         ("LS_SRC".to_string(), event.src().to_string()),
@@ -131,7 +131,7 @@ pub fn event_env(event: &Event) -> Vec<(String, String)> {
 }
 
 /// Upper-cases `key` and turns every character outside `A-Z0-9` into `_`.
-pub fn env_key(key: &str) -> String {
+fn env_key(key: &str) -> String {
     key.chars()
         .map(|c| {
             let c = c.to_ascii_uppercase();

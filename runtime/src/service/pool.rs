@@ -251,7 +251,7 @@ async fn worker(
 
 /// How long a durable step's action waits for Redis to confirm the removal
 /// of its pending record before it runs anyway.
-pub const RECORD_DROP_WAIT: Duration = Duration::from_secs(2);
+const RECORD_DROP_WAIT: Duration = Duration::from_secs(2);
 
 /// Removes a durable step's pending record and waits until Redis has
 /// performed the `HDEL` (DESIGN.md 6.5: the record goes exactly when the

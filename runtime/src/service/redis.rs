@@ -87,22 +87,17 @@ pub async fn connect_manager(client: &redis::Client) -> ConnectionManager {
     }
 }
 
-/// Whether `error` says the connection was already gone when the command
-/// went out (the server closed it: Redis' `timeout` for idle clients,
-/// `CLIENT KILL`, a restart). `ConnectionManager` starts a new connection on
-/// such an error, so one more attempt normally lands.
-fn dropped(error: &redis::RedisError) -> bool {
-    error.is_connection_dropped()
-}
-
 /// Runs `cmd`, and once more if the first attempt met a dropped
-/// connection (see [`dropped`]).
+/// connection: one that was already gone when the command went out (the
+/// server closed it: Redis' `timeout` for idle clients, `CLIENT KILL`, a
+/// restart). `ConnectionManager` starts a new connection on such an error,
+/// so one more attempt normally lands.
 pub async fn query<T: redis::FromRedisValue>(
     con: &mut ConnectionManager,
     cmd: &redis::Cmd,
 ) -> redis::RedisResult<T> {
     match cmd.query_async(con).await {
-        Err(e) if dropped(&e) => {
+        Err(e) if e.is_connection_dropped() => {
             tracing::debug!("command connection was closed ({e}); trying once more");
             cmd.query_async(con).await
         }
@@ -116,7 +111,7 @@ async fn query_pipe<T: redis::FromRedisValue>(
     pipe: &redis::Pipeline,
 ) -> redis::RedisResult<T> {
     match pipe.query_async(con).await {
-        Err(e) if dropped(&e) => {
+        Err(e) if e.is_connection_dropped() => {
             tracing::debug!("command connection was closed ({e}); trying once more");
             pipe.query_async(con).await
         }
@@ -128,7 +123,7 @@ async fn query_pipe<T: redis::FromRedisValue>(
 /// out), as opposed to an answer Redis gave (WRONGTYPE, a value that is not
 /// UTF-8). After a transport error the value is unknown until the next read
 /// succeeds; after an answer it is known not to be a usable string.
-pub fn is_transport(error: &redis::RedisError) -> bool {
+fn is_transport(error: &redis::RedisError) -> bool {
     error.is_io_error()
         || error.is_timeout()
         || error.is_connection_dropped()
@@ -148,7 +143,7 @@ pub fn describe(error: &redis::RedisError) -> String {
 
 /// PINGs the command connection until it answers (a few tries), so that a
 /// connection broken by a Redis restart is replaced before actions use it.
-pub async fn wake_commands(con: &mut ConnectionManager) {
+async fn wake_commands(con: &mut ConnectionManager) {
     let mut backoff = Backoff::default();
     for _ in 0..5 {
         match redis::cmd("PING").query_async::<String>(con).await {

@@ -13,18 +13,18 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// `CAN_EFF_FLAG`: the id is a 29-bit extended id.
-pub const EFF_FLAG: u32 = 0x8000_0000;
+const EFF_FLAG: u32 = 0x8000_0000;
 /// `CAN_RTR_FLAG`: a remote transmission request.
-pub const RTR_FLAG: u32 = 0x4000_0000;
+const RTR_FLAG: u32 = 0x4000_0000;
 const SFF_MASK: u32 = 0x7FF;
 const EFF_MASK: u32 = 0x1FFF_FFFF;
 /// `sizeof(struct can_frame)`.
-pub const FRAME_LEN: usize = 16;
+const FRAME_LEN: usize = 16;
 
 /// Encodes `frame` as the kernel's `struct can_frame`: `can_id` (host byte
 /// order, with the EFF/RTR flags), `len`, three pad/reserved bytes, 8 data
 /// bytes zero-filled.
-pub fn encode_frame(frame: &CanFrame) -> [u8; FRAME_LEN] {
+fn encode_frame(frame: &CanFrame) -> [u8; FRAME_LEN] {
     let mut can_id = if frame.extended {
         (frame.id & EFF_MASK) | EFF_FLAG
     } else {
