@@ -253,19 +253,20 @@ impl<'t> Sim<'t> {
     }
 
     fn run(&mut self, timeline: &'t Timeline) {
+        // (at, kind, index in its list), sorted: time, then kind order, then
+        // file order.
         let mut entries: Vec<(u64, Kind, usize)> = Vec::new();
-        let at = |d: Dur| d.0.unsigned_abs();
-        entries
-            .extend((timeline.clock.iter().enumerate()).map(|(i, e)| (at(e.at), Kind::Clock, i)));
-        entries
-            .extend((timeline.state.iter().enumerate()).map(|(i, e)| (at(e.at), Kind::State, i)));
-        entries.extend((timeline.fail.iter().enumerate()).map(|(i, e)| (at(e.at), Kind::Fail, i)));
-        entries.extend(
-            (timeline.restart.iter().enumerate()).map(|(i, e)| (at(e.at), Kind::Restart, i)),
-        );
-        entries
-            .extend((timeline.event.iter().enumerate()).map(|(i, e)| (at(e.at), Kind::Event, i)));
-        // Time, then kind order, then file order.
+        let mut schedule = |kind: Kind, ats: &mut dyn Iterator<Item = Dur>| {
+            entries.extend(
+                ats.enumerate()
+                    .map(|(i, at)| (at.0.unsigned_abs(), kind, i)),
+            );
+        };
+        schedule(Kind::Clock, &mut timeline.clock.iter().map(|e| e.at));
+        schedule(Kind::State, &mut timeline.state.iter().map(|e| e.at));
+        schedule(Kind::Fail, &mut timeline.fail.iter().map(|e| e.at));
+        schedule(Kind::Restart, &mut timeline.restart.iter().map(|e| e.at));
+        schedule(Kind::Event, &mut timeline.event.iter().map(|e| e.at));
         entries.sort();
         let end = timeline.end.map(|d| d.0.unsigned_abs());
         for (at, kind, index) in entries {
