@@ -1300,6 +1300,8 @@ fn last_fire_is_the_last_trigger_past_the_cooldown() {
     assert!(fired >= before && fired <= now_ms(), "{fired}");
     publish(&redis, "go", r#"{"topic":"go"}"#);
     ruled.wait_log(&["rule=cool", "trigger ignored: within cooldown"]);
+    // Proving that nothing is written takes a wait: two stats intervals
+    // (200ms in tests), by which a changed `last-fire` would be in Redis.
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(stats()["last-fire"].as_i64(), Some(fired), "{}", stats());
     assert_eq!(stats()["runs"], 1);
