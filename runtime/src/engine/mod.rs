@@ -828,46 +828,56 @@ impl Engine {
             // 6.5): the effects are performed in order, so a crash between
             // the two leaves a record and no timer, which replay finishes.
             let fire_at = wall_ms.saturating_add(nanos_to_millis_ceil(step.after_ns));
-            let state = &self.rules[rule];
-            let record = RecordRef {
-                id: &run.id,
-                rule: &state.name,
-                source: &spec.source,
-                step: run.step,
-                iter: run.pass,
-                fire_at,
-                fingerprint: &state.fingerprints[run.step as usize],
-                event: &run.event,
-            };
-            match serde_json::to_string(&record) {
-                Ok(json) => {
-                    let effect = Effect::PutRecord {
-                        id: Arc::clone(&run.id),
-                        rule: Arc::clone(&state.name),
-                        step: run.step,
-                        pass: run.pass,
-                        fire_at,
-                        json,
-                    };
-                    self.effects.push_back(effect);
-                    if let Some(run) = self.rules[rule].run.as_mut() {
-                        run.owns_record = true;
-                    }
-                }
-                Err(error) => {
-                    let (name, index) = (Arc::clone(&state.name), run.step);
-                    self.log(
-                        Level::Error,
-                        Some(name),
-                        Some(index),
-                        format!("pending record not written, the step runs without restart protection: {error}"),
-                    );
-                }
-            }
+            self.put_record(rule, &spec.source, fire_at);
         }
         let token = self.arm(now.plus_nanos(step.after_ns), rule, TimerKind::Run);
         if let Some(run) = self.rules[rule].run.as_mut() {
             run.phase = Phase::Waiting { token };
+        }
+    }
+
+    /// Queues the live run's pending record for its current step; the run
+    /// owns it from here. A record that does not serialise is logged, and
+    /// the step runs without restart protection.
+    fn put_record(&mut self, rule: usize, source: &str, fire_at: i64) {
+        let state = &self.rules[rule];
+        let Some(run) = state.run.as_ref() else {
+            return;
+        };
+        let record = RecordRef {
+            id: &run.id,
+            rule: &state.name,
+            source,
+            step: run.step,
+            iter: run.pass,
+            fire_at,
+            fingerprint: &state.fingerprints[run.step as usize],
+            event: &run.event,
+        };
+        match serde_json::to_string(&record) {
+            Ok(json) => {
+                let effect = Effect::PutRecord {
+                    id: Arc::clone(&run.id),
+                    rule: Arc::clone(&state.name),
+                    step: run.step,
+                    pass: run.pass,
+                    fire_at,
+                    json,
+                };
+                self.effects.push_back(effect);
+                if let Some(run) = self.rules[rule].run.as_mut() {
+                    run.owns_record = true;
+                }
+            }
+            Err(error) => {
+                let (name, index) = (Arc::clone(&state.name), run.step);
+                self.log(
+                    Level::Error,
+                    Some(name),
+                    Some(index),
+                    format!("pending record not written, the step runs without restart protection: {error}"),
+                );
+            }
         }
     }
 
