@@ -896,29 +896,7 @@ impl Engine {
         };
         if let Some(program) = &step.when {
             if !self.eval(rule, Some(index), program, &event) {
-                let state = &mut self.rules[rule];
-                let Some(run) = state.run.as_mut() else {
-                    return;
-                };
-                let (id, name, owned) = (
-                    Arc::clone(&run.id),
-                    Arc::clone(&state.name),
-                    std::mem::take(&mut run.owns_record),
-                );
-                self.note(Note::StepSkipped {
-                    run: Arc::clone(&id),
-                    rule: Arc::clone(&name),
-                    step: index,
-                    pass,
-                });
-                if owned {
-                    self.effects.push_back(Effect::DropRecord {
-                        id,
-                        rule: Some(name),
-                        reason: DropReason::WhenFalse,
-                    });
-                }
-                self.end_run(rule, EndReason::WhenFalse, now, wall_ms);
+                self.skip_step(rule, now, wall_ms);
                 return;
             }
         }
@@ -952,6 +930,35 @@ impl Engine {
             drop_record,
         };
         self.effects.push_back(Effect::Submit(submit));
+    }
+
+    /// The step's `when` was false at fire time: the run ends, and the
+    /// record it owns goes (the step will never run).
+    fn skip_step(&mut self, rule: usize, now: Time, wall_ms: i64) {
+        let state = &mut self.rules[rule];
+        let Some(run) = state.run.as_mut() else {
+            return;
+        };
+        let (id, name, owned) = (
+            Arc::clone(&run.id),
+            Arc::clone(&state.name),
+            std::mem::take(&mut run.owns_record),
+        );
+        let (step, pass) = (run.step, run.pass);
+        self.note(Note::StepSkipped {
+            run: Arc::clone(&id),
+            rule: Arc::clone(&name),
+            step,
+            pass,
+        });
+        if owned {
+            self.effects.push_back(Effect::DropRecord {
+                id,
+                rule: Some(name),
+                reason: DropReason::WhenFalse,
+            });
+        }
+        self.end_run(rule, EndReason::WhenFalse, now, wall_ms);
     }
 
     /// The current step's action succeeded: next step, next pass, or done.
