@@ -19,7 +19,7 @@ use redis::aio::{ConnectionManager, PubSubSink, PubSubStream};
 use rulecore::bundle::Payload;
 use rulecore::event::Event;
 use std::borrow::Cow;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -407,12 +407,11 @@ impl Service {
     }
 
     /// Performs every queued effect, in order. A refused submit feeds the
-    /// engine again, which may queue more.
+    /// engine again, which queues more behind the ones still waiting.
     fn perform_effects(&mut self) {
-        let mut queue: VecDeque<Effect> = self.engine.drain_effects().collect();
-        while let Some(effect) = queue.pop_front() {
+        while let Some(effect) = self.engine.poll_effect() {
             match effect {
-                Effect::Submit(job) => self.submit(job, &mut queue),
+                Effect::Submit(job) => self.submit(job),
                 // A refused put or drop was logged by the writer with its cost.
                 Effect::PutRecord { id, json, .. } => {
                     self.writer.send(StoreOp::Put {
@@ -437,11 +436,10 @@ impl Service {
                 }
                 other => log_effect(&other),
             }
-            queue.extend(self.engine.drain_effects());
         }
     }
 
-    fn submit(&mut self, job: Job, queue: &mut VecDeque<Effect>) {
+    fn submit(&mut self, job: Job) {
         tracing::debug!(
             rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
             "submitting action"
@@ -465,10 +463,8 @@ impl Service {
             "worker pool refused the action; the run ends (counted in `dropped`)"
         );
         // The record stays: the step provably did not run (DESIGN.md 6.5).
-        queue.extend(self.engine.drain_effects());
         let now = self.now();
         self.engine.action_refused(now, wall_ms(), job.id);
-        queue.extend(self.engine.drain_effects());
     }
 }
 
