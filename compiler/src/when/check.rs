@@ -326,7 +326,11 @@ fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                 if span.start < quoted_until {
                     continue;
                 }
-                let open = span.start + name.find('\'').unwrap_or(0);
+                // Find the quote in the text itself: the token's name can
+                // differ from it (a comment inside the token is left out).
+                let open = text[span.clone()]
+                    .find('\'')
+                    .map_or(span.start, |at| span.start + at);
                 let close = text[open + 1..].find('\'').map(|at| open + 1 + at + 1);
                 let quoted = open..close.unwrap_or(span.end);
                 quoted_until = quoted.end;

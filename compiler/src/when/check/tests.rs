@@ -547,3 +547,19 @@ fn operators_from_other_languages() {
         assert!(help.starts_with("`when` has no null"), "{text}: {help}");
     }
 }
+
+/// Found by `cargo xtask fuzz`: a comment inside a single-quoted word made
+/// the quote's position fall inside a multi-byte character.
+#[test]
+fn single_quote_after_a_comment_with_multibyte_text() {
+    let text = "data./*0x\"ü\")*/data.a' == 1";
+    let problems = check(text).expect_err("single quotes are an error");
+    for problem in &problems {
+        assert!(text.is_char_boundary(problem.span.start), "{problem:?}");
+        assert!(text.is_char_boundary(problem.span.end), "{problem:?}");
+        assert!(problem.span.end <= text.len(), "{problem:?}");
+    }
+    assert!(problems
+        .iter()
+        .any(|p| p.code == "rulec::when::single-quotes"));
+}
