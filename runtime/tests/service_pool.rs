@@ -10,7 +10,7 @@ use ruled::service::can::CanSockets;
 use ruled::service::pool::{Job, Performers, Pool, PoolConfig, Refused, Report};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{alive, busy_script, runtime, script, wait_for, wait_pid, RedisServer};
+use support::{alive, busy_script, runtime, script, wait_for, wait_pid, RedisServer, DEADLINE};
 use tokio::sync::mpsc;
 
 fn event(json: &str) -> Arc<Event> {
@@ -203,7 +203,13 @@ fn full_queue_refuses_and_stop_abandons_and_kills() {
         // Let the worker take job 1 so the queue is empty again.
         assert_eq!(reports(&mut rx, 1).await, vec![Report::Started(1)]);
         // Waited for here, not with `wait_pid`: the worker shares this thread.
+        let deadline = std::time::Instant::now() + DEADLINE;
         while !std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n')) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "job 1's script never wrote its pid to {}",
+                pid_file.display()
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         pool.submit(job(2)).unwrap();

@@ -275,9 +275,9 @@ impl Engine {
             return;
         }
         let event = Arc::new(event);
+        let payload = Arc::clone(&self.payload);
         for &rule in &matches {
             let rule = rule as usize;
-            let payload = Arc::clone(&self.payload);
             let spec = &payload.rules[rule];
             // 2. Match.
             if let Some(program) = &spec.when {
