@@ -79,6 +79,7 @@ pub struct Counters {
     pub failed: u64,
     /// Armed timers: step waits, repeat gaps, debounce windows.
     pub pending: u64,
+    /// Rules with a live run (a rule has at most one).
     pub runs_active: u64,
 }
 

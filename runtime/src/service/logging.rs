@@ -1,7 +1,8 @@
-//! Logging set-up: a real filter from `--log-level`, plain lines on stderr,
-//! and, under systemd (`JOURNAL_STREAM` set), no timestamp (the journal has
-//! its own) and a `<N>` syslog priority prefix so `journalctl -p warning`
-//! and the journal's colours work.
+//! Logging set-up (DESIGN.md 6.9: `--log-level` really filters): a real
+//! filter from `--log-level`, plain lines on stderr, and, under systemd
+//! (`JOURNAL_STREAM` set), no timestamp (the journal has its own) and a
+//! `<N>` syslog priority prefix so `journalctl -p warning` and the
+//! journal's colours work.
 
 use std::fmt;
 use tracing::{Event, Level, Subscriber};

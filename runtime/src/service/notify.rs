@@ -1,6 +1,7 @@
-//! systemd readiness (sd_notify protocol): with `Type=notify`, systemd
-//! considers ruled started once it is subscribed, so units ordered after it
-//! do not publish events nobody hears yet. A no-op outside systemd.
+//! systemd readiness (sd_notify protocol, at DESIGN.md 6.8's start and
+//! stop): with `Type=notify`, systemd considers ruled started once it is
+//! subscribed, so units ordered after it do not publish events nobody hears
+//! yet. A no-op outside systemd.
 
 use std::os::unix::net::UnixDatagram;
 
