@@ -309,33 +309,32 @@ impl Engine {
             return;
         }
         while let Some(fired) = self.timers.pop_due(now) {
+            if !self.timer_is_live(&fired) {
+                // Cancelled lazily: the owner moved on.
+                continue;
+            }
+            self.timers.disarm();
             let rule = fired.rule as usize;
             match fired.kind {
                 TimerKind::Debounce => {
-                    let debounce = &mut self.rules[rule].debounce;
-                    if let Some(held) = debounce.take_if(|held| held.token == fired.token) {
-                        self.timers.disarm();
+                    if let Some(held) = self.rules[rule].debounce.take() {
                         self.dispatch(rule, held.event, now, wall_ms);
                     }
                 }
                 TimerKind::Run => {
-                    let phase = self.rules[rule].run.as_ref().map(|run| run.phase);
-                    match phase {
-                        Some(Phase::Waiting { token }) if token == fired.token => {
-                            self.timers.disarm();
-                            self.submit_step(rule, now, wall_ms);
-                        }
-                        Some(Phase::Gap { token }) if token == fired.token => {
-                            self.timers.disarm();
-                            if let Some(run) = self.rules[rule].run.as_mut() {
-                                run.pass += 1;
-                                run.step = 0;
-                                run.phase = Phase::Deciding;
-                            }
+                    let Some(run) = self.rules[rule].run.as_mut() else {
+                        continue;
+                    };
+                    match run.phase {
+                        Phase::Waiting { .. } => self.submit_step(rule, now, wall_ms),
+                        Phase::Gap { .. } => {
+                            run.pass += 1;
+                            run.step = 0;
+                            run.phase = Phase::Deciding;
                             self.enter_step(rule, now, wall_ms);
                         }
-                        // Cancelled lazily: the owner moved on.
-                        _ => {}
+                        // A live run timer means a waiting or gap phase.
+                        Phase::Acting { .. } | Phase::Deciding => {}
                     }
                 }
             }
