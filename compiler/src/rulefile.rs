@@ -12,6 +12,7 @@
 
 use crate::diagnostic::Diagnostic;
 use crate::load::SourceFile;
+use rulecore::suggest::did_you_mean;
 use std::ops::Range;
 use toml::de::{DeTable, DeValue};
 
@@ -196,47 +197,6 @@ fn syntax_error(file: &SourceFile, error: &toml::de::Error) -> Diagnostic {
         .with_help(help)
 }
 
-/// The candidate closest to `word` by edit distance, if it is close enough
-/// to be a plausible typo (at most a third of the word's length, at least 1).
-pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let limit = (word.chars().count() / 3).max(1);
-    candidates
-        .iter()
-        .map(|candidate| (edit_distance(word, candidate), *candidate))
-        .filter(|(distance, _)| *distance <= limit)
-        .min_by_key(|(distance, _)| *distance)
-        .map(|(_, candidate)| candidate)
-}
-
-/// Edit distance over characters, case-insensitive, counting a swap of two
-/// neighbouring characters as one edit (optimal string alignment), so that
-/// `stpe` is one typo away from `step`.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.to_lowercase().chars().collect();
-    let b: Vec<char> = b.to_lowercase().chars().collect();
-    // rows[i][j]: distance between a[..i] and b[..j].
-    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in rows.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in rows[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (rows[i - 1][j] + 1)
-                .min(rows[i][j - 1] + 1)
-                .min(rows[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(rows[i - 2][j - 2] + 1);
-            }
-            rows[i][j] = best;
-        }
-    }
-    rows[a.len()][b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,14 +206,6 @@ mod tests {
             name: "t.toml".into(),
             text: text.into(),
         }
-    }
-
-    #[test]
-    fn suggests_close_keys_only() {
-        assert_eq!(did_you_mean("cancel_on", RULE_KEYS), Some("cancel-on"));
-        assert_eq!(did_you_mean("concurency", RULE_KEYS), Some("concurrency"));
-        assert_eq!(did_you_mean("stpe", RULE_KEYS), Some("step"));
-        assert_eq!(did_you_mean("colour", RULE_KEYS), None);
     }
 
     #[test]

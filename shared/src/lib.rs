@@ -9,6 +9,7 @@ pub mod duration;
 pub mod event;
 pub mod fingerprint;
 pub mod fuzz;
+pub mod suggest;
 pub mod topic;
 pub mod verify;
 pub mod vm;

@@ -3,7 +3,8 @@
 //! (white space, units spelled out or in capitals, days), the string that
 //! was most likely meant.
 
-use rulecore::{parse_duration, DurationError};
+use rulecore::suggest::duration_spelling;
+use rulecore::DurationError;
 use std::ops::Range;
 
 /// The general rule, for when no better fix is known.
@@ -12,7 +13,7 @@ pub(super) const SYNTAX_HELP: &str = "durations use Go syntax: a number and a un
 /// Where (a byte range into `text`) and what to label for a duration that
 /// failed with `error`, and the help line.
 pub(super) fn explain(text: &str, error: &DurationError) -> (Range<usize>, String, String) {
-    let help = match suggest(text) {
+    let help = match duration_spelling(text) {
         Some(fixed) => format!(
             "write `\"{fixed}\"`: Go durations use the units ns, us, µs, ms, s, m and h, \
              with no spaces"
@@ -46,77 +47,10 @@ pub(super) fn explain(text: &str, error: &DurationError) -> (Range<usize>, Strin
     (span, label, help)
 }
 
-/// The duration most likely meant by `text`, if one is close and parses:
-/// white space removed, spelled-out or capitalised units replaced by Go's,
-/// whole days turned into hours.
-pub(super) fn suggest(text: &str) -> Option<String> {
-    let mut fixed: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    // Each round replaces one unit; a duration has only a few.
-    for _ in 0..8 {
-        match parse_duration(&fixed) {
-            Ok(_) => return (fixed != text).then_some(fixed),
-            Err(DurationError::UnknownUnit { unit, at }) => {
-                if let Some(hours) = days_as_hours(&fixed, &unit, at) {
-                    fixed = hours;
-                    continue;
-                }
-                let go_unit = go_unit(&unit)?;
-                fixed.replace_range(at..at + unit.len(), go_unit);
-            }
-            Err(_) => return None,
-        }
-    }
-    None
-}
-
-/// Go's unit for a unit written another way (`min`, `Seconds`, `MS`).
-fn go_unit(unit: &str) -> Option<&'static str> {
-    Some(match unit.to_lowercase().as_str() {
-        "ns" | "nsec" | "nsecs" | "nanosecond" | "nanoseconds" => "ns",
-        "us" | "µs" | "usec" | "usecs" | "microsecond" | "microseconds" => "us",
-        "ms" | "msec" | "msecs" | "millisecond" | "milliseconds" => "ms",
-        "s" | "sec" | "secs" | "second" | "seconds" => "s",
-        "m" | "min" | "mins" | "minute" | "minutes" => "m",
-        "h" | "hr" | "hrs" | "hour" | "hours" => "h",
-        _ => return None,
-    })
-}
-
-/// `2d` as `48h`: Go has no day unit. Only for a whole number of days
-/// that is the whole duration (anything else is left alone).
-fn days_as_hours(text: &str, unit: &str, at: usize) -> Option<String> {
-    if !matches!(unit.to_lowercase().as_str(), "d" | "day" | "days")
-        || at + unit.len() != text.len()
-    {
-        return None;
-    }
-    let days: u64 = text[..at].parse().ok()?;
-    Some(format!("{}h", days.checked_mul(24)?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn suggests_the_go_spelling() {
-        for (written, meant) in [
-            ("30 s", "30s"),
-            ("5 minutes", "5m"),
-            ("10min", "10m"),
-            ("1 hour 30 mins", "1h30m"),
-            ("1.5 Hours", "1.5h"),
-            ("500 MS", "500ms"),
-            ("2d", "48h"),
-            ("1 day", "24h"),
-            (" 30s ", "30s"),
-        ] {
-            assert_eq!(suggest(written).as_deref(), Some(meant), "{written}");
-        }
-        for hopeless in ["30", "soon", "1d12h", "5 fortnights", "30s", "-"] {
-            assert_eq!(suggest(hopeless), None, "{hopeless}");
-        }
-    }
+    use rulecore::parse_duration;
 
     #[test]
     fn points_at_the_fault() {

@@ -4,8 +4,9 @@
 use super::checker::{entry, RuleChecker};
 use super::CheckedRule;
 use crate::diagnostic::Diagnostic;
-use crate::rulefile::{did_you_mean, Table};
+use crate::rulefile::Table;
 use rulecore::bundle::{Concurrency, Repeat};
+use rulecore::suggest::did_you_mean;
 use toml::de::DeValue;
 
 impl<'i> RuleChecker<'_, 'i> {

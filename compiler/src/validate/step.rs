@@ -4,8 +4,9 @@
 use super::checker::{entry, RuleChecker, ACTION_KINDS, CAN_KEYS, EXEC_KEYS, REDIS_KEYS};
 use super::{CheckedStep, DEFAULT_EXEC_TIMEOUT_NS};
 use crate::diagnostic::Diagnostic;
-use crate::rulefile::{did_you_mean, Table};
+use crate::rulefile::Table;
 use rulecore::bundle::Action;
+use rulecore::suggest::did_you_mean;
 use std::ops::Range;
 use toml::de::DeValue;
 

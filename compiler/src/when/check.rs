@@ -517,30 +517,11 @@ fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> WhenProblem
     )
 }
 
-/// Edit distance, for "did you mean".
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
+/// A name within one edit of `name` (two for longer names), for "did you
+/// mean".
 fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let limit = if name.chars().count() <= 3 { 1 } else { 2 };
-    candidates
-        .into_iter()
-        .map(|c| (distance(name, c), c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
+    rulecore::suggest::closest_within(name, candidates, limit)
 }
 
 fn is_numeric(ty: Ty) -> bool {

@@ -211,37 +211,6 @@ fn duration_problem(text: &str, error: &DurationError) -> String {
     }
 }
 
-/// The Go spelling most likely meant by `text`: white space removed, units
-/// lower-cased and spelled-out units shortened; `None` when that does not
-/// give a valid, different duration.
-fn suggest_duration(text: &str) -> Option<String> {
-    let mut fixed: String = text
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect::<String>()
-        .to_lowercase();
-    // Longest words first, so "seconds" is not read as "second" + "s".
-    for (long, short) in [
-        ("milliseconds", "ms"),
-        ("millisecond", "ms"),
-        ("seconds", "s"),
-        ("second", "s"),
-        ("secs", "s"),
-        ("sec", "s"),
-        ("minutes", "m"),
-        ("minute", "m"),
-        ("mins", "m"),
-        ("min", "m"),
-        ("hours", "h"),
-        ("hour", "h"),
-        ("hrs", "h"),
-        ("hr", "h"),
-    ] {
-        fixed = fixed.replace(long, short);
-    }
-    (fixed != text && parse_duration(&fixed).is_ok()).then_some(fixed)
-}
-
 impl TimelineError {
     /// How to fix it, when there is more to say than the message.
     pub fn help(&self) -> Option<String> {
@@ -299,10 +268,12 @@ impl TimelineError {
                 "quote the value: `value = \"2\"`, not `value = 2`".to_string()
             }
             TimelineError::WrongType { .. } => return None,
-            TimelineError::BadDuration { text, .. } => match suggest_duration(text) {
-                Some(fixed) => format!("write \"{fixed}\": {DURATION_SYNTAX}"),
-                None => DURATION_SYNTAX.to_string(),
-            },
+            TimelineError::BadDuration { text, .. } => {
+                match rulecore::suggest::duration_spelling(text) {
+                    Some(fixed) => format!("write \"{fixed}\": {DURATION_SYNTAX}"),
+                    None => DURATION_SYNTAX.to_string(),
+                }
+            }
             TimelineError::Negative { key, .. } => match *key {
                 "at" => "virtual time starts at \"0s\"; only a [[clock]] `jump` may be negative"
                     .to_string(),
@@ -329,27 +300,7 @@ impl TimelineError {
 
 /// A known key within edit distance 2 of `key`, for a "did you mean".
 fn closest<'k>(key: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k str> {
-    known
-        .map(|k| (distance(key, k), k))
-        .filter(|(d, _)| *d <= 2)
-        .min()
-        .map(|(_, k)| k)
-}
-
-/// Levenshtein distance over characters.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = previous + usize::from(ca != *cb);
-            previous = row[j + 1];
-            row[j + 1] = substitute.min(previous + 1).min(row[j] + 1);
-        }
-    }
-    row[b.len()]
+    rulecore::suggest::closest_within(key, known, 2)
 }
 
 /// What a key holds.
