@@ -127,6 +127,16 @@ fn event_env(event: &Event) -> Vec<(String, String)> {
             vars.push((format!("LS_DATA_{}", env_key(key)), text));
         }
     }
+    // A NUL cannot be in an environment variable: one such value would make
+    // the spawn itself fail. The variable is left out instead; the event JSON
+    // on stdin still carries it (docs/service.md "Actions").
+    vars.retain(|(key, value)| {
+        let keep = !value.contains('\0');
+        if !keep {
+            tracing::debug!(var = %key, "exec: variable left out, its value holds a NUL");
+        }
+        keep
+    });
     vars
 }
 
@@ -293,5 +303,32 @@ mod tests {
         assert_eq!(get("LS_DATA_NESTED"), None);
         assert_eq!(get("LS_DATA_LIST"), None);
         assert_eq!(get("LS_DATA_NONE"), None);
+    }
+
+    #[test]
+    fn a_nul_in_a_value_leaves_that_variable_out() {
+        let event = Event::decode(
+            br#"{"topic":"t","src":"a\u0000b","data":{"bad":"x\u0000y","good":"z"}}"#,
+        )
+        .unwrap();
+        let vars = event_env(&event);
+        let keys: Vec<&str> = vars.iter().map(|(k, _)| k.as_str()).collect();
+        assert!(!keys.contains(&"LS_SRC"), "{keys:?}");
+        assert!(!keys.contains(&"LS_DATA_BAD"), "{keys:?}");
+        assert!(keys.contains(&"LS_DATA_GOOD"), "{keys:?}");
+        assert!(keys.contains(&"LS_TOPIC"), "{keys:?}");
+    }
+
+    #[tokio::test]
+    async fn a_nul_in_the_event_does_not_stop_the_command() {
+        let event = Event::decode(br#"{"topic":"t","data":{"bad":"x\u0000y"}}"#).unwrap();
+        run(
+            "/bin/true",
+            Duration::from_secs(10),
+            &event,
+            &RunningGroups::default(),
+        )
+        .await
+        .unwrap();
     }
 }
