@@ -853,6 +853,33 @@ fn survives_a_redis_restart() {
     );
 }
 
+/// Redis restarts empty while a durable step waits: ruled writes the
+/// waiting run's record again after the reconnect (same value), so a stop
+/// or crash of ruled afterwards still leaves the step for the next start.
+#[test]
+fn pending_records_are_written_again_after_a_redis_restart() {
+    let Setup {
+        mut redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(600_000)));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    let before = poll(|| {
+        let fields: Vec<(String, String)> = redis.query(&["HGETALL", "extensions:pending"]);
+        fields.into_iter().next()
+    })
+    .expect("record written");
+    redis.restart();
+    ruled.wait_log(&["pending records written again", "records=1"]);
+    let after = poll(|| {
+        let fields: Vec<(String, String)> = redis.query(&["HGETALL", "extensions:pending"]);
+        fields.into_iter().next()
+    })
+    .expect("record written again");
+    assert_eq!(before, after, "the same record, fire-at included");
+}
+
 /// Under systemd (`JOURNAL_STREAM` set) lines carry a `<N>` priority and no
 /// timestamp.
 #[test]

@@ -120,6 +120,9 @@ struct Run {
     phase: Phase,
     /// The run (not a job) owns a pending record in the store.
     owns_record: bool,
+    /// The owned record's `fire-at` (Unix ms), to write it again after a
+    /// reconnect ([`Engine::rewrite_records`]).
+    fire_at: i64,
 }
 
 /// Who a job handed over belongs to: its rule, its run's serial, and its
@@ -611,6 +614,29 @@ impl Engine {
         self.timers.clear();
     }
 
+    /// Queues the pending record of every run that owns one again, as it
+    /// was first written (same `fire-at`, same event). The service calls it
+    /// after a lost Redis connection: the server may have restarted empty,
+    /// and a run whose record is gone would not survive a restart of ruled
+    /// (DESIGN.md 6.5). Rewriting a record that is still there changes
+    /// nothing. Returns how many were queued.
+    pub fn rewrite_records(&mut self) -> usize {
+        if self.stopped {
+            return 0;
+        }
+        let payload = Arc::clone(&self.payload);
+        let mut queued = 0;
+        for (rule, spec) in payload.rules.iter().enumerate() {
+            let fire_at = match self.rules.get(rule).and_then(|state| state.run.as_ref()) {
+                Some(run) if run.owns_record => run.fire_at,
+                _ => continue,
+            };
+            self.put_record(rule, &spec.source, fire_at);
+            queued += 1;
+        }
+        queued
+    }
+
     pub fn is_stopped(&self) -> bool {
         self.stopped
     }
@@ -803,6 +829,7 @@ impl Engine {
             pass,
             phase: Phase::Deciding,
             owns_record: false,
+            fire_at: 0,
         });
     }
 
@@ -867,6 +894,7 @@ impl Engine {
                 self.effects.push_back(effect);
                 if let Some(run) = self.rules[rule].run.as_mut() {
                     run.owns_record = true;
+                    run.fire_at = fire_at;
                 }
             }
             Err(error) => {
@@ -1073,6 +1101,7 @@ impl Engine {
         });
         if let Some(run) = self.rules[rule].run.as_mut() {
             run.owns_record = true;
+            run.fire_at = record.fire_at;
         }
         let left_ms = record.fire_at.saturating_sub(wall_ms);
         if left_ms <= 0 {

@@ -359,8 +359,14 @@ impl Service {
         // next use: the store writer PINGs it (off this loop) before the
         // writes queued after the PING.
         self.writer.send(StoreOp::Wake);
-        // The server may have restarted empty: the counters in full again.
+        // The server may have restarted empty: the counters in full again,
+        // and the records of the runs still waiting (behind the PING, in
+        // order with their later removals).
         self.published.write_all(&self.engine, &self.writer);
+        let records = self.engine.rewrite_records();
+        if records > 0 {
+            tracing::info!(records, "pending records written again after the reconnect");
+        }
         // Change notifications were missed too: the state reader reads the
         // watched pairs again, in order with later notifications.
         if let Some(reader) = &self.reader {
