@@ -806,6 +806,15 @@ fn edge_cases_agree_with_known_answers() {
         ("2 ^ 10 == 1024.0", Ok(true)),
         ("2 ^ -1 == 0.5", Ok(true)),
         ("-2 ^ 2 == -4.0", Ok(true)),
+        // Precedence and associativity as docs/when-language.md states them:
+        // `^` is left-associative in evalexpr, unlike in mathematics.
+        ("2 ^ 3 ^ 2 == 64.0", Ok(true)),
+        ("1 - 2 - 3 == -4", Ok(true)),
+        ("12 / 2 / 3 == 2", Ok(true)),
+        ("7 % 4 * 2 == 6", Ok(true)),
+        ("2 * -3 == -6", Ok(true)),
+        ("!true == false", Ok(true)),
+        ("true || false && false", Ok(true)),
         ("0.0 / 0.0 != 0.0 / 0.0", Ok(true)),
         ("min(1, 1.0) == 1.0", Ok(true)),
         ("min(1.5, 2) == 1.5", Ok(true)),
