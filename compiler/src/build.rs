@@ -172,7 +172,17 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         }
     };
     if let Err(error) = codec::write_atomic(&args.output, &built.bytes) {
-        writeln!(console.err, "error: cannot write the bundle: {error}")?;
+        // Name the file the user asked for, not the temporary file next to
+        // it that the atomic write failed on (a pid in it, never seen).
+        let reason = match &error {
+            BundleError::Io { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        writeln!(
+            console.err,
+            "error: cannot write the bundle {}: {reason}",
+            args.output.display()
+        )?;
         return Ok(Exit::Usage);
     }
     match args.format {

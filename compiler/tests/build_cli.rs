@@ -111,6 +111,27 @@ fn errors_write_nothing() {
 }
 
 #[test]
+fn unwritable_output_names_the_output() {
+    let dir = scratch(&[("a.toml", GOOD)]);
+    let out = rulec(dir.path())
+        .args(["build", "rules", "-o", "no-such-dir/out.bundle"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "error: cannot write the bundle no-such-dir/out.bundle: No such file or directory"
+        ),
+        "{stderr}"
+    );
+    // The temporary file's name (`.out.bundle.tmp-<pid>-<n>`) is an
+    // implementation detail.
+    assert!(!stderr.contains(".tmp-"), "{stderr}");
+}
+
+#[test]
 fn partial_writes_what_compiled_and_still_fails() {
     let dir = scratch(&[("a.toml", GOOD), ("b.toml", BAD)]);
     let out = rulec(dir.path())
