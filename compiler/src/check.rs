@@ -135,6 +135,13 @@ pub fn check_dir_with(dir: &Path, deny_warnings: bool) -> Result<CheckReport, Lo
     let validated = validate_with(&loaded.files, deny_warnings);
     let mut diagnostics = loaded.diagnostics;
     diagnostics.extend(validated.diagnostics);
+    // Report in file order (DESIGN.md 3: byte-wise by name), a file's
+    // encoding error among the others rather than ahead of them all; the
+    // sort is stable, so each file keeps its own order.
+    diagnostics.sort_by(|a, b| {
+        let name = |d: &Diagnostic| d.file.as_ref().map(|f| f.as_bytes().to_vec());
+        name(a).cmp(&name(b))
+    });
     Ok(CheckReport {
         file_count: loaded.files.len() + diagnostics_for_unreadable(&diagnostics),
         files: loaded.files,

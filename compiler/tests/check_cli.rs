@@ -61,3 +61,27 @@ fn usage_errors_exit_2_on_stderr() {
     let (code, _, _) = rulec(&[]);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn diagnostics_come_in_file_order() {
+    // `b.toml` is not UTF-8 (a problem found while loading), `a.toml` and
+    // `c.toml` have rule errors (found while validating): the output still
+    // follows the files' byte-wise order.
+    let dir = tempfile::tempdir().unwrap();
+    let bad_rule =
+        "[[rule]]\nname = \"r\"\non = []\n[[rule.step]]\ndo = \"exec\"\ncommand = \"x\"\n";
+    std::fs::write(dir.path().join("a.toml"), bad_rule).unwrap();
+    std::fs::write(dir.path().join("b.toml"), b"name = \"\xe9\"\n").unwrap();
+    std::fs::write(dir.path().join("c.toml"), bad_rule).unwrap();
+    let path = dir.path().to_str().unwrap();
+    let (code, out, _) = rulec(&["check", path, "--format", "json"]);
+    assert_eq!(code, 1);
+    let files: Vec<String> = out
+        .lines()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            value["file"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(files, ["a.toml", "b.toml", "c.toml"]);
+}
