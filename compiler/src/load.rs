@@ -100,6 +100,15 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
         let entry = entry.map_err(directory_error)?;
         let path = entry.path();
         let is_toml = path.extension().is_some_and(|ext| ext == "toml");
+        // Hidden names are not rule files: editors and file systems leave
+        // them beside the real ones (Emacs's `.#alarm.toml` lock, a dangling
+        // link while the file is being edited; macOS's `._alarm.toml`, not
+        // UTF-8). Read, they would fail the whole check. A hidden file named
+        // on the command line is still checked.
+        let hidden = entry.file_name().as_encoded_bytes().starts_with(b".");
+        if hidden {
+            continue;
+        }
         // `is_dir` follows symlinks: a link to a rule file counts, and a
         // dangling or unreadable entry is kept so that reading it fails
         // loudly (exit 2) instead of the rule silently going missing. Only

@@ -277,6 +277,34 @@ fn unreadable_and_missing_rule_files_exit_2() {
 }
 
 #[test]
+fn hidden_files_in_a_directory_are_not_rule_files() {
+    let temp = tempfile::tempdir().unwrap();
+    let rules = temp.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    std::fs::copy(
+        fixtures().join("rules/10-alarm.toml"),
+        rules.join("10-alarm.toml"),
+    )
+    .unwrap();
+    // What Emacs leaves while the file has unsaved changes: a dangling link.
+    std::os::unix::fs::symlink("root@host.1234:1700000000", rules.join(".#10-alarm.toml")).unwrap();
+    // What macOS leaves on a FAT or network volume: binary, not UTF-8.
+    std::fs::write(rules.join("._10-alarm.toml"), b"\x00\x05\x16\x07\xff").unwrap();
+    let out = rulec(&["check", rules.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .ends_with("1 file, 2 rules: 0 errors, 0 warnings\n"),
+        "{}",
+        out.stderr
+    );
+    // Named on its own, a hidden file is checked like any other.
+    let out = rulec(&["check", rules.join("._10-alarm.toml").to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("rulec::encoding"), "{}", out.stderr);
+}
+
+#[test]
 fn usage_and_io_errors_exit_2() {
     assert_eq!(rulec(&["check"]).code, 2);
     assert_eq!(rulec(&["check", ".", "--format", "yaml"]).code, 2);
