@@ -18,7 +18,7 @@ use std::time::Duration;
 #[command(
     name = "ruled",
     version,
-    after_help = "Example:\n  ruled --bundle /etc/scooter/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  redis-cli HGETALL extensions\n  redis-cli HGETALL extensions:pending"
+    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  redis-cli HGETALL extensions\n  redis-cli HGETALL extensions:pending"
 )]
 struct Args {
     /// Redis URL: redis://HOST:PORT[/DB], or redis+unix:///path/to/redis.sock

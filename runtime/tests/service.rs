@@ -853,6 +853,45 @@ fn survives_a_redis_restart() {
     );
 }
 
+/// A burst of triggers refused by a full `queue` backlog does not write one
+/// warn line each: the rule's log budget lets 10 through, the rest go to
+/// `debug`, and one line says how many were held back (here at the stop,
+/// which closes the window). The counter counts every refusal.
+#[test]
+fn a_burst_of_refusals_is_not_one_warn_line_each() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::with(|dir| {
+        let (busy, _pid) = support::busy_script(dir, "busy.sh");
+        let mut rule = bundles::rule("q", &["q.go"], vec![bundles::exec_step(&busy, 600_000, 0)]);
+        rule.concurrency = rulecore::bundle::Concurrency::Queue;
+        single(rule)
+    });
+    let mut ruled = Ruled::ready(&redis, &bundle, &["--stats-interval", "50ms"]);
+    for _ in 0..200 {
+        publish(&redis, "q.go", r#"{"topic":"q.go"}"#);
+    }
+    wait_for("every refusal counted", || {
+        counter(&redis, "refused").as_deref() == Some("191")
+    });
+    assert!(ruled.stop(), "clean exit; log:\n{}", ruled.log_text());
+    let log = ruled.log_text();
+    let warned = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("trigger refused"))
+        .count();
+    assert_eq!(warned, 10, "{log}");
+    // 200 triggers: one runs, 8 wait in the backlog, 191 are refused; 10
+    // refusals were logged at warn, and the rest held back with the failure
+    // of the busy action killed at the stop (a warn line of the same rule).
+    assert!(
+        log.contains("more lines of this rule held back (shown at debug) rule=q lines=182"),
+        "{log}"
+    );
+}
+
 /// Redis restarts empty while a durable step waits: ruled writes the
 /// waiting run's record again after the reconnect (same value), so a stop
 /// or crash of ruled afterwards still leaves the step for the next start.

@@ -10,6 +10,7 @@ use crate::engine::{
 };
 use crate::service::bundle::{self, LoadedBundle};
 use crate::service::can::CanSockets;
+use crate::service::logging::{self, Throttle};
 use crate::service::notify;
 use crate::service::pool::{self, Performers, Pool, PoolConfig, Report};
 use crate::service::redis::{
@@ -107,6 +108,8 @@ struct Service {
     stats_interval: Duration,
     /// The engine's monotonic clock starts here.
     origin: Instant,
+    /// Per-rule log budget against a burst flooding the journal.
+    throttle: Throttle,
 }
 
 impl Service {
@@ -198,6 +201,7 @@ impl Service {
             published,
             stats_interval: config.stats_interval,
             origin,
+            throttle: Throttle::new(Instant::now()),
         };
 
         // Replay before any subscription opens: a replayed run meets the
@@ -268,7 +272,10 @@ impl Service {
                     self.engine.handle_timeout(now, wall_ms());
                     sleep.as_mut().reset(far());
                 },
-                _ = stats.tick() => self.published.write_changes(&self.engine, &self.writer),
+                _ = stats.tick() => {
+                    self.published.write_changes(&self.engine, &self.writer);
+                    logging::log_held(&self.throttle.roll(Instant::now()));
+                },
             }
             self.perform_effects();
         }
@@ -290,8 +297,10 @@ impl Service {
             self.on_report(report);
         }
         for effect in self.engine.drain_effects() {
-            log_effect(&effect);
+            log_effect(&effect, &mut self.throttle);
         }
+        // What the last window held back, said before the process ends.
+        logging::log_held(&self.throttle.roll(Instant::now() + Throttle::WINDOW));
         if abandoned > 0 {
             tracing::warn!(
                 abandoned,
@@ -440,7 +449,10 @@ impl Service {
                         ack: None,
                     });
                 }
-                other => log_effect(&other),
+                other => {
+                    logging::log_held(&self.throttle.roll(Instant::now()));
+                    log_effect(&other, &mut self.throttle);
+                }
             }
         }
     }
@@ -460,14 +472,25 @@ impl Service {
             return;
         };
         // One line, with the cause the engine does not know.
-        tracing::warn!(
+        logging::log_held(&self.throttle.roll(Instant::now()));
+        let admitted = self.throttle.admit(Some(&job.rule), tracing::Level::WARN);
+        macro_rules! refused {
+            ($level:ident) => {
+                tracing::$level!(
             rule = %job.rule,
             step = job.step,
             pass = job.pass,
             run = %job.run,
             cause = %refused,
             "worker pool refused the action; the run ends (counted in `dropped`)"
-        );
+                )
+            };
+        }
+        if admitted {
+            refused!(warn);
+        } else {
+            refused!(debug);
+        }
         // The record stays: the step provably did not run (DESIGN.md 6.5).
         let now = self.now();
         self.engine.action_refused(now, wall_ms(), job.id);
@@ -587,15 +610,25 @@ impl Subscriber {
     }
 }
 
-fn log_effect(effect: &Effect) {
+fn log_effect(effect: &Effect, throttle: &mut Throttle) {
     match effect {
-        Effect::Log(line) => match line.level {
-            Level::Error => tracing::error!("{line}"),
-            Level::Warn => tracing::warn!("{line}"),
-            Level::Info => tracing::info!("{line}"),
-            Level::Debug => tracing::debug!("{line}"),
-        },
-        Effect::Note(note) => log_note(note),
+        Effect::Log(line) => {
+            let level = match line.level {
+                Level::Error => tracing::Level::ERROR,
+                Level::Warn => tracing::Level::WARN,
+                Level::Info => tracing::Level::INFO,
+                Level::Debug => tracing::Level::DEBUG,
+            };
+            let admitted =
+                level == tracing::Level::DEBUG || throttle.admit(line.rule.as_deref(), level);
+            match (admitted, line.level) {
+                (false, _) | (true, Level::Debug) => tracing::debug!("{line}"),
+                (true, Level::Error) => tracing::error!("{line}"),
+                (true, Level::Warn) => tracing::warn!("{line}"),
+                (true, Level::Info) => tracing::info!("{line}"),
+            }
+        }
+        Effect::Note(note) => log_note(note, throttle),
         Effect::Submit(job) => {
             tracing::debug!(rule = %job.rule, step = job.step, "not submitted: stopping")
         }
@@ -606,11 +639,12 @@ fn log_effect(effect: &Effect) {
 
 /// A note as one log line: the note's own fields ([`Note::fields`]) and a
 /// level and message per variant (below).
-fn log_note(note: &Note) {
+fn log_note(note: &Note, throttle: &mut Throttle) {
     let Some((info, message)) = note_message(note) else {
         return;
     };
     let fields = note.fields();
+    let info = info && throttle.admit(Some(fields.rule), tracing::Level::INFO);
     let run = fields.run.map(tracing::field::display);
     // An absent field (`None`) is left out of the line.
     macro_rules! line {

@@ -4,7 +4,9 @@
 //! `<N>` syslog priority prefix so `journalctl -p warning` and the
 //! journal's colours work.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::time::{Duration, Instant};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::{Format, Full, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
@@ -108,6 +110,113 @@ where
     }
 }
 
+/// A per-rule log budget, so a burst of events cannot flood the journal
+/// (flash on the vehicle) with one line per event: at most
+/// [`Throttle::BUDGET`] lines per rule and level in each
+/// [`Throttle::WINDOW`]; past it, lines go out at `debug` instead, and when
+/// the window closes one line per rule and level says how many were held
+/// back. The counters count everything regardless (docs/service.md "Logs").
+#[derive(Debug)]
+pub struct Throttle {
+    started: Instant,
+    /// Per rule name (`""`: lines of no rule), per level (error, warn, info).
+    seen: HashMap<Box<str>, [Seen; 3]>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    lines: u32,
+    held: u32,
+}
+
+/// Lines of one rule and level held back in a closed window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// `""`: lines of no rule, or of rules past the key bound.
+    pub rule: Box<str>,
+    pub level: Level,
+    pub lines: u32,
+}
+
+const LEVELS: [Level; 3] = [Level::ERROR, Level::WARN, Level::INFO];
+
+impl Throttle {
+    pub const WINDOW: Duration = Duration::from_secs(10);
+    pub const BUDGET: u32 = 10;
+    /// Rules remembered per window; beyond, lines of other rules share the
+    /// key `""` (a burst over many rules cannot grow the map).
+    const KEYS: usize = 256;
+
+    pub fn new(now: Instant) -> Self {
+        Self {
+            started: now,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Whether a line of `rule` at `level` may go out at its level now
+    /// (`false`: log it at `debug`). `debug` and `trace` always may. The
+    /// caller closes windows with [`Throttle::roll`] (before this, and on a
+    /// timer).
+    pub fn admit(&mut self, rule: Option<&str>, level: Level) -> bool {
+        let Some(slot) = LEVELS.iter().position(|l| *l == level) else {
+            return true;
+        };
+        let mut rule = rule.unwrap_or("");
+        if !self.seen.contains_key(rule) && self.seen.len() >= Self::KEYS {
+            rule = "";
+        }
+        let seen = match self.seen.get_mut(rule) {
+            Some(seen) => &mut seen[slot],
+            None => &mut self.seen.entry(Box::from(rule)).or_default()[slot],
+        };
+        if seen.lines < Self::BUDGET {
+            seen.lines += 1;
+            true
+        } else {
+            seen.held = seen.held.saturating_add(1);
+            false
+        }
+    }
+
+    /// Closes the window when it is over, returning what it held back
+    /// (sorted by rule, then level, for a stable log).
+    pub fn roll(&mut self, now: Instant) -> Vec<Held> {
+        if now.saturating_duration_since(self.started) < Self::WINDOW {
+            return Vec::new();
+        }
+        self.started = now;
+        let mut held = Vec::new();
+        for (rule, seen) in self.seen.drain() {
+            for (slot, seen) in seen.iter().enumerate() {
+                if seen.held > 0 {
+                    held.push(Held {
+                        rule: rule.clone(),
+                        level: LEVELS[slot],
+                        lines: seen.held,
+                    });
+                }
+            }
+        }
+        held.sort_by(|a, b| a.rule.cmp(&b.rule).then_with(|| b.level.cmp(&a.level)));
+        held
+    }
+}
+
+/// Logs what a closed [`Throttle`] window held back, one line per rule and
+/// level, at that level.
+pub fn log_held(held: &[Held]) {
+    for held in held {
+        let (rule, lines, window_s) = (&held.rule, held.lines, Throttle::WINDOW.as_secs());
+        let message = "more lines of this rule held back (shown at debug)";
+        match held.level {
+            Level::ERROR => tracing::error!(rule = %rule, lines, window_s, "{message}"),
+            Level::WARN => tracing::warn!(rule = %rule, lines, window_s, "{message}"),
+            _ => tracing::info!(rule = %rule, lines, window_s, "{message}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +247,42 @@ mod tests {
         assert_eq!(priority(Level::WARN), 4);
         assert_eq!(priority(Level::INFO), 6);
         assert_eq!(priority(Level::TRACE), 7);
+    }
+
+    #[test]
+    fn throttle_holds_lines_past_the_budget_and_reports_them_once() {
+        let t0 = Instant::now();
+        let mut throttle = Throttle::new(t0);
+        let (rule, other) = ("burst", "other");
+        let admitted = (0..5000)
+            .filter(|_| throttle.admit(Some(rule), Level::WARN))
+            .count();
+        assert_eq!(admitted, Throttle::BUDGET as usize);
+        // Another rule, another level: their own budgets.
+        assert!(throttle.admit(Some(other), Level::WARN));
+        assert!(throttle.admit(Some(rule), Level::INFO));
+        assert_eq!(throttle.roll(t0 + Duration::from_secs(1)), vec![]);
+        let held = throttle.roll(t0 + Throttle::WINDOW);
+        assert_eq!(
+            held,
+            vec![Held {
+                rule: Box::from(rule),
+                level: Level::WARN,
+                lines: 5000 - Throttle::BUDGET,
+            }]
+        );
+        // A new window: the budget is back, nothing more to report.
+        assert!(throttle.admit(Some(rule), Level::WARN));
+        assert_eq!(throttle.roll(t0 + Throttle::WINDOW * 2), vec![]);
+    }
+
+    #[test]
+    fn throttle_keys_are_bounded() {
+        let t0 = Instant::now();
+        let mut throttle = Throttle::new(t0);
+        for n in 0..10_000 {
+            throttle.admit(Some(&format!("r{n}")), Level::WARN);
+        }
+        assert!(throttle.seen.len() <= Throttle::KEYS + 1);
     }
 }
