@@ -100,7 +100,7 @@ impl<'i> RuleChecker<'_, 'i> {
             }
         };
         if let Some(expr) = &when {
-            if expr.checked.is_literal_false {
+            if expr.checked.is_always_false {
                 self.push(
                     Diagnostic::warning(
                         "rulec::never-fires",

@@ -55,7 +55,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 ok = false;
                 continue;
             };
-            // Every step after the first literal-false `when` gets its own
+            // Every step after the first always-false `when` gets its own
             // warning, so none of them looks reachable (docs/diagnostics.md).
             if let Some((false_step, false_span)) = &never_past {
                 let (false_step, false_span) = (*false_step, false_span.clone());
@@ -100,7 +100,7 @@ impl<'i> RuleChecker<'_, 'i> {
         };
         let literal_false = when
             .as_ref()
-            .filter(|expr| expr.checked.is_literal_false)
+            .filter(|expr| expr.checked.is_always_false)
             .map(|expr| expr.span.clone());
         (self.step_rest(step, span, when, ok), literal_false)
     }

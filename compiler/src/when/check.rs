@@ -8,7 +8,10 @@
 use super::lex::{tokenize, Tok, TokKind};
 use super::spans::{self, Oddity, SpanTree};
 use super::{BinOp, CheckedWhen, Expr, ExprKind, Lit, Ty, UnOp, WhenProblem};
-use evalexpr::{DefaultNumericTypes, EvalexprError, Node, Operator, Value};
+use evalexpr::{
+    ContextWithMutableFunctions, DefaultNumericTypes, EvalexprError, Function, HashMapContext,
+    Node, Operator, Value,
+};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Builtin, EventField};
 use std::ops::Range;
@@ -157,8 +160,10 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         checker.node(&tree, &spans)
     };
     problems = checker.problems;
+    let mut constant = false;
+    let context = constant_context();
     if expr.is_some() && problems.is_empty() {
-        constant_failures(text, &tree, &spans, &mut problems);
+        constant = constant_failures(text, &tree, &spans, &context, &mut problems);
     }
     match expr {
         Some(expr) if problems.is_empty() => {
@@ -180,7 +185,10 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
             }
             Ok(CheckedWhen {
                 state_pairs: checker.state_pairs,
-                is_literal_false: expr.kind == ExprKind::Lit(Lit::Bool(false)),
+                // A constant that did not fail evaluates with evalexpr, the
+                // authority, as it does in `constant_failures`.
+                is_always_false: constant
+                    && matches!(tree.eval_with_context(&context), Ok(Value::Boolean(false))),
                 expr,
             })
         }
@@ -208,6 +216,7 @@ fn constant_failures(
     text: &str,
     node: &Node,
     spans: &SpanTree,
+    context: &ConstantContext,
     problems: &mut Vec<WhenProblem>,
 ) -> bool {
     let mut constant = match node.operator() {
@@ -220,7 +229,7 @@ fn constant_failures(
     };
     let before = problems.len();
     for (kid, kid_spans) in node.children().iter().zip(&spans.kids) {
-        constant &= constant_failures(text, kid, kid_spans, problems);
+        constant &= constant_failures(text, kid, kid_spans, context, problems);
     }
     if constant && problems.len() == before {
         // evalexpr's `math::abs` takes `i64::abs`, which panics (debug) or
@@ -231,14 +240,16 @@ fn constant_failures(
         ) && node
             .children()
             .first()
-            .is_some_and(|arg| matches!(arg.eval(), Ok(Value::Int(i64::MIN))));
+            .is_some_and(|arg| matches!(arg.eval_with_context(context), Ok(Value::Int(i64::MIN))));
         let failure = if abs_of_min {
             Some(format!(
                 "the absolute value of {} does not fit an int",
                 i64::MIN
             ))
         } else {
-            node.eval().err().map(|error| error.to_string())
+            node.eval_with_context(context)
+                .err()
+                .map(|error| error.to_string())
         };
         if let Some(error) = failure {
             let written = text.get(spans.span.clone()).unwrap_or("").trim();
@@ -257,6 +268,36 @@ fn constant_failures(
         }
     }
     constant
+}
+
+type ConstantContext = HashMapContext<DefaultNumericTypes>;
+
+/// What evalexpr needs to evaluate a constant part: its own built-ins, and
+/// our three string tests, which are not among them (DESIGN.md 4). Without
+/// them a constant `str::contains("ab", "b")` would "fail" with evalexpr's
+/// "not bound" error. The checker has already typed both arguments as
+/// strings. No variables: a constant part reads none.
+fn constant_context() -> ConstantContext {
+    let mut context = ConstantContext::new();
+    type StringTest = fn(&str, &str) -> bool;
+    let tests: [(&str, StringTest); 3] = [
+        ("str::starts_with", |a, b| a.starts_with(b)),
+        ("str::ends_with", |a, b| a.ends_with(b)),
+        ("str::contains", |a, b| a.contains(b)),
+    ];
+    for (name, test) in tests {
+        let function = Function::new(move |argument: &Value| {
+            let arguments = argument.as_fixed_len_tuple(2)?;
+            let (a, b) = (arguments[0].as_string()?, arguments[1].as_string()?);
+            Ok(Value::Boolean(test(&a, &b)))
+        });
+        // A plain HashMapContext accepts every function; were that ever to
+        // change, the call would stay unbound and be reported, not hidden.
+        if let Err(error) = context.set_function(name.to_string(), function) {
+            debug_assert!(false, "{name}: {error}");
+        }
+    }
+    context
 }
 
 /// The expression without surrounding white space (falls back to all of it).

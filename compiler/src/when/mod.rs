@@ -40,8 +40,10 @@ pub struct CheckedWhen {
     /// Every `state("hash", "field")` pair the expression reads, in order of
     /// first appearance, without duplicates.
     pub state_pairs: Vec<StatePair>,
-    /// The expression is the literal `false` (a later step can never run).
-    pub is_literal_false: bool,
+    /// The expression reads no event data and is `false`: the literal
+    /// `false`, or `false && x`, `"a" == "b"`, ... (the rule never fires, a
+    /// later step never runs).
+    pub is_always_false: bool,
     /// The typed tree, what [`lower`] compiles.
     pub expr: Expr,
 }

@@ -59,11 +59,30 @@ fn records_state_pairs_once_in_order() {
 }
 
 #[test]
-fn literal_false_is_flagged() {
-    assert!(ok("false").is_literal_false);
-    assert!(ok(" (false) ").is_literal_false);
-    assert!(!ok("true").is_literal_false);
-    assert!(!ok("false && true").is_literal_false);
+fn always_false_is_flagged() {
+    assert!(ok("false").is_always_false);
+    assert!(ok(" (false) ").is_always_false);
+    assert!(!ok("true").is_always_false);
+    // Reads no event data and is false: just as dead as the literal.
+    assert!(ok("false && true").is_always_false);
+    assert!(ok(r#""a" == "b""#).is_always_false);
+    assert!(ok("2 ^ 3 ^ 2 == 512.0").is_always_false);
+    assert!(ok("!(1 < 2)").is_always_false);
+    assert!(!ok("1 < 2").is_always_false);
+    // Anything that reads the event or the store may be true.
+    assert!(!ok(r#"state("a", "b") == "c""#).is_always_false);
+    assert!(!ok("data.x == 1").is_always_false);
+}
+
+#[test]
+fn constant_string_tests_evaluate_like_the_vm() {
+    // Our string tests are not evalexpr built-ins: a constant call to one
+    // must be evaluated with them registered, not reported as failing.
+    assert!(!ok(r#"str::starts_with("ab", "a")"#).is_always_false);
+    assert!(ok(r#"str::starts_with("ab", "b")"#).is_always_false);
+    assert!(ok(r#"str::ends_with("ab", "a")"#).is_always_false);
+    assert!(!ok(r#"str::contains("abc", "b") && to == "x""#).is_always_false);
+    assert!(ok(r#"!str::contains("abc", "b")"#).is_always_false);
 }
 
 #[test]
