@@ -164,6 +164,16 @@ fn unknown_key(
         .collect::<Vec<_>>()
         .join(", ");
     let mut help = format!("the keys allowed {place} are {list}");
+    // `[[step]]` or a rule key at the top level: the `rule.` is missing.
+    let in_rule = RULE_KEYS.contains(&name.as_ref()) && !expected.contains(&name.as_ref());
+    if in_rule {
+        let header = if name == "step" {
+            "`[[rule.step]]`".to_string()
+        } else {
+            format!("`{name}` inside a `[[rule]]` table, before its first `[[rule.step]]`")
+        };
+        help = format!("`{name}` belongs to a rule: write {header}; {help}");
+    }
     let label = match did_you_mean(name, expected) {
         Some(close) => {
             help = format!("did you mean `{close}`? {help}");
@@ -180,6 +190,41 @@ fn unknown_key(
     .with_help(help)
 }
 
+/// The most common syntax error in a rule file: a value written without
+/// quotes (`when = to == "parked"`, `after = 30s`). When the error is after
+/// the `=` of such a `key = value` line, says how to write it, with the
+/// author's own text.
+fn unquoted_value(text: &str, at: usize) -> Option<String> {
+    let line_start = text.get(..at)?.rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text.get(at..)?.find('\n').map_or(text.len(), |i| at + i);
+    let line = text.get(line_start..line_end)?.trim_end_matches('\r');
+    let (key, value) = line.split_once('=')?;
+    let key = key.trim();
+    let value = value.trim();
+    let is_key = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let equals = line_start + line.find('=')?;
+    let quoted = value.starts_with(['"', '\'', '[', '{']);
+    if !is_key || at <= equals || value.is_empty() || quoted || value.contains('#') {
+        return None;
+    }
+    if key == "when" && !value.contains('\'') {
+        // Single quotes: the expression's own double quotes stay as they are.
+        Some(format!(
+            "the condition is a TOML string: quote all of it, in single quotes so that its \
+             double quotes need no escaping: `when = '{value}'`"
+        ))
+    } else if !value.contains(['"', '\\']) {
+        Some(format!(
+            "text values are TOML strings: write `{key} = \"{value}\"`"
+        ))
+    } else {
+        None
+    }
+}
+
 fn syntax_error(file: &SourceFile, error: &toml::de::Error) -> Diagnostic {
     let message = error.message().trim().to_string();
     let span = error.span().unwrap_or(0..0);
@@ -188,8 +233,11 @@ fn syntax_error(file: &SourceFile, error: &toml::de::Error) -> Diagnostic {
     let help = if message.contains("array elements") {
         "an array opened earlier may be missing its `]`; until the TOML syntax is fixed the \
          whole file is ignored"
+            .to_string()
+    } else if let Some(fix) = unquoted_value(&file.text, span.start) {
+        format!("{fix}; until the TOML syntax is fixed the whole file is ignored")
     } else {
-        "fix the TOML syntax; until then the whole file is ignored"
+        "fix the TOML syntax; until then the whole file is ignored".to_string()
     };
     Diagnostic::error("rulec::toml", format!("TOML syntax error: {message}"))
         .in_file(&file.name)
@@ -231,6 +279,43 @@ mod tests {
         assert_eq!(rules.len(), 2);
         assert_eq!(&text[rules[1].span.clone()], "[[rule]]");
         assert_eq!(rules[1].span.start, 20);
+    }
+
+    #[test]
+    fn a_step_outside_a_rule_says_where_it_belongs() {
+        let text = "[[rule]]\nname = \"r\"\non = [\"a\"]\n[[step]]\ndo = \"exec\"\n";
+        let problems = parse(&file(text)).unwrap_err();
+        let help = problems[0].help.clone().unwrap();
+        assert!(
+            help.starts_with("`step` belongs to a rule: write `[[rule.step]]`"),
+            "{help}"
+        );
+    }
+
+    #[test]
+    fn an_unquoted_value_gets_its_quoted_spelling() {
+        let help = |text: &str| {
+            let problems = parse(&file(text)).unwrap_err();
+            assert_eq!(problems[0].code, "rulec::toml");
+            problems[0].help.clone().unwrap()
+        };
+        let text = "[[rule]]\nname = \"r\"\non = [\"a\"]\nwhen = to == \"parked\"\n";
+        assert!(
+            help(text).contains(r#"`when = 'to == "parked"'`"#),
+            "{}",
+            help(text)
+        );
+        let text = "[[rule]]\r\nname = \"r\"\r\nafter = 30s\r\n";
+        assert!(help(text).contains(r#"`after = "30s"`"#), "{}", help(text));
+        // Both kinds of quote inside: no single spelling to offer.
+        let text = "[[rule]]\nname = \"r\"\nwhen = to == \"a\" && to != 'x'\n";
+        assert!(
+            help(text).starts_with("fix the TOML syntax"),
+            "{}",
+            help(text)
+        );
+        // Not a value problem: the generic help.
+        assert!(help("[[rule]\n").starts_with("fix the TOML syntax"));
     }
 
     #[test]
