@@ -56,6 +56,7 @@ const PLAIN: &[&str] = &[
     "parked-brake-blink",
     "ask-bms-status",
     "hazards-on-kickstand",
+    "hazards-clock-jump",
 ];
 
 #[test]
@@ -189,6 +190,97 @@ fn hazard_pushes(lines: &[serde_json::Value]) -> Vec<(u64, String)> {
 
 fn at(ms: u64, push: &str) -> (u64, String) {
     (ms, push.to_string())
+}
+
+/// Every timeline's `--format json` lines hold only DESIGN.md 8's fields
+/// (plus docs/engine.md's `pending` for `end`), a known kind, the reasons
+/// that kind may carry, and what an action's kind needs; in time order.
+#[test]
+fn every_timeline_json_has_only_design_8_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = build("fixtures/rules", dir.path());
+    let changed = build("fixtures/rules-changed", dir.path());
+    let mut runs: Vec<(&str, &str, Vec<&std::ffi::OsStr>)> = PLAIN
+        .iter()
+        .map(|name| ("fixtures/rules", *name, vec![]))
+        .collect();
+    runs.push((
+        "fixtures/rules",
+        "hazards-changed",
+        vec!["--bundle-after-restart".as_ref(), changed.as_os_str()],
+    ));
+    runs.push((
+        "fixtures/rules-winter",
+        "winter-seat-heater",
+        vec!["--bundle-after-restart".as_ref(), rules.as_os_str()],
+    ));
+    let fields = [
+        "at_ms", "kind", "rule", "step", "pass", "action", "list", "push", "command", "iface",
+        "id", "data", "run", "pending", "reason",
+    ];
+    let end_reasons = [
+        "done",
+        "cancelled",
+        "restarted",
+        "when-false",
+        "failed",
+        "refused",
+        "stopped",
+    ];
+    let replay_reasons = [
+        "rule-gone",
+        "step-gone",
+        "fingerprint",
+        "too-late",
+        "too-early",
+        "concurrency",
+    ];
+    for (input, name, extra) in runs {
+        let lines = json_lines(input, name, &extra);
+        assert!(!lines.is_empty(), "{name}: no output");
+        let mut last = 0;
+        for line in &lines {
+            let object = line.as_object().unwrap();
+            for key in object.keys() {
+                assert!(
+                    fields.contains(&key.as_str()),
+                    "{name}: field {key} in {line}"
+                );
+            }
+            for value in object.values() {
+                assert!(!value.is_null(), "{name}: null in {line}");
+            }
+            let at = line["at_ms"].as_u64().unwrap();
+            assert!(at >= last, "{name}: out of order at {line}");
+            last = at;
+            let reason = line["reason"].as_str();
+            match line["kind"].as_str().unwrap() {
+                "action" => {
+                    let needs: &[&str] = match line["action"].as_str().unwrap() {
+                        "redis" => &["list", "push"],
+                        "exec" => &["command"],
+                        "can" => &["iface", "id", "data"],
+                        other => panic!("{name}: action {other}"),
+                    };
+                    for key in ["rule", "step", "pass", "run"].iter().chain(needs) {
+                        assert!(object.contains_key(*key), "{name}: no {key} in {line}");
+                    }
+                }
+                "run-end" => assert!(end_reasons.contains(&reason.unwrap()), "{name}: {line}"),
+                "replay-drop" => {
+                    assert!(replay_reasons.contains(&reason.unwrap()), "{name}: {line}")
+                }
+                "action-failed" | "step-skipped" | "run-start" | "trigger-dropped"
+                | "trigger-queued" | "trigger-refused" | "trigger-suppressed" | "record-put"
+                | "record-drop" | "replay-resume" => {
+                    assert!(object.contains_key("rule"), "{name}: no rule in {line}")
+                }
+                "restart" => assert_eq!(object.len(), 2, "{name}: {line}"),
+                "end" => assert!(object.contains_key("pending"), "{name}: {line}"),
+                other => panic!("{name}: kind {other} in {line}"),
+            }
+        }
+    }
 }
 
 // The "what it must show", asserted directly (not only through the

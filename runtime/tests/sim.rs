@@ -828,7 +828,7 @@ fn every_kind_outcomes() -> Vec<Outcome> {
     let early = run(
         vec![hazards()],
         "[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n[[restart]]\nat = \"1s\"\n\
-         down = \"1s\"\n[[clock]]\nat = \"1s\"\njump = \"-1h\"\n",
+         down = \"1s\"\n[[clock]]\nat = \"1500ms\"\njump = \"-1h\"\n",
         None,
     );
     // DESIGN.md 8's kinds plus ours: `end` (cut short while waiting).
@@ -925,6 +925,44 @@ fn the_output_has_every_kind_and_reason_with_only_the_relevant_fields() {
         ])
     );
     assert_eq!(actions, all(&["redis", "exec", "can"]));
+}
+
+/// A jump while the service is up moves the waiting record's `fire-at` by
+/// the jump (a `record-put` at that instant): the restart after it replays
+/// the step at its time instead of dropping it as too-early.
+#[test]
+fn a_clock_jump_while_up_rewrites_the_record_and_replay_keeps_it() {
+    let out = run(
+        vec![hazards()],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        [[clock]]
+        at = "5s"
+        jump = "-1h"
+        [[restart]]
+        at = "10s"
+        down = "5s"
+        "#,
+        None,
+    );
+    let t = text(&out);
+    assert!(
+        t.contains(&"5000 ms record-put rule=hazards step=1 pass=0 run=hazards#0-1".to_string()),
+        "{t:?}"
+    );
+    assert!(
+        t.contains(
+            &"15000 ms replay-resume rule=hazards step=1 pass=0 run=hazards#0-1".to_string()
+        ),
+        "{t:?}"
+    );
+    assert!(
+        t.iter()
+            .any(|l| l.starts_with("30000 ms action rule=hazards step=1")),
+        "{t:?}"
+    );
 }
 
 #[test]

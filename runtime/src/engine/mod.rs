@@ -637,6 +637,25 @@ impl Engine {
         queued
     }
 
+    /// The wall clock jumped by `delta_ms` while runs wait (the service
+    /// compares the wall clock with the monotonic one; the simulator's
+    /// `[[clock]]`). Timers run on the monotonic clock and do not move, but
+    /// each owned record's `fire-at` is shifted by the jump and written
+    /// again, so it still names the instant the step falls due on the new
+    /// clock: replay after a restart would otherwise judge it too late or
+    /// too early (DESIGN.md 6.5). Returns how many records were queued.
+    pub fn clock_jumped(&mut self, delta_ms: i64) -> usize {
+        if delta_ms == 0 {
+            return 0;
+        }
+        for state in &mut self.rules {
+            if let Some(run) = state.run.as_mut().filter(|run| run.owns_record) {
+                run.fire_at = run.fire_at.saturating_add(delta_ms);
+            }
+        }
+        self.rewrite_records()
+    }
+
     pub fn is_stopped(&self) -> bool {
         self.stopped
     }

@@ -68,6 +68,38 @@ fn wall_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Notices a jump of the wall clock against the monotonic one (NTP setting
+/// the time, a suspend): timers do not move, but waiting records get their
+/// `fire-at` shifted (`Engine::clock_jumped`, docs/service.md "Pending
+/// records"). Slewing (NTP's small corrections) stays far below the
+/// threshold between two checks.
+#[derive(Debug)]
+struct ClockWatch {
+    /// `wall - monotonic` at the last check, ms.
+    offset_ms: i64,
+}
+
+impl ClockWatch {
+    /// A change of the offset by this much between two checks is a jump.
+    const JUMP_MS: i64 = 1000;
+
+    fn new(wall_ms: i64, mono_ms: i64) -> Self {
+        Self {
+            offset_ms: wall_ms.saturating_sub(mono_ms),
+        }
+    }
+
+    /// The jump since the last check, if there was one.
+    fn check(&mut self, wall_ms: i64, mono_ms: i64) -> Option<i64> {
+        let offset = wall_ms.saturating_sub(mono_ms);
+        let delta = offset.saturating_sub(self.offset_ms);
+        (delta.abs() >= Self::JUMP_MS).then(|| {
+            self.offset_ms = offset;
+            delta
+        })
+    }
+}
+
 /// Runs the service until `shutdown` resolves, then stops in order.
 pub async fn run(
     config: ServiceConfig,
@@ -110,6 +142,7 @@ struct Service {
     origin: Instant,
     /// Per-rule log budget against a burst flooding the journal.
     throttle: Throttle,
+    clock: ClockWatch,
 }
 
 impl Service {
@@ -202,6 +235,10 @@ impl Service {
             stats_interval: config.stats_interval,
             origin,
             throttle: Throttle::new(Instant::now()),
+            clock: ClockWatch::new(
+                wall_ms(),
+                i64::try_from(origin.elapsed().as_millis()).unwrap_or(i64::MAX),
+            ),
         };
 
         // Replay before any subscription opens: a replayed run meets the
@@ -273,6 +310,7 @@ impl Service {
                     sleep.as_mut().reset(far());
                 },
                 _ = stats.tick() => {
+                    self.check_clock();
                     self.published.write_changes(&self.engine, &self.writer);
                     logging::log_held(&self.throttle.roll(Instant::now()));
                 },
@@ -288,6 +326,9 @@ impl Service {
         tracing::info!("stopping");
         notify::notify("STOPPING=1");
         self.subscriber.close();
+        // The records kept must name the right instants on the clock the
+        // next start reads.
+        self.check_clock();
         self.engine.stop();
         self.perform_effects();
         let abandoned = self.pool.stop(STOP_GRACE).await;
@@ -327,6 +368,20 @@ impl Service {
             self.writer_task.abort();
         }
         tracing::info!("stopped");
+    }
+
+    /// Rewrites the waiting records after a wall clock jump (see
+    /// [`ClockWatch`]); the effects are performed by the caller's loop.
+    fn check_clock(&mut self) {
+        let mono_ms = i64::try_from(self.origin.elapsed().as_millis()).unwrap_or(i64::MAX);
+        if let Some(delta_ms) = self.clock.check(wall_ms(), mono_ms) {
+            let records = self.engine.clock_jumped(delta_ms);
+            tracing::info!(
+                delta_ms,
+                records,
+                "wall clock jumped; waiting steps keep their time, their records were shifted"
+            );
+        }
     }
 
     fn now(&self) -> Time {
@@ -823,6 +878,18 @@ fn changed_counters(old: &Counters, new: &Counters) -> Vec<(&'static str, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clock_watch_sees_jumps_not_drift() {
+        let mut watch = ClockWatch::new(1_000_000, 0);
+        // Both clocks advance together, or drift by a little: no jump.
+        assert_eq!(watch.check(1_010_000, 10_000), None);
+        assert_eq!(watch.check(1_020_500, 20_000), None);
+        // The wall clock is set an hour ahead, then back.
+        assert_eq!(watch.check(4_630_000, 30_000), Some(3_600_000));
+        assert_eq!(watch.check(4_640_000, 40_000), None);
+        assert_eq!(watch.check(1_050_000, 50_000), Some(-3_600_000));
+    }
 
     #[test]
     fn only_changed_counters_are_written() {

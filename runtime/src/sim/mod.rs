@@ -276,9 +276,15 @@ impl<'t> Sim<'t> {
             self.run_until(at);
             match kind {
                 Kind::Clock => {
-                    self.jump_ms = self
-                        .jump_ms
-                        .saturating_add(timeline.clock[index].jump.0 / 1_000_000);
+                    let delta_ms = timeline.clock[index].jump.0 / 1_000_000;
+                    self.jump_ms = self.jump_ms.saturating_add(delta_ms);
+                    // A running service sees the jump and rewrites its
+                    // records (`Engine::clock_jumped`); a stopped one
+                    // cannot: replay judges its records by the new clock.
+                    if self.up_at.is_none() {
+                        self.engine.clock_jumped(delta_ms);
+                        self.perform();
+                    }
                 }
                 Kind::State => {
                     let entry = &timeline.state[index];
