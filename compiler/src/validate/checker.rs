@@ -332,7 +332,20 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             };
             match TopicPattern::parse(text) {
                 Ok(pattern) => {
-                    if pattern.has_literal_star() {
+                    // README: events arrive on the channel `ev:<topic>`; the
+                    // prefix is the channel's, never part of the topic.
+                    let channel = text.strip_prefix("ev:");
+                    if let Some(topic) = channel {
+                        let topic = if topic.is_empty() { "*" } else { topic };
+                        self.push(
+                            Diagnostic::warning(
+                                "rulec::pattern-channel-prefix",
+                                format!("the pattern `{text}` in `{key}` starts with the channel prefix `ev:`: it can only match a topic that itself starts with `ev:`"),
+                            )
+                            .at(item.span(), "`ev:` belongs to the Redis channel name, not to the topic")
+                            .with_help(format!("patterns match the topic: write `{topic}`")),
+                        );
+                    } else if pattern.has_literal_star() {
                         self.push(
                             Diagnostic::warning(
                                 "rulec::pattern-literal-star",
@@ -350,6 +363,25 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                             )
                             .at(item.span(), "nothing before `.*`")
                             .with_help("write `*` for every topic, or `prefix.*` (e.g. `alarm.*`) for every topic under `prefix.`"),
+                        );
+                    }
+                    // Topics are dotted words (DESIGN.md 3.4): no empty word.
+                    // `.*` has its own warning above.
+                    let body = text.strip_suffix(".*").unwrap_or(text);
+                    if channel.is_none() && !body.is_empty() && body.split('.').any(str::is_empty) {
+                        let help = match body.strip_suffix('.') {
+                            Some(prefix) if !prefix.is_empty() && !prefix.contains("..") => format!(
+                                "to match every topic under `{body}`, write `{prefix}.*`"
+                            ),
+                            _ => "topics are dotted words such as `alarm.triggered`; remove the extra `.`".to_string(),
+                        };
+                        self.push(
+                            Diagnostic::warning(
+                                "rulec::pattern-empty-segment",
+                                format!("the pattern `{text}` in `{key}` has an empty word between dots"),
+                            )
+                            .at(item.span(), "a leading, trailing or doubled `.`")
+                            .with_help(help),
                         );
                     }
                     if text.chars().any(char::is_whitespace) {
