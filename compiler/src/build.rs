@@ -136,6 +136,16 @@ pub fn summary(built: &Built) -> String {
 
 /// Runs `rulec build`.
 pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
+    // `-o -` reads as "to stdout" to most users, but stdout carries the
+    // bundle id (and JSON lines): refuse instead of writing a file named `-`.
+    if args.output.as_os_str() == "-" {
+        writeln!(
+            console.err,
+            "error: the bundle is written to a file, not to stdout (which gets its id): \
+             give a file name, e.g. `-o rules.bundle`"
+        )?;
+        return Ok(Exit::Usage);
+    }
     let report: CheckReport = match check_dir_with(&args.dir, args.deny_warnings) {
         Ok(report) => report,
         Err(error) => {

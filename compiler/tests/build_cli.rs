@@ -111,6 +111,20 @@ fn errors_write_nothing() {
 }
 
 #[test]
+fn output_dash_is_refused_not_a_file_named_dash() {
+    let dir = scratch(&[("a.toml", GOOD)]);
+    let out = rulec(dir.path())
+        .args(["build", "rules", "-o", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("-o rules.bundle"), "{stderr}");
+    assert!(!dir.path().join("-").exists());
+}
+
+#[test]
 fn unwritable_output_names_the_output() {
     let dir = scratch(&[("a.toml", GOOD)]);
     let out = rulec(dir.path())
