@@ -144,7 +144,17 @@ impl<'i> RuleChecker<'_, 'i> {
             Some((text, span)) => match parse_can_data(&text) {
                 Ok(bytes) => Some(Some((bytes, span))),
                 Err(problem) => {
-                    self.error_help("rulec::can-data", format!("`data` `{text}`: {problem}"), span, &problem, "write hex bytes, contiguous (`\"DEADBEEF\"`) or separated by spaces (`\"DE AD BE EF\"`), at most 8 bytes");
+                    let help = match respelled_can_data(&text) {
+                        Some(fixed) => format!("write `data = \"{fixed}\"`: hex bytes without `0x`, separated by spaces (or none)"),
+                        None => "write hex bytes, contiguous (`\"DEADBEEF\"`) or separated by spaces (`\"DE AD BE EF\"`), at most 8 bytes".to_string(),
+                    };
+                    self.error_help(
+                        "rulec::can-data",
+                        format!("`data` `{text}`: {problem}"),
+                        span,
+                        &problem,
+                        &help,
+                    );
                     None
                 }
             },
@@ -252,6 +262,25 @@ pub fn parse_can_data(text: &str) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// `data` as written in C or a CAN tool (`"0x01 0x02"`, `"01,02"`,
+/// `"01:02"`), respelled the way `parse_can_data` reads it, when that is
+/// all that is wrong.
+fn respelled_can_data(text: &str) -> Option<String> {
+    let groups: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ':' | '-' | ';'))
+        .filter(|g| !g.is_empty())
+        .map(|g| {
+            g.strip_prefix("0x")
+                .or_else(|| g.strip_prefix("0X"))
+                .unwrap_or(g)
+        })
+        .collect();
+    let fixed = groups.join(" ");
+    let ok = (groups.len() == 1 || groups.iter().all(|g| g.len() == 2))
+        && parse_can_data(&fixed).is_ok();
+    (ok && fixed != text).then_some(fixed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +302,18 @@ mod tests {
         // A non-ASCII character must not panic on slicing, and is named.
         assert_eq!(parse_can_data("éé"), Err("`é` is not a hex digit".into()));
         assert_eq!(parse_can_data("0x12"), Err("`x` is not a hex digit".into()));
+    }
+
+    #[test]
+    fn other_spellings_of_can_data_get_a_fix() {
+        assert_eq!(respelled_can_data("0x01 0x02").as_deref(), Some("01 02"));
+        assert_eq!(respelled_can_data("01,02, FF").as_deref(), Some("01 02 FF"));
+        assert_eq!(respelled_can_data("01:02").as_deref(), Some("01 02"));
+        assert_eq!(respelled_can_data("0x12").as_deref(), Some("12"));
+        assert_eq!(respelled_can_data("0x0102").as_deref(), Some("0102"));
+        // Nothing to respell, or respelling does not make it valid.
+        assert_eq!(respelled_can_data("ABC"), None);
+        assert_eq!(respelled_can_data("0x1"), None);
+        assert_eq!(respelled_can_data("01 02 03 04 05 06 07 08 09"), None);
     }
 }
