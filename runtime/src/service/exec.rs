@@ -200,9 +200,14 @@ pub async fn run(
     let feed = async move {
         if let Some(mut stdin) = stdin {
             // A command that does not read its stdin closes the pipe early:
-            // that is its business, not an error.
-            if let Err(e) = stdin.write_all(&stdin_json).await {
-                tracing::debug!("exec stdin: {e}");
+            // that is its business, not an error. A background child that
+            // inherited the pipe and never reads it would hold this task
+            // (and the event) forever once the pipe is full: bounded by the
+            // action's timeout.
+            match tokio::time::timeout(timeout, stdin.write_all(&stdin_json)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::debug!("exec stdin: {e}"),
+                Err(_) => tracing::debug!("exec stdin: not read within the timeout; dropped"),
             }
         }
     };
