@@ -71,6 +71,20 @@ pub struct Diagnostic {
     pub related: Vec<Related>,
 }
 
+/// `text` with its control characters escaped (`\n`, `\u{0}`), so that a
+/// rule name cannot break a report line; other text is left as written.
+pub fn escape_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 impl Diagnostic {
     pub fn new(severity: Severity, code: &'static str, message: impl Into<String>) -> Self {
         Self {
@@ -125,8 +139,12 @@ impl Diagnostic {
     /// ``rule `x`, step 0: message``.
     pub fn headline(&self) -> String {
         match (&self.rule, self.step) {
-            (Some(rule), Some(step)) => format!("rule `{rule}`, step {step}: {}", self.message),
-            (Some(rule), None) => format!("rule `{rule}`: {}", self.message),
+            (Some(rule), Some(step)) => format!(
+                "rule `{}`, step {step}: {}",
+                escape_controls(rule),
+                self.message
+            ),
+            (Some(rule), None) => format!("rule `{}`: {}", escape_controls(rule), self.message),
             (None, Some(step)) => format!("step {step}: {}", self.message),
             (None, None) => self.message.clone(),
         }
@@ -438,6 +456,9 @@ mod tests {
     fn plain_text_names_both_files_without_escape_codes() {
         let text = render_text(&[duplicate()], &files(), TextStyle::Plain);
         assert!(text.contains("rule `x`: taken"), "{text}");
+        let mut diagnostic = Diagnostic::error("rulec::name-characters", "odd");
+        diagnostic.rule = Some("a\nb\u{0}ä".into());
+        assert_eq!(diagnostic.headline(), "rule `a\\nb\\u{0}ä`: odd");
         assert!(text.contains("[b.toml:2:8]"), "{text}");
         assert!(text.contains("[a.toml:2:8]"), "{text}");
         assert!(text.contains("help: rename"), "{text}");

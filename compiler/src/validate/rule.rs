@@ -3,7 +3,7 @@
 
 use super::checker::{entry, RuleChecker};
 use super::CheckedRule;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{escape_controls, Diagnostic};
 use crate::rulefile::Table;
 use rulecore::bundle::{Concurrency, Repeat};
 use rulecore::suggest::did_you_mean;
@@ -40,6 +40,25 @@ impl<'i> RuleChecker<'_, 'i> {
                 DeValue::String(text) => {
                     self.name = Some(text.to_string());
                     self.name_span = Some(e.value.span());
+                    // The name goes into every log line, counter and pending
+                    // record: a control character breaks a log line, and
+                    // `"hazards "` looks like `"hazards"` but is another name.
+                    let control = text.chars().any(char::is_control);
+                    if control || text.trim() != text.as_ref() {
+                        let what = if control {
+                            "a control character (a line break, tab, NUL, ...)"
+                        } else {
+                            "white space at its start or end"
+                        };
+                        self.push(
+                            Diagnostic::warning(
+                                "rulec::name-characters",
+                                format!("the rule name `{}` has {what}", escape_controls(text)),
+                            )
+                            .at(e.value.span(), "hard to tell apart in logs")
+                            .with_help("names appear in logs and in Redis: use letters, digits, `-` and `_`, such as `hazards-on-alarm`"),
+                        );
+                    }
                 }
                 _ => {
                     let help = super::checker::string_help("name", e.value.get_ref());
