@@ -131,6 +131,13 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
 /// Reads one rule file into `loaded`; a file that is not UTF-8 becomes a
 /// diagnostic rejecting that file only.
 fn read_file(loaded: &mut Loaded, name: String, path: &Path) -> Result<(), LoadError> {
+    // A `*.toml` entry that is a FIFO, a socket or a device (a link to
+    // `/dev/zero`) would block or never end: only regular files are read.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(LoadError::NotADirectory {
+            path: path.to_path_buf(),
+        });
+    }
     let bytes = std::fs::read(path).map_err(|source| LoadError::File {
         path: path.to_path_buf(),
         source,

@@ -305,6 +305,24 @@ fn hidden_files_in_a_directory_are_not_rule_files() {
 }
 
 #[test]
+fn a_rule_file_that_is_not_a_regular_file_is_refused_not_read() {
+    let temp = tempfile::tempdir().unwrap();
+    let rules = temp.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    // A device: `/dev/zero` would be read forever; `/dev/null` keeps this
+    // test finite should the check ever go missing.
+    std::os::unix::fs::symlink("/dev/null", rules.join("zero.toml")).unwrap();
+    let out = rulec(&["check", rules.to_str().unwrap()]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("zero.toml is neither a directory nor a rule file"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn usage_and_io_errors_exit_2() {
     assert_eq!(rulec(&["check"]).code, 2);
     assert_eq!(rulec(&["check", ".", "--format", "yaml"]).code, 2);
