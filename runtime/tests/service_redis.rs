@@ -187,6 +187,42 @@ fn store_queue_is_bounded() {
     assert_eq!(hdels, 1, "the refused put's drop is not sent");
 }
 
+/// A record written again (after a reconnect or a clock jump) that the full
+/// queue refuses does not make its removal skipped: the first write stands
+/// in Redis, and a record left behind would run its step again.
+#[test]
+fn a_refused_rewrite_keeps_the_removal() {
+    let redis = RedisServer::start();
+    runtime().block_on(async {
+        let (writer, task) = StoreWriter::with_limit(manager(&redis).await, 520);
+        assert!(writer.send(StoreOp::Put {
+            id: "a#1-1".into(),
+            json: "x".repeat(100),
+        }));
+        writer.flush().await;
+        for n in 2..=4 {
+            assert!(writer.send(StoreOp::Put {
+                id: format!("a#1-{n}"),
+                json: "x".repeat(100),
+            }));
+        }
+        assert!(!writer.send(StoreOp::Rewrite {
+            id: "a#1-1".into(),
+            json: "y".repeat(100),
+        }));
+        assert!(writer.send(StoreOp::Drop {
+            id: "a#1-1".into(),
+            ack: None
+        }));
+        writer.flush().await;
+        drop(writer);
+        task.await.unwrap();
+    });
+    let mut left: Vec<String> = redis.query(&["HKEYS", "extensions:pending"]);
+    left.sort();
+    assert_eq!(left, ["a#1-2", "a#1-3", "a#1-4"]);
+}
+
 fn commandstat(redis: &RedisServer, command: &str) -> u64 {
     let info: String = redis.query(&["INFO", "commandstats"]);
     let prefix = format!("cmdstat_{command}:calls=");

@@ -51,6 +51,9 @@ pub enum Effect {
         fire_at: i64,
         /// The [`PendingRecord`](super::PendingRecord) JSON.
         json: String,
+        /// The same record written again (`Engine::rewrite_records`,
+        /// `Engine::clock_jumped`): an earlier write may be in the store.
+        rewrite: bool,
     },
     /// `HDEL extensions:pending <id>`. A failed removal is logged with its
     /// cost: the step will run again at the next start.

@@ -631,7 +631,7 @@ impl Engine {
                 Some(run) if run.owns_record => run.fire_at,
                 _ => continue,
             };
-            self.put_record(rule, &spec.source, fire_at);
+            self.put_record(rule, &spec.source, fire_at, true);
             queued += 1;
         }
         queued
@@ -874,7 +874,7 @@ impl Engine {
             // 6.5): the effects are performed in order, so a crash between
             // the two leaves a record and no timer, which replay finishes.
             let fire_at = wall_ms.saturating_add(nanos_to_millis_ceil(step.after_ns));
-            self.put_record(rule, &spec.source, fire_at);
+            self.put_record(rule, &spec.source, fire_at, false);
         }
         let token = self.arm(now.plus_nanos(step.after_ns), rule, TimerKind::Run);
         if let Some(run) = self.rules[rule].run.as_mut() {
@@ -885,7 +885,7 @@ impl Engine {
     /// Queues the live run's pending record for its current step; the run
     /// owns it from here. A record that does not serialise is logged, and
     /// the step runs without restart protection.
-    fn put_record(&mut self, rule: usize, source: &str, fire_at: i64) {
+    fn put_record(&mut self, rule: usize, source: &str, fire_at: i64, rewrite: bool) {
         let state = &self.rules[rule];
         let Some(run) = state.run.as_ref() else {
             return;
@@ -909,6 +909,7 @@ impl Engine {
                     pass: run.pass,
                     fire_at,
                     json,
+                    rewrite,
                 };
                 self.effects.push_back(effect);
                 if let Some(run) = self.rules[rule].run.as_mut() {

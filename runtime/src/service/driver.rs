@@ -483,10 +483,14 @@ impl Service {
             match effect {
                 Effect::Submit(job) => self.submit(job),
                 // A refused put or drop was logged by the writer with its cost.
-                Effect::PutRecord { id, json, .. } => {
-                    self.writer.send(StoreOp::Put {
-                        id: id.to_string(),
-                        json,
+                Effect::PutRecord {
+                    id, json, rewrite, ..
+                } => {
+                    let id = id.to_string();
+                    self.writer.send(if rewrite {
+                        StoreOp::Rewrite { id, json }
+                    } else {
+                        StoreOp::Put { id, json }
                     });
                 }
                 Effect::DropRecord { id, reason, rule } => {

@@ -308,6 +308,15 @@ pub enum StoreOp {
         id: String,
         json: String,
     },
+    /// A `Put` of a record that may already be in the store (written again
+    /// after a reconnect or a clock jump). Refused when the queue is full
+    /// like a `Put`, but then the record's `Drop` is still sent: the
+    /// earlier write may stand, and a record left behind would run its step
+    /// again at the next start.
+    Rewrite {
+        id: String,
+        json: String,
+    },
     /// `HDEL extensions:pending id`; `ack` (if any) is answered once the
     /// removal was performed (or failed, logged), or at once when there is
     /// nothing to remove (the record's write was refused).
@@ -336,7 +345,7 @@ impl StoreOp {
         const OVERHEAD: usize = 64;
         OVERHEAD
             + match self {
-                Self::Put { id, json } => id.len() + json.len(),
+                Self::Put { id, json } | Self::Rewrite { id, json } => id.len() + json.len(),
                 Self::Drop { id, .. } => id.len(),
                 Self::Counters(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
                 Self::RuleStats(fields) | Self::AllRuleStats(fields) => {
@@ -413,11 +422,16 @@ impl StoreWriter {
                 tracing::debug!(run = %id, "pending record not written: store queue full");
                 return false;
             }
+            StoreOp::Rewrite { id, .. } if full => {
+                overflow.note_refused(self.limit);
+                tracing::debug!(run = %id, "pending record not written again: store queue full");
+                return false;
+            }
             StoreOp::Counters(_) | StoreOp::RuleStats(_) | StoreOp::AllRuleStats(_) if full => {
                 overflow.note_refused(self.limit);
                 return false;
             }
-            StoreOp::Put { id, .. } => {
+            StoreOp::Put { id, .. } | StoreOp::Rewrite { id, .. } => {
                 overflow.unwritten.remove(id);
             }
             StoreOp::Drop { id, .. } if overflow.unwritten.remove(id) => return true,
@@ -542,7 +556,7 @@ async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
     let mut flushed = Vec::new();
     for op in batch.drain(..) {
         match op {
-            StoreOp::Put { id, json } => {
+            StoreOp::Put { id, json } | StoreOp::Rewrite { id, json } => {
                 pipe.cmd("HSET").arg(PENDING_HASH).arg(&id).arg(json);
                 written.push(Written::Put(id));
             }
