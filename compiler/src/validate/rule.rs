@@ -7,6 +7,7 @@ use crate::diagnostic::{escape_controls, Diagnostic};
 use crate::rulefile::Table;
 use rulecore::bundle::{Concurrency, Repeat};
 use rulecore::suggest::did_you_mean;
+use rulecore::topic::TopicPattern;
 use toml::de::DeValue;
 
 impl<'i> RuleChecker<'_, 'i> {
@@ -169,6 +170,28 @@ impl<'i> RuleChecker<'_, 'i> {
                 Vec::new()
             }
         };
+        // DESIGN.md 6.2: cancel first, then match. A `cancel-on` topic that
+        // an `on` prefix also matches cancels the run and then starts a new
+        // one, so for that topic `cancel-on` means "restart" (`on =
+        // ["alarm.*"]`, `cancel-on = ["alarm.disarmed"]`: disarming restarts
+        // the alarm rule). Only a rule without `when` is sure to refire; the
+        // same pattern in both lists is `redundant-cancel-on`'s business.
+        if entry(table, "when").is_none() {
+            for (pattern, span) in &cancel_on {
+                let covering = on.iter().find(|(p, _)| p != pattern && covers(p, pattern));
+                if let Some((on_pattern, on_span)) = covering {
+                    self.push(
+                        Diagnostic::warning(
+                            "rulec::cancel-on-also-triggers",
+                            format!("`on` pattern `{on_pattern}` also matches `cancel-on` pattern `{pattern}`: such an event cancels the run, then starts a new one"),
+                        )
+                        .at(span.clone(), "also matched by `on`")
+                        .with_related(&self.file.name, on_span.clone(), "matches the cancelling topics too")
+                        .with_help("to stop the rule on this topic, narrow `on` (list the topics that should start it), or add a `when` that leaves this topic out"),
+                    );
+                }
+            }
+        }
         if concurrency == Some(Concurrency::Restart) {
             for (pattern, span) in &cancel_on {
                 if let Some((_, on_span)) = on.iter().find(|(p, _)| p == pattern) {
@@ -344,5 +367,17 @@ impl<'i> RuleChecker<'_, 'i> {
                 })
             }
         }
+    }
+}
+
+/// Whether every topic `inner` matches is also matched by `outer`.
+fn covers(outer: &TopicPattern, inner: &TopicPattern) -> bool {
+    match (outer, inner) {
+        (TopicPattern::Any, _) => true,
+        (TopicPattern::Prefix(prefix), TopicPattern::Prefix(sub)) => {
+            sub.starts_with(prefix.as_str())
+        }
+        (_, TopicPattern::Exact(topic)) => outer.matches(topic),
+        _ => false,
     }
 }
