@@ -141,6 +141,37 @@ fn undecodable_events_are_skipped_with_channel_and_reason() {
     assert!(!ruled.log_text().contains("secret-payload"));
 }
 
+/// A publisher spamming undecodable payloads gets 10 warn lines, then one
+/// line (here at stop) with how many were held back.
+#[test]
+fn a_flood_of_undecodable_events_is_not_one_warn_line_each() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(0)));
+    let mut ruled = Ruled::ready(&redis, &bundle, &[]);
+    for _ in 0..100 {
+        publish(&redis, "alarm.triggered", "not json");
+    }
+    // A good event after the flood: everything before it was handled.
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("the good event fired", || {
+        list(&redis, "scooter:blinker") == ["both", "off"]
+    });
+    assert!(ruled.stop(), "clean exit; log:\n{}", ruled.log_text());
+    let log = ruled.log_text();
+    let warned = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("does not decode"))
+        .count();
+    assert_eq!(warned, 10, "{log}");
+    assert!(
+        log.contains("WARN more lines held back (shown at debug) lines=90 window_s=10"),
+        "{log}"
+    );
+}
+
 #[test]
 fn cancel_on_stops_the_waiting_step() {
     let redis = RedisServer::start();

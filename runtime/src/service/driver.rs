@@ -412,7 +412,16 @@ impl Service {
                 self.engine.handle_event(now, wall_ms(), event);
             }
             // The channel and the reason, never the payload (DESIGN.md 6.1).
-            Err(e) => tracing::warn!(channel, "skipping an event that does not decode: {e}"),
+            // A publisher spamming garbage must not flood the journal: the
+            // budget of lines of no rule.
+            Err(e) => {
+                logging::log_held(&self.throttle.roll(Instant::now()));
+                if self.throttle.admit(None, tracing::Level::WARN) {
+                    tracing::warn!(channel, "skipping an event that does not decode: {e}");
+                } else {
+                    tracing::debug!(channel, "skipping an event that does not decode: {e}");
+                }
+            }
         }
     }
 

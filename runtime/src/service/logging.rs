@@ -207,12 +207,21 @@ impl Throttle {
 /// level, at that level.
 pub fn log_held(held: &[Held]) {
     for held in held {
-        let (rule, lines, window_s) = (&held.rule, held.lines, Throttle::WINDOW.as_secs());
-        let message = "more lines of this rule held back (shown at debug)";
+        let (lines, window_s) = (held.lines, Throttle::WINDOW.as_secs());
+        // Lines of no rule (undecodable events, ...) have no `rule` field.
+        let (rule, message) = if held.rule.is_empty() {
+            (None, "more lines held back (shown at debug)")
+        } else {
+            (
+                Some(&held.rule),
+                "more lines of this rule held back (shown at debug)",
+            )
+        };
+        let rule = rule.map(tracing::field::display);
         match held.level {
-            Level::ERROR => tracing::error!(rule = %rule, lines, window_s, "{message}"),
-            Level::WARN => tracing::warn!(rule = %rule, lines, window_s, "{message}"),
-            _ => tracing::info!(rule = %rule, lines, window_s, "{message}"),
+            Level::ERROR => tracing::error!(rule, lines, window_s, "{message}"),
+            Level::WARN => tracing::warn!(rule, lines, window_s, "{message}"),
+            _ => tracing::info!(rule, lines, window_s, "{message}"),
         }
     }
 }
