@@ -272,11 +272,20 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             return Ok(None);
         };
         match when::check(&text) {
-            Ok(checked) => Ok(Some(CheckedExpr {
-                source: text,
-                checked,
-                span,
-            })),
+            Ok(checked) => {
+                let map = StringMap::new(&self.file.text, span.clone(), &text);
+                for warning in &checked.warnings {
+                    let mut diagnostic = Diagnostic::warning(warning.code, warning.message.clone())
+                        .at(map.map(warning.span.clone()), warning.label.clone());
+                    diagnostic.help = warning.help.clone();
+                    self.push(diagnostic);
+                }
+                Ok(Some(CheckedExpr {
+                    source: text,
+                    checked,
+                    span,
+                }))
+            }
             Err(problems) => {
                 let map = StringMap::new(&self.file.text, span, &text);
                 for problem in problems {

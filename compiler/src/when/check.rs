@@ -145,6 +145,7 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     let mut checker = Checker {
         text,
         problems: Vec::new(),
+        warnings: Vec::new(),
         state_pairs: Vec::new(),
     };
     let expr = if tree.children().is_empty() {
@@ -185,6 +186,7 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
             }
             Ok(CheckedWhen {
                 state_pairs: checker.state_pairs,
+                warnings: checker.warnings,
                 // A constant that did not fail evaluates with evalexpr, the
                 // authority, as it does in `constant_failures`.
                 is_always_false: constant
@@ -660,6 +662,7 @@ struct Checker<'t> {
     /// The expression text, to see what surrounds a name.
     text: &'t str,
     problems: Vec<WhenProblem>,
+    warnings: Vec<WhenProblem>,
     state_pairs: Vec<StatePair>,
 }
 
@@ -1085,6 +1088,7 @@ impl Checker<'_> {
                     );
                     return None;
                 }
+                self.empty_string_data(op, left, right, span);
                 Some(Ty::Bool)
             }
             BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
@@ -1103,6 +1107,39 @@ impl Checker<'_> {
                 ok.then_some(Ty::Bool)
             }
         }
+    }
+
+    /// `data.x == ""` reads as "x is missing or empty", but a missing key
+    /// is *empty*, which equals only another empty value (docs/
+    /// when-language.md, "Data values"): the comparison is false for a
+    /// missing key, and `!=` true. Legal, and a warning.
+    fn empty_string_data(&mut self, op: BinOp, left: &Expr, right: &Expr, span: Range<usize>) {
+        let empty = Lit::Str(String::new());
+        let path = match (&left.kind, &right.kind) {
+            (ExprKind::Data(path), ExprKind::Lit(lit))
+            | (ExprKind::Lit(lit), ExprKind::Data(path))
+                if *lit == empty =>
+            {
+                path.join(".")
+            }
+            _ => return,
+        };
+        let is = if op == BinOp::Eq { "false" } else { "true" };
+        self.warnings.push(WhenProblem {
+            code: "rulec::when::empty-string-data",
+            message: format!(
+                "`{}` is {is} when the event has no `{path}`: a missing key is empty, not `\"\"`",
+                self.text.get(span.clone()).unwrap_or("").trim()
+            ),
+            span,
+            label: format!("{is} for a missing key"),
+            help: Some(
+                "a missing key equals only another missing key, and `when` has no test for \
+                 one: write the condition on the values the key has when present \
+                 (`data.state == \"on\"` is false while it is missing)"
+                    .into(),
+            ),
+        });
     }
 
     fn name(&mut self, name: &str, span: Range<usize>) -> Option<Expr> {

@@ -44,6 +44,9 @@ pub struct CheckedWhen {
     /// `false`, or `false && x`, `"a" == "b"`, ... (the rule never fires, a
     /// later step never runs).
     pub is_always_false: bool,
+    /// Problems that do not reject the expression (warnings), such as
+    /// `data.x == ""`, which a missing key never satisfies.
+    pub warnings: Vec<WhenProblem>,
     /// The typed tree, what [`lower`] compiles.
     pub expr: Expr,
 }

@@ -75,6 +75,29 @@ fn always_false_is_flagged() {
 }
 
 #[test]
+fn comparing_data_with_the_empty_string_warns() {
+    let warnings = |text: &str| -> Vec<(&'static str, String)> {
+        ok(text)
+            .warnings
+            .into_iter()
+            .map(|w| (w.code, text[w.span].to_string()))
+            .collect()
+    };
+    assert_eq!(
+        warnings(r#"to == "x" && data.a.b == """#),
+        [(
+            "rulec::when::empty-string-data",
+            r#"data.a.b == """#.to_string()
+        )]
+    );
+    assert_eq!(warnings(r#""" != data.a"#).len(), 1);
+    // Fields are strings, `""` when absent: comparing them with `""` is fine.
+    assert!(warnings(r#"to == """#).is_empty());
+    assert!(warnings(r#"data.a == " ""#).is_empty());
+    assert!(warnings(r#"str::trim(data.a) == """#).is_empty());
+}
+
+#[test]
 fn constant_string_tests_evaluate_like_the_vm() {
     // Our string tests are not evalexpr built-ins: a constant call to one
     // must be evaluated with them registered, not reported as failing.
