@@ -334,6 +334,18 @@ impl<'i> RuleChecker<'_, 'i> {
                 );
                 return false;
             }
+            // `scripts/x` or `./x` is found relative to ruled's working
+            // directory (`/` under systemd), not to the rules directory.
+            if text.contains('/') && !text.starts_with('/') {
+                self.push(
+                    Diagnostic::warning(
+                        "rulec::exec-relative-path",
+                        format!("`command` `{text}` is a relative path: it is looked up from ruled's working directory, not from the rules directory"),
+                    )
+                    .at(span.clone(), "relative path")
+                    .with_help("write the absolute path (`/usr/local/bin/...`), or a bare program name to search the `PATH`"),
+                );
+            }
             true
         });
         let timeout_ns = self
