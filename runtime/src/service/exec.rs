@@ -16,6 +16,11 @@ use tokio::process::Command;
 
 /// How much of stderr an error message keeps.
 const STDERR_KEEP: usize = 2048;
+/// The longest `KEY=value` an `LS_` variable may be (the kernel's
+/// MAX_ARG_STRLEN is 128 KiB), and all of them together (ARG_MAX is at
+/// least 128 KiB, commonly 2 MiB, shared with ruled's own environment).
+const VAR_MAX: usize = 32 * 1024;
+const VARS_MAX: usize = 96 * 1024;
 /// How long stderr may keep draining after the command exited: a background
 /// child holding the pipe open must not hold the worker.
 const STDERR_GRACE: Duration = Duration::from_millis(100);
@@ -127,15 +132,33 @@ fn event_env(event: &Event) -> Vec<(String, String)> {
             vars.push((format!("LS_DATA_{}", env_key(key)), text));
         }
     }
-    // A NUL cannot be in an environment variable: one such value would make
-    // the spawn itself fail. The variable is left out instead; the event JSON
-    // on stdin still carries it (docs/service.md "Actions").
+    // What the kernel refuses would make the spawn itself fail, for every
+    // exec action of such an event: a NUL in a value, one variable longer
+    // than MAX_ARG_STRLEN (128 KiB), or all of them past ARG_MAX. Such a
+    // variable is left out instead; the event JSON on stdin still carries
+    // it (docs/service.md "Actions").
+    let mut total = 0usize;
     vars.retain(|(key, value)| {
-        let keep = !value.contains('\0');
-        if !keep {
-            tracing::debug!(var = %key, "exec: variable left out, its value holds a NUL");
+        let size = key.len() + value.len() + 2;
+        let why = if value.contains('\0') {
+            Some("its value holds a NUL")
+        } else if size > VAR_MAX {
+            Some("it is too long")
+        } else if total + size > VARS_MAX {
+            Some("the LS_ variables are too long together")
+        } else {
+            None
+        };
+        match why {
+            Some(why) => {
+                tracing::debug!(var = %key, "exec: variable left out: {why}");
+                false
+            }
+            None => {
+                total += size;
+                true
+            }
         }
-        keep
     });
     vars
 }
@@ -322,6 +345,46 @@ mod tests {
         assert!(!keys.contains(&"LS_DATA_BAD"), "{keys:?}");
         assert!(keys.contains(&"LS_DATA_GOOD"), "{keys:?}");
         assert!(keys.contains(&"LS_TOPIC"), "{keys:?}");
+    }
+
+    #[test]
+    fn over_long_values_are_left_out_and_the_rest_is_bounded() {
+        let mut data = serde_json::Map::new();
+        data.insert("huge".into(), "x".repeat(200_000).into());
+        for n in 0..10 {
+            data.insert(format!("k{n}"), "y".repeat(20_000).into());
+        }
+        let event = Event::decode(
+            serde_json::json!({"topic": "t", "data": data})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+        let vars = event_env(&event);
+        let keys: Vec<&str> = vars.iter().map(|(k, _)| k.as_str()).collect();
+        assert!(!keys.contains(&"LS_DATA_HUGE"), "{keys:?}");
+        assert!(keys.contains(&"LS_TOPIC"), "{keys:?}");
+        assert!(keys.contains(&"LS_DATA_K0"), "{keys:?}");
+        let total: usize = vars.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+        assert!(total <= VARS_MAX, "{total}");
+    }
+
+    #[tokio::test]
+    async fn an_over_long_value_does_not_stop_the_command() {
+        let event = Event::decode(
+            serde_json::json!({"topic": "t", "data": {"big": "x".repeat(200_000)}})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+        run(
+            "/bin/true",
+            Duration::from_secs(10),
+            &event,
+            &RunningGroups::default(),
+        )
+        .await
+        .unwrap();
     }
 
     #[tokio::test]
