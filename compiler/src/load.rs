@@ -41,11 +41,18 @@ pub enum LoadError {
     File { path: PathBuf, source: io::Error },
     #[error("no such rule file {}", path.display())]
     NoSuchFile { path: PathBuf },
+    #[error("`-` (standard input) is not supported: give a rule file or a rules directory")]
+    Stdin,
 }
 
 /// Reads every `*.toml` file directly inside `dir`, or `dir` itself when it
 /// is a single file.
 pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
+    // `-` would otherwise be a missing directory, "no rules", exit 0: an
+    // editor or hook piping a file in would pass whatever it sent.
+    if dir.as_os_str() == "-" {
+        return Err(LoadError::Stdin);
+    }
     let metadata = match std::fs::metadata(dir) {
         Ok(metadata) => metadata,
         Err(source) if source.kind() == io::ErrorKind::NotFound => {

@@ -323,6 +323,22 @@ fn a_rule_file_that_is_not_a_regular_file_is_refused_not_read() {
 }
 
 #[test]
+fn dash_is_not_read_as_a_missing_directory() {
+    for command in ["check", "build"] {
+        let out = rulec(
+            &[command, "-", "-o", "/nonexistent/x.bundle"]
+                [..if command == "check" { 2 } else { 4 }],
+        );
+        assert_eq!(out.code, 2, "{command}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("standard input"),
+            "{command}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
 fn usage_and_io_errors_exit_2() {
     assert_eq!(rulec(&["check"]).code, 2);
     assert_eq!(rulec(&["check", ".", "--format", "yaml"]).code, 2);
