@@ -37,7 +37,7 @@ docs/engine.md (\"The simulator\").
 Exit status: 0 simulated, 1 bad rules, bundle or timeline, 2 usage or I/O
 error.")]
 pub struct SimulateArgs {
-    /// A rules directory (compiled in memory) or a bundle file.
+    /// A rules directory or one rule file (compiled in memory), or a bundle file.
     pub input: PathBuf,
     /// The timeline TOML file.
     #[arg(long, value_name = "FILE")]
@@ -57,10 +57,12 @@ pub enum SimFormat {
     Json,
 }
 
-/// Loads rules from a directory (compiled in memory) or a bundle file.
+/// Loads rules from a directory or one `*.toml` rule file (compiled in
+/// memory, as `rulec check` reads them), or from a bundle file.
 /// `Err(exit)` after the problem was printed.
 fn load(path: &Path, console: &mut Console<'_>) -> io::Result<Result<Payload, Exit>> {
-    if path.is_dir() {
+    let rule_file = path.extension().is_some_and(|ext| ext == "toml");
+    if path.is_dir() || rule_file {
         let report = match check_dir(path) {
             Ok(report) => report,
             Err(error) => {

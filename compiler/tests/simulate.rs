@@ -499,3 +499,13 @@ fn replay_output_at_a_restart_is_in_fire_at_order() {
         "{stdout}"
     );
 }
+
+/// One rule file is compiled alone, as `rulec check FILE` reads it.
+#[test]
+fn a_single_rule_file_is_simulated() {
+    let lines = json_lines("fixtures/rules/10-alarm.toml", "hazards", &[]);
+    assert_eq!(
+        hazard_pushes(&lines),
+        vec![at(0, "both"), at(30_000, "off")]
+    );
+}
