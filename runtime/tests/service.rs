@@ -141,6 +141,30 @@ fn undecodable_events_are_skipped_with_channel_and_reason() {
     assert!(!ruled.log_text().contains("secret-payload"));
 }
 
+/// An event over 64 KiB is skipped with its size (a queue of such events
+/// could pass the 48 MB budget); a normal one still fires.
+#[test]
+fn an_oversized_event_is_skipped_with_its_size() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(0)));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    let big = format!(
+        r#"{{"topic":"alarm.triggered","data":{{"blob":"{}"}}}}"#,
+        "x".repeat(70_000)
+    );
+    publish(&redis, "alarm.triggered", &big);
+    let line = ruled.wait_log(&["skipping an event of", "over the 64 KiB limit"]);
+    assert!(line.contains("ev:alarm.triggered"), "{line}");
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("a normal event still fires", || {
+        list(&redis, "scooter:blinker") == ["both", "off"]
+    });
+    assert_eq!(list(&redis, "scooter:blinker"), ["both", "off"]);
+}
+
 /// A publisher spamming undecodable payloads gets 10 warn lines, then one
 /// line (here at stop) with how many were held back.
 #[test]

@@ -35,6 +35,12 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// TimeoutStopSec is 15 s: grace + flush stay well under it).
 const STOP_FLUSH: Duration = Duration::from_secs(3);
 
+/// The largest event payload handled. A job keeps its event until it runs,
+/// so the pool queue (256 by default) times this must stay well inside the
+/// service's 48 MB (DESIGN.md 1): 256 x 64 KiB is 16 MiB. Vehicle events are
+/// a few hundred bytes.
+const MAX_EVENT_BYTES: usize = 64 * 1024;
+
 /// Everything `ruled` is told on its command line.
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
@@ -407,23 +413,34 @@ impl Service {
             }
             return;
         }
-        match Event::decode(message.get_payload_bytes()) {
+        let payload = message.get_payload_bytes();
+        if payload.len() > MAX_EVENT_BYTES {
+            let why = format!(
+                "of {} bytes, over the {} KiB limit",
+                payload.len(),
+                MAX_EVENT_BYTES / 1024
+            );
+            return self.skip_event(channel, &why);
+        }
+        match Event::decode(payload) {
             Ok(event) => {
                 tracing::debug!(channel, topic = %event.topic, "event");
                 let now = self.now();
                 self.engine.handle_event(now, wall_ms(), event);
             }
-            // The channel and the reason, never the payload (DESIGN.md 6.1).
-            // A publisher spamming garbage must not flood the journal: the
-            // budget of lines of no rule.
-            Err(e) => {
-                logging::log_held(&self.throttle.roll(Instant::now()));
-                if self.throttle.admit(None, tracing::Level::WARN) {
-                    tracing::warn!(channel, "skipping an event that does not decode: {e}");
-                } else {
-                    tracing::debug!(channel, "skipping an event that does not decode: {e}");
-                }
-            }
+            Err(e) => self.skip_event(channel, &format!("that does not decode: {e}")),
+        }
+    }
+
+    /// Logs an event that is not handled: the channel and the reason, never
+    /// the payload (DESIGN.md 6.1). A publisher spamming garbage must not
+    /// flood the journal: these lines share the budget of lines of no rule.
+    fn skip_event(&mut self, channel: &str, why: &str) {
+        logging::log_held(&self.throttle.roll(Instant::now()));
+        if self.throttle.admit(None, tracing::Level::WARN) {
+            tracing::warn!(channel, "skipping an event {why}");
+        } else {
+            tracing::debug!(channel, "skipping an event {why}");
         }
     }
 
