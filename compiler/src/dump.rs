@@ -10,7 +10,7 @@ use rulecore::codec::{self, Bundle, BundleError};
 use rulecore::duration::format_duration;
 use rulecore::vm::builtin_name;
 use serde_json::{json, Value as Json};
-use std::fmt::Write as _;
+use std::fmt::{self, Write};
 use std::io;
 use std::path::PathBuf;
 
@@ -300,73 +300,71 @@ fn action_text(action: &Action) -> String {
                 text.push_str(" extended");
             }
             if frame.rtr {
-                let _ = write!(text, " rtr dlc {}", frame.dlc);
+                text.push_str(&format!(" rtr dlc {}", frame.dlc));
             } else {
-                let _ = write!(text, " data [{}]", hex(&frame.data));
+                text.push_str(&format!(" data [{}]", hex(&frame.data)));
             }
             text
         }
     }
 }
 
-fn write_when(out: &mut String, indent: &str, when: Option<&Program>, payload: &Payload) {
-    match when {
-        None => {
-            let _ = writeln!(out, "{indent}when         always");
-        }
-        Some(program) => {
-            match decompile(program, &payload.consts, &payload.state_pairs) {
-                Some(text) => {
-                    let _ = writeln!(out, "{indent}when         {text}");
-                }
-                None => {
-                    let _ = writeln!(out, "{indent}when");
-                }
-            }
-            for line in disassemble(program, &payload.consts, &payload.state_pairs) {
-                let _ = writeln!(out, "{indent}  {line}");
-            }
-        }
+fn write_when(
+    out: &mut impl Write,
+    indent: &str,
+    when: Option<&Program>,
+    payload: &Payload,
+) -> fmt::Result {
+    let Some(program) = when else {
+        return writeln!(out, "{indent}when         always");
+    };
+    match decompile(program, &payload.consts, &payload.state_pairs) {
+        Some(text) => writeln!(out, "{indent}when         {text}")?,
+        None => writeln!(out, "{indent}when")?,
     }
+    for line in disassemble(program, &payload.consts, &payload.state_pairs) {
+        writeln!(out, "{indent}  {line}")?;
+    }
+    Ok(())
 }
 
-fn write_step(out: &mut String, index: usize, step: &Step, payload: &Payload) {
-    let _ = writeln!(out, "  step {index}");
-    let _ = writeln!(out, "    action       {}", action_text(&step.action));
-    let _ = writeln!(out, "    after        {}", duration(step.after_ns));
-    let _ = writeln!(
+fn write_step(out: &mut impl Write, index: usize, step: &Step, payload: &Payload) -> fmt::Result {
+    writeln!(out, "  step {index}")?;
+    writeln!(out, "    action       {}", action_text(&step.action))?;
+    writeln!(out, "    after        {}", duration(step.after_ns))?;
+    writeln!(
         out,
         "    durable      {}",
         if step.durable { "yes" } else { "no" }
-    );
+    )?;
     if let Action::Exec { timeout_ns, .. } = step.action {
-        let _ = writeln!(out, "    timeout      {}", duration(timeout_ns));
+        writeln!(out, "    timeout      {}", duration(timeout_ns))?;
     }
-    let _ = writeln!(out, "    fingerprint  {}", step.fingerprint);
-    write_when(out, "    ", step.when.as_ref(), payload);
+    writeln!(out, "    fingerprint  {}", step.fingerprint)?;
+    write_when(out, "    ", step.when.as_ref(), payload)
 }
 
-fn write_rule(out: &mut String, rule: &Rule, payload: &Payload) {
-    let _ = writeln!(out, "rule {:?} ({})", rule.name, rule.source);
+fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Result {
+    writeln!(out, "rule {:?} ({})", rule.name, rule.source)?;
     let status = if rule.enabled {
         "yes"
     } else {
         "no (replay-only)"
     };
-    let _ = writeln!(out, "  enabled      {status}");
-    let _ = writeln!(out, "  on           {}", patterns(&rule.on));
-    let _ = writeln!(out, "  cancel-on    {}", patterns(&rule.cancel_on));
-    let _ = writeln!(out, "  concurrency  {}", concurrency(rule.concurrency));
-    let _ = writeln!(
+    writeln!(out, "  enabled      {status}")?;
+    writeln!(out, "  on           {}", patterns(&rule.on))?;
+    writeln!(out, "  cancel-on    {}", patterns(&rule.cancel_on))?;
+    writeln!(out, "  concurrency  {}", concurrency(rule.concurrency))?;
+    writeln!(
         out,
         "  cooldown     {}",
         optional_duration(rule.cooldown_ns)
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         out,
         "  debounce     {}",
         optional_duration(rule.debounce_ns)
-    );
+    )?;
     let repeat = if rule.repeat.count <= 1 {
         "once".to_string()
     } else {
@@ -376,36 +374,49 @@ fn write_rule(out: &mut String, rule: &Rule, payload: &Payload) {
             duration(rule.repeat.every_ns)
         )
     };
-    let _ = writeln!(out, "  repeat       {repeat}");
-    write_when(out, "  ", rule.when.as_ref(), payload);
+    writeln!(out, "  repeat       {repeat}")?;
+    write_when(out, "  ", rule.when.as_ref(), payload)?;
     for (index, step) in rule.steps.iter().enumerate() {
-        write_step(out, index, step, payload);
+        write_step(out, index, step, payload)?;
     }
+    Ok(())
 }
 
 /// The stable text form.
 pub fn render_text(bundle: &Bundle) -> String {
+    TextDump(bundle).to_string()
+}
+
+/// The text form as `Display`, so every line is written with `?` and the
+/// one `String` at the end comes from `to_string`.
+struct TextDump<'a>(&'a Bundle);
+
+impl fmt::Display for TextDump<'_> {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_bundle(out, self.0)
+    }
+}
+
+fn write_bundle(out: &mut impl Write, bundle: &Bundle) -> fmt::Result {
     let payload = &bundle.payload;
-    // Writing to a String cannot fail; the `let _` below are for that.
-    let mut out = String::new();
-    let _ = writeln!(out, "bundle {}", bundle.id);
-    let _ = writeln!(out, "format   {FORMAT_VERSION}");
-    let _ = writeln!(out, "compiler rulec {}", payload.compiler_version);
-    let _ = writeln!(
+    writeln!(out, "bundle {}", bundle.id)?;
+    writeln!(out, "format   {FORMAT_VERSION}")?;
+    writeln!(out, "compiler rulec {}", payload.compiler_version)?;
+    writeln!(
         out,
         "rules    {} ({} enabled)",
         payload.rules.len(),
         payload.rules.iter().filter(|r| r.enabled).count()
-    );
-    let _ = writeln!(out, "state    {}", payload.state_pairs.len());
+    )?;
+    writeln!(out, "state    {}", payload.state_pairs.len())?;
     for pair in &payload.state_pairs {
-        let _ = writeln!(out, "  {:?} {:?}", pair.hash, pair.field);
+        writeln!(out, "  {:?} {:?}", pair.hash, pair.field)?;
     }
     for rule in &payload.rules {
-        out.push('\n');
-        write_rule(&mut out, rule, payload);
+        out.write_char('\n')?;
+        write_rule(out, rule, payload)?;
     }
-    out
+    Ok(())
 }
 
 fn action_json(action: &Action) -> Json {
