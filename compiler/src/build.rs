@@ -8,7 +8,7 @@
 //! verified again before the file is written, so a lowering bug fails the
 //! build here rather than the service on the scooter.
 
-use crate::check::{check_dir_with, print_report, CheckReport, Format};
+use crate::check::{check_and_print, plural, Format};
 use crate::cli::{Console, Exit};
 use crate::validate::{CheckedExpr, CheckedRule};
 use crate::when::{lower, ConstPool};
@@ -119,7 +119,7 @@ pub fn summary(built: &Built) -> String {
     let rules = &built.payload.rules;
     let enabled = rules.iter().filter(|r| r.enabled).count();
     let steps: usize = rules.iter().map(|r| r.steps.len()).sum();
-    let mut text = crate::check::plural(rules.len(), "rule");
+    let mut text = plural(rules.len(), "rule");
     if enabled != rules.len() {
         text.push_str(&format!(
             " ({enabled} enabled, {} replay-only)",
@@ -128,8 +128,8 @@ pub fn summary(built: &Built) -> String {
     }
     format!(
         "{text}, {}, {}, {} bytes",
-        crate::check::plural(steps, "step"),
-        crate::check::plural(built.payload.state_pairs.len(), "state pair"),
+        plural(steps, "step"),
+        plural(built.payload.state_pairs.len(), "state pair"),
         built.bytes.len()
     )
 }
@@ -146,14 +146,10 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         )?;
         return Ok(Exit::Usage);
     }
-    let report: CheckReport = match check_dir_with(&args.dir, args.deny_warnings) {
+    let report = match check_and_print(&args.dir, args.deny_warnings, args.format, console)? {
         Ok(report) => report,
-        Err(error) => {
-            writeln!(console.err, "error: {error}")?;
-            return Ok(Exit::Usage);
-        }
+        Err(exit) => return Ok(exit),
     };
-    print_report(&report, args.format, console)?;
     if report.missing_dir {
         writeln!(
             console.err,

@@ -160,16 +160,32 @@ fn diagnostics_for_unreadable(diagnostics: &[Diagnostic]) -> usize {
         .count()
 }
 
-/// Runs `rulec check`.
-pub fn run(args: &CheckArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let report = match check_dir_with(&args.dir, args.deny_warnings) {
+/// The start that `check`, `build` and `simulate` share: check `dir` and
+/// print its diagnostics in `format`. `Err(Exit::Usage)` after an
+/// unreadable directory or file was reported.
+pub(crate) fn check_and_print(
+    dir: &Path,
+    deny_warnings: bool,
+    format: Format,
+    console: &mut Console<'_>,
+) -> io::Result<Result<CheckReport, Exit>> {
+    let report = match check_dir_with(dir, deny_warnings) {
         Ok(report) => report,
         Err(error) => {
             writeln!(console.err, "error: {error}")?;
-            return Ok(Exit::Usage);
+            return Ok(Err(Exit::Usage));
         }
     };
-    print_report(&report, args.format, console)?;
+    print_report(&report, format, console)?;
+    Ok(Ok(report))
+}
+
+/// Runs `rulec check`.
+pub fn run(args: &CheckArgs, console: &mut Console<'_>) -> io::Result<Exit> {
+    let report = match check_and_print(&args.dir, args.deny_warnings, args.format, console)? {
+        Ok(report) => report,
+        Err(exit) => return Ok(exit),
+    };
     if report.missing_dir {
         writeln!(
             console.err,

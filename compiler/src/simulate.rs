@@ -3,7 +3,7 @@
 //! the vehicle would see, one line per thing that happened.
 
 use crate::build::{assemble, COMPILER_VERSION};
-use crate::check::{check_dir, print_report, Format};
+use crate::check::{check_and_print, Format};
 use crate::cli::{Console, Exit};
 use rulecore::bundle::Payload;
 use rulecore::codec::{self, BundleError};
@@ -63,16 +63,10 @@ pub enum SimFormat {
 fn load(path: &Path, console: &mut Console<'_>) -> io::Result<Result<Payload, Exit>> {
     let rule_file = path.extension().is_some_and(|ext| ext == "toml");
     if path.is_dir() || rule_file {
-        let report = match check_dir(path) {
+        let report = match check_and_print(path, false, Format::Text, console)? {
             Ok(report) => report,
-            Err(error) => {
-                writeln!(console.err, "error: {error}")?;
-                return Ok(Err(Exit::Usage));
-            }
+            Err(exit) => return Ok(Err(exit)),
         };
-        if !report.diagnostics.is_empty() {
-            print_report(&report, Format::Text, console)?;
-        }
         if report.failed(false) {
             writeln!(
                 console.err,
