@@ -5,27 +5,8 @@
 //! checker's and the verifier's static typing meet at their edges.
 
 use rulec::when::{check, lower, ConstPool};
-use rulecore::fuzz::Fuzz;
+use rulecore::fuzz::{Fuzz, Rng};
 use rulecore::verify::verify_program;
-
-/// SplitMix64: deterministic on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
 
 const ATOMS: &[&str] = &[
     "to",
@@ -89,7 +70,7 @@ fn expr(rng: &mut Rng, depth: usize) -> String {
 fn every_accepted_when_verifies() {
     // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md).
     let fuzz = Fuzz::from_env("build_verify::every_accepted_when_verifies", 0x5eed).unwrap();
-    let mut rng = Rng(fuzz.seed());
+    let mut rng = Rng::new(fuzz.seed());
     let mut accepted = 0;
     for _ in 0..fuzz.cases(60_000) {
         let depth = 1 + rng.below(4);

@@ -23,7 +23,7 @@ use rulec::when::{check, lower, ConstPool, Expr, ExprKind};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Const, Program};
 use rulecore::event::Event;
-use rulecore::fuzz::Fuzz;
+use rulecore::fuzz::{Fuzz, Rng};
 use serde_json::json;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -32,29 +32,6 @@ type Ctx = HashMapContext<DefaultNumericTypes>;
 type EvalResult = Result<bool, String>;
 
 // ---------------------------------------------------------------- inputs --
-
-/// A small deterministic PRNG (SplitMix64): the same seed gives the same
-/// cases on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn one_in(&mut self, n: usize) -> bool {
-        self.below(n) == 0
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 const STRINGS: &[&str] = &[
     "",
@@ -757,7 +734,7 @@ fn generated_expressions_agree() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(fuzz.seed());
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let (strings, paths, pairs) = (strings(), default_paths(), default_pairs());
     let mut tally = Tally::default();
     while tally.ran < wanted && tally.generated < 4 * wanted {
@@ -1061,7 +1038,7 @@ fn fixture_expressions_agree() {
         0x5C00_7E25_0000_0002,
     )
     .unwrap();
-    let mut rng = Rng(fuzz.seed());
+    let mut rng = Rng::new(fuzz.seed());
     let mut tally = Tally::default();
     for (_file, text) in &whens {
         let mut strings = strings();
@@ -1127,7 +1104,7 @@ fn accepted_token_soup_agrees() {
     )
     .unwrap();
     let wanted = fuzz.cases(1_500);
-    let mut rng = Rng(fuzz.seed());
+    let mut rng = Rng::new(fuzz.seed());
     let (strings, paths, pairs) = (strings(), default_paths(), default_pairs());
     let mut tally = Tally::default();
     let mut tried = 0;
@@ -1177,7 +1154,7 @@ fn accepted_token_soup_agrees() {
 fn shared_pool_agrees() {
     quiet_panics();
     let fuzz = Fuzz::from_env("differential::shared_pool_agrees", 0x5C00_7E25_0000_0004).unwrap();
-    let mut rng = Rng(fuzz.seed());
+    let mut rng = Rng::new(fuzz.seed());
     let (strings, paths, pairs) = (strings(), default_paths(), default_pairs());
     let mut texts = Vec::new();
     let mut checked = Vec::new();

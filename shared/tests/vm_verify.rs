@@ -7,24 +7,9 @@
 
 use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::event::Event;
-use rulecore::fuzz::Fuzz;
+use rulecore::fuzz::{Fuzz, Rng};
 use rulecore::verify::verify_program;
 use rulecore::vm::{eval_bool, EvalError};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 const BUILTINS: &[Builtin] = &[
     Builtin::Len,
@@ -116,7 +101,7 @@ fn random_programs_never_panic_and_verified_ones_never_malform() {
         42,
     )
     .unwrap();
-    let mut rng = Rng(fuzz.seed());
+    let mut rng = Rng::new(fuzz.seed());
     let mut verified = 0;
     for _ in 0..fuzz.cases(600_000) {
         let len = 1 + rng.below(10);
