@@ -4,17 +4,22 @@
 //! [`super::spans`] and builds the typed [`Expr`]. A static type error is
 //! reported only where the operation fails (or is constant) for *every*
 //! input: a `data.*` value is `Any` and is checked at run time.
+//!
+//! Two passes live in their own files: `syntax` reports what the tokens
+//! alone show (before evalexpr's parser, whose messages would mislead), and
+//! `constant` evaluates the parts that read no event data, to catch those
+//! that fail on every event. What stays here is the walk itself: names,
+//! types and built-in calls.
 
-use super::lex::{tokenize, Tok, TokKind};
+use super::lex::tokenize;
 use super::spans::{self, Oddity, SpanTree};
 use super::{BinOp, CheckedWhen, Expr, ExprKind, Lit, Ty, UnOp, WhenProblem};
-use evalexpr::{
-    ContextWithMutableFunctions, DefaultNumericTypes, EvalexprError, Function, HashMapContext,
-    Node, Operator, Value,
-};
+use constant::{constant_context, constant_failures};
+use evalexpr::{DefaultNumericTypes, Node, Operator, Value};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Builtin, EventField};
 use std::ops::Range;
+use syntax::{parse_problem, token_problems};
 
 /// The functions `when` accepts, by their evalexpr name.
 pub const FUNCTIONS: &[(&str, Builtin)] = &[
@@ -207,101 +212,6 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     }
 }
 
-/// Finds the parts that read no event data and fail anyway (`1 / 0`, an
-/// int overflow of literals, `math::abs` of the smallest int): they fail on
-/// every event that reaches them. evalexpr is the authority on what fails,
-/// so each such part is evaluated with it; evalexpr evaluates every argument
-/// (no short cut through `&&`, `||` or `if`), so a failing part anywhere
-/// fails the whole `when` there (the VM short-circuits `&&`/`||` only).
-/// Reports the innermost failing part; returns whether `node` is constant.
-fn constant_failures(
-    text: &str,
-    node: &Node,
-    spans: &SpanTree,
-    context: &ConstantContext,
-    problems: &mut Vec<WhenProblem>,
-) -> bool {
-    let mut constant = match node.operator() {
-        Operator::VariableIdentifierRead { .. } => false,
-        // `state(...)` reads the store; the others are evalexpr built-ins.
-        Operator::FunctionIdentifier { identifier } => {
-            FUNCTIONS.iter().any(|(name, _)| name == identifier)
-        }
-        _ => true,
-    };
-    let before = problems.len();
-    for (kid, kid_spans) in node.children().iter().zip(&spans.kids) {
-        constant &= constant_failures(text, kid, kid_spans, context, problems);
-    }
-    if constant && problems.len() == before {
-        // evalexpr's `math::abs` takes `i64::abs`, which panics (debug) or
-        // wraps (release) on the smallest int; the VM says overflow.
-        let abs_of_min = matches!(
-            node.operator(),
-            Operator::FunctionIdentifier { identifier } if identifier == "math::abs"
-        ) && node
-            .children()
-            .first()
-            .is_some_and(|arg| matches!(arg.eval_with_context(context), Ok(Value::Int(i64::MIN))));
-        let failure = if abs_of_min {
-            Some(format!(
-                "the absolute value of {} does not fit an int",
-                i64::MIN
-            ))
-        } else {
-            node.eval_with_context(context)
-                .err()
-                .map(|error| error.to_string())
-        };
-        if let Some(error) = failure {
-            let written = text.get(spans.span.clone()).unwrap_or("").trim();
-            problems.push(problem(
-                "rulec::when::always-fails",
-                format!("`{written}` fails whenever it is evaluated: {error}"),
-                spans.span.clone(),
-                "reads no event data and always fails".into(),
-                Some(
-                    "fix or remove this part: evalexpr evaluates every argument (both \
-                     branches of `if` too), so it fails the `when` on every event; the VM \
-                     skips only the side of `&&`/`||` that the other side already decides"
-                        .into(),
-                ),
-            ));
-        }
-    }
-    constant
-}
-
-type ConstantContext = HashMapContext<DefaultNumericTypes>;
-
-/// What evalexpr needs to evaluate a constant part: its own built-ins, and
-/// our three string tests, which are not among them (DESIGN.md 4). Without
-/// them a constant `str::contains("ab", "b")` would "fail" with evalexpr's
-/// "not bound" error. The checker has already typed both arguments as
-/// strings. No variables: a constant part reads none.
-fn constant_context() -> ConstantContext {
-    let mut context = ConstantContext::new();
-    type StringTest = fn(&str, &str) -> bool;
-    let tests: [(&str, StringTest); 3] = [
-        ("str::starts_with", |a, b| a.starts_with(b)),
-        ("str::ends_with", |a, b| a.ends_with(b)),
-        ("str::contains", |a, b| a.contains(b)),
-    ];
-    for (name, test) in tests {
-        let function = Function::new(move |argument: &Value| {
-            let arguments = argument.as_fixed_len_tuple(2)?;
-            let (a, b) = (arguments[0].as_string()?, arguments[1].as_string()?);
-            Ok(Value::Boolean(test(&a, &b)))
-        });
-        // A plain HashMapContext accepts every function; were that ever to
-        // change, the call would stay unbound and be reported, not hidden.
-        if let Err(error) = context.set_function(name.to_string(), function) {
-            debug_assert!(false, "{name}: {error}");
-        }
-    }
-    context
-}
-
 /// The expression without surrounding white space (falls back to all of it).
 fn whole_span(text: &str) -> Range<usize> {
     let start = text.len() - text.trim_start().len();
@@ -327,237 +237,6 @@ fn problem(
         label,
         help,
     }
-}
-
-/// Mistakes found on the tokens alone, before evalexpr's parser (whose
-/// messages for these would be confusing: `'x'` parses as a variable name,
-/// `a and b` as nested function calls).
-fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
-    let mut out = Vec::new();
-    let mut quoted_until = 0;
-    // The next token starts right where token `index` ends (`=>`, `<>`).
-    let next_is = |index: usize, kinds: &[TokKind]| {
-        toks.get(index + 1).is_some_and(|next| {
-            next.span.start == toks[index].span.end && kinds.contains(&next.kind)
-        })
-    };
-    for (index, tok) in toks.iter().enumerate() {
-        let span = tok.span.clone();
-        match &tok.kind {
-            TokKind::UnterminatedStr => out.push(problem(
-                "rulec::when::syntax",
-                "unterminated string".into(),
-                span,
-                "this string has no closing `\"`".into(),
-                Some("close the string with `\"`".into()),
-            )),
-            TokKind::BadEscape(bad) => out.push(problem(
-                "rulec::when::syntax",
-                format!("unknown escape `{}` in a string", &text[bad.clone()]),
-                bad.clone(),
-                "not an escape evalexpr knows".into(),
-                Some("the only escapes are `\\\"` and `\\\\`".into()),
-            )),
-            TokKind::UnterminatedComment => out.push(problem(
-                "rulec::when::syntax",
-                "unterminated comment".into(),
-                span,
-                "this `/*` has no closing `*/`".into(),
-                None,
-            )),
-            TokKind::Ident(name) if name.contains('\'') => {
-                if span.start < quoted_until {
-                    continue;
-                }
-                // Find the quote in the text itself: the token's name can
-                // differ from it (a comment inside the token is left out).
-                let open = text[span.clone()]
-                    .find('\'')
-                    .map_or(span.start, |at| span.start + at);
-                let close = text[open + 1..].find('\'').map(|at| open + 1 + at + 1);
-                let quoted = open..close.unwrap_or(span.end);
-                quoted_until = quoted.end;
-                // The help quotes what was written, not a stock example.
-                let inner = text[quoted.clone()].trim_matches('\'');
-                out.push(problem(
-                    "rulec::when::single-quotes",
-                    "strings are written in double quotes".into(),
-                    quoted,
-                    "single quotes do not make a string".into(),
-                    Some(format!(
-                        "write \"{inner}\", not '{inner}'; in TOML, put the whole expression \
-                         in single quotes, e.g. when = 'to == \"{inner}\"'"
-                    )),
-                ));
-            }
-            // Words inside a single-quoted string: reported with it.
-            TokKind::Ident(_) if span.start < quoted_until => {}
-            TokKind::Ident(name) => {
-                let fix = match name.to_ascii_lowercase().as_str() {
-                    "and" => Some("&&"),
-                    "or" => Some("||"),
-                    "not" => Some("!"),
-                    _ => None,
-                };
-                if let Some(fix) = fix {
-                    // `!` binds tighter than `==`: `not a == b` must become
-                    // `!(a == b)`, not `!a == b` (a type error).
-                    let help = if fix == "!" {
-                        "`when` uses `&&`, `||` and `!`: write `!(...)` around the condition, \
-                         e.g. `!(from == \"driving\")`, or use `!=`"
-                            .to_string()
-                    } else {
-                        format!("`when` uses `&&`, `||` and `!`: write `{fix}`")
-                    };
-                    out.push(problem(
-                        "rulec::when::word-operator",
-                        format!("`{name}` is not an operator here"),
-                        span,
-                        format!("use `{fix}` instead"),
-                        Some(help),
-                    ));
-                }
-            }
-            TokKind::LoneAmpOrBar => {
-                let doubled = &text[span.clone()].repeat(2);
-                out.push(problem(
-                    "rulec::when::syntax",
-                    format!("`{}` is not an operator", &text[span.clone()]),
-                    span,
-                    format!("use `{doubled}`"),
-                    Some("`&&` is logical and, `||` is logical or".into()),
-                ));
-            }
-            TokKind::Assign
-                if &text[span.clone()] == "=" && next_is(index, &[TokKind::Gt, TokKind::Lt]) =>
-            {
-                // `=>` and `=<`: a comparison written backwards.
-                let fix = if toks[index + 1].kind == TokKind::Gt {
-                    ">="
-                } else {
-                    "<="
-                };
-                let written = &text[span.start..toks[index + 1].span.end];
-                out.push(problem(
-                    "rulec::when::syntax",
-                    format!("`{written}` is not an operator"),
-                    span.start..toks[index + 1].span.end,
-                    format!("use `{fix}`"),
-                    Some(format!(
-                        "write `{fix}`: the comparison comes first, then `=`"
-                    )),
-                ));
-            }
-            TokKind::Lt if next_is(index, &[TokKind::Gt]) => out.push(problem(
-                "rulec::when::syntax",
-                "`<>` is not an operator".into(),
-                span.start..toks[index + 1].span.end,
-                "use `!=`".into(),
-                Some("`when` writes \"not equal\" as `!=`".into()),
-            )),
-            TokKind::Assign => {
-                let is_plain = &text[span.clone()] == "=";
-                out.push(problem(
-                    "rulec::when::assignment",
-                    "assignment is not allowed in `when`".into(),
-                    span,
-                    "assignment".into(),
-                    Some(if is_plain {
-                        "to compare, write `==`".into()
-                    } else {
-                        "a condition cannot change values".into()
-                    }),
-                ));
-            }
-            TokKind::Semicolon => out.push(problem(
-                "rulec::when::chain",
-                "`;` chains are not allowed in `when`".into(),
-                span,
-                "expression chain".into(),
-                Some("combine conditions with `&&` or `||`".into()),
-            )),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// Turns an evalexpr parse error into a problem with the best span we can
-/// find on the tokens.
-fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> WhenProblem {
-    let mut open = Vec::new();
-    let mut stray_close = None;
-    for tok in toks {
-        match tok.kind {
-            TokKind::LParen => open.push(tok.span.clone()),
-            TokKind::RParen => {
-                let matched = open.pop();
-                if matched.is_none() {
-                    stray_close.get_or_insert(tok.span.clone());
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some(span) = stray_close {
-        return problem(
-            "rulec::when::syntax",
-            "unmatched `)`".into(),
-            span,
-            "no `(` opens this".into(),
-            None,
-        );
-    }
-    if let Some(span) = open.pop() {
-        return problem(
-            "rulec::when::syntax",
-            "unmatched `(`".into(),
-            span,
-            "this `(` is never closed".into(),
-            Some("add a `)`".into()),
-        );
-    }
-    // Two values next to each other: `to == "a" from == "b"`.
-    for pair in toks.windows(2) {
-        let ends_value = matches!(
-            pair[0].kind,
-            TokKind::Int | TokKind::Float | TokKind::Bool | TokKind::Str | TokKind::RParen
-        );
-        let starts_value = matches!(
-            pair[1].kind,
-            TokKind::Int
-                | TokKind::Float
-                | TokKind::Bool
-                | TokKind::Str
-                | TokKind::Ident(_)
-                | TokKind::LParen
-        );
-        if ends_value && pair[1].kind == TokKind::LParen {
-            return problem(
-                "rulec::when::syntax",
-                "parentheses after a value".into(),
-                pair[1].span.clone(),
-                "a value cannot be called".into(),
-                Some("only functions take arguments: `len(topic)`".into()),
-            );
-        }
-        if ends_value && starts_value {
-            return problem(
-                "rulec::when::syntax",
-                "missing operator between two values".into(),
-                pair[0].span.start..pair[1].span.end,
-                "nothing joins these".into(),
-                Some("join conditions with `&&` or `||`".into()),
-            );
-        }
-    }
-    problem(
-        "rulec::when::syntax",
-        format!("cannot parse the expression: {error}"),
-        whole_span(text),
-        "evalexpr cannot parse this".into(),
-        None,
-    )
 }
 
 /// A name within one edit of `name` (two for longer names), for "did you
@@ -1487,6 +1166,9 @@ impl Checker<'_> {
         })
     }
 }
+
+mod constant;
+mod syntax;
 
 #[cfg(test)]
 mod tests;
