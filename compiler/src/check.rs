@@ -130,7 +130,7 @@ pub fn check_dir(dir: &Path) -> Result<CheckReport, LoadError> {
 
 /// [`check_dir`], with `--deny-warnings`: every warning is an error and
 /// rejects its rule (DESIGN.md 3.3).
-pub fn check_dir_with(dir: &Path, deny_warnings: bool) -> Result<CheckReport, LoadError> {
+fn check_dir_with(dir: &Path, deny_warnings: bool) -> Result<CheckReport, LoadError> {
     let loaded = load_dir(dir)?;
     let validated = validate_with(&loaded.files, deny_warnings);
     let mut diagnostics = loaded.diagnostics;
@@ -202,7 +202,7 @@ pub fn run(args: &CheckArgs, console: &mut Console<'_>) -> io::Result<Exit> {
 }
 
 /// Prints the diagnostics in `format` (not the summary).
-pub fn print_report(
+fn print_report(
     report: &CheckReport,
     format: Format,
     console: &mut Console<'_>,

@@ -137,7 +137,7 @@ impl Diagnostic {
 
     /// The message with its context, as shown in text output:
     /// ``rule `x`, step 0: message``.
-    pub fn headline(&self) -> String {
+    fn headline(&self) -> String {
         match (&self.rule, self.step) {
             (Some(rule), Some(step)) => format!(
                 "rule `{}`, step {step}: {}",
@@ -186,7 +186,7 @@ pub fn render_text(diagnostics: &[Diagnostic], files: &[SourceFile], style: Text
 
 /// One JSON object for `--format json`. Offsets are bytes; `line` and
 /// `column` are 1-based, columns counted in characters, as in the text
-/// header `[file:line:column]` (see [`Source`]).
+/// header `[file:line:column]` (the private `Source` counts them the same way).
 pub fn to_json(diagnostic: &Diagnostic, files: &[SourceFile]) -> Value {
     let position = |file: Option<&str>, span: &Range<usize>| {
         let text = file.and_then(|name| find(files, name)).unwrap_or("");

@@ -43,7 +43,7 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "FILE")]
     pub timeline: PathBuf,
     /// A bundle (or rules directory) that replaces the rules at every
-    /// [[restart]].
+    /// `[[restart]]`.
     #[arg(long, value_name = "FILE")]
     pub bundle_after_restart: Option<PathBuf>,
     /// `text` (one line each) or `json` (one object per line).
