@@ -1,6 +1,22 @@
 //! `rulec`: loads TOML rule files, checks them with precise diagnostics,
 //! compiles them to a bundle, and dumps or simulates bundles. The binary in
 //! `main.rs` only parses flags and calls into this library.
+//!
+//! Where to start reading (DESIGN.md 3, 4, 5, 7), in the order a rules
+//! directory travels:
+//!
+//! 1. [`load`] reads the `*.toml` files; [`rulefile`] parses each with spans
+//!    and rejects whole files (TOML syntax, unknown keys).
+//! 2. [`validate`] checks every rule and step key and, through [`when`], each
+//!    `when` expression; problems become [`diagnostic`]s, positioned by
+//!    [`span`].
+//! 3. [`check`] runs steps 1 and 2 and prints the report (`rulec check`);
+//!    [`build`] then lowers the surviving rules into a bundle
+//!    (`rulec build`), with the data model, codec, VM and verifier in
+//!    `rulecore`.
+//! 4. [`dump`] prints a bundle, [`simulate`] replays a timeline against one
+//!    on the runtime's engine, [`schema`] prints the rule file JSON Schema;
+//!    [`cli`] holds the flags they share.
 
 pub mod build;
 pub mod check;

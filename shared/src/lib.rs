@@ -1,6 +1,14 @@
 //! `rulecore`: plain data and pure functions that the rule compiler (`rulec`)
 //! and the runtime (`ruled`) agree on. Nothing here does I/O except the
 //! bundle's atomic file write, which both halves share.
+//!
+//! The bundle (DESIGN.md 5) is [`bundle`] (the data model), [`codec`] (the
+//! file: encode, checked decode, atomic write) and [`fingerprint`] (what a
+//! step does, hashed). A `when` (DESIGN.md 4) is a [`bytecode`] program,
+//! checked once at load by [`verify`] and run by [`vm`]. The rest is small
+//! shared vocabulary: Go [`duration`]s, [`topic`] patterns, the [`event`]
+//! envelope, [`suggest`] for "did you mean", and [`fuzz`] for the
+//! randomized tests' seeds and generator.
 
 pub mod bundle;
 pub mod bytecode;
