@@ -143,14 +143,8 @@ fn randomly_edited_fixtures() {
     ];
     let fuzz =
         rulecore::fuzz::Fuzz::from_env("check_robust::randomly_edited_fixtures", 0xED17).unwrap();
-    let mut rng = fuzz.seed();
-    // xorshift64: the fuzz seed is never zero.
-    let mut next = move |n: usize| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng % n.max(1) as u64) as usize
-    };
+    let mut rng = rulecore::fuzz::Rng::new(fuzz.seed());
+    let mut next = move |n: usize| rng.below(n.max(1));
     let texts = fixture_texts();
     let cases = fuzz.cases(3_000);
     let mut flagged = 0;

@@ -68,7 +68,8 @@ impl Fuzz {
             return Err(FuzzEnvError::ZeroScale);
         }
         let seed = match given {
-            // Never zero: some tests use xorshift, which stays at zero.
+            // Never zero, in case a test seeds a xorshift generator (zero
+            // is its fixed point); `Rng` itself would not mind.
             Some(given) => match mix(given ^ default_seed) {
                 0 => default_seed,
                 mixed => mixed,

@@ -140,14 +140,8 @@ fn random_bodies_allocate_little() {
     let fuzz =
         rulecore::fuzz::Fuzz::from_env("codec_alloc::random_bodies_allocate_little", 0xA110C)
             .unwrap();
-    let mut rng = fuzz.seed();
-    // xorshift64: the fuzz seed is never zero.
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = rulecore::fuzz::Rng::new(fuzz.seed());
+    let mut next = move || rng.next_u64();
     for _ in 0..fuzz.cases(3_000) {
         let len = (next() % 512) as usize;
         let mut body = Vec::with_capacity(len);

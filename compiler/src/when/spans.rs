@@ -424,13 +424,8 @@ mod tests {
             0x9E37_79B9,
         )
         .unwrap();
-        let mut seed: u64 = fuzz.seed();
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = rulecore::fuzz::Rng::new(fuzz.seed());
+        let mut next = move || rng.next_u64();
         let mut parsed = 0;
         for _ in 0..fuzz.cases(50_000) {
             let len = 1 + (next() % 8) as usize;

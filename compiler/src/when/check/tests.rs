@@ -366,13 +366,8 @@ fn never_panics_and_spans_are_in_bounds() {
         0x1234_5678,
     )
     .unwrap();
-    let mut seed: u64 = fuzz.seed();
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = rulecore::fuzz::Rng::new(fuzz.seed());
+    let mut next = move || rng.next_u64();
     for _ in 0..fuzz.cases(20_000) {
         let len = (next() % 9) as usize;
         let text: String = (0..len)
