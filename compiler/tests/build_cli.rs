@@ -54,6 +54,12 @@ fn scratch(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// The names of the rules in the bundle at `path`, in bundle order.
+fn rule_names(path: &Path) -> Vec<String> {
+    let bundle = rulecore::codec::read(path).unwrap();
+    bundle.payload.rules.into_iter().map(|r| r.name).collect()
+}
+
 fn last_line(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     text.lines().last().unwrap_or("").to_string()
@@ -157,14 +163,7 @@ fn partial_writes_what_compiled_and_still_fails() {
         last_line(&out.stderr),
         "2 files, 2 rules: 1 error, 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 139 bytes"
     );
-    let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
-    let names: Vec<_> = bundle
-        .payload
-        .rules
-        .iter()
-        .map(|r| r.name.as_str())
-        .collect();
-    assert_eq!(names, ["good"]);
+    assert_eq!(rule_names(&dir.path().join("out.bundle")), ["good"]);
 }
 
 #[test]
@@ -236,14 +235,7 @@ fn denied_warnings_reject_their_rule_under_partial() {
         last_line(&out.stderr),
         "2 files, 2 rules: 1 error (1 denied warning), 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 139 bytes"
     );
-    let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
-    let names: Vec<_> = bundle
-        .payload
-        .rules
-        .iter()
-        .map(|r| r.name.as_str())
-        .collect();
-    assert_eq!(names, ["good"]);
+    assert_eq!(rule_names(&dir.path().join("out.bundle")), ["good"]);
 }
 
 /// With `--format json`, stdout is JSON lines only: the diagnostics, then
