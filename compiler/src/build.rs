@@ -106,6 +106,18 @@ pub struct Built {
     pub payload: Payload,
 }
 
+impl Built {
+    /// Rules that run live (the others are replay-only, DESIGN.md 3.5).
+    pub fn enabled_rules(&self) -> usize {
+        self.payload.rules.iter().filter(|r| r.enabled).count()
+    }
+
+    /// Steps over all rules.
+    pub fn steps(&self) -> usize {
+        self.payload.rules.iter().map(|r| r.steps.len()).sum()
+    }
+}
+
 /// Assembles, encodes, and verifies by decoding the bytes again.
 pub fn build(rules: &[CheckedRule]) -> Result<Built, BundleError> {
     let payload = assemble(rules, COMPILER_VERSION);
@@ -117,8 +129,7 @@ pub fn build(rules: &[CheckedRule]) -> Result<Built, BundleError> {
 /// `3 rules (2 enabled, 1 replay-only), 5 steps, 2 state pairs, 812 bytes`.
 pub fn summary(built: &Built) -> String {
     let rules = &built.payload.rules;
-    let enabled = rules.iter().filter(|r| r.enabled).count();
-    let steps: usize = rules.iter().map(|r| r.steps.len()).sum();
+    let enabled = built.enabled_rules();
     let mut text = plural(rules.len(), "rule");
     if enabled != rules.len() {
         text.push_str(&format!(
@@ -128,7 +139,7 @@ pub fn summary(built: &Built) -> String {
     }
     format!(
         "{text}, {}, {}, {} bytes",
-        plural(steps, "step"),
+        plural(built.steps(), "step"),
         plural(built.payload.state_pairs.len(), "state pair"),
         built.bytes.len()
     )
@@ -196,13 +207,12 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         // stdout is JSON lines in this mode: the id is one more object,
         // after the diagnostics, never a bare word among them.
         Format::Json => {
-            let rules = &built.payload.rules;
             let line = serde_json::json!({
                 "bundle": built.id,
                 "output": args.output.display().to_string(),
-                "rules": rules.len(),
-                "enabled": rules.iter().filter(|r| r.enabled).count(),
-                "steps": rules.iter().map(|r| r.steps.len()).sum::<usize>(),
+                "rules": built.payload.rules.len(),
+                "enabled": built.enabled_rules(),
+                "steps": built.steps(),
                 "state_pairs": built.payload.state_pairs.len(),
                 "bytes": built.bytes.len(),
                 "partial": failed,
