@@ -1,6 +1,7 @@
 //! Per-rule checking state and typed accessors for TOML values: each
 //! accessor reports a wrongly typed or malformed value at its span and
-//! returns `None`.
+//! returns `None` (DESIGN.md 3.3: a problem names its file, rule and step
+//! and points at the value).
 
 use super::CheckedExpr;
 use crate::diagnostic::Diagnostic;
