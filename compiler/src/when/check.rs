@@ -1012,6 +1012,8 @@ impl Checker<'_> {
                         Some(help),
                     );
                 }
+                // The arguments are still checked for their own problems;
+                // their types are moot once the call is unknown.
                 for (node, spans) in raw_args {
                     let _ = self.node(node, spans);
                 }
