@@ -1,13 +1,14 @@
 //! Rule-level keys (DESIGN.md 3.1): name, on, when, concurrency,
 //! cancel-on, cooldown, debounce, repeat, enabled.
 
-use super::checker::{entry, RuleChecker};
+use super::checker::{entry, Pattern, RuleChecker};
 use super::CheckedRule;
 use crate::diagnostic::{escape_controls, Diagnostic};
 use crate::rulefile::Table;
 use rulecore::bundle::{Concurrency, Repeat};
 use rulecore::suggest::did_you_mean;
 use rulecore::topic::TopicPattern;
+use std::ops::Range;
 use toml::de::DeValue;
 
 impl<'i> RuleChecker<'_, 'i> {
@@ -17,57 +18,7 @@ impl<'i> RuleChecker<'_, 'i> {
         let mut ok = true;
 
         // name first, so later diagnostics can name the rule.
-        match entry(table, "name") {
-            None => {
-                self.missing(
-                    "name",
-                    header.clone(),
-                    "every rule needs a name",
-                    "add `name = \"...\"` under `[[rule]]`",
-                );
-                ok = false;
-            }
-            Some(e) => match e.value.get_ref() {
-                DeValue::String(text) if text.trim().is_empty() => {
-                    self.error_help(
-                        "rulec::empty-name",
-                        "the rule name is empty".to_string(),
-                        e.value.span(),
-                        "empty name",
-                        "give the rule a short unique name such as `hazards-on-alarm`",
-                    );
-                    ok = false;
-                }
-                DeValue::String(text) => {
-                    self.name = Some(text.to_string());
-                    self.name_span = Some(e.value.span());
-                    // The name goes into every log line, counter and pending
-                    // record: a control character breaks a log line, and
-                    // `"hazards "` looks like `"hazards"` but is another name.
-                    let control = text.chars().any(char::is_control);
-                    if control || text.trim() != text.as_ref() {
-                        let what = if control {
-                            "a control character (a line break, tab, NUL, ...)"
-                        } else {
-                            "white space at its start or end"
-                        };
-                        self.push(
-                            Diagnostic::warning(
-                                "rulec::name-characters",
-                                format!("the rule name `{}` has {what}", escape_controls(text)),
-                            )
-                            .at(e.value.span(), "hard to tell apart in logs")
-                            .with_help("names appear in logs and in Redis: use letters, digits, `-` and `_`, such as `hazards-on-alarm`"),
-                        );
-                    }
-                }
-                _ => {
-                    let help = super::checker::string_help("name", e.value.get_ref());
-                    self.wrong_type("name", e.value, "a string", Some(&help));
-                    ok = false;
-                }
-            },
-        }
+        ok &= self.check_name(table, &header);
         if let Some(e) = entry(table, "enabled") {
             if !matches!(e.value.get_ref(), DeValue::Boolean(_)) {
                 self.wrong_type(
@@ -170,43 +121,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 Vec::new()
             }
         };
-        // DESIGN.md 6.2: cancel first, then match. A `cancel-on` topic that
-        // an `on` prefix also matches cancels the run and then starts a new
-        // one, so for that topic `cancel-on` means "restart" (`on =
-        // ["alarm.*"]`, `cancel-on = ["alarm.disarmed"]`: disarming restarts
-        // the alarm rule). Only a rule without `when` is sure to refire; the
-        // same pattern in both lists is `redundant-cancel-on`'s business.
-        if entry(table, "when").is_none() {
-            for (pattern, span) in &cancel_on {
-                let covering = on.iter().find(|(p, _)| p != pattern && covers(p, pattern));
-                if let Some((on_pattern, on_span)) = covering {
-                    self.push(
-                        Diagnostic::warning(
-                            "rulec::cancel-on-also-triggers",
-                            format!("`on` pattern `{on_pattern}` also matches `cancel-on` pattern `{pattern}`: such an event cancels the run, then starts a new one"),
-                        )
-                        .at(span.clone(), "also matched by `on`")
-                        .with_related(&self.file.name, on_span.clone(), "matches the cancelling topics too")
-                        .with_help("to stop the rule on this topic, narrow `on` (list the topics that should start it), or add a `when` that leaves this topic out"),
-                    );
-                }
-            }
-        }
-        if concurrency == Some(Concurrency::Restart) {
-            for (pattern, span) in &cancel_on {
-                if let Some((_, on_span)) = on.iter().find(|(p, _)| p == pattern) {
-                    self.push(
-                        Diagnostic::warning(
-                            "rulec::redundant-cancel-on",
-                            format!("`cancel-on` repeats the `on` pattern `{pattern}`"),
-                        )
-                        .at(span.clone(), "also in `on`")
-                        .with_related(&self.file.name, on_span.clone(), "the same pattern in `on`")
-                        .with_help("under `concurrency = \"restart\"` a new trigger already ends the live run; remove it from `cancel-on`"),
-                    );
-                }
-            }
-        }
+        self.warn_cancel_on_overlaps(&on, &cancel_on, concurrency, entry(table, "when").is_some());
 
         let cooldown_ns = self
             .bounded_duration(
@@ -271,6 +186,111 @@ impl<'i> RuleChecker<'_, 'i> {
             steps,
             span: header,
         })
+    }
+
+    /// Reads `name` into `self.name`; `false` when it is missing or not a
+    /// usable name (a name with odd characters only warns).
+    fn check_name(&mut self, table: &Table<'i>, header: &Range<usize>) -> bool {
+        let mut ok = true;
+        match entry(table, "name") {
+            None => {
+                self.missing(
+                    "name",
+                    header.clone(),
+                    "every rule needs a name",
+                    "add `name = \"...\"` under `[[rule]]`",
+                );
+                ok = false;
+            }
+            Some(e) => match e.value.get_ref() {
+                DeValue::String(text) if text.trim().is_empty() => {
+                    self.error_help(
+                        "rulec::empty-name",
+                        "the rule name is empty".to_string(),
+                        e.value.span(),
+                        "empty name",
+                        "give the rule a short unique name such as `hazards-on-alarm`",
+                    );
+                    ok = false;
+                }
+                DeValue::String(text) => {
+                    self.name = Some(text.to_string());
+                    self.name_span = Some(e.value.span());
+                    // The name goes into every log line, counter and pending
+                    // record: a control character breaks a log line, and
+                    // `"hazards "` looks like `"hazards"` but is another name.
+                    let control = text.chars().any(char::is_control);
+                    if control || text.trim() != text.as_ref() {
+                        let what = if control {
+                            "a control character (a line break, tab, NUL, ...)"
+                        } else {
+                            "white space at its start or end"
+                        };
+                        self.push(
+                            Diagnostic::warning(
+                                "rulec::name-characters",
+                                format!("the rule name `{}` has {what}", escape_controls(text)),
+                            )
+                            .at(e.value.span(), "hard to tell apart in logs")
+                            .with_help("names appear in logs and in Redis: use letters, digits, `-` and `_`, such as `hazards-on-alarm`"),
+                        );
+                    }
+                }
+                _ => {
+                    let help = super::checker::string_help("name", e.value.get_ref());
+                    self.wrong_type("name", e.value, "a string", Some(&help));
+                    ok = false;
+                }
+            },
+        }
+        ok
+    }
+
+    /// The warnings about `cancel-on` patterns that `on` also matches.
+    fn warn_cancel_on_overlaps(
+        &mut self,
+        on: &[Pattern],
+        cancel_on: &[Pattern],
+        concurrency: Option<Concurrency>,
+        has_when: bool,
+    ) {
+        // DESIGN.md 6.2: cancel first, then match. A `cancel-on` topic that
+        // an `on` prefix also matches cancels the run and then starts a new
+        // one, so for that topic `cancel-on` means "restart" (`on =
+        // ["alarm.*"]`, `cancel-on = ["alarm.disarmed"]`: disarming restarts
+        // the alarm rule). Only a rule without `when` is sure to refire; the
+        // same pattern in both lists is `redundant-cancel-on`'s business.
+        if !has_when {
+            for (pattern, span) in cancel_on {
+                let covering = on.iter().find(|(p, _)| p != pattern && covers(p, pattern));
+                if let Some((on_pattern, on_span)) = covering {
+                    self.push(
+                        Diagnostic::warning(
+                            "rulec::cancel-on-also-triggers",
+                            format!("`on` pattern `{on_pattern}` also matches `cancel-on` pattern `{pattern}`: such an event cancels the run, then starts a new one"),
+                        )
+                        .at(span.clone(), "also matched by `on`")
+                        .with_related(&self.file.name, on_span.clone(), "matches the cancelling topics too")
+                        .with_help("to stop the rule on this topic, narrow `on` (list the topics that should start it), or add a `when` that leaves this topic out"),
+                    );
+                }
+            }
+        }
+        if concurrency == Some(Concurrency::Restart) {
+            for (pattern, span) in cancel_on {
+                if let Some((_, on_span)) = on.iter().find(|(p, _)| p == pattern) {
+                    self.push(
+                        Diagnostic::warning(
+                            "rulec::redundant-cancel-on",
+                            format!("`cancel-on` repeats the `on` pattern `{pattern}`"),
+                        )
+                        .at(span.clone(), "also in `on`")
+                        .with_related(&self.file.name, on_span.clone(), "the same pattern in `on`")
+                        .with_help("under `concurrency = \"restart\"` a new trigger already ends the live run; remove it from `cancel-on`"),
+                    );
+                }
+            }
+        }
     }
 
     /// `None` on error; one pass when absent.
