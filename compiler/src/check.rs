@@ -202,11 +202,7 @@ pub fn run(args: &CheckArgs, console: &mut Console<'_>) -> io::Result<Exit> {
 }
 
 /// Prints the diagnostics in `format` (not the summary).
-fn print_report(
-    report: &CheckReport,
-    format: Format,
-    console: &mut Console<'_>,
-) -> io::Result<()> {
+fn print_report(report: &CheckReport, format: Format, console: &mut Console<'_>) -> io::Result<()> {
     match format {
         Format::Text => {
             let text = render_text(&report.diagnostics, &report.files, console.style);
