@@ -27,6 +27,14 @@ fn build(rules_dir: &str, dir: &Path) -> PathBuf {
     out
 }
 
+/// `--bundle-after-restart BUNDLE`, with `rules_dir` built into `dir`.
+fn after_restart(rules_dir: &str, dir: &Path) -> [std::ffi::OsString; 2] {
+    [
+        "--bundle-after-restart".into(),
+        build(rules_dir, dir).into(),
+    ]
+}
+
 /// Runs `rulec simulate INPUT --timeline fixtures/timelines/NAME.toml ...`
 /// from the workspace root; returns exit code, stdout and stderr as one text.
 fn simulate(input: &str, name: &str, extra: &[&std::ffi::OsStr]) -> String {
@@ -81,11 +89,11 @@ fn hazards_as_json() {
 #[test]
 fn hazards_changed_drops_the_record_by_fingerprint() {
     let dir = tempfile::tempdir().unwrap();
-    let bundle = build("fixtures/rules-changed", dir.path());
+    let after = after_restart("fixtures/rules-changed", dir.path());
     let text = simulate(
         "fixtures/rules",
         "hazards-changed",
-        &["--bundle-after-restart".as_ref(), bundle.as_os_str()],
+        &after.each_ref().map(|a| a.as_os_str()),
     );
     assert!(text.contains("replay-drop"), "{text}");
     insta::assert_snapshot!("hazards-changed", text);
@@ -94,11 +102,11 @@ fn hazards_changed_drops_the_record_by_fingerprint() {
 #[test]
 fn winter_seat_heater_finishes_as_replay_only() {
     let dir = tempfile::tempdir().unwrap();
-    let bundle = build("fixtures/rules", dir.path());
+    let after = after_restart("fixtures/rules", dir.path());
     let text = simulate(
         "fixtures/rules-winter",
         "winter-seat-heater",
-        &["--bundle-after-restart".as_ref(), bundle.as_os_str()],
+        &after.each_ref().map(|a| a.as_os_str()),
     );
     insta::assert_snapshot!("winter-seat-heater", text);
 }
@@ -335,11 +343,11 @@ fn hazards_across_a_restart_still_pushes_off_at_30000() {
 #[test]
 fn hazards_changed_while_down_drops_the_record_for_its_fingerprint() {
     let dir = tempfile::tempdir().unwrap();
-    let bundle = build("fixtures/rules-changed", dir.path());
+    let after = after_restart("fixtures/rules-changed", dir.path());
     let lines = json_lines(
         "fixtures/rules",
         "hazards-changed",
-        &["--bundle-after-restart".as_ref(), bundle.as_os_str()],
+        &after.each_ref().map(|a| a.as_os_str()),
     );
     assert_eq!(hazard_pushes(&lines), [at(0, "both")]);
     let drop = lines.iter().find(|l| l["kind"] == "replay-drop").unwrap();
@@ -360,7 +368,7 @@ fn every_rule_in_fixtures_rules_acts_in_some_timeline() {
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let bundle = build("fixtures/rules", dir.path());
+    let after = after_restart("fixtures/rules", dir.path());
     let mut lines: Vec<serde_json::Value> = PLAIN
         .iter()
         .flat_map(|name| json_lines("fixtures/rules", name, &[]))
@@ -368,7 +376,7 @@ fn every_rule_in_fixtures_rules_acts_in_some_timeline() {
     lines.extend(json_lines(
         "fixtures/rules-winter",
         "winter-seat-heater",
-        &["--bundle-after-restart".as_ref(), bundle.as_os_str()],
+        &after.each_ref().map(|a| a.as_os_str()),
     ));
     let acted: std::collections::BTreeSet<String> = lines
         .iter()

@@ -185,10 +185,7 @@ fn a_flood_of_undecodable_events_is_not_one_warn_line_each() {
     });
     assert!(ruled.stop(), "clean exit; log:\n{}", ruled.log_text());
     let log = ruled.log_text();
-    let warned = log
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains("does not decode"))
-        .count();
+    let warned = warn_lines(&log, "does not decode");
     assert_eq!(warned, 10, "{log}");
     assert!(
         log.contains("WARN more lines held back (shown at debug) lines=90 window_s=10"),
@@ -933,10 +930,7 @@ fn a_burst_of_refusals_is_not_one_warn_line_each() {
     });
     assert!(ruled.stop(), "clean exit; log:\n{}", ruled.log_text());
     let log = ruled.log_text();
-    let warned = log
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains("trigger refused"))
-        .count();
+    let warned = warn_lines(&log, "trigger refused");
     assert_eq!(warned, 10, "{log}");
     // 200 triggers: one runs, 8 wait in the backlog, 191 are refused; 10
     // refusals were logged at warn, and the rest held back with the failure
@@ -1498,4 +1492,11 @@ fn a_stalled_record_removal_does_not_hold_the_step() {
         ruled.log_text()
     );
     let _: () = redis.query(&["CLIENT", "UNPAUSE"]);
+}
+
+/// How many WARN lines of `log` contain `needle`.
+fn warn_lines(log: &str, needle: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("WARN") && l.contains(needle))
+        .count()
 }
