@@ -1,5 +1,5 @@
 //! `rulec simulate DIR|BUNDLE --timeline FILE` (DESIGN.md 7, 8): runs the
-//! runtime's own engine (`ruled::sim`) on a virtual clock and prints what
+//! runtime's own engine (`ruled_engine::sim`) on a virtual clock and prints what
 //! the vehicle would see, one line per thing that happened.
 
 use crate::build::{assemble, COMPILER_VERSION};
@@ -7,7 +7,7 @@ use crate::check::{check_and_print, Format};
 use crate::cli::{Console, Exit};
 use rulecore::bundle::Payload;
 use rulecore::codec::{self, BundleError};
-use ruled::sim::{parse, simulate, TimelineError};
+use ruled_engine::sim::{parse, simulate, TimelineError};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

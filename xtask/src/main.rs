@@ -1,12 +1,17 @@
 //! `cargo xtask <task>`: every chore of the project, so there is no Makefile
 //! and no shell script that only works on one machine.
 //!
-//! - `ci`: build, `cargo fmt --check`, clippy with `-D warnings`, all tests.
+//! - `ci`: `cargo fmt --check`, clippy with `-D warnings`, the
+//!   architecture's invariants (`invariants`), `cargo doc` without
+//!   warnings, all tests.
+//! - `invariants`: only the checks of ARCHITECTURE.md's invariants.
 //! - `bench`: the benchmarks, in release mode.
 //! - `fuzz`: the randomized tests in a loop with fresh seeds (docs/fuzzing.md).
 
 // A chore runner talks to its user on stderr.
 #![allow(clippy::print_stderr)]
+
+mod invariants;
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
@@ -16,6 +21,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("invariants") => invariants::check(),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => match FuzzOptions::parse(&args[1..]) {
             Ok(options) => fuzz(&options),
@@ -33,8 +39,12 @@ fn main() -> Result<()> {
 }
 
 fn usage() {
-    eprintln!("usage: cargo xtask <ci | bench [NAME] | fuzz [--seconds N] [--scale N] [--seed N]>");
-    eprintln!("  ci     build, fmt --check, clippy -D warnings, every test");
+    eprintln!(
+        "usage: cargo xtask <ci | invariants | bench [NAME] | fuzz [--seconds N] [--scale N] [--seed N]>"
+    );
+    eprintln!("  ci          fmt --check, clippy -D warnings, invariants, cargo doc, every test");
+    eprintln!("  invariants  ARCHITECTURE.md's invariants: dependency trees, the engine");
+    eprintln!("              building alone, `unsafe` only where documented");
     eprintln!("  bench  run the benchmarks in release mode (optionally one by name)");
     eprintln!("  fuzz   run the randomized tests (bundle decoder, VM + verifier, `when`");
     eprintln!("         checker, differential vs evalexpr, checker vs verifier, engine) in");
@@ -50,11 +60,11 @@ fn usage() {
     eprintln!("           --seed N     one round with this RULES_FUZZ_SEED (replay), no loop");
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()))
 }
 
-fn run(what: &str, mut command: Command) -> Result<()> {
+pub(crate) fn run(what: &str, mut command: Command) -> Result<()> {
     eprintln!("==> {what}");
     let status = command
         .status()
@@ -99,6 +109,14 @@ fn ci() -> Result<()> {
         "warnings",
     ]);
     run("cargo clippy -D warnings", clippy)?;
+
+    invariants::check()?;
+
+    // Broken intra-doc links and the like fail the build, not only warn.
+    let mut docs = cargo();
+    docs.args(["doc", "--workspace", "--all-features", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run("cargo doc (warnings are errors)", docs)?;
 
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--all-features", "--doc"]);
@@ -207,7 +225,7 @@ const FUZZ_TARGETS: &[FuzzTarget] = &[
         ],
     },
     FuzzTarget {
-        package: "ruled",
+        package: "ruled-engine",
         test: Some("engine"),
         names: &["random_input_never_leaks_runs_timers_or_records"],
     },

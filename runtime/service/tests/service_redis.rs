@@ -6,7 +6,7 @@
 mod support;
 
 use rulecore::bundle::StatePair;
-use ruled::service::redis::{self as store, StoreOp, StoreWriter, Subscriptions};
+use ruled::redis::{self as store, StoreOp, StoreWriter, Subscriptions};
 use std::collections::BTreeSet;
 use support::{runtime, RedisServer};
 

@@ -5,7 +5,7 @@
 use rulecore::bundle::{Action, Payload, Repeat, Rule, StatePair, Step};
 use rulecore::bytecode::{Const, Op, Program};
 use rulecore::topic::TopicPattern;
-use ruled::sim::{parse, simulate, Outcome, Timeline};
+use ruled_engine::sim::{parse, simulate, Outcome, Timeline};
 use std::sync::Arc;
 
 fn pats(list: &[&str]) -> Vec<TopicPattern> {
@@ -985,7 +985,7 @@ fn at_one_instant_a_clock_jump_and_a_restart_apply_before_an_event() {
     let record: serde_json::Value = serde_json::from_str(&out.records["hazards#0-1"]).unwrap();
     assert_eq!(
         record["fire-at"].as_i64(),
-        Some(ruled::sim::WALL_ORIGIN_MS + 1_000 + 3_600_000 + 30_000)
+        Some(ruled_engine::sim::WALL_ORIGIN_MS + 1_000 + 3_600_000 + 30_000)
     );
     // A restart at the same instant as an event goes first: the event
     // arrives while the service is down and is lost.

@@ -10,7 +10,7 @@ pub use timeline::{
     TimelineError,
 };
 
-use crate::engine::{
+use crate::{
     Effect, Engine, EngineConfig, Job, JobId, LogLine, Note, Time, DEFAULT_REPLAY_WINDOW_MS,
 };
 use rulecore::bundle::{Action, Payload};

@@ -1,10 +1,10 @@
 //! `ruled`: the scooter rule runtime. Parses flags, sets up logging, and
-//! runs the service (`ruled::service::driver`) until SIGTERM / SIGINT.
+//! runs the service (`ruled::driver`) until SIGTERM / SIGINT.
 
 use anyhow::Result;
 use clap::Parser;
-use ruled::service::driver::{self, ServiceConfig};
-use ruled::service::pool::PoolConfig;
+use ruled::driver::{self, ServiceConfig};
+use ruled::pool::PoolConfig;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -57,7 +57,7 @@ struct Args {
 }
 
 fn parse_log_level(text: &str) -> Result<String, String> {
-    ruled::service::logging::parse_filter(text).map_err(|e| e.to_string())
+    ruled::logging::parse_filter(text).map_err(|e| e.to_string())
 }
 
 fn parse_signed_duration(text: &str) -> Result<i64, String> {
@@ -91,7 +91,7 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    ruled::service::logging::init(&args.log_level)?;
+    ruled::logging::init(&args.log_level)?;
     if let Err(e) = run(args) {
         // Logged once, where the journal (or the terminal) reads it. Our
         // errors already say their cause in their message: no chain.

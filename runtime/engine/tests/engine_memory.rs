@@ -7,7 +7,7 @@
 use rulecore::bundle::{Action, Payload, Rule, Step};
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
-use ruled::engine::{Effect, Engine, EngineConfig, Time};
+use ruled_engine::{Effect, Engine, EngineConfig, Time};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;

@@ -4,21 +4,19 @@
 //! parked run), the stats tick and the shutdown signal, feeds the engine and
 //! performs its effects in order. No rule behaviour lives here.
 
-use crate::engine::{
-    Counters, DropReason, Effect, EndReason, Engine, EngineConfig, Job, JobId, Level, Note,
-    PendingRecord, RuleStats, Time, TriggerOutcome,
-};
-use crate::service::bundle::{self, LoadedBundle};
-use crate::service::can::CanSockets;
-use crate::service::logging::{self, Throttle};
-use crate::service::notify;
-use crate::service::pool::{self, Performers, Pool, PoolConfig, Report};
-use crate::service::redis::{
-    self as store, Backoff, StateReader, StoreOp, StoreWriter, Subscriptions,
-};
+use crate::bundle::{self, LoadedBundle};
+use crate::can::CanSockets;
+use crate::logging::{self, Throttle};
+use crate::notify;
+use crate::pool::{self, Performers, Pool, PoolConfig, Report};
+use crate::redis::{self as store, Backoff, StateReader, StoreOp, StoreWriter, Subscriptions};
 use redis::aio::{ConnectionManager, PubSubSink, PubSubStream};
 use rulecore::bundle::Payload;
 use rulecore::event::Event;
+use ruled_engine::{
+    Counters, DropReason, Effect, EndReason, Engine, EngineConfig, Job, JobId, Level, Note,
+    PendingRecord, RuleStats, Time, TriggerOutcome,
+};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::future::Future;

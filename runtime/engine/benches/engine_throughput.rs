@@ -9,7 +9,7 @@
 use rulecore::bundle::{Action, Payload, Rule, Step};
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
-use ruled::engine::{Effect, Engine, EngineConfig, Time};
+use ruled_engine::{Effect, Engine, EngineConfig, Time};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

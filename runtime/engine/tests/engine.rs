@@ -7,7 +7,7 @@ use rulecore::bundle::{Action, Concurrency, Fingerprint, Payload, Repeat, Rule, 
 use rulecore::bytecode::{Const, EventField, Op, Program};
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
-use ruled::engine::{
+use ruled_engine::{
     Counters, DropReason, Effect, EndReason, Engine, EngineConfig, JobId, Note, PendingRecord,
     ReplayDropReason, Time, TriggerOutcome,
 };
@@ -94,7 +94,7 @@ struct H {
     wall_offset: i64,
     auto: bool,
     /// Jobs submitted and not yet reported, in order.
-    jobs: Vec<ruled::engine::Job>,
+    jobs: Vec<ruled_engine::Job>,
     records: BTreeMap<String, String>,
     lines: Vec<String>,
 }

@@ -1,4 +1,7 @@
-//! The engine (DESIGN.md 6): a pure, synchronous state machine.
+//! `ruled-engine`: the rule runtime's pure half, shared by `ruled` (the
+//! service) and `rulec simulate`.
+//!
+//! The crate root is the engine (DESIGN.md 6): a pure, synchronous state machine.
 //!
 //! No I/O, no clock, no tokio: the driver (the Redis service, or `rulec
 //! simulate`) feeds it events, action results, state changes, replayed
@@ -17,6 +20,8 @@ mod index;
 mod record;
 mod time;
 mod timers;
+
+pub mod sim;
 
 pub use effect::{
     DropReason, Effect, EndReason, Job, JobId, Level, LogLine, Note, NoteFields, ReplayDropReason,

@@ -6,9 +6,9 @@
 //! path never blocks on actions. Every job's fate comes back to the driver on
 //! one channel as [`Report`]s.
 
-use crate::service::can::CanSockets;
-use crate::service::exec::{self, ExecError, RunningGroups};
-use crate::service::redis::StoreWriter;
+use crate::can::CanSockets;
+use crate::exec::{self, ExecError, RunningGroups};
+use crate::redis::StoreWriter;
 use rulecore::bundle::Action;
 use rulecore::event::Event;
 use std::collections::VecDeque;
@@ -290,7 +290,7 @@ async fn perform(
             // timeout): the first attempt then never reached it. Should the
             // server have run it before dropping the connection, the push
             // lands twice (docs/service.md, "Actions").
-            crate::service::redis::query::<i64>(con, redis::cmd("LPUSH").arg(list).arg(push))
+            crate::redis::query::<i64>(con, redis::cmd("LPUSH").arg(list).arg(push))
                 .await
                 .map(|_| ())
                 .map_err(|e| format!("LPUSH {list}: {e}"))

@@ -6,8 +6,8 @@ mod support;
 
 use rulecore::bundle::Action;
 use rulecore::event::Event;
-use ruled::service::can::CanSockets;
-use ruled::service::pool::{Job, Performers, Pool, PoolConfig, Refused, Report};
+use ruled::can::CanSockets;
+use ruled::pool::{Job, Performers, Pool, PoolConfig, Refused, Report};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{alive, busy_script, runtime, script, wait_for, wait_pid, RedisServer, DEADLINE};

@@ -2,11 +2,11 @@
 //! subscription set, state seeding and re-reads (DESIGN.md 6.6), the pending
 //! store and the counters hash (6.5, 6.7), written in order by one task.
 
-use crate::engine::PENDING_HASH;
 use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
 use rulecore::bundle::StatePair;
 use rulecore::topic::{Subscription, TopicPattern};
+use ruled_engine::PENDING_HASH;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -239,10 +239,7 @@ mod tests {
             parse_filter("warn,ruled=debug").unwrap(),
             "warn,ruled=debug"
         );
-        assert_eq!(
-            parse_filter("ruled::service=trace").unwrap(),
-            "ruled::service=trace"
-        );
+        assert_eq!(parse_filter("ruled=trace").unwrap(), "ruled=trace");
         for bad in ["verbose", "inf", ""] {
             let error = parse_filter(bad).unwrap_err().to_string();
             assert!(error.contains("not a level"), "{bad}: {error}");
