@@ -12,7 +12,8 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
 
 /// How much of stderr an error message keeps.
 const STDERR_KEEP: usize = 2048;
@@ -190,21 +191,7 @@ pub async fn run(
         command: command.to_string(),
         source: std::io::Error::other(format!("encoding the event for stdin: {e}")),
     })?;
-    let mut child = Command::new(command)
-        // The child must not talk to systemd as ruled (READY=1, STOPPING=1
-        // for a unit it is not): systemd's socket is ruled's alone.
-        .env_remove("NOTIFY_SOCKET")
-        .envs(event_env(event))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| ExecError::Spawn {
-            command: command.to_string(),
-            source,
-        })?;
+    let mut child = spawn(command, event)?;
     // With process_group(0) the child leads a group whose id is its pid.
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
     if let Some(pgid) = pgid {
@@ -218,44 +205,111 @@ pub async fn run(
             });
         }
     }
+    feed_stdin(&mut child, stdin_json, timeout);
+    let stderr = StderrTail::collect(&mut child);
+    let result = wait(command, timeout, &mut child, pgid, stderr).await;
+    if let Some(pgid) = pgid {
+        groups.remove(pgid);
+    }
+    result
+}
 
-    let stdin = child.stdin.take();
-    let feed = async move {
-        if let Some(mut stdin) = stdin {
-            // A command that does not read its stdin closes the pipe early:
-            // that is its business, not an error. A background child that
-            // inherited the pipe and never reads it would hold this task
-            // (and the event) forever once the pipe is full: bounded by the
-            // action's timeout.
-            match tokio::time::timeout(timeout, stdin.write_all(&stdin_json)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::debug!("exec stdin: {e}"),
-                Err(_) => tracing::debug!("exec stdin: not read within the timeout; dropped"),
-            }
-        }
+/// Starts `command` in a process group of its own, with the event's `LS_*`
+/// variables and pipes for stdin and stderr.
+fn spawn(command: &str, event: &Event) -> Result<Child, ExecError> {
+    Command::new(command)
+        // The child must not talk to systemd as ruled (READY=1, STOPPING=1
+        // for a unit it is not): systemd's socket is ruled's alone.
+        .env_remove("NOTIFY_SOCKET")
+        .envs(event_env(event))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| ExecError::Spawn {
+            command: command.to_string(),
+            source,
+        })
+}
+
+/// Writes the event JSON to the child's stdin on a task of its own.
+fn feed_stdin(child: &mut Child, stdin_json: Vec<u8>, timeout: Duration) {
+    let Some(mut stdin) = child.stdin.take() else {
+        return;
     };
-    tokio::spawn(feed);
+    tokio::spawn(async move {
+        // A command that does not read its stdin closes the pipe early:
+        // that is its business, not an error. A background child that
+        // inherited the pipe and never reads it would hold this task
+        // (and the event) forever once the pipe is full: bounded by the
+        // action's timeout.
+        match tokio::time::timeout(timeout, stdin.write_all(&stdin_json)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!("exec stdin: {e}"),
+            Err(_) => tracing::debug!("exec stdin: not read within the timeout; dropped"),
+        }
+    });
+}
 
-    let collected = Arc::new(Mutex::new(Vec::new()));
-    let mut reader = child.stderr.take().map(|mut stderr| {
-        let sink = Arc::clone(&collected);
-        tokio::spawn(async move {
-            let mut buf = [0u8; 512];
-            loop {
-                match stderr.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let mut kept = sink.lock().unwrap_or_else(PoisonError::into_inner);
-                        let room = STDERR_KEEP.saturating_sub(kept.len());
-                        kept.extend_from_slice(&buf[..n.min(room)]);
+/// The first [`STDERR_KEEP`] bytes of the child's stderr, read by a task
+/// of its own; aborted when dropped.
+struct StderrTail {
+    kept: Arc<Mutex<Vec<u8>>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl StderrTail {
+    fn collect(child: &mut Child) -> Self {
+        let kept = Arc::new(Mutex::new(Vec::new()));
+        let reader = child.stderr.take().map(|mut stderr| {
+            let sink = Arc::clone(&kept);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 512];
+                loop {
+                    match stderr.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            let mut kept = sink.lock().unwrap_or_else(PoisonError::into_inner);
+                            let room = STDERR_KEEP.saturating_sub(kept.len());
+                            kept.extend_from_slice(&buf[..n.min(room)]);
+                        }
                     }
                 }
-            }
-        })
-    });
+            })
+        });
+        Self { kept, reader }
+    }
 
-    let waited = tokio::time::timeout(timeout, child.wait()).await;
-    let result = match waited {
+    /// What arrived, after waiting at most [`STDERR_GRACE`] for the rest.
+    async fn text(&mut self) -> String {
+        if let Some(reader) = self.reader.as_mut() {
+            // Best effort: whatever arrived within the grace is kept.
+            let _ = tokio::time::timeout(STDERR_GRACE, reader).await;
+        }
+        String::from_utf8_lossy(&self.kept.lock().unwrap_or_else(PoisonError::into_inner))
+            .into_owned()
+    }
+}
+
+impl Drop for StderrTail {
+    fn drop(&mut self) {
+        if let Some(reader) = &self.reader {
+            reader.abort();
+        }
+    }
+}
+
+/// Waits for the child, killing its group at the timeout.
+async fn wait(
+    command: &str,
+    timeout: Duration,
+    child: &mut Child,
+    pgid: Option<i32>,
+    mut stderr: StderrTail,
+) -> Result<(), ExecError> {
+    match tokio::time::timeout(timeout, child.wait()).await {
         Err(_elapsed) => {
             if let Some(pgid) = pgid {
                 kill_group(pgid);
@@ -274,28 +328,12 @@ pub async fn run(
             source,
         }),
         Ok(Ok(status)) if status.success() => Ok(()),
-        Ok(Ok(status)) => {
-            if let Some(reader) = reader.as_mut() {
-                // Best effort: whatever arrived within the grace is kept.
-                let _ = tokio::time::timeout(STDERR_GRACE, reader).await;
-            }
-            let stderr =
-                String::from_utf8_lossy(&collected.lock().unwrap_or_else(PoisonError::into_inner))
-                    .into_owned();
-            Err(ExecError::Failed {
-                command: command.to_string(),
-                status,
-                stderr,
-            })
-        }
-    };
-    if let Some(pgid) = pgid {
-        groups.remove(pgid);
+        Ok(Ok(status)) => Err(ExecError::Failed {
+            command: command.to_string(),
+            status,
+            stderr: stderr.text().await,
+        }),
     }
-    if let Some(reader) = reader {
-        reader.abort();
-    }
-    result
 }
 
 #[cfg(test)]

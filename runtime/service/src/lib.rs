@@ -3,9 +3,15 @@
 
 pub mod bundle;
 pub mod can;
+pub mod clock;
+pub mod connection;
 pub mod driver;
+pub mod effect_log;
 pub mod exec;
 pub mod logging;
 pub mod notify;
 pub mod pool;
-pub mod redis;
+pub mod record_store;
+pub mod state_shadow;
+pub mod stats;
+pub mod subscriptions;

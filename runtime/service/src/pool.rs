@@ -8,7 +8,7 @@
 
 use crate::can::CanSockets;
 use crate::exec::{self, ExecError, RunningGroups};
-use crate::redis::StoreWriter;
+use crate::record_store::StoreWriter;
 use rulecore::bundle::Action;
 use rulecore::event::Event;
 use std::collections::VecDeque;
@@ -290,7 +290,7 @@ async fn perform(
             // timeout): the first attempt then never reached it. Should the
             // server have run it before dropping the connection, the push
             // lands twice (docs/service.md, "Actions").
-            crate::redis::query::<i64>(con, redis::cmd("LPUSH").arg(list).arg(push))
+            crate::connection::query::<i64>(con, redis::cmd("LPUSH").arg(list).arg(push))
                 .await
                 .map(|_| ())
                 .map_err(|e| format!("LPUSH {list}: {e}"))

@@ -6,13 +6,16 @@
 mod support;
 
 use rulecore::bundle::StatePair;
-use ruled::redis::{self as store, StoreOp, StoreWriter, Subscriptions};
+use ruled::connection::connect_manager;
+use ruled::record_store::{read_pending, StoreOp, StoreWriter};
+use ruled::state_shadow::seed_state;
+use ruled::subscriptions::{next_message, open_pubsub, Subscriptions};
 use std::collections::BTreeSet;
 use support::{runtime, RedisServer};
 
 async fn manager(redis: &RedisServer) -> redis::aio::ConnectionManager {
     let client = redis::Client::open(redis.url()).unwrap();
-    store::connect_manager(&client).await
+    connect_manager(&client).await
 }
 
 #[test]
@@ -89,9 +92,9 @@ fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
     let (seeded, pending) = runtime().block_on(async {
         let mut con = manager(&redis).await;
         let before = commandstat(&redis, "hmget");
-        let seeded = store::seed_state(&mut con, &pairs).await.unwrap();
+        let seeded = seed_state(&mut con, &pairs).await.unwrap();
         assert_eq!(commandstat(&redis, "hmget") - before, 2, "one per hash");
-        (seeded, store::read_pending(&mut con).await.unwrap())
+        (seeded, read_pending(&mut con).await.unwrap())
     });
     let mut seeded = seeded;
     seeded.sort();
@@ -118,14 +121,14 @@ fn overlapping_patterns_deliver_each_event_once() {
     let subs = Subscriptions::compute(&patterns, &BTreeSet::new());
     runtime().block_on(async {
         let client = redis::Client::open(redis.url()).unwrap();
-        let (_sink, mut stream) = store::open_pubsub(&client, &subs).await.unwrap();
+        let (_sink, mut stream) = open_pubsub(&client, &subs).await.unwrap();
         for channel in ["ev:button.seat", "ev:alarm.triggered", "ev:other"] {
             let _: i64 = redis.query(&["PUBLISH", channel, "{}"]);
         }
         let _: i64 = redis.query(&["PUBLISH", "ev:button.x", "last"]);
         let mut got = Vec::new();
         loop {
-            let message = tokio::time::timeout(support::DEADLINE, store::next_message(&mut stream))
+            let message = tokio::time::timeout(support::DEADLINE, next_message(&mut stream))
                 .await
                 .unwrap()
                 .unwrap();

@@ -1,0 +1,247 @@
+//! The driver (DESIGN.md 6.8, STYLE.md "quinn"): one task owning the engine
+//! on a current-thread runtime. It selects over pub/sub messages, pool
+//! reports, state re-reads, the engine's next deadline (one sleep for every
+//! parked run), the stats tick and the shutdown signal, feeds the engine and
+//! performs its effects in order. No rule behaviour lives here; starting
+//! and stopping are in `start` and `stop`.
+
+mod start;
+mod stop;
+
+pub use start::{ServiceConfig, ServiceError};
+
+use crate::clock::{wall_ms, ServiceClock};
+use crate::effect_log::{self, log_effect};
+use crate::logging::{self, Throttle};
+use crate::pool::{Pool, Report};
+use crate::record_store::{StoreOp, StoreWriter};
+use crate::state_shadow::StateReader;
+use crate::stats::StatsPublisher;
+use crate::subscriptions::{Bus, Inbound, Subscriber};
+use redis::aio::ConnectionManager;
+use rulecore::bundle::Payload;
+use ruled_engine::{Effect, Engine, Job, JobId, Time};
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Runs the service until `shutdown` resolves, then stops in order.
+pub async fn run(
+    config: ServiceConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServiceError> {
+    tokio::pin!(shutdown);
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "ruled starting");
+    // A stop during start (e.g. while Redis is not up yet) leaves nothing
+    // to clean up: no subscription yet, and pending records stay in Redis.
+    let mut service = tokio::select! {
+        started = Service::start(config) => started?,
+        () = &mut shutdown => {
+            tracing::info!("stopped before the start completed");
+            return Ok(());
+        }
+    };
+    service.serve(shutdown).await;
+    service.stop().await;
+    Ok(())
+}
+
+/// The engine and everything its effects and inputs need.
+#[derive(Debug)]
+struct Service {
+    engine: Engine,
+    payload: Arc<Payload>,
+    /// The command connection (`ConnectionManager` clones share it).
+    con: ConnectionManager,
+    pool: Pool,
+    reports: mpsc::UnboundedReceiver<Report>,
+    writer: StoreWriter,
+    writer_task: JoinHandle<()>,
+    subscriber: Subscriber,
+    state_hashes: BTreeSet<String>,
+    reader: Option<StateReader>,
+    state_values: mpsc::UnboundedReceiver<(usize, String)>,
+    stats: StatsPublisher,
+    stats_interval: Duration,
+    clock: ServiceClock,
+    /// Per-rule log budget against a burst flooding the journal.
+    throttle: Throttle,
+}
+
+impl Service {
+    /// The event loop: one select over the bus, pool reports, state
+    /// re-reads, the engine's next deadline (one sleep for every parked
+    /// run), the stats tick and `shutdown`.
+    async fn serve(&mut self, mut shutdown: Pin<&mut impl Future<Output = ()>>) {
+        let mut stats = tokio::time::interval(self.stats_interval.max(Duration::from_millis(10)));
+        stats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick is immediate; the counters were just written.
+        stats.tick().await;
+        let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
+        let sleep = tokio::time::sleep_until(far());
+        tokio::pin!(sleep);
+        loop {
+            let deadline = self.engine.next_deadline();
+            if let Some(deadline) = deadline {
+                let at = tokio::time::Instant::from_std(self.clock.instant(deadline));
+                if sleep.deadline() != at {
+                    sleep.as_mut().reset(at);
+                }
+            }
+            tokio::select! {
+                () = shutdown.as_mut() => break,
+                bus = self.subscriber.next() => match bus {
+                    Bus::Message(message) => self.on_message(&message),
+                    Bus::Restored => self.on_restored(),
+                },
+                Some(report) = self.reports.recv() => self.on_report(report),
+                Some((index, value)) = self.state_values.recv() => {
+                    if let Some(pair) = self.payload.state_pairs.get(index) {
+                        tracing::debug!(hash = %pair.hash, field = %pair.field, "state changed");
+                    }
+                    self.engine.state_changed(index, value);
+                },
+                () = &mut sleep, if deadline.is_some() => {
+                    let now = self.now();
+                    self.engine.handle_timeout(now, wall_ms());
+                    sleep.as_mut().reset(far());
+                },
+                _ = stats.tick() => {
+                    self.stats.write_changes(&self.engine, &self.writer);
+                    logging::log_held(&self.throttle.roll(Instant::now()));
+                },
+            }
+            // Cheap (two clock reads): at every wake-up, so a jump is seen
+            // at the latest at the next stats tick.
+            self.check_clock();
+            self.perform_effects();
+        }
+    }
+
+    /// Rewrites the waiting records after a wall clock jump (see
+    /// [`ServiceClock::jumped`]); the effects are performed by the caller.
+    fn check_clock(&mut self) {
+        if let Some(delta_ms) = self.clock.jumped() {
+            let records = self.engine.clock_jumped(delta_ms);
+            tracing::info!(
+                delta_ms,
+                records,
+                "wall clock jumped; waiting steps keep their time, their records were shifted"
+            );
+        }
+    }
+
+    fn now(&self) -> Time {
+        self.clock.now()
+    }
+
+    fn on_message(&mut self, message: &redis::Msg) {
+        match Inbound::read(message, &self.state_hashes) {
+            Some(Inbound::StateChanged { hash, field }) => {
+                match (self.engine.state_index(&hash, &field), &self.reader) {
+                    (Some(index), Some(reader)) => reader.reread(index, &hash, &field),
+                    _ => tracing::trace!(channel = hash, field, "change of an unwatched field"),
+                }
+            }
+            Some(Inbound::Event(event)) => {
+                let now = self.now();
+                self.engine.handle_event(now, wall_ms(), event);
+            }
+            Some(Inbound::Skipped { channel, why }) => {
+                effect_log::log_skipped_event(&channel, &why, &mut self.throttle);
+            }
+            None => {}
+        }
+    }
+
+    /// The subscription is back after a lost connection. Nothing here
+    /// waits: a step due now must not wait on the command connection.
+    fn on_restored(&mut self) {
+        // The command connection shared the outage but only notices on its
+        // next use: the store writer PINGs it (off this loop) before the
+        // writes queued after the PING.
+        self.writer.send(StoreOp::Wake);
+        // The server may have restarted empty: the counters in full again,
+        // and the records of the runs still waiting (behind the PING, in
+        // order with their later removals).
+        self.stats.write_all(&self.engine, &self.writer);
+        let records = self.engine.rewrite_records();
+        if records > 0 {
+            tracing::info!(records, "pending records written again after the reconnect");
+        }
+        // Change notifications were missed too: the state reader reads the
+        // watched pairs again, in order with later notifications.
+        if let Some(reader) = &self.reader {
+            reader.reread_all();
+        }
+    }
+
+    fn on_report(&mut self, report: Report) {
+        let now = self.now();
+        match report {
+            // The worker removed the job's pending record (if any) before
+            // it reported the start (DESIGN.md 6.5, `pool::Job::drop_record`).
+            Report::Started(job) => self.engine.action_started(JobId(job)),
+            Report::Finished(job, result) => {
+                self.engine
+                    .action_finished(now, wall_ms(), JobId(job), result);
+            }
+            Report::Abandoned(job) => self.engine.action_abandoned(JobId(job)),
+        }
+    }
+
+    /// Performs every queued effect, in order. A refused submit feeds the
+    /// engine again, which queues more behind the ones still waiting.
+    fn perform_effects(&mut self) {
+        while let Some(effect) = self.engine.poll_effect() {
+            match effect {
+                Effect::Submit(job) => self.submit(job),
+                // A refused put or drop was logged by the writer with its cost.
+                Effect::PutRecord {
+                    id, json, rewrite, ..
+                } => {
+                    let id = id.to_string();
+                    self.writer.send(if rewrite {
+                        StoreOp::Rewrite { id, json }
+                    } else {
+                        StoreOp::Put { id, json }
+                    });
+                }
+                Effect::DropRecord { id, reason, rule } => {
+                    effect_log::log_record_drop(&id, rule.as_deref(), reason);
+                    self.writer.send(StoreOp::Drop {
+                        id: id.to_string(),
+                        ack: None,
+                    });
+                }
+                other => {
+                    logging::log_held(&self.throttle.roll(Instant::now()));
+                    log_effect(&other, &mut self.throttle);
+                }
+            }
+        }
+    }
+
+    fn submit(&mut self, job: Job) {
+        tracing::debug!(
+            rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
+            "submitting action"
+        );
+        let submitted = self.pool.submit(crate::pool::Job {
+            id: job.id.0,
+            action: Arc::clone(&job.action),
+            event: Arc::clone(&job.event),
+            drop_record: job.drop_record.clone(),
+        });
+        if let Err(cause) = submitted {
+            effect_log::log_refused(&job, cause, &mut self.throttle);
+            // The record stays: the step provably did not run (DESIGN.md 6.5).
+            let now = self.now();
+            self.engine.action_refused(now, wall_ms(), job.id);
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! How the engine's log lines and notes read in the journal (DESIGN.md
+//! 6.8, docs/service.md "Logs"): levels, messages and fields, through the
+//! per-rule [`Throttle`].
+
+use crate::logging::{self, Throttle};
+use crate::pool::Refused;
+use ruled_engine::{DropReason, Effect, EndReason, Job, Level, Note, TriggerOutcome};
+use std::borrow::Cow;
+use std::time::Instant;
+
+/// Logs an effect as a line: the engine's log lines and notes always; a
+/// submit or record write only when it is not performed (at stop).
+pub fn log_effect(effect: &Effect, throttle: &mut Throttle) {
+    match effect {
+        Effect::Log(line) => {
+            let level = match line.level {
+                Level::Error => tracing::Level::ERROR,
+                Level::Warn => tracing::Level::WARN,
+                Level::Info => tracing::Level::INFO,
+                Level::Debug => tracing::Level::DEBUG,
+            };
+            let admitted =
+                level == tracing::Level::DEBUG || throttle.admit(line.rule.as_deref(), level);
+            match (admitted, line.level) {
+                (false, _) | (true, Level::Debug) => tracing::debug!("{line}"),
+                (true, Level::Error) => tracing::error!("{line}"),
+                (true, Level::Warn) => tracing::warn!("{line}"),
+                (true, Level::Info) => tracing::info!("{line}"),
+            }
+        }
+        Effect::Note(note) => log_note(note, throttle),
+        Effect::Submit(job) => {
+            tracing::debug!(rule = %job.rule, step = job.step, "not submitted: stopping")
+        }
+        Effect::PutRecord { id, .. } => tracing::debug!(run = %id, "record not written: stopping"),
+        Effect::DropRecord { id, .. } => tracing::debug!(run = %id, "record not removed: stopping"),
+    }
+}
+
+/// A note as one log line: the note's own fields ([`Note::fields`]) and a
+/// level and message per variant (below).
+fn log_note(note: &Note, throttle: &mut Throttle) {
+    let Some((info, message)) = note_message(note) else {
+        return;
+    };
+    let fields = note.fields();
+    let info = info && throttle.admit(Some(fields.rule), tracing::Level::INFO);
+    let run = fields.run.map(tracing::field::display);
+    // An absent field (`None`) is left out of the line.
+    macro_rules! line {
+        ($level:ident) => {
+            tracing::$level!(
+                rule = %fields.rule,
+                run,
+                step = fields.step,
+                pass = fields.pass,
+                fire_at = fields.fire_at,
+                reason = fields.reason,
+                "{message}"
+            )
+        };
+    }
+    if info {
+        line!(info);
+    } else {
+        line!(debug);
+    }
+}
+
+/// Whether a note is logged at `info` (else `debug`), and its message;
+/// `None`: not logged. `info` says that a rule fired or was stopped; the
+/// routine ends and ignored triggers are `debug`, to keep the journal
+/// (flash) quiet on a busy bus. Failures are logged by the engine at `warn`
+/// already.
+fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
+    let (info, message) = match note {
+        Note::RunStart { .. } => (true, "run started"),
+        Note::RunEnd { reason, .. } => match reason {
+            EndReason::Cancelled
+            | EndReason::Restarted
+            | EndReason::Failed
+            | EndReason::Refused => (true, "run ended"),
+            EndReason::Done | EndReason::WhenFalse | EndReason::Stopped => (false, "run ended"),
+        },
+        Note::StepSkipped { .. } => (false, "step's `when` is false: run ends"),
+        Note::Trigger { outcome, .. } => match outcome {
+            TriggerOutcome::Suppressed => (false, "trigger ignored: within cooldown"),
+            TriggerOutcome::Dropped => {
+                (false, "trigger dropped: a run is live (concurrency `drop`)")
+            }
+            TriggerOutcome::Queued => {
+                (false, "trigger queued: a run is live (concurrency `queue`)")
+            }
+            // The engine logs the refusal at warn, with the backlog size.
+            TriggerOutcome::Refused => return None,
+        },
+        // A resumed record is a run start like any other (it counts in the
+        // rule's `runs`); the fields say where it resumes.
+        Note::ReplayResume { .. } => (true, "run started (replayed)"),
+        Note::ReplayDrop { reason, .. } => {
+            let message = format!("pending record removed at replay: {}", reason.describe());
+            return Some((true, Cow::Owned(message)));
+        }
+        Note::RecordKept { .. } => (true, "stopping: pending record kept for the next start"),
+    };
+    Some((info, Cow::Borrowed(message)))
+}
+
+/// The debug line of a record removal the engine decided. A replay removal
+/// was logged by its note, at info.
+pub fn log_record_drop(id: &str, rule: Option<&str>, reason: DropReason) {
+    if !matches!(reason, DropReason::Replay(_)) {
+        tracing::debug!(
+            run = %id,
+            rule = rule.map(tracing::field::display),
+            reason = reason.as_str(),
+            "removing pending record"
+        );
+    }
+}
+
+/// One line for an action the pool refused, with the cause the engine
+/// does not know.
+pub fn log_refused(job: &Job, cause: Refused, throttle: &mut Throttle) {
+    logging::log_held(&throttle.roll(Instant::now()));
+    let admitted = throttle.admit(Some(&job.rule), tracing::Level::WARN);
+    macro_rules! refused {
+        ($level:ident) => {
+            tracing::$level!(
+                rule = %job.rule,
+                step = job.step,
+                pass = job.pass,
+                run = %job.run,
+                cause = %cause,
+                "worker pool refused the action; the run ends (counted in `dropped`)"
+            )
+        };
+    }
+    if admitted {
+        refused!(warn);
+    } else {
+        refused!(debug);
+    }
+}
+
+/// Logs an event that is not handled: the channel and the reason, never
+/// the payload (DESIGN.md 6.1). A publisher spamming garbage must not
+/// flood the journal: these lines share the budget of lines of no rule.
+pub fn log_skipped_event(channel: &str, why: &str, throttle: &mut Throttle) {
+    logging::log_held(&throttle.roll(Instant::now()));
+    if throttle.admit(None, tracing::Level::WARN) {
+        tracing::warn!(channel, "skipping an event {why}");
+    } else {
+        tracing::debug!(channel, "skipping an event {why}");
+    }
+}

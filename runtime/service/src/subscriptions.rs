@@ -1,0 +1,339 @@
+//! The pub/sub side (DESIGN.md 6.1, 6.6, 6.8): what to subscribe to, the
+//! subscription itself, and the [`Subscriber`] that reopens it with backoff
+//! after a lost connection.
+
+use crate::connection::{Backoff, CONNECT_TIMEOUT};
+use futures_util::StreamExt;
+use redis::aio::{PubSubSink, PubSubStream};
+use rulecore::event::Event;
+use rulecore::topic::{Subscription, TopicPattern};
+use std::collections::BTreeSet;
+
+/// The largest event payload handled. A job keeps its event until it runs,
+/// so the pool queue (256 by default) times this must stay well inside the
+/// service's 48 MB (DESIGN.md 1): 256 x 64 KiB is 16 MiB. Vehicle events are
+/// a few hundred bytes.
+const MAX_EVENT_BYTES: usize = 64 * 1024;
+
+/// What to subscribe to: exact channels (SUBSCRIBE) and globs (PSUBSCRIBE).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Subscriptions {
+    pub channels: BTreeSet<String>,
+    pub patterns: BTreeSet<String>,
+}
+
+impl Subscriptions {
+    /// The subscriptions for the live rules' `on` + `cancel-on` patterns
+    /// (DESIGN.md 6.1) and the watched state hashes (6.6).
+    ///
+    /// Redis delivers a message once per matching subscription, so a topic
+    /// covered by two subscriptions would reach the engine twice. Channels
+    /// and globs that a broader glob already covers are therefore left out:
+    /// every topic matches at most one subscription.
+    pub fn compute(patterns: &[TopicPattern], state_hashes: &BTreeSet<String>) -> Self {
+        let any = patterns.iter().any(|p| matches!(p, TopicPattern::Any));
+        let mut prefixes: Vec<&str> = patterns
+            .iter()
+            .filter_map(|p| match p {
+                TopicPattern::Prefix(prefix) => Some(prefix.as_str()),
+                _ => None,
+            })
+            .collect();
+        prefixes.sort_unstable();
+        prefixes.dedup();
+        // Keep only prefixes no shorter kept prefix covers; sorted order puts
+        // a covering prefix right before the ones it covers.
+        let mut kept: Vec<&str> = Vec::new();
+        for prefix in prefixes {
+            if !kept.iter().any(|k| prefix.starts_with(k)) {
+                kept.push(prefix);
+            }
+        }
+        let covered = |pattern: &TopicPattern| match pattern {
+            TopicPattern::Any => false,
+            TopicPattern::Prefix(prefix) => !kept.contains(&prefix.as_str()),
+            TopicPattern::Exact(topic) => kept.iter().any(|k| topic.starts_with(k)),
+        };
+        let mut out = Self::default();
+        let everything = [TopicPattern::Any];
+        let live: Vec<&TopicPattern> = if any {
+            everything.iter().collect()
+        } else {
+            patterns.iter().filter(|p| !covered(p)).collect()
+        };
+        for pattern in live {
+            match pattern.subscription() {
+                Subscription::Channel(channel) => out.channels.insert(channel),
+                Subscription::Pattern(glob) => out.patterns.insert(glob),
+            };
+        }
+        out.channels.extend(state_hashes.iter().cloned());
+        out
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.channels.is_empty() && self.patterns.is_empty()
+    }
+}
+
+/// Opens a pub/sub connection and subscribes to `subs`.
+pub async fn open_pubsub(
+    client: &redis::Client,
+    subs: &Subscriptions,
+) -> redis::RedisResult<(PubSubSink, PubSubStream)> {
+    let pubsub = tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_pubsub())
+        .await
+        .map_err(|_| {
+            redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "timed out opening the pub/sub connection",
+            ))
+        })??;
+    let (mut sink, stream) = pubsub.split();
+    if !subs.channels.is_empty() {
+        let channels: Vec<&str> = subs.channels.iter().map(String::as_str).collect();
+        sink.subscribe(channels).await?;
+    }
+    if !subs.patterns.is_empty() {
+        let patterns: Vec<&str> = subs.patterns.iter().map(String::as_str).collect();
+        sink.psubscribe(patterns).await?;
+    }
+    Ok((sink, stream))
+}
+
+/// Waits for the next pub/sub message; `None` when the connection is gone.
+pub async fn next_message(stream: &mut PubSubStream) -> Option<redis::Msg> {
+    stream.next().await
+}
+
+/// What the bus said.
+#[derive(Debug)]
+pub enum Bus {
+    Message(redis::Msg),
+    /// The subscription was reopened after a lost connection.
+    Restored,
+}
+
+/// What a pub/sub message says.
+#[derive(Debug)]
+pub enum Inbound {
+    /// `PUBLISH <hash> <field>` after an HSET on a watched hash: re-read
+    /// the field (DESIGN.md 6.6).
+    StateChanged {
+        hash: String,
+        field: String,
+    },
+    Event(Event),
+    /// Not handled; `why` completes "skipping an event ...". Logged by the
+    /// caller, through its throttle.
+    Skipped {
+        channel: String,
+        why: String,
+    },
+}
+
+impl Inbound {
+    /// What `message` says; `None` (logged) for a change notification
+    /// without a field name. `state_hashes`: the watched hashes, whose
+    /// channels carry change notifications.
+    pub fn read(message: &redis::Msg, state_hashes: &BTreeSet<String>) -> Option<Self> {
+        let channel = message.get_channel_name();
+        if !message.from_pattern() && state_hashes.contains(channel) {
+            return match message.get_payload() {
+                Ok(field) => Some(Self::StateChanged {
+                    hash: channel.to_string(),
+                    field,
+                }),
+                Err(e) => {
+                    tracing::warn!(channel, "change notification without a field name: {e}");
+                    None
+                }
+            };
+        }
+        let payload = message.get_payload_bytes();
+        let skipped = |why: String| {
+            Some(Self::Skipped {
+                channel: channel.to_string(),
+                why,
+            })
+        };
+        if payload.len() > MAX_EVENT_BYTES {
+            return skipped(format!(
+                "of {} bytes, over the {} KiB limit",
+                payload.len(),
+                MAX_EVENT_BYTES / 1024
+            ));
+        }
+        match Event::decode(payload) {
+            Ok(event) => {
+                tracing::debug!(channel, topic = %event.topic, "event");
+                Some(Self::Event(event))
+            }
+            Err(e) => skipped(format!("that does not decode: {e}")),
+        }
+    }
+}
+
+/// The pub/sub side: the subscription, and its reconnection with backoff
+/// after a lost connection (DESIGN.md 6.8).
+pub struct Subscriber {
+    client: redis::Client,
+    subs: Subscriptions,
+    stream: Option<PubSubStream>,
+    /// Kept alive with the stream: dropping it ends the subscription.
+    sink: Option<PubSubSink>,
+    reconnect_at: Option<tokio::time::Instant>,
+    backoff: Backoff,
+}
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber")
+            .field("subs", &self.subs)
+            .field("open", &self.stream.is_some())
+            .field("reconnect_at", &self.reconnect_at)
+            .finish()
+    }
+}
+
+impl Subscriber {
+    pub fn new(client: redis::Client, subs: Subscriptions) -> Self {
+        Self {
+            client,
+            subs,
+            stream: None,
+            sink: None,
+            reconnect_at: None,
+            backoff: Backoff::default(),
+        }
+    }
+
+    /// Subscribes, unless there is nothing to subscribe to (then nothing at
+    /// all is opened: idle costs nothing).
+    pub async fn open(&mut self) {
+        if self.subs.is_empty() {
+            tracing::info!("no live rules and no watched state: not subscribing to anything");
+            return;
+        }
+        if let Err(e) = self.try_open().await {
+            let delay = self.backoff.next_delay();
+            tracing::warn!(
+                "cannot subscribe ({e}); retrying in {}ms",
+                delay.as_millis()
+            );
+            self.reconnect_at = Some(tokio::time::Instant::now() + delay);
+        }
+    }
+
+    async fn try_open(&mut self) -> redis::RedisResult<()> {
+        let (sink, stream) = open_pubsub(&self.client, &self.subs).await?;
+        self.sink = Some(sink);
+        self.stream = Some(stream);
+        self.reconnect_at = None;
+        self.backoff = Backoff::default();
+        Ok(())
+    }
+
+    /// The next message, or `Restored` after a reconnect. Pending forever
+    /// when nothing is subscribed. Cancel-safe: a dropped call loses no
+    /// message and leaves a reconnect scheduled.
+    pub async fn next(&mut self) -> Bus {
+        loop {
+            if let Some(stream) = self.stream.as_mut() {
+                if let Some(message) = next_message(stream).await {
+                    return Bus::Message(message);
+                }
+                self.stream = None;
+                self.sink = None;
+                tracing::warn!(
+                    "pub/sub connection lost; reconnecting. Triggers published while \
+                     disconnected are not replayed"
+                );
+                self.reconnect_at = Some(tokio::time::Instant::now() + self.backoff.next_delay());
+            }
+            let Some(at) = self.reconnect_at else {
+                return std::future::pending().await;
+            };
+            tokio::time::sleep_until(at).await;
+            match self.try_open().await {
+                Ok(()) => {
+                    tracing::info!("pub/sub subscription restored");
+                    return Bus::Restored;
+                }
+                Err(e) => {
+                    let delay = self.backoff.next_delay();
+                    tracing::warn!(
+                        "cannot resubscribe ({e}); retrying in {}ms",
+                        delay.as_millis()
+                    );
+                    self.reconnect_at = Some(tokio::time::Instant::now() + delay);
+                }
+            }
+        }
+    }
+
+    /// What is (or is to be) subscribed.
+    pub fn subscriptions(&self) -> &Subscriptions {
+        &self.subs
+    }
+
+    /// Whether the subscription is open now (`false` while a failed
+    /// SUBSCRIBE is being retried).
+    pub fn is_open(&self) -> bool {
+        self.stream.is_some()
+    }
+
+    pub fn close(&mut self) {
+        self.stream = None;
+        self.sink = None;
+        self.reconnect_at = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> TopicPattern {
+        TopicPattern::parse(text).unwrap()
+    }
+
+    fn set(items: &[&str]) -> BTreeSet<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn nothing_when_nothing_is_live() {
+        let subs = Subscriptions::compute(&[], &BTreeSet::new());
+        assert!(subs.is_empty());
+    }
+
+    #[test]
+    fn exact_topics_subscribe_and_globs_psubscribe() {
+        let subs = Subscriptions::compute(
+            &[p("alarm.triggered"), p("button.*"), p("a?[b].*")],
+            &set(&["vehicle"]),
+        );
+        assert_eq!(subs.channels, set(&["ev:alarm.triggered", "vehicle"]));
+        assert_eq!(subs.patterns, set(&["ev:a\\?\\[b\\].*", "ev:button.*"]));
+    }
+
+    #[test]
+    fn covered_subscriptions_are_left_out() {
+        let subs = Subscriptions::compute(
+            &[
+                p("button.brake.*"),
+                p("button.*"),
+                p("button.seat"),
+                p("buttons.x"),
+            ],
+            &BTreeSet::new(),
+        );
+        assert_eq!(subs.patterns, set(&["ev:button.*"]));
+        assert_eq!(subs.channels, set(&["ev:buttons.x"]));
+
+        let any = Subscriptions::compute(&[p("x"), p("*"), p("y.*")], &set(&["vehicle"]));
+        assert_eq!(any.patterns, set(&["ev:*"]));
+        assert_eq!(any.channels, set(&["vehicle"]));
+    }
+}
