@@ -9,7 +9,7 @@
 use rulecore::bundle::{Action, Payload, Rule, Step};
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
-use ruled_engine::{Effect, Engine, EngineConfig, Time};
+use ruled_engine::{Effect, Engine, EngineConfig, Now, Time};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,11 +82,11 @@ fn main() {
                 now += 1;
                 let t = Time::from_nanos(now);
                 // The whole path: match, start a run, submit, finish.
-                engine.handle_event(t, 0, event.clone());
+                engine.handle_event(Now::new(t, 0), event.clone());
                 while let Some(effect) = engine.poll_effect() {
                     if let Effect::Submit(job) = effect {
                         engine.action_started(job.id);
-                        engine.action_finished(t, 0, job.id, Ok(()));
+                        engine.action_finished(Now::new(t, 0), job.id, Ok(()));
                     }
                 }
             }

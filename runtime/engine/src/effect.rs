@@ -18,8 +18,6 @@ pub struct Job {
     /// The run id, `<rule>#<epoch>-<n>` (a replayed run keeps its old id).
     pub run: Arc<str>,
     pub rule: Arc<str>,
-    /// Position of the rule in the bundle.
-    pub rule_index: usize,
     pub step: u32,
     /// 0-based repeat pass.
     pub pass: u32,
@@ -31,6 +29,28 @@ pub struct Job {
     /// removes it exactly when the action **starts** on a worker, and keeps
     /// it when the pool refuses the job or abandons it at stop.
     pub drop_record: Option<Arc<str>>,
+}
+
+impl Job {
+    /// The pending record to remove when this job's action starts: a
+    /// worker (real or virtual) removes it right then, before the action
+    /// runs, with reason [`DropReason::Started`] (DESIGN.md 6.5). The other
+    /// order, action first, would leave a window in which a crash runs the
+    /// step again at the next start; a job that never starts (refused,
+    /// abandoned at stop) keeps its record.
+    pub fn record_to_drop_at_start(&self) -> Option<&Arc<str>> {
+        self.drop_record.as_ref()
+    }
+}
+
+/// Whether a `PutRecord` writes a record for the first time or again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordWrite {
+    /// A durable step starts waiting.
+    First,
+    /// The same record written again (`Engine::rewrite_records`,
+    /// `Engine::clock_jumped`): an earlier write may be in the store.
+    Again,
 }
 
 /// Something the driver must do or may report, in order.
@@ -51,9 +71,7 @@ pub enum Effect {
         fire_at: i64,
         /// The [`PendingRecord`](super::PendingRecord) JSON.
         json: String,
-        /// The same record written again (`Engine::rewrite_records`,
-        /// `Engine::clock_jumped`): an earlier write may be in the store.
-        rewrite: bool,
+        write: RecordWrite,
     },
     /// `HDEL extensions:pending <id>`. A failed removal is logged with its
     /// cost: the step will run again at the next start.
@@ -66,10 +84,12 @@ pub enum Effect {
     Note(Note),
 }
 
-/// Why the engine removes a pending record itself. (A record owned by a
-/// job is removed by the driver when the action starts.)
+/// Why a pending record is removed: by the engine itself, or (`Started`)
+/// by the worker that starts the job owning it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DropReason {
+    /// The owning job's action started ([`Job::record_to_drop_at_start`]).
+    Started,
     Cancelled,
     Restarted,
     /// The step's `when` was false (or failed) at fire time.
@@ -83,6 +103,7 @@ pub enum DropReason {
 impl DropReason {
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Started => "started",
             Self::Cancelled => "cancelled",
             Self::Restarted => "restarted",
             Self::WhenFalse => "when-false",
@@ -182,6 +203,49 @@ impl TriggerOutcome {
     }
 }
 
+/// What kind of thing a note says happened: DESIGN.md 8's `kind` of its
+/// line (`record-kept` is ours).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NoteKind {
+    RunStart,
+    RunEnd,
+    StepSkipped,
+    Trigger(TriggerOutcome),
+    ReplayResume,
+    ReplayDrop,
+    RecordKept,
+}
+
+impl NoteKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RunStart => "run-start",
+            Self::RunEnd => "run-end",
+            Self::StepSkipped => "step-skipped",
+            Self::Trigger(outcome) => outcome.kind(),
+            Self::ReplayResume => "replay-resume",
+            Self::ReplayDrop => "replay-drop",
+            Self::RecordKept => "record-kept",
+        }
+    }
+}
+
+/// The reason a note carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NoteReason {
+    RunEnd(EndReason),
+    ReplayDrop(ReplayDropReason),
+}
+
+impl NoteReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RunEnd(reason) => reason.as_str(),
+            Self::ReplayDrop(reason) => reason.as_str(),
+        }
+    }
+}
+
 /// Observable things that happened, for the simulator's output and the
 /// service's debug log. They change nothing.
 #[derive(Debug, Clone, PartialEq)]
@@ -240,7 +304,7 @@ pub struct NoteFields<'a> {
     pub pass: Option<u32>,
     /// [`Note::ReplayResume`] only: when the step was due, Unix ms.
     pub fire_at: Option<i64>,
-    pub reason: Option<&'static str>,
+    pub reason: Option<NoteReason>,
 }
 
 impl<'a> NoteFields<'a> {
@@ -264,7 +328,7 @@ impl Note {
                 NoteFields::new(rule, Some(run))
             }
             Self::RunEnd { run, rule, reason } => NoteFields {
-                reason: Some(reason.as_str()),
+                reason: Some(NoteReason::RunEnd(*reason)),
                 ..NoteFields::new(rule, Some(run))
             },
             Self::StepSkipped {
@@ -299,22 +363,21 @@ impl Note {
             } => NoteFields {
                 step: Some(*step),
                 pass: Some(*pass),
-                reason: Some(reason.as_str()),
+                reason: Some(NoteReason::ReplayDrop(*reason)),
                 ..NoteFields::new(rule, Some(id))
             },
         }
     }
 
-    /// The `kind` of DESIGN.md 8's output (`record-kept` is ours).
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> NoteKind {
         match self {
-            Self::RunStart { .. } => "run-start",
-            Self::RunEnd { .. } => "run-end",
-            Self::StepSkipped { .. } => "step-skipped",
-            Self::Trigger { outcome, .. } => outcome.kind(),
-            Self::ReplayResume { .. } => "replay-resume",
-            Self::ReplayDrop { .. } => "replay-drop",
-            Self::RecordKept { .. } => "record-kept",
+            Self::RunStart { .. } => NoteKind::RunStart,
+            Self::RunEnd { .. } => NoteKind::RunEnd,
+            Self::StepSkipped { .. } => NoteKind::StepSkipped,
+            Self::Trigger { outcome, .. } => NoteKind::Trigger(*outcome),
+            Self::ReplayResume { .. } => NoteKind::ReplayResume,
+            Self::ReplayDrop { .. } => NoteKind::ReplayDrop,
+            Self::RecordKept { .. } => NoteKind::RecordKept,
         }
     }
 }
@@ -333,6 +396,12 @@ pub struct LogLine {
     pub level: Level,
     pub rule: Option<Arc<str>>,
     pub step: Option<u32>,
+    /// The run (or pending record) the line is about, for a log field; the
+    /// message names it already where it matters.
+    pub run: Option<Arc<str>>,
+    /// A stable short name of what went wrong, for a log field
+    /// ([`RecordError::code`](super::RecordError::code)).
+    pub code: Option<&'static str>,
     pub message: String,
 }
 

@@ -21,14 +21,15 @@ mod record;
 mod time;
 mod timers;
 
+pub mod pool;
 pub mod sim;
 
 pub use effect::{
-    DropReason, Effect, EndReason, Job, JobId, Level, LogLine, Note, NoteFields, ReplayDropReason,
-    TriggerOutcome,
+    DropReason, Effect, EndReason, Job, JobId, Level, LogLine, Note, NoteFields, NoteKind,
+    NoteReason, RecordWrite, ReplayDropReason, TriggerOutcome,
 };
 pub use record::{PendingRecord, RecordError, PENDING_HASH};
-pub use time::Time;
+pub use time::{Now, Time};
 
 use index::TopicIndex;
 use record::RecordRef;
@@ -265,7 +266,7 @@ impl Engine {
     // ----- inputs -------------------------------------------------------
 
     /// One event from the bus (DESIGN.md 6.2).
-    pub fn handle_event(&mut self, now: Time, wall_ms: i64, event: Event) {
+    pub fn handle_event(&mut self, now: Now, event: Event) {
         if self.stopped {
             return;
         }
@@ -275,7 +276,7 @@ impl Engine {
         // a rule with the topic in both `on` and `cancel-on` is stopped
         // before it starts again.
         for &rule in &cancels {
-            self.cancel_rule(rule as usize, now, wall_ms);
+            self.cancel_rule(rule as usize, now);
         }
         let mut matches = cancels;
         self.on_index.lookup(&event.topic, &mut matches);
@@ -301,10 +302,14 @@ impl Engine {
                 if state.debounce.take().is_some() {
                     self.timers.disarm();
                 }
-                let token = self.arm(now.plus_nanos(spec.debounce_ns), rule, TimerKind::Debounce);
+                let token = self.arm(
+                    now.time.plus_nanos(spec.debounce_ns),
+                    rule,
+                    TimerKind::Debounce,
+                );
                 self.rules[rule].debounce = Some(Debounce { event, token });
             } else {
-                self.dispatch(rule, event, now, wall_ms);
+                self.dispatch(rule, event, now);
             }
         }
         matches.clear();
@@ -312,11 +317,11 @@ impl Engine {
     }
 
     /// Fires every timer due at or before `now`.
-    pub fn handle_timeout(&mut self, now: Time, wall_ms: i64) {
+    pub fn handle_timeout(&mut self, now: Now) {
         if self.stopped {
             return;
         }
-        while let Some(fired) = self.timers.pop_due(now) {
+        while let Some(fired) = self.timers.pop_due(now.time) {
             if !self.timer_is_live(&fired) {
                 // Cancelled lazily: the owner moved on.
                 continue;
@@ -326,7 +331,7 @@ impl Engine {
             match fired.kind {
                 TimerKind::Debounce => {
                     if let Some(held) = self.rules[rule].debounce.take() {
-                        self.dispatch(rule, held.event, now, wall_ms);
+                        self.dispatch(rule, held.event, now);
                     }
                 }
                 TimerKind::Run => {
@@ -334,12 +339,12 @@ impl Engine {
                         continue;
                     };
                     match run.phase {
-                        Phase::Waiting { .. } => self.submit_step(rule, now, wall_ms),
+                        Phase::Waiting { .. } => self.submit_step(rule, now),
                         Phase::Gap { .. } => {
                             run.pass += 1;
                             run.step = 0;
                             run.phase = Phase::Deciding;
-                            self.enter_step(rule, now, wall_ms);
+                            self.enter_step(rule, now);
                         }
                         // A live run timer means a waiting or gap phase.
                         Phase::Acting { .. } | Phase::Deciding => {}
@@ -369,13 +374,7 @@ impl Engine {
     }
 
     /// A job's action finished. Valid after [`Engine::stop`] (counted only).
-    pub fn action_finished(
-        &mut self,
-        now: Time,
-        wall_ms: i64,
-        job: JobId,
-        result: Result<(), String>,
-    ) {
+    pub fn action_finished(&mut self, now: Now, job: JobId, result: Result<(), String>) {
         let owner = self.jobs.remove(&job.0);
         if let Err(message) = &result {
             self.counters.failed += 1;
@@ -399,15 +398,15 @@ impl Engine {
             return;
         }
         match result {
-            Ok(()) => self.advance(rule, now, wall_ms),
-            Err(_) => self.end_run(rule, EndReason::Failed, now, wall_ms),
+            Ok(()) => self.advance(rule, now),
+            Err(_) => self.end_run(rule, EndReason::Failed, now),
         }
     }
 
     /// The pool refused the job (queue full or stopping): the run ends and
     /// counts `dropped`; the job's record is kept, since the step provably
     /// did not run (DESIGN.md 6.3, 6.5).
-    pub fn action_refused(&mut self, now: Time, wall_ms: i64, job: JobId) {
+    pub fn action_refused(&mut self, now: Now, job: JobId) {
         self.counters.dropped += 1;
         let Some(JobOwner { rule, serial, .. }) = self.jobs.remove(&job.0) else {
             return;
@@ -417,7 +416,7 @@ impl Engine {
         // stopping) and reports the refusal with it; the run-end note and
         // the `dropped` counter carry the rest.
         if !self.stopped && self.is_acting(rule, serial, job) {
-            self.end_run(rule, EndReason::Refused, now, wall_ms);
+            self.end_run(rule, EndReason::Refused, now);
         }
     }
 
@@ -456,28 +455,31 @@ impl Engine {
         }
     }
 
-    pub fn state(&self) -> &[String] {
-        &self.state
-    }
-
-    /// Replay from raw hash fields (`field`, stored value): values that do
-    /// not decode are logged and removed, the rest go to [`Engine::replay`].
-    pub fn replay_raw(&mut self, now: Time, wall_ms: i64, fields: Vec<(String, Vec<u8>)>) {
+    /// Replay from raw hash fields (`field`, stored value): the one place a
+    /// stored record is decoded (DESIGN.md 6.5). A value that is not a
+    /// record of its own run is logged once, with its
+    /// [`RecordError::code`], and removed ([`DropReason::Undecodable`]);
+    /// the rest go to [`Engine::replay`].
+    pub fn replay_raw(&mut self, now: Now, fields: Vec<(String, Vec<u8>)>) {
         if self.stopped || self.replayed {
             // Leave every field alone; `replay` says why.
-            return self.replay(now, wall_ms, Vec::new());
+            return self.replay(now, Vec::new());
         }
         let mut records = Vec::with_capacity(fields.len());
         for (field, value) in fields {
             match PendingRecord::decode_field(&field, &value) {
                 Ok(record) => records.push(record),
                 Err(error) => {
-                    self.log(
-                        Level::Warn,
-                        None,
-                        None,
-                        format!("removing pending record {field:?}: {error}"),
-                    );
+                    // The one report of the removal; the `DropRecord`
+                    // below is not logged again.
+                    self.effects.push_back(Effect::Log(LogLine {
+                        level: Level::Warn,
+                        rule: None,
+                        step: None,
+                        run: Some(field.as_str().into()),
+                        code: Some(error.code()),
+                        message: format!("removing pending record {field:?}: {error}"),
+                    }));
                     self.effects.push_back(Effect::DropRecord {
                         id: field.into(),
                         rule: None,
@@ -486,14 +488,14 @@ impl Engine {
                 }
             }
         }
-        self.replay(now, wall_ms, records);
+        self.replay(now, records);
     }
 
     /// Replay (DESIGN.md 6.5): call once at start, after loading and before
     /// the first event. Records are taken earliest `fire-at` first, ties by
     /// id; invalid ones are removed with a reason; each rule's concurrency
     /// policy picks among the rest; the survivors resume under their own ids.
-    pub fn replay(&mut self, now: Time, wall_ms: i64, mut records: Vec<PendingRecord>) {
+    pub fn replay(&mut self, now: Now, mut records: Vec<PendingRecord>) {
         if self.stopped {
             return;
         }
@@ -526,7 +528,7 @@ impl Engine {
                 (
                     rule,
                     rule.map_or(Some(ReplayDropReason::RuleGone), |rule| {
-                        self.replay_refusal(rule, record, wall_ms, window)
+                        self.replay_refusal(rule, record, now.wall_ms, window)
                     }),
                 )
             })
@@ -549,7 +551,7 @@ impl Engine {
         for (position, (record, verdict)) in records.into_iter().zip(verdicts).enumerate() {
             match verdict {
                 (Some(rule), None) if winner.get(&rule) == Some(&position) => {
-                    self.resume(rule, record, now, wall_ms);
+                    self.resume(rule, record, now);
                 }
                 (Some(_), None) => self.replay_drop(&record, ReplayDropReason::Concurrency),
                 (_, reason) => {
@@ -636,7 +638,7 @@ impl Engine {
                 Some(run) if run.owns_record => run.fire_at,
                 _ => continue,
             };
-            self.put_record(rule, &spec.source, fire_at, true);
+            self.put_record(rule, &spec.source, fire_at, RecordWrite::Again);
             queued += 1;
         }
         queued
@@ -659,10 +661,6 @@ impl Engine {
             }
         }
         self.rewrite_records()
-    }
-
-    pub fn is_stopped(&self) -> bool {
-        self.stopped
     }
 
     // ----- outputs ------------------------------------------------------
@@ -710,6 +708,8 @@ impl Engine {
             level,
             rule,
             step,
+            run: None,
+            code: None,
             message,
         }));
     }
@@ -760,22 +760,22 @@ impl Engine {
             .is_some_and(|run| run.serial == serial && run.phase == Phase::Acting { job: job.0 })
     }
 
-    fn cancel_rule(&mut self, rule: usize, now: Time, wall_ms: i64) {
+    fn cancel_rule(&mut self, rule: usize, now: Now) {
         // The backlog goes first so ending the run does not start a held trigger.
         self.rules[rule].backlog.clear();
         if self.rules[rule].run.is_some() {
-            self.end_run(rule, EndReason::Cancelled, now, wall_ms);
+            self.end_run(rule, EndReason::Cancelled, now);
         }
     }
 
     /// Steps 4 and 5 of DESIGN.md 6.2: cooldown, then concurrency.
-    fn dispatch(&mut self, rule: usize, event: Arc<Event>, now: Time, wall_ms: i64) {
+    fn dispatch(&mut self, rule: usize, event: Arc<Event>, now: Now) {
         let payload = Arc::clone(&self.payload);
         let spec = &payload.rules[rule];
         let state = &mut self.rules[rule];
         if spec.cooldown_ns > 0 {
             if let Some(last) = state.last_fire {
-                if now.since(last) < spec.cooldown_ns {
+                if now.time.since(last) < spec.cooldown_ns {
                     let name = Arc::clone(&state.name);
                     self.note(Note::Trigger {
                         rule: name,
@@ -785,17 +785,17 @@ impl Engine {
                 }
             }
         }
-        state.last_fire = Some(now);
-        state.stats.last_fire_ms = Some(wall_ms);
+        state.last_fire = Some(now.time);
+        state.stats.last_fire_ms = Some(now.wall_ms);
         if state.run.is_none() {
-            self.start_run(rule, event, now, wall_ms);
+            self.start_run(rule, event, now);
             return;
         }
         let name = Arc::clone(&state.name);
         match spec.concurrency {
             Concurrency::Restart => {
-                self.end_run(rule, EndReason::Restarted, now, wall_ms);
-                self.start_run(rule, event, now, wall_ms);
+                self.end_run(rule, EndReason::Restarted, now);
+                self.start_run(rule, event, now);
             }
             Concurrency::Drop => self.note(Note::Trigger {
                 rule: name,
@@ -826,7 +826,7 @@ impl Engine {
         }
     }
 
-    fn start_run(&mut self, rule: usize, event: Arc<Event>, now: Time, wall_ms: i64) {
+    fn start_run(&mut self, rule: usize, event: Arc<Event>, now: Now) {
         let n = self.next_run;
         self.next_run += 1;
         let state = &self.rules[rule];
@@ -837,7 +837,7 @@ impl Engine {
             let run = Arc::clone(&run.id);
             self.note(Note::RunStart { run, rule: name });
         }
-        self.enter_step(rule, now, wall_ms);
+        self.enter_step(rule, now);
     }
 
     fn install_run(&mut self, rule: usize, id: Arc<str>, event: Arc<Event>, step: u32, pass: u32) {
@@ -859,7 +859,7 @@ impl Engine {
 
     /// The run reached its current step: park on its `after` (writing the
     /// record first when durable), or submit it now.
-    fn enter_step(&mut self, rule: usize, now: Time, wall_ms: i64) {
+    fn enter_step(&mut self, rule: usize, now: Now) {
         let payload = Arc::clone(&self.payload);
         let spec: &Rule = &payload.rules[rule];
         let Some(run) = self.rules[rule].run.as_ref() else {
@@ -867,21 +867,23 @@ impl Engine {
         };
         let Some(step) = spec.steps.get(run.step as usize) else {
             // Only a rule without steps gets here; the compiler forbids it.
-            self.end_run(rule, EndReason::Done, now, wall_ms);
+            self.end_run(rule, EndReason::Done, now);
             return;
         };
         if step.after_ns == 0 {
-            self.submit_step(rule, now, wall_ms);
+            self.submit_step(rule, now);
             return;
         }
         if step.durable {
             // The record is written before the timer is armed (DESIGN.md
             // 6.5): the effects are performed in order, so a crash between
             // the two leaves a record and no timer, which replay finishes.
-            let fire_at = wall_ms.saturating_add(nanos_to_millis_ceil(step.after_ns));
-            self.put_record(rule, &spec.source, fire_at, false);
+            let fire_at = now
+                .wall_ms
+                .saturating_add(nanos_to_millis_ceil(step.after_ns));
+            self.put_record(rule, &spec.source, fire_at, RecordWrite::First);
         }
-        let token = self.arm(now.plus_nanos(step.after_ns), rule, TimerKind::Run);
+        let token = self.arm(now.time.plus_nanos(step.after_ns), rule, TimerKind::Run);
         if let Some(run) = self.rules[rule].run.as_mut() {
             run.phase = Phase::Waiting { token };
         }
@@ -890,7 +892,7 @@ impl Engine {
     /// Queues the live run's pending record for its current step; the run
     /// owns it from here. A record that does not serialise is logged, and
     /// the step runs without restart protection.
-    fn put_record(&mut self, rule: usize, source: &str, fire_at: i64, rewrite: bool) {
+    fn put_record(&mut self, rule: usize, source: &str, fire_at: i64, write: RecordWrite) {
         let state = &self.rules[rule];
         let Some(run) = state.run.as_ref() else {
             return;
@@ -914,7 +916,7 @@ impl Engine {
                     pass: run.pass,
                     fire_at,
                     json,
-                    rewrite,
+                    write,
                 };
                 self.effects.push_back(effect);
                 if let Some(run) = self.rules[rule].run.as_mut() {
@@ -936,7 +938,7 @@ impl Engine {
 
     /// Just before submitting: the step's `when` against the triggering
     /// event and the current state (DESIGN.md 6.3), then hand it over.
-    fn submit_step(&mut self, rule: usize, now: Time, wall_ms: i64) {
+    fn submit_step(&mut self, rule: usize, now: Now) {
         let payload = Arc::clone(&self.payload);
         let spec = &payload.rules[rule];
         let Some(run) = self.rules[rule].run.as_ref() else {
@@ -944,12 +946,12 @@ impl Engine {
         };
         let (index, pass, event) = (run.step, run.pass, Arc::clone(&run.event));
         let Some(step) = spec.steps.get(index as usize) else {
-            self.end_run(rule, EndReason::Done, now, wall_ms);
+            self.end_run(rule, EndReason::Done, now);
             return;
         };
         if let Some(program) = &step.when {
             if !self.eval(rule, Some(index), program, &event) {
-                self.skip_step(rule, now, wall_ms);
+                self.skip_step(rule, now);
                 return;
             }
         }
@@ -975,7 +977,6 @@ impl Engine {
             id: JobId(job),
             run: Arc::clone(&run.id),
             rule: Arc::clone(&state.name),
-            rule_index: rule,
             step: index,
             pass,
             action: Arc::clone(&state.actions[index as usize]),
@@ -987,7 +988,7 @@ impl Engine {
 
     /// The step's `when` was false at fire time: the run ends, and the
     /// record it owns goes (the step will never run).
-    fn skip_step(&mut self, rule: usize, now: Time, wall_ms: i64) {
+    fn skip_step(&mut self, rule: usize, now: Now) {
         let state = &mut self.rules[rule];
         let Some(run) = state.run.as_mut() else {
             return;
@@ -1011,11 +1012,11 @@ impl Engine {
                 reason: DropReason::WhenFalse,
             });
         }
-        self.end_run(rule, EndReason::WhenFalse, now, wall_ms);
+        self.end_run(rule, EndReason::WhenFalse, now);
     }
 
     /// The current step's action succeeded: next step, next pass, or done.
-    fn advance(&mut self, rule: usize, now: Time, wall_ms: i64) {
+    fn advance(&mut self, rule: usize, now: Now) {
         let payload = Arc::clone(&self.payload);
         let spec = &payload.rules[rule];
         let Some(run) = self.rules[rule].run.as_mut() else {
@@ -1024,27 +1025,31 @@ impl Engine {
         run.phase = Phase::Deciding;
         if (run.step as usize) + 1 < spec.steps.len() {
             run.step += 1;
-            self.enter_step(rule, now, wall_ms);
+            self.enter_step(rule, now);
         } else if run.pass.saturating_add(1) < spec.repeat.count {
             if spec.repeat.every_ns == 0 {
                 run.pass += 1;
                 run.step = 0;
-                self.enter_step(rule, now, wall_ms);
+                self.enter_step(rule, now);
             } else {
                 // The gap between passes is a plain timer: not durable.
-                let token = self.arm(now.plus_nanos(spec.repeat.every_ns), rule, TimerKind::Run);
+                let token = self.arm(
+                    now.time.plus_nanos(spec.repeat.every_ns),
+                    rule,
+                    TimerKind::Run,
+                );
                 if let Some(run) = self.rules[rule].run.as_mut() {
                     run.phase = Phase::Gap { token };
                 }
             }
         } else {
-            self.end_run(rule, EndReason::Done, now, wall_ms);
+            self.end_run(rule, EndReason::Done, now);
         }
     }
 
     /// Ends the rule's live run. Cancel and restart drop its timer and its
     /// record; a `queue` rule then starts its oldest held trigger.
-    fn end_run(&mut self, rule: usize, reason: EndReason, now: Time, wall_ms: i64) {
+    fn end_run(&mut self, rule: usize, reason: EndReason, now: Now) {
         let state = &mut self.rules[rule];
         let Some(run) = state.run.take() else { return };
         let name = Arc::clone(&state.name);
@@ -1077,7 +1082,7 @@ impl Engine {
             return;
         }
         if let Some(next) = self.rules[rule].backlog.pop_front() {
-            self.start_run(rule, next, now, wall_ms);
+            self.start_run(rule, next, now);
         }
     }
 
@@ -1102,7 +1107,7 @@ impl Engine {
 
     /// A replayed record resumes as a run under its own id, on its pass:
     /// overdue steps run now, others wait out what is left.
-    fn resume(&mut self, rule: usize, record: PendingRecord, now: Time, wall_ms: i64) {
+    fn resume(&mut self, rule: usize, record: PendingRecord, now: Now) {
         if self.rules[rule].run.is_some() {
             // Replay after events: the live run wins; the record is dropped.
             self.replay_drop(&record, ReplayDropReason::Concurrency);
@@ -1128,14 +1133,14 @@ impl Engine {
             run.owns_record = true;
             run.fire_at = record.fire_at;
         }
-        let left_ms = record.fire_at.saturating_sub(wall_ms);
+        let left_ms = record.fire_at.saturating_sub(now.wall_ms);
         if left_ms <= 0 {
-            self.submit_step(rule, now, wall_ms);
+            self.submit_step(rule, now);
         } else {
             let left_ns = u64::try_from(left_ms)
                 .unwrap_or(0)
                 .saturating_mul(1_000_000);
-            let token = self.arm(now.plus_nanos(left_ns), rule, TimerKind::Run);
+            let token = self.arm(now.time.plus_nanos(left_ns), rule, TimerKind::Run);
             if let Some(run) = self.rules[rule].run.as_mut() {
                 run.phase = Phase::Waiting { token };
             }

@@ -1,5 +1,6 @@
 //! The engine's two clocks (DESIGN.md 6): a monotonic [`Time`] for timers
-//! and wall-clock Unix milliseconds for pending records' `fire-at`.
+//! and wall-clock Unix milliseconds for pending records' `fire-at`, read
+//! together as one [`Now`].
 
 use std::time::Duration;
 
@@ -37,6 +38,21 @@ impl Time {
     /// Nanoseconds from `earlier` to `self`, 0 if `earlier` is later.
     pub const fn since(self, earlier: Time) -> u64 {
         self.0.saturating_sub(earlier.0)
+    }
+}
+
+/// One instant on both clocks: what every time-dependent input of the
+/// engine is given. `time` runs the timers; `wall_ms` (Unix milliseconds)
+/// dates pending records' `fire-at` and rules' last fire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Now {
+    pub time: Time,
+    pub wall_ms: i64,
+}
+
+impl Now {
+    pub const fn new(time: Time, wall_ms: i64) -> Self {
+        Self { time, wall_ms }
     }
 }
 

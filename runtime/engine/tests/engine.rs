@@ -8,7 +8,7 @@ use rulecore::bytecode::{Const, EventField, Op, Program};
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
 use ruled_engine::{
-    Counters, DropReason, Effect, EndReason, Engine, EngineConfig, JobId, Note, PendingRecord,
+    Counters, DropReason, Effect, EndReason, Engine, EngineConfig, JobId, Note, Now, PendingRecord,
     ReplayDropReason, Time, TriggerOutcome,
 };
 use std::collections::BTreeMap;
@@ -133,7 +133,7 @@ impl H {
     }
     fn event_with(&mut self, event: Event) {
         let (t, w) = (self.t(), self.wall());
-        self.engine.handle_event(t, w, event);
+        self.engine.handle_event(Now::new(t, w), event);
         self.pump();
     }
     /// Moves virtual time to `ms`, firing deadlines on the way.
@@ -144,7 +144,7 @@ impl H {
             }
             self.now = self.now.max(deadline.as_millis());
             let (t, w) = (deadline, self.wall());
-            self.engine.handle_timeout(t, w);
+            self.engine.handle_timeout(Now::new(t, w));
             self.pump();
         }
         self.now = ms;
@@ -160,7 +160,7 @@ impl H {
     fn finish(&mut self, job: JobId, result: Result<(), String>) {
         self.jobs.retain(|j| j.id != job);
         let (t, w) = (self.t(), self.wall());
-        self.engine.action_finished(t, w, job, result);
+        self.engine.action_finished(Now::new(t, w), job, result);
         self.pump();
     }
     /// A worker starts `job` and it ends with `result`.
@@ -171,7 +171,7 @@ impl H {
     fn refuse(&mut self, job: JobId) {
         self.jobs.retain(|j| j.id != job);
         let (t, w) = (self.t(), self.wall());
-        self.engine.action_refused(t, w, job);
+        self.engine.action_refused(Now::new(t, w), job);
         self.pump();
     }
     fn last_job(&self) -> JobId {
@@ -349,16 +349,14 @@ fn cancel_between_record_write_and_timer_arm_leaves_no_record() {
     let mut h = H::new(vec![r]);
     // Both events reach the engine before the driver performs anything.
     h.engine.handle_event(
-        Time::ZERO,
-        WALL0,
+        Now::new(Time::ZERO, WALL0),
         Event {
             topic: "alarm.triggered".into(),
             ..Event::default()
         },
     );
     h.engine.handle_event(
-        Time::ZERO,
-        WALL0,
+        Now::new(Time::ZERO, WALL0),
         Event {
             topic: "alarm.disarmed".into(),
             ..Event::default()
@@ -985,7 +983,7 @@ fn replay(h: &mut H, records: Vec<PendingRecord>) {
         h.records.insert(r.id.clone(), r.encode().unwrap());
     }
     let (t, w) = (h.t(), h.wall());
-    h.engine.replay(t, w, records);
+    h.engine.replay(Now::new(t, w), records);
     h.pump();
 }
 
@@ -1217,8 +1215,7 @@ fn undecodable_records_are_logged_and_removed() {
     let good = record("hazards#x-1", "hazards", 1, 0, 1_000, off_fp());
     let (t, w) = (h.t(), h.wall());
     h.engine.replay_raw(
-        t,
-        w,
+        Now::new(t, w),
         vec![
             ("junk".into(), b"{not json".to_vec()),
             ("other-id".into(), good.encode().unwrap().into_bytes()),
@@ -1435,7 +1432,7 @@ fn random_input_never_leaks_runs_timers_or_records() {
                         .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
                         .collect();
                     let (t, w) = (h.t(), h.wall());
-                    h.engine.replay_raw(t, w, fields);
+                    h.engine.replay_raw(Now::new(t, w), fields);
                     h.pump();
                 }
                 _ => {}
@@ -1522,10 +1519,9 @@ fn replay_happens_once() {
     replay(&mut h, vec![]);
     let (t, w) = (h.t(), h.wall());
     h.engine
-        .replay_raw(t, w, vec![("junk".into(), b"x".to_vec())]);
+        .replay_raw(Now::new(t, w), vec![("junk".into(), b"x".to_vec())]);
     h.engine.replay(
-        t,
-        w,
+        Now::new(t, w),
         vec![record("hazards#x-1", "hazards", 1, 0, 1_000, off_fp())],
     );
     h.pump();

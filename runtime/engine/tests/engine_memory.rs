@@ -7,7 +7,7 @@
 use rulecore::bundle::{Action, Payload, Rule, Step};
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
-use ruled_engine::{Effect, Engine, EngineConfig, Time};
+use ruled_engine::{Effect, Engine, EngineConfig, Now, Time};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
@@ -77,7 +77,7 @@ fn bytes_per_parked_run() {
     let mut puts = 0;
     let start = LIVE.load(Ordering::Relaxed);
     for event in events {
-        engine.handle_event(Time::ZERO, 0, event);
+        engine.handle_event(Now::new(Time::ZERO, 0), event);
         while let Some(effect) = engine.poll_effect() {
             puts += usize::from(matches!(effect, Effect::PutRecord { .. }));
         }

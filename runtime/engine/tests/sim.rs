@@ -5,7 +5,8 @@
 use rulecore::bundle::{Action, Payload, Repeat, Rule, StatePair, Step};
 use rulecore::bytecode::{Const, Op, Program};
 use rulecore::topic::TopicPattern;
-use ruled_engine::sim::{parse, simulate, Outcome, Timeline};
+use ruled_engine::sim::{parse, simulate, LineKind, LineReason, Outcome, Timeline};
+use ruled_engine::{EndReason, NoteReason};
 use std::sync::Arc;
 
 fn pats(list: &[&str]) -> Vec<TopicPattern> {
@@ -150,7 +151,10 @@ fn a_restart_while_waiting_keeps_the_record_and_off_still_comes_at_30s() {
         text(&out)
     );
     assert_eq!(out.lines[5].run.as_deref(), Some("hazards#0-1"));
-    assert_eq!(out.lines[4].reason.as_deref(), Some("stopped"));
+    assert_eq!(
+        out.lines[4].reason,
+        Some(LineReason::Note(NoteReason::RunEnd(EndReason::Stopped)))
+    );
 }
 
 #[test]
@@ -211,7 +215,10 @@ fn same_instant_order_is_clock_state_fail_restart_event_after_due_deadlines() {
             "1000 run-end"
         ]
     );
-    assert_eq!(out.lines[3].reason.as_deref(), Some("failed"));
+    assert_eq!(
+        out.lines[3].reason,
+        Some(LineReason::Note(NoteReason::RunEnd(EndReason::Failed)))
+    );
 }
 
 #[test]
@@ -403,7 +410,7 @@ fn end_says_what_was_still_waiting_and_is_silent_when_nothing_was() {
     // Past everything: no `end` line.
     let out = run(vec![hazards()], timeline("1m", ""), None);
     assert!(
-        out.lines.iter().all(|l| l.kind != "end"),
+        out.lines.iter().all(|l| l.kind != LineKind::End),
         "{:?}",
         text(&out)
     );

@@ -1,7 +1,7 @@
 //! The service's clocks: the monotonic one the engine's timers run on,
 //! and the wall clock, watched for jumps (DESIGN.md 6.5).
 
-use ruled_engine::Time;
+use ruled_engine::{Now, Time};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The wall clock, Unix milliseconds (0 before 1970).
@@ -64,9 +64,9 @@ impl ServiceClock {
         clock
     }
 
-    /// Now on the engine's monotonic clock.
-    pub fn now(&self) -> Time {
-        Time::from_duration(self.origin.elapsed())
+    /// Now on both clocks.
+    pub fn now(&self) -> Now {
+        Now::new(Time::from_duration(self.origin.elapsed()), wall_ms())
     }
 
     /// The instant `time` names on the engine's clock.

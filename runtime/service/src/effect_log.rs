@@ -4,7 +4,7 @@
 
 use crate::logging::{self, Throttle};
 use crate::pool::Refused;
-use ruled_engine::{DropReason, Effect, EndReason, Job, Level, Note, TriggerOutcome};
+use ruled_engine::{DropReason, Effect, EndReason, Job, Level, Note, NoteReason, TriggerOutcome};
 use std::borrow::Cow;
 use std::time::Instant;
 
@@ -21,11 +21,14 @@ pub fn log_effect(effect: &Effect, throttle: &mut Throttle) {
             };
             let admitted =
                 level == tracing::Level::DEBUG || throttle.admit(line.rule.as_deref(), level);
+            // An absent field (`None`) is left out of the line.
+            let run = line.run.as_deref().map(tracing::field::display);
+            let reason = line.code;
             match (admitted, line.level) {
-                (false, _) | (true, Level::Debug) => tracing::debug!("{line}"),
-                (true, Level::Error) => tracing::error!("{line}"),
-                (true, Level::Warn) => tracing::warn!("{line}"),
-                (true, Level::Info) => tracing::info!("{line}"),
+                (false, _) | (true, Level::Debug) => tracing::debug!(run, reason, "{line}"),
+                (true, Level::Error) => tracing::error!(run, reason, "{line}"),
+                (true, Level::Warn) => tracing::warn!(run, reason, "{line}"),
+                (true, Level::Info) => tracing::info!(run, reason, "{line}"),
             }
         }
         Effect::Note(note) => log_note(note, throttle),
@@ -55,7 +58,7 @@ fn log_note(note: &Note, throttle: &mut Throttle) {
                 step = fields.step,
                 pass = fields.pass,
                 fire_at = fields.fire_at,
-                reason = fields.reason,
+                reason = fields.reason.map(NoteReason::as_str),
                 "{message}"
             )
         };
@@ -107,9 +110,10 @@ fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
 }
 
 /// The debug line of a record removal the engine decided. A replay removal
-/// was logged by its note, at info.
+/// was logged by its note, at info, and an undecodable record by the
+/// engine's warn line.
 pub fn log_record_drop(id: &str, rule: Option<&str>, reason: DropReason) {
-    if !matches!(reason, DropReason::Replay(_)) {
+    if !matches!(reason, DropReason::Replay(_) | DropReason::Undecodable) {
         tracing::debug!(
             run = %id,
             rule = rule.map(tracing::field::display),

@@ -1,36 +1,22 @@
-//! The worker pool (DESIGN.md 6.4): `workers` tasks behind a bounded queue.
-//!
-//! A submitted job goes straight to an idle worker; the queue holds only jobs
-//! waiting for a busy one. A job that finds the queue full, or the pool
-//! stopping, is refused at once: [`Pool::submit`] never waits, so the event
-//! path never blocks on actions. Every job's fate comes back to the driver on
-//! one channel as [`Report`]s.
+//! The worker pool (DESIGN.md 6.4): `workers` tasks behind a bounded queue,
+//! admitting jobs as [`PoolConfig::admit`] says (the simulator's virtual
+//! pool follows the same rule). A job that finds the queue full, or the
+//! pool stopping, is refused at once: [`Pool::submit`] never waits. Every
+//! job's fate comes back to the driver on one channel as [`Report`]s.
 
 use crate::can::CanSockets;
 use crate::exec::{self, ExecError, RunningGroups};
 use crate::record_store::StoreWriter;
 use rulecore::bundle::Action;
-use rulecore::event::Event;
+use ruled_engine::pool::Admission;
+use ruled_engine::{Job, JobId};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
-/// The driver's handle on a job; the pool only echoes it back.
-pub type JobId = u64;
-
-/// One action to perform.
-#[derive(Debug, Clone)]
-pub struct Job {
-    pub id: JobId,
-    pub action: Arc<Action>,
-    /// The event that triggered the run: exec's stdin and `LS_*` variables.
-    pub event: Arc<Event>,
-    /// The pending record of a durable step (DESIGN.md 6.5): the worker
-    /// removes it, and waits for Redis to confirm, before the action starts.
-    pub drop_record: Option<Arc<str>>,
-}
+pub use ruled_engine::pool::PoolConfig;
 
 /// What happened to a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,21 +37,6 @@ pub enum Refused {
     QueueFull,
     #[error("worker pool stopping")]
     Stopping,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct PoolConfig {
-    pub workers: usize,
-    pub queue: usize,
-}
-
-impl Default for PoolConfig {
-    fn default() -> Self {
-        Self {
-            workers: 2,
-            queue: 256,
-        }
-    }
 }
 
 /// What the workers need to perform actions.
@@ -101,7 +72,7 @@ struct Shared {
 pub struct Pool {
     shared: Arc<Mutex<Shared>>,
     wake: Arc<Notify>,
-    queue_cap: usize,
+    config: PoolConfig,
     reports: mpsc::UnboundedSender<Report>,
     groups: RunningGroups,
     workers: Vec<JoinHandle<()>>,
@@ -137,7 +108,7 @@ impl Pool {
         Self {
             shared,
             wake,
-            queue_cap: config.queue,
+            config,
             reports,
             groups,
             workers,
@@ -150,8 +121,8 @@ impl Pool {
         if shared.stopping {
             return Err(Refused::Stopping);
         }
-        // Idle workers take one job each; beyond them, the queue's capacity.
-        if shared.queue.len() >= shared.idle + self.queue_cap {
+        // Jobs an idle worker will take wait in the queue too, briefly.
+        if self.config.admit(shared.idle, shared.queue.len()) == Admission::Refused {
             return Err(Refused::QueueFull);
         }
         shared.queue.push_back(job);
@@ -178,7 +149,7 @@ impl Pool {
         for job in &abandoned {
             // The receiver lives in the driver, which is waiting for us.
             if self.reports.send(Report::Abandoned(job.id)).is_err() {
-                tracing::debug!(job = job.id, "pool report receiver gone");
+                tracing::debug!(job = job.id.0, "pool report receiver gone");
             }
         }
         self.wake.notify_waiters();
@@ -236,7 +207,7 @@ async fn worker(
             lock(&shared).idle -= 1;
             continue;
         };
-        if let (Some(id), Some(store)) = (&job.drop_record, &performers.store) {
+        if let (Some(id), Some(store)) = (job.record_to_drop_at_start(), &performers.store) {
             remove_record_first(store, id).await;
         }
         if reports.send(Report::Started(job.id)).is_err() {
@@ -254,9 +225,7 @@ async fn worker(
 const RECORD_DROP_WAIT: Duration = Duration::from_secs(2);
 
 /// Removes a durable step's pending record and waits until Redis has
-/// performed the `HDEL` (DESIGN.md 6.5: the record goes exactly when the
-/// action starts). The other order, action first, would leave a window in
-/// which a crash runs the step a second time at the next start.
+/// performed the `HDEL` (`Job::record_to_drop_at_start`).
 ///
 /// The removal goes through the store writer's one ordered queue, so it
 /// never lands before the record's own write. The wait is bounded: with

@@ -4,7 +4,7 @@
 
 use crate::connection::{query, query_pipe, wake_commands};
 use redis::aio::ConnectionManager;
-use ruled_engine::PENDING_HASH;
+use ruled_engine::{RecordWrite, PENDING_HASH};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,18 +26,15 @@ pub async fn read_pending(
 /// One write to the pending store or the counters hash.
 #[derive(Debug)]
 pub enum StoreOp {
+    /// `HSET extensions:pending id json`. Refused when the queue is full;
+    /// the record's `Drop` is then skipped for a [`RecordWrite::First`],
+    /// and still sent for a [`RecordWrite::Again`] (written again after a
+    /// reconnect or a clock jump): the earlier write may stand, and a
+    /// record left behind would run its step again at the next start.
     Put {
         id: String,
         json: String,
-    },
-    /// A `Put` of a record that may already be in the store (written again
-    /// after a reconnect or a clock jump). Refused when the queue is full
-    /// like a `Put`, but then the record's `Drop` is still sent: the
-    /// earlier write may stand, and a record left behind would run its step
-    /// again at the next start.
-    Rewrite {
-        id: String,
-        json: String,
+        write: RecordWrite,
     },
     /// `HDEL extensions:pending id`; `ack` (if any) is answered once the
     /// removal was performed (or failed, logged), or at once when there is
@@ -67,7 +64,7 @@ impl StoreOp {
         const OVERHEAD: usize = 64;
         OVERHEAD
             + match self {
-                Self::Put { id, json } | Self::Rewrite { id, json } => id.len() + json.len(),
+                Self::Put { id, json, .. } => id.len() + json.len(),
                 Self::Drop { id, .. } => id.len(),
                 Self::Counters(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
                 Self::RuleStats(fields) | Self::AllRuleStats(fields) => {
@@ -138,13 +135,21 @@ impl StoreWriter {
         let mut overflow = self.overflow.lock().unwrap_or_else(PoisonError::into_inner);
         let full = self.queued.load(Ordering::Relaxed) + cost > self.limit;
         match &op {
-            StoreOp::Put { id, .. } if full => {
+            StoreOp::Put {
+                id,
+                write: RecordWrite::First,
+                ..
+            } if full => {
                 overflow.unwritten.insert(id.clone());
                 overflow.note_refused(self.limit);
                 tracing::debug!(run = %id, "pending record not written: store queue full");
                 return false;
             }
-            StoreOp::Rewrite { id, .. } if full => {
+            StoreOp::Put {
+                id,
+                write: RecordWrite::Again,
+                ..
+            } if full => {
                 overflow.note_refused(self.limit);
                 tracing::debug!(run = %id, "pending record not written again: store queue full");
                 return false;
@@ -153,7 +158,7 @@ impl StoreWriter {
                 overflow.note_refused(self.limit);
                 return false;
             }
-            StoreOp::Put { id, .. } | StoreOp::Rewrite { id, .. } => {
+            StoreOp::Put { id, .. } => {
                 overflow.unwritten.remove(id);
             }
             StoreOp::Drop { id, .. } if overflow.unwritten.remove(id) => return true,
@@ -278,7 +283,7 @@ async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
     let mut flushed = Vec::new();
     for op in batch.drain(..) {
         match op {
-            StoreOp::Put { id, json } | StoreOp::Rewrite { id, json } => {
+            StoreOp::Put { id, json, .. } => {
                 pipe.cmd("HSET").arg(PENDING_HASH).arg(&id).arg(json);
                 written.push(Written::Put(id));
             }

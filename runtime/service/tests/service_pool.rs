@@ -7,7 +7,8 @@ mod support;
 use rulecore::bundle::Action;
 use rulecore::event::Event;
 use ruled::can::CanSockets;
-use ruled::pool::{Job, Performers, Pool, PoolConfig, Refused, Report};
+use ruled::pool::{Performers, Pool, PoolConfig, Refused, Report};
+use ruled_engine::{Job, JobId};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{alive, busy_script, runtime, script, wait_for, wait_pid, RedisServer, DEADLINE};
@@ -19,13 +20,26 @@ fn event(json: &str) -> Arc<Event> {
 
 /// An `exec` job of `command` for a bare event, with a timeout in ms.
 fn exec_job(id: u64, command: &str, timeout_ms: u64) -> Job {
-    Job {
+    job(
         id,
-        action: Arc::new(Action::Exec {
+        Action::Exec {
             command: command.into(),
             timeout_ns: timeout_ms * 1_000_000,
-        }),
-        event: event(r#"{"topic":"t"}"#),
+        },
+        event(r#"{"topic":"t"}"#),
+    )
+}
+
+/// A job of `action` for `event`, owning no pending record.
+fn job(id: u64, action: Action, event: Arc<Event>) -> Job {
+    Job {
+        id: JobId(id),
+        run: format!("r#t-{id}").into(),
+        rule: "r".into(),
+        step: 0,
+        pass: 0,
+        action: Arc::new(action),
+        event,
         drop_record: None,
     }
 }
@@ -71,15 +85,16 @@ fn redis_action_is_one_lpush() {
             list: "scooter:blinker".into(),
             push: "both".into(),
         };
-        pool.submit(Job {
-            id: 7,
-            action: Arc::new(action),
-            event: event(r#"{"topic":"t"}"#),
-            drop_record: None,
-        })
-        .unwrap();
+        pool.submit(job(7, action, event(r#"{"topic":"t"}"#)))
+            .unwrap();
         let got = reports(&mut rx, 2).await;
-        assert_eq!(got, vec![Report::Started(7), Report::Finished(7, Ok(()))]);
+        assert_eq!(
+            got,
+            vec![
+                Report::Started(JobId(7)),
+                Report::Finished(JobId(7), Ok(()))
+            ]
+        );
         assert_eq!(pool.stop(Duration::from_secs(1)).await, 0);
     });
     let list: Vec<String> = redis.query(&["LRANGE", "scooter:blinker", "0", "-1"]);
@@ -103,18 +118,13 @@ fn exec_gets_env_and_stdin() {
     rt.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut pool = Pool::start(PoolConfig::default(), no_redis(), tx);
-        pool.submit(Job {
-            id: 1,
-            action: Arc::new(Action::Exec {
-                command,
-                timeout_ns: 5_000_000_000,
-            }),
-            event: event(json),
-            drop_record: None,
-        })
-        .unwrap();
+        let action = Action::Exec {
+            command,
+            timeout_ns: 5_000_000_000,
+        };
+        pool.submit(job(1, action, event(json))).unwrap();
         let got = reports(&mut rx, 2).await;
-        assert_eq!(got[1], Report::Finished(1, Ok(())), "{got:?}");
+        assert_eq!(got[1], Report::Finished(JobId(1), Ok(())), "{got:?}");
         pool.stop(Duration::from_secs(1)).await;
     });
     let env = std::fs::read_to_string(format!("{}.env", out.display())).unwrap();
@@ -138,7 +148,7 @@ fn exec_failure_carries_stderr() {
         let failure = |id| {
             got.iter()
                 .find_map(|r| match r {
-                    Report::Finished(i, Err(msg)) if *i == id => Some(msg.clone()),
+                    Report::Finished(JobId(i), Err(msg)) if *i == id => Some(msg.clone()),
                     _ => None,
                 })
                 .unwrap_or_else(|| panic!("no failure for job {id}: {got:?}"))
@@ -171,7 +181,7 @@ fn exec_timeout_kills_the_whole_group() {
         pool.submit(exec_job(1, &command, 2_000)).unwrap();
         let got = reports(&mut rx, 2).await;
         match &got[1] {
-            Report::Finished(1, Err(msg)) => assert!(msg.contains("timed out"), "{msg}"),
+            Report::Finished(JobId(1), Err(msg)) => assert!(msg.contains("timed out"), "{msg}"),
             other => panic!("expected a timeout, got {other:?}"),
         }
         pool.stop(Duration::from_secs(1)).await;
@@ -201,7 +211,7 @@ fn full_queue_refuses_and_stop_abandons_and_kills() {
         let job = |id| exec_job(id, &command, 600_000);
         pool.submit(job(1)).unwrap();
         // Let the worker take job 1 so the queue is empty again.
-        assert_eq!(reports(&mut rx, 1).await, vec![Report::Started(1)]);
+        assert_eq!(reports(&mut rx, 1).await, vec![Report::Started(JobId(1))]);
         // Waited for here, not with `wait_pid`: the worker shares this thread.
         let deadline = std::time::Instant::now() + DEADLINE;
         while !std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n')) {
@@ -220,10 +230,11 @@ fn full_queue_refuses_and_stop_abandons_and_kills() {
         let abandoned = pool.stop(Duration::from_secs(5)).await;
         assert_eq!(abandoned, 2);
         let got = reports(&mut rx, 3).await;
-        assert!(got.contains(&Report::Abandoned(2)), "{got:?}");
-        assert!(got.contains(&Report::Abandoned(3)), "{got:?}");
+        assert!(got.contains(&Report::Abandoned(JobId(2))), "{got:?}");
+        assert!(got.contains(&Report::Abandoned(JobId(3))), "{got:?}");
         assert!(
-            got.iter().any(|r| matches!(r, Report::Finished(1, Err(_)))),
+            got.iter()
+                .any(|r| matches!(r, Report::Finished(JobId(1), Err(_)))),
             "the running job is killed and reported: {got:?}"
         );
     });
@@ -254,7 +265,10 @@ fn idle_workers_take_jobs_without_queueing() {
         pool.submit(job(2)).unwrap();
         assert_eq!(pool.submit(job(3)), Err(Refused::QueueFull));
         let started = reports(&mut rx, 2).await;
-        assert!(started.contains(&Report::Started(1)) && started.contains(&Report::Started(2)));
+        assert!(
+            started.contains(&Report::Started(JobId(1)))
+                && started.contains(&Report::Started(JobId(2)))
+        );
         assert_eq!(pool.submit(job(4)), Err(Refused::QueueFull));
         pool.stop(Duration::from_secs(5)).await;
         assert_eq!(pool.submit(job(5)), Err(Refused::Stopping));

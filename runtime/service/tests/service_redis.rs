@@ -10,6 +10,7 @@ use ruled::connection::connect_manager;
 use ruled::record_store::{read_pending, StoreOp, StoreWriter};
 use ruled::state_shadow::seed_state;
 use ruled::subscriptions::{next_message, open_pubsub, Subscriptions};
+use ruled_engine::RecordWrite;
 use std::collections::BTreeSet;
 use support::{runtime, RedisServer};
 
@@ -28,6 +29,7 @@ fn store_writes_land_in_issue_order() {
             writer.send(StoreOp::Put {
                 id: id.clone(),
                 json: "{}".into(),
+                write: RecordWrite::First,
             });
             // Every other record is removed right after its put: if a drop
             // ever overtook its put, the record would survive.
@@ -64,6 +66,7 @@ fn a_failed_write_does_not_stop_the_others() {
         writer.send(StoreOp::Put {
             id: "x#1-1".into(),
             json: "{}".into(),
+            write: RecordWrite::First,
         });
         writer.flush().await;
         drop(writer);
@@ -151,6 +154,7 @@ fn store_queue_is_bounded() {
         let put = |id: &str| StoreOp::Put {
             id: id.into(),
             json: "x".repeat(100),
+            write: RecordWrite::First,
         };
         // Room for a few puts (each ~170 bytes with its overhead).
         let (writer, task) = StoreWriter::with_limit(manager(&redis).await, 520);
@@ -201,17 +205,20 @@ fn a_refused_rewrite_keeps_the_removal() {
         assert!(writer.send(StoreOp::Put {
             id: "a#1-1".into(),
             json: "x".repeat(100),
+            write: RecordWrite::First,
         }));
         writer.flush().await;
         for n in 2..=4 {
             assert!(writer.send(StoreOp::Put {
                 id: format!("a#1-{n}"),
                 json: "x".repeat(100),
+                write: RecordWrite::First,
             }));
         }
-        assert!(!writer.send(StoreOp::Rewrite {
+        assert!(!writer.send(StoreOp::Put {
             id: "a#1-1".into(),
             json: "y".repeat(100),
+            write: RecordWrite::Again,
         }));
         assert!(writer.send(StoreOp::Drop {
             id: "a#1-1".into(),

@@ -3,106 +3,28 @@
 //! Actions are recorded, not performed. Pure: the caller parses the
 //! timeline and loads the bundles.
 
+mod line;
 mod timeline;
 
+pub use line::{Line, LineKind, LineReason};
 pub use timeline::{
     parse, ClockEntry, Dur, EventEntry, FailEntry, Place, RestartEntry, StateEntry, Timeline,
     TimelineError,
 };
 
+use crate::pool::{Admission, PoolConfig};
 use crate::{
-    Effect, Engine, EngineConfig, Job, JobId, LogLine, Note, Time, DEFAULT_REPLAY_WINDOW_MS,
+    DropReason, Effect, Engine, EngineConfig, Job, LogLine, Note, Now, Time,
+    DEFAULT_REPLAY_WINDOW_MS,
 };
-use rulecore::bundle::{Action, Payload};
+use line::action_line;
+use rulecore::bundle::Payload;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 /// The virtual wall clock at virtual time zero: fixed, so output is
 /// deterministic (2024-01-01T00:00:00Z).
 pub const WALL_ORIGIN_MS: i64 = 1_704_067_200_000;
-
-/// One thing that happened, in time order. Fields are absent when not
-/// relevant (DESIGN.md 8).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Line {
-    pub at_ms: u64,
-    pub kind: &'static str,
-    pub rule: Option<String>,
-    pub step: Option<u32>,
-    pub pass: Option<u32>,
-    pub action: Option<&'static str>,
-    pub list: Option<String>,
-    pub push: Option<String>,
-    pub command: Option<String>,
-    pub iface: Option<String>,
-    pub id: Option<String>,
-    pub data: Option<String>,
-    pub run: Option<String>,
-    /// `end` only: how many things were still waiting when `end` stopped
-    /// the clock.
-    pub pending: Option<u32>,
-    pub reason: Option<String>,
-}
-
-/// One present field's value.
-enum Value<'a> {
-    Num(u32),
-    Str(&'a str),
-}
-
-impl Line {
-    /// The present fields after `at_ms` and `kind`, in output order (the
-    /// one list both formats print).
-    fn fields(&self) -> impl Iterator<Item = (&'static str, Value<'_>)> {
-        fn text(value: &Option<String>) -> Option<Value<'_>> {
-            value.as_deref().map(Value::Str)
-        }
-        [
-            ("rule", text(&self.rule)),
-            ("step", self.step.map(Value::Num)),
-            ("pass", self.pass.map(Value::Num)),
-            ("action", self.action.map(Value::Str)),
-            ("list", text(&self.list)),
-            ("push", text(&self.push)),
-            ("command", text(&self.command)),
-            ("iface", text(&self.iface)),
-            ("id", text(&self.id)),
-            ("data", text(&self.data)),
-            ("run", text(&self.run)),
-            ("pending", self.pending.map(Value::Num)),
-            ("reason", text(&self.reason)),
-        ]
-        .into_iter()
-        .filter_map(|(key, value)| value.map(|value| (key, value)))
-    }
-
-    /// One JSON object: `at_ms`, `kind`, then the present fields.
-    pub fn to_json(&self) -> String {
-        let quoted = |text: &str| serde_json::Value::from(text).to_string();
-        let mut out = format!("{{\"at_ms\":{},\"kind\":{}", self.at_ms, quoted(self.kind));
-        for (key, value) in self.fields() {
-            let value = match value {
-                Value::Num(number) => number.to_string(),
-                Value::Str(text) => quoted(text),
-            };
-            out.push_str(&format!(",\"{key}\":{value}"));
-        }
-        out.push('}');
-        out
-    }
-
-    /// One text line: time, kind, then `key=value` for the present fields.
-    pub fn to_text(&self) -> String {
-        let mut out = format!("{:>8} ms  {:<18}", self.at_ms, self.kind);
-        for (key, value) in self.fields() {
-            match value {
-                Value::Num(number) => out.push_str(&format!(" {key}={number}")),
-                Value::Str(text) => out.push_str(&format!(" {key}={text}")),
-            }
-        }
-        out.trim_end().to_string()
-    }
-}
 
 /// What a simulation produced.
 #[derive(Debug, Clone, Default)]
@@ -183,8 +105,7 @@ struct Sim<'t> {
     /// When the service comes back up, while it is down.
     up_at: Option<u64>,
     restarts: u32,
-    workers: usize,
-    queue_cap: usize,
+    pool: PoolConfig,
     action_ns: u64,
     running: Vec<Running>,
     queued: VecDeque<Job>,
@@ -213,8 +134,10 @@ impl<'t> Sim<'t> {
             jump_ms: 0,
             up_at: None,
             restarts: 0,
-            workers: timeline.workers.unwrap_or(2),
-            queue_cap: timeline.queue.unwrap_or(256),
+            pool: PoolConfig {
+                workers: timeline.workers.unwrap_or(PoolConfig::default().workers),
+                queue: timeline.queue.unwrap_or(PoolConfig::default().queue),
+            },
             action_ns: timeline
                 .action_time
                 .map(|d| d.0.unsigned_abs())
@@ -236,16 +159,14 @@ impl<'t> Sim<'t> {
         }
     }
 
-    fn t(&self) -> Time {
-        Time::from_nanos(self.now)
-    }
-
-    fn wall(&self) -> i64 {
+    /// Now on the virtual clocks.
+    fn clocks(&self) -> Now {
         // Saturating: timeline durations and jumps are user input.
         let since_origin = i64::try_from(self.now / 1_000_000).unwrap_or(i64::MAX);
-        WALL_ORIGIN_MS
+        let wall_ms = WALL_ORIGIN_MS
             .saturating_add(since_origin)
-            .saturating_add(self.jump_ms)
+            .saturating_add(self.jump_ms);
+        Now::new(Time::from_nanos(self.now), wall_ms)
     }
 
     fn at_ms(&self) -> u64 {
@@ -302,9 +223,9 @@ impl<'t> Sim<'t> {
                 Kind::Event => {
                     // While the service is down nobody is subscribed.
                     if self.up_at.is_none() {
-                        let (t, w) = (self.t(), self.wall());
+                        let now = self.clocks();
                         self.engine
-                            .handle_event(t, w, timeline.event[index].to_event());
+                            .handle_event(now, timeline.event[index].to_event());
                         self.perform();
                     }
                 }
@@ -326,7 +247,7 @@ impl<'t> Sim<'t> {
     /// the records its start would replay (`reason=down`).
     fn end_line(&mut self) {
         let (pending, reason) = match self.up_at {
-            Some(_) => (self.outcome.records.len(), Some("down".to_string())),
+            Some(_) => (self.outcome.records.len(), Some(LineReason::Down)),
             None => {
                 let timers = usize::try_from(self.engine.counters().pending).unwrap_or(usize::MAX);
                 (
@@ -339,10 +260,9 @@ impl<'t> Sim<'t> {
         };
         if pending > 0 {
             self.line(Line {
-                kind: "end",
                 pending: Some(u32::try_from(pending).unwrap_or(u32::MAX)),
                 reason,
-                ..Line::default()
+                ..Line::new(LineKind::End)
             });
         }
     }
@@ -371,8 +291,8 @@ impl<'t> Sim<'t> {
             } else if let Some((_, seq)) = finish.filter(|f| f.0 == next) {
                 self.finish_job(seq);
             } else {
-                let (t, w) = (self.t(), self.wall());
-                self.engine.handle_timeout(t, w);
+                let now = self.clocks();
+                self.engine.handle_timeout(now);
             }
             self.perform();
         }
@@ -387,10 +307,7 @@ impl<'t> Sim<'t> {
             self.up_at = self.up_at.max(Some(self.now.saturating_add(down_ns)));
             return;
         }
-        self.line(Line {
-            kind: "restart",
-            ..Line::default()
-        });
+        self.line(Line::new(LineKind::Restart));
         self.engine.stop();
         self.perform();
         // The pool stops: running actions are killed (their records went
@@ -423,8 +340,8 @@ impl<'t> Sim<'t> {
             .iter()
             .map(|(id, json)| (id.clone(), json.clone().into_bytes()))
             .collect();
-        let (t, w) = (self.t(), self.wall());
-        self.engine.replay_raw(t, w, fields);
+        let now = self.clocks();
+        self.engine.replay_raw(now, fields);
     }
 
     fn fails(&self, job: &Job) -> bool {
@@ -452,16 +369,15 @@ impl<'t> Sim<'t> {
                 } => {
                     self.outcome.records.insert(id.to_string(), json);
                     self.line(Line {
-                        kind: "record-put",
                         rule: Some(rule.to_string()),
                         step: Some(step),
                         pass: Some(pass),
                         run: Some(id.to_string()),
-                        ..Line::default()
+                        ..Line::new(LineKind::RecordPut)
                     });
                 }
                 Effect::DropRecord { id, rule, reason } => {
-                    self.drop_record(&id, rule.as_deref(), reason.as_str());
+                    self.drop_record(&id, rule.as_deref(), reason);
                 }
                 Effect::Log(log) => {
                     let at = self.at_ms();
@@ -473,23 +389,23 @@ impl<'t> Sim<'t> {
     }
 
     fn submit(&mut self, job: Job) {
-        if self.running.len() < self.workers {
-            self.start_job(job);
-        } else if self.queued.len() < self.queue_cap {
-            self.queued.push_back(job);
-        } else {
-            let (t, w) = (self.t(), self.wall());
-            self.engine.action_refused(t, w, job.id);
+        let idle = self.pool.workers.saturating_sub(self.running.len());
+        match self.pool.admit(idle, self.queued.len()) {
+            Admission::Worker => self.start_job(job),
+            Admission::Queue => self.queued.push_back(job),
+            Admission::Refused => {
+                let now = self.clocks();
+                self.engine.action_refused(now, job.id);
+            }
         }
     }
 
     fn start_job(&mut self, job: Job) {
-        // The record goes exactly when the action starts (DESIGN.md 6.5).
-        if let Some(id) = &job.drop_record {
-            self.drop_record(id, Some(&job.rule), "started");
+        if let Some(id) = job.record_to_drop_at_start() {
+            self.drop_record(id, Some(&job.rule), DropReason::Started);
         }
         let fails = self.fails(&job);
-        self.line(action_line(self.at_ms(), "action", &job));
+        self.line(action_line(self.at_ms(), LineKind::Action, &job));
         self.engine.action_started(job.id);
         self.seq += 1;
         self.running.push(Running {
@@ -506,16 +422,15 @@ impl<'t> Sim<'t> {
         };
         let done = self.running.remove(position);
         let result = if done.fails {
-            let mut line = action_line(self.at_ms(), "action-failed", &done.job);
-            line.reason = Some("simulated-failure".to_string());
+            let mut line = action_line(self.at_ms(), LineKind::ActionFailed, &done.job);
+            line.reason = Some(LineReason::SimulatedFailure);
             self.line(line);
-            Err("simulated-failure".to_string())
+            Err(LineReason::SimulatedFailure.as_str().to_string())
         } else {
             Ok(())
         };
-        let (t, w) = (self.t(), self.wall());
-        let id: JobId = done.job.id;
-        self.engine.action_finished(t, w, id, result);
+        let now = self.clocks();
+        self.engine.action_finished(now, done.job.id, result);
         if let Some(next) = self.queued.pop_front() {
             self.start_job(next);
         }
@@ -528,86 +443,28 @@ impl<'t> Sim<'t> {
         }
         let fields = note.fields();
         self.line(Line {
-            kind: note.kind(),
             rule: Some(fields.rule.to_string()),
             step: fields.step,
             pass: fields.pass,
             run: fields.run.map(str::to_string),
-            reason: fields.reason.map(str::to_string),
-            ..Line::default()
+            reason: fields.reason.map(LineReason::Note),
+            ..Line::new(LineKind::Note(note.kind()))
         });
     }
 
     /// Removes a record from the virtual store, with its `record-drop` line.
-    fn drop_record(&mut self, id: &str, rule: Option<&str>, reason: &str) {
+    fn drop_record(&mut self, id: &str, rule: Option<&str>, reason: DropReason) {
         self.outcome.records.remove(id);
         self.line(Line {
-            kind: "record-drop",
             rule: rule.map(str::to_string),
             run: Some(id.to_string()),
-            reason: Some(reason.to_string()),
-            ..Line::default()
+            reason: Some(LineReason::RecordDrop(reason)),
+            ..Line::new(LineKind::RecordDrop)
         });
     }
 
     fn line(&mut self, mut line: Line) {
         line.at_ms = self.at_ms();
         self.outcome.lines.push(line);
-    }
-}
-
-fn action_line(at_ms: u64, kind: &'static str, job: &Job) -> Line {
-    let mut line = Line {
-        at_ms,
-        kind,
-        rule: Some(job.rule.to_string()),
-        step: Some(job.step),
-        pass: Some(job.pass),
-        run: Some(job.run.to_string()),
-        ..Line::default()
-    };
-    match &*job.action {
-        Action::Redis { list, push } => {
-            line.action = Some("redis");
-            line.list = Some(list.clone());
-            line.push = Some(push.clone());
-        }
-        Action::Exec { command, .. } => {
-            line.action = Some("exec");
-            line.command = Some(command.clone());
-        }
-        Action::Can(frame) => {
-            line.action = Some("can");
-            line.iface = Some(frame.iface.clone());
-            line.id = Some(format!("0x{:x}", frame.id));
-            line.data = Some(frame.data.iter().map(|b| format!("{b:02x}")).collect());
-        }
-    }
-    line
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_and_text_print_the_same_present_fields_and_json_escapes() {
-        let line = Line {
-            at_ms: 7,
-            kind: "action",
-            rule: Some("r".into()),
-            step: Some(1),
-            push: Some("say \"hi\"\n".into()),
-            ..Line::default()
-        };
-        let json: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({"at_ms": 7, "kind": "action", "rule": "r", "step": 1, "push": "say \"hi\"\n"})
-        );
-        assert_eq!(
-            line.to_text(),
-            "       7 ms  action             rule=r step=1 push=say \"hi\""
-        );
     }
 }

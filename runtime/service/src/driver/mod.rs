@@ -10,7 +10,7 @@ mod stop;
 
 pub use start::{ServiceConfig, ServiceError};
 
-use crate::clock::{wall_ms, ServiceClock};
+use crate::clock::ServiceClock;
 use crate::effect_log::{self, log_effect};
 use crate::logging::{self, Throttle};
 use crate::pool::{Pool, Report};
@@ -20,7 +20,7 @@ use crate::stats::StatsPublisher;
 use crate::subscriptions::{Bus, Inbound, Subscriber};
 use redis::aio::ConnectionManager;
 use rulecore::bundle::Payload;
-use ruled_engine::{Effect, Engine, Job, JobId, Time};
+use ruled_engine::{Effect, Engine, Job, Now};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -107,7 +107,7 @@ impl Service {
                 },
                 () = &mut sleep, if deadline.is_some() => {
                     let now = self.now();
-                    self.engine.handle_timeout(now, wall_ms());
+                    self.engine.handle_timeout(now);
                     sleep.as_mut().reset(far());
                 },
                 _ = stats.tick() => {
@@ -135,7 +135,7 @@ impl Service {
         }
     }
 
-    fn now(&self) -> Time {
+    fn now(&self) -> Now {
         self.clock.now()
     }
 
@@ -149,7 +149,7 @@ impl Service {
             }
             Some(Inbound::Event(event)) => {
                 let now = self.now();
-                self.engine.handle_event(now, wall_ms(), event);
+                self.engine.handle_event(now, event);
             }
             Some(Inbound::Skipped { channel, why }) => {
                 effect_log::log_skipped_event(&channel, &why, &mut self.throttle);
@@ -181,16 +181,15 @@ impl Service {
     }
 
     fn on_report(&mut self, report: Report) {
-        let now = self.now();
         match report {
             // The worker removed the job's pending record (if any) before
-            // it reported the start (DESIGN.md 6.5, `pool::Job::drop_record`).
-            Report::Started(job) => self.engine.action_started(JobId(job)),
+            // it reported the start (`Job::record_to_drop_at_start`).
+            Report::Started(job) => self.engine.action_started(job),
             Report::Finished(job, result) => {
-                self.engine
-                    .action_finished(now, wall_ms(), JobId(job), result);
+                let now = self.now();
+                self.engine.action_finished(now, job, result);
             }
-            Report::Abandoned(job) => self.engine.action_abandoned(JobId(job)),
+            Report::Abandoned(job) => self.engine.action_abandoned(job),
         }
     }
 
@@ -202,14 +201,10 @@ impl Service {
                 Effect::Submit(job) => self.submit(job),
                 // A refused put or drop was logged by the writer with its cost.
                 Effect::PutRecord {
-                    id, json, rewrite, ..
+                    id, json, write, ..
                 } => {
                     let id = id.to_string();
-                    self.writer.send(if rewrite {
-                        StoreOp::Rewrite { id, json }
-                    } else {
-                        StoreOp::Put { id, json }
-                    });
+                    self.writer.send(StoreOp::Put { id, json, write });
                 }
                 Effect::DropRecord { id, reason, rule } => {
                     effect_log::log_record_drop(&id, rule.as_deref(), reason);
@@ -231,17 +226,12 @@ impl Service {
             rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
             "submitting action"
         );
-        let submitted = self.pool.submit(crate::pool::Job {
-            id: job.id.0,
-            action: Arc::clone(&job.action),
-            event: Arc::clone(&job.event),
-            drop_record: job.drop_record.clone(),
-        });
-        if let Err(cause) = submitted {
+        // A clone (shared pointers) for the refusal's log line.
+        if let Err(cause) = self.pool.submit(job.clone()) {
             effect_log::log_refused(&job, cause, &mut self.throttle);
             // The record stays: the step provably did not run (DESIGN.md 6.5).
             let now = self.now();
-            self.engine.action_refused(now, wall_ms(), job.id);
+            self.engine.action_refused(now, job.id);
         }
     }
 }

@@ -9,14 +9,15 @@ use crate::clock::{wall_ms, ServiceClock};
 use crate::connection;
 use crate::logging::Throttle;
 use crate::notify;
-use crate::pool::{Performers, Pool, PoolConfig, Report};
-use crate::record_store::{self, StoreOp, StoreWriter};
+use crate::pool::{Performers, Pool, Report};
+use crate::record_store::{self, StoreWriter};
 use crate::state_shadow::{self, StateReader};
 use crate::stats::StatsPublisher;
 use crate::subscriptions::{Subscriber, Subscriptions};
 use redis::aio::ConnectionManager;
 use rulecore::bundle::Payload;
-use ruled_engine::{Engine, EngineConfig, PendingRecord};
+use ruled_engine::pool::PoolConfig;
+use ruled_engine::{Engine, EngineConfig};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -123,35 +124,10 @@ impl Service {
         if !records.is_empty() {
             tracing::info!(records = records.len(), "replaying pending records");
         }
-        let records = self.decode_pending(records);
         let now = self.now();
-        self.engine.replay(now, wall_ms(), records);
+        self.engine.replay_raw(now, records);
         self.perform_effects();
         Ok(())
-    }
-
-    /// Decodes the pending store's fields for replay (DESIGN.md 6.5). A
-    /// field that is not a record of its own run is logged, once, with the
-    /// precise reason, and removed.
-    fn decode_pending(&self, fields: Vec<(String, Vec<u8>)>) -> Vec<PendingRecord> {
-        let mut records = Vec::with_capacity(fields.len());
-        for (field, value) in fields {
-            match PendingRecord::decode_field(&field, &value) {
-                Ok(record) => records.push(record),
-                Err(error) => {
-                    tracing::warn!(
-                        run = %field,
-                        reason = error.code(),
-                        "removing pending record: {error}"
-                    );
-                    self.writer.send(StoreOp::Drop {
-                        id: field,
-                        ack: None,
-                    });
-                }
-            }
-        }
-        records
     }
 
     /// Opens the subscription (nothing at all with nothing to watch).

@@ -1,0 +1,240 @@
+//! One line of the simulator's output (DESIGN.md 8): its kind, its
+//! reason, and the two formats, which print the same fields in the same
+//! order.
+
+use crate::{DropReason, Job, NoteKind, NoteReason};
+use rulecore::bundle::Action;
+use std::fmt;
+
+/// What a line says happened: DESIGN.md 8's `kind` (plus our `end`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LineKind {
+    /// An action started.
+    Action,
+    /// An action failed (after its `action` line).
+    ActionFailed,
+    /// What the engine noted (runs, triggers, replay).
+    Note(NoteKind),
+    RecordPut,
+    RecordDrop,
+    Restart,
+    /// `end` stopped the clock with something still waiting.
+    End,
+}
+
+impl LineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Action => "action",
+            Self::ActionFailed => "action-failed",
+            Self::Note(kind) => kind.as_str(),
+            Self::RecordPut => "record-put",
+            Self::RecordDrop => "record-drop",
+            Self::Restart => "restart",
+            Self::End => "end",
+        }
+    }
+}
+
+impl fmt::Display for LineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A line's `reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LineReason {
+    /// A `run-end`'s or `replay-drop`'s.
+    Note(NoteReason),
+    /// Why a `record-drop` removed the record.
+    RecordDrop(DropReason),
+    /// An `action-failed` made by a `[[fail]]` entry.
+    SimulatedFailure,
+    /// `end` came while the service was down.
+    Down,
+}
+
+impl LineReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Note(reason) => reason.as_str(),
+            Self::RecordDrop(reason) => reason.as_str(),
+            Self::SimulatedFailure => "simulated-failure",
+            Self::Down => "down",
+        }
+    }
+}
+
+impl fmt::Display for LineReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing that happened, in time order. Fields are absent when not
+/// relevant (DESIGN.md 8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub at_ms: u64,
+    pub kind: LineKind,
+    pub rule: Option<String>,
+    pub step: Option<u32>,
+    pub pass: Option<u32>,
+    pub action: Option<&'static str>,
+    pub list: Option<String>,
+    pub push: Option<String>,
+    pub command: Option<String>,
+    pub iface: Option<String>,
+    pub id: Option<String>,
+    pub data: Option<String>,
+    pub run: Option<String>,
+    /// `end` only: how many things were still waiting when `end` stopped
+    /// the clock.
+    pub pending: Option<u32>,
+    pub reason: Option<LineReason>,
+}
+
+/// One present field's value.
+enum Value<'a> {
+    Num(u32),
+    Str(&'a str),
+}
+
+impl Line {
+    /// A line of `kind` with no field present (`at_ms` is set when it is
+    /// recorded).
+    pub fn new(kind: LineKind) -> Self {
+        Self {
+            at_ms: 0,
+            kind,
+            rule: None,
+            step: None,
+            pass: None,
+            action: None,
+            list: None,
+            push: None,
+            command: None,
+            iface: None,
+            id: None,
+            data: None,
+            run: None,
+            pending: None,
+            reason: None,
+        }
+    }
+
+    /// The present fields after `at_ms` and `kind`, in output order (the
+    /// one list both formats print).
+    fn fields(&self) -> impl Iterator<Item = (&'static str, Value<'_>)> {
+        fn text(value: &Option<String>) -> Option<Value<'_>> {
+            value.as_deref().map(Value::Str)
+        }
+        [
+            ("rule", text(&self.rule)),
+            ("step", self.step.map(Value::Num)),
+            ("pass", self.pass.map(Value::Num)),
+            ("action", self.action.map(Value::Str)),
+            ("list", text(&self.list)),
+            ("push", text(&self.push)),
+            ("command", text(&self.command)),
+            ("iface", text(&self.iface)),
+            ("id", text(&self.id)),
+            ("data", text(&self.data)),
+            ("run", text(&self.run)),
+            ("pending", self.pending.map(Value::Num)),
+            (
+                "reason",
+                self.reason.map(|reason| Value::Str(reason.as_str())),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| value.map(|value| (key, value)))
+    }
+
+    /// One JSON object: `at_ms`, `kind`, then the present fields.
+    pub fn to_json(&self) -> String {
+        let quoted = |text: &str| serde_json::Value::from(text).to_string();
+        let mut out = format!(
+            "{{\"at_ms\":{},\"kind\":{}",
+            self.at_ms,
+            quoted(self.kind.as_str())
+        );
+        for (key, value) in self.fields() {
+            let value = match value {
+                Value::Num(number) => number.to_string(),
+                Value::Str(text) => quoted(text),
+            };
+            out.push_str(&format!(",\"{key}\":{value}"));
+        }
+        out.push('}');
+        out
+    }
+
+    /// One text line: time, kind, then `key=value` for the present fields.
+    pub fn to_text(&self) -> String {
+        let mut out = format!("{:>8} ms  {:<18}", self.at_ms, self.kind.as_str());
+        for (key, value) in self.fields() {
+            match value {
+                Value::Num(number) => out.push_str(&format!(" {key}={number}")),
+                Value::Str(text) => out.push_str(&format!(" {key}={text}")),
+            }
+        }
+        out.trim_end().to_string()
+    }
+}
+
+/// The line of an action starting or failing.
+pub(super) fn action_line(at_ms: u64, kind: LineKind, job: &Job) -> Line {
+    let mut line = Line {
+        at_ms,
+        rule: Some(job.rule.to_string()),
+        step: Some(job.step),
+        pass: Some(job.pass),
+        run: Some(job.run.to_string()),
+        ..Line::new(kind)
+    };
+    match &*job.action {
+        Action::Redis { list, push } => {
+            line.action = Some("redis");
+            line.list = Some(list.clone());
+            line.push = Some(push.clone());
+        }
+        Action::Exec { command, .. } => {
+            line.action = Some("exec");
+            line.command = Some(command.clone());
+        }
+        Action::Can(frame) => {
+            line.action = Some("can");
+            line.iface = Some(frame.iface.clone());
+            line.id = Some(format!("0x{:x}", frame.id));
+            line.data = Some(frame.data.iter().map(|b| format!("{b:02x}")).collect());
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_and_text_print_the_same_present_fields_and_json_escapes() {
+        let line = Line {
+            at_ms: 7,
+            rule: Some("r".into()),
+            step: Some(1),
+            push: Some("say \"hi\"\n".into()),
+            ..Line::new(LineKind::Action)
+        };
+        let json: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"at_ms": 7, "kind": "action", "rule": "r", "step": 1, "push": "say \"hi\"\n"})
+        );
+        assert_eq!(
+            line.to_text(),
+            "       7 ms  action             rule=r step=1 push=say \"hi\""
+        );
+    }
+}
