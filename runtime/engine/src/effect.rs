@@ -369,6 +369,7 @@ impl Note {
         }
     }
 
+    /// The kind of the note's output line; see [`NoteKind`].
     pub fn kind(&self) -> NoteKind {
         match self {
             Self::RunStart { .. } => NoteKind::RunStart,
