@@ -12,6 +12,7 @@
 #![allow(clippy::print_stderr)]
 
 mod invariants;
+mod refs;
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
