@@ -10,7 +10,7 @@
 //! whole file), and lets an unknown key list the expected keys and suggest
 //! the closest one.
 
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Code, Diagnostic};
 use crate::load::SourceFile;
 use rulecore::suggest::did_you_mean;
 use std::ops::Range;
@@ -66,7 +66,7 @@ pub fn parse(file: &SourceFile) -> Result<Vec<RawRule<'_>>, Vec<Diagnostic>> {
         let value_span = value.span();
         let DeValue::Array(items) = value.into_inner() else {
             problems.push(
-                Diagnostic::error("rulec::type", "`rule` must be an array of tables")
+                Diagnostic::error(Code::Type, "`rule` must be an array of tables")
                     .in_file(&file.name)
                     .at(value_span, "expected `[[rule]]` tables")
                     .with_help("start each rule with a `[[rule]]` header (two brackets)"),
@@ -77,7 +77,7 @@ pub fn parse(file: &SourceFile) -> Result<Vec<RawRule<'_>>, Vec<Diagnostic>> {
             let span = item.span();
             let DeValue::Table(table) = item.get_ref() else {
                 problems.push(
-                    Diagnostic::error("rulec::type", "each `rule` must be a table")
+                    Diagnostic::error(Code::Type, "each `rule` must be a table")
                         .in_file(&file.name)
                         .at(span, format!("found {}", item.get_ref().type_str()))
                         .with_help("start each rule with a `[[rule]]` header"),
@@ -182,7 +182,7 @@ fn unknown_key(
         None => "unknown key".to_string(),
     };
     Diagnostic::error(
-        "rulec::unknown-key",
+        Code::UnknownKey,
         format!("unknown key `{name}` {place}: the whole file is ignored"),
     )
     .in_file(&file.name)
@@ -239,7 +239,7 @@ fn syntax_error(file: &SourceFile, error: &toml::de::Error) -> Diagnostic {
     } else {
         "fix the TOML syntax; until then the whole file is ignored".to_string()
     };
-    Diagnostic::error("rulec::toml", format!("TOML syntax error: {message}"))
+    Diagnostic::error(Code::Toml, format!("TOML syntax error: {message}"))
         .in_file(&file.name)
         .at(span, message)
         .with_help(help)

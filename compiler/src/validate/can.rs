@@ -1,7 +1,7 @@
 //! The `can` action (DESIGN.md 3.6): interface, id, data, rtr, dlc.
 
 use super::checker::{entry, RuleChecker};
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Code, Diagnostic};
 use crate::rulefile::Table;
 use crate::span::StringMap;
 use rulecore::bundle::{Action, CanFrame};
@@ -20,7 +20,7 @@ impl<'i> RuleChecker<'_, 'i> {
                     .find(|(_, c)| c.is_whitespace() || *c == '/' || *c == '\0');
                 if iface.len() > 15 {
                     self.error_help(
-                        "rulec::can-iface",
+                        Code::CanIface,
                         format!(
                             "interface name `{iface}` is {} bytes long; at most 15",
                             iface.len()
@@ -39,7 +39,7 @@ impl<'i> RuleChecker<'_, 'i> {
                     };
                     let map = StringMap::new(&self.file.text, span, &iface);
                     self.error_help(
-                        "rulec::can-iface",
+                        Code::CanIface,
                         format!("interface name `{}` contains {what}", iface.escape_debug()),
                         map.map(at..at + bad.len_utf8()),
                         "white space, `/` and NUL are not allowed",
@@ -74,7 +74,7 @@ impl<'i> RuleChecker<'_, 'i> {
                             .or_else(|| text.strip_prefix("0X"))
                             .unwrap_or(text);
                         if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
-                            self.error_help("rulec::can-id", format!("`id` `{text}` is not hexadecimal"), span.clone(), "expected hex digits, optionally after `0x`", "write e.g. `id = \"0x123\"` (standard) or `id = \"0x18FF50E5\"` (extended)");
+                            self.error_help(Code::CanId, format!("`id` `{text}` is not hexadecimal"), span.clone(), "expected hex digits, optionally after `0x`", "write e.g. `id = \"0x123\"` (standard) or `id = \"0x18FF50E5\"` (extended)");
                             None
                         } else {
                             Some(u64::from_str_radix(digits, 16).unwrap_or(u64::MAX))
@@ -83,7 +83,7 @@ impl<'i> RuleChecker<'_, 'i> {
                     DeValue::Integer(_) => match self.integer(step, "id") {
                         Some((n, _)) if n < 0 => {
                             self.error_help(
-                                "rulec::can-id",
+                                Code::CanId,
                                 format!("`id` is negative ({n})"),
                                 span.clone(),
                                 "negative id",
@@ -99,7 +99,7 @@ impl<'i> RuleChecker<'_, 'i> {
                             if n > 9 && !written.starts_with("0x") {
                                 self.push(
                                     Diagnostic::warning(
-                                        "rulec::can-id-decimal",
+                                        Code::CanIdDecimal,
                                         format!("`id = {written}` is the decimal number {n}, that is 0x{n:X}"),
                                     )
                                     .at(span.clone(), "a decimal TOML integer")
@@ -127,7 +127,7 @@ impl<'i> RuleChecker<'_, 'i> {
                     Some(id) if id <= 0x1FFF_FFFF => u32::try_from(id).ok(),
                     Some(_) => {
                         self.error_help(
-                            "rulec::can-id",
+                            Code::CanId,
                             "`id` is larger than 0x1FFFFFFF".to_string(),
                             span,
                             "above the 29-bit extended range",
@@ -149,7 +149,7 @@ impl<'i> RuleChecker<'_, 'i> {
                         None => "write hex bytes, contiguous (`\"DEADBEEF\"`) or separated by spaces (`\"DE AD BE EF\"`), at most 8 bytes".to_string(),
                     };
                     self.error_help(
-                        "rulec::can-data",
+                        Code::CanData,
                         format!("`data` `{text}`: {problem}"),
                         span,
                         &problem,
@@ -171,7 +171,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 Ok(dlc) if dlc <= 8 => Some(Some((dlc, span))),
                 _ => {
                     self.error_help(
-                        "rulec::can-dlc",
+                        Code::CanDlc,
                         format!("`dlc` must be 0 to 8, found {dlc}"),
                         span,
                         "out of range",
@@ -191,7 +191,7 @@ impl<'i> RuleChecker<'_, 'i> {
             // to write, so the key is a misunderstanding either way.
             if let Some((_, span)) = data {
                 self.error_help(
-                    "rulec::can-rtr-data",
+                    Code::CanRtrData,
                     "a remote frame (`rtr = true`) carries no data".to_string(),
                     span,
                     "data on a remote frame",
@@ -202,7 +202,7 @@ impl<'i> RuleChecker<'_, 'i> {
             (Vec::new(), dlc.map_or(0, |(dlc, _)| dlc))
         } else {
             if let Some((_, span)) = dlc {
-                self.error_help("rulec::can-dlc", "`dlc` is only for remote frames (`rtr = true`)".to_string(), span, "only with `rtr = true`", "a data frame's length is the length of `data`; remove `dlc`, or set `rtr = true`");
+                self.error_help(Code::CanDlc, "`dlc` is only for remote frames (`rtr = true`)".to_string(), span, "only with `rtr = true`", "a data frame's length is the length of `data`; remove `dlc`, or set `rtr = true`");
                 return None;
             }
             let bytes = data.map(|(bytes, _)| bytes).unwrap_or_default();

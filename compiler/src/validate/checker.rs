@@ -4,7 +4,7 @@
 //! and points at the value).
 
 use super::CheckedExpr;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Code, Diagnostic};
 use crate::load::SourceFile;
 use crate::rulefile::{RawRule, Spanned, Table};
 use crate::span::StringMap;
@@ -87,19 +87,13 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
         self.diagnostics.push(diagnostic);
     }
 
-    pub(super) fn error(
-        &mut self,
-        code: &'static str,
-        message: String,
-        span: Range<usize>,
-        label: &str,
-    ) {
+    pub(super) fn error(&mut self, code: Code, message: String, span: Range<usize>, label: &str) {
         self.push(Diagnostic::error(code, message).at(span, label));
     }
 
     pub(super) fn error_help(
         &mut self,
-        code: &'static str,
+        code: Code,
         message: String,
         span: Range<usize>,
         label: &str,
@@ -121,7 +115,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
     ) {
         let found = type_name(value.get_ref());
         let mut diagnostic = Diagnostic::error(
-            "rulec::type",
+            Code::Type,
             format!("`{key}` must be {expected}, found {}", found),
         )
         .at(value.span(), format!("expected {expected}"));
@@ -133,7 +127,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
 
     pub(super) fn missing(&mut self, key: &str, span: Range<usize>, what: &str, help: &str) {
         self.push(
-            Diagnostic::error("rulec::missing-key", format!("missing `{key}`: {what}"))
+            Diagnostic::error(Code::MissingKey, format!("missing `{key}`: {what}"))
                 .at(span, format!("`{key}` is required here"))
                 .with_help(help),
         );
@@ -182,7 +176,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                     Ok(number) => Some((number, entry.value.span())),
                     Err(_) => {
                         self.error(
-                            "rulec::type",
+                            Code::Type,
                             format!("`{key}` is out of range"),
                             entry.value.span(),
                             "integer out of range",
@@ -227,7 +221,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                     map.map(at)
                 };
                 self.error_help(
-                    "rulec::duration",
+                    Code::Duration,
                     format!("invalid duration `{text}` for `{key}`"),
                     span,
                     &label,
@@ -259,7 +253,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                 } else {
                     "negative duration".to_string()
                 };
-                self.error_help("rulec::duration-range", message, span, &label, help);
+                self.error_help(Code::DurationRange, message, span, &label, help);
                 Err(())
             }
             Some((nanos, _)) => Ok(Some(nanos.unsigned_abs())),
@@ -349,7 +343,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                         let topic = if topic.is_empty() { "*" } else { topic };
                         self.push(
                             Diagnostic::warning(
-                                "rulec::pattern-channel-prefix",
+                                Code::PatternChannelPrefix,
                                 format!("the pattern `{text}` in `{key}` starts with the channel prefix `ev:`: it can only match a topic that itself starts with `ev:`"),
                             )
                             .at(item.span(), "`ev:` belongs to the Redis channel name, not to the topic")
@@ -358,7 +352,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                     } else if pattern.has_literal_star() {
                         self.push(
                             Diagnostic::warning(
-                                "rulec::pattern-literal-star",
+                                Code::PatternLiteralStar,
                                 format!("the pattern `{text}` in `{key}` can only match the literal topic `{text}`"),
                             )
                             .at(item.span(), "`*` only works as the whole pattern or as a trailing `.*`")
@@ -368,7 +362,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                     if pattern == TopicPattern::Prefix(".".to_string()) {
                         self.push(
                             Diagnostic::warning(
-                                "rulec::pattern-empty-prefix",
+                                Code::PatternEmptyPrefix,
                                 format!("the pattern `{text}` in `{key}` has an empty prefix: it matches only topics that start with `.`"),
                             )
                             .at(item.span(), "nothing before `.*`")
@@ -387,7 +381,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                         };
                         self.push(
                             Diagnostic::warning(
-                                "rulec::pattern-empty-segment",
+                                Code::PatternEmptySegment,
                                 format!("the pattern `{text}` in `{key}` has an empty word between dots"),
                             )
                             .at(item.span(), "a leading, trailing or doubled `.`")
@@ -397,7 +391,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                     if text.chars().any(char::is_whitespace) {
                         self.push(
                             Diagnostic::warning(
-                                "rulec::pattern-whitespace",
+                                Code::PatternWhitespace,
                                 format!("the pattern `{text}` in `{key}` contains white space"),
                             )
                             .at(item.span(), "white space in a topic pattern")
@@ -408,7 +402,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                         let first: &Range<usize> = first;
                         self.push(
                             Diagnostic::warning(
-                                "rulec::duplicate-pattern",
+                                Code::DuplicatePattern,
                                 format!("the pattern `{text}` appears twice in `{key}`"),
                             )
                             .at(item.span(), "repeated pattern")
@@ -420,7 +414,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                 }
                 Err(_) => {
                     self.error_help(
-                        "rulec::pattern",
+                        Code::Pattern,
                         format!("empty topic pattern in `{key}`"),
                         item.span(),
                         "empty pattern",

@@ -3,7 +3,7 @@
 
 use super::checker::{entry, Pattern, RuleChecker};
 use super::CheckedRule;
-use crate::diagnostic::{escape_controls, Diagnostic};
+use crate::diagnostic::{escape_controls, Code, Diagnostic};
 use crate::rulefile::Table;
 use rulecore::bundle::{Concurrency, Repeat};
 use rulecore::suggest::did_you_mean;
@@ -39,7 +39,7 @@ impl<'i> RuleChecker<'_, 'i> {
             Some((on, true)) if on.is_empty() => {
                 let span = entry(table, "on").map_or(header.clone(), |e| e.value.span());
                 self.error_help(
-                    "rulec::empty-on",
+                    Code::EmptyOn,
                     "`on` is empty: the rule could never fire".to_string(),
                     span,
                     "no topic patterns",
@@ -74,7 +74,7 @@ impl<'i> RuleChecker<'_, 'i> {
             if expr.checked.is_always_false {
                 self.push(
                     Diagnostic::warning(
-                        "rulec::never-fires",
+                        Code::NeverFires,
                         "the rule's `when` is always false: it can never fire",
                     )
                     .at(expr.span.clone(), "always false")
@@ -101,7 +101,7 @@ impl<'i> RuleChecker<'_, 'i> {
                         None => "unknown policy".to_string(),
                     };
                     self.push(
-                        Diagnostic::error("rulec::concurrency", format!("unknown concurrency `{other}`"))
+                        Diagnostic::error(Code::Concurrency, format!("unknown concurrency `{other}`"))
                             .at(span, label)
                             .with_help("`concurrency` is one of \"restart\" (the default: a new trigger restarts the run), \"drop\" (ignore triggers while a run is live) or \"queue\" (run them one after another)"),
                     );
@@ -205,7 +205,7 @@ impl<'i> RuleChecker<'_, 'i> {
             Some(e) => match e.value.get_ref() {
                 DeValue::String(text) if text.trim().is_empty() => {
                     self.error_help(
-                        "rulec::empty-name",
+                        Code::EmptyName,
                         "the rule name is empty".to_string(),
                         e.value.span(),
                         "empty name",
@@ -228,7 +228,7 @@ impl<'i> RuleChecker<'_, 'i> {
                         };
                         self.push(
                             Diagnostic::warning(
-                                "rulec::name-characters",
+                                Code::NameCharacters,
                                 format!("the rule name `{}` has {what}", escape_controls(text)),
                             )
                             .at(e.value.span(), "hard to tell apart in logs")
@@ -266,7 +266,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 if let Some((on_pattern, on_span)) = covering {
                     self.push(
                         Diagnostic::warning(
-                            "rulec::cancel-on-also-triggers",
+                            Code::CancelOnAlsoTriggers,
                             format!("`on` pattern `{on_pattern}` also matches `cancel-on` pattern `{pattern}`: such an event cancels the run, then starts a new one"),
                         )
                         .at(span.clone(), "also matched by `on`")
@@ -281,7 +281,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 if let Some((_, on_span)) = on.iter().find(|(p, _)| p == pattern) {
                     self.push(
                         Diagnostic::warning(
-                            "rulec::redundant-cancel-on",
+                            Code::RedundantCancelOn,
                             format!("`cancel-on` repeats the `on` pattern `{pattern}`"),
                         )
                         .at(span.clone(), "also in `on`")
@@ -314,7 +314,7 @@ impl<'i> RuleChecker<'_, 'i> {
             None => {
                 if entry(repeat, "count").is_none() {
                     self.error_help(
-                        "rulec::repeat",
+                        Code::Repeat,
                         "`repeat` needs a `count`".to_string(),
                         e.value.span(),
                         "no `count`",
@@ -332,7 +332,7 @@ impl<'i> RuleChecker<'_, 'i> {
                         format!("at most {}", u32::MAX)
                     };
                     self.error_help(
-                        "rulec::repeat",
+                        Code::Repeat,
                         format!("`repeat.count` must be {bound}, found {count}"),
                         span,
                         "out of range",
@@ -350,7 +350,7 @@ impl<'i> RuleChecker<'_, 'i> {
             None if entry(repeat, "every").is_some() => None,
             None if count > 1 => {
                 self.error_help(
-                    "rulec::repeat",
+                    Code::Repeat,
                     format!("`repeat` with `count = {count}` needs `every`"),
                     e.value.span(),
                     "no `every`",
@@ -361,7 +361,7 @@ impl<'i> RuleChecker<'_, 'i> {
             None => Some(Repeat { count, every_ns: 0 }),
             Some((nanos, span)) if nanos <= 0 && count > 1 => {
                 self.error_help(
-                    "rulec::repeat",
+                    Code::Repeat,
                     "`repeat.every` must be positive".to_string(),
                     span,
                     "not positive",
@@ -373,7 +373,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 if count == 1 {
                     self.push(
                         Diagnostic::warning(
-                            "rulec::repeat-every-unused",
+                            Code::RepeatEveryUnused,
                             "`repeat.every` has no effect with `count = 1`",
                         )
                         .at(span, "never used")

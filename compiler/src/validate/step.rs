@@ -3,7 +3,7 @@
 
 use super::checker::{entry, RuleChecker, ACTION_KINDS, CAN_KEYS, EXEC_KEYS, REDIS_KEYS};
 use super::{CheckedStep, DEFAULT_EXEC_TIMEOUT_NS};
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Code, Diagnostic};
 use crate::rulefile::Table;
 use rulecore::bundle::Action;
 use rulecore::suggest::did_you_mean;
@@ -37,7 +37,7 @@ impl<'i> RuleChecker<'_, 'i> {
         };
         if items.is_empty() {
             self.error_help(
-                "rulec::no-steps",
+                Code::NoSteps,
                 "`step` is empty: a rule needs at least one step".to_string(),
                 e.value.span(),
                 "no steps",
@@ -61,7 +61,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 let (false_step, false_span) = (*false_step, false_span.clone());
                 self.push(
                     Diagnostic::warning(
-                        "rulec::unreachable-step",
+                        Code::UnreachableStep,
                         format!("this step can never run: step {false_step}'s `when` is always false"),
                     )
                     .at(item.span(), "unreachable")
@@ -129,7 +129,7 @@ impl<'i> RuleChecker<'_, 'i> {
             Some((durable, durable_span)) => {
                 if after_ns == 0 && after_ok {
                     let mut diagnostic = Diagnostic::error(
-                        "rulec::durable-without-after",
+                        Code::DurableWithoutAfter,
                         "`durable` on a step without a delay",
                     )
                     .at(durable_span, "only meaningful with `after` > 0")
@@ -176,7 +176,7 @@ impl<'i> RuleChecker<'_, 'i> {
                         }
                         "lua" | "http" => {
                             self.error_help(
-                                "rulec::action-unsupported",
+                                Code::ActionUnsupported,
                                 format!("`{kind}` actions are not supported yet"),
                                 e.value.span(),
                                 "not supported yet",
@@ -190,7 +190,7 @@ impl<'i> RuleChecker<'_, 'i> {
                                 None => "unknown action".to_string(),
                             };
                             self.error_help(
-                                "rulec::unknown-action",
+                                Code::UnknownAction,
                                 format!("unknown action `{other}`"),
                                 e.value.span(),
                                 &label,
@@ -234,7 +234,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 if let Some(e) = entry(step, key) {
                     self.push(
                         Diagnostic::warning(
-                            "rulec::other-action-key",
+                            Code::OtherActionKey,
                             format!("`{key}` has no effect on {} `{kind}` step", article(kind)),
                         )
                         .at(e.key_span, format!("belongs to `do = \"{other_kind}\"`"))
@@ -268,7 +268,7 @@ impl<'i> RuleChecker<'_, 'i> {
         let (text, span) = self.string(step, key)?;
         if text.is_empty() {
             self.error_help(
-                "rulec::empty-value",
+                Code::EmptyValue,
                 format!("`{key}` is empty"),
                 span,
                 "empty string",
@@ -288,7 +288,7 @@ impl<'i> RuleChecker<'_, 'i> {
             if let Some((text, span)) = value.as_ref().filter(|(text, _)| text.trim().is_empty()) {
                 self.push(
                     Diagnostic::warning(
-                        "rulec::blank-value",
+                        Code::BlankValue,
                         format!("`{key}` `{}` is only white space", text.escape_debug()),
                     )
                     .at(span.clone(), "only white space")
@@ -326,7 +326,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 let what = if bad == '\0' { "a NUL byte" } else { "white space" };
                 self.push(
                     Diagnostic::error(
-                        "rulec::exec-arguments",
+                        Code::ExecArguments,
                         format!("`command` `{}` contains {what}: it names one program, without arguments", text.escape_debug()),
                     )
                     .at(span.clone(), "one program name or path, no arguments, no shell")
@@ -339,7 +339,7 @@ impl<'i> RuleChecker<'_, 'i> {
             if text.contains('/') && !text.starts_with('/') {
                 self.push(
                     Diagnostic::warning(
-                        "rulec::exec-relative-path",
+                        Code::ExecRelativePath,
                         format!("`command` `{text}` is a relative path: it is looked up from ruled's working directory, not from the rules directory"),
                     )
                     .at(span.clone(), "relative path")

@@ -14,6 +14,7 @@
 use super::lex::tokenize;
 use super::spans::{self, Oddity, SpanTree};
 use super::{BinOp, CheckedWhen, Expr, ExprKind, Lit, Ty, UnOp, WhenProblem};
+use crate::diagnostic::Code;
 use constant::{constant_context, constant_failures};
 use evalexpr::{DefaultNumericTypes, Node, Operator, Value};
 use rulecore::bundle::StatePair;
@@ -102,7 +103,7 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         // Point where the limit is crossed: underlining a whole long
         // expression would fill the screen and say less.
         return Err(vec![problem(
-            "rulec::when::too-long",
+            Code::WhenTooLong,
             format!(
                 "the expression has {} tokens; the limit is {MAX_TOKENS}",
                 toks.len()
@@ -129,14 +130,14 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
                 let written = text[at.clone()].to_string();
                 match oddity {
                     Oddity::OperatorFirst => problem(
-                        "rulec::when::syntax",
+                        Code::WhenSyntax,
                         format!("`{written}` has no left operand"),
                         at,
                         "nothing before this operator".into(),
                         Some(format!("write it between its operands: `a {written} b`")),
                     ),
                     Oddity::ParensAfterValue => problem(
-                        "rulec::when::syntax",
+                        Code::WhenSyntax,
                         "parentheses after a value".into(),
                         at,
                         "a value cannot be called".into(),
@@ -155,7 +156,7 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     };
     let expr = if tree.children().is_empty() {
         checker.problems.push(problem(
-            "rulec::when::empty",
+            Code::WhenEmpty,
             "the expression is empty".into(),
             0..text.len(),
             "nothing to evaluate".into(),
@@ -175,7 +176,7 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         Some(expr) if problems.is_empty() => {
             if !matches!(expr.ty, Ty::Bool | Ty::Any) {
                 return Err(vec![problem(
-                    "rulec::when::not-boolean",
+                    Code::WhenNotBoolean,
                     format!("`when` must be a boolean, but this is {}", expr.ty.a()),
                     whole_span(text),
                     format!("this is {}", expr.ty.a()),
@@ -202,7 +203,7 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         // Every path that gives up reports why; this keeps the contract
         // ("an error has at least one problem") even if one ever does not.
         _ if problems.is_empty() => Err(vec![problem(
-            "rulec::when::syntax",
+            Code::WhenSyntax,
             "cannot understand this expression".into(),
             whole_span(text),
             "incomplete expression".into(),
@@ -224,7 +225,7 @@ fn whole_span(text: &str) -> Range<usize> {
 }
 
 fn problem(
-    code: &'static str,
+    code: Code,
     message: String,
     span: Range<usize>,
     label: String,
@@ -348,7 +349,7 @@ struct Checker<'t> {
 impl Checker<'_> {
     fn report(
         &mut self,
-        code: &'static str,
+        code: Code,
         message: String,
         span: Range<usize>,
         label: String,
@@ -378,7 +379,7 @@ impl Checker<'_> {
                 ([kid], Some(kid_spans)) => self.node(kid, kid_spans),
                 _ => {
                     self.report(
-                        "rulec::when::syntax",
+                        Code::WhenSyntax,
                         "empty parentheses".into(),
                         span,
                         "nothing inside".into(),
@@ -395,7 +396,7 @@ impl Checker<'_> {
                     Value::Boolean(b) => (Lit::Bool(*b), Ty::Bool),
                     Value::Tuple(_) | Value::Empty => {
                         self.report(
-                            "rulec::when::syntax",
+                            Code::WhenSyntax,
                             "unexpected value".into(),
                             span,
                             "not a literal `when` supports".into(),
@@ -424,7 +425,7 @@ impl Checker<'_> {
                 // an error whatever they are.
                 let _ = self.kids(node, spans);
                 self.report(
-                    "rulec::when::tuple",
+                    Code::WhenTuple,
                     "tuples are only allowed as function arguments".into(),
                     span,
                     "a tuple".into(),
@@ -434,7 +435,7 @@ impl Checker<'_> {
             }
             Operator::Chain => {
                 self.report(
-                    "rulec::when::chain",
+                    Code::WhenChain,
                     "`;` chains are not allowed in `when`".into(),
                     op_span,
                     "expression chain".into(),
@@ -453,7 +454,7 @@ impl Checker<'_> {
             | Operator::AndAssign
             | Operator::OrAssign => {
                 self.report(
-                    "rulec::when::assignment",
+                    Code::WhenAssignment,
                     "assignment is not allowed in `when`".into(),
                     op_span,
                     "assignment".into(),
@@ -508,7 +509,7 @@ impl Checker<'_> {
                     Operator::Or => BinOp::Or,
                     _ => {
                         self.report(
-                            "rulec::when::syntax",
+                            Code::WhenSyntax,
                             format!("unsupported operator `{binary}`"),
                             op_span,
                             "not supported".into(),
@@ -575,7 +576,7 @@ impl Checker<'_> {
         };
         let data_help = format!("for a key of the event's data, write `data.{word}`");
         for problem in &mut self.problems {
-            let is_this = problem.code == "rulec::when::unknown-name"
+            let is_this = problem.code == Code::WhenUnknownName
                 && problem.span == side_spans.span
                 && problem
                     .help
@@ -618,7 +619,7 @@ impl Checker<'_> {
             negated.trim_start(),
         );
         for problem in &mut self.problems {
-            if problem.code == "rulec::when::type-mismatch" && problem.span == inner.span {
+            if problem.code == Code::WhenTypeMismatch && problem.span == inner.span {
                 problem.help = Some(help.clone());
             }
         }
@@ -627,7 +628,7 @@ impl Checker<'_> {
     /// evalexpr reads a name followed by a value (`to "x"`) as a call.
     fn missing_operator_after(&mut self, name: &str, name_span: Range<usize>) {
         self.report(
-            "rulec::when::syntax",
+            Code::WhenSyntax,
             format!("missing operator after `{name}`"),
             name_span,
             "a value follows this name with no operator between".into(),
@@ -637,7 +638,7 @@ impl Checker<'_> {
 
     fn missing_operand(&mut self, op: &Operator, op_span: Range<usize>) -> Option<Expr> {
         self.report(
-            "rulec::when::syntax",
+            Code::WhenSyntax,
             format!("`{op}` is missing an operand"),
             op_span,
             "operand missing".into(),
@@ -652,7 +653,7 @@ impl Checker<'_> {
 
     fn operand_error(&mut self, op: &str, wanted: &str, operand: &Expr) {
         self.report(
-            "rulec::when::type-mismatch",
+            Code::WhenTypeMismatch,
             format!("`{op}` needs {wanted}, but this is {}", operand.ty.a()),
             operand.span.clone(),
             format!("this is {}", operand.ty.a()),
@@ -678,7 +679,7 @@ impl Checker<'_> {
         let (a, b) = (left.ty, right.ty);
         if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
             self.report(
-                "rulec::when::type-mismatch",
+                Code::WhenTypeMismatch,
                 mismatch,
                 op_span,
                 "string and number".into(),
@@ -733,7 +734,7 @@ impl Checker<'_> {
             BinOp::Eq | BinOp::Ne => {
                 if is_literal(left) && is_literal(right) && a != b {
                     self.report(
-                        "rulec::when::literal-comparison",
+                        Code::WhenLiteralComparison,
                         format!("`{sym}` compares {} literal with {} literal", a.a(), b.a()),
                         span,
                         "values of different types are never equal".into(),
@@ -755,7 +756,7 @@ impl Checker<'_> {
                         "evalexpr never converts between types, so this is constant"
                     };
                     self.report(
-                        "rulec::when::type-mismatch",
+                        Code::WhenTypeMismatch,
                         format!(
                             "`{sym}` compares {} with {}: the result never changes",
                             a.a(),
@@ -805,7 +806,7 @@ impl Checker<'_> {
         };
         let is = if op == BinOp::Eq { "false" } else { "true" };
         self.warnings.push(WhenProblem {
-            code: "rulec::when::empty-string-data",
+            code: Code::WhenEmptyStringData,
             message: format!(
                 "`{}` is {is} when the event has no `{path}`: a missing key is empty, not `\"\"`",
                 self.text.get(span.clone()).unwrap_or("").trim()
@@ -833,7 +834,7 @@ impl Checker<'_> {
             let keys: Vec<String> = path.split('.').map(str::to_string).collect();
             if keys.iter().any(String::is_empty) {
                 self.report(
-                    "rulec::when::unknown-name",
+                    Code::WhenUnknownName,
                     format!("`{name}` is not a valid data path"),
                     span,
                     "empty key in the path".into(),
@@ -852,7 +853,7 @@ impl Checker<'_> {
             || UNSUPPORTED_BUILTINS.contains(&name);
         if is_function {
             self.report(
-                "rulec::when::unknown-name",
+                Code::WhenUnknownName,
                 format!("`{name}` is a function, not a value"),
                 span,
                 "needs arguments".into(),
@@ -896,7 +897,7 @@ impl Checker<'_> {
             // `stand-by` is `stand - by` to evalexpr: one problem for the
             // whole word, however many unknown names it splits into.
             let reported = self.problems.iter().any(|p| {
-                p.code == "rulec::when::unknown-name"
+                p.code == Code::WhenUnknownName
                     && p.span.start >= word.start
                     && p.span.end <= word.end
             });
@@ -915,7 +916,7 @@ impl Checker<'_> {
                 };
                 let label = format!("read as `{}`", written.replace('-', " - "));
                 self.report(
-                    "rulec::when::unknown-name",
+                    Code::WhenUnknownName,
                     format!("unknown name `{name}` in `{written}`"),
                     word,
                     label,
@@ -925,7 +926,7 @@ impl Checker<'_> {
             return None;
         }
         self.report(
-            "rulec::when::unknown-name",
+            Code::WhenUnknownName,
             format!("unknown name `{name}`"),
             span,
             "not a name `when` knows".into(),
@@ -989,7 +990,7 @@ impl Checker<'_> {
                 };
                 if UNSUPPORTED_BUILTINS.contains(&name) {
                     self.report(
-                        "rulec::when::unsupported-function",
+                        Code::WhenUnsupportedFunction,
                         format!("`{name}` is an evalexpr built-in that `when` does not support"),
                         name_span,
                         "not supported".into(),
@@ -1005,7 +1006,7 @@ impl Checker<'_> {
                             format!("the supported functions are {}", supported().join(", "))
                         });
                     self.report(
-                        "rulec::when::unknown-function",
+                        Code::WhenUnknownFunction,
                         format!("unknown function `{name}`"),
                         name_span,
                         "not a function `when` knows".into(),
@@ -1053,7 +1054,7 @@ impl Checker<'_> {
         };
         if !arity.contains(&args.len()) {
             self.report(
-                "rulec::when::arguments",
+                Code::WhenArguments,
                 format!("`{name}` takes {arity_text}, but is given {}", args.len()),
                 span,
                 "wrong number of arguments".into(),
@@ -1131,7 +1132,7 @@ impl Checker<'_> {
         let help = Some("write state(\"hash\", \"field\") with two string literals".to_string());
         if args.len() != 2 {
             self.report(
-                "rulec::when::arguments",
+                Code::WhenArguments,
                 format!("`state` takes two arguments, but is given {}", args.len()),
                 span,
                 "wrong number of arguments".into(),
@@ -1147,7 +1148,7 @@ impl Checker<'_> {
                 } => strings.push(s.clone()),
                 _ => {
                     self.report(
-                        "rulec::when::arguments",
+                        Code::WhenArguments,
                         "`state` arguments must be string literals".into(),
                         spans.span.clone(),
                         "not a string literal".into(),

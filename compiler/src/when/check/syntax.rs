@@ -2,6 +2,7 @@
 //! (DESIGN.md 4): its own messages for these would mislead.
 
 use super::{problem, whole_span};
+use crate::diagnostic::Code;
 use crate::when::lex::{Tok, TokKind};
 use crate::when::WhenProblem;
 use evalexpr::EvalexprError;
@@ -22,21 +23,21 @@ pub(super) fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
         let span = tok.span.clone();
         match &tok.kind {
             TokKind::UnterminatedStr => out.push(problem(
-                "rulec::when::syntax",
+                Code::WhenSyntax,
                 "unterminated string".into(),
                 span,
                 "this string has no closing `\"`".into(),
                 Some("close the string with `\"`".into()),
             )),
             TokKind::BadEscape(bad) => out.push(problem(
-                "rulec::when::syntax",
+                Code::WhenSyntax,
                 format!("unknown escape `{}` in a string", &text[bad.clone()]),
                 bad.clone(),
                 "not an escape evalexpr knows".into(),
                 Some("the only escapes are `\\\"` and `\\\\`".into()),
             )),
             TokKind::UnterminatedComment => out.push(problem(
-                "rulec::when::syntax",
+                Code::WhenSyntax,
                 "unterminated comment".into(),
                 span,
                 "this `/*` has no closing `*/`".into(),
@@ -57,7 +58,7 @@ pub(super) fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                 // The help quotes what was written, not a stock example.
                 let inner = text[quoted.clone()].trim_matches('\'');
                 out.push(problem(
-                    "rulec::when::single-quotes",
+                    Code::WhenSingleQuotes,
                     "strings are written in double quotes".into(),
                     quoted,
                     "single quotes do not make a string".into(),
@@ -87,7 +88,7 @@ pub(super) fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                         format!("`when` uses `&&`, `||` and `!`: write `{fix}`")
                     };
                     out.push(problem(
-                        "rulec::when::word-operator",
+                        Code::WhenWordOperator,
                         format!("`{name}` is not an operator here"),
                         span,
                         format!("use `{fix}` instead"),
@@ -98,7 +99,7 @@ pub(super) fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
             TokKind::LoneAmpOrBar => {
                 let doubled = &text[span.clone()].repeat(2);
                 out.push(problem(
-                    "rulec::when::syntax",
+                    Code::WhenSyntax,
                     format!("`{}` is not an operator", &text[span.clone()]),
                     span,
                     format!("use `{doubled}`"),
@@ -116,7 +117,7 @@ pub(super) fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                 };
                 let written = &text[span.start..toks[index + 1].span.end];
                 out.push(problem(
-                    "rulec::when::syntax",
+                    Code::WhenSyntax,
                     format!("`{written}` is not an operator"),
                     span.start..toks[index + 1].span.end,
                     format!("use `{fix}`"),
@@ -126,7 +127,7 @@ pub(super) fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                 ));
             }
             TokKind::Lt if next_is(index, &[TokKind::Gt]) => out.push(problem(
-                "rulec::when::syntax",
+                Code::WhenSyntax,
                 "`<>` is not an operator".into(),
                 span.start..toks[index + 1].span.end,
                 "use `!=`".into(),
@@ -135,7 +136,7 @@ pub(super) fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
             TokKind::Assign => {
                 let is_plain = &text[span.clone()] == "=";
                 out.push(problem(
-                    "rulec::when::assignment",
+                    Code::WhenAssignment,
                     "assignment is not allowed in `when`".into(),
                     span,
                     "assignment".into(),
@@ -147,7 +148,7 @@ pub(super) fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                 ));
             }
             TokKind::Semicolon => out.push(problem(
-                "rulec::when::chain",
+                Code::WhenChain,
                 "`;` chains are not allowed in `when`".into(),
                 span,
                 "expression chain".into(),
@@ -178,7 +179,7 @@ pub(super) fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> 
     }
     if let Some(span) = stray_close {
         return problem(
-            "rulec::when::syntax",
+            Code::WhenSyntax,
             "unmatched `)`".into(),
             span,
             "no `(` opens this".into(),
@@ -187,7 +188,7 @@ pub(super) fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> 
     }
     if let Some(span) = open.pop() {
         return problem(
-            "rulec::when::syntax",
+            Code::WhenSyntax,
             "unmatched `(`".into(),
             span,
             "this `(` is never closed".into(),
@@ -211,7 +212,7 @@ pub(super) fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> 
         );
         if ends_value && pair[1].kind == TokKind::LParen {
             return problem(
-                "rulec::when::syntax",
+                Code::WhenSyntax,
                 "parentheses after a value".into(),
                 pair[1].span.clone(),
                 "a value cannot be called".into(),
@@ -220,7 +221,7 @@ pub(super) fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> 
         }
         if ends_value && starts_value {
             return problem(
-                "rulec::when::syntax",
+                Code::WhenSyntax,
                 "missing operator between two values".into(),
                 pair[0].span.start..pair[1].span.end,
                 "nothing joins these".into(),
@@ -229,7 +230,7 @@ pub(super) fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> 
         }
     }
     problem(
-        "rulec::when::syntax",
+        Code::WhenSyntax,
         format!("cannot parse the expression: {error}"),
         whole_span(text),
         "evalexpr cannot parse this".into(),
