@@ -46,11 +46,6 @@ pub(super) fn type_name(value: &DeValue<'_>) -> &'static str {
     }
 }
 
-pub(super) const REDIS_KEYS: &[&str] = &["list", "push"];
-pub(super) const EXEC_KEYS: &[&str] = &["command", "timeout"];
-pub(super) const CAN_KEYS: &[&str] = &["iface", "id", "data", "rtr", "dlc"];
-pub(super) const ACTION_KINDS: &[&str] = &["redis", "exec", "can"];
-
 /// Checks one rule; collects its diagnostics.
 pub(super) struct RuleChecker<'a, 'i> {
     pub(super) file: &'a SourceFile,

@@ -1,9 +1,10 @@
 //! Step keys (DESIGN.md 3.2): do, when, after, durable, and the redis
 //! and exec actions; keys of another action kind.
 
-use super::checker::{entry, RuleChecker, ACTION_KINDS, CAN_KEYS, EXEC_KEYS, REDIS_KEYS};
+use super::checker::{entry, RuleChecker};
 use super::{CheckedStep, DEFAULT_EXEC_TIMEOUT_NS};
 use crate::diagnostic::{Code, Diagnostic};
+use crate::keys::{self, ActionKind, Level};
 use crate::rulefile::Table;
 use rulecore::bundle::Action;
 use rulecore::suggest::did_you_mean;
@@ -185,7 +186,7 @@ impl<'i> RuleChecker<'_, 'i> {
                             None
                         }
                         other => {
-                            let label = match did_you_mean(other, ACTION_KINDS) {
+                            let label = match did_you_mean(other, ActionKind::NAMES) {
                                 Some(close) => format!("unknown action; did you mean `{close}`?"),
                                 None => "unknown action".to_string(),
                             };
@@ -221,28 +222,24 @@ impl<'i> RuleChecker<'_, 'i> {
         })
     }
 
+    /// Warns about each key of another action kind (DESIGN.md 3.2): it has
+    /// no effect. The key table says which kind a key belongs to.
     pub(super) fn other_kind_keys(&mut self, step: &Table<'i>, kind: &str) {
-        for (others, other_kind) in [
-            (REDIS_KEYS, "redis"),
-            (EXEC_KEYS, "exec"),
-            (CAN_KEYS, "can"),
-        ] {
-            if other_kind == kind {
-                continue;
-            }
-            for key in others {
-                if let Some(e) = entry(step, key) {
-                    self.push(
-                        Diagnostic::warning(
-                            Code::OtherActionKey,
-                            format!("`{key}` has no effect on {} `{kind}` step", article(kind)),
-                        )
-                        .at(e.key_span, format!("belongs to `do = \"{other_kind}\"`"))
-                        .with_help(format!(
-                            "remove `{key}`, or change `do` if this step should be `{other_kind}`"
-                        )),
-                    );
-                }
+        let others = keys::keys(Level::Step)
+            .filter_map(|key| Some((key.name, key.action?.as_str())))
+            .filter(|(_, other_kind)| *other_kind != kind);
+        for (key, other_kind) in others {
+            if let Some(e) = entry(step, key) {
+                self.push(
+                    Diagnostic::warning(
+                        Code::OtherActionKey,
+                        format!("`{key}` has no effect on {} `{kind}` step", article(kind)),
+                    )
+                    .at(e.key_span, format!("belongs to `do = \"{other_kind}\"`"))
+                    .with_help(format!(
+                        "remove `{key}`, or change `do` if this step should be `{other_kind}`"
+                    )),
+                );
             }
         }
     }
