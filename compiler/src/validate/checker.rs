@@ -329,97 +329,115 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                 ok = false;
                 continue;
             };
-            match TopicPattern::parse(text) {
-                Ok(pattern) => {
-                    // README: events arrive on the channel `ev:<topic>`; the
-                    // prefix is the channel's, never part of the topic.
-                    let channel = text.strip_prefix("ev:");
-                    if let Some(topic) = channel {
-                        let topic = if topic.is_empty() { "*" } else { topic };
-                        self.push(
-                            Diagnostic::warning(
-                                Code::PatternChannelPrefix,
-                                format!("the pattern `{text}` in `{key}` starts with the channel prefix `ev:`: it can only match a topic that itself starts with `ev:`"),
-                            )
-                            .at(item.span(), "`ev:` belongs to the Redis channel name, not to the topic")
-                            .with_help(format!("patterns match the topic: write `{topic}`")),
-                        );
-                    } else if pattern.has_literal_star() {
-                        self.push(
-                            Diagnostic::warning(
-                                Code::PatternLiteralStar,
-                                format!("the pattern `{text}` in `{key}` can only match the literal topic `{text}`"),
-                            )
-                            .at(item.span(), "`*` only works as the whole pattern or as a trailing `.*`")
-                            .with_help(literal_star_help(text)),
-                        );
-                    }
-                    if pattern == TopicPattern::Prefix(".".to_string()) {
-                        self.push(
-                            Diagnostic::warning(
-                                Code::PatternEmptyPrefix,
-                                format!("the pattern `{text}` in `{key}` has an empty prefix: it matches only topics that start with `.`"),
-                            )
-                            .at(item.span(), "nothing before `.*`")
-                            .with_help("write `*` for every topic, or `prefix.*` (e.g. `alarm.*`) for every topic under `prefix.`"),
-                        );
-                    }
-                    // Topics are dotted words (DESIGN.md 3.4): no empty word.
-                    // `.*` has its own warning above.
-                    let body = text.strip_suffix(".*").unwrap_or(text);
-                    if channel.is_none() && !body.is_empty() && body.split('.').any(str::is_empty) {
-                        let help = match body.strip_suffix('.') {
-                            Some(prefix) if !prefix.is_empty() && !prefix.contains("..") => format!(
-                                "to match every topic under `{body}`, write `{prefix}.*`"
-                            ),
-                            _ => "topics are dotted words such as `alarm.triggered`; remove the extra `.`".to_string(),
-                        };
-                        self.push(
-                            Diagnostic::warning(
-                                Code::PatternEmptySegment,
-                                format!("the pattern `{text}` in `{key}` has an empty word between dots"),
-                            )
-                            .at(item.span(), "a leading, trailing or doubled `.`")
-                            .with_help(help),
-                        );
-                    }
-                    if text.chars().any(char::is_whitespace) {
-                        self.push(
-                            Diagnostic::warning(
-                                Code::PatternWhitespace,
-                                format!("the pattern `{text}` in `{key}` contains white space"),
-                            )
-                            .at(item.span(), "white space in a topic pattern")
-                            .with_help("topics are dotted words such as `alarm.triggered`; remove the white space"),
-                        );
-                    }
-                    if let Some((_, first)) = patterns.iter().find(|(p, _)| *p == pattern) {
-                        let first: &Range<usize> = first;
-                        self.push(
-                            Diagnostic::warning(
-                                Code::DuplicatePattern,
-                                format!("the pattern `{text}` appears twice in `{key}`"),
-                            )
-                            .at(item.span(), "repeated pattern")
-                            .with_related(&self.file.name, first.clone(), "first listed here")
-                            .with_help("remove one of them"),
-                        );
-                    }
-                    patterns.push((pattern, item.span()));
-                }
-                Err(_) => {
-                    self.error_help(
-                        Code::Pattern,
-                        format!("empty topic pattern in `{key}`"),
-                        item.span(),
-                        "empty pattern",
-                        "write a topic such as `alarm.triggered`, a prefix such as `alarm.*`, or `*` for every topic",
-                    );
-                    ok = false;
-                }
+            let Ok(pattern) = TopicPattern::parse(text) else {
+                self.error_help(
+                    Code::Pattern,
+                    format!("empty topic pattern in `{key}`"),
+                    item.span(),
+                    "empty pattern",
+                    "write a topic such as `alarm.triggered`, a prefix such as `alarm.*`, or `*` for every topic",
+                );
+                ok = false;
+                continue;
+            };
+            self.pattern_warnings(key, text, &pattern, item.span());
+            if let Some((_, first)) = patterns.iter().find(|(p, _)| *p == pattern) {
+                let first: &Range<usize> = first;
+                self.push(
+                    Diagnostic::warning(
+                        Code::DuplicatePattern,
+                        format!("the pattern `{text}` appears twice in `{key}`"),
+                    )
+                    .at(item.span(), "repeated pattern")
+                    .with_related(&self.file.name, first.clone(), "first listed here")
+                    .with_help("remove one of them"),
+                );
             }
+            patterns.push((pattern, item.span()));
         }
         Some((patterns, ok))
+    }
+
+    /// Warnings about how one pattern is written (DESIGN.md 3.4): the
+    /// channel prefix, a literal `*`, the empty prefix `.*`, an empty word,
+    /// white space.
+    fn pattern_warnings(
+        &mut self,
+        key: &str,
+        text: &str,
+        pattern: &TopicPattern,
+        span: Range<usize>,
+    ) {
+        // README: events arrive on the channel `ev:<topic>`; the prefix is
+        // the channel's, never part of the topic.
+        let channel = text.strip_prefix("ev:");
+        if let Some(topic) = channel {
+            let topic = if topic.is_empty() { "*" } else { topic };
+            self.push(
+                Diagnostic::warning(
+                    Code::PatternChannelPrefix,
+                    format!("the pattern `{text}` in `{key}` starts with the channel prefix `ev:`: it can only match a topic that itself starts with `ev:`"),
+                )
+                .at(span.clone(), "`ev:` belongs to the Redis channel name, not to the topic")
+                .with_help(format!("patterns match the topic: write `{topic}`")),
+            );
+        } else if pattern.has_literal_star() {
+            self.push(
+                Diagnostic::warning(
+                    Code::PatternLiteralStar,
+                    format!(
+                        "the pattern `{text}` in `{key}` can only match the literal topic `{text}`"
+                    ),
+                )
+                .at(
+                    span.clone(),
+                    "`*` only works as the whole pattern or as a trailing `.*`",
+                )
+                .with_help(literal_star_help(text)),
+            );
+        }
+        if *pattern == TopicPattern::Prefix(".".to_string()) {
+            self.push(
+                Diagnostic::warning(
+                    Code::PatternEmptyPrefix,
+                    format!("the pattern `{text}` in `{key}` has an empty prefix: it matches only topics that start with `.`"),
+                )
+                .at(span.clone(), "nothing before `.*`")
+                .with_help("write `*` for every topic, or `prefix.*` (e.g. `alarm.*`) for every topic under `prefix.`"),
+            );
+        }
+        // Topics are dotted words (DESIGN.md 3.4): no empty word. `.*` has
+        // its own warning above.
+        let body = text.strip_suffix(".*").unwrap_or(text);
+        if channel.is_none() && !body.is_empty() && body.split('.').any(str::is_empty) {
+            let help = match body.strip_suffix('.') {
+                Some(prefix) if !prefix.is_empty() && !prefix.contains("..") => {
+                    format!("to match every topic under `{body}`, write `{prefix}.*`")
+                }
+                _ => "topics are dotted words such as `alarm.triggered`; remove the extra `.`"
+                    .to_string(),
+            };
+            self.push(
+                Diagnostic::warning(
+                    Code::PatternEmptySegment,
+                    format!("the pattern `{text}` in `{key}` has an empty word between dots"),
+                )
+                .at(span.clone(), "a leading, trailing or doubled `.`")
+                .with_help(help),
+            );
+        }
+        if text.chars().any(char::is_whitespace) {
+            self.push(
+                Diagnostic::warning(
+                    Code::PatternWhitespace,
+                    format!("the pattern `{text}` in `{key}` contains white space"),
+                )
+                .at(span, "white space in a topic pattern")
+                .with_help(
+                    "topics are dotted words such as `alarm.triggered`; remove the white space",
+                ),
+            );
+        }
     }
 }
 

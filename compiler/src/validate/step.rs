@@ -112,107 +112,11 @@ impl<'i> RuleChecker<'_, 'i> {
         step: &Table<'i>,
         span: Range<usize>,
         when: Option<super::CheckedExpr>,
-        mut ok: bool,
+        ok: bool,
     ) -> Option<CheckedStep> {
-        // Whether `after` itself is sound, apart from the step's other keys:
-        // the `durable` check below depends on it alone.
-        let (after_ns, after_ok) = match self.bounded_duration(
-            step,
-            "after",
-            false,
-            "`after` is a delay: write a positive duration, or `\"0s\"` to run at once",
-        ) {
-            Ok(after) => (after.unwrap_or(0), true),
-            Err(()) => (0, false),
-        };
-        ok &= after_ok;
-        let durable = match self.boolean(step, "durable") {
-            Some((durable, durable_span)) => {
-                if after_ns == 0 && after_ok {
-                    let mut diagnostic = Diagnostic::error(
-                        Code::DurableWithoutAfter,
-                        "`durable` on a step without a delay",
-                    )
-                    .at(durable_span, "only meaningful with `after` > 0")
-                    .with_help("`durable` says whether a delayed step survives a restart; remove it, or add `after`");
-                    if let Some(after) = entry(step, "after") {
-                        diagnostic = diagnostic.with_related(
-                            &self.file.name,
-                            after.value.span(),
-                            "`after` is zero here",
-                        );
-                    }
-                    self.push(diagnostic);
-                    ok = false;
-                }
-                durable
-            }
-            None => {
-                ok &= entry(step, "durable").is_none();
-                after_ns > 0
-            }
-        };
-
-        let action = match entry(step, "do") {
-            None => {
-                self.missing(
-                    "do",
-                    span.clone(),
-                    "every step needs an action",
-                    "add `do = \"redis\"`, `do = \"exec\"` or `do = \"can\"`",
-                );
-                None
-            }
-            Some(e) => match e.value.get_ref() {
-                DeValue::String(kind) => {
-                    let kind: &str = kind;
-                    match kind {
-                        "redis" | "exec" | "can" => {
-                            self.other_kind_keys(step, kind);
-                            match kind {
-                                "redis" => self.redis(step, &span),
-                                "exec" => self.exec(step, &span),
-                                _ => self.can(step, &span),
-                            }
-                        }
-                        "lua" | "http" => {
-                            self.error_help(
-                                Code::ActionUnsupported,
-                                format!("`{kind}` actions are not supported yet"),
-                                e.value.span(),
-                                "not supported yet",
-                                "supported actions are \"redis\", \"exec\" and \"can\"; an `exec` step can run a script",
-                            );
-                            None
-                        }
-                        other => {
-                            let label = match did_you_mean(other, ActionKind::NAMES) {
-                                Some(close) => format!("unknown action; did you mean `{close}`?"),
-                                None => "unknown action".to_string(),
-                            };
-                            self.error_help(
-                                Code::UnknownAction,
-                                format!("unknown action `{other}`"),
-                                e.value.span(),
-                                &label,
-                                "`do` is one of \"redis\", \"exec\" or \"can\"",
-                            );
-                            None
-                        }
-                    }
-                }
-                _ => {
-                    self.wrong_type(
-                        "do",
-                        e.value,
-                        "a string",
-                        Some("`do` is one of \"redis\", \"exec\" or \"can\""),
-                    );
-                    None
-                }
-            },
-        };
-        let action = action?;
+        let timing = self.timing(step);
+        let action = self.action(step, &span)?;
+        let (after_ns, durable) = timing?;
         ok.then_some(CheckedStep {
             action,
             when,
@@ -220,6 +124,102 @@ impl<'i> RuleChecker<'_, 'i> {
             durable,
             span,
         })
+    }
+
+    /// `after` and `durable` (`durable` only with a delay); `None` when
+    /// either is wrong.
+    fn timing(&mut self, step: &Table<'i>) -> Option<(u64, bool)> {
+        // Whether `after` itself is sound, apart from the step's other keys:
+        // the `durable` check below depends on it alone.
+        let after = self.bounded_duration(
+            step,
+            "after",
+            false,
+            "`after` is a delay: write a positive duration, or `\"0s\"` to run at once",
+        );
+        let (after_ns, after_ok) = match after {
+            Ok(after) => (after.unwrap_or(0), true),
+            Err(()) => (0, false),
+        };
+        let Some((durable, durable_span)) = self.boolean(step, "durable") else {
+            let durable_ok = entry(step, "durable").is_none();
+            return (after_ok && durable_ok).then_some((after_ns, after_ns > 0));
+        };
+        if after_ns == 0 && after_ok {
+            let mut diagnostic = Diagnostic::error(
+                Code::DurableWithoutAfter,
+                "`durable` on a step without a delay",
+            )
+            .at(durable_span, "only meaningful with `after` > 0")
+            .with_help("`durable` says whether a delayed step survives a restart; remove it, or add `after`");
+            if let Some(after) = entry(step, "after") {
+                diagnostic = diagnostic.with_related(
+                    &self.file.name,
+                    after.value.span(),
+                    "`after` is zero here",
+                );
+            }
+            self.push(diagnostic);
+            return None;
+        }
+        after_ok.then_some((after_ns, durable))
+    }
+
+    /// `do` and the keys of its action kind (DESIGN.md 3.2, 3.6).
+    fn action(&mut self, step: &Table<'i>, span: &Range<usize>) -> Option<Action> {
+        let Some(e) = entry(step, "do") else {
+            self.missing(
+                "do",
+                span.clone(),
+                "every step needs an action",
+                "add `do = \"redis\"`, `do = \"exec\"` or `do = \"can\"`",
+            );
+            return None;
+        };
+        let DeValue::String(kind) = e.value.get_ref() else {
+            self.wrong_type(
+                "do",
+                e.value,
+                "a string",
+                Some("`do` is one of \"redis\", \"exec\" or \"can\""),
+            );
+            return None;
+        };
+        let kind: &str = kind;
+        match ActionKind::from_name(kind) {
+            Some(action) => {
+                self.other_kind_keys(step, kind);
+                match action {
+                    ActionKind::Redis => self.redis(step, span),
+                    ActionKind::Exec => self.exec(step, span),
+                    ActionKind::Can => self.can(step, span),
+                }
+            }
+            None if matches!(kind, "lua" | "http") => {
+                self.error_help(
+                    Code::ActionUnsupported,
+                    format!("`{kind}` actions are not supported yet"),
+                    e.value.span(),
+                    "not supported yet",
+                    "supported actions are \"redis\", \"exec\" and \"can\"; an `exec` step can run a script",
+                );
+                None
+            }
+            None => {
+                let label = match did_you_mean(kind, ActionKind::NAMES) {
+                    Some(close) => format!("unknown action; did you mean `{close}`?"),
+                    None => "unknown action".to_string(),
+                };
+                self.error_help(
+                    Code::UnknownAction,
+                    format!("unknown action `{kind}`"),
+                    e.value.span(),
+                    &label,
+                    "`do` is one of \"redis\", \"exec\" or \"can\"",
+                );
+                None
+            }
+        }
     }
 
     /// Warns about each key of another action kind (DESIGN.md 3.2): it has
