@@ -97,55 +97,23 @@ const FIELDS: &[(&str, EventField)] = &[
 /// condition, so no input can exhaust the stack.
 pub const MAX_TOKENS: usize = 256;
 
+/// Checks `text` in the order a reader would: its length, what the tokens
+/// alone show, evalexpr's parse, the typed walk, the parts that fail on
+/// every event, and last that the result is a boolean.
 pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     let toks = tokenize(text);
     if let Some(first_over) = toks.get(MAX_TOKENS) {
-        // Point where the limit is crossed: underlining a whole long
-        // expression would fill the screen and say less.
-        return Err(vec![problem(
-            Code::WhenTooLong,
-            format!(
-                "the expression has {} tokens; the limit is {MAX_TOKENS}",
-                toks.len()
-            ),
-            first_over.span.start..whole_span(text).end,
-            format!("token {} and after are over the limit", MAX_TOKENS + 1),
-            Some("split the condition across steps or rules".into()),
-        )]);
+        return Err(vec![too_long(text, toks.len(), first_over.span.start)]);
     }
-    let mut problems = token_problems(text, &toks);
+    let problems = token_problems(text, &toks);
     if !problems.is_empty() {
         return Err(problems);
     }
-    let tree = match evalexpr::build_operator_tree::<DefaultNumericTypes>(text) {
-        Ok(tree) => tree,
-        Err(error) => return Err(vec![parse_problem(text, &toks, &error)]),
-    };
+    let tree = evalexpr::build_operator_tree::<DefaultNumericTypes>(text)
+        .map_err(|error| vec![parse_problem(text, &toks, &error)])?;
     let mapped = spans::map(&tree, &toks, text.len());
     if !mapped.misplaced.is_empty() {
-        return Err(mapped
-            .misplaced
-            .into_iter()
-            .map(|(at, oddity)| {
-                let written = text[at.clone()].to_string();
-                match oddity {
-                    Oddity::OperatorFirst => problem(
-                        Code::WhenSyntax,
-                        format!("`{written}` has no left operand"),
-                        at,
-                        "nothing before this operator".into(),
-                        Some(format!("write it between its operands: `a {written} b`")),
-                    ),
-                    Oddity::ParensAfterValue => problem(
-                        Code::WhenSyntax,
-                        "parentheses after a value".into(),
-                        at,
-                        "a value cannot be called".into(),
-                        Some("only functions take arguments: `len(topic)`".into()),
-                    ),
-                }
-            })
-            .collect());
+        return Err(misplaced(text, mapped.misplaced));
     }
     let spans = mapped.tree;
     let mut checker = Checker {
@@ -154,41 +122,16 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         warnings: Vec::new(),
         state_pairs: Vec::new(),
     };
-    let expr = if tree.children().is_empty() {
-        checker.problems.push(problem(
-            Code::WhenEmpty,
-            "the expression is empty".into(),
-            0..text.len(),
-            "nothing to evaluate".into(),
-            Some("remove `when` to run every time, or write a condition".into()),
-        ));
-        None
-    } else {
-        checker.node(&tree, &spans)
-    };
-    problems = checker.problems;
-    let mut constant = false;
+    let expr = checker.root(&tree, &spans);
+    let mut problems = std::mem::take(&mut checker.problems);
     let context = constant_context();
-    if expr.is_some() && problems.is_empty() {
-        constant = constant_failures(text, &tree, &spans, &context, &mut problems);
-    }
+    let constant = expr.is_some()
+        && problems.is_empty()
+        && constant_failures(text, &tree, &spans, &context, &mut problems);
     match expr {
         Some(expr) if problems.is_empty() => {
             if !matches!(expr.ty, Ty::Bool | Ty::Any) {
-                return Err(vec![problem(
-                    Code::WhenNotBoolean,
-                    format!("`when` must be a boolean, but this is {}", expr.ty.a()),
-                    whole_span(text),
-                    format!("this is {}", expr.ty.a()),
-                    Some(
-                        match expr.ty {
-                            Ty::Str => "compare it, for example `... == \"value\"`",
-                            Ty::Int | Ty::Float | Ty::Num => "compare it, for example `... > 0`",
-                            _ => "compare it, for example `... == \"value\"` or `... > 0`",
-                        }
-                        .into(),
-                    ),
-                )]);
+                return Err(vec![not_boolean(text, expr.ty)]);
             }
             Ok(CheckedWhen {
                 state_pairs: checker.state_pairs,
@@ -213,6 +156,61 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     }
 }
 
+/// More than [`MAX_TOKENS`] tokens. Points where the limit is crossed:
+/// underlining a whole long expression would fill the screen and say less.
+fn too_long(text: &str, tokens: usize, first_over: usize) -> WhenProblem {
+    problem(
+        Code::WhenTooLong,
+        format!("the expression has {tokens} tokens; the limit is {MAX_TOKENS}"),
+        first_over..whole_span(text).end,
+        format!("token {} and after are over the limit", MAX_TOKENS + 1),
+        Some("split the condition across steps or rules".into()),
+    )
+}
+
+/// Operators and parentheses that evalexpr accepted in a place where they
+/// mean nothing (`* 2`, `x(1)`).
+fn misplaced(text: &str, misplaced: Vec<(Range<usize>, Oddity)>) -> Vec<WhenProblem> {
+    misplaced
+        .into_iter()
+        .map(|(at, oddity)| {
+            let written = text[at.clone()].to_string();
+            match oddity {
+                Oddity::OperatorFirst => problem(
+                    Code::WhenSyntax,
+                    format!("`{written}` has no left operand"),
+                    at,
+                    "nothing before this operator".into(),
+                    Some(format!("write it between its operands: `a {written} b`")),
+                ),
+                Oddity::ParensAfterValue => problem(
+                    Code::WhenSyntax,
+                    "parentheses after a value".into(),
+                    at,
+                    "a value cannot be called".into(),
+                    Some("only functions take arguments: `len(topic)`".into()),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// The whole expression is of type `ty`, not a boolean.
+fn not_boolean(text: &str, ty: Ty) -> WhenProblem {
+    let help = match ty {
+        Ty::Str => "compare it, for example `... == \"value\"`",
+        Ty::Int | Ty::Float | Ty::Num => "compare it, for example `... > 0`",
+        _ => "compare it, for example `... == \"value\"` or `... > 0`",
+    };
+    problem(
+        Code::WhenNotBoolean,
+        format!("`when` must be a boolean, but this is {}", ty.a()),
+        whole_span(text),
+        format!("this is {}", ty.a()),
+        Some(help.into()),
+    )
+}
+
 /// The expression without surrounding white space (falls back to all of it).
 fn whole_span(text: &str) -> Range<usize> {
     let start = text.len() - text.trim_start().len();
@@ -222,6 +220,27 @@ fn whole_span(text: &str) -> Range<usize> {
     } else {
         0..text.len()
     }
+}
+
+/// The binary operators `when` supports.
+fn bin_op(op: &Operator) -> Option<BinOp> {
+    Some(match op {
+        Operator::Add => BinOp::Add,
+        Operator::Sub => BinOp::Sub,
+        Operator::Mul => BinOp::Mul,
+        Operator::Div => BinOp::Div,
+        Operator::Mod => BinOp::Mod,
+        Operator::Exp => BinOp::Pow,
+        Operator::Eq => BinOp::Eq,
+        Operator::Neq => BinOp::Ne,
+        Operator::Lt => BinOp::Lt,
+        Operator::Leq => BinOp::Le,
+        Operator::Gt => BinOp::Gt,
+        Operator::Geq => BinOp::Ge,
+        Operator::And => BinOp::And,
+        Operator::Or => BinOp::Or,
+        _ => return None,
+    })
 }
 
 fn problem(
@@ -359,6 +378,21 @@ impl Checker<'_> {
             .push(problem(code, message, span, label, help));
     }
 
+    /// The top of the tree: an empty expression, or its one node.
+    fn root(&mut self, tree: &Node, spans: &SpanTree) -> Option<Expr> {
+        if !tree.children().is_empty() {
+            return self.node(tree, spans);
+        }
+        self.report(
+            Code::WhenEmpty,
+            "the expression is empty".into(),
+            0..self.text.len(),
+            "nothing to evaluate".into(),
+            Some("remove `when` to run every time, or write a condition".into()),
+        );
+        None
+    }
+
     /// Checks every child even after a failure, so that all problems are
     /// reported at once.
     fn kids(&mut self, node: &Node, spans: &SpanTree) -> Option<Vec<Expr>> {
@@ -371,46 +405,14 @@ impl Checker<'_> {
         checked.into_iter().collect()
     }
 
+    /// One node of evalexpr's tree: a literal, a name, a call or an
+    /// operator; tuples, chains and assignments are refused.
     fn node(&mut self, node: &Node, spans: &SpanTree) -> Option<Expr> {
         let span = spans.span.clone();
         let op_span = spans.op.clone();
         match node.operator() {
-            Operator::RootNode => match (node.children(), spans.kids.first()) {
-                ([kid], Some(kid_spans)) => self.node(kid, kid_spans),
-                _ => {
-                    self.report(
-                        Code::WhenSyntax,
-                        "empty parentheses".into(),
-                        span,
-                        "nothing inside".into(),
-                        None,
-                    );
-                    None
-                }
-            },
-            Operator::Const { value } => {
-                let (lit, ty) = match value {
-                    Value::String(s) => (Lit::Str(s.clone()), Ty::Str),
-                    Value::Int(i) => (Lit::Int(*i), Ty::Int),
-                    Value::Float(f) => (Lit::Float(*f), Ty::Float),
-                    Value::Boolean(b) => (Lit::Bool(*b), Ty::Bool),
-                    Value::Tuple(_) | Value::Empty => {
-                        self.report(
-                            Code::WhenSyntax,
-                            "unexpected value".into(),
-                            span,
-                            "not a literal `when` supports".into(),
-                            None,
-                        );
-                        return None;
-                    }
-                };
-                Some(Expr {
-                    kind: ExprKind::Lit(lit),
-                    ty,
-                    span,
-                })
-            }
+            Operator::RootNode => self.parenthesized(node, spans),
+            Operator::Const { value } => self.literal(value, span),
             Operator::VariableIdentifierRead { identifier } => self.name(identifier, span),
             Operator::FunctionIdentifier { identifier } => {
                 let (Some(arg), Some(arg_spans)) = (node.children().first(), spans.kids.first())
@@ -462,83 +464,117 @@ impl Checker<'_> {
                 );
                 None
             }
-            Operator::Neg | Operator::Not => {
-                if node.children().len() != 1 {
-                    return self.missing_operand(node.operator(), op_span);
-                }
-                let mut kids = self.kids(node, spans)?;
-                let inner = kids.pop()?;
-                let (op, ty) = if *node.operator() == Operator::Neg {
-                    if !is_numeric(inner.ty) {
-                        self.operand_error("-", "a number", &inner);
-                        return None;
-                    }
-                    let ty = match inner.ty {
-                        Ty::Int | Ty::Float => inner.ty,
-                        _ => Ty::Num,
-                    };
-                    (UnOp::Neg, ty)
-                } else {
-                    if !matches!(inner.ty, Ty::Bool | Ty::Any) {
-                        self.operand_error("!", "a boolean", &inner);
-                        return None;
-                    }
-                    (UnOp::Not, Ty::Bool)
-                };
-                Some(Expr {
-                    kind: ExprKind::Unary(op, Box::new(inner)),
-                    ty,
-                    span,
-                })
-            }
-            binary => {
-                let op = match binary {
-                    Operator::Add => BinOp::Add,
-                    Operator::Sub => BinOp::Sub,
-                    Operator::Mul => BinOp::Mul,
-                    Operator::Div => BinOp::Div,
-                    Operator::Mod => BinOp::Mod,
-                    Operator::Exp => BinOp::Pow,
-                    Operator::Eq => BinOp::Eq,
-                    Operator::Neq => BinOp::Ne,
-                    Operator::Lt => BinOp::Lt,
-                    Operator::Leq => BinOp::Le,
-                    Operator::Gt => BinOp::Gt,
-                    Operator::Geq => BinOp::Ge,
-                    Operator::And => BinOp::And,
-                    Operator::Or => BinOp::Or,
-                    _ => {
-                        self.report(
-                            Code::WhenSyntax,
-                            format!("unsupported operator `{binary}`"),
-                            op_span,
-                            "not supported".into(),
-                            None,
-                        );
-                        return None;
-                    }
-                };
-                if node.children().len() != 2 {
-                    return self.missing_operand(binary, op_span);
-                }
-                let kids = self.kids(node, spans);
-                if kids.is_none() && matches!(op, BinOp::Eq | BinOp::Ne) {
-                    self.suggest_quotes(node, spans);
-                }
-                if kids.is_none() && op.is_comparison() {
-                    self.explain_not_precedence(node, spans, op);
-                }
-                let mut kids = kids?;
-                let right = kids.pop()?;
-                let left = kids.pop()?;
-                let ty = self.binary(op, &left, &right, op_span, span.clone())?;
-                Some(Expr {
-                    kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
-                    ty,
-                    span,
-                })
-            }
+            Operator::Neg | Operator::Not => self.unary(node, spans),
+            binary => self.binary_node(node, spans, binary),
         }
+    }
+
+    /// `( ... )`: the one expression inside.
+    fn parenthesized(&mut self, node: &Node, spans: &SpanTree) -> Option<Expr> {
+        if let ([kid], Some(kid_spans)) = (node.children(), spans.kids.first()) {
+            return self.node(kid, kid_spans);
+        }
+        self.report(
+            Code::WhenSyntax,
+            "empty parentheses".into(),
+            spans.span.clone(),
+            "nothing inside".into(),
+            None,
+        );
+        None
+    }
+
+    /// A string, int, float or boolean literal.
+    fn literal(&mut self, value: &Value, span: Range<usize>) -> Option<Expr> {
+        let (lit, ty) = match value {
+            Value::String(s) => (Lit::Str(s.clone()), Ty::Str),
+            Value::Int(i) => (Lit::Int(*i), Ty::Int),
+            Value::Float(f) => (Lit::Float(*f), Ty::Float),
+            Value::Boolean(b) => (Lit::Bool(*b), Ty::Bool),
+            Value::Tuple(_) | Value::Empty => {
+                self.report(
+                    Code::WhenSyntax,
+                    "unexpected value".into(),
+                    span,
+                    "not a literal `when` supports".into(),
+                    None,
+                );
+                return None;
+            }
+        };
+        Some(Expr {
+            kind: ExprKind::Lit(lit),
+            ty,
+            span,
+        })
+    }
+
+    /// `-x` (a number) and `!x` (a boolean).
+    fn unary(&mut self, node: &Node, spans: &SpanTree) -> Option<Expr> {
+        if node.children().len() != 1 {
+            return self.missing_operand(node.operator(), spans.op.clone());
+        }
+        let mut kids = self.kids(node, spans)?;
+        let inner = kids.pop()?;
+        let (op, ty) = if *node.operator() == Operator::Neg {
+            if !is_numeric(inner.ty) {
+                self.operand_error("-", "a number", &inner);
+                return None;
+            }
+            let ty = match inner.ty {
+                Ty::Int | Ty::Float => inner.ty,
+                _ => Ty::Num,
+            };
+            (UnOp::Neg, ty)
+        } else {
+            if !matches!(inner.ty, Ty::Bool | Ty::Any) {
+                self.operand_error("!", "a boolean", &inner);
+                return None;
+            }
+            (UnOp::Not, Ty::Bool)
+        };
+        Some(Expr {
+            kind: ExprKind::Unary(op, Box::new(inner)),
+            ty,
+            span: spans.span.clone(),
+        })
+    }
+
+    /// A binary operator node: both operands, then the operator's types.
+    /// When an operand failed, a comparison may add help about quotes or
+    /// `!`'s precedence.
+    fn binary_node(&mut self, node: &Node, spans: &SpanTree, binary: &Operator) -> Option<Expr> {
+        let op_span = spans.op.clone();
+        let Some(op) = bin_op(binary) else {
+            self.report(
+                Code::WhenSyntax,
+                format!("unsupported operator `{binary}`"),
+                op_span,
+                "not supported".into(),
+                None,
+            );
+            return None;
+        };
+        if node.children().len() != 2 {
+            return self.missing_operand(binary, op_span);
+        }
+        let kids = self.kids(node, spans);
+        if kids.is_none() && matches!(op, BinOp::Eq | BinOp::Ne) {
+            self.suggest_quotes(node, spans);
+        }
+        if kids.is_none() && op.is_comparison() {
+            self.explain_not_precedence(node, spans, op);
+        }
+        let mut kids = kids?;
+        let right = kids.pop()?;
+        let left = kids.pop()?;
+        let span = spans.span.clone();
+        let ty = self.binary(op, &left, &right, op_span, span.clone())?;
+        Some(Expr {
+            kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
+            ty,
+            span,
+        })
     }
 
     /// `to == parked`: an unknown bare word compared with a string was most
