@@ -19,7 +19,7 @@ use constant::{constant_context, constant_failures};
 use evalexpr::{DefaultNumericTypes, Node, Operator, Value};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Builtin, EventField};
-use std::ops::Range;
+use std::ops::{Range, RangeInclusive};
 use syntax::{parse_problem, token_problems};
 
 /// The functions `when` accepts, by their evalexpr name.
@@ -219,6 +219,60 @@ fn whole_span(text: &str) -> Range<usize> {
         start..end
     } else {
         0..text.len()
+    }
+}
+
+/// What an unknown name most likely meant: a data key, a field or boolean
+/// with a typo, `data.` misspelt, or a null that `when` does not have.
+fn unknown_name_help(name: &str) -> String {
+    let misspelt_data = name.split_once('.').and_then(|(head, rest)| {
+        closest(head, ["data"]).map(|_| format!("did you mean `data.{rest}`?"))
+    });
+    if name == "data" {
+        "name a key of the event's data: data.KEY".to_string()
+    } else if ["null", "nil", "none", "undefined"].contains(&name.to_ascii_lowercase().as_str()) {
+        // docs/when-language.md, "Data values": a missing key is empty.
+        "`when` has no null: a missing data key reads as empty, which equals nothing \
+         but another empty value; compare with a value the key should have"
+            .to_string()
+    } else if let Some(near) = closest(
+        name,
+        FIELDS.iter().map(|(n, _)| *n).chain(["true", "false"]),
+    )
+    .or_else(|| closest(&name.to_ascii_lowercase(), ["true", "false"]))
+    {
+        format!("did you mean `{near}`?")
+    } else if let Some(help) = misspelt_data {
+        help
+    } else if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        format!(
+            "for a key of the event's data, write `data.{name}`; the other names are \
+             topic, src, from, to and state(\"hash\", \"field\")"
+        )
+    } else {
+        "the names are topic, src, from, to, data.KEY and state(\"hash\", \"field\")".into()
+    }
+}
+
+/// How many arguments a built-in takes, that number in words, and how a
+/// call looks.
+fn arity(builtin: Builtin) -> (RangeInclusive<usize>, &'static str, &'static str) {
+    match builtin {
+        Builtin::Min | Builtin::Max => (
+            2..=usize::from(u8::MAX),
+            "at least two arguments",
+            "(a, b, ...)",
+        ),
+        Builtin::If => (3..=3, "three arguments", "(condition, then, else)"),
+        Builtin::StartsWith => (2..=2, "two arguments", "(text, prefix)"),
+        Builtin::EndsWith => (2..=2, "two arguments", "(text, suffix)"),
+        Builtin::Contains => (2..=2, "two arguments", "(text, part)"),
+        Builtin::Len | Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => {
+            (1..=1, "one argument", "(text)")
+        }
+        Builtin::Floor | Builtin::Ceil | Builtin::Round | Builtin::Abs => {
+            (1..=1, "one argument", "(number)")
+        }
     }
 }
 
@@ -858,6 +912,8 @@ impl Checker<'_> {
         });
     }
 
+    /// A name: an event field, a `data.*` path, or an unknown name with
+    /// help for what was most likely meant.
     fn name(&mut self, name: &str, span: Range<usize>) -> Option<Expr> {
         if let Some((_, field)) = FIELDS.iter().find(|(n, _)| *n == name) {
             return Some(Expr {
@@ -867,22 +923,7 @@ impl Checker<'_> {
             });
         }
         if let Some(path) = name.strip_prefix("data.") {
-            let keys: Vec<String> = path.split('.').map(str::to_string).collect();
-            if keys.iter().any(String::is_empty) {
-                self.report(
-                    Code::WhenUnknownName,
-                    format!("`{name}` is not a valid data path"),
-                    span,
-                    "empty key in the path".into(),
-                    Some("write data.KEY or data.KEY.SUB".into()),
-                );
-                return None;
-            }
-            return Some(Expr {
-                kind: ExprKind::Data(keys),
-                ty: Ty::Any,
-                span,
-            });
+            return self.data_path(name, path, span);
         }
         let is_function = name == "state"
             || FUNCTIONS.iter().any(|(n, _)| *n == name)
@@ -901,64 +942,8 @@ impl Checker<'_> {
             );
             return None;
         }
-        let misspelt_data = name.split_once('.').and_then(|(head, rest)| {
-            closest(head, ["data"]).map(|_| format!("did you mean `data.{rest}`?"))
-        });
-        let help = if name == "data" {
-            "name a key of the event's data: data.KEY".to_string()
-        } else if ["null", "nil", "none", "undefined"].contains(&name.to_ascii_lowercase().as_str())
-        {
-            // docs/when-language.md, "Data values": a missing key is empty.
-            "`when` has no null: a missing data key reads as empty, which equals nothing \
-             but another empty value; compare with a value the key should have"
-                .to_string()
-        } else if let Some(near) = closest(
-            name,
-            FIELDS.iter().map(|(n, _)| *n).chain(["true", "false"]),
-        )
-        .or_else(|| closest(&name.to_ascii_lowercase(), ["true", "false"]))
-        {
-            format!("did you mean `{near}`?")
-        } else if let Some(help) = misspelt_data {
-            help
-        } else if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
-            format!(
-                "for a key of the event's data, write `data.{name}`; the other names are \
-                 topic, src, from, to and state(\"hash\", \"field\")"
-            )
-        } else {
-            "the names are topic, src, from, to, data.KEY and state(\"hash\", \"field\")".into()
-        };
         if let Some(word) = hyphenated_word(self.text, &span) {
-            // `stand-by` is `stand - by` to evalexpr: one problem for the
-            // whole word, however many unknown names it splits into.
-            let reported = self.problems.iter().any(|p| {
-                p.code == Code::WhenUnknownName
-                    && p.span.start >= word.start
-                    && p.span.end <= word.end
-            });
-            if !reported {
-                let written = &self.text[word.clone()];
-                let in_path = self.text[..word.start].ends_with('.');
-                let help = if in_path {
-                    "evalexpr reads `-` as minus, so this is a subtraction; a data key \
-                     with `-` in it cannot be read in `when`"
-                        .to_string()
-                } else {
-                    format!(
-                        "evalexpr reads `-` as minus, so `{written}` is a subtraction; for the \
-                         text, write \"{written}\""
-                    )
-                };
-                let label = format!("read as `{}`", written.replace('-', " - "));
-                self.report(
-                    Code::WhenUnknownName,
-                    format!("unknown name `{name}` in `{written}`"),
-                    word,
-                    label,
-                    Some(help),
-                );
-            }
+            self.hyphenated(name, word);
             return None;
         }
         self.report(
@@ -966,9 +951,104 @@ impl Checker<'_> {
             format!("unknown name `{name}`"),
             span,
             "not a name `when` knows".into(),
-            Some(help),
+            Some(unknown_name_help(name)),
         );
         None
+    }
+
+    /// `data.KEY.SUB`: no key may be empty.
+    fn data_path(&mut self, name: &str, path: &str, span: Range<usize>) -> Option<Expr> {
+        let keys: Vec<String> = path.split('.').map(str::to_string).collect();
+        if keys.iter().any(String::is_empty) {
+            self.report(
+                Code::WhenUnknownName,
+                format!("`{name}` is not a valid data path"),
+                span,
+                "empty key in the path".into(),
+                Some("write data.KEY or data.KEY.SUB".into()),
+            );
+            return None;
+        }
+        Some(Expr {
+            kind: ExprKind::Data(keys),
+            ty: Ty::Any,
+            span,
+        })
+    }
+
+    /// `stand-by` is `stand - by` to evalexpr: one problem for the whole
+    /// word, however many unknown names it splits into.
+    fn hyphenated(&mut self, name: &str, word: Range<usize>) {
+        let reported = self.problems.iter().any(|p| {
+            p.code == Code::WhenUnknownName && p.span.start >= word.start && p.span.end <= word.end
+        });
+        if reported {
+            return;
+        }
+        let written = &self.text[word.clone()];
+        let in_path = self.text[..word.start].ends_with('.');
+        let help = if in_path {
+            "evalexpr reads `-` as minus, so this is a subtraction; a data key \
+             with `-` in it cannot be read in `when`"
+                .to_string()
+        } else {
+            format!(
+                "evalexpr reads `-` as minus, so `{written}` is a subtraction; for the \
+                 text, write \"{written}\""
+            )
+        };
+        let label = format!("read as `{}`", written.replace('-', " - "));
+        self.report(
+            Code::WhenUnknownName,
+            format!("unknown name `{name}` in `{written}`"),
+            word,
+            label,
+            Some(help),
+        );
+    }
+
+    /// A call of a function `when` does not have, or of an evalexpr
+    /// built-in it does not support. The arguments are still checked for
+    /// their own problems; their types are moot once the call is unknown.
+    fn unknown_function(
+        &mut self,
+        name: &str,
+        name_span: Range<usize>,
+        raw_args: &[(&Node, &SpanTree)],
+    ) {
+        let supported = || {
+            let mut names: Vec<&str> = FUNCTIONS.iter().map(|(n, _)| *n).collect();
+            names.push("state");
+            names
+        };
+        if UNSUPPORTED_BUILTINS.contains(&name) {
+            self.report(
+                Code::WhenUnsupportedFunction,
+                format!("`{name}` is an evalexpr built-in that `when` does not support"),
+                name_span,
+                "not supported".into(),
+                Some(format!(
+                    "the supported functions are {}",
+                    supported().join(", ")
+                )),
+            );
+        } else {
+            let help = closest(name, supported())
+                .map(|near| format!("did you mean `{near}`?"))
+                .unwrap_or_else(|| {
+                    format!("the supported functions are {}", supported().join(", "))
+                });
+            self.report(
+                Code::WhenUnknownFunction,
+                format!("unknown function `{name}`"),
+                name_span,
+                "not a function `when` knows".into(),
+                Some(help),
+            );
+        }
+        for (node, spans) in raw_args {
+            let _ = self.node(node, spans);
+        }
     }
 
     /// Splits a function's argument node into the argument list: `f(a, b)` is
@@ -1016,46 +1096,9 @@ impl Checker<'_> {
         if name == "state" {
             return self.state(&raw_args, span);
         }
-        let builtin = match FUNCTIONS.iter().find(|(n, _)| *n == name) {
-            Some((_, builtin)) => *builtin,
-            None => {
-                let supported = || {
-                    let mut names: Vec<&str> = FUNCTIONS.iter().map(|(n, _)| *n).collect();
-                    names.push("state");
-                    names
-                };
-                if UNSUPPORTED_BUILTINS.contains(&name) {
-                    self.report(
-                        Code::WhenUnsupportedFunction,
-                        format!("`{name}` is an evalexpr built-in that `when` does not support"),
-                        name_span,
-                        "not supported".into(),
-                        Some(format!(
-                            "the supported functions are {}",
-                            supported().join(", ")
-                        )),
-                    );
-                } else {
-                    let help = closest(name, supported())
-                        .map(|near| format!("did you mean `{near}`?"))
-                        .unwrap_or_else(|| {
-                            format!("the supported functions are {}", supported().join(", "))
-                        });
-                    self.report(
-                        Code::WhenUnknownFunction,
-                        format!("unknown function `{name}`"),
-                        name_span,
-                        "not a function `when` knows".into(),
-                        Some(help),
-                    );
-                }
-                // The arguments are still checked for their own problems;
-                // their types are moot once the call is unknown.
-                for (node, spans) in raw_args {
-                    let _ = self.node(node, spans);
-                }
-                return None;
-            }
+        let Some(&(_, builtin)) = FUNCTIONS.iter().find(|(n, _)| *n == name) else {
+            self.unknown_function(name, name_span, &raw_args);
+            return None;
         };
         let checked: Vec<Option<Expr>> = raw_args
             .iter()
@@ -1071,23 +1114,7 @@ impl Checker<'_> {
             }
         }
         let args: Vec<Expr> = checked.into_iter().collect::<Option<_>>()?;
-        let (arity, arity_text, usage) = match builtin {
-            Builtin::Min | Builtin::Max => (
-                2..=usize::from(u8::MAX),
-                "at least two arguments",
-                "(a, b, ...)",
-            ),
-            Builtin::If => (3..=3, "three arguments", "(condition, then, else)"),
-            Builtin::StartsWith => (2..=2, "two arguments", "(text, prefix)"),
-            Builtin::EndsWith => (2..=2, "two arguments", "(text, suffix)"),
-            Builtin::Contains => (2..=2, "two arguments", "(text, part)"),
-            Builtin::Len | Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => {
-                (1..=1, "one argument", "(text)")
-            }
-            Builtin::Floor | Builtin::Ceil | Builtin::Round | Builtin::Abs => {
-                (1..=1, "one argument", "(number)")
-            }
-        };
+        let (arity, arity_text, usage) = arity(builtin);
         if !arity.contains(&args.len()) {
             self.report(
                 Code::WhenArguments,
