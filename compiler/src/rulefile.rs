@@ -39,10 +39,11 @@ pub fn parse(file: &SourceFile) -> Result<Vec<RawRule<'_>>, Vec<Diagnostic>> {
     let mut problems = Vec::new();
     let mut rules = Vec::new();
     for (key, value) in document.into_inner() {
-        if key.get_ref() != "rule" {
+        if keys::find(Level::Top, key.get_ref()).is_none() {
             problems.push(unknown_key(file, &key, Level::Top));
             continue;
         }
+        // `rule` is the only top-level key.
         let value_span = value.span();
         let DeValue::Array(items) = value.into_inner() else {
             problems.push(
