@@ -140,7 +140,7 @@ impl Ty {
             Ty::Integer { min, max } => format!("integer, {min} to {max}"),
             Ty::Command => "string: a program name or path".to_string(),
             Ty::CanIface => "string: an interface name".to_string(),
-            Ty::CanId => "hex string".to_string(),
+            Ty::CanId => "hex string (a decimal TOML integer warns)".to_string(),
             Ty::CanData => "hex string".to_string(),
         }
     }
