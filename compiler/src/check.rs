@@ -7,7 +7,7 @@
 //! line still goes to stderr.
 
 use crate::cli::{Console, Exit};
-use crate::diagnostic::{render_text, to_json, Diagnostic, Severity};
+use crate::diagnostic::{render_text, to_json, Code, Diagnostic, Severity};
 use crate::load::{load_dir, LoadError, SourceFile};
 use crate::validate::{validate_with, CheckedRule};
 use std::io;
@@ -156,7 +156,7 @@ fn check_dir_with(dir: &Path, deny_warnings: bool) -> Result<CheckReport, LoadEr
 fn diagnostics_for_unreadable(diagnostics: &[Diagnostic]) -> usize {
     diagnostics
         .iter()
-        .filter(|d| d.code == "rulec::encoding")
+        .filter(|d| d.code == Code::Encoding)
         .count()
 }
 
@@ -231,14 +231,14 @@ mod tests {
         };
         report
             .diagnostics
-            .push(Diagnostic::warning("rulec::duration", "w"));
+            .push(Diagnostic::warning(Code::Duration, "w"));
         assert_eq!(report.summary(), "1 file, 12 rules: 0 errors, 1 warning");
         report
             .diagnostics
-            .push(Diagnostic::error("rulec::duration", "e"));
+            .push(Diagnostic::error(Code::Duration, "e"));
         report
             .diagnostics
-            .push(Diagnostic::error("rulec::duration", "e"));
+            .push(Diagnostic::error(Code::Duration, "e"));
         report.file_count = 3;
         report.rules_read = 1;
         assert_eq!(report.summary(), "3 files, 1 rule: 2 errors, 1 warning");

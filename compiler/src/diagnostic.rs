@@ -6,6 +6,10 @@
 //! otherwise, so that snapshots are stable across machines), and
 //! [`to_json`] for `--format json`.
 
+mod code;
+
+pub use code::Code;
+
 use crate::load::SourceFile;
 use crate::span::line_col;
 use miette::{
@@ -53,7 +57,7 @@ pub struct Related {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
     /// Stable code, e.g. `rulec::duration`; listed in docs/diagnostics.md.
-    pub code: &'static str,
+    pub code: Code,
     pub severity: Severity,
     /// One line: what is wrong.
     pub message: String,
@@ -86,7 +90,7 @@ pub fn escape_controls(text: &str) -> String {
 }
 
 impl Diagnostic {
-    pub fn new(severity: Severity, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(severity: Severity, code: Code, message: impl Into<String>) -> Self {
         Self {
             code,
             severity,
@@ -100,11 +104,11 @@ impl Diagnostic {
         }
     }
 
-    pub fn error(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn error(code: Code, message: impl Into<String>) -> Self {
         Self::new(Severity::Error, code, message)
     }
 
-    pub fn warning(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn warning(code: Code, message: impl Into<String>) -> Self {
         Self::new(Severity::Warning, code, message)
     }
 
@@ -223,7 +227,7 @@ pub fn to_json(diagnostic: &Diagnostic, files: &[SourceFile]) -> Value {
         "rule": diagnostic.rule,
         "step": diagnostic.step,
         "severity": diagnostic.severity.as_str(),
-        "code": diagnostic.code,
+        "code": diagnostic.code.as_str(),
         "message": diagnostic.message,
         "label": diagnostic.label.as_ref().map(|label| &label.text),
         "help": diagnostic.help,
@@ -246,7 +250,7 @@ fn find<'a>(files: &'a [SourceFile], name: &str) -> Option<&'a str> {
 /// files become related reports with their own source.
 struct Report {
     headline: String,
-    code: &'static str,
+    code: Code,
     severity: miette::Severity,
     help: Option<String>,
     source: Option<Source>,
@@ -443,7 +447,7 @@ mod tests {
     }
 
     fn duplicate() -> Diagnostic {
-        let mut diagnostic = Diagnostic::error("rulec::duplicate-name", "taken")
+        let mut diagnostic = Diagnostic::error(Code::DuplicateName, "taken")
             .in_file("b.toml")
             .at(16..19, "second")
             .with_related("a.toml", 16..19, "first")
@@ -456,7 +460,7 @@ mod tests {
     fn plain_text_names_both_files_without_escape_codes() {
         let text = render_text(&[duplicate()], &files(), TextStyle::Plain);
         assert!(text.contains("rule `x`: taken"), "{text}");
-        let mut diagnostic = Diagnostic::error("rulec::name-characters", "odd");
+        let mut diagnostic = Diagnostic::error(Code::NameCharacters, "odd");
         diagnostic.rule = Some("a\nb\u{0}ä".into());
         assert_eq!(diagnostic.headline(), "rule `a\\nb\\u{0}ä`: odd");
         assert!(text.contains("[b.toml:2:8]"), "{text}");
@@ -492,7 +496,7 @@ mod tests {
             text: "[[rule]]\nname = \"été\" # x\n".into(),
         }];
         let at = files[0].text.find('#').unwrap();
-        let diagnostic = Diagnostic::error("rulec::toml", "here")
+        let diagnostic = Diagnostic::error(Code::Toml, "here")
             .in_file("u.toml")
             .at(at..at + 1, "this");
         // `name = "été" ` is 13 characters (15 bytes): column 14.
@@ -503,7 +507,7 @@ mod tests {
 
     #[test]
     fn a_diagnostic_without_span_still_renders() {
-        let diagnostic = Diagnostic::error("rulec::encoding", "not UTF-8").in_file("c.toml");
+        let diagnostic = Diagnostic::error(Code::Encoding, "not UTF-8").in_file("c.toml");
         let text = render_text(
             std::slice::from_ref(&diagnostic),
             &files(),

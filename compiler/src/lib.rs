@@ -6,7 +6,8 @@
 //! directory travels:
 //!
 //! 1. [`load`] reads the `*.toml` files; [`rulefile`] parses each with spans
-//!    and rejects whole files (TOML syntax, unknown keys).
+//!    and rejects whole files (TOML syntax, unknown keys); [`keys`] is the
+//!    table of every key the format has.
 //! 2. [`validate`] checks every rule and step key and, through [`when`], each
 //!    `when` expression; problems become [`diagnostic`]s, positioned by
 //!    [`span`].
@@ -23,6 +24,7 @@ pub mod check;
 pub mod cli;
 pub mod diagnostic;
 pub mod dump;
+pub mod keys;
 pub mod load;
 pub mod rulefile;
 pub mod schema;

@@ -6,7 +6,7 @@
 //! without a word. A missing path that names a rule file (ends in `.toml`,
 //! or is a dangling link) is an error, not an empty directory.
 
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Code, Diagnostic};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -159,7 +159,7 @@ fn read_file(loaded: &mut Loaded, name: String, path: &Path) -> Result<(), LoadE
             let (line, column) = crate::span::line_col(&before, valid);
             loaded.diagnostics.push(
                 Diagnostic::error(
-                    "rulec::encoding",
+                    Code::Encoding,
                     format!(
                         "file is not valid UTF-8: invalid byte at line {line}, column {column} \
                          (byte offset {valid}); the whole file is ignored"

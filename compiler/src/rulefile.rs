@@ -10,7 +10,8 @@
 //! whole file), and lets an unknown key list the expected keys and suggest
 //! the closest one.
 
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Code, Diagnostic};
+use crate::keys::{self, Level, Ty};
 use crate::load::SourceFile;
 use rulecore::suggest::did_you_mean;
 use std::ops::Range;
@@ -18,27 +19,6 @@ use toml::de::{DeTable, DeValue};
 
 pub use toml::de::DeTable as Table;
 pub use toml::Spanned;
-
-/// Keys of a `[[rule]]` table.
-pub const RULE_KEYS: &[&str] = &[
-    "name",
-    "on",
-    "when",
-    "concurrency",
-    "cancel-on",
-    "cooldown",
-    "debounce",
-    "repeat",
-    "enabled",
-    "step",
-];
-/// Keys of a `[[rule.step]]` table.
-pub const STEP_KEYS: &[&str] = &[
-    "do", "when", "after", "durable", "list", "push", "command", "timeout", "iface", "id", "data",
-    "rtr", "dlc",
-];
-/// Keys of a rule's `repeat` table.
-pub const REPEAT_KEYS: &[&str] = &["count", "every"];
 
 /// One `[[rule]]` table, structurally sound (no unknown keys anywhere).
 #[derive(Debug)]
@@ -59,14 +39,15 @@ pub fn parse(file: &SourceFile) -> Result<Vec<RawRule<'_>>, Vec<Diagnostic>> {
     let mut problems = Vec::new();
     let mut rules = Vec::new();
     for (key, value) in document.into_inner() {
-        if key.get_ref() != "rule" {
-            problems.push(unknown_key(file, &key, &["rule"], "at the top level"));
+        if keys::find(Level::Top, key.get_ref()).is_none() {
+            problems.push(unknown_key(file, &key, Level::Top));
             continue;
         }
+        // `rule` is the only top-level key.
         let value_span = value.span();
         let DeValue::Array(items) = value.into_inner() else {
             problems.push(
-                Diagnostic::error("rulec::type", "`rule` must be an array of tables")
+                Diagnostic::error(Code::Type, "`rule` must be an array of tables")
                     .in_file(&file.name)
                     .at(value_span, "expected `[[rule]]` tables")
                     .with_help("start each rule with a `[[rule]]` header (two brackets)"),
@@ -77,7 +58,7 @@ pub fn parse(file: &SourceFile) -> Result<Vec<RawRule<'_>>, Vec<Diagnostic>> {
             let span = item.span();
             let DeValue::Table(table) = item.get_ref() else {
                 problems.push(
-                    Diagnostic::error("rulec::type", "each `rule` must be a table")
+                    Diagnostic::error(Code::Type, "each `rule` must be a table")
                         .in_file(&file.name)
                         .at(span, format!("found {}", item.get_ref().type_str()))
                         .with_help("start each rule with a `[[rule]]` header"),
@@ -110,29 +91,29 @@ pub fn parse(file: &SourceFile) -> Result<Vec<RawRule<'_>>, Vec<Diagnostic>> {
     }
 }
 
+/// Unknown keys in a rule and, through the key table, in its sub-tables
+/// (`repeat`, each step).
 fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Diagnostic>) {
     for (key, value) in rule.iter() {
-        match key.get_ref().as_ref() {
-            "repeat" => {
-                if let DeValue::Table(repeat) = value.get_ref() {
-                    check_keys(file, repeat, REPEAT_KEYS, "in `repeat`", problems);
-                }
-            }
-            "step" => {
-                if let DeValue::Array(steps) = value.get_ref() {
-                    for (index, step) in steps.iter().enumerate() {
-                        if let DeValue::Table(step) = step.get_ref() {
-                            let before = problems.len();
-                            check_keys(file, step, STEP_KEYS, "in a step", problems);
-                            for problem in &mut problems[before..] {
-                                problem.step = Some(index);
-                            }
+        let Some(known) = keys::find(Level::Rule, key.get_ref()) else {
+            problems.push(unknown_key(file, key, Level::Rule));
+            continue;
+        };
+        // A value of the wrong type is the validator's `rulec::type`.
+        match (known.ty, value.get_ref()) {
+            (Ty::Table(level), DeValue::Table(table)) => check_keys(file, table, level, problems),
+            (Ty::Tables { level, .. }, DeValue::Array(items)) => {
+                for (index, item) in items.iter().enumerate() {
+                    if let DeValue::Table(table) = item.get_ref() {
+                        let before = problems.len();
+                        check_keys(file, table, level, problems);
+                        for problem in &mut problems[before..] {
+                            problem.step = Some(index);
                         }
                     }
                 }
             }
-            name if RULE_KEYS.contains(&name) => {}
-            _ => problems.push(unknown_key(file, key, RULE_KEYS, "in a rule")),
+            _ => {}
         }
     }
 }
@@ -140,13 +121,12 @@ fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Dia
 fn check_keys(
     file: &SourceFile,
     table: &DeTable<'_>,
-    expected: &[&str],
-    place: &str,
+    level: Level,
     problems: &mut Vec<Diagnostic>,
 ) {
     for (key, _) in table.iter() {
-        if !expected.contains(&key.get_ref().as_ref()) {
-            problems.push(unknown_key(file, key, expected, place));
+        if keys::find(level, key.get_ref()).is_none() {
+            problems.push(unknown_key(file, key, level));
         }
     }
 }
@@ -154,10 +134,11 @@ fn check_keys(
 fn unknown_key(
     file: &SourceFile,
     key: &Spanned<std::borrow::Cow<'_, str>>,
-    expected: &[&str],
-    place: &str,
+    level: Level,
 ) -> Diagnostic {
     let name = key.get_ref();
+    let place = level.place();
+    let expected = keys::names(level);
     let list = expected
         .iter()
         .map(|key| format!("`{key}`"))
@@ -165,7 +146,7 @@ fn unknown_key(
         .join(", ");
     let mut help = format!("the keys allowed {place} are {list}");
     // `[[step]]` or a rule key at the top level: the `rule.` is missing.
-    let in_rule = RULE_KEYS.contains(&name.as_ref()) && !expected.contains(&name.as_ref());
+    let in_rule = level != Level::Rule && keys::find(Level::Rule, name).is_some();
     if in_rule {
         let header = if name == "step" {
             "`[[rule.step]]`".to_string()
@@ -174,7 +155,7 @@ fn unknown_key(
         };
         help = format!("`{name}` belongs to a rule: write {header}; {help}");
     }
-    let label = match did_you_mean(name, expected) {
+    let label = match did_you_mean(name, &expected) {
         Some(close) => {
             help = format!("did you mean `{close}`? {help}");
             format!("unknown key; did you mean `{close}`?")
@@ -182,7 +163,7 @@ fn unknown_key(
         None => "unknown key".to_string(),
     };
     Diagnostic::error(
-        "rulec::unknown-key",
+        Code::UnknownKey,
         format!("unknown key `{name}` {place}: the whole file is ignored"),
     )
     .in_file(&file.name)
@@ -239,7 +220,7 @@ fn syntax_error(file: &SourceFile, error: &toml::de::Error) -> Diagnostic {
     } else {
         "fix the TOML syntax; until then the whole file is ignored".to_string()
     };
-    Diagnostic::error("rulec::toml", format!("TOML syntax error: {message}"))
+    Diagnostic::error(Code::Toml, format!("TOML syntax error: {message}"))
         .in_file(&file.name)
         .at(span, message)
         .with_help(help)

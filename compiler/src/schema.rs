@@ -3,7 +3,8 @@
 //! every key carries the same description and constraints as DESIGN.md.
 
 use crate::cli::{Console, Exit};
-use serde_json::{json, Value};
+use crate::keys::{self, ActionKind, DefaultValue, Key, Level, Sign, Ty};
+use serde_json::{json, Map, Value};
 use std::io;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -37,150 +38,196 @@ const CAN_DATA_PATTERN: &str =
     r"^\s*(([0-9a-fA-F]{2}){0,8}|[0-9a-fA-F]{2}(\s+[0-9a-fA-F]{2}){1,7})\s*$";
 
 /// The JSON Schema (draft-07, what editors' TOML plugins such as Taplo
-/// understand) of one rule file. Key lists match [`crate::rulefile`]; a
-/// test keeps them in step.
+/// understand) of one rule file: each level's properties, their types,
+/// descriptions and defaults come from the key table ([`crate::keys`]);
+/// what holds between keys is written here.
 pub fn schema() -> Value {
-    let duration = |description: &str| {
-        json!({
-            "type": "string",
-            "pattern": DURATION_PATTERN,
-            "description": description,
-            "examples": ["30s", "300ms", "1.5h", "2h45m"],
-        })
-    };
-    // `cooldown`, `after`: zero is allowed, negative is not (DESIGN.md 3.1, 3.2).
-    let not_negative = |description: &str| {
-        let mut value = duration(description);
-        value["not"] =
-            json!({ "pattern": NEGATIVE_DURATION, "not": { "pattern": ZERO_DURATION_PATTERN } });
-        value
-    };
-    // `debounce`, exec `timeout`, `repeat.every` once count > 1: must be positive.
-    let positive = |description: &str| {
-        let mut value = duration(description);
-        value["not"] = json!({ "anyOf": [{ "pattern": NEGATIVE_DURATION }, { "pattern": ZERO_DURATION_PATTERN }] });
-        value
-    };
-    let zero = json!({ "pattern": ZERO_DURATION_PATTERN });
-    let patterns = |description: &str| {
-        json!({
-            "type": "array",
-            "items": {
-                "type": "string",
-                "minLength": 1,
-                "description": "A topic (`alarm.triggered`), a prefix (`button.*`) or `*` for every topic."
-            },
-            "description": description,
-        })
-    };
-    let when = |description: &str| {
-        json!({
-            "type": "string",
-            "minLength": 1,
-            // `rulec::when::empty`: white space alone is no expression.
-            "pattern": "\\S",
-            "description": description,
-            "examples": ["to == \"parked\" && state(\"vehicle\", \"kickstand\") == \"down\""],
-        })
-    };
-    let step = json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["do"],
-        "properties": {
-            "do": {
-                "enum": ["redis", "exec", "can"],
-                "description": "The action: `redis` (LPUSH list push), `exec` (run a program), `can` (send one CAN frame)."
-            },
-            "when": when("Checked just before the step is submitted; false ends the run. Absent: always run once reached."),
-            "after": not_negative("Delay after the previous step finished (or after the run started, for the first step). Default 0."),
-            "durable": {
-                "type": "boolean",
-                "description": "Whether the delayed step survives a restart. Default: true when `after` > 0; only allowed when `after` > 0."
-            },
-            "list": { "type": "string", "minLength": 1, "description": "redis: the list to LPUSH to, e.g. `scooter:blinker`." },
-            "push": { "type": "string", "minLength": 1, "description": "redis: the value to LPUSH, e.g. `both`." },
-            "command": { "type": "string", "minLength": 1, "pattern": "^[^\\s\\u0000]+$", "description": "exec: an executable name or path; no arguments, no shell." },
-            "timeout": positive("exec: kill the command after this long. Default 10s; must be positive."),
-            "iface": { "type": "string", "minLength": 1, "maxLength": 15, "pattern": "^[^\\s/\\u0000]+$", "description": "can: the SocketCAN interface, e.g. `can0`: 1 to 15 bytes, no white space, `/` or NUL. maxLength counts characters (JSON Schema cannot count bytes), so a name with non-ASCII letters may pass here and still be too long for `rulec check`." },
-            "id": {
-                "type": ["string", "integer"],
-                // at most 0x1FFFFFFF: up to 7 hex digits, or 8 starting with `1`
-                "pattern": "^(0[xX])?0*1?[0-9a-fA-F]{1,7}$",
-                "minimum": 0,
-                "maximum": 0x1FFF_FFFF_u32,
-                "description": "can: the frame id in hex (`\"0x123\"`), at most 0x1FFFFFFF; above 0x7FF the frame is extended."
-            },
-            "data": { "type": "string", "pattern": CAN_DATA_PATTERN, "description": "can: hex bytes, contiguous (`\"DEADBEEF\"`) or space-separated (`\"DE AD BE EF\"`), at most 8. Not with `rtr`." },
-            "rtr": { "type": "boolean", "description": "can: send a remote frame (no data). Default false." },
-            "dlc": { "type": "integer", "minimum": 0, "maximum": 8, "description": "can: the length a remote frame requests; only with `rtr = true`." }
-        },
-        // What the checker requires per action kind and between keys
-        // (DESIGN.md 3.2, 3.6), so that an editor flags it while typing.
-        "allOf": [
-            { "if": { "properties": { "do": { "const": "redis" } }, "required": ["do"] }, "then": { "required": ["list", "push"] } },
-            { "if": { "properties": { "do": { "const": "exec" } }, "required": ["do"] }, "then": { "required": ["command"] } },
-            { "if": { "properties": { "do": { "const": "can" } }, "required": ["do"] }, "then": { "required": ["iface", "id"] } },
-            { "if": { "required": ["durable"] }, "then": { "required": ["after"], "properties": { "after": { "not": zero } } } },
-            { "if": { "required": ["dlc"] }, "then": { "required": ["rtr"], "properties": { "rtr": { "const": true } } } },
-            { "if": { "required": ["rtr"], "properties": { "rtr": { "const": true } } }, "then": { "not": { "required": ["data"] } } }
-        ]
-    });
-    json!({
+    let mut document = object(Level::Top);
+    let extra = json!({
         "$schema": "http://json-schema.org/draft-07/schema#",
         "$id": "https://example.invalid/scooter-rules/rules.schema.json",
         "title": "scooter rule file",
         "description": "A file of `[[rule]]` tables for rulec / ruled (docs/diagnostics.md lists every key and check).",
+    });
+    merge(&mut document, extra);
+    document
+}
+
+/// The object of the keys of `level`, with the constraints between them.
+fn object(level: Level) -> Value {
+    let properties: Map<String, Value> = keys::keys(level)
+        .map(|key| (key.name.to_string(), property(key)))
+        .collect();
+    let required: Vec<&str> = keys::keys(level)
+        .filter(|key| key.required && key.action.is_none())
+        .map(|key| key.name)
+        .collect();
+    let mut object = json!({
         "type": "object",
         "additionalProperties": false,
-        "properties": {
-            "rule": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "additionalProperties": false,
-                    "required": ["name", "on", "step"],
-                    "properties": {
-                        "name": { "type": "string", "minLength": 1, "description": "Unique among the enabled rules of all files." },
-                        "on": { "minItems": 1, "allOf": [patterns("Topic patterns that trigger the rule.")] },
-                        "when": when("Condition on the triggering event and state(); absent: fire on every matching event."),
-                        "concurrency": {
-                            "enum": ["restart", "drop", "queue"],
-                            "default": "restart",
-                            "description": "What a trigger does while a run is live: restart it, drop the trigger, or queue it (at most 8)."
-                        },
-                        "cancel-on": patterns("Topic patterns that cancel the rule's live runs and backlog."),
-                        "cooldown": not_negative("Ignore triggers for this long after the rule fired. Zero or absent: none."),
-                        "debounce": positive("Wait for this long without a newer match, then fire with the latest event. Must be positive."),
-                        "repeat": {
-                            "type": "object",
-                            "additionalProperties": false,
-                            "required": ["count"],
-                            "properties": {
-                                "count": { "type": "integer", "minimum": 1, "maximum": u32::MAX, "description": "Passes in all." },
-                                "every": duration("Pause between passes; required and positive when count > 1.")
-                            },
-                            "if": { "required": ["count"], "properties": { "count": { "minimum": 2 } } },
-                            "then": {
-                                "required": ["every"],
-                                "properties": { "every": positive("Pause between passes; required and positive when count > 1.") }
-                            }
-                        },
-                        "enabled": { "type": "boolean", "default": true, "description": "false: not matched, but compiled as replay-only." },
-                        "step": { "type": "array", "minItems": 1, "items": step }
-                    }
-                }
+        "properties": properties,
+    });
+    if !required.is_empty() {
+        object["required"] = json!(required);
+    }
+    match level {
+        Level::Step => object["allOf"] = step_constraints(),
+        Level::Repeat => merge(&mut object, repeat_constraints()),
+        Level::Top | Level::Rule => {}
+    }
+    object
+}
+
+/// One key's schema: its type's constraints, its doc and its default.
+fn property(key: &Key) -> Value {
+    let mut value = match key.ty {
+        Ty::Tables { level, non_empty } => {
+            let mut tables = json!({ "type": "array", "items": object(level) });
+            if non_empty {
+                tables["minItems"] = json!(1);
             }
+            tables
         }
+        Ty::Table(level) => object(level),
+        Ty::Text => json!({ "type": "string", "minLength": 1 }),
+        Ty::Patterns { non_empty } => {
+            let patterns = patterns(key.doc);
+            // The description stays with the array it describes.
+            return if non_empty {
+                json!({ "minItems": 1, "allOf": [patterns] })
+            } else {
+                patterns
+            };
+        }
+        Ty::When => when(),
+        Ty::Choice(values) => json!({ "enum": values }),
+        Ty::Duration(sign) => duration(sign),
+        Ty::Bool => json!({ "type": "boolean" }),
+        Ty::Integer { min, max } => json!({ "type": "integer", "minimum": min, "maximum": max }),
+        Ty::Command => {
+            json!({ "type": "string", "minLength": 1, "pattern": "^[^\\s\\u0000]+$" })
+        }
+        Ty::CanIface => json!({
+            "type": "string", "minLength": 1, "maxLength": 15, "pattern": "^[^\\s/\\u0000]+$"
+        }),
+        Ty::CanId => json!({
+            "type": ["string", "integer"],
+            // at most 0x1FFFFFFF: up to 7 hex digits, or 8 starting with `1`
+            "pattern": "^(0[xX])?0*1?[0-9a-fA-F]{1,7}$",
+            "minimum": 0,
+            "maximum": 0x1FFF_FFFF_u32,
+        }),
+        Ty::CanData => json!({ "type": "string", "pattern": CAN_DATA_PATTERN }),
+    };
+    value["description"] = match key.ty {
+        // The schema counts characters where `rulec check` counts bytes.
+        Ty::CanIface => json!(format!(
+            "{} maxLength counts characters (JSON Schema cannot count bytes), so a name with \
+             non-ASCII letters may pass here and still be too long for `rulec check`.",
+            key.doc
+        )),
+        _ => json!(key.doc),
+    };
+    match key.default {
+        Some(DefaultValue::Str(text)) => value["default"] = json!(text),
+        Some(DefaultValue::Bool(flag)) => value["default"] = json!(flag),
+        Some(DefaultValue::Prose(_)) | None => {}
+    }
+    value
+}
+
+/// A duration of `sign`: zero is allowed for `NotNegative` (`cooldown`,
+/// `after`, DESIGN.md 3.1, 3.2), not for `Positive` (`debounce`, exec
+/// `timeout`).
+fn duration(sign: Sign) -> Value {
+    let mut value = json!({
+        "type": "string",
+        "pattern": DURATION_PATTERN,
+        "examples": ["30s", "300ms", "1.5h", "2h45m"],
+    });
+    match sign {
+        Sign::Any => {}
+        Sign::NotNegative => {
+            value["not"] = json!({ "pattern": NEGATIVE_DURATION, "not": { "pattern": ZERO_DURATION_PATTERN } });
+        }
+        Sign::Positive => {
+            value["not"] = json!({ "anyOf": [{ "pattern": NEGATIVE_DURATION }, { "pattern": ZERO_DURATION_PATTERN }] });
+        }
+    }
+    value
+}
+
+fn patterns(description: &str) -> Value {
+    json!({
+        "type": "array",
+        "items": {
+            "type": "string",
+            "minLength": 1,
+            "description": "A topic (`alarm.triggered`), a prefix (`button.*`) or `*` for every topic."
+        },
+        "description": description,
     })
+}
+
+fn when() -> Value {
+    json!({
+        "type": "string",
+        "minLength": 1,
+        // `rulec::when::empty`: white space alone is no expression.
+        "pattern": "\\S",
+        "examples": ["to == \"parked\" && state(\"vehicle\", \"kickstand\") == \"down\""],
+    })
+}
+
+/// What the checker requires per action kind (from the key table) and
+/// between keys (DESIGN.md 3.2, 3.6), so that an editor flags it while
+/// typing.
+fn step_constraints() -> Value {
+    let mut constraints: Vec<Value> = ActionKind::ALL
+        .into_iter()
+        .map(|kind| {
+            let required: Vec<&str> = keys::keys(Level::Step)
+                .filter(|key| key.required && key.action == Some(kind))
+                .map(|key| key.name)
+                .collect();
+            json!({
+                "if": { "properties": { "do": { "const": kind.as_str() } }, "required": ["do"] },
+                "then": { "required": required },
+            })
+        })
+        .collect();
+    let zero = json!({ "pattern": ZERO_DURATION_PATTERN });
+    constraints.extend([
+        json!({ "if": { "required": ["durable"] }, "then": { "required": ["after"], "properties": { "after": { "not": zero } } } }),
+        json!({ "if": { "required": ["dlc"] }, "then": { "required": ["rtr"], "properties": { "rtr": { "const": true } } } }),
+        json!({ "if": { "required": ["rtr"], "properties": { "rtr": { "const": true } } }, "then": { "not": { "required": ["data"] } } }),
+    ]);
+    Value::Array(constraints)
+}
+
+/// `every` is required and positive once `count` > 1 (DESIGN.md 3.1).
+fn repeat_constraints() -> Value {
+    let every = keys::find(Level::Repeat, "every").map_or("", |key| key.doc);
+    let mut positive = duration(Sign::Positive);
+    positive["description"] = json!(every);
+    json!({
+        "if": { "required": ["count"], "properties": { "count": { "minimum": 2 } } },
+        "then": { "required": ["every"], "properties": { "every": positive } },
+    })
+}
+
+/// Adds the keys of the object `extra` to the object `value`.
+fn merge(value: &mut Value, extra: Value) {
+    if let (Value::Object(target), Value::Object(extra)) = (value, extra) {
+        target.extend(extra);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rulefile::{REPEAT_KEYS, RULE_KEYS, STEP_KEYS};
 
-    fn keys(value: &Value) -> Vec<String> {
+    fn keys_of(value: &Value) -> Vec<String> {
         let mut keys: Vec<String> = value["properties"]
             .as_object()
             .map(|map| map.keys().cloned().collect())
@@ -189,21 +236,25 @@ mod tests {
         keys
     }
 
-    fn sorted(keys: &[&str]) -> Vec<String> {
-        let mut keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    fn sorted(level: Level) -> Vec<String> {
+        let mut keys: Vec<String> = keys::names(level).iter().map(|k| k.to_string()).collect();
         keys.sort();
         keys
     }
 
     #[test]
-    fn keys_match_the_validator() {
+    fn keys_match_the_key_table() {
         let schema = schema();
+        assert_eq!(keys_of(&schema), sorted(Level::Top));
         let rule = &schema["properties"]["rule"]["items"];
-        assert_eq!(keys(rule), sorted(RULE_KEYS));
+        assert_eq!(keys_of(rule), sorted(Level::Rule));
         assert_eq!(
-            keys(&rule["properties"]["step"]["items"]),
-            sorted(STEP_KEYS)
+            keys_of(&rule["properties"]["step"]["items"]),
+            sorted(Level::Step)
         );
-        assert_eq!(keys(&rule["properties"]["repeat"]), sorted(REPEAT_KEYS));
+        assert_eq!(
+            keys_of(&rule["properties"]["repeat"]),
+            sorted(Level::Repeat)
+        );
     }
 }

@@ -257,7 +257,7 @@ fn a_when_error_span_lands_inside_the_string_in_the_file() {
     let diagnostic = report
         .diagnostics
         .iter()
-        .find(|d| d.code.starts_with("rulec::when::"))
+        .find(|d| d.code.as_str().starts_with("rulec::when::"))
         .unwrap_or_else(|| panic!("{:#?}", report.diagnostics));
     let span = diagnostic.label.as_ref().unwrap().span.clone();
     assert_eq!(&text[span], "spede");
@@ -282,7 +282,7 @@ fn a_disabled_rule_that_failed_claims_no_name() {
         .map(|r| (r.source.as_str(), r.enabled))
         .collect();
     assert_eq!(kept, [("b.toml", true)]);
-    let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+    let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code.as_str()).collect();
     assert_eq!(codes, ["rulec::duration-range"]);
     assert_eq!(report.diagnostics[0].severity, Severity::Warning);
 }
@@ -297,7 +297,7 @@ fn cancel_on_equal_to_on_warns_only_under_restart() {
         ("concurrency = \"drop\"\n", false),
     ] {
         let report = check(&[("a.toml", &named("x", &format!("{policy}{same}")))]);
-        let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+        let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code.as_str()).collect();
         let expected: &[&str] = if warns {
             &["rulec::redundant-cancel-on"]
         } else {
@@ -327,13 +327,13 @@ fn exec_command_is_one_program() {
     for relative in ["./bin/x", "bin/x"] {
         let report = check(&[("a.toml", &exec(relative))]);
         assert_eq!(report.rules.len(), 1, "{relative}");
-        let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+        let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code.as_str()).collect();
         assert_eq!(codes, ["rulec::exec-relative-path"], "{relative}");
     }
     for bad in ["systemctl restart lights", "x\\ty", "/bin/x\\u0000"] {
         let report = check(&[("a.toml", &exec(bad))]);
         assert!(report.rules.is_empty(), "{bad}");
-        let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+        let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code.as_str()).collect();
         assert_eq!(codes, ["rulec::exec-arguments"], "{bad}");
     }
 }
@@ -360,7 +360,7 @@ fn every_and_debounce_rules() {
     ];
     for (extra, expected) in cases {
         let report = check(&[("a.toml", &named("x", extra))]);
-        let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+        let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code.as_str()).collect();
         assert_eq!(codes, expected, "{extra}");
         let rejected = report.errors() > 0;
         assert_eq!(report.rules.is_empty(), rejected, "{extra}");
@@ -371,7 +371,7 @@ fn every_and_debounce_rules() {
 fn every_problem_of_a_can_step_is_reported_at_once() {
     let text = "[[rule]]\nname = \"x\"\non = [\"t\"]\n[[rule.step]]\ndo = \"can\"\niface = \"can/0\"\nid = \"0x\"\ndata = \"01\"\ndlc = 1\n";
     let report = check(&[("a.toml", text)]);
-    let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+    let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code.as_str()).collect();
     assert_eq!(
         codes,
         ["rulec::can-iface", "rulec::can-id", "rulec::can-dlc"],
@@ -401,6 +401,6 @@ fn a_bad_repeat_count_does_not_hide_a_bad_every() {
         "a.toml",
         &named("x", "repeat = { count = 0, every = \"5 sec\" }\n"),
     )]);
-    let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+    let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code.as_str()).collect();
     assert_eq!(codes, ["rulec::repeat", "rulec::duration"]);
 }

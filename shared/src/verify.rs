@@ -250,7 +250,9 @@ fn op_name(op: &Op) -> String {
 }
 
 /// Verifies one program against the bundle's constant pool and the number
-/// of state pairs it lists.
+/// of state pairs it lists: one pass over the ops, tracking the type of each
+/// stack slot; a forward jump carries its stack to its target, where it is
+/// merged with the stack that falls through.
 pub fn verify_program(
     program: &Program,
     consts: &[Const],
@@ -273,149 +275,21 @@ pub fn verify_program(
         if let Some(jumped) = incoming[pc].take() {
             stack = merge(pc, stack, jumped)?;
         }
-        let type_error = |expected, found: Ty| VerifyError::Type {
-            pc,
-            op: op_name(op),
-            expected,
-            found: found.name(),
-        };
-        let needs = match op {
-            Op::Not | Op::Neg | Op::AndJump(_) | Op::OrJump(_) | Op::AssertBool => 1,
-            Op::Call(_, n) => usize::from(*n),
-            Op::Const(_) | Op::Field(_) | Op::Data(_) | Op::State(_) => 0,
-            _ => 2,
-        };
-        if stack.len() < needs {
-            return Err(VerifyError::Underflow {
-                pc,
-                op: op_name(op),
-                needs,
-                found: stack.len(),
-            });
-        }
-        let args = stack.split_off(stack.len() - needs);
+        let args = pop_operands(pc, op, &mut stack)?;
         let result = match *op {
-            Op::Const(index) => match consts.get(index as usize) {
-                None => {
-                    return Err(VerifyError::ConstOutOfRange {
-                        pc,
-                        index,
-                        len: consts.len(),
-                    })
-                }
-                Some(Const::Path(_)) => return Err(VerifyError::ConstIsPath { pc, index }),
-                Some(Const::Str(_)) => Ty::Str,
-                Some(Const::Int(_)) => Ty::Int,
-                Some(Const::Float(_)) => Ty::Float,
-                Some(Const::Bool(_)) => Ty::Bool,
-            },
-            Op::Data(index) => match consts.get(index as usize) {
-                None => {
-                    return Err(VerifyError::ConstOutOfRange {
-                        pc,
-                        index,
-                        len: consts.len(),
-                    })
-                }
-                Some(Const::Path(path)) if path.is_empty() => {
-                    return Err(VerifyError::EmptyPath { pc, index })
-                }
-                Some(Const::Path(_)) => Ty::Any,
-                Some(_) => return Err(VerifyError::DataNotPath { pc, index }),
-            },
-            Op::State(index) => {
-                if index as usize >= state_pairs {
-                    return Err(VerifyError::StateOutOfRange {
-                        pc,
-                        index,
-                        len: state_pairs,
-                    });
-                }
-                Ty::Str
-            }
-            Op::Field(_) => Ty::Str,
-            Op::Not | Op::AssertBool => {
-                if !args[0].may_be_bool() {
-                    return Err(type_error("a boolean", args[0]));
-                }
-                Ty::Bool
-            }
-            Op::Neg => {
-                if !args[0].may_be_number() {
-                    return Err(type_error("a number", args[0]));
-                }
-                if args[0] == Ty::Any {
-                    Ty::Number
-                } else {
-                    args[0]
-                }
-            }
             Op::AndJump(target) | Op::OrJump(target) => {
                 if !args[0].may_be_bool() {
-                    return Err(type_error("a boolean", args[0]));
+                    return Err(type_error(pc, op, "a boolean", args[0]));
                 }
-                if target as usize <= pc {
-                    return Err(VerifyError::JumpBackward { pc, target });
-                }
-                if target as usize > ops.len() {
-                    return Err(VerifyError::JumpOutOfRange {
-                        pc,
-                        target,
-                        len: ops.len(),
-                    });
-                }
-                // Taken: the boolean stays. Not taken: it is popped.
-                let mut taken = stack.clone();
-                taken.push(Ty::Bool);
-                let slot = &mut incoming[target as usize];
-                *slot = Some(match slot.take() {
-                    Some(other) => merge(target as usize, other, taken)?,
-                    None => taken,
-                });
+                jump(pc, target, &stack, &mut incoming)?;
                 continue;
             }
-            Op::Add => {
-                let (a, b) = (args[0], args[1]);
-                for t in [a, b] {
-                    if !t.may_be_number_or_string() {
-                        return Err(type_error("a number or a string", t));
-                    }
-                }
-                match (a, b) {
-                    (Ty::Str, t) | (t, Ty::Str) if t.is_number() => {
-                        return Err(type_error("two strings or two numbers", t));
-                    }
-                    (Ty::Str, Ty::Str) => Ty::Str,
-                    (Ty::Any, _) | (_, Ty::Any) => Ty::Any,
-                    _ => arith(a, b),
-                }
+            Op::Const(_) | Op::Data(_) | Op::State(_) | Op::Field(_) => {
+                load_type(pc, op, consts, state_pairs)?
             }
-            Op::Sub | Op::Mul | Op::Div | Op::Mod | Op::Pow => {
-                for t in [args[0], args[1]] {
-                    if !t.may_be_number() {
-                        return Err(type_error("a number", t));
-                    }
-                }
-                if *op == Op::Pow {
-                    Ty::Float
-                } else {
-                    arith(args[0], args[1])
-                }
-            }
-            Op::Eq | Op::Ne => Ty::Bool,
-            Op::Lt | Op::Le | Op::Gt | Op::Ge => {
-                let (a, b) = (args[0], args[1]);
-                for t in [a, b] {
-                    if !t.may_be_number_or_string() {
-                        return Err(type_error("a number or a string", t));
-                    }
-                }
-                if (a == Ty::Str && b.is_number()) || (b == Ty::Str && a.is_number()) {
-                    return Err(type_error("two strings or two numbers", b));
-                }
-                Ty::Bool
-            }
+            Op::Not | Op::AssertBool | Op::Neg => unary_type(pc, op, args[0])?,
             Op::Call(builtin, n) => call_type(pc, op, builtin, n, &args)?,
+            _ => binary_type(pc, op, args[0], args[1])?,
         };
         stack.push(result);
         max_stack = max_stack.max(stack.len());
@@ -431,6 +305,163 @@ pub fn verify_program(
         [t] => Err(VerifyError::ResultNotBool { found: t.name() }),
         other => Err(VerifyError::ResultCount { found: other.len() }),
     }
+}
+
+fn type_error(pc: usize, op: &Op, expected: &'static str, found: Ty) -> VerifyError {
+    VerifyError::Type {
+        pc,
+        op: op_name(op),
+        expected,
+        found: found.name(),
+    }
+}
+
+/// Takes `op`'s operands off the stack, deepest first.
+fn pop_operands(pc: usize, op: &Op, stack: &mut Vec<Ty>) -> Result<Vec<Ty>, VerifyError> {
+    let needs = match op {
+        Op::Not | Op::Neg | Op::AndJump(_) | Op::OrJump(_) | Op::AssertBool => 1,
+        Op::Call(_, n) => usize::from(*n),
+        Op::Const(_) | Op::Field(_) | Op::Data(_) | Op::State(_) => 0,
+        _ => 2,
+    };
+    if stack.len() < needs {
+        return Err(VerifyError::Underflow {
+            pc,
+            op: op_name(op),
+            needs,
+            found: stack.len(),
+        });
+    }
+    Ok(stack.split_off(stack.len() - needs))
+}
+
+/// A forward jump to `target`, at most the end: the stack it carries there
+/// (taken: the boolean stays; not taken, it is popped).
+fn jump(
+    pc: usize,
+    target: u32,
+    stack: &[Ty],
+    incoming: &mut [Option<Vec<Ty>>],
+) -> Result<(), VerifyError> {
+    let len = incoming.len() - 1;
+    if target as usize <= pc {
+        return Err(VerifyError::JumpBackward { pc, target });
+    }
+    if target as usize > len {
+        return Err(VerifyError::JumpOutOfRange { pc, target, len });
+    }
+    let mut taken = stack.to_vec();
+    taken.push(Ty::Bool);
+    let slot = &mut incoming[target as usize];
+    *slot = Some(match slot.take() {
+        Some(other) => merge(target as usize, other, taken)?,
+        None => taken,
+    });
+    Ok(())
+}
+
+/// The type an op that reads a value pushes: a constant, a data path, a
+/// state pair or (any other op given) an event field, each checked against
+/// the bundle.
+fn load_type(pc: usize, op: &Op, consts: &[Const], state_pairs: usize) -> Result<Ty, VerifyError> {
+    let constant = |index: u32| {
+        consts
+            .get(index as usize)
+            .ok_or(VerifyError::ConstOutOfRange {
+                pc,
+                index,
+                len: consts.len(),
+            })
+    };
+    Ok(match *op {
+        Op::Const(index) => match constant(index)? {
+            Const::Path(_) => return Err(VerifyError::ConstIsPath { pc, index }),
+            Const::Str(_) => Ty::Str,
+            Const::Int(_) => Ty::Int,
+            Const::Float(_) => Ty::Float,
+            Const::Bool(_) => Ty::Bool,
+        },
+        Op::Data(index) => match constant(index)? {
+            Const::Path(path) if path.is_empty() => {
+                return Err(VerifyError::EmptyPath { pc, index })
+            }
+            Const::Path(_) => Ty::Any,
+            _ => return Err(VerifyError::DataNotPath { pc, index }),
+        },
+        Op::State(index) => {
+            if index as usize >= state_pairs {
+                return Err(VerifyError::StateOutOfRange {
+                    pc,
+                    index,
+                    len: state_pairs,
+                });
+            }
+            Ty::Str
+        }
+        _ => Ty::Str,
+    })
+}
+
+/// The type `-x` pushes, or (any other op given) `!x` and the final
+/// boolean assertion.
+fn unary_type(pc: usize, op: &Op, arg: Ty) -> Result<Ty, VerifyError> {
+    if *op == Op::Neg {
+        if !arg.may_be_number() {
+            return Err(type_error(pc, op, "a number", arg));
+        }
+        return Ok(if arg == Ty::Any { Ty::Number } else { arg });
+    }
+    if !arg.may_be_bool() {
+        return Err(type_error(pc, op, "a boolean", arg));
+    }
+    Ok(Ty::Bool)
+}
+
+/// The type a binary operator pushes: `+` (numbers or strings), the other
+/// arithmetic, `==`/`!=`, or (any other op given) an ordering.
+fn binary_type(pc: usize, op: &Op, a: Ty, b: Ty) -> Result<Ty, VerifyError> {
+    let number_or_string = |t: Ty| {
+        if t.may_be_number_or_string() {
+            Ok(())
+        } else {
+            Err(type_error(pc, op, "a number or a string", t))
+        }
+    };
+    Ok(match *op {
+        Op::Add => {
+            number_or_string(a)?;
+            number_or_string(b)?;
+            match (a, b) {
+                (Ty::Str, t) | (t, Ty::Str) if t.is_number() => {
+                    return Err(type_error(pc, op, "two strings or two numbers", t));
+                }
+                (Ty::Str, Ty::Str) => Ty::Str,
+                (Ty::Any, _) | (_, Ty::Any) => Ty::Any,
+                _ => arith(a, b),
+            }
+        }
+        Op::Sub | Op::Mul | Op::Div | Op::Mod | Op::Pow => {
+            for t in [a, b] {
+                if !t.may_be_number() {
+                    return Err(type_error(pc, op, "a number", t));
+                }
+            }
+            if *op == Op::Pow {
+                Ty::Float
+            } else {
+                arith(a, b)
+            }
+        }
+        Op::Eq | Op::Ne => Ty::Bool,
+        _ => {
+            number_or_string(a)?;
+            number_or_string(b)?;
+            if (a == Ty::Str && b.is_number()) || (b == Ty::Str && a.is_number()) {
+                return Err(type_error(pc, op, "two strings or two numbers", b));
+            }
+            Ty::Bool
+        }
+    })
 }
 
 fn merge(pc: usize, a: Vec<Ty>, b: Vec<Ty>) -> Result<Vec<Ty>, VerifyError> {

@@ -453,56 +453,17 @@ impl<'a> Machine<'a, '_> {
         while let Some(op) = ops.get(pc) {
             let mut next = pc + 1;
             match *op {
-                Op::Const(i) => {
-                    let slot = match self.consts.get(i as usize) {
-                        Some(Const::Str(s)) => Slot::Str(s),
-                        Some(Const::Int(n)) => Slot::Int(*n),
-                        Some(Const::Float(f)) => Slot::Float(*f),
-                        Some(Const::Bool(b)) => Slot::Bool(*b),
-                        Some(Const::Path(_)) => return Err(malformed(pc, "Const names a path")),
-                        None => return Err(malformed(pc, "constant index out of range")),
-                    };
-                    push(stack, &mut len, slot)?;
-                }
-                Op::Field(field) => {
-                    let event = self.event;
-                    let s = match field {
-                        EventField::Topic => event.topic.as_str(),
-                        EventField::Src => event.src(),
-                        EventField::From => event.from(),
-                        EventField::To => event.to(),
-                    };
-                    push(stack, &mut len, Slot::Str(s))?;
-                }
-                Op::Data(i) => {
-                    let Some(Const::Path(path)) = self.consts.get(i as usize) else {
-                        return Err(malformed(pc, "Data does not name a path constant"));
-                    };
-                    let json = self.event.data_at(path.iter().map(String::as_str));
-                    push(stack, &mut len, json_to_slot(json, path)?)?;
-                }
-                Op::State(i) => {
-                    let Some(s) = self.state.get(i as usize) else {
-                        return Err(malformed(pc, "state index out of range"));
-                    };
-                    push(stack, &mut len, Slot::Str(s))?;
-                }
+                Op::Const(i) => push(stack, &mut len, self.constant(pc, i)?)?,
+                Op::Field(field) => push(stack, &mut len, Slot::Str(self.field(field)))?,
+                Op::Data(i) => push(stack, &mut len, self.data(pc, i)?)?,
+                Op::State(i) => push(stack, &mut len, self.state_slot(pc, i)?)?,
                 Op::Not => {
                     let top = top_mut(stack, len, pc)?;
-                    match *top {
-                        Slot::Bool(b) => *top = Slot::Bool(!b),
-                        other => return Err(type_error("!", "a boolean", other).into()),
-                    }
+                    *top = not(*top)?;
                 }
                 Op::Neg => {
                     let top = top_mut(stack, len, pc)?;
-                    *top = match *top {
-                        Slot::Int(i) => {
-                            Slot::Int(i.checked_neg().ok_or(EvalError::Overflow { op: "-" })?)
-                        }
-                        Slot::Float(f) => Slot::Float(-f),
-                        other => return Err(type_error("-", "a number", other).into()),
-                    };
+                    *top = neg(*top)?;
                 }
                 Op::Add
                 | Op::Sub
@@ -567,6 +528,51 @@ impl<'a> Machine<'a, '_> {
         Ok(stack[0])
     }
 
+    /// `Const(i)`: a literal from the pool. The loads below are inlined
+    /// into `run`, the hot loop, as their code was before it was split.
+    #[inline(always)]
+    fn constant(&self, pc: usize, i: u32) -> Result<Slot<'a>, Stop> {
+        match self.consts.get(i as usize) {
+            Some(Const::Str(s)) => Ok(Slot::Str(s)),
+            Some(Const::Int(n)) => Ok(Slot::Int(*n)),
+            Some(Const::Float(f)) => Ok(Slot::Float(*f)),
+            Some(Const::Bool(b)) => Ok(Slot::Bool(*b)),
+            Some(Const::Path(_)) => Err(malformed(pc, "Const names a path")),
+            None => Err(malformed(pc, "constant index out of range")),
+        }
+    }
+
+    /// `Field(field)`: the event's topic, src, from or to.
+    #[inline(always)]
+    fn field(&self, field: EventField) -> &'a str {
+        let event = self.event;
+        match field {
+            EventField::Topic => event.topic.as_str(),
+            EventField::Src => event.src(),
+            EventField::From => event.from(),
+            EventField::To => event.to(),
+        }
+    }
+
+    /// `Data(i)`: the event's data at the path constant `i`.
+    #[inline(always)]
+    fn data(&self, pc: usize, i: u32) -> Result<Slot<'a>, Stop> {
+        let Some(Const::Path(path)) = self.consts.get(i as usize) else {
+            return Err(malformed(pc, "Data does not name a path constant"));
+        };
+        let json = self.event.data_at(path.iter().map(String::as_str));
+        Ok(json_to_slot(json, path)?)
+    }
+
+    /// `State(i)`: the shadow's value of state pair `i`.
+    #[inline(always)]
+    fn state_slot(&self, pc: usize, i: u32) -> Result<Slot<'a>, Stop> {
+        match self.state.get(i as usize) {
+            Some(s) => Ok(Slot::Str(s)),
+            None => Err(malformed(pc, "state index out of range")),
+        }
+    }
+
     /// `==` as evalexpr's derived `PartialEq` on values: same type and value.
     fn equal(&self, a: Slot<'a>, b: Slot<'a>) -> bool {
         match (a, b) {
@@ -581,125 +587,96 @@ impl<'a> Machine<'a, '_> {
         }
     }
 
-    /// The binary operators, as evalexpr's `Operator::eval` defines them.
+    /// The binary operators, as evalexpr's `Operator::eval` defines them:
+    /// equality on anything, then the operand types, then the operator.
+    /// The slow path (`fast_binary` takes the common cases); its steps are
+    /// `#[inline]` so that the split costs no call.
     fn binary(&mut self, op: Op, a: Slot<'a>, b: Slot<'a>) -> Result<Slot<'a>, EvalError> {
         let sym = op_symbol(op);
         match op {
             Op::Eq => return Ok(Slot::Bool(self.equal(a, b))),
             Op::Ne => return Ok(Slot::Bool(!self.equal(a, b))),
-            Op::Add | Op::Lt | Op::Le | Op::Gt | Op::Ge => {
-                for v in [a, b] {
-                    if !v.is_number_or_string() {
-                        return Err(type_error(sym, "a number or a string", v));
-                    }
-                }
-            }
-            _ => {
-                for v in [a, b] {
-                    if v.as_number().is_none() {
-                        return Err(type_error(sym, "a number", v));
-                    }
-                }
-            }
+            _ => check_operands(op, sym, a, b)?,
         }
-        let mismatch = || EvalError::Mismatch {
-            op: sym,
-            left: a.type_name(),
-            right: b.type_name(),
-        };
         match op {
-            Op::Add => {
-                // `a + b + c` parses as `(a + b) + c`: a string this
-                // evaluation built is extended in place (no slot refers
-                // to it once popped), and a new one gets room for a few
-                // more short parts.
-                if let (Slot::Owned(i), Slot::Str(y)) = (a, b) {
-                    if let Some(built) = self.scratch.get_mut(i as usize) {
-                        built.push_str(y);
-                        return Ok(a);
-                    }
-                }
-                if let (Some(x), Some(y)) = (self.text(a), self.text(b)) {
-                    // Joining with "" builds nothing new.
-                    if y.is_empty() {
-                        return Ok(a);
-                    }
-                    if x.is_empty() {
-                        return Ok(b);
-                    }
-                    let mut s = String::with_capacity((x.len() + y.len()).max(MIN_BUILT));
-                    s.push_str(x);
-                    s.push_str(y);
-                    return Ok(self.own(s));
-                }
-                match (a, b) {
-                    (Slot::Int(x), Slot::Int(y)) => x
-                        .checked_add(y)
-                        .map(Slot::Int)
-                        .ok_or(EvalError::Overflow { op: sym }),
-                    _ => match (a.as_number(), b.as_number()) {
-                        (Some(x), Some(y)) => Ok(Slot::Float(x + y)),
-                        _ => Err(mismatch()),
-                    },
-                }
-            }
-            Op::Sub | Op::Mul | Op::Div | Op::Mod => {
-                if let (Slot::Int(x), Slot::Int(y)) = (a, b) {
-                    let result = match op {
-                        Op::Sub => x.checked_sub(y),
-                        Op::Mul => x.checked_mul(y),
-                        Op::Div | Op::Mod if y == 0 => {
-                            let what = if op == Op::Div {
-                                "division"
-                            } else {
-                                "remainder"
-                            };
-                            return Err(EvalError::DivisionByZero { what });
-                        }
-                        Op::Div => x.checked_div(y),
-                        _ => x.checked_rem(y),
-                    };
-                    return result.map(Slot::Int).ok_or(EvalError::Overflow { op: sym });
-                }
-                let (Some(x), Some(y)) = (a.as_number(), b.as_number()) else {
-                    return Err(mismatch());
-                };
-                Ok(Slot::Float(match op {
-                    Op::Sub => x - y,
-                    Op::Mul => x * y,
-                    Op::Div => x / y,
-                    _ => x % y,
-                }))
-            }
+            Op::Add => self.add(sym, a, b),
+            Op::Sub | Op::Mul | Op::Div | Op::Mod => arithmetic(op, sym, a, b),
             Op::Pow => match (a.as_number(), b.as_number()) {
                 (Some(x), Some(y)) => Ok(Slot::Float(x.powf(y))),
-                _ => Err(mismatch()),
+                _ => Err(mismatch(sym, a, b)),
             },
-            Op::Lt | Op::Le | Op::Gt | Op::Ge => {
-                let ordering = match (a, b) {
-                    (Slot::Int(x), Slot::Int(y)) => Some(x.cmp(&y)),
-                    _ => match (self.text(a), self.text(b)) {
-                        (Some(x), Some(y)) => Some(x.cmp(y)),
-                        _ => match (a.as_number(), b.as_number()) {
-                            (Some(x), Some(y)) => x.partial_cmp(&y),
-                            _ => return Err(mismatch()),
-                        },
-                    },
-                };
-                // `None` is a NaN: every ordering comparison is false, as in Rust.
-                Ok(Slot::Bool(match (op, ordering) {
-                    (_, None) => false,
-                    (Op::Lt, Some(o)) => o == Ordering::Less,
-                    (Op::Le, Some(o)) => o != Ordering::Greater,
-                    (Op::Gt, Some(o)) => o == Ordering::Greater,
-                    (_, Some(o)) => o != Ordering::Less,
-                }))
-            }
+            Op::Lt | Op::Le | Op::Gt | Op::Ge => self.order(op, sym, a, b),
             _ => Err(EvalError::Malformed {
                 pc: 0,
                 reason: "not a binary operator",
             }),
         }
+    }
+
+    /// `+`: joins two strings, adds two numbers.
+    #[inline]
+    fn add(&mut self, sym: &'static str, a: Slot<'a>, b: Slot<'a>) -> Result<Slot<'a>, EvalError> {
+        // `a + b + c` parses as `(a + b) + c`: a string this evaluation
+        // built is extended in place (no slot refers to it once popped),
+        // and a new one gets room for a few more short parts.
+        if let (Slot::Owned(i), Slot::Str(y)) = (a, b) {
+            if let Some(built) = self.scratch.get_mut(i as usize) {
+                built.push_str(y);
+                return Ok(a);
+            }
+        }
+        if let (Some(x), Some(y)) = (self.text(a), self.text(b)) {
+            // Joining with "" builds nothing new.
+            if y.is_empty() {
+                return Ok(a);
+            }
+            if x.is_empty() {
+                return Ok(b);
+            }
+            let mut s = String::with_capacity((x.len() + y.len()).max(MIN_BUILT));
+            s.push_str(x);
+            s.push_str(y);
+            return Ok(self.own(s));
+        }
+        match (a, b) {
+            (Slot::Int(x), Slot::Int(y)) => x
+                .checked_add(y)
+                .map(Slot::Int)
+                .ok_or(EvalError::Overflow { op: sym }),
+            _ => match (a.as_number(), b.as_number()) {
+                (Some(x), Some(y)) => Ok(Slot::Float(x + y)),
+                _ => Err(mismatch(sym, a, b)),
+            },
+        }
+    }
+
+    /// `< <= > >=`: ints, strings (byte-wise) or numbers.
+    #[inline]
+    fn order(
+        &self,
+        op: Op,
+        sym: &'static str,
+        a: Slot<'a>,
+        b: Slot<'a>,
+    ) -> Result<Slot<'a>, EvalError> {
+        let ordering = match (a, b) {
+            (Slot::Int(x), Slot::Int(y)) => Some(x.cmp(&y)),
+            _ => match (self.text(a), self.text(b)) {
+                (Some(x), Some(y)) => Some(x.cmp(y)),
+                _ => match (a.as_number(), b.as_number()) {
+                    (Some(x), Some(y)) => x.partial_cmp(&y),
+                    _ => return Err(mismatch(sym, a, b)),
+                },
+            },
+        };
+        // `None` is a NaN: every ordering comparison is false, as in Rust.
+        Ok(Slot::Bool(match (op, ordering) {
+            (_, None) => false,
+            (Op::Lt, Some(o)) => o == Ordering::Less,
+            (Op::Le, Some(o)) => o != Ordering::Greater,
+            (Op::Gt, Some(o)) => o == Ordering::Greater,
+            (_, Some(o)) => o != Ordering::Less,
+        }))
     }
 
     fn string_arg(&self, name: &'static str, v: Slot<'a>) -> Result<&str, EvalError> {
@@ -784,6 +761,90 @@ impl<'a> Machine<'a, '_> {
                 }))
             }
         }
+    }
+}
+
+/// The operand types `op` accepts: numbers or strings for `+` and the
+/// orderings, numbers for the rest of the arithmetic.
+#[inline]
+fn check_operands(op: Op, sym: &'static str, a: Slot<'_>, b: Slot<'_>) -> Result<(), EvalError> {
+    let number_or_string = matches!(op, Op::Add | Op::Lt | Op::Le | Op::Gt | Op::Ge);
+    for v in [a, b] {
+        if number_or_string && !v.is_number_or_string() {
+            return Err(type_error(sym, "a number or a string", v));
+        }
+        if !number_or_string && v.as_number().is_none() {
+            return Err(type_error(sym, "a number", v));
+        }
+    }
+    Ok(())
+}
+
+/// `- * / %`: checked on two ints (a zero divisor is an error), IEEE on
+/// any other two numbers.
+#[inline]
+fn arithmetic<'a>(
+    op: Op,
+    sym: &'static str,
+    a: Slot<'a>,
+    b: Slot<'a>,
+) -> Result<Slot<'a>, EvalError> {
+    if let (Slot::Int(x), Slot::Int(y)) = (a, b) {
+        let result = match op {
+            Op::Sub => x.checked_sub(y),
+            Op::Mul => x.checked_mul(y),
+            Op::Div | Op::Mod if y == 0 => {
+                let what = if op == Op::Div {
+                    "division"
+                } else {
+                    "remainder"
+                };
+                return Err(EvalError::DivisionByZero { what });
+            }
+            Op::Div => x.checked_div(y),
+            _ => x.checked_rem(y),
+        };
+        return result.map(Slot::Int).ok_or(EvalError::Overflow { op: sym });
+    }
+    let (Some(x), Some(y)) = (a.as_number(), b.as_number()) else {
+        return Err(mismatch(sym, a, b));
+    };
+    Ok(Slot::Float(match op {
+        Op::Sub => x - y,
+        Op::Mul => x * y,
+        Op::Div => x / y,
+        _ => x % y,
+    }))
+}
+
+#[cold]
+fn mismatch(sym: &'static str, a: Slot<'_>, b: Slot<'_>) -> EvalError {
+    EvalError::Mismatch {
+        op: sym,
+        left: a.type_name(),
+        right: b.type_name(),
+    }
+}
+
+/// `!x`.
+#[inline(always)]
+fn not(top: Slot<'_>) -> Result<Slot<'_>, EvalError> {
+    match top {
+        Slot::Bool(b) => Ok(Slot::Bool(!b)),
+        other => Err(type_error("!", "a boolean", other)),
+    }
+}
+
+/// `-x`.
+#[inline(always)]
+fn neg(top: Slot<'_>) -> Result<Slot<'_>, EvalError> {
+    match top {
+        Slot::Int(i) => i
+            .checked_neg()
+            .map(Slot::Int)
+            .ok_or(EvalError::Overflow { op: "-" }),
+        Slot::Float(f) => Ok(Slot::Float(-f)),
+        other => Err(type_error("-", "a number", other)),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The `can` action (DESIGN.md 3.6): interface, id, data, rtr, dlc.
 
 use super::checker::{entry, RuleChecker};
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Code, Diagnostic};
 use crate::rulefile::Table;
 use crate::span::StringMap;
 use rulecore::bundle::{Action, CanFrame};
@@ -10,188 +10,219 @@ use std::ops::Range;
 use toml::de::DeValue;
 
 impl<'i> RuleChecker<'_, 'i> {
-    /// DESIGN.md 3.6.
+    /// DESIGN.md 3.6. Every key is checked, so every problem shows at once.
     pub(super) fn can(&mut self, step: &Table<'i>, header: &Range<usize>) -> Option<Action> {
-        let mut ok = true;
-        let iface = match self.required_string(step, "iface", "can", header, "\"can0\"") {
-            Some((iface, span)) => {
-                let bad = iface
-                    .char_indices()
-                    .find(|(_, c)| c.is_whitespace() || *c == '/' || *c == '\0');
-                if iface.len() > 15 {
-                    self.error_help(
-                        "rulec::can-iface",
-                        format!(
-                            "interface name `{iface}` is {} bytes long; at most 15",
-                            iface.len()
-                        ),
-                        span,
-                        "too long",
-                        "SocketCAN interface names are 1 to 15 bytes, e.g. `can0`",
-                    );
-                    ok = false;
-                } else if let Some((at, bad)) = bad {
-                    let what = match bad {
-                        '/' => "`/`".to_string(),
-                        '\0' => "a NUL byte".to_string(),
-                        ' ' => "a space".to_string(),
-                        other => format!("white space ({})", other.escape_unicode()),
-                    };
-                    let map = StringMap::new(&self.file.text, span, &iface);
-                    self.error_help(
-                        "rulec::can-iface",
-                        format!("interface name `{}` contains {what}", iface.escape_debug()),
-                        map.map(at..at + bad.len_utf8()),
-                        "white space, `/` and NUL are not allowed",
-                        "SocketCAN interface names look like `can0` or `vcan1`",
-                    );
-                    ok = false;
-                }
-                iface
-            }
-            None => {
-                ok = false;
-                String::new()
-            }
-        };
-
-        let id = match entry(step, "id") {
-            None => {
-                self.missing(
-                    "id",
-                    header.clone(),
-                    "a `can` step needs the frame's `id`",
-                    "add e.g. `id = \"0x123\"`",
-                );
-                None
-            }
-            Some(e) => {
-                let span = e.value.span();
-                let parsed: Option<u64> = match e.value.get_ref() {
-                    DeValue::String(text) => {
-                        let digits = text
-                            .strip_prefix("0x")
-                            .or_else(|| text.strip_prefix("0X"))
-                            .unwrap_or(text);
-                        if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
-                            self.error_help("rulec::can-id", format!("`id` `{text}` is not hexadecimal"), span.clone(), "expected hex digits, optionally after `0x`", "write e.g. `id = \"0x123\"` (standard) or `id = \"0x18FF50E5\"` (extended)");
-                            None
-                        } else {
-                            Some(u64::from_str_radix(digits, 16).unwrap_or(u64::MAX))
-                        }
-                    }
-                    DeValue::Integer(_) => match self.integer(step, "id") {
-                        Some((n, _)) if n < 0 => {
-                            self.error_help(
-                                "rulec::can-id",
-                                format!("`id` is negative ({n})"),
-                                span.clone(),
-                                "negative id",
-                                "write e.g. `id = \"0x123\"`",
-                            );
-                            None
-                        }
-                        Some((n, _)) => {
-                            // `id = "123"` is hex (DESIGN 3.6), so a bare
-                            // decimal `id = 123` is easy to misread: say
-                            // which number it is. TOML's own `0x123` is fine.
-                            let written = self.file.text.get(span.clone()).unwrap_or("");
-                            if n > 9 && !written.starts_with("0x") {
-                                self.push(
-                                    Diagnostic::warning(
-                                        "rulec::can-id-decimal",
-                                        format!("`id = {written}` is the decimal number {n}, that is 0x{n:X}"),
-                                    )
-                                    .at(span.clone(), "a decimal TOML integer")
-                                    .with_help(format!(
-                                        "CAN ids are hex: if you meant 0x{written}, write `id = \"0x{written}\"`; \
-                                         to keep {n}, write `id = 0x{n:X}`"
-                                    )),
-                                );
-                            }
-                            Some(u64::try_from(n).unwrap_or(u64::MAX))
-                        }
-                        None => None,
-                    },
-                    _ => {
-                        self.wrong_type(
-                            "id",
-                            e.value,
-                            "a hex string",
-                            Some("write e.g. `id = \"0x123\"`"),
-                        );
-                        None
-                    }
-                };
-                match parsed {
-                    Some(id) if id <= 0x1FFF_FFFF => u32::try_from(id).ok(),
-                    Some(_) => {
-                        self.error_help(
-                            "rulec::can-id",
-                            "`id` is larger than 0x1FFFFFFF".to_string(),
-                            span,
-                            "above the 29-bit extended range",
-                            "standard ids go up to 0x7FF, extended ids up to 0x1FFFFFFF",
-                        );
-                        None
-                    }
-                    None => None,
-                }
-            }
-        };
-
-        let data = match self.string(step, "data") {
-            Some((text, span)) => match parse_can_data(&text) {
-                Ok(bytes) => Some(Some((bytes, span))),
-                Err(problem) => {
-                    let help = match respelled_can_data(&text) {
-                        Some(fixed) => format!("write `data = \"{fixed}\"`: hex bytes without `0x`, separated by spaces (or none)"),
-                        None => "write hex bytes, contiguous (`\"DEADBEEF\"`) or separated by spaces (`\"DE AD BE EF\"`), at most 8 bytes".to_string(),
-                    };
-                    self.error_help(
-                        "rulec::can-data",
-                        format!("`data` `{text}`: {problem}"),
-                        span,
-                        &problem,
-                        &help,
-                    );
-                    None
-                }
-            },
-            None if entry(step, "data").is_some() => None,
-            None => Some(None),
-        };
+        let iface = self.can_iface(step, header);
+        let id = self.can_id(step, header);
+        let data = self.can_data(step);
         let rtr = match self.boolean(step, "rtr") {
             Some((rtr, _)) => Some(rtr),
             None if entry(step, "rtr").is_some() => None,
             None => Some(false),
         };
-        let dlc = match self.integer(step, "dlc") {
-            Some((dlc, span)) => match u8::try_from(dlc) {
-                Ok(dlc) if dlc <= 8 => Some(Some((dlc, span))),
-                _ => {
-                    self.error_help(
-                        "rulec::can-dlc",
-                        format!("`dlc` must be 0 to 8, found {dlc}"),
-                        span,
-                        "out of range",
-                        "a classic CAN frame carries 0 to 8 bytes",
-                    );
-                    None
-                }
-            },
-            None if entry(step, "dlc").is_some() => None,
-            None => Some(None),
-        };
+        let dlc = self.can_dlc(step);
         // The payload rules need only `data`, `rtr` and `dlc`: checked even
-        // when `iface` or `id` failed, so every problem shows at once.
-        let (data, rtr, dlc) = (data?, rtr?, dlc?);
-        let (data_bytes, dlc) = if rtr {
+        // when `iface` or `id` failed.
+        let (data, dlc) = self.can_payload(data?, rtr?, dlc?)?;
+        let (iface, id) = (iface?, id?);
+        Some(Action::Can(CanFrame {
+            iface,
+            id,
+            extended: id > 0x7FF,
+            rtr: rtr?,
+            dlc,
+            data,
+        }))
+    }
+
+    /// `iface`: 1 to 15 bytes, no white space, `/` or NUL.
+    fn can_iface(&mut self, step: &Table<'i>, header: &Range<usize>) -> Option<String> {
+        let (iface, span) = self.required_string(step, "iface", "can", header, "\"can0\"")?;
+        let bad = iface
+            .char_indices()
+            .find(|(_, c)| c.is_whitespace() || *c == '/' || *c == '\0');
+        if iface.len() > 15 {
+            self.error_help(
+                Code::CanIface,
+                format!(
+                    "interface name `{iface}` is {} bytes long; at most 15",
+                    iface.len()
+                ),
+                span,
+                "too long",
+                "SocketCAN interface names are 1 to 15 bytes, e.g. `can0`",
+            );
+            return None;
+        }
+        if let Some((at, bad)) = bad {
+            let what = match bad {
+                '/' => "`/`".to_string(),
+                '\0' => "a NUL byte".to_string(),
+                ' ' => "a space".to_string(),
+                other => format!("white space ({})", other.escape_unicode()),
+            };
+            let map = StringMap::new(&self.file.text, span, &iface);
+            self.error_help(
+                Code::CanIface,
+                format!("interface name `{}` contains {what}", iface.escape_debug()),
+                map.map(at..at + bad.len_utf8()),
+                "white space, `/` and NUL are not allowed",
+                "SocketCAN interface names look like `can0` or `vcan1`",
+            );
+            return None;
+        }
+        Some(iface)
+    }
+
+    /// `id`: required, hex (a decimal TOML integer warns), at most
+    /// 0x1FFFFFFF.
+    fn can_id(&mut self, step: &Table<'i>, header: &Range<usize>) -> Option<u32> {
+        let Some(e) = entry(step, "id") else {
+            self.missing(
+                "id",
+                header.clone(),
+                "a `can` step needs the frame's `id`",
+                "add e.g. `id = \"0x123\"`",
+            );
+            return None;
+        };
+        let span = e.value.span();
+        let id = match e.value.get_ref() {
+            DeValue::String(text) => self.can_id_hex(text, &span)?,
+            DeValue::Integer(_) => self.can_id_integer(step, &span)?,
+            _ => {
+                self.wrong_type(
+                    "id",
+                    e.value,
+                    "a hex string",
+                    Some("write e.g. `id = \"0x123\"`"),
+                );
+                return None;
+            }
+        };
+        if id > 0x1FFF_FFFF {
+            self.error_help(
+                Code::CanId,
+                "`id` is larger than 0x1FFFFFFF".to_string(),
+                span,
+                "above the 29-bit extended range",
+                "standard ids go up to 0x7FF, extended ids up to 0x1FFFFFFF",
+            );
+            return None;
+        }
+        u32::try_from(id).ok()
+    }
+
+    /// `id = "0x123"` (the `0x` is optional); too many digits saturate, to
+    /// be reported as out of range.
+    fn can_id_hex(&mut self, text: &str, span: &Range<usize>) -> Option<u64> {
+        let digits = text
+            .strip_prefix("0x")
+            .or_else(|| text.strip_prefix("0X"))
+            .unwrap_or(text);
+        if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+            self.error_help(
+                Code::CanId,
+                format!("`id` `{text}` is not hexadecimal"),
+                span.clone(),
+                "expected hex digits, optionally after `0x`",
+                "write e.g. `id = \"0x123\"` (standard) or `id = \"0x18FF50E5\"` (extended)",
+            );
+            return None;
+        }
+        Some(u64::from_str_radix(digits, 16).unwrap_or(u64::MAX))
+    }
+
+    /// `id = 0x123` or `id = 291`: a TOML integer, not negative.
+    fn can_id_integer(&mut self, step: &Table<'i>, span: &Range<usize>) -> Option<u64> {
+        let (n, _) = self.integer(step, "id")?;
+        if n < 0 {
+            self.error_help(
+                Code::CanId,
+                format!("`id` is negative ({n})"),
+                span.clone(),
+                "negative id",
+                "write e.g. `id = \"0x123\"`",
+            );
+            return None;
+        }
+        // `id = "123"` is hex (DESIGN 3.6), so a bare decimal `id = 123` is
+        // easy to misread: say which number it is. TOML's own `0x123` is fine.
+        let written = self.file.text.get(span.clone()).unwrap_or("");
+        if n > 9 && !written.starts_with("0x") {
+            self.push(
+                Diagnostic::warning(
+                    Code::CanIdDecimal,
+                    format!("`id = {written}` is the decimal number {n}, that is 0x{n:X}"),
+                )
+                .at(span.clone(), "a decimal TOML integer")
+                .with_help(format!(
+                    "CAN ids are hex: if you meant 0x{written}, write `id = \"0x{written}\"`; \
+                     to keep {n}, write `id = 0x{n:X}`"
+                )),
+            );
+        }
+        Some(u64::try_from(n).unwrap_or(u64::MAX))
+    }
+
+    /// `data`: `Some(None)` when absent, `None` on error.
+    fn can_data(&mut self, step: &Table<'i>) -> Option<Option<(Vec<u8>, Range<usize>)>> {
+        let Some((text, span)) = self.string(step, "data") else {
+            return entry(step, "data").is_none().then_some(None);
+        };
+        match parse_can_data(&text) {
+            Ok(bytes) => Some(Some((bytes, span))),
+            Err(problem) => {
+                let help = match respelled_can_data(&text) {
+                    Some(fixed) => format!("write `data = \"{fixed}\"`: hex bytes without `0x`, separated by spaces (or none)"),
+                    None => "write hex bytes, contiguous (`\"DEADBEEF\"`) or separated by spaces (`\"DE AD BE EF\"`), at most 8 bytes".to_string(),
+                };
+                self.error_help(
+                    Code::CanData,
+                    format!("`data` `{text}`: {problem}"),
+                    span,
+                    &problem,
+                    &help,
+                );
+                None
+            }
+        }
+    }
+
+    /// `dlc`: `Some(None)` when absent, `None` on error.
+    fn can_dlc(&mut self, step: &Table<'i>) -> Option<Option<(u8, Range<usize>)>> {
+        let Some((dlc, span)) = self.integer(step, "dlc") else {
+            return entry(step, "dlc").is_none().then_some(None);
+        };
+        match u8::try_from(dlc) {
+            Ok(dlc) if dlc <= 8 => Some(Some((dlc, span))),
+            _ => {
+                self.error_help(
+                    Code::CanDlc,
+                    format!("`dlc` must be 0 to 8, found {dlc}"),
+                    span,
+                    "out of range",
+                    "a classic CAN frame carries 0 to 8 bytes",
+                );
+                None
+            }
+        }
+    }
+
+    /// The frame's bytes and length: a remote frame has no `data` and takes
+    /// its length from `dlc`; a data frame has no `dlc`.
+    fn can_payload(
+        &mut self,
+        data: Option<(Vec<u8>, Range<usize>)>,
+        rtr: bool,
+        dlc: Option<(u8, Range<usize>)>,
+    ) -> Option<(Vec<u8>, u8)> {
+        if rtr {
             // Any `data` at all, even `""`: a remote frame has no payload
             // to write, so the key is a misunderstanding either way.
             if let Some((_, span)) = data {
                 self.error_help(
-                    "rulec::can-rtr-data",
+                    Code::CanRtrData,
                     "a remote frame (`rtr = true`) carries no data".to_string(),
                     span,
                     "data on a remote frame",
@@ -199,28 +230,21 @@ impl<'i> RuleChecker<'_, 'i> {
                 );
                 return None;
             }
-            (Vec::new(), dlc.map_or(0, |(dlc, _)| dlc))
-        } else {
-            if let Some((_, span)) = dlc {
-                self.error_help("rulec::can-dlc", "`dlc` is only for remote frames (`rtr = true`)".to_string(), span, "only with `rtr = true`", "a data frame's length is the length of `data`; remove `dlc`, or set `rtr = true`");
-                return None;
-            }
-            let bytes = data.map(|(bytes, _)| bytes).unwrap_or_default();
-            let len = u8::try_from(bytes.len()).unwrap_or(u8::MAX);
-            (bytes, len)
-        };
-        let id = id?;
-        if !ok {
+            return Some((Vec::new(), dlc.map_or(0, |(dlc, _)| dlc)));
+        }
+        if let Some((_, span)) = dlc {
+            self.error_help(
+                Code::CanDlc,
+                "`dlc` is only for remote frames (`rtr = true`)".to_string(),
+                span,
+                "only with `rtr = true`",
+                "a data frame's length is the length of `data`; remove `dlc`, or set `rtr = true`",
+            );
             return None;
         }
-        Some(Action::Can(CanFrame {
-            iface,
-            id,
-            extended: id > 0x7FF,
-            rtr,
-            dlc,
-            data: data_bytes,
-        }))
+        let bytes = data.map(|(bytes, _)| bytes).unwrap_or_default();
+        let len = u8::try_from(bytes.len()).unwrap_or(u8::MAX);
+        Some((bytes, len))
     }
 }
 

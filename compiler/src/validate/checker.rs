@@ -4,7 +4,7 @@
 //! and points at the value).
 
 use super::CheckedExpr;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Code, Diagnostic};
 use crate::load::SourceFile;
 use crate::rulefile::{RawRule, Spanned, Table};
 use crate::span::StringMap;
@@ -46,11 +46,6 @@ pub(super) fn type_name(value: &DeValue<'_>) -> &'static str {
     }
 }
 
-pub(super) const REDIS_KEYS: &[&str] = &["list", "push"];
-pub(super) const EXEC_KEYS: &[&str] = &["command", "timeout"];
-pub(super) const CAN_KEYS: &[&str] = &["iface", "id", "data", "rtr", "dlc"];
-pub(super) const ACTION_KINDS: &[&str] = &["redis", "exec", "can"];
-
 /// Checks one rule; collects its diagnostics.
 pub(super) struct RuleChecker<'a, 'i> {
     pub(super) file: &'a SourceFile,
@@ -87,19 +82,13 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
         self.diagnostics.push(diagnostic);
     }
 
-    pub(super) fn error(
-        &mut self,
-        code: &'static str,
-        message: String,
-        span: Range<usize>,
-        label: &str,
-    ) {
+    pub(super) fn error(&mut self, code: Code, message: String, span: Range<usize>, label: &str) {
         self.push(Diagnostic::error(code, message).at(span, label));
     }
 
     pub(super) fn error_help(
         &mut self,
-        code: &'static str,
+        code: Code,
         message: String,
         span: Range<usize>,
         label: &str,
@@ -121,7 +110,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
     ) {
         let found = type_name(value.get_ref());
         let mut diagnostic = Diagnostic::error(
-            "rulec::type",
+            Code::Type,
             format!("`{key}` must be {expected}, found {}", found),
         )
         .at(value.span(), format!("expected {expected}"));
@@ -133,7 +122,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
 
     pub(super) fn missing(&mut self, key: &str, span: Range<usize>, what: &str, help: &str) {
         self.push(
-            Diagnostic::error("rulec::missing-key", format!("missing `{key}`: {what}"))
+            Diagnostic::error(Code::MissingKey, format!("missing `{key}`: {what}"))
                 .at(span, format!("`{key}` is required here"))
                 .with_help(help),
         );
@@ -182,7 +171,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                     Ok(number) => Some((number, entry.value.span())),
                     Err(_) => {
                         self.error(
-                            "rulec::type",
+                            Code::Type,
                             format!("`{key}` is out of range"),
                             entry.value.span(),
                             "integer out of range",
@@ -227,7 +216,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                     map.map(at)
                 };
                 self.error_help(
-                    "rulec::duration",
+                    Code::Duration,
                     format!("invalid duration `{text}` for `{key}`"),
                     span,
                     &label,
@@ -259,7 +248,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                 } else {
                     "negative duration".to_string()
                 };
-                self.error_help("rulec::duration-range", message, span, &label, help);
+                self.error_help(Code::DurationRange, message, span, &label, help);
                 Err(())
             }
             Some((nanos, _)) => Ok(Some(nanos.unsigned_abs())),
@@ -340,97 +329,115 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                 ok = false;
                 continue;
             };
-            match TopicPattern::parse(text) {
-                Ok(pattern) => {
-                    // README: events arrive on the channel `ev:<topic>`; the
-                    // prefix is the channel's, never part of the topic.
-                    let channel = text.strip_prefix("ev:");
-                    if let Some(topic) = channel {
-                        let topic = if topic.is_empty() { "*" } else { topic };
-                        self.push(
-                            Diagnostic::warning(
-                                "rulec::pattern-channel-prefix",
-                                format!("the pattern `{text}` in `{key}` starts with the channel prefix `ev:`: it can only match a topic that itself starts with `ev:`"),
-                            )
-                            .at(item.span(), "`ev:` belongs to the Redis channel name, not to the topic")
-                            .with_help(format!("patterns match the topic: write `{topic}`")),
-                        );
-                    } else if pattern.has_literal_star() {
-                        self.push(
-                            Diagnostic::warning(
-                                "rulec::pattern-literal-star",
-                                format!("the pattern `{text}` in `{key}` can only match the literal topic `{text}`"),
-                            )
-                            .at(item.span(), "`*` only works as the whole pattern or as a trailing `.*`")
-                            .with_help(literal_star_help(text)),
-                        );
-                    }
-                    if pattern == TopicPattern::Prefix(".".to_string()) {
-                        self.push(
-                            Diagnostic::warning(
-                                "rulec::pattern-empty-prefix",
-                                format!("the pattern `{text}` in `{key}` has an empty prefix: it matches only topics that start with `.`"),
-                            )
-                            .at(item.span(), "nothing before `.*`")
-                            .with_help("write `*` for every topic, or `prefix.*` (e.g. `alarm.*`) for every topic under `prefix.`"),
-                        );
-                    }
-                    // Topics are dotted words (DESIGN.md 3.4): no empty word.
-                    // `.*` has its own warning above.
-                    let body = text.strip_suffix(".*").unwrap_or(text);
-                    if channel.is_none() && !body.is_empty() && body.split('.').any(str::is_empty) {
-                        let help = match body.strip_suffix('.') {
-                            Some(prefix) if !prefix.is_empty() && !prefix.contains("..") => format!(
-                                "to match every topic under `{body}`, write `{prefix}.*`"
-                            ),
-                            _ => "topics are dotted words such as `alarm.triggered`; remove the extra `.`".to_string(),
-                        };
-                        self.push(
-                            Diagnostic::warning(
-                                "rulec::pattern-empty-segment",
-                                format!("the pattern `{text}` in `{key}` has an empty word between dots"),
-                            )
-                            .at(item.span(), "a leading, trailing or doubled `.`")
-                            .with_help(help),
-                        );
-                    }
-                    if text.chars().any(char::is_whitespace) {
-                        self.push(
-                            Diagnostic::warning(
-                                "rulec::pattern-whitespace",
-                                format!("the pattern `{text}` in `{key}` contains white space"),
-                            )
-                            .at(item.span(), "white space in a topic pattern")
-                            .with_help("topics are dotted words such as `alarm.triggered`; remove the white space"),
-                        );
-                    }
-                    if let Some((_, first)) = patterns.iter().find(|(p, _)| *p == pattern) {
-                        let first: &Range<usize> = first;
-                        self.push(
-                            Diagnostic::warning(
-                                "rulec::duplicate-pattern",
-                                format!("the pattern `{text}` appears twice in `{key}`"),
-                            )
-                            .at(item.span(), "repeated pattern")
-                            .with_related(&self.file.name, first.clone(), "first listed here")
-                            .with_help("remove one of them"),
-                        );
-                    }
-                    patterns.push((pattern, item.span()));
-                }
-                Err(_) => {
-                    self.error_help(
-                        "rulec::pattern",
-                        format!("empty topic pattern in `{key}`"),
-                        item.span(),
-                        "empty pattern",
-                        "write a topic such as `alarm.triggered`, a prefix such as `alarm.*`, or `*` for every topic",
-                    );
-                    ok = false;
-                }
+            let Ok(pattern) = TopicPattern::parse(text) else {
+                self.error_help(
+                    Code::Pattern,
+                    format!("empty topic pattern in `{key}`"),
+                    item.span(),
+                    "empty pattern",
+                    "write a topic such as `alarm.triggered`, a prefix such as `alarm.*`, or `*` for every topic",
+                );
+                ok = false;
+                continue;
+            };
+            self.pattern_warnings(key, text, &pattern, item.span());
+            if let Some((_, first)) = patterns.iter().find(|(p, _)| *p == pattern) {
+                let first: &Range<usize> = first;
+                self.push(
+                    Diagnostic::warning(
+                        Code::DuplicatePattern,
+                        format!("the pattern `{text}` appears twice in `{key}`"),
+                    )
+                    .at(item.span(), "repeated pattern")
+                    .with_related(&self.file.name, first.clone(), "first listed here")
+                    .with_help("remove one of them"),
+                );
             }
+            patterns.push((pattern, item.span()));
         }
         Some((patterns, ok))
+    }
+
+    /// Warnings about how one pattern is written (DESIGN.md 3.4): the
+    /// channel prefix, a literal `*`, the empty prefix `.*`, an empty word,
+    /// white space.
+    fn pattern_warnings(
+        &mut self,
+        key: &str,
+        text: &str,
+        pattern: &TopicPattern,
+        span: Range<usize>,
+    ) {
+        // README: events arrive on the channel `ev:<topic>`; the prefix is
+        // the channel's, never part of the topic.
+        let channel = text.strip_prefix("ev:");
+        if let Some(topic) = channel {
+            let topic = if topic.is_empty() { "*" } else { topic };
+            self.push(
+                Diagnostic::warning(
+                    Code::PatternChannelPrefix,
+                    format!("the pattern `{text}` in `{key}` starts with the channel prefix `ev:`: it can only match a topic that itself starts with `ev:`"),
+                )
+                .at(span.clone(), "`ev:` belongs to the Redis channel name, not to the topic")
+                .with_help(format!("patterns match the topic: write `{topic}`")),
+            );
+        } else if pattern.has_literal_star() {
+            self.push(
+                Diagnostic::warning(
+                    Code::PatternLiteralStar,
+                    format!(
+                        "the pattern `{text}` in `{key}` can only match the literal topic `{text}`"
+                    ),
+                )
+                .at(
+                    span.clone(),
+                    "`*` only works as the whole pattern or as a trailing `.*`",
+                )
+                .with_help(literal_star_help(text)),
+            );
+        }
+        if *pattern == TopicPattern::Prefix(".".to_string()) {
+            self.push(
+                Diagnostic::warning(
+                    Code::PatternEmptyPrefix,
+                    format!("the pattern `{text}` in `{key}` has an empty prefix: it matches only topics that start with `.`"),
+                )
+                .at(span.clone(), "nothing before `.*`")
+                .with_help("write `*` for every topic, or `prefix.*` (e.g. `alarm.*`) for every topic under `prefix.`"),
+            );
+        }
+        // Topics are dotted words (DESIGN.md 3.4): no empty word. `.*` has
+        // its own warning above.
+        let body = text.strip_suffix(".*").unwrap_or(text);
+        if channel.is_none() && !body.is_empty() && body.split('.').any(str::is_empty) {
+            let help = match body.strip_suffix('.') {
+                Some(prefix) if !prefix.is_empty() && !prefix.contains("..") => {
+                    format!("to match every topic under `{body}`, write `{prefix}.*`")
+                }
+                _ => "topics are dotted words such as `alarm.triggered`; remove the extra `.`"
+                    .to_string(),
+            };
+            self.push(
+                Diagnostic::warning(
+                    Code::PatternEmptySegment,
+                    format!("the pattern `{text}` in `{key}` has an empty word between dots"),
+                )
+                .at(span.clone(), "a leading, trailing or doubled `.`")
+                .with_help(help),
+            );
+        }
+        if text.chars().any(char::is_whitespace) {
+            self.push(
+                Diagnostic::warning(
+                    Code::PatternWhitespace,
+                    format!("the pattern `{text}` in `{key}` contains white space"),
+                )
+                .at(span, "white space in a topic pattern")
+                .with_help(
+                    "topics are dotted words such as `alarm.triggered`; remove the white space",
+                ),
+            );
+        }
     }
 }
 

@@ -19,7 +19,7 @@ mod step;
 
 pub use can::parse_can_data;
 
-use crate::diagnostic::{Diagnostic, Severity};
+use crate::diagnostic::{Code, Diagnostic, Severity};
 use crate::load::SourceFile;
 use crate::rulefile;
 use crate::when::CheckedWhen;
@@ -199,7 +199,7 @@ fn settle_names(candidates: Vec<(CheckedRule, Range<usize>)>, out: &mut Validate
             };
             out.diagnostics.push(
                 Diagnostic::error(
-                    "rulec::duplicate-name",
+                    Code::DuplicateName,
                     format!(
                         "the rule name `{}` is already used {where_first}",
                         rule.name
@@ -232,7 +232,7 @@ fn settle_names(candidates: Vec<(CheckedRule, Range<usize>)>, out: &mut Validate
         if let Some(((first_file, first_span), by)) = taken {
             out.diagnostics.push(
                 Diagnostic::warning(
-                    "rulec::disabled-duplicate-name",
+                    Code::DisabledDuplicateName,
                     format!(
                         "disabled rule left out: {by} is also named `{}`",
                         rule.name

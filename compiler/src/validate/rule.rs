@@ -2,8 +2,8 @@
 //! cancel-on, cooldown, debounce, repeat, enabled.
 
 use super::checker::{entry, Pattern, RuleChecker};
-use super::CheckedRule;
-use crate::diagnostic::{escape_controls, Diagnostic};
+use super::{CheckedExpr, CheckedRule};
+use crate::diagnostic::{escape_controls, Code, Diagnostic};
 use crate::rulefile::Table;
 use rulecore::bundle::{Concurrency, Repeat};
 use rulecore::suggest::did_you_mean;
@@ -12,163 +12,50 @@ use std::ops::Range;
 use toml::de::DeValue;
 
 impl<'i> RuleChecker<'_, 'i> {
+    /// Checks every rule key in the order of DESIGN.md 3.1, reporting all
+    /// problems that do not depend on each other; `None` on any error.
     pub(super) fn check(&mut self) -> Option<CheckedRule> {
         let table = &self.raw.table;
         let header = self.raw.span.clone();
-        let mut ok = true;
-
         // name first, so later diagnostics can name the rule.
-        ok &= self.check_name(table, &header);
-        if let Some(e) = entry(table, "enabled") {
-            if !matches!(e.value.get_ref(), DeValue::Boolean(_)) {
-                self.wrong_type(
-                    "enabled",
-                    e.value,
-                    "a boolean (`true` or `false`)",
-                    Some("write `enabled = false` (or `true`), without quotes"),
-                );
-                ok = false;
-            }
-        }
-
-        let on = match self.patterns(table, "on") {
-            Some((on, false)) => {
-                ok = false;
-                on
-            }
-            Some((on, true)) if on.is_empty() => {
-                let span = entry(table, "on").map_or(header.clone(), |e| e.value.span());
-                self.error_help(
-                    "rulec::empty-on",
-                    "`on` is empty: the rule could never fire".to_string(),
-                    span,
-                    "no topic patterns",
-                    "list at least one topic pattern, e.g. `on = [\"alarm.triggered\"]`",
-                );
-                ok = false;
-                Vec::new()
-            }
-            Some((on, true)) => on,
-            None => {
-                if entry(table, "on").is_none() {
-                    self.missing(
-                        "on",
-                        header.clone(),
-                        "a rule needs the topics that trigger it",
-                        "add e.g. `on = [\"alarm.triggered\"]`",
-                    );
-                }
-                ok = false;
-                Vec::new()
-            }
-        };
-
-        let when = match self.when(table) {
-            Ok(when) => when,
-            Err(()) => {
-                ok = false;
-                None
-            }
-        };
-        if let Some(expr) = &when {
-            if expr.checked.is_always_false {
-                self.push(
-                    Diagnostic::warning(
-                        "rulec::never-fires",
-                        "the rule's `when` is always false: it can never fire",
-                    )
-                    .at(expr.span.clone(), "always false")
-                    .with_help("remove the rule, or set `enabled = false` to keep it around"),
-                );
-            }
-        }
-
-        // `None`: present but wrong (so no check may assume the default).
-        let concurrency = match self.string(table, "concurrency") {
-            None => {
-                let absent = entry(table, "concurrency").is_none();
-                ok &= absent;
-                absent.then_some(Concurrency::Restart)
-            }
-            Some((text, span)) => match text.as_str() {
-                "restart" => Some(Concurrency::Restart),
-                "drop" => Some(Concurrency::Drop),
-                "queue" => Some(Concurrency::Queue),
-                other => {
-                    let close = did_you_mean(other, &["restart", "drop", "queue"]);
-                    let label = match close {
-                        Some(close) => format!("unknown policy; did you mean `{close}`?"),
-                        None => "unknown policy".to_string(),
-                    };
-                    self.push(
-                        Diagnostic::error("rulec::concurrency", format!("unknown concurrency `{other}`"))
-                            .at(span, label)
-                            .with_help("`concurrency` is one of \"restart\" (the default: a new trigger restarts the run), \"drop\" (ignore triggers while a run is live) or \"queue\" (run them one after another)"),
-                    );
-                    ok = false;
-                    None
-                }
-            },
-        };
-
-        let cancel_on = match self.patterns(table, "cancel-on") {
-            Some((cancel_on, all_ok)) => {
-                ok &= all_ok;
-                cancel_on
-            }
-            None => {
-                ok &= entry(table, "cancel-on").is_none();
-                Vec::new()
-            }
+        let mut ok = self.check_name(table, &header);
+        ok &= self.check_enabled(table);
+        let (on, on_ok) = self.on(table, &header);
+        let when = self.rule_when(table);
+        let concurrency = self.concurrency(table);
+        let (cancel_on, cancel_on_ok) = match self.patterns(table, "cancel-on") {
+            Some(patterns) => patterns,
+            None => (Vec::new(), entry(table, "cancel-on").is_none()),
         };
         self.warn_cancel_on_overlaps(&on, &cancel_on, concurrency, entry(table, "when").is_some());
-
-        let cooldown_ns = self
-            .bounded_duration(
-                table,
-                "cooldown",
-                false,
-                "write a positive duration, or `\"0s\"` (or nothing) for no cooldown",
-            )
-            .unwrap_or_else(|()| {
-                ok = false;
-                None
-            })
-            .unwrap_or(0);
-        let debounce_ns = self
-            .bounded_duration(
-                table,
-                "debounce",
-                true,
-                "write a positive quiet window such as `\"500ms\"`, or remove `debounce`",
-            )
-            .unwrap_or_else(|()| {
-                ok = false;
-                None
-            })
-            .unwrap_or(0);
-
-        let repeat = match self.repeat(table) {
-            Some(repeat) => repeat,
-            None => {
-                ok = false;
-                Repeat {
-                    count: 1,
-                    every_ns: 0,
-                }
-            }
-        };
-
+        let cooldown_ns = self.bounded_duration(
+            table,
+            "cooldown",
+            false,
+            "write a positive duration, or `\"0s\"` (or nothing) for no cooldown",
+        );
+        let debounce_ns = self.bounded_duration(
+            table,
+            "debounce",
+            true,
+            "write a positive quiet window such as `\"500ms\"`, or remove `debounce`",
+        );
+        let repeat = self.repeat(table);
         let steps = self.steps(table, &header);
-        let steps = match steps {
-            Some(steps) => steps,
-            None => {
-                ok = false;
-                Vec::new()
-            }
-        };
 
         let name = self.name.clone()?;
+        ok &= on_ok && cancel_on_ok;
+        let (
+            Ok(when),
+            Some(concurrency),
+            Ok(cooldown_ns),
+            Ok(debounce_ns),
+            Some(repeat),
+            Some(steps),
+        ) = (when, concurrency, cooldown_ns, debounce_ns, repeat, steps)
+        else {
+            return None;
+        };
         if !ok {
             return None;
         }
@@ -178,14 +65,105 @@ impl<'i> RuleChecker<'_, 'i> {
             enabled: self.enabled,
             on: on.into_iter().map(|(p, _)| p).collect(),
             cancel_on: cancel_on.into_iter().map(|(p, _)| p).collect(),
-            concurrency: concurrency?,
-            cooldown_ns,
-            debounce_ns,
+            concurrency,
+            cooldown_ns: cooldown_ns.unwrap_or(0),
+            debounce_ns: debounce_ns.unwrap_or(0),
             repeat,
             when,
             steps,
             span: header,
         })
+    }
+
+    /// `enabled` must be a boolean (its value was read by `new`).
+    fn check_enabled(&mut self, table: &Table<'i>) -> bool {
+        let Some(e) = entry(table, "enabled") else {
+            return true;
+        };
+        if matches!(e.value.get_ref(), DeValue::Boolean(_)) {
+            return true;
+        }
+        self.wrong_type(
+            "enabled",
+            e.value,
+            "a boolean (`true` or `false`)",
+            Some("write `enabled = false` (or `true`), without quotes"),
+        );
+        false
+    }
+
+    /// `on`: required, not empty. The patterns that parsed, also on error
+    /// (the cancel-on warnings still look at them), and whether all is well.
+    fn on(&mut self, table: &Table<'i>, header: &Range<usize>) -> (Vec<Pattern>, bool) {
+        match self.patterns(table, "on") {
+            Some((on, true)) if on.is_empty() => {
+                let span = entry(table, "on").map_or(header.clone(), |e| e.value.span());
+                self.error_help(
+                    Code::EmptyOn,
+                    "`on` is empty: the rule could never fire".to_string(),
+                    span,
+                    "no topic patterns",
+                    "list at least one topic pattern, e.g. `on = [\"alarm.triggered\"]`",
+                );
+                (Vec::new(), false)
+            }
+            Some((on, all_ok)) => (on, all_ok),
+            None => {
+                if entry(table, "on").is_none() {
+                    self.missing(
+                        "on",
+                        header.clone(),
+                        "a rule needs the topics that trigger it",
+                        "add e.g. `on = [\"alarm.triggered\"]`",
+                    );
+                }
+                (Vec::new(), false)
+            }
+        }
+    }
+
+    /// The rule's `when`; warns when it is always false.
+    fn rule_when(&mut self, table: &Table<'i>) -> Result<Option<CheckedExpr>, ()> {
+        let when = self.when(table)?;
+        if let Some(expr) = when.as_ref().filter(|expr| expr.checked.is_always_false) {
+            self.push(
+                Diagnostic::warning(
+                    Code::NeverFires,
+                    "the rule's `when` is always false: it can never fire",
+                )
+                .at(expr.span.clone(), "always false")
+                .with_help("remove the rule, or set `enabled = false` to keep it around"),
+            );
+        }
+        Ok(when)
+    }
+
+    /// `concurrency`, `restart` when absent; `None` when present but wrong
+    /// (so no check may assume the default).
+    fn concurrency(&mut self, table: &Table<'i>) -> Option<Concurrency> {
+        let Some((text, span)) = self.string(table, "concurrency") else {
+            return entry(table, "concurrency")
+                .is_none()
+                .then_some(Concurrency::Restart);
+        };
+        match text.as_str() {
+            "restart" => Some(Concurrency::Restart),
+            "drop" => Some(Concurrency::Drop),
+            "queue" => Some(Concurrency::Queue),
+            other => {
+                let close = did_you_mean(other, &["restart", "drop", "queue"]);
+                let label = match close {
+                    Some(close) => format!("unknown policy; did you mean `{close}`?"),
+                    None => "unknown policy".to_string(),
+                };
+                self.push(
+                    Diagnostic::error(Code::Concurrency, format!("unknown concurrency `{other}`"))
+                        .at(span, label)
+                        .with_help("`concurrency` is one of \"restart\" (the default: a new trigger restarts the run), \"drop\" (ignore triggers while a run is live) or \"queue\" (run them one after another)"),
+                );
+                None
+            }
+        }
     }
 
     /// Reads `name` into `self.name`; `false` when it is missing or not a
@@ -205,7 +183,7 @@ impl<'i> RuleChecker<'_, 'i> {
             Some(e) => match e.value.get_ref() {
                 DeValue::String(text) if text.trim().is_empty() => {
                     self.error_help(
-                        "rulec::empty-name",
+                        Code::EmptyName,
                         "the rule name is empty".to_string(),
                         e.value.span(),
                         "empty name",
@@ -228,7 +206,7 @@ impl<'i> RuleChecker<'_, 'i> {
                         };
                         self.push(
                             Diagnostic::warning(
-                                "rulec::name-characters",
+                                Code::NameCharacters,
                                 format!("the rule name `{}` has {what}", escape_controls(text)),
                             )
                             .at(e.value.span(), "hard to tell apart in logs")
@@ -266,7 +244,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 if let Some((on_pattern, on_span)) = covering {
                     self.push(
                         Diagnostic::warning(
-                            "rulec::cancel-on-also-triggers",
+                            Code::CancelOnAlsoTriggers,
                             format!("`on` pattern `{on_pattern}` also matches `cancel-on` pattern `{pattern}`: such an event cancels the run, then starts a new one"),
                         )
                         .at(span.clone(), "also matched by `on`")
@@ -281,7 +259,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 if let Some((_, on_span)) = on.iter().find(|(p, _)| p == pattern) {
                     self.push(
                         Diagnostic::warning(
-                            "rulec::redundant-cancel-on",
+                            Code::RedundantCancelOn,
                             format!("`cancel-on` repeats the `on` pattern `{pattern}`"),
                         )
                         .at(span.clone(), "also in `on`")
@@ -314,7 +292,7 @@ impl<'i> RuleChecker<'_, 'i> {
             None => {
                 if entry(repeat, "count").is_none() {
                     self.error_help(
-                        "rulec::repeat",
+                        Code::Repeat,
                         "`repeat` needs a `count`".to_string(),
                         e.value.span(),
                         "no `count`",
@@ -332,7 +310,7 @@ impl<'i> RuleChecker<'_, 'i> {
                         format!("at most {}", u32::MAX)
                     };
                     self.error_help(
-                        "rulec::repeat",
+                        Code::Repeat,
                         format!("`repeat.count` must be {bound}, found {count}"),
                         span,
                         "out of range",
@@ -350,7 +328,7 @@ impl<'i> RuleChecker<'_, 'i> {
             None if entry(repeat, "every").is_some() => None,
             None if count > 1 => {
                 self.error_help(
-                    "rulec::repeat",
+                    Code::Repeat,
                     format!("`repeat` with `count = {count}` needs `every`"),
                     e.value.span(),
                     "no `every`",
@@ -361,7 +339,7 @@ impl<'i> RuleChecker<'_, 'i> {
             None => Some(Repeat { count, every_ns: 0 }),
             Some((nanos, span)) if nanos <= 0 && count > 1 => {
                 self.error_help(
-                    "rulec::repeat",
+                    Code::Repeat,
                     "`repeat.every` must be positive".to_string(),
                     span,
                     "not positive",
@@ -373,7 +351,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 if count == 1 {
                     self.push(
                         Diagnostic::warning(
-                            "rulec::repeat-every-unused",
+                            Code::RepeatEveryUnused,
                             "`repeat.every` has no effect with `count = 1`",
                         )
                         .at(span, "never used")

@@ -1,9 +1,10 @@
 //! Step keys (DESIGN.md 3.2): do, when, after, durable, and the redis
 //! and exec actions; keys of another action kind.
 
-use super::checker::{entry, RuleChecker, ACTION_KINDS, CAN_KEYS, EXEC_KEYS, REDIS_KEYS};
+use super::checker::{entry, RuleChecker};
 use super::{CheckedStep, DEFAULT_EXEC_TIMEOUT_NS};
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Code, Diagnostic};
+use crate::keys::{self, ActionKind, Level};
 use crate::rulefile::Table;
 use rulecore::bundle::Action;
 use rulecore::suggest::did_you_mean;
@@ -37,7 +38,7 @@ impl<'i> RuleChecker<'_, 'i> {
         };
         if items.is_empty() {
             self.error_help(
-                "rulec::no-steps",
+                Code::NoSteps,
                 "`step` is empty: a rule needs at least one step".to_string(),
                 e.value.span(),
                 "no steps",
@@ -61,7 +62,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 let (false_step, false_span) = (*false_step, false_span.clone());
                 self.push(
                     Diagnostic::warning(
-                        "rulec::unreachable-step",
+                        Code::UnreachableStep,
                         format!("this step can never run: step {false_step}'s `when` is always false"),
                     )
                     .at(item.span(), "unreachable")
@@ -111,107 +112,11 @@ impl<'i> RuleChecker<'_, 'i> {
         step: &Table<'i>,
         span: Range<usize>,
         when: Option<super::CheckedExpr>,
-        mut ok: bool,
+        ok: bool,
     ) -> Option<CheckedStep> {
-        // Whether `after` itself is sound, apart from the step's other keys:
-        // the `durable` check below depends on it alone.
-        let (after_ns, after_ok) = match self.bounded_duration(
-            step,
-            "after",
-            false,
-            "`after` is a delay: write a positive duration, or `\"0s\"` to run at once",
-        ) {
-            Ok(after) => (after.unwrap_or(0), true),
-            Err(()) => (0, false),
-        };
-        ok &= after_ok;
-        let durable = match self.boolean(step, "durable") {
-            Some((durable, durable_span)) => {
-                if after_ns == 0 && after_ok {
-                    let mut diagnostic = Diagnostic::error(
-                        "rulec::durable-without-after",
-                        "`durable` on a step without a delay",
-                    )
-                    .at(durable_span, "only meaningful with `after` > 0")
-                    .with_help("`durable` says whether a delayed step survives a restart; remove it, or add `after`");
-                    if let Some(after) = entry(step, "after") {
-                        diagnostic = diagnostic.with_related(
-                            &self.file.name,
-                            after.value.span(),
-                            "`after` is zero here",
-                        );
-                    }
-                    self.push(diagnostic);
-                    ok = false;
-                }
-                durable
-            }
-            None => {
-                ok &= entry(step, "durable").is_none();
-                after_ns > 0
-            }
-        };
-
-        let action = match entry(step, "do") {
-            None => {
-                self.missing(
-                    "do",
-                    span.clone(),
-                    "every step needs an action",
-                    "add `do = \"redis\"`, `do = \"exec\"` or `do = \"can\"`",
-                );
-                None
-            }
-            Some(e) => match e.value.get_ref() {
-                DeValue::String(kind) => {
-                    let kind: &str = kind;
-                    match kind {
-                        "redis" | "exec" | "can" => {
-                            self.other_kind_keys(step, kind);
-                            match kind {
-                                "redis" => self.redis(step, &span),
-                                "exec" => self.exec(step, &span),
-                                _ => self.can(step, &span),
-                            }
-                        }
-                        "lua" | "http" => {
-                            self.error_help(
-                                "rulec::action-unsupported",
-                                format!("`{kind}` actions are not supported yet"),
-                                e.value.span(),
-                                "not supported yet",
-                                "supported actions are \"redis\", \"exec\" and \"can\"; an `exec` step can run a script",
-                            );
-                            None
-                        }
-                        other => {
-                            let label = match did_you_mean(other, ACTION_KINDS) {
-                                Some(close) => format!("unknown action; did you mean `{close}`?"),
-                                None => "unknown action".to_string(),
-                            };
-                            self.error_help(
-                                "rulec::unknown-action",
-                                format!("unknown action `{other}`"),
-                                e.value.span(),
-                                &label,
-                                "`do` is one of \"redis\", \"exec\" or \"can\"",
-                            );
-                            None
-                        }
-                    }
-                }
-                _ => {
-                    self.wrong_type(
-                        "do",
-                        e.value,
-                        "a string",
-                        Some("`do` is one of \"redis\", \"exec\" or \"can\""),
-                    );
-                    None
-                }
-            },
-        };
-        let action = action?;
+        let timing = self.timing(step);
+        let action = self.action(step, &span)?;
+        let (after_ns, durable) = timing?;
         ok.then_some(CheckedStep {
             action,
             when,
@@ -221,28 +126,120 @@ impl<'i> RuleChecker<'_, 'i> {
         })
     }
 
-    pub(super) fn other_kind_keys(&mut self, step: &Table<'i>, kind: &str) {
-        for (others, other_kind) in [
-            (REDIS_KEYS, "redis"),
-            (EXEC_KEYS, "exec"),
-            (CAN_KEYS, "can"),
-        ] {
-            if other_kind == kind {
-                continue;
+    /// `after` and `durable` (`durable` only with a delay); `None` when
+    /// either is wrong.
+    fn timing(&mut self, step: &Table<'i>) -> Option<(u64, bool)> {
+        // Whether `after` itself is sound, apart from the step's other keys:
+        // the `durable` check below depends on it alone.
+        let after = self.bounded_duration(
+            step,
+            "after",
+            false,
+            "`after` is a delay: write a positive duration, or `\"0s\"` to run at once",
+        );
+        let (after_ns, after_ok) = match after {
+            Ok(after) => (after.unwrap_or(0), true),
+            Err(()) => (0, false),
+        };
+        let Some((durable, durable_span)) = self.boolean(step, "durable") else {
+            let durable_ok = entry(step, "durable").is_none();
+            return (after_ok && durable_ok).then_some((after_ns, after_ns > 0));
+        };
+        if after_ns == 0 && after_ok {
+            let mut diagnostic = Diagnostic::error(
+                Code::DurableWithoutAfter,
+                "`durable` on a step without a delay",
+            )
+            .at(durable_span, "only meaningful with `after` > 0")
+            .with_help("`durable` says whether a delayed step survives a restart; remove it, or add `after`");
+            if let Some(after) = entry(step, "after") {
+                diagnostic = diagnostic.with_related(
+                    &self.file.name,
+                    after.value.span(),
+                    "`after` is zero here",
+                );
             }
-            for key in others {
-                if let Some(e) = entry(step, key) {
-                    self.push(
-                        Diagnostic::warning(
-                            "rulec::other-action-key",
-                            format!("`{key}` has no effect on {} `{kind}` step", article(kind)),
-                        )
-                        .at(e.key_span, format!("belongs to `do = \"{other_kind}\"`"))
-                        .with_help(format!(
-                            "remove `{key}`, or change `do` if this step should be `{other_kind}`"
-                        )),
-                    );
+            self.push(diagnostic);
+            return None;
+        }
+        after_ok.then_some((after_ns, durable))
+    }
+
+    /// `do` and the keys of its action kind (DESIGN.md 3.2, 3.6).
+    fn action(&mut self, step: &Table<'i>, span: &Range<usize>) -> Option<Action> {
+        let Some(e) = entry(step, "do") else {
+            self.missing(
+                "do",
+                span.clone(),
+                "every step needs an action",
+                "add `do = \"redis\"`, `do = \"exec\"` or `do = \"can\"`",
+            );
+            return None;
+        };
+        let DeValue::String(kind) = e.value.get_ref() else {
+            self.wrong_type(
+                "do",
+                e.value,
+                "a string",
+                Some("`do` is one of \"redis\", \"exec\" or \"can\""),
+            );
+            return None;
+        };
+        let kind: &str = kind;
+        match ActionKind::from_name(kind) {
+            Some(action) => {
+                self.other_kind_keys(step, kind);
+                match action {
+                    ActionKind::Redis => self.redis(step, span),
+                    ActionKind::Exec => self.exec(step, span),
+                    ActionKind::Can => self.can(step, span),
                 }
+            }
+            None if matches!(kind, "lua" | "http") => {
+                self.error_help(
+                    Code::ActionUnsupported,
+                    format!("`{kind}` actions are not supported yet"),
+                    e.value.span(),
+                    "not supported yet",
+                    "supported actions are \"redis\", \"exec\" and \"can\"; an `exec` step can run a script",
+                );
+                None
+            }
+            None => {
+                let label = match did_you_mean(kind, ActionKind::NAMES) {
+                    Some(close) => format!("unknown action; did you mean `{close}`?"),
+                    None => "unknown action".to_string(),
+                };
+                self.error_help(
+                    Code::UnknownAction,
+                    format!("unknown action `{kind}`"),
+                    e.value.span(),
+                    &label,
+                    "`do` is one of \"redis\", \"exec\" or \"can\"",
+                );
+                None
+            }
+        }
+    }
+
+    /// Warns about each key of another action kind (DESIGN.md 3.2): it has
+    /// no effect. The key table says which kind a key belongs to.
+    pub(super) fn other_kind_keys(&mut self, step: &Table<'i>, kind: &str) {
+        let others = keys::keys(Level::Step)
+            .filter_map(|key| Some((key.name, key.action?.as_str())))
+            .filter(|(_, other_kind)| *other_kind != kind);
+        for (key, other_kind) in others {
+            if let Some(e) = entry(step, key) {
+                self.push(
+                    Diagnostic::warning(
+                        Code::OtherActionKey,
+                        format!("`{key}` has no effect on {} `{kind}` step", article(kind)),
+                    )
+                    .at(e.key_span, format!("belongs to `do = \"{other_kind}\"`"))
+                    .with_help(format!(
+                        "remove `{key}`, or change `do` if this step should be `{other_kind}`"
+                    )),
+                );
             }
         }
     }
@@ -268,7 +265,7 @@ impl<'i> RuleChecker<'_, 'i> {
         let (text, span) = self.string(step, key)?;
         if text.is_empty() {
             self.error_help(
-                "rulec::empty-value",
+                Code::EmptyValue,
                 format!("`{key}` is empty"),
                 span,
                 "empty string",
@@ -288,7 +285,7 @@ impl<'i> RuleChecker<'_, 'i> {
             if let Some((text, span)) = value.as_ref().filter(|(text, _)| text.trim().is_empty()) {
                 self.push(
                     Diagnostic::warning(
-                        "rulec::blank-value",
+                        Code::BlankValue,
                         format!("`{key}` `{}` is only white space", text.escape_debug()),
                     )
                     .at(span.clone(), "only white space")
@@ -326,7 +323,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 let what = if bad == '\0' { "a NUL byte" } else { "white space" };
                 self.push(
                     Diagnostic::error(
-                        "rulec::exec-arguments",
+                        Code::ExecArguments,
                         format!("`command` `{}` contains {what}: it names one program, without arguments", text.escape_debug()),
                     )
                     .at(span.clone(), "one program name or path, no arguments, no shell")
@@ -339,7 +336,7 @@ impl<'i> RuleChecker<'_, 'i> {
             if text.contains('/') && !text.starts_with('/') {
                 self.push(
                     Diagnostic::warning(
-                        "rulec::exec-relative-path",
+                        Code::ExecRelativePath,
                         format!("`command` `{text}` is a relative path: it is looked up from ruled's working directory, not from the rules directory"),
                     )
                     .at(span.clone(), "relative path")

@@ -14,11 +14,12 @@
 use super::lex::tokenize;
 use super::spans::{self, Oddity, SpanTree};
 use super::{BinOp, CheckedWhen, Expr, ExprKind, Lit, Ty, UnOp, WhenProblem};
+use crate::diagnostic::Code;
 use constant::{constant_context, constant_failures};
 use evalexpr::{DefaultNumericTypes, Node, Operator, Value};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Builtin, EventField};
-use std::ops::Range;
+use std::ops::{Range, RangeInclusive};
 use syntax::{parse_problem, token_problems};
 
 /// The functions `when` accepts, by their evalexpr name.
@@ -96,55 +97,23 @@ const FIELDS: &[(&str, EventField)] = &[
 /// condition, so no input can exhaust the stack.
 pub const MAX_TOKENS: usize = 256;
 
+/// Checks `text` in the order a reader would: its length, what the tokens
+/// alone show, evalexpr's parse, the typed walk, the parts that fail on
+/// every event, and last that the result is a boolean.
 pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     let toks = tokenize(text);
     if let Some(first_over) = toks.get(MAX_TOKENS) {
-        // Point where the limit is crossed: underlining a whole long
-        // expression would fill the screen and say less.
-        return Err(vec![problem(
-            "rulec::when::too-long",
-            format!(
-                "the expression has {} tokens; the limit is {MAX_TOKENS}",
-                toks.len()
-            ),
-            first_over.span.start..whole_span(text).end,
-            format!("token {} and after are over the limit", MAX_TOKENS + 1),
-            Some("split the condition across steps or rules".into()),
-        )]);
+        return Err(vec![too_long(text, toks.len(), first_over.span.start)]);
     }
-    let mut problems = token_problems(text, &toks);
+    let problems = token_problems(text, &toks);
     if !problems.is_empty() {
         return Err(problems);
     }
-    let tree = match evalexpr::build_operator_tree::<DefaultNumericTypes>(text) {
-        Ok(tree) => tree,
-        Err(error) => return Err(vec![parse_problem(text, &toks, &error)]),
-    };
+    let tree = evalexpr::build_operator_tree::<DefaultNumericTypes>(text)
+        .map_err(|error| vec![parse_problem(text, &toks, &error)])?;
     let mapped = spans::map(&tree, &toks, text.len());
     if !mapped.misplaced.is_empty() {
-        return Err(mapped
-            .misplaced
-            .into_iter()
-            .map(|(at, oddity)| {
-                let written = text[at.clone()].to_string();
-                match oddity {
-                    Oddity::OperatorFirst => problem(
-                        "rulec::when::syntax",
-                        format!("`{written}` has no left operand"),
-                        at,
-                        "nothing before this operator".into(),
-                        Some(format!("write it between its operands: `a {written} b`")),
-                    ),
-                    Oddity::ParensAfterValue => problem(
-                        "rulec::when::syntax",
-                        "parentheses after a value".into(),
-                        at,
-                        "a value cannot be called".into(),
-                        Some("only functions take arguments: `len(topic)`".into()),
-                    ),
-                }
-            })
-            .collect());
+        return Err(misplaced(text, mapped.misplaced));
     }
     let spans = mapped.tree;
     let mut checker = Checker {
@@ -153,41 +122,16 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         warnings: Vec::new(),
         state_pairs: Vec::new(),
     };
-    let expr = if tree.children().is_empty() {
-        checker.problems.push(problem(
-            "rulec::when::empty",
-            "the expression is empty".into(),
-            0..text.len(),
-            "nothing to evaluate".into(),
-            Some("remove `when` to run every time, or write a condition".into()),
-        ));
-        None
-    } else {
-        checker.node(&tree, &spans)
-    };
-    problems = checker.problems;
-    let mut constant = false;
+    let expr = checker.root(&tree, &spans);
+    let mut problems = std::mem::take(&mut checker.problems);
     let context = constant_context();
-    if expr.is_some() && problems.is_empty() {
-        constant = constant_failures(text, &tree, &spans, &context, &mut problems);
-    }
+    let constant = expr.is_some()
+        && problems.is_empty()
+        && constant_failures(text, &tree, &spans, &context, &mut problems);
     match expr {
         Some(expr) if problems.is_empty() => {
             if !matches!(expr.ty, Ty::Bool | Ty::Any) {
-                return Err(vec![problem(
-                    "rulec::when::not-boolean",
-                    format!("`when` must be a boolean, but this is {}", expr.ty.a()),
-                    whole_span(text),
-                    format!("this is {}", expr.ty.a()),
-                    Some(
-                        match expr.ty {
-                            Ty::Str => "compare it, for example `... == \"value\"`",
-                            Ty::Int | Ty::Float | Ty::Num => "compare it, for example `... > 0`",
-                            _ => "compare it, for example `... == \"value\"` or `... > 0`",
-                        }
-                        .into(),
-                    ),
-                )]);
+                return Err(vec![not_boolean(text, expr.ty)]);
             }
             Ok(CheckedWhen {
                 state_pairs: checker.state_pairs,
@@ -202,7 +146,7 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         // Every path that gives up reports why; this keeps the contract
         // ("an error has at least one problem") even if one ever does not.
         _ if problems.is_empty() => Err(vec![problem(
-            "rulec::when::syntax",
+            Code::WhenSyntax,
             "cannot understand this expression".into(),
             whole_span(text),
             "incomplete expression".into(),
@@ -210,6 +154,61 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         )]),
         _ => Err(problems),
     }
+}
+
+/// More than [`MAX_TOKENS`] tokens. Points where the limit is crossed:
+/// underlining a whole long expression would fill the screen and say less.
+fn too_long(text: &str, tokens: usize, first_over: usize) -> WhenProblem {
+    problem(
+        Code::WhenTooLong,
+        format!("the expression has {tokens} tokens; the limit is {MAX_TOKENS}"),
+        first_over..whole_span(text).end,
+        format!("token {} and after are over the limit", MAX_TOKENS + 1),
+        Some("split the condition across steps or rules".into()),
+    )
+}
+
+/// Operators and parentheses that evalexpr accepted in a place where they
+/// mean nothing (`* 2`, `x(1)`).
+fn misplaced(text: &str, misplaced: Vec<(Range<usize>, Oddity)>) -> Vec<WhenProblem> {
+    misplaced
+        .into_iter()
+        .map(|(at, oddity)| {
+            let written = text[at.clone()].to_string();
+            match oddity {
+                Oddity::OperatorFirst => problem(
+                    Code::WhenSyntax,
+                    format!("`{written}` has no left operand"),
+                    at,
+                    "nothing before this operator".into(),
+                    Some(format!("write it between its operands: `a {written} b`")),
+                ),
+                Oddity::ParensAfterValue => problem(
+                    Code::WhenSyntax,
+                    "parentheses after a value".into(),
+                    at,
+                    "a value cannot be called".into(),
+                    Some("only functions take arguments: `len(topic)`".into()),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// The whole expression is of type `ty`, not a boolean.
+fn not_boolean(text: &str, ty: Ty) -> WhenProblem {
+    let help = match ty {
+        Ty::Str => "compare it, for example `... == \"value\"`",
+        Ty::Int | Ty::Float | Ty::Num => "compare it, for example `... > 0`",
+        _ => "compare it, for example `... == \"value\"` or `... > 0`",
+    };
+    problem(
+        Code::WhenNotBoolean,
+        format!("`when` must be a boolean, but this is {}", ty.a()),
+        whole_span(text),
+        format!("this is {}", ty.a()),
+        Some(help.into()),
+    )
 }
 
 /// The expression without surrounding white space (falls back to all of it).
@@ -223,8 +222,83 @@ fn whole_span(text: &str) -> Range<usize> {
     }
 }
 
+/// What an unknown name most likely meant: a data key, a field or boolean
+/// with a typo, `data.` misspelt, or a null that `when` does not have.
+fn unknown_name_help(name: &str) -> String {
+    let misspelt_data = name.split_once('.').and_then(|(head, rest)| {
+        closest(head, ["data"]).map(|_| format!("did you mean `data.{rest}`?"))
+    });
+    if name == "data" {
+        "name a key of the event's data: data.KEY".to_string()
+    } else if ["null", "nil", "none", "undefined"].contains(&name.to_ascii_lowercase().as_str()) {
+        // docs/when-language.md, "Data values": a missing key is empty.
+        "`when` has no null: a missing data key reads as empty, which equals nothing \
+         but another empty value; compare with a value the key should have"
+            .to_string()
+    } else if let Some(near) = closest(
+        name,
+        FIELDS.iter().map(|(n, _)| *n).chain(["true", "false"]),
+    )
+    .or_else(|| closest(&name.to_ascii_lowercase(), ["true", "false"]))
+    {
+        format!("did you mean `{near}`?")
+    } else if let Some(help) = misspelt_data {
+        help
+    } else if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        format!(
+            "for a key of the event's data, write `data.{name}`; the other names are \
+             topic, src, from, to and state(\"hash\", \"field\")"
+        )
+    } else {
+        "the names are topic, src, from, to, data.KEY and state(\"hash\", \"field\")".into()
+    }
+}
+
+/// How many arguments a built-in takes, that number in words, and how a
+/// call looks.
+fn arity(builtin: Builtin) -> (RangeInclusive<usize>, &'static str, &'static str) {
+    match builtin {
+        Builtin::Min | Builtin::Max => (
+            2..=usize::from(u8::MAX),
+            "at least two arguments",
+            "(a, b, ...)",
+        ),
+        Builtin::If => (3..=3, "three arguments", "(condition, then, else)"),
+        Builtin::StartsWith => (2..=2, "two arguments", "(text, prefix)"),
+        Builtin::EndsWith => (2..=2, "two arguments", "(text, suffix)"),
+        Builtin::Contains => (2..=2, "two arguments", "(text, part)"),
+        Builtin::Len | Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => {
+            (1..=1, "one argument", "(text)")
+        }
+        Builtin::Floor | Builtin::Ceil | Builtin::Round | Builtin::Abs => {
+            (1..=1, "one argument", "(number)")
+        }
+    }
+}
+
+/// The binary operators `when` supports.
+fn bin_op(op: &Operator) -> Option<BinOp> {
+    Some(match op {
+        Operator::Add => BinOp::Add,
+        Operator::Sub => BinOp::Sub,
+        Operator::Mul => BinOp::Mul,
+        Operator::Div => BinOp::Div,
+        Operator::Mod => BinOp::Mod,
+        Operator::Exp => BinOp::Pow,
+        Operator::Eq => BinOp::Eq,
+        Operator::Neq => BinOp::Ne,
+        Operator::Lt => BinOp::Lt,
+        Operator::Leq => BinOp::Le,
+        Operator::Gt => BinOp::Gt,
+        Operator::Geq => BinOp::Ge,
+        Operator::And => BinOp::And,
+        Operator::Or => BinOp::Or,
+        _ => return None,
+    })
+}
+
 fn problem(
-    code: &'static str,
+    code: Code,
     message: String,
     span: Range<usize>,
     label: String,
@@ -348,7 +422,7 @@ struct Checker<'t> {
 impl Checker<'_> {
     fn report(
         &mut self,
-        code: &'static str,
+        code: Code,
         message: String,
         span: Range<usize>,
         label: String,
@@ -356,6 +430,21 @@ impl Checker<'_> {
     ) {
         self.problems
             .push(problem(code, message, span, label, help));
+    }
+
+    /// The top of the tree: an empty expression, or its one node.
+    fn root(&mut self, tree: &Node, spans: &SpanTree) -> Option<Expr> {
+        if !tree.children().is_empty() {
+            return self.node(tree, spans);
+        }
+        self.report(
+            Code::WhenEmpty,
+            "the expression is empty".into(),
+            0..self.text.len(),
+            "nothing to evaluate".into(),
+            Some("remove `when` to run every time, or write a condition".into()),
+        );
+        None
     }
 
     /// Checks every child even after a failure, so that all problems are
@@ -370,46 +459,14 @@ impl Checker<'_> {
         checked.into_iter().collect()
     }
 
+    /// One node of evalexpr's tree: a literal, a name, a call or an
+    /// operator; tuples, chains and assignments are refused.
     fn node(&mut self, node: &Node, spans: &SpanTree) -> Option<Expr> {
         let span = spans.span.clone();
         let op_span = spans.op.clone();
         match node.operator() {
-            Operator::RootNode => match (node.children(), spans.kids.first()) {
-                ([kid], Some(kid_spans)) => self.node(kid, kid_spans),
-                _ => {
-                    self.report(
-                        "rulec::when::syntax",
-                        "empty parentheses".into(),
-                        span,
-                        "nothing inside".into(),
-                        None,
-                    );
-                    None
-                }
-            },
-            Operator::Const { value } => {
-                let (lit, ty) = match value {
-                    Value::String(s) => (Lit::Str(s.clone()), Ty::Str),
-                    Value::Int(i) => (Lit::Int(*i), Ty::Int),
-                    Value::Float(f) => (Lit::Float(*f), Ty::Float),
-                    Value::Boolean(b) => (Lit::Bool(*b), Ty::Bool),
-                    Value::Tuple(_) | Value::Empty => {
-                        self.report(
-                            "rulec::when::syntax",
-                            "unexpected value".into(),
-                            span,
-                            "not a literal `when` supports".into(),
-                            None,
-                        );
-                        return None;
-                    }
-                };
-                Some(Expr {
-                    kind: ExprKind::Lit(lit),
-                    ty,
-                    span,
-                })
-            }
+            Operator::RootNode => self.parenthesized(node, spans),
+            Operator::Const { value } => self.literal(value, span),
             Operator::VariableIdentifierRead { identifier } => self.name(identifier, span),
             Operator::FunctionIdentifier { identifier } => {
                 let (Some(arg), Some(arg_spans)) = (node.children().first(), spans.kids.first())
@@ -424,7 +481,7 @@ impl Checker<'_> {
                 // an error whatever they are.
                 let _ = self.kids(node, spans);
                 self.report(
-                    "rulec::when::tuple",
+                    Code::WhenTuple,
                     "tuples are only allowed as function arguments".into(),
                     span,
                     "a tuple".into(),
@@ -434,7 +491,7 @@ impl Checker<'_> {
             }
             Operator::Chain => {
                 self.report(
-                    "rulec::when::chain",
+                    Code::WhenChain,
                     "`;` chains are not allowed in `when`".into(),
                     op_span,
                     "expression chain".into(),
@@ -453,7 +510,7 @@ impl Checker<'_> {
             | Operator::AndAssign
             | Operator::OrAssign => {
                 self.report(
-                    "rulec::when::assignment",
+                    Code::WhenAssignment,
                     "assignment is not allowed in `when`".into(),
                     op_span,
                     "assignment".into(),
@@ -461,83 +518,117 @@ impl Checker<'_> {
                 );
                 None
             }
-            Operator::Neg | Operator::Not => {
-                if node.children().len() != 1 {
-                    return self.missing_operand(node.operator(), op_span);
-                }
-                let mut kids = self.kids(node, spans)?;
-                let inner = kids.pop()?;
-                let (op, ty) = if *node.operator() == Operator::Neg {
-                    if !is_numeric(inner.ty) {
-                        self.operand_error("-", "a number", &inner);
-                        return None;
-                    }
-                    let ty = match inner.ty {
-                        Ty::Int | Ty::Float => inner.ty,
-                        _ => Ty::Num,
-                    };
-                    (UnOp::Neg, ty)
-                } else {
-                    if !matches!(inner.ty, Ty::Bool | Ty::Any) {
-                        self.operand_error("!", "a boolean", &inner);
-                        return None;
-                    }
-                    (UnOp::Not, Ty::Bool)
-                };
-                Some(Expr {
-                    kind: ExprKind::Unary(op, Box::new(inner)),
-                    ty,
-                    span,
-                })
-            }
-            binary => {
-                let op = match binary {
-                    Operator::Add => BinOp::Add,
-                    Operator::Sub => BinOp::Sub,
-                    Operator::Mul => BinOp::Mul,
-                    Operator::Div => BinOp::Div,
-                    Operator::Mod => BinOp::Mod,
-                    Operator::Exp => BinOp::Pow,
-                    Operator::Eq => BinOp::Eq,
-                    Operator::Neq => BinOp::Ne,
-                    Operator::Lt => BinOp::Lt,
-                    Operator::Leq => BinOp::Le,
-                    Operator::Gt => BinOp::Gt,
-                    Operator::Geq => BinOp::Ge,
-                    Operator::And => BinOp::And,
-                    Operator::Or => BinOp::Or,
-                    _ => {
-                        self.report(
-                            "rulec::when::syntax",
-                            format!("unsupported operator `{binary}`"),
-                            op_span,
-                            "not supported".into(),
-                            None,
-                        );
-                        return None;
-                    }
-                };
-                if node.children().len() != 2 {
-                    return self.missing_operand(binary, op_span);
-                }
-                let kids = self.kids(node, spans);
-                if kids.is_none() && matches!(op, BinOp::Eq | BinOp::Ne) {
-                    self.suggest_quotes(node, spans);
-                }
-                if kids.is_none() && op.is_comparison() {
-                    self.explain_not_precedence(node, spans, op);
-                }
-                let mut kids = kids?;
-                let right = kids.pop()?;
-                let left = kids.pop()?;
-                let ty = self.binary(op, &left, &right, op_span, span.clone())?;
-                Some(Expr {
-                    kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
-                    ty,
-                    span,
-                })
-            }
+            Operator::Neg | Operator::Not => self.unary(node, spans),
+            binary => self.binary_node(node, spans, binary),
         }
+    }
+
+    /// `( ... )`: the one expression inside.
+    fn parenthesized(&mut self, node: &Node, spans: &SpanTree) -> Option<Expr> {
+        if let ([kid], Some(kid_spans)) = (node.children(), spans.kids.first()) {
+            return self.node(kid, kid_spans);
+        }
+        self.report(
+            Code::WhenSyntax,
+            "empty parentheses".into(),
+            spans.span.clone(),
+            "nothing inside".into(),
+            None,
+        );
+        None
+    }
+
+    /// A string, int, float or boolean literal.
+    fn literal(&mut self, value: &Value, span: Range<usize>) -> Option<Expr> {
+        let (lit, ty) = match value {
+            Value::String(s) => (Lit::Str(s.clone()), Ty::Str),
+            Value::Int(i) => (Lit::Int(*i), Ty::Int),
+            Value::Float(f) => (Lit::Float(*f), Ty::Float),
+            Value::Boolean(b) => (Lit::Bool(*b), Ty::Bool),
+            Value::Tuple(_) | Value::Empty => {
+                self.report(
+                    Code::WhenSyntax,
+                    "unexpected value".into(),
+                    span,
+                    "not a literal `when` supports".into(),
+                    None,
+                );
+                return None;
+            }
+        };
+        Some(Expr {
+            kind: ExprKind::Lit(lit),
+            ty,
+            span,
+        })
+    }
+
+    /// `-x` (a number) and `!x` (a boolean).
+    fn unary(&mut self, node: &Node, spans: &SpanTree) -> Option<Expr> {
+        if node.children().len() != 1 {
+            return self.missing_operand(node.operator(), spans.op.clone());
+        }
+        let mut kids = self.kids(node, spans)?;
+        let inner = kids.pop()?;
+        let (op, ty) = if *node.operator() == Operator::Neg {
+            if !is_numeric(inner.ty) {
+                self.operand_error("-", "a number", &inner);
+                return None;
+            }
+            let ty = match inner.ty {
+                Ty::Int | Ty::Float => inner.ty,
+                _ => Ty::Num,
+            };
+            (UnOp::Neg, ty)
+        } else {
+            if !matches!(inner.ty, Ty::Bool | Ty::Any) {
+                self.operand_error("!", "a boolean", &inner);
+                return None;
+            }
+            (UnOp::Not, Ty::Bool)
+        };
+        Some(Expr {
+            kind: ExprKind::Unary(op, Box::new(inner)),
+            ty,
+            span: spans.span.clone(),
+        })
+    }
+
+    /// A binary operator node: both operands, then the operator's types.
+    /// When an operand failed, a comparison may add help about quotes or
+    /// `!`'s precedence.
+    fn binary_node(&mut self, node: &Node, spans: &SpanTree, binary: &Operator) -> Option<Expr> {
+        let op_span = spans.op.clone();
+        let Some(op) = bin_op(binary) else {
+            self.report(
+                Code::WhenSyntax,
+                format!("unsupported operator `{binary}`"),
+                op_span,
+                "not supported".into(),
+                None,
+            );
+            return None;
+        };
+        if node.children().len() != 2 {
+            return self.missing_operand(binary, op_span);
+        }
+        let kids = self.kids(node, spans);
+        if kids.is_none() && matches!(op, BinOp::Eq | BinOp::Ne) {
+            self.suggest_quotes(node, spans);
+        }
+        if kids.is_none() && op.is_comparison() {
+            self.explain_not_precedence(node, spans, op);
+        }
+        let mut kids = kids?;
+        let right = kids.pop()?;
+        let left = kids.pop()?;
+        let span = spans.span.clone();
+        let ty = self.binary(op, &left, &right, op_span, span.clone())?;
+        Some(Expr {
+            kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
+            ty,
+            span,
+        })
     }
 
     /// `to == parked`: an unknown bare word compared with a string was most
@@ -575,7 +666,7 @@ impl Checker<'_> {
         };
         let data_help = format!("for a key of the event's data, write `data.{word}`");
         for problem in &mut self.problems {
-            let is_this = problem.code == "rulec::when::unknown-name"
+            let is_this = problem.code == Code::WhenUnknownName
                 && problem.span == side_spans.span
                 && problem
                     .help
@@ -618,7 +709,7 @@ impl Checker<'_> {
             negated.trim_start(),
         );
         for problem in &mut self.problems {
-            if problem.code == "rulec::when::type-mismatch" && problem.span == inner.span {
+            if problem.code == Code::WhenTypeMismatch && problem.span == inner.span {
                 problem.help = Some(help.clone());
             }
         }
@@ -627,7 +718,7 @@ impl Checker<'_> {
     /// evalexpr reads a name followed by a value (`to "x"`) as a call.
     fn missing_operator_after(&mut self, name: &str, name_span: Range<usize>) {
         self.report(
-            "rulec::when::syntax",
+            Code::WhenSyntax,
             format!("missing operator after `{name}`"),
             name_span,
             "a value follows this name with no operator between".into(),
@@ -637,7 +728,7 @@ impl Checker<'_> {
 
     fn missing_operand(&mut self, op: &Operator, op_span: Range<usize>) -> Option<Expr> {
         self.report(
-            "rulec::when::syntax",
+            Code::WhenSyntax,
             format!("`{op}` is missing an operand"),
             op_span,
             "operand missing".into(),
@@ -652,7 +743,7 @@ impl Checker<'_> {
 
     fn operand_error(&mut self, op: &str, wanted: &str, operand: &Expr) {
         self.report(
-            "rulec::when::type-mismatch",
+            Code::WhenTypeMismatch,
             format!("`{op}` needs {wanted}, but this is {}", operand.ty.a()),
             operand.span.clone(),
             format!("this is {}", operand.ty.a()),
@@ -678,7 +769,7 @@ impl Checker<'_> {
         let (a, b) = (left.ty, right.ty);
         if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
             self.report(
-                "rulec::when::type-mismatch",
+                Code::WhenTypeMismatch,
                 mismatch,
                 op_span,
                 "string and number".into(),
@@ -733,7 +824,7 @@ impl Checker<'_> {
             BinOp::Eq | BinOp::Ne => {
                 if is_literal(left) && is_literal(right) && a != b {
                     self.report(
-                        "rulec::when::literal-comparison",
+                        Code::WhenLiteralComparison,
                         format!("`{sym}` compares {} literal with {} literal", a.a(), b.a()),
                         span,
                         "values of different types are never equal".into(),
@@ -755,7 +846,7 @@ impl Checker<'_> {
                         "evalexpr never converts between types, so this is constant"
                     };
                     self.report(
-                        "rulec::when::type-mismatch",
+                        Code::WhenTypeMismatch,
                         format!(
                             "`{sym}` compares {} with {}: the result never changes",
                             a.a(),
@@ -805,7 +896,7 @@ impl Checker<'_> {
         };
         let is = if op == BinOp::Eq { "false" } else { "true" };
         self.warnings.push(WhenProblem {
-            code: "rulec::when::empty-string-data",
+            code: Code::WhenEmptyStringData,
             message: format!(
                 "`{}` is {is} when the event has no `{path}`: a missing key is empty, not `\"\"`",
                 self.text.get(span.clone()).unwrap_or("").trim()
@@ -821,6 +912,8 @@ impl Checker<'_> {
         });
     }
 
+    /// A name: an event field, a `data.*` path, or an unknown name with
+    /// help for what was most likely meant.
     fn name(&mut self, name: &str, span: Range<usize>) -> Option<Expr> {
         if let Some((_, field)) = FIELDS.iter().find(|(n, _)| *n == name) {
             return Some(Expr {
@@ -830,29 +923,14 @@ impl Checker<'_> {
             });
         }
         if let Some(path) = name.strip_prefix("data.") {
-            let keys: Vec<String> = path.split('.').map(str::to_string).collect();
-            if keys.iter().any(String::is_empty) {
-                self.report(
-                    "rulec::when::unknown-name",
-                    format!("`{name}` is not a valid data path"),
-                    span,
-                    "empty key in the path".into(),
-                    Some("write data.KEY or data.KEY.SUB".into()),
-                );
-                return None;
-            }
-            return Some(Expr {
-                kind: ExprKind::Data(keys),
-                ty: Ty::Any,
-                span,
-            });
+            return self.data_path(name, path, span);
         }
         let is_function = name == "state"
             || FUNCTIONS.iter().any(|(n, _)| *n == name)
             || UNSUPPORTED_BUILTINS.contains(&name);
         if is_function {
             self.report(
-                "rulec::when::unknown-name",
+                Code::WhenUnknownName,
                 format!("`{name}` is a function, not a value"),
                 span,
                 "needs arguments".into(),
@@ -864,74 +942,113 @@ impl Checker<'_> {
             );
             return None;
         }
-        let misspelt_data = name.split_once('.').and_then(|(head, rest)| {
-            closest(head, ["data"]).map(|_| format!("did you mean `data.{rest}`?"))
-        });
-        let help = if name == "data" {
-            "name a key of the event's data: data.KEY".to_string()
-        } else if ["null", "nil", "none", "undefined"].contains(&name.to_ascii_lowercase().as_str())
-        {
-            // docs/when-language.md, "Data values": a missing key is empty.
-            "`when` has no null: a missing data key reads as empty, which equals nothing \
-             but another empty value; compare with a value the key should have"
-                .to_string()
-        } else if let Some(near) = closest(
-            name,
-            FIELDS.iter().map(|(n, _)| *n).chain(["true", "false"]),
-        )
-        .or_else(|| closest(&name.to_ascii_lowercase(), ["true", "false"]))
-        {
-            format!("did you mean `{near}`?")
-        } else if let Some(help) = misspelt_data {
-            help
-        } else if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
-            format!(
-                "for a key of the event's data, write `data.{name}`; the other names are \
-                 topic, src, from, to and state(\"hash\", \"field\")"
-            )
-        } else {
-            "the names are topic, src, from, to, data.KEY and state(\"hash\", \"field\")".into()
-        };
         if let Some(word) = hyphenated_word(self.text, &span) {
-            // `stand-by` is `stand - by` to evalexpr: one problem for the
-            // whole word, however many unknown names it splits into.
-            let reported = self.problems.iter().any(|p| {
-                p.code == "rulec::when::unknown-name"
-                    && p.span.start >= word.start
-                    && p.span.end <= word.end
-            });
-            if !reported {
-                let written = &self.text[word.clone()];
-                let in_path = self.text[..word.start].ends_with('.');
-                let help = if in_path {
-                    "evalexpr reads `-` as minus, so this is a subtraction; a data key \
-                     with `-` in it cannot be read in `when`"
-                        .to_string()
-                } else {
-                    format!(
-                        "evalexpr reads `-` as minus, so `{written}` is a subtraction; for the \
-                         text, write \"{written}\""
-                    )
-                };
-                let label = format!("read as `{}`", written.replace('-', " - "));
-                self.report(
-                    "rulec::when::unknown-name",
-                    format!("unknown name `{name}` in `{written}`"),
-                    word,
-                    label,
-                    Some(help),
-                );
-            }
+            self.hyphenated(name, word);
             return None;
         }
         self.report(
-            "rulec::when::unknown-name",
+            Code::WhenUnknownName,
             format!("unknown name `{name}`"),
             span,
             "not a name `when` knows".into(),
-            Some(help),
+            Some(unknown_name_help(name)),
         );
         None
+    }
+
+    /// `data.KEY.SUB`: no key may be empty.
+    fn data_path(&mut self, name: &str, path: &str, span: Range<usize>) -> Option<Expr> {
+        let keys: Vec<String> = path.split('.').map(str::to_string).collect();
+        if keys.iter().any(String::is_empty) {
+            self.report(
+                Code::WhenUnknownName,
+                format!("`{name}` is not a valid data path"),
+                span,
+                "empty key in the path".into(),
+                Some("write data.KEY or data.KEY.SUB".into()),
+            );
+            return None;
+        }
+        Some(Expr {
+            kind: ExprKind::Data(keys),
+            ty: Ty::Any,
+            span,
+        })
+    }
+
+    /// `stand-by` is `stand - by` to evalexpr: one problem for the whole
+    /// word, however many unknown names it splits into.
+    fn hyphenated(&mut self, name: &str, word: Range<usize>) {
+        let reported = self.problems.iter().any(|p| {
+            p.code == Code::WhenUnknownName && p.span.start >= word.start && p.span.end <= word.end
+        });
+        if reported {
+            return;
+        }
+        let written = &self.text[word.clone()];
+        let in_path = self.text[..word.start].ends_with('.');
+        let help = if in_path {
+            "evalexpr reads `-` as minus, so this is a subtraction; a data key \
+             with `-` in it cannot be read in `when`"
+                .to_string()
+        } else {
+            format!(
+                "evalexpr reads `-` as minus, so `{written}` is a subtraction; for the \
+                 text, write \"{written}\""
+            )
+        };
+        let label = format!("read as `{}`", written.replace('-', " - "));
+        self.report(
+            Code::WhenUnknownName,
+            format!("unknown name `{name}` in `{written}`"),
+            word,
+            label,
+            Some(help),
+        );
+    }
+
+    /// A call of a function `when` does not have, or of an evalexpr
+    /// built-in it does not support. The arguments are still checked for
+    /// their own problems; their types are moot once the call is unknown.
+    fn unknown_function(
+        &mut self,
+        name: &str,
+        name_span: Range<usize>,
+        raw_args: &[(&Node, &SpanTree)],
+    ) {
+        let supported = || {
+            let mut names: Vec<&str> = FUNCTIONS.iter().map(|(n, _)| *n).collect();
+            names.push("state");
+            names
+        };
+        if UNSUPPORTED_BUILTINS.contains(&name) {
+            self.report(
+                Code::WhenUnsupportedFunction,
+                format!("`{name}` is an evalexpr built-in that `when` does not support"),
+                name_span,
+                "not supported".into(),
+                Some(format!(
+                    "the supported functions are {}",
+                    supported().join(", ")
+                )),
+            );
+        } else {
+            let help = closest(name, supported())
+                .map(|near| format!("did you mean `{near}`?"))
+                .unwrap_or_else(|| {
+                    format!("the supported functions are {}", supported().join(", "))
+                });
+            self.report(
+                Code::WhenUnknownFunction,
+                format!("unknown function `{name}`"),
+                name_span,
+                "not a function `when` knows".into(),
+                Some(help),
+            );
+        }
+        for (node, spans) in raw_args {
+            let _ = self.node(node, spans);
+        }
     }
 
     /// Splits a function's argument node into the argument list: `f(a, b)` is
@@ -979,46 +1096,9 @@ impl Checker<'_> {
         if name == "state" {
             return self.state(&raw_args, span);
         }
-        let builtin = match FUNCTIONS.iter().find(|(n, _)| *n == name) {
-            Some((_, builtin)) => *builtin,
-            None => {
-                let supported = || {
-                    let mut names: Vec<&str> = FUNCTIONS.iter().map(|(n, _)| *n).collect();
-                    names.push("state");
-                    names
-                };
-                if UNSUPPORTED_BUILTINS.contains(&name) {
-                    self.report(
-                        "rulec::when::unsupported-function",
-                        format!("`{name}` is an evalexpr built-in that `when` does not support"),
-                        name_span,
-                        "not supported".into(),
-                        Some(format!(
-                            "the supported functions are {}",
-                            supported().join(", ")
-                        )),
-                    );
-                } else {
-                    let help = closest(name, supported())
-                        .map(|near| format!("did you mean `{near}`?"))
-                        .unwrap_or_else(|| {
-                            format!("the supported functions are {}", supported().join(", "))
-                        });
-                    self.report(
-                        "rulec::when::unknown-function",
-                        format!("unknown function `{name}`"),
-                        name_span,
-                        "not a function `when` knows".into(),
-                        Some(help),
-                    );
-                }
-                // The arguments are still checked for their own problems;
-                // their types are moot once the call is unknown.
-                for (node, spans) in raw_args {
-                    let _ = self.node(node, spans);
-                }
-                return None;
-            }
+        let Some(&(_, builtin)) = FUNCTIONS.iter().find(|(n, _)| *n == name) else {
+            self.unknown_function(name, name_span, &raw_args);
+            return None;
         };
         let checked: Vec<Option<Expr>> = raw_args
             .iter()
@@ -1034,26 +1114,10 @@ impl Checker<'_> {
             }
         }
         let args: Vec<Expr> = checked.into_iter().collect::<Option<_>>()?;
-        let (arity, arity_text, usage) = match builtin {
-            Builtin::Min | Builtin::Max => (
-                2..=usize::from(u8::MAX),
-                "at least two arguments",
-                "(a, b, ...)",
-            ),
-            Builtin::If => (3..=3, "three arguments", "(condition, then, else)"),
-            Builtin::StartsWith => (2..=2, "two arguments", "(text, prefix)"),
-            Builtin::EndsWith => (2..=2, "two arguments", "(text, suffix)"),
-            Builtin::Contains => (2..=2, "two arguments", "(text, part)"),
-            Builtin::Len | Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => {
-                (1..=1, "one argument", "(text)")
-            }
-            Builtin::Floor | Builtin::Ceil | Builtin::Round | Builtin::Abs => {
-                (1..=1, "one argument", "(number)")
-            }
-        };
+        let (arity, arity_text, usage) = arity(builtin);
         if !arity.contains(&args.len()) {
             self.report(
-                "rulec::when::arguments",
+                Code::WhenArguments,
                 format!("`{name}` takes {arity_text}, but is given {}", args.len()),
                 span,
                 "wrong number of arguments".into(),
@@ -1131,7 +1195,7 @@ impl Checker<'_> {
         let help = Some("write state(\"hash\", \"field\") with two string literals".to_string());
         if args.len() != 2 {
             self.report(
-                "rulec::when::arguments",
+                Code::WhenArguments,
                 format!("`state` takes two arguments, but is given {}", args.len()),
                 span,
                 "wrong number of arguments".into(),
@@ -1147,7 +1211,7 @@ impl Checker<'_> {
                 } => strings.push(s.clone()),
                 _ => {
                     self.report(
-                        "rulec::when::arguments",
+                        Code::WhenArguments,
                         "`state` arguments must be string literals".into(),
                         spans.span.clone(),
                         "not a string literal".into(),

@@ -14,6 +14,7 @@ mod lex;
 mod lower;
 mod spans;
 
+use crate::diagnostic::Code;
 pub use lower::{lower, ConstPool};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Builtin, EventField};
@@ -23,7 +24,7 @@ use std::ops::Range;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WhenProblem {
     /// Stable code, e.g. `rulec::when::unknown-name`.
-    pub code: &'static str,
+    pub code: Code,
     /// One line: what is wrong.
     pub message: String,
     /// Byte range into the expression text.

@@ -108,96 +108,19 @@ impl Walker<'_> {
         }
     }
 
+    /// The spans of `node` and its children, taking their tokens in order.
+    /// `synthetic`: a root evalexpr made up (a tuple element), with no
+    /// parentheses of its own.
     fn node(&mut self, node: &Node, synthetic: bool) -> Option<SpanTree> {
         self.budget = self.budget.checked_sub(1)?;
         let kids = node.children();
         match node.operator() {
-            Operator::RootNode if synthetic => match kids {
-                [] => {
-                    let here = self.here();
-                    Some(SpanTree {
-                        span: here.clone(),
-                        op: here,
-                        kids: Vec::new(),
-                    })
-                }
-                [kid] => {
-                    let kid = self.node(kid, false)?;
-                    Some(SpanTree {
-                        span: kid.span.clone(),
-                        op: kid.span.clone(),
-                        kids: vec![kid],
-                    })
-                }
-                _ => None,
-            },
-            Operator::RootNode => {
-                let (pos, misplaced) = (self.pos, self.misplaced.len());
-                if let Some(tree) = self.parens(kids) {
-                    return Some(tree);
-                }
-                // `x()`: evalexpr moves the value before `()` into them.
-                self.pos = pos;
-                self.misplaced.truncate(misplaced);
-                let [kid] = kids else { return None };
-                let kid = self.node(kid, false)?;
-                self.take(|k| *k == TokKind::LParen)?;
-                let close = self.take(|k| *k == TokKind::RParen)?;
-                self.misplaced
-                    .push((kid.span.end..close.end, Oddity::ParensAfterValue));
-                Some(SpanTree {
-                    span: kid.span.start..close.end,
-                    op: kid.span.start..close.end,
-                    kids: vec![kid],
-                })
-            }
-            Operator::Tuple | Operator::Chain => {
-                let sep = if *node.operator() == Operator::Tuple {
-                    TokKind::Comma
-                } else {
-                    TokKind::Semicolon
-                };
-                let mut mapped = Vec::new();
-                let mut first_sep = None;
-                for (i, kid) in kids.iter().enumerate() {
-                    if i > 0 {
-                        let at = self.take(|k| *k == sep)?;
-                        first_sep.get_or_insert(at);
-                    }
-                    // Element roots are token-less; evalexpr can also put a
-                    // bare node there in malformed input.
-                    let synthetic = *kid.operator() == Operator::RootNode;
-                    mapped.push(self.node(kid, synthetic)?);
-                }
-                let start = mapped.first()?.span.start;
-                let end = mapped.last()?.span.end;
-                Some(SpanTree {
-                    span: start.min(end)..end.max(start),
-                    op: first_sep?,
-                    kids: mapped,
-                })
-            }
-            Operator::Neg | Operator::Not => {
-                let want = if *node.operator() == Operator::Neg {
-                    TokKind::Minus
-                } else {
-                    TokKind::Not
-                };
-                let op = self.take(|k| *k == want)?;
-                match kids {
-                    [kid] => {
-                        let kid = self.node(kid, false)?;
-                        Some(SpanTree {
-                            span: op.start..kid.span.end,
-                            op,
-                            kids: vec![kid],
-                        })
-                    }
-                    // `!` at the end: evalexpr parses it without an operand.
-                    [] => Some(leaf(op)),
-                    _ => None,
-                }
-            }
+            Operator::RootNode if synthetic => self.synthetic_root(kids),
+            Operator::RootNode => self.root(kids),
+            Operator::Tuple => self.separated(kids, &TokKind::Comma),
+            Operator::Chain => self.separated(kids, &TokKind::Semicolon),
+            Operator::Neg => self.prefix(kids, &TokKind::Minus),
+            Operator::Not => self.prefix(kids, &TokKind::Not),
             Operator::Const { .. } => {
                 let op = self.take(|k| {
                     matches!(
@@ -212,46 +135,137 @@ impl Walker<'_> {
                 let op = self.take(|k| matches!(k, TokKind::Ident(name) if name == identifier))?;
                 Some(leaf(op))
             }
-            Operator::FunctionIdentifier { identifier } => {
-                let op = self.take(|k| matches!(k, TokKind::Ident(name) if name == identifier))?;
-                let kid = match kids {
-                    [kid] => self.node(kid, false)?,
-                    // `a "x"` after an operator: evalexpr makes `a` a
-                    // function and may leave its argument beside it.
-                    [] => return Some(leaf(op)),
-                    _ => return None,
-                };
+            Operator::FunctionIdentifier { identifier } => self.function(identifier, kids),
+            binary => self.binary(kids, &binary_token(binary)?),
+        }
+    }
+
+    /// A root without tokens: empty, or the span of its one child.
+    fn synthetic_root(&mut self, kids: &[Node]) -> Option<SpanTree> {
+        match kids {
+            [] => {
+                let here = self.here();
+                Some(SpanTree {
+                    span: here.clone(),
+                    op: here,
+                    kids: Vec::new(),
+                })
+            }
+            [kid] => {
+                let kid = self.node(kid, false)?;
+                Some(SpanTree {
+                    span: kid.span.clone(),
+                    op: kid.span.clone(),
+                    kids: vec![kid],
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// `( kids )`, or `x()`, where evalexpr moves the value before `()`
+    /// into them.
+    fn root(&mut self, kids: &[Node]) -> Option<SpanTree> {
+        let (pos, misplaced) = (self.pos, self.misplaced.len());
+        if let Some(tree) = self.parens(kids) {
+            return Some(tree);
+        }
+        self.pos = pos;
+        self.misplaced.truncate(misplaced);
+        let [kid] = kids else { return None };
+        let kid = self.node(kid, false)?;
+        self.take(|k| *k == TokKind::LParen)?;
+        let close = self.take(|k| *k == TokKind::RParen)?;
+        self.misplaced
+            .push((kid.span.end..close.end, Oddity::ParensAfterValue));
+        Some(SpanTree {
+            span: kid.span.start..close.end,
+            op: kid.span.start..close.end,
+            kids: vec![kid],
+        })
+    }
+
+    /// A tuple (`,`) or chain (`;`): the elements and their separators.
+    fn separated(&mut self, kids: &[Node], sep: &TokKind) -> Option<SpanTree> {
+        let mut mapped = Vec::new();
+        let mut first_sep = None;
+        for (i, kid) in kids.iter().enumerate() {
+            if i > 0 {
+                let at = self.take(|k| k == sep)?;
+                first_sep.get_or_insert(at);
+            }
+            // Element roots are token-less; evalexpr can also put a bare
+            // node there in malformed input.
+            let synthetic = *kid.operator() == Operator::RootNode;
+            mapped.push(self.node(kid, synthetic)?);
+        }
+        let start = mapped.first()?.span.start;
+        let end = mapped.last()?.span.end;
+        Some(SpanTree {
+            span: start.min(end)..end.max(start),
+            op: first_sep?,
+            kids: mapped,
+        })
+    }
+
+    /// `-x` or `!x`.
+    fn prefix(&mut self, kids: &[Node], want: &TokKind) -> Option<SpanTree> {
+        let op = self.take(|k| k == want)?;
+        match kids {
+            [kid] => {
+                let kid = self.node(kid, false)?;
                 Some(SpanTree {
                     span: op.start..kid.span.end,
                     op,
                     kids: vec![kid],
                 })
             }
-            binary => {
-                let want = binary_token(binary)?;
-                let (pos, misplaced) = (self.pos, self.misplaced.len());
-                if let Some(tree) = self.in_order(kids, &want) {
-                    return Some(tree);
-                }
-                // evalexpr also accepts the operator first (`>= a b`).
-                self.pos = pos;
-                self.misplaced.truncate(misplaced);
-                let op = self.take(|k| *k == want)?;
-                let mut mapped = Vec::new();
-                for kid in kids {
-                    mapped.push(self.node(kid, false)?);
-                }
-                if !mapped.is_empty() {
-                    self.misplaced.push((op.clone(), Oddity::OperatorFirst));
-                }
-                let end = mapped.last().map_or(op.end, |kid| kid.span.end);
-                Some(SpanTree {
-                    span: op.start..end,
-                    op,
-                    kids: mapped,
-                })
-            }
+            // `!` at the end: evalexpr parses it without an operand.
+            [] => Some(leaf(op)),
+            _ => None,
         }
+    }
+
+    /// `name(args)`: the name, then its one argument node.
+    fn function(&mut self, identifier: &str, kids: &[Node]) -> Option<SpanTree> {
+        let op = self.take(|k| matches!(k, TokKind::Ident(name) if name == identifier))?;
+        let kid = match kids {
+            [kid] => self.node(kid, false)?,
+            // `a "x"` after an operator: evalexpr makes `a` a function and
+            // may leave its argument beside it.
+            [] => return Some(leaf(op)),
+            _ => return None,
+        };
+        Some(SpanTree {
+            span: op.start..kid.span.end,
+            op,
+            kids: vec![kid],
+        })
+    }
+
+    /// `left op right`, or the operator first (`>= a b`), which evalexpr
+    /// also accepts.
+    fn binary(&mut self, kids: &[Node], want: &TokKind) -> Option<SpanTree> {
+        let (pos, misplaced) = (self.pos, self.misplaced.len());
+        if let Some(tree) = self.in_order(kids, want) {
+            return Some(tree);
+        }
+        self.pos = pos;
+        self.misplaced.truncate(misplaced);
+        let op = self.take(|k| k == want)?;
+        let mut mapped = Vec::new();
+        for kid in kids {
+            mapped.push(self.node(kid, false)?);
+        }
+        if !mapped.is_empty() {
+            self.misplaced.push((op.clone(), Oddity::OperatorFirst));
+        }
+        let end = mapped.last().map_or(op.end, |kid| kid.span.end);
+        Some(SpanTree {
+            span: op.start..end,
+            op,
+            kids: mapped,
+        })
     }
 
     /// `( kids )`.

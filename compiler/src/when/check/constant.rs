@@ -4,6 +4,7 @@
 //! time.
 
 use super::{problem, FUNCTIONS};
+use crate::diagnostic::Code;
 use crate::when::spans::SpanTree;
 use crate::when::WhenProblem;
 use evalexpr::{
@@ -60,7 +61,7 @@ pub(super) fn constant_failures(
         if let Some(error) = failure {
             let written = text.get(spans.span.clone()).unwrap_or("").trim();
             problems.push(problem(
-                "rulec::when::always-fails",
+                Code::WhenAlwaysFails,
                 format!("`{written}` fails whenever it is evaluated: {error}"),
                 spans.span.clone(),
                 "reads no event data and always fails".into(),

@@ -2,161 +2,187 @@
 //! (DESIGN.md 4): its own messages for these would mislead.
 
 use super::{problem, whole_span};
+use crate::diagnostic::Code;
 use crate::when::lex::{Tok, TokKind};
 use crate::when::WhenProblem;
 use evalexpr::EvalexprError;
+use std::ops::Range;
 
 /// Mistakes found on the tokens alone, before evalexpr's parser (whose
 /// messages for these would be confusing: `'x'` parses as a variable name,
 /// `a and b` as nested function calls).
 pub(super) fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
     let mut out = Vec::new();
+    // Where the last single-quoted "string" ends: its words are reported
+    // with it.
     let mut quoted_until = 0;
-    // The next token starts right where token `index` ends (`=>`, `<>`).
-    let next_is = |index: usize, kinds: &[TokKind]| {
-        toks.get(index + 1).is_some_and(|next| {
-            next.span.start == toks[index].span.end && kinds.contains(&next.kind)
-        })
-    };
     for (index, tok) in toks.iter().enumerate() {
         let span = tok.span.clone();
-        match &tok.kind {
-            TokKind::UnterminatedStr => out.push(problem(
-                "rulec::when::syntax",
-                "unterminated string".into(),
-                span,
-                "this string has no closing `\"`".into(),
-                Some("close the string with `\"`".into()),
-            )),
-            TokKind::BadEscape(bad) => out.push(problem(
-                "rulec::when::syntax",
-                format!("unknown escape `{}` in a string", &text[bad.clone()]),
-                bad.clone(),
-                "not an escape evalexpr knows".into(),
-                Some("the only escapes are `\\\"` and `\\\\`".into()),
-            )),
-            TokKind::UnterminatedComment => out.push(problem(
-                "rulec::when::syntax",
-                "unterminated comment".into(),
-                span,
-                "this `/*` has no closing `*/`".into(),
-                None,
-            )),
+        let found = match &tok.kind {
+            TokKind::Ident(_) if span.start < quoted_until => None,
             TokKind::Ident(name) if name.contains('\'') => {
-                if span.start < quoted_until {
-                    continue;
-                }
-                // Find the quote in the text itself: the token's name can
-                // differ from it (a comment inside the token is left out).
-                let open = text[span.clone()]
-                    .find('\'')
-                    .map_or(span.start, |at| span.start + at);
-                let close = text[open + 1..].find('\'').map(|at| open + 1 + at + 1);
-                let quoted = open..close.unwrap_or(span.end);
-                quoted_until = quoted.end;
-                // The help quotes what was written, not a stock example.
-                let inner = text[quoted.clone()].trim_matches('\'');
-                out.push(problem(
-                    "rulec::when::single-quotes",
-                    "strings are written in double quotes".into(),
-                    quoted,
-                    "single quotes do not make a string".into(),
-                    Some(format!(
-                        "write \"{inner}\", not '{inner}'; in TOML, put the whole expression \
-                         in single quotes, e.g. when = 'to == \"{inner}\"'"
-                    )),
-                ));
+                let quoted = single_quoted(text, span);
+                quoted_until = quoted.span.end;
+                Some(quoted)
             }
-            // Words inside a single-quoted string: reported with it.
-            TokKind::Ident(_) if span.start < quoted_until => {}
-            TokKind::Ident(name) => {
-                let fix = match name.to_ascii_lowercase().as_str() {
-                    "and" => Some("&&"),
-                    "or" => Some("||"),
-                    "not" => Some("!"),
-                    _ => None,
-                };
-                if let Some(fix) = fix {
-                    // `!` binds tighter than `==`: `not a == b` must become
-                    // `!(a == b)`, not `!a == b` (a type error).
-                    let help = if fix == "!" {
-                        "`when` uses `&&`, `||` and `!`: write `!(...)` around the condition, \
-                         e.g. `!(from == \"driving\")`, or use `!=`"
-                            .to_string()
-                    } else {
-                        format!("`when` uses `&&`, `||` and `!`: write `{fix}`")
-                    };
-                    out.push(problem(
-                        "rulec::when::word-operator",
-                        format!("`{name}` is not an operator here"),
-                        span,
-                        format!("use `{fix}` instead"),
-                        Some(help),
-                    ));
-                }
-            }
-            TokKind::LoneAmpOrBar => {
-                let doubled = &text[span.clone()].repeat(2);
-                out.push(problem(
-                    "rulec::when::syntax",
-                    format!("`{}` is not an operator", &text[span.clone()]),
-                    span,
-                    format!("use `{doubled}`"),
-                    Some("`&&` is logical and, `||` is logical or".into()),
-                ));
-            }
-            TokKind::Assign
-                if &text[span.clone()] == "=" && next_is(index, &[TokKind::Gt, TokKind::Lt]) =>
-            {
-                // `=>` and `=<`: a comparison written backwards.
-                let fix = if toks[index + 1].kind == TokKind::Gt {
-                    ">="
-                } else {
-                    "<="
-                };
-                let written = &text[span.start..toks[index + 1].span.end];
-                out.push(problem(
-                    "rulec::when::syntax",
-                    format!("`{written}` is not an operator"),
-                    span.start..toks[index + 1].span.end,
-                    format!("use `{fix}`"),
-                    Some(format!(
-                        "write `{fix}`: the comparison comes first, then `=`"
-                    )),
-                ));
-            }
-            TokKind::Lt if next_is(index, &[TokKind::Gt]) => out.push(problem(
-                "rulec::when::syntax",
-                "`<>` is not an operator".into(),
-                span.start..toks[index + 1].span.end,
-                "use `!=`".into(),
-                Some("`when` writes \"not equal\" as `!=`".into()),
-            )),
-            TokKind::Assign => {
-                let is_plain = &text[span.clone()] == "=";
-                out.push(problem(
-                    "rulec::when::assignment",
-                    "assignment is not allowed in `when`".into(),
-                    span,
-                    "assignment".into(),
-                    Some(if is_plain {
-                        "to compare, write `==`".into()
-                    } else {
-                        "a condition cannot change values".into()
-                    }),
-                ));
-            }
-            TokKind::Semicolon => out.push(problem(
-                "rulec::when::chain",
-                "`;` chains are not allowed in `when`".into(),
-                span,
-                "expression chain".into(),
-                Some("combine conditions with `&&` or `||`".into()),
-            )),
-            _ => {}
-        }
+            TokKind::Ident(name) => word_operator(name, span),
+            _ => lexical(text, tok).or_else(|| operator(text, toks, index)),
+        };
+        out.extend(found);
     }
     out
+}
+
+/// A string or comment the lexer could not finish, or a bad escape.
+fn lexical(text: &str, tok: &Tok) -> Option<WhenProblem> {
+    let span = tok.span.clone();
+    Some(match &tok.kind {
+        TokKind::UnterminatedStr => problem(
+            Code::WhenSyntax,
+            "unterminated string".into(),
+            span,
+            "this string has no closing `\"`".into(),
+            Some("close the string with `\"`".into()),
+        ),
+        TokKind::BadEscape(bad) => problem(
+            Code::WhenSyntax,
+            format!("unknown escape `{}` in a string", &text[bad.clone()]),
+            bad.clone(),
+            "not an escape evalexpr knows".into(),
+            Some("the only escapes are `\\\"` and `\\\\`".into()),
+        ),
+        TokKind::UnterminatedComment => problem(
+            Code::WhenSyntax,
+            "unterminated comment".into(),
+            span,
+            "this `/*` has no closing `*/`".into(),
+            None,
+        ),
+        _ => return None,
+    })
+}
+
+/// `'text'`, which evalexpr reads as a name with quotes in it; the problem
+/// spans from the opening to the closing quote.
+fn single_quoted(text: &str, span: Range<usize>) -> WhenProblem {
+    // Find the quote in the text itself: the token's name can differ from
+    // it (a comment inside the token is left out).
+    let open = text[span.clone()]
+        .find('\'')
+        .map_or(span.start, |at| span.start + at);
+    let close = text[open + 1..].find('\'').map(|at| open + 1 + at + 1);
+    let quoted = open..close.unwrap_or(span.end);
+    // The help quotes what was written, not a stock example.
+    let inner = text[quoted.clone()].trim_matches('\'');
+    problem(
+        Code::WhenSingleQuotes,
+        "strings are written in double quotes".into(),
+        quoted,
+        "single quotes do not make a string".into(),
+        Some(format!(
+            "write \"{inner}\", not '{inner}'; in TOML, put the whole expression \
+             in single quotes, e.g. when = 'to == \"{inner}\"'"
+        )),
+    )
+}
+
+/// `and`, `or`, `not` (any case) written for `&&`, `||`, `!`.
+fn word_operator(name: &str, span: Range<usize>) -> Option<WhenProblem> {
+    let fix = match name.to_ascii_lowercase().as_str() {
+        "and" => "&&",
+        "or" => "||",
+        "not" => "!",
+        _ => return None,
+    };
+    // `!` binds tighter than `==`: `not a == b` must become `!(a == b)`,
+    // not `!a == b` (a type error).
+    let help = if fix == "!" {
+        "`when` uses `&&`, `||` and `!`: write `!(...)` around the condition, \
+         e.g. `!(from == \"driving\")`, or use `!=`"
+            .to_string()
+    } else {
+        format!("`when` uses `&&`, `||` and `!`: write `{fix}`")
+    };
+    Some(problem(
+        Code::WhenWordOperator,
+        format!("`{name}` is not an operator here"),
+        span,
+        format!("use `{fix}` instead"),
+        Some(help),
+    ))
+}
+
+/// Operators from other languages (`&`, `=>`, `<>`), assignments and `;`.
+fn operator(text: &str, toks: &[Tok], index: usize) -> Option<WhenProblem> {
+    let span = toks[index].span.clone();
+    // The next token starts right where this one ends (`=>`, `<>`).
+    let next = toks
+        .get(index + 1)
+        .filter(|next| next.span.start == span.end);
+    let next_kind = next.map(|next| &next.kind);
+    let next_end = next.map_or(span.end, |next| next.span.end);
+    Some(match toks[index].kind {
+        TokKind::LoneAmpOrBar => {
+            let doubled = &text[span.clone()].repeat(2);
+            problem(
+                Code::WhenSyntax,
+                format!("`{}` is not an operator", &text[span.clone()]),
+                span,
+                format!("use `{doubled}`"),
+                Some("`&&` is logical and, `||` is logical or".into()),
+            )
+        }
+        TokKind::Assign
+            if &text[span.clone()] == "="
+                && matches!(next_kind, Some(TokKind::Gt | TokKind::Lt)) =>
+        {
+            // `=>` and `=<`: a comparison written backwards.
+            let fix = if next_kind == Some(&TokKind::Gt) {
+                ">="
+            } else {
+                "<="
+            };
+            let written = &text[span.start..next_end];
+            problem(
+                Code::WhenSyntax,
+                format!("`{written}` is not an operator"),
+                span.start..next_end,
+                format!("use `{fix}`"),
+                Some(format!(
+                    "write `{fix}`: the comparison comes first, then `=`"
+                )),
+            )
+        }
+        TokKind::Lt if next_kind == Some(&TokKind::Gt) => problem(
+            Code::WhenSyntax,
+            "`<>` is not an operator".into(),
+            span.start..next_end,
+            "use `!=`".into(),
+            Some("`when` writes \"not equal\" as `!=`".into()),
+        ),
+        TokKind::Assign => {
+            let is_plain = &text[span.clone()] == "=";
+            problem(
+                Code::WhenAssignment,
+                "assignment is not allowed in `when`".into(),
+                span,
+                "assignment".into(),
+                Some(if is_plain {
+                    "to compare, write `==`".into()
+                } else {
+                    "a condition cannot change values".into()
+                }),
+            )
+        }
+        TokKind::Semicolon => problem(
+            Code::WhenChain,
+            "`;` chains are not allowed in `when`".into(),
+            span,
+            "expression chain".into(),
+            Some("combine conditions with `&&` or `||`".into()),
+        ),
+        _ => return None,
+    })
 }
 
 /// Turns an evalexpr parse error into a problem with the best span we can
@@ -178,7 +204,7 @@ pub(super) fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> 
     }
     if let Some(span) = stray_close {
         return problem(
-            "rulec::when::syntax",
+            Code::WhenSyntax,
             "unmatched `)`".into(),
             span,
             "no `(` opens this".into(),
@@ -187,7 +213,7 @@ pub(super) fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> 
     }
     if let Some(span) = open.pop() {
         return problem(
-            "rulec::when::syntax",
+            Code::WhenSyntax,
             "unmatched `(`".into(),
             span,
             "this `(` is never closed".into(),
@@ -211,7 +237,7 @@ pub(super) fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> 
         );
         if ends_value && pair[1].kind == TokKind::LParen {
             return problem(
-                "rulec::when::syntax",
+                Code::WhenSyntax,
                 "parentheses after a value".into(),
                 pair[1].span.clone(),
                 "a value cannot be called".into(),
@@ -220,7 +246,7 @@ pub(super) fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> 
         }
         if ends_value && starts_value {
             return problem(
-                "rulec::when::syntax",
+                Code::WhenSyntax,
                 "missing operator between two values".into(),
                 pair[0].span.start..pair[1].span.end,
                 "nothing joins these".into(),
@@ -229,7 +255,7 @@ pub(super) fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> 
         }
     }
     problem(
-        "rulec::when::syntax",
+        Code::WhenSyntax,
         format!("cannot parse the expression: {error}"),
         whole_span(text),
         "evalexpr cannot parse this".into(),

@@ -80,7 +80,7 @@ fn comparing_data_with_the_empty_string_warns() {
         ok(text)
             .warnings
             .into_iter()
-            .map(|w| (w.code, text[w.span].to_string()))
+            .map(|w| (w.code.as_str(), text[w.span].to_string()))
             .collect()
     };
     assert_eq!(
@@ -181,7 +181,7 @@ fn targeted_help_for_other_languages() {
     let problems = check(r#"to == "a" and not from == "b""#).unwrap_err();
     let found: Vec<(&str, Option<&str>)> = problems
         .iter()
-        .map(|p| (p.code, p.help.as_deref()))
+        .map(|p| (p.code.as_str(), p.help.as_deref()))
         .collect();
     assert_eq!(
         found,
@@ -211,50 +211,56 @@ fn targeted_help_for_other_languages() {
 #[test]
 fn assignment_chains_and_tuples_are_rejected() {
     let (p, at) = one(r#"to = "parked""#);
-    assert_eq!((p.code, at), ("rulec::when::assignment", "="));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::assignment", "="));
     assert_eq!(p.help.as_deref(), Some("to compare, write `==`"));
     let (p, at) = one("true; false");
-    assert_eq!((p.code, at), ("rulec::when::chain", ";"));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::chain", ";"));
     let (p, at) = one("(1, 2) == 3");
-    assert_eq!((p.code, at), ("rulec::when::tuple", "1, 2"));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::tuple", "1, 2"));
 }
 
 #[test]
 fn type_errors_point_at_the_fault() {
     let (p, at) = one(r#"topic + 1 == "a1""#);
-    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "+"));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::type-mismatch", "+"));
 
     let (p, at) = one(r#"to == "a" && len(to)"#);
-    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "len(to)"));
+    assert_eq!(
+        (p.code.as_str(), at),
+        ("rulec::when::type-mismatch", "len(to)")
+    );
 
     let (p, at) = one(r#"1 == "1""#);
     assert_eq!(
-        (p.code, at),
+        (p.code.as_str(), at),
         ("rulec::when::literal-comparison", r#"1 == "1""#)
     );
     let (p, _) = one("1 == 1.0");
     assert_eq!(p.code, "rulec::when::literal-comparison");
     let (p, at) = one("-1 != (2.5)");
     assert_eq!(
-        (p.code, at),
+        (p.code.as_str(), at),
         ("rulec::when::literal-comparison", "-1 != (2.5)")
     );
 
     let (p, at) = one("floor(data.x) == 2");
-    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "=="));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::type-mismatch", "=="));
     assert!(p.help.unwrap_or_default().contains("1 == 1.0"));
 
     let (p, at) = one(r#"topic < 3"#);
-    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "<"));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::type-mismatch", "<"));
 
     let (p, at) = one(r#"!topic"#);
-    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "topic"));
+    assert_eq!(
+        (p.code.as_str(), at),
+        ("rulec::when::type-mismatch", "topic")
+    );
 
     let (p, at) = one(r#"str::contains(topic, 3)"#);
-    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "3"));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::type-mismatch", "3"));
 
     let (p, at) = one(r#"min(1) < 2"#);
-    assert_eq!((p.code, at), ("rulec::when::arguments", "min(1)"));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::arguments", "min(1)"));
     assert_eq!(p.help.as_deref(), Some("write min(a, b, ...)"));
     let (p, _) = one(r#"str::starts_with(topic)"#);
     assert_eq!(
@@ -266,7 +272,10 @@ fn type_errors_point_at_the_fault() {
 #[test]
 fn result_must_be_boolean() {
     let (p, at) = one("  data.x + 1 ");
-    assert_eq!((p.code, at), ("rulec::when::not-boolean", "data.x + 1"));
+    assert_eq!(
+        (p.code.as_str(), at),
+        ("rulec::when::not-boolean", "data.x + 1")
+    );
     let (p, _) = one(r#""parked""#);
     assert_eq!(p.code, "rulec::when::not-boolean");
     let (p, _) = one("data.a + data.b");
@@ -276,11 +285,11 @@ fn result_must_be_boolean() {
     );
     let (p, at) = one("data.a + data.b && true");
     assert_eq!(
-        (p.code, at),
+        (p.code.as_str(), at),
         ("rulec::when::type-mismatch", "data.a + data.b")
     );
     let (p, at) = one("data.a + data.b == false");
-    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "=="));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::type-mismatch", "=="));
     ok(r#"data.a + data.b == "xy" && len(data.a + data.b) > 1 && data.a + data.b < 3"#);
 }
 
@@ -295,13 +304,13 @@ fn reports_every_problem() {
 #[test]
 fn parse_errors_have_spans() {
     let (p, at) = one("(to == \"a\"");
-    assert_eq!((p.code, at), ("rulec::when::syntax", "("));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::syntax", "("));
     let (_, at) = one("to == \"a\")");
     assert_eq!(at, ")");
     let (p, at) = one(r#"to == "a" "b""#);
-    assert_eq!((p.code, at), ("rulec::when::syntax", r#""a" "b""#));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::syntax", r#""a" "b""#));
     let (p, at) = one(r#"to == "abc"#);
-    assert_eq!((p.code, at), ("rulec::when::syntax", r#""abc"#));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::syntax", r#""abc"#));
     let (p, _) = one("   ");
     assert_eq!(p.code, "rulec::when::empty");
 }
@@ -461,7 +470,7 @@ fn a_bare_word_compared_with_a_string_gets_quotes_first() {
     ] {
         let (p, at) = one(text);
         assert_eq!(
-            (p.code, at),
+            (p.code.as_str(), at),
             ("rulec::when::unknown-name", "parked"),
             "{text}"
         );
@@ -557,7 +566,7 @@ fn a_hyphenated_word_is_one_problem_with_quotes_help() {
 #[test]
 fn not_on_a_comparison_explains_precedence() {
     let (p, at) = one(r#"!to == "parked""#);
-    assert_eq!((p.code, at), ("rulec::when::type-mismatch", "to"));
+    assert_eq!((p.code.as_str(), at), ("rulec::when::type-mismatch", "to"));
     assert!(p.help.unwrap_or_default().contains(r#"!(to == "parked")"#));
 }
 
@@ -570,7 +579,7 @@ fn operators_from_other_languages() {
     ] {
         let (p, span) = one(text);
         assert_eq!(
-            (p.code, span, p.label.as_str()),
+            (p.code.as_str(), span, p.label.as_str()),
             ("rulec::when::syntax", at, fix),
             "{text}"
         );

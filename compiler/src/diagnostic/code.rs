@@ -1,0 +1,212 @@
+//! Every diagnostic code `rulec check` can report (DESIGN.md 3.3), as one
+//! enum: producers and comparisons name a variant, never a string, and
+//! docs/diagnostics.md is checked against [`Code::ALL`].
+
+use std::fmt;
+
+/// Declares [`Code`] from one list: each variant's doc comment (its first
+/// line is the [`Code::description`]) and its stable string.
+macro_rules! codes {
+    ($( $(#[doc = $doc:literal])+ $variant:ident => $code:literal, )+) => {
+        /// A stable diagnostic code; [`Code::as_str`] is what text and JSON
+        /// output show.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Code {
+            $( $(#[doc = $doc])+ $variant, )+
+        }
+
+        impl Code {
+            /// Every code, in the order of docs/diagnostics.md.
+            pub const ALL: &'static [Code] = &[$(Code::$variant),+];
+
+            /// The stable string, e.g. `rulec::duration`.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$variant => $code,)+
+                }
+            }
+
+            /// One line saying what the code means, for generated docs.
+            pub fn description(self) -> &'static str {
+                match self {
+                    $(Code::$variant => first_line(&[$($doc),+]),)+
+                }
+            }
+        }
+    };
+}
+
+/// The first line of a doc comment, without the space after `///`.
+fn first_line(lines: &[&'static str]) -> &'static str {
+    lines.first().map_or("", |line| line.trim())
+}
+
+codes! {
+    // File level.
+    /// TOML syntax error; the span is where the TOML parser stopped.
+    Toml => "rulec::toml",
+    /// A key that is not part of the format, at any level; rejects the file.
+    UnknownKey => "rulec::unknown-key",
+    /// The file is not valid UTF-8.
+    Encoding => "rulec::encoding",
+
+    // Rule and step keys.
+    /// A value of the wrong TOML type (also `rule` that is not `[[rule]]` tables).
+    Type => "rulec::type",
+    /// A required key is missing (`name`, `on`, `step`, `do`, or an action's own keys).
+    MissingKey => "rulec::missing-key",
+    /// `name = ""`.
+    EmptyName => "rulec::empty-name",
+    /// `on = []`: the rule could never fire.
+    EmptyOn => "rulec::empty-on",
+    /// `step = []`.
+    NoSteps => "rulec::no-steps",
+    /// An empty `list`, `push` or `command`.
+    EmptyValue => "rulec::empty-value",
+    /// An empty topic pattern in `on` or `cancel-on`.
+    Pattern => "rulec::pattern",
+    /// `concurrency` is not `"restart"`, `"drop"` or `"queue"`.
+    Concurrency => "rulec::concurrency",
+    /// Not a Go duration (`"10min"`, `"30 s"`, out of range).
+    Duration => "rulec::duration",
+    /// A negative `cooldown` or `after`; a `debounce` or exec `timeout` that is not positive.
+    DurationRange => "rulec::duration-range",
+    /// `repeat` without `count`, a `count` out of range, or `every` missing or not positive.
+    Repeat => "rulec::repeat",
+    /// `durable` on a step whose `after` is absent or zero.
+    DurableWithoutAfter => "rulec::durable-without-after",
+    /// An exec `command` with white space or NUL: one program, no arguments, no shell.
+    ExecArguments => "rulec::exec-arguments",
+    /// `do = "lua"` or `do = "http"`: not supported yet.
+    ActionUnsupported => "rulec::action-unsupported",
+    /// Any other unknown `do`.
+    UnknownAction => "rulec::unknown-action",
+    /// A CAN `iface` longer than 15 bytes, or with white space, `/` or NUL.
+    CanIface => "rulec::can-iface",
+    /// A CAN `id` not hexadecimal, or above `0x1FFFFFFF`.
+    CanId => "rulec::can-id",
+    /// (warning) A CAN `id` written as a decimal TOML integer.
+    CanIdDecimal => "rulec::can-id-decimal",
+    /// CAN `data` that is not hex bytes, or more than 8 bytes.
+    CanData => "rulec::can-data",
+    /// A `dlc` outside 0..=8, or a `dlc` without `rtr = true`.
+    CanDlc => "rulec::can-dlc",
+    /// `data` on a remote frame (`rtr = true`), even `data = ""`.
+    CanRtrData => "rulec::can-rtr-data",
+    /// A second enabled rule with a name already taken.
+    DuplicateName => "rulec::duplicate-name",
+
+    // Warnings.
+    /// (warning) A `*` that is not the whole pattern or a trailing `.*`.
+    PatternLiteralStar => "rulec::pattern-literal-star",
+    /// (warning) A topic pattern with white space in it.
+    PatternWhitespace => "rulec::pattern-whitespace",
+    /// (warning) A pattern starting with the Redis channel prefix `ev:`.
+    PatternChannelPrefix => "rulec::pattern-channel-prefix",
+    /// (warning) A pattern with an empty word (`alarm.`, `.alarm`, `a..b`).
+    PatternEmptySegment => "rulec::pattern-empty-segment",
+    /// (warning) The same pattern twice in one `on` or `cancel-on` list.
+    DuplicatePattern => "rulec::duplicate-pattern",
+    /// (warning) A `cancel-on` pattern equal to an `on` pattern under `restart`.
+    RedundantCancelOn => "rulec::redundant-cancel-on",
+    /// (warning) An `on` pattern that also matches a `cancel-on` pattern, in a rule without `when`.
+    CancelOnAlsoTriggers => "rulec::cancel-on-also-triggers",
+    /// (warning) An exec `command` that is a relative path.
+    ExecRelativePath => "rulec::exec-relative-path",
+    /// (warning) A key of another action kind (`command` on a `redis` step): no effect.
+    OtherActionKey => "rulec::other-action-key",
+    /// (warning) `repeat.every` with `count = 1`.
+    RepeatEveryUnused => "rulec::repeat-every-unused",
+    /// (warning) The rule's `when` is always false.
+    NeverFires => "rulec::never-fires",
+    /// (warning) A step after a step whose `when` is always false.
+    UnreachableStep => "rulec::unreachable-step",
+    /// (warning) A redis `list` or `push` of white space only.
+    BlankValue => "rulec::blank-value",
+    /// (warning) The pattern `.*`, which matches only topics starting with `.`.
+    PatternEmptyPrefix => "rulec::pattern-empty-prefix",
+    /// (warning) A rule name with a control character or white space at an end.
+    NameCharacters => "rulec::name-characters",
+    /// (warning) A disabled rule whose name another rule also uses: left out.
+    DisabledDuplicateName => "rulec::disabled-duplicate-name",
+
+    // `when` expressions (DESIGN.md 4).
+    /// The expression does not parse (unmatched parentheses, ...).
+    WhenSyntax => "rulec::when::syntax",
+    /// The expression is empty or white space.
+    WhenEmpty => "rulec::when::empty",
+    /// A name that is not `topic`, `src`, `from`, `to` or `data.*`.
+    WhenUnknownName => "rulec::when::unknown-name",
+    /// A function that does not exist.
+    WhenUnknownFunction => "rulec::when::unknown-function",
+    /// An evalexpr built-in outside the supported subset.
+    WhenUnsupportedFunction => "rulec::when::unsupported-function",
+    /// Wrong arguments to a function.
+    WhenArguments => "rulec::when::arguments",
+    /// `'text'`: strings use double quotes.
+    WhenSingleQuotes => "rulec::when::single-quotes",
+    /// `and` / `or` / `not` instead of `&&` / `||` / `!`.
+    WhenWordOperator => "rulec::when::word-operator",
+    /// `=` or another assignment operator.
+    WhenAssignment => "rulec::when::assignment",
+    /// A `;` chain.
+    WhenChain => "rulec::when::chain",
+    /// A tuple outside function arguments.
+    WhenTuple => "rulec::when::tuple",
+    /// The expression's result is not a boolean.
+    WhenNotBoolean => "rulec::when::not-boolean",
+    /// An operator applied to incompatible types.
+    WhenTypeMismatch => "rulec::when::type-mismatch",
+    /// A comparison of two literals of different types.
+    WhenLiteralComparison => "rulec::when::literal-comparison",
+    /// (warning) `data.KEY == ""` or `!=`: a missing key is empty, not `""`.
+    WhenEmptyStringData => "rulec::when::empty-string-data",
+    /// More than 256 tokens.
+    WhenTooLong => "rulec::when::too-long",
+    /// A part that reads no event data and fails on every event (`1 / 0`).
+    WhenAlwaysFails => "rulec::when::always-fails",
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Lets callers and tests compare a code with its stable string.
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<str> for Code {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn strings_are_unique_and_well_formed() {
+        let strings: BTreeSet<&str> = Code::ALL.iter().map(|code| code.as_str()).collect();
+        assert_eq!(strings.len(), Code::ALL.len());
+        for code in Code::ALL {
+            let name = code.as_str();
+            assert!(name.starts_with("rulec::"), "{name}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c == ':' || c == '-'),
+                "{name}"
+            );
+            assert!(!code.description().is_empty(), "{name}");
+            assert!(!code.description().contains('\n'), "{name}");
+        }
+        assert_eq!(Code::WhenSyntax.to_string(), "rulec::when::syntax");
+        assert!(Code::Duration == "rulec::duration");
+    }
+}

@@ -1,0 +1,501 @@
+//! The one table of rule-file keys (DESIGN.md 3.1, 3.2, 3.6): every key,
+//! where it may be written, its type, default and meaning, and for a step
+//! key the action kind it belongs to. It drives the reader's allowed keys
+//! and their unknown-key help ([`crate::rulefile`]), the "key of another
+//! action kind" warning ([`crate::validate`]), `rulec schema`
+//! ([`crate::schema`]) and [`markdown`], an author reference.
+
+use std::fmt::Write as _;
+
+/// Where a key is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// The file itself.
+    Top,
+    /// A `[[rule]]` table.
+    Rule,
+    /// A rule's `repeat` table.
+    Repeat,
+    /// A `[[rule.step]]` table.
+    Step,
+}
+
+impl Level {
+    /// Every level, in the order of the reference.
+    pub const ALL: [Level; 4] = [Level::Top, Level::Rule, Level::Repeat, Level::Step];
+
+    /// Where the level is, as unknown-key messages say it.
+    pub fn place(self) -> &'static str {
+        match self {
+            Level::Top => "at the top level",
+            Level::Rule => "in a rule",
+            Level::Repeat => "in `repeat`",
+            Level::Step => "in a step",
+        }
+    }
+
+    /// The TOML that opens the level, for the reference's headings.
+    pub fn header(self) -> &'static str {
+        match self {
+            Level::Top => "the file",
+            Level::Rule => "`[[rule]]`",
+            Level::Repeat => "`repeat = { ... }`",
+            Level::Step => "`[[rule.step]]`",
+        }
+    }
+}
+
+/// The action kinds of a step (`do`), DESIGN.md 3.2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    Redis,
+    Exec,
+    Can,
+}
+
+impl ActionKind {
+    pub const ALL: [ActionKind; 3] = [ActionKind::Redis, ActionKind::Exec, ActionKind::Can];
+    /// The values of `do`, in the order of [`ActionKind::ALL`].
+    pub const NAMES: &'static [&'static str] = &["redis", "exec", "can"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::Redis => "redis",
+            ActionKind::Exec => "exec",
+            ActionKind::Can => "can",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ActionKind> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+}
+
+/// Which durations a duration key accepts (DESIGN.md 3.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sign {
+    /// Any duration here; a rule elsewhere constrains it (`repeat.every`).
+    Any,
+    /// Zero or more.
+    NotNegative,
+    /// More than zero.
+    Positive,
+}
+
+/// The type of a key's value, with the constraints a schema can state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ty {
+    /// An array of tables of the keys of `level`; `non_empty`: at least one.
+    Tables {
+        level: Level,
+        non_empty: bool,
+    },
+    /// One table of the keys of `level`.
+    Table(Level),
+    /// A non-empty string.
+    Text,
+    /// Topic patterns (DESIGN.md 3.4); `non_empty`: at least one.
+    Patterns {
+        non_empty: bool,
+    },
+    /// A `when` expression (DESIGN.md 4).
+    When,
+    /// One of these strings.
+    Choice(&'static [&'static str]),
+    Duration(Sign),
+    Bool,
+    /// An integer in `min..=max`.
+    Integer {
+        min: u64,
+        max: u64,
+    },
+    /// An exec program name or path: no white space, no arguments.
+    Command,
+    /// A SocketCAN interface name (DESIGN.md 3.6).
+    CanIface,
+    /// A CAN frame id in hex, at most 0x1FFFFFFF.
+    CanId,
+    /// CAN payload bytes in hex.
+    CanData,
+}
+
+impl Ty {
+    /// The type as the reference shows it.
+    pub fn describe(self) -> String {
+        match self {
+            Ty::Tables { level, .. } => format!("array of {} tables", level.header()),
+            Ty::Table(_) => "table".to_string(),
+            Ty::Text => "string, not empty".to_string(),
+            Ty::Patterns { .. } => "array of topic patterns".to_string(),
+            Ty::When => "`when` expression (string)".to_string(),
+            Ty::Choice(values) => values
+                .iter()
+                .map(|value| format!("`\"{value}\"`"))
+                .collect::<Vec<_>>()
+                .join(" / "),
+            Ty::Duration(Sign::Any) => "duration".to_string(),
+            Ty::Duration(Sign::NotNegative) => "duration, not negative".to_string(),
+            Ty::Duration(Sign::Positive) => "duration, positive".to_string(),
+            Ty::Bool => "boolean".to_string(),
+            Ty::Integer { min, max } => format!("integer, {min} to {max}"),
+            Ty::Command => "string: a program name or path".to_string(),
+            Ty::CanIface => "string: an interface name".to_string(),
+            Ty::CanId => "hex string (a decimal TOML integer warns)".to_string(),
+            Ty::CanData => "hex string".to_string(),
+        }
+    }
+}
+
+/// What an absent key means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultValue {
+    /// This string value (also the schema's `default`).
+    Str(&'static str),
+    /// This boolean value (also the schema's `default`).
+    Bool(bool),
+    /// No single value: the words say what absence means.
+    Prose(&'static str),
+}
+
+/// One key of the rule-file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    pub name: &'static str,
+    pub level: Level,
+    pub ty: Ty,
+    /// Required at its level; for a key of one action kind, required on
+    /// steps of that kind.
+    pub required: bool,
+    pub default: Option<DefaultValue>,
+    /// For a step key: the only action kind it applies to; `None` for every
+    /// kind (and for keys of other levels).
+    pub action: Option<ActionKind>,
+    /// What the key does, one or two sentences (the schema's description).
+    pub doc: &'static str,
+}
+
+const fn key(name: &'static str, level: Level, ty: Ty, doc: &'static str) -> Key {
+    Key {
+        name,
+        level,
+        ty,
+        required: false,
+        default: None,
+        action: None,
+        doc,
+    }
+}
+
+impl Key {
+    const fn required(mut self) -> Key {
+        self.required = true;
+        self
+    }
+
+    const fn default(mut self, default: DefaultValue) -> Key {
+        self.default = Some(default);
+        self
+    }
+
+    const fn only(mut self, kind: ActionKind) -> Key {
+        self.action = Some(kind);
+        self
+    }
+}
+
+/// Every key, grouped by level, each level in the order that unknown-key
+/// help lists them.
+pub const KEYS: &[Key] = &[
+    key(
+        "rule",
+        Level::Top,
+        Ty::Tables { level: Level::Rule, non_empty: false },
+        "The rules of the file, one `[[rule]]` table each.",
+    ),
+    // DESIGN.md 3.1
+    key("name", Level::Rule, Ty::Text, "Unique among the enabled rules of all files.").required(),
+    key(
+        "on",
+        Level::Rule,
+        Ty::Patterns { non_empty: true },
+        "Topic patterns that trigger the rule.",
+    )
+    .required(),
+    key(
+        "when",
+        Level::Rule,
+        Ty::When,
+        "Condition on the triggering event and state(); absent: fire on every matching event.",
+    ),
+    key(
+        "concurrency",
+        Level::Rule,
+        Ty::Choice(&["restart", "drop", "queue"]),
+        "What a trigger does while a run is live: restart it, drop the trigger, or queue it (at most 8).",
+    )
+    .default(DefaultValue::Str("restart")),
+    key(
+        "cancel-on",
+        Level::Rule,
+        Ty::Patterns { non_empty: false },
+        "Topic patterns that cancel the rule's live runs and backlog.",
+    ),
+    key(
+        "cooldown",
+        Level::Rule,
+        Ty::Duration(Sign::NotNegative),
+        "Ignore triggers for this long after the rule fired. Zero or absent: none.",
+    ),
+    key(
+        "debounce",
+        Level::Rule,
+        Ty::Duration(Sign::Positive),
+        "Wait for this long without a newer match, then fire with the latest event. Must be positive.",
+    ),
+    key(
+        "repeat",
+        Level::Rule,
+        Ty::Table(Level::Repeat),
+        "Run the steps more than once: `count` passes, `every` apart.",
+    )
+    .default(DefaultValue::Prose("one pass")),
+    key(
+        "enabled",
+        Level::Rule,
+        Ty::Bool,
+        "false: not matched, but compiled as replay-only.",
+    )
+    .default(DefaultValue::Bool(true)),
+    key(
+        "step",
+        Level::Rule,
+        Ty::Tables { level: Level::Step, non_empty: true },
+        "The steps, run in order, one `[[rule.step]]` table each.",
+    )
+    .required(),
+    // DESIGN.md 3.1, `repeat`
+    key(
+        "count",
+        Level::Repeat,
+        Ty::Integer { min: 1, max: u32::MAX as u64 },
+        "Passes in all.",
+    )
+    .required(),
+    key(
+        "every",
+        Level::Repeat,
+        Ty::Duration(Sign::Any),
+        "Pause between passes; required and positive when count > 1.",
+    ),
+    // DESIGN.md 3.2
+    key(
+        "do",
+        Level::Step,
+        Ty::Choice(ActionKind::NAMES),
+        "The action: `redis` (LPUSH list push), `exec` (run a program), `can` (send one CAN frame).",
+    )
+    .required(),
+    key(
+        "when",
+        Level::Step,
+        Ty::When,
+        "Checked just before the step is submitted; false ends the run. Absent: always run once reached.",
+    ),
+    key(
+        "after",
+        Level::Step,
+        Ty::Duration(Sign::NotNegative),
+        "Delay after the previous step finished (or after the run started, for the first step). Default 0.",
+    )
+    .default(DefaultValue::Str("0s")),
+    key(
+        "durable",
+        Level::Step,
+        Ty::Bool,
+        "Whether the delayed step survives a restart. Default: true when `after` > 0; only allowed when `after` > 0.",
+    )
+    .default(DefaultValue::Prose("true when `after` > 0")),
+    key(
+        "list",
+        Level::Step,
+        Ty::Text,
+        "redis: the list to LPUSH to, e.g. `scooter:blinker`.",
+    )
+    .required()
+    .only(ActionKind::Redis),
+    key(
+        "push",
+        Level::Step,
+        Ty::Text,
+        "redis: the value to LPUSH, e.g. `both`.",
+    )
+    .required()
+    .only(ActionKind::Redis),
+    key(
+        "command",
+        Level::Step,
+        Ty::Command,
+        "exec: an executable name or path; no arguments, no shell.",
+    )
+    .required()
+    .only(ActionKind::Exec),
+    key(
+        "timeout",
+        Level::Step,
+        Ty::Duration(Sign::Positive),
+        "exec: kill the command after this long. Default 10s; must be positive.",
+    )
+    .default(DefaultValue::Str("10s"))
+    .only(ActionKind::Exec),
+    // DESIGN.md 3.6
+    key(
+        "iface",
+        Level::Step,
+        Ty::CanIface,
+        "can: the SocketCAN interface, e.g. `can0`: 1 to 15 bytes, no white space, `/` or NUL.",
+    )
+    .required()
+    .only(ActionKind::Can),
+    key(
+        "id",
+        Level::Step,
+        Ty::CanId,
+        "can: the frame id in hex (`\"0x123\"`), at most 0x1FFFFFFF; above 0x7FF the frame is extended.",
+    )
+    .required()
+    .only(ActionKind::Can),
+    key(
+        "data",
+        Level::Step,
+        Ty::CanData,
+        "can: hex bytes, contiguous (`\"DEADBEEF\"`) or space-separated (`\"DE AD BE EF\"`), at most 8. Not with `rtr`.",
+    )
+    .only(ActionKind::Can),
+    key("rtr", Level::Step, Ty::Bool, "can: send a remote frame (no data). Default false.")
+    .default(DefaultValue::Bool(false))
+    .only(ActionKind::Can),
+    key(
+        "dlc",
+        Level::Step,
+        Ty::Integer { min: 0, max: 8 },
+        "can: the length a remote frame requests; only with `rtr = true`.",
+    )
+    .only(ActionKind::Can),
+];
+
+/// The keys of `level`, in table order.
+pub fn keys(level: Level) -> impl Iterator<Item = &'static Key> {
+    KEYS.iter().filter(move |key| key.level == level)
+}
+
+/// The names of the keys of `level`, in table order.
+pub fn names(level: Level) -> Vec<&'static str> {
+    keys(level).map(|key| key.name).collect()
+}
+
+/// The key `name` of `level`, if the format has one.
+pub fn find(level: Level, name: &str) -> Option<&'static Key> {
+    keys(level).find(|key| key.name == name)
+}
+
+/// The table as Markdown, one section per level: an author reference.
+pub fn markdown() -> String {
+    let mut out = String::new();
+    for level in Level::ALL {
+        // Writing to a String cannot fail.
+        let _ = writeln!(out, "### {}\n", level.header());
+        out.push_str("| key | type | default | applies to | meaning |\n");
+        out.push_str("|---|---|---|---|---|\n");
+        for key in keys(level) {
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} | {} | {} |",
+                key.name,
+                key.ty.describe(),
+                default_cell(key),
+                applies_to(key),
+                key.doc.replace('|', "\\|"),
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn default_cell(key: &Key) -> String {
+    match (key.required, key.default) {
+        (true, _) => "required".to_string(),
+        (false, Some(DefaultValue::Str(value))) => format!("`\"{value}\"`"),
+        (false, Some(DefaultValue::Bool(value))) => format!("`{value}`"),
+        (false, Some(DefaultValue::Prose(text))) => text.to_string(),
+        (false, None) => "none".to_string(),
+    }
+}
+
+fn applies_to(key: &Key) -> String {
+    match (key.level, key.action) {
+        (_, Some(kind)) => format!("`{}` steps", kind.as_str()),
+        (Level::Step, None) => "every step".to_string(),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_per_level() {
+        for level in Level::ALL {
+            let mut names = names(level);
+            let count = names.len();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), count, "{level:?}");
+        }
+    }
+
+    #[test]
+    fn only_step_keys_belong_to_an_action() {
+        for key in KEYS {
+            assert!(
+                key.action.is_none() || key.level == Level::Step,
+                "{}",
+                key.name
+            );
+        }
+        assert_eq!(ActionKind::ALL.map(ActionKind::as_str), ActionKind::NAMES);
+    }
+
+    #[test]
+    fn markdown_has_a_section_per_level_and_a_row_per_key() {
+        let text = markdown();
+        for level in Level::ALL {
+            assert!(
+                text.contains(&format!("### {}\n", level.header())),
+                "{text}"
+            );
+        }
+        for key in KEYS {
+            assert!(
+                text.contains(&format!("| `{}` |", key.name)),
+                "{}",
+                key.name
+            );
+        }
+        assert!(
+            text.contains("| `timeout` | duration, positive | `\"10s\"` | `exec` steps |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| `list` | string, not empty | required | `redis` steps |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| `enabled` | boolean | `true` |  |"),
+            "{text}"
+        );
+        let rows = text.lines().filter(|line| line.starts_with("| `")).count();
+        assert_eq!(rows, KEYS.len());
+    }
+}
