@@ -5,7 +5,8 @@
 //!   into the runtime);
 //! - the engine package builds on its own;
 //! - `unsafe` appears in product code only in the files ARCHITECTURE.md
-//!   names.
+//!   names;
+//! - no product function is longer than [`MAX_FUNCTION_LINES`].
 //!
 //! (`cargo doc` without warnings is a step of its own in `ci`.)
 
@@ -52,7 +53,10 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
 
 pub fn check() -> Result<()> {
     dependency_trees()?;
-    unsafe_only_where_documented()?;
+    let root = repository_root()?;
+    let files = product_files(&root)?;
+    unsafe_only_where_documented(&root, &files)?;
+    functions_are_short(&files)?;
     let mut alone = cargo();
     alone.args(["build", "--package", "ruled-engine", "--lib"]);
     run("the engine package builds on its own", alone)
@@ -142,34 +146,62 @@ fn documented_unsafe_files(root: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn unsafe_only_where_documented() -> Result<()> {
-    eprintln!("==> `unsafe` only where ARCHITECTURE.md says");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+fn repository_root() -> Result<PathBuf> {
+    Ok(Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .context("xtask has no parent folder")?
-        .to_path_buf();
-    let allowed = documented_unsafe_files(&root)?;
+        .to_path_buf())
+}
+
+/// A product source file: its path and its lines up to its unit tests,
+/// which sit at the end of a file behind `#[cfg(test)]` and are not
+/// product code.
+struct ProductFile {
+    path: PathBuf,
+    /// The path relative to the repository, for messages.
+    shown: String,
+    lines: Vec<String>,
+}
+
+fn product_files(root: &Path) -> Result<Vec<ProductFile>> {
+    let mut files = Vec::new();
+    for dir in PRODUCT_DIRS {
+        for path in rust_files(&root.join(dir))? {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let lines = text
+                .lines()
+                .take_while(|l| l.trim() != "#[cfg(test)]")
+                .map(str::to_string)
+                .collect();
+            let shown = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            files.push(ProductFile { path, shown, lines });
+        }
+    }
+    Ok(files)
+}
+
+/// Where product code lives (tests, benches and examples do not count).
+const PRODUCT_DIRS: &[&str] = &[
+    "shared/src",
+    "compiler/src",
+    "runtime/engine/src",
+    "runtime/service/src",
+    "xtask/src",
+];
+
+fn unsafe_only_where_documented(root: &Path, files: &[ProductFile]) -> Result<()> {
+    eprintln!("==> `unsafe` only where ARCHITECTURE.md says");
+    let allowed = documented_unsafe_files(root)?;
     let mut found = Vec::new();
-    for dir in [
-        "shared/src",
-        "compiler/src",
-        "runtime/engine/src",
-        "runtime/service/src",
-        "xtask/src",
-    ] {
-        for file in rust_files(&root.join(dir))? {
-            if allowed.contains(&file) {
-                continue;
-            }
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            // Unit tests sit at the end of a file, behind `#[cfg(test)]`:
-            // they are not product code.
-            let product = text.lines().take_while(|l| l.trim() != "#[cfg(test)]");
-            for (n, line) in product.enumerate() {
-                if uses_unsafe(line) {
-                    found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
-                }
+    for file in files.iter().filter(|f| !allowed.contains(&f.path)) {
+        for (n, line) in file.lines.iter().enumerate() {
+            if uses_unsafe(line) {
+                found.push(format!("{}:{}: {}", file.shown, n + 1, line.trim()));
             }
         }
     }
@@ -206,6 +238,88 @@ fn uses_unsafe(line: &str) -> bool {
         .any(|word| word == "unsafe")
 }
 
+/// A function a reader can hold in their head; past this, split it into
+/// named steps. (Long files are fine when cohesive; long functions are not.)
+pub const MAX_FUNCTION_LINES: usize = 100;
+
+fn functions_are_short(files: &[ProductFile]) -> Result<()> {
+    eprintln!("==> no product function over {MAX_FUNCTION_LINES} lines");
+    let mut long = Vec::new();
+    for file in files {
+        for (start, name, lines) in function_lengths(&file.lines) {
+            if lines > MAX_FUNCTION_LINES {
+                long.push(format!(
+                    "{}:{}: fn {name}: {lines} lines",
+                    file.shown,
+                    start + 1
+                ));
+            }
+        }
+    }
+    if !long.is_empty() {
+        bail!(
+            "functions over {MAX_FUNCTION_LINES} lines (split them into named steps):\n  {}",
+            long.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// `(first line index, name, length in lines)` of every function with a
+/// body. Relies on rustfmt's layout (`cargo fmt --check` runs first in
+/// CI): a body closes with a `}` alone at the indentation of its `fn`.
+fn function_lengths(lines: &[String]) -> Vec<(usize, String, usize)> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let Some((indent, name)) = function_start(&lines[i]) else {
+            i += 1;
+            continue;
+        };
+        // The signature may span lines: it ends at `{` (a body) or `;`.
+        let Some(open) = (i..lines.len()).find(|&j| {
+            let l = lines[j].trim_end();
+            l.ends_with('{') || l.ends_with(';')
+        }) else {
+            break;
+        };
+        if lines[open].trim_end().ends_with(';') {
+            i = open + 1;
+            continue;
+        }
+        let close = format!("{}}}", " ".repeat(indent));
+        if let Some(end) = (open + 1..lines.len()).find(|&k| lines[k].trim_end() == close) {
+            found.push((i, name, end - i + 1));
+        }
+        // Nested functions are counted too: continue inside the body.
+        i = open + 1;
+    }
+    found
+}
+
+/// The indentation and name of a line that starts a function item.
+fn function_start(line: &str) -> Option<(usize, String)> {
+    let indent = line.len() - line.trim_start().len();
+    let mut words = line.split_whitespace();
+    while let Some(word) = words.next() {
+        if word == "fn" {
+            let name = words.next()?;
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            return (!name.is_empty()).then_some((indent, name));
+        }
+        let modifier = word.starts_with("pub")
+            || matches!(word, "async" | "const" | "unsafe" | "extern" | "default")
+            || word.starts_with('"');
+        if !modifier {
+            return None;
+        }
+    }
+    None
+}
+
 fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -228,6 +342,21 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn function_lengths_follow_rustfmt_layout() {
+        let code = lines(
+            "pub fn short() {\n    x();\n}\n\nimpl A {\n    pub(crate) async fn long(\n        a: u8,\n    ) -> u8 {\n        let s = \"}\";\n        a\n    }\n    fn decl(&self);\n}\n// fn not_a_fn() {\nlet f = |x| x;\n",
+        );
+        assert_eq!(
+            function_lengths(&code),
+            vec![(0, "short".to_string(), 3), (5, "long".to_string(), 6)]
+        );
+    }
 
     #[test]
     fn unsafe_is_found_in_code_not_in_comments_or_names() {

@@ -45,7 +45,8 @@ fn usage() {
     );
     eprintln!("  ci          fmt --check, clippy -D warnings, invariants, cargo doc, every test");
     eprintln!("  invariants  ARCHITECTURE.md's invariants: dependency trees, the engine");
-    eprintln!("              building alone, `unsafe` only where documented");
+    eprintln!("              building alone, `unsafe` only where documented, no function");
+    eprintln!("              over 100 lines");
     eprintln!("  bench  run the benchmarks in release mode (optionally one by name)");
     eprintln!("  fuzz   run the randomized tests (bundle decoder, VM + verifier, `when`");
     eprintln!("         checker, differential vs evalexpr, checker vs verifier, engine) in");
