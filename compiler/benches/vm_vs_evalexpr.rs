@@ -4,7 +4,7 @@
 //!
 //! Prints, per expression: ns per evaluation for both, the speed-up, and heap
 //! allocations per evaluation (counted by this binary's allocator). Goals
-//! (DESIGN.md 4): zero allocations for expressions that build no string —
+//! (docs/when-language.md): zero allocations for expressions that build no string —
 //! checked, the run fails otherwise — and a speed-up of at least 5x —
 //! reported only, since timing depends on the machine.
 //!

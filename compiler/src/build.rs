@@ -1,4 +1,4 @@
-//! `rulec build DIR -o FILE` (DESIGN.md 5, 7): check the rules, lower every
+//! `rulec build DIR -o FILE` (docs/bundle.md, docs/rulec.md): check the rules, lower every
 //! `when` into one constant pool, fingerprint every step, and write the
 //! bundle atomically.
 //!
@@ -107,7 +107,7 @@ pub struct Built {
 }
 
 impl Built {
-    /// Rules that run live (the others are replay-only, DESIGN.md 3.5).
+    /// Rules that run live (the others are replay-only, docs/rules.md#disabled-rules).
     pub fn enabled_rules(&self) -> usize {
         self.payload.rules.iter().filter(|r| r.enabled).count()
     }

@@ -1,9 +1,9 @@
-//! `rulec check DIR` (DESIGN.md 7): load and validate a rules directory,
+//! `rulec check DIR` (docs/rulec.md): load and validate a rules directory,
 //! print every diagnostic and a one-line summary.
 //!
 //! Output: text diagnostics and the summary go to stderr. With
 //! `--format json`, each diagnostic is one JSON object per line on **stdout**
-//! (it is data for a machine, DESIGN.md 7 "data to stdout"), and the summary
+//! (it is data for a machine, docs/rulec.md "data to stdout"), and the summary
 //! line still goes to stderr.
 
 use crate::cli::{Console, Exit};
@@ -129,13 +129,13 @@ pub fn check_dir(dir: &Path) -> Result<CheckReport, LoadError> {
 }
 
 /// [`check_dir`], with `--deny-warnings`: every warning is an error and
-/// rejects its rule (DESIGN.md 3.3).
+/// rejects its rule (docs/rules.md#errors-and-warnings).
 fn check_dir_with(dir: &Path, deny_warnings: bool) -> Result<CheckReport, LoadError> {
     let loaded = load_dir(dir)?;
     let validated = validate_with(&loaded.files, deny_warnings);
     let mut diagnostics = loaded.diagnostics;
     diagnostics.extend(validated.diagnostics);
-    // Report in file order (DESIGN.md 3: byte-wise by name), a file's
+    // Report in file order (docs/rules.md: byte-wise by name), a file's
     // encoding error among the others rather than ahead of them all; the
     // sort is stable, so each file keeps its own order.
     diagnostics.sort_by(|a, b| {

@@ -1,4 +1,4 @@
-//! The `rulec` command line (DESIGN.md 7): the clap definitions and the
+//! The `rulec` command line (docs/rulec.md): the clap definitions and the
 //! small types every subcommand shares. `main.rs` parses [`Cli`] and calls
 //! one library function per [`Command`]; adding a subcommand is one variant
 //! here and one match arm there.
@@ -58,7 +58,7 @@ impl std::fmt::Debug for Console<'_> {
     }
 }
 
-/// A subcommand's outcome, as the process exit code (DESIGN.md 7).
+/// A subcommand's outcome, as the process exit code (docs/rulec.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     /// 0: clean (warnings allowed unless denied).

@@ -1,4 +1,4 @@
-//! Rule-file diagnostics (DESIGN.md 3.3): a plain, typed value that names
+//! Rule-file diagnostics (docs/rules.md#errors-and-warnings): a plain, typed value that names
 //! the file, the rule and the step, points at a byte span with a label, and
 //! may carry a help line and related labels (possibly in another file).
 //!

@@ -1,4 +1,4 @@
-//! `rulec dump FILE` (DESIGN.md 5, 7): a bundle as stable, readable text,
+//! `rulec dump FILE` (docs/bundle.md, docs/rulec.md): a bundle as stable, readable text,
 //! or as JSON. This is what CI snapshots, so the layout only changes on
 //! purpose: no addresses, no hash-map order, durations in Go syntax,
 //! constants shown inline in the disassembly.

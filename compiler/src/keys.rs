@@ -1,4 +1,4 @@
-//! The one table of rule-file keys (DESIGN.md 3.1, 3.2, 3.6): every key,
+//! The one table of rule-file keys (docs/rules.md#rule-keys, docs/rules.md#step-keys, docs/rules.md#the-can-action): every key,
 //! where it may be written, its type, default and meaning, and for a step
 //! key the action kind it belongs to. It drives the reader's allowed keys
 //! and their unknown-key help ([`crate::rulefile`]), the "key of another
@@ -45,7 +45,7 @@ impl Level {
     }
 }
 
-/// The action kinds of a step (`do`), DESIGN.md 3.2.
+/// The action kinds of a step (`do`), docs/rules.md#step-keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActionKind {
     Redis,
@@ -71,7 +71,7 @@ impl ActionKind {
     }
 }
 
-/// Which durations a duration key accepts (DESIGN.md 3.7).
+/// Which durations a duration key accepts (docs/rules.md#durations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sign {
     /// Any duration here; a rule elsewhere constrains it (`repeat.every`).
@@ -94,11 +94,11 @@ pub enum Ty {
     Table(Level),
     /// A non-empty string.
     Text,
-    /// Topic patterns (DESIGN.md 3.4); `non_empty`: at least one.
+    /// Topic patterns (docs/rules.md#topic-patterns); `non_empty`: at least one.
     Patterns {
         non_empty: bool,
     },
-    /// A `when` expression (DESIGN.md 4).
+    /// A `when` expression (docs/when-language.md).
     When,
     /// One of these strings.
     Choice(&'static [&'static str]),
@@ -111,7 +111,7 @@ pub enum Ty {
     },
     /// An exec program name or path: no white space, no arguments.
     Command,
-    /// A SocketCAN interface name (DESIGN.md 3.6).
+    /// A SocketCAN interface name (docs/rules.md#the-can-action).
     CanIface,
     /// A CAN frame id in hex, at most 0x1FFFFFFF.
     CanId,
@@ -212,7 +212,7 @@ pub const KEYS: &[Key] = &[
         Ty::Tables { level: Level::Rule, non_empty: false },
         "The rules of the file, one `[[rule]]` table each.",
     ),
-    // DESIGN.md 3.1
+    // docs/rules.md#rule-keys
     key("name", Level::Rule, Ty::Text, "Unique among the enabled rules of all files.").required(),
     key(
         "on",
@@ -273,7 +273,7 @@ pub const KEYS: &[Key] = &[
         "The steps, run in order, one `[[rule.step]]` table each.",
     )
     .required(),
-    // DESIGN.md 3.1, `repeat`
+    // docs/rules.md#rule-keys, `repeat`
     key(
         "count",
         Level::Repeat,
@@ -287,7 +287,7 @@ pub const KEYS: &[Key] = &[
         Ty::Duration(Sign::Any),
         "Pause between passes; required and positive when count > 1.",
     ),
-    // DESIGN.md 3.2
+    // docs/rules.md#step-keys
     key(
         "do",
         Level::Step,
@@ -347,7 +347,7 @@ pub const KEYS: &[Key] = &[
     )
     .default(DefaultValue::Str("10s"))
     .only(ActionKind::Exec),
-    // DESIGN.md 3.6
+    // docs/rules.md#the-can-action
     key(
         "iface",
         Level::Step,

@@ -2,7 +2,7 @@
 //! compiles them to a bundle, and dumps or simulates bundles. The binary in
 //! `main.rs` only parses flags and calls into this library.
 //!
-//! Where to start reading (DESIGN.md 3, 4, 5, 7), in the order a rules
+//! Where to start reading (docs/rules.md, docs/when-language.md, docs/bundle.md, docs/rulec.md), in the order a rules
 //! directory travels:
 //!
 //! 1. [`load`] reads the `*.toml` files; [`rulefile`] parses each with spans

@@ -1,4 +1,4 @@
-//! Reading a rules directory (DESIGN.md 3): its `*.toml` files, not
+//! Reading a rules directory (docs/rules.md): its `*.toml` files, not
 //! recursive, other files ignored, in byte-wise file name order. A missing
 //! directory holds no rules (a normal state); an unreadable one is an error.
 //! A `*.toml` entry that cannot be read (a dangling link, no permission) is
@@ -63,7 +63,7 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
                     source,
                 });
             }
-            // DESIGN.md 3 excuses a missing *directory* only: a mistyped
+            // docs/rules.md excuses a missing *directory* only: a mistyped
             // file name (`alarm.tmol` is caught by neither) must not pass.
             if dir.extension().is_some_and(|ext| ext == "toml") {
                 return Err(LoadError::NoSuchFile {

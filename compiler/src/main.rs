@@ -1,4 +1,4 @@
-//! `rulec`: parses the command line and calls the library (DESIGN.md 7).
+//! `rulec`: parses the command line and calls the library (docs/rulec.md).
 //! Each subcommand is one library function; nothing else lives here.
 
 use clap::Parser;

@@ -1,4 +1,4 @@
-//! The shape of a rule file (DESIGN.md 3, 3.3): TOML parsed with spans for
+//! The shape of a rule file (docs/rules.md): TOML parsed with spans for
 //! every key and value, and the checks that reject a **whole file**: TOML
 //! syntax errors and unknown keys at any level (top level, rule, step,
 //! `repeat`). What is left is a list of raw rule tables that `validate`

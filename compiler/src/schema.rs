@@ -1,6 +1,6 @@
-//! `rulec schema`: the JSON Schema of the rule file format (DESIGN.md 3),
+//! `rulec schema`: the JSON Schema of the rule file format (docs/rules.md),
 //! for editors (e.g. Taplo / Even Better TOML). Written by hand so that
-//! every key carries the same description and constraints as DESIGN.md.
+//! every key carries the same description and constraints as docs/README.md.
 
 use crate::cli::{Console, Exit};
 use crate::keys::{self, ActionKind, DefaultValue, Key, Level, Sign, Ty};
@@ -22,7 +22,7 @@ pub fn run(_args: &SchemaArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// Go duration syntax (DESIGN.md 3.7), as a regular expression: an optional
+/// Go duration syntax (docs/rules.md#durations), as a regular expression: an optional
 /// sign, then number+unit pairs, or a bare `0`.
 const DURATION_PATTERN: &str = r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$";
 
@@ -137,7 +137,7 @@ fn property(key: &Key) -> Value {
 }
 
 /// A duration of `sign`: zero is allowed for `NotNegative` (`cooldown`,
-/// `after`, DESIGN.md 3.1, 3.2), not for `Positive` (`debounce`, exec
+/// `after`, docs/rules.md#rule-keys, docs/rules.md#step-keys), not for `Positive` (`debounce`, exec
 /// `timeout`).
 fn duration(sign: Sign) -> Value {
     let mut value = json!({
@@ -180,7 +180,7 @@ fn when() -> Value {
 }
 
 /// What the checker requires per action kind (from the key table) and
-/// between keys (DESIGN.md 3.2, 3.6), so that an editor flags it while
+/// between keys (docs/rules.md#step-keys, docs/rules.md#the-can-action), so that an editor flags it while
 /// typing.
 fn step_constraints() -> Value {
     let mut constraints: Vec<Value> = ActionKind::ALL
@@ -205,7 +205,7 @@ fn step_constraints() -> Value {
     Value::Array(constraints)
 }
 
-/// `every` is required and positive once `count` > 1 (DESIGN.md 3.1).
+/// `every` is required and positive once `count` > 1 (docs/rules.md#rule-keys).
 fn repeat_constraints() -> Value {
     let every = keys::find(Level::Repeat, "every").map_or("", |key| key.doc);
     let mut positive = duration(Sign::Positive);

@@ -1,4 +1,4 @@
-//! `rulec simulate DIR|BUNDLE --timeline FILE` (DESIGN.md 7, 8): runs the
+//! `rulec simulate DIR|BUNDLE --timeline FILE` (docs/rulec.md, docs/simulation.md): runs the
 //! runtime's own engine (`ruled_engine::sim`) on a virtual clock and prints what
 //! the vehicle would see, one line per thing that happened.
 
@@ -32,7 +32,7 @@ recorded, never performed:
 Also [[state]] (hash, field, value), [[fail]] (rule, step, until),
 [[clock]] (jump), and the settings end, replay-window, workers, queue,
 action-time. The format and every output line are described in
-docs/engine.md (\"The simulator\").
+docs/simulation.md.
 
 Exit status: 0 simulated, 1 bad rules, bundle or timeline, 2 usage or I/O
 error.")]

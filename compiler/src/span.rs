@@ -1,6 +1,6 @@
 //! Byte spans in rule files: line/column lookup, and mapping a byte range in
 //! a *decoded* TOML string (what the `when` checker sees) back to the bytes
-//! of the file, through quotes and escapes (DESIGN.md 3.3: an error inside a
+//! of the file, through quotes and escapes (docs/rules.md#errors-and-warnings: an error inside a
 //! `when` string points inside that string).
 
 use std::ops::Range;

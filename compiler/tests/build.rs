@@ -1,4 +1,4 @@
-//! `rulec build` and `rulec dump` (DESIGN.md 5): deterministic bundles,
+//! `rulec build` and `rulec dump` (docs/bundle.md): deterministic bundles,
 //! fingerprints that survive reformatting and change with behaviour, and
 //! snapshots of the dump of every valid rule set under `fixtures/`.
 
@@ -300,7 +300,7 @@ fn decompiled_when_recompiles_to_the_same_program() {
 }
 
 /// A step's fingerprint does not depend on its index or on the other
-/// steps (DESIGN.md 5): inserting a step in front, or dropping the step
+/// steps (docs/bundle.md): inserting a step in front, or dropping the step
 /// before it, keeps the fingerprints of the steps that did not change.
 #[test]
 fn fingerprints_do_not_depend_on_the_index() {

@@ -1,4 +1,4 @@
-//! `rulec build` and `rulec dump` as a user runs them (DESIGN.md 7): what
+//! `rulec build` and `rulec dump` as a user runs them (docs/rulec.md): what
 //! is printed where, the exit status, and whether a file is written.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
@@ -212,7 +212,7 @@ fn dump_refuses_a_corrupt_bundle() {
     assert_cmd_snapshot!(rulec(dir.path()).args(["dump", "missing.bundle"]));
 }
 
-/// DESIGN.md 3.3: `--deny-warnings` makes a warning an error, and an error
+/// docs/rules.md#errors-and-warnings: `--deny-warnings` makes a warning an error, and an error
 /// rejects its rule: `--partial` writes the others only.
 #[test]
 fn denied_warnings_reject_their_rule_under_partial() {

@@ -1,4 +1,4 @@
-//! The compiler and the bundle verifier agree (DESIGN.md 5): every `when`
+//! The compiler and the bundle verifier agree (docs/bundle.md): every `when`
 //! the checker accepts lowers to a program the verifier accepts, so that
 //! `rulec build` never writes a bundle the runtime would refuse. Generated
 //! expressions mix every type with every operator and built-in, so the

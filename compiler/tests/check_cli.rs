@@ -1,4 +1,4 @@
-//! The command line as a whole (DESIGN.md 7): every subcommand's `--help`
+//! The command line as a whole (docs/rulec.md): every subcommand's `--help`
 //! carries an example, and usage errors exit 2.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions

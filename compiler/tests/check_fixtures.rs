@@ -1,5 +1,5 @@
 //! `rulec check` end to end: the real binary on fixtures/rules (must be
-//! clean) and on every case in fixtures/invalid (DESIGN.md 3, 4, 7).
+//! clean) and on every case in fixtures/invalid (docs/rules.md, docs/when-language.md, docs/rulec.md).
 //!
 //! Each invalid case is a `*.toml` file (copied alone into a temp directory)
 //! or a directory of files. Its first line names the diagnostic code it is
@@ -203,7 +203,7 @@ fn deny_warnings_fails_on_warnings() {
         "{}",
         denied.stderr
     );
-    // DESIGN.md 3.3: denied warnings are errors, in text and in JSON.
+    // docs/rules.md#errors-and-warnings: denied warnings are errors, in text and in JSON.
     assert!(denied.stderr.contains("  x rule `"), "{}", denied.stderr);
     assert!(!denied.stderr.contains("  ! rule `"), "{}", denied.stderr);
     assert!(denied.stderr.contains("made an error by --deny-warnings"));
@@ -214,7 +214,7 @@ fn deny_warnings_fails_on_warnings() {
     assert_eq!(value["code"], "rulec::pattern-literal-star");
 }
 
-/// DESIGN.md 3: an unreadable `*.toml` entry is never skipped, and a
+/// docs/rules.md: an unreadable `*.toml` entry is never skipped, and a
 /// missing path that names a rule file is a typo, not an empty directory.
 #[test]
 #[cfg(unix)]

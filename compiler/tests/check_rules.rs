@@ -267,7 +267,7 @@ fn a_when_error_span_lands_inside_the_string_in_the_file() {
 
 #[test]
 fn a_disabled_rule_that_failed_claims_no_name() {
-    // DESIGN.md 3.3/3.5: the disabled rule is left out for its error, so the
+    // docs/rules.md#errors-and-warnings, docs/rules.md#disabled-rules: the disabled rule is left out for its error, so the
     // enabled rule keeps the name with no duplicate-name warning.
     let report = check(&[
         (

@@ -1,4 +1,4 @@
-//! Differential tests (DESIGN.md 4): every `when` the compiler accepts must
+//! Differential tests (docs/when-language.md): every `when` the compiler accepts must
 //! evaluate the same in evalexpr 13 (the reference) and in our pipeline
 //! (`when::check` -> `when::lower` -> `rulecore::vm::eval_bool`), on every
 //! input: the same boolean, or an error in both.

@@ -1,4 +1,4 @@
-//! `rulec simulate` as a user runs it (DESIGN.md 8): every timeline under
+//! `rulec simulate` as a user runs it (docs/simulation.md): every timeline under
 //! fixtures/timelines against fixtures/rules, snapshot-tested.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
@@ -200,7 +200,7 @@ fn at(ms: u64, push: &str) -> (u64, String) {
     (ms, push.to_string())
 }
 
-/// Every timeline's `--format json` lines hold only DESIGN.md 8's fields
+/// Every timeline's `--format json` lines hold only docs/simulation.md's fields
 /// (plus docs/engine.md's `pending` for `end`), a known kind, the reasons
 /// that kind may carry, and what an action's kind needs; in time order.
 #[test]
@@ -440,26 +440,26 @@ fn a_restart_without_down_and_an_end_that_cuts_short() {
 }
 
 #[test]
-fn help_points_to_docs_engine_md_with_an_example_timeline() {
+fn help_points_to_docs_simulation_md_with_an_example_timeline() {
     let output = Command::new(get_cargo_bin("rulec"))
         .args(["simulate", "--help"])
         .output()
         .unwrap();
     let help = String::from_utf8_lossy(&output.stdout);
     assert!(!help.contains("DESIGN.md"), "{help}");
-    assert!(help.contains("docs/engine.md"), "{help}");
+    assert!(help.contains("docs/simulation.md"), "{help}");
     assert!(
         help.contains("\n  at = \"0s\"\n  topic = \"alarm.triggered\"\n"),
         "{help}"
     );
-    assert!(root().join("docs/engine.md").is_file());
+    assert!(root().join("docs/simulation.md").is_file());
 }
 
 #[test]
 fn replay_output_at_a_restart_is_in_fire_at_order() {
     // `soon`'s record is due at 5 s and resumes; `later`'s, due at 20 s, is
     // dropped (its rule is gone after the restart): the resume comes first
-    // (DESIGN.md 6.5: earliest fire-at first).
+    // (docs/semantics.md#durability-and-replay: earliest fire-at first).
     let rule = |name: &str, after: &str| {
         format!(
             "[[rule]]\nname = \"{name}\"\non = [\"go\"]\n\n[[rule.step]]\ndo = \"redis\"\n\

@@ -1,4 +1,4 @@
-//! The compiled rule bundle (DESIGN.md 5): the data model both halves share.
+//! The compiled rule bundle (docs/bundle.md): the data model both halves share.
 //!
 //! File layout: 8-byte magic, format version (u16 LE), blake3 digest of the
 //! payload (32 bytes), payload length (u64 LE), payload (postcard).
@@ -64,7 +64,7 @@ pub struct Rule {
     pub name: String,
     /// The rule file's name relative to the rules directory.
     pub source: String,
-    /// `false`: replay-only (DESIGN.md 3.5).
+    /// `false`: replay-only (docs/rules.md#disabled-rules).
     pub enabled: bool,
     pub on: Vec<TopicPattern>,
     pub cancel_on: Vec<TopicPattern>,
@@ -79,7 +79,7 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// A rule with the defaults of DESIGN.md 3.1: enabled, `restart`
+    /// A rule with the defaults of docs/rules.md#rule-keys: enabled, `restart`
     /// concurrency, no `cancel_on`, no cooldown or debounce, one pass, no
     /// `when`. Set other fields on the result.
     pub fn new(
@@ -137,7 +137,7 @@ pub struct Step {
 
 impl Step {
     /// A step without `when`, durable exactly when it waits (`after_ns` >
-    /// 0, the default of DESIGN.md 3.2), with its fingerprint computed.
+    /// 0, the default of docs/rules.md#step-keys), with its fingerprint computed.
     /// After setting `when` (which indexes the bundle's pools) or
     /// `durable`, build the payload with [`Payload::new`] or call
     /// [`Payload::refresh_fingerprints`] so the fingerprint follows.

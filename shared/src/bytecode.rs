@@ -1,4 +1,4 @@
-//! The `when` bytecode (DESIGN.md 4, 5): the contract between the compiler's
+//! The `when` bytecode (docs/when-language.md, docs/bundle.md): the contract between the compiler's
 //! lowering (`rulec`) and the VM (`rulecore::vm`).
 //!
 //! A program is a flat list of ops over a value stack. There are no loops:

@@ -1,11 +1,11 @@
-//! The bundle file (DESIGN.md 5): encoding, checked decoding, atomic write.
+//! The bundle file (docs/bundle.md): encoding, checked decoding, atomic write.
 //!
 //! Layout: [`MAGIC`] (8 bytes), [`FORMAT_VERSION`] (u16 LE), blake3 digest of
 //! the payload (32 bytes), payload length (u64 LE), payload (postcard).
 //! Decoding checks magic, version, length and digest, in that order and
 //! before decoding anything, then decodes and verifies every program
 //! ([`crate::verify`]). Every check has its own error, so a bad bundle at
-//! start is a fatal error that names the check that failed (DESIGN.md 6.8).
+//! start is a fatal error that names the check that failed (docs/service.md#start-and-stop).
 
 use crate::bundle::{Payload, FORMAT_VERSION, MAGIC};
 use crate::verify::{verify_payload, PayloadError};
@@ -19,7 +19,7 @@ pub const HEADER_LEN: usize = 8 + 2 + 32 + 8;
 /// The largest bundle file [`read`] accepts. Real bundles are kilobytes, a
 /// few megabytes for thousands of rules; the limit keeps a wrong path (a
 /// disk image, `/dev/zero`) from being read into the service's 48 MB
-/// (DESIGN.md 1) before any check could refuse it.
+/// (README.md#what-this-is) before any check could refuse it.
 pub const MAX_BUNDLE_LEN: u64 = 16 << 20;
 
 /// A decoded and verified bundle.
@@ -168,7 +168,7 @@ pub fn read(path: &Path) -> Result<Bundle, BundleError> {
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, flushed to disk, then renamed over `path`, then the directory
 /// flushed. A reader sees the old file or the new one, never a mix, even
-/// across a power cut (DESIGN.md 5).
+/// across a power cut (docs/bundle.md).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
     let io = |p: &Path| {
         let p = p.to_path_buf();

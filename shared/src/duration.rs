@@ -1,4 +1,4 @@
-//! Go's duration syntax (DESIGN.md 3.7): `300ms`, `1.5h`, `2h45m`, `-1h`, `0`.
+//! Go's duration syntax (docs/rules.md#durations): `300ms`, `1.5h`, `2h45m`, `-1h`, `0`.
 //!
 //! Existing rule files on the vehicle were written for a Go service, so we
 //! accept exactly what Go's `time.ParseDuration` accepts and keep the value as

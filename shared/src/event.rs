@@ -1,4 +1,4 @@
-//! The event envelope (DESIGN.md 6.1), as published on `ev:<topic>`.
+//! The event envelope (docs/semantics.md#events), as published on `ev:<topic>`.
 
 use serde::{Deserialize, Serialize};
 

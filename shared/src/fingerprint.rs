@@ -1,6 +1,6 @@
-//! Step fingerprints (DESIGN.md 5): what a step *does*, hashed, so the
+//! Step fingerprints (docs/bundle.md): what a step *does*, hashed, so the
 //! runtime can refuse a pending record whose step changed meaning while the
-//! service was down (DESIGN.md 6.5).
+//! service was down (docs/semantics.md#durability-and-replay).
 //!
 //! blake3 over a canonical encoding: a versioned domain tag, the action kind
 //! and its arguments, the `when` bytecode with every constant index replaced

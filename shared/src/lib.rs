@@ -2,9 +2,9 @@
 //! and the runtime (`ruled`) agree on. Nothing here does I/O except the
 //! bundle's atomic file write, which both halves share.
 //!
-//! The bundle (DESIGN.md 5) is [`bundle`] (the data model), [`codec`] (the
+//! The bundle (docs/bundle.md) is [`bundle`] (the data model), [`codec`] (the
 //! file: encode, checked decode, atomic write) and [`fingerprint`] (what a
-//! step does, hashed). A `when` (DESIGN.md 4) is a [`bytecode`] program,
+//! step does, hashed). A `when` (docs/when-language.md) is a [`bytecode`] program,
 //! checked once at load by [`verify`] and run by [`vm`]. The rest is small
 //! shared vocabulary: Go [`duration`]s, [`topic`] patterns, the [`event`]
 //! envelope, [`suggest`] for "did you mean", and [`fuzz`] for the

@@ -1,6 +1,6 @@
 //! "Did you mean": the likely intent behind a misspelt key, name, unit or
 //! duration. One definition for the rule checker and the timeline parser,
-//! so the same typo gets the same suggestion everywhere (DESIGN.md 3.3, 4).
+//! so the same typo gets the same suggestion everywhere (docs/rules.md#errors-and-warnings, docs/when-language.md).
 
 use crate::duration::{parse_duration, DurationError};
 

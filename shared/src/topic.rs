@@ -1,4 +1,4 @@
-//! Topic patterns (DESIGN.md 3.4): `*` matches every topic, `prefix.*` any
+//! Topic patterns (docs/rules.md#topic-patterns): `*` matches every topic, `prefix.*` any
 //! topic that starts with `prefix.`, anything else only itself.
 
 use serde::{Deserialize, Serialize};

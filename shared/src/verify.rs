@@ -1,4 +1,4 @@
-//! The bytecode verifier (DESIGN.md 5): run once at bundle load over every
+//! The bytecode verifier (docs/bundle.md): run once at bundle load over every
 //! program, so that the VM can trust what it runs and a corrupted or
 //! hand-crafted bundle is refused with a precise reason instead of failing
 //! rule by rule at run time.
@@ -160,7 +160,7 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
                 let reason = if frame.id > 0x1FFF_FFFF {
                     Some("id above 0x1FFFFFFF")
                 } else if frame.id > 0x7FF && !frame.extended {
-                    // DESIGN.md 3.6: such an id only exists as an extended
+                    // docs/rules.md#the-can-action: such an id only exists as an extended
                     // frame; sent as a standard one it would lose its top bits.
                     Some("id above 0x7FF without the extended flag")
                 } else if frame.data.len() > 8 || frame.dlc > 8 {

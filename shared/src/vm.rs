@@ -1,4 +1,4 @@
-//! The `when` VM (DESIGN.md 4): evaluates a [`Program`] over a value stack.
+//! The `when` VM (docs/when-language.md): evaluates a [`Program`] over a value stack.
 //!
 //! Semantics are evalexpr 13's, operator for operator (the compiler parses
 //! with evalexpr, and differential tests hold the two evaluators together):
@@ -78,7 +78,7 @@ impl Value<'_> {
 }
 
 /// Why an evaluation failed. The condition then counts as not met
-/// (DESIGN.md 4); the engine logs it with the rule and step.
+/// (docs/when-language.md); the engine logs it with the rule and step.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EvalError {
     #[error("`{op}` expects {expected}, found {found}")]

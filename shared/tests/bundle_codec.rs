@@ -1,4 +1,4 @@
-//! The bundle file format (DESIGN.md 5): every corruption is caught by the
+//! The bundle file format (docs/bundle.md): every corruption is caught by the
 //! check meant for it, and nothing panics.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
@@ -297,7 +297,7 @@ fn random_inputs_never_panic() {
     }
 }
 
-/// The CAN frame checks of the loader (DESIGN.md 3.6): one bad field each.
+/// The CAN frame checks of the loader (docs/rules.md#the-can-action): one bad field each.
 #[test]
 fn bad_can_frames_are_refused_naming_the_step() {
     let good = CanFrame {

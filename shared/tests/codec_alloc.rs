@@ -1,4 +1,4 @@
-//! DESIGN.md 5: the loader "never panics on any input" — and a small file
+//! docs/bundle.md: the loader "never panics on any input" — and a small file
 //! cannot make it allocate a lot: a length prefix claiming gigabytes is
 //! refused before anything that large is reserved. Counted with a
 //! per-thread allocator that tracks the peak of live heap bytes.

@@ -1,4 +1,4 @@
-//! DESIGN.md 4: "Evaluation allocates nothing on the heap for expressions
+//! docs/when-language.md: "Evaluation allocates nothing on the heap for expressions
 //! that do not build strings". Counted with a per-thread counting allocator,
 //! so other test threads do not disturb the count.
 

@@ -1,4 +1,4 @@
-//! Every diagnostic code `rulec check` can report (DESIGN.md 3.3), as one
+//! Every diagnostic code `rulec check` can report (docs/rules.md#errors-and-warnings), as one
 //! enum: producers and comparisons name a variant, never a string, and
 //! docs/diagnostics.md is checked against [`Code::ALL`].
 
@@ -130,7 +130,7 @@ codes! {
     /// (warning) A disabled rule whose name another rule also uses: left out.
     DisabledDuplicateName => "rulec::disabled-duplicate-name",
 
-    // `when` expressions (DESIGN.md 4).
+    // `when` expressions (docs/when-language.md).
     /// The expression does not parse (unmatched parentheses, ...).
     WhenSyntax => "rulec::when::syntax",
     /// The expression is empty or white space.

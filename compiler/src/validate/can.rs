@@ -1,4 +1,4 @@
-//! The `can` action (DESIGN.md 3.6): interface, id, data, rtr, dlc.
+//! The `can` action (docs/rules.md#the-can-action): interface, id, data, rtr, dlc.
 
 use super::checker::{entry, RuleChecker};
 use crate::diagnostic::{Code, Diagnostic};
@@ -10,7 +10,7 @@ use std::ops::Range;
 use toml::de::DeValue;
 
 impl<'i> RuleChecker<'_, 'i> {
-    /// DESIGN.md 3.6. Every key is checked, so every problem shows at once.
+    /// docs/rules.md#the-can-action. Every key is checked, so every problem shows at once.
     pub(super) fn can(&mut self, step: &Table<'i>, header: &Range<usize>) -> Option<Action> {
         let iface = self.can_iface(step, header);
         let id = self.can_id(step, header);
@@ -146,7 +146,7 @@ impl<'i> RuleChecker<'_, 'i> {
             );
             return None;
         }
-        // `id = "123"` is hex (DESIGN 3.6), so a bare decimal `id = 123` is
+        // `id = "123"` is hex (docs/rules.md#the-can-action), so a bare decimal `id = 123` is
         // easy to misread: say which number it is. TOML's own `0x123` is fine.
         let written = self.file.text.get(span.clone()).unwrap_or("");
         if n > 9 && !written.starts_with("0x") {
@@ -248,7 +248,7 @@ impl<'i> RuleChecker<'_, 'i> {
     }
 }
 
-/// CAN `data` (DESIGN.md 3.6): hex, either contiguous (even length) or byte
+/// CAN `data` (docs/rules.md#the-can-action): hex, either contiguous (even length) or byte
 /// pairs separated by white space, at most 8 bytes, may be empty.
 pub fn parse_can_data(text: &str) -> Result<Vec<u8>, String> {
     let groups: Vec<&str> = text.split_whitespace().collect();

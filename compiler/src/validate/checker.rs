@@ -1,6 +1,6 @@
 //! Per-rule checking state and typed accessors for TOML values: each
 //! accessor reports a wrongly typed or malformed value at its span and
-//! returns `None` (DESIGN.md 3.3: a problem names its file, rule and step
+//! returns `None` (docs/rules.md#errors-and-warnings: a problem names its file, rule and step
 //! and points at the value).
 
 use super::CheckedExpr;
@@ -358,7 +358,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
         Some((patterns, ok))
     }
 
-    /// Warnings about how one pattern is written (DESIGN.md 3.4): the
+    /// Warnings about how one pattern is written (docs/rules.md#topic-patterns): the
     /// channel prefix, a literal `*`, the empty prefix `.*`, an empty word,
     /// white space.
     fn pattern_warnings(
@@ -406,7 +406,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                 .with_help("write `*` for every topic, or `prefix.*` (e.g. `alarm.*`) for every topic under `prefix.`"),
             );
         }
-        // Topics are dotted words (DESIGN.md 3.4): no empty word. `.*` has
+        // Topics are dotted words (docs/rules.md#topic-patterns): no empty word. `.*` has
         // its own warning above.
         let body = text.strip_suffix(".*").unwrap_or(text);
         if channel.is_none() && !body.is_empty() && body.split('.').any(str::is_empty) {

@@ -1,5 +1,5 @@
-//! What to say about a duration string that does not parse (DESIGN.md
-//! 3.7): where in the string it goes wrong, and, for the usual mistakes
+//! What to say about a duration string that does not parse (docs/rules.md#durations):
+//! where in the string it goes wrong, and, for the usual mistakes
 //! (white space, units spelled out or in capitals, days), the string that
 //! was most likely meant.
 

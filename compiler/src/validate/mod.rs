@@ -1,4 +1,4 @@
-//! Validation of rule tables (DESIGN.md 3.1–3.7, 3.3, 3.5): every key of
+//! Validation of rule tables (docs/rules.md): every key of
 //! every rule and step, the `when` expressions (through [`crate::when`]),
 //! names across files, and disabled rules. The output is one
 //! [`CheckedRule`] per rule that survived, in bundle order, plus the
@@ -29,7 +29,7 @@ use rulecore::TopicPattern;
 use std::collections::HashMap;
 use std::ops::Range;
 
-/// Default `timeout` of an `exec` step (DESIGN.md 3.2).
+/// Default `timeout` of an `exec` step (docs/rules.md#step-keys).
 pub const DEFAULT_EXEC_TIMEOUT_NS: u64 = 10_000_000_000;
 
 /// A `when` expression that type-checked, with its source text.
@@ -66,7 +66,7 @@ pub struct CheckedRule {
     pub name: String,
     /// The rule file's name relative to the rules directory.
     pub source: String,
-    /// `false`: compiled as replay-only (DESIGN.md 3.5).
+    /// `false`: compiled as replay-only (docs/rules.md#disabled-rules).
     pub enabled: bool,
     pub on: Vec<TopicPattern>,
     pub cancel_on: Vec<TopicPattern>,
@@ -103,7 +103,7 @@ pub fn validate(files: &[SourceFile]) -> Validated {
 }
 
 /// Validates every file, in order. `deny_warnings` (`--deny-warnings`,
-/// DESIGN.md 3.3) turns every warning into an error: a rule with one is
+/// docs/rules.md#errors-and-warnings) turns every warning into an error: a rule with one is
 /// rejected like a rule with any other error, and warnings tied to no
 /// surviving rule are errors too.
 pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
@@ -127,7 +127,7 @@ pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
                 .iter()
                 .any(|d| d.severity == Severity::Error || deny_warnings);
             if has_errors && !checker.enabled {
-                // DESIGN.md 3.5: a disabled rule's problems do not fail the
+                // docs/rules.md#disabled-rules: a disabled rule's problems do not fail the
                 // check; the rule is left out of the bundle instead.
                 for diagnostic in &mut checker.diagnostics {
                     if diagnostic.severity == Severity::Error {
@@ -179,7 +179,7 @@ pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
     out
 }
 
-/// DESIGN.md 3.3 and 3.5: among enabled rules that compiled, the first
+/// docs/rules.md#errors-and-warnings, docs/rules.md#disabled-rules: among enabled rules that compiled, the first
 /// definition of a name keeps it and later ones are errors; a disabled rule
 /// whose name is taken (by an enabled rule, or an earlier disabled one) is
 /// left out with a warning, since a pending record could not tell which rule

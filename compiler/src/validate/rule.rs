@@ -1,4 +1,4 @@
-//! Rule-level keys (DESIGN.md 3.1): name, on, when, concurrency,
+//! Rule-level keys (docs/rules.md#rule-keys): name, on, when, concurrency,
 //! cancel-on, cooldown, debounce, repeat, enabled.
 
 use super::checker::{entry, Pattern, RuleChecker};
@@ -12,7 +12,7 @@ use std::ops::Range;
 use toml::de::DeValue;
 
 impl<'i> RuleChecker<'_, 'i> {
-    /// Checks every rule key in the order of DESIGN.md 3.1, reporting all
+    /// Checks every rule key in the order of docs/rules.md#rule-keys, reporting all
     /// problems that do not depend on each other; `None` on any error.
     pub(super) fn check(&mut self) -> Option<CheckedRule> {
         let table = &self.raw.table;
@@ -232,7 +232,7 @@ impl<'i> RuleChecker<'_, 'i> {
         concurrency: Option<Concurrency>,
         has_when: bool,
     ) {
-        // DESIGN.md 6.2: cancel first, then match. A `cancel-on` topic that
+        // docs/semantics.md#handling-one-event: cancel first, then match. A `cancel-on` topic that
         // an `on` prefix also matches cancels the run and then starts a new
         // one, so for that topic `cancel-on` means "restart" (`on =
         // ["alarm.*"]`, `cancel-on = ["alarm.disarmed"]`: disarming restarts

@@ -1,4 +1,4 @@
-//! Step keys (DESIGN.md 3.2): do, when, after, durable, and the redis
+//! Step keys (docs/rules.md#step-keys): do, when, after, durable, and the redis
 //! and exec actions; keys of another action kind.
 
 use super::checker::{entry, RuleChecker};
@@ -165,7 +165,7 @@ impl<'i> RuleChecker<'_, 'i> {
         after_ok.then_some((after_ns, durable))
     }
 
-    /// `do` and the keys of its action kind (DESIGN.md 3.2, 3.6).
+    /// `do` and the keys of its action kind (docs/rules.md#step-keys, docs/rules.md#the-can-action).
     fn action(&mut self, step: &Table<'i>, span: &Range<usize>) -> Option<Action> {
         let Some(e) = entry(step, "do") else {
             self.missing(
@@ -222,7 +222,7 @@ impl<'i> RuleChecker<'_, 'i> {
         }
     }
 
-    /// Warns about each key of another action kind (DESIGN.md 3.2): it has
+    /// Warns about each key of another action kind (docs/rules.md#step-keys): it has
     /// no effect. The key table says which kind a key belongs to.
     pub(super) fn other_kind_keys(&mut self, step: &Table<'i>, kind: &str) {
         let others = keys::keys(Level::Step)
@@ -316,7 +316,7 @@ impl<'i> RuleChecker<'_, 'i> {
             "\"/usr/local/bin/lights-off\"",
         );
         let command = command.filter(|(text, span)| {
-            // DESIGN.md 3.2: a name or path, no arguments, no shell. The
+            // docs/rules.md#step-keys: a name or path, no arguments, no shell. The
             // runtime would look for a program literally named
             // `systemctl restart lights` and fail on every run.
             if let Some(bad) = text.chars().find(|c| c.is_whitespace() || *c == '\0') {

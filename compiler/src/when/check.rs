@@ -1,4 +1,4 @@
-//! Name resolution and type checking of a `when` expression (DESIGN.md 4).
+//! Name resolution and type checking of a `when` expression (docs/when-language.md).
 //!
 //! evalexpr parses; this module walks its tree together with the spans from
 //! [`super::spans`] and builds the typed [`Expr`]. A static type error is

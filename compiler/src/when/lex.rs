@@ -1,5 +1,5 @@
 //! A span-keeping tokenizer that splits an expression exactly as evalexpr 13
-//! does (DESIGN.md 4). evalexpr's tree carries no positions, so the checker
+//! does (docs/when-language.md). evalexpr's tree carries no positions, so the checker
 //! walks the tree in source order and takes each node's bytes from here.
 //!
 //! The splitting rules mirror evalexpr's: the characters `+ - * / % ^ ( ) , ;

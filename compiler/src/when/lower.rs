@@ -1,4 +1,4 @@
-//! Lowering a checked `when` to `rulecore` bytecode (DESIGN.md 4, 5).
+//! Lowering a checked `when` to `rulecore` bytecode (docs/when-language.md, docs/bundle.md).
 //!
 //! Post-order stack code: operands first, then the operator. `&&` and `||`
 //! short-circuit with `AndJump`/`OrJump` over the right operand, which ends
@@ -49,7 +49,7 @@ impl ConstPool {
     }
 
     /// A pool whose state pairs are `pairs`, sorted and without duplicates.
-    /// The bundle lists its pairs sorted (DESIGN.md 5): register every
+    /// The bundle lists its pairs sorted (docs/bundle.md): register every
     /// checked expression's `state_pairs` here before lowering any of them,
     /// and [`ConstPool::finish`] returns them in that order.
     pub fn with_state_pairs(pairs: impl IntoIterator<Item = StatePair>) -> Self {

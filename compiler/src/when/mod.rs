@@ -1,4 +1,4 @@
-//! The `when` language (DESIGN.md 4): parsing with evalexpr, name
+//! The `when` language (docs/when-language.md): parsing with evalexpr, name
 //! resolution, type checking, and lowering to `rulecore` bytecode.
 //!
 //! Contract with the rule validator: [`check`] takes the *decoded* expression

@@ -1,5 +1,5 @@
 //! Maps evalexpr's position-less tree onto the token spans of [`super::lex`],
-//! so that a problem points inside the `when` string (DESIGN.md 3.3, 4).
+//! so that a problem points inside the `when` string (docs/rules.md#errors-and-warnings, docs/when-language.md).
 //!
 //! Every token but `(`, `)`, white space and comments becomes exactly one node
 //! in evalexpr 13, and a source-order walk of the tree (left operand,

@@ -1,5 +1,5 @@
 //! Events per second through the engine with 1, 100 and 10,000 rules, each
-//! event matching exactly one rule (DESIGN.md 6.2: no scan of every rule),
+//! event matching exactly one rule (docs/semantics.md#handling-one-event: no scan of every rule),
 //! against a naive scan of every rule's patterns in the same run.
 //!
 //! `cargo bench -p ruled --no-default-features --bench engine_throughput`

@@ -1,4 +1,4 @@
-//! What the engine hands back to its driver (DESIGN.md 6): effects to
+//! What the engine hands back to its driver (docs/semantics.md): effects to
 //! perform, and notes that say what happened (the simulator prints them,
 //! the service may log them).
 
@@ -11,7 +11,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobId(pub u64);
 
-/// One action to hand to the worker pool (DESIGN.md 6.4).
+/// One action to hand to the worker pool (docs/semantics.md#worker-pool-and-actions).
 #[derive(Debug, Clone)]
 pub struct Job {
     pub id: JobId,
@@ -25,7 +25,7 @@ pub struct Job {
     pub action: Arc<Action>,
     /// The event that triggered the run.
     pub event: Arc<Event>,
-    /// The pending record this job now owns (DESIGN.md 6.5): the driver
+    /// The pending record this job now owns (docs/semantics.md#durability-and-replay): the driver
     /// removes it exactly when the action **starts** on a worker, and keeps
     /// it when the pool refuses the job or abandons it at stop.
     pub drop_record: Option<Arc<str>>,
@@ -34,7 +34,7 @@ pub struct Job {
 impl Job {
     /// The pending record to remove when this job's action starts: a
     /// worker (real or virtual) removes it right then, before the action
-    /// runs, with reason [`DropReason::Started`] (DESIGN.md 6.5). The other
+    /// runs, with reason [`DropReason::Started`] (docs/semantics.md#durability-and-replay). The other
     /// order, action first, would leave a window in which a crash runs the
     /// step again at the next start; a job that never starts (refused,
     /// abandoned at stop) keeps its record.
@@ -61,7 +61,7 @@ pub enum Effect {
     /// `action_abandoned`.
     Submit(Job),
     /// `HSET extensions:pending <id> <json>`. A failed write is logged; the
-    /// step still runs (DESIGN.md 6.5).
+    /// step still runs (docs/semantics.md#durability-and-replay).
     PutRecord {
         id: Arc<str>,
         rule: Arc<str>,
@@ -113,7 +113,7 @@ impl DropReason {
     }
 }
 
-/// Why replay removed a record instead of resuming it (DESIGN.md 6.5).
+/// Why replay removed a record instead of resuming it (docs/semantics.md#durability-and-replay).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReplayDropReason {
     RuleGone,
@@ -153,7 +153,7 @@ impl ReplayDropReason {
     }
 }
 
-/// How a run ended (DESIGN.md 8's `run-end` reasons).
+/// How a run ended (docs/simulation.md's `run-end` reasons).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EndReason {
     Done,
@@ -203,7 +203,7 @@ impl TriggerOutcome {
     }
 }
 
-/// What kind of thing a note says happened: DESIGN.md 8's `kind` of its
+/// What kind of thing a note says happened: docs/simulation.md's `kind` of its
 /// line (`record-kept` is ours).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NoteKind {

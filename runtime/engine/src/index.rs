@@ -1,4 +1,4 @@
-//! Topic index (DESIGN.md 6.2): rules by exact topic, by prefix, and the
+//! Topic index (docs/semantics.md#handling-one-event): rules by exact topic, by prefix, and the
 //! `*` list, so an event costs what the rules it can match cost, not a scan
 //! of every rule.
 

@@ -1,7 +1,7 @@
 //! `ruled-engine`: the rule runtime's pure half, shared by `ruled` (the
 //! service) and `rulec simulate`.
 //!
-//! The crate root is the engine (DESIGN.md 6): a pure, synchronous state machine.
+//! The crate root is the engine (docs/semantics.md): a pure, synchronous state machine.
 //!
 //! No I/O, no clock, no tokio: the driver (the Redis service, or `rulec
 //! simulate`) feeds it events, action results, state changes, replayed
@@ -43,9 +43,9 @@ use std::sync::Arc;
 use time::nanos_to_millis_ceil;
 use timers::{TimerKind, Timers};
 
-/// Default replay window (DESIGN.md 6.5): 5 minutes.
+/// Default replay window (docs/semantics.md#durability-and-replay): 5 minutes.
 pub const DEFAULT_REPLAY_WINDOW_MS: i64 = 5 * 60 * 1000;
-/// Default `queue` backlog per rule (DESIGN.md 6.2).
+/// Default `queue` backlog per rule (docs/semantics.md#handling-one-event).
 pub const DEFAULT_QUEUE_BACKLOG: usize = 8;
 
 #[derive(Debug, Clone)]
@@ -69,8 +69,8 @@ impl Default for EngineConfig {
     }
 }
 
-/// DESIGN.md 6.7's engine-side counters (`version` and `bundle` are the
-/// service's).
+/// The engine-side counters (docs/semantics.md#counters; `version` and
+/// `bundle` are the service's).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Live (enabled) rules.
@@ -89,7 +89,7 @@ pub struct Counters {
     pub runs_active: u64,
 }
 
-/// Per-rule statistics (DESIGN.md 6.7).
+/// Per-rule statistics (docs/semantics.md#counters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RuleStats {
     /// Runs started, replays included.
@@ -192,7 +192,7 @@ impl Engine {
         let mut live_rules = 0;
         for (position, rule) in payload.rules.iter().enumerate() {
             let index = u32::try_from(position).unwrap_or(u32::MAX);
-            // Disabled rules are replay-only (DESIGN.md 3.5): not indexed,
+            // Disabled rules are replay-only (docs/rules.md#disabled-rules): not indexed,
             // so they neither match nor cancel.
             if rule.enabled {
                 live_rules += 1;
@@ -249,7 +249,7 @@ impl Engine {
     }
 
     /// Every `on` and `cancel-on` pattern of the live rules, deduplicated
-    /// and sorted: what the service subscribes to (DESIGN.md 6.1).
+    /// and sorted: what the service subscribes to (docs/semantics.md#events).
     pub fn live_patterns(&self) -> Vec<TopicPattern> {
         let mut patterns: Vec<TopicPattern> = self
             .payload
@@ -265,7 +265,7 @@ impl Engine {
 
     // ----- inputs -------------------------------------------------------
 
-    /// One event from the bus (DESIGN.md 6.2).
+    /// One event from the bus (docs/semantics.md#handling-one-event).
     pub fn handle_event(&mut self, now: Now, event: Event) {
         if self.stopped {
             return;
@@ -405,7 +405,7 @@ impl Engine {
 
     /// The pool refused the job (queue full or stopping): the run ends and
     /// counts `dropped`; the job's record is kept, since the step provably
-    /// did not run (DESIGN.md 6.3, 6.5).
+    /// did not run (docs/semantics.md#walking-a-sequence, docs/semantics.md#durability-and-replay).
     pub fn action_refused(&mut self, now: Now, job: JobId) {
         self.counters.dropped += 1;
         let Some(JobOwner { rule, serial, .. }) = self.jobs.remove(&job.0) else {
@@ -421,7 +421,7 @@ impl Engine {
     }
 
     /// The pool abandoned a queued job at stop: counts `dropped`; its record
-    /// is kept (DESIGN.md 6.5).
+    /// is kept (docs/semantics.md#durability-and-replay).
     pub fn action_abandoned(&mut self, job: JobId) {
         self.counters.dropped += 1;
         self.jobs.remove(&job.0);
@@ -456,7 +456,7 @@ impl Engine {
     }
 
     /// Replay from raw hash fields (`field`, stored value): the one place a
-    /// stored record is decoded (DESIGN.md 6.5). A value that is not a
+    /// stored record is decoded (docs/semantics.md#durability-and-replay). A value that is not a
     /// record of its own run is logged once, with its
     /// [`RecordError::code`], and removed ([`DropReason::Undecodable`]);
     /// the rest go to [`Engine::replay`].
@@ -491,7 +491,7 @@ impl Engine {
         self.replay(now, records);
     }
 
-    /// Replay (DESIGN.md 6.5): call once at start, after loading and before
+    /// Replay (docs/semantics.md#durability-and-replay): call once at start, after loading and before
     /// the first event. Records are taken earliest `fire-at` first, ties by
     /// id; invalid ones are removed with a reason; each rule's concurrency
     /// policy picks among the rest; the survivors resume under their own ids.
@@ -500,7 +500,7 @@ impl Engine {
             return;
         }
         if std::mem::replace(&mut self.replayed, true) {
-            // Replay is once, at start (DESIGN.md 6.5): records seen later
+            // Replay is once, at start (docs/semantics.md#durability-and-replay): records seen later
             // belong to this process's own runs.
             self.log(
                 Level::Error,
@@ -520,7 +520,7 @@ impl Engine {
         // Two passes over the same (fire-at, id) order: the first only
         // decides (validity, then which record each rule's policy keeps),
         // the second acts, so every note and effect comes out in fire-at
-        // order (DESIGN.md 6.5) whatever the outcome of each record.
+        // order (docs/semantics.md#durability-and-replay) whatever the outcome of each record.
         let verdicts: Vec<(Option<usize>, Option<ReplayDropReason>)> = records
             .iter()
             .map(|record| {
@@ -562,8 +562,8 @@ impl Engine {
         }
     }
 
-    /// Why replay must remove `record` of `rule`, checked in DESIGN.md
-    /// 6.5's order; `None` when it may resume.
+    /// Why replay must remove `record` of `rule`, checked in the order of
+    /// docs/semantics.md#durability-and-replay; `None` when it may resume.
     fn replay_refusal(
         &self,
         rule: usize,
@@ -591,7 +591,7 @@ impl Engine {
         None
     }
 
-    /// Stop (DESIGN.md 6.8): drop timers, backlogs and debounce windows;
+    /// Stop (docs/service.md#start-and-stop): drop timers, backlogs and debounce windows;
     /// keep the records of waiting runs ([`Note::RecordKept`]). Later
     /// events and timeouts are ignored; action reports are still counted.
     pub fn stop(&mut self) {
@@ -625,7 +625,7 @@ impl Engine {
     /// was first written (same `fire-at`, same event). The service calls it
     /// after a lost Redis connection: the server may have restarted empty,
     /// and a run whose record is gone would not survive a restart of ruled
-    /// (DESIGN.md 6.5). Rewriting a record that is still there changes
+    /// (docs/semantics.md#durability-and-replay). Rewriting a record that is still there changes
     /// nothing. Returns how many were queued.
     pub fn rewrite_records(&mut self) -> usize {
         if self.stopped {
@@ -650,7 +650,7 @@ impl Engine {
     /// each owned record's `fire-at` is shifted by the jump and written
     /// again, so it still names the instant the step falls due on the new
     /// clock: replay after a restart would otherwise judge it too late or
-    /// too early (DESIGN.md 6.5). Returns how many records were queued.
+    /// too early (docs/semantics.md#durability-and-replay). Returns how many records were queued.
     pub fn clock_jumped(&mut self, delta_ms: i64) -> usize {
         if delta_ms == 0 {
             return 0;
@@ -715,7 +715,7 @@ impl Engine {
     }
 
     /// Evaluates a `when`; an evaluation error counts as not met, is logged
-    /// with the rule (and step) and counted in the rule's errors (DESIGN.md 4).
+    /// with the rule (and step) and counted in the rule's errors (docs/when-language.md).
     fn eval(&mut self, rule: usize, step: Option<u32>, program: &Program, event: &Event) -> bool {
         match eval_bool(program, &self.payload.consts, event, &self.state) {
             Ok(met) => met,
@@ -768,7 +768,7 @@ impl Engine {
         }
     }
 
-    /// Steps 4 and 5 of DESIGN.md 6.2: cooldown, then concurrency.
+    /// Steps 4 and 5 of docs/semantics.md#handling-one-event: cooldown, then concurrency.
     fn dispatch(&mut self, rule: usize, event: Arc<Event>, now: Now) {
         let payload = Arc::clone(&self.payload);
         let spec = &payload.rules[rule];
@@ -875,8 +875,8 @@ impl Engine {
             return;
         }
         if step.durable {
-            // The record is written before the timer is armed (DESIGN.md
-            // 6.5): the effects are performed in order, so a crash between
+            // The record is written before the timer is armed (docs/semantics.md#durability-and-replay):
+            // the effects are performed in order, so a crash between
             // the two leaves a record and no timer, which replay finishes.
             let fire_at = now
                 .wall_ms
@@ -937,7 +937,7 @@ impl Engine {
     }
 
     /// Just before submitting: the step's `when` against the triggering
-    /// event and the current state (DESIGN.md 6.3), then hand it over.
+    /// event and the current state (docs/semantics.md#walking-a-sequence), then hand it over.
     fn submit_step(&mut self, rule: usize, now: Now) {
         let payload = Arc::clone(&self.payload);
         let spec = &payload.rules[rule];
@@ -963,7 +963,7 @@ impl Engine {
         };
         run.phase = Phase::Acting { job };
         // The record's ownership moves to the job: it is removed when the
-        // action starts, and kept if the action never does (DESIGN.md 6.5).
+        // action starts, and kept if the action never does (docs/semantics.md#durability-and-replay).
         let drop_record = std::mem::take(&mut run.owns_record).then(|| Arc::clone(&run.id));
         self.jobs.insert(
             job,

@@ -1,4 +1,4 @@
-//! The worker pool's admission (DESIGN.md 6.4), shared by the service's
+//! The worker pool's admission (docs/semantics.md#worker-pool-and-actions), shared by the service's
 //! pool and the simulator's virtual one: a submitted job goes straight to
 //! an idle worker; the queue holds only jobs waiting for a busy one, and a
 //! job that finds the queue full is refused. Submitting never waits, so the

@@ -1,4 +1,4 @@
-//! The pending record (DESIGN.md 6.5): one field of the Redis hash
+//! The pending record (docs/semantics.md#durability-and-replay): one field of the Redis hash
 //! `extensions:pending` per waiting durable step, keyed by the run id.
 
 use rulecore::event::Event;

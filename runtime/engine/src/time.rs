@@ -1,4 +1,4 @@
-//! The engine's two clocks (DESIGN.md 6): a monotonic [`Time`] for timers
+//! The engine's two clocks (docs/semantics.md): a monotonic [`Time`] for timers
 //! and wall-clock Unix milliseconds for pending records' `fire-at`, read
 //! together as one [`Now`].
 

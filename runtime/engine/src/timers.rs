@@ -1,4 +1,4 @@
-//! The one deadline queue (DESIGN.md 6.3, STYLE.md): step waits, repeat
+//! The one deadline queue (docs/semantics.md#walking-a-sequence, ARCHITECTURE.md#invariants): step waits, repeat
 //! gaps and debounce windows. Cancellation is lazy: the owner forgets the
 //! token and the stale entry is skipped when it surfaces (or compacted away
 //! when stale entries outnumber live ones).

@@ -1,4 +1,4 @@
-//! The engine's behaviours (DESIGN.md 6.2-6.7), one test each, on virtual
+//! The engine's behaviours (docs/semantics.md), one test each, on virtual
 //! time. Payloads are built with rulecore's constructors; `when` programs
 //! from bytecode ops.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
@@ -45,7 +45,7 @@ fn fingerprint(value: &str, after_ms: u64) -> Fingerprint {
     push(value, after_ms).fingerprint
 }
 
-/// The hazards rule of DESIGN.md 1.
+/// The hazards rule of README.md#what-this-is.
 fn hazards() -> Rule {
     let mut r = rule(
         "hazards",
@@ -265,7 +265,7 @@ fn lines(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-// ----- 6.3 walking a sequence -------------------------------------------
+// ----- walking a sequence (docs/semantics.md#walking-a-sequence) --------
 
 #[test]
 fn hazards_walk_record_before_timer_and_dropped_at_start() {
@@ -556,7 +556,7 @@ fn stop_keeps_records_and_a_job_started_after_stop_still_drops_its_record() {
     assert!(h.take().is_empty());
 }
 
-// ----- 6.2 handling one event -------------------------------------------
+// ----- handling one event (docs/semantics.md#handling-one-event) --------
 
 #[test]
 fn cancel_on_and_on_with_the_same_topic_stops_then_starts_again() {
@@ -948,7 +948,7 @@ fn pending_counts_step_waits_repeat_gaps_and_debounce_windows() {
     assert_eq!((c.pending, c.runs_active), (3, 2));
 }
 
-// ----- 6.5 replay -------------------------------------------------------
+// ----- replay (docs/semantics.md#durability-and-replay) -----------------
 
 fn record(
     id: &str,
@@ -1569,7 +1569,7 @@ fn a_cancel_after_hand_over_leaves_the_record_to_the_job_even_if_abandoned() {
 #[test]
 fn replay_output_comes_in_fire_at_order_whatever_each_record_becomes() {
     // A resume due early must come before the drops of records due later,
-    // and the concurrency losers sit at their own fire-at (DESIGN.md 6.5).
+    // and the concurrency losers sit at their own fire-at (docs/semantics.md#durability-and-replay).
     let mut drop = hazards();
     drop.name = "drop".into();
     drop.concurrency = Concurrency::Drop;

@@ -1,4 +1,4 @@
-//! Bytes per parked run (STYLE.md, DESIGN.md 1's 48 MB cap): park 10,000
+//! Bytes per parked run (ARCHITECTURE.md#invariants, the 48 MB cap of README.md#what-this-is): park 10,000
 //! runs on a durable 30 s step and count the heap the engine keeps.
 //! The only test in this binary, so the counting allocator sees nothing else.
 #![allow(unsafe_code)] // a counting GlobalAlloc wrapper around System

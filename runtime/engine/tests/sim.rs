@@ -1,4 +1,4 @@
-//! The simulator (DESIGN.md 8): ordering at one instant, restarts, the
+//! The simulator (docs/simulation.md): ordering at one instant, restarts, the
 //! virtual pool, failures, clock jumps.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -25,7 +25,7 @@ fn push(value: &str, after_ms: u64) -> Step {
     )
 }
 
-/// The hazards rule of DESIGN.md 1: `both` now, `off` 30 s later.
+/// The hazards rule of README.md#what-this-is: `both` now, `off` 30 s later.
 fn hazards() -> Rule {
     hazards_pushing("off")
 }
@@ -396,7 +396,7 @@ fn end_says_what_was_still_waiting_and_is_silent_when_nothing_was() {
         )
     };
     // At 1s: the `both` action still running (it ends at 2s; the off
-    // step is armed only then, DESIGN.md 6.3).
+    // step is armed only then, docs/semantics.md#walking-a-sequence).
     let out = run(vec![hazards()], timeline("1s", ""), None);
     assert_eq!(text(&out).last().unwrap(), "1000 ms end pending=1");
     // At 3s: the off step's timer.
@@ -701,7 +701,7 @@ fn every_restart_uses_the_after_restart_rules_and_a_new_epoch() {
     assert!(t.contains(&"33000 ms action rule=hazards step=1 pass=0 action=redis list=scooter:blinker push=left run=hazards#1-1".to_string()), "{t:?}");
 }
 
-// ----- DESIGN.md 8's output: every kind, every reason, fields per kind ------
+// ----- docs/simulation.md's output: every kind, every reason, fields per kind ------
 
 /// The JSON keys (sorted) a line of `kind` must have, beyond `at_ms` and
 /// `kind`; `action` lines add their action's own keys.
@@ -719,7 +719,7 @@ fn keys_of(kind: &str) -> &'static [&'static str] {
         }
         "restart" => &[],
         "end" => &["pending"],
-        other => panic!("kind {other:?} is not one of DESIGN.md 8's"),
+        other => panic!("kind {other:?} is not one of docs/simulation.md's"),
     }
 }
 
@@ -838,7 +838,7 @@ fn every_kind_outcomes() -> Vec<Outcome> {
          down = \"1s\"\n[[clock]]\nat = \"1500ms\"\njump = \"-1h\"\n",
         None,
     );
-    // DESIGN.md 8's kinds plus ours: `end` (cut short while waiting).
+    // docs/simulation.md's kinds plus ours: `end` (cut short while waiting).
     let cut = run(
         vec![hazards()],
         "end = \"1s\"\n[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n",

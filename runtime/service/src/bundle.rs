@@ -1,4 +1,4 @@
-//! Loading the bundle at start (DESIGN.md 6.8): rulecore's codec checks
+//! Loading the bundle at start (docs/service.md#start-and-stop): rulecore's codec checks
 //! magic, version, length and digest, decodes and verifies; any failure is
 //! fatal and names the bundle file and the check that failed.
 

@@ -1,5 +1,5 @@
 //! The service's clocks: the monotonic one the engine's timers run on,
-//! and the wall clock, watched for jumps (DESIGN.md 6.5).
+//! and the wall clock, watched for jumps (docs/semantics.md#durability-and-replay).
 
 use ruled_engine::{Now, Time};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};

@@ -1,4 +1,4 @@
-//! The command connection to Redis (DESIGN.md 6.8): opening it with
+//! The command connection to Redis (docs/service.md#start-and-stop): opening it with
 //! backoff, one retry of a command that met a dropped connection, and how a
 //! Redis error reads in a log line.
 

@@ -1,5 +1,5 @@
-//! How the engine's log lines and notes read in the journal (DESIGN.md
-//! 6.8, docs/service.md "Logs"): levels, messages and fields, through the
+//! How the engine's log lines and notes read in the journal (docs/service.md#start-and-stop,
+//! docs/service.md "Logs"): levels, messages and fields, through the
 //! per-rule [`Throttle`].
 
 use crate::logging::{self, Throttle};
@@ -148,7 +148,7 @@ pub fn log_refused(job: &Job, cause: Refused, throttle: &mut Throttle) {
 }
 
 /// Logs an event that is not handled: the channel and the reason, never
-/// the payload (DESIGN.md 6.1). A publisher spamming garbage must not
+/// the payload (docs/semantics.md#events). A publisher spamming garbage must not
 /// flood the journal: these lines share the budget of lines of no rule.
 pub fn log_skipped_event(channel: &str, why: &str, throttle: &mut Throttle) {
     logging::log_held(&throttle.roll(Instant::now()));

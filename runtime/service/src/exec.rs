@@ -1,4 +1,4 @@
-//! The `exec` action (DESIGN.md 6.4): run a command (no shell, no arguments)
+//! The `exec` action (docs/semantics.md#worker-pool-and-actions): run a command (no shell, no arguments)
 //! in its own process group, the event JSON on stdin, stdout discarded,
 //! stderr kept (bounded) for the error message, `LS_*` variables describing
 //! the event. At the timeout, or when the pool stops, the whole group is
@@ -109,7 +109,7 @@ fn kill_group(pgid: i32) {
     }
 }
 
-/// The `LS_*` variables for an event (DESIGN.md 6.4).
+/// The `LS_*` variables for an event (docs/semantics.md#worker-pool-and-actions).
 fn event_env(event: &Event) -> Vec<(String, String)> {
     let mut vars = vec![
         ("LS_TOPIC".to_string(), event.topic.clone()),

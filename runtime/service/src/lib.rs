@@ -1,5 +1,5 @@
 //! The service: tokio, Redis, the worker pool, processes and CAN, driving
-//! the pure [`ruled_engine`] and performing its effects (DESIGN.md 6).
+//! the pure [`ruled_engine`] and performing its effects (docs/semantics.md).
 
 pub mod bundle;
 pub mod can;

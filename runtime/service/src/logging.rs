@@ -1,4 +1,4 @@
-//! Logging set-up (DESIGN.md 6.9: `--log-level` really filters): a real
+//! Logging set-up (docs/service.md#flags: `--log-level` really filters): a real
 //! filter from `--log-level`, plain lines on stderr, and, under systemd
 //! (`JOURNAL_STREAM` set), no timestamp (the journal has its own) and a
 //! `<N>` syslog priority prefix so `journalctl -p warning` and the

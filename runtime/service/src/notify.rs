@@ -1,5 +1,5 @@
-//! systemd readiness (sd_notify protocol, at DESIGN.md 6.8's start and
-//! stop): with `Type=notify`, systemd considers ruled started once it is
+//! systemd readiness (sd_notify protocol, at start and stop, see
+//! docs/service.md#start-and-stop): with `Type=notify`, systemd considers ruled started once it is
 //! subscribed, so units ordered after it do not publish events nobody hears
 //! yet. A no-op outside systemd.
 

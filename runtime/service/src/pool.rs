@@ -1,4 +1,4 @@
-//! The worker pool (DESIGN.md 6.4): `workers` tasks behind a bounded queue,
+//! The worker pool (docs/semantics.md#worker-pool-and-actions): `workers` tasks behind a bounded queue,
 //! admitting jobs as [`PoolConfig::admit`] says (the simulator's virtual
 //! pool follows the same rule). A job that finds the queue full, or the
 //! pool stopping, is refused at once: [`Pool::submit`] never waits. Every

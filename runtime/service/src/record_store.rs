@@ -1,4 +1,4 @@
-//! The ordered record store (DESIGN.md 6.5, 6.7): the pending records and
+//! The ordered record store (docs/semantics.md#durability-and-replay, docs/semantics.md#counters): the pending records and
 //! the counters hashes, written in the driver's order by one task, and the
 //! pending store read for replay.
 
@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{mpsc, oneshot};
 
-/// The counters hash (DESIGN.md 6.7).
+/// The counters hash (docs/semantics.md#counters).
 pub const COUNTERS_HASH: &str = "extensions";
-/// Per-rule statistics (DESIGN.md 6.7): one field per rule name, a JSON
+/// Per-rule statistics (docs/semantics.md#counters): one field per rule name, a JSON
 /// object `{"runs", "last-fire", "errors", "active"}`.
 pub const RULE_STATS_HASH: &str = "extensions:rules";
 
@@ -75,14 +75,14 @@ impl StoreOp {
     }
 }
 
-/// How many bytes of writes may wait for Redis (DESIGN.md 1: 48 MB for the
+/// How many bytes of writes may wait for Redis (README.md#what-this-is: 48 MB for the
 /// whole service). Past it, new records and counter updates are refused
 /// (see [`StoreWriter::send`]); removals always queue.
 pub const STORE_QUEUE_LIMIT: usize = 8 * 1024 * 1024;
 
 /// The one task that writes the pending store and the counters, in the
 /// order the driver issued them, so a record's put never lands after its
-/// own drop (DESIGN.md 6.5).
+/// own drop (docs/semantics.md#durability-and-replay).
 ///
 /// The queue is bounded by [`STORE_QUEUE_LIMIT`] bytes, so a long Redis
 /// outage cannot eat the memory budget. Past the limit a `Put` is refused

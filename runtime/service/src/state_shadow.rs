@@ -1,4 +1,4 @@
-//! The state shadow's Redis side (DESIGN.md 6.6): the watched pairs read
+//! The state shadow's Redis side (docs/semantics.md#state): the watched pairs read
 //! at start, and re-read after change notifications and reconnects.
 
 use crate::connection::{describe, is_transport, query};
@@ -7,7 +7,7 @@ use rulecore::bundle::StatePair;
 use std::collections::BTreeMap;
 use tokio::sync::mpsc;
 
-/// Reads every watched pair, one `HMGET` per hash (DESIGN.md 6.6). Returns
+/// Reads every watched pair, one `HMGET` per hash (docs/semantics.md#state). Returns
 /// (index into `pairs`, value) for the fields that exist.
 ///
 /// A hash that Redis refuses to read (another service stored a string
@@ -124,7 +124,7 @@ async fn state_task(
                     Ok(value) => vec![(index, value.unwrap_or_default())],
                     // Redis answered, but not with a string (another service
                     // stored a non-hash under the key: WRONGTYPE): unknown,
-                    // `""`, as at start (DESIGN.md 6.6, `seed_state`).
+                    // `""`, as at start (docs/semantics.md#state, `seed_state`).
                     Err(e) if !is_transport(&e) => {
                         tracing::warn!(
                             hash = %hash,

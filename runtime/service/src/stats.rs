@@ -1,4 +1,4 @@
-//! The counters publisher (DESIGN.md 6.7): the engine's counters and rule
+//! The counters publisher (docs/semantics.md#counters): the engine's counters and rule
 //! statistics, written in full at start and after a reconnect, then only
 //! what changed at each stats tick.
 
@@ -89,7 +89,7 @@ fn rule_stats_json(stats: &RuleStats) -> String {
     .to_string()
 }
 
-/// The counters hash in full (DESIGN.md 6.7).
+/// The counters hash in full (docs/semantics.md#counters).
 fn full_counters(counters: &Counters, bundle_id: &str) -> Vec<(&'static str, String)> {
     let mut fields = counter_fields(counters);
     fields.push(("version", env!("CARGO_PKG_VERSION").to_string()));

@@ -1,4 +1,4 @@
-//! The pub/sub side (DESIGN.md 6.1, 6.6, 6.8): what to subscribe to, the
+//! The pub/sub side (docs/semantics.md#events, docs/semantics.md#state, docs/service.md#start-and-stop): what to subscribe to, the
 //! subscription itself, and the [`Subscriber`] that reopens it with backoff
 //! after a lost connection.
 
@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 /// The largest event payload handled. A job keeps its event until it runs,
 /// so the pool queue (256 by default) times this must stay well inside the
-/// service's 48 MB (DESIGN.md 1): 256 x 64 KiB is 16 MiB. Vehicle events are
+/// service's 48 MB (README.md#what-this-is): 256 x 64 KiB is 16 MiB. Vehicle events are
 /// a few hundred bytes.
 const MAX_EVENT_BYTES: usize = 64 * 1024;
 
@@ -24,7 +24,7 @@ pub struct Subscriptions {
 
 impl Subscriptions {
     /// The subscriptions for the live rules' `on` + `cancel-on` patterns
-    /// (DESIGN.md 6.1) and the watched state hashes (6.6).
+    /// (docs/semantics.md#events) and the watched state hashes (docs/semantics.md#state).
     ///
     /// Redis delivers a message once per matching subscription, so a topic
     /// covered by two subscriptions would reach the engine twice. Channels
@@ -118,7 +118,7 @@ pub enum Bus {
 #[derive(Debug)]
 pub enum Inbound {
     /// `PUBLISH <hash> <field>` after an HSET on a watched hash: re-read
-    /// the field (DESIGN.md 6.6).
+    /// the field (docs/semantics.md#state).
     StateChanged {
         hash: String,
         field: String,
@@ -175,7 +175,7 @@ impl Inbound {
 }
 
 /// The pub/sub side: the subscription, and its reconnection with backoff
-/// after a lost connection (DESIGN.md 6.8).
+/// after a lost connection (docs/service.md#start-and-stop).
 pub struct Subscriber {
     client: redis::Client,
     subs: Subscriptions,

@@ -1,5 +1,5 @@
 //! End-to-end tests of the `ruled` binary against a real `redis-server`
-//! (DESIGN.md 6): each test starts its own server and its own `ruled`.
+//! (docs/semantics.md): each test starts its own server and its own `ruled`.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 mod support;
@@ -396,7 +396,7 @@ fn corrupt_record_is_removed_with_a_log_line() {
     }
 }
 
-/// `stop` keeps the records of waiting runs (DESIGN.md 6.5, 6.8).
+/// `stop` keeps the records of waiting runs (docs/semantics.md#durability-and-replay, docs/service.md#start-and-stop).
 #[test]
 fn sigterm_keeps_waiting_records() {
     let Setup {
@@ -1172,7 +1172,7 @@ fn record_removed_at_start_and_kept_when_abandoned_at_stop() {
 }
 
 /// `pending` counts every armed timer: a debounce window and a repeat gap
-/// too, not only step waits (DESIGN.md 6.7).
+/// too, not only step waits (docs/semantics.md#counters).
 #[test]
 fn pending_counts_debounce_windows_and_repeat_gaps() {
     let redis = RedisServer::start();
@@ -1317,7 +1317,7 @@ fn unreadable_state_hash_is_logged_not_fatal() {
 
 /// A watched hash that becomes a non-hash while ruled runs (DEL, SET, then
 /// the change notification): its fields read as `""`, as at start
-/// (DESIGN.md 6.6 "Unknown means \"\""), instead of keeping the old value.
+/// (docs/semantics.md#state "Unknown means \"\""), instead of keeping the old value.
 #[test]
 fn state_hash_turned_into_a_string_reads_empty() {
     let Setup {
@@ -1345,7 +1345,7 @@ fn state_hash_turned_into_a_string_reads_empty() {
 }
 
 /// The pending record of a durable step is removed before its action's
-/// effect (DESIGN.md 6.5: removed exactly when the action starts): the
+/// effect (docs/semantics.md#durability-and-replay: removed exactly when the action starts): the
 /// other order lets a crash in between run the step twice.
 #[test]
 fn durable_record_is_removed_before_its_action() {
@@ -1391,7 +1391,7 @@ fn durable_record_is_removed_before_its_action() {
 }
 
 /// `last-fire` in `extensions:rules` is when the rule last accepted a
-/// trigger past its cooldown (DESIGN.md 6.2 step 4): a trigger within the
+/// trigger past its cooldown (docs/semantics.md#handling-one-event step 4): a trigger within the
 /// cooldown leaves it alone.
 #[test]
 fn last_fire_is_the_last_trigger_past_the_cooldown() {

@@ -1,5 +1,5 @@
 //! The worker pool against a real `redis-server` and real processes
-//! (DESIGN.md 6.4).
+//! (docs/semantics.md#worker-pool-and-actions).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 mod support;

@@ -1,6 +1,6 @@
 //! The Redis side of the service against a real `redis-server`: the
 //! ordered store writer, state seeding, pending-store reads, subscriptions
-//! (DESIGN.md 6.1, 6.5, 6.6).
+//! (docs/semantics.md#events, docs/semantics.md#durability-and-replay, docs/semantics.md#state).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 mod support;

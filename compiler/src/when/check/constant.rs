@@ -1,4 +1,4 @@
-//! Constant parts of a `when` that fail on every event (DESIGN.md 4):
+//! Constant parts of a `when` that fail on every event (docs/when-language.md):
 //! `1 / 0`, an int overflow of literals. They read no event data, so
 //! evalexpr, the authority on what fails, evaluates them here at compile
 //! time.
@@ -80,7 +80,7 @@ pub(super) fn constant_failures(
 pub(super) type ConstantContext = HashMapContext<DefaultNumericTypes>;
 
 /// What evalexpr needs to evaluate a constant part: its own built-ins, and
-/// our three string tests, which are not among them (DESIGN.md 4). Without
+/// our three string tests, which are not among them (docs/when-language.md). Without
 /// them a constant `str::contains("ab", "b")` would "fail" with evalexpr's
 /// "not bound" error. The checker has already typed both arguments as
 /// strings. No variables: a constant part reads none.

@@ -1,5 +1,5 @@
 //! Problems found on the tokens, before or instead of evalexpr's parser
-//! (DESIGN.md 4): its own messages for these would mislead.
+//! (docs/when-language.md): its own messages for these would mislead.
 
 use super::{problem, whole_span};
 use crate::diagnostic::Code;

@@ -1,4 +1,4 @@
-//! One line of the simulator's output (DESIGN.md 8): its kind, its
+//! One line of the simulator's output (docs/simulation.md): its kind, its
 //! reason, and the two formats, which print the same fields in the same
 //! order.
 
@@ -6,7 +6,7 @@ use crate::{DropReason, Job, NoteKind, NoteReason};
 use rulecore::bundle::Action;
 use std::fmt;
 
-/// What a line says happened: DESIGN.md 8's `kind` (plus our `end`).
+/// What a line says happened: docs/simulation.md's `kind` (plus our `end`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LineKind {
     /// An action started.
@@ -73,7 +73,7 @@ impl fmt::Display for LineReason {
 }
 
 /// One thing that happened, in time order. Fields are absent when not
-/// relevant (DESIGN.md 8).
+/// relevant (docs/simulation.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
     pub at_ms: u64,

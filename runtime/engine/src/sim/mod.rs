@@ -1,4 +1,4 @@
-//! The simulator (DESIGN.md 8): the same [`Engine`] the service runs, on a
+//! The simulator (docs/simulation.md): the same [`Engine`] the service runs, on a
 //! virtual clock, with a virtual worker pool and a virtual record store.
 //! Actions are recorded, not performed. Pure: the caller parses the
 //! timeline and loads the bundles.
@@ -75,7 +75,7 @@ pub fn simulate(
     Ok(sim.outcome)
 }
 
-/// Entry kinds in the order they apply at one instant (DESIGN.md 8).
+/// Entry kinds in the order they apply at one instant (docs/simulation.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     Clock,
@@ -437,7 +437,7 @@ impl<'t> Sim<'t> {
     }
 
     fn note(&mut self, note: Note) {
-        // Visible in the store at the end; not one of DESIGN.md 8's kinds.
+        // Visible in the store at the end; not one of docs/simulation.md's kinds.
         if matches!(note, Note::RecordKept { .. }) {
             return;
         }

@@ -1,4 +1,4 @@
-//! The timeline format (DESIGN.md 8): its shape, and [`parse`], which
+//! The timeline format (docs/simulation.md): its shape, and [`parse`], which
 //! checks a file key by key first so that every problem names the entry
 //! (`[[event]] #3`), the key and the fix, the way rule files are checked.
 
@@ -195,7 +195,7 @@ pub enum TimelineError {
     Shape { message: String },
 }
 
-/// Go's duration syntax, for every duration help line (DESIGN.md 3.7).
+/// Go's duration syntax, for every duration help line (docs/rules.md#durations).
 const DURATION_SYNTAX: &str = "durations use Go syntax: a number and a unit (ns, us, µs, ms, s, m, h), e.g. \"30s\", \"1.5h\", \"2h45m\", or \"0\"";
 
 fn duration_problem(text: &str, error: &DurationError) -> String {
@@ -409,7 +409,7 @@ fn check_value(
     }
 }
 
-/// Parses a timeline file's text and checks it (DESIGN.md 8): key by key
+/// Parses a timeline file's text and checks it (docs/simulation.md): key by key
 /// first, for messages that name the entry, then [`Timeline::validate`].
 pub fn parse(text: &str) -> Result<Timeline, TimelineError> {
     let table: toml::Table = toml::from_str(text).map_err(|error| TimelineError::Syntax {

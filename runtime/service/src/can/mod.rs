@@ -1,4 +1,4 @@
-//! The `can` action (DESIGN.md 3.6): one raw SocketCAN frame per action.
+//! The `can` action (docs/rules.md#the-can-action): one raw SocketCAN frame per action.
 //!
 //! Sockets are opened lazily, one per interface, and dropped after a failed
 //! write so the next frame reopens them. One write per frame, never retried:

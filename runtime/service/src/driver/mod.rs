@@ -1,4 +1,4 @@
-//! The driver (DESIGN.md 6.8, STYLE.md "quinn"): one task owning the engine
+//! The driver (docs/service.md#start-and-stop, ARCHITECTURE.md#invariants): one task owning the engine
 //! on a current-thread runtime. It selects over pub/sub messages, pool
 //! reports, state re-reads, the engine's next deadline (one sleep for every
 //! parked run), the stats tick and the shutdown signal, feeds the engine and
@@ -229,7 +229,7 @@ impl Service {
         // A clone (shared pointers) for the refusal's log line.
         if let Err(cause) = self.pool.submit(job.clone()) {
             effect_log::log_refused(&job, cause, &mut self.throttle);
-            // The record stays: the step provably did not run (DESIGN.md 6.5).
+            // The record stays: the step provably did not run (docs/semantics.md#durability-and-replay).
             let now = self.now();
             self.engine.action_refused(now, job.id);
         }

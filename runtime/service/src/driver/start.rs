@@ -1,4 +1,4 @@
-//! Start (DESIGN.md 6.8), step by step: load and verify the bundle,
+//! Start (docs/service.md#start-and-stop), step by step: load and verify the bundle,
 //! connect, seed state, replay pending records, publish counters, then
 //! subscribe.
 
@@ -51,11 +51,10 @@ pub enum ServiceError {
 }
 
 impl Service {
-    /// Start (DESIGN.md 6.8): load and verify the bundle, connect, seed
+    /// Start (docs/service.md#start-and-stop): load and verify the bundle, connect, seed
     /// state, replay pending records, publish counters, then subscribe.
     ///
-    /// The bundle comes before the connection (6.8 lists them the other way
-    /// round; nothing observable depends on it): a bad bundle or a bad URL
+    /// The bundle comes before the connection: a bad bundle or a bad URL
     /// fails at once, not only once Redis answers.
     pub(super) async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
         let client = redis::Client::open(config.redis_url.as_str()).map_err(|source| {
@@ -72,7 +71,7 @@ impl Service {
             Arc::clone(&payload),
             EngineConfig {
                 replay_window_ms: config.replay_window_ms,
-                // Distinct from every earlier process's run ids (DESIGN.md 6.5).
+                // Distinct from every earlier process's run ids (docs/semantics.md#durability-and-replay).
                 epoch: wall_ms().to_string(),
                 ..EngineConfig::default()
             },
@@ -175,7 +174,7 @@ fn start_pool(
 }
 
 /// The state hashes whose change notifications are subscribed. With no
-/// live rule, nothing at all is subscribed (DESIGN.md 6.1), not even
+/// live rule, nothing at all is subscribed (docs/semantics.md#events), not even
 /// state: a replay-only tail resumed at start evaluates its `when` against
 /// the values seeded at start.
 fn watched_hashes(engine: &Engine, payload: &Payload) -> BTreeSet<String> {

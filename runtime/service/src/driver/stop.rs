@@ -1,4 +1,4 @@
-//! Stop (DESIGN.md 6.8), step by step: close the subscription, stop the
+//! Stop (docs/service.md#start-and-stop), step by step: close the subscription, stop the
 //! engine (drop timers and queues, keep records), stop the pool (kill exec
 //! groups, count abandoned jobs), write the last counters, close.
 
@@ -17,7 +17,7 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 const STOP_FLUSH: Duration = Duration::from_secs(3);
 
 impl Service {
-    /// Stops in DESIGN.md 6.8's order; see the module documentation.
+    /// Stops in the order of docs/service.md#start-and-stop; see the module documentation.
     pub(super) async fn stop(mut self) {
         tracing::info!("stopping");
         notify::notify("STOPPING=1");
