@@ -651,6 +651,11 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
             }
             Entry::Restart(i) => {
                 let e = &timeline.restart[i];
+                // What survives a restart is in Redis: wait until the
+                // records are the plan's (an action still running, such as
+                // a slow exec, has not yet written the next step's).
+                let want = planned_records(&plan.lines, at);
+                let _ = poll_fast(|| (pending_records(&redis) == want).then_some(()));
                 assert!(
                     driver.ruled.stop(),
                     "ruled stops cleanly; log:\n{}",
@@ -732,6 +737,61 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
     report.compare();
     check_effects(&report, &expected.lines, &monitor, driver.t0_us);
     check_records(&report, &redis, &expected.records);
+}
+
+/// The records the plan's store holds just before `at_ns`, as `rule step
+/// pass` (sorted).
+fn planned_records(lines: &[Line], at_ns: i64) -> Vec<String> {
+    let mut store = BTreeMap::new();
+    for line in lines
+        .iter()
+        .take_while(|l| i64::try_from(l.at_ms).expect("ms") * 1_000_000 < at_ns)
+    {
+        match (line.kind, &line.run) {
+            ("record-put", Some(run)) => {
+                let record = format!(
+                    "{} step {} pass {}",
+                    line.rule.as_deref().unwrap_or_default(),
+                    line.step.unwrap_or(0),
+                    line.pass.unwrap_or(0)
+                );
+                store.insert(run.clone(), record);
+            }
+            ("record-drop", Some(run)) => {
+                store.remove(run);
+            }
+            _ => {}
+        }
+    }
+    let mut out: Vec<String> = store.into_values().collect();
+    out.sort();
+    out
+}
+
+/// The records in `extensions:pending`, as `rule step pass` (sorted).
+fn pending_records(redis: &RedisServer) -> Vec<String> {
+    let left: BTreeMap<String, String> = redis.query(&["HGETALL", "extensions:pending"]);
+    record_summary(left.values())
+}
+
+fn record_summary<'a>(values: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut out: Vec<String> = values
+        .map(|json| {
+            let record: serde_json::Value = serde_json::from_str(json).expect("a record is JSON");
+            let text = |key: &str| match &record[key] {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            format!(
+                "{} step {} pass {}",
+                text("rule"),
+                text("step"),
+                text("iter")
+            )
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn write_bundle(path: &Path, payload: &Payload) {
@@ -1162,24 +1222,9 @@ fn monitor_command(line: &str) -> Option<(i64, Vec<String>)> {
 /// The records left in `extensions:pending` are the simulator's: same
 /// rule, step and pass each.
 fn check_records(report: &Report<'_>, redis: &RedisServer, sim: &BTreeMap<String, String>) {
-    fn summary<'a>(values: impl Iterator<Item = &'a String>) -> Vec<String> {
-        let mut out: Vec<String> = values
-            .map(|json| {
-                let record: serde_json::Value =
-                    serde_json::from_str(json).expect("a record is JSON");
-                format!(
-                    "{} step {} pass {}",
-                    record["rule"], record["step"], record["iter"]
-                )
-            })
-            .collect();
-        out.sort();
-        out
-    }
-    let left: BTreeMap<String, String> = redis.query(&["HGETALL", "extensions:pending"]);
     assert_eq!(
-        summary(left.values()),
-        summary(sim.values()),
+        pending_records(redis),
+        record_summary(sim.values()),
         "{}: records left in extensions:pending\n{}",
         report.name,
         report.context()
