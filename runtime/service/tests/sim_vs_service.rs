@@ -495,6 +495,28 @@ impl Driver<'_> {
         })
     }
 
+    /// Before an entry is played now: waits until the service has done
+    /// everything the simulator, given the entries as played so far, says
+    /// happens before now. The service's timers and actions only ever come
+    /// later than the simulator's (a real action takes longer than the
+    /// timeline's `action-time`, a timer fires at or after its due time): an
+    /// entry played late must not overtake them in the service while it
+    /// comes after them in the simulator.
+    fn catch_up(&self, first: &Arc<Payload>, played: &Timeline, second: &Option<Arc<Payload>>) {
+        let _ = poll_fast(|| {
+            let now_us = wall_us() - self.t0_us;
+            let outcome =
+                sim::simulate(Arc::clone(first), played, second.clone()).expect("simulates");
+            let due = outcome
+                .lines
+                .iter()
+                .filter_map(Seen::from_sim)
+                .filter(|s| s.at_us < now_us)
+                .count();
+            (self.seen().len() >= due).then_some(())
+        });
+    }
+
     /// Waits for the next log line of the running process that `matches`
     /// (one more than `before`); returns its time.
     fn ack(&self, before: usize, what: &str, matches: impl Fn(&str) -> bool) -> i64 {
@@ -593,11 +615,21 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
         current: Arc::clone(&first),
         t0_us: wall_us(),
     };
-    let mut played = timeline.clone();
+    // The timeline as played so far: entries are added as they are played.
+    let mut played = Timeline {
+        event: Vec::new(),
+        state: Vec::new(),
+        restart: Vec::new(),
+        fail: Vec::new(),
+        clock: Vec::new(),
+        ..timeline.clone()
+    };
+    let mut fail_index = BTreeMap::new();
     let mut last = Dur(-1);
     let t0_us = driver.t0_us;
     for (at, entry) in schedule(&timeline) {
         sleep_until(driver.when_to_play(&plan_seen, at));
+        driver.catch_up(&first, &played, &second);
         // As received; strictly after the previous entry, so the
         // simulator keeps the order in which they were played.
         let mut when = |at_us: i64| {
@@ -626,7 +658,10 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                 } else {
                     wall_us()
                 };
-                played.state[i].at = when(at_us);
+                played.state.push(sim::StateEntry {
+                    at: when(at_us),
+                    ..e.clone()
+                });
             }
             Entry::Fail(i) => {
                 let f = failing(&timeline.fail[i], &payloads);
@@ -637,7 +672,12 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                 for flag in &f.flags {
                     std::fs::write(flag, "").expect("write a fail flag");
                 }
-                played.fail[i].at = when(wall_us());
+                fail_index.insert(i, played.fail.len());
+                played.fail.push(sim::FailEntry {
+                    at: when(wall_us()),
+                    until: None,
+                    ..timeline.fail[i].clone()
+                });
             }
             Entry::Unfail(i) => {
                 let f = failing(&timeline.fail[i], &payloads);
@@ -647,7 +687,8 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                 for flag in &f.flags {
                     std::fs::remove_file(flag).expect("remove a fail flag");
                 }
-                played.fail[i].until = Some(when(wall_us()));
+                let j = fail_index[&i];
+                played.fail[j].until = Some(when(wall_us()));
             }
             Entry::Restart(i) => {
                 let e = &timeline.restart[i];
@@ -683,8 +724,10 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                     .and_then(|l| log_time_us(l))
                     .expect("ruled logged `ruled ready`");
                 let up = when(ready);
-                played.restart[i].at = stopped_at;
-                played.restart[i].down = Dur(up.0 - stopped_at.0);
+                played.restart.push(sim::RestartEntry {
+                    at: stopped_at,
+                    down: Dur(up.0 - stopped_at.0),
+                });
             }
             Entry::Event(i) => {
                 let e = &timeline.event[i];
@@ -697,7 +740,10 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                 } else {
                     wall_us()
                 };
-                played.event[i].at = when(at_us);
+                played.event.push(EventEntry {
+                    at: when(at_us),
+                    ..e.clone()
+                });
             }
         }
     }
