@@ -502,32 +502,43 @@ impl Driver<'_> {
     /// timeline's `action-time`, a timer fires at or after its due time): an
     /// entry played late must not overtake them in the service while it
     /// comes after them in the simulator.
-    fn catch_up(&self, first: &Arc<Payload>, played: &Timeline, second: &Option<Arc<Payload>>) {
+    /// Returns what the simulator says for the entries played so far.
+    fn catch_up(
+        &self,
+        first: &Arc<Payload>,
+        played: &Timeline,
+        second: &Option<Arc<Payload>>,
+    ) -> Vec<Seen> {
+        let outcome = sim::simulate(Arc::clone(first), played, second.clone()).expect("simulates");
+        let predicted: Vec<Seen> = outcome.lines.iter().filter_map(Seen::from_sim).collect();
         let _ = poll_fast(|| {
             let now_us = wall_us() - self.t0_us;
-            let outcome =
-                sim::simulate(Arc::clone(first), played, second.clone()).expect("simulates");
-            let due = outcome
-                .lines
-                .iter()
-                .filter_map(Seen::from_sim)
-                .filter(|s| s.at_us < now_us)
-                .count();
+            let due = predicted.iter().filter(|s| s.at_us < now_us).count();
             (self.seen().len() >= due).then_some(())
         });
+        predicted
+    }
+
+    /// How many compared lines the service had logged before line `index`
+    /// of the running process's log.
+    fn seen_before(&self, index: usize) -> usize {
+        let mut logs = self.logs.clone();
+        logs.push(self.ruled.log().into_iter().take(index).collect());
+        service_lines(&logs, self.t0_us, false).len()
     }
 
     /// Waits for the next log line of the running process that `matches`
-    /// (one more than `before`); returns its time.
-    fn ack(&self, before: usize, what: &str, matches: impl Fn(&str) -> bool) -> i64 {
+    /// (one more than `before`); returns its time and how many compared
+    /// lines the service had logged before it.
+    fn ack(&self, before: usize, what: &str, matches: impl Fn(&str) -> bool) -> (i64, usize) {
         let found = poll_fast(|| {
-            let lines: Vec<String> = self
-                .ruled
-                .log()
-                .into_iter()
-                .filter(|l| matches(l))
-                .collect();
-            lines.get(before).and_then(|l| log_time_us(l))
+            let log = self.ruled.log();
+            let (index, line) = log
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| matches(l))
+                .nth(before)?;
+            Some((log_time_us(line)?, self.seen_before(index)))
         });
         found.unwrap_or_else(|| {
             panic!(
@@ -539,6 +550,35 @@ impl Driver<'_> {
 
     fn count(&self, matches: impl Fn(&str) -> bool) -> usize {
         self.ruled.log().iter().filter(|l| matches(l)).count()
+    }
+}
+
+/// Where an entry the service received at `at_us` (since the start) goes
+/// in the timeline given to the simulator. `predicted`: the simulator's
+/// lines for the entries before it; the service had logged `before` of
+/// them when it received this one. The service's timers and actions only
+/// come later than the simulator's, never earlier; so when the simulator
+/// has its next line (one the service had not logged yet) before `at_us`,
+/// the service took the entry first (a busy service, a slow action): the
+/// entry goes just before that line, and after the last line the service
+/// had logged, if there is room between them (times are whole ms).
+fn placed(at_us: i64, predicted: &[Seen], before: usize) -> i64 {
+    let Some(next) = predicted.get(before) else {
+        return at_us;
+    };
+    // `next` happens at or after its whole ms.
+    let limit = next.at_us - 1;
+    if at_us <= limit {
+        return at_us;
+    }
+    // The last logged line happened before the end of its whole ms.
+    let floor = before
+        .checked_sub(1)
+        .map_or(0, |last| predicted[last].at_us + 1_000);
+    if limit >= floor {
+        limit
+    } else {
+        at_us
     }
 }
 
@@ -629,11 +669,25 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
     let t0_us = driver.t0_us;
     for (at, entry) in schedule(&timeline) {
         sleep_until(driver.when_to_play(&plan_seen, at));
-        driver.catch_up(&first, &played, &second);
-        // As received; strictly after the previous entry, so the
-        // simulator keeps the order in which they were played.
-        let mut when = |at_us: i64| {
-            let at = Dur(((at_us - t0_us) * 1_000).max(last.0 + 1));
+        let predicted = driver.catch_up(&first, &played, &second);
+        // As received (see `placed`); strictly after the previous entry,
+        // so the simulator keeps the order in which they were played.
+        let mut when = |at_us: i64, seen_before: Option<usize>| {
+            let received = at_us - t0_us;
+            let mut at_us = received;
+            if let Some(before) = seen_before {
+                at_us = placed(at_us, &predicted, before);
+            }
+            // A line of the service as late as that would fail the time
+            // comparison; an entry moved so far back would hide it.
+            assert!(
+                received - at_us <= TOLERANCE_MS * 1_000,
+                "{name}: the service took an entry received at {} ms before a line the \
+                 simulator has at {} ms: a timer or action over {TOLERANCE_MS} ms late",
+                received as f64 / 1e3,
+                (at_us + 1) as f64 / 1e3
+            );
+            let at = Dur((at_us * 1_000).max(last.0 + 1));
             last = at;
             at
         };
@@ -649,17 +703,15 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                     .state_pairs
                     .iter()
                     .any(|p| p.hash == e.hash && p.field == e.field);
-                let at_us = if receivers > 0 && watched {
-                    driver.ack(
-                        before,
-                        &format!("the change of {}.{}", e.hash, e.field),
-                        change,
-                    )
+                let (at_us, seen) = if receivers > 0 && watched {
+                    let what = format!("the change of {}.{}", e.hash, e.field);
+                    let (at_us, seen) = driver.ack(before, &what, change);
+                    (at_us, Some(seen))
                 } else {
-                    wall_us()
+                    (wall_us(), None)
                 };
                 played.state.push(sim::StateEntry {
-                    at: when(at_us),
+                    at: when(at_us, seen),
                     ..e.clone()
                 });
             }
@@ -674,7 +726,7 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                 }
                 fail_index.insert(i, played.fail.len());
                 played.fail.push(sim::FailEntry {
-                    at: when(wall_us()),
+                    at: when(wall_us(), None),
                     until: None,
                     ..timeline.fail[i].clone()
                 });
@@ -688,7 +740,7 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                     std::fs::remove_file(flag).expect("remove a fail flag");
                 }
                 let j = fail_index[&i];
-                played.fail[j].until = Some(when(wall_us()));
+                played.fail[j].until = Some(when(wall_us(), None));
             }
             Entry::Restart(i) => {
                 let e = &timeline.restart[i];
@@ -703,13 +755,14 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                     driver.ruled.log_text()
                 );
                 let log = driver.ruled.log();
-                let stopping = log
+                let index = log
                     .iter()
-                    .rfind(|l| is_message("stopping")(l))
-                    .and_then(|l| log_time_us(l))
+                    .rposition(|l| is_message("stopping")(l))
                     .expect("ruled logged `stopping`");
+                let stopping = log_time_us(&log[index]).expect("a timestamp");
+                let seen = driver.seen_before(index);
                 driver.logs.push(log);
-                let stopped_at = when(stopping);
+                let stopped_at = when(stopping, Some(seen));
                 sleep_until(stopping + e.down.0 / 1_000);
                 if let Some(next) = &second {
                     write_bundle(&driver.bundle, next);
@@ -723,7 +776,7 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                     .find(|l| is_message("ruled ready")(l))
                     .and_then(|l| log_time_us(l))
                     .expect("ruled logged `ruled ready`");
-                let up = when(ready);
+                let up = when(ready, None);
                 played.restart.push(sim::RestartEntry {
                     at: stopped_at,
                     down: Dur(up.0 - stopped_at.0),
@@ -735,13 +788,15 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                 let before = driver.count(&matches);
                 let receivers: i64 =
                     redis.query(&["PUBLISH", &format!("ev:{}", e.topic), &event_json(e)]);
-                let at_us = if receivers > 0 {
-                    driver.ack(before, &format!("the event {}", e.topic), matches)
+                let (at_us, seen) = if receivers > 0 {
+                    let what = format!("the event {}", e.topic);
+                    let (at_us, seen) = driver.ack(before, &what, matches);
+                    (at_us, Some(seen))
                 } else {
-                    wall_us()
+                    (wall_us(), None)
                 };
                 played.event.push(EventEntry {
-                    at: when(at_us),
+                    at: when(at_us, seen),
                     ..e.clone()
                 });
             }
