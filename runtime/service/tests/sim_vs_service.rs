@@ -53,19 +53,32 @@
 //! the `action` line before it has).
 //!
 //! **Times as played.** A loaded 2-core machine delays the driver and the
-//! service by a few ms now and then, and some fixtures put an entry 100 ms
-//! (unscaled) from a timer (`hazards-cancel`: the disarm at 5 s, the last
-//! horn pulse at 4.9 s: 4 ms apart once scaled). So the timeline given to
-//! the simulator for the comparison is the one *as the service received
-//! it*: each entry's `at` is the time the service logged receiving it (the
-//! `event` or `state changed` line; `stopping` and `ruled ready` for a
-//! restart; the driver's clock for a fail window, which is a Redis key the
-//! driver sets). Order and identity are then compared exactly and are not
-//! at the mercy of the scheduler, and the test never sleeps in the hope
-//! that something happened: it waits for the service's acknowledgement of
-//! each input, and at the end polls (generous deadline) until the service
-//! is idle (`pending` and `runs-active` 0) and has said as much as the
-//! simulator.
+//! service by a few ms now and then; a chain of steps runs late by what
+//! its actions really take (each `after` counts from the previous action's
+//! end, and the simulator's actions take `action-time`, 0 by default); and
+//! some fixtures put an entry 100 ms (unscaled) from a timer
+//! (`hazards-cancel`: the disarm at 5 s, the last horn pulse at 4.9 s: 4 ms
+//! apart once scaled). So:
+//! - the timeline given to the simulator for the comparison is the one *as
+//!   the service received it*: each entry's `at` is the time the service
+//!   logged receiving it (the `event` or `state changed` line; `stopping`
+//!   and `ruled ready` for a restart; the driver's clock for a fail window,
+//!   a Redis key the driver sets);
+//! - an entry is played at its time, but not before the service has logged
+//!   the last line the nominal plan has before it, and then the planned gap
+//!   after that line (drift does not accumulate across entries); and not
+//!   before the service has done what the simulator, given the entries as
+//!   played so far, has before now (a late entry waits for a slow action);
+//! - an entry the service took before a line the simulator has earlier
+//!   (the service's timers and actions are only ever later than the
+//!   simulator's) goes, for the simulator, just before that line, by at
+//!   most [`TOLERANCE_MS`].
+//!
+//! Order and identity are then compared exactly and are not at the mercy of
+//! the scheduler. The test never sleeps in the hope that something
+//! happened: it waits for the service's acknowledgement of each input, and
+//! at the end polls (generous deadline) until the service is idle
+//! (`pending` and `runs-active` 0) and has said as much as the simulator.
 //!
 //! Not modelled here: jobs waiting for a busy worker (the service logs the
 //! submit, not the start; no fixture has more actions at once than
