@@ -1058,6 +1058,20 @@ fn normalise_run(run: &str, epochs: &BTreeMap<String, usize>) -> String {
     }
 }
 
+/// ruled's log messages (their start) for the simulator's line kinds; the
+/// first that matches counts.
+const NOTES: &[(&str, &str)] = &[
+    ("run started (replayed)", "replay-resume"),
+    ("run started ", "run-start"),
+    ("run ended ", "run-end"),
+    ("submitting action ", "action"),
+    ("step's `when` is false", "step-skipped"),
+    ("pending record removed at replay:", "replay-drop"),
+    ("trigger ignored: within cooldown", "trigger-suppressed"),
+    ("trigger dropped:", "trigger-dropped"),
+    ("trigger queued:", "trigger-queued"),
+];
+
 /// What the service's logs say happened, in the simulator's terms.
 /// `final_stop`: the last process was stopped by the test after the
 /// timeline (its stop is not part of the timeline).
@@ -1092,24 +1106,8 @@ fn service_lines(logs: &[Vec<String>], t0_us: i64, final_stop: bool) -> Vec<Seen
                 run: field(line, "run").map(|r| normalise_run(&r, &epochs)),
                 reason: field(line, "reason"),
             };
-            let kind = if text.starts_with("run started (replayed)") {
-                "replay-resume"
-            } else if text.starts_with("run started ") {
-                "run-start"
-            } else if text.starts_with("run ended ") {
-                "run-end"
-            } else if text.starts_with("submitting action ") {
-                "action"
-            } else if text.starts_with("step's `when` is false") {
-                "step-skipped"
-            } else if text.starts_with("pending record removed at replay:") {
-                "replay-drop"
-            } else if text.starts_with("trigger ignored: within cooldown") {
-                "trigger-suppressed"
-            } else if text.starts_with("trigger dropped:") {
-                "trigger-dropped"
-            } else if text.starts_with("trigger queued:") {
-                "trigger-queued"
+            let kind = if let Some((_, kind)) = NOTES.iter().find(|(m, _)| text.starts_with(m)) {
+                kind
             } else if text.starts_with("worker pool refused the action") {
                 // The sim has no `action` line for a refused job.
                 if let Some(i) = out
