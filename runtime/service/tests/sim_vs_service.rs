@@ -392,8 +392,9 @@ fn event_json(entry: &EventEntry) -> String {
 struct Failing {
     /// Lists of failing `redis` steps: they hold a string meanwhile.
     lists: BTreeSet<String>,
-    /// Flag files of failing recorder steps.
-    flags: Vec<PathBuf>,
+    /// Flag files of failing recorder steps (one per step, in whichever
+    /// bundle it is).
+    flags: BTreeSet<PathBuf>,
     /// (rule, step) that fail.
     steps: BTreeSet<(String, u32)>,
 }
@@ -413,7 +414,7 @@ fn failing(fail: &sim::FailEntry, payloads: &[&Payload]) -> Failing {
                         out.lists.insert(list.clone());
                     }
                     Action::Exec { command, .. } => {
-                        out.flags.push(PathBuf::from(format!("{command}.fail")));
+                        out.flags.insert(PathBuf::from(format!("{command}.fail")));
                     }
                     Action::Can(_) => unreachable!("can steps are recorders here"),
                 }
@@ -515,6 +516,7 @@ impl Driver<'_> {
     /// timeline's `action-time`, a timer fires at or after its due time): an
     /// entry played late must not overtake them in the service while it
     /// comes after them in the simulator.
+    ///
     /// Returns what the simulator says for the entries played so far.
     fn catch_up(
         &self,
