@@ -828,16 +828,18 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
     // Done: the service said at least as much as the simulator, and has
     // nothing left to do (no armed timer, no live run).
     loop {
-        let mut logs = driver.logs.clone();
-        logs.push(driver.ruled.log());
-        let said = service_lines(&logs, driver.t0_us, false).len();
+        let said = driver.seen().len();
         let idle = counter(&redis, "pending") == "0" && counter(&redis, "runs-active") == "0";
         if (said >= want.len() && idle) || wall_us() > deadline_us {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(driver.ruled.stop(), "ruled stops cleanly");
+    assert!(
+        driver.ruled.stop(),
+        "ruled stops cleanly; log:\n{}",
+        driver.ruled.log_text()
+    );
     driver.logs.push(driver.ruled.log());
     let got = service_lines(&driver.logs, driver.t0_us, true);
     let report = Report {
