@@ -1,0 +1,1348 @@
+//! The simulator tells the truth, checked (issue 8): every timeline in
+//! `fixtures/timelines` that the real service can play runs through
+//! `ruled_engine::sim::simulate` and through the real `ruled` binary against
+//! its own `redis-server`, and the two sequences of what happened must be
+//! the same. Any difference is a bug in one of them.
+//!
+//! **Scaling.** Every duration is divided by [`SCALE`] (25: the 30 s of
+//! `hazards-on-alarm` take 1.2 s). The rules are compiled from
+//! `fixtures/rules*` with the `rulec` library (a dev-dependency only), and
+//! the compiled payload is scaled before it is encoded: `after`, `cooldown`,
+//! `debounce`, `repeat.every` and exec timeouts, then every step's
+//! fingerprint is recomputed (`Payload::refresh_fingerprints`, rulecore's
+//! own fingerprint function). Scaling the payload rather than the TOML
+//! text keeps the compiler's checks and lowering exactly as `rulec build`
+//! does them and needs no duration printer. The timeline's times (`at`,
+//! `down`, `until`) and settings (`replay-window`, `action-time`) are
+//! scaled by the same factor; `--replay-window` of `ruled` gets the scaled
+//! window. Both sides run the same scaled payload: the sim gets it as a
+//! value, `ruled` as the bundle file encoded from it.
+//!
+//! **Actions the test box cannot perform.** There is no CAN interface, and
+//! the fixtures' `exec` commands (`/usr/local/bin/...`) do not exist here.
+//! So every `exec` and `can` step becomes, in the payload both sides run,
+//! an `exec` of a recorder script of its own (one per rule and step, named
+//! after the original command or frame so that a changed step still changes
+//! its fingerprint): it appends its start time to a file, fails while a
+//! flag file exists, and takes the timeline's `action-time`. `redis` steps
+//! stay real `LPUSH`es.
+//!
+//! **Playing.** `[[event]]`: `PUBLISH ev:<topic> <json>`; `[[state]]`:
+//! `HSET` then `PUBLISH <hash> <field>`; `[[restart]]`: SIGTERM, wait for
+//! the exit, start a new `ruled` after `down` (with the after-restart
+//! bundle written over the old one when the timeline has one); durable
+//! records survive in Redis. `[[fail]]`: a failing `redis` step is made to
+//! fail for real: its list key holds a string (`WRONGTYPE`) from `at` to
+//! `until`; a failing recorder step finds its flag file. A timeline in
+//! which another step pushes to that list inside the window cannot be
+//! played so and is refused.
+//!
+//! **Observing.** The service: its own log at `debug` (`run started`,
+//! `submitting action`, `run ended`, trigger notes, replay notes, `action
+//! failed`, each with its timestamp), and what it really did: every `LPUSH`
+//! seen by `redis-cli MONITOR` and every recorder invocation must match a
+//! logged action (same list and value, or same command; same count; at or
+//! after the action, within [`EFFECT_LAG_MS`]). The simulator: its output
+//! lines. Compared exactly, in order: kind, rule, step, pass, run id (the
+//! service's epoch replaced by its process number, which is the
+//! simulator's epoch) and reason; times within [`TOLERANCE_MS`]. The
+//! records left in `extensions:pending` at the end must be the ones the
+//! simulator's store holds. `record-put`/`record-drop` lines are not
+//! compared one by one (the service does not log its record writes);
+//! `action-failed` compares rule and step (the service's line has no pass;
+//! the `action` line before it has).
+//!
+//! **Times as played.** A loaded 2-core machine delays the driver and the
+//! service by a few ms now and then; a chain of steps runs late by what
+//! its actions really take (each `after` counts from the previous action's
+//! end, and the simulator's actions take `action-time`, 0 by default); and
+//! some fixtures put an entry 100 ms (unscaled) from a timer
+//! (`hazards-cancel`: the disarm at 5 s, the last horn pulse at 4.9 s: 4 ms
+//! apart once scaled). So:
+//! - the timeline given to the simulator for the comparison is the one *as
+//!   the service received it*: each entry's `at` is the time the service
+//!   logged receiving it (the `event` or `state changed` line; `stopping`
+//!   and `ruled ready` for a restart; the driver's clock for a fail window,
+//!   a Redis key the driver sets);
+//! - an entry is played at its time, but not before the service has logged
+//!   the last line the nominal plan has before it, and then the planned gap
+//!   after that line (drift does not accumulate across entries); and not
+//!   before the service has done what the simulator, given the entries as
+//!   played so far, has before now (a late entry waits for a slow action);
+//! - an entry the service took before a line the simulator has earlier
+//!   (the service's timers and actions are only ever later than the
+//!   simulator's) goes, for the simulator, just before that line, by at
+//!   most [`TOLERANCE_MS`].
+//!
+//! Order and identity are then compared exactly and are not at the mercy of
+//! the scheduler. The test never sleeps in the hope that something
+//! happened: it waits for the service's acknowledgement of each input, and
+//! at the end polls (generous deadline) until the service is idle
+//! (`pending` and `runs-active` 0) and has said as much as the simulator.
+//!
+//! Not modelled here: jobs waiting for a busy worker (the service logs the
+//! submit, not the start; no fixture has more actions at once than
+//! workers), and a timeline's `action-time` on `redis` steps (an `LPUSH`
+//! takes no time): such timelines are refused with the reason.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)] // test code
+
+mod support;
+
+use rulecore::bundle::{Action, Payload};
+use ruled_engine::sim::{self, Dur, EventEntry, Line, Timeline};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use support::{Monitor, RedisServer, Ruled};
+
+/// Every duration, of the rules and of the timeline, is divided by this.
+const SCALE: i64 = 25;
+/// How far a service time may be from the simulator's (scaled ms). Generous
+/// against a loaded machine; order and identity are compared exactly.
+const TOLERANCE_MS: i64 = 150;
+/// How long after the logged action its real effect (an `LPUSH`, a
+/// recorder start) may come: a fork and exec under load can be slow.
+const EFFECT_LAG_MS: i64 = 2_000;
+/// After the simulator's last line, how long the service may take to say
+/// the same and go idle.
+const SETTLE: Duration = Duration::from_secs(15);
+
+/// Timelines the real service cannot play, and why.
+const EXCLUDED: &[(&str, &str)] = &[(
+    "hazards-clock-jump",
+    "jumps the wall clock ([[clock]]): playing it means setting the machine's clock, \
+     which a test must not do (the service's jump handling is tested on its own, \
+     runtime/engine/tests and docs/engine.md \"Time\")",
+)];
+
+/// One `#[test]` per played timeline: `test => "timeline" from "rules dir"`,
+/// with `then "rules dir"` for the bundle after every restart.
+macro_rules! played {
+    ($($test:ident => $name:literal from $rules:literal $(then $after:literal)?;)*) => {
+        /// The timelines played, each by the test of its name.
+        const PLAYED: &[&str] = &[$($name),*];
+        $(
+            #[test]
+            fn $test() {
+                play($name, $rules, None$(.or(Some($after)))?);
+            }
+        )*
+    };
+}
+
+played! {
+    hazards => "hazards" from "fixtures/rules";
+    hazards_cancel => "hazards-cancel" from "fixtures/rules";
+    hazards_restart => "hazards-restart" from "fixtures/rules";
+    hazards_changed => "hazards-changed" from "fixtures/rules" then "fixtures/rules-changed";
+    alarm_horn_pulses => "alarm-horn-pulses" from "fixtures/rules";
+    ask_bms_status => "ask-bms-status" from "fixtures/rules";
+    charger_log => "charger-log" from "fixtures/rules";
+    hazards_on_kickstand => "hazards-on-kickstand" from "fixtures/rules";
+    low_battery_warning => "low-battery-warning" from "fixtures/rules";
+    parked_brake_blink => "parked-brake-blink" from "fixtures/rules";
+    winter_seat_heater => "winter-seat-heater" from "fixtures/rules-winter" then "fixtures/rules";
+}
+
+#[test]
+fn every_timeline_is_played_or_excluded_with_a_reason() {
+    let dir = root().join("fixtures/timelines");
+    let mut found = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).expect("read fixtures/timelines") {
+        let path = entry.expect("directory entry").path();
+        if path.extension().is_some_and(|ext| ext == "toml") {
+            let stem = path.file_stem().expect("a file name");
+            found.insert(stem.to_string_lossy().into_owned());
+        }
+    }
+    let excluded: BTreeSet<String> = EXCLUDED.iter().map(|(n, _)| n.to_string()).collect();
+    let played: BTreeSet<String> = PLAYED.iter().map(|n| n.to_string()).collect();
+    assert!(
+        played.is_disjoint(&excluded),
+        "both played and excluded: {:?}",
+        played.intersection(&excluded).collect::<Vec<_>>()
+    );
+    let listed: BTreeSet<String> = played.union(&excluded).cloned().collect();
+    let new: Vec<_> = found.difference(&listed).collect();
+    assert!(
+        new.is_empty(),
+        "timelines neither played nor excluded: {new:?}; add each to `played!` in \
+         {} (or to EXCLUDED with the reason it cannot be played)",
+        file!()
+    );
+    let gone: Vec<_> = listed.difference(&found).collect();
+    assert!(
+        gone.is_empty(),
+        "listed but not in {}: {gone:?}",
+        dir.display()
+    );
+    assert!(
+        PLAYED.len() >= 8,
+        "issue 8 asks for at least 8 played timelines"
+    );
+}
+
+// ---------------------------------------------------------------- preparing
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Compiles a rules directory as `rulec build` does (no file written).
+fn compile(rules: &str) -> Payload {
+    let report = rulec::check::check_dir(&root().join(rules)).expect("read the rules directory");
+    assert!(!report.failed(false), "{rules}: {}", report.summary());
+    rulec::build::assemble(&report.rules, rulec::build::COMPILER_VERSION)
+}
+
+fn scaled_ns(ns: u64) -> u64 {
+    ns / SCALE.unsigned_abs()
+}
+
+fn scaled(d: Dur) -> Dur {
+    Dur(d.0 / SCALE)
+}
+
+/// The payload both sides run: durations scaled, `exec` and `can` steps
+/// turned into recorders in `dir`, fingerprints recomputed.
+fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
+    for rule in &mut payload.rules {
+        rule.cooldown_ns = scaled_ns(rule.cooldown_ns);
+        rule.debounce_ns = scaled_ns(rule.debounce_ns);
+        rule.repeat.every_ns = scaled_ns(rule.repeat.every_ns);
+        for (index, step) in rule.steps.iter_mut().enumerate() {
+            step.after_ns = scaled_ns(step.after_ns);
+            let (tag, timeout_ns) = match &step.action {
+                Action::Redis { .. } => continue,
+                Action::Exec {
+                    command,
+                    timeout_ns,
+                } => {
+                    let name = Path::new(command).file_name().unwrap_or_default();
+                    (name.to_string_lossy().into_owned(), *timeout_ns)
+                }
+                Action::Can(frame) => {
+                    let data: String = frame.data.iter().map(|b| format!("{b:02x}")).collect();
+                    let kind = if frame.rtr { "rtr" } else { "data" };
+                    let tag = format!(
+                        "can-{}-{:x}-{kind}{}-{data}",
+                        frame.iface, frame.id, frame.dlc
+                    );
+                    // `exec`'s default timeout (DESIGN.md 3.2).
+                    (tag, 10_000_000_000)
+                }
+            };
+            step.action = Action::Exec {
+                command: recorder(dir, &rule.name, index, &tag, action_time_ns),
+                timeout_ns: scaled_ns(timeout_ns),
+            };
+        }
+    }
+    payload.refresh_fingerprints();
+    payload
+}
+
+fn safe(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// Writes the recorder script of one step; returns its path (the step's
+/// new `command`). Its invocations go to `<path>.calls` (start time in µs
+/// since the Unix epoch, one line each); it fails while `<path>.fail`
+/// exists.
+fn recorder(dir: &Path, rule: &str, step: usize, tag: &str, action_time_ns: u64) -> String {
+    let scripts = dir.join("exec");
+    std::fs::create_dir_all(&scripts).expect("create the recorder directory");
+    let name = format!("{}.{step}.{}", safe(rule), safe(tag));
+    let path = scripts.join(&name);
+    let mut body = format!(
+        "date +%s%6N >> '{0}.calls'\nif [ -e '{0}.fail' ]; then exit 1; fi",
+        path.display()
+    );
+    if action_time_ns > 0 {
+        let secs = Duration::from_nanos(action_time_ns).as_secs_f64();
+        body.push_str(&format!("\nsleep {secs:.6}"));
+    }
+    support::script(&scripts, &name, &body)
+}
+
+fn scale_timeline(nominal: &Timeline) -> Timeline {
+    let mut t = nominal.clone();
+    for e in &mut t.event {
+        e.at = scaled(e.at);
+    }
+    for e in &mut t.state {
+        e.at = scaled(e.at);
+    }
+    for e in &mut t.restart {
+        e.at = scaled(e.at);
+        e.down = scaled(e.down);
+    }
+    for e in &mut t.fail {
+        e.at = scaled(e.at);
+        e.until = e.until.map(scaled);
+    }
+    let window = Dur(ruled_engine::DEFAULT_REPLAY_WINDOW_MS * 1_000_000);
+    t.replay_window = Some(scaled(t.replay_window.unwrap_or(window)));
+    t.action_time = t.action_time.map(scaled);
+    t
+}
+
+// ----------------------------------------------------------------- playing
+
+/// What the driver does at one instant, in the simulator's order at one
+/// instant (DESIGN.md 8: state, fail, restart, event), a fail window's end
+/// first (the simulator fails actions started in `[at, until)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Entry {
+    Unfail(usize),
+    State(usize),
+    Fail(usize),
+    Restart(usize),
+    Event(usize),
+}
+
+fn schedule(t: &Timeline) -> Vec<(i64, Entry)> {
+    let mut entries = Vec::new();
+    entries.extend(
+        t.state
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.at.0, Entry::State(i))),
+    );
+    for (i, fail) in t.fail.iter().enumerate() {
+        entries.push((fail.at.0, Entry::Fail(i)));
+        if let Some(until) = fail.until {
+            entries.push((until.0, Entry::Unfail(i)));
+        }
+    }
+    entries.extend(
+        t.restart
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.at.0, Entry::Restart(i))),
+    );
+    entries.extend(
+        t.event
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.at.0, Entry::Event(i))),
+    );
+    entries.sort();
+    entries
+}
+
+fn wall_us() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970");
+    i64::try_from(since.as_micros()).expect("µs fit")
+}
+
+/// Polls `check` every 2 ms (an acknowledgement delays the next entry)
+/// until it returns `Some`, or [`support::DEADLINE`] passes.
+fn poll_fast<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(found) = check() {
+            return Some(found);
+        }
+        if started.elapsed() > support::DEADLINE {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Sleeps until the wall clock reads `at_us` (the driver's schedule; the
+/// outcomes are waited for by polling).
+fn sleep_until(at_us: i64) {
+    let left = at_us - wall_us();
+    if left > 0 {
+        std::thread::sleep(Duration::from_micros(left.unsigned_abs()));
+    }
+}
+
+fn event_json(entry: &EventEntry) -> String {
+    let mut object = serde_json::Map::new();
+    object.insert("topic".into(), entry.topic.clone().into());
+    for (key, value) in [
+        ("id", &entry.id),
+        ("src", &entry.src),
+        ("from", &entry.from),
+        ("to", &entry.to),
+    ] {
+        if let Some(value) = value {
+            object.insert(key.into(), value.clone().into());
+        }
+    }
+    if let Some(data) = &entry.data {
+        object.insert("data".into(), data.clone());
+    }
+    serde_json::Value::Object(object).to_string()
+}
+
+/// How the driver makes the steps of one `[[fail]]` fail.
+#[derive(Debug, Default)]
+struct Failing {
+    /// Lists of failing `redis` steps: they hold a string meanwhile.
+    lists: BTreeSet<String>,
+    /// Flag files of failing recorder steps (one per step, in whichever
+    /// bundle it is).
+    flags: BTreeSet<PathBuf>,
+    /// (rule, step) that fail.
+    steps: BTreeSet<(String, u32)>,
+}
+
+fn failing(fail: &sim::FailEntry, payloads: &[&Payload]) -> Failing {
+    let mut out = Failing::default();
+    for payload in payloads {
+        for rule in payload.rules.iter().filter(|r| r.name == fail.rule) {
+            for (index, step) in rule.steps.iter().enumerate() {
+                let index = u32::try_from(index).expect("step index");
+                if fail.step.is_some_and(|s| s != index) {
+                    continue;
+                }
+                out.steps.insert((rule.name.clone(), index));
+                match &step.action {
+                    Action::Redis { list, .. } => {
+                        out.lists.insert(list.clone());
+                    }
+                    Action::Exec { command, .. } => {
+                        out.flags.insert(PathBuf::from(format!("{command}.fail")));
+                    }
+                    Action::Can(_) => unreachable!("can steps are recorders here"),
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Panics with the reason when the real service cannot play `timeline` as
+/// the simulator means it (checked on the nominal, scaled plan).
+fn check_playable(name: &str, timeline: &Timeline, plan: &[Line], payloads: &[&Payload]) {
+    if timeline.action_time.is_some_and(|d| d.0 > 0) {
+        let instant: Vec<_> = plan
+            .iter()
+            .filter(|l| l.kind == "action" && l.action != Some("exec"))
+            .map(Line::to_text)
+            .collect();
+        assert!(
+            instant.is_empty(),
+            "{name}: `action-time` on non-exec actions cannot be played (an LPUSH takes no \
+             time); list it in EXCLUDED: {instant:#?}"
+        );
+    }
+    for fail in &timeline.fail {
+        let f = failing(fail, payloads);
+        let (from, until) = (fail.at.0 / 1_000_000, fail.until.map(|u| u.0 / 1_000_000));
+        let clash: Vec<_> = plan
+            .iter()
+            .filter(|l| l.kind == "action")
+            .filter(|l| l.list.as_ref().is_some_and(|list| f.lists.contains(list)))
+            .filter(|l| {
+                let key = (l.rule.clone().unwrap_or_default(), l.step.unwrap_or(0));
+                !f.steps.contains(&key)
+            })
+            .filter(|l| {
+                let at = i64::try_from(l.at_ms).expect("ms");
+                at >= from && until.is_none_or(|u| at < u)
+            })
+            .map(Line::to_text)
+            .collect();
+        assert!(
+            clash.is_empty(),
+            "{name}: a [[fail]] of rule {} makes its lists fail for everyone, and other \
+             steps push to them meanwhile; list it in EXCLUDED: {clash:#?}",
+            fail.rule
+        );
+    }
+}
+
+/// The real side of one timeline.
+struct Driver<'a> {
+    redis: &'a RedisServer,
+    bundle: PathBuf,
+    flags: Vec<String>,
+    ruled: Ruled,
+    /// Logs of the processes that stopped, in order.
+    logs: Vec<Vec<String>>,
+    /// The payload the running process loaded.
+    current: Arc<Payload>,
+    t0_us: i64,
+}
+
+impl Driver<'_> {
+    fn start(&self) -> Ruled {
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        Ruled::ready(self.redis, &self.bundle, &flags)
+    }
+
+    /// What the service said so far, in the simulator's terms.
+    fn seen(&self) -> Vec<Seen> {
+        let mut logs = self.logs.clone();
+        logs.push(self.ruled.log());
+        service_lines(&logs, self.t0_us, false)
+    }
+
+    /// When to play an entry planned at `at_ns`: at its time, but not
+    /// before the service has done the last thing the plan has before it
+    /// (the anchor), and then only the planned gap after it. A chain of
+    /// steps runs late by the time its actions really take (each `after`
+    /// counts from the previous action's end); anchoring keeps that drift
+    /// from reordering an entry and a timer the plan has close together.
+    fn when_to_play(&self, plan: &[Seen], at_ns: i64) -> i64 {
+        let nominal = self.t0_us + at_ns / 1_000;
+        let Some(anchor) = plan.iter().rposition(|s| s.at_us * 1_000 < at_ns) else {
+            return nominal;
+        };
+        // Times out only when the service diverged; the comparison says how.
+        let done = poll_fast(|| self.seen().get(anchor).map(|s| s.at_us));
+        done.map_or(nominal, |at_us| {
+            nominal.max(self.t0_us + at_us + (at_ns / 1_000 - plan[anchor].at_us))
+        })
+    }
+
+    /// Before an entry is played now: waits until the service has done
+    /// everything the simulator, given the entries as played so far, says
+    /// happens before now. The service's timers and actions only ever come
+    /// later than the simulator's (a real action takes longer than the
+    /// timeline's `action-time`, a timer fires at or after its due time): an
+    /// entry played late must not overtake them in the service while it
+    /// comes after them in the simulator.
+    ///
+    /// Returns what the simulator says for the entries played so far.
+    fn catch_up(
+        &self,
+        first: &Arc<Payload>,
+        played: &Timeline,
+        second: &Option<Arc<Payload>>,
+    ) -> Vec<Seen> {
+        let outcome = sim::simulate(Arc::clone(first), played, second.clone()).expect("simulates");
+        let predicted: Vec<Seen> = outcome.lines.iter().filter_map(Seen::from_sim).collect();
+        let _ = poll_fast(|| {
+            let now_us = wall_us() - self.t0_us;
+            let due = predicted.iter().filter(|s| s.at_us < now_us).count();
+            (self.seen().len() >= due).then_some(())
+        });
+        predicted
+    }
+
+    /// How many compared lines the service had logged before line `index`
+    /// of the running process's log.
+    fn seen_before(&self, index: usize) -> usize {
+        let mut logs = self.logs.clone();
+        logs.push(self.ruled.log().into_iter().take(index).collect());
+        service_lines(&logs, self.t0_us, false).len()
+    }
+
+    /// Waits for the next log line of the running process that `matches`
+    /// (one more than `before`); returns its time and how many compared
+    /// lines the service had logged before it.
+    fn ack(&self, before: usize, what: &str, matches: impl Fn(&str) -> bool) -> (i64, usize) {
+        let found = poll_fast(|| {
+            let log = self.ruled.log();
+            let (index, line) = log
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| matches(l))
+                .nth(before)?;
+            Some((log_time_us(line)?, self.seen_before(index)))
+        });
+        found.unwrap_or_else(|| {
+            panic!(
+                "ruled never acknowledged {what}; log:\n{}",
+                self.ruled.log_text()
+            )
+        })
+    }
+
+    fn count(&self, matches: impl Fn(&str) -> bool) -> usize {
+        self.ruled.log().iter().filter(|l| matches(l)).count()
+    }
+}
+
+/// Where an entry the service received at `at_us` (since the start) goes
+/// in the timeline given to the simulator. `predicted`: the simulator's
+/// lines for the entries before it; the service had logged `before` of
+/// them when it received this one. The service's timers and actions only
+/// come later than the simulator's, never earlier; so when the simulator
+/// has its next line (one the service had not logged yet) before `at_us`,
+/// the service took the entry first (a busy service, a slow action): the
+/// entry goes just before that line, and after the last line the service
+/// had logged, if there is room between them (times are whole ms).
+fn placed(at_us: i64, predicted: &[Seen], before: usize) -> i64 {
+    let Some(next) = predicted.get(before) else {
+        return at_us;
+    };
+    // `next` happens at or after its whole ms.
+    let limit = next.at_us - 1;
+    if at_us <= limit {
+        return at_us;
+    }
+    // The last logged line happened before the end of its whole ms.
+    let floor = before
+        .checked_sub(1)
+        .map_or(0, |last| predicted[last].at_us + 1_000);
+    if limit >= floor {
+        limit
+    } else {
+        at_us
+    }
+}
+
+fn is_event(topic: &str) -> impl Fn(&str) -> bool + '_ {
+    move |line: &str| {
+        message(line).is_some_and(|m| m.starts_with("event "))
+            && field(line, "topic").as_deref() == Some(topic)
+    }
+}
+
+fn is_state_change<'a>(hash: &'a str, key: &'a str) -> impl Fn(&str) -> bool + 'a {
+    move |line: &str| {
+        message(line).is_some_and(|m| m.starts_with("state changed "))
+            && field(line, "hash").as_deref() == Some(hash)
+            && field(line, "field").as_deref() == Some(key)
+    }
+}
+
+fn is_message(text: &'static str) -> impl Fn(&str) -> bool {
+    move |line: &str| message(line).is_some_and(|m| m == text || m.starts_with(&format!("{text} ")))
+}
+
+fn play(name: &str, rules: &str, after: Option<&str>) {
+    let path = root().join(format!("fixtures/timelines/{name}.toml"));
+    let text = std::fs::read_to_string(&path).expect("read the timeline");
+    let nominal = sim::parse(&text).expect("a valid timeline");
+    assert!(
+        nominal.clock.is_empty(),
+        "{name}: [[clock]] cannot be played; list it in EXCLUDED"
+    );
+    assert!(
+        nominal.end.is_none(),
+        "{name}: `end` is not played by this test yet; list it in EXCLUDED"
+    );
+    let timeline = scale_timeline(&nominal);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let action_ns = timeline.action_time.map_or(0, |d| d.0.unsigned_abs());
+    let first = Arc::new(prepare(compile(rules), dir.path(), action_ns));
+    let second = after.map(|a| Arc::new(prepare(compile(a), dir.path(), action_ns)));
+    let payloads: Vec<&Payload> = std::iter::once(&*first).chain(second.as_deref()).collect();
+    let plan = sim::simulate(Arc::clone(&first), &timeline, second.clone())
+        .expect("the scaled timeline simulates");
+    check_playable(name, &timeline, &plan.lines, &payloads);
+    let plan_seen: Vec<Seen> = plan.lines.iter().filter_map(Seen::from_sim).collect();
+
+    let redis = RedisServer::start();
+    let bundle = dir.path().join("rules.bundle");
+    write_bundle(&bundle, &first);
+    let monitor = Monitor::start(&redis, dir.path().join("monitor.txt"));
+    let window_ms = timeline.replay_window.map_or(0, |d| d.0 / 1_000_000);
+    let mut flags = vec![
+        "--replay-window".to_string(),
+        format!("{window_ms}ms"),
+        "--stats-interval".to_string(),
+        "50ms".to_string(),
+    ];
+    if let Some(workers) = timeline.workers {
+        flags.extend(["--workers".to_string(), workers.to_string()]);
+    }
+    if let Some(queue) = timeline.queue {
+        flags.extend(["--queue".to_string(), queue.to_string()]);
+    }
+    let ruled = Ruled::ready(
+        &redis,
+        &bundle,
+        &flags.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let mut driver = Driver {
+        redis: &redis,
+        bundle,
+        flags,
+        ruled,
+        logs: Vec::new(),
+        current: Arc::clone(&first),
+        t0_us: wall_us(),
+    };
+    // The timeline as played so far: entries are added as they are played.
+    let mut played = Timeline {
+        event: Vec::new(),
+        state: Vec::new(),
+        restart: Vec::new(),
+        fail: Vec::new(),
+        clock: Vec::new(),
+        ..timeline.clone()
+    };
+    let mut fail_index = BTreeMap::new();
+    let mut last = Dur(-1);
+    let t0_us = driver.t0_us;
+    for (at, entry) in schedule(&timeline) {
+        sleep_until(driver.when_to_play(&plan_seen, at));
+        let predicted = driver.catch_up(&first, &played, &second);
+        // As received (see `placed`); strictly after the previous entry,
+        // so the simulator keeps the order in which they were played.
+        let mut when = |at_us: i64, seen_before: Option<usize>| {
+            let received = at_us - t0_us;
+            let mut at_us = received;
+            if let Some(before) = seen_before {
+                at_us = placed(at_us, &predicted, before);
+            }
+            // A line of the service as late as that would fail the time
+            // comparison; an entry moved so far back would hide it.
+            assert!(
+                received - at_us <= TOLERANCE_MS * 1_000,
+                "{name}: the service took an entry received at {} ms before a line the \
+                 simulator has at {} ms: a timer or action over {TOLERANCE_MS} ms late",
+                received as f64 / 1e3,
+                (at_us + 1) as f64 / 1e3
+            );
+            let at = Dur((at_us * 1_000).max(last.0 + 1));
+            last = at;
+            at
+        };
+        match entry {
+            Entry::State(i) => {
+                let e = &timeline.state[i];
+                let _: i64 = redis.query(&["HSET", &e.hash, &e.field, &e.value]);
+                let change = is_state_change(&e.hash, &e.field);
+                let before = driver.count(&change);
+                let receivers: i64 = redis.query(&["PUBLISH", &e.hash, &e.field]);
+                let watched = driver
+                    .current
+                    .state_pairs
+                    .iter()
+                    .any(|p| p.hash == e.hash && p.field == e.field);
+                let (at_us, seen) = if receivers > 0 && watched {
+                    let what = format!("the change of {}.{}", e.hash, e.field);
+                    let (at_us, seen) = driver.ack(before, &what, change);
+                    (at_us, Some(seen))
+                } else {
+                    (wall_us(), None)
+                };
+                played.state.push(sim::StateEntry {
+                    at: when(at_us, seen),
+                    ..e.clone()
+                });
+            }
+            Entry::Fail(i) => {
+                let f = failing(&timeline.fail[i], &payloads);
+                for list in &f.lists {
+                    let _: i64 = redis.query(&["DEL", list]);
+                    let _: String = redis.query(&["SET", list, "not a list: [[fail]]"]);
+                }
+                for flag in &f.flags {
+                    std::fs::write(flag, "").expect("write a fail flag");
+                }
+                fail_index.insert(i, played.fail.len());
+                played.fail.push(sim::FailEntry {
+                    at: when(wall_us(), None),
+                    until: None,
+                    ..timeline.fail[i].clone()
+                });
+            }
+            Entry::Unfail(i) => {
+                let f = failing(&timeline.fail[i], &payloads);
+                for list in &f.lists {
+                    let _: i64 = redis.query(&["DEL", list]);
+                }
+                for flag in &f.flags {
+                    std::fs::remove_file(flag).expect("remove a fail flag");
+                }
+                let j = fail_index[&i];
+                played.fail[j].until = Some(when(wall_us(), None));
+            }
+            Entry::Restart(i) => {
+                let e = &timeline.restart[i];
+                // What survives a restart is in Redis: wait until the
+                // records are the plan's (an action still running, such as
+                // a slow exec, has not yet written the next step's).
+                let want = planned_records(&plan.lines, at);
+                let _ = poll_fast(|| (pending_records(&redis) == want).then_some(()));
+                assert!(
+                    driver.ruled.stop(),
+                    "ruled stops cleanly; log:\n{}",
+                    driver.ruled.log_text()
+                );
+                let log = driver.ruled.log();
+                let index = log
+                    .iter()
+                    .rposition(|l| is_message("stopping")(l))
+                    .expect("ruled logged `stopping`");
+                let stopping = log_time_us(&log[index]).expect("a timestamp");
+                let seen = driver.seen_before(index);
+                driver.logs.push(log);
+                let stopped_at = when(stopping, Some(seen));
+                sleep_until(stopping + e.down.0 / 1_000);
+                if let Some(next) = &second {
+                    write_bundle(&driver.bundle, next);
+                    driver.current = Arc::clone(next);
+                }
+                driver.ruled = driver.start();
+                let ready = driver
+                    .ruled
+                    .log()
+                    .iter()
+                    .find(|l| is_message("ruled ready")(l))
+                    .and_then(|l| log_time_us(l))
+                    .expect("ruled logged `ruled ready`");
+                let up = when(ready, None);
+                played.restart.push(sim::RestartEntry {
+                    at: stopped_at,
+                    down: Dur(up.0 - stopped_at.0),
+                });
+            }
+            Entry::Event(i) => {
+                let e = &timeline.event[i];
+                let matches = is_event(&e.topic);
+                let before = driver.count(&matches);
+                let receivers: i64 =
+                    redis.query(&["PUBLISH", &format!("ev:{}", e.topic), &event_json(e)]);
+                let (at_us, seen) = if receivers > 0 {
+                    let what = format!("the event {}", e.topic);
+                    let (at_us, seen) = driver.ack(before, &what, matches);
+                    (at_us, Some(seen))
+                } else {
+                    (wall_us(), None)
+                };
+                played.event.push(EventEntry {
+                    at: when(at_us, seen),
+                    ..e.clone()
+                });
+            }
+        }
+    }
+
+    let expected = sim::simulate(Arc::clone(&first), &played, second.clone())
+        .expect("the timeline as played simulates");
+    let want: Vec<Seen> = expected.lines.iter().filter_map(Seen::from_sim).collect();
+    let last_ms = expected.lines.last().map_or(0, |l| l.at_ms);
+    let deadline_us = driver.t0_us
+        + i64::try_from(last_ms).expect("ms") * 1_000
+        + i64::try_from(SETTLE.as_micros()).expect("µs");
+    // Done: the service said at least as much as the simulator, and has
+    // nothing left to do (no armed timer, no live run).
+    loop {
+        let said = driver.seen().len();
+        let idle = counter(&redis, "pending") == "0" && counter(&redis, "runs-active") == "0";
+        if (said >= want.len() && idle) || wall_us() > deadline_us {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        driver.ruled.stop(),
+        "ruled stops cleanly; log:\n{}",
+        driver.ruled.log_text()
+    );
+    driver.logs.push(driver.ruled.log());
+    let got = service_lines(&driver.logs, driver.t0_us, true);
+    let report = Report {
+        name,
+        played: &played,
+        want: &want,
+        got: &got,
+        logs: &driver.logs,
+    };
+    if std::env::var_os("SIM_VS_SERVICE_SHOW").is_some() {
+        eprintln!("{name}:\n{}", report.context());
+    }
+    report.compare();
+    check_effects(&report, &expected.lines, &monitor, driver.t0_us);
+    check_records(&report, &redis, &expected.records);
+}
+
+/// The records the plan's store holds just before `at_ns`, as `rule step
+/// pass` (sorted).
+fn planned_records(lines: &[Line], at_ns: i64) -> Vec<String> {
+    let mut store = BTreeMap::new();
+    for line in lines
+        .iter()
+        .take_while(|l| i64::try_from(l.at_ms).expect("ms") * 1_000_000 < at_ns)
+    {
+        match (line.kind, &line.run) {
+            ("record-put", Some(run)) => {
+                let record = format!(
+                    "{} step {} pass {}",
+                    line.rule.as_deref().unwrap_or_default(),
+                    line.step.unwrap_or(0),
+                    line.pass.unwrap_or(0)
+                );
+                store.insert(run.clone(), record);
+            }
+            ("record-drop", Some(run)) => {
+                store.remove(run);
+            }
+            _ => {}
+        }
+    }
+    let mut out: Vec<String> = store.into_values().collect();
+    out.sort();
+    out
+}
+
+/// The records in `extensions:pending`, as `rule step pass` (sorted).
+fn pending_records(redis: &RedisServer) -> Vec<String> {
+    let left: BTreeMap<String, String> = redis.query(&["HGETALL", "extensions:pending"]);
+    record_summary(left.values())
+}
+
+fn record_summary<'a>(values: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut out: Vec<String> = values
+        .map(|json| {
+            let record: serde_json::Value = serde_json::from_str(json).expect("a record is JSON");
+            let text = |key: &str| match &record[key] {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            format!(
+                "{} step {} pass {}",
+                text("rule"),
+                text("step"),
+                text("iter")
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn write_bundle(path: &Path, payload: &Payload) {
+    let bytes = rulecore::codec::encode(payload).expect("encode the bundle");
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).expect("write the bundle");
+    std::fs::rename(&tmp, path).expect("replace the bundle");
+}
+
+fn counter(redis: &RedisServer, field: &str) -> String {
+    let value: Option<String> = redis.query(&["HGET", "extensions", field]);
+    value.unwrap_or_default()
+}
+
+// --------------------------------------------------------------- observing
+
+/// One compared line: what happened, and when (scaled ms since the start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    /// Scaled µs since the start (the simulator's are whole ms).
+    at_us: i64,
+    kind: String,
+    rule: Option<String>,
+    step: Option<u32>,
+    pass: Option<u32>,
+    run: Option<String>,
+    reason: Option<String>,
+}
+
+impl Seen {
+    /// The compared part of a simulator line; `None` for kinds not compared.
+    fn from_sim(line: &Line) -> Option<Self> {
+        let mut seen = Seen {
+            at_us: i64::try_from(line.at_ms).expect("ms") * 1_000,
+            kind: line.kind.to_string(),
+            rule: line.rule.clone(),
+            step: line.step,
+            pass: line.pass,
+            run: line.run.clone(),
+            reason: line.reason.clone(),
+        };
+        match line.kind {
+            "action" | "run-start" | "run-end" | "step-skipped" | "replay-resume"
+            | "replay-drop" | "restart" => {}
+            "trigger-dropped" | "trigger-queued" | "trigger-refused" | "trigger-suppressed" => {
+                seen.run = None;
+            }
+            // The service's line names rule and step only.
+            "action-failed" => {
+                seen.pass = None;
+                seen.run = None;
+                seen.reason = None;
+            }
+            _ => return None,
+        }
+        Some(seen)
+    }
+
+    fn key(&self) -> String {
+        let mut out = self.kind.clone();
+        for (key, value) in [
+            ("rule", self.rule.clone()),
+            ("step", self.step.map(|s| s.to_string())),
+            ("pass", self.pass.map(|s| s.to_string())),
+            ("run", self.run.clone()),
+            ("reason", self.reason.clone()),
+        ] {
+            if let Some(value) = value {
+                let _ = write!(out, " {key}={value}");
+            }
+        }
+        out
+    }
+
+    fn text(&self) -> String {
+        format!("{:>9.3} ms  {}", self.at_us as f64 / 1e3, self.key())
+    }
+}
+
+/// `2026-11-30T16:35:30.756547Z  INFO run started rule=..`: the time in µs
+/// since the Unix epoch.
+fn log_time_us(line: &str) -> Option<i64> {
+    let stamp = line.split_whitespace().next()?;
+    let (date, time) = stamp.strip_suffix('Z')?.split_once('T')?;
+    let mut ymd = date.split('-').map(str::parse::<i64>);
+    let (y, m, d) = (ymd.next()?.ok()?, ymd.next()?.ok()?, ymd.next()?.ok()?);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let mut parts = hms.split(':').map(str::parse::<i64>);
+    let (h, min, s) = (
+        parts.next()?.ok()?,
+        parts.next()?.ok()?,
+        parts.next()?.ok()?,
+    );
+    let micros: i64 = format!("{frac:0<6}").get(..6)?.parse().ok()?;
+    let days = days_from_civil(y, m, d);
+    Some(((days * 24 + h) * 60 + min) * 60_000_000 + s * 1_000_000 + micros)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The message and fields after the time and level.
+fn message(line: &str) -> Option<&str> {
+    let mut rest = line.split_once(' ')?.1.trim_start();
+    rest = rest.split_once(' ')?.1;
+    Some(rest)
+}
+
+/// The value of ` key=value` in a log line (quoted or bare).
+fn field(line: &str, key: &str) -> Option<String> {
+    let needle = format!(" {key}=");
+    let start = line.find(&needle)? + needle.len();
+    let rest = &line[start..];
+    if let Some(quoted) = rest.strip_prefix('"') {
+        let mut out = String::new();
+        let mut chars = quoted.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '"' => return Some(out),
+                '\\' => out.push(chars.next()?),
+                c => out.push(c),
+            }
+        }
+        None
+    } else {
+        Some(rest.split(' ').next().unwrap_or_default().to_string())
+    }
+}
+
+/// `rule#<epoch>-<n>` -> `rule#<process>-<n>`: the simulator's epoch is the
+/// number of restarts before the process that started the run.
+fn normalise_run(run: &str, epochs: &BTreeMap<String, usize>) -> String {
+    let Some((rule, tail)) = run.rsplit_once('#') else {
+        return run.to_string();
+    };
+    let Some((epoch, n)) = tail.split_once('-') else {
+        return run.to_string();
+    };
+    match epochs.get(epoch) {
+        Some(process) => format!("{rule}#{process}-{n}"),
+        None => run.to_string(),
+    }
+}
+
+/// ruled's log messages (their start) for the simulator's line kinds; the
+/// first that matches counts.
+const NOTES: &[(&str, &str)] = &[
+    ("run started (replayed)", "replay-resume"),
+    ("run started ", "run-start"),
+    ("run ended ", "run-end"),
+    ("submitting action ", "action"),
+    ("step's `when` is false", "step-skipped"),
+    ("pending record removed at replay:", "replay-drop"),
+    ("trigger ignored: within cooldown", "trigger-suppressed"),
+    ("trigger dropped:", "trigger-dropped"),
+    ("trigger queued:", "trigger-queued"),
+];
+
+/// What the service's logs say happened, in the simulator's terms.
+/// `final_stop`: the last process was stopped by the test after the
+/// timeline (its stop is not part of the timeline).
+fn service_lines(logs: &[Vec<String>], t0_us: i64, final_stop: bool) -> Vec<Seen> {
+    // Each process's epoch, from the runs it started itself.
+    let mut epochs = BTreeMap::new();
+    for (process, log) in logs.iter().enumerate() {
+        for line in log {
+            let started = message(line).is_some_and(|m| m.starts_with("run started rule="));
+            if let Some(run) = field(line, "run").filter(|_| started) {
+                if let Some((_, tail)) = run.rsplit_once('#') {
+                    if let Some((epoch, _)) = tail.split_once('-') {
+                        epochs.insert(epoch.to_string(), process);
+                    }
+                }
+            }
+        }
+    }
+    let mut out: Vec<Seen> = Vec::new();
+    for (process, log) in logs.iter().enumerate() {
+        let last = process + 1 == logs.len();
+        for line in log {
+            let (Some(text), Some(at_us)) = (message(line), log_time_us(line)) else {
+                continue;
+            };
+            let mut seen = Seen {
+                at_us: at_us - t0_us,
+                kind: String::new(),
+                rule: field(line, "rule"),
+                step: field(line, "step").and_then(|s| s.parse().ok()),
+                pass: field(line, "pass").and_then(|s| s.parse().ok()),
+                run: field(line, "run").map(|r| normalise_run(&r, &epochs)),
+                reason: field(line, "reason"),
+            };
+            let kind = if let Some((_, kind)) = NOTES.iter().find(|(m, _)| text.starts_with(m)) {
+                kind
+            } else if text.starts_with("worker pool refused the action") {
+                // The sim has no `action` line for a refused job.
+                if let Some(i) = out
+                    .iter()
+                    .rposition(|s| s.kind == "action" && s.run == seen.run)
+                {
+                    out.remove(i);
+                }
+                continue;
+            } else if text == "stopping" {
+                if last && final_stop {
+                    break;
+                }
+                seen = Seen {
+                    at_us: seen.at_us,
+                    kind: String::new(),
+                    rule: None,
+                    step: None,
+                    pass: None,
+                    run: None,
+                    reason: None,
+                };
+                "restart"
+            } else if let Some((rule, step, what)) = engine_log(text) {
+                seen.rule = Some(rule);
+                seen.step = step;
+                match what {
+                    "action failed" => "action-failed",
+                    "trigger refused" => "trigger-refused",
+                    _ => continue,
+                }
+            } else {
+                continue;
+            };
+            seen.kind = kind.to_string();
+            if kind.starts_with("trigger-") {
+                seen.run = None;
+                seen.step = None;
+                seen.pass = None;
+                seen.reason = None;
+            }
+            out.push(seen);
+        }
+    }
+    out
+}
+
+/// An engine log line `rule R step S: <what>: ...` -> (R, S, what).
+fn engine_log(text: &str) -> Option<(String, Option<u32>, &str)> {
+    let rest = text.strip_prefix("rule ")?;
+    let (head, message) = rest.split_once(": ")?;
+    let (rule, step) = match head.split_once(" step ") {
+        Some((rule, step)) => (rule, Some(step.parse().ok()?)),
+        None => (head, None),
+    };
+    let what = message.split(':').next()?;
+    Some((rule.to_string(), step, what))
+}
+
+struct Report<'a> {
+    name: &'a str,
+    played: &'a Timeline,
+    want: &'a [Seen],
+    got: &'a [Seen],
+    logs: &'a [Vec<String>],
+}
+
+impl Report<'_> {
+    /// Both sides side by side, the timeline as played, the service logs.
+    fn context(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "--- simulator ({} lines)", self.want.len());
+        for seen in self.want {
+            let _ = writeln!(out, "{}", seen.text());
+        }
+        let _ = writeln!(out, "--- service ({} lines)", self.got.len());
+        for seen in self.got {
+            let _ = writeln!(out, "{}", seen.text());
+        }
+        let _ = writeln!(out, "--- timeline as played (scaled ms)");
+        for (at, entry) in schedule(self.played) {
+            let _ = writeln!(out, "{:>7.1} ms  {entry:?}", at as f64 / 1e6);
+        }
+        for (process, log) in self.logs.iter().enumerate() {
+            let _ = writeln!(out, "--- ruled log, process {process}");
+            for line in log {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        out
+    }
+
+    fn compare(&self) {
+        let first_difference = self
+            .want
+            .iter()
+            .zip(self.got)
+            .position(|(want, got)| want.key() != got.key())
+            .or((self.want.len() != self.got.len()).then(|| self.want.len().min(self.got.len())));
+        if let Some(i) = first_difference {
+            let show = |side: &[Seen]| side.get(i).map_or("(nothing)".into(), Seen::text);
+            panic!(
+                "{}: the service and the simulator differ at line {}:\n  simulator: {}\n  service:   {}\n{}",
+                self.name,
+                i + 1,
+                show(self.want),
+                show(self.got),
+                self.context()
+            );
+        }
+        for (want, got) in self.want.iter().zip(self.got) {
+            assert!(
+                (want.at_us - got.at_us).abs() <= TOLERANCE_MS * 1_000,
+                "{}: `{}` at {} in the simulator, {} in the service (tolerance {TOLERANCE_MS} ms)\n{}",
+                self.name,
+                want.key(),
+                want.text(),
+                got.text(),
+                self.context()
+            );
+        }
+    }
+}
+
+/// Every action the service logged really happened: its `LPUSH` (seen by
+/// MONITOR) or its recorder's start, as many times, each at or after the
+/// action's log time and within [`EFFECT_LAG_MS`].
+fn check_effects(report: &Report<'_>, lines: &[Line], monitor: &Monitor, t0_us: i64) {
+    // The sequences are equal: the n-th compared line of the simulator is
+    // the n-th of the service; its content (list, push, command) comes
+    // from the simulator's line, its time from the service.
+    let actions = lines
+        .iter()
+        .filter(|l| Seen::from_sim(l).is_some())
+        .zip(report.got)
+        .filter(|(line, _)| line.kind == "action");
+    let mut logged: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for (line, got) in actions {
+        let effect = match (&line.list, &line.push, &line.command) {
+            (Some(list), Some(push), _) => format!("LPUSH {list} {push}"),
+            (_, _, Some(command)) => format!("exec {command}"),
+            _ => panic!("an action with no effect: {}", line.to_text()),
+        };
+        logged
+            .entry(effect)
+            .or_default()
+            .push(got.at_us.div_euclid(1_000));
+    }
+    let mut real: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for line in monitor.lines() {
+        if let Some((at_us, args)) = monitor_command(&line) {
+            if args.len() == 3 && args[0].eq_ignore_ascii_case("LPUSH") {
+                let effect = format!("LPUSH {} {}", args[1], args[2]);
+                real.entry(effect)
+                    .or_default()
+                    .push((at_us - t0_us).div_euclid(1_000));
+            }
+        }
+    }
+    for effect in logged.keys().filter(|e| e.starts_with("exec ")) {
+        let calls = format!("{}.calls", &effect["exec ".len()..]);
+        let text = std::fs::read_to_string(&calls).unwrap_or_default();
+        let times = text
+            .lines()
+            .filter_map(|l| l.trim().parse::<i64>().ok())
+            .map(|us| (us - t0_us).div_euclid(1_000));
+        real.entry(effect.clone()).or_default().extend(times);
+    }
+    for times in logged.values_mut().chain(real.values_mut()) {
+        times.sort_unstable();
+    }
+    let mut problems = Vec::new();
+    for effect in logged.keys().chain(real.keys()).collect::<BTreeSet<_>>() {
+        let none = Vec::new();
+        let (said, done) = (
+            logged.get(effect).unwrap_or(&none),
+            real.get(effect).unwrap_or(&none),
+        );
+        let in_time = said
+            .iter()
+            .zip(done)
+            .all(|(s, d)| *d >= s - 5 && *d <= s + EFFECT_LAG_MS);
+        if said.len() != done.len() || !in_time {
+            problems.push(format!(
+                "{effect}: logged at {said:?} ms, really done at {done:?} ms"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{}: the service's logged actions and what it really did differ:\n{}\n{}",
+        report.name,
+        problems.join("\n"),
+        report.context()
+    );
+}
+
+/// A MONITOR line `1796056530.756741 [0 unix:/x.sock] "LPUSH" "k" "v"`:
+/// its time in µs and its arguments.
+fn monitor_command(line: &str) -> Option<(i64, Vec<String>)> {
+    let (stamp, rest) = line.split_once(' ')?;
+    let (secs, micros) = stamp.split_once('.')?;
+    let at_us = secs.parse::<i64>().ok()? * 1_000_000 + micros.parse::<i64>().ok()?;
+    let rest = &rest[rest.find("] ")? + 2..];
+    let mut args = Vec::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            continue;
+        }
+        let mut arg = String::new();
+        loop {
+            match chars.next()? {
+                '"' => break,
+                '\\' => arg.push(chars.next()?),
+                c => arg.push(c),
+            }
+        }
+        args.push(arg);
+    }
+    Some((at_us, args))
+}
+
+/// The records left in `extensions:pending` are the simulator's: same
+/// rule, step and pass each.
+fn check_records(report: &Report<'_>, redis: &RedisServer, sim: &BTreeMap<String, String>) {
+    assert_eq!(
+        pending_records(redis),
+        record_summary(sim.values()),
+        "{}: records left in extensions:pending\n{}",
+        report.name,
+        report.context()
+    );
+}
