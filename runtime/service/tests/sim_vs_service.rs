@@ -90,7 +90,7 @@
 mod support;
 
 use rulecore::bundle::{Action, Payload};
-use ruled_engine::sim::{self, Dur, EventEntry, Line, Timeline};
+use ruled_engine::sim::{self, Dur, EventEntry, Line, LineKind, Timeline};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -231,7 +231,7 @@ fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
                         "can-{}-{:x}-{kind}{}-{data}",
                         frame.iface, frame.id, frame.dlc
                     );
-                    // `exec`'s default timeout (DESIGN.md 3.2).
+                    // `exec`'s default timeout (docs/rules.md#step-keys).
                     (tag, 10_000_000_000)
                 }
             };
@@ -296,7 +296,7 @@ fn scale_timeline(nominal: &Timeline) -> Timeline {
 // ----------------------------------------------------------------- playing
 
 /// What the driver does at one instant, in the simulator's order at one
-/// instant (DESIGN.md 8: state, fail, restart, event), a fail window's end
+/// instant (docs/simulation.md: state, fail, restart, event), a fail window's end
 /// first (the simulator fails actions started in `[at, until)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Entry {
@@ -430,7 +430,7 @@ fn check_playable(name: &str, timeline: &Timeline, plan: &[Line], payloads: &[&P
     if timeline.action_time.is_some_and(|d| d.0 > 0) {
         let instant: Vec<_> = plan
             .iter()
-            .filter(|l| l.kind == "action" && l.action != Some("exec"))
+            .filter(|l| l.kind == LineKind::Action && l.action != Some("exec"))
             .map(Line::to_text)
             .collect();
         assert!(
@@ -444,7 +444,7 @@ fn check_playable(name: &str, timeline: &Timeline, plan: &[Line], payloads: &[&P
         let (from, until) = (fail.at.0 / 1_000_000, fail.until.map(|u| u.0 / 1_000_000));
         let clash: Vec<_> = plan
             .iter()
-            .filter(|l| l.kind == "action")
+            .filter(|l| l.kind == LineKind::Action)
             .filter(|l| l.list.as_ref().is_some_and(|list| f.lists.contains(list)))
             .filter(|l| {
                 let key = (l.rule.clone().unwrap_or_default(), l.step.unwrap_or(0));
@@ -865,7 +865,7 @@ fn planned_records(lines: &[Line], at_ns: i64) -> Vec<String> {
         .iter()
         .take_while(|l| i64::try_from(l.at_ms).expect("ms") * 1_000_000 < at_ns)
     {
-        match (line.kind, &line.run) {
+        match (line.kind.as_str(), &line.run) {
             ("record-put", Some(run)) => {
                 let record = format!(
                     "{} step {} pass {}",
@@ -949,9 +949,9 @@ impl Seen {
             step: line.step,
             pass: line.pass,
             run: line.run.clone(),
-            reason: line.reason.clone(),
+            reason: line.reason.map(|r| r.to_string()),
         };
-        match line.kind {
+        match line.kind.as_str() {
             "action" | "run-start" | "run-end" | "step-skipped" | "replay-resume"
             | "replay-drop" | "restart" => {}
             "trigger-dropped" | "trigger-queued" | "trigger-refused" | "trigger-suppressed" => {
@@ -1247,7 +1247,7 @@ fn check_effects(report: &Report<'_>, lines: &[Line], monitor: &Monitor, t0_us: 
         .iter()
         .filter(|l| Seen::from_sim(l).is_some())
         .zip(report.got)
-        .filter(|(line, _)| line.kind == "action");
+        .filter(|(line, _)| line.kind == LineKind::Action);
     let mut logged: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     for (line, got) in actions {
         let effect = match (&line.list, &line.push, &line.command) {
