@@ -19,6 +19,7 @@ Examples:
   rulec check rules/
   rulec build rules/ -o rules.bundle
   rulec dump rules.bundle
+  rulec test rules/
 
 Each command's --help shows its options and more examples."
 )]
@@ -39,6 +40,8 @@ pub enum Command {
     Schema(crate::schema::SchemaArgs),
     /// Run rules against a timeline on a virtual clock and print what happens.
     Simulate(crate::simulate::SimulateArgs),
+    /// Run the timelines with expectations under DIR/tests/ and report pass or fail.
+    Test(crate::test::TestArgs),
 }
 
 /// Where a subcommand writes: data to `out` (stdout), people-facing text and

@@ -30,5 +30,6 @@ pub mod rulefile;
 pub mod schema;
 pub mod simulate;
 pub mod span;
+pub mod test;
 pub mod validate;
 pub mod when;

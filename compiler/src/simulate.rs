@@ -68,7 +68,10 @@ pub enum SimFormat {
 /// Loads rules from a directory or one `*.toml` rule file (compiled in
 /// memory, as `rulec check` reads them), or from a bundle file.
 /// `Err(exit)` after the problem was printed.
-fn load(path: &Path, console: &mut Console<'_>) -> io::Result<Result<Payload, Exit>> {
+pub(crate) fn load_rules(
+    path: &Path,
+    console: &mut Console<'_>,
+) -> io::Result<Result<Payload, Exit>> {
     let rule_file = path.extension().is_some_and(|ext| ext == "toml");
     if path.is_dir() || rule_file {
         let report = match check_and_print(path, false, Format::Text, console)? {
@@ -101,12 +104,12 @@ fn load(path: &Path, console: &mut Console<'_>) -> io::Result<Result<Payload, Ex
 
 /// Runs `rulec simulate`.
 pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let payload = match load(&args.input, console)? {
+    let payload = match load_rules(&args.input, console)? {
         Ok(payload) => payload,
         Err(exit) => return Ok(exit),
     };
     let after = match &args.bundle_after_restart {
-        Some(path) => match load(path, console)? {
+        Some(path) => match load_rules(path, console)? {
             Ok(payload) => Some(Arc::new(payload)),
             Err(exit) => return Ok(exit),
         },
