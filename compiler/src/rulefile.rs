@@ -136,7 +136,10 @@ fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Dia
 fn respell(table: &mut DeTable<'_>, level: Level) {
     let names = keys::names(level);
     let entries: Vec<_> = std::mem::take(table).into_iter().collect();
-    let present: Vec<String> = entries.iter().map(|(k, _)| k.get_ref().to_string()).collect();
+    let present: Vec<String> = entries
+        .iter()
+        .map(|(k, _)| k.get_ref().to_string())
+        .collect();
     for (key, mut value) in entries {
         let key = match did_you_mean(key.get_ref(), &names) {
             Some(close)
