@@ -20,6 +20,7 @@ Examples:
   rulec build rules/ -o rules.bundle
   rulec dump rules.bundle
   rulec test rules/
+  rulec diff deployed.bundle rules/ --deny-drops
 
 Each command's --help shows its options and more examples."
 )]
@@ -40,6 +41,8 @@ pub enum Command {
     Schema(crate::schema::SchemaArgs),
     /// Run rules against a timeline on a virtual clock and print what happens.
     Simulate(crate::simulate::SimulateArgs),
+    /// Compare two rule sets: what changed, and which waiting steps a deploy would drop.
+    Diff(crate::diff::DiffArgs),
     /// Run the timelines with expectations under DIR/tests/ and report pass or fail.
     Test(crate::test::TestArgs),
 }

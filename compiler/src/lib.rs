@@ -23,6 +23,7 @@ pub mod build;
 pub mod check;
 pub mod cli;
 pub mod diagnostic;
+pub mod diff;
 pub mod dump;
 pub mod keys;
 pub mod load;

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => rulec::dump::run(&args, &mut console),
         Command::Schema(args) => rulec::schema::run(&args, &mut console),
         Command::Simulate(args) => rulec::simulate::run(&args, &mut console),
+        Command::Diff(args) => rulec::diff::run(&args, &mut console),
         Command::Test(args) => rulec::test::run(&args, &mut console),
     };
     match result {
