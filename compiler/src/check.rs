@@ -223,12 +223,14 @@ pub fn shown_path(dir: &Path, name: &str) -> String {
     dir.join(name).display().to_string()
 }
 
-/// The report's diagnostics and files with every file named by
-/// [`shown_path`].
-fn shown(report: &CheckReport, dir: &Path) -> (Vec<Diagnostic>, Vec<SourceFile>) {
+/// Diagnostics and files with every file named by [`shown_path`].
+pub(crate) fn shown(
+    diagnostics: &[Diagnostic],
+    files: &[SourceFile],
+    dir: &Path,
+) -> (Vec<Diagnostic>, Vec<SourceFile>) {
     let rename = |name: &str| shown_path(dir, name);
-    let diagnostics = report
-        .diagnostics
+    let diagnostics = diagnostics
         .iter()
         .cloned()
         .map(|mut diagnostic| {
@@ -239,8 +241,7 @@ fn shown(report: &CheckReport, dir: &Path) -> (Vec<Diagnostic>, Vec<SourceFile>)
             diagnostic
         })
         .collect();
-    let files = report
-        .files
+    let files = files
         .iter()
         .map(|file| SourceFile {
             name: rename(&file.name),
@@ -257,7 +258,7 @@ fn print_report(
     format: Format,
     console: &mut Console<'_>,
 ) -> io::Result<()> {
-    let (diagnostics, files) = shown(report, dir);
+    let (diagnostics, files) = shown(&report.diagnostics, &report.files, dir);
     match format {
         Format::Text => {
             let text = render_text(&diagnostics, &files, console.style);

@@ -21,6 +21,7 @@ Examples:
   rulec dump rules.bundle
   rulec test rules/
   rulec diff deployed.bundle rules/ --deny-drops
+  rulec fix rules/ --dry-run
 
 Each command's --help shows its options and more examples."
 )]
@@ -43,6 +44,8 @@ pub enum Command {
     Simulate(crate::simulate::SimulateArgs),
     /// Compare two rule sets: what changed, and which waiting steps a deploy would drop.
     Diff(crate::diff::DiffArgs),
+    /// Rewrite `when` written for the Go event-service into this language, in place.
+    Fix(crate::fix::FixArgs),
     /// Run the timelines with expectations under DIR/tests/ and report pass or fail.
     Test(crate::test::TestArgs),
 }

@@ -25,6 +25,7 @@ pub mod cli;
 pub mod diagnostic;
 pub mod diff;
 pub mod dump;
+pub mod fix;
 pub mod keys;
 pub mod load;
 pub mod rulefile;

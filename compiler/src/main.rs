@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Command::Schema(args) => rulec::schema::run(&args, &mut console),
         Command::Simulate(args) => rulec::simulate::run(&args, &mut console),
         Command::Diff(args) => rulec::diff::run(&args, &mut console),
+        Command::Fix(args) => rulec::fix::run(&args, &mut console),
         Command::Test(args) => rulec::test::run(&args, &mut console),
     };
     match result {
