@@ -586,4 +586,15 @@ fn evaluation_errors_are_eval_error_lines() {
     // Exactly one `end` line, the last.
     assert_eq!(lines.iter().filter(|l| l["kind"] == "end").count(), 1);
     assert_eq!(lines.last().unwrap()["kind"], "end");
+    // With --explain, each is also a non-fire with reason `when-error`.
+    let explained = json_lines("fixtures/rules", "charger-log", &["--explain".as_ref()]);
+    let reasons: Vec<&str> = explained
+        .iter()
+        .filter(|l| l["kind"] == "non-fire")
+        .map(|l| l["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["when-error", "when-error", "queued", "when-error", "queued"]
+    );
 }
