@@ -18,6 +18,9 @@
 //! 4. [`dump`] prints a bundle, [`simulate`] replays a timeline against one
 //!    on the runtime's engine, [`schema`] prints the rule file JSON Schema;
 //!    [`cli`] holds the flags they share.
+//! 5. The tools for authors and CI: [`test`] checks timelines' expectations,
+//!    [`diff`] compares two rule sets for a deploy, [`fix`] rewrites `when`
+//!    written for the Go event-service.
 
 pub mod build;
 pub mod check;

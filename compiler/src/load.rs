@@ -42,7 +42,7 @@ pub struct Skipped {
     pub why: SkipReason,
 }
 
-/// Why an entry is not a rule file (docs/rules.md#rule-files).
+/// Why an entry is not a rule file (docs/rules.md#the-rules-directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SkipReason {
     /// Rule files are read from the directory itself, not from sub-folders.
