@@ -122,15 +122,15 @@ struct FileFix {
     diagnostics: Vec<Diagnostic>,
 }
 
+/// A file range and the text that replaces it.
+type Replacement = (Range<usize>, String);
+
+/// A file range that cannot be rewritten, and what it is.
+type Unfixed = (Range<usize>, &'static str);
+
 /// The file replacements for one `when` string, and the file ranges of
 /// what cannot be rewritten.
-fn string_fix(
-    file_text: &str,
-    when: &WhenString,
-) -> (
-    Vec<(Range<usize>, String)>,
-    Vec<(Range<usize>, &'static str)>,
-) {
+fn string_fix(file_text: &str, when: &WhenString) -> (Vec<Replacement>, Vec<Unfixed>) {
     let result = rewrite(&when.decoded);
     let map = StringMap::new(file_text, when.span.clone(), &when.decoded);
     if !map.is_exact() || (result.edits.is_empty() && result.unrewritable.is_empty()) {
