@@ -175,20 +175,9 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
             continue;
         }
         let name = entry.file_name().to_string_lossy().into_owned();
-        let why = if path.is_dir() {
-            if name == TESTS_FOLDER {
-                continue;
-            }
-            SkipReason::SubFolder
-        } else if path
-            .extension()
-            .is_some_and(|ext| ext.eq_ignore_ascii_case("toml"))
-        {
-            SkipReason::ExtensionCase
-        } else {
-            SkipReason::NotToml
-        };
-        skipped.push(Skipped { name, why });
+        if let Some(why) = skip_reason(&path, &name) {
+            skipped.push(Skipped { name, why });
+        }
     }
     skipped.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     // Byte-wise order of the file names, independent of locale and of the
@@ -203,6 +192,24 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
         read_file(&mut loaded, file_name.to_string_lossy().into_owned(), &path)?;
     }
     Ok(loaded)
+}
+
+/// Why a directory entry that is not a rule file is skipped; `None` for
+/// one skipped without a note (the `tests/` folder of `rulec test`).
+fn skip_reason(path: &Path, name: &str) -> Option<SkipReason> {
+    Some(if path.is_dir() {
+        if name == TESTS_FOLDER {
+            return None;
+        }
+        SkipReason::SubFolder
+    } else if path
+        .extension()
+        .is_some_and(|ext| ext.eq_ignore_ascii_case("toml"))
+    {
+        SkipReason::ExtensionCase
+    } else {
+        SkipReason::NotToml
+    })
 }
 
 /// Reads one rule file into `loaded`; a file that is not UTF-8 becomes a
