@@ -47,7 +47,7 @@ pub enum Command {
     /// Rewrite `when` written for the Go event-service into this language, in place.
     Fix(crate::fix::FixArgs),
     /// Run the timelines with expectations under DIR/tests/ and report pass or fail.
-    Test(crate::test::TestArgs),
+    Test(crate::rule_test::TestArgs),
 }
 
 /// Where a subcommand writes: data to `out` (stdout), people-facing text and

@@ -31,7 +31,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => rulec::simulate::run(&args, &mut console),
         Command::Diff(args) => rulec::diff::run(&args, &mut console),
         Command::Fix(args) => rulec::fix::run(&args, &mut console),
-        Command::Test(args) => rulec::test::run(&args, &mut console),
+        Command::Test(args) => rulec::rule_test::run(&args, &mut console),
     };
     match result {
         Ok(exit) => exit.into(),
