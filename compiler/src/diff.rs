@@ -5,6 +5,7 @@
 //! apply (docs/semantics.md#durability-and-replay). With `--pending`, the
 //! actual records.
 
+use crate::check::plural;
 use crate::cli::{Console, Exit};
 use crate::dump::rule_text;
 use crate::simulate::load_rules;
@@ -374,9 +375,8 @@ pub fn run(args: &DiffArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     if args.deny_drops && !diff.drops.is_empty() {
         writeln!(
             console.err,
-            "error: the deploy would drop {} waiting step{} (--deny-drops)",
-            diff.drops.len(),
-            if diff.drops.len() == 1 { "" } else { "s" }
+            "error: the deploy would drop {} (--deny-drops)",
+            plural(diff.drops.len(), "waiting step")
         )?;
         return Ok(Exit::Failure);
     }

@@ -8,7 +8,7 @@ mod rewrite;
 
 pub use rewrite::{rewrite, Edit, Rewrite, Unrewritable};
 
-use crate::check::{shown, shown_path};
+use crate::check::{plural, shown, shown_path};
 use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text, Code, Diagnostic, Severity};
 use crate::load::{load_dir, SourceFile};
@@ -304,10 +304,10 @@ pub fn run(args: &FixArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     let written = if args.dry_run { "would fix" } else { "fixed" };
     writeln!(
         console.err,
-        "{written} {strings} `when` string{} in {files} file{}; {errors} error{} left",
-        if strings == 1 { "" } else { "s" },
-        if files == 1 { "" } else { "s" },
-        if errors == 1 { "" } else { "s" },
+        "{written} {} in {}; {} left",
+        plural(strings, "`when` string"),
+        plural(files, "file"),
+        plural(errors, "error"),
     )?;
     Ok(if errors > 0 {
         Exit::Failure

@@ -7,6 +7,7 @@ mod junit;
 
 pub use expect::{ExpectError, Expectation, When};
 
+use crate::check::plural;
 use crate::cli::{Console, Exit};
 use crate::simulate::load_rules;
 use ruled_engine::sim::{parse, simulate_with, Options};
@@ -315,10 +316,9 @@ fn print_text(result: &TestResult, console: &mut Console<'_>) -> io::Result<()> 
     match &result.outcome {
         Outcome::Pass => writeln!(
             console.out,
-            "pass  {} ({} expectation{})",
+            "pass  {} ({})",
             result.file,
-            result.expectations,
-            if result.expectations == 1 { "" } else { "s" }
+            plural(result.expectations, "expectation")
         ),
         Outcome::Fail { .. } => {
             writeln!(console.out, "FAIL  {}", result.file)?;
