@@ -10,8 +10,10 @@ pub use expect::{ExpectError, Expectation, When};
 use crate::check::plural;
 use crate::cli::{Console, Exit};
 use crate::simulate::load_rules;
+use rulecore::bundle::Payload;
 use ruled_engine::sim::{parse, simulate_with, Options};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -141,10 +143,15 @@ fn plan(args: &TestArgs) -> Result<Vec<(PathBuf, PathBuf)>, String> {
         .collect()
 }
 
+/// Rule sets by path, each loaded (and its diagnostics printed) once;
+/// `None`: it does not build.
+type Loaded = HashMap<PathBuf, Option<Arc<Payload>>>;
+
 /// Runs one test file: `None` when it carries no expectations.
 fn run_file(
     file: &Path,
     rules: &Path,
+    loaded: &mut Loaded,
     console: &mut Console<'_>,
 ) -> io::Result<Option<TestResult>> {
     let name = file.display().to_string();
@@ -177,17 +184,18 @@ fn run_file(
         Ok(timeline) => timeline,
         Err(e) => return Ok(error(e.to_string())),
     };
-    let payload = match load_rules(rules, console)? {
-        Ok(payload) => payload,
-        Err(_) => {
-            return Ok(error(format!(
-                "the rules in {} do not build",
-                rules.display()
-            )))
-        }
+    if !loaded.contains_key(rules) {
+        let payload = load_rules(rules, console)?.ok().map(Arc::new);
+        loaded.insert(rules.to_path_buf(), payload);
+    }
+    let Some(Some(payload)) = loaded.get(rules) else {
+        return Ok(error(format!(
+            "the rules in {} do not build",
+            rules.display()
+        )));
     };
     let options = Options { explain: true };
-    let outcome = match simulate_with(Arc::new(payload), &timeline, None, options) {
+    let outcome = match simulate_with(Arc::clone(payload), &timeline, None, options) {
         Ok(outcome) => outcome,
         Err(e) => return Ok(error(e.to_string())),
     };
@@ -244,8 +252,9 @@ pub fn run(args: &TestArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         }
     };
     let mut results = Vec::new();
+    let mut loaded = Loaded::new();
     for (file, rules) in &plan {
-        match run_file(file, rules, console)? {
+        match run_file(file, rules, &mut loaded, console)? {
             Some(result) => results.push(result),
             None => writeln!(
                 console.err,

@@ -254,3 +254,20 @@ fn help_has_an_example() {
     assert!(help.contains("rulec test fixtures/rules"), "{help}");
     assert!(help.contains("[[expect-none]]"), "{help}");
 }
+
+/// Rules that do not build: every test errs, and their diagnostics are
+/// printed once, not once per test.
+#[test]
+fn rules_that_do_not_build_are_reported_once() {
+    let dir = rules_with_test("wrong", WRONG_OFF);
+    std::fs::write(
+        dir.path().join("rules/90-bad.toml"),
+        "[[rule]]\nname = \"bad\"\non = [\"x\"]\nwhen = 'speed > 5'\n[[rule.step]]\ndo = \"redis\"\nlist = \"l\"\npush = \"p\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = rulec_test(dir.path(), &["rules"]);
+    assert_eq!(code, 1);
+    assert_eq!(out.matches("ERROR").count(), 11, "{out}");
+    assert!(out.contains("  the rules in rules do not build\n"), "{out}");
+    assert_eq!(err.matches("rulec::when::unknown-name").count(), 1, "{err}");
+}
