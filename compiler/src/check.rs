@@ -213,12 +213,11 @@ pub fn run(args: &CheckArgs, console: &mut Console<'_>) -> io::Result<Exit> {
 /// given; so that terminals and editors can open it. Inside the bundle a
 /// rule's `source` stays the bare file name.
 pub fn shown_path(dir: &Path, name: &str) -> String {
-    if dir.is_file() || dir.as_os_str() == "." {
-        return if dir.is_file() {
-            dir.display().to_string()
-        } else {
-            name.to_string()
-        };
+    if dir.is_file() {
+        return dir.display().to_string();
+    }
+    if dir.as_os_str() == "." {
+        return name.to_string();
     }
     dir.join(name).display().to_string()
 }

@@ -136,7 +136,7 @@ fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Dia
 fn respell(table: &mut DeTable<'_>, level: Level) {
     let names = keys::names(level);
     let entries: Vec<_> = std::mem::take(table).into_iter().collect();
-    let present: Vec<String> = entries
+    let mut present: Vec<String> = entries
         .iter()
         .map(|(k, _)| k.get_ref().to_string())
         .collect();
@@ -146,6 +146,8 @@ fn respell(table: &mut DeTable<'_>, level: Level) {
                 if keys::find(level, key.get_ref()).is_none()
                     && !present.iter().any(|p| p == close) =>
             {
+                // Two misspellings of one key: only the first is read as it.
+                present.push(close.to_string());
                 Spanned::new(key.span(), std::borrow::Cow::Owned(close.to_string()))
             }
             _ => key,
