@@ -29,9 +29,12 @@ Examples:
 Prints the bundle id on stdout and a summary on stderr; with --format json
 the id is a JSON line {\"bundle\": ID, \"rules\": N, ...} after the
 diagnostics. With --deny-warnings a warning is an error and rejects its rule.
-A missing directory holds no rules: the bundle is written empty, with a note.
+A path that does not exist is an error (a deployed empty bundle would
+remove every rule); --allow-empty writes an empty bundle for it instead.
+Entries of the directory that are not rule files (sub-folders, other
+extensions, *.TOML, *.toml.bak) are listed as notes.
 Exit status: 0 written, 1 errors in the rules (nothing written, unless
---partial), 2 usage or I/O error.")]
+--partial), 2 usage or I/O error (also a missing path).")]
 pub struct BuildArgs {
     /// The rules directory (its `*.toml` files, not recursive), or one rule file.
     pub dir: PathBuf,
@@ -47,6 +50,10 @@ pub struct BuildArgs {
     /// How to print diagnostics.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Write an empty bundle when the rules path does not exist (instead
+    /// of failing with exit 2).
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
 /// The compiler version written into every bundle.
@@ -161,10 +168,21 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         Ok(report) => report,
         Err(exit) => return Ok(exit),
     };
+    if report.missing_dir && !args.allow_empty {
+        // A misspelt path must not become a bundle that, deployed, removes
+        // every rule (docs/rulec.md#rulec-build).
+        writeln!(
+            console.err,
+            "error: {} does not exist: nothing written (use --allow-empty to write a bundle \
+             with no rules)",
+            args.dir.display()
+        )?;
+        return Ok(Exit::Usage);
+    }
     if report.missing_dir {
         writeln!(
             console.err,
-            "note: {} does not exist: the bundle has no rules",
+            "note: {} does not exist: the bundle has no rules (--allow-empty)",
             args.dir.display()
         )?;
     }

@@ -66,6 +66,8 @@ pub struct CheckReport {
     pub rules_read: usize,
     /// The directory does not exist (no rules: not an error).
     pub missing_dir: bool,
+    /// Directory entries that are not rule files, for notes.
+    pub skipped: Vec<crate::load::Skipped>,
     /// The rules that survived, in bundle order.
     pub rules: Vec<CheckedRule>,
     pub diagnostics: Vec<Diagnostic>,
@@ -147,6 +149,7 @@ fn check_dir_with(dir: &Path, deny_warnings: bool) -> Result<CheckReport, LoadEr
         files: loaded.files,
         rules_read: validated.rules_read,
         missing_dir: loaded.missing,
+        skipped: loaded.skipped,
         rules: validated.rules,
         diagnostics,
         denied_warnings: validated.denied_warnings,
@@ -176,7 +179,10 @@ pub(crate) fn check_and_print(
             return Ok(Err(Exit::Usage));
         }
     };
-    print_report(&report, format, console)?;
+    print_report(&report, dir, format, console)?;
+    for skipped in &report.skipped {
+        writeln!(console.err, "note: {}: {skipped}", dir.display())?;
+    }
     Ok(Ok(report))
 }
 
@@ -201,16 +207,65 @@ pub fn run(args: &CheckArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     })
 }
 
+/// How a rule file is named in diagnostics (docs/rulec.md#file-names):
+/// relative to the current directory, as the command line gave its
+/// directory (`some/dir/b.toml` for `rulec check some/dir`), or the file as
+/// given; so that terminals and editors can open it. Inside the bundle a
+/// rule's `source` stays the bare file name.
+pub fn shown_path(dir: &Path, name: &str) -> String {
+    if dir.is_file() {
+        return dir.display().to_string();
+    }
+    if dir.as_os_str() == "." {
+        return name.to_string();
+    }
+    dir.join(name).display().to_string()
+}
+
+/// Diagnostics and files with every file named by [`shown_path`].
+pub(crate) fn shown(
+    diagnostics: &[Diagnostic],
+    files: &[SourceFile],
+    dir: &Path,
+) -> (Vec<Diagnostic>, Vec<SourceFile>) {
+    let rename = |name: &str| shown_path(dir, name);
+    let diagnostics = diagnostics
+        .iter()
+        .cloned()
+        .map(|mut diagnostic| {
+            diagnostic.file = diagnostic.file.as_deref().map(rename);
+            for related in &mut diagnostic.related {
+                related.file = rename(&related.file);
+            }
+            diagnostic
+        })
+        .collect();
+    let files = files
+        .iter()
+        .map(|file| SourceFile {
+            name: rename(&file.name),
+            text: file.text.clone(),
+        })
+        .collect();
+    (diagnostics, files)
+}
+
 /// Prints the diagnostics in `format` (not the summary).
-fn print_report(report: &CheckReport, format: Format, console: &mut Console<'_>) -> io::Result<()> {
+fn print_report(
+    report: &CheckReport,
+    dir: &Path,
+    format: Format,
+    console: &mut Console<'_>,
+) -> io::Result<()> {
+    let (diagnostics, files) = shown(&report.diagnostics, &report.files, dir);
     match format {
         Format::Text => {
-            let text = render_text(&report.diagnostics, &report.files, console.style);
+            let text = render_text(&diagnostics, &files, console.style);
             console.err.write_all(text.as_bytes())
         }
         Format::Json => {
-            for diagnostic in &report.diagnostics {
-                let line = to_json(diagnostic, &report.files);
+            for diagnostic in &diagnostics {
+                let line = to_json(diagnostic, &files);
                 writeln!(console.out, "{line}")?;
             }
             Ok(())

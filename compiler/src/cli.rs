@@ -19,6 +19,9 @@ Examples:
   rulec check rules/
   rulec build rules/ -o rules.bundle
   rulec dump rules.bundle
+  rulec test rules/
+  rulec diff deployed.bundle rules/ --deny-drops
+  rulec fix rules/ --dry-run
 
 Each command's --help shows its options and more examples."
 )]
@@ -39,6 +42,12 @@ pub enum Command {
     Schema(crate::schema::SchemaArgs),
     /// Run rules against a timeline on a virtual clock and print what happens.
     Simulate(crate::simulate::SimulateArgs),
+    /// Compare two rule sets: what changed, and which waiting steps a deploy would drop.
+    Diff(crate::diff::DiffArgs),
+    /// Rewrite `when` written for the Go event-service into this language, in place.
+    Fix(crate::fix::FixArgs),
+    /// Run the timelines with expectations under DIR/tests/ and report pass or fail.
+    Test(crate::rule_test::TestArgs),
 }
 
 /// Where a subcommand writes: data to `out` (stdout), people-facing text and

@@ -382,6 +382,15 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
     Ok(())
 }
 
+/// One rule's part of the stable text form (for `rulec diff`, which
+/// compares rules key by key as `dump` shows them).
+pub fn rule_text(rule: &Rule, payload: &Payload) -> String {
+    let mut text = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_rule(&mut text, rule, payload);
+    text
+}
+
 /// The stable text form.
 pub fn render_text(bundle: &Bundle) -> String {
     TextDump(bundle).to_string()

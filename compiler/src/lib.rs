@@ -18,14 +18,21 @@
 //! 4. [`dump`] prints a bundle, [`simulate`] replays a timeline against one
 //!    on the runtime's engine, [`schema`] prints the rule file JSON Schema;
 //!    [`cli`] holds the flags they share.
+//! 5. The tools for authors and CI: [`rule_test`] (`rulec test`) checks
+//!    timelines' expectations,
+//!    [`diff`] compares two rule sets for a deploy, [`fix`] rewrites `when`
+//!    written for the Go event-service.
 
 pub mod build;
 pub mod check;
 pub mod cli;
 pub mod diagnostic;
+pub mod diff;
 pub mod dump;
+pub mod fix;
 pub mod keys;
 pub mod load;
+pub mod rule_test;
 pub mod rulefile;
 pub mod schema;
 pub mod simulate;

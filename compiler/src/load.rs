@@ -1,5 +1,6 @@
 //! Reading a rules directory (docs/rules.md): its `*.toml` files, not
-//! recursive, other files ignored, in byte-wise file name order. A missing
+//! recursive, in byte-wise file name order; other entries are listed as
+//! skipped (except hidden ones and the `tests/` folder of `rulec test`). A missing
 //! directory holds no rules (a normal state); an unreadable one is an error.
 //! A `*.toml` entry that cannot be read (a dangling link, no permission) is
 //! an error too, never skipped: a rule must not vanish from the bundle
@@ -28,7 +29,55 @@ pub struct Loaded {
     pub diagnostics: Vec<Diagnostic>,
     /// The directory does not exist.
     pub missing: bool,
+    /// Entries of the directory that are not read, and why: listed as
+    /// notes so that no rule file is left out without a word.
+    pub skipped: Vec<Skipped>,
 }
+
+/// A directory entry `load_dir` did not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The entry's name in the directory.
+    pub name: String,
+    pub why: SkipReason,
+}
+
+/// Why an entry is not a rule file (docs/rules.md#the-rules-directory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// Rule files are read from the directory itself, not from sub-folders.
+    SubFolder,
+    /// `.TOML`, `.Toml`: the extension is matched exactly.
+    ExtensionCase,
+    /// Any other name: `*.toml.bak`, `*.md`, `README`.
+    NotToml,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.why {
+            SkipReason::SubFolder => write!(
+                f,
+                "{}/ is a sub-folder: rule files are read from the directory itself, not recursively",
+                self.name
+            ),
+            SkipReason::ExtensionCase => write!(
+                f,
+                "{} is not read: only names ending in `.toml` (lower case) are rule files",
+                self.name
+            ),
+            SkipReason::NotToml => write!(
+                f,
+                "{} is not read: it does not end in `.toml`",
+                self.name
+            ),
+        }
+    }
+}
+
+/// The sub-folder `rulec test` reads its timelines from: not a skipped
+/// rule folder, so not noted.
+pub const TESTS_FOLDER: &str = "tests";
 
 /// A rules directory or file that could not be read at all (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +152,7 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
         source,
     };
     let mut paths = Vec::new();
+    let mut skipped = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(directory_error)? {
         let entry = entry.map_err(directory_error)?;
         let path = entry.path();
@@ -122,17 +172,44 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
         // a directory named `*.toml` is not a rule file.
         if is_toml && !path.is_dir() {
             paths.push((entry.file_name(), path));
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(why) = skip_reason(&path, &name) {
+            skipped.push(Skipped { name, why });
         }
     }
+    skipped.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     // Byte-wise order of the file names, independent of locale and of the
     // order the file system lists them in.
     paths.sort_by(|a, b| a.0.as_encoded_bytes().cmp(b.0.as_encoded_bytes()));
 
-    let mut loaded = Loaded::default();
+    let mut loaded = Loaded {
+        skipped,
+        ..Loaded::default()
+    };
     for (file_name, path) in paths {
         read_file(&mut loaded, file_name.to_string_lossy().into_owned(), &path)?;
     }
     Ok(loaded)
+}
+
+/// Why a directory entry that is not a rule file is skipped; `None` for
+/// one skipped without a note (the `tests/` folder of `rulec test`).
+fn skip_reason(path: &Path, name: &str) -> Option<SkipReason> {
+    Some(if path.is_dir() {
+        if name == TESTS_FOLDER {
+            return None;
+        }
+        SkipReason::SubFolder
+    } else if path
+        .extension()
+        .is_some_and(|ext| ext.eq_ignore_ascii_case("toml"))
+    {
+        SkipReason::ExtensionCase
+    } else {
+        SkipReason::NotToml
+    })
 }
 
 /// Reads one rule file into `loaded`; a file that is not UTF-8 becomes a

@@ -29,6 +29,9 @@ fn main() -> ExitCode {
         Command::Dump(args) => rulec::dump::run(&args, &mut console),
         Command::Schema(args) => rulec::schema::run(&args, &mut console),
         Command::Simulate(args) => rulec::simulate::run(&args, &mut console),
+        Command::Diff(args) => rulec::diff::run(&args, &mut console),
+        Command::Fix(args) => rulec::fix::run(&args, &mut console),
+        Command::Test(args) => rulec::rule_test::run(&args, &mut console),
     };
     match result {
         Ok(exit) => exit.into(),

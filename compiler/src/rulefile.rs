@@ -32,9 +32,23 @@ pub struct RawRule<'i> {
 
 /// Parses one file. `Err` holds the diagnostics that reject the whole file.
 pub fn parse(file: &SourceFile) -> Result<Vec<RawRule<'_>>, Vec<Diagnostic>> {
+    let (rules, problems) = parse_all(file);
+    if problems.is_empty() {
+        Ok(rules)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Parses one file: every rule table found, and the diagnostics that
+/// reject the whole file (empty when it is sound). A file rejected for an
+/// unknown key still yields its rule tables, so that their other problems
+/// are reported in the same run (docs/rules.md#errors-and-warnings); after
+/// a TOML syntax error there are none.
+pub fn parse_all(file: &SourceFile) -> (Vec<RawRule<'_>>, Vec<Diagnostic>) {
     let document = match DeTable::parse(&file.text) {
         Ok(document) => document,
-        Err(error) => return Err(vec![syntax_error(file, &error)]),
+        Err(error) => return (Vec::new(), vec![syntax_error(file, &error)]),
     };
     let mut problems = Vec::new();
     let mut rules = Vec::new();
@@ -76,19 +90,16 @@ pub fn parse(file: &SourceFile) -> Result<Vec<RawRule<'_>>, Vec<Diagnostic>> {
             for problem in &mut rule_problems {
                 problem.rule = name.map(str::to_string);
             }
+            let misspelt = !rule_problems.is_empty();
             problems.append(&mut rule_problems);
-            rules.push(RawRule {
-                index,
-                span,
-                table: table.clone(),
-            });
+            let mut table = table.clone();
+            if misspelt {
+                respell(&mut table, Level::Rule);
+            }
+            rules.push(RawRule { index, span, table });
         }
     }
-    if problems.is_empty() {
-        Ok(rules)
-    } else {
-        Err(problems)
-    }
+    (rules, problems)
 }
 
 /// Unknown keys in a rule and, through the key table, in its sub-tables
@@ -115,6 +126,46 @@ fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Dia
             }
             _ => {}
         }
+    }
+}
+
+/// In a file rejected for unknown keys, a misspelt key with one close
+/// spelling that its table lacks is read under that spelling, so that the
+/// rule's other problems are reported in the same run and `evry = "10s"`
+/// does not also make "`repeat` needs `every`" (docs/rules.md#errors-and-warnings).
+fn respell(table: &mut DeTable<'_>, level: Level) {
+    let names = keys::names(level);
+    let entries: Vec<_> = std::mem::take(table).into_iter().collect();
+    let mut present: Vec<String> = entries
+        .iter()
+        .map(|(k, _)| k.get_ref().to_string())
+        .collect();
+    for (key, mut value) in entries {
+        let key = match did_you_mean(key.get_ref(), &names) {
+            Some(close)
+                if keys::find(level, key.get_ref()).is_none()
+                    && !present.iter().any(|p| p == close) =>
+            {
+                // Two misspellings of one key: only the first is read as it.
+                present.push(close.to_string());
+                Spanned::new(key.span(), std::borrow::Cow::Owned(close.to_string()))
+            }
+            _ => key,
+        };
+        if let Some(known) = keys::find(level, key.get_ref()) {
+            match (known.ty, value.get_mut()) {
+                (Ty::Table(sub), DeValue::Table(inner)) => respell(inner, sub),
+                (Ty::Tables { level: sub, .. }, DeValue::Array(items)) => {
+                    for item in items.iter_mut() {
+                        if let DeValue::Table(inner) = item.get_mut() {
+                            respell(inner, sub);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        table.insert(key, value);
     }
 }
 

@@ -7,7 +7,7 @@ use crate::check::{check_and_print, Format};
 use crate::cli::{Console, Exit};
 use rulecore::bundle::Payload;
 use rulecore::codec::{self, BundleError};
-use ruled_engine::sim::{parse, simulate, TimelineError};
+use ruled_engine::sim::{parse, simulate_with, Options, TimelineError};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use std::sync::Arc;
 Examples:
   rulec simulate rules/ --timeline fixtures/timelines/hazards.toml
   rulec simulate rules.bundle --timeline t.toml --bundle-after-restart new.bundle --format json
+  rulec simulate rules/ --timeline t.toml --explain
 
 A timeline lists entries at virtual times since the start; actions are
 recorded, never performed:
@@ -32,7 +33,9 @@ recorded, never performed:
 Also [[state]] (hash, field, value), [[fail]] (rule, step, until),
 [[clock]] (jump), and the settings end, replay-window, workers, queue,
 action-time. The format and every output line are described in
-docs/simulation.md.
+docs/simulation.md. A `when` that fails to evaluate prints an `eval-error`
+line; the last line, `end`, lists the runs still waiting and the rules
+still holding a debounced event.
 
 Exit status: 0 simulated, 1 bad rules, bundle or timeline, 2 usage or I/O
 error.")]
@@ -49,6 +52,11 @@ pub struct SimulateArgs {
     /// `text` (one line each) or `json` (one object per line).
     #[arg(long, value_enum, default_value_t = SimFormat::Text)]
     pub format: SimFormat,
+    /// Add a `non-fire` line for every trigger that did not start a run,
+    /// with the reason (when-false, when-error, debounce-held,
+    /// debounce-reset, cooldown, dropped, queued, refused, rule-disabled).
+    #[arg(long)]
+    pub explain: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -60,7 +68,10 @@ pub enum SimFormat {
 /// Loads rules from a directory or one `*.toml` rule file (compiled in
 /// memory, as `rulec check` reads them), or from a bundle file.
 /// `Err(exit)` after the problem was printed.
-fn load(path: &Path, console: &mut Console<'_>) -> io::Result<Result<Payload, Exit>> {
+pub(crate) fn load_rules(
+    path: &Path,
+    console: &mut Console<'_>,
+) -> io::Result<Result<Payload, Exit>> {
     let rule_file = path.extension().is_some_and(|ext| ext == "toml");
     if path.is_dir() || rule_file {
         let report = match check_and_print(path, false, Format::Text, console)? {
@@ -93,12 +104,12 @@ fn load(path: &Path, console: &mut Console<'_>) -> io::Result<Result<Payload, Ex
 
 /// Runs `rulec simulate`.
 pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let payload = match load(&args.input, console)? {
+    let payload = match load_rules(&args.input, console)? {
         Ok(payload) => payload,
         Err(exit) => return Ok(exit),
     };
     let after = match &args.bundle_after_restart {
-        Some(path) => match load(path, console)? {
+        Some(path) => match load_rules(path, console)? {
             Ok(payload) => Some(Arc::new(payload)),
             Err(exit) => return Ok(exit),
         },
@@ -115,22 +126,25 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
             return Ok(Exit::Usage);
         }
     };
-    let outcome =
-        match parse(&text).and_then(|timeline| simulate(Arc::new(payload), &timeline, after)) {
-            Ok(outcome) => outcome,
-            Err(error) => {
-                report_timeline_error(&args.timeline, &error, console)?;
-                return Ok(Exit::Failure);
-            }
-        };
+    let options = Options {
+        explain: args.explain,
+    };
+    let outcome = match parse(&text)
+        .and_then(|timeline| simulate_with(Arc::new(payload), &timeline, after, options))
+    {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            report_timeline_error(&args.timeline, &error, console)?;
+            return Ok(Exit::Failure);
+        }
+    };
     for line in &outcome.lines {
         match args.format {
             SimFormat::Text => writeln!(console.out, "{}", line.to_text())?,
             SimFormat::Json => writeln!(console.out, "{}", line.to_json())?,
         }
     }
-    // What the service would log (evaluation errors, refusals, replay
-    // removals), for people: on stderr, never mixed into the data.
+    // What the service would log (refusals, replay removals), for people: on stderr, never mixed into the data.
     for (at_ms, log) in &outcome.logs {
         writeln!(console.err, "{at_ms} ms: {log}")?;
     }

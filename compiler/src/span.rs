@@ -61,6 +61,11 @@ impl StringMap {
         }
     }
 
+    /// Whether ranges map to their exact bytes (else to the whole value).
+    pub fn is_exact(&self) -> bool {
+        self.exact
+    }
+
     /// The file range for a range of decoded bytes. An empty range at the
     /// end of the text points at the closing quote.
     pub fn map(&self, decoded: Range<usize>) -> Range<usize> {

@@ -186,12 +186,118 @@ fn denied_warnings_write_nothing() {
     assert!(!dir.path().join("out.bundle").exists());
 }
 
+/// A misspelt path is exit 2 and writes nothing; `--allow-empty` writes
+/// the empty bundle (docs/rulec.md#rulec-build).
 #[test]
-fn missing_directory_builds_an_empty_bundle() {
+fn missing_directory_is_an_error_unless_allowed_empty() {
     let dir = scratch(&[]);
-    assert_cmd_snapshot!(rulec(dir.path()).args(["build", "absent", "-o", "out.bundle"]));
+    let out = rulec(dir.path())
+        .args(["build", "absent", "-o", "out.bundle"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: absent does not exist: nothing written (use --allow-empty to write a bundle \
+         with no rules)\n"
+    );
+    assert!(!dir.path().join("out.bundle").exists());
+    assert_cmd_snapshot!(rulec(dir.path()).args([
+        "build",
+        "absent",
+        "-o",
+        "out.bundle",
+        "--allow-empty"
+    ]));
     let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
     assert!(bundle.payload.rules.is_empty());
+}
+
+/// Entries that are not rule files are listed as notes: a sub-folder,
+/// `*.TOML`, `*.toml.bak`; hidden files and `tests/` are not.
+#[test]
+fn skipped_entries_are_listed_as_notes() {
+    let dir = scratch(&[
+        ("a.toml", GOOD),
+        ("b.TOML", GOOD),
+        ("c.toml.bak", GOOD),
+        (".#a.toml", "x"),
+    ]);
+    fs::create_dir(dir.path().join("rules/more")).unwrap();
+    fs::write(dir.path().join("rules/more/d.toml"), GOOD).unwrap();
+    fs::create_dir(dir.path().join("rules/tests")).unwrap();
+    for command in ["check", "build"] {
+        let mut cmd = rulec(dir.path());
+        cmd.args([command, "rules"]);
+        if command == "build" {
+            cmd.args(["-o", "out.bundle"]);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let notes: Vec<&str> = err.lines().filter(|l| l.starts_with("note:")).collect();
+        assert_eq!(
+            notes,
+            [
+                "note: rules: b.TOML is not read: only names ending in `.toml` (lower case) are rule files",
+                "note: rules: c.toml.bak is not read: it does not end in `.toml`",
+                "note: rules: more/ is a sub-folder: rule files are read from the directory itself, not recursively",
+            ],
+            "{command}"
+        );
+    }
+    assert_eq!(rule_names(&dir.path().join("out.bundle")), ["good"]);
+}
+
+/// Diagnostics name files relative to the current directory, as the
+/// directory was given, in text and JSON; a file given alone, as given.
+#[test]
+fn diagnostics_name_files_as_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("some/dir/bad3");
+    fs::create_dir_all(&nested).unwrap();
+    fs::write(nested.join("b.toml"), BAD).unwrap();
+    let text = rulec(dir.path())
+        .args(["check", "some/dir/bad3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&text.stderr);
+    assert!(err.contains("[some/dir/bad3/b.toml:5:9]"), "{err}");
+    let json = rulec(dir.path())
+        .args(["check", "some/dir/bad3", "--format", "json"])
+        .output()
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&json.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(value["file"], "some/dir/bad3/b.toml");
+    assert_eq!(value["line"], 5);
+    // One file alone: named as given.
+    let one = rulec(dir.path())
+        .args(["check", "some/dir/bad3/b.toml", "--format", "json"])
+        .output()
+        .unwrap();
+    let value: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&one.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(value["file"], "some/dir/bad3/b.toml");
+    // From inside the directory, `.`: the bare name.
+    let here = Command::new(get_cargo_bin("rulec"))
+        .current_dir(&nested)
+        .args(["check", ".", "--format", "json"])
+        .output()
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&here.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(value["file"], "b.toml");
 }
 
 #[test]

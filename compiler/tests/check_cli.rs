@@ -83,5 +83,9 @@ fn diagnostics_come_in_file_order() {
             value["file"].as_str().unwrap().to_string()
         })
         .collect();
-    assert_eq!(files, ["a.toml", "b.toml", "c.toml"]);
+    // Named as the directory was given (docs/rulec.md#file-names).
+    assert_eq!(
+        files,
+        ["a.toml", "b.toml", "c.toml"].map(|name| format!("{path}/{name}"))
+    );
 }

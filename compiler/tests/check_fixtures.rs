@@ -25,7 +25,13 @@ struct Output {
 }
 
 fn rulec(args: &[&str]) -> Output {
+    rulec_in(Path::new("."), args)
+}
+
+/// `rulec ARGS` run in `cwd`.
+fn rulec_in(cwd: &Path, args: &[&str]) -> Output {
     let output = Command::new(env!("CARGO_BIN_EXE_rulec"))
+        .current_dir(cwd)
         .args(args)
         .env_remove("NO_COLOR")
         .output()
@@ -77,9 +83,10 @@ fn expected_codes(files: &[PathBuf]) -> Vec<String> {
 
 /// Runs one case: returns (snapshot text, exit code, parsed JSON lines).
 fn run_case(dir: &Path) -> (String, i32, Vec<Value>) {
-    let dir = dir.to_str().unwrap();
-    let text = rulec(&["check", dir]);
-    let json = rulec(&["check", dir, "--format", "json"]);
+    // Run inside the case's directory, so that diagnostics name the files
+    // as they are (docs/rulec.md#file-names), not by a temp path.
+    let text = rulec_in(dir, &["check", "."]);
+    let json = rulec_in(dir, &["check", ".", "--format", "json"]);
     assert_eq!(text.code, json.code, "text and json exit codes differ");
     assert_eq!(text.stdout, "", "text mode writes nothing to stdout");
     let summary = text.stderr.lines().last().unwrap_or("");

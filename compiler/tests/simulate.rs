@@ -133,7 +133,11 @@ fn every_timeline_is_covered() {
         .collect();
     names.sort();
     let mut covered: Vec<String> = PLAIN.iter().map(|s| s.to_string()).collect();
-    covered.extend(["hazards-changed".into(), "winter-seat-heater".into()]);
+    covered.extend([
+        "hazards-changed".into(),
+        "winter-seat-heater".into(),
+        "low-battery-explain".into(),
+    ]);
     covered.sort();
     assert_eq!(names, covered);
 }
@@ -224,7 +228,7 @@ fn every_timeline_json_has_only_design_8_fields() {
     ));
     let fields = [
         "at_ms", "kind", "rule", "step", "pass", "action", "list", "push", "command", "iface",
-        "id", "data", "run", "pending", "reason",
+        "id", "data", "run", "reason", "message", "waiting", "held",
     ];
     let end_reasons = [
         "done",
@@ -284,7 +288,11 @@ fn every_timeline_json_has_only_design_8_fields() {
                     assert!(object.contains_key("rule"), "{name}: no rule in {line}")
                 }
                 "restart" => assert_eq!(object.len(), 2, "{name}: {line}"),
-                "end" => assert!(object.contains_key("pending"), "{name}: {line}"),
+                "end" => {
+                    assert!(object.contains_key("waiting"), "{name}: {line}");
+                    assert!(object.contains_key("held"), "{name}: {line}");
+                }
+                "eval-error" => assert!(object.contains_key("message"), "{name}: {line}"),
                 other => panic!("{name}: kind {other} in {line}"),
             }
         }
@@ -361,7 +369,11 @@ fn hazards_changed_while_down_drops_the_record_for_its_fingerprint() {
 fn every_rule_in_fixtures_rules_acts_in_some_timeline() {
     let mut names = std::collections::BTreeSet::new();
     for entry in std::fs::read_dir(root().join("fixtures/rules")).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            continue; // tests/
+        }
+        let text = std::fs::read_to_string(path).unwrap();
         let file: toml::Table = toml::from_str(&text).unwrap();
         for rule in file["rule"].as_array().unwrap() {
             names.insert(rule["name"].as_str().unwrap().to_string());
@@ -435,7 +447,10 @@ fn a_restart_without_down_and_an_end_that_cuts_short() {
          [[restart]]\nat = \"10s\"\n",
     );
     assert!(text.starts_with("exit: 0\n"), "{text}");
-    assert!(text.contains("end                pending=1"), "{text}");
+    assert!(
+        text.contains("end                waiting=[hazards-on-alarm:1] held=[]"),
+        "{text}"
+    );
     insta::assert_snapshot!("restart-without-down-end-cuts-short", text);
 }
 
@@ -515,5 +530,71 @@ fn a_single_rule_file_is_simulated() {
     assert_eq!(
         hazard_pushes(&lines),
         vec![at(0, "both"), at(30_000, "off")]
+    );
+}
+
+/// `--explain`: one `non-fire` line for the false `when`, the debounce
+/// window held and then reset, and the cooldown, in text and in JSON; the
+/// same run without it has none.
+#[test]
+fn explain_says_why_the_rule_stayed_quiet() {
+    let explain = ["--explain".as_ref()];
+    let text = simulate("fixtures/rules", "low-battery-explain", &explain);
+    insta::assert_snapshot!("low-battery-explain", text);
+    let lines = json_lines("fixtures/rules", "low-battery-explain", &explain);
+    let non_fires: Vec<(u64, &str)> = lines
+        .iter()
+        .filter(|l| l["kind"] == "non-fire")
+        .map(|l| {
+            assert_eq!(l["rule"], "low-battery-warning", "{l}");
+            (l["at_ms"].as_u64().unwrap(), l["reason"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        non_fires,
+        [
+            (0, "when-false"),
+            (1000, "debounce-held"),
+            (2000, "debounce-reset"),
+            (20000, "debounce-held"),
+            (25000, "cooldown"),
+        ]
+    );
+    let plain = json_lines("fixtures/rules", "low-battery-explain", &[]);
+    assert!(plain.iter().all(|l| l["kind"] != "non-fire"));
+    assert_eq!(plain.len() + 5, lines.len());
+}
+
+/// A `when` that fails to evaluate is a line of the output, in text and
+/// JSON, and not on stderr (charger events carry no `charge`, which
+/// low-battery-warning's `when` compares).
+#[test]
+fn evaluation_errors_are_eval_error_lines() {
+    let text = simulate("fixtures/rules", "charger-log", &[]);
+    assert!(
+        text.contains("eval-error         rule=low-battery-warning message="),
+        "{text}"
+    );
+    assert!(text.ends_with("--- stderr\n"), "{text}");
+    let lines = json_lines("fixtures/rules", "charger-log", &[]);
+    let errors: Vec<_> = lines.iter().filter(|l| l["kind"] == "eval-error").collect();
+    assert_eq!(errors.len(), 3, "{lines:?}");
+    assert!(errors[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("expects a number"));
+    // Exactly one `end` line, the last.
+    assert_eq!(lines.iter().filter(|l| l["kind"] == "end").count(), 1);
+    assert_eq!(lines.last().unwrap()["kind"], "end");
+    // With --explain, each is also a non-fire with reason `when-error`.
+    let explained = json_lines("fixtures/rules", "charger-log", &["--explain".as_ref()]);
+    let reasons: Vec<&str> = explained
+        .iter()
+        .filter(|l| l["kind"] == "non-fire")
+        .map(|l| l["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["when-error", "when-error", "queued", "when-error", "queued"]
     );
 }

@@ -135,6 +135,12 @@ fn ci() -> Result<()> {
     ]);
     run("rulec simulate (the README's first command)", example)?;
 
+    // The shipped rules do what their tests say (docs/rulec.md#rulec-test).
+    let mut rule_tests = cargo();
+    rule_tests.args(["run", "--quiet", "--package", "rulec", "--"]);
+    rule_tests.args(["test", "fixtures/rules"]);
+    run("rulec test fixtures/rules", rule_tests)?;
+
     // The test runner goes last so its summary closes the log.
     // Snapshots must match as committed: never write new ones in CI.
     let mut tests = cargo();

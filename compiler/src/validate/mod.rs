@@ -111,14 +111,14 @@ pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
     // Rules that passed their own checks, before names are settled.
     let mut candidates: Vec<(CheckedRule, Range<usize>)> = Vec::new();
     for file in files {
-        let raw_rules = match rulefile::parse(file) {
-            Ok(rules) => rules,
-            Err(problems) => {
-                out.diagnostics.extend(problems);
-                continue;
-            }
-        };
-        out.rules_read += raw_rules.len();
+        // A rejected file's rules are still checked, for their problems,
+        // but none of them is compiled.
+        let (raw_rules, rejecting) = rulefile::parse_all(file);
+        let rejected = !rejecting.is_empty();
+        out.diagnostics.extend(rejecting);
+        if !rejected {
+            out.rules_read += raw_rules.len();
+        }
         for raw in &raw_rules {
             let mut checker = RuleChecker::new(file, raw);
             let checked = checker.check();
@@ -141,7 +141,7 @@ pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
                 }
             }
             out.diagnostics.append(&mut checker.diagnostics);
-            if let (Some(rule), false) = (checked, has_errors) {
+            if let (Some(rule), false) = (checked, has_errors || rejected) {
                 let name_span = checker.name_span.clone().unwrap_or(raw.span.clone());
                 candidates.push((rule, name_span));
             }

@@ -203,10 +203,63 @@ impl TriggerOutcome {
     }
 }
 
+/// Why a matching event did not start a run (docs/simulation.md#explain):
+/// the engine notes one of these per decision when
+/// [`EngineConfig::explain`](crate::EngineConfig::explain) is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NonFireReason {
+    /// The rule's `when` was false for the event.
+    WhenFalse,
+    /// The rule's `when` failed to evaluate (counted as false).
+    WhenError,
+    /// The event is held in a new debounce window.
+    DebounceHeld,
+    /// A newer event replaced the held one and restarted the window.
+    DebounceReset,
+    /// Within the cooldown.
+    Cooldown,
+    /// `drop` policy, a run is live.
+    Dropped,
+    /// `queue` policy, held in the backlog.
+    Queued,
+    /// `queue` policy, backlog full.
+    Refused,
+    /// The rule is disabled (replay-only).
+    RuleDisabled,
+}
+
+impl NonFireReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WhenFalse => "when-false",
+            Self::WhenError => "when-error",
+            Self::DebounceHeld => "debounce-held",
+            Self::DebounceReset => "debounce-reset",
+            Self::Cooldown => "cooldown",
+            Self::Dropped => "dropped",
+            Self::Queued => "queued",
+            Self::Refused => "refused",
+            Self::RuleDisabled => "rule-disabled",
+        }
+    }
+}
+
+impl From<TriggerOutcome> for NonFireReason {
+    fn from(outcome: TriggerOutcome) -> Self {
+        match outcome {
+            TriggerOutcome::Dropped => Self::Dropped,
+            TriggerOutcome::Queued => Self::Queued,
+            TriggerOutcome::Refused => Self::Refused,
+            TriggerOutcome::Suppressed => Self::Cooldown,
+        }
+    }
+}
+
 /// What kind of thing a note says happened: docs/simulation.md's `kind` of its
 /// line (`record-kept` is ours).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NoteKind {
+    NonFire,
     RunStart,
     RunEnd,
     StepSkipped,
@@ -219,6 +272,7 @@ pub enum NoteKind {
 impl NoteKind {
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::NonFire => "non-fire",
             Self::RunStart => "run-start",
             Self::RunEnd => "run-end",
             Self::StepSkipped => "step-skipped",
@@ -235,6 +289,7 @@ impl NoteKind {
 pub enum NoteReason {
     RunEnd(EndReason),
     ReplayDrop(ReplayDropReason),
+    NonFire(NonFireReason),
 }
 
 impl NoteReason {
@@ -242,6 +297,7 @@ impl NoteReason {
         match self {
             Self::RunEnd(reason) => reason.as_str(),
             Self::ReplayDrop(reason) => reason.as_str(),
+            Self::NonFire(reason) => reason.as_str(),
         }
     }
 }
@@ -250,6 +306,12 @@ impl NoteReason {
 /// service's debug log. They change nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Note {
+    /// A matching event did not start a run, and why; only with
+    /// [`EngineConfig::explain`](crate::EngineConfig::explain).
+    NonFire {
+        rule: Arc<str>,
+        reason: NonFireReason,
+    },
     RunStart {
         run: Arc<str>,
         rule: Arc<str>,
@@ -342,6 +404,10 @@ impl Note {
                 ..NoteFields::new(rule, Some(run))
             },
             Self::Trigger { rule, .. } => NoteFields::new(rule, None),
+            Self::NonFire { rule, reason } => NoteFields {
+                reason: Some(NoteReason::NonFire(*reason)),
+                ..NoteFields::new(rule, None)
+            },
             Self::ReplayResume {
                 run,
                 rule,
@@ -372,6 +438,7 @@ impl Note {
     /// The kind of the note's output line; see [`NoteKind`].
     pub fn kind(&self) -> NoteKind {
         match self {
+            Self::NonFire { .. } => NoteKind::NonFire,
             Self::RunStart { .. } => NoteKind::RunStart,
             Self::RunEnd { .. } => NoteKind::RunEnd,
             Self::StepSkipped { .. } => NoteKind::StepSkipped,

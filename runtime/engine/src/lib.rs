@@ -25,8 +25,8 @@ pub mod pool;
 pub mod sim;
 
 pub use effect::{
-    DropReason, Effect, EndReason, Job, JobId, Level, LogLine, Note, NoteFields, NoteKind,
-    NoteReason, RecordWrite, ReplayDropReason, TriggerOutcome,
+    DropReason, Effect, EndReason, Job, JobId, Level, LogLine, NonFireReason, Note, NoteFields,
+    NoteKind, NoteReason, RecordWrite, ReplayDropReason, TriggerOutcome,
 };
 pub use record::{PendingRecord, RecordError, PENDING_HASH};
 pub use time::{Now, Time};
@@ -57,6 +57,10 @@ pub struct EngineConfig {
     /// The process epoch in run ids `<rule>#<epoch>-<n>`: it must differ
     /// from every earlier process's (the service uses its start time).
     pub epoch: String,
+    /// Note every non-fire decision ([`Note::NonFire`]): for
+    /// `rulec simulate --explain` and traces (docs/simulation.md#explain).
+    /// Off, the engine notes nothing per non-matching event.
+    pub explain: bool,
 }
 
 impl Default for EngineConfig {
@@ -65,6 +69,7 @@ impl Default for EngineConfig {
             replay_window_ms: DEFAULT_REPLAY_WINDOW_MS,
             queue_backlog: DEFAULT_QUEUE_BACKLOG,
             epoch: "0".to_string(),
+            explain: false,
         }
     }
 }
@@ -87,6 +92,20 @@ pub struct Counters {
     pub pending: u64,
     /// Rules with a live run (a rule has at most one).
     pub runs_active: u64,
+}
+
+/// The log line `code` of a `when` that failed to evaluate: the simulator
+/// prints these as `eval-error` lines (docs/simulation.md#output).
+pub const EVAL_ERROR_CODE: &str = "when-error";
+
+/// A live run as [`Engine::live_runs`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveRun {
+    pub rule: Arc<str>,
+    pub run: Arc<str>,
+    /// The step it waits at, acts on, or (between repeat passes) will start with.
+    pub step: u32,
+    pub pass: u32,
 }
 
 /// Per-rule statistics (docs/semantics.md#counters).
@@ -169,6 +188,8 @@ pub struct Engine {
     rules: Vec<RuleState>,
     on_index: TopicIndex,
     cancel_index: TopicIndex,
+    /// Disabled rules' `on` patterns, for [`NonFireReason::RuleDisabled`].
+    disabled_index: TopicIndex,
     live_rules: u64,
     state: Vec<String>,
     timers: Timers,
@@ -188,6 +209,7 @@ impl Engine {
     pub fn new(payload: Arc<Payload>, config: EngineConfig) -> Self {
         let mut on_index = TopicIndex::default();
         let mut cancel_index = TopicIndex::default();
+        let mut disabled_index = TopicIndex::default();
         let mut rules = Vec::with_capacity(payload.rules.len());
         let mut live_rules = 0;
         for (position, rule) in payload.rules.iter().enumerate() {
@@ -201,6 +223,10 @@ impl Engine {
                 }
                 for pattern in &rule.cancel_on {
                     cancel_index.insert(pattern, index);
+                }
+            } else {
+                for pattern in &rule.on {
+                    disabled_index.insert(pattern, index);
                 }
             }
             rules.push(RuleState {
@@ -229,6 +255,7 @@ impl Engine {
             rules,
             on_index,
             cancel_index,
+            disabled_index,
             live_rules,
             state,
             timers: Timers::default(),
@@ -279,6 +306,13 @@ impl Engine {
             self.cancel_rule(rule as usize, now);
         }
         let mut matches = cancels;
+        if self.config.explain {
+            self.disabled_index.lookup(&event.topic, &mut matches);
+            for &rule in &matches {
+                self.non_fire(rule as usize, NonFireReason::RuleDisabled);
+            }
+            matches.clear();
+        }
         self.on_index.lookup(&event.topic, &mut matches);
         if matches.is_empty() {
             self.scratch = matches;
@@ -291,8 +325,16 @@ impl Engine {
             let spec = &payload.rules[rule];
             // 2. Match.
             if let Some(program) = &spec.when {
-                if !self.eval(rule, None, program, &event) {
-                    continue;
+                match self.eval(rule, None, program, &event) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.non_fire(rule, NonFireReason::WhenFalse);
+                        continue;
+                    }
+                    Err(()) => {
+                        self.non_fire(rule, NonFireReason::WhenError);
+                        continue;
+                    }
                 }
             }
             let event = Arc::clone(&event);
@@ -301,6 +343,9 @@ impl Engine {
                 let state = &mut self.rules[rule];
                 if state.debounce.take().is_some() {
                     self.timers.disarm();
+                    self.non_fire(rule, NonFireReason::DebounceReset);
+                } else {
+                    self.non_fire(rule, NonFireReason::DebounceHeld);
                 }
                 let token = self.arm(
                     now.time.plus_nanos(spec.debounce_ns),
@@ -684,6 +729,28 @@ impl Engine {
         }
     }
 
+    /// Every live run, in bundle order: waiting for a step's `after` or a
+    /// repeat gap, acting, or queued in the pool (for the simulator's `end`
+    /// line, docs/simulation.md#output).
+    pub fn live_runs(&self) -> impl Iterator<Item = LiveRun> + '_ {
+        self.rules.iter().filter_map(|state| {
+            state.run.as_ref().map(|run| LiveRun {
+                rule: Arc::clone(&state.name),
+                run: Arc::clone(&run.id),
+                step: run.step,
+                pass: run.pass,
+            })
+        })
+    }
+
+    /// The rules holding an event in a debounce window, in bundle order.
+    pub fn held(&self) -> impl Iterator<Item = &str> + '_ {
+        self.rules
+            .iter()
+            .filter(|state| state.debounce.is_some())
+            .map(|state| &*state.name)
+    }
+
     /// Per-rule stats, by bundle position.
     pub fn rule_stats(&self, rule: usize) -> Option<RuleStats> {
         self.rules.get(rule).map(|state| RuleStats {
@@ -703,6 +770,24 @@ impl Engine {
         self.effects.push_back(Effect::Note(note));
     }
 
+    /// A trigger that did not start a run: its note, and the non-fire.
+    fn trigger_note(&mut self, rule: usize, outcome: TriggerOutcome) {
+        let name = Arc::clone(&self.rules[rule].name);
+        self.note(Note::Trigger {
+            rule: name,
+            outcome,
+        });
+        self.non_fire(rule, outcome.into());
+    }
+
+    /// Notes a non-fire decision when asked to explain.
+    fn non_fire(&mut self, rule: usize, reason: NonFireReason) {
+        if self.config.explain {
+            let rule = Arc::clone(&self.rules[rule].name);
+            self.note(Note::NonFire { rule, reason });
+        }
+    }
+
     fn log(&mut self, level: Level, rule: Option<Arc<str>>, step: Option<u32>, message: String) {
         self.effects.push_back(Effect::Log(LogLine {
             level,
@@ -714,21 +799,30 @@ impl Engine {
         }));
     }
 
-    /// Evaluates a `when`; an evaluation error counts as not met, is logged
-    /// with the rule (and step) and counted in the rule's errors (docs/when-language.md).
-    fn eval(&mut self, rule: usize, step: Option<u32>, program: &Program, event: &Event) -> bool {
+    /// Evaluates a `when`; an evaluation error (`Err`) counts as not met, is
+    /// logged with the rule (and step) and counted in the rule's errors
+    /// (docs/when-language.md).
+    fn eval(
+        &mut self,
+        rule: usize,
+        step: Option<u32>,
+        program: &Program,
+        event: &Event,
+    ) -> Result<bool, ()> {
         match eval_bool(program, &self.payload.consts, event, &self.state) {
-            Ok(met) => met,
+            Ok(met) => Ok(met),
             Err(error) => {
                 self.rules[rule].stats.errors += 1;
                 let name = Arc::clone(&self.rules[rule].name);
-                self.log(
-                    Level::Warn,
-                    Some(name),
+                self.effects.push_back(Effect::Log(LogLine {
+                    level: Level::Warn,
+                    rule: Some(name),
                     step,
-                    format!("`when` failed to evaluate, counted as not met: {error}"),
-                );
-                false
+                    run: None,
+                    code: Some(EVAL_ERROR_CODE),
+                    message: format!("`when` failed to evaluate, counted as not met: {error}"),
+                }));
+                Err(())
             }
         }
     }
@@ -776,11 +870,7 @@ impl Engine {
         if spec.cooldown_ns > 0 {
             if let Some(last) = state.last_fire {
                 if now.time.since(last) < spec.cooldown_ns {
-                    let name = Arc::clone(&state.name);
-                    self.note(Note::Trigger {
-                        rule: name,
-                        outcome: TriggerOutcome::Suppressed,
-                    });
+                    self.trigger_note(rule, TriggerOutcome::Suppressed);
                     return;
                 }
             }
@@ -797,23 +887,14 @@ impl Engine {
                 self.end_run(rule, EndReason::Restarted, now);
                 self.start_run(rule, event, now);
             }
-            Concurrency::Drop => self.note(Note::Trigger {
-                rule: name,
-                outcome: TriggerOutcome::Dropped,
-            }),
+            Concurrency::Drop => self.trigger_note(rule, TriggerOutcome::Dropped),
             Concurrency::Queue => {
                 if state.backlog.len() < self.config.queue_backlog {
                     state.backlog.push_back(event);
-                    self.note(Note::Trigger {
-                        rule: name,
-                        outcome: TriggerOutcome::Queued,
-                    });
+                    self.trigger_note(rule, TriggerOutcome::Queued);
                 } else {
                     self.counters.refused += 1;
-                    self.note(Note::Trigger {
-                        rule: Arc::clone(&name),
-                        outcome: TriggerOutcome::Refused,
-                    });
+                    self.trigger_note(rule, TriggerOutcome::Refused);
                     let cap = self.config.queue_backlog;
                     self.log(
                         Level::Warn,
@@ -950,7 +1031,7 @@ impl Engine {
             return;
         };
         if let Some(program) = &step.when {
-            if !self.eval(rule, Some(index), program, &event) {
+            if self.eval(rule, Some(index), program, &event) != Ok(true) {
                 self.skip_step(rule, now);
                 return;
             }

@@ -257,6 +257,7 @@ fn describe(effect: &Effect) -> String {
             }
             Note::ReplayDrop { id, reason, .. } => format!("replay-drop {id} {}", reason.as_str()),
             Note::RecordKept { run, .. } => format!("record-kept {run}"),
+            Note::NonFire { rule, reason } => format!("non-fire {rule} {}", reason.as_str()),
         },
     }
 }
@@ -819,6 +820,48 @@ fn debounce_fires_once_with_the_latest_event_after_the_quiet_window() {
     );
     assert_eq!(h.jobs[0].event.id(), "c");
     assert_eq!(h.counters().pending, 0);
+}
+
+/// `EngineConfig::explain` (docs/simulation.md#explain): a typed note for
+/// every non-fire decision, and none without it.
+#[test]
+fn explain_notes_every_non_fire_decision() {
+    let mut r = rule("d", &["go"], vec![push("x", 0)]);
+    r.debounce_ns = 500_000_000;
+    r.cooldown_ns = 60_000_000_000;
+    let mut off = rule("off", &["go"], vec![push("y", 0)]);
+    off.enabled = false;
+    let config = EngineConfig {
+        explain: true,
+        ..EngineConfig::default()
+    };
+    let mut h = H::with(payload(vec![r.clone(), off.clone()]), config).manual();
+    h.event("go");
+    h.to(100);
+    h.event("go");
+    h.to(600);
+    h.to(700);
+    h.event("go");
+    h.to(1200);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 non-fire off rule-disabled",
+            "0 non-fire d debounce-held",
+            "100 non-fire off rule-disabled",
+            "100 non-fire d debounce-reset",
+            "600 run-start d#t-1",
+            "600 submit d#t-1 s0 p0 x",
+            "700 non-fire off rule-disabled",
+            "700 non-fire d debounce-held",
+            "1200 trigger-suppressed d",
+            "1200 non-fire d cooldown",
+        ])
+    );
+    let mut h = H::new(vec![r, off]).manual();
+    h.event("go");
+    h.to(600);
+    assert!(h.take().iter().all(|l| !l.contains("non-fire")));
 }
 
 #[test]

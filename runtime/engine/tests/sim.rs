@@ -67,7 +67,22 @@ fn payload(rules: Vec<Rule>) -> Arc<Payload> {
 
 /// Simulates `timeline` (TOML) against `rules` (and `after` from the
 /// first restart on).
+/// Every simulation ends with exactly one `end` line; this checks it and
+/// leaves it out, for the tests about everything before it.
 fn run(rules: Vec<Rule>, timeline: impl AsRef<str>, after: Option<Vec<Rule>>) -> Outcome {
+    let mut out = run_keeping_end(rules, timeline, after);
+    let last = out.lines.pop().unwrap();
+    assert_eq!(last.kind, LineKind::End, "{}", last.to_text());
+    assert!(out.lines.iter().all(|l| l.kind != LineKind::End));
+    out
+}
+
+/// [`run`] with the `end` line.
+fn run_keeping_end(
+    rules: Vec<Rule>,
+    timeline: impl AsRef<str>,
+    after: Option<Vec<Rule>>,
+) -> Outcome {
     let timeline: Timeline = parse(timeline.as_ref()).unwrap();
     simulate(payload(rules), &timeline, after.map(payload)).unwrap()
 }
@@ -370,7 +385,7 @@ fn a_long_outage_drops_as_too_late_and_end_stops_early() {
         None,
     );
     assert!(text(&out).iter().any(|l| l.contains("reason=too-late")));
-    let out = run(
+    let out = run_keeping_end(
         vec![hazards()],
         r#"
         end = "10s"
@@ -382,13 +397,16 @@ fn a_long_outage_drops_as_too_late_and_end_stops_early() {
     );
     // The off step still waits at `end`: one `end` line says so.
     let lines = text(&out);
-    assert_eq!(lines.last().unwrap(), "10000 ms end pending=1");
+    assert_eq!(
+        lines.last().unwrap(),
+        "10000 ms end waiting=[hazards:1] held=[]"
+    );
     assert_eq!(out.lines[out.lines.len() - 2].at_ms, 0);
     assert_eq!(out.records.len(), 1);
 }
 
 #[test]
-fn end_says_what_was_still_waiting_and_is_silent_when_nothing_was() {
+fn end_says_what_was_still_waiting_and_is_empty_when_nothing_was() {
     let timeline = |end: &str, extra: &str| {
         format!(
             "end = \"{end}\"\naction-time = \"2s\"\n[[event]]\nat = \"0s\"\n\
@@ -397,37 +415,51 @@ fn end_says_what_was_still_waiting_and_is_silent_when_nothing_was() {
     };
     // At 1s: the `both` action still running (it ends at 2s; the off
     // step is armed only then, docs/semantics.md#walking-a-sequence).
-    let out = run(vec![hazards()], timeline("1s", ""), None);
-    assert_eq!(text(&out).last().unwrap(), "1000 ms end pending=1");
+    let out = run_keeping_end(vec![hazards()], timeline("1s", ""), None);
+    assert_eq!(
+        text(&out).last().unwrap(),
+        "1000 ms end waiting=[hazards:0] held=[]"
+    );
     // At 3s: the off step's timer.
-    let out = run(vec![hazards()], timeline("3s", ""), None);
-    assert_eq!(text(&out).last().unwrap(), "3000 ms end pending=1");
-    // Two rules waiting at once count two.
+    let out = run_keeping_end(vec![hazards()], timeline("3s", ""), None);
+    assert_eq!(
+        text(&out).last().unwrap(),
+        "3000 ms end waiting=[hazards:1] held=[]"
+    );
+    // Two rules waiting at once are both listed.
     let mut other = hazards();
     other.name = "other".into();
-    let out = run(vec![hazards(), other], timeline("3s", ""), None);
-    assert_eq!(text(&out).last().unwrap(), "3000 ms end pending=2");
-    // Past everything: no `end` line.
-    let out = run(vec![hazards()], timeline("1m", ""), None);
-    assert!(
-        out.lines.iter().all(|l| l.kind != LineKind::End),
-        "{:?}",
-        text(&out)
+    let out = run_keeping_end(vec![hazards(), other], timeline("3s", ""), None);
+    assert_eq!(
+        text(&out).last().unwrap(),
+        "3000 ms end waiting=[hazards:1,other:1] held=[]"
+    );
+    // Past everything: one `end` line with empty lists, at `end`.
+    let out = run_keeping_end(vec![hazards()], timeline("1m", ""), None);
+    let ends = out.lines.iter().filter(|l| l.kind == LineKind::End).count();
+    assert_eq!(ends, 1, "{:?}", text(&out));
+    assert_eq!(
+        text(&out).last().unwrap(),
+        "60000 ms end waiting=[] held=[]"
+    );
+    assert_eq!(
+        out.lines.last().unwrap().to_json(),
+        r#"{"at_ms":60000,"kind":"end","waiting":[],"held":[]}"#
     );
     // Down at `end`: the record its start would replay.
-    let out = run(
+    let out = run_keeping_end(
         vec![hazards()],
         timeline("20s", "[[restart]]\nat = \"10s\"\ndown = \"1h\"\n"),
         None,
     );
     assert_eq!(
         text(&out).last().unwrap(),
-        "20000 ms end pending=1 reason=down"
+        "20000 ms end reason=down waiting=[hazards:1] held=[]"
     );
     let json = out.lines.last().unwrap().to_json();
     assert_eq!(
         json,
-        r#"{"at_ms":20000,"kind":"end","pending":1,"reason":"down"}"#
+        r#"{"at_ms":20000,"kind":"end","reason":"down","waiting":["hazards:1"],"held":[]}"#
     );
 }
 
@@ -718,7 +750,9 @@ fn keys_of(kind: &str) -> &'static [&'static str] {
             &["rule"]
         }
         "restart" => &[],
-        "end" => &["pending"],
+        "end" => &["held", "waiting"],
+        "eval-error" => &["message", "rule"],
+        "non-fire" => &["reason", "rule"],
         other => panic!("kind {other:?} is not one of docs/simulation.md's"),
     }
 }
@@ -838,8 +872,8 @@ fn every_kind_outcomes() -> Vec<Outcome> {
          down = \"1s\"\n[[clock]]\nat = \"1500ms\"\njump = \"-1h\"\n",
         None,
     );
-    // docs/simulation.md's kinds plus ours: `end` (cut short while waiting).
-    let cut = run(
+    // The last line of every simulation: `end` (here cut short while waiting).
+    let cut = run_keeping_end(
         vec![hazards()],
         "end = \"1s\"\n[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n",
         None,

@@ -105,6 +105,8 @@ fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
             return Some((true, Cow::Owned(message)));
         }
         Note::RecordKept { .. } => (true, "stopping: pending record kept for the next start"),
+        // Only with `EngineConfig::explain`, which the service leaves off.
+        Note::NonFire { .. } => (false, "trigger did not fire"),
     };
     Some((info, Cow::Borrowed(message)))
 }

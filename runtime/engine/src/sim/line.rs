@@ -18,7 +18,9 @@ pub enum LineKind {
     RecordPut,
     RecordDrop,
     Restart,
-    /// `end` stopped the clock with something still waiting.
+    /// A `when` failed to evaluate (counted as false).
+    EvalError,
+    /// The last line of every simulation: what is still waiting or held.
     End,
 }
 
@@ -31,6 +33,7 @@ impl LineKind {
             Self::RecordPut => "record-put",
             Self::RecordDrop => "record-drop",
             Self::Restart => "restart",
+            Self::EvalError => "eval-error",
             Self::End => "end",
         }
     }
@@ -89,16 +92,21 @@ pub struct Line {
     pub id: Option<String>,
     pub data: Option<String>,
     pub run: Option<String>,
-    /// `end` only: how many things were still waiting when `end` stopped
-    /// the clock.
-    pub pending: Option<u32>,
     pub reason: Option<LineReason>,
+    /// `eval-error` only: the evaluation error.
+    pub message: Option<String>,
+    /// `end` only: the live runs, `<rule>:<step>` (while the service is
+    /// down: the records its start would replay).
+    pub waiting: Option<Vec<String>>,
+    /// `end` only: the rules holding an event in a debounce window.
+    pub held: Option<Vec<String>>,
 }
 
 /// One present field's value.
 enum Value<'a> {
     Num(u32),
     Str(&'a str),
+    List(&'a [String]),
 }
 
 impl Line {
@@ -119,8 +127,10 @@ impl Line {
             id: None,
             data: None,
             run: None,
-            pending: None,
             reason: None,
+            message: None,
+            waiting: None,
+            held: None,
         }
     }
 
@@ -142,11 +152,13 @@ impl Line {
             ("id", text(&self.id)),
             ("data", text(&self.data)),
             ("run", text(&self.run)),
-            ("pending", self.pending.map(Value::Num)),
             (
                 "reason",
                 self.reason.map(|reason| Value::Str(reason.as_str())),
             ),
+            ("message", text(&self.message)),
+            ("waiting", self.waiting.as_deref().map(Value::List)),
+            ("held", self.held.as_deref().map(Value::List)),
         ]
         .into_iter()
         .filter_map(|(key, value)| value.map(|value| (key, value)))
@@ -164,6 +176,7 @@ impl Line {
             let value = match value {
                 Value::Num(number) => number.to_string(),
                 Value::Str(text) => quoted(text),
+                Value::List(items) => serde_json::Value::from(items).to_string(),
             };
             out.push_str(&format!(",\"{key}\":{value}"));
         }
@@ -178,6 +191,7 @@ impl Line {
             match value {
                 Value::Num(number) => out.push_str(&format!(" {key}={number}")),
                 Value::Str(text) => out.push_str(&format!(" {key}={text}")),
+                Value::List(items) => out.push_str(&format!(" {key}=[{}]", items.join(","))),
             }
         }
         out.trim_end().to_string()

@@ -9,13 +9,13 @@ mod timeline;
 pub use line::{Line, LineKind, LineReason};
 pub use timeline::{
     parse, ClockEntry, Dur, EventEntry, FailEntry, Place, RestartEntry, StateEntry, Timeline,
-    TimelineError,
+    TimelineError, EXPECTATION_KINDS,
 };
 
 use crate::pool::{Admission, PoolConfig};
 use crate::{
-    DropReason, Effect, Engine, EngineConfig, Job, LogLine, Note, Now, Time,
-    DEFAULT_REPLAY_WINDOW_MS,
+    DropReason, Effect, Engine, EngineConfig, Job, LogLine, Note, Now, PendingRecord, Time,
+    DEFAULT_REPLAY_WINDOW_MS, EVAL_ERROR_CODE,
 };
 use line::action_line;
 use rulecore::bundle::Payload;
@@ -36,12 +36,30 @@ pub struct Outcome {
     pub records: BTreeMap<String, String>,
 }
 
+/// How to simulate, beyond the timeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Add a `non-fire` line for every trigger that did not start a run
+    /// (docs/simulation.md#explain).
+    pub explain: bool,
+}
+
 /// Runs `timeline` against `payload`. `after_restart`, when given, replaces
 /// the rules at every `[[restart]]`.
 pub fn simulate(
     payload: Arc<Payload>,
     timeline: &Timeline,
     after_restart: Option<Arc<Payload>>,
+) -> Result<Outcome, TimelineError> {
+    simulate_with(payload, timeline, after_restart, Options::default())
+}
+
+/// [`simulate`] with [`Options`].
+pub fn simulate_with(
+    payload: Arc<Payload>,
+    timeline: &Timeline,
+    after_restart: Option<Arc<Payload>>,
+    options: Options,
 ) -> Result<Outcome, TimelineError> {
     timeline.validate()?;
     // A `[[fail]]` naming no rule, or a step its rule does not have, would
@@ -70,7 +88,7 @@ pub fn simulate(
             _ => {}
         }
     }
-    let mut sim = Sim::new(payload, timeline, after_restart);
+    let mut sim = Sim::new(payload, timeline, after_restart, options);
     sim.run(timeline);
     Ok(sim.outcome)
 }
@@ -98,6 +116,7 @@ struct Sim<'t> {
     engine: Engine,
     after_restart: Option<Arc<Payload>>,
     replay_window_ms: i64,
+    explain: bool,
     /// Virtual time, ns.
     now: u64,
     /// Wall clock offset from `WALL_ORIGIN_MS + now`, ms.
@@ -121,15 +140,17 @@ impl<'t> Sim<'t> {
         payload: Arc<Payload>,
         timeline: &'t Timeline,
         after_restart: Option<Arc<Payload>>,
+        options: Options,
     ) -> Self {
         let replay_window_ms = timeline
             .replay_window
             .map(|d| d.0 / 1_000_000)
             .unwrap_or(DEFAULT_REPLAY_WINDOW_MS);
         Self {
-            engine: Engine::new(payload, Self::config(replay_window_ms, 0)),
+            engine: Engine::new(payload, Self::config(replay_window_ms, 0, options.explain)),
             after_restart,
             replay_window_ms,
+            explain: options.explain,
             now: 0,
             jump_ms: 0,
             up_at: None,
@@ -151,10 +172,11 @@ impl<'t> Sim<'t> {
         }
     }
 
-    fn config(replay_window_ms: i64, epoch: u32) -> EngineConfig {
+    fn config(replay_window_ms: i64, epoch: u32, explain: bool) -> EngineConfig {
         EngineConfig {
             replay_window_ms,
             epoch: epoch.to_string(),
+            explain,
             ..EngineConfig::default()
         }
     }
@@ -232,39 +254,47 @@ impl<'t> Sim<'t> {
             }
         }
         match end {
-            Some(end) => {
-                self.run_until(end);
-                self.end_line();
-            }
+            Some(end) => self.run_until(end),
             None => self.run_until(u64::MAX),
         }
+        self.end_line();
     }
 
-    /// At `end`, one `end` line when the clock stopped with something still
-    /// waiting, so a cut-short simulation does not look finished: armed
-    /// engine timers (step waits, repeat gaps, debounce windows) plus
-    /// actions running or queued in the pool; while the service is down,
-    /// the records its start would replay (`reason=down`).
+    /// Exactly one `end` line closes every simulation, so a cut-short one
+    /// does not look finished: the live runs (waiting for a step or a
+    /// repeat gap, acting, queued in the pool) as `<rule>:<step>`, and the
+    /// rules holding a debounced event. While the service is down: the
+    /// records its start would replay (`reason=down`), nothing held.
     fn end_line(&mut self) {
-        let (pending, reason) = match self.up_at {
-            Some(_) => (self.outcome.records.len(), Some(LineReason::Down)),
-            None => {
-                let timers = usize::try_from(self.engine.counters().pending).unwrap_or(usize::MAX);
-                (
-                    timers
-                        .saturating_add(self.running.len())
-                        .saturating_add(self.queued.len()),
-                    None,
-                )
+        let (waiting, held, reason) = match self.up_at {
+            Some(_) => {
+                let waiting = self
+                    .outcome
+                    .records
+                    .values()
+                    .map(|json| match PendingRecord::decode(json.as_bytes()) {
+                        Ok(record) => format!("{}:{}", record.rule, record.step),
+                        // The simulator wrote it; shown as is if it ever is not a record.
+                        Err(_) => json.clone(),
+                    })
+                    .collect();
+                (waiting, Vec::new(), Some(LineReason::Down))
             }
+            None => (
+                self.engine
+                    .live_runs()
+                    .map(|run| format!("{}:{}", run.rule, run.step))
+                    .collect(),
+                self.engine.held().map(str::to_string).collect(),
+                None,
+            ),
         };
-        if pending > 0 {
-            self.line(Line {
-                pending: Some(u32::try_from(pending).unwrap_or(u32::MAX)),
-                reason,
-                ..Line::new(LineKind::End)
-            });
-        }
+        self.line(Line {
+            reason,
+            waiting: Some(waiting),
+            held: Some(held),
+            ..Line::new(LineKind::End)
+        });
     }
 
     /// Handles service start, pool completions and engine deadlines due at
@@ -328,7 +358,10 @@ impl<'t> Sim<'t> {
             Some(next) => Arc::clone(next),
             None => Arc::clone(self.engine.payload()),
         };
-        self.engine = Engine::new(payload, Self::config(self.replay_window_ms, self.restarts));
+        self.engine = Engine::new(
+            payload,
+            Self::config(self.replay_window_ms, self.restarts, self.explain),
+        );
         let mut pairs: Vec<_> = self.datastore.iter().collect();
         pairs.sort();
         for ((hash, field), value) in pairs {
@@ -378,6 +411,16 @@ impl<'t> Sim<'t> {
                 }
                 Effect::DropRecord { id, rule, reason } => {
                     self.drop_record(&id, rule.as_deref(), reason);
+                }
+                // An evaluation error is a line of the output (kind
+                // `eval-error`), not a log line on the side.
+                Effect::Log(log) if log.code == Some(EVAL_ERROR_CODE) => {
+                    self.line(Line {
+                        rule: log.rule.map(|rule| rule.to_string()),
+                        step: log.step,
+                        message: Some(log.message),
+                        ..Line::new(LineKind::EvalError)
+                    });
                 }
                 Effect::Log(log) => {
                     let at = self.at_ms();

@@ -409,12 +409,19 @@ fn check_value(
     }
 }
 
+/// The entries `rulec test` reads (docs/rulec.md#rulec-test): a timeline
+/// may carry them, and the simulator leaves them alone.
+pub const EXPECTATION_KINDS: [&str; 2] = ["expect", "expect-none"];
+
 /// Parses a timeline file's text and checks it (docs/simulation.md): key by key
 /// first, for messages that name the entry, then [`Timeline::validate`].
 pub fn parse(text: &str) -> Result<Timeline, TimelineError> {
-    let table: toml::Table = toml::from_str(text).map_err(|error| TimelineError::Syntax {
+    let mut table: toml::Table = toml::from_str(text).map_err(|error| TimelineError::Syntax {
         message: error.to_string().trim_end().to_string(),
     })?;
+    for kind in EXPECTATION_KINDS {
+        table.remove(kind);
+    }
     for (key, value) in &table {
         if let Some((kind, keys)) = KINDS.iter().find(|(k, _)| k == key) {
             let toml::Value::Array(entries) = value else {

@@ -1,0 +1,384 @@
+//! `rulec diff OLD NEW` (docs/rulec.md#rulec-diff): what a deploy of NEW over
+//! OLD changes: rules added, removed and changed (by key, as `rulec dump`
+//! shows them), steps whose fingerprint changed, and above all which
+//! waiting steps the deploy would drop, by the replay reason that would
+//! apply (docs/semantics.md#durability-and-replay). With `--pending`, the
+//! actual records.
+
+use crate::check::plural;
+use crate::cli::{Console, Exit};
+use crate::dump::rule_text;
+use crate::simulate::load_rules;
+use rulecore::bundle::{Payload, Rule};
+use ruled_engine::{PendingRecord, ReplayDropReason};
+use serde_json::{json, Value};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// `rulec diff` flags.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "\
+Examples:
+  rulec diff deployed.bundle rules/
+  rulec diff old.bundle new.bundle --deny-drops
+  redis-cli --json HGETALL extensions:pending > pending.json
+  rulec diff deployed.bundle rules/ --pending pending.json --deny-drops
+
+A waiting step is one with `after` that is durable (its record survives a
+restart). A deploy drops its record at the next start when the rule is gone
+(rule-gone), the step is gone (step-gone) or the step's fingerprint
+changed (fingerprint): the action it was waiting for never happens.
+
+Exit status: 0 compared (1 with --deny-drops when a waiting step or, with
+--pending, a record would be dropped), 1 rules that do not build or a bad
+pending file, 2 usage or I/O error.")]
+pub struct DiffArgs {
+    /// The deployed rules: a bundle, a rules directory or one rule file.
+    pub old: PathBuf,
+    /// The rules to deploy: a bundle, a rules directory or one rule file.
+    pub new: PathBuf,
+    /// The pending records now on the vehicle: the JSON of `HGETALL` of the
+    /// pending hash (an object of id -> record), or an array of records.
+    #[arg(long, value_name = "FILE")]
+    pub pending: Option<PathBuf>,
+    /// Exit 1 if the deploy would drop any waiting step (with --pending:
+    /// any record): the CI gate before a deploy.
+    #[arg(long)]
+    pub deny_drops: bool,
+    /// `text` or `json` (one object).
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiffFormat {
+    Text,
+    Json,
+}
+
+/// A key whose value differs, as `rulec dump` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyChange {
+    /// `cooldown`, or `step 1 after`.
+    pub key: String,
+    pub old: String,
+    pub new: String,
+}
+
+/// A waiting step (or record) the deploy would drop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drop {
+    pub rule: String,
+    pub step: u32,
+    pub reason: ReplayDropReason,
+    /// The record's id, with `--pending`.
+    pub record: Option<String>,
+}
+
+/// What changed between two rule sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diff {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Rule name and its changed keys.
+    pub changed: Vec<(String, Vec<KeyChange>)>,
+    /// Rule name and step index.
+    pub fingerprints: Vec<(String, u32)>,
+    pub drops: Vec<Drop>,
+}
+
+/// A rule's dump, key by key: `(key, value)` in order, a step's keys
+/// prefixed `step N `, a `when`'s disassembly part of its value.
+fn keyed(rule: &Rule, payload: &Payload) -> Vec<(String, String)> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    let mut step = String::new();
+    for line in rule_text(rule, payload).lines().skip(1) {
+        let depth = line.len() - line.trim_start().len();
+        let text = line.trim();
+        if let Some(index) = text.strip_prefix("step ").filter(|_| depth == 2) {
+            step = format!("step {index} ");
+            continue;
+        }
+        let own = if step.is_empty() { 2 } else { 4 };
+        match keys.last_mut() {
+            Some((_, value)) if depth > own => {
+                value.push('\n');
+                value.push_str(text);
+            }
+            _ => {
+                let (key, value) = text.split_once(' ').unwrap_or((text, ""));
+                keys.push((format!("{step}{key}"), value.trim().to_string()));
+            }
+        }
+    }
+    keys
+}
+
+/// Why a step of `old_rule` waiting at a deploy would be dropped, if it
+/// would: the replay checks without the clock.
+fn verdict(new: &Payload, rule: &str, step: u32, fingerprint: &str) -> Option<ReplayDropReason> {
+    let Some(new_rule) = new.rules.iter().find(|r| r.name == rule) else {
+        return Some(ReplayDropReason::RuleGone);
+    };
+    let Some(new_step) = new_rule.steps.get(step as usize) else {
+        return Some(ReplayDropReason::StepGone);
+    };
+    (new_step.fingerprint.to_string() != fingerprint).then_some(ReplayDropReason::Fingerprint)
+}
+
+/// Compares the rule sets; `pending` replaces the waiting steps of `old`
+/// by the actual records.
+pub fn diff(old: &Payload, new: &Payload, pending: Option<&[PendingRecord]>) -> Diff {
+    let mut out = Diff::default();
+    for rule in &new.rules {
+        if !old.rules.iter().any(|r| r.name == rule.name) {
+            out.added.push(rule.name.clone());
+        }
+    }
+    for rule in &old.rules {
+        let Some(new_rule) = new.rules.iter().find(|r| r.name == rule.name) else {
+            out.removed.push(rule.name.clone());
+            continue;
+        };
+        let (before, after) = (keyed(rule, old), keyed(new_rule, new));
+        let mut changes = Vec::new();
+        for (key, value) in &before {
+            let now = after
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str());
+            if now != Some(value.as_str()) && !key.ends_with("fingerprint") {
+                changes.push(KeyChange {
+                    key: key.clone(),
+                    old: value.clone(),
+                    new: now.unwrap_or("(absent)").to_string(),
+                });
+            }
+        }
+        for (key, value) in &after {
+            if !before.iter().any(|(k, _)| k == key) && !key.ends_with("fingerprint") {
+                changes.push(KeyChange {
+                    key: key.clone(),
+                    old: "(absent)".to_string(),
+                    new: value.clone(),
+                });
+            }
+        }
+        if !changes.is_empty() {
+            out.changed.push((rule.name.clone(), changes));
+        }
+        for (index, step) in rule.steps.iter().enumerate() {
+            let index = u32::try_from(index).unwrap_or(u32::MAX);
+            if new_rule
+                .steps
+                .get(index as usize)
+                .is_some_and(|s| s.fingerprint != step.fingerprint)
+            {
+                out.fingerprints.push((rule.name.clone(), index));
+            }
+        }
+    }
+    out.drops = match pending {
+        Some(records) => records
+            .iter()
+            .filter_map(|record| {
+                verdict(new, &record.rule, record.step, &record.fingerprint).map(|reason| Drop {
+                    rule: record.rule.clone(),
+                    step: record.step,
+                    reason,
+                    record: Some(record.id.clone()),
+                })
+            })
+            .collect(),
+        None => waiting_drops(old, new),
+    };
+    out
+}
+
+/// The durable waiting steps of `old` that `new` would drop.
+fn waiting_drops(old: &Payload, new: &Payload) -> Vec<Drop> {
+    let mut drops = Vec::new();
+    for rule in &old.rules {
+        for (index, step) in rule.steps.iter().enumerate() {
+            let index = u32::try_from(index).unwrap_or(u32::MAX);
+            if !(step.durable && step.after_ns > 0) {
+                continue;
+            }
+            let fingerprint = step.fingerprint.to_string();
+            if let Some(reason) = verdict(new, &rule.name, index, &fingerprint) {
+                drops.push(Drop {
+                    rule: rule.name.clone(),
+                    step: index,
+                    reason,
+                    record: None,
+                });
+            }
+        }
+    }
+    drops
+}
+
+/// A `--pending` file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PendingError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{}: not JSON: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{}: record {which} is not a pending record: {message}", path.display())]
+    Record {
+        path: PathBuf,
+        which: String,
+        message: String,
+    },
+    #[error("{}: expected an object of id -> record (HGETALL as JSON) or an array of records", path.display())]
+    Shape { path: PathBuf },
+}
+
+/// Reads `--pending`: an object of field -> record (the record as a JSON
+/// string, as Redis holds it, or as an object), an array of records, or
+/// the flat `[field, value, ...]` array of a RESP2 `HGETALL`.
+pub fn read_pending(path: &Path) -> Result<Vec<PendingRecord>, PendingError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PendingError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let value: Value = serde_json::from_str(&text).map_err(|source| PendingError::Json {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let items: Vec<(String, &Value)> = match &value {
+        Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), v)).collect(),
+        Value::Array(items) if items.iter().all(Value::is_string) && items.len() % 2 == 0 => items
+            .chunks(2)
+            .map(|pair| (pair[0].as_str().unwrap_or_default().to_string(), &pair[1]))
+            .collect(),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("#{}", i + 1), v))
+            .collect(),
+        _ => {
+            return Err(PendingError::Shape {
+                path: path.to_path_buf(),
+            })
+        }
+    };
+    items
+        .into_iter()
+        .map(|(which, value)| {
+            let parsed = match value {
+                Value::String(json) => {
+                    PendingRecord::decode(json.as_bytes()).map_err(|e| e.to_string())
+                }
+                other => serde_json::from_value::<PendingRecord>(other.clone())
+                    .map_err(|e| e.to_string()),
+            };
+            parsed.map_err(|message| PendingError::Record {
+                path: path.to_path_buf(),
+                which,
+                message,
+            })
+        })
+        .collect()
+}
+
+impl Diff {
+    /// The text report.
+    pub fn to_text(&self) -> String {
+        let mut text = String::new();
+        for name in &self.added {
+            text.push_str(&format!("added    {name}\n"));
+        }
+        for name in &self.removed {
+            text.push_str(&format!("removed  {name}\n"));
+        }
+        for (name, changes) in &self.changed {
+            text.push_str(&format!("changed  {name}\n"));
+            for change in changes {
+                let (old, new) = (change.old.replace('\n', " "), change.new.replace('\n', " "));
+                text.push_str(&format!("  {}: {old} -> {new}\n", change.key));
+            }
+        }
+        for (name, step) in &self.fingerprints {
+            text.push_str(&format!("fingerprint changed  {name} step {step}\n"));
+        }
+        if self.drops.is_empty() {
+            text.push_str("dropped on deploy: none\n");
+        }
+        for drop in &self.drops {
+            let record = drop
+                .record
+                .as_deref()
+                .map(|id| format!(" record {id}"))
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "DROPPED on deploy  {} step {}{record}: {}: {}\n",
+                drop.rule,
+                drop.step,
+                drop.reason.as_str(),
+                drop.reason.describe()
+            ));
+        }
+        text
+    }
+
+    /// The JSON report.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "added": self.added,
+            "removed": self.removed,
+            "changed": self.changed.iter().map(|(name, changes)| json!({
+                "rule": name,
+                "keys": changes.iter().map(|c| json!({"key": c.key, "old": c.old, "new": c.new})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "fingerprint_changed": self.fingerprints.iter().map(|(name, step)| json!({"rule": name, "step": step})).collect::<Vec<_>>(),
+            "dropped": self.drops.iter().map(|d| {
+                let mut object = json!({"rule": d.rule, "step": d.step, "reason": d.reason.as_str()});
+                if let Some(record) = &d.record {
+                    object["record"] = Value::from(record.as_str());
+                }
+                object
+            }).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Runs `rulec diff`.
+pub fn run(args: &DiffArgs, console: &mut Console<'_>) -> io::Result<Exit> {
+    let old = match load_rules(&args.old, console)? {
+        Ok(payload) => payload,
+        Err(exit) => return Ok(exit),
+    };
+    let new = match load_rules(&args.new, console)? {
+        Ok(payload) => payload,
+        Err(exit) => return Ok(exit),
+    };
+    let pending = match args.pending.as_deref().map(read_pending).transpose() {
+        Ok(pending) => pending,
+        Err(error) => {
+            writeln!(console.err, "error: {error}")?;
+            return Ok(match error {
+                PendingError::Io { .. } => Exit::Usage,
+                _ => Exit::Failure,
+            });
+        }
+    };
+    let diff = diff(&old, &new, pending.as_deref());
+    match args.format {
+        DiffFormat::Text => write!(console.out, "{}", diff.to_text())?,
+        DiffFormat::Json => writeln!(console.out, "{}", diff.to_json())?,
+    }
+    if args.deny_drops && !diff.drops.is_empty() {
+        writeln!(
+            console.err,
+            "error: the deploy would drop {} (--deny-drops)",
+            plural(diff.drops.len(), "waiting step")
+        )?;
+        return Ok(Exit::Failure);
+    }
+    Ok(Exit::Success)
+}

@@ -1,0 +1,369 @@
+//! `rulec test [DIR | FILES]` (docs/rulec.md#rulec-test): simulates every
+//! timeline that carries `[[expect]]`/`[[expect-none]]` entries and checks
+//! the output against them, one pass or fail per file.
+
+mod expect;
+mod junit;
+
+pub use expect::{ExpectError, Expectation, When};
+
+use crate::check::plural;
+use crate::cli::{Console, Exit};
+use crate::simulate::load_rules;
+use rulecore::bundle::Payload;
+use ruled_engine::sim::{parse, simulate_with, Options};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `rulec test` flags.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "\
+Examples:
+  rulec test fixtures/rules
+  rulec test fixtures/rules/tests/hazards.toml --format json
+  rulec test rules/ --junit report.xml
+
+A test is a timeline (see `rulec simulate --help`) with expectations:
+
+  [[event]]
+  at = \"0s\"
+  topic = \"alarm.triggered\"
+  [[expect]]                # kind defaults to \"action\"
+  rule = \"hazards-on-alarm\"
+  push = \"off\"
+  at = \"30s\"                # or between = [\"10s\", \"20s\"]; count = N
+  [[expect-none]]
+  kind = \"eval-error\"
+
+Any output field (rule, step, pass, push, reason, ...) selects lines.
+Described in docs/rulec.md.
+
+Exit status: 0 every test passed, 1 a test failed (or its rules, timeline
+or expectations are wrong), 2 usage or I/O error.")]
+pub struct TestArgs {
+    /// A rules directory (its tests are `DIR/tests/*.toml`), or test files.
+    #[arg(default_value = ".")]
+    pub paths: Vec<PathBuf>,
+    /// The rules for test files given by name; default: the folder above
+    /// each file's folder (`DIR` of `DIR/tests/x.toml`).
+    #[arg(long, value_name = "DIR")]
+    pub rules: Option<PathBuf>,
+    /// `text` (one line per test, a failure shown against the output) or
+    /// `json` (one object per test).
+    #[arg(long, value_enum, default_value_t = TestFormat::Text)]
+    pub format: TestFormat,
+    /// Also write the results as JUnit XML, for CI systems.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TestFormat {
+    Text,
+    Json,
+}
+
+/// One test file's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestResult {
+    /// As given or found (relative to the current directory when the
+    /// directory was).
+    pub file: String,
+    pub expectations: usize,
+    pub outcome: Outcome,
+}
+
+/// How one test file went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Pass,
+    /// The first expectation not met, what was wrong, and the simulated
+    /// output as text lines, with the indices of the lines to point at.
+    Fail {
+        expectation: String,
+        problem: String,
+        output: Vec<String>,
+        marked: Vec<usize>,
+    },
+    /// The test could not run: its rules, timeline or expectations.
+    Error {
+        message: String,
+    },
+}
+
+/// The files to run, each with its rules directory.
+fn plan(args: &TestArgs) -> Result<Vec<(PathBuf, PathBuf)>, String> {
+    if let [dir] = args.paths.as_slice() {
+        if dir.is_dir() {
+            let tests = dir.join("tests");
+            let mut files: Vec<PathBuf> = match std::fs::read_dir(&tests) {
+                Ok(entries) => entries
+                    .filter_map(Result::ok)
+                    .map(|entry| entry.path())
+                    .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+                    .collect(),
+                Err(error) => return Err(format!("cannot read {}: {error}", tests.display())),
+            };
+            files.sort();
+            let rules = args.rules.clone().unwrap_or_else(|| dir.clone());
+            return Ok(files.into_iter().map(|f| (f, rules.clone())).collect());
+        }
+    }
+    args.paths
+        .iter()
+        .map(|file| {
+            if !file.is_file() {
+                return Err(format!(
+                    "no such test file or rules directory {}",
+                    file.display()
+                ));
+            }
+            let rules = match &args.rules {
+                Some(rules) => rules.clone(),
+                None => file
+                    .parent()
+                    .and_then(Path::parent)
+                    .map(|dir| {
+                        if dir.as_os_str().is_empty() {
+                            Path::new(".")
+                        } else {
+                            dir
+                        }
+                    })
+                    .map(Path::to_path_buf)
+                    .ok_or_else(|| {
+                        format!("{}: give the rules with --rules DIR", file.display())
+                    })?,
+            };
+            Ok((file.clone(), rules))
+        })
+        .collect()
+}
+
+/// Rule sets by path, each loaded (and its diagnostics printed) once;
+/// `None`: it does not build.
+type Loaded = HashMap<PathBuf, Option<Arc<Payload>>>;
+
+/// Runs one test file: `None` when it carries no expectations.
+fn run_file(
+    file: &Path,
+    rules: &Path,
+    loaded: &mut Loaded,
+    console: &mut Console<'_>,
+) -> io::Result<Option<TestResult>> {
+    let name = file.display().to_string();
+    let error = |message: String| {
+        Some(TestResult {
+            file: name.clone(),
+            expectations: 0,
+            outcome: Outcome::Error { message },
+        })
+    };
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) => return Ok(error(format!("cannot read the test: {e}"))),
+    };
+    let table: toml::Table = match toml::from_str(&text) {
+        Ok(table) => table,
+        Err(e) => {
+            return Ok(error(format!(
+                "not valid TOML: {}",
+                e.to_string().trim_end()
+            )))
+        }
+    };
+    let expectations = match expect::parse(&table) {
+        Ok(expectations) if expectations.is_empty() => return Ok(None),
+        Ok(expectations) => expectations,
+        Err(e) => return Ok(error(e.to_string())),
+    };
+    let timeline = match parse(&text) {
+        Ok(timeline) => timeline,
+        Err(e) => return Ok(error(e.to_string())),
+    };
+    if !loaded.contains_key(rules) {
+        let payload = load_rules(rules, console)?.ok().map(Arc::new);
+        loaded.insert(rules.to_path_buf(), payload);
+    }
+    let Some(Some(payload)) = loaded.get(rules) else {
+        return Ok(error(format!(
+            "the rules in {} do not build",
+            rules.display()
+        )));
+    };
+    let options = Options { explain: true };
+    let outcome = match simulate_with(Arc::clone(payload), &timeline, None, options) {
+        Ok(outcome) => outcome,
+        Err(e) => return Ok(error(e.to_string())),
+    };
+    let json: Vec<Value> = outcome
+        .lines
+        .iter()
+        .map(|line| serde_json::from_str(&line.to_json()).unwrap_or(Value::Null))
+        .collect();
+    let outcome = judge(&expectations, &json, &outcome.lines);
+    Ok(Some(TestResult {
+        file: name,
+        expectations: expectations.len(),
+        outcome,
+    }))
+}
+
+/// The first expectation the output does not meet, if any.
+fn judge(
+    expectations: &[Expectation],
+    json: &[Value],
+    lines: &[ruled_engine::sim::Line],
+) -> Outcome {
+    for expectation in expectations {
+        let selected = expectation.select(json);
+        let Some(problem) = expectation.judge(selected.len()) else {
+            continue;
+        };
+        // Point at what was found; when nothing was, at the near misses:
+        // the right kind and fields at another time.
+        let marked = if selected.is_empty() {
+            (0..json.len())
+                .filter(|&i| expectation.selects_fields(&json[i]))
+                .collect()
+        } else {
+            selected
+        };
+        return Outcome::Fail {
+            expectation: expectation.to_string(),
+            problem,
+            output: lines.iter().map(ruled_engine::sim::Line::to_text).collect(),
+            marked,
+        };
+    }
+    Outcome::Pass
+}
+
+/// Runs `rulec test`.
+pub fn run(args: &TestArgs, console: &mut Console<'_>) -> io::Result<Exit> {
+    let plan = match plan(args) {
+        Ok(plan) => plan,
+        Err(message) => {
+            writeln!(console.err, "error: {message}")?;
+            return Ok(Exit::Usage);
+        }
+    };
+    let mut results = Vec::new();
+    let mut loaded = Loaded::new();
+    for (file, rules) in &plan {
+        match run_file(file, rules, &mut loaded, console)? {
+            Some(result) => results.push(result),
+            None => writeln!(
+                console.err,
+                "note: {} has no [[expect]] or [[expect-none]]: not a test",
+                file.display()
+            )?,
+        }
+    }
+    for result in &results {
+        match args.format {
+            TestFormat::Text => print_text(result, console)?,
+            TestFormat::Json => writeln!(console.out, "{}", to_json(result))?,
+        }
+    }
+    let failed = results
+        .iter()
+        .filter(|r| r.outcome != Outcome::Pass)
+        .count();
+    writeln!(
+        console.err,
+        "{} passed, {failed} failed",
+        results.len() - failed
+    )?;
+    if let Some(path) = &args.junit {
+        if let Err(error) = std::fs::write(path, junit::render(&results)) {
+            writeln!(
+                console.err,
+                "error: cannot write {}: {error}",
+                path.display()
+            )?;
+            return Ok(Exit::Usage);
+        }
+    }
+    if results.is_empty() {
+        writeln!(console.err, "error: no tests found")?;
+        return Ok(Exit::Failure);
+    }
+    Ok(if failed > 0 {
+        Exit::Failure
+    } else {
+        Exit::Success
+    })
+}
+
+/// The failure as people read it: the expectation, what was wrong, and
+/// the output with the lines in question marked `>`.
+pub fn failure_text(result: &TestResult) -> String {
+    match &result.outcome {
+        Outcome::Pass => String::new(),
+        Outcome::Error { message } => format!("  {message}\n"),
+        Outcome::Fail {
+            expectation,
+            problem,
+            output,
+            marked,
+        } => {
+            let mut text = format!("  {expectation}\n  {problem}; the simulation printed:\n");
+            for (index, line) in output.iter().enumerate() {
+                let mark = if marked.contains(&index) { ">" } else { " " };
+                text.push_str(&format!("  {mark} {line}\n"));
+            }
+            text
+        }
+    }
+}
+
+fn print_text(result: &TestResult, console: &mut Console<'_>) -> io::Result<()> {
+    match &result.outcome {
+        Outcome::Pass => writeln!(
+            console.out,
+            "pass  {} ({})",
+            result.file,
+            plural(result.expectations, "expectation")
+        ),
+        Outcome::Fail { .. } => {
+            writeln!(console.out, "FAIL  {}", result.file)?;
+            write!(console.out, "{}", failure_text(result))
+        }
+        Outcome::Error { .. } => {
+            writeln!(console.out, "ERROR {}", result.file)?;
+            write!(console.out, "{}", failure_text(result))
+        }
+    }
+}
+
+fn to_json(result: &TestResult) -> Value {
+    let mut object = serde_json::json!({
+        "file": result.file,
+        "expectations": result.expectations,
+    });
+    let status = match &result.outcome {
+        Outcome::Pass => "pass",
+        Outcome::Fail {
+            expectation,
+            problem,
+            output,
+            marked,
+        } => {
+            object["expectation"] = Value::from(expectation.as_str());
+            object["problem"] = Value::from(problem.as_str());
+            object["output"] = Value::from(output.clone());
+            object["marked"] = Value::from(marked.clone());
+            "fail"
+        }
+        Outcome::Error { message } => {
+            object["problem"] = Value::from(message.as_str());
+            "error"
+        }
+    };
+    object["status"] = Value::from(status);
+    object
+}

@@ -1,0 +1,280 @@
+//! `[[expect]]` and `[[expect-none]]` in a timeline (docs/rulec.md#rulec-test):
+//! which output lines an expectation selects, how many it wants, and the
+//! words that describe it in a failure.
+
+use rulecore::parse_duration;
+use serde_json::Value;
+use std::fmt;
+
+/// The output fields an expectation may select on, besides `kind`
+/// (docs/simulation.md#output).
+pub const FIELDS: &[&str] = &[
+    "rule", "step", "pass", "action", "list", "push", "command", "iface", "id", "data", "run",
+    "reason", "message",
+];
+
+/// When a selected line must have happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    Any,
+    /// `at`: exactly this virtual time, ms.
+    At(u64),
+    /// `between`: within these virtual times, ms, both included.
+    Between(u64, u64),
+}
+
+/// One expectation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expectation {
+    /// `[[expect-none]]`: no line may match.
+    pub none: bool,
+    /// 1-based, in file order within its kind of entry.
+    pub number: usize,
+    pub kind: String,
+    /// Field name and the value it must have, in file order.
+    pub fields: Vec<(String, Value)>,
+    pub when: When,
+    /// `count`: exactly this many lines; absent: at least one.
+    pub count: Option<u64>,
+}
+
+/// An expectation that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpectError {
+    #[error("`{kind}` must be a list of `[[{kind}]]` entries")]
+    NotEntries { kind: &'static str },
+    #[error("[[{kind}]] #{number}: unknown key `{key}`{}", suggestion(.key))]
+    UnknownKey {
+        kind: &'static str,
+        number: usize,
+        key: String,
+    },
+    #[error("[[{kind}]] #{number}: `{key}` must be {expected}")]
+    WrongType {
+        kind: &'static str,
+        number: usize,
+        key: String,
+        expected: &'static str,
+    },
+    #[error("[[{kind}]] #{number}: `{key}` = {text:?} is not a duration such as \"30s\"")]
+    BadDuration {
+        kind: &'static str,
+        number: usize,
+        key: &'static str,
+        text: String,
+    },
+    #[error("[[{kind}]] #{number}: give `at` or `between`, not both")]
+    AtAndBetween { kind: &'static str, number: usize },
+    #[error("[[{kind}]] #{number}: `between` ends before it starts")]
+    BetweenReversed { kind: &'static str, number: usize },
+    #[error("[[expect-none]] #{number}: `count` is for [[expect]]; [[expect-none]] wants none")]
+    CountOnNone { number: usize },
+}
+
+fn suggestion(key: &str) -> String {
+    let known = ["kind", "at", "between", "count"]
+        .into_iter()
+        .chain(FIELDS.iter().copied());
+    match rulecore::suggest::closest_within(key, known, 2) {
+        Some(close) => format!(" (did you mean `{close}`?)"),
+        None => format!(
+            "; an expectation takes kind, at, between, count and the output fields {}",
+            FIELDS.join(", ")
+        ),
+    }
+}
+
+/// Reads the `[[expect]]` and `[[expect-none]]` entries of a timeline file.
+pub fn parse(table: &toml::Table) -> Result<Vec<Expectation>, ExpectError> {
+    let mut all = Vec::new();
+    for (kind, none) in [("expect", false), ("expect-none", true)] {
+        let Some(value) = table.get(kind) else {
+            continue;
+        };
+        let toml::Value::Array(entries) = value else {
+            return Err(ExpectError::NotEntries { kind });
+        };
+        for (index, entry) in entries.iter().enumerate() {
+            let toml::Value::Table(entry) = entry else {
+                return Err(ExpectError::NotEntries { kind });
+            };
+            all.push(parse_one(kind, none, index + 1, entry)?);
+        }
+    }
+    Ok(all)
+}
+
+fn parse_one(
+    kind: &'static str,
+    none: bool,
+    number: usize,
+    entry: &toml::Table,
+) -> Result<Expectation, ExpectError> {
+    let wrong = |key: &str, expected| ExpectError::WrongType {
+        kind,
+        number,
+        key: key.to_string(),
+        expected,
+    };
+    let duration = |key: &'static str, value: &toml::Value| -> Result<u64, ExpectError> {
+        let toml::Value::String(text) = value else {
+            return Err(wrong(key, "a duration string such as \"30s\""));
+        };
+        let bad = || ExpectError::BadDuration {
+            kind,
+            number,
+            key,
+            text: text.clone(),
+        };
+        let nanos = parse_duration(text).map_err(|_| bad())?;
+        u64::try_from(nanos / 1_000_000).map_err(|_| bad())
+    };
+    let mut expectation = Expectation {
+        none,
+        number,
+        kind: "action".to_string(),
+        fields: Vec::new(),
+        when: When::Any,
+        count: None,
+    };
+    for (key, value) in entry {
+        match key.as_str() {
+            "kind" => match value {
+                toml::Value::String(text) => expectation.kind = text.clone(),
+                _ => return Err(wrong(key, "a string such as \"action\"")),
+            },
+            "at" => {
+                if expectation.when != When::Any {
+                    return Err(ExpectError::AtAndBetween { kind, number });
+                }
+                expectation.when = When::At(duration("at", value)?);
+            }
+            "between" => {
+                if expectation.when != When::Any {
+                    return Err(ExpectError::AtAndBetween { kind, number });
+                }
+                let pair = match value {
+                    toml::Value::Array(pair) if pair.len() == 2 => pair,
+                    _ => return Err(wrong(key, "two durations: [\"10s\", \"20s\"]")),
+                };
+                let (from, to) = (
+                    duration("between", &pair[0])?,
+                    duration("between", &pair[1])?,
+                );
+                if to < from {
+                    return Err(ExpectError::BetweenReversed { kind, number });
+                }
+                expectation.when = When::Between(from, to);
+            }
+            "count" if none => return Err(ExpectError::CountOnNone { number }),
+            "count" => match value {
+                toml::Value::Integer(n) if *n >= 0 => expectation.count = Some(n.unsigned_abs()),
+                _ => return Err(wrong(key, "a whole number from 0")),
+            },
+            field if FIELDS.contains(&field) => {
+                let value = match value {
+                    toml::Value::String(text) => Value::from(text.as_str()),
+                    toml::Value::Integer(n) => Value::from(*n),
+                    _ => return Err(wrong(key, "a string or a whole number")),
+                };
+                expectation.fields.push((field.to_string(), value));
+            }
+            _ => {
+                return Err(ExpectError::UnknownKey {
+                    kind,
+                    number,
+                    key: key.clone(),
+                })
+            }
+        }
+    }
+    // In output order, whatever order the file wrote them in.
+    expectation
+        .fields
+        .sort_by_key(|(key, _)| FIELDS.iter().position(|field| field == key));
+    Ok(expectation)
+}
+
+impl Expectation {
+    /// Whether an output line (as its JSON object) has the kind and fields.
+    pub fn selects_fields(&self, line: &Value) -> bool {
+        line["kind"].as_str() == Some(&self.kind)
+            && self
+                .fields
+                .iter()
+                .all(|(key, want)| line.get(key) == Some(want))
+    }
+
+    /// Whether `at_ms` is in the expectation's time.
+    pub fn selects_time(&self, at_ms: u64) -> bool {
+        match self.when {
+            When::Any => true,
+            When::At(at) => at_ms == at,
+            When::Between(from, to) => (from..=to).contains(&at_ms),
+        }
+    }
+
+    /// The lines (indices) the expectation selects.
+    pub fn select(&self, lines: &[Value]) -> Vec<usize> {
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(_, line)| {
+                self.selects_fields(line)
+                    && line["at_ms"]
+                        .as_u64()
+                        .is_some_and(|at| self.selects_time(at))
+            })
+            .map(|(index, _)| index)
+            .collect()
+    }
+
+    /// `None` when `found` lines satisfy it, else what was wrong.
+    pub fn judge(&self, found: usize) -> Option<String> {
+        let found_text = match found {
+            0 => "found none".to_string(),
+            1 => "found 1".to_string(),
+            n => format!("found {n}"),
+        };
+        match (self.none, self.count) {
+            (true, _) if found > 0 => Some(format!("expected no matching line, {found_text}")),
+            (false, Some(count)) if found as u64 != count => Some(format!(
+                "expected exactly {count} matching line{}, {found_text}",
+                if count == 1 { "" } else { "s" }
+            )),
+            (false, None) if found == 0 => {
+                Some("expected at least one matching line, found none".to_string())
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Expectation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let entry = if self.none { "expect-none" } else { "expect" };
+        write!(f, "[[{entry}]] #{}: kind={}", self.number, self.kind)?;
+        for (key, value) in &self.fields {
+            match value {
+                Value::String(text) => write!(f, " {key}={text}")?,
+                other => write!(f, " {key}={other}")?,
+            }
+        }
+        let go = |ms: u64| {
+            rulecore::duration::format_duration(
+                i64::try_from(ms)
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(1_000_000),
+            )
+        };
+        match self.when {
+            When::Any => {}
+            When::At(at) => write!(f, " at={}", go(at))?,
+            When::Between(from, to) => write!(f, " between={}..{}", go(from), go(to))?,
+        }
+        if let Some(count) = self.count {
+            write!(f, " count={count}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,177 @@
+//! `rulec diff` as CI runs it before a deploy (docs/rulec.md#rulec-diff):
+//! two builds of fixtures/rules, one step's `after` changed.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use insta_cmd::get_cargo_bin;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn rulec(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(get_cargo_bin("rulec"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// A scratch dir with `old.bundle` (fixtures/rules) and `new.bundle`
+/// (the same with hazards-on-alarm's "off" step after 45 s, not 30 s), and
+/// the `new/` rules directory.
+fn two_builds() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("new");
+    std::fs::create_dir(&new).unwrap();
+    for entry in std::fs::read_dir(root().join("fixtures/rules")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let text = text.replace("after = \"30s\"", "after = \"45s\"");
+            std::fs::write(new.join(path.file_name().unwrap()), text).unwrap();
+        }
+    }
+    let rules = root().join("fixtures/rules");
+    let (code, _, err) = rulec(
+        dir.path(),
+        &["build", rules.to_str().unwrap(), "-o", "old.bundle"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = rulec(dir.path(), &["build", "new", "-o", "new.bundle"]);
+    assert_eq!(code, 0, "{err}");
+    dir
+}
+
+#[test]
+fn a_changed_after_names_the_step_dropped_on_deploy() {
+    let dir = two_builds();
+    let (code, out, err) = rulec(dir.path(), &["diff", "old.bundle", "new.bundle"]);
+    assert_eq!(code, 0, "{err}");
+    insta::assert_snapshot!("after-changed", out);
+    let (code, json, _) = rulec(
+        dir.path(),
+        &["diff", "old.bundle", "new.bundle", "--format", "json"],
+    );
+    assert_eq!(code, 0);
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    insta::assert_snapshot!(
+        "after-changed-json",
+        serde_json::to_string_pretty(&value).unwrap()
+    );
+    // A rules directory compares the same as its bundle.
+    let (_, from_dir, _) = rulec(dir.path(), &["diff", "old.bundle", "new"]);
+    assert_eq!(from_dir, out);
+}
+
+#[test]
+fn deny_drops_is_the_ci_gate() {
+    let dir = two_builds();
+    let (code, _, err) = rulec(
+        dir.path(),
+        &["diff", "old.bundle", "new.bundle", "--deny-drops"],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "error: the deploy would drop 1 waiting step (--deny-drops)\n"
+    );
+    // The same rules: nothing changed, nothing dropped.
+    let (code, out, _) = rulec(
+        dir.path(),
+        &["diff", "old.bundle", "old.bundle", "--deny-drops"],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out, "dropped on deploy: none\n");
+}
+
+/// `HGETALL` as JSON: only the records that would go are listed.
+#[test]
+fn pending_lists_exactly_the_records_that_would_go() {
+    let dir = two_builds();
+    let bundle = rulecore::codec::read(&dir.path().join("old.bundle")).unwrap();
+    let fingerprint = |rule: &str, step: usize| {
+        let rule = bundle
+            .payload
+            .rules
+            .iter()
+            .find(|r| r.name == rule)
+            .unwrap();
+        rule.steps[step].fingerprint.to_string()
+    };
+    let record = |id: &str, rule: &str, step: u32| {
+        serde_json::json!({
+            "id": id, "rule": rule, "source": "x.toml", "step": step, "iter": 0,
+            "fire-at": 1_704_067_230_000_i64,
+            "fingerprint": fingerprint(rule, step as usize),
+            "event": {"topic": "t", "data": {}},
+        })
+        .to_string()
+    };
+    let pending = serde_json::json!({
+        "hazards-on-alarm#17-3": record("hazards-on-alarm#17-3", "hazards-on-alarm", 1),
+        "parked-brake-blink#17-4": record("parked-brake-blink#17-4", "parked-brake-blink", 1),
+    });
+    std::fs::write(dir.path().join("pending.json"), pending.to_string()).unwrap();
+    let (code, out, err) = rulec(
+        dir.path(),
+        &[
+            "diff",
+            "old.bundle",
+            "new.bundle",
+            "--pending",
+            "pending.json",
+            "--deny-drops",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    insta::assert_snapshot!("after-changed-pending", out);
+    assert!(!out.contains("parked-brake-blink#17-4"));
+    // Only the unchanged rule's record: nothing goes.
+    let only_kept = serde_json::json!({
+        "parked-brake-blink#17-4": record("parked-brake-blink#17-4", "parked-brake-blink", 1),
+    });
+    std::fs::write(dir.path().join("kept.json"), only_kept.to_string()).unwrap();
+    let (code, _, err) = rulec(
+        dir.path(),
+        &[
+            "diff",
+            "old.bundle",
+            "new.bundle",
+            "--pending",
+            "kept.json",
+            "--deny-drops",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    // Not a record: named.
+    std::fs::write(dir.path().join("bad.json"), r#"{"x": "{}"}"#).unwrap();
+    let (code, _, err) = rulec(
+        dir.path(),
+        &["diff", "old.bundle", "new.bundle", "--pending", "bad.json"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with("error: bad.json: record x is not a pending record"),
+        "{err}"
+    );
+}
+
+#[test]
+fn help_has_an_example() {
+    let (_, help, _) = rulec(&root(), &["diff", "--help"]);
+    assert!(
+        help.contains("rulec diff old.bundle new.bundle --deny-drops"),
+        "{help}"
+    );
+}
