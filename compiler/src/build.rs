@@ -190,7 +190,7 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     };
     if let Err(error) = codec::write_atomic(&args.output, &built.bytes) {
         // Name the file the user asked for, not the temporary file next to
-        // it that the atomic write failed on (a pid in it, never seen).
+        // it that the atomic write failed on (a random name, never seen).
         let reason = match &error {
             BundleError::Io { source, .. } => source.to_string(),
             other => other.to_string(),

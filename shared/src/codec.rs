@@ -168,7 +168,11 @@ pub fn read(path: &Path) -> Result<Bundle, BundleError> {
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, flushed to disk, then renamed over `path`, then the directory
 /// flushed. A reader sees the old file or the new one, never a mix, even
-/// across a power cut (docs/bundle.md).
+/// across a power cut (docs/bundle.md#building).
+///
+/// The temporary file is created exclusively (`O_EXCL`) under a random
+/// name: a file or link planted at a name we chose ahead of time could
+/// otherwise redirect the write to the link's target.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
     let io = |p: &Path| {
         let p = p.to_path_buf();
@@ -182,34 +186,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
         path: path.to_path_buf(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
     })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    // Distinct per process and per call, so concurrent writers never share
-    // a temp file.
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    tmp_name.push(format!(".tmp-{}-{n}", std::process::id()));
-    let tmp = dir.join(tmp_name);
-
-    let result = (|| {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            // A leftover from a crashed process that had the same pid.
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io(&tmp))?;
-        file.write_all(bytes).map_err(io(&tmp))?;
-        file.sync_all().map_err(io(&tmp))?;
-        drop(file);
-        fs::rename(&tmp, path).map_err(io(path))
-    })();
-    if result.is_err() {
-        // The write already failed and that error is what we report; a
-        // leftover temp file is only litter.
-        let _ = fs::remove_file(&tmp);
-        return result;
-    }
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(name);
+    prefix.push(".tmp-");
+    // Dropped on any error before `persist`, the temporary file is removed.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .tempfile_in(&dir)
+        .map_err(io(&dir))?;
+    tmp.write_all(bytes).map_err(io(tmp.path()))?;
+    tmp.as_file().sync_all().map_err(io(tmp.path()))?;
+    tmp.persist(path).map_err(|error| BundleError::Io {
+        path: path.to_path_buf(),
+        source: error.error,
+    })?;
     fs::File::open(&dir)
         .and_then(|d| d.sync_all())
         .map_err(io(&dir))
@@ -245,6 +235,28 @@ mod tests {
             Err(BundleError::TooShort { len: 3 })
         ));
         assert!(matches!(decode(b"nope"), Err(BundleError::BadMagic)));
+    }
+
+    #[test]
+    fn a_planted_link_at_a_predictable_temp_name_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        // The names an earlier version used: `.NAME.tmp-PID-N`.
+        for n in 0..4 {
+            let planted = dir
+                .path()
+                .join(format!(".rules.bundle.tmp-{}-{n}", std::process::id()));
+            std::os::unix::fs::symlink(&victim, planted).unwrap();
+        }
+        let path = dir.path().join("rules.bundle");
+        let bytes = encode(&empty()).unwrap();
+        write_atomic(&path, &bytes).unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(fs::read(&path).unwrap(), bytes);
+        assert!(!fs::symlink_metadata(&path).unwrap().is_symlink());
+        // Only the planted links and the two real files are there.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 6);
     }
 
     #[test]
