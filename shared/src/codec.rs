@@ -193,7 +193,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
     let mut tmp = tempfile::Builder::new()
         .prefix(&prefix)
         .tempfile_in(&dir)
-        .map_err(io(&dir))?;
+        .map_err(|error| io(&dir)(without_temp_path(error)))?;
     tmp.write_all(bytes).map_err(io(tmp.path()))?;
     tmp.as_file().sync_all().map_err(io(tmp.path()))?;
     tmp.persist(path).map_err(|error| BundleError::Io {
@@ -203,6 +203,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
     fs::File::open(&dir)
         .and_then(|d| d.sync_all())
         .map_err(io(&dir))
+}
+
+/// An error from `tempfile` without the ` at path "..."` it appends (the
+/// temporary file's random name): the caller names the output it was asked
+/// for, and that name would mean nothing to a user.
+fn without_temp_path(error: std::io::Error) -> std::io::Error {
+    let text = error.to_string();
+    match text.rfind(" at path ") {
+        Some(at) if error.get_ref().is_some() => std::io::Error::new(error.kind(), &text[..at]),
+        _ => error,
+    }
 }
 
 #[cfg(test)]

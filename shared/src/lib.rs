@@ -5,7 +5,8 @@
 //! The bundle (docs/bundle.md) is [`bundle`] (the data model), [`codec`] (the
 //! file: encode, checked decode, atomic write) and [`fingerprint`] (what a
 //! step does, hashed). A `when` (docs/when-language.md) is a [`bytecode`] program,
-//! checked once at load by [`verify`] and run by [`vm`]. The rest is small
+//! checked once at load by [`verify`] (with the rule format's [`limits`]) and
+//! run by [`vm`]. The rest is small
 //! shared vocabulary: Go [`duration`]s, [`topic`] patterns, the [`event`]
 //! envelope, [`suggest`] for "did you mean", and [`fuzz`] for the
 //! randomized tests' seeds and generator.
@@ -17,6 +18,7 @@ pub mod duration;
 pub mod event;
 pub mod fingerprint;
 pub mod fuzz;
+pub mod limits;
 pub mod suggest;
 pub mod topic;
 pub mod verify;
