@@ -40,7 +40,7 @@ pub fn run(args: &DumpArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         Ok(bundle) => bundle,
         Err(error) => {
             // An I/O error names the path itself.
-            if let BundleError::Io { .. } = error {
+            if let BundleError::Io { .. } | BundleError::NotAFile { .. } = error {
                 writeln!(console.err, "error: {error}")?;
                 return Ok(Exit::Usage);
             }

@@ -149,3 +149,90 @@ fn a_state_hash_named_like_an_event_channel_is_an_error() {
         "{stderr}"
     );
 }
+
+fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success());
+}
+
+/// Fixture rules built into `dir/rules.bundle`.
+fn build_fixture_bundle(dir: &Path) {
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/rules");
+    let out = rulec(
+        dir,
+        &["build", rules.to_str().unwrap(), "-o", "rules.bundle"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn fifos_and_devices_as_inputs_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    mkfifo(&path.join("fifo"));
+    build_fixture_bundle(path);
+    std::fs::write(path.join("t.toml"), "").unwrap();
+    // No writer ever opens the FIFO: each of these would hang on it.
+    let cases: &[&[&str]] = &[
+        &["dump", "fifo"],
+        &["dump", "/dev/zero"],
+        &["simulate", "fifo", "--timeline", "t.toml"],
+        &["simulate", "rules.bundle", "--timeline", "fifo"],
+        &["simulate", "rules.bundle", "--timeline", "/dev/zero"],
+        &[
+            "simulate",
+            "rules.bundle",
+            "--timeline",
+            "t.toml",
+            "--bundle-after-restart",
+            "fifo",
+        ],
+    ];
+    for args in cases {
+        let out = rulec(path, args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("not a regular file"), "{args:?}: {stderr}");
+    }
+    // A `*.toml` entry of a rules directory that is a FIFO.
+    std::fs::create_dir(path.join("rules")).unwrap();
+    mkfifo(&path.join("rules/a.toml"));
+    let out = rulec(path, &["check", "rules"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("rule file rules/a.toml is a FIFO (named pipe), not a regular file"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_rule_file_name_that_is_not_utf8_is_rejected() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    // Two names that would both read `a\u{FFFD}.toml` once made lossy.
+    for (i, name) in [&b"a\xff.toml"[..], &b"a\xfe.toml"[..]].iter().enumerate() {
+        let path = rules.join(std::ffi::OsStr::from_bytes(name));
+        std::fs::write(path, rule(&format!("r{i}"), "")).unwrap();
+    }
+    std::fs::write(rules.join("b.toml"), rule("b", "")).unwrap();
+    let out = rulec(
+        dir.path(),
+        &["build", "rules", "-o", "out.bundle", "--partial"],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("the file name is not valid UTF-8; the whole file is ignored")
+            .count(),
+        2,
+        "{stderr}"
+    );
+    assert!(stderr.contains("3 files, 1 rule: 2 errors"), "{stderr}");
+    let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
+    let names: Vec<_> = bundle.payload.rules.iter().map(|r| &r.source).collect();
+    assert_eq!(names, ["b.toml"]);
+}

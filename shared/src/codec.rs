@@ -8,9 +8,10 @@
 //! start is a fatal error that names the check that failed (docs/service.md#start-and-stop).
 
 use crate::bundle::{Payload, FORMAT_VERSION, MAGIC};
+use crate::input_file::{read_bounded, InputError};
 use crate::verify::{verify_payload, PayloadError};
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Magic, version, digest, length.
@@ -58,6 +59,8 @@ pub enum BundleError {
     Invalid(#[from] PayloadError),
     #[error("could not encode the bundle payload: {0}")]
     Encode(postcard::Error),
+    #[error("{} is {kind}, not a regular file", path.display())]
+    NotAFile { path: PathBuf, kind: &'static str },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -148,20 +151,15 @@ pub fn decode(bytes: &[u8]) -> Result<Bundle, BundleError> {
     })
 }
 
-/// Reads, decodes and verifies a bundle file. A file larger than
-/// [`MAX_BUNDLE_LEN`] is refused without reading more than that.
+/// Reads, decodes and verifies a bundle file. Only a regular file is read
+/// ([`crate::input_file`]), and one larger than [`MAX_BUNDLE_LEN`] is
+/// refused without reading more than that.
 pub fn read(path: &Path) -> Result<Bundle, BundleError> {
-    let io = |source| BundleError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut bytes = Vec::new();
-    fs::File::open(path)
-        .and_then(|file| file.take(MAX_BUNDLE_LEN + 1).read_to_end(&mut bytes))
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_BUNDLE_LEN {
-        return Err(BundleError::TooLarge);
-    }
+    let bytes = read_bounded(path, MAX_BUNDLE_LEN).map_err(|error| match error {
+        InputError::Io { path, source } => BundleError::Io { path, source },
+        InputError::NotAFile { path, kind } => BundleError::NotAFile { path, kind },
+        InputError::TooLarge { .. } => BundleError::TooLarge,
+    })?;
     decode(&bytes)
 }
 
@@ -292,8 +290,8 @@ mod tests {
             read(&dir.join("absent")),
             Err(BundleError::Io { .. })
         ));
-        // A directory is an I/O error naming it, not a panic.
-        assert!(matches!(read(&dir), Err(BundleError::Io { path, .. }) if path == dir));
+        // A directory is refused, naming it, not a panic.
+        assert!(matches!(read(&dir), Err(BundleError::NotAFile { path, .. }) if path == dir));
         let big = dir.join("big.bundle");
         let file = fs::File::create(&big).unwrap();
         file.set_len(MAX_BUNDLE_LEN + 1).unwrap();

@@ -1,6 +1,7 @@
 //! `rulecore`: plain data and pure functions that the rule compiler (`rulec`)
 //! and the runtime (`ruled`) agree on. Nothing here does I/O except the
-//! bundle's atomic file write, which both halves share.
+//! bundle's atomic file write and [`input_file`] (reading an input file
+//! whole, bounded), which both halves share.
 //!
 //! The bundle (docs/bundle.md) is [`bundle`] (the data model), [`codec`] (the
 //! file: encode, checked decode, atomic write) and [`fingerprint`] (what a
@@ -18,6 +19,7 @@ pub mod duration;
 pub mod event;
 pub mod fingerprint;
 pub mod fuzz;
+pub mod input_file;
 pub mod limits;
 pub mod suggest;
 pub mod topic;

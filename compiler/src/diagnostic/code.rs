@@ -47,7 +47,7 @@ codes! {
     Toml => "rulec::toml",
     /// A key that is not part of the format, at any level; rejects the file.
     UnknownKey => "rulec::unknown-key",
-    /// The file is not valid UTF-8.
+    /// The file, or its name, is not valid UTF-8.
     Encoding => "rulec::encoding",
 
     // Rule and step keys.
