@@ -129,3 +129,104 @@ fn action_problem(action: &Action) -> Option<&'static str> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::{Repeat, Rule, StatePair, Step};
+    use crate::codec::{decode, encode, BundleError};
+    use crate::topic::TopicPattern;
+    use crate::verify::PayloadError;
+
+    fn valid() -> Payload {
+        let step = Step::new(
+            Action::Redis {
+                list: "scooter:horn".into(),
+                push: "on".into(),
+            },
+            0,
+        );
+        let on = vec![TopicPattern::parse("alarm.triggered").unwrap()];
+        Payload::new(
+            "test",
+            vec![Rule::new("r", "a.toml", on, vec![step])],
+            vec![],
+            vec![],
+        )
+    }
+
+    /// A forged payload, checksummed as `rulec` would: what the loader says.
+    fn load(payload: &Payload) -> Result<(), LimitError> {
+        match decode(&encode(payload).unwrap()) {
+            Ok(_) => Ok(()),
+            Err(BundleError::Invalid(PayloadError::Limit { error, .. }))
+            | Err(BundleError::Invalid(PayloadError::StateChannel(error))) => Err(error),
+            Err(other) => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn forged_bundles_over_the_checker_limits_are_refused_at_load() {
+        assert_eq!(load(&valid()), Ok(()));
+        let mut endless = valid();
+        endless.rules[0].repeat = Repeat {
+            count: u32::MAX,
+            every_ns: 0,
+        };
+        assert_eq!(
+            load(&endless),
+            Err(LimitError::RepeatWithoutGap { count: u32::MAX })
+        );
+        let mut far = valid();
+        far.rules[0].steps[0].after_ns = u64::MAX;
+        far.rules[0].steps[0].durable = true;
+        assert!(matches!(load(&far), Err(LimitError::Duration { .. })));
+        let mut every = valid();
+        every.rules[0].repeat = Repeat {
+            count: 2,
+            every_ns: u64::MAX,
+        };
+        assert!(matches!(load(&every), Err(LimitError::Duration { .. })));
+        let mut many = valid();
+        many.rules[0].cancel_on = (0..=MAX_PATTERNS)
+            .map(|i| TopicPattern::parse(&format!("t{i}")).unwrap())
+            .collect();
+        assert_eq!(
+            load(&many),
+            Err(LimitError::TooManyPatterns {
+                list: "cancel-on",
+                found: MAX_PATTERNS + 1
+            })
+        );
+        let mut channel = valid();
+        channel.state_pairs = vec![StatePair {
+            hash: "ev:alarm.triggered".into(),
+            field: "x".into(),
+        }];
+        assert!(matches!(
+            load(&channel),
+            Err(LimitError::StateChannel { .. })
+        ));
+        let mut shell = valid();
+        shell.rules[0].steps[0] = Step::new(
+            Action::Exec {
+                command: "/bin/sh -c reboot".into(),
+                timeout_ns: 1,
+            },
+            0,
+        );
+        assert!(matches!(
+            load(&shell),
+            Err(LimitError::Action { step: 0, .. })
+        ));
+        let mut durable = valid();
+        durable.rules[0].steps[0].durable = true;
+        assert_eq!(
+            load(&durable),
+            Err(LimitError::DurableWithoutAfter { step: 0 })
+        );
+        let mut nameless = valid();
+        nameless.rules[0].name = " ".into();
+        assert_eq!(load(&nameless), Err(LimitError::EmptyName));
+    }
+}
