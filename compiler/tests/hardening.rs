@@ -236,3 +236,42 @@ fn a_rule_file_name_that_is_not_utf8_is_rejected() {
     let names: Vec<_> = bundle.payload.rules.iter().map(|r| &r.source).collect();
     assert_eq!(names, ["b.toml"]);
 }
+
+#[test]
+fn streamed_dumps_are_the_rendered_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    build_fixture_bundle(dir.path());
+    let bundle = rulecore::codec::read(&dir.path().join("rules.bundle")).unwrap();
+    let out = rulec(dir.path(), &["dump", "rules.bundle"]);
+    assert_eq!(text(&out.stdout), rulec::dump::render_text(&bundle));
+    let out = rulec(dir.path(), &["dump", "rules.bundle", "--format", "json"]);
+    let pretty = serde_json::to_string_pretty(&rulec::dump::render_json(&bundle)).unwrap();
+    assert_eq!(text(&out.stdout), format!("{pretty}\n"));
+}
+
+#[test]
+fn a_forged_endless_repeat_is_refused_by_dump_and_simulate() {
+    let dir = tempfile::tempdir().unwrap();
+    build_fixture_bundle(dir.path());
+    let mut bundle = rulecore::codec::read(&dir.path().join("rules.bundle")).unwrap();
+    bundle.payload.rules[0].repeat = rulecore::bundle::Repeat {
+        count: u32::MAX,
+        every_ns: 0,
+    };
+    // Re-checksummed, as a forger would.
+    let bytes = rulecore::codec::encode(&bundle.payload).unwrap();
+    std::fs::write(dir.path().join("forged.bundle"), bytes).unwrap();
+    std::fs::write(dir.path().join("t.toml"), "").unwrap();
+    for args in [
+        &["dump", "forged.bundle"][..],
+        &["simulate", "forged.bundle", "--timeline", "t.toml"],
+    ] {
+        let out = rulec(dir.path(), args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("`repeat` has 4294967295 passes and no gap between them"),
+            "{stderr}"
+        );
+    }
+}
