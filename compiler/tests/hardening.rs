@@ -275,3 +275,36 @@ fn a_forged_endless_repeat_is_refused_by_dump_and_simulate() {
         );
     }
 }
+
+#[test]
+fn build_prints_the_memory_estimate_and_warns_over_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("rules")).unwrap();
+    std::fs::write(dir.path().join("rules/small.toml"), rule("x", "")).unwrap();
+    let out = rulec(dir.path(), &["build", "rules", "-o", "small.bundle"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("memory: about 2 KiB once loaded in ruled (budget 16 MiB)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("warning"), "{stderr}");
+    // About a kilobyte per rule once loaded: 20,000 rules are over 16 MiB.
+    let body: String = (0..20_000).map(|i| rule(&format!("r{i}"), "")).collect();
+    std::fs::write(dir.path().join("rules/big.toml"), body).unwrap();
+    let out = rulec(
+        dir.path(),
+        &["build", "rules", "-o", "big.bundle", "--format", "json"],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: the bundle needs about"),
+        "{stderr}"
+    );
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        line["memory_estimate"].as_u64().unwrap() > 16 << 20,
+        "{line}"
+    );
+}

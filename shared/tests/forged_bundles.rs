@@ -96,12 +96,11 @@ fn assert_bounded(payload: &Payload, event: &Event) {
             .iter()
             .chain(rule.steps.iter().filter_map(|s| s.when.as_ref()));
         for program in programs {
-            match eval_bool(program, &payload.consts, event, &state) {
-                Err(EvalError::Malformed { .. }) => {
-                    panic!("a verified program malformed: {program:?}")
-                }
-                Ok(_) | Err(_) => {}
-            }
+            let result = eval_bool(program, &payload.consts, event, &state);
+            assert!(
+                !matches!(result, Err(EvalError::Malformed { .. })),
+                "a verified program malformed: {program:?}"
+            );
         }
         for step in &rule.steps {
             assert!(step.after_ns <= i64::MAX as u64);
