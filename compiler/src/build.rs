@@ -152,6 +152,45 @@ pub fn summary(built: &Built) -> String {
     )
 }
 
+/// The heap a bundle may take in `ruled` before a warning (docs/bundle.md#building):
+/// a third of the service's 48 MB, leaving the rest to runs, queued jobs
+/// and the runtime itself.
+pub const MEMORY_BUDGET: usize = 16 << 20;
+
+/// `1.2 MiB`, `812 KiB`.
+fn mebibytes(bytes: usize) -> String {
+    if bytes < 1 << 20 {
+        format!("{} KiB", bytes.div_ceil(1024))
+    } else if bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+    }
+}
+
+/// Prints the estimated heap of the bundle in `ruled`, and a warning over
+/// [`MEMORY_BUDGET`].
+fn report_memory(built: &Built, console: &mut Console<'_>) -> io::Result<()> {
+    let estimate = ruled_engine::estimated_heap(&built.payload);
+    writeln!(
+        console.err,
+        "memory: about {} once loaded in ruled (budget {})",
+        mebibytes(estimate),
+        mebibytes(MEMORY_BUDGET)
+    )?;
+    if estimate > MEMORY_BUDGET {
+        writeln!(
+            console.err,
+            "warning: the bundle needs about {} in ruled, over the budget of {}: \
+             with the service's 48 MB cap, runs and queued jobs may not fit; \
+             fewer or smaller rules help",
+            mebibytes(estimate),
+            mebibytes(MEMORY_BUDGET)
+        )?;
+    }
+    Ok(())
+}
+
 /// Runs `rulec build`.
 pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     // `-o -` reads as "to stdout" to most users, but stdout carries the
@@ -208,7 +247,7 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     };
     if let Err(error) = codec::write_atomic(&args.output, &built.bytes) {
         // Name the file the user asked for, not the temporary file next to
-        // it that the atomic write failed on (a pid in it, never seen).
+        // it that the atomic write failed on (a random name, never seen).
         let reason = match &error {
             BundleError::Io { source, .. } => source.to_string(),
             other => other.to_string(),
@@ -233,11 +272,13 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
                 "steps": built.steps(),
                 "state_pairs": built.payload.state_pairs.len(),
                 "bytes": built.bytes.len(),
+                "memory_estimate": ruled_engine::estimated_heap(&built.payload),
                 "partial": failed,
             });
             writeln!(console.out, "{line}")?;
         }
     }
+    report_memory(&built, console)?;
     let partial = if failed { " (partial)" } else { "" };
     writeln!(
         console.err,

@@ -7,7 +7,7 @@
 //! line still goes to stderr.
 
 use crate::cli::{Console, Exit};
-use crate::diagnostic::{render_text, to_json, Code, Diagnostic, Severity};
+use crate::diagnostic::{render_text_with, to_json_with, Code, Diagnostic, Severity, Sources};
 use crate::load::{load_dir, LoadError, SourceFile};
 use crate::validate::{validate_with, CheckedRule};
 use std::io;
@@ -250,7 +250,13 @@ pub(crate) fn shown(
     (diagnostics, files)
 }
 
-/// Prints the diagnostics in `format` (not the summary).
+/// How many diagnostics of one file are printed; the rest are counted in
+/// one "and N more" line (docs/diagnostics.md#output). Thousands of
+/// reports of one file help nobody, and printing them costs time.
+pub const MAX_SHOWN_PER_FILE: usize = 100;
+
+/// Prints the diagnostics in `format` (not the summary), at most
+/// [`MAX_SHOWN_PER_FILE`] of each file.
 fn print_report(
     report: &CheckReport,
     dir: &Path,
@@ -258,19 +264,51 @@ fn print_report(
     console: &mut Console<'_>,
 ) -> io::Result<()> {
     let (diagnostics, files) = shown(&report.diagnostics, &report.files, dir);
-    match format {
-        Format::Text => {
-            let text = render_text(&diagnostics, &files, console.style);
-            console.err.write_all(text.as_bytes())
+    let sources = Sources::new(&files);
+    // `check_dir_with` sorted them by file.
+    for of_file in diagnostics.chunk_by(|a, b| a.file == b.file) {
+        let (shown, hidden) = of_file.split_at(of_file.len().min(MAX_SHOWN_PER_FILE));
+        match format {
+            Format::Text => {
+                let text = render_text_with(shown, &sources, console.style);
+                console.err.write_all(text.as_bytes())?;
+            }
+            Format::Json => {
+                for diagnostic in shown {
+                    writeln!(console.out, "{}", to_json_with(diagnostic, &sources))?;
+                }
+            }
         }
-        Format::Json => {
-            for diagnostic in &diagnostics {
-                let line = to_json(diagnostic, &files);
+        if hidden.is_empty() {
+            continue;
+        }
+        let errors = hidden
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count();
+        let warnings = hidden.len() - errors;
+        let file = of_file[0].file.as_deref();
+        match format {
+            Format::Text => writeln!(
+                console.err,
+                "... and {} in {} ({}, {}), not shown\n",
+                plural(hidden.len(), "more diagnostic"),
+                file.unwrap_or("the rules directory"),
+                plural(errors, "error"),
+                plural(warnings, "warning"),
+            )?,
+            Format::Json => {
+                let line = serde_json::json!({
+                    "file": file,
+                    "omitted": hidden.len(),
+                    "errors": errors,
+                    "warnings": warnings,
+                });
                 writeln!(console.out, "{line}")?;
             }
-            Ok(())
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

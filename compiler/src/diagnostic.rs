@@ -11,7 +11,7 @@ mod code;
 pub use code::Code;
 
 use crate::load::SourceFile;
-use crate::span::line_col;
+use crate::span::Lines;
 use miette::{
     GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError, MietteSpanContents,
     SourceCode, SourceSpan, SpanContents,
@@ -164,8 +164,54 @@ pub enum TextStyle {
     Plain,
 }
 
+/// The longest line (in bytes) shown as a snippet under a diagnostic.
+/// miette formats a label's column as a padding width, which the standard
+/// library caps at 65535 (a panic past it), and a line of thousands of
+/// characters helps nobody: a label on a longer line is reported by
+/// position instead (docs/diagnostics.md#output).
+pub const MAX_SNIPPET_LINE: usize = 4096;
+
+/// The rule files diagnostics point into, by name, each with its line
+/// index: built once per report, so that placing a diagnostic costs a
+/// lookup, not a scan of its file.
+#[derive(Debug)]
+pub struct Sources<'a> {
+    files: std::collections::HashMap<&'a str, Lines<'a>>,
+}
+
+impl<'a> Sources<'a> {
+    pub fn new(files: &'a [SourceFile]) -> Self {
+        Self {
+            files: files
+                .iter()
+                .map(|file| (file.name.as_str(), Lines::new(&file.text)))
+                .collect(),
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&Lines<'a>> {
+        self.files.get(name)
+    }
+
+    /// 1-based line and column of `offset` in file `name` (1, 1 when the
+    /// file is unknown).
+    fn line_col(&self, name: Option<&str>, offset: usize) -> (usize, usize) {
+        name.and_then(|name| self.get(name))
+            .map_or((1, 1), |lines| lines.line_col(offset))
+    }
+}
+
 /// Renders diagnostics for people, each followed by a blank line.
 pub fn render_text(diagnostics: &[Diagnostic], files: &[SourceFile], style: TextStyle) -> String {
+    render_text_with(diagnostics, &Sources::new(files), style)
+}
+
+/// [`render_text`] against files already indexed.
+pub fn render_text_with(
+    diagnostics: &[Diagnostic],
+    sources: &Sources<'_>,
+    style: TextStyle,
+) -> String {
     let handler = match style {
         TextStyle::Fancy => GraphicalReportHandler::new_themed(GraphicalTheme::unicode()),
         // No wrapping: long help lines stay whole (miette would otherwise
@@ -177,7 +223,7 @@ pub fn render_text(diagnostics: &[Diagnostic], files: &[SourceFile], style: Text
     .with_width(100);
     let mut out = String::new();
     for diagnostic in diagnostics {
-        let report = Report::new(diagnostic, files);
+        let report = Report::new(diagnostic, sources);
         if handler.render_report(&mut out, &report).is_err() {
             // Rendering into a String only fails if a Display impl fails;
             // fall back to the one-line form rather than lose the problem.
@@ -192,9 +238,13 @@ pub fn render_text(diagnostics: &[Diagnostic], files: &[SourceFile], style: Text
 /// `column` are 1-based, columns counted in characters, as in the text
 /// header `[file:line:column]` (the private `Source` counts them the same way).
 pub fn to_json(diagnostic: &Diagnostic, files: &[SourceFile]) -> Value {
+    to_json_with(diagnostic, &Sources::new(files))
+}
+
+/// [`to_json`] against files already indexed.
+pub fn to_json_with(diagnostic: &Diagnostic, sources: &Sources<'_>) -> Value {
     let position = |file: Option<&str>, span: &Range<usize>| {
-        let text = file.and_then(|name| find(files, name)).unwrap_or("");
-        let (line, column) = line_col(text, span.start);
+        let (line, column) = sources.line_col(file, span.start);
         (
             json!({ "offset": span.start, "length": span.end.saturating_sub(span.start) }),
             line,
@@ -238,32 +288,78 @@ pub fn to_json(diagnostic: &Diagnostic, files: &[SourceFile]) -> Value {
     })
 }
 
-fn find<'a>(files: &'a [SourceFile], name: &str) -> Option<&'a str> {
-    files
-        .iter()
-        .find(|file| file.name == name)
-        .map(|file| file.text.as_str())
+/// The file `name` as a snippet source for a label at `span`, unless a line
+/// the label touches is too long to show ([`MAX_SNIPPET_LINE`]).
+fn snippet<'s>(sources: &'s Sources<'_>, name: &str, span: &Range<usize>) -> Option<Source<'s>> {
+    let lines = sources.get(name)?;
+    let first = lines.line_of(span.start);
+    let last = lines.line_of(span.end.max(span.start));
+    let too_long = (first..=last.min(first + 1))
+        .chain(std::iter::once(last))
+        .any(|line| lines.line_range(line).len() > MAX_SNIPPET_LINE);
+    (!too_long).then(|| Source {
+        name: name.to_string(),
+        lines,
+    })
+}
+
+/// `a.toml:1:70034: ` for a label shown by position only.
+fn position_prefix(sources: &Sources<'_>, name: &str, span: &Range<usize>) -> String {
+    let (line, column) = sources.line_col(Some(name), span.start);
+    format!("{name}:{line}:{column}: ")
 }
 
 /// Adapter that lets miette render a [`Diagnostic`]: the primary label and
 /// related labels in the same file become labels; related labels in other
 /// files become related reports with their own source.
-struct Report {
+struct Report<'s> {
     headline: String,
     code: Code,
     severity: miette::Severity,
     help: Option<String>,
-    source: Option<Source>,
+    source: Option<Source<'s>>,
     labels: Vec<LabeledSpan>,
-    related: Vec<Report>,
+    related: Vec<Report<'s>>,
 }
 
-impl Report {
-    fn new(diagnostic: &Diagnostic, files: &[SourceFile]) -> Self {
-        let source = diagnostic
-            .file
-            .as_deref()
-            .and_then(|name| find(files, name).map(|text| Source::new(name, text)));
+impl<'s> Report<'s> {
+    fn new(diagnostic: &Diagnostic, sources: &'s Sources<'_>) -> Self {
+        let file = diagnostic.file.as_deref();
+        let spans = diagnostic.label.iter().map(|label| &label.span).chain(
+            diagnostic
+                .related
+                .iter()
+                .filter(|other| Some(other.file.as_str()) == file)
+                .map(|other| &other.span),
+        );
+        let source = file.and_then(|name| {
+            sources.get(name)?;
+            let mut shown = None;
+            for span in spans {
+                shown = Some(snippet(sources, name, span)?);
+            }
+            shown.or_else(|| {
+                sources.get(name).map(|lines| Source {
+                    name: name.to_string(),
+                    lines,
+                })
+            })
+        });
+        let mut headline = diagnostic.headline();
+        if source.is_none() {
+            // No snippet to show (and so no `[file:line:col]` header): name
+            // the file, and the place when there is one, in the headline.
+            if let Some(name) = file {
+                let prefix = match &diagnostic.label {
+                    Some(label) if sources.get(name).is_some() => {
+                        headline = format!("{headline} ({})", label.text);
+                        position_prefix(sources, name, &label.span)
+                    }
+                    _ => format!("{name}: "),
+                };
+                headline = format!("{prefix}{headline}");
+            }
+        }
         let mut labels = Vec::new();
         let mut related = Vec::new();
         if source.is_some() {
@@ -275,32 +371,13 @@ impl Report {
             }
         }
         for other in &diagnostic.related {
-            if source.is_some() && diagnostic.file.as_deref() == Some(other.file.as_str()) {
+            if source.is_some() && file == Some(other.file.as_str()) {
                 labels.push(LabeledSpan::new_with_span(
                     Some(other.text.clone()),
                     to_source_span(&other.span),
                 ));
             } else {
-                related.push(Report {
-                    headline: format!("{} ({})", other.text, other.file),
-                    code: diagnostic.code,
-                    severity: miette::Severity::Advice,
-                    help: None,
-                    source: find(files, &other.file).map(|text| Source::new(&other.file, text)),
-                    labels: vec![LabeledSpan::new_primary_with_span(
-                        Some(other.text.clone()),
-                        to_source_span(&other.span),
-                    )],
-                    related: Vec::new(),
-                });
-            }
-        }
-        let mut headline = diagnostic.headline();
-        if source.is_none() {
-            // No snippet to show (and so no `[file:line:col]` header): name
-            // the file in the headline instead.
-            if let Some(file) = &diagnostic.file {
-                headline = format!("{file}: {headline}");
+                related.push(Report::related(diagnostic.code, other, sources));
             }
         }
         Self {
@@ -316,52 +393,98 @@ impl Report {
             related,
         }
     }
+
+    /// A related label shown as a report of its own, with its own file.
+    fn related(code: Code, other: &Related, sources: &'s Sources<'_>) -> Self {
+        let source = snippet(sources, &other.file, &other.span);
+        let headline = match (&source, sources.get(&other.file)) {
+            (None, Some(_)) => format!(
+                "{}{} ({})",
+                position_prefix(sources, &other.file, &other.span),
+                other.text,
+                other.file
+            ),
+            _ => format!("{} ({})", other.text, other.file),
+        };
+        let labels = match source {
+            Some(_) => vec![LabeledSpan::new_primary_with_span(
+                Some(other.text.clone()),
+                to_source_span(&other.span),
+            )],
+            None => Vec::new(),
+        };
+        Report {
+            headline,
+            code,
+            severity: miette::Severity::Advice,
+            help: None,
+            source,
+            labels,
+            related: Vec::new(),
+        }
+    }
 }
 
 /// A rule file as miette's source. miette counts the column of its
 /// `[file:line:column]` header in bytes; this counts characters instead, so
 /// the text header and the JSON `column` agree on lines with non-ASCII text.
-struct Source {
+/// It hands miette only the lines around a span (found in the line index),
+/// so a report costs the same at the end of a large file as at its start.
+struct Source<'s> {
     name: String,
-    text: String,
+    lines: &'s Lines<'s>,
 }
 
-impl Source {
-    fn new(name: &str, text: &str) -> Self {
-        Self {
-            name: name.to_string(),
-            text: text.to_string(),
-        }
-    }
-}
-
-impl SourceCode for Source {
+impl SourceCode for Source<'_> {
     fn read_span<'a>(
         &'a self,
         span: &SourceSpan,
         context_lines_before: usize,
         context_lines_after: usize,
     ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
-        let inner = self
-            .text
-            .read_span(span, context_lines_before, context_lines_after)?;
+        let text = self.lines.text();
+        let start = span.offset().min(text.len());
+        let end = (span.offset() + span.len()).min(text.len());
+        let (start_line, end_line) = (self.lines.line_of(start), self.lines.line_of(end));
+        // Context lines too long to show are left out, like the labels on
+        // them (`snippet`).
+        let short = |line: usize| self.lines.line_range(line).len() <= MAX_SNIPPET_LINE;
+        let context_lines_before = (1..=context_lines_before.min(start_line))
+            .take_while(|k| short(start_line - k))
+            .count();
+        let context_lines_after = (1..=context_lines_after)
+            .take_while(|k| short(end_line + k))
+            .count();
+        // A window of whole lines, a line more than miette asks for on each
+        // side: it then finds in the window what it would in the file.
+        let first = start_line.saturating_sub(context_lines_before + 1);
+        let last = end_line + context_lines_after + 1;
+        let base = self.lines.start_of(first);
+        let window_end = self.lines.start_of(last + 1);
+        let window = text.get(base..window_end).unwrap_or(text);
+        let base = if window.len() == text.len() { 0 } else { base };
+        let inner = window.read_span(
+            &SourceSpan::from((span.offset() - base, span.len())),
+            context_lines_before,
+            context_lines_after,
+        )?;
+        let line_offset = if base == 0 { 0 } else { first };
         // miette reports a column only without context lines before; then
         // it is the byte count from the line start to the span.
         let column = match inner.column() {
             0 => 0,
             bytes => {
-                let start = span.offset().min(self.text.len());
                 let line_start = start.saturating_sub(bytes);
-                self.text
-                    .get(line_start..start)
+                text.get(line_start..start)
                     .map_or(bytes, |before| before.chars().count())
             }
         };
+        let inner_span = inner.span();
         Ok(Box::new(MietteSpanContents::new_named(
             self.name.clone(),
             inner.data(),
-            *inner.span(),
-            inner.line(),
+            SourceSpan::from((inner_span.offset() + base, inner_span.len())),
+            inner.line() + line_offset,
             column,
             inner.line_count(),
         )))
@@ -372,7 +495,7 @@ fn to_source_span(span: &Range<usize>) -> SourceSpan {
     SourceSpan::from((span.start, span.end.saturating_sub(span.start)))
 }
 
-impl fmt::Debug for Report {
+impl fmt::Debug for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Report")
             .field("code", &self.code)
@@ -381,15 +504,15 @@ impl fmt::Debug for Report {
     }
 }
 
-impl fmt::Display for Report {
+impl fmt::Display for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.headline)
     }
 }
 
-impl std::error::Error for Report {}
+impl std::error::Error for Report<'_> {}
 
-impl miette::Diagnostic for Report {
+impl miette::Diagnostic for Report<'_> {
     fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
         Some(Box::new(self.code))
     }
@@ -503,6 +626,36 @@ mod tests {
         assert_eq!(to_json(&diagnostic, &files)["column"], 14);
         let text = render_text(&[diagnostic], &files, TextStyle::Plain);
         assert!(text.contains("[u.toml:2:14]"), "{text}");
+    }
+
+    #[test]
+    fn a_label_on_a_very_long_line_is_shown_by_position() {
+        let text = format!("{}# x\nname = 1\n", " ".repeat(70_000));
+        let files = vec![SourceFile {
+            name: "l.toml".into(),
+            text,
+        }];
+        let on_long = Diagnostic::warning(Code::Toml, "far right")
+            .in_file("l.toml")
+            .at(70_000..70_003, "here")
+            .with_related("l.toml", 70_004..70_008, "and here");
+        let on_short = Diagnostic::error(Code::Toml, "fine")
+            .in_file("l.toml")
+            .at(70_004..70_008, "name")
+            .with_related("l.toml", 0..1, "far left");
+        for style in [TextStyle::Plain, TextStyle::Fancy] {
+            let text = render_text(&[on_long.clone(), on_short.clone()], &files, style);
+            assert!(text.contains("l.toml:1:70001: far right (here)"), "{text}");
+            assert!(text.contains("l.toml:2:1: fine (name)"), "{text}");
+            assert!(text.contains("l.toml:1:1: far left (l.toml)"), "{text}");
+            // The related label on the short line keeps its snippet (line 2).
+            assert!(
+                style == TextStyle::Fancy || text.contains("[l.toml:2:1]"),
+                "{text}"
+            );
+            assert!(text.contains("and here"), "{text}");
+            assert!(text.len() < 2000, "{text}");
+        }
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub fn run(args: &DumpArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         Ok(bundle) => bundle,
         Err(error) => {
             // An I/O error names the path itself.
-            if let BundleError::Io { .. } = error {
+            if let BundleError::Io { .. } | BundleError::NotAFile { .. } = error {
                 writeln!(console.err, "error: {error}")?;
                 return Ok(Exit::Usage);
             }
@@ -49,12 +49,8 @@ pub fn run(args: &DumpArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         }
     };
     match args.format {
-        DumpFormat::Text => console.out.write_all(render_text(&bundle).as_bytes())?,
-        DumpFormat::Json => {
-            let text = serde_json::to_string_pretty(&render_json(&bundle))
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            writeln!(console.out, "{text}")?;
-        }
+        DumpFormat::Text => write_text(console.out, &bundle)?,
+        DumpFormat::Json => write_json(console.out, &bundle)?,
     }
     Ok(Exit::Success)
 }
@@ -396,6 +392,22 @@ pub fn render_text(bundle: &Bundle) -> String {
     TextDump(bundle).to_string()
 }
 
+/// Writes the text form one rule at a time, so that a large bundle is
+/// never held as one string (docs/bundle.md#rulec-dump-text).
+pub fn write_text(out: &mut dyn io::Write, bundle: &Bundle) -> io::Result<()> {
+    let fmt_error = |_| io::Error::other("formatting the dump failed");
+    let mut chunk = String::new();
+    write_header(&mut chunk, bundle).map_err(fmt_error)?;
+    out.write_all(chunk.as_bytes())?;
+    for rule in &bundle.payload.rules {
+        chunk.clear();
+        chunk.push('\n');
+        write_rule(&mut chunk, rule, &bundle.payload).map_err(fmt_error)?;
+        out.write_all(chunk.as_bytes())?;
+    }
+    Ok(())
+}
+
 /// The text form as `Display`, so every line is written with `?` and the
 /// one `String` at the end comes from `to_string`.
 struct TextDump<'a>(&'a Bundle);
@@ -407,6 +419,16 @@ impl fmt::Display for TextDump<'_> {
 }
 
 fn write_bundle(out: &mut impl Write, bundle: &Bundle) -> fmt::Result {
+    write_header(out, bundle)?;
+    for rule in &bundle.payload.rules {
+        out.write_char('\n')?;
+        write_rule(out, rule, &bundle.payload)?;
+    }
+    Ok(())
+}
+
+/// Everything before the first rule.
+fn write_header(out: &mut impl Write, bundle: &Bundle) -> fmt::Result {
     let payload = &bundle.payload;
     writeln!(out, "bundle {}", bundle.id)?;
     writeln!(out, "format   {FORMAT_VERSION}")?;
@@ -420,10 +442,6 @@ fn write_bundle(out: &mut impl Write, bundle: &Bundle) -> fmt::Result {
     writeln!(out, "state    {}", payload.state_pairs.len())?;
     for pair in &payload.state_pairs {
         writeln!(out, "  {:?} {:?}", pair.hash, pair.field)?;
-    }
-    for rule in &payload.rules {
-        out.write_char('\n')?;
-        write_rule(out, rule, payload)?;
     }
     Ok(())
 }
@@ -449,7 +467,51 @@ fn action_json(action: &Action) -> Json {
 
 /// The JSON form: the same content, durations in nanoseconds.
 pub fn render_json(bundle: &Bundle) -> Json {
-    let payload = &bundle.payload;
+    serde_json::to_value(JsonDump(bundle)).unwrap_or(Json::Null)
+}
+
+/// Writes the JSON form, pretty-printed, one rule at a time: a large
+/// bundle is never held as one JSON tree (docs/bundle.md#rulec-dump---format-json).
+pub fn write_json(out: &mut dyn io::Write, bundle: &Bundle) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &JsonDump(bundle)).map_err(io::Error::other)?;
+    writeln!(out)
+}
+
+/// The JSON form as `Serialize`: the top-level keys in sorted order, as a
+/// `serde_json::Value` would print them, and each rule's object built only
+/// when it is written.
+struct JsonDump<'a>(&'a Bundle);
+
+impl serde::Serialize for JsonDump<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let bundle = self.0;
+        let payload = &bundle.payload;
+        let state_pairs: Vec<Json> = payload
+            .state_pairs
+            .iter()
+            .map(|p| json!({"hash": p.hash, "field": p.field}))
+            .collect();
+        let mut map = serializer.serialize_map(Some(5))?;
+        map.serialize_entry("compiler_version", &payload.compiler_version)?;
+        map.serialize_entry("format_version", &FORMAT_VERSION)?;
+        map.serialize_entry("id", &bundle.id)?;
+        map.serialize_entry("rules", &JsonRules(payload))?;
+        map.serialize_entry("state_pairs", &state_pairs)?;
+        map.end()
+    }
+}
+
+struct JsonRules<'a>(&'a Payload);
+
+impl serde::Serialize for JsonRules<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.rules.iter().map(|rule| rule_json(rule, self.0)))
+    }
+}
+
+/// One rule's JSON object.
+fn rule_json(rule: &Rule, payload: &Payload) -> Json {
     let when = |p: Option<&Program>| match p {
         None => Json::Null,
         Some(p) => json!(disassemble(p, &payload.consts, &payload.state_pairs)
@@ -463,32 +525,24 @@ pub fn render_json(bundle: &Bundle) -> Json {
         list.iter().map(|p| p.to_string()).collect()
     };
     json!({
-        "id": bundle.id,
-        "format_version": FORMAT_VERSION,
-        "compiler_version": payload.compiler_version,
-        "state_pairs": payload.state_pairs.iter()
-            .map(|p| json!({"hash": p.hash, "field": p.field}))
-            .collect::<Vec<_>>(),
-        "rules": payload.rules.iter().map(|rule| json!({
-            "name": rule.name,
-            "source": rule.source,
-            "enabled": rule.enabled,
-            "on": pats(&rule.on),
-            "cancel_on": pats(&rule.cancel_on),
-            "concurrency": concurrency(rule.concurrency),
-            "cooldown_ns": rule.cooldown_ns,
-            "debounce_ns": rule.debounce_ns,
-            "repeat": {"count": rule.repeat.count, "every_ns": rule.repeat.every_ns},
-            "when": when(rule.when.as_ref()),
-            "when_expr": when_expr(rule.when.as_ref()),
-            "steps": rule.steps.iter().map(|step| json!({
-                "action": action_json(&step.action),
-                "after_ns": step.after_ns,
-                "durable": step.durable,
-                "fingerprint": step.fingerprint.to_string(),
-                "when": when(step.when.as_ref()),
-                "when_expr": when_expr(step.when.as_ref()),
-            })).collect::<Vec<_>>(),
+        "name": rule.name,
+        "source": rule.source,
+        "enabled": rule.enabled,
+        "on": pats(&rule.on),
+        "cancel_on": pats(&rule.cancel_on),
+        "concurrency": concurrency(rule.concurrency),
+        "cooldown_ns": rule.cooldown_ns,
+        "debounce_ns": rule.debounce_ns,
+        "repeat": {"count": rule.repeat.count, "every_ns": rule.repeat.every_ns},
+        "when": when(rule.when.as_ref()),
+        "when_expr": when_expr(rule.when.as_ref()),
+        "steps": rule.steps.iter().map(|step| json!({
+            "action": action_json(&step.action),
+            "after_ns": step.after_ns,
+            "durable": step.durable,
+            "fingerprint": step.fingerprint.to_string(),
+            "when": when(step.when.as_ref()),
+            "when_expr": when_expr(step.when.as_ref()),
         })).collect::<Vec<_>>(),
     })
 }

@@ -8,8 +8,14 @@
 //! or is a dangling link) is an error, not an empty directory.
 
 use crate::diagnostic::{Code, Diagnostic};
+use rulecore::input_file::{read_bounded, InputError};
+use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
+
+/// The largest rule file read (docs/rules.md#the-rules-directory): 20,000
+/// rules are 2.5 MB.
+pub const MAX_RULE_FILE_LEN: u64 = 16 << 20;
 
 /// One rule file, read whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +98,11 @@ pub enum LoadError {
     NoSuchFile { path: PathBuf },
     #[error("`-` (standard input) is not supported: give a rule file or a rules directory")]
     Stdin,
+    #[error("rule file {error}")]
+    Input {
+        #[from]
+        error: InputError,
+    },
 }
 
 /// Reads every `*.toml` file directly inside `dir`, or `dir` itself when it
@@ -134,10 +145,7 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
     if metadata.is_file() {
         // One rule file on its own, as an editor or a pre-commit hook
         // would pass it: checked exactly as if it were alone in a directory.
-        let name = dir
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = dir.file_name().unwrap_or_default();
         let mut loaded = Loaded::default();
         read_file(&mut loaded, name, dir)?;
         return Ok(loaded);
@@ -189,7 +197,7 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
         ..Loaded::default()
     };
     for (file_name, path) in paths {
-        read_file(&mut loaded, file_name.to_string_lossy().into_owned(), &path)?;
+        read_file(&mut loaded, &file_name, &path)?;
     }
     Ok(loaded)
 }
@@ -212,19 +220,28 @@ fn skip_reason(path: &Path, name: &str) -> Option<SkipReason> {
     })
 }
 
-/// Reads one rule file into `loaded`; a file that is not UTF-8 becomes a
-/// diagnostic rejecting that file only.
-fn read_file(loaded: &mut Loaded, name: String, path: &Path) -> Result<(), LoadError> {
+/// Reads one rule file into `loaded`; a file whose name or text is not
+/// UTF-8 becomes a diagnostic rejecting that file only.
+fn read_file(loaded: &mut Loaded, name: &OsStr, path: &Path) -> Result<(), LoadError> {
+    let Some(name) = name.to_str().map(str::to_string) else {
+        // The name goes into the bundle and every log line: two names that
+        // differ only in their invalid bytes would read the same there.
+        loaded.diagnostics.push(
+            Diagnostic::error(
+                Code::Encoding,
+                "the file name is not valid UTF-8; the whole file is ignored",
+            )
+            .in_file(&name.to_string_lossy())
+            .with_help("rename the file: rule file names must be UTF-8"),
+        );
+        return Ok(());
+    };
     // A `*.toml` entry that is a FIFO, a socket or a device (a link to
-    // `/dev/zero`) would block or never end: only regular files are read.
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-        return Err(LoadError::NotADirectory {
-            path: path.to_path_buf(),
-        });
-    }
-    let bytes = std::fs::read(path).map_err(|source| LoadError::File {
-        path: path.to_path_buf(),
-        source,
+    // `/dev/zero`) would block or never end: only regular files are read,
+    // and only up to a bound.
+    let bytes = read_bounded(path, MAX_RULE_FILE_LEN).map_err(|error| match error {
+        InputError::Io { path, source } => LoadError::File { path, source },
+        other => LoadError::Input { error: other },
     })?;
     match String::from_utf8(bytes) {
         Ok(text) => loaded.files.push(SourceFile { name, text }),

@@ -7,6 +7,7 @@ use crate::check::{check_and_print, Format};
 use crate::cli::{Console, Exit};
 use rulecore::bundle::Payload;
 use rulecore::codec::{self, BundleError};
+use rulecore::input_file::read_bounded;
 use ruled_engine::sim::{parse, simulate_with, Options, TimelineError};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -65,6 +66,10 @@ pub enum SimFormat {
     Json,
 }
 
+/// The largest timeline file read (docs/simulation.md): a timeline of a
+/// hundred thousand lines is a few megabytes.
+pub const MAX_TIMELINE_LEN: u64 = 16 << 20;
+
 /// Loads rules from a directory or one `*.toml` rule file (compiled in
 /// memory, as `rulec check` reads them), or from a bundle file.
 /// `Err(exit)` after the problem was printed.
@@ -91,7 +96,7 @@ pub(crate) fn load_rules(
     }
     match codec::read(path) {
         Ok(bundle) => Ok(Ok(bundle.payload)),
-        Err(error @ BundleError::Io { .. }) => {
+        Err(error @ (BundleError::Io { .. } | BundleError::NotAFile { .. })) => {
             writeln!(console.err, "error: {error}")?;
             Ok(Err(Exit::Usage))
         }
@@ -115,12 +120,15 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         },
         None => None,
     };
-    let text = match std::fs::read_to_string(&args.timeline) {
+    let text = match read_bounded(&args.timeline, MAX_TIMELINE_LEN)
+        .map_err(|error| error.to_string())
+        .and_then(|bytes| String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string()))
+    {
         Ok(text) => text,
-        Err(error) => {
+        Err(reason) => {
             writeln!(
                 console.err,
-                "error: cannot read the timeline {}: {error}",
+                "error: cannot read the timeline {}: {reason}",
                 args.timeline.display()
             )?;
             return Ok(Exit::Usage);

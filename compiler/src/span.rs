@@ -19,6 +19,64 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// The line starts of one text, found once, so that positioning many
+/// diagnostics in a large file costs a binary search each instead of a
+/// scan from the start of the file (docs/diagnostics.md#output).
+#[derive(Debug, Clone)]
+pub struct Lines<'a> {
+    text: &'a str,
+    /// Byte offset of the start of every line; the first is 0.
+    starts: Vec<usize>,
+}
+
+impl<'a> Lines<'a> {
+    pub fn new(text: &'a str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Self { text, starts }
+    }
+
+    pub fn text(&self) -> &'a str {
+        self.text
+    }
+
+    /// 0-based line of a byte offset (past the end: the last line).
+    pub fn line_of(&self, offset: usize) -> usize {
+        self.starts.partition_point(|&start| start <= offset).max(1) - 1
+    }
+
+    /// The bytes of a 0-based line, without its line break.
+    pub fn line_range(&self, line: usize) -> Range<usize> {
+        let start = self.starts.get(line).copied().unwrap_or(self.text.len());
+        let end = self
+            .starts
+            .get(line + 1)
+            .map_or(self.text.len(), |next| next - 1);
+        start..end.max(start)
+    }
+
+    /// The byte offset where a 0-based line starts (the text's end past the last).
+    pub fn start_of(&self, line: usize) -> usize {
+        self.starts.get(line).copied().unwrap_or(self.text.len())
+    }
+
+    /// [`line_col`] of an offset, without scanning the lines before it.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.line_of(offset);
+        let start = self.start_of(line).min(offset);
+        let column = self
+            .text
+            .get(start..offset)
+            .map_or(0, |s| s.chars().count());
+        (line + 1, column + 1)
+    }
+}
+
 /// Maps byte offsets in the decoded value of one TOML string to byte offsets
 /// in the file.
 #[derive(Debug, Clone)]
@@ -249,6 +307,22 @@ mod tests {
         let file = "when = \"abc\"\n";
         let map = StringMap::new(file, 7..12, "something else");
         assert_eq!(map.map(1..2), 7..12);
+    }
+
+    #[test]
+    fn line_index_agrees_with_the_scan() {
+        for text in ["", "a", "ab\ncd\n", "\n\né\nxyz", "a\r\nb"] {
+            let lines = Lines::new(text);
+            for offset in 0..=text.len() + 2 {
+                assert_eq!(
+                    lines.line_col(offset),
+                    line_col(text, offset),
+                    "{text:?} {offset}"
+                );
+            }
+        }
+        let lines = Lines::new("ab\ncd");
+        assert_eq!((lines.line_range(0), lines.line_range(1)), (0..2, 3..5));
     }
 
     #[test]

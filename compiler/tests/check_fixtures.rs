@@ -323,7 +323,7 @@ fn a_rule_file_that_is_not_a_regular_file_is_refused_not_read() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
         out.stderr
-            .contains("zero.toml is neither a directory nor a rule file"),
+            .contains("zero.toml is a character device, not a regular file"),
         "{}",
         out.stderr
     );

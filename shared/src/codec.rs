@@ -8,9 +8,10 @@
 //! start is a fatal error that names the check that failed (docs/service.md#start-and-stop).
 
 use crate::bundle::{Payload, FORMAT_VERSION, MAGIC};
+use crate::input_file::{read_bounded, InputError};
 use crate::verify::{verify_payload, PayloadError};
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Magic, version, digest, length.
@@ -58,6 +59,8 @@ pub enum BundleError {
     Invalid(#[from] PayloadError),
     #[error("could not encode the bundle payload: {0}")]
     Encode(postcard::Error),
+    #[error("{} is {kind}, not a regular file", path.display())]
+    NotAFile { path: PathBuf, kind: &'static str },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -148,27 +151,26 @@ pub fn decode(bytes: &[u8]) -> Result<Bundle, BundleError> {
     })
 }
 
-/// Reads, decodes and verifies a bundle file. A file larger than
-/// [`MAX_BUNDLE_LEN`] is refused without reading more than that.
+/// Reads, decodes and verifies a bundle file. Only a regular file is read
+/// ([`crate::input_file`]), and one larger than [`MAX_BUNDLE_LEN`] is
+/// refused without reading more than that.
 pub fn read(path: &Path) -> Result<Bundle, BundleError> {
-    let io = |source| BundleError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut bytes = Vec::new();
-    fs::File::open(path)
-        .and_then(|file| file.take(MAX_BUNDLE_LEN + 1).read_to_end(&mut bytes))
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_BUNDLE_LEN {
-        return Err(BundleError::TooLarge);
-    }
+    let bytes = read_bounded(path, MAX_BUNDLE_LEN).map_err(|error| match error {
+        InputError::Io { path, source } => BundleError::Io { path, source },
+        InputError::NotAFile { path, kind } => BundleError::NotAFile { path, kind },
+        InputError::TooLarge { .. } => BundleError::TooLarge,
+    })?;
     decode(&bytes)
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, flushed to disk, then renamed over `path`, then the directory
 /// flushed. A reader sees the old file or the new one, never a mix, even
-/// across a power cut (docs/bundle.md).
+/// across a power cut (docs/bundle.md#building).
+///
+/// The temporary file is created exclusively (`O_EXCL`) under a random
+/// name: a file or link planted at a name we chose ahead of time could
+/// otherwise redirect the write to the link's target.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
     let io = |p: &Path| {
         let p = p.to_path_buf();
@@ -182,37 +184,34 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
         path: path.to_path_buf(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
     })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    // Distinct per process and per call, so concurrent writers never share
-    // a temp file.
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    tmp_name.push(format!(".tmp-{}-{n}", std::process::id()));
-    let tmp = dir.join(tmp_name);
-
-    let result = (|| {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            // A leftover from a crashed process that had the same pid.
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io(&tmp))?;
-        file.write_all(bytes).map_err(io(&tmp))?;
-        file.sync_all().map_err(io(&tmp))?;
-        drop(file);
-        fs::rename(&tmp, path).map_err(io(path))
-    })();
-    if result.is_err() {
-        // The write already failed and that error is what we report; a
-        // leftover temp file is only litter.
-        let _ = fs::remove_file(&tmp);
-        return result;
-    }
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(name);
+    prefix.push(".tmp-");
+    // Dropped on any error before `persist`, the temporary file is removed.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .tempfile_in(&dir)
+        .map_err(|error| io(&dir)(without_temp_path(error)))?;
+    tmp.write_all(bytes).map_err(io(tmp.path()))?;
+    tmp.as_file().sync_all().map_err(io(tmp.path()))?;
+    tmp.persist(path).map_err(|error| BundleError::Io {
+        path: path.to_path_buf(),
+        source: error.error,
+    })?;
     fs::File::open(&dir)
         .and_then(|d| d.sync_all())
         .map_err(io(&dir))
+}
+
+/// An error from `tempfile` without the ` at path "..."` it appends (the
+/// temporary file's random name): the caller names the output it was asked
+/// for, and that name would mean nothing to a user.
+fn without_temp_path(error: std::io::Error) -> std::io::Error {
+    let text = error.to_string();
+    match text.rfind(" at path ") {
+        Some(at) if error.get_ref().is_some() => std::io::Error::new(error.kind(), &text[..at]),
+        _ => error,
+    }
 }
 
 #[cfg(test)]
@@ -248,6 +247,28 @@ mod tests {
     }
 
     #[test]
+    fn a_planted_link_at_a_predictable_temp_name_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        // The names an earlier version used: `.NAME.tmp-PID-N`.
+        for n in 0..4 {
+            let planted = dir
+                .path()
+                .join(format!(".rules.bundle.tmp-{}-{n}", std::process::id()));
+            std::os::unix::fs::symlink(&victim, planted).unwrap();
+        }
+        let path = dir.path().join("rules.bundle");
+        let bytes = encode(&empty()).unwrap();
+        write_atomic(&path, &bytes).unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(fs::read(&path).unwrap(), bytes);
+        assert!(!fs::symlink_metadata(&path).unwrap().is_symlink());
+        // Only the planted links and the two real files are there.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 6);
+    }
+
+    #[test]
     fn writes_atomically() {
         let dir = std::env::temp_dir().join(format!("rulecore-codec-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
@@ -269,8 +290,8 @@ mod tests {
             read(&dir.join("absent")),
             Err(BundleError::Io { .. })
         ));
-        // A directory is an I/O error naming it, not a panic.
-        assert!(matches!(read(&dir), Err(BundleError::Io { path, .. }) if path == dir));
+        // A directory is refused, naming it, not a panic.
+        assert!(matches!(read(&dir), Err(BundleError::NotAFile { path, .. }) if path == dir));
         let big = dir.join("big.bundle");
         let file = fs::File::create(&big).unwrap();
         file.set_len(MAX_BUNDLE_LEN + 1).unwrap();

@@ -1,11 +1,13 @@
 //! `rulecore`: plain data and pure functions that the rule compiler (`rulec`)
 //! and the runtime (`ruled`) agree on. Nothing here does I/O except the
-//! bundle's atomic file write, which both halves share.
+//! bundle's atomic file write and [`input_file`] (reading an input file
+//! whole, bounded), which both halves share.
 //!
 //! The bundle (docs/bundle.md) is [`bundle`] (the data model), [`codec`] (the
 //! file: encode, checked decode, atomic write) and [`fingerprint`] (what a
 //! step does, hashed). A `when` (docs/when-language.md) is a [`bytecode`] program,
-//! checked once at load by [`verify`] and run by [`vm`]. The rest is small
+//! checked once at load by [`verify`] (with the rule format's [`limits`]) and
+//! run by [`vm`]. The rest is small
 //! shared vocabulary: Go [`duration`]s, [`topic`] patterns, the [`event`]
 //! envelope, [`suggest`] for "did you mean", and [`fuzz`] for the
 //! randomized tests' seeds and generator.
@@ -17,6 +19,8 @@ pub mod duration;
 pub mod event;
 pub mod fingerprint;
 pub mod fuzz;
+pub mod input_file;
+pub mod limits;
 pub mod suggest;
 pub mod topic;
 pub mod verify;

@@ -101,6 +101,14 @@ pub enum PayloadError {
     ZeroRepeat { rule: String },
     #[error("rule `{rule}` has a topic pattern that is not in canonical form: {pattern:?}")]
     Pattern { rule: String, pattern: String },
+    #[error("rule `{rule}`: {error}")]
+    Limit {
+        rule: String,
+        #[source]
+        error: crate::limits::LimitError,
+    },
+    #[error("{0}")]
+    StateChannel(#[source] crate::limits::LimitError),
     #[error("rule `{rule}`, step {step}: CAN frame {reason}")]
     CanFrame {
         rule: String,
@@ -116,7 +124,12 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
     let consts = &payload.consts;
     let states = payload.state_pairs.len();
     let mut names = HashSet::new();
+    crate::limits::check_state_pairs(payload).map_err(PayloadError::StateChannel)?;
     for rule in &payload.rules {
+        crate::limits::check_rule(rule).map_err(|error| PayloadError::Limit {
+            rule: rule.name.clone(),
+            error,
+        })?;
         if !names.insert(rule.name.as_str()) {
             return Err(PayloadError::DuplicateRule {
                 name: rule.name.clone(),

@@ -48,6 +48,13 @@ use std::cmp::Ordering;
 /// with a heap-allocated stack.
 pub const INLINE_STACK: usize = 16;
 
+/// The most bytes of text one evaluation may build, all strings together
+/// (docs/when-language.md#at-run-time): past it the evaluation fails, so a
+/// program (from a forged bundle: the checker's 256 tokens cannot come
+/// near) cannot grow a string without end. A real `when` builds a few
+/// bytes; events are at most 64 KiB.
+pub const MAX_BUILT_BYTES: usize = 1 << 20;
+
 /// The least capacity of a string built by `+`, so that the rest of a chain
 /// like `to + "/" + from` usually fits without growing it.
 const MIN_BUILT: usize = 32;
@@ -107,6 +114,8 @@ pub enum EvalError {
     DataNotScalar { path: String, kind: &'static str },
     #[error("the condition gave {found}, not a boolean")]
     NotBool { found: &'static str },
+    #[error("the condition builds more than {limit} bytes of text")]
+    TooMuchText { limit: usize },
     #[error("malformed program at op {pc}: {reason}")]
     Malformed { pc: usize, reason: &'static str },
 }
@@ -165,6 +174,7 @@ fn run_program<'a>(
         event,
         state,
         scratch,
+        built: 0,
     };
     // Each op pushes at most one value: a short program cannot outgrow a
     // stack as long as itself, and a smaller array is cheaper to set up.
@@ -178,6 +188,7 @@ fn run_program<'a>(
             // Each op pushes at most one value, so this cannot fill up.
             let mut heap = vec![Slot::Empty; program.ops.len() + 1];
             machine.scratch.clear();
+            machine.built = 0;
             machine
                 .run(&program.ops, &mut heap)
                 .map_err(Stop::into_eval_error)
@@ -423,6 +434,8 @@ struct Machine<'a, 's> {
     state: &'a [String],
     /// Strings built by this evaluation; `Slot::Owned(i)` is `scratch[i]`.
     scratch: &'s mut Vec<String>,
+    /// Bytes of text built so far ([`MAX_BUILT_BYTES`]).
+    built: usize,
 }
 
 impl<'a> Machine<'a, '_> {
@@ -436,6 +449,18 @@ impl<'a> Machine<'a, '_> {
             Slot::Owned(i) => self.scratch.get(i as usize).map(String::as_str),
             _ => None,
         }
+    }
+
+    /// Counts `bytes` of text this evaluation builds against
+    /// [`MAX_BUILT_BYTES`], before they are allocated.
+    fn charge(&mut self, bytes: usize) -> Result<(), EvalError> {
+        self.built = self.built.saturating_add(bytes);
+        if self.built > MAX_BUILT_BYTES {
+            return Err(EvalError::TooMuchText {
+                limit: MAX_BUILT_BYTES,
+            });
+        }
+        Ok(())
     }
 
     fn own(&mut self, s: String) -> Slot<'a> {
@@ -620,19 +645,23 @@ impl<'a> Machine<'a, '_> {
         // built is extended in place (no slot refers to it once popped),
         // and a new one gets room for a few more short parts.
         if let (Slot::Owned(i), Slot::Str(y)) = (a, b) {
+            self.charge(y.len())?;
             if let Some(built) = self.scratch.get_mut(i as usize) {
                 built.push_str(y);
                 return Ok(a);
             }
         }
-        if let (Some(x), Some(y)) = (self.text(a), self.text(b)) {
+        let lengths = (self.text(a).map(str::len), self.text(b).map(str::len));
+        if let (Some(x_len), Some(y_len)) = lengths {
             // Joining with "" builds nothing new.
-            if y.is_empty() {
+            if y_len == 0 {
                 return Ok(a);
             }
-            if x.is_empty() {
+            if x_len == 0 {
                 return Ok(b);
             }
+            self.charge(x_len + y_len)?;
+            let (x, y) = (self.text(a).unwrap_or(""), self.text(b).unwrap_or(""));
             let mut s = String::with_capacity((x.len() + y.len()).max(MIN_BUILT));
             s.push_str(x);
             s.push_str(y);
@@ -713,11 +742,16 @@ impl<'a> Machine<'a, '_> {
                 if unchanged {
                     return Ok(args[0]);
                 }
+                let len = s.len();
+                self.charge(len)?;
+                let s = self.string_arg(name, args[0])?;
                 let mapped = if lower {
                     s.to_lowercase()
                 } else {
                     s.to_uppercase()
                 };
+                // A few characters map to longer ones (`ß` to `SS`).
+                self.charge(mapped.len().saturating_sub(len))?;
                 Ok(self.own(mapped))
             }
             Builtin::Trim => match args[0] {
@@ -727,7 +761,9 @@ impl<'a> Machine<'a, '_> {
                     if s.trim().len() == s.len() {
                         return Ok(other);
                     }
-                    let trimmed = s.trim().to_string();
+                    let trimmed_len = s.trim().len();
+                    self.charge(trimmed_len)?;
+                    let trimmed = self.string_arg(name, other)?.trim().to_string();
                     Ok(self.own(trimmed))
                 }
             },
@@ -957,6 +993,39 @@ mod tests {
     /// `a op b` over constants.
     fn bin(a: C, op: Op, b: C) -> Result<Value<'static>, EvalError> {
         run_with(&[a, b], vec![Const(0), Const(1), op])
+    }
+
+    #[test]
+    fn an_evaluation_builds_at_most_its_bound_of_text() {
+        // A 60 KB event field, joined to itself again and again.
+        let big = "x".repeat(60_000);
+        let payload = format!(r#"{{"topic":"t","data":{{"big":"{big}"}}}}"#);
+        let event = Event::decode(payload.as_bytes()).unwrap();
+        let consts = [C::Path(vec!["big".into()]), C::Str(big.clone())];
+        let mut ops = vec![Data(0)];
+        for _ in 0..40 {
+            ops.extend([Data(0), Add]);
+        }
+        ops.extend([Const(1), Eq]);
+        let too_much = Err(EvalError::TooMuchText {
+            limit: MAX_BUILT_BYTES,
+        });
+        assert_eq!(eval_bool(&program(ops), &consts, &event, &[]), too_much);
+        // Seventeen parts (1 MB) are fine.
+        let mut ops = vec![Data(0)];
+        for _ in 0..16 {
+            ops.extend([Data(0), Add]);
+        }
+        ops.extend([Const(1), Eq]);
+        assert_eq!(eval_bool(&program(ops), &consts, &event, &[]), Ok(false));
+        // A constant bomb: one large constant, upper-cased and joined.
+        let bomb = [C::Str("ß".repeat(300_000))];
+        let mut ops = vec![Const(0)];
+        for _ in 0..1000 {
+            ops.extend([Const(0), Call(Builtin::ToUppercase, 1), Add]);
+        }
+        ops.extend([Const(0), Eq]);
+        assert_eq!(eval_bool(&program(ops), &bomb, &event, &[]), too_much);
     }
 
     #[test]
@@ -1511,6 +1580,7 @@ mod tests {
             event: &event,
             state: &[],
             scratch: &mut scratch,
+            built: 0,
         };
         let mut fast = 0;
         for op in ops {

@@ -196,6 +196,11 @@ const FUZZ_TARGETS: &[FuzzTarget] = &[
     },
     FuzzTarget {
         package: "rulecore",
+        test: Some("forged_bundles"),
+        names: &["forged_bundles_are_refused_or_stay_bounded"],
+    },
+    FuzzTarget {
+        package: "rulecore",
         test: Some("codec_alloc"),
         names: &["random_bodies_allocate_little"],
     },

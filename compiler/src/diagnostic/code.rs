@@ -47,7 +47,7 @@ codes! {
     Toml => "rulec::toml",
     /// A key that is not part of the format, at any level; rejects the file.
     UnknownKey => "rulec::unknown-key",
-    /// The file is not valid UTF-8.
+    /// The file, or its name, is not valid UTF-8.
     Encoding => "rulec::encoding",
 
     // Rule and step keys.
@@ -65,6 +65,8 @@ codes! {
     EmptyValue => "rulec::empty-value",
     /// An empty topic pattern in `on` or `cancel-on`.
     Pattern => "rulec::pattern",
+    /// More topic patterns in one `on` or `cancel-on` list than the limit.
+    TooManyPatterns => "rulec::too-many-patterns",
     /// `concurrency` is not `"restart"`, `"drop"` or `"queue"`.
     Concurrency => "rulec::concurrency",
     /// Not a Go duration (`"10min"`, `"30 s"`, out of range).
@@ -165,6 +167,8 @@ codes! {
     WhenTooLong => "rulec::when::too-long",
     /// A part that reads no event data and fails on every event (`1 / 0`).
     WhenAlwaysFails => "rulec::when::always-fails",
+    /// A `state` hash named like an event channel (`ev:...`).
+    WhenStateChannel => "rulec::when::state-channel",
 }
 
 impl fmt::Display for Code {

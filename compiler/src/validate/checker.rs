@@ -9,6 +9,7 @@ use crate::load::SourceFile;
 use crate::rulefile::{RawRule, Spanned, Table};
 use crate::span::StringMap;
 use crate::when;
+use rulecore::limits::MAX_PATTERNS;
 use rulecore::{parse_duration, TopicPattern};
 use std::ops::Range;
 use toml::de::DeValue;
@@ -321,6 +322,19 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             self.wrong_type(key, entry.value, "an array of topic patterns", help);
             return None;
         };
+        if items.len() > MAX_PATTERNS {
+            self.error_help(
+                Code::TooManyPatterns,
+                format!(
+                    "`{key}` lists {} patterns; at most {MAX_PATTERNS} are allowed",
+                    items.len()
+                ),
+                entry.value.span(),
+                "too many patterns",
+                "a prefix such as `alarm.*` matches a whole family of topics; or split the rule",
+            );
+            return Some((Vec::new(), false));
+        }
         let mut patterns = Vec::new();
         let mut ok = true;
         for item in items.iter() {

@@ -1221,6 +1221,23 @@ impl Checker<'_> {
             }
         }
         let [hash, field] = <[String; 2]>::try_from(strings).ok()?;
+        if hash.starts_with("ev:") {
+            // docs/service.md#subscriptions: a hash's change notifications
+            // arrive on the channel named after it, where these events are.
+            self.report(
+                Code::WhenStateChannel,
+                format!("the state hash `{hash}` is named like an event channel"),
+                args[0].1.span.clone(),
+                "an event channel, not a state hash".into(),
+                Some(
+                    "`ruled` subscribes to a state hash's name for its change notifications, \
+                     and events arrive on `ev:<topic>`: that channel's events would be taken \
+                     for state notifications; name the hash without `ev:`"
+                        .into(),
+                ),
+            );
+            return None;
+        }
         let pair = StatePair { hash, field };
         if !self.state_pairs.contains(&pair) {
             self.state_pairs.push(pair.clone());

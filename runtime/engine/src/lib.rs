@@ -17,6 +17,7 @@
 
 mod effect;
 mod index;
+mod memory;
 mod record;
 mod time;
 mod timers;
@@ -28,6 +29,7 @@ pub use effect::{
     DropReason, Effect, EndReason, Job, JobId, Level, LogLine, NonFireReason, Note, NoteFields,
     NoteKind, NoteReason, RecordWrite, ReplayDropReason, TriggerOutcome,
 };
+pub use memory::estimated_heap;
 pub use record::{PendingRecord, RecordError, PENDING_HASH};
 pub use time::{Now, Time};
 

@@ -28,6 +28,13 @@ impl std::fmt::Display for LoadError {
             BundleError::Io { source, .. } => {
                 write!(f, "cannot read bundle {}: {source}", self.path.display())
             }
+            // docs/rulec.md#input-files: a FIFO or a device is refused at
+            // once, never waited on.
+            BundleError::NotAFile { kind, .. } => write!(
+                f,
+                "cannot read bundle {}: it is {kind}, not a regular file",
+                self.path.display()
+            ),
             other => write!(f, "cannot load bundle {}: {other}", self.path.display()),
         }
     }
@@ -48,4 +55,31 @@ pub fn load(path: &Path) -> Result<LoadedBundle, LoadError> {
         payload: bundle.payload,
         id: bundle.id,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fifo_or_a_device_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("rules.bundle");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // No writer ever opens the FIFO: a blocking open would hang here.
+        let error = load(&fifo).unwrap_err().to_string();
+        assert!(
+            error.ends_with("rules.bundle: it is a FIFO (named pipe), not a regular file"),
+            "{error}"
+        );
+        let error = load(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "cannot read bundle /dev/zero: it is a character device, not a regular file"
+        );
+    }
 }

@@ -1,0 +1,158 @@
+//! The heap a bundle costs once loaded (docs/bundle.md#building): the
+//! decoded payload and the engine's tables built from it, before any event
+//! arrives. `rulec build` prints it and warns over a budget, so that a rule
+//! set too large for the service's memory is found at build time, not on
+//! the scooter. A model of this crate's and the decoder's allocations, not
+//! a measurement; a test keeps it within 20 % of the measured heap.
+
+use super::RuleState;
+use rulecore::bundle::{Action, Payload, Rule, Step};
+use rulecore::bytecode::{Const, Op, Program};
+use rulecore::topic::TopicPattern;
+use std::collections::{HashMap, HashSet};
+use std::mem::size_of;
+use std::sync::Arc;
+
+/// What the decoder reserves for a sequence of `len` values: all of it up
+/// to 1 MiB (serde's cautious pre-allocation), then doubling from there.
+fn decoded_vec<T>(len: usize) -> usize {
+    let first = (1 << 20) / size_of::<T>().max(1);
+    let mut capacity = len.min(first);
+    while capacity < len {
+        capacity *= 2;
+    }
+    capacity * size_of::<T>()
+}
+
+fn program(program: &Option<Program>) -> usize {
+    program
+        .as_ref()
+        .map_or(0, |p| decoded_vec::<Op>(p.ops.len()))
+}
+
+fn pattern(pattern: &TopicPattern) -> usize {
+    match pattern {
+        TopicPattern::Any => 0,
+        TopicPattern::Prefix(text) | TopicPattern::Exact(text) => text.len(),
+    }
+}
+
+fn action(action: &Action) -> usize {
+    match action {
+        Action::Redis { list, push } => list.len() + push.len(),
+        Action::Exec { command, .. } => command.len(),
+        Action::Can(frame) => frame.iface.len() + frame.data.len(),
+    }
+}
+
+fn step(step: &Step) -> usize {
+    action(&step.action) + program(&step.when)
+}
+
+fn rule(rule: &Rule) -> usize {
+    let patterns = |list: &[TopicPattern]| {
+        decoded_vec::<TopicPattern>(list.len()) + list.iter().map(pattern).sum::<usize>()
+    };
+    rule.name.len()
+        + rule.source.len()
+        + patterns(&rule.on)
+        + patterns(&rule.cancel_on)
+        + program(&rule.when)
+        + decoded_vec::<Step>(rule.steps.len())
+        + rule.steps.iter().map(step).sum::<usize>()
+}
+
+fn constant(constant: &Const) -> usize {
+    match constant {
+        Const::Str(text) => text.len(),
+        Const::Path(parts) => {
+            decoded_vec::<String>(parts.len()) + parts.iter().map(String::len).sum::<usize>()
+        }
+        _ => 0,
+    }
+}
+
+/// The decoded payload's heap.
+fn payload(payload: &Payload) -> usize {
+    size_of::<Payload>() + 2 * size_of::<usize>() // in its `Arc`
+        + payload.compiler_version.len()
+        + decoded_vec::<Rule>(payload.rules.len())
+        + payload.rules.iter().map(rule).sum::<usize>()
+        + decoded_vec::<rulecore::bundle::StatePair>(payload.state_pairs.len())
+        + payload
+            .state_pairs
+            .iter()
+            .map(|p| p.hash.len() + p.field.len())
+            .sum::<usize>()
+        + decoded_vec::<Const>(payload.consts.len())
+        + payload.consts.iter().map(constant).sum::<usize>()
+}
+
+/// A `HashMap<Box<str>, Vec<u32>>` of `keys` (their lengths) holding
+/// `entries` rule indices in all: the table at its final size, the keys,
+/// and each list (at least four `u32`, then doubling).
+fn index_map(keys: &HashMap<&str, usize>) -> usize {
+    if keys.is_empty() {
+        return 0;
+    }
+    let buckets = if keys.len() < 4 {
+        4
+    } else if keys.len() < 8 {
+        8
+    } else {
+        (keys.len() * 8 / 7).next_power_of_two()
+    };
+    let slot = size_of::<(Box<str>, Vec<u32>)>();
+    let lists: usize = keys
+        .values()
+        .map(|&n| n.max(4).next_power_of_two() * size_of::<u32>())
+        .sum();
+    buckets * (slot + 1) + 16 + keys.keys().map(|k| k.len()).sum::<usize>() + lists
+}
+
+/// The engine's own tables for `payload`: a state per rule, the topic
+/// indexes of the enabled rules, the state shadow.
+fn engine(payload: &Payload) -> usize {
+    let mut total = payload.rules.len() * size_of::<RuleState>()
+        + payload.state_pairs.len() * size_of::<String>();
+    for rule in &payload.rules {
+        let steps = rule.steps.len();
+        total += 2 * size_of::<usize>()
+            + rule.name.len()
+            + steps * (size_of::<Box<str>>() + 32)
+            + steps * size_of::<Arc<Action>>()
+            + rule
+                .steps
+                .iter()
+                .map(|s| 2 * size_of::<usize>() + size_of::<Action>() + action(&s.action))
+                .sum::<usize>();
+    }
+    let on: fn(&Rule) -> &[TopicPattern] = |r| &r.on;
+    let cancel_on: fn(&Rule) -> &[TopicPattern] = |r| &r.cancel_on;
+    for list in [on, cancel_on] {
+        let (mut exact, mut prefix) = (HashMap::new(), HashMap::new());
+        let mut any = 0usize;
+        for rule in payload.rules.iter().filter(|r| r.enabled) {
+            // A rule counts once per key (the index skips a repeat).
+            let mut seen = HashSet::new();
+            for p in list(rule).iter().filter(|p| seen.insert(*p)) {
+                match p {
+                    TopicPattern::Any => any += 1,
+                    TopicPattern::Prefix(text) => *prefix.entry(text.as_str()).or_insert(0) += 1,
+                    TopicPattern::Exact(text) => *exact.entry(text.as_str()).or_insert(0) += 1,
+                }
+            }
+        }
+        total += index_map(&exact) + index_map(&prefix);
+        if any > 0 {
+            total += any.max(4).next_power_of_two() * size_of::<u32>();
+        }
+    }
+    total
+}
+
+/// The estimated heap, in bytes, of `payload` loaded and the engine built
+/// from it, with no run live yet.
+pub fn estimated_heap(payload_: &Payload) -> usize {
+    payload(payload_) + engine(payload_)
+}

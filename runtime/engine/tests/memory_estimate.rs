@@ -1,0 +1,151 @@
+//! `estimated_heap` (docs/bundle.md#building) against the heap really
+//! taken by decoding a bundle and building the engine from it, counted by
+//! a wrapping allocator, on rule sets of several shapes. The only test in
+//! this binary, so the counting allocator sees nothing else.
+#![allow(unsafe_code)] // a counting GlobalAlloc wrapper around System
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
+
+use rulecore::bundle::{Action, CanFrame, Payload, Repeat, Rule, StatePair, Step};
+use rulecore::bytecode::{Const, Op, Program};
+use rulecore::codec::{decode, encode};
+use rulecore::topic::TopicPattern;
+use ruled_engine::{estimated_heap, Engine, EngineConfig};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+mod counting;
+use counting::LIVE;
+
+fn topic(text: &str) -> TopicPattern {
+    TopicPattern::parse(text).unwrap()
+}
+
+/// `n` rules of one exact topic and one redis step each.
+fn simple(n: usize) -> Payload {
+    let rules = (0..n)
+        .map(|i| {
+            let off = Action::Redis {
+                list: "scooter:blinker".into(),
+                push: "off".into(),
+            };
+            Rule::new(
+                format!("rule-{i}"),
+                "bench.toml",
+                vec![topic(&format!("t.{i}"))],
+                vec![Step::new(off, 30_000_000_000)],
+            )
+        })
+        .collect();
+    Payload::new("test", rules, vec![], vec![])
+}
+
+/// `n` rules with `when`s, shared and own prefixes, cancel-on lists, three
+/// kinds of steps, repeats, some disabled.
+fn varied(n: usize) -> Payload {
+    let consts = vec![
+        Const::Path(vec!["level".into()]),
+        Const::Int(2),
+        Const::Str("parked".into()),
+    ];
+    let state_pairs = vec![StatePair {
+        hash: "vehicle".into(),
+        field: "state".into(),
+    }];
+    let when = Program {
+        ops: vec![
+            Op::Data(0),
+            Op::Const(1),
+            Op::Gt,
+            Op::AndJump(8),
+            Op::State(0),
+            Op::Const(2),
+            Op::Eq,
+            Op::AssertBool,
+        ],
+    };
+    let rules = (0..n)
+        .map(|i| {
+            let steps = vec![
+                Step {
+                    when: Some(when.clone()),
+                    ..Step::new(
+                        Action::Exec {
+                            command: format!("/usr/local/bin/step-{i}"),
+                            timeout_ns: 10_000_000_000,
+                        },
+                        0,
+                    )
+                },
+                Step::new(
+                    Action::Can(CanFrame {
+                        iface: "can0".into(),
+                        id: 0x123,
+                        extended: false,
+                        rtr: false,
+                        dlc: 2,
+                        data: vec![1, 2],
+                    }),
+                    500_000_000,
+                ),
+                Step::new(
+                    Action::Redis {
+                        list: "scooter:dashboard".into(),
+                        push: format!("message-{i}"),
+                    },
+                    1_000_000_000,
+                ),
+            ];
+            let on = vec![
+                topic(&format!("family.{}.*", i % 50)),
+                topic(&format!("device.{i}.pressed")),
+                topic("alarm.triggered"),
+            ];
+            let mut rule = Rule::new(format!("varied-rule-{i}"), "varied.toml", on, steps);
+            rule.cancel_on = vec![topic("alarm.disarmed"), topic(&format!("device.{i}.*"))];
+            rule.when = Some(when.clone());
+            rule.enabled = i % 7 != 0;
+            if i % 3 == 0 {
+                rule.repeat = Repeat {
+                    count: 3,
+                    every_ns: 2_000_000_000,
+                };
+            }
+            rule
+        })
+        .collect();
+    Payload::new("test", rules, state_pairs, consts)
+}
+
+/// The heap of decoding `payload`'s bundle and building the engine.
+fn measured(payload: &Payload) -> usize {
+    let bytes = encode(payload).unwrap();
+    let before = LIVE.load(Ordering::Relaxed);
+    let bundle = decode(&bytes).unwrap();
+    let id = bundle.id.capacity() as isize;
+    let engine = Engine::new(Arc::new(bundle.payload), EngineConfig::default());
+    let after = LIVE.load(Ordering::Relaxed);
+    drop(engine);
+    (after - before - id) as usize
+}
+
+#[test]
+fn the_estimate_is_within_a_fifth_of_the_measured_heap() {
+    for (name, payload) in [
+        ("1,000 simple rules", simple(1_000)),
+        ("20,000 simple rules", simple(20_000)),
+        ("300 varied rules", varied(300)),
+        ("20,000 varied rules", varied(20_000)),
+    ] {
+        let estimate = estimated_heap(&payload);
+        let heap = measured(&payload);
+        let error = estimate as f64 / heap as f64 - 1.0;
+        println!(
+            "{name}: estimated {estimate} bytes, measured {heap} bytes ({:+.1} %)",
+            error * 100.0
+        );
+        assert!(
+            error.abs() < 0.2,
+            "{name}: estimate {estimate}, heap {heap}"
+        );
+    }
+}

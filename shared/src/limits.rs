@@ -1,0 +1,232 @@
+//! The limits the rule checker enforces, enforced again when a bundle is
+//! loaded (docs/bundle.md#file-layout), so that a bundle nobody checked (a
+//! forged one with a valid digest) cannot make the service loop without
+//! pause or exhaust its memory: a `repeat` without a gap, durations beyond
+//! the Go range, empty or oversized values, more patterns than allowed.
+
+use crate::bundle::{Action, Payload, Rule};
+
+/// The most topic patterns one `on` or `cancel-on` list may hold
+/// (docs/rules.md#topic-patterns): the checker reports more, the loader
+/// refuses more. Real rules list a handful.
+pub const MAX_PATTERNS: usize = 256;
+
+/// The longest duration a rule file can write (Go's: `i64` nanoseconds).
+const MAX_DURATION_NS: u64 = i64::MAX as u64;
+
+/// A limit of the rule format that a bundle breaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("the rule name is empty")]
+    EmptyName,
+    #[error("`{list}` has {found} patterns; at most {MAX_PATTERNS} are allowed")]
+    TooManyPatterns { list: &'static str, found: usize },
+    #[error("`repeat` has {count} passes and no gap between them")]
+    RepeatWithoutGap { count: u32 },
+    #[error("{what} is {ns} ns, beyond the longest duration ({MAX_DURATION_NS} ns)")]
+    Duration { what: String, ns: u64 },
+    #[error("step {step}: `durable` without a delay")]
+    DurableWithoutAfter { step: usize },
+    #[error("step {step}: {reason}")]
+    Action { step: usize, reason: &'static str },
+    #[error("the state hash `{hash}` is named like an event channel (`ev:`)")]
+    StateChannel { hash: String },
+}
+
+/// The state pairs' limits: no hash named like an event channel
+/// (docs/service.md#subscriptions).
+pub fn check_state_pairs(payload: &Payload) -> Result<(), LimitError> {
+    match payload
+        .state_pairs
+        .iter()
+        .find(|pair| pair.hash.starts_with("ev:"))
+    {
+        Some(pair) => Err(LimitError::StateChannel {
+            hash: pair.hash.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// One rule's limits, as the checker has them (docs/rules.md#rule-keys,
+/// docs/rules.md#step-keys).
+pub fn check_rule(rule: &Rule) -> Result<(), LimitError> {
+    if rule.name.trim().is_empty() {
+        return Err(LimitError::EmptyName);
+    }
+    for (list, patterns) in [("on", &rule.on), ("cancel-on", &rule.cancel_on)] {
+        if patterns.len() > MAX_PATTERNS {
+            return Err(LimitError::TooManyPatterns {
+                list,
+                found: patterns.len(),
+            });
+        }
+    }
+    if rule.repeat.count > 1 && rule.repeat.every_ns == 0 {
+        return Err(LimitError::RepeatWithoutGap {
+            count: rule.repeat.count,
+        });
+    }
+    let durations = [
+        ("`cooldown`", rule.cooldown_ns),
+        ("`debounce`", rule.debounce_ns),
+        ("`repeat.every`", rule.repeat.every_ns),
+    ];
+    let steps = rule.steps.iter().enumerate();
+    let step_durations = steps.clone().flat_map(|(index, step)| {
+        let timeout = match step.action {
+            Action::Exec { timeout_ns, .. } => Some(timeout_ns),
+            _ => None,
+        };
+        [
+            Some((format!("step {index} `after`"), step.after_ns)),
+            timeout.map(|ns| (format!("step {index} `timeout`"), ns)),
+        ]
+        .into_iter()
+        .flatten()
+    });
+    let all = durations
+        .into_iter()
+        .map(|(what, ns)| (what.to_string(), ns))
+        .chain(step_durations);
+    for (what, ns) in all {
+        if ns > MAX_DURATION_NS {
+            return Err(LimitError::Duration { what, ns });
+        }
+    }
+    for (step, spec) in steps {
+        if spec.durable && spec.after_ns == 0 {
+            return Err(LimitError::DurableWithoutAfter { step });
+        }
+        if let Some(reason) = action_problem(&spec.action) {
+            return Err(LimitError::Action { step, reason });
+        }
+    }
+    Ok(())
+}
+
+/// What the checker would say about an action's values, if anything (CAN
+/// frames are checked with the payload's other structural facts).
+fn action_problem(action: &Action) -> Option<&'static str> {
+    let bad_char = |c: char| c.is_whitespace() || c == '\0';
+    match action {
+        Action::Redis { list, push } if list.is_empty() || push.is_empty() => {
+            Some("an empty redis `list` or `push`")
+        }
+        Action::Exec { command, .. } if command.is_empty() || command.contains(bad_char) => {
+            Some("an exec `command` that is empty or has white space or NUL")
+        }
+        Action::Exec { timeout_ns: 0, .. } => Some("an exec `timeout` of zero"),
+        Action::Can(frame)
+            if frame.iface.is_empty()
+                || frame.iface.len() > 15
+                || frame.iface.contains(|c: char| bad_char(c) || c == '/') =>
+        {
+            Some(
+                "a CAN `iface` that is empty, longer than 15 bytes, or has white space, `/` or NUL",
+            )
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::{Repeat, Rule, StatePair, Step};
+    use crate::codec::{decode, encode, BundleError};
+    use crate::topic::TopicPattern;
+    use crate::verify::PayloadError;
+
+    fn valid() -> Payload {
+        let step = Step::new(
+            Action::Redis {
+                list: "scooter:horn".into(),
+                push: "on".into(),
+            },
+            0,
+        );
+        let on = vec![TopicPattern::parse("alarm.triggered").unwrap()];
+        Payload::new(
+            "test",
+            vec![Rule::new("r", "a.toml", on, vec![step])],
+            vec![],
+            vec![],
+        )
+    }
+
+    /// A forged payload, checksummed as `rulec` would: what the loader says.
+    fn load(payload: &Payload) -> Result<(), LimitError> {
+        match decode(&encode(payload).unwrap()) {
+            Ok(_) => Ok(()),
+            Err(BundleError::Invalid(PayloadError::Limit { error, .. }))
+            | Err(BundleError::Invalid(PayloadError::StateChannel(error))) => Err(error),
+            Err(other) => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn forged_bundles_over_the_checker_limits_are_refused_at_load() {
+        assert_eq!(load(&valid()), Ok(()));
+        let mut endless = valid();
+        endless.rules[0].repeat = Repeat {
+            count: u32::MAX,
+            every_ns: 0,
+        };
+        assert_eq!(
+            load(&endless),
+            Err(LimitError::RepeatWithoutGap { count: u32::MAX })
+        );
+        let mut far = valid();
+        far.rules[0].steps[0].after_ns = u64::MAX;
+        far.rules[0].steps[0].durable = true;
+        assert!(matches!(load(&far), Err(LimitError::Duration { .. })));
+        let mut every = valid();
+        every.rules[0].repeat = Repeat {
+            count: 2,
+            every_ns: u64::MAX,
+        };
+        assert!(matches!(load(&every), Err(LimitError::Duration { .. })));
+        let mut many = valid();
+        many.rules[0].cancel_on = (0..=MAX_PATTERNS)
+            .map(|i| TopicPattern::parse(&format!("t{i}")).unwrap())
+            .collect();
+        assert_eq!(
+            load(&many),
+            Err(LimitError::TooManyPatterns {
+                list: "cancel-on",
+                found: MAX_PATTERNS + 1
+            })
+        );
+        let mut channel = valid();
+        channel.state_pairs = vec![StatePair {
+            hash: "ev:alarm.triggered".into(),
+            field: "x".into(),
+        }];
+        assert!(matches!(
+            load(&channel),
+            Err(LimitError::StateChannel { .. })
+        ));
+        let mut shell = valid();
+        shell.rules[0].steps[0] = Step::new(
+            Action::Exec {
+                command: "/bin/sh -c reboot".into(),
+                timeout_ns: 1,
+            },
+            0,
+        );
+        assert!(matches!(
+            load(&shell),
+            Err(LimitError::Action { step: 0, .. })
+        ));
+        let mut durable = valid();
+        durable.rules[0].steps[0].durable = true;
+        assert_eq!(
+            load(&durable),
+            Err(LimitError::DurableWithoutAfter { step: 0 })
+        );
+        let mut nameless = valid();
+        nameless.rules[0].name = " ".into();
+        assert_eq!(load(&nameless), Err(LimitError::EmptyName));
+    }
+}
