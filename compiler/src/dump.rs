@@ -5,7 +5,7 @@
 
 use crate::cli::{Console, Exit};
 use rulecore::bundle::{Action, Concurrency, Payload, Rule, StatePair, Step, FORMAT_VERSION};
-use rulecore::bytecode::{Const, EventField, Op, Program};
+use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::codec::{self, Bundle, BundleError};
 use rulecore::duration::format_duration;
 use rulecore::vm::builtin_name;
@@ -264,11 +264,18 @@ pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair])
             Op::AssertBool => {}
             Op::Call(builtin, n) => {
                 let args = stack.split_off(stack.len().checked_sub(n as usize)?);
-                let args: Vec<String> = args.into_iter().map(|(text, _)| text).collect();
-                stack.push((
-                    format!("{}({})", builtin_name(builtin), args.join(", ")),
-                    ATOM,
-                ));
+                let mut args: Vec<String> = args.into_iter().map(|(text, _)| text).collect();
+                let text = match (builtin, args.pop()) {
+                    // The tuple's elements, then the value.
+                    (Builtin::TupleContains, Some(value)) => {
+                        format!("contains(({}), {value})", args.join(", "))
+                    }
+                    (_, last) => {
+                        args.extend(last);
+                        format!("{}({})", builtin_name(builtin), args.join(", "))
+                    }
+                };
+                stack.push((text, ATOM));
             }
             binary => {
                 let (prec, sym) = binary_op(binary)?;

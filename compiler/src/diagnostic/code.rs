@@ -145,7 +145,8 @@ codes! {
     WhenArguments => "rulec::when::arguments",
     /// `'text'`: strings use double quotes.
     WhenSingleQuotes => "rulec::when::single-quotes",
-    /// `and` / `or` / `not` instead of `&&` / `||` / `!`.
+    /// `and` / `or` / `not` instead of `&&` / `||` / `!`; `in [...]`
+    /// instead of `contains(...)`.
     WhenWordOperator => "rulec::when::word-operator",
     /// `=` or another assignment operator.
     WhenAssignment => "rulec::when::assignment",

@@ -25,6 +25,7 @@ pub(super) fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                 quoted_until = quoted.span.end;
                 Some(quoted)
             }
+            TokKind::Ident(name) if name == "in" => Some(in_operator(text, toks, index)),
             TokKind::Ident(name) => word_operator(name, span),
             _ => lexical(text, tok).or_else(|| operator(text, toks, index)),
         };
@@ -110,6 +111,39 @@ fn word_operator(name: &str, span: Range<usize>) -> Option<WhenProblem> {
         format!("use `{fix}` instead"),
         Some(help),
     ))
+}
+
+/// `to in ["parked", "stand-by"]` (expr-lang, Python): membership is the
+/// function `contains` (docs/when-language.md#membership); the help
+/// rewrites what was written.
+fn in_operator(text: &str, toks: &[Tok], index: usize) -> WhenProblem {
+    let span = toks[index].span.clone();
+    let left = index
+        .checked_sub(1)
+        .and_then(|i| toks.get(i))
+        .map_or("value", |tok| text[tok.span.clone()].trim());
+    let list = text[span.end..].trim();
+    let inner = list
+        .strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+        .unwrap_or(list)
+        .trim();
+    let fix = if inner.is_empty() {
+        format!("contains((\"a\", \"b\"), {left})")
+    } else if inner.contains(',') {
+        format!("contains(({inner}), {left})")
+    } else {
+        format!("{left} == {inner}")
+    };
+    problem(
+        Code::WhenWordOperator,
+        "`in` is not an operator in `when`".into(),
+        span,
+        "membership is a function here".into(),
+        Some(format!(
+            "write `{fix}`: the tuple in parentheses, then the value"
+        )),
+    )
 }
 
 /// Operators from other languages (`&`, `=>`, `<>`), assignments and `;`.
