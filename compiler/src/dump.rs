@@ -372,6 +372,7 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
         "  debounce     {}",
         optional_duration(rule.debounce_ns)
     )?;
+    writeln!(out, "  for          {}", optional_duration(rule.hold_ns))?;
     let repeat = if rule.repeat.count <= 1 {
         "once".to_string()
     } else {
@@ -476,6 +477,7 @@ pub fn render_json(bundle: &Bundle) -> Json {
             "concurrency": concurrency(rule.concurrency),
             "cooldown_ns": rule.cooldown_ns,
             "debounce_ns": rule.debounce_ns,
+            "hold_ns": rule.hold_ns,
             "repeat": {"count": rule.repeat.count, "every_ns": rule.repeat.every_ns},
             "when": when(rule.when.as_ref()),
             "when_expr": when_expr(rule.when.as_ref()),

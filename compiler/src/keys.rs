@@ -253,6 +253,12 @@ pub const KEYS: &[Key] = &[
         "Wait for this long without a newer match, then fire with the latest event. Must be positive.",
     ),
     key(
+        "for",
+        Level::Rule,
+        Ty::Duration(Sign::Positive),
+        "Hold: dispatch only once `when` has stayed true this long; fires once until `when` was false again. Must be positive; not with `debounce`.",
+    ),
+    key(
         "repeat",
         Level::Rule,
         Ty::Table(Level::Repeat),

@@ -65,6 +65,7 @@ const PLAIN: &[&str] = &[
     "ask-bms-status",
     "hazards-on-kickstand",
     "hazards-clock-jump",
+    "battery-low-for",
 ];
 
 #[test]

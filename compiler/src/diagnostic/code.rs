@@ -69,8 +69,10 @@ codes! {
     Concurrency => "rulec::concurrency",
     /// Not a Go duration (`"10min"`, `"30 s"`, out of range).
     Duration => "rulec::duration",
-    /// A negative `cooldown` or `after`; a `debounce` or exec `timeout` that is not positive.
+    /// A negative `cooldown` or `after`; a `debounce`, `for` or exec `timeout` that is not positive.
     DurationRange => "rulec::duration-range",
+    /// `for` and `debounce` on one rule (docs/semantics.md#hold).
+    ForWithDebounce => "rulec::for-with-debounce",
     /// `repeat` without `count`, a `count` out of range, or `every` missing or not positive.
     Repeat => "rulec::repeat",
     /// `durable` on a step whose `after` is absent or zero.

@@ -75,6 +75,8 @@ pub struct CheckedRule {
     pub cooldown_ns: u64,
     /// 0 means none.
     pub debounce_ns: u64,
+    /// `for` (docs/semantics.md#hold); 0 means none.
+    pub hold_ns: u64,
     /// `{ count: 1, every_ns: 0 }` when the rule has no `repeat`.
     pub repeat: Repeat,
     pub when: Option<CheckedExpr>,

@@ -16,6 +16,7 @@
 //! See docs/engine.md for the driver's contract.
 
 mod effect;
+mod hold;
 mod index;
 mod record;
 mod time;
@@ -157,6 +158,8 @@ struct RuleState {
     run: Option<Run>,
     backlog: VecDeque<Arc<Event>>,
     debounce: Option<Debounce>,
+    /// `for` (docs/semantics.md#hold): `None` while armed and idle.
+    hold: Option<hold::Hold>,
     last_fire: Option<Time>,
     stats: RuleStats,
 }
@@ -171,6 +174,8 @@ pub struct Engine {
     cancel_index: TopicIndex,
     live_rules: u64,
     state: Vec<String>,
+    /// Per state pair, the rules with `for` whose `when` reads it.
+    hold_watchers: Vec<Vec<u32>>,
     timers: Timers,
     /// Jobs handed over and not yet finished.
     jobs: HashMap<u64, JobOwner>,
@@ -218,11 +223,13 @@ impl Engine {
                 run: None,
                 backlog: VecDeque::new(),
                 debounce: None,
+                hold: None,
                 last_fire: None,
                 stats: RuleStats::default(),
             });
         }
         let state = vec![String::new(); payload.state_pairs.len()];
+        let hold_watchers = hold::watchers(&payload);
         Self {
             payload,
             config,
@@ -231,6 +238,7 @@ impl Engine {
             cancel_index,
             live_rules,
             state,
+            hold_watchers,
             timers: Timers::default(),
             jobs: HashMap::new(),
             next_job: 1,
@@ -290,10 +298,17 @@ impl Engine {
             let rule = rule as usize;
             let spec = &payload.rules[rule];
             // 2. Match.
-            if let Some(program) = &spec.when {
-                if !self.eval(rule, None, program, &event) {
-                    continue;
-                }
+            let met = match &spec.when {
+                Some(program) => self.eval(rule, None, program, &event),
+                None => true,
+            };
+            if spec.hold_ns > 0 {
+                // `for`: a false `when` matters too (docs/semantics.md#hold).
+                self.hold_match(rule, Arc::clone(&event), met, now);
+                continue;
+            }
+            if !met {
+                continue;
             }
             let event = Arc::clone(&event);
             if spec.debounce_ns > 0 {
@@ -334,6 +349,7 @@ impl Engine {
                         self.dispatch(rule, held.event, now);
                     }
                 }
+                TimerKind::Hold => self.hold_due(rule, now),
                 TimerKind::Run => {
                     let Some(run) = self.rules[rule].run.as_mut() else {
                         continue;
@@ -432,6 +448,7 @@ impl Engine {
     pub fn state_changed(&mut self, index: usize, value: String) {
         if let Some(slot) = self.state.get_mut(index) {
             *slot = value;
+            self.hold_state_changed(index);
         }
     }
 
@@ -448,7 +465,7 @@ impl Engine {
     pub fn set_state(&mut self, hash: &str, field: &str, value: String) -> bool {
         match self.state_index(hash, field) {
             Some(index) => {
-                self.state[index] = value;
+                self.state_changed(index, value);
                 true
             }
             None => false,
@@ -603,6 +620,7 @@ impl Engine {
             let state = &mut self.rules[rule];
             state.backlog.clear();
             state.debounce = None;
+            state.hold = None;
             if let Some(run) = state.run.take() {
                 let name = Arc::clone(&state.name);
                 if run.owns_record {
@@ -737,6 +755,7 @@ impl Engine {
         let state = &self.rules[entry.rule as usize];
         match entry.kind {
             TimerKind::Debounce => state.debounce.as_ref().map(|d| d.token) == Some(entry.token),
+            TimerKind::Hold => state.hold.as_ref().and_then(hold::Hold::token) == Some(entry.token),
             TimerKind::Run => state.run.as_ref().is_some_and(|run| match run.phase {
                 Phase::Waiting { token } | Phase::Gap { token } => token == entry.token,
                 Phase::Acting { .. } | Phase::Deciding => false,
@@ -761,6 +780,8 @@ impl Engine {
     }
 
     fn cancel_rule(&mut self, rule: usize, now: Now) {
+        // A cancel ends a hold and re-arms the rule (docs/semantics.md#hold).
+        self.hold_cancel(rule);
         // The backlog goes first so ending the run does not start a held trigger.
         self.rules[rule].backlog.clear();
         if self.rules[rule].run.is_some() {
