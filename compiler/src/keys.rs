@@ -18,11 +18,19 @@ pub enum Level {
     Repeat,
     /// A `[[rule.step]]` table.
     Step,
+    /// A `[[topic]]` table: the topic catalogue (docs/rules.md#the-topic-catalogue).
+    Topic,
 }
 
 impl Level {
     /// Every level, in the order of the reference.
-    pub const ALL: [Level; 4] = [Level::Top, Level::Rule, Level::Repeat, Level::Step];
+    pub const ALL: [Level; 5] = [
+        Level::Top,
+        Level::Rule,
+        Level::Repeat,
+        Level::Step,
+        Level::Topic,
+    ];
 
     /// Where the level is, as unknown-key messages say it.
     pub fn place(self) -> &'static str {
@@ -31,6 +39,7 @@ impl Level {
             Level::Rule => "in a rule",
             Level::Repeat => "in `repeat`",
             Level::Step => "in a step",
+            Level::Topic => "in a topic",
         }
     }
 
@@ -41,6 +50,7 @@ impl Level {
             Level::Rule => "`[[rule]]`",
             Level::Repeat => "`repeat = { ... }`",
             Level::Step => "`[[rule.step]]`",
+            Level::Topic => "`[[topic]]`",
         }
     }
 }
@@ -117,6 +127,8 @@ pub enum Ty {
     CanId,
     /// CAN payload bytes in hex.
     CanData,
+    /// A table of `data` keys, each naming its type (docs/rules.md#the-topic-catalogue).
+    DataTypes,
 }
 
 impl Ty {
@@ -142,9 +154,20 @@ impl Ty {
             Ty::CanIface => "string: an interface name".to_string(),
             Ty::CanId => "hex string (a decimal TOML integer warns)".to_string(),
             Ty::CanData => "hex string".to_string(),
+            Ty::DataTypes => format!(
+                "table: data key = {}",
+                DATA_TYPES
+                    .iter()
+                    .map(|name| format!("`\"{name}\"`"))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            ),
         }
     }
 }
+
+/// The types a `[[topic]]` may give a `data` key; `any` is not checked.
+pub const DATA_TYPES: &[&str] = &["string", "int", "float", "bool", "any"];
 
 /// What an absent key means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,6 +234,12 @@ pub const KEYS: &[Key] = &[
         Level::Top,
         Ty::Tables { level: Level::Rule, non_empty: false },
         "The rules of the file, one `[[rule]]` table each.",
+    ),
+    key(
+        "topic",
+        Level::Top,
+        Ty::Tables { level: Level::Topic, non_empty: false },
+        "Topic declarations, one `[[topic]]` table each: the catalogue `rulec check` holds `on`, `cancel-on` and `data.*` against.",
     ),
     // docs/rules.md#rule-keys
     key("name", Level::Rule, Ty::Text, "Unique among the enabled rules of all files.").required(),
@@ -387,6 +416,25 @@ pub const KEYS: &[Key] = &[
         "can: the length a remote frame requests; only with `rtr = true`.",
     )
     .only(ActionKind::Can),
+    // docs/rules.md#the-topic-catalogue
+    key(
+        "name",
+        Level::Topic,
+        Ty::Text,
+        "The topic, exactly as events carry it (no `*`), e.g. `battery.charge.changed`.",
+    )
+    .required(),
+    key("from", Level::Topic, Ty::Bool, "The event carries `from` (the previous value).")
+        .default(DefaultValue::Bool(false)),
+    key("to", Level::Topic, Ty::Bool, "The event carries `to` (the new value).")
+        .default(DefaultValue::Bool(false)),
+    key(
+        "data",
+        Level::Topic,
+        Ty::DataTypes,
+        "The keys of the event's `data` and their types, e.g. `{ charge = \"int\" }`; a rule on declared topics may read only these.",
+    )
+    .default(DefaultValue::Prose("no data keys")),
 ];
 
 /// The keys of `level`, in table order.

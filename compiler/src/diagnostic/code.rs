@@ -73,6 +73,14 @@ codes! {
     DurationRange => "rulec::duration-range",
     /// `for` and `debounce` on one rule (docs/semantics.md#hold).
     ForWithDebounce => "rulec::for-with-debounce",
+    /// A malformed or duplicate `[[topic]]` declaration (docs/rules.md#the-topic-catalogue).
+    Topic => "rulec::topic",
+    /// An `on` or `cancel-on` pattern that matches no declared topic.
+    UnknownTopic => "rulec::unknown-topic",
+    /// A `data.*` key that none of the rule's declared topics has.
+    UnknownDataKey => "rulec::unknown-data-key",
+    /// A `data.*` key used against its declared type (`data.charge > "25"`).
+    DataType => "rulec::data-type",
     /// `repeat` without `count`, a `count` out of range, or `every` missing or not positive.
     Repeat => "rulec::repeat",
     /// `durable` on a step whose `after` is absent or zero.

@@ -12,6 +12,7 @@
 //! accessors; `rule`, `step` and `can` the checks of each level.
 
 mod can;
+mod catalogue;
 mod checker;
 mod duration;
 mod rule;
@@ -70,6 +71,9 @@ pub struct CheckedRule {
     pub enabled: bool,
     pub on: Vec<TopicPattern>,
     pub cancel_on: Vec<TopicPattern>,
+    /// Where each `on` and `cancel-on` pattern is written, in order.
+    pub on_spans: Vec<Range<usize>>,
+    pub cancel_on_spans: Vec<Range<usize>>,
     pub concurrency: Concurrency,
     /// 0 means none.
     pub cooldown_ns: u64,
@@ -112,9 +116,13 @@ pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
     let mut out = Validated::default();
     // Rules that passed their own checks, before names are settled.
     let mut candidates: Vec<(CheckedRule, Range<usize>)> = Vec::new();
+    let mut topics = Vec::new();
     for file in files {
         let raw_rules = match rulefile::parse(file) {
-            Ok(rules) => rules,
+            Ok(parsed) => {
+                topics.extend(catalogue::declarations(file, &parsed.topics, &mut out));
+                parsed.rules
+            }
             Err(problems) => {
                 out.diagnostics.extend(problems);
                 continue;
@@ -149,6 +157,7 @@ pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
             }
         }
     }
+    catalogue::check_rules(&topics, files, deny_warnings, &mut candidates, &mut out);
     settle_names(candidates, &mut out);
     if deny_warnings {
         for diagnostic in &mut out.diagnostics {
@@ -260,7 +269,7 @@ fn settle_names(candidates: Vec<(CheckedRule, Range<usize>)>, out: &mut Validate
 }
 
 impl Diagnostic {
-    fn named(mut self, rule: &str) -> Self {
+    pub(super) fn named(mut self, rule: &str) -> Self {
         self.rule = Some(rule.to_string());
         self
     }

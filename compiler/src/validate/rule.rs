@@ -73,6 +73,8 @@ impl<'i> RuleChecker<'_, 'i> {
             name,
             source: self.file.name.clone(),
             enabled: self.enabled,
+            on_spans: on.iter().map(|(_, span)| span.clone()).collect(),
+            cancel_on_spans: cancel_on.iter().map(|(_, span)| span.clone()).collect(),
             on: on.into_iter().map(|(p, _)| p).collect(),
             cancel_on: cancel_on.into_iter().map(|(p, _)| p).collect(),
             concurrency,
