@@ -47,7 +47,7 @@ pub fn schema() -> Value {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "$id": "https://example.invalid/scooter-rules/rules.schema.json",
         "title": "scooter rule file",
-        "description": "A file of `[[rule]]` tables for rulec / ruled (docs/diagnostics.md lists every key and check).",
+        "description": "A file of `[[rule]]` tables for rulec / ruled (docs/rules.md describes every key, docs/diagnostics.md every check).",
     });
     merge(&mut document, extra);
     document
