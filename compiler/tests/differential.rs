@@ -296,7 +296,7 @@ impl Gen<'_> {
                     // Membership: elements of mixed types, as authors write
                     // `contains(("parked", "stand-by"), to)`.
                     let kinds = [T::Str, T::Str, T::Int, T::Float, T::Bool, T::Any];
-                    let n = 2 + self.rng.below(3) as usize;
+                    let n = 2 + self.rng.below(3);
                     let elements: Vec<String> = (0..n)
                         .map(|_| {
                             let t = *self.rng.pick(&kinds);

@@ -773,9 +773,9 @@ impl<'a> Machine<'a, '_> {
                     _ => a.contains(b),
                 }))
             }
-            Builtin::Int => self.to_int(args[0]),
-            Builtin::Float => self.to_float(args[0]),
-            Builtin::Str => self.to_str(args[0]),
+            Builtin::Int => self.convert_int(args[0]),
+            Builtin::Float => self.convert_float(args[0]),
+            Builtin::Str => self.convert_str(args[0]),
             Builtin::TupleContains => self.tuple_contains(args),
         }
     }
@@ -784,7 +784,7 @@ impl<'a> Machine<'a, '_> {
     /// floats truncated toward zero, decimal strings (white space around
     /// allowed) parsed; anything else, or a float outside the int range, is
     /// an error.
-    fn to_int(&self, v: Slot<'a>) -> Result<Slot<'a>, EvalError> {
+    fn convert_int(&self, v: Slot<'a>) -> Result<Slot<'a>, EvalError> {
         let fail = |what| EvalError::Conversion {
             function: "int",
             what,
@@ -815,7 +815,7 @@ impl<'a> Machine<'a, '_> {
 
     /// `float(x)`: numbers converted, decimal strings parsed (digits, sign,
     /// point and exponent only: not `inf` or `NaN`).
-    fn to_float(&self, v: Slot<'a>) -> Result<Slot<'a>, EvalError> {
+    fn convert_float(&self, v: Slot<'a>) -> Result<Slot<'a>, EvalError> {
         match v {
             Slot::Int(i) => Ok(Slot::Float(i as f64)),
             Slot::Float(_) => Ok(v),
@@ -839,7 +839,7 @@ impl<'a> Machine<'a, '_> {
     /// `str(x)`: a string as it is, a boolean as `true`/`false`, a number
     /// as evalexpr's `str::from` writes it (the one conversion that
     /// allocates).
-    fn to_str(&mut self, v: Slot<'a>) -> Result<Slot<'a>, EvalError> {
+    fn convert_str(&mut self, v: Slot<'a>) -> Result<Slot<'a>, EvalError> {
         match v {
             Slot::Str(_) | Slot::Owned(_) => Ok(v),
             Slot::Bool(b) => Ok(Slot::Str(if b { "true" } else { "false" })),

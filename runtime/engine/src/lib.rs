@@ -84,7 +84,7 @@ pub struct Counters {
     pub refused: u64,
     /// Actions that returned an error.
     pub failed: u64,
-    /// Armed timers: step waits, repeat gaps, debounce windows.
+    /// Armed timers: step waits, repeat gaps, debounce windows, holds.
     pub pending: u64,
     /// Rules with a live run (a rule has at most one).
     pub runs_active: u64,
