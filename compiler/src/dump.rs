@@ -264,18 +264,7 @@ pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair])
             Op::AssertBool => {}
             Op::Call(builtin, n) => {
                 let args = stack.split_off(stack.len().checked_sub(n as usize)?);
-                let mut args: Vec<String> = args.into_iter().map(|(text, _)| text).collect();
-                let text = match (builtin, args.pop()) {
-                    // The tuple's elements, then the value.
-                    (Builtin::TupleContains, Some(value)) => {
-                        format!("contains(({}), {value})", args.join(", "))
-                    }
-                    (_, last) => {
-                        args.extend(last);
-                        format!("{}({})", builtin_name(builtin), args.join(", "))
-                    }
-                };
-                stack.push((text, ATOM));
+                stack.push((call_text(builtin, args), ATOM));
             }
             binary => {
                 let (prec, sym) = binary_op(binary)?;
@@ -294,6 +283,20 @@ pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair])
     match (stack.pop(), stack.is_empty() && open.is_empty()) {
         (Some((text, _)), true) => Some(text),
         _ => None,
+    }
+}
+
+/// A call as written: `contains` takes its tuple's elements, then the value.
+fn call_text(builtin: Builtin, args: Vec<Part>) -> String {
+    let mut args: Vec<String> = args.into_iter().map(|(text, _)| text).collect();
+    match (builtin, args.pop()) {
+        (Builtin::TupleContains, Some(value)) => {
+            format!("contains(({}), {value})", args.join(", "))
+        }
+        (_, last) => {
+            args.extend(last);
+            format!("{}({})", builtin_name(builtin), args.join(", "))
+        }
     }
 }
 
