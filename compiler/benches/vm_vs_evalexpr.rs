@@ -63,6 +63,25 @@ const EXTRA: &[(&str, bool)] = &[
     (r#"len(to) > 3 && str::contains(topic, "state")"#, false),
     (r#"str::to_lowercase(from) == "parked""#, true),
     (r#"to + "/" + from == "parked/Driving""#, true),
+    // Conversions and membership (docs/when-language.md#conversions): only
+    // `str` of a number builds a string.
+    (
+        r#"int(state("climate", "outside-temp")) < 5 && int(data.speed) > 3"#,
+        false,
+    ),
+    (
+        r#"float(state("climate", "outside-temp")) + data.speed > 10.0"#,
+        false,
+    ),
+    (
+        r#"contains(("parked", "stand-by", "ready-to-drive"), to)"#,
+        false,
+    ),
+    (
+        r#"str(data.level > 1) == "true" && str(to) != "off""#,
+        false,
+    ),
+    (r#"str(data.charge) == "12""#, true),
 ];
 
 fn events() -> Vec<(&'static str, Event)> {
@@ -133,24 +152,9 @@ fn evalexpr_context(event: &Event) -> HashMapContext<DefaultNumericTypes> {
         }),
     )
     .unwrap();
-    type Test = fn(&str, &str) -> bool;
-    let tests: [(&str, Test); 3] = [
-        ("str::starts_with", |a, b| a.starts_with(b)),
-        ("str::ends_with", |a, b| a.ends_with(b)),
-        ("str::contains", |a, b| a.contains(b)),
-    ];
-    for (name, test) in tests {
-        ctx.set_function(
-            name.into(),
-            Function::new(move |arg| {
-                let args = arg.as_fixed_len_tuple(2)?;
-                Ok(Value::Boolean(test(
-                    &args[0].as_string()?,
-                    &args[1].as_string()?,
-                )))
-            }),
-        )
-        .unwrap();
+    // Ours, as the checker and the differential test register them.
+    for (name, function) in rulec::when::reference::functions() {
+        ctx.set_function(name.into(), function).unwrap();
     }
     ctx
 }

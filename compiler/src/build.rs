@@ -86,6 +86,7 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
             concurrency: rule.concurrency,
             cooldown_ns: rule.cooldown_ns,
             debounce_ns: rule.debounce_ns,
+            hold_ns: rule.hold_ns,
             repeat: rule.repeat,
             when: lower_opt(&rule.when),
             steps: rule

@@ -5,7 +5,7 @@
 
 use crate::cli::{Console, Exit};
 use rulecore::bundle::{Action, Concurrency, Payload, Rule, StatePair, Step, FORMAT_VERSION};
-use rulecore::bytecode::{Const, EventField, Op, Program};
+use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::codec::{self, Bundle, BundleError};
 use rulecore::duration::format_duration;
 use rulecore::vm::builtin_name;
@@ -260,11 +260,7 @@ pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair])
             Op::AssertBool => {}
             Op::Call(builtin, n) => {
                 let args = stack.split_off(stack.len().checked_sub(n as usize)?);
-                let args: Vec<String> = args.into_iter().map(|(text, _)| text).collect();
-                stack.push((
-                    format!("{}({})", builtin_name(builtin), args.join(", ")),
-                    ATOM,
-                ));
+                stack.push((call_text(builtin, args), ATOM));
             }
             binary => {
                 let (prec, sym) = binary_op(binary)?;
@@ -283,6 +279,20 @@ pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair])
     match (stack.pop(), stack.is_empty() && open.is_empty()) {
         (Some((text, _)), true) => Some(text),
         _ => None,
+    }
+}
+
+/// A call as written: `contains` takes its tuple's elements, then the value.
+fn call_text(builtin: Builtin, args: Vec<Part>) -> String {
+    let mut args: Vec<String> = args.into_iter().map(|(text, _)| text).collect();
+    match (builtin, args.pop()) {
+        (Builtin::TupleContains, Some(value)) => {
+            format!("contains(({}), {value})", args.join(", "))
+        }
+        (_, last) => {
+            args.extend(last);
+            format!("{}({})", builtin_name(builtin), args.join(", "))
+        }
     }
 }
 
@@ -361,6 +371,7 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
         "  debounce     {}",
         optional_duration(rule.debounce_ns)
     )?;
+    writeln!(out, "  for          {}", optional_duration(rule.hold_ns))?;
     let repeat = if rule.repeat.count <= 1 {
         "once".to_string()
     } else {
@@ -533,6 +544,7 @@ fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "concurrency": concurrency(rule.concurrency),
         "cooldown_ns": rule.cooldown_ns,
         "debounce_ns": rule.debounce_ns,
+        "hold_ns": rule.hold_ns,
         "repeat": {"count": rule.repeat.count, "every_ns": rule.repeat.every_ns},
         "when": when(rule.when.as_ref()),
         "when_expr": when_expr(rule.when.as_ref()),

@@ -18,11 +18,19 @@ pub enum Level {
     Repeat,
     /// A `[[rule.step]]` table.
     Step,
+    /// A `[[topic]]` table: the topic catalogue (docs/rules.md#the-topic-catalogue).
+    Topic,
 }
 
 impl Level {
     /// Every level, in the order of the reference.
-    pub const ALL: [Level; 4] = [Level::Top, Level::Rule, Level::Repeat, Level::Step];
+    pub const ALL: [Level; 5] = [
+        Level::Top,
+        Level::Rule,
+        Level::Repeat,
+        Level::Step,
+        Level::Topic,
+    ];
 
     /// Where the level is, as unknown-key messages say it.
     pub fn place(self) -> &'static str {
@@ -31,6 +39,7 @@ impl Level {
             Level::Rule => "in a rule",
             Level::Repeat => "in `repeat`",
             Level::Step => "in a step",
+            Level::Topic => "in a topic",
         }
     }
 
@@ -41,6 +50,7 @@ impl Level {
             Level::Rule => "`[[rule]]`",
             Level::Repeat => "`repeat = { ... }`",
             Level::Step => "`[[rule.step]]`",
+            Level::Topic => "`[[topic]]`",
         }
     }
 }
@@ -117,6 +127,8 @@ pub enum Ty {
     CanId,
     /// CAN payload bytes in hex.
     CanData,
+    /// A table of `data` keys, each naming its type (docs/rules.md#the-topic-catalogue).
+    DataTypes,
 }
 
 impl Ty {
@@ -142,9 +154,20 @@ impl Ty {
             Ty::CanIface => "string: an interface name".to_string(),
             Ty::CanId => "hex string (a decimal TOML integer warns)".to_string(),
             Ty::CanData => "hex string".to_string(),
+            Ty::DataTypes => format!(
+                "table: data key = {}",
+                DATA_TYPES
+                    .iter()
+                    .map(|name| format!("`\"{name}\"`"))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            ),
         }
     }
 }
+
+/// The types a `[[topic]]` may give a `data` key; `any` is not checked.
+pub const DATA_TYPES: &[&str] = &["string", "int", "float", "bool", "any"];
 
 /// What an absent key means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +195,8 @@ pub struct Key {
     pub action: Option<ActionKind>,
     /// What the key does, one or two sentences (the schema's description).
     pub doc: &'static str,
+    /// The key as an author writes it, for the reference (docs/rules.md).
+    pub example: &'static str,
 }
 
 const fn key(name: &'static str, level: Level, ty: Ty, doc: &'static str) -> Key {
@@ -183,6 +208,7 @@ const fn key(name: &'static str, level: Level, ty: Ty, doc: &'static str) -> Key
         default: None,
         action: None,
         doc,
+        example: "",
     }
 }
 
@@ -201,6 +227,11 @@ impl Key {
         self.action = Some(kind);
         self
     }
+
+    const fn example(mut self, example: &'static str) -> Key {
+        self.example = example;
+        self
+    }
 }
 
 /// Every key, grouped by level, each level in the order that unknown-key
@@ -211,68 +242,94 @@ pub const KEYS: &[Key] = &[
         Level::Top,
         Ty::Tables { level: Level::Rule, non_empty: false },
         "The rules of the file, one `[[rule]]` table each.",
-    ),
+    )
+    .example("[[rule]]"),
+    key(
+        "topic",
+        Level::Top,
+        Ty::Tables { level: Level::Topic, non_empty: false },
+        "Topic declarations, one `[[topic]]` table each: the catalogue `rulec check` holds `on`, `cancel-on` and `data.*` against.",
+    )
+    .example("[[topic]]"),
     // docs/rules.md#rule-keys
-    key("name", Level::Rule, Ty::Text, "Unique among the enabled rules of all files.").required(),
+    key("name", Level::Rule, Ty::Text, "Unique among the enabled rules of all files.")
+        .required()
+        .example(r#"name = "hazards-on-alarm""#),
     key(
         "on",
         Level::Rule,
         Ty::Patterns { non_empty: true },
         "Topic patterns that trigger the rule.",
     )
-    .required(),
+    .required()
+    .example(r#"on = ["alarm.triggered", "button.*"]"#),
     key(
         "when",
         Level::Rule,
         Ty::When,
         "Condition on the triggering event and state(); absent: fire on every matching event.",
-    ),
+    )
+    .example(r#"when = 'to == "parked" && data.speed < 5'"#),
     key(
         "concurrency",
         Level::Rule,
         Ty::Choice(&["restart", "drop", "queue"]),
         "What a trigger does while a run is live: restart it, drop the trigger, or queue it (at most 8).",
     )
-    .default(DefaultValue::Str("restart")),
+    .default(DefaultValue::Str("restart"))
+    .example(r#"concurrency = "queue""#),
     key(
         "cancel-on",
         Level::Rule,
         Ty::Patterns { non_empty: false },
         "Topic patterns that cancel the rule's live runs and backlog.",
-    ),
+    )
+    .example(r#"cancel-on = ["alarm.disarmed"]"#),
     key(
         "cooldown",
         Level::Rule,
         Ty::Duration(Sign::NotNegative),
         "Ignore triggers for this long after the rule fired. Zero or absent: none.",
-    ),
+    )
+    .example(r#"cooldown = "10m""#),
     key(
         "debounce",
         Level::Rule,
         Ty::Duration(Sign::Positive),
         "Wait for this long without a newer match, then fire with the latest event. Must be positive.",
-    ),
+    )
+    .example(r#"debounce = "5s""#),
+    key(
+        "for",
+        Level::Rule,
+        Ty::Duration(Sign::Positive),
+        "Hold: dispatch only once `when` has stayed true this long; fires once until `when` was false again. Must be positive; not with `debounce`.",
+    )
+    .example(r#"for = "5s""#),
     key(
         "repeat",
         Level::Rule,
         Ty::Table(Level::Repeat),
         "Run the steps more than once: `count` passes, `every` apart.",
     )
-    .default(DefaultValue::Prose("one pass")),
+    .default(DefaultValue::Prose("one pass"))
+    .example(r#"repeat = { count = 3, every = "2s" }"#),
     key(
         "enabled",
         Level::Rule,
         Ty::Bool,
         "false: not matched, but compiled as replay-only.",
     )
-    .default(DefaultValue::Bool(true)),
+    .default(DefaultValue::Bool(true))
+    .example("enabled = false"),
     key(
         "step",
         Level::Rule,
         Ty::Tables { level: Level::Step, non_empty: true },
         "The steps, run in order, one `[[rule.step]]` table each.",
     )
-    .required(),
+    .required()
+    .example("[[rule.step]]"),
     // docs/rules.md#rule-keys, `repeat`
     key(
         "count",
@@ -280,13 +337,15 @@ pub const KEYS: &[Key] = &[
         Ty::Integer { min: 1, max: u32::MAX as u64 },
         "Passes in all.",
     )
-    .required(),
+    .required()
+    .example("count = 3"),
     key(
         "every",
         Level::Repeat,
         Ty::Duration(Sign::Any),
         "Pause between passes; required and positive when count > 1.",
-    ),
+    )
+    .example(r#"every = "2s""#),
     // docs/rules.md#step-keys
     key(
         "do",
@@ -294,27 +353,31 @@ pub const KEYS: &[Key] = &[
         Ty::Choice(ActionKind::NAMES),
         "The action: `redis` (LPUSH list push), `exec` (run a program), `can` (send one CAN frame).",
     )
-    .required(),
+    .required()
+    .example(r#"do = "redis""#),
     key(
         "when",
         Level::Step,
         Ty::When,
         "Checked just before the step is submitted; false ends the run. Absent: always run once reached.",
-    ),
+    )
+    .example(r#"when = 'state("vehicle", "state") == "parked"'"#),
     key(
         "after",
         Level::Step,
         Ty::Duration(Sign::NotNegative),
         "Delay after the previous step finished (or after the run started, for the first step). Default 0.",
     )
-    .default(DefaultValue::Str("0s")),
+    .default(DefaultValue::Str("0s"))
+    .example(r#"after = "30s""#),
     key(
         "durable",
         Level::Step,
         Ty::Bool,
         "Whether the delayed step survives a restart. Default: true when `after` > 0; only allowed when `after` > 0.",
     )
-    .default(DefaultValue::Prose("true when `after` > 0")),
+    .default(DefaultValue::Prose("true when `after` > 0"))
+    .example("durable = false"),
     key(
         "list",
         Level::Step,
@@ -322,7 +385,8 @@ pub const KEYS: &[Key] = &[
         "redis: the list to LPUSH to, e.g. `scooter:blinker`.",
     )
     .required()
-    .only(ActionKind::Redis),
+    .only(ActionKind::Redis)
+    .example(r#"list = "scooter:blinker""#),
     key(
         "push",
         Level::Step,
@@ -330,7 +394,8 @@ pub const KEYS: &[Key] = &[
         "redis: the value to LPUSH, e.g. `both`.",
     )
     .required()
-    .only(ActionKind::Redis),
+    .only(ActionKind::Redis)
+    .example(r#"push = "both""#),
     key(
         "command",
         Level::Step,
@@ -338,7 +403,8 @@ pub const KEYS: &[Key] = &[
         "exec: an executable name or path; no arguments, no shell.",
     )
     .required()
-    .only(ActionKind::Exec),
+    .only(ActionKind::Exec)
+    .example(r#"command = "/usr/local/bin/log-charge-event""#),
     key(
         "timeout",
         Level::Step,
@@ -346,7 +412,8 @@ pub const KEYS: &[Key] = &[
         "exec: kill the command after this long. Default 10s; must be positive.",
     )
     .default(DefaultValue::Str("10s"))
-    .only(ActionKind::Exec),
+    .only(ActionKind::Exec)
+    .example(r#"timeout = "5s""#),
     // docs/rules.md#the-can-action
     key(
         "iface",
@@ -355,7 +422,8 @@ pub const KEYS: &[Key] = &[
         "can: the SocketCAN interface, e.g. `can0`: 1 to 15 bytes, no white space, `/` or NUL.",
     )
     .required()
-    .only(ActionKind::Can),
+    .only(ActionKind::Can)
+    .example(r#"iface = "can0""#),
     key(
         "id",
         Level::Step,
@@ -363,24 +431,51 @@ pub const KEYS: &[Key] = &[
         "can: the frame id in hex (`\"0x123\"`), at most 0x1FFFFFFF; above 0x7FF the frame is extended.",
     )
     .required()
-    .only(ActionKind::Can),
+    .only(ActionKind::Can)
+    .example(r#"id = "0x3A1""#),
     key(
         "data",
         Level::Step,
         Ty::CanData,
         "can: hex bytes, contiguous (`\"DEADBEEF\"`) or space-separated (`\"DE AD BE EF\"`), at most 8. Not with `rtr`.",
     )
-    .only(ActionKind::Can),
+    .only(ActionKind::Can)
+    .example(r#"data = "01 FF 00 00""#),
     key("rtr", Level::Step, Ty::Bool, "can: send a remote frame (no data). Default false.")
     .default(DefaultValue::Bool(false))
-    .only(ActionKind::Can),
+    .only(ActionKind::Can)
+    .example("rtr = true"),
     key(
         "dlc",
         Level::Step,
         Ty::Integer { min: 0, max: 8 },
         "can: the length a remote frame requests; only with `rtr = true`.",
     )
-    .only(ActionKind::Can),
+    .only(ActionKind::Can)
+    .example("dlc = 8"),
+    // docs/rules.md#the-topic-catalogue
+    key(
+        "name",
+        Level::Topic,
+        Ty::Text,
+        "The topic, exactly as events carry it (no `*`), e.g. `battery.charge.changed`.",
+    )
+    .required()
+    .example(r#"name = "battery.charge.changed""#),
+    key("from", Level::Topic, Ty::Bool, "The event carries `from` (the previous value).")
+        .default(DefaultValue::Bool(false))
+        .example("from = true"),
+    key("to", Level::Topic, Ty::Bool, "The event carries `to` (the new value).")
+        .default(DefaultValue::Bool(false))
+        .example("to = true"),
+    key(
+        "data",
+        Level::Topic,
+        Ty::DataTypes,
+        "The keys of the event's `data` and their types, e.g. `{ charge = \"int\" }`; a rule on declared topics may read only these.",
+    )
+    .default(DefaultValue::Prose("no data keys"))
+    .example(r#"data = { charge = "int", slot = "int" }"#),
 ];
 
 /// The keys of `level`, in table order.
@@ -404,25 +499,36 @@ pub fn markdown() -> String {
     for level in Level::ALL {
         // Writing to a String cannot fail.
         let _ = writeln!(out, "### {}\n", level.header());
-        out.push_str("| key | type | default | applies to | meaning |\n");
-        out.push_str("|---|---|---|---|---|\n");
-        for key in keys(level) {
-            let _ = writeln!(
-                out,
-                "| `{}` | {} | {} | {} | {} |",
-                key.name,
-                key.ty.describe(),
-                default_cell(key),
-                applies_to(key),
-                key.doc.replace('|', "\\|"),
-            );
-        }
+        out.push_str(&markdown_table(level));
         out.push('\n');
     }
     out
 }
 
-fn default_cell(key: &Key) -> String {
+/// The keys of one level as a Markdown table: key, type, default, the
+/// action kinds it applies to, meaning and an example. docs/rules.md
+/// holds these tables verbatim (a test compares them).
+pub fn markdown_table(level: Level) -> String {
+    let mut out = String::new();
+    out.push_str("| key | type | default | applies to | meaning | example |\n");
+    out.push_str("|---|---|---|---|---|---|\n");
+    for key in keys(level) {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {} | `{}` |",
+            key.name,
+            key.ty.describe(),
+            default_cell(key),
+            applies_to(key),
+            key.doc.replace('|', "\\|"),
+            key.example.replace('|', "\\|"),
+        );
+    }
+    out
+}
+
+/// What the reference says for a key's default.
+pub fn default_cell(key: &Key) -> String {
     match (key.required, key.default) {
         (true, _) => "required".to_string(),
         (false, Some(DefaultValue::Str(value))) => format!("`\"{value}\"`"),
@@ -465,6 +571,18 @@ mod tests {
             );
         }
         assert_eq!(ActionKind::ALL.map(ActionKind::as_str), ActionKind::NAMES);
+    }
+
+    #[test]
+    fn every_key_has_an_example_that_names_it() {
+        for key in KEYS {
+            assert!(
+                key.example.contains(key.name),
+                "{}: {:?}",
+                key.name,
+                key.example
+            );
+        }
     }
 
     #[test]

@@ -30,44 +30,68 @@ pub struct RawRule<'i> {
     pub table: DeTable<'i>,
 }
 
+/// One `[[topic]]` table of the catalogue (docs/rules.md#the-topic-catalogue), with no
+/// unknown keys.
+#[derive(Debug)]
+pub struct RawTopic<'i> {
+    /// The `[[topic]]` header (or the inline table).
+    pub span: Range<usize>,
+    pub table: DeTable<'i>,
+}
+
+/// What one file declares: its rules and its topics.
+#[derive(Debug, Default)]
+pub struct Parsed<'i> {
+    pub rules: Vec<RawRule<'i>>,
+    pub topics: Vec<RawTopic<'i>>,
+}
+
 /// Parses one file. `Err` holds the diagnostics that reject the whole file.
-pub fn parse(file: &SourceFile) -> Result<Vec<RawRule<'_>>, Vec<Diagnostic>> {
-    let (rules, problems) = parse_all(file);
+pub fn parse(file: &SourceFile) -> Result<Parsed<'_>, Vec<Diagnostic>> {
+    let (parsed, problems) = parse_all(file);
     if problems.is_empty() {
-        Ok(rules)
+        Ok(parsed)
     } else {
         Err(problems)
     }
 }
 
-/// Parses one file: every rule table found, and the diagnostics that
-/// reject the whole file (empty when it is sound). A file rejected for an
-/// unknown key still yields its rule tables, so that their other problems
+/// Parses one file: every rule and topic table found, and the diagnostics
+/// that reject the whole file (empty when it is sound). A file rejected for
+/// an unknown key still yields its tables, so that their other problems
 /// are reported in the same run (docs/rules.md#errors-and-warnings); after
 /// a TOML syntax error there are none.
-pub fn parse_all(file: &SourceFile) -> (Vec<RawRule<'_>>, Vec<Diagnostic>) {
+pub fn parse_all(file: &SourceFile) -> (Parsed<'_>, Vec<Diagnostic>) {
     let document = match DeTable::parse(&file.text) {
         Ok(document) => document,
-        Err(error) => return (Vec::new(), vec![syntax_error(file, &error)]),
+        Err(error) => return (Parsed::default(), vec![syntax_error(file, &error)]),
     };
     let mut problems = Vec::new();
     let mut rules = Vec::new();
+    let mut topics = Vec::new();
     for (key, value) in document.into_inner() {
         if keys::find(Level::Top, key.get_ref()).is_none() {
             problems.push(unknown_key(file, &key, Level::Top));
             continue;
         }
-        // `rule` is the only top-level key.
         let value_span = value.span();
+        let is_topic = key.get_ref() == "topic";
+        let name = if is_topic { "topic" } else { "rule" };
         let DeValue::Array(items) = value.into_inner() else {
             problems.push(
-                Diagnostic::error(Code::Type, "`rule` must be an array of tables")
+                Diagnostic::error(Code::Type, format!("`{name}` must be an array of tables"))
                     .in_file(&file.name)
-                    .at(value_span, "expected `[[rule]]` tables")
-                    .with_help("start each rule with a `[[rule]]` header (two brackets)"),
+                    .at(value_span, format!("expected `[[{name}]]` tables"))
+                    .with_help(format!(
+                        "start each {name} with a `[[{name}]]` header (two brackets)"
+                    )),
             );
             continue;
         };
+        if is_topic {
+            topics.extend(topic_tables(file, &items, &mut problems));
+            continue;
+        }
         for (index, item) in items.iter().enumerate() {
             let span = item.span();
             let DeValue::Table(table) = item.get_ref() else {
@@ -99,7 +123,34 @@ pub fn parse_all(file: &SourceFile) -> (Vec<RawRule<'_>>, Vec<Diagnostic>) {
             rules.push(RawRule { index, span, table });
         }
     }
-    (rules, problems)
+    (Parsed { rules, topics }, problems)
+}
+
+/// The `[[topic]]` tables of a file, each checked for unknown keys.
+fn topic_tables<'i>(
+    file: &SourceFile,
+    items: &[Spanned<DeValue<'i>>],
+    problems: &mut Vec<Diagnostic>,
+) -> Vec<RawTopic<'i>> {
+    let mut topics = Vec::new();
+    for item in items {
+        let span = item.span();
+        let DeValue::Table(table) = item.get_ref() else {
+            problems.push(
+                Diagnostic::error(Code::Type, "each `topic` must be a table")
+                    .in_file(&file.name)
+                    .at(span, format!("found {}", item.get_ref().type_str()))
+                    .with_help("start each topic with a `[[topic]]` header"),
+            );
+            continue;
+        };
+        check_keys(file, table, Level::Topic, problems);
+        topics.push(RawTopic {
+            span,
+            table: table.clone(),
+        });
+    }
+    topics
 }
 
 /// Unknown keys in a rule and, through the key table, in its sub-tables
@@ -307,7 +358,7 @@ mod tests {
     fn rules_keep_file_order_and_header_spans() {
         let text = "[[rule]]\nname = 'b'\n[[rule]]\nname = 'a'\n";
         let source = file(text);
-        let rules = parse(&source).unwrap();
+        let rules = parse(&source).unwrap().rules;
         assert_eq!(rules.len(), 2);
         assert_eq!(&text[rules[1].span.clone()], "[[rule]]");
         assert_eq!(rules[1].span.start, 20);

@@ -47,7 +47,7 @@ pub fn schema() -> Value {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "$id": "https://example.invalid/scooter-rules/rules.schema.json",
         "title": "scooter rule file",
-        "description": "A file of `[[rule]]` tables for rulec / ruled (docs/diagnostics.md lists every key and check).",
+        "description": "A file of `[[rule]]` tables for rulec / ruled (docs/rules.md describes every key, docs/diagnostics.md every check).",
     });
     merge(&mut document, extra);
     document
@@ -73,7 +73,7 @@ fn object(level: Level) -> Value {
     match level {
         Level::Step => object["allOf"] = step_constraints(),
         Level::Repeat => merge(&mut object, repeat_constraints()),
-        Level::Top | Level::Rule => {}
+        Level::Top | Level::Rule | Level::Topic => {}
     }
     object
 }
@@ -118,6 +118,10 @@ fn property(key: &Key) -> Value {
             "maximum": 0x1FFF_FFFF_u32,
         }),
         Ty::CanData => json!({ "type": "string", "pattern": CAN_DATA_PATTERN }),
+        Ty::DataTypes => json!({
+            "type": "object",
+            "additionalProperties": { "enum": keys::DATA_TYPES },
+        }),
     };
     value["description"] = match key.ty {
         // The schema counts characters where `rulec check` counts bytes.

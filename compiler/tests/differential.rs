@@ -48,6 +48,15 @@ const STRINGS: &[&str] = &[
     "back\\slash",
     "1",
     "2.5",
+    // Texts `int` and `float` read, or refuse.
+    " 42 ",
+    "-7",
+    "+3",
+    "1e3",
+    "NaN",
+    "inf",
+    "9223372036854775808",
+    "12abc",
 ];
 const INTS: &[&str] = &[
     "0",
@@ -236,7 +245,7 @@ impl Gen<'_> {
         }
         let d = depth - 1;
         match t {
-            T::Bool => match self.rng.below(13) {
+            T::Bool => match self.rng.below(15) {
                 0 | 1 => {
                     let op = self.pick(&["==", "!=", "<", "<=", ">", ">="]);
                     let (a, b) = (self.num_like(), self.num_like());
@@ -283,6 +292,31 @@ impl Gen<'_> {
                     let other = *self.rng.pick(&[T::Any, T::Str, T::Num]);
                     format!("({} {op} {})", self.expr(T::Any, d), self.expr(other, d))
                 }
+                12 => {
+                    // Membership: elements of mixed types, as authors write
+                    // `contains(("parked", "stand-by"), to)`.
+                    let kinds = [T::Str, T::Str, T::Int, T::Float, T::Bool, T::Any];
+                    let n = 2 + self.rng.below(3);
+                    let elements: Vec<String> = (0..n)
+                        .map(|_| {
+                            let t = *self.rng.pick(&kinds);
+                            self.expr(t, d)
+                        })
+                        .collect();
+                    let t = *self.rng.pick(&kinds);
+                    format!("contains(({}), {})", elements.join(", "), self.expr(t, d))
+                }
+                13 => {
+                    // A converted state value or data value against a number.
+                    let op = self.pick(&["<", "<=", ">", ">=", "==", "!="]);
+                    let (f, n) = if self.rng.one_in(2) {
+                        ("int", T::Int)
+                    } else {
+                        ("float", T::Float)
+                    };
+                    let arg = *self.rng.pick(&[T::Str, T::Any, T::Num]);
+                    format!("{f}({}) {op} {}", self.expr(arg, d), self.expr(n, d))
+                }
                 _ => {
                     // Arithmetic precedence without parentheses.
                     let ops = ["+", "-", "*", "/", "%", "^"];
@@ -292,7 +326,7 @@ impl Gen<'_> {
                     format!("{a} {x} {b} {y} {c} {cmp} {}", self.leaf(T::Num))
                 }
             },
-            T::Int => match self.rng.below(8) {
+            T::Int => match self.rng.below(9) {
                 0..=2 => {
                     let op = self.pick(&["+", "-", "*", "/", "%"]);
                     format!("({} {op} {})", self.expr(T::Int, d), self.expr(T::Int, d))
@@ -304,6 +338,10 @@ impl Gen<'_> {
                     let f = self.pick(&["min", "max"]);
                     format!("{f}({}, {})", self.expr(T::Int, d), self.expr(T::Int, d))
                 }
+                7 => {
+                    let arg = *self.rng.pick(&[T::Str, T::Any, T::Num, T::Float]);
+                    format!("int({})", self.expr(arg, d))
+                }
                 _ => format!(
                     "if({}, {}, {})",
                     self.expr(T::Bool, d),
@@ -311,7 +349,7 @@ impl Gen<'_> {
                     self.expr(T::Int, d)
                 ),
             },
-            T::Float => match self.rng.below(6) {
+            T::Float => match self.rng.below(7) {
                 0 => {
                     let f = self.pick(&["floor", "ceil", "round"]);
                     format!("{f}({})", self.expr(T::Num, d))
@@ -327,6 +365,10 @@ impl Gen<'_> {
                     }
                 }
                 4 => format!("-({})", self.expr(T::Float, d)),
+                5 => {
+                    let arg = *self.rng.pick(&[T::Str, T::Any, T::Num]);
+                    format!("float({})", self.expr(arg, d))
+                }
                 _ => format!("math::abs({})", self.expr(T::Float, d)),
             },
             T::Num => match self.rng.below(6) {
@@ -352,7 +394,7 @@ impl Gen<'_> {
                 4 => format!("math::abs({})", self.expr(T::Any, d)),
                 _ => format!("-{}", self.data()),
             },
-            T::Str => match self.rng.below(5) {
+            T::Str => match self.rng.below(6) {
                 0 => format!("({} + {})", self.expr(T::Str, d), self.expr(T::Str, d)),
                 1 => {
                     let f = self.pick(&["str::to_lowercase", "str::to_uppercase", "str::trim"]);
@@ -364,6 +406,10 @@ impl Gen<'_> {
                     self.expr(T::Str, d),
                     self.expr(T::Str, d)
                 ),
+                3 => {
+                    let arg = *self.rng.pick(&[T::Int, T::Float, T::Bool, T::Str, T::Any]);
+                    format!("str({})", self.expr(arg, d))
+                }
                 _ => self.leaf(T::Str),
             },
             T::Any => match self.rng.below(3) {
@@ -432,37 +478,17 @@ fn context(inputs: &Inputs, paths: &[String]) -> Ctx {
         }
     }
     let state = inputs.state.clone();
-    let functions = [
-        (
-            "state",
-            Function::new(move |arg: &Value| {
-                let key = two_strings(arg)?;
-                Ok(Value::String(state.get(&key).cloned().unwrap_or_default()))
-            }),
-        ),
-        (
-            "str::starts_with",
-            Function::new(|arg: &Value| {
-                let (a, b) = two_strings(arg)?;
-                Ok(Value::Boolean(a.starts_with(&b)))
-            }),
-        ),
-        (
-            "str::ends_with",
-            Function::new(|arg: &Value| {
-                let (a, b) = two_strings(arg)?;
-                Ok(Value::Boolean(a.ends_with(&b)))
-            }),
-        ),
-        (
-            "str::contains",
-            Function::new(|arg: &Value| {
-                let (a, b) = two_strings(arg)?;
-                Ok(Value::Boolean(a.contains(&b)))
-            }),
-        ),
-    ];
-    for (name, function) in functions {
+    let functions = [(
+        "state",
+        Function::new(move |arg: &Value| {
+            let key = two_strings(arg)?;
+            Ok(Value::String(state.get(&key).cloned().unwrap_or_default()))
+        }),
+    )];
+    // Ours, as the checker registers them: the string tests and the
+    // conversions (docs/when-language.md#functions).
+    let ours = rulec::when::reference::functions();
+    for (name, function) in functions.into_iter().chain(ours) {
         ctx.set_function(name.to_string(), function)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
@@ -624,6 +650,8 @@ struct Tally {
     vm_false: usize,
     vm_err: usize,
     short_circuit_saved: usize,
+    /// Compared cases that call `int`, `float`, `str` or `contains`.
+    conversions: usize,
     /// VM error messages and how often each came up.
     errors: std::collections::BTreeMap<String, usize>,
     failures: Vec<String>,
@@ -637,6 +665,9 @@ impl Tally {
             Case::ReferencePanicked => self.panicked += 1,
             Case::Ran(outcome) => {
                 self.ran += 1;
+                if uses_conversions(text) {
+                    self.conversions += 1;
+                }
                 match outcome.vm {
                     Ok(true) => self.vm_true += 1,
                     Ok(false) => self.vm_false += 1,
@@ -658,7 +689,8 @@ impl Tally {
     fn summary(&self) -> String {
         format!(
             "generated {}, rejected by the checker {}, evalexpr panicked {}, compared {} \
-             (vm true {}, false {}, error {}; short-circuit avoided an evalexpr error {})",
+             (vm true {}, false {}, error {}; short-circuit avoided an evalexpr error {}; \
+             with int/float/str/contains {})",
             self.generated,
             self.rejected,
             self.panicked,
@@ -666,7 +698,8 @@ impl Tally {
             self.vm_true,
             self.vm_false,
             self.vm_err,
-            self.short_circuit_saved
+            self.short_circuit_saved,
+            self.conversions
         )
     }
 
@@ -683,6 +716,13 @@ impl Tally {
             panic!("{report}");
         }
     }
+}
+
+/// Whether `text` calls one of the conversions or the tuple `contains`.
+fn uses_conversions(text: &str) -> bool {
+    ["int(", "float(", "str(", "contains(("]
+        .iter()
+        .any(|f| text.contains(f))
 }
 
 /// The counts, shown with `--nocapture`: they say what the run covered.
@@ -758,6 +798,13 @@ fn generated_expressions_agree() {
         tally.summary()
     );
     assert!(tally.short_circuit_saved > 0, "{}", tally.summary());
+    // docs/when-language.md#testing: at least 2,000 compared cases call
+    // `int`, `float`, `str` or `contains` in every run.
+    assert!(
+        tally.conversions >= 2_000.min(wanted / 4),
+        "{}",
+        tally.summary()
+    );
 }
 
 /// Hand-picked cases with the answer both evaluators must give.
@@ -834,6 +881,41 @@ fn edge_cases_agree_with_known_answers() {
         (r#"state("vehicle", "nothing") == """#, Ok(true)),
         (r#"topic == "t" && src == "" && to == """#, Ok(true)),
         (r#"str::contains(topic, "")"#, Ok(true)),
+        // Conversions and membership (docs/when-language.md#conversions).
+        (r#"int(state("battery:0", "charge")) < 20"#, Ok(true)),
+        (r#"int(state("vehicle", "state")) < 20"#, error),
+        (
+            "int(data.s) == 1 && int(data.f) == 4 && int(-data.f) == -4",
+            Ok(true),
+        ),
+        ("int(data.big) == 0", error),
+        ("int(data.flag) == 1", error),
+        ("int(data.missing) == 1", error),
+        (
+            r#"int(data.padded) == 42 && float(data.padded) == 42.0"#,
+            Ok(true),
+        ),
+        (r#"int(data.exp) == 1000"#, error),
+        (
+            r#"float(data.exp) == 1000.0 && float(data.n) == 5.0"#,
+            Ok(true),
+        ),
+        (r#"float(data.word) > 0.0"#, error),
+        (
+            r#"str(data.f) == "4.5" && str(data.n) == "5" && str(data.flag) == "true""#,
+            Ok(true),
+        ),
+        (r#"str(data.f * 0 + 2.0) == "2""#, Ok(true)),
+        (r#"str(data.missing) == """#, error),
+        (
+            r#"contains(("parked", "stand-by"), state("vehicle", "state"))"#,
+            Ok(true),
+        ),
+        (r#"contains(("parked", "stand-by"), to)"#, Ok(false)),
+        ("contains((1, 2), data.n - 4)", Ok(true)),
+        ("contains((1.0, 2), data.n - 4)", Ok(false)),
+        ("contains((1, 2), data.missing)", error),
+        ("contains((data.missing, 2), 2)", Ok(true)),
     ];
     let event = Event {
         topic: "t".into(),
@@ -841,17 +923,27 @@ fn edge_cases_agree_with_known_answers() {
             "n": 5, "f": 4.5, "big": u64::MAX, "s": "1", "flag": true,
             "arr": [1], "obj": { "k": 1 },
             "max": i64::MAX, "min": i64::MIN, "root": 3037000500_i64, "zero": 0,
+            "padded": " 42 ", "exp": "1e3", "word": "inf",
         }),
         ..Event::default()
     };
     let inputs = Inputs {
         event,
-        state: HashMap::from([(
-            ("vehicle".to_string(), "state".to_string()),
-            "parked".to_string(),
-        )]),
+        state: HashMap::from([
+            (
+                ("vehicle".to_string(), "state".to_string()),
+                "parked".to_string(),
+            ),
+            (
+                ("battery:0".to_string(), "charge".to_string()),
+                "19".to_string(),
+            ),
+        ]),
     };
     let paths: Vec<String> = [
+        "padded",
+        "exp",
+        "word",
         "missing",
         "other_missing",
         "n",
@@ -919,6 +1011,10 @@ fn failing_literal_parts_are_rejected() {
             "math::abs(-9223372036854775807 - 1) > data.n",
             "math::abs(-9223372036854775807 - 1)",
         ),
+        // A conversion of a literal that cannot convert.
+        (r#"int("12abc") > data.n"#, r#"int("12abc")"#),
+        ("int(1e19) > data.n", "int(1e19)"),
+        (r#"float("inf") > data.f"#, r#"float("inf")"#),
     ];
     for (text, part) in cases {
         let problems = check(text)
@@ -934,6 +1030,8 @@ fn failing_literal_parts_are_rejected() {
         "1.0 / 0 > 1e308",
         "7 % -3 == 1",
         "data.n > 2 ^ 2",
+        r#"int(" 42 ") == data.n"#,
+        r#"str(2.5) == "2.5" && contains(("a", "b"), to)"#,
     ] {
         assert!(check(text).is_ok(), "{text}: {:?}", check(text).err());
     }

@@ -65,6 +65,7 @@ const PLAIN: &[&str] = &[
     "ask-bms-status",
     "hazards-on-kickstand",
     "hazards-clock-jump",
+    "battery-low-for",
 ];
 
 #[test]
@@ -375,7 +376,9 @@ fn every_rule_in_fixtures_rules_acts_in_some_timeline() {
         }
         let text = std::fs::read_to_string(path).unwrap();
         let file: toml::Table = toml::from_str(&text).unwrap();
-        for rule in file["rule"].as_array().unwrap() {
+        // The catalogue file holds topics only.
+        let rules = file.get("rule").and_then(|r| r.as_array());
+        for rule in rules.into_iter().flatten() {
             names.insert(rule["name"].as_str().unwrap().to_string());
         }
     }

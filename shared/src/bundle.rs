@@ -9,7 +9,8 @@ use crate::topic::TopicPattern;
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: [u8; 8] = *b"SCRULES\0";
-pub const FORMAT_VERSION: u16 = 1;
+/// 2: rules carry `hold_ns` (`for`, docs/semantics.md#hold).
+pub const FORMAT_VERSION: u16 = 2;
 
 /// Everything a bundle carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,6 +74,10 @@ pub struct Rule {
     pub cooldown_ns: u64,
     /// Nanoseconds; 0 means none.
     pub debounce_ns: u64,
+    /// `for`: how long `when` must stay true before the rule dispatches
+    /// (docs/semantics.md#hold). Nanoseconds; 0 means none. Part of no
+    /// fingerprint: a hold is not durable.
+    pub hold_ns: u64,
     pub repeat: Repeat,
     pub when: Option<Program>,
     pub steps: Vec<Step>,
@@ -97,6 +102,7 @@ impl Rule {
             concurrency: Concurrency::Restart,
             cooldown_ns: 0,
             debounce_ns: 0,
+            hold_ns: 0,
             repeat: Repeat::ONCE,
             when: None,
             steps,

@@ -64,6 +64,17 @@ pub enum Builtin {
     EndsWith,
     /// `str::contains(a, b)` (ours)
     Contains,
+    /// `int(x)`: an int from an int, a float (truncated toward zero) or a
+    /// string holding a decimal integer (docs/when-language.md#conversions)
+    Int,
+    /// `float(x)`: a float from a number or a decimal string
+    Float,
+    /// `str(x)`: the text of a scalar, as evalexpr's `str::from` writes it
+    Str,
+    /// `contains((a, b, ...), value)`, evalexpr's built-in: the tuple's
+    /// elements come first on the stack, the value last
+    /// (docs/when-language.md#membership)
+    TupleContains,
 }
 
 /// One instruction. Stack effects are given as `[before] -> [after]`.

@@ -223,6 +223,10 @@ fn builtin_tag(builtin: Builtin) -> u8 {
         Builtin::StartsWith => 12,
         Builtin::EndsWith => 13,
         Builtin::Contains => 14,
+        Builtin::Int => 15,
+        Builtin::Float => 16,
+        Builtin::Str => 17,
+        Builtin::TupleContains => 18,
     }
 }
 

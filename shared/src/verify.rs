@@ -559,6 +559,18 @@ fn call_type(pc: usize, op: &Op, builtin: Builtin, n: u8, args: &[Ty]) -> Result
                 args[0]
             }
         }
+        Builtin::Int | Builtin::Float => {
+            if !args[0].may_be_number_or_string() {
+                return Err(type_error("a number or a string", args[0]));
+            }
+            if builtin == Builtin::Int {
+                Ty::Int
+            } else {
+                Ty::Float
+            }
+        }
+        Builtin::Str => Ty::Str,
+        Builtin::TupleContains => Ty::Bool,
     })
 }
 

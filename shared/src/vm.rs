@@ -116,6 +116,11 @@ pub enum EvalError {
     NotBool { found: &'static str },
     #[error("the condition builds more than {limit} bytes of text")]
     TooMuchText { limit: usize },
+    #[error("`{function}` cannot convert {what}")]
+    Conversion {
+        function: &'static str,
+        what: &'static str,
+    },
     #[error("malformed program at op {pc}: {reason}")]
     Malformed { pc: usize, reason: &'static str },
 }
@@ -214,6 +219,10 @@ pub fn builtin_name(builtin: Builtin) -> &'static str {
         Builtin::StartsWith => "str::starts_with",
         Builtin::EndsWith => "str::ends_with",
         Builtin::Contains => "str::contains",
+        Builtin::Int => "int",
+        Builtin::Float => "float",
+        Builtin::Str => "str",
+        Builtin::TupleContains => "contains",
     }
 }
 
@@ -224,6 +233,10 @@ pub fn builtin_arity(builtin: Builtin) -> (u8, u8) {
         Builtin::Min | Builtin::Max => (2, u8::MAX),
         Builtin::If => (3, 3),
         Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => (2, 2),
+        // At least two tuple elements (evalexpr has no shorter tuple), then
+        // the value.
+        Builtin::TupleContains => (3, u8::MAX),
+        Builtin::Int | Builtin::Float | Builtin::Str => (1, 1),
         Builtin::Len
         | Builtin::ToLowercase
         | Builtin::ToUppercase
@@ -796,7 +809,92 @@ impl<'a> Machine<'a, '_> {
                     _ => a.contains(b),
                 }))
             }
+            Builtin::Int => self.convert_int(args[0]),
+            Builtin::Float => self.convert_float(args[0]),
+            Builtin::Str => self.convert_str(args[0]),
+            Builtin::TupleContains => self.tuple_contains(args),
         }
+    }
+
+    /// `int(x)` (docs/when-language.md#conversions): ints as they are,
+    /// floats truncated toward zero, decimal strings (white space around
+    /// allowed) parsed; anything else, or a float outside the int range, is
+    /// an error.
+    fn convert_int(&self, v: Slot<'a>) -> Result<Slot<'a>, EvalError> {
+        let fail = |what| EvalError::Conversion {
+            function: "int",
+            what,
+        };
+        match v {
+            Slot::Int(_) => Ok(v),
+            Slot::Float(f) => {
+                let t = f.trunc();
+                // 2^63 is exact as a float; every float below it in
+                // magnitude truncates to a value that fits.
+                if t.is_nan()
+                    || !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&t)
+                {
+                    return Err(fail("a float outside the int range"));
+                }
+                Ok(Slot::Int(t as i64))
+            }
+            Slot::Str(_) | Slot::Owned(_) => {
+                let s = self.text(v).unwrap_or_default();
+                s.trim()
+                    .parse::<i64>()
+                    .map(Slot::Int)
+                    .map_err(|_| fail("a string that is not a decimal integer"))
+            }
+            other => Err(type_error("int", "a number or a string", other)),
+        }
+    }
+
+    /// `float(x)`: numbers converted, decimal strings parsed (digits, sign,
+    /// point and exponent only: not `inf` or `NaN`).
+    fn convert_float(&self, v: Slot<'a>) -> Result<Slot<'a>, EvalError> {
+        match v {
+            Slot::Int(i) => Ok(Slot::Float(i as f64)),
+            Slot::Float(_) => Ok(v),
+            Slot::Str(_) | Slot::Owned(_) => {
+                let s = self.text(v).unwrap_or_default().trim();
+                let decimal = s
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || matches!(b, b'+' | b'-' | b'.' | b'e' | b'E'));
+                match s.parse::<f64>() {
+                    Ok(f) if decimal => Ok(Slot::Float(f)),
+                    _ => Err(EvalError::Conversion {
+                        function: "float",
+                        what: "a string that is not a decimal number",
+                    }),
+                }
+            }
+            other => Err(type_error("float", "a number or a string", other)),
+        }
+    }
+
+    /// `str(x)`: a string as it is, a boolean as `true`/`false`, a number
+    /// as evalexpr's `str::from` writes it (the one conversion that
+    /// allocates).
+    fn convert_str(&mut self, v: Slot<'a>) -> Result<Slot<'a>, EvalError> {
+        match v {
+            Slot::Str(_) | Slot::Owned(_) => Ok(v),
+            Slot::Bool(b) => Ok(Slot::Str(if b { "true" } else { "false" })),
+            Slot::Int(i) => Ok(self.own(i.to_string())),
+            Slot::Float(f) => Ok(self.own(f.to_string())),
+            Slot::Empty => Err(type_error("str", "a string, number or boolean", v)),
+        }
+    }
+
+    /// `contains((a, b, ...), value)`: whether an element equals the value
+    /// (same type and value, as `==`); the value must be a scalar.
+    fn tuple_contains(&self, args: &[Slot<'a>]) -> Result<Slot<'a>, EvalError> {
+        let Some((&value, elements)) = args.split_last() else {
+            return Err(arity_error(Builtin::TupleContains, args.len()));
+        };
+        if matches!(value, Slot::Empty) {
+            return Err(type_error("contains", "a string, number or boolean", value));
+        }
+        Ok(Slot::Bool(elements.iter().any(|e| self.equal(*e, value))))
     }
 }
 
@@ -909,6 +1007,7 @@ fn arity_error(builtin: Builtin, found: usize) -> EvalError {
         (1, 1) => "1",
         (2, 2) => "2",
         (3, 3) => "3",
+        (3, _) => "at least 3",
         _ => "at least 2",
     };
     EvalError::Arity {

@@ -52,6 +52,10 @@ fn consts() -> Vec<Const> {
         Const::Path(vec!["speed".into()]),  // 5
         Const::Str("Parked".into()),        // 6
         Const::Path(vec!["name".into()]),   // 7
+        Const::Str(" 19 ".into()),          // 8
+        Const::Str("7.5".into()),           // 9
+        Const::Bool(true),                  // 10
+        Const::Str("true".into()),          // 11
     ]
 }
 
@@ -116,6 +120,61 @@ fn expressions_that_build_no_string_allocate_nothing() {
                 Op::Call(Builtin::Len, 1),
                 Op::Const(1),
                 Op::Eq,
+            ],
+        ),
+        (
+            "int(\" 19 \") < 15 || int(data.speed) > 15 (docs/when-language.md#conversions)",
+            vec![
+                Op::Const(8),
+                Op::Call(Builtin::Int, 1),
+                Op::Const(1),
+                Op::Lt,
+                Op::OrJump(10),
+                Op::Data(5),
+                Op::Call(Builtin::Int, 1),
+                Op::Const(1),
+                Op::Gt,
+                Op::AssertBool,
+            ],
+        ),
+        (
+            "float(\"7.5\") == data.speed && float(data.charge) > 3.6",
+            vec![
+                Op::Const(9),
+                Op::Call(Builtin::Float, 1),
+                Op::Data(5),
+                Op::Eq,
+                Op::AndJump(10),
+                Op::Data(0),
+                Op::Call(Builtin::Float, 1),
+                Op::Const(4),
+                Op::Gt,
+                Op::AssertBool,
+            ],
+        ),
+        (
+            "str(true) == \"true\" && str(to) == \"parked\" (str of a non-number)",
+            vec![
+                Op::Const(10),
+                Op::Call(Builtin::Str, 1),
+                Op::Const(11),
+                Op::Eq,
+                Op::AndJump(10),
+                Op::Field(EventField::To),
+                Op::Call(Builtin::Str, 1),
+                Op::Const(2),
+                Op::Eq,
+                Op::AssertBool,
+            ],
+        ),
+        (
+            "contains((\"down\", \"parked\", 15), to)",
+            vec![
+                Op::Const(3),
+                Op::Const(2),
+                Op::Const(1),
+                Op::Field(EventField::To),
+                Op::Call(Builtin::TupleContains, 4),
             ],
         ),
     ];
@@ -188,4 +247,20 @@ fn building_a_string_is_what_allocates() {
         assert_eq!(value, Value::Bool(false));
     });
     assert_eq!(n, 3, "two strings and the scratch list");
+}
+
+/// `str` of a number is the one conversion that builds a string
+/// (docs/when-language.md#conversions).
+#[test]
+fn str_of_a_number_allocates() {
+    let consts = consts();
+    let event = event();
+    let program = Program {
+        ops: vec![Op::Data(5), Op::Call(Builtin::Str, 1)],
+    };
+    let n = allocations_during(|| {
+        let value = eval(&program, &consts, &event, &[]).unwrap();
+        assert_eq!(value, Value::Str("7.5".into()));
+    });
+    assert!(n >= 1, "str(7.5) built no string");
 }

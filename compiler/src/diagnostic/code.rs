@@ -71,8 +71,18 @@ codes! {
     Concurrency => "rulec::concurrency",
     /// Not a Go duration (`"10min"`, `"30 s"`, out of range).
     Duration => "rulec::duration",
-    /// A negative `cooldown` or `after`; a `debounce` or exec `timeout` that is not positive.
+    /// A negative `cooldown` or `after`; a `debounce`, `for` or exec `timeout` that is not positive.
     DurationRange => "rulec::duration-range",
+    /// `for` and `debounce` on one rule (docs/semantics.md#hold).
+    ForWithDebounce => "rulec::for-with-debounce",
+    /// A malformed or duplicate `[[topic]]` declaration (docs/rules.md#the-topic-catalogue).
+    Topic => "rulec::topic",
+    /// An `on` or `cancel-on` pattern that matches no declared topic.
+    UnknownTopic => "rulec::unknown-topic",
+    /// A `data.*` key that none of the rule's declared topics has.
+    UnknownDataKey => "rulec::unknown-data-key",
+    /// A `data.*` key used against its declared type (`data.charge > "25"`).
+    DataType => "rulec::data-type",
     /// `repeat` without `count`, a `count` out of range, or `every` missing or not positive.
     Repeat => "rulec::repeat",
     /// `durable` on a step whose `after` is absent or zero.
@@ -147,7 +157,8 @@ codes! {
     WhenArguments => "rulec::when::arguments",
     /// `'text'`: strings use double quotes.
     WhenSingleQuotes => "rulec::when::single-quotes",
-    /// `and` / `or` / `not` instead of `&&` / `||` / `!`.
+    /// `and` / `or` / `not` instead of `&&` / `||` / `!`; `in [...]`
+    /// instead of `contains(...)`.
     WhenWordOperator => "rulec::when::word-operator",
     /// `=` or another assignment operator.
     WhenAssignment => "rulec::when::assignment",

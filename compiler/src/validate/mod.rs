@@ -12,6 +12,7 @@
 //! accessors; `rule`, `step` and `can` the checks of each level.
 
 mod can;
+mod catalogue;
 mod checker;
 mod duration;
 mod rule;
@@ -70,11 +71,16 @@ pub struct CheckedRule {
     pub enabled: bool,
     pub on: Vec<TopicPattern>,
     pub cancel_on: Vec<TopicPattern>,
+    /// Where each `on` and `cancel-on` pattern is written, in order.
+    pub on_spans: Vec<Range<usize>>,
+    pub cancel_on_spans: Vec<Range<usize>>,
     pub concurrency: Concurrency,
     /// 0 means none.
     pub cooldown_ns: u64,
     /// 0 means none.
     pub debounce_ns: u64,
+    /// `for` (docs/semantics.md#hold); 0 means none.
+    pub hold_ns: u64,
     /// `{ count: 1, every_ns: 0 }` when the rule has no `repeat`.
     pub repeat: Repeat,
     pub when: Option<CheckedExpr>,
@@ -110,13 +116,17 @@ pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
     let mut out = Validated::default();
     // Rules that passed their own checks, before names are settled.
     let mut candidates: Vec<(CheckedRule, Range<usize>)> = Vec::new();
+    let mut topics = Vec::new();
     for file in files {
-        // A rejected file's rules are still checked, for their problems,
-        // but none of them is compiled.
-        let (raw_rules, rejecting) = rulefile::parse_all(file);
+        // A rejected file's rules and topics are still checked, for their
+        // problems, but none of them is compiled or declared.
+        let (parsed, rejecting) = rulefile::parse_all(file);
         let rejected = !rejecting.is_empty();
         out.diagnostics.extend(rejecting);
+        let declared = catalogue::declarations(file, &parsed.topics, &mut out);
+        let raw_rules = parsed.rules;
         if !rejected {
+            topics.extend(declared);
             out.rules_read += raw_rules.len();
         }
         for raw in &raw_rules {
@@ -147,6 +157,7 @@ pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
             }
         }
     }
+    catalogue::check_rules(&topics, files, deny_warnings, &mut candidates, &mut out);
     settle_names(candidates, &mut out);
     if deny_warnings {
         for diagnostic in &mut out.diagnostics {
@@ -258,7 +269,7 @@ fn settle_names(candidates: Vec<(CheckedRule, Range<usize>)>, out: &mut Validate
 }
 
 impl Diagnostic {
-    fn named(mut self, rule: &str) -> Self {
+    pub(super) fn named(mut self, rule: &str) -> Self {
         self.rule = Some(rule.to_string());
         self
     }

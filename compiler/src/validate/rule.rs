@@ -40,6 +40,7 @@ impl<'i> RuleChecker<'_, 'i> {
             true,
             "write a positive quiet window such as `\"500ms\"`, or remove `debounce`",
         );
+        let hold_ns = self.hold(table, &debounce_ns);
         let repeat = self.repeat(table);
         let steps = self.steps(table, &header);
 
@@ -50,9 +51,18 @@ impl<'i> RuleChecker<'_, 'i> {
             Some(concurrency),
             Ok(cooldown_ns),
             Ok(debounce_ns),
+            Ok(hold_ns),
             Some(repeat),
             Some(steps),
-        ) = (when, concurrency, cooldown_ns, debounce_ns, repeat, steps)
+        ) = (
+            when,
+            concurrency,
+            cooldown_ns,
+            debounce_ns,
+            hold_ns,
+            repeat,
+            steps,
+        )
         else {
             return None;
         };
@@ -63,16 +73,61 @@ impl<'i> RuleChecker<'_, 'i> {
             name,
             source: self.file.name.clone(),
             enabled: self.enabled,
+            on_spans: on.iter().map(|(_, span)| span.clone()).collect(),
+            cancel_on_spans: cancel_on.iter().map(|(_, span)| span.clone()).collect(),
             on: on.into_iter().map(|(p, _)| p).collect(),
             cancel_on: cancel_on.into_iter().map(|(p, _)| p).collect(),
             concurrency,
             cooldown_ns: cooldown_ns.unwrap_or(0),
             debounce_ns: debounce_ns.unwrap_or(0),
+            hold_ns: hold_ns.unwrap_or(0),
             repeat,
             when,
             steps,
             span: header,
         })
+    }
+
+    /// `for` (docs/semantics.md#hold): positive, and not beside `debounce`,
+    /// which answers another question (the last of a burst, not "still
+    /// true after a while").
+    fn hold(
+        &mut self,
+        table: &Table<'i>,
+        debounce: &Result<Option<u64>, ()>,
+    ) -> Result<Option<u64>, ()> {
+        let hold = self.bounded_duration(
+            table,
+            "for",
+            true,
+            "write how long `when` must stay true, such as `\"5s\"`, or remove `for`",
+        )?;
+        let (Some(_), Ok(Some(_)), Some(for_entry), Some(debounce_entry)) = (
+            hold,
+            debounce,
+            entry(table, "for"),
+            entry(table, "debounce"),
+        ) else {
+            return Ok(hold);
+        };
+        self.push(
+            Diagnostic::error(
+                Code::ForWithDebounce,
+                "`for` and `debounce` cannot be used on one rule",
+            )
+            .at(for_entry.key_span, "hold: `when` true for a while")
+            .with_related(
+                &self.file.name,
+                debounce_entry.key_span,
+                "debounce: the last event of a burst",
+            )
+            .with_help(
+                "keep `for` to fire once `when` has stayed true that long, or `debounce` \
+                 to fire with the last event after a quiet window; split into two rules \
+                 for both",
+            ),
+        );
+        Err(())
     }
 
     /// `enabled` must be a boolean (its value was read by `new`).

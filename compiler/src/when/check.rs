@@ -38,6 +38,10 @@ pub const FUNCTIONS: &[(&str, Builtin)] = &[
     ("str::starts_with", Builtin::StartsWith),
     ("str::ends_with", Builtin::EndsWith),
     ("str::contains", Builtin::Contains),
+    ("int", Builtin::Int),
+    ("float", Builtin::Float),
+    ("str", Builtin::Str),
+    ("contains", Builtin::TupleContains),
 ];
 
 /// evalexpr 13's other built-ins: known, but not supported by the VM.
@@ -70,7 +74,6 @@ const UNSUPPORTED_BUILTINS: &[&str] = &[
     "math::is_infinite",
     "math::is_normal",
     "typeof",
-    "contains",
     "contains_any",
     "str::regex_matches",
     "str::regex_replace",
@@ -273,6 +276,8 @@ fn arity(builtin: Builtin) -> (RangeInclusive<usize>, &'static str, &'static str
         Builtin::Floor | Builtin::Ceil | Builtin::Round | Builtin::Abs => {
             (1..=1, "one argument", "(number)")
         }
+        Builtin::Int | Builtin::Float | Builtin::Str => (1..=1, "one argument", "(value)"),
+        Builtin::TupleContains => (2..=2, "two arguments", "((a, b, ...), value)"),
     }
 }
 
@@ -768,12 +773,25 @@ impl Checker<'_> {
         }
         let (a, b) = (left.ty, right.ty);
         if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
+            let text = if a == Ty::Str { left } else { right };
+            let text = self.text.get(text.span.clone()).unwrap_or("x").trim();
+            let help = if sym == "+" {
+                format!(
+                    "evalexpr never converts by itself: write `int({text})` to add as \
+                     numbers, or `str(...)` around the number to join as text"
+                )
+            } else {
+                format!(
+                    "evalexpr never converts by itself: write `int({text})` (or \
+                     `float({text})` for a decimal) to compare as numbers"
+                )
+            };
             self.report(
                 Code::WhenTypeMismatch,
                 mismatch,
                 op_span,
                 "string and number".into(),
-                Some("evalexpr never converts between strings and numbers".into()),
+                Some(help),
             );
             return false;
         }
@@ -1100,6 +1118,9 @@ impl Checker<'_> {
             self.unknown_function(name, name_span, &raw_args);
             return None;
         };
+        if builtin == Builtin::TupleContains {
+            return self.tuple_contains(&raw_args, span);
+        }
         let checked: Vec<Option<Expr>> = raw_args
             .iter()
             .map(|(node, spans)| self.node(node, spans))
@@ -1180,6 +1201,15 @@ impl Checker<'_> {
                     Ty::Num
                 }
             }),
+            Builtin::Int | Builtin::Float => want(|t| t != Ty::Bool, "a number or a string", self)
+                .then_some(if builtin == Builtin::Int {
+                    Ty::Int
+                } else {
+                    Ty::Float
+                }),
+            Builtin::Str => Some(Ty::Str),
+            // Checked by `tuple_contains`, which never gets here.
+            Builtin::TupleContains => Some(Ty::Bool),
             Builtin::If => {
                 let cond = &args[0];
                 if !matches!(cond.ty, Ty::Bool | Ty::Any) {
@@ -1189,6 +1219,48 @@ impl Checker<'_> {
                 Some(join(args[1].ty, args[2].ty))
             }
         }
+    }
+
+    /// `contains((a, b, ...), value)`: the first argument must be a tuple
+    /// written in place (docs/when-language.md#membership), its elements
+    /// and the value scalars.
+    fn tuple_contains(&mut self, args: &[(&Node, &SpanTree)], span: Range<usize>) -> Option<Expr> {
+        let usage = "write contains((\"parked\", \"stand-by\"), to)";
+        let [(tuple, tuple_spans), (value, value_spans)] = args else {
+            self.report(
+                Code::WhenArguments,
+                format!(
+                    "`contains` takes two arguments, but is given {}",
+                    args.len()
+                ),
+                span,
+                "wrong number of arguments".into(),
+                Some(usage.into()),
+            );
+            return None;
+        };
+        if *tuple.operator() != Operator::Tuple {
+            let _ = self.node(tuple, tuple_spans);
+            let _ = self.node(value, value_spans);
+            self.report(
+                Code::WhenArguments,
+                "the first argument of `contains` must be a tuple of values".into(),
+                tuple_spans.span.clone(),
+                "not a tuple".into(),
+                Some(format!("{usage}; for a single value, compare with `==`")),
+            );
+            return None;
+        }
+        let elements = self.kids(tuple, tuple_spans);
+        let value = self.node(value, value_spans);
+        let mut args = elements?;
+        let value = value?;
+        args.push(value);
+        Some(Expr {
+            kind: ExprKind::Call(Builtin::TupleContains, args),
+            ty: Ty::Bool,
+            span,
+        })
     }
 
     fn state(&mut self, args: &[(&Node, &SpanTree)], span: Range<usize>) -> Option<Expr> {

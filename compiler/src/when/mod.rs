@@ -12,6 +12,7 @@
 mod check;
 mod lex;
 mod lower;
+pub mod reference;
 mod spans;
 
 use crate::diagnostic::Code;

@@ -16,6 +16,7 @@
 //! See docs/engine.md for the driver's contract.
 
 mod effect;
+mod hold;
 mod index;
 mod memory;
 mod record;
@@ -90,7 +91,7 @@ pub struct Counters {
     pub refused: u64,
     /// Actions that returned an error.
     pub failed: u64,
-    /// Armed timers: step waits, repeat gaps, debounce windows.
+    /// Armed timers: step waits, repeat gaps, debounce windows, holds.
     pub pending: u64,
     /// Rules with a live run (a rule has at most one).
     pub runs_active: u64,
@@ -178,6 +179,8 @@ struct RuleState {
     run: Option<Run>,
     backlog: VecDeque<Arc<Event>>,
     debounce: Option<Debounce>,
+    /// `for` (docs/semantics.md#hold): `None` while armed and idle.
+    hold: Option<hold::Hold>,
     last_fire: Option<Time>,
     stats: RuleStats,
 }
@@ -194,6 +197,8 @@ pub struct Engine {
     disabled_index: TopicIndex,
     live_rules: u64,
     state: Vec<String>,
+    /// Per state pair, the rules with `for` whose `when` reads it.
+    hold_watchers: Vec<Vec<u32>>,
     timers: Timers,
     /// Jobs handed over and not yet finished.
     jobs: HashMap<u64, JobOwner>,
@@ -246,11 +251,13 @@ impl Engine {
                 run: None,
                 backlog: VecDeque::new(),
                 debounce: None,
+                hold: None,
                 last_fire: None,
                 stats: RuleStats::default(),
             });
         }
         let state = vec![String::new(); payload.state_pairs.len()];
+        let hold_watchers = hold::watchers(&payload);
         Self {
             payload,
             config,
@@ -260,6 +267,7 @@ impl Engine {
             disabled_index,
             live_rules,
             state,
+            hold_watchers,
             timers: Timers::default(),
             jobs: HashMap::new(),
             next_job: 1,
@@ -326,18 +334,27 @@ impl Engine {
             let rule = rule as usize;
             let spec = &payload.rules[rule];
             // 2. Match.
-            if let Some(program) = &spec.when {
-                match self.eval(rule, None, program, &event) {
-                    Ok(true) => {}
+            let met = match &spec.when {
+                Some(program) => match self.eval(rule, None, program, &event) {
+                    Ok(true) => true,
                     Ok(false) => {
                         self.non_fire(rule, NonFireReason::WhenFalse);
-                        continue;
+                        false
                     }
                     Err(()) => {
                         self.non_fire(rule, NonFireReason::WhenError);
-                        continue;
+                        false
                     }
-                }
+                },
+                None => true,
+            };
+            if spec.hold_ns > 0 {
+                // `for`: a false `when` matters too (docs/semantics.md#hold).
+                self.hold_match(rule, Arc::clone(&event), met, now);
+                continue;
+            }
+            if !met {
+                continue;
             }
             let event = Arc::clone(&event);
             if spec.debounce_ns > 0 {
@@ -381,6 +398,7 @@ impl Engine {
                         self.dispatch(rule, held.event, now);
                     }
                 }
+                TimerKind::Hold => self.hold_due(rule, now),
                 TimerKind::Run => {
                     let Some(run) = self.rules[rule].run.as_mut() else {
                         continue;
@@ -479,6 +497,7 @@ impl Engine {
     pub fn state_changed(&mut self, index: usize, value: String) {
         if let Some(slot) = self.state.get_mut(index) {
             *slot = value;
+            self.hold_state_changed(index);
         }
     }
 
@@ -495,7 +514,7 @@ impl Engine {
     pub fn set_state(&mut self, hash: &str, field: &str, value: String) -> bool {
         match self.state_index(hash, field) {
             Some(index) => {
-                self.state[index] = value;
+                self.state_changed(index, value);
                 true
             }
             None => false,
@@ -650,6 +669,7 @@ impl Engine {
             let state = &mut self.rules[rule];
             state.backlog.clear();
             state.debounce = None;
+            state.hold = None;
             if let Some(run) = state.run.take() {
                 let name = Arc::clone(&state.name);
                 if run.owns_record {
@@ -833,6 +853,7 @@ impl Engine {
         let state = &self.rules[entry.rule as usize];
         match entry.kind {
             TimerKind::Debounce => state.debounce.as_ref().map(|d| d.token) == Some(entry.token),
+            TimerKind::Hold => state.hold.as_ref().and_then(hold::Hold::token) == Some(entry.token),
             TimerKind::Run => state.run.as_ref().is_some_and(|run| match run.phase {
                 Phase::Waiting { token } | Phase::Gap { token } => token == entry.token,
                 Phase::Acting { .. } | Phase::Deciding => false,
@@ -857,6 +878,8 @@ impl Engine {
     }
 
     fn cancel_rule(&mut self, rule: usize, now: Now) {
+        // A cancel ends a hold and re-arms the rule (docs/semantics.md#hold).
+        self.hold_cancel(rule);
         // The backlog goes first so ending the run does not start a held trigger.
         self.rules[rule].backlog.clear();
         if self.rules[rule].run.is_some() {

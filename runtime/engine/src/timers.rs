@@ -1,5 +1,5 @@
 //! The one deadline queue (docs/semantics.md#walking-a-sequence, ARCHITECTURE.md#invariants): step waits, repeat
-//! gaps and debounce windows. Cancellation is lazy: the owner forgets the
+//! gaps, debounce windows and holds. Cancellation is lazy: the owner forgets the
 //! token and the stale entry is skipped when it surfaces (or compacted away
 //! when stale entries outnumber live ones).
 
@@ -13,6 +13,8 @@ pub(crate) enum TimerKind {
     Run,
     /// The rule's debounce window.
     Debounce,
+    /// The rule's hold (`for`).
+    Hold,
 }
 
 /// One heap entry; ordered by deadline, then arming order.

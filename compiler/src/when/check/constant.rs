@@ -8,8 +8,7 @@ use crate::diagnostic::Code;
 use crate::when::spans::SpanTree;
 use crate::when::WhenProblem;
 use evalexpr::{
-    ContextWithMutableFunctions, DefaultNumericTypes, Function, HashMapContext, Node, Operator,
-    Value,
+    ContextWithMutableFunctions, DefaultNumericTypes, HashMapContext, Node, Operator, Value,
 };
 
 /// Finds the parts that read no event data and fail anyway (`1 / 0`, an
@@ -60,17 +59,27 @@ pub(super) fn constant_failures(
         };
         if let Some(error) = failure {
             let written = text.get(spans.span.clone()).unwrap_or("").trim();
+            // evalexpr writes a function's own message as "Error: ...".
+            let error = error.strip_prefix("Error: ").unwrap_or(&error);
+            let conversion = matches!(
+                node.operator(),
+                Operator::FunctionIdentifier { identifier } if identifier == "int" || identifier == "float"
+            );
+            let help = if conversion {
+                "`int` reads a decimal integer (\"19\", \" 19 \"), `float` a decimal number \
+                 (\"2.5\"); write a number as a number literal, and convert only values that \
+                 come from the event or state()"
+            } else {
+                "fix or remove this part: evalexpr evaluates every argument (both \
+                 branches of `if` too), so it fails the `when` on every event; the VM \
+                 skips only the side of `&&`/`||` that the other side already decides"
+            };
             problems.push(problem(
                 Code::WhenAlwaysFails,
                 format!("`{written}` fails whenever it is evaluated: {error}"),
                 spans.span.clone(),
                 "reads no event data and always fails".into(),
-                Some(
-                    "fix or remove this part: evalexpr evaluates every argument (both \
-                     branches of `if` too), so it fails the `when` on every event; the VM \
-                     skips only the side of `&&`/`||` that the other side already decides"
-                        .into(),
-                ),
+                Some(help.into()),
             ));
         }
     }
@@ -80,24 +89,13 @@ pub(super) fn constant_failures(
 pub(super) type ConstantContext = HashMapContext<DefaultNumericTypes>;
 
 /// What evalexpr needs to evaluate a constant part: its own built-ins, and
-/// our three string tests, which are not among them (docs/when-language.md). Without
-/// them a constant `str::contains("ab", "b")` would "fail" with evalexpr's
-/// "not bound" error. The checker has already typed both arguments as
-/// strings. No variables: a constant part reads none.
+/// ours ([`crate::when::reference`]: the string tests and the conversions),
+/// which are not among them (docs/when-language.md#functions). Without them
+/// a constant `str::contains("ab", "b")` would "fail" with evalexpr's "not
+/// bound" error. No variables: a constant part reads none.
 pub(super) fn constant_context() -> ConstantContext {
     let mut context = ConstantContext::new();
-    type StringTest = fn(&str, &str) -> bool;
-    let tests: [(&str, StringTest); 3] = [
-        ("str::starts_with", |a, b| a.starts_with(b)),
-        ("str::ends_with", |a, b| a.ends_with(b)),
-        ("str::contains", |a, b| a.contains(b)),
-    ];
-    for (name, test) in tests {
-        let function = Function::new(move |argument: &Value| {
-            let arguments = argument.as_fixed_len_tuple(2)?;
-            let (a, b) = (arguments[0].as_string()?, arguments[1].as_string()?);
-            Ok(Value::Boolean(test(&a, &b)))
-        });
+    for (name, function) in crate::when::reference::functions() {
         // A plain HashMapContext accepts every function; were that ever to
         // change, the call would stay unbound and be reported, not hidden.
         if let Err(error) = context.set_function(name.to_string(), function) {

@@ -25,6 +25,7 @@ pub(super) fn token_problems(text: &str, toks: &[Tok]) -> Vec<WhenProblem> {
                 quoted_until = quoted.span.end;
                 Some(quoted)
             }
+            TokKind::Ident(name) if name == "in" => Some(in_operator(text, toks, index)),
             TokKind::Ident(name) => word_operator(name, span),
             _ => lexical(text, tok).or_else(|| operator(text, toks, index)),
         };
@@ -110,6 +111,60 @@ fn word_operator(name: &str, span: Range<usize>) -> Option<WhenProblem> {
         format!("use `{fix}` instead"),
         Some(help),
     ))
+}
+
+/// `to in ["parked", "stand-by"]` (expr-lang, Python): membership is the
+/// function `contains` (docs/when-language.md#membership); the help
+/// rewrites what was written.
+fn in_operator(text: &str, toks: &[Tok], index: usize) -> WhenProblem {
+    let span = toks[index].span.clone();
+    let left = index
+        .checked_sub(1)
+        .and_then(|i| toks.get(i))
+        .map_or("value", |tok| text[tok.span.clone()].trim());
+    let inner = bracketed_list(&text[span.end..]).unwrap_or("").trim();
+    let fix = if inner.is_empty() {
+        format!("contains((\"a\", \"b\"), {left})")
+    } else if inner.contains(',') {
+        format!("contains(({inner}), {left})")
+    } else {
+        format!("{left} == {inner}")
+    };
+    problem(
+        Code::WhenWordOperator,
+        "`in` is not an operator in `when`".into(),
+        span,
+        "membership is a function here".into(),
+        Some(format!(
+            "write `{fix}`: the tuple in parentheses, then the value"
+        )),
+    )
+}
+
+/// What stands between the `[` that opens `rest` (after white space) and
+/// its matching `]`, skipping brackets inside strings; `None` when `rest`
+/// does not start with a closed list.
+fn bracketed_list(rest: &str) -> Option<&str> {
+    let list = rest.trim_start().strip_prefix('[')?;
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in list.char_indices() {
+        match (quote, c) {
+            (Some(_), '\\') if !escaped => {
+                escaped = true;
+                continue;
+            }
+            (Some(q), c) if c == q && !escaped => quote = None,
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[') => depth += 1,
+            (None, ']') if depth == 0 => return Some(&list[..i]),
+            (None, ']') => depth -= 1,
+            _ => {}
+        }
+        escaped = false;
+    }
+    None
 }
 
 /// Operators from other languages (`&`, `=>`, `<>`), assignments and `;`.
@@ -261,4 +316,21 @@ pub(super) fn parse_problem(text: &str, toks: &[Tok], error: &EvalexprError) -> 
         "evalexpr cannot parse this".into(),
         None,
     )
+}
+
+#[cfg(test)]
+mod membership_tests {
+    use super::bracketed_list;
+
+    #[test]
+    fn the_list_after_in_ends_at_its_own_bracket() {
+        assert_eq!(
+            bracketed_list(r#" ["parked", "stand-by"] && from == "driving""#),
+            Some(r#""parked", "stand-by""#)
+        );
+        assert_eq!(bracketed_list(r#"["a]", 'b\'']"#), Some(r#""a]", 'b\''"#));
+        assert_eq!(bracketed_list("[[1], 2] || x"), Some("[1], 2"));
+        assert_eq!(bracketed_list("[1, 2"), None);
+        assert_eq!(bracketed_list("x"), None);
+    }
 }

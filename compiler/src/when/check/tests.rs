@@ -609,3 +609,44 @@ fn single_quote_after_a_comment_with_multibyte_text() {
         .iter()
         .any(|p| p.code == "rulec::when::single-quotes"));
 }
+
+/// docs/when-language.md#conversions, docs/when-language.md#membership.
+#[test]
+fn conversions_and_membership() {
+    for text in [
+        r#"int(state("battery:0", "charge")) < 20"#,
+        r#"float(data.x) > 2.5 && str(data.n) == "5" && str(true) == "true""#,
+        r#"contains(("parked", "stand-by"), to)"#,
+        r#"contains((1, 2.5, "x", data.k), data.v)"#,
+        r#"int(" 42 ") == 42 && float("2.5") == 2.5 && str(2.5) == "2.5""#,
+    ] {
+        ok(text);
+    }
+    let (p, at) = one("int(true) == 1");
+    assert_eq!((p.code, at), (Code::WhenTypeMismatch, "true"));
+    let (p, at) = one(r#"contains("parked", to)"#);
+    assert_eq!((p.code, at), (Code::WhenArguments, r#""parked""#));
+    let (p, _) = one("contains((1, 2))");
+    assert_eq!(p.code, Code::WhenArguments);
+    let (p, at) = one(r#"contains(((1, 2), 3), to)"#);
+    assert_eq!((p.code, at), (Code::WhenTuple, "1, 2"));
+    let (p, at) = one(r#"int("19%") < 20"#);
+    assert_eq!((p.code, at), (Code::WhenAlwaysFails, r#"int("19%")"#));
+}
+
+#[test]
+fn in_and_string_ordering_get_the_help_that_fixes_them() {
+    let (p, at) = one(r#"to in ["parked", "stand-by"]"#);
+    assert_eq!((p.code, at), (Code::WhenWordOperator, "in"));
+    let help = p.help.unwrap_or_default();
+    assert!(
+        help.contains(r#"contains(("parked", "stand-by"), to)"#),
+        "{help}"
+    );
+    let (p, _) = one(r#"state("battery:0", "charge") < 20"#);
+    let help = p.help.unwrap_or_default();
+    assert!(
+        help.contains(r#"int(state("battery:0", "charge"))"#),
+        "{help}"
+    );
+}

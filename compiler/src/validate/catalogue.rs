@@ -1,0 +1,454 @@
+//! The topic catalogue (docs/rules.md#the-topic-catalogue): `[[topic]]`
+//! declarations in any rule file, and what `rulec check` holds the rules
+//! against once a directory declares at least one topic: `on` and
+//! `cancel-on` patterns that match no declared topic (a warning, with "did
+//! you mean"), and, for a rule whose `on` patterns match only declared
+//! topics, every `data.*` key its conditions read (an undeclared key or a
+//! type mismatch is an error). The catalogue is not in the bundle.
+
+use super::{CheckedExpr, CheckedRule, Validated};
+use crate::diagnostic::{Code, Diagnostic, Severity};
+use crate::keys::DATA_TYPES;
+use crate::load::SourceFile;
+use crate::rulefile::RawTopic;
+use crate::span::StringMap;
+use crate::when::{BinOp, Expr, ExprKind, Ty};
+use rulecore::suggest::did_you_mean;
+use rulecore::TopicPattern;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use toml::de::DeValue;
+
+/// The declared type of a `data` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DataTy {
+    Str,
+    Int,
+    Float,
+    Bool,
+    /// Not checked.
+    Any,
+}
+
+impl DataTy {
+    fn parse(name: &str) -> Option<DataTy> {
+        Some(match name {
+            "string" => DataTy::Str,
+            "int" => DataTy::Int,
+            "float" => DataTy::Float,
+            "bool" => DataTy::Bool,
+            "any" => DataTy::Any,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            DataTy::Str => "a string",
+            DataTy::Int => "an int",
+            DataTy::Float => "a float",
+            DataTy::Bool => "a boolean",
+            DataTy::Any => "any value",
+        }
+    }
+}
+
+/// One declared topic.
+#[derive(Debug, Clone)]
+pub(super) struct Topic {
+    name: String,
+    data: BTreeMap<String, DataTy>,
+    file: String,
+    span: Range<usize>,
+}
+
+/// The topics `raw` declares in `file`; a malformed declaration is an error
+/// and is left out.
+pub(super) fn declarations(
+    file: &SourceFile,
+    raw: &[RawTopic<'_>],
+    out: &mut Validated,
+) -> Vec<Topic> {
+    raw.iter()
+        .filter_map(|topic| declaration(file, topic, &mut out.diagnostics))
+        .collect()
+}
+
+fn declaration(
+    file: &SourceFile,
+    raw: &RawTopic<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Topic> {
+    let error = |message: String, span: Range<usize>, label: &str, help: String| {
+        Diagnostic::error(Code::Topic, message)
+            .in_file(&file.name)
+            .at(span, label)
+            .with_help(help)
+    };
+    let before = diagnostics.len();
+    let mut name = None;
+    let mut data = BTreeMap::new();
+    for (key, value) in raw.table.iter() {
+        let span = value.span();
+        match (key.get_ref().as_ref(), value.get_ref()) {
+            ("name", DeValue::String(text)) if valid_topic(text) => name = Some(text.to_string()),
+            ("name", _) => diagnostics.push(error(
+                "a topic's `name` must be one topic, such as `battery.charge.changed`".into(),
+                span,
+                "not a topic name",
+                "write the topic exactly as events carry it: no `*`, no white space".into(),
+            )),
+            ("from" | "to", DeValue::Boolean(_)) => {}
+            ("data", DeValue::Table(table)) => {
+                for (data_key, ty) in table.iter() {
+                    let ty_span = ty.span();
+                    match ty.get_ref().as_str().and_then(DataTy::parse) {
+                        Some(ty) => {
+                            data.insert(data_key.get_ref().to_string(), ty);
+                        }
+                        None => diagnostics.push(error(
+                            format!("`data.{}` has no type `when` knows", data_key.get_ref()),
+                            ty_span,
+                            "not a type",
+                            type_help(ty.get_ref().as_str()),
+                        )),
+                    }
+                }
+            }
+            (key, _) => diagnostics.push(error(
+                format!("`{key}` has the wrong type in a topic"),
+                span,
+                "wrong type",
+                match key {
+                    "data" => "write `data = { charge = \"int\" }`".into(),
+                    _ => format!("write `{key} = true` or `{key} = false`"),
+                },
+            )),
+        }
+    }
+    if name.is_none() && diagnostics.len() == before {
+        diagnostics.push(error(
+            "a topic needs a `name`".into(),
+            raw.span.clone(),
+            "no name",
+            "add e.g. `name = \"battery.charge.changed\"`".into(),
+        ));
+    }
+    (diagnostics.len() == before).then(|| Topic {
+        name: name.unwrap_or_default(),
+        data,
+        file: file.name.clone(),
+        span: raw.span.clone(),
+    })
+}
+
+fn valid_topic(text: &str) -> bool {
+    !text.is_empty() && !text.contains('*') && !text.contains(char::is_whitespace)
+}
+
+fn type_help(written: Option<&str>) -> String {
+    let list = DATA_TYPES.join(", ");
+    let near = written.and_then(|w| match w {
+        "str" | "text" => Some("string"),
+        "integer" | "number" => Some("int"),
+        "boolean" => Some("bool"),
+        "double" => Some("float"),
+        other => did_you_mean(other, DATA_TYPES),
+    });
+    match near {
+        Some(near) => format!("did you mean `\"{near}\"`? the types are {list}"),
+        None => format!("the types are {list} (`any` is not checked)"),
+    }
+}
+
+/// Holds every enabled rule against the catalogue, once there is one. A
+/// rule with an error (or, with `deny_warnings`, a warning) from it is
+/// rejected like any other.
+pub(super) fn check_rules(
+    topics: &[Topic],
+    files: &[SourceFile],
+    deny_warnings: bool,
+    candidates: &mut Vec<(CheckedRule, Range<usize>)>,
+    out: &mut Validated,
+) {
+    if topics.is_empty() {
+        return;
+    }
+    let topics = unique(topics, &mut out.diagnostics);
+    candidates.retain(|(rule, _)| {
+        if !rule.enabled {
+            // Replay-only: it matches nothing, so its topics do not matter.
+            return true;
+        }
+        let Some(file) = files.iter().find(|file| file.name == rule.source) else {
+            return true;
+        };
+        let mut found = Vec::new();
+        let typed = patterns(&topics, rule, &mut found);
+        if let Some(matched) = typed {
+            for expr in rule
+                .when
+                .iter()
+                .chain(rule.steps.iter().flat_map(|s| &s.when))
+            {
+                data_uses(&matched, file, expr, &mut found);
+            }
+        }
+        let rejected = found
+            .iter()
+            .any(|d| d.severity == Severity::Error || deny_warnings);
+        for diagnostic in found {
+            out.diagnostics
+                .push(diagnostic.in_file(&rule.source).named(&rule.name));
+        }
+        !rejected
+    });
+}
+
+/// The declarations, the first of each name: a second one is an error.
+fn unique<'t>(topics: &'t [Topic], diagnostics: &mut Vec<Diagnostic>) -> Vec<&'t Topic> {
+    let mut kept: Vec<&Topic> = Vec::new();
+    for topic in topics {
+        match kept.iter().find(|first| first.name == topic.name) {
+            Some(first) => diagnostics.push(
+                Diagnostic::error(
+                    Code::Topic,
+                    format!("the topic `{}` is declared twice", topic.name),
+                )
+                .in_file(&topic.file)
+                .at(topic.span.clone(), "second declaration")
+                .with_related(&first.file, first.span.clone(), "first declared here")
+                .with_help("keep one declaration of each topic"),
+            ),
+            None => kept.push(topic),
+        }
+    }
+    kept
+}
+
+/// Warns on every `on` and `cancel-on` pattern that matches no declared
+/// topic. Returns the declared topics the rule's `on` matches, when each
+/// of its `on` patterns matches at least one (then `data.*` is typed).
+fn patterns<'t>(
+    topics: &[&'t Topic],
+    rule: &CheckedRule,
+    found: &mut Vec<Diagnostic>,
+) -> Option<Vec<&'t Topic>> {
+    let mut matched = Vec::new();
+    let mut typed = true;
+    let lists = [
+        ("on", &rule.on, &rule.on_spans),
+        ("cancel-on", &rule.cancel_on, &rule.cancel_on_spans),
+    ];
+    for (key, list, spans) in lists {
+        for (pattern, span) in list.iter().zip(spans) {
+            let hits: Vec<&Topic> = topics
+                .iter()
+                .copied()
+                .filter(|topic| pattern.matches(&topic.name))
+                .collect();
+            if hits.is_empty() {
+                found.push(unknown_topic(topics, key, pattern, span.clone()));
+                typed &= key != "on";
+            } else if key == "on" {
+                matched.extend(hits);
+            }
+        }
+    }
+    typed.then_some(matched)
+}
+
+fn unknown_topic(
+    topics: &[&Topic],
+    key: &str,
+    pattern: &TopicPattern,
+    span: Range<usize>,
+) -> Diagnostic {
+    let names: Vec<&str> = topics.iter().map(|topic| topic.name.as_str()).collect();
+    let near = match pattern {
+        TopicPattern::Exact(name) => did_you_mean(name, &names).map(|near| format!("`{near}`")),
+        TopicPattern::Prefix(prefix) => {
+            // Prefixes of the declared topics, as patterns: `battery.*`.
+            let mut prefixes: Vec<String> = names
+                .iter()
+                .flat_map(|name| {
+                    name.match_indices('.')
+                        .map(|(at, _)| format!("{}.", &name[..at]))
+                })
+                .collect();
+            prefixes.sort();
+            prefixes.dedup();
+            let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+            did_you_mean(prefix, &refs).map(|near| format!("`{near}*`"))
+        }
+        TopicPattern::Any => None,
+    };
+    let help = match near {
+        Some(near) => {
+            format!("did you mean {near}? otherwise declare the topic in a `[[topic]]` table")
+        }
+        None => "declare the topic in a `[[topic]]` table, or fix the pattern".into(),
+    };
+    Diagnostic::warning(
+        Code::UnknownTopic,
+        format!("`{key}` pattern `{pattern}` matches no declared topic"),
+    )
+    .at(span, "no declared topic matches")
+    .with_help(help)
+}
+
+/// The `data.*` reads of one expression, against what the matched topics
+/// declare: a key none declares, or a use its type makes fail or constant,
+/// is an error.
+fn data_uses(
+    matched: &[&Topic],
+    file: &SourceFile,
+    expr: &CheckedExpr,
+    found: &mut Vec<Diagnostic>,
+) {
+    let map = StringMap::new(&file.text, expr.span.clone(), &expr.source);
+    let mut walk = DataWalk {
+        matched,
+        map: &map,
+        found,
+    };
+    walk.expr(&expr.checked.expr);
+}
+
+struct DataWalk<'a> {
+    matched: &'a [&'a Topic],
+    map: &'a StringMap,
+    found: &'a mut Vec<Diagnostic>,
+}
+
+impl DataWalk<'_> {
+    fn expr(&mut self, expr: &Expr) {
+        match &expr.kind {
+            ExprKind::Data(path) => {
+                self.declared(path, expr.span.clone());
+            }
+            ExprKind::Unary(_, inner) => self.expr(inner),
+            ExprKind::Binary(op, left, right) => {
+                self.expr(left);
+                self.expr(right);
+                self.mismatch(*op, left, right);
+                self.mismatch(*op, right, left);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|arg| self.expr(arg)),
+            ExprKind::Lit(_) | ExprKind::Field(_) | ExprKind::State(_) => {}
+        }
+    }
+
+    /// The type the matched topics agree on for `path`'s key; `None` (and
+    /// an error) when none declares it, `Any` when they disagree or the
+    /// path goes deeper than a declared scalar.
+    fn declared(&mut self, path: &[String], span: Range<usize>) -> Option<DataTy> {
+        let key = path.first()?;
+        let types: Vec<DataTy> = self
+            .matched
+            .iter()
+            .filter_map(|topic| topic.data.get(key).copied())
+            .collect();
+        let Some(&first) = types.first() else {
+            let mut keys: Vec<&str> = self
+                .matched
+                .iter()
+                .flat_map(|topic| topic.data.keys().map(String::as_str))
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let help = match did_you_mean(key, &keys) {
+                Some(near) => format!("did you mean `data.{near}`?"),
+                None if keys.is_empty() => {
+                    "the rule's topics declare no data; declare the key in their `[[topic]]`"
+                        .to_string()
+                }
+                None => format!(
+                    "the rule's topics declare {}",
+                    keys.iter()
+                        .map(|k| format!("`data.{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            self.found.push(
+                Diagnostic::error(
+                    Code::UnknownDataKey,
+                    format!("`data.{key}` is not declared for the rule's topics"),
+                )
+                .at(self.map.map(span), "no declared topic has this key")
+                .with_help(help),
+            );
+            return None;
+        };
+        let agreed = types.iter().all(|ty| *ty == first);
+        Some(if agreed && path.len() == 1 {
+            first
+        } else {
+            DataTy::Any
+        })
+    }
+
+    /// `data.KEY op other` where the declared type of KEY makes the
+    /// operation fail, or a comparison constant, for every event.
+    fn mismatch(&mut self, op: BinOp, data: &Expr, other: &Expr) {
+        let ExprKind::Data(path) = &data.kind else {
+            return;
+        };
+        let declared = self
+            .matched
+            .iter()
+            .filter_map(|topic| topic.data.get(path.first()?).copied())
+            .collect::<Vec<_>>();
+        let Some(&ty) = declared.first() else {
+            return;
+        };
+        if path.len() > 1 || declared.iter().any(|d| *d != ty) {
+            return;
+        }
+        let number = matches!(other.ty, Ty::Int | Ty::Float | Ty::Num);
+        let clash = match (ty, other.ty) {
+            (DataTy::Any, _) | (_, Ty::Any | Ty::NumOrStr) => false,
+            (DataTy::Int | DataTy::Float, Ty::Str | Ty::Bool) => true,
+            (DataTy::Str, _) => number || other.ty == Ty::Bool,
+            (DataTy::Bool, _) => other.ty != Ty::Bool || !op.is_comparison(),
+            // An int never equals a float, and the other way round.
+            (DataTy::Int, Ty::Float) | (DataTy::Float, Ty::Int) => {
+                matches!(op, BinOp::Eq | BinOp::Ne)
+            }
+            _ => false,
+        };
+        if !clash || matches!(op, BinOp::And | BinOp::Or) {
+            return;
+        }
+        let key = path.join(".");
+        let help = match (ty, other.ty) {
+            (DataTy::Int | DataTy::Float, Ty::Str) => {
+                "compare with a number: `data.charge > 25`, not `\"25\"`".to_string()
+            }
+            (DataTy::Str, _) if number => {
+                format!("convert it first: `int(data.{key})` (or `float(...)` for a decimal)")
+            }
+            (DataTy::Int, Ty::Float) | (DataTy::Float, Ty::Int) => {
+                "an int never equals a float: write the literal as the declared type".into()
+            }
+            _ => "compare with a value of the declared type".into(),
+        };
+        self.found.push(
+            Diagnostic::error(
+                Code::DataType,
+                format!(
+                    "`data.{key}` is declared {}, so `{}` with {} always fails or never changes",
+                    ty.name(),
+                    op.symbol(),
+                    other.ty.a()
+                ),
+            )
+            .at(
+                self.map.map(data.span.clone()),
+                format!("declared {}", ty.name()),
+            )
+            .with_help(help),
+        );
+    }
+}

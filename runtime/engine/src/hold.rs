@@ -1,0 +1,128 @@
+//! Hold, a rule's `for` (docs/semantics.md#hold): the rule dispatches only
+//! once its `when` has stayed true for that long, and then not again until
+//! `when` was false once. A running hold is one entry in the engine's one
+//! deadline queue ([`TimerKind::Hold`]), like a debounce window; it is not
+//! durable.
+
+use super::{Engine, Now};
+use crate::timers::TimerKind;
+use rulecore::bundle::Payload;
+use rulecore::bytecode::Op;
+use rulecore::event::Event;
+use std::sync::Arc;
+
+/// A rule's hold, when it is not armed and idle.
+#[derive(Debug)]
+pub(crate) enum Hold {
+    /// `when` has been true since the first event of this hold; `event` is
+    /// the latest true one, `token` the timer that completes it.
+    Running { event: Arc<Event>, token: u64 },
+    /// The hold completed (and the rule dispatched, or cooldown suppressed
+    /// it); a new hold waits until `when` is false once. `event` is the
+    /// event it completed with, against which state changes are judged.
+    Fired { event: Arc<Event> },
+}
+
+impl Hold {
+    fn event(&self) -> &Arc<Event> {
+        match self {
+            Hold::Running { event, .. } | Hold::Fired { event } => event,
+        }
+    }
+
+    /// The live timer of a running hold.
+    pub(crate) fn token(&self) -> Option<u64> {
+        match self {
+            Hold::Running { token, .. } => Some(*token),
+            Hold::Fired { .. } => None,
+        }
+    }
+}
+
+/// For each of the bundle's state pairs, the rules with `for` whose rule
+/// `when` reads it: a change of that pair may end their hold.
+pub(crate) fn watchers(payload: &Payload) -> Vec<Vec<u32>> {
+    let mut watchers = vec![Vec::new(); payload.state_pairs.len()];
+    for (index, rule) in payload.rules.iter().enumerate() {
+        let (true, Some(program)) = (rule.hold_ns > 0, rule.when.as_ref()) else {
+            continue;
+        };
+        let rule = u32::try_from(index).unwrap_or(u32::MAX);
+        for op in &program.ops {
+            if let Op::State(pair) = op {
+                if let Some(list) = watchers.get_mut(*pair as usize) {
+                    if list.last() != Some(&rule) {
+                        list.push(rule);
+                    }
+                }
+            }
+        }
+    }
+    watchers
+}
+
+impl Engine {
+    /// A matching event of a rule with `for`, after its `when` gave `met`
+    /// (an evaluation error counts as not met).
+    pub(crate) fn hold_match(&mut self, rule: usize, event: Arc<Event>, met: bool, now: Now) {
+        let state = &mut self.rules[rule];
+        match (met, state.hold.take()) {
+            // The first true event starts the hold and its clock.
+            (true, None) => {
+                let deadline = now.time.plus_nanos(self.payload.rules[rule].hold_ns);
+                let token = self.arm(deadline, rule, TimerKind::Hold);
+                self.rules[rule].hold = Some(Hold::Running { event, token });
+            }
+            // Later true events replace the held event, not the clock.
+            (true, Some(Hold::Running { token, .. })) => {
+                state.hold = Some(Hold::Running { event, token });
+            }
+            // Still true after firing: nothing until `when` is false once.
+            (true, Some(fired @ Hold::Fired { .. })) => state.hold = Some(fired),
+            // False (or an error) ends a running hold and re-arms the rule.
+            (false, Some(Hold::Running { .. })) => self.timers.disarm(),
+            (false, Some(Hold::Fired { .. }) | None) => {}
+        }
+    }
+
+    /// The hold's timer: `when` stayed true for `for`; the held event goes
+    /// on to cooldown and concurrency.
+    pub(crate) fn hold_due(&mut self, rule: usize, now: Now) {
+        let state = &mut self.rules[rule];
+        if let Some(Hold::Running { event, .. }) = state.hold.take() {
+            state.hold = Some(Hold::Fired {
+                event: Arc::clone(&event),
+            });
+            self.dispatch(rule, event, now);
+        }
+    }
+
+    /// A `cancel-on` event (or a stop) ends a running hold without firing
+    /// and re-arms the rule at once.
+    pub(crate) fn hold_cancel(&mut self, rule: usize) {
+        if let Some(Hold::Running { .. }) = self.rules[rule].hold.take() {
+            self.timers.disarm();
+        }
+    }
+
+    /// A watched state pair changed: every rule with `for` whose `when`
+    /// reads it is judged again against its held (or last fired) event;
+    /// false or an error ends the hold, or re-arms a rule that fired.
+    pub(crate) fn hold_state_changed(&mut self, pair: usize) {
+        let payload = Arc::clone(&self.payload);
+        let count = self.hold_watchers.get(pair).map_or(0, Vec::len);
+        for i in 0..count {
+            let rule = self.hold_watchers[pair][i] as usize;
+            let (Some(hold), Some(program)) = (
+                self.rules[rule].hold.as_ref(),
+                payload.rules[rule].when.as_ref(),
+            ) else {
+                continue;
+            };
+            let event = Arc::clone(hold.event());
+            if self.eval(rule, None, program, &event) != Ok(true) {
+                self.hold_cancel(rule);
+            }
+        }
+    }
+}
