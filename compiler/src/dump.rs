@@ -292,7 +292,7 @@ pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair])
 
 fn action_text(action: &Action) -> String {
     match action {
-        Action::Redis { list, push } => format!("redis LPUSH {list:?} {push:?}"),
+        Action::Redis { list, push, .. } => format!("redis LPUSH {list:?} {push:?}"),
         Action::Exec { command, .. } => format!("exec {command:?}"),
         Action::Can(frame) => {
             let mut text = format!("can {} id {:#x}", frame.iface, frame.id);
@@ -337,7 +337,7 @@ fn write_step(out: &mut impl Write, index: usize, step: &Step, payload: &Payload
         "    durable      {}",
         if step.durable { "yes" } else { "no" }
     )?;
-    if let Action::Exec { timeout_ns, .. } = step.action {
+    if let Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } = step.action {
         writeln!(out, "    timeout      {}", duration(timeout_ns))?;
     }
     writeln!(out, "    fingerprint  {}", step.fingerprint)?;
@@ -421,7 +421,11 @@ fn write_bundle(out: &mut impl Write, bundle: &Bundle) -> fmt::Result {
 
 fn action_json(action: &Action) -> Json {
     match action {
-        Action::Redis { list, push } => json!({"kind": "redis", "list": list, "push": push}),
+        Action::Redis {
+            list,
+            push,
+            timeout_ns,
+        } => json!({"kind": "redis", "list": list, "push": push, "timeout_ns": timeout_ns}),
         Action::Exec {
             command,
             timeout_ns,

@@ -8,6 +8,7 @@ pub mod connection;
 pub mod driver;
 pub mod effect_log;
 pub mod exec;
+pub mod intake;
 pub mod logging;
 pub mod notify;
 pub mod pool;

@@ -12,6 +12,7 @@ pub use start::{ServiceConfig, ServiceError};
 
 use crate::clock::ServiceClock;
 use crate::effect_log::{self, log_effect};
+use crate::intake::Intake;
 use crate::logging::{self, Throttle};
 use crate::pool::{Pool, Report};
 use crate::record_store::{StoreOp, StoreWriter};
@@ -61,7 +62,9 @@ struct Service {
     reports: mpsc::UnboundedReceiver<Report>,
     writer: StoreWriter,
     writer_task: JoinHandle<()>,
-    subscriber: Subscriber,
+    /// Until the subscription opens; then the intake drains it.
+    subscriber: Option<Subscriber>,
+    intake: Intake,
     state_hashes: BTreeSet<String>,
     reader: Option<StateReader>,
     state_values: mpsc::UnboundedReceiver<(usize, String)>,
@@ -94,7 +97,7 @@ impl Service {
             }
             tokio::select! {
                 () = shutdown.as_mut() => break,
-                bus = self.subscriber.next() => match bus {
+                bus = self.intake.next() => match bus {
                     Bus::Message(message) => self.on_message(&message),
                     Bus::Restored => self.on_restored(),
                 },
@@ -112,6 +115,7 @@ impl Service {
                 },
                 _ = stats.tick() => {
                     self.stats.write_changes(&self.engine, &self.writer);
+                    self.intake.log_overflow();
                     logging::log_held(&self.throttle.roll(Instant::now()));
                 },
             }
@@ -143,7 +147,7 @@ impl Service {
         match Inbound::read(message, &self.state_hashes) {
             Some(Inbound::StateChanged { hash, field }) => {
                 match (self.engine.state_index(&hash, &field), &self.reader) {
-                    (Some(index), Some(reader)) => reader.reread(index, &hash, &field),
+                    (Some(index), Some(reader)) => reader.reread(index),
                     _ => tracing::trace!(channel = hash, field, "change of an unwatched field"),
                 }
             }

@@ -7,6 +7,7 @@ use crate::bundle::{self, LoadedBundle};
 use crate::can::CanSockets;
 use crate::clock::{wall_ms, ServiceClock};
 use crate::connection;
+use crate::intake::{Intake, StateWatch};
 use crate::logging::Throttle;
 use crate::notify;
 use crate::pool::{Performers, Pool, Report};
@@ -37,6 +38,7 @@ pub struct ServiceConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
+    /// `url` is redacted ([`connection::redact_url`]).
     #[error("invalid redis URL `{url}`: {source}")]
     RedisUrl {
         url: String,
@@ -59,13 +61,13 @@ impl Service {
     pub(super) async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
         let client = redis::Client::open(config.redis_url.as_str()).map_err(|source| {
             ServiceError::RedisUrl {
-                url: config.redis_url.clone(),
+                url: connection::redact_url(&config.redis_url),
                 source,
             }
         })?;
         let (payload, bundle_id) = load_bundle(&config)?;
         let mut con = connection::connect_manager(&client).await;
-        tracing::info!(redis = %config.redis_url, "connected to redis");
+        tracing::info!(redis = %connection::redact_url(&config.redis_url), "connected to redis");
         let clock = ServiceClock::start();
         let mut engine = Engine::new(
             Arc::clone(&payload),
@@ -83,7 +85,11 @@ impl Service {
             engine.state_changed(index, value);
         }
         let (writer, writer_task) = StoreWriter::start(con.clone());
-        let (pool, reports) = start_pool(config.pool, &con, &writer);
+        // The actions' own connection: no reply timeout of its own, each
+        // push waits as long as its step's `timeout`
+        // (docs/semantics.md#worker-pool-and-actions).
+        let actions = connection::connect_manager_with(&client, None).await;
+        let (pool, reports) = start_pool(config.pool, &actions, &writer);
         let state_hashes = watched_hashes(&engine, &payload);
         let (state_tx, state_values) = mpsc::unbounded_channel();
         let reader = (!state_hashes.is_empty())
@@ -98,7 +104,8 @@ impl Service {
             reports,
             writer,
             writer_task,
-            subscriber: Subscriber::new(client, subs),
+            subscriber: Some(Subscriber::new(client, subs)),
+            intake: Intake::idle(stats.overflow()),
             state_hashes,
             reader,
             state_values,
@@ -117,11 +124,23 @@ impl Service {
     /// Replays the pending store, before any subscription opens: a replayed
     /// run meets the live triggers' concurrency only afterwards.
     async fn replay(&mut self) -> Result<(), ServiceError> {
-        let records = record_store::read_pending(&mut self.con)
+        let (records, scan) = record_store::read_pending_scan(&mut self.con)
             .await
             .map_err(ServiceError::Replay)?;
-        if !records.is_empty() {
-            tracing::info!(records = records.len(), "replaying pending records");
+        if !records.is_empty() || scan.removed > 0 {
+            tracing::info!(
+                records = records.len(),
+                removed = scan.removed,
+                "replaying pending records"
+            );
+        }
+        if scan.left > 0 {
+            tracing::warn!(
+                left = scan.left,
+                budget_kib = record_store::REPLAY_BUDGET_BYTES / 1024,
+                "more pending records than replay holds at once; the rest stay in \
+                 `extensions:pending` for the next start"
+            );
         }
         let now = self.now();
         self.engine.replay_raw(now, records);
@@ -129,18 +148,36 @@ impl Service {
         Ok(())
     }
 
-    /// Opens the subscription (nothing at all with nothing to watch).
+    /// Opens the subscription (nothing at all with nothing to watch) and
+    /// hands it to the intake.
     async fn subscribe(&mut self) {
-        self.subscriber.open().await;
-        let subs = self.subscriber.subscriptions();
+        let Some(mut subscriber) = self.subscriber.take() else {
+            return;
+        };
+        subscriber.open().await;
+        let subs = subscriber.subscriptions();
         // `subscribed=false` with channels > 0: the first SUBSCRIBE failed
         // and is being retried (logged just before).
         tracing::info!(
             channels = subs.channels.len(),
             patterns = subs.patterns.len(),
-            subscribed = self.subscriber.is_open(),
+            subscribed = subscriber.is_open(),
             "ruled ready"
         );
+        let watch = self.reader.clone().map(|reader| StateWatch {
+            reader,
+            pairs: self
+                .payload
+                .state_pairs
+                .iter()
+                .enumerate()
+                .map(|(index, pair)| ((pair.hash.clone(), pair.field.clone()), index))
+                .collect(),
+            hashes: self.state_hashes.clone(),
+        });
+        if !subs.is_empty() {
+            self.intake.start(subscriber, watch);
+        }
     }
 }
 
