@@ -149,6 +149,13 @@ pub fn redact_url(url: &str) -> String {
                 return format!("{}://***", parsed.scheme());
             }
             // `?pass=` / `?password=` on a unix socket URL.
+            let secret_query = parsed
+                .query_pairs()
+                .any(|(k, _)| matches!(k.as_ref(), "pass" | "password"));
+            if parsed.password().is_none() && !secret_query {
+                // Shown as written, not as the parser normalises it.
+                return url.to_string();
+            }
             let query: Vec<(String, String)> = parsed
                 .query_pairs()
                 .map(|(k, v)| {

@@ -14,6 +14,9 @@ use std::collections::BTreeSet;
 /// service's 48 MB (README.md#what-this-is): 256 x 64 KiB is 16 MiB. Vehicle events are
 /// a few hundred bytes.
 const MAX_EVENT_BYTES: usize = 64 * 1024;
+/// The longest topic handled (docs/service.md#subscriptions); vehicle
+/// topics are a few dozen bytes.
+const MAX_TOPIC_BYTES: usize = 1024;
 
 /// What to subscribe to: exact channels (SUBSCRIBE) and globs (PSUBSCRIBE).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -165,6 +168,10 @@ impl Inbound {
             ));
         }
         match Event::decode(payload) {
+            Ok(event) if event.topic.len() > MAX_TOPIC_BYTES => skipped(format!(
+                "with a topic of {} bytes, over the {MAX_TOPIC_BYTES}-byte limit",
+                event.topic.len()
+            )),
             Ok(event) => {
                 tracing::debug!(channel, topic = %event.topic, "event");
                 Some(Self::Event(event))
