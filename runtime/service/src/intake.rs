@@ -144,7 +144,12 @@ fn log_dropped(queue: &mut Queue, overflow: &AtomicU64) {
 /// events within the bound.
 async fn drain(mut subscriber: Subscriber, state: Option<StateWatch>, shared: Arc<Shared>) {
     loop {
-        let bus = subscriber.next().await;
+        // Unconstrained by tokio's task budget: the Redis client's reader
+        // task moves a whole socket read into its (unbounded) channel per
+        // turn, so this task empties that channel on every turn, or the
+        // channel would grow instead of this bounded queue. It yields as
+        // soon as the channel is empty.
+        let bus = tokio::task::unconstrained(subscriber.next()).await;
         if let (Bus::Message(message), Some(state)) = (&bus, &state) {
             if !message.from_pattern() && state.is_state_channel(message.get_channel_name()) {
                 state.notified(message);

@@ -122,3 +122,122 @@ fn hostile_pending_contents_cannot_stop_a_start() {
         "a field name forged a log line"
     );
 }
+
+fn commandstat(redis: &RedisServer, command: &str) -> u64 {
+    let info: String = redis.query(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Peak resident memory of process `pid` (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Publishes `payload` on `channel` as fast as one pipelined connection
+/// can, for `seconds`; returns how many went out.
+fn flood(redis: &RedisServer, channel: &str, payload: &str, seconds: u64) -> u64 {
+    let mut con = redis.con();
+    let started = std::time::Instant::now();
+    let mut sent = 0;
+    while started.elapsed() < std::time::Duration::from_secs(seconds) {
+        let mut pipe = redis::pipe();
+        for _ in 0..1000 {
+            pipe.cmd("PUBLISH").arg(channel).arg(payload).ignore();
+        }
+        pipe.exec(&mut con).unwrap();
+        sent += 1000;
+    }
+    sent
+}
+
+/// Memory stays bounded whatever arrives (docs/service.md#subscriptions):
+/// a 5 s event flood at the rate this machine publishes, a flood of state
+/// notifications, and a 25 MB publish (refused by Redis under the
+/// documented `proto-max-bulk-len`). Events past the intake bound are
+/// dropped and counted in `overflow`; a later event is still handled.
+#[test]
+fn floods_cannot_grow_memory() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // 200 rules on the flooded topic: each event costs the engine work.
+    let mut rules: Vec<_> = (0..200)
+        .map(|n| {
+            let mut step = bundles::redis_step("flood:out", "x", 60_000);
+            step.durable = false;
+            let mut rule = bundles::rule(&format!("flood-{n}"), &["flood.x"], vec![step]);
+            rule.concurrency = rulecore::bundle::Concurrency::Drop;
+            rule
+        })
+        .collect();
+    rules.push(bundles::rule(
+        "after-flood",
+        &["after.flood"],
+        vec![bundles::redis_step("after:out", "done", 0)],
+    ));
+    let state = vec![rulecore::bundle::StatePair {
+        hash: "vehicle".into(),
+        field: "state".into(),
+    }];
+    let bundle = bundles::write(
+        dir.path(),
+        "rules.bundle",
+        &payload(rules, state, Vec::new()),
+    );
+    let ruled = Ruled::ready(&redis, &bundle, &["--log-level", "info"]);
+    let event = format!(
+        r#"{{"topic":"flood.x","src":"test","data":{{"pad":"{}"}}}}"#,
+        "p".repeat(150)
+    );
+    let sent = flood(&redis, "ev:flood.x", &event, 5);
+    let notified = flood(&redis, "vehicle", "state", 2);
+    let _: () = redis.query(&["CONFIG", "SET", "proto-max-bulk-len", "1mb"]);
+    let big = "x".repeat(25_000_000);
+    let refused: redis::RedisResult<i64> = redis::cmd("PUBLISH")
+        .arg("ev:flood.x")
+        .arg(&big)
+        .query(&mut redis.con());
+    assert!(refused.is_err(), "Redis refuses the 25 MB argument");
+    let _: i64 = redis.query(&["PUBLISH", "ev:after.flood", r#"{"topic":"after.flood"}"#]);
+    let started = std::time::Instant::now();
+    while list(&redis, "after:out") != ["done"] {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the event after the flood was not handled; log:\n{}",
+            ruled.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Notifications of one field coalesce: far fewer reads than PUBLISHes.
+    let reads = commandstat(&redis, "hget");
+    assert!(
+        reads * 10 < notified,
+        "{reads} HGETs for {notified} notifications"
+    );
+    let peak = peak_rss_kib(ruled.pid());
+    eprintln!("sent {sent} events and {notified} notifications; ruled peak RSS {peak} KiB");
+    assert!(
+        peak < 24 * 1024,
+        "peak RSS {peak} KiB; log:\n{}",
+        ruled.log_text()
+    );
+    let overflow = support::poll(|| {
+        let value: Option<String> = redis.query(&["HGET", "extensions", "overflow"]);
+        value.filter(|v| v != "0")
+    });
+    assert!(
+        overflow.is_some(),
+        "no overflow counted; log:\n{}",
+        ruled.log_text()
+    );
+    ruled.wait_log(&["event intake full"]);
+}

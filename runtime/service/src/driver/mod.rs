@@ -30,6 +30,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+/// Events handled before the driver lets the other tasks run.
+const INTAKE_TURN: u32 = 8;
+
 /// Runs the service until `shutdown` resolves, then stops in order.
 pub async fn run(
     config: ServiceConfig,
@@ -87,6 +90,7 @@ impl Service {
         let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
         let sleep = tokio::time::sleep_until(far());
         tokio::pin!(sleep);
+        let mut handled = 0u32;
         loop {
             let deadline = self.engine.next_deadline();
             if let Some(deadline) = deadline {
@@ -97,9 +101,12 @@ impl Service {
             }
             tokio::select! {
                 () = shutdown.as_mut() => break,
-                bus = self.intake.next() => match bus {
-                    Bus::Message(message) => self.on_message(&message),
-                    Bus::Restored => self.on_restored(),
+                bus = self.intake.next() => {
+                    match bus {
+                        Bus::Message(message) => self.on_message(&message),
+                        Bus::Restored => self.on_restored(),
+                    }
+                    handled += 1;
                 },
                 Some(report) = self.reports.recv() => self.on_report(report),
                 Some((index, value)) = self.state_values.recv() => {
@@ -123,6 +130,13 @@ impl Service {
             // at the latest at the next stats tick.
             self.check_clock();
             self.perform_effects();
+            // Every few events, let the subscription's reader run: under a
+            // flood it must keep the socket drained (Redis disconnects a
+            // subscriber that falls behind) and drop at the intake bound.
+            if handled >= INTAKE_TURN {
+                handled = 0;
+                tokio::task::yield_now().await;
+            }
         }
     }
 
