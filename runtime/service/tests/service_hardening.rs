@@ -241,3 +241,78 @@ fn floods_cannot_grow_memory() {
     );
     ruled.wait_log(&["event intake full"]);
 }
+
+/// The password never reaches a log line or an exec child: the URL is
+/// logged redacted, `RULED_*` is not in the child's environment, and the
+/// password can come from the environment or a file instead of the
+/// command line. What a command writes to stderr cannot forge log lines.
+#[test]
+fn credentials_stay_secret_and_stderr_cannot_forge_lines() {
+    let redis = RedisServer::start();
+    let _: String = redis.query(&[
+        "ACL", "SETUSER", "ruled", "on", ">s3cret", "~*", "&*", "+@all",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let env_file = dir.path().join("env.txt");
+    let command = support::script(
+        dir.path(),
+        "leak",
+        &format!(
+            "env > {}\nprintf 'oops\\n<0>forged emergency\\n\\033[2J' >&2\nexit 1",
+            env_file.display()
+        ),
+    );
+    let bundle = bundles::write(
+        dir.path(),
+        "rules.bundle",
+        &bundles::single(bundles::rule(
+            "leak",
+            &["leak.now"],
+            vec![bundles::exec_step(&command, 5_000, 0)],
+        )),
+    );
+    // The password in the URL: redacted wherever the URL is logged.
+    let with_pass = format!("{}?user=ruled&pass=s3cret", redis.url());
+    let mut ruled = Ruled::start_with(&with_pass, &bundle, &[], &[]);
+    ruled.wait_ready();
+    let connected = ruled.wait_log(&["connected to redis"]);
+    assert!(connected.contains("pass=***"), "{connected}");
+    ruled.stop();
+    assert!(!ruled.log_text().contains("s3cret"), "{}", ruled.log_text());
+
+    // From the environment, with `RULED_REDIS_PASSWORD`; and the child
+    // does not inherit it.
+    let user_only = format!("{}?user=ruled", redis.url());
+    let ruled = Ruled::start_with(
+        &user_only,
+        &bundle,
+        &[],
+        &[("RULED_REDIS_PASSWORD", "s3cret")],
+    );
+    ruled.wait_ready();
+    let _: i64 = redis.query(&["PUBLISH", "ev:leak.now", r#"{"topic":"leak.now"}"#]);
+    let failed = ruled.wait_log(&["oops"]);
+    assert!(failed.contains(r"oops\n<0>forged emergency"), "{failed}");
+    assert!(!failed.contains('\u{1b}'), "{failed}");
+    assert!(
+        !ruled.log().iter().any(|line| line.starts_with("<0>")),
+        "stderr forged a line: {}",
+        ruled.log_text()
+    );
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    assert!(!env.contains("RULED_"), "{env}");
+    assert!(!env.contains("s3cret"), "{env}");
+    assert!(!ruled.log_text().contains("s3cret"));
+
+    // From a file: `--redis-password-file`.
+    let secret_file = dir.path().join("redis.pass");
+    std::fs::write(&secret_file, "s3cret\n").unwrap();
+    let ruled = Ruled::start_with(
+        &user_only,
+        &bundle,
+        &["--redis-password-file", secret_file.to_str().unwrap()],
+        &[],
+    );
+    ruled.wait_ready();
+    assert!(!ruled.log_text().contains("s3cret"));
+}

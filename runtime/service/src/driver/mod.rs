@@ -8,7 +8,7 @@
 mod start;
 mod stop;
 
-pub use start::{ServiceConfig, ServiceError};
+pub use start::{Secret, ServiceConfig, ServiceError};
 
 use crate::clock::ServiceClock;
 use crate::effect_log::{self, log_effect};

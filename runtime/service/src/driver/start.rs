@@ -29,11 +29,24 @@ use tokio::sync::mpsc;
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
     pub redis_url: String,
+    /// Overrides the URL's password (from `--redis-password-file` or
+    /// `RULED_REDIS_PASSWORD`, docs/service.md#flags).
+    pub redis_password: Option<Secret>,
     pub bundle: PathBuf,
     pub pool: PoolConfig,
     /// How far past due a replayed record may be; negative means zero.
     pub replay_window_ms: i64,
     pub stats_interval: Duration,
+}
+
+/// A password: never shown, not even in `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -59,12 +72,7 @@ impl Service {
     /// The bundle comes before the connection: a bad bundle or a bad URL
     /// fails at once, not only once Redis answers.
     pub(super) async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
-        let client = redis::Client::open(config.redis_url.as_str()).map_err(|source| {
-            ServiceError::RedisUrl {
-                url: connection::redact_url(&config.redis_url),
-                source,
-            }
-        })?;
+        let client = open_client(&config)?;
         let (payload, bundle_id) = load_bundle(&config)?;
         let mut con = connection::connect_manager(&client).await;
         tracing::info!(redis = %connection::redact_url(&config.redis_url), "connected to redis");
@@ -179,6 +187,26 @@ impl Service {
             self.intake.start(subscriber, watch);
         }
     }
+}
+
+/// The Redis client for `--redis`, with the password given apart from the
+/// URL (if any) replacing the URL's.
+fn open_client(config: &ServiceConfig) -> Result<redis::Client, ServiceError> {
+    use redis::IntoConnectionInfo;
+    let bad_url = |source| ServiceError::RedisUrl {
+        url: connection::redact_url(&config.redis_url),
+        source,
+    };
+    let mut info = config
+        .redis_url
+        .as_str()
+        .into_connection_info()
+        .map_err(bad_url)?;
+    if let Some(Secret(password)) = &config.redis_password {
+        let settings = info.redis_settings().clone().set_password(password);
+        info = info.set_redis_settings(settings);
+    }
+    redis::Client::open(info).map_err(bad_url)
 }
 
 /// Loads and verifies the bundle (a bad one is fatal, naming the check).
