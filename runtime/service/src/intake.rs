@@ -124,6 +124,7 @@ fn cost(bus: &Bus) -> usize {
         Bus::Message(message) => {
             OVERHEAD + message.get_payload_bytes().len() + message.get_channel_name().len()
         }
+        Bus::Oversized { channel, .. } => OVERHEAD + channel.len(),
         Bus::Restored => 0,
     }
 }
@@ -144,11 +145,10 @@ fn log_dropped(queue: &mut Queue, overflow: &AtomicU64) {
 /// events within the bound.
 async fn drain(mut subscriber: Subscriber, state: Option<StateWatch>, shared: Arc<Shared>) {
     loop {
-        // Unconstrained by tokio's task budget: the Redis client's reader
-        // task moves a whole socket read into its (unbounded) channel per
-        // turn, so this task empties that channel on every turn, or the
-        // channel would grow instead of this bounded queue. It yields as
-        // soon as the channel is empty.
+        // Unconstrained by tokio's task budget: this task empties what the
+        // socket has on every turn (dropping past the bound), so the
+        // kernel's buffer and Redis' output buffer for ruled stay small
+        // under a flood. It yields as soon as the socket has nothing.
         let bus = tokio::task::unconstrained(subscriber.next()).await;
         if let (Bus::Message(message), Some(state)) = (&bus, &state) {
             if !message.from_pattern() && state.is_state_channel(message.get_channel_name()) {

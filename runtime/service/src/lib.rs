@@ -12,6 +12,7 @@ pub mod intake;
 pub mod logging;
 pub mod notify;
 pub mod pool;
+pub mod pubsub;
 pub mod record_store;
 pub mod state_shadow;
 pub mod stats;

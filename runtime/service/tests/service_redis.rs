@@ -7,9 +7,10 @@ mod support;
 
 use rulecore::bundle::StatePair;
 use ruled::connection::connect_manager;
+use ruled::pubsub::Delivery;
 use ruled::record_store::{read_pending, StoreOp, StoreWriter};
 use ruled::state_shadow::seed_state;
-use ruled::subscriptions::{next_message, open_pubsub, Subscriptions};
+use ruled::subscriptions::{open_pubsub, Subscriptions};
 use ruled_engine::RecordWrite;
 use std::collections::BTreeSet;
 use support::{runtime, RedisServer};
@@ -124,17 +125,20 @@ fn overlapping_patterns_deliver_each_event_once() {
     let subs = Subscriptions::compute(&patterns, &BTreeSet::new());
     runtime().block_on(async {
         let client = redis::Client::open(redis.url()).unwrap();
-        let (_sink, mut stream) = open_pubsub(&client, &subs).await.unwrap();
+        let mut stream = open_pubsub(&client, &subs).await.unwrap();
         for channel in ["ev:button.seat", "ev:alarm.triggered", "ev:other"] {
             let _: i64 = redis.query(&["PUBLISH", channel, "{}"]);
         }
         let _: i64 = redis.query(&["PUBLISH", "ev:button.x", "last"]);
         let mut got = Vec::new();
         loop {
-            let message = tokio::time::timeout(support::DEADLINE, next_message(&mut stream))
+            let delivery = tokio::time::timeout(support::DEADLINE, stream.next())
                 .await
                 .unwrap()
                 .unwrap();
+            let Delivery::Message(message) = delivery else {
+                panic!("{delivery:?}");
+            };
             got.push(message.get_channel_name().to_string());
             if message.get_payload_bytes() == b"last" {
                 break;
