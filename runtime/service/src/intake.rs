@@ -5,6 +5,9 @@
 //! events, never memory. Change notifications of watched state never queue:
 //! they mark their pair for a re-read ([`StateReader::reread`]), coalesced.
 
+use crate::effect_log::log_skipped_event;
+use crate::logging::Throttle;
+use crate::pubsub::MAX_MESSAGE_BYTES;
 use crate::state_shadow::StateReader;
 use crate::subscriptions::{Bus, Subscriber};
 use std::collections::{HashMap, VecDeque};
@@ -100,10 +103,11 @@ impl Intake {
     }
 
     /// Says how many events were dropped since the last overflow line, if
-    /// any (called at every stats tick, so the last burst is reported too).
+    /// any and that line is old enough (called at every stats tick, so the
+    /// end of a burst is reported too).
     pub fn log_overflow(&self) {
         let mut queue = self.shared.queue();
-        if queue.unlogged > 0 {
+        if queue.unlogged > 0 && due(queue.logged_at) {
             log_dropped(&mut queue, &self.shared.overflow);
         }
     }
@@ -124,9 +128,14 @@ fn cost(bus: &Bus) -> usize {
         Bus::Message(message) => {
             OVERHEAD + message.get_payload_bytes().len() + message.get_channel_name().len()
         }
-        Bus::Oversized { channel, .. } => OVERHEAD + channel.len(),
-        Bus::Restored => 0,
+        Bus::Oversized { .. } | Bus::Restored => 0,
     }
+}
+
+/// Whether an overflow line may go out, the last one having gone out at
+/// `logged_at`.
+fn due(logged_at: Option<Instant>) -> bool {
+    logged_at.is_none_or(|at| at.elapsed() >= LOG_EVERY)
 }
 
 fn log_dropped(queue: &mut Queue, overflow: &AtomicU64) {
@@ -144,12 +153,23 @@ fn log_dropped(queue: &mut Queue, overflow: &AtomicU64) {
 /// The intake task: reads the subscription, marks state pairs, queues
 /// events within the bound.
 async fn drain(mut subscriber: Subscriber, state: Option<StateWatch>, shared: Arc<Shared>) {
+    // Oversized messages are logged here, never queued: the queue may be
+    // full exactly when they matter.
+    let mut throttle = Throttle::new(Instant::now());
     loop {
         // Unconstrained by tokio's task budget: this task empties what the
         // socket has on every turn (dropping past the bound), so the
         // kernel's buffer and Redis' output buffer for ruled stay small
         // under a flood. It yields as soon as the socket has nothing.
         let bus = tokio::task::unconstrained(subscriber.next()).await;
+        if let Bus::Oversized { channel, bytes } = &bus {
+            let why = format!(
+                "of {bytes} bytes, over the {} KiB limit (skipped while read)",
+                MAX_MESSAGE_BYTES / 1024
+            );
+            log_skipped_event(channel, &why, &mut throttle);
+            continue;
+        }
         if let (Bus::Message(message), Some(state)) = (&bus, &state) {
             if !message.from_pattern() && state.is_state_channel(message.get_channel_name()) {
                 state.notified(message);
@@ -163,7 +183,7 @@ async fn drain(mut subscriber: Subscriber, state: Option<StateWatch>, shared: Ar
         if full && matches!(bus, Bus::Message(_)) {
             shared.overflow.fetch_add(1, Ordering::Relaxed);
             queue.unlogged += 1;
-            if queue.logged_at.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
+            if due(queue.logged_at) {
                 log_dropped(&mut queue, &shared.overflow);
             }
             continue;

@@ -16,6 +16,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// The longest header line (`*3`, `$25000000`, `:1`, an error) read.
 const MAX_LINE: u64 = 4096;
+/// Bytes read from the socket at once: a flood is read in few calls.
+const READ_BUFFER: usize = 64 * 1024;
 /// Elements in one reply; pub/sub replies have 3 or 4.
 const MAX_ELEMENTS: i64 = 16;
 
@@ -82,7 +84,7 @@ impl PubSub {
             .await
             .map_err(|_| PubSubError::Timeout)??;
         let mut pubsub = Self {
-            io: BufReader::new(stream),
+            io: BufReader::with_capacity(READ_BUFFER, stream),
         };
         let settings = info.redis_settings();
         if let Some(password) = settings.password() {
@@ -222,7 +224,8 @@ impl PubSub {
             .await?;
         match line.strip_suffix(b"\r\n") {
             Some(body) => Ok(body.to_vec()),
-            None if line.is_empty() => Err(eof()),
+            // Cut short: the connection ended mid-line.
+            None if (line.len() as u64) < MAX_LINE => Err(eof()),
             None => Err(PubSubError::Protocol("a header line too long".into())),
         }
     }

@@ -5,7 +5,7 @@
 use crate::connection::{describe, query, query_pipe, wake_commands};
 use crate::logging;
 use redis::aio::ConnectionManager;
-use ruled_engine::{RecordWrite, PENDING_HASH};
+use ruled_engine::{PendingRecord, RecordWrite, PENDING_HASH};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,9 +23,16 @@ pub const MAX_RECORD_BYTES: usize = 64 * 1024;
 /// The longest field name replay reads; run ids are a rule name and two
 /// numbers.
 const MAX_FIELD_BYTES: usize = 1024;
-/// How many record bytes replay holds at once (the service's budget is
-/// 48 MB, README.md#what-this-is). Records past it stay in the store.
-pub const REPLAY_BUDGET_BYTES: usize = 8 * 1024 * 1024;
+/// How many bytes of records replay holds at once, counting
+/// [`RECORD_OVERHEAD`] for each (the service's budget is 48 MB,
+/// README.md#what-this-is). Records past it stay in the store.
+pub const REPLAY_BUDGET_BYTES: usize = 6 * 1024 * 1024;
+/// What one record held costs beside its name and value (allocations,
+/// the vector's entry), so many tiny records cannot slip under the budget.
+const RECORD_OVERHEAD: usize = 96;
+/// Removals logged one by one at `warn`; the rest at `debug` (the count
+/// is in the `replaying pending records` line).
+const REMOVALS_LOGGED: usize = 10;
 /// Fields looked at per scan round, and bytes fetched per `HMGET`.
 const SCAN_COUNT: usize = 256;
 const FETCH_BYTES: usize = 1024 * 1024;
@@ -70,9 +77,9 @@ pub struct PendingScan {
 /// incrementally (`HSCAN`, run in a script that sends lengths before any
 /// value), binary-safe, in bounded memory. A field whose name is not UTF-8
 /// or over 1 KiB, or whose value is over [`MAX_RECORD_BYTES`], is removed
-/// with a log line; records past [`REPLAY_BUDGET_BYTES`] stay in the store
-/// for a later start. A value that does not decode is the engine's to
-/// remove. An error reply (the key holds another type, the user may not
+/// with a log line, and so is a value that is not a record of its run;
+/// records past [`REPLAY_BUDGET_BYTES`] stay in the store for a later
+/// start. An error reply (the key holds another type, the user may not
 /// run scripts) is logged and ends the read with what was read: only a
 /// lost connection is an error.
 pub async fn read_pending(
@@ -177,11 +184,11 @@ impl PendingReader {
         let mut batch_bytes = 0;
         for field in fields {
             if field.removed {
-                self.scan.removed += 1;
-                tracing::warn!(
-                    record = %logging::escape_controls(&field.name),
-                    name_bytes = field.name_len,
-                    value_bytes = field.value_len,
+                let record = logging::escape_controls(&field.name);
+                let (name_bytes, value_bytes) = (field.name_len, field.value_len);
+                log_removal!(
+                    self.removal(),
+                    record = %record, name_bytes, value_bytes,
                     "removed pending record: over the size bound ({MAX_FIELD_BYTES}-byte name, \
                      {} KiB value); not replayed",
                     MAX_RECORD_BYTES / 1024
@@ -196,11 +203,12 @@ impl PendingReader {
                 }
             };
             let len = usize::try_from(field.value_len).unwrap_or(0);
-            if self.bytes + len > REPLAY_BUDGET_BYTES {
+            let cost = len + name.len() + RECORD_OVERHEAD;
+            if self.bytes + cost > REPLAY_BUDGET_BYTES {
                 self.scan.left += 1;
                 continue;
             }
-            self.bytes += len;
+            self.bytes += cost;
             if batch_bytes + len > FETCH_BYTES {
                 self.fetch(con, std::mem::take(&mut batch)).await?;
                 batch_bytes = 0;
@@ -211,30 +219,31 @@ impl PendingReader {
         self.fetch(con, batch).await
     }
 
+    /// Counts a removal; whether to log it at `warn` (the first few).
+    fn removal(&mut self) -> bool {
+        self.scan.removed += 1;
+        self.scan.removed <= REMOVALS_LOGGED
+    }
+
     /// Removes a field whose name is not UTF-8: no run id is.
     async fn remove_binary(
         &mut self,
         con: &mut ConnectionManager,
         name: &[u8],
     ) -> redis::RedisResult<()> {
-        self.scan.removed += 1;
-        tracing::warn!(
-            record = %logging::escape_controls(name),
+        let record = logging::escape_controls(name);
+        log_removal!(
+            self.removal(),
+            record = %record,
             "removed pending record: its field name is not UTF-8, so no run of ruled wrote it"
         );
-        let removed: redis::RedisResult<i64> =
-            query(con, redis::cmd("HDEL").arg(PENDING_HASH).arg(name)).await;
-        match removed {
-            Err(e) if crate::connection::is_transport(&e) => Err(e),
-            Err(e) => {
-                tracing::warn!(error = %describe(&e), "the removal failed");
-                Ok(())
-            }
-            Ok(_) => Ok(()),
-        }
+        remove(con, &[name]).await
     }
 
-    /// `HMGET` of `names`; a field removed meanwhile is skipped.
+    /// `HMGET` of `names`; a field removed meanwhile is skipped, and a
+    /// value that is not a record of its own run is removed here, with its
+    /// reason (docs/service.md#pending-records-hash-extensionspending), so
+    /// any amount of junk is cleared in one start.
     async fn fetch(
         &mut self,
         con: &mut ConnectionManager,
@@ -246,12 +255,53 @@ impl PendingReader {
         let mut command = redis::cmd("HMGET");
         command.arg(PENDING_HASH).arg(&names);
         let values: Vec<Option<Vec<u8>>> = query(con, &command).await?;
+        let mut junk: Vec<String> = Vec::new();
         for (name, value) in names.into_iter().zip(values) {
-            if let Some(value) = value {
-                self.records.push((name, value));
+            let Some(value) = value else { continue };
+            match PendingRecord::decode_field(&name, &value) {
+                Ok(_) => self.records.push((name, value)),
+                Err(error) => {
+                    log_removal!(
+                        self.removal(),
+                        run = %name, reason = error.code(),
+                        "removing pending record {name:?}: {error}"
+                    );
+                    junk.push(name);
+                }
             }
         }
-        Ok(())
+        let junk: Vec<&[u8]> = junk.iter().map(|name| name.as_bytes()).collect();
+        remove(con, &junk).await
+    }
+}
+
+/// Logs a removal at `warn` when `$loud`, else at `debug`.
+macro_rules! log_removal {
+    ($loud:expr, $($rest:tt)+) => {
+        if $loud {
+            tracing::warn!($($rest)+);
+        } else {
+            tracing::debug!($($rest)+);
+        }
+    };
+}
+use log_removal;
+
+/// `HDEL` of `names` from the pending store (nothing for none). Only a
+/// lost connection is an error; an error reply is logged.
+async fn remove(con: &mut ConnectionManager, names: &[&[u8]]) -> redis::RedisResult<()> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    let removed: redis::RedisResult<i64> =
+        query(con, redis::cmd("HDEL").arg(PENDING_HASH).arg(names)).await;
+    match removed {
+        Err(e) if crate::connection::is_transport(&e) => Err(e),
+        Err(e) => {
+            tracing::warn!(error = %describe(&e), "removing pending records failed");
+            Ok(())
+        }
+        Ok(_) => Ok(()),
     }
 }
 

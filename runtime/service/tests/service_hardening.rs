@@ -198,8 +198,6 @@ fn floods_cannot_grow_memory() {
         r#"{{"topic":"flood.x","src":"test","data":{{"pad":"{}"}}}}"#,
         "p".repeat(150)
     );
-    let sent = flood(&redis, "ev:flood.x", &event, 5);
-    let notified = flood(&redis, "vehicle", "state", 2);
     // Skipped while ruled reads it, never held whole.
     let big = "x".repeat(25_000_000);
     let _: i64 = redis::cmd("PUBLISH")
@@ -209,6 +207,8 @@ fn floods_cannot_grow_memory() {
         .unwrap();
     drop(big);
     ruled.wait_log(&["25000000 bytes", "skipped while read"]);
+    let sent = flood(&redis, "ev:flood.x", &event, 5);
+    let notified = flood(&redis, "vehicle", "state", 2);
     let _: i64 = redis.query(&["PUBLISH", "ev:after.flood", r#"{"topic":"after.flood"}"#]);
     let started = std::time::Instant::now();
     while list(&redis, "after:out") != ["done"] {

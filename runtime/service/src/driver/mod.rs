@@ -104,13 +104,8 @@ impl Service {
                 bus = self.intake.next() => {
                     match bus {
                         Bus::Message(message) => self.on_message(&message),
-                        Bus::Oversized { channel, bytes } => {
-                            let why = format!(
-                                "of {bytes} bytes, over the {} KiB limit (skipped while read)",
-                                crate::pubsub::MAX_MESSAGE_BYTES / 1024
-                            );
-                            effect_log::log_skipped_event(&channel, &why, &mut self.throttle);
-                        }
+                        // The intake logs these and never queues them.
+                        Bus::Oversized { .. } => {}
                         Bus::Restored => self.on_restored(),
                     }
                     handled += 1;
