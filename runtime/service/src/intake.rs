@@ -18,10 +18,14 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// Events that may wait for the engine, and their bytes (payload and
-/// channel name, plus [`OVERHEAD`] each).
+/// channel name, plus 128 bytes each).
 pub const MAX_QUEUED: usize = 4096;
 pub const MAX_QUEUED_BYTES: usize = 2 * 1024 * 1024;
 const OVERHEAD: usize = 128;
+/// Messages read before the intake lets the other tasks run: under a
+/// flood it reads many times what the driver handles per turn (so the
+/// excess is dropped here), without starving timers and actions.
+const READ_TURN: u32 = 256;
 /// At most one overflow line per this long.
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -156,11 +160,17 @@ async fn drain(mut subscriber: Subscriber, state: Option<StateWatch>, shared: Ar
     // Oversized messages are logged here, never queued: the queue may be
     // full exactly when they matter.
     let mut throttle = Throttle::new(Instant::now());
+    let mut read = 0;
     loop {
-        // Unconstrained by tokio's task budget: this task empties what the
-        // socket has on every turn (dropping past the bound), so the
-        // kernel's buffer and Redis' output buffer for ruled stay small
-        // under a flood. It yields as soon as the socket has nothing.
+        read += 1;
+        if read >= READ_TURN {
+            read = 0;
+            tokio::task::yield_now().await;
+        }
+        // Unconstrained by tokio's task budget (it yields every
+        // `READ_TURN` messages instead): the socket is read far faster than
+        // events are handled, so under a flood the excess is dropped here
+        // and Redis' output buffer for ruled stays small.
         let bus = tokio::task::unconstrained(subscriber.next()).await;
         if let Bus::Oversized { channel, bytes } = &bus {
             let why = format!(

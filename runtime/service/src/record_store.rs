@@ -23,8 +23,8 @@ pub const MAX_RECORD_BYTES: usize = 64 * 1024;
 /// The longest field name replay reads; run ids are a rule name and two
 /// numbers.
 const MAX_FIELD_BYTES: usize = 1024;
-/// How many bytes of records replay holds at once, counting
-/// [`RECORD_OVERHEAD`] for each (the service's budget is 48 MB,
+/// How many bytes of records replay holds at once, counting some 100
+/// bytes of bookkeeping for each (the service's budget is 48 MB,
 /// README.md#what-this-is). Records past it stay in the store.
 pub const REPLAY_BUDGET_BYTES: usize = 6 * 1024 * 1024;
 /// What one record held costs beside its name and value (allocations,
