@@ -8,7 +8,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use support::bundles::{self, hazards, payload};
-use support::{wait_for, RedisServer, Ruled};
+use support::{commandstat, wait_for, RedisServer, Ruled};
 
 fn list(redis: &RedisServer, key: &str) -> Vec<String> {
     let mut items: Vec<String> = redis.query(&["LRANGE", key, "0", "-1"]);
@@ -121,16 +121,6 @@ fn hostile_pending_contents_cannot_stop_a_start() {
         !ruled.log().iter().any(|l| l.starts_with("WARN forged")),
         "a field name forged a log line"
     );
-}
-
-fn commandstat(redis: &RedisServer, command: &str) -> u64 {
-    let info: String = redis.query(&["INFO", "commandstats"]);
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Peak resident memory of process `pid` (`VmHWM`), in KiB.

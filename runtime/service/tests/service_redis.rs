@@ -13,7 +13,7 @@ use ruled::state_shadow::seed_state;
 use ruled::subscriptions::{open_pubsub, Subscriptions};
 use ruled_engine::RecordWrite;
 use std::collections::BTreeSet;
-use support::{runtime, RedisServer};
+use support::{commandstat, runtime, RedisServer};
 
 async fn manager(redis: &RedisServer) -> redis::aio::ConnectionManager {
     let client = redis::Client::open(redis.url()).unwrap();
@@ -82,7 +82,9 @@ fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
     let redis = RedisServer::start();
     let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked", "kickstand", "down"]);
     let _: i64 = redis.query(&["HSET", "battery:0", "charge", "80"]);
+    let record = r#"{"id":"a#1-2","rule":"a","source":"a.toml","step":1,"iter":0,"fire-at":1,"fingerprint":"00000000000000000000000000000000","event":{"topic":"t"}}"#;
     let _: i64 = redis.query(&["HSET", "extensions:pending", "a#1-1", "{\"x\":1}"]);
+    let _: i64 = redis.query(&["HSET", "extensions:pending", "a#1-2", record]);
     let pair = |hash: &str, field: &str| StatePair {
         hash: hash.into(),
         field: field.into(),
@@ -110,7 +112,13 @@ fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
             (3, "parked".to_string())
         ]
     );
-    assert_eq!(pending, vec![("a#1-1".to_string(), b"{\"x\":1}".to_vec())]);
+    // A value that is not a record is removed while reading.
+    assert_eq!(
+        pending,
+        vec![("a#1-2".to_string(), record.as_bytes().to_vec())]
+    );
+    let left: Vec<String> = redis.query(&["HKEYS", "extensions:pending"]);
+    assert_eq!(left, ["a#1-2"]);
 }
 
 /// Each published event reaches a subscriber once, even where a glob and
@@ -235,14 +243,4 @@ fn a_refused_rewrite_keeps_the_removal() {
     let mut left: Vec<String> = redis.query(&["HKEYS", "extensions:pending"]);
     left.sort();
     assert_eq!(left, ["a#1-2", "a#1-3", "a#1-4"]);
-}
-
-fn commandstat(redis: &RedisServer, command: &str) -> u64 {
-    let info: String = redis.query(&["INFO", "commandstats"]);
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }

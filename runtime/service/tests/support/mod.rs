@@ -319,6 +319,17 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
+/// How many times Redis ran `command` (`INFO commandstats`).
+pub fn commandstat(redis: &RedisServer, command: &str) -> u64 {
+    let info: String = redis.query(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Writes an executable `#!/bin/sh` script `dir/name`; returns its path.
 pub fn script(dir: &Path, name: &str, body: &str) -> String {
     use std::os::unix::fs::PermissionsExt;
