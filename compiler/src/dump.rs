@@ -298,7 +298,7 @@ fn call_text(builtin: Builtin, args: Vec<Part>) -> String {
 
 fn action_text(action: &Action) -> String {
     match action {
-        Action::Redis { list, push } => format!("redis LPUSH {list:?} {push:?}"),
+        Action::Redis { list, push, .. } => format!("redis LPUSH {list:?} {push:?}"),
         Action::Exec { command, .. } => format!("exec {command:?}"),
         Action::Can(frame) => {
             let mut text = format!("can {} id {:#x}", frame.iface, frame.id);
@@ -343,7 +343,7 @@ fn write_step(out: &mut impl Write, index: usize, step: &Step, payload: &Payload
         "    durable      {}",
         if step.durable { "yes" } else { "no" }
     )?;
-    if let Action::Exec { timeout_ns, .. } = step.action {
+    if let Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } = step.action {
         writeln!(out, "    timeout      {}", duration(timeout_ns))?;
     }
     writeln!(out, "    fingerprint  {}", step.fingerprint)?;
@@ -459,7 +459,11 @@ fn write_header(out: &mut impl Write, bundle: &Bundle) -> fmt::Result {
 
 fn action_json(action: &Action) -> Json {
     match action {
-        Action::Redis { list, push } => json!({"kind": "redis", "list": list, "push": push}),
+        Action::Redis {
+            list,
+            push,
+            timeout_ns,
+        } => json!({"kind": "redis", "list": list, "push": push, "timeout_ns": timeout_ns}),
         Action::Exec {
             command,
             timeout_ns,

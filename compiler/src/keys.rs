@@ -190,9 +190,9 @@ pub struct Key {
     /// steps of that kind.
     pub required: bool,
     pub default: Option<DefaultValue>,
-    /// For a step key: the only action kind it applies to; `None` for every
-    /// kind (and for keys of other levels).
-    pub action: Option<ActionKind>,
+    /// For a step key: the only action kinds it applies to; empty for
+    /// every kind (and for keys of other levels).
+    pub actions: &'static [ActionKind],
     /// What the key does, one or two sentences (the schema's description).
     pub doc: &'static str,
     /// The key as an author writes it, for the reference (docs/rules.md).
@@ -206,7 +206,7 @@ const fn key(name: &'static str, level: Level, ty: Ty, doc: &'static str) -> Key
         ty,
         required: false,
         default: None,
-        action: None,
+        actions: &[],
         doc,
         example: "",
     }
@@ -223,8 +223,8 @@ impl Key {
         self
     }
 
-    const fn only(mut self, kind: ActionKind) -> Key {
-        self.action = Some(kind);
+    const fn only(mut self, kinds: &'static [ActionKind]) -> Key {
+        self.actions = kinds;
         self
     }
 
@@ -385,7 +385,7 @@ pub const KEYS: &[Key] = &[
         "redis: the list to LPUSH to, e.g. `scooter:blinker`.",
     )
     .required()
-    .only(ActionKind::Redis)
+    .only(&[ActionKind::Redis])
     .example(r#"list = "scooter:blinker""#),
     key(
         "push",
@@ -394,7 +394,7 @@ pub const KEYS: &[Key] = &[
         "redis: the value to LPUSH, e.g. `both`.",
     )
     .required()
-    .only(ActionKind::Redis)
+    .only(&[ActionKind::Redis])
     .example(r#"push = "both""#),
     key(
         "command",
@@ -403,16 +403,16 @@ pub const KEYS: &[Key] = &[
         "exec: an executable name or path; no arguments, no shell.",
     )
     .required()
-    .only(ActionKind::Exec)
+    .only(&[ActionKind::Exec])
     .example(r#"command = "/usr/local/bin/log-charge-event""#),
     key(
         "timeout",
         Level::Step,
         Ty::Duration(Sign::Positive),
-        "exec: kill the command after this long. Default 10s; must be positive.",
+        "exec: kill the command after this long; redis: wait this long for the reply. Default 10s; must be positive.",
     )
     .default(DefaultValue::Str("10s"))
-    .only(ActionKind::Exec)
+    .only(&[ActionKind::Exec, ActionKind::Redis])
     .example(r#"timeout = "5s""#),
     // docs/rules.md#the-can-action
     key(
@@ -422,7 +422,7 @@ pub const KEYS: &[Key] = &[
         "can: the SocketCAN interface, e.g. `can0`: 1 to 15 bytes, no white space, `/` or NUL.",
     )
     .required()
-    .only(ActionKind::Can)
+    .only(&[ActionKind::Can])
     .example(r#"iface = "can0""#),
     key(
         "id",
@@ -431,7 +431,7 @@ pub const KEYS: &[Key] = &[
         "can: the frame id in hex (`\"0x123\"`), at most 0x1FFFFFFF; above 0x7FF the frame is extended.",
     )
     .required()
-    .only(ActionKind::Can)
+    .only(&[ActionKind::Can])
     .example(r#"id = "0x3A1""#),
     key(
         "data",
@@ -439,11 +439,11 @@ pub const KEYS: &[Key] = &[
         Ty::CanData,
         "can: hex bytes, contiguous (`\"DEADBEEF\"`) or space-separated (`\"DE AD BE EF\"`), at most 8. Not with `rtr`.",
     )
-    .only(ActionKind::Can)
+    .only(&[ActionKind::Can])
     .example(r#"data = "01 FF 00 00""#),
     key("rtr", Level::Step, Ty::Bool, "can: send a remote frame (no data). Default false.")
     .default(DefaultValue::Bool(false))
-    .only(ActionKind::Can)
+    .only(&[ActionKind::Can])
     .example("rtr = true"),
     key(
         "dlc",
@@ -451,7 +451,7 @@ pub const KEYS: &[Key] = &[
         Ty::Integer { min: 0, max: 8 },
         "can: the length a remote frame requests; only with `rtr = true`.",
     )
-    .only(ActionKind::Can)
+    .only(&[ActionKind::Can])
     .example("dlc = 8"),
     // docs/rules.md#the-topic-catalogue
     key(
@@ -539,9 +539,16 @@ pub fn default_cell(key: &Key) -> String {
 }
 
 fn applies_to(key: &Key) -> String {
-    match (key.level, key.action) {
-        (_, Some(kind)) => format!("`{}` steps", kind.as_str()),
-        (Level::Step, None) => "every step".to_string(),
+    match (key.level, key.actions) {
+        (_, [_, ..]) => {
+            let kinds: Vec<String> = key
+                .actions
+                .iter()
+                .map(|kind| format!("`{}`", kind.as_str()))
+                .collect();
+            format!("{} steps", kinds.join(" and "))
+        }
+        (Level::Step, []) => "every step".to_string(),
         _ => String::new(),
     }
 }
@@ -565,7 +572,7 @@ mod tests {
     fn only_step_keys_belong_to_an_action() {
         for key in KEYS {
             assert!(
-                key.action.is_none() || key.level == Level::Step,
+                key.actions.is_empty() || key.level == Level::Step,
                 "{}",
                 key.name
             );
@@ -602,7 +609,9 @@ mod tests {
             );
         }
         assert!(
-            text.contains("| `timeout` | duration, positive | `\"10s\"` | `exec` steps |"),
+            text.contains(
+                "| `timeout` | duration, positive | `\"10s\"` | `exec` and `redis` steps |"
+            ),
             "{text}"
         );
         assert!(

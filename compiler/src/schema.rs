@@ -59,7 +59,7 @@ fn object(level: Level) -> Value {
         .map(|key| (key.name.to_string(), property(key)))
         .collect();
     let required: Vec<&str> = keys::keys(level)
-        .filter(|key| key.required && key.action.is_none())
+        .filter(|key| key.required && key.actions.is_empty())
         .map(|key| key.name)
         .collect();
     let mut object = json!({
@@ -191,7 +191,7 @@ fn step_constraints() -> Value {
         .into_iter()
         .map(|kind| {
             let required: Vec<&str> = keys::keys(Level::Step)
-                .filter(|key| key.required && key.action == Some(kind))
+                .filter(|key| key.required && key.actions.contains(&kind))
                 .map(|key| key.name)
                 .collect();
             json!({

@@ -56,7 +56,8 @@ fn the_alarm_rule_as_build_sees_it() {
         hazards.steps[0].action,
         Action::Redis {
             list: "scooter:blinker".into(),
-            push: "both".into()
+            push: "both".into(),
+            timeout_ns: 10_000_000_000
         }
     );
     assert_eq!(
@@ -67,7 +68,8 @@ fn the_alarm_rule_as_build_sees_it() {
         hazards.steps[1].action,
         Action::Redis {
             list: "scooter:blinker".into(),
-            push: "off".into()
+            push: "off".into(),
+            timeout_ns: 10_000_000_000
         }
     );
     // `durable` defaults to true once `after` > 0.

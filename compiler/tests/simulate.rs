@@ -247,6 +247,7 @@ fn every_timeline_json_has_only_design_8_fields() {
         "too-late",
         "too-early",
         "concurrency",
+        "never-written",
     ];
     for (input, name, extra) in runs {
         let lines = json_lines(input, name, &extra);

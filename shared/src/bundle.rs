@@ -9,7 +9,8 @@ use crate::topic::TopicPattern;
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: [u8; 8] = *b"SCRULES\0";
-/// 2: rules carry `hold_ns` (`for`, docs/semantics.md#hold).
+/// 2: rules carry `hold_ns` (`for`, docs/semantics.md#hold), and a
+/// `redis` action its reply `timeout_ns`.
 pub const FORMAT_VERSION: u16 = 2;
 
 /// Everything a bundle carries.
@@ -174,8 +175,13 @@ impl std::fmt::Display for Fingerprint {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Action {
-    /// `LPUSH list push`
-    Redis { list: String, push: String },
+    /// `LPUSH list push`, waiting at most `timeout_ns` for Redis' reply
+    /// (docs/semantics.md#worker-pool-and-actions).
+    Redis {
+        list: String,
+        push: String,
+        timeout_ns: u64,
+    },
     /// Run `command` (no arguments, no shell); killed with its process group
     /// after `timeout_ns`.
     Exec { command: String, timeout_ns: u64 },
@@ -207,6 +213,7 @@ mod tests {
         Action::Redis {
             list: "scooter:blinker".into(),
             push: push.into(),
+            timeout_ns: 10_000_000_000,
         }
     }
 

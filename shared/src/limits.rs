@@ -71,12 +71,13 @@ pub fn check_rule(rule: &Rule) -> Result<(), LimitError> {
         ("`cooldown`", rule.cooldown_ns),
         ("`debounce`", rule.debounce_ns),
         ("`repeat.every`", rule.repeat.every_ns),
+        ("`for`", rule.hold_ns),
     ];
     let steps = rule.steps.iter().enumerate();
     let step_durations = steps.clone().flat_map(|(index, step)| {
         let timeout = match step.action {
-            Action::Exec { timeout_ns, .. } => Some(timeout_ns),
-            _ => None,
+            Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } => Some(timeout_ns),
+            Action::Can(_) => None,
         };
         [
             Some((format!("step {index} `after`"), step.after_ns)),
@@ -110,9 +111,10 @@ pub fn check_rule(rule: &Rule) -> Result<(), LimitError> {
 fn action_problem(action: &Action) -> Option<&'static str> {
     let bad_char = |c: char| c.is_whitespace() || c == '\0';
     match action {
-        Action::Redis { list, push } if list.is_empty() || push.is_empty() => {
+        Action::Redis { list, push, .. } if list.is_empty() || push.is_empty() => {
             Some("an empty redis `list` or `push`")
         }
+        Action::Redis { timeout_ns: 0, .. } => Some("a redis `timeout` of zero"),
         Action::Exec { command, .. } if command.is_empty() || command.contains(bad_char) => {
             Some("an exec `command` that is empty or has white space or NUL")
         }
@@ -143,6 +145,7 @@ mod tests {
             Action::Redis {
                 list: "scooter:horn".into(),
                 push: "on".into(),
+                timeout_ns: 10_000_000_000,
             },
             0,
         );

@@ -31,6 +31,7 @@ fn sample() -> Payload {
         Action::Redis {
             list: "scooter:horn".into(),
             push: "on".into(),
+            timeout_ns: 10_000_000_000,
         },
         0,
     )];

@@ -242,6 +242,11 @@ const FUZZ_TARGETS: &[FuzzTarget] = &[
         test: Some("engine"),
         names: &["random_input_never_leaks_runs_timers_or_records"],
     },
+    FuzzTarget {
+        package: "ruled",
+        test: Some("pending_fuzz"),
+        names: &["random_pending_contents_never_stop_a_replay"],
+    },
 ];
 
 impl FuzzTarget {

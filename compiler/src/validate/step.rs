@@ -226,8 +226,9 @@ impl<'i> RuleChecker<'_, 'i> {
     /// no effect. The key table says which kind a key belongs to.
     pub(super) fn other_kind_keys(&mut self, step: &Table<'i>, kind: &str) {
         let others = keys::keys(Level::Step)
-            .filter_map(|key| Some((key.name, key.action?.as_str())))
-            .filter(|(_, other_kind)| *other_kind != kind);
+            .filter(|key| !key.actions.is_empty())
+            .filter(|key| !key.actions.iter().any(|other| other.as_str() == kind))
+            .map(|key| (key.name, key.actions[0].as_str()));
         for (key, other_kind) in others {
             if let Some(e) = entry(step, key) {
                 self.push(
@@ -301,9 +302,11 @@ impl<'i> RuleChecker<'_, 'i> {
                 );
             }
         }
+        let timeout_ns = self.action_timeout(step, "how long to wait for Redis' reply");
         Some(Action::Redis {
             list: list?.0,
             push: push?.0,
+            timeout_ns: timeout_ns?,
         })
     }
 
@@ -345,19 +348,24 @@ impl<'i> RuleChecker<'_, 'i> {
             }
             true
         });
-        let timeout_ns = self
-            .bounded_duration(
-                step,
-                "timeout",
-                true,
-                "write how long the command may run, e.g. `timeout = \"5s\"` (the default is 10s)",
-            )
-            .ok()
-            .map(|timeout| timeout.unwrap_or(DEFAULT_EXEC_TIMEOUT_NS));
+        let timeout_ns = self.action_timeout(step, "how long the command may run");
         Some(Action::Exec {
             command: command?.0,
             timeout_ns: timeout_ns?,
         })
+    }
+
+    /// The step's `timeout` (docs/rules.md#step-keys), 10s when absent;
+    /// `what` completes the help "write ...".
+    fn action_timeout(&mut self, step: &Table<'i>, what: &str) -> Option<u64> {
+        self.bounded_duration(
+            step,
+            "timeout",
+            true,
+            &format!("write {what}, e.g. `timeout = \"5s\"` (the default is 10s)"),
+        )
+        .ok()
+        .map(|timeout| timeout.unwrap_or(DEFAULT_EXEC_TIMEOUT_NS))
     }
 }
 

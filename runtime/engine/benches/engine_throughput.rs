@@ -26,6 +26,7 @@ fn rules(count: usize) -> Vec<Rule> {
             let both = Action::Redis {
                 list: "scooter:blinker".into(),
                 push: "both".into(),
+                timeout_ns: 10_000_000_000,
             };
             let mut rule = Rule::new(
                 format!("rule-{i}"),

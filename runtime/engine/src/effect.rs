@@ -124,6 +124,9 @@ pub enum ReplayDropReason {
     /// Another record of the same rule won under its concurrency policy
     /// (`restart` keeps the later record, `drop`/`queue` the first).
     Concurrency,
+    /// No run writes such a record: its step has no `after` or is not
+    /// durable, or its pass is beyond the rule's repeat count.
+    NeverWritten,
 }
 
 impl ReplayDropReason {
@@ -135,6 +138,7 @@ impl ReplayDropReason {
             Self::TooLate => "too-late",
             Self::TooEarly => "too-early",
             Self::Concurrency => "concurrency",
+            Self::NeverWritten => "never-written",
         }
     }
 
@@ -149,6 +153,9 @@ impl ReplayDropReason {
                 "it is dated further ahead than its step's `after` allows (the clock went backwards)"
             }
             Self::Concurrency => "another record of the rule was kept under its concurrency policy",
+            Self::NeverWritten => {
+                "ruled never writes such a record (its step has no `after` or is not durable, or its pass is past the rule's repeat count)"
+            }
         }
     }
 }

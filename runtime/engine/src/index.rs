@@ -11,6 +11,8 @@ pub(crate) struct TopicIndex {
     exact: HashMap<Box<str>, Vec<u32>>,
     /// Keyed by the prefix with its trailing dot (`button.`).
     prefix: HashMap<Box<str>, Vec<u32>>,
+    /// The longest key of `prefix`: no longer part of a topic can match.
+    longest_prefix: usize,
     any: Vec<u32>,
 }
 
@@ -18,7 +20,10 @@ impl TopicIndex {
     pub fn insert(&mut self, pattern: &TopicPattern, rule: u32) {
         let list = match pattern {
             TopicPattern::Any => &mut self.any,
-            TopicPattern::Prefix(prefix) => self.prefix.entry(prefix.as_str().into()).or_default(),
+            TopicPattern::Prefix(prefix) => {
+                self.longest_prefix = self.longest_prefix.max(prefix.len());
+                self.prefix.entry(prefix.as_str().into()).or_default()
+            }
             TopicPattern::Exact(topic) => self.exact.entry(topic.as_str().into()).or_default(),
         };
         // A rule listing two patterns that both match must still be found once.
@@ -36,9 +41,12 @@ impl TopicIndex {
             out.extend_from_slice(list);
         }
         if !self.prefix.is_empty() {
-            // Every prefix of the topic that ends in a dot is a candidate key:
-            // the cost is the number of dots, not the number of rules.
-            for (at, _) in topic.match_indices('.') {
+            // Every prefix of the topic that ends in a dot is a candidate key,
+            // up to the longest indexed prefix: the cost is bounded by the
+            // bundle, not by the topic (a 64 KiB topic of dots would
+            // otherwise hash 64 KiB prefixes 64 Ki times), nor by the rules.
+            let dots = topic.match_indices('.');
+            for (at, _) in dots.take_while(|(at, _)| *at < self.longest_prefix) {
                 if let Some(list) = self.prefix.get(&topic[..=at]) {
                     out.extend_from_slice(list);
                 }
@@ -77,5 +85,8 @@ mod tests {
         assert_eq!(out, [5]);
         index.lookup("a*", &mut out);
         assert_eq!(out, [2, 5]);
+        let dots = ".".repeat(64 * 1024);
+        index.lookup(&format!("button.{dots}"), &mut out);
+        assert_eq!(out, [3, 5]);
     }
 }

@@ -647,6 +647,13 @@ impl Engine {
         if **fingerprint != *record.fingerprint {
             return Some(ReplayDropReason::Fingerprint);
         }
+        // Only a durable wait writes a record, on a pass the rule makes.
+        if step.after_ns == 0
+            || !step.durable
+            || record.iter >= self.payload.rules[rule].repeat.count
+        {
+            return Some(ReplayDropReason::NeverWritten);
+        }
         if wall_ms.saturating_sub(record.fire_at) > window {
             return Some(ReplayDropReason::TooLate);
         }

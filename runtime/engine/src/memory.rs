@@ -39,7 +39,7 @@ fn pattern(pattern: &TopicPattern) -> usize {
 
 fn action(action: &Action) -> usize {
     match action {
-        Action::Redis { list, push } => list.len() + push.len(),
+        Action::Redis { list, push, .. } => list.len() + push.len(),
         Action::Exec { command, .. } => command.len(),
         Action::Can(frame) => frame.iface.len() + frame.data.len(),
     }

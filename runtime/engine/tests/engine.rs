@@ -32,6 +32,7 @@ fn blinker(value: &str) -> Action {
     Action::Redis {
         list: "scooter:blinker".into(),
         push: value.into(),
+        timeout_ns: 10_000_000_000,
     }
 }
 
@@ -1177,6 +1178,37 @@ fn a_negative_replay_window_means_zero() {
     assert_eq!(out[2], "0 replay-resume hazards#x-2 s1 p0");
 }
 
+/// Records no run writes (forged or edited by hand) are removed, not run:
+/// a step without `after`, a step with `durable = false`, a pass past the
+/// repeat count.
+#[test]
+fn records_ruled_never_writes_are_dropped() {
+    let mut quick = Step::new(blinker("off"), 300_000_000);
+    quick.durable = false;
+    quick.fingerprint = rulecore::fingerprint::fingerprint_of(&quick, &[], &[]);
+    let quick_fp = quick.fingerprint;
+    let mut h = H::new(vec![hazards(), rule("quick", &["x"], vec![quick])]);
+    replay(
+        &mut h,
+        vec![
+            record("hazards#x-1", "hazards", 0, 0, 0, fingerprint("both", 0)),
+            record("quick#x-2", "quick", 0, 0, 0, quick_fp),
+            record("hazards#x-3", "hazards", 1, 1, 0, off_fp()),
+        ],
+    );
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 replay-drop hazards#x-1 never-written",
+            "0 drop hazards#x-1 never-written",
+            "0 replay-drop hazards#x-3 never-written",
+            "0 drop hazards#x-3 never-written",
+            "0 replay-drop quick#x-2 never-written",
+            "0 drop quick#x-2 never-written",
+        ])
+    );
+}
+
 #[test]
 fn a_clock_jumped_backwards_makes_records_too_early() {
     let mut h = H::new(vec![hazards()]);
@@ -1353,6 +1385,7 @@ fn reason_and_kind_names_are_design_8s() {
         R::TooLate,
         R::TooEarly,
         R::Concurrency,
+        R::NeverWritten,
     ];
     assert_eq!(
         replays.map(R::as_str),
@@ -1362,7 +1395,8 @@ fn reason_and_kind_names_are_design_8s() {
             "fingerprint",
             "too-late",
             "too-early",
-            "concurrency"
+            "concurrency",
+            "never-written"
         ]
     );
     assert_eq!(DropReason::Replay(R::TooLate).as_str(), "too-late");
@@ -1575,8 +1609,8 @@ fn replay_happens_once() {
 }
 
 #[test]
-fn a_record_past_a_lowered_repeat_count_still_runs_its_step_then_ends() {
-    // Written on pass 2 of a rule that now makes one pass only.
+fn a_record_past_the_repeat_count_is_dropped() {
+    // Written on pass 2 of a rule that (now) makes one pass only.
     let mut h = H::new(vec![hazards()]);
     replay(
         &mut h,
@@ -1585,10 +1619,8 @@ fn a_record_past_a_lowered_repeat_count_still_runs_its_step_then_ends() {
     assert_eq!(
         h.take(),
         lines(&[
-            "0 replay-resume hazards#x-1 s1 p2",
-            "0 submit hazards#x-1 s1 p2 off owns hazards#x-1",
-            "start-drop hazards#x-1",
-            "0 run-end hazards#x-1 done",
+            "0 replay-drop hazards#x-1 never-written",
+            "0 drop hazards#x-1 never-written",
         ])
     );
 }

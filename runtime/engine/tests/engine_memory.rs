@@ -22,6 +22,7 @@ fn payload() -> Payload {
             let off = Action::Redis {
                 list: "scooter:blinker".into(),
                 push: "off".into(),
+                timeout_ns: 10_000_000_000,
             };
             Rule::new(
                 format!("rule-{i}"),

@@ -39,6 +39,7 @@ fn battery(when: Program) -> Rule {
         Action::Redis {
             list: "scooter:led".into(),
             push: "battery-low".into(),
+            timeout_ns: 10_000_000_000,
         },
         0,
     );

@@ -27,6 +27,7 @@ fn simple(n: usize) -> Payload {
             let off = Action::Redis {
                 list: "scooter:blinker".into(),
                 push: "off".into(),
+                timeout_ns: 10_000_000_000,
             };
             Rule::new(
                 format!("rule-{i}"),
@@ -91,6 +92,7 @@ fn varied(n: usize) -> Payload {
                     Action::Redis {
                         list: "scooter:dashboard".into(),
                         push: format!("message-{i}"),
+                        timeout_ns: 10_000_000_000,
                     },
                     1_000_000_000,
                 ),

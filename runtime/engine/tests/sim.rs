@@ -20,6 +20,7 @@ fn push(value: &str, after_ms: u64) -> Step {
         Action::Redis {
             list: "scooter:blinker".into(),
             push: value.into(),
+            timeout_ns: 10_000_000_000,
         },
         after_ms * 1_000_000,
     )

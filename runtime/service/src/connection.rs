@@ -10,8 +10,12 @@ pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How long one connection attempt may take.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long one command may take before it counts as failed.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a record, counter or state command may wait for its reply
+/// before it counts as failed: long enough to outlast the stalls of a
+/// small board's Redis (a fork for a snapshot on slow flash takes seconds),
+/// short enough that a Redis that never answers is noticed. Actions wait
+/// as long as their own `timeout` instead (docs/semantics.md#worker-pool-and-actions).
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Exponential backoff between attempts, capped at [`BACKOFF_MAX`].
 #[derive(Debug, Clone)]
@@ -36,9 +40,18 @@ impl Backoff {
 /// Opens the command connection, retrying with backoff until it works;
 /// `ConnectionManager` then reconnects by itself after a lost connection.
 pub async fn connect_manager(client: &redis::Client) -> ConnectionManager {
+    connect_manager_with(client, Some(RESPONSE_TIMEOUT)).await
+}
+
+/// [`connect_manager`] with its own reply timeout; `None` for the actions'
+/// connection, whose every command is bounded by its step's `timeout`.
+pub async fn connect_manager_with(
+    client: &redis::Client,
+    response_timeout: Option<Duration>,
+) -> ConnectionManager {
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
-        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_response_timeout(response_timeout)
         .set_min_delay(BACKOFF_MIN)
         .set_max_delay(BACKOFF_MAX)
         .set_number_of_retries(6);
@@ -116,6 +129,55 @@ pub(crate) fn is_transport(error: &redis::RedisError) -> bool {
         || error.is_connection_refusal()
 }
 
+/// Whether `error` says for certain that a command did not take effect: an
+/// error reply from Redis, or a connection that could not be opened.
+/// Anything else (no reply in time, a connection that broke, the client
+/// cannot tell whether before or after the command went out) leaves the
+/// outcome unknown: Redis may have run it
+/// (docs/semantics.md#worker-pool-and-actions).
+pub(crate) fn is_definite_failure(error: &redis::RedisError) -> bool {
+    error.code().is_some() || error.is_connection_refusal()
+}
+
+/// `url` with its password (if any) replaced by `***`, for log lines and
+/// errors (docs/service.md#flags). A URL that does not parse is shown as
+/// its scheme only: it may hold a password in a shape the parser missed.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() && parsed.set_password(Some("***")).is_err() {
+                return format!("{}://***", parsed.scheme());
+            }
+            // `?pass=` / `?password=` on a unix socket URL.
+            let secret_query = parsed
+                .query_pairs()
+                .any(|(k, _)| matches!(k.as_ref(), "pass" | "password"));
+            if parsed.password().is_none() && !secret_query {
+                // Shown as written, not as the parser normalises it.
+                return url.to_string();
+            }
+            let query: Vec<(String, String)> = parsed
+                .query_pairs()
+                .map(|(k, v)| {
+                    let secret = matches!(k.as_ref(), "pass" | "password");
+                    (
+                        k.into_owned(),
+                        if secret { "***".into() } else { v.into_owned() },
+                    )
+                })
+                .collect();
+            if !query.is_empty() {
+                parsed.query_pairs_mut().clear().extend_pairs(query);
+            }
+            parsed.to_string()
+        }
+        Err(_) => match url.split_once("://") {
+            Some((scheme, _)) => format!("{scheme}://***"),
+            None => "***".to_string(),
+        },
+    }
+}
+
 /// `error` as a log line reads it: a server error as Redis words it
 /// (`WRONGTYPE Operation against a key holding the wrong kind of value`,
 /// as redis-cli shows it), anything else as the client describes it.
@@ -146,6 +208,23 @@ pub(crate) async fn wake_commands(con: &mut ConnectionManager) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("redis://user:s3cret@host:6379/2"),
+            "redis://user:***@host:6379/2"
+        );
+        assert_eq!(
+            redact_url("redis+unix:///run/redis.sock?db=1&pass=s3cret"),
+            "redis+unix:///run/redis.sock?db=1&pass=***"
+        );
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+        assert_eq!(redact_url("redis://:s3cret@[bad"), "redis://***");
+    }
 
     #[test]
     fn backoff_doubles_to_a_cap() {

@@ -217,7 +217,15 @@ pub async fn run(
 /// Starts `command` in a process group of its own, with the event's `LS_*`
 /// variables and pipes for stdin and stderr.
 fn spawn(command: &str, event: &Event) -> Result<Child, ExecError> {
-    Command::new(command)
+    let mut builder = Command::new(command);
+    // ruled's own settings (`RULED_REDIS` may hold a password) are not the
+    // command's business (docs/service.md#actions).
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("RULED_") {
+            builder.env_remove(key);
+        }
+    }
+    builder
         // The child must not talk to systemd as ruled (READY=1, STOPPING=1
         // for a unit it is not): systemd's socket is ruled's alone.
         .env_remove("NOTIFY_SOCKET")

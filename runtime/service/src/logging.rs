@@ -60,7 +60,7 @@ pub fn init(filter: &str) -> Result<(), LoggingError> {
     })?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(env_filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| EscapingWriter(std::io::stderr()))
         .with_target(false)
         .with_ansi(false);
     let installed = if std::env::var_os("JOURNAL_STREAM").is_some() {
@@ -74,6 +74,56 @@ pub fn init(filter: &str) -> Result<(), LoggingError> {
         builder.try_init()
     };
     installed.map_err(|_| LoggingError::AlreadySet)
+}
+
+/// Writes each log line with every control character in it escaped
+/// (docs/service.md#logs): a value that reaches a line (exec stderr, a
+/// pending field name, a topic, an error) cannot start a new line, forge a
+/// `<0>` journal priority, or move the terminal's cursor.
+///
+/// The formatter hands over one whole line per write, ending in its `\n`;
+/// that last newline is the only control byte kept.
+struct EscapingWriter<W>(W);
+
+impl<W: std::io::Write> std::io::Write for EscapingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let (body, end) = match buf.split_last() {
+            Some((b'\n', body)) => (body, &b"\n"[..]),
+            _ => (buf, &b""[..]),
+        };
+        let mut line = escape_controls(body).into_bytes();
+        line.extend_from_slice(end);
+        self.0.write_all(&line)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// `bytes` as text with C0 and C1 control characters and DEL written as
+/// escapes (`\n`, `\t`, `\r`, `\u{1b}`, ...) and bytes that are not UTF-8
+/// written as `\xNN`.
+pub fn escape_controls(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => {
+                    out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+                }
+                c => out.push(c),
+            }
+        }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out
 }
 
 /// sd-daemon(3) priority of a level.
@@ -245,6 +295,18 @@ mod tests {
             assert!(error.contains("not a level"), "{bad}: {error}");
         }
         assert!(parse_filter("ruled=loud").is_err());
+    }
+
+    #[test]
+    fn control_characters_are_escaped_but_the_line_end_is_kept() {
+        assert_eq!(
+            escape_controls(b"a\nb\r<0>x\t\x1b[2J\x7f\xc2\x85\xff"),
+            "a\\nb\\r<0>x\\t\\u{1b}[2J\\u{7f}\\u{85}\\xff"
+        );
+        let mut out = Vec::new();
+        let mut writer = EscapingWriter(&mut out);
+        std::io::Write::write_all(&mut writer, b"WARN exec said: oops\n<0>forged\n").unwrap();
+        assert_eq!(out, b"WARN exec said: oops\\n<0>forged\n");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use ruled::driver::{self, ServiceConfig};
+use ruled::driver::{self, Secret, ServiceConfig};
 use ruled::pool::PoolConfig;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,6 +25,12 @@ struct Args {
     /// (also unix:///path).
     #[arg(long, env = "RULED_REDIS", default_value = "redis://127.0.0.1:6379")]
     redis: String,
+
+    /// A file holding the Redis password (its first line), used instead of
+    /// a password in the URL. The environment variable RULED_REDIS_PASSWORD
+    /// holds the password itself, for when a file is not wanted.
+    #[arg(long, env = "RULED_REDIS_PASSWORD_FILE", value_name = "PATH")]
+    redis_password_file: Option<PathBuf>,
 
     /// The rule bundle written by `rulec build`.
     #[arg(long, env = "RULED_BUNDLE")]
@@ -101,8 +107,33 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// The Redis password from `--redis-password-file` (first line, at most
+/// 4 KiB read) or `RULED_REDIS_PASSWORD`; never from the command line,
+/// where every user sees it (docs/service.md#flags).
+fn redis_password(file: Option<&std::path::Path>) -> Result<Option<Secret>> {
+    use std::io::Read;
+    let Some(path) = file else {
+        return Ok(std::env::var("RULED_REDIS_PASSWORD").ok().map(Secret));
+    };
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(4096).read_to_string(&mut text))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read the Redis password file {}: {e}",
+                path.display()
+            )
+        })?;
+    let password = text.lines().next().unwrap_or_default().to_string();
+    if password.is_empty() {
+        anyhow::bail!("the Redis password file {} is empty", path.display());
+    }
+    Ok(Some(Secret(password)))
+}
+
 fn run(args: Args) -> Result<()> {
     let config = ServiceConfig {
+        redis_password: redis_password(args.redis_password_file.as_deref())?,
         redis_url: args.redis,
         bundle: args.bundle,
         pool: PoolConfig {

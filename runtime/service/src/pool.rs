@@ -5,6 +5,7 @@
 //! job's fate comes back to the driver on one channel as [`Report`]s.
 
 use crate::can::CanSockets;
+use crate::connection::{describe, is_definite_failure, query};
 use crate::exec::{self, ExecError, RunningGroups};
 use crate::record_store::StoreWriter;
 use rulecore::bundle::Action;
@@ -208,7 +209,7 @@ async fn worker(
             continue;
         };
         if let (Some(id), Some(store)) = (job.record_to_drop_at_start(), &performers.store) {
-            remove_record_first(store, id).await;
+            remove_record_first(store, id, redis_wait(&job.action)).await;
         }
         if reports.send(Report::Started(job.id)).is_err() {
             return;
@@ -220,29 +221,75 @@ async fn worker(
     }
 }
 
-/// How long a durable step's action waits for Redis to confirm the removal
-/// of its pending record before it runs anyway.
-const RECORD_DROP_WAIT: Duration = Duration::from_secs(2);
+/// How long a step without a `timeout` of its own (`can`) waits for Redis
+/// to confirm the removal of its pending record: the rule files' default
+/// `timeout` (docs/semantics.md#worker-pool-and-actions).
+const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+
+/// How long `action` waits for Redis: its `timeout`, or [`DEFAULT_WAIT`].
+fn redis_wait(action: &Action) -> Duration {
+    match action {
+        Action::Redis { timeout_ns, .. } | Action::Exec { timeout_ns, .. } => {
+            Duration::from_nanos(*timeout_ns)
+        }
+        Action::Can(_) => DEFAULT_WAIT,
+    }
+}
 
 /// Removes a durable step's pending record and waits until Redis has
 /// performed the `HDEL` (`Job::record_to_drop_at_start`).
 ///
 /// The removal goes through the store writer's one ordered queue, so it
-/// never lands before the record's own write. The wait is bounded: with
-/// Redis slow or gone the step still runs on time, and the removal lands
-/// later (a crash in between runs the step again, as a failed removal does).
-async fn remove_record_first(store: &StoreWriter, id: &str) {
+/// never lands before the record's own write. The wait is bounded by the
+/// step's `timeout`, as a `redis` action's reply is: with Redis stalled
+/// that long the outcome is unknown, and the step runs anyway (a crash
+/// before the removal lands runs it again at the next start).
+async fn remove_record_first(store: &StoreWriter, id: &str, wait: Duration) {
     let done = store.drop_acked(id);
     // An error means nothing was queued (the record was never written, or
     // the writer stopped, logged there): nothing to wait for.
-    if tokio::time::timeout(RECORD_DROP_WAIT, done).await.is_err() {
+    if tokio::time::timeout(wait, done).await.is_err() {
         tracing::warn!(
             run = %id,
-            wait_ms = RECORD_DROP_WAIT.as_millis(),
-            "pending record removal not confirmed by Redis in time; running the step anyway \
-             (a crash before the removal lands runs it again at the next start)"
+            wait_ms = wait.as_millis(),
+            "pending record removal: no reply from Redis within the step's timeout, outcome \
+             unknown; running the step anyway (should the removal not land, a crash or \
+             restart runs the step again)"
         );
     }
+}
+
+/// `LPUSH list push`, waiting at most `timeout` for the reply. Only a
+/// definite failure fails the action ([`is_definite_failure`]); with the
+/// outcome unknown (no reply in time, a connection broken while the reply
+/// was awaited) Redis may still run it, so the run goes on and the line
+/// says so (docs/semantics.md#worker-pool-and-actions).
+async fn push(
+    con: &mut redis::aio::ConnectionManager,
+    list: &str,
+    value: &str,
+    timeout: Duration,
+    job: &Job,
+) -> Result<(), String> {
+    // Once more when the server had closed the connection (an idle
+    // timeout): the first attempt then never reached it. Should the
+    // server have run it before dropping the connection, the push lands
+    // twice (docs/service.md#actions).
+    let command = redis::cmd("LPUSH").arg(list).arg(value).clone();
+    let reply = tokio::time::timeout(timeout, query::<i64>(con, &command)).await;
+    let unknown = match reply {
+        Ok(Ok(_)) => return Ok(()),
+        Ok(Err(e)) if is_definite_failure(&e) => {
+            return Err(format!("LPUSH {list}: {}", describe(&e)));
+        }
+        Ok(Err(e)) => describe(&e),
+        Err(_) => format!("no reply within {}ms", timeout.as_millis()),
+    };
+    tracing::warn!(
+        rule = %job.rule, step = job.step, run = %job.run, list,
+        "LPUSH outcome unknown ({unknown}): Redis may still perform it; the run goes on"
+    );
+    Ok(())
 }
 
 async fn perform(
@@ -251,18 +298,15 @@ async fn perform(
     job: &Job,
 ) -> Result<(), String> {
     match &*job.action {
-        Action::Redis { list, push } => {
+        Action::Redis {
+            list,
+            push: value,
+            timeout_ns,
+        } => {
             let Some(con) = performers.redis.as_mut() else {
                 return Err("no redis connection for the redis action".to_string());
             };
-            // Once more when the server had closed the connection (an idle
-            // timeout): the first attempt then never reached it. Should the
-            // server have run it before dropping the connection, the push
-            // lands twice (docs/service.md, "Actions").
-            crate::connection::query::<i64>(con, redis::cmd("LPUSH").arg(list).arg(push))
-                .await
-                .map(|_| ())
-                .map_err(|e| format!("LPUSH {list}: {e}"))
+            push(con, list, value, Duration::from_nanos(*timeout_ns), job).await
         }
         Action::Exec {
             command,

@@ -2,9 +2,10 @@
 //! the counters hashes, written in the driver's order by one task, and the
 //! pending store read for replay.
 
-use crate::connection::{query, query_pipe, wake_commands};
+use crate::connection::{describe, query, query_pipe, wake_commands};
+use crate::logging;
 use redis::aio::ConnectionManager;
-use ruled_engine::{RecordWrite, PENDING_HASH};
+use ruled_engine::{PendingRecord, RecordWrite, PENDING_HASH};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,11 +17,292 @@ pub const COUNTERS_HASH: &str = "extensions";
 /// object `{"runs", "last-fire", "errors", "active"}`.
 pub const RULE_STATS_HASH: &str = "extensions:rules";
 
-/// Reads the pending store (`HGETALL extensions:pending`) for replay.
+/// The largest pending record replay reads: a record holds one event, and
+/// events over 64 KiB are never handled (docs/service.md#pending-records-hash-extensionspending).
+pub const MAX_RECORD_BYTES: usize = 64 * 1024;
+/// The longest field name replay reads; run ids are a rule name and two
+/// numbers.
+const MAX_FIELD_BYTES: usize = 1024;
+/// How many bytes of records replay holds at once, counting some 100
+/// bytes of bookkeeping for each (the service's budget is 48 MB,
+/// README.md#what-this-is). Records past it stay in the store.
+pub const REPLAY_BUDGET_BYTES: usize = 6 * 1024 * 1024;
+/// What one record held costs beside its name and value (allocations,
+/// the vector's entry), so many tiny records cannot slip under the budget.
+const RECORD_OVERHEAD: usize = 96;
+/// Removals logged one by one at `warn`; the rest at `debug` (the count
+/// is in the `replaying pending records` line).
+const REMOVALS_LOGGED: usize = 10;
+/// Fields looked at per scan round, and bytes fetched per `HMGET`.
+const SCAN_COUNT: usize = 256;
+const FETCH_BYTES: usize = 1024 * 1024;
+
+/// One scan round, run inside Redis: the next fields of the pending store
+/// with their lengths, not their values. A field whose name or value is
+/// over its bound is removed right there (never sent whole); its name's
+/// first 64 bytes come back for the log line, with a value length of -1.
+const SCAN_SCRIPT: &str = r"
+local scan = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
+local out = {scan[1]}
+local fields = scan[2]
+for i = 1, #fields, 2 do
+  local name = fields[i]
+  local len = string.len(fields[i + 1])
+  if string.len(name) > tonumber(ARGV[3]) or len > tonumber(ARGV[4]) then
+    redis.call('HDEL', KEYS[1], name)
+    out[#out + 1] = string.sub(name, 1, 64)
+    out[#out + 1] = string.len(name)
+    out[#out + 1] = len
+    out[#out + 1] = -1
+  else
+    out[#out + 1] = name
+    out[#out + 1] = string.len(name)
+    out[#out + 1] = len
+    out[#out + 1] = len
+  end
+end
+return out
+";
+
+/// What reading the pending store found, for the log.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PendingScan {
+    /// Fields removed: over a size bound, or a name that is not UTF-8.
+    pub removed: usize,
+    /// Records left in the store, past [`REPLAY_BUDGET_BYTES`].
+    pub left: usize,
+}
+
+/// Reads the pending store for replay (docs/service.md#pending-records-hash-extensionspending):
+/// incrementally (`HSCAN`, run in a script that sends lengths before any
+/// value), binary-safe, in bounded memory. A field whose name is not UTF-8
+/// or over 1 KiB, or whose value is over [`MAX_RECORD_BYTES`], is removed
+/// with a log line, and so is a value that is not a record of its run;
+/// records past [`REPLAY_BUDGET_BYTES`] stay in the store for a later
+/// start. An error reply (the key holds another type, the user may not
+/// run scripts) is logged and ends the read with what was read: only a
+/// lost connection is an error.
 pub async fn read_pending(
     con: &mut ConnectionManager,
 ) -> redis::RedisResult<Vec<(String, Vec<u8>)>> {
-    query(con, redis::cmd("HGETALL").arg(PENDING_HASH)).await
+    read_pending_scan(con).await.map(|(records, _)| records)
+}
+
+/// [`read_pending`], with what it removed and left.
+pub async fn read_pending_scan(
+    con: &mut ConnectionManager,
+) -> redis::RedisResult<(Vec<(String, Vec<u8>)>, PendingScan)> {
+    let mut reader = PendingReader::default();
+    let mut cursor = b"0".to_vec();
+    loop {
+        let mut script = redis::cmd("EVAL");
+        script
+            .arg(SCAN_SCRIPT)
+            .arg(1)
+            .arg(PENDING_HASH)
+            .arg(&cursor)
+            .arg(SCAN_COUNT)
+            .arg(MAX_FIELD_BYTES)
+            .arg(MAX_RECORD_BYTES);
+        let round: Vec<redis::Value> = match query(con, &script).await {
+            Ok(round) => round,
+            Err(e) if !crate::connection::is_transport(&e) => {
+                tracing::error!(
+                    error = %describe(&e),
+                    "cannot read the pending store `{PENDING_HASH}`; replaying what was read"
+                );
+                break;
+            }
+            Err(e) => return Err(e),
+        };
+        let Some((next, fields)) = scan_round(round) else {
+            tracing::error!("unexpected reply scanning `{PENDING_HASH}`; replaying what was read");
+            break;
+        };
+        reader.take(con, fields).await?;
+        if next == b"0" || reader.full() {
+            break;
+        }
+        cursor = next;
+    }
+    Ok((reader.records, reader.scan))
+}
+
+/// One field a scan round returned: its name (or the first 64 bytes of a
+/// removed one), the name's and the value's length, and whether the
+/// script removed it.
+struct Scanned {
+    name: Vec<u8>,
+    name_len: i64,
+    value_len: i64,
+    removed: bool,
+}
+
+/// A scan round's reply: the next cursor, then 4 values per field.
+fn scan_round(round: Vec<redis::Value>) -> Option<(Vec<u8>, Vec<Scanned>)> {
+    let mut values = round.into_iter();
+    let cursor: Vec<u8> = redis::from_redis_value(values.next()?).ok()?;
+    let rest: Vec<redis::Value> = values.collect();
+    let mut fields = Vec::with_capacity(rest.len() / 4);
+    for chunk in rest.chunks(4) {
+        let [name, name_len, value_len, kept] = chunk else {
+            return None;
+        };
+        let kept: i64 = redis::from_redis_value_ref(kept).ok()?;
+        fields.push(Scanned {
+            name: redis::from_redis_value_ref(name).ok()?,
+            name_len: redis::from_redis_value_ref(name_len).ok()?,
+            value_len: redis::from_redis_value_ref(value_len).ok()?,
+            removed: kept < 0,
+        });
+    }
+    Some((cursor, fields))
+}
+
+/// What replay has read so far.
+#[derive(Default)]
+struct PendingReader {
+    records: Vec<(String, Vec<u8>)>,
+    bytes: usize,
+    scan: PendingScan,
+}
+
+impl PendingReader {
+    fn full(&self) -> bool {
+        self.scan.left > 0
+    }
+
+    /// Takes one round's fields: logs the ones the script removed, removes
+    /// those whose name is not UTF-8, and fetches the values of the rest
+    /// (in `HMGET`s of at most [`FETCH_BYTES`]) while the budget lasts.
+    async fn take(
+        &mut self,
+        con: &mut ConnectionManager,
+        fields: Vec<Scanned>,
+    ) -> redis::RedisResult<()> {
+        let mut batch: Vec<String> = Vec::new();
+        let mut batch_bytes = 0;
+        for field in fields {
+            if field.removed {
+                let record = logging::escape_controls(&field.name);
+                let (name_bytes, value_bytes) = (field.name_len, field.value_len);
+                log_removal!(
+                    self.removal(),
+                    record = %record, name_bytes, value_bytes,
+                    "removed pending record: over the size bound ({MAX_FIELD_BYTES}-byte name, \
+                     {} KiB value); not replayed",
+                    MAX_RECORD_BYTES / 1024
+                );
+                continue;
+            }
+            let name = match String::from_utf8(field.name) {
+                Ok(name) => name,
+                Err(e) => {
+                    self.remove_binary(con, e.as_bytes()).await?;
+                    continue;
+                }
+            };
+            let len = usize::try_from(field.value_len).unwrap_or(0);
+            let cost = len + name.len() + RECORD_OVERHEAD;
+            if self.bytes + cost > REPLAY_BUDGET_BYTES {
+                self.scan.left += 1;
+                continue;
+            }
+            self.bytes += cost;
+            if batch_bytes + len > FETCH_BYTES {
+                self.fetch(con, std::mem::take(&mut batch)).await?;
+                batch_bytes = 0;
+            }
+            batch_bytes += len;
+            batch.push(name);
+        }
+        self.fetch(con, batch).await
+    }
+
+    /// Counts a removal; whether to log it at `warn` (the first few).
+    fn removal(&mut self) -> bool {
+        self.scan.removed += 1;
+        self.scan.removed <= REMOVALS_LOGGED
+    }
+
+    /// Removes a field whose name is not UTF-8: no run id is.
+    async fn remove_binary(
+        &mut self,
+        con: &mut ConnectionManager,
+        name: &[u8],
+    ) -> redis::RedisResult<()> {
+        let record = logging::escape_controls(name);
+        log_removal!(
+            self.removal(),
+            record = %record,
+            "removed pending record: its field name is not UTF-8, so no run of ruled wrote it"
+        );
+        remove(con, &[name]).await
+    }
+
+    /// `HMGET` of `names`; a field removed meanwhile is skipped, and a
+    /// value that is not a record of its own run is removed here, with its
+    /// reason (docs/service.md#pending-records-hash-extensionspending), so
+    /// any amount of junk is cleared in one start.
+    async fn fetch(
+        &mut self,
+        con: &mut ConnectionManager,
+        names: Vec<String>,
+    ) -> redis::RedisResult<()> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let mut command = redis::cmd("HMGET");
+        command.arg(PENDING_HASH).arg(&names);
+        let values: Vec<Option<Vec<u8>>> = query(con, &command).await?;
+        let mut junk: Vec<String> = Vec::new();
+        for (name, value) in names.into_iter().zip(values) {
+            let Some(value) = value else { continue };
+            match PendingRecord::decode_field(&name, &value) {
+                Ok(_) => self.records.push((name, value)),
+                Err(error) => {
+                    log_removal!(
+                        self.removal(),
+                        run = %name, reason = error.code(),
+                        "removing pending record {name:?}: {error}"
+                    );
+                    junk.push(name);
+                }
+            }
+        }
+        let junk: Vec<&[u8]> = junk.iter().map(|name| name.as_bytes()).collect();
+        remove(con, &junk).await
+    }
+}
+
+/// Logs a removal at `warn` when `$loud`, else at `debug`.
+macro_rules! log_removal {
+    ($loud:expr, $($rest:tt)+) => {
+        if $loud {
+            tracing::warn!($($rest)+);
+        } else {
+            tracing::debug!($($rest)+);
+        }
+    };
+}
+use log_removal;
+
+/// `HDEL` of `names` from the pending store (nothing for none). Only a
+/// lost connection is an error; an error reply is logged.
+async fn remove(con: &mut ConnectionManager, names: &[&[u8]]) -> redis::RedisResult<()> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    let removed: redis::RedisResult<i64> =
+        query(con, redis::cmd("HDEL").arg(PENDING_HASH).arg(names)).await;
+    match removed {
+        Err(e) if crate::connection::is_transport(&e) => Err(e),
+        Err(e) => {
+            tracing::warn!(error = %describe(&e), "removing pending records failed");
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+    }
 }
 
 /// One write to the pending store or the counters hash.

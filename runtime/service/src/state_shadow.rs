@@ -67,11 +67,37 @@ enum Reread {
     All,
 }
 
-/// Re-reads watched fields after change notifications, one request at a
-/// time in arrival order, and hands (index, value) back to the driver.
+/// The re-reads asked for and not started yet: at most one per watched
+/// pair, and "all" once, however many notifications arrive
+/// (docs/semantics.md#state).
+#[derive(Debug, Default)]
+struct Asked {
+    fields: std::collections::BTreeSet<usize>,
+    all: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    asked: std::sync::Mutex<Asked>,
+    ready: tokio::sync::Notify,
+}
+
+impl Shared {
+    fn asked(&self) -> std::sync::MutexGuard<'_, Asked> {
+        // Never held across an await or a panic-prone call.
+        self.asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Re-reads watched fields after change notifications and hands (index,
+/// value) back to the driver. Notifications are coalesced per pair: one
+/// read in flight and one re-read waiting at most, so a flood of
+/// `PUBLISH <hash> <field>` costs no memory (docs/semantics.md#state).
 #[derive(Debug, Clone)]
 pub struct StateReader {
-    tx: mpsc::UnboundedSender<Reread>,
+    shared: std::sync::Arc<Shared>,
 }
 
 impl StateReader {
@@ -81,40 +107,58 @@ impl StateReader {
         pairs: Vec<StatePair>,
         values: mpsc::UnboundedSender<(usize, String)>,
     ) -> (Self, tokio::task::JoinHandle<()>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let handle = tokio::spawn(state_task(con, pairs, rx, values));
-        (Self { tx }, handle)
+        let shared = std::sync::Arc::new(Shared::default());
+        let handle = tokio::spawn(state_task(
+            con,
+            pairs,
+            std::sync::Arc::clone(&shared),
+            values,
+        ));
+        (Self { shared }, handle)
     }
 
-    /// Asks for `HGET hash field`; the answer arrives as `(index, value)`.
-    pub fn reread(&self, index: usize, hash: &str, field: &str) {
-        self.request(Reread::Field {
-            index,
-            hash: hash.to_string(),
-            field: field.to_string(),
-        });
+    /// Asks for `HGET` of pair `index`; the answer arrives as `(index,
+    /// value)`. Asking again before the read started asks nothing more.
+    pub fn reread(&self, index: usize) {
+        self.shared.asked().fields.insert(index);
+        self.shared.ready.notify_one();
     }
 
     /// Asks for every watched pair again (one `HMGET` per hash); the answers
     /// arrive as `(index, value)`, `""` for a field that does not exist.
     pub fn reread_all(&self) {
-        self.request(Reread::All);
+        self.shared.asked().all = true;
+        self.shared.ready.notify_one();
     }
+}
 
-    fn request(&self, request: Reread) {
-        if let Err(e) = self.tx.send(request) {
-            tracing::error!("the state reader has stopped; {:?} not re-read", e.0);
-        }
+/// The next re-read to perform: "all" first (it covers every field).
+fn next_request(shared: &Shared, pairs: &[StatePair]) -> Option<Reread> {
+    let mut asked = shared.asked();
+    if std::mem::take(&mut asked.all) {
+        asked.fields.clear();
+        return Some(Reread::All);
     }
+    let index = asked.fields.pop_first()?;
+    let pair = pairs.get(index)?;
+    Some(Reread::Field {
+        index,
+        hash: pair.hash.clone(),
+        field: pair.field.clone(),
+    })
 }
 
 async fn state_task(
     mut con: ConnectionManager,
     pairs: Vec<StatePair>,
-    mut rx: mpsc::UnboundedReceiver<Reread>,
+    shared: std::sync::Arc<Shared>,
     values: mpsc::UnboundedSender<(usize, String)>,
 ) {
-    while let Some(request) = rx.recv().await {
+    loop {
+        let Some(request) = next_request(&shared, &pairs) else {
+            shared.ready.notified().await;
+            continue;
+        };
         let read = match request {
             Reread::Field { index, hash, field } => {
                 let value: redis::RedisResult<Option<String>> =

@@ -4,6 +4,8 @@
 
 use crate::record_store::{StoreOp, StoreWriter};
 use ruled_engine::{Counters, Engine, RuleStats};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// What was last written to the counters and rule statistics hashes, so a
 /// stats tick writes only what changed (nothing at all when idle).
@@ -15,6 +17,10 @@ pub struct StatsPublisher {
     /// A write was refused (store queue full): what Redis holds is unknown,
     /// so the next tick writes everything again.
     stale: bool,
+    /// Events the intake dropped at its bound (`overflow`), and the value
+    /// last written.
+    overflow: Arc<AtomicU64>,
+    overflow_written: u64,
 }
 
 impl StatsPublisher {
@@ -27,16 +33,25 @@ impl StatsPublisher {
             rules,
             bundle_id,
             stale: false,
+            overflow: Arc::default(),
+            overflow_written: 0,
         }
+    }
+
+    /// The `overflow` counter, for the intake to count in.
+    pub fn overflow(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.overflow)
     }
 
     /// Writes the counters and every rule's statistics in full.
     pub fn write_all(&mut self, engine: &Engine, writer: &StoreWriter) {
+        let overflow = Arc::clone(&self.overflow);
         *self = Self::new(engine, std::mem::take(&mut self.bundle_id));
-        let counters = writer.send(StoreOp::Counters(full_counters(
-            &self.counters,
-            &self.bundle_id,
-        )));
+        self.overflow = overflow;
+        self.overflow_written = self.overflow.load(Ordering::Relaxed);
+        let mut fields = full_counters(&self.counters, &self.bundle_id);
+        fields.push(("overflow", self.overflow_written.to_string()));
+        let counters = writer.send(StoreOp::Counters(fields));
         let rules = engine
             .payload()
             .rules
@@ -54,7 +69,12 @@ impl StatsPublisher {
             return;
         }
         let counters = engine.counters();
-        let changed = changed_counters(&self.counters, &counters);
+        let mut changed = changed_counters(&self.counters, &counters);
+        let overflow = self.overflow.load(Ordering::Relaxed);
+        if overflow != self.overflow_written {
+            changed.push(("overflow", overflow.to_string()));
+            self.overflow_written = overflow;
+        }
         if !changed.is_empty() {
             self.stale |= !writer.send(StoreOp::Counters(changed));
             self.counters = counters;

@@ -2,9 +2,8 @@
 //! subscription itself, and the [`Subscriber`] that reopens it with backoff
 //! after a lost connection.
 
-use crate::connection::{Backoff, CONNECT_TIMEOUT};
-use futures_util::StreamExt;
-use redis::aio::{PubSubSink, PubSubStream};
+use crate::connection::Backoff;
+use crate::pubsub::{Delivery, PubSub, PubSubError};
 use rulecore::event::Event;
 use rulecore::topic::{Subscription, TopicPattern};
 use std::collections::BTreeSet;
@@ -14,6 +13,9 @@ use std::collections::BTreeSet;
 /// service's 48 MB (README.md#what-this-is): 256 x 64 KiB is 16 MiB. Vehicle events are
 /// a few hundred bytes.
 const MAX_EVENT_BYTES: usize = 64 * 1024;
+/// The longest topic handled (docs/service.md#subscriptions); vehicle
+/// topics are a few dozen bytes.
+const MAX_TOPIC_BYTES: usize = 1024;
 
 /// What to subscribe to: exact channels (SUBSCRIBE) and globs (PSUBSCRIBE).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,40 +78,25 @@ impl Subscriptions {
     }
 }
 
-/// Opens a pub/sub connection and subscribes to `subs`.
+/// Opens a pub/sub connection ([`PubSub`]) and subscribes to `subs`.
 pub async fn open_pubsub(
     client: &redis::Client,
     subs: &Subscriptions,
-) -> redis::RedisResult<(PubSubSink, PubSubStream)> {
-    let pubsub = tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_pubsub())
-        .await
-        .map_err(|_| {
-            redis::RedisError::from((
-                redis::ErrorKind::Io,
-                "timed out opening the pub/sub connection",
-            ))
-        })??;
-    let (mut sink, stream) = pubsub.split();
-    if !subs.channels.is_empty() {
-        let channels: Vec<&str> = subs.channels.iter().map(String::as_str).collect();
-        sink.subscribe(channels).await?;
-    }
-    if !subs.patterns.is_empty() {
-        let patterns: Vec<&str> = subs.patterns.iter().map(String::as_str).collect();
-        sink.psubscribe(patterns).await?;
-    }
-    Ok((sink, stream))
-}
-
-/// Waits for the next pub/sub message; `None` when the connection is gone.
-pub async fn next_message(stream: &mut PubSubStream) -> Option<redis::Msg> {
-    stream.next().await
+) -> Result<PubSub, PubSubError> {
+    let channels: Vec<&str> = subs.channels.iter().map(String::as_str).collect();
+    let patterns: Vec<&str> = subs.patterns.iter().map(String::as_str).collect();
+    PubSub::open(client.get_connection_info(), &channels, &patterns).await
 }
 
 /// What the bus said.
 #[derive(Debug)]
 pub enum Bus {
     Message(redis::Msg),
+    /// A message over 64 KiB, skipped while it was read (never held).
+    Oversized {
+        channel: String,
+        bytes: usize,
+    },
     /// The subscription was reopened after a lost connection.
     Restored,
 }
@@ -165,6 +152,10 @@ impl Inbound {
             ));
         }
         match Event::decode(payload) {
+            Ok(event) if event.topic.len() > MAX_TOPIC_BYTES => skipped(format!(
+                "with a topic of {} bytes, over the {MAX_TOPIC_BYTES}-byte limit",
+                event.topic.len()
+            )),
             Ok(event) => {
                 tracing::debug!(channel, topic = %event.topic, "event");
                 Some(Self::Event(event))
@@ -179,9 +170,7 @@ impl Inbound {
 pub struct Subscriber {
     client: redis::Client,
     subs: Subscriptions,
-    stream: Option<PubSubStream>,
-    /// Kept alive with the stream: dropping it ends the subscription.
-    sink: Option<PubSubSink>,
+    stream: Option<PubSub>,
     reconnect_at: Option<tokio::time::Instant>,
     backoff: Backoff,
 }
@@ -202,7 +191,6 @@ impl Subscriber {
             client,
             subs,
             stream: None,
-            sink: None,
             reconnect_at: None,
             backoff: Backoff::default(),
         }
@@ -225,9 +213,8 @@ impl Subscriber {
         }
     }
 
-    async fn try_open(&mut self) -> redis::RedisResult<()> {
-        let (sink, stream) = open_pubsub(&self.client, &self.subs).await?;
-        self.sink = Some(sink);
+    async fn try_open(&mut self) -> Result<(), PubSubError> {
+        let stream = open_pubsub(&self.client, &self.subs).await?;
         self.stream = Some(stream);
         self.reconnect_at = None;
         self.backoff = Backoff::default();
@@ -235,18 +222,21 @@ impl Subscriber {
     }
 
     /// The next message, or `Restored` after a reconnect. Pending forever
-    /// when nothing is subscribed. Cancel-safe: a dropped call loses no
-    /// message and leaves a reconnect scheduled.
+    /// when nothing is subscribed. Not cancel-safe while a message is being
+    /// read (the intake task never cancels it).
     pub async fn next(&mut self) -> Bus {
         loop {
             if let Some(stream) = self.stream.as_mut() {
-                if let Some(message) = next_message(stream).await {
-                    return Bus::Message(message);
-                }
+                let error = match stream.next().await {
+                    Ok(Delivery::Message(message)) => return Bus::Message(message),
+                    Ok(Delivery::Oversized { channel, bytes }) => {
+                        return Bus::Oversized { channel, bytes }
+                    }
+                    Err(e) => e,
+                };
                 self.stream = None;
-                self.sink = None;
                 tracing::warn!(
-                    "pub/sub connection lost; reconnecting. Triggers published while \
+                    "pub/sub connection lost ({error}); reconnecting. Triggers published while \
                      disconnected are not replayed"
                 );
                 self.reconnect_at = Some(tokio::time::Instant::now() + self.backoff.next_delay());
@@ -285,7 +275,6 @@ impl Subscriber {
 
     pub fn close(&mut self) {
         self.stream = None;
-        self.sink = None;
         self.reconnect_at = None;
     }
 }

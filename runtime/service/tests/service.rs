@@ -85,6 +85,7 @@ fn counters_are_published_in_full_at_start() {
             "dispatched",
             "dropped",
             "failed",
+            "overflow",
             "pending",
             "refused",
             "rules",

@@ -84,6 +84,7 @@ fn redis_action_is_one_lpush() {
         let action = Action::Redis {
             list: "scooter:blinker".into(),
             push: "both".into(),
+            timeout_ns: 10_000_000_000,
         };
         pool.submit(job(7, action, event(r#"{"topic":"t"}"#)))
             .unwrap();

@@ -7,12 +7,13 @@ mod support;
 
 use rulecore::bundle::StatePair;
 use ruled::connection::connect_manager;
+use ruled::pubsub::Delivery;
 use ruled::record_store::{read_pending, StoreOp, StoreWriter};
 use ruled::state_shadow::seed_state;
-use ruled::subscriptions::{next_message, open_pubsub, Subscriptions};
+use ruled::subscriptions::{open_pubsub, Subscriptions};
 use ruled_engine::RecordWrite;
 use std::collections::BTreeSet;
-use support::{runtime, RedisServer};
+use support::{commandstat, runtime, RedisServer};
 
 async fn manager(redis: &RedisServer) -> redis::aio::ConnectionManager {
     let client = redis::Client::open(redis.url()).unwrap();
@@ -81,7 +82,9 @@ fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
     let redis = RedisServer::start();
     let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked", "kickstand", "down"]);
     let _: i64 = redis.query(&["HSET", "battery:0", "charge", "80"]);
+    let record = r#"{"id":"a#1-2","rule":"a","source":"a.toml","step":1,"iter":0,"fire-at":1,"fingerprint":"00000000000000000000000000000000","event":{"topic":"t"}}"#;
     let _: i64 = redis.query(&["HSET", "extensions:pending", "a#1-1", "{\"x\":1}"]);
+    let _: i64 = redis.query(&["HSET", "extensions:pending", "a#1-2", record]);
     let pair = |hash: &str, field: &str| StatePair {
         hash: hash.into(),
         field: field.into(),
@@ -109,7 +112,13 @@ fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
             (3, "parked".to_string())
         ]
     );
-    assert_eq!(pending, vec![("a#1-1".to_string(), b"{\"x\":1}".to_vec())]);
+    // A value that is not a record is removed while reading.
+    assert_eq!(
+        pending,
+        vec![("a#1-2".to_string(), record.as_bytes().to_vec())]
+    );
+    let left: Vec<String> = redis.query(&["HKEYS", "extensions:pending"]);
+    assert_eq!(left, ["a#1-2"]);
 }
 
 /// Each published event reaches a subscriber once, even where a glob and
@@ -124,17 +133,20 @@ fn overlapping_patterns_deliver_each_event_once() {
     let subs = Subscriptions::compute(&patterns, &BTreeSet::new());
     runtime().block_on(async {
         let client = redis::Client::open(redis.url()).unwrap();
-        let (_sink, mut stream) = open_pubsub(&client, &subs).await.unwrap();
+        let mut stream = open_pubsub(&client, &subs).await.unwrap();
         for channel in ["ev:button.seat", "ev:alarm.triggered", "ev:other"] {
             let _: i64 = redis.query(&["PUBLISH", channel, "{}"]);
         }
         let _: i64 = redis.query(&["PUBLISH", "ev:button.x", "last"]);
         let mut got = Vec::new();
         loop {
-            let message = tokio::time::timeout(support::DEADLINE, next_message(&mut stream))
+            let delivery = tokio::time::timeout(support::DEADLINE, stream.next())
                 .await
                 .unwrap()
                 .unwrap();
+            let Delivery::Message(message) = delivery else {
+                panic!("{delivery:?}");
+            };
             got.push(message.get_channel_name().to_string());
             if message.get_payload_bytes() == b"last" {
                 break;
@@ -231,14 +243,4 @@ fn a_refused_rewrite_keeps_the_removal() {
     let mut left: Vec<String> = redis.query(&["HKEYS", "extensions:pending"]);
     left.sort();
     assert_eq!(left, ["a#1-2", "a#1-3", "a#1-4"]);
-}
-
-fn commandstat(redis: &RedisServer, command: &str) -> u64 {
-    let info: String = redis.query(&["INFO", "commandstats"]);
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }

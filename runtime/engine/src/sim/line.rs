@@ -209,7 +209,7 @@ pub(super) fn action_line(at_ms: u64, kind: LineKind, job: &Job) -> Line {
         ..Line::new(kind)
     };
     match &*job.action {
-        Action::Redis { list, push } => {
+        Action::Redis { list, push, .. } => {
             line.action = Some("redis");
             line.list = Some(list.clone());
             line.push = Some(push.clone());

@@ -8,10 +8,11 @@
 mod start;
 mod stop;
 
-pub use start::{ServiceConfig, ServiceError};
+pub use start::{Secret, ServiceConfig, ServiceError};
 
 use crate::clock::ServiceClock;
 use crate::effect_log::{self, log_effect};
+use crate::intake::Intake;
 use crate::logging::{self, Throttle};
 use crate::pool::{Pool, Report};
 use crate::record_store::{StoreOp, StoreWriter};
@@ -28,6 +29,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+/// Events handled before the driver lets the other tasks run.
+const INTAKE_TURN: u32 = 8;
 
 /// Runs the service until `shutdown` resolves, then stops in order.
 pub async fn run(
@@ -61,7 +65,9 @@ struct Service {
     reports: mpsc::UnboundedReceiver<Report>,
     writer: StoreWriter,
     writer_task: JoinHandle<()>,
-    subscriber: Subscriber,
+    /// Until the subscription opens; then the intake drains it.
+    subscriber: Option<Subscriber>,
+    intake: Intake,
     state_hashes: BTreeSet<String>,
     reader: Option<StateReader>,
     state_values: mpsc::UnboundedReceiver<(usize, String)>,
@@ -84,6 +90,7 @@ impl Service {
         let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
         let sleep = tokio::time::sleep_until(far());
         tokio::pin!(sleep);
+        let mut handled = 0u32;
         loop {
             let deadline = self.engine.next_deadline();
             if let Some(deadline) = deadline {
@@ -94,9 +101,14 @@ impl Service {
             }
             tokio::select! {
                 () = shutdown.as_mut() => break,
-                bus = self.subscriber.next() => match bus {
-                    Bus::Message(message) => self.on_message(&message),
-                    Bus::Restored => self.on_restored(),
+                bus = self.intake.next() => {
+                    match bus {
+                        Bus::Message(message) => self.on_message(&message),
+                        // The intake logs these and never queues them.
+                        Bus::Oversized { .. } => {}
+                        Bus::Restored => self.on_restored(),
+                    }
+                    handled += 1;
                 },
                 Some(report) = self.reports.recv() => self.on_report(report),
                 Some((index, value)) = self.state_values.recv() => {
@@ -112,6 +124,7 @@ impl Service {
                 },
                 _ = stats.tick() => {
                     self.stats.write_changes(&self.engine, &self.writer);
+                    self.intake.log_overflow();
                     logging::log_held(&self.throttle.roll(Instant::now()));
                 },
             }
@@ -119,6 +132,13 @@ impl Service {
             // at the latest at the next stats tick.
             self.check_clock();
             self.perform_effects();
+            // Every few events, let the subscription's reader run: under a
+            // flood it must keep the socket drained (Redis disconnects a
+            // subscriber that falls behind) and drop at the intake bound.
+            if handled >= INTAKE_TURN {
+                handled = 0;
+                tokio::task::yield_now().await;
+            }
         }
     }
 
@@ -143,7 +163,7 @@ impl Service {
         match Inbound::read(message, &self.state_hashes) {
             Some(Inbound::StateChanged { hash, field }) => {
                 match (self.engine.state_index(&hash, &field), &self.reader) {
-                    (Some(index), Some(reader)) => reader.reread(index, &hash, &field),
+                    (Some(index), Some(reader)) => reader.reread(index),
                     _ => tracing::trace!(channel = hash, field, "change of an unwatched field"),
                 }
             }

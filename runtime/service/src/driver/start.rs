@@ -7,6 +7,7 @@ use crate::bundle::{self, LoadedBundle};
 use crate::can::CanSockets;
 use crate::clock::{wall_ms, ServiceClock};
 use crate::connection;
+use crate::intake::{Intake, StateWatch};
 use crate::logging::Throttle;
 use crate::notify;
 use crate::pool::{Performers, Pool, Report};
@@ -28,6 +29,9 @@ use tokio::sync::mpsc;
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
     pub redis_url: String,
+    /// Overrides the URL's password (from `--redis-password-file` or
+    /// `RULED_REDIS_PASSWORD`, docs/service.md#flags).
+    pub redis_password: Option<Secret>,
     pub bundle: PathBuf,
     pub pool: PoolConfig,
     /// How far past due a replayed record may be; negative means zero.
@@ -35,8 +39,19 @@ pub struct ServiceConfig {
     pub stats_interval: Duration,
 }
 
+/// A password: never shown, not even in `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
+    /// `url` is redacted ([`connection::redact_url`]).
     #[error("invalid redis URL `{url}`: {source}")]
     RedisUrl {
         url: String,
@@ -57,15 +72,10 @@ impl Service {
     /// The bundle comes before the connection: a bad bundle or a bad URL
     /// fails at once, not only once Redis answers.
     pub(super) async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
-        let client = redis::Client::open(config.redis_url.as_str()).map_err(|source| {
-            ServiceError::RedisUrl {
-                url: config.redis_url.clone(),
-                source,
-            }
-        })?;
+        let client = open_client(&config)?;
         let (payload, bundle_id) = load_bundle(&config)?;
         let mut con = connection::connect_manager(&client).await;
-        tracing::info!(redis = %config.redis_url, "connected to redis");
+        tracing::info!(redis = %connection::redact_url(&config.redis_url), "connected to redis");
         let clock = ServiceClock::start();
         let mut engine = Engine::new(
             Arc::clone(&payload),
@@ -83,7 +93,11 @@ impl Service {
             engine.state_changed(index, value);
         }
         let (writer, writer_task) = StoreWriter::start(con.clone());
-        let (pool, reports) = start_pool(config.pool, &con, &writer);
+        // The actions' own connection: no reply timeout of its own, each
+        // push waits as long as its step's `timeout`
+        // (docs/semantics.md#worker-pool-and-actions).
+        let actions = connection::connect_manager_with(&client, None).await;
+        let (pool, reports) = start_pool(config.pool, &actions, &writer);
         let state_hashes = watched_hashes(&engine, &payload);
         let (state_tx, state_values) = mpsc::unbounded_channel();
         let reader = (!state_hashes.is_empty())
@@ -98,7 +112,8 @@ impl Service {
             reports,
             writer,
             writer_task,
-            subscriber: Subscriber::new(client, subs),
+            subscriber: Some(Subscriber::new(client, subs)),
+            intake: Intake::idle(stats.overflow()),
             state_hashes,
             reader,
             state_values,
@@ -117,11 +132,23 @@ impl Service {
     /// Replays the pending store, before any subscription opens: a replayed
     /// run meets the live triggers' concurrency only afterwards.
     async fn replay(&mut self) -> Result<(), ServiceError> {
-        let records = record_store::read_pending(&mut self.con)
+        let (records, scan) = record_store::read_pending_scan(&mut self.con)
             .await
             .map_err(ServiceError::Replay)?;
-        if !records.is_empty() {
-            tracing::info!(records = records.len(), "replaying pending records");
+        if !records.is_empty() || scan.removed > 0 {
+            tracing::info!(
+                records = records.len(),
+                removed = scan.removed,
+                "replaying pending records"
+            );
+        }
+        if scan.left > 0 {
+            tracing::warn!(
+                left = scan.left,
+                budget_kib = record_store::REPLAY_BUDGET_BYTES / 1024,
+                "more pending records than replay holds at once; the rest stay in \
+                 `extensions:pending` for the next start"
+            );
         }
         let now = self.now();
         self.engine.replay_raw(now, records);
@@ -129,19 +156,57 @@ impl Service {
         Ok(())
     }
 
-    /// Opens the subscription (nothing at all with nothing to watch).
+    /// Opens the subscription (nothing at all with nothing to watch) and
+    /// hands it to the intake.
     async fn subscribe(&mut self) {
-        self.subscriber.open().await;
-        let subs = self.subscriber.subscriptions();
+        let Some(mut subscriber) = self.subscriber.take() else {
+            return;
+        };
+        subscriber.open().await;
+        let subs = subscriber.subscriptions();
         // `subscribed=false` with channels > 0: the first SUBSCRIBE failed
         // and is being retried (logged just before).
         tracing::info!(
             channels = subs.channels.len(),
             patterns = subs.patterns.len(),
-            subscribed = self.subscriber.is_open(),
+            subscribed = subscriber.is_open(),
             "ruled ready"
         );
+        let watch = self.reader.clone().map(|reader| StateWatch {
+            reader,
+            pairs: self
+                .payload
+                .state_pairs
+                .iter()
+                .enumerate()
+                .map(|(index, pair)| ((pair.hash.clone(), pair.field.clone()), index))
+                .collect(),
+            hashes: self.state_hashes.clone(),
+        });
+        if !subs.is_empty() {
+            self.intake.start(subscriber, watch);
+        }
     }
+}
+
+/// The Redis client for `--redis`, with the password given apart from the
+/// URL (if any) replacing the URL's.
+fn open_client(config: &ServiceConfig) -> Result<redis::Client, ServiceError> {
+    use redis::IntoConnectionInfo;
+    let bad_url = |source| ServiceError::RedisUrl {
+        url: connection::redact_url(&config.redis_url),
+        source,
+    };
+    let mut info = config
+        .redis_url
+        .as_str()
+        .into_connection_info()
+        .map_err(bad_url)?;
+    if let Some(Secret(password)) = &config.redis_password {
+        let settings = info.redis_settings().clone().set_password(password);
+        info = info.set_redis_settings(settings);
+    }
+    redis::Client::open(info).map_err(bad_url)
 }
 
 /// Loads and verifies the bundle (a bad one is fatal, naming the check).

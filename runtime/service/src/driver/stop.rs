@@ -21,7 +21,7 @@ impl Service {
     pub(super) async fn stop(mut self) {
         tracing::info!("stopping");
         notify::notify("STOPPING=1");
-        self.subscriber.close();
+        self.intake.close();
         // The records kept must name the right instants on the clock the
         // next start reads.
         self.check_clock();

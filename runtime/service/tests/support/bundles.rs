@@ -14,6 +14,7 @@ pub fn redis_step(list: &str, push: &str, after_ms: u64) -> Step {
         Action::Redis {
             list: list.into(),
             push: push.into(),
+            timeout_ns: 10_000_000_000,
         },
         after_ms,
     )

@@ -137,12 +137,14 @@ pub struct Ruled {
 impl Ruled {
     /// Starts `ruled` against `redis` with `bundle` and extra flags.
     pub fn start(redis: &RedisServer, bundle: &Path, extra: &[&str]) -> Self {
+        Self::start_with(&redis.url(), bundle, extra, &[])
+    }
+
+    /// Starts `ruled --redis url` with `bundle`, extra flags and extra
+    /// environment variables.
+    pub fn start_with(url: &str, bundle: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_ruled"));
-        command
-            .arg("--redis")
-            .arg(redis.url())
-            .arg("--bundle")
-            .arg(bundle);
+        command.arg("--redis").arg(url).arg("--bundle").arg(bundle);
         // Test defaults, unless the test sets them itself.
         if !extra.contains(&"--log-level") {
             command.args(["--log-level", "debug"]);
@@ -161,6 +163,7 @@ impl Ruled {
                 command.env_remove(key);
             }
         }
+        command.envs(env.iter().copied());
         let mut child = command.spawn().expect("spawn ruled");
         let stderr = child.stderr.take().expect("stderr piped");
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -314,6 +317,17 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("tokio runtime")
+}
+
+/// How many times Redis ran `command` (`INFO commandstats`).
+pub fn commandstat(redis: &RedisServer, command: &str) -> u64 {
+    let info: String = redis.query(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Writes an executable `#!/bin/sh` script `dir/name`; returns its path.

@@ -1,0 +1,222 @@
+//! Event intake (docs/service.md#subscriptions): a task that drains the
+//! subscription as fast as Redis delivers and holds what waits for the
+//! engine in a queue bounded by count and bytes. Past the bound an event is
+//! dropped, counted in `overflow` and logged (rate-limited): a flood costs
+//! events, never memory. Change notifications of watched state never queue:
+//! they mark their pair for a re-read ([`StateReader::reread`]), coalesced.
+
+use crate::effect_log::log_skipped_event;
+use crate::logging::Throttle;
+use crate::pubsub::MAX_MESSAGE_BYTES;
+use crate::state_shadow::StateReader;
+use crate::subscriptions::{Bus, Subscriber};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// Events that may wait for the engine, and their bytes (payload and
+/// channel name, plus 128 bytes each).
+pub const MAX_QUEUED: usize = 4096;
+pub const MAX_QUEUED_BYTES: usize = 2 * 1024 * 1024;
+const OVERHEAD: usize = 128;
+/// Messages read before the intake lets the other tasks run: under a
+/// flood it reads many times what the driver handles per turn (so the
+/// excess is dropped here), without starving timers and actions.
+const READ_TURN: u32 = 256;
+/// At most one overflow line per this long.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The watched state pairs by (hash, field), and who re-reads them.
+#[derive(Debug, Clone)]
+pub struct StateWatch {
+    pub reader: StateReader,
+    pub pairs: HashMap<(String, String), usize>,
+    pub hashes: std::collections::BTreeSet<String>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    items: VecDeque<Bus>,
+    bytes: usize,
+    /// Dropped since the last overflow line, and when that line went out.
+    unlogged: u64,
+    logged_at: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    ready: Notify,
+    /// Events dropped at the bound since start (the `overflow` counter).
+    overflow: Arc<AtomicU64>,
+}
+
+impl Shared {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        // Never held across an await or a panic-prone call.
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The bounded queue between the subscription and the driver.
+#[derive(Debug)]
+pub struct Intake {
+    shared: Arc<Shared>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Intake {
+    /// An intake that never delivers (nothing subscribed yet).
+    pub fn idle(overflow: Arc<AtomicU64>) -> Self {
+        let shared = Shared {
+            overflow,
+            ..Shared::default()
+        };
+        Self {
+            shared: Arc::new(shared),
+            task: None,
+        }
+    }
+
+    /// Starts draining `subscriber` (already opened).
+    pub fn start(&mut self, subscriber: Subscriber, state: Option<StateWatch>) {
+        let shared = Arc::clone(&self.shared);
+        self.task = Some(tokio::spawn(drain(subscriber, state, shared)));
+    }
+
+    /// The next message or `Restored`. Cancel-safe: nothing is taken from
+    /// the queue unless it is returned.
+    pub async fn next(&self) -> Bus {
+        loop {
+            let notified = self.shared.ready.notified();
+            if let Some(bus) = self.pop() {
+                return bus;
+            }
+            notified.await;
+        }
+    }
+
+    fn pop(&self) -> Option<Bus> {
+        let mut queue = self.shared.queue();
+        let bus = queue.items.pop_front()?;
+        queue.bytes -= cost(&bus);
+        Some(bus)
+    }
+
+    /// Says how many events were dropped since the last overflow line, if
+    /// any and that line is old enough (called at every stats tick, so the
+    /// end of a burst is reported too).
+    pub fn log_overflow(&self) {
+        let mut queue = self.shared.queue();
+        if queue.unlogged > 0 && due(queue.logged_at) {
+            log_dropped(&mut queue, &self.shared.overflow);
+        }
+    }
+
+    /// Closes the subscription.
+    pub fn close(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        let mut queue = self.shared.queue();
+        queue.items.clear();
+        queue.bytes = 0;
+    }
+}
+
+fn cost(bus: &Bus) -> usize {
+    match bus {
+        Bus::Message(message) => {
+            OVERHEAD + message.get_payload_bytes().len() + message.get_channel_name().len()
+        }
+        Bus::Oversized { .. } | Bus::Restored => 0,
+    }
+}
+
+/// Whether an overflow line may go out, the last one having gone out at
+/// `logged_at`.
+fn due(logged_at: Option<Instant>) -> bool {
+    logged_at.is_none_or(|at| at.elapsed() >= LOG_EVERY)
+}
+
+fn log_dropped(queue: &mut Queue, overflow: &AtomicU64) {
+    tracing::warn!(
+        dropped = queue.unlogged,
+        overflow = overflow.load(Ordering::Relaxed),
+        max_events = MAX_QUEUED,
+        max_kib = MAX_QUEUED_BYTES / 1024,
+        "event intake full (events arrive faster than the rules handle them): events dropped"
+    );
+    queue.unlogged = 0;
+    queue.logged_at = Some(Instant::now());
+}
+
+/// The intake task: reads the subscription, marks state pairs, queues
+/// events within the bound.
+async fn drain(mut subscriber: Subscriber, state: Option<StateWatch>, shared: Arc<Shared>) {
+    // Oversized messages are logged here, never queued: the queue may be
+    // full exactly when they matter.
+    let mut throttle = Throttle::new(Instant::now());
+    let mut read = 0;
+    loop {
+        read += 1;
+        if read >= READ_TURN {
+            read = 0;
+            tokio::task::yield_now().await;
+        }
+        // Unconstrained by tokio's task budget (it yields every
+        // `READ_TURN` messages instead): the socket is read far faster than
+        // events are handled, so under a flood the excess is dropped here
+        // and Redis' output buffer for ruled stays small.
+        let bus = tokio::task::unconstrained(subscriber.next()).await;
+        if let Bus::Oversized { channel, bytes } = &bus {
+            let why = format!(
+                "of {bytes} bytes, over the {} KiB limit (skipped while read)",
+                MAX_MESSAGE_BYTES / 1024
+            );
+            log_skipped_event(channel, &why, &mut throttle);
+            continue;
+        }
+        if let (Bus::Message(message), Some(state)) = (&bus, &state) {
+            if !message.from_pattern() && state.is_state_channel(message.get_channel_name()) {
+                state.notified(message);
+                continue;
+            }
+        }
+        let size = cost(&bus);
+        let mut queue = shared.queue();
+        let full = queue.items.len() >= MAX_QUEUED || queue.bytes + size > MAX_QUEUED_BYTES;
+        // `Restored` always queues: it makes the driver rewrite records.
+        if full && matches!(bus, Bus::Message(_)) {
+            shared.overflow.fetch_add(1, Ordering::Relaxed);
+            queue.unlogged += 1;
+            if due(queue.logged_at) {
+                log_dropped(&mut queue, &shared.overflow);
+            }
+            continue;
+        }
+        queue.bytes += size;
+        queue.items.push_back(bus);
+        drop(queue);
+        shared.ready.notify_one();
+    }
+}
+
+impl StateWatch {
+    fn is_state_channel(&self, channel: &str) -> bool {
+        self.hashes.contains(channel)
+    }
+
+    /// `PUBLISH <hash> <field>`: re-read the field if it is watched.
+    fn notified(&self, message: &redis::Msg) {
+        let hash = message.get_channel_name();
+        let field = String::from_utf8_lossy(message.get_payload_bytes());
+        match self.pairs.get(&(hash.to_string(), field.to_string())) {
+            Some(&index) => self.reader.reread(index),
+            None => tracing::trace!(channel = hash, field = %field, "change of an unwatched field"),
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! The subscription connection (docs/service.md#subscriptions): a small
+//! RESP2 reader of its own, so a message too large to handle is skipped
+//! while it is read, never held whole. The Redis client reads every reply
+//! whole before anyone can look at its size; on this one connection, where
+//! anyone may `PUBLISH` anything, that would let one 25 MB message take
+//! the service's memory budget. Commands and replies elsewhere go through
+//! the Redis client as before.
+
+use crate::connection::CONNECT_TIMEOUT;
+use redis::{ConnectionAddr, ConnectionInfo};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+
+/// The largest message payload (and channel name) read whole; a larger
+/// one is skipped as it arrives. Events over 64 KiB are never handled
+/// (docs/service.md#subscriptions).
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// The longest header line (`*3`, `$25000000`, `:1`, an error) read.
+const MAX_LINE: u64 = 4096;
+/// Bytes read from the socket at once: a flood is read in few calls.
+const READ_BUFFER: usize = 64 * 1024;
+/// Elements in one reply; pub/sub replies have 3 or 4.
+const MAX_ELEMENTS: i64 = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PubSubError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("timed out opening the pub/sub connection")]
+    Timeout,
+    #[error("`rediss://` (TLS) is not supported")]
+    Tls,
+    #[error("Redis refused: {0}")]
+    Refused(String),
+    #[error("unexpected reply from Redis: {0}")]
+    Protocol(String),
+}
+
+/// One element of a reply: a bulk string read whole, or only its length
+/// when it was over [`MAX_MESSAGE_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Element {
+    Bulk(Vec<u8>),
+    Skipped(usize),
+    Int(i64),
+    Simple(String),
+    Nil,
+}
+
+/// What the subscription delivered.
+#[derive(Debug)]
+pub enum Delivery {
+    Message(redis::Msg),
+    /// A message over [`MAX_MESSAGE_BYTES`] (payload or channel name),
+    /// skipped unread; `channel` is cut to its first 200 bytes.
+    Oversized {
+        channel: String,
+        bytes: usize,
+    },
+}
+
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// A subscribed connection.
+pub struct PubSub {
+    io: BufReader<Box<dyn Stream>>,
+}
+
+impl std::fmt::Debug for PubSub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PubSub")
+    }
+}
+
+impl PubSub {
+    /// Connects to the server `info` names, authenticates, and subscribes
+    /// to `channels` and `patterns`, waiting for every confirmation.
+    pub async fn open(
+        info: &ConnectionInfo,
+        channels: &[&str],
+        patterns: &[&str],
+    ) -> Result<Self, PubSubError> {
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect(info.addr()))
+            .await
+            .map_err(|_| PubSubError::Timeout)??;
+        let mut pubsub = Self {
+            io: BufReader::with_capacity(READ_BUFFER, stream),
+        };
+        let settings = info.redis_settings();
+        if let Some(password) = settings.password() {
+            let mut auth = vec!["AUTH".as_bytes()];
+            if let Some(user) = settings.username() {
+                auth.push(user.as_bytes());
+            }
+            auth.push(password.as_bytes());
+            pubsub.send(&auth).await?;
+            pubsub.expect_ok().await?;
+        }
+        let mut expected = 0;
+        for (command, names) in [("SUBSCRIBE", channels), ("PSUBSCRIBE", patterns)] {
+            if names.is_empty() {
+                continue;
+            }
+            let mut args = vec![command.as_bytes()];
+            args.extend(names.iter().map(|name| name.as_bytes()));
+            pubsub.send(&args).await?;
+            expected += names.len();
+        }
+        let confirm = async {
+            for _ in 0..expected {
+                pubsub.confirmation().await?;
+            }
+            Ok::<(), PubSubError>(())
+        };
+        tokio::time::timeout(CONNECT_TIMEOUT, confirm)
+            .await
+            .map_err(|_| PubSubError::Timeout)??;
+        Ok(pubsub)
+    }
+
+    /// The next message. Not cancel-safe: a reply read halfway is lost
+    /// with the connection (the intake never cancels it).
+    pub async fn next(&mut self) -> Result<Delivery, PubSubError> {
+        loop {
+            let reply = self.reply().await?;
+            if let Some(delivery) = delivery(reply) {
+                return Ok(delivery);
+            }
+        }
+    }
+
+    async fn send(&mut self, args: &[&[u8]]) -> Result<(), PubSubError> {
+        let mut bytes = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            bytes.extend(format!("${}\r\n", arg.len()).into_bytes());
+            bytes.extend_from_slice(arg);
+            bytes.extend_from_slice(b"\r\n");
+        }
+        let stream = self.io.get_mut();
+        stream.write_all(&bytes).await?;
+        stream.flush().await?;
+        Ok(())
+    }
+
+    async fn expect_ok(&mut self) -> Result<(), PubSubError> {
+        match self.reply().await? {
+            Reply::Single(Element::Simple(_)) => Ok(()),
+            other => Err(PubSubError::Protocol(format!("{other:?}"))),
+        }
+    }
+
+    /// A `subscribe` / `psubscribe` confirmation.
+    async fn confirmation(&mut self) -> Result<(), PubSubError> {
+        match self.reply().await? {
+            Reply::Array(elements)
+                if matches!(elements.first(), Some(Element::Bulk(kind))
+                    if kind == b"subscribe" || kind == b"psubscribe") =>
+            {
+                Ok(())
+            }
+            other => Err(PubSubError::Protocol(format!("{other:?}"))),
+        }
+    }
+
+    /// One reply; an error reply is [`PubSubError::Refused`].
+    async fn reply(&mut self) -> Result<Reply, PubSubError> {
+        let line = self.line().await?;
+        match line.split_first() {
+            Some((b'*', count)) => {
+                let count = number(count)?;
+                if !(0..=MAX_ELEMENTS).contains(&count) {
+                    return Err(PubSubError::Protocol(format!("an array of {count}")));
+                }
+                let mut elements = Vec::new();
+                for _ in 0..count {
+                    let line = self.line().await?;
+                    elements.push(self.element(&line).await?);
+                }
+                Ok(Reply::Array(elements))
+            }
+            _ => Ok(Reply::Single(self.element(&line).await?)),
+        }
+    }
+
+    async fn element(&mut self, line: &[u8]) -> Result<Element, PubSubError> {
+        match line.split_first() {
+            Some((b'$', len)) => {
+                let Ok(len) = usize::try_from(number(len)?) else {
+                    return Ok(Element::Nil);
+                };
+                if len > MAX_MESSAGE_BYTES {
+                    // Read past it (and its CRLF) without keeping it.
+                    let skip = len as u64 + 2;
+                    let skipped =
+                        tokio::io::copy(&mut (&mut self.io).take(skip), &mut tokio::io::sink())
+                            .await?;
+                    if skipped < skip {
+                        return Err(eof());
+                    }
+                    return Ok(Element::Skipped(len));
+                }
+                let mut bytes = vec![0; len + 2];
+                self.io.read_exact(&mut bytes).await?;
+                bytes.truncate(len);
+                Ok(Element::Bulk(bytes))
+            }
+            Some((b':', n)) => Ok(Element::Int(number(n)?)),
+            Some((b'+', text)) => Ok(Element::Simple(String::from_utf8_lossy(text).into())),
+            Some((b'-', text)) => Err(PubSubError::Refused(
+                String::from_utf8_lossy(text).into_owned(),
+            )),
+            _ => Err(PubSubError::Protocol(
+                String::from_utf8_lossy(line).into_owned(),
+            )),
+        }
+    }
+
+    /// One header line, without its CRLF.
+    async fn line(&mut self) -> Result<Vec<u8>, PubSubError> {
+        let mut line = Vec::new();
+        (&mut self.io)
+            .take(MAX_LINE)
+            .read_until(b'\n', &mut line)
+            .await?;
+        match line.strip_suffix(b"\r\n") {
+            Some(body) => Ok(body.to_vec()),
+            // Cut short: the connection ended mid-line.
+            None if (line.len() as u64) < MAX_LINE => Err(eof()),
+            None => Err(PubSubError::Protocol("a header line too long".into())),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Reply {
+    Array(Vec<Element>),
+    Single(Element),
+}
+
+fn eof() -> PubSubError {
+    PubSubError::Io(std::io::ErrorKind::UnexpectedEof.into())
+}
+
+fn number(text: &[u8]) -> Result<i64, PubSubError> {
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| PubSubError::Protocol(String::from_utf8_lossy(text).into_owned()))
+}
+
+async fn connect(addr: &ConnectionAddr) -> Result<Box<dyn Stream>, PubSubError> {
+    match addr {
+        ConnectionAddr::Tcp(host, port) => {
+            let stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+            stream.set_nodelay(true)?;
+            Ok(Box::new(stream))
+        }
+        ConnectionAddr::Unix(path) => Ok(Box::new(tokio::net::UnixStream::connect(path).await?)),
+        _ => Err(PubSubError::Tls),
+    }
+}
+
+/// A `message` or `pmessage` reply as a [`Delivery`]; `None` for anything
+/// else (a late confirmation, a `pong`).
+fn delivery(reply: Reply) -> Option<Delivery> {
+    let Reply::Array(elements) = reply else {
+        return None;
+    };
+    let mut elements = elements.into_iter();
+    let pattern = match elements.next()? {
+        Element::Bulk(kind) if kind == b"message" => None,
+        Element::Bulk(kind) if kind == b"pmessage" => Some(elements.next()?),
+        _ => return None,
+    };
+    let (channel, payload) = (elements.next()?, elements.next()?);
+    if elements.next().is_some() {
+        return None;
+    }
+    let bulk = redis::Value::BulkString;
+    match (channel, payload) {
+        (Element::Skipped(bytes), _) => Some(Delivery::Oversized {
+            channel: "(a channel name over 64 KiB)".into(),
+            bytes,
+        }),
+        (Element::Bulk(channel), Element::Skipped(bytes)) => Some(Delivery::Oversized {
+            channel: String::from_utf8_lossy(&channel[..channel.len().min(200)]).into(),
+            bytes,
+        }),
+        (Element::Bulk(channel), Element::Bulk(payload)) => {
+            let mut value = match pattern {
+                Some(Element::Bulk(pattern)) => vec![bulk(b"pmessage".to_vec()), bulk(pattern)],
+                _ => vec![bulk(b"message".to_vec())],
+            };
+            value.extend([bulk(channel), bulk(payload)]);
+            redis::Msg::from_owned_value(redis::Value::Array(value)).map(Delivery::Message)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(text: &[u8]) -> Element {
+        Element::Bulk(text.to_vec())
+    }
+
+    #[test]
+    fn messages_and_oversized_ones_are_told_apart() {
+        let Some(Delivery::Message(message)) =
+            delivery(Reply::Array(vec![b(b"message"), b(b"ev:a"), b(b"{}")]))
+        else {
+            panic!("a message");
+        };
+        assert_eq!(message.get_channel_name(), "ev:a");
+        assert!(!message.from_pattern());
+        let Some(Delivery::Message(message)) = delivery(Reply::Array(vec![
+            b(b"pmessage"),
+            b(b"ev:*"),
+            b(b"ev:b"),
+            b(b"x"),
+        ])) else {
+            panic!("a pattern message");
+        };
+        assert!(message.from_pattern());
+        assert_eq!(message.get_payload_bytes(), b"x");
+        let oversized = delivery(Reply::Array(vec![
+            b(b"message"),
+            b(b"ev:big"),
+            Element::Skipped(25_000_000),
+        ]));
+        assert!(
+            matches!(oversized, Some(Delivery::Oversized { ref channel, bytes: 25_000_000 }) if channel == "ev:big"),
+            "{oversized:?}"
+        );
+        let confirmation = Reply::Array(vec![b(b"subscribe"), b(b"ev:a"), Element::Int(1)]);
+        assert!(delivery(confirmation).is_none());
+    }
+}
