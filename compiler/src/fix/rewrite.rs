@@ -201,66 +201,9 @@ pub fn rewrite(text: &str) -> Rewrite {
             continue;
         }
         if c.is_ascii_alphabetic() || c == '_' {
-            let end = run_end(text, at, is_word_char);
-            let word = &text[at..end];
             let field = previous == Some('.');
-            let before = tokens.len();
-            tokens.push(Token {
-                range: at..end,
-                kind: Kind::Word,
-            });
-            match word {
-                _ if field => {}
-                "and" => out.edits.push(Edit {
-                    range: at..end,
-                    text: "&&".to_string(),
-                }),
-                "or" => out.edits.push(Edit {
-                    range: at..end,
-                    text: "||".to_string(),
-                }),
-                "not" => {
-                    let spaces = run_end(text, end, char::is_whitespace);
-                    if next_word(text, spaces) == Some("in") {
-                        let after_in = spaces + 2;
-                        let left = &tokens[..before];
-                        let token = match membership(text, left, &mut out, at, after_in, true) {
-                            Some(end) => Token {
-                                range: end - 1..end,
-                                kind: Kind::Punct(']'),
-                            },
-                            // Past the `in`: it is part of this one.
-                            None => Token {
-                                range: spaces..after_in,
-                                kind: Kind::Word,
-                            },
-                        };
-                        at = token.range.end;
-                        previous = text[..at].chars().last();
-                        tokens.push(token);
-                        continue;
-                    }
-                    out.edits.push(Edit {
-                        range: at..spaces,
-                        text: "!".to_string(),
-                    });
-                }
-                "in" => {
-                    let left = &tokens[..before];
-                    if let Some(end) = membership(text, left, &mut out, at, end, false) {
-                        at = end;
-                        previous = Some(']');
-                        tokens.push(Token {
-                            range: end - 1..end,
-                            kind: Kind::Punct(']'),
-                        });
-                        continue;
-                    }
-                }
-                _ => {}
-            }
-            at = end;
-            previous = word.chars().last();
+            at = word(text, at, field, &mut tokens, &mut out);
+            previous = text[..at].chars().last();
             continue;
         }
         if !c.is_whitespace() {
@@ -273,6 +216,64 @@ pub fn rewrite(text: &str) -> Rewrite {
         at += c.len_utf8();
     }
     out
+}
+
+/// Scans the word starting at `at` (a field of a path when `field`), and
+/// rewrites it when it is an operator; returns where scanning goes on.
+fn word(text: &str, at: usize, field: bool, tokens: &mut Vec<Token>, out: &mut Rewrite) -> usize {
+    let end = run_end(text, at, is_word_char);
+    let before = tokens.len();
+    tokens.push(Token {
+        range: at..end,
+        kind: Kind::Word,
+    });
+    match &text[at..end] {
+        _ if field => {}
+        "and" => out.edits.push(Edit {
+            range: at..end,
+            text: "&&".to_string(),
+        }),
+        "or" => out.edits.push(Edit {
+            range: at..end,
+            text: "||".to_string(),
+        }),
+        "not" => {
+            let spaces = run_end(text, end, char::is_whitespace);
+            if next_word(text, spaces) != Some("in") {
+                out.edits.push(Edit {
+                    range: at..spaces,
+                    text: "!".to_string(),
+                });
+                return end;
+            }
+            let after_in = spaces + 2;
+            let token = match membership(text, &tokens[..before], out, at, after_in, true) {
+                Some(end) => Token {
+                    range: end - 1..end,
+                    kind: Kind::Punct(']'),
+                },
+                // Past the `in`: it is part of this one.
+                None => Token {
+                    range: spaces..after_in,
+                    kind: Kind::Word,
+                },
+            };
+            let next = token.range.end;
+            tokens.push(token);
+            return next;
+        }
+        "in" => {
+            if let Some(end) = membership(text, &tokens[..before], out, at, end, false) {
+                tokens.push(Token {
+                    range: end - 1..end,
+                    kind: Kind::Punct(']'),
+                });
+                return end;
+            }
+        }
+        _ => {}
+    }
+    end
 }
 
 /// Rewrites the membership test whose `in` (or `not in`) starts at
