@@ -6,7 +6,7 @@
 
 mod rewrite;
 
-pub use rewrite::{rewrite, Edit, Rewrite, Unrewritable};
+pub use rewrite::{rewrite, Edit, Rewrite, Unrewritable, Why};
 
 use crate::check::{plural, shown, shown_path};
 use crate::cli::{Console, Exit};
@@ -28,10 +28,11 @@ Examples:
   rulec fix rules/alarm.toml
 
 Rewrites `when` in the Go event-service's syntax: 'single quotes' become
-\"double quotes\", and/or/not become &&/||/!. Nothing outside the `when`
-strings changes: comments and layout stay. `in [...]` cannot be rewritten
-yet (the `when` language has no membership test): it is reported, with
-every other problem the fixed files still have.
+\"double quotes\", and/or/not become &&/||/!, `x in [a, b]` becomes
+`contains((a, b), x)`. Nothing outside the `when` strings changes:
+comments and layout stay. An `in [...]` whose meaning the rewrite could
+change (`a + b in [...]`, an empty list) is reported, with every other
+problem the fixed files still have.
 
 Exit status: 0 the fixed files check clean, 1 problems remain (nothing
 is left half-written: each file is replaced whole), 2 usage or I/O error.")]
@@ -125,8 +126,8 @@ struct FileFix {
 /// A file range and the text that replaces it.
 type Replacement = (Range<usize>, String);
 
-/// A file range that cannot be rewritten, and what it is.
-type Unfixed = (Range<usize>, &'static str);
+/// A file range that cannot be rewritten, what it is and why.
+type Unfixed = (Range<usize>, &'static str, Why);
 
 /// The file replacements for one `when` string, and the file ranges of
 /// what cannot be rewritten.
@@ -142,7 +143,7 @@ fn string_fix(file_text: &str, when: &WhenString) -> (Vec<Replacement>, Vec<Unfi
     let unrewritable = result
         .unrewritable
         .iter()
-        .map(|u| (map.map(u.range.clone()), u.what))
+        .map(|u| (map.map(u.range.clone()), u.what, u.why))
         .collect::<Vec<_>>();
     let fixed = result.apply(&when.decoded);
     // A one-line "..." string whose expression now holds double quotes
@@ -181,7 +182,7 @@ fn fix_file(file: &SourceFile) -> FileFix {
         problems.extend(
             unrewritable
                 .into_iter()
-                .map(|(range, what)| (range, what, when.clone())),
+                .map(|(range, what, why)| (range, what, why, when.clone())),
         );
     }
     replacements.sort_by_key(|(range, _)| range.start);
@@ -204,14 +205,14 @@ fn fix_file(file: &SourceFile) -> FileFix {
     };
     let diagnostics = problems
         .into_iter()
-        .map(|(range, what, when)| {
+        .map(|(range, what, why, when)| {
             let mut diagnostic = Diagnostic::error(
                 Code::WhenSyntax,
-                format!("{what} cannot be rewritten: the `when` language has no membership test"),
+                format!("{what} cannot be rewritten: {}", why.message()),
             )
             .in_file(&file.name)
             .at(moved(range.start)..moved(range.end), "left as it was")
-            .with_help("write the choices out, e.g. `to == \"parked\" || to == \"stand-by\"`");
+            .with_help(why.help());
             diagnostic.rule = when.rule;
             diagnostic.step = when.step;
             diagnostic

@@ -1,7 +1,9 @@
 //! `rulec fix` on rule files written for the Go event-service
 //! (docs/rulec.md#rulec-fix): fixtures/fix/go-service (11 rules, with
-//! comments) checks clean after it, and nothing outside the `when` strings
-//! changes, byte for byte.
+//! comments) and fixtures/fix/go-service-membership (`in [...]`) check
+//! clean after it, and nothing outside the `when` strings changes, byte
+//! for byte; fixtures/fix/go-service-membership-left holds the membership
+//! tests it reports instead.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -97,6 +99,15 @@ fn outside(text: &str) -> Vec<String> {
     parts
 }
 
+/// Byte for byte outside the `when` strings; the same strings, fixed.
+fn assert_only_when_changed(before: &[(String, String)], after: &[(String, String)]) {
+    assert_eq!(before.len(), after.len());
+    for ((name, old), (_, new)) in before.iter().zip(after) {
+        assert_eq!(outside(old), outside(new), "{name}");
+        assert_eq!(when_spans(old).len(), when_spans(new).len(), "{name}");
+    }
+}
+
 #[test]
 fn go_service_rules_check_clean_after_fix_and_only_when_changes() {
     let dir = copy("go-service");
@@ -130,12 +141,8 @@ fn go_service_rules_check_clean_after_fix_and_only_when_changes() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(err, "3 files, 11 rules: 0 errors, 0 warnings\n");
 
-    // Byte for byte outside the `when` strings; the same strings, fixed.
     let after = files(&rules);
-    for ((name, old), (_, new)) in before.iter().zip(&after) {
-        assert_eq!(outside(old), outside(new), "{name}");
-        assert_eq!(when_spans(old).len(), when_spans(new).len(), "{name}");
-    }
+    assert_only_when_changed(&before, &after);
     // The dry run showed exactly what was written.
     let applied: String = after.iter().map(|(_, text)| text.as_str()).collect();
     for line in diff
@@ -151,14 +158,45 @@ fn go_service_rules_check_clean_after_fix_and_only_when_changes() {
 }
 
 #[test]
-fn membership_is_reported_and_the_rest_is_fixed() {
+fn membership_is_rewritten_with_contains() {
     let dir = copy("go-service-membership");
+    let rules = dir.path().join("rules");
+    let before = files(&rules);
+    let (code, _, err) = rulec(dir.path(), &["check", "rules"]);
+    assert_eq!(code, 1, "the Go syntax does not check: {err}");
+
+    let (code, diff, err) = rulec(dir.path(), &["fix", "rules", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    // The diff, then the check of the fixed files: clean.
+    insta::assert_snapshot!("go-service-membership", format!("{diff}\n{err}"));
+    let (code, _, err) = rulec(dir.path(), &["fix", "rules"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.ends_with("fixed 4 `when` strings in 1 file; 0 errors left\n"),
+        "{err}"
+    );
+    let (code, _, err) = rulec(dir.path(), &["check", "rules"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err, "1 file, 4 rules: 0 errors, 0 warnings\n");
+    assert_only_when_changed(&before, &files(&rules));
+
+    // A second run has nothing left to do.
+    let (code, diff, err) = rulec(dir.path(), &["fix", "rules", "--dry-run"]);
+    assert_eq!((code, diff.as_str()), (0, ""), "{err}");
+}
+
+#[test]
+fn membership_it_cannot_rewrite_is_reported_and_the_rest_is_fixed() {
+    let dir = copy("go-service-membership-left");
+    let rules = dir.path().join("rules");
+    let before = files(&rules);
     let (code, _, err) = rulec(dir.path(), &["fix", "rules"]);
     assert_eq!(code, 1, "{err}");
-    insta::assert_snapshot!("go-service-membership", err);
-    let text = std::fs::read_to_string(dir.path().join("rules/10-state.toml")).unwrap();
+    insta::assert_snapshot!("go-service-membership-left", err);
+    assert_only_when_changed(&before, &files(&rules));
+    let text = std::fs::read_to_string(rules.join("10-left.toml")).unwrap();
     assert!(
-        text.contains(r#"when = "to in [\"parked\", \"stand-by\"] && from == \"driving\"""#),
+        text.contains(r#"when = "to in [] || from == \"driving\"""#),
         "{text}"
     );
 }
