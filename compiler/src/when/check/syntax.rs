@@ -118,10 +118,16 @@ fn word_operator(name: &str, span: Range<usize>) -> Option<WhenProblem> {
 /// rewrites what was written.
 fn in_operator(text: &str, toks: &[Tok], index: usize) -> WhenProblem {
     let span = toks[index].span.clone();
+    // The left operand is the token before `in` only when nothing binds to
+    // it from further left (`data.charge + 5 in [...]` is not about `5`).
     let left = index
         .checked_sub(1)
         .and_then(|i| toks.get(i))
-        .map_or("value", |tok| text[tok.span.clone()].trim());
+        .filter(|tok| {
+            let before = text[..tok.span.start].trim_end();
+            before.is_empty() || before.ends_with(['(', ',', '&', '|'])
+        })
+        .map_or("<value>", |tok| text[tok.span.clone()].trim());
     let inner = bracketed_list(&text[span.end..]).unwrap_or("").trim();
     let fix = if inner.is_empty() {
         format!("contains((\"a\", \"b\"), {left})")
