@@ -17,3 +17,4 @@ pub mod record_store;
 pub mod state_shadow;
 pub mod stats;
 pub mod subscriptions;
+pub mod tls;

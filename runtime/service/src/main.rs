@@ -22,9 +22,16 @@ use std::time::Duration;
 )]
 struct Args {
     /// Redis URL: redis://HOST:PORT[/DB], or redis+unix:///path/to/redis.sock
-    /// (also unix:///path).
+    /// (also unix:///path), or rediss://HOST:PORT[/DB] for TLS (needs ruled
+    /// built with the cargo feature `tls`).
     #[arg(long, env = "RULED_REDIS", default_value = "redis://127.0.0.1:6379")]
     redis: String,
+
+    /// For a rediss:// URL: a PEM file of the CA certificates the server's
+    /// certificate must chain to, trusted instead of the public roots built
+    /// into ruled.
+    #[arg(long, env = "RULED_REDIS_CA_FILE", value_name = "PATH")]
+    redis_ca_file: Option<PathBuf>,
 
     /// A file holding the Redis password (its first line), used instead of
     /// a password in the URL. The environment variable RULED_REDIS_PASSWORD
@@ -135,6 +142,7 @@ fn run(args: Args) -> Result<()> {
     let config = ServiceConfig {
         redis_password: redis_password(args.redis_password_file.as_deref())?,
         redis_url: args.redis,
+        redis_ca_file: args.redis_ca_file,
         bundle: args.bundle,
         pool: PoolConfig {
             workers: usize::from(args.workers),

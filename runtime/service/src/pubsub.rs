@@ -7,6 +7,7 @@
 //! the Redis client as before.
 
 use crate::connection::CONNECT_TIMEOUT;
+use crate::tls::Tls;
 use redis::{ConnectionAddr, ConnectionInfo};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
@@ -27,7 +28,7 @@ pub enum PubSubError {
     Io(#[from] std::io::Error),
     #[error("timed out opening the pub/sub connection")]
     Timeout,
-    #[error("`rediss://` (TLS) is not supported")]
+    #[error("`rediss://` (TLS) needs ruled built with `--features tls`")]
     Tls,
     #[error("Redis refused: {0}")]
     Refused(String),
@@ -73,14 +74,16 @@ impl std::fmt::Debug for PubSub {
 }
 
 impl PubSub {
-    /// Connects to the server `info` names, authenticates, and subscribes
-    /// to `channels` and `patterns`, waiting for every confirmation.
+    /// Connects to the server `info` names (over TLS with `tls` for a
+    /// `rediss://` URL), authenticates, and subscribes to `channels` and
+    /// `patterns`, waiting for every confirmation.
     pub async fn open(
         info: &ConnectionInfo,
+        tls: &Tls,
         channels: &[&str],
         patterns: &[&str],
     ) -> Result<Self, PubSubError> {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect(info.addr()))
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect(info.addr(), tls))
             .await
             .map_err(|_| PubSubError::Timeout)??;
         let mut pubsub = Self {
@@ -248,16 +251,26 @@ fn number(text: &[u8]) -> Result<i64, PubSubError> {
         .ok_or_else(|| PubSubError::Protocol(String::from_utf8_lossy(text).into_owned()))
 }
 
-async fn connect(addr: &ConnectionAddr) -> Result<Box<dyn Stream>, PubSubError> {
+async fn connect(addr: &ConnectionAddr, tls: &Tls) -> Result<Box<dyn Stream>, PubSubError> {
     match addr {
-        ConnectionAddr::Tcp(host, port) => {
-            let stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
-            stream.set_nodelay(true)?;
-            Ok(Box::new(stream))
+        ConnectionAddr::Tcp(host, port) => Ok(Box::new(tcp(host, *port).await?)),
+        #[cfg(feature = "tls")]
+        ConnectionAddr::TcpTls { host, port, .. } => {
+            let stream = tcp(host, *port).await?;
+            Ok(Box::new(tls.wrap(stream, host).await?))
         }
         ConnectionAddr::Unix(path) => Ok(Box::new(tokio::net::UnixStream::connect(path).await?)),
-        _ => Err(PubSubError::Tls),
+        _ => {
+            let _ = tls; // holds nothing without the `tls` feature
+            Err(PubSubError::Tls)
+        }
     }
+}
+
+async fn tcp(host: &str, port: u16) -> std::io::Result<tokio::net::TcpStream> {
+    let stream = tokio::net::TcpStream::connect((host, port)).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 /// A `message` or `pmessage` reply as a [`Delivery`]; `None` for anything

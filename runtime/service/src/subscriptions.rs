@@ -4,6 +4,7 @@
 
 use crate::connection::Backoff;
 use crate::pubsub::{Delivery, PubSub, PubSubError};
+use crate::tls::Tls;
 use rulecore::event::Event;
 use rulecore::topic::{Subscription, TopicPattern};
 use std::collections::BTreeSet;
@@ -78,14 +79,16 @@ impl Subscriptions {
     }
 }
 
-/// Opens a pub/sub connection ([`PubSub`]) and subscribes to `subs`.
+/// Opens a pub/sub connection ([`PubSub`]) to `client`'s server (over
+/// `tls` for a `rediss://` URL) and subscribes to `subs`.
 pub async fn open_pubsub(
     client: &redis::Client,
+    tls: &Tls,
     subs: &Subscriptions,
 ) -> Result<PubSub, PubSubError> {
     let channels: Vec<&str> = subs.channels.iter().map(String::as_str).collect();
     let patterns: Vec<&str> = subs.patterns.iter().map(String::as_str).collect();
-    PubSub::open(client.get_connection_info(), &channels, &patterns).await
+    PubSub::open(client.get_connection_info(), tls, &channels, &patterns).await
 }
 
 /// What the bus said.
@@ -169,6 +172,7 @@ impl Inbound {
 /// after a lost connection (docs/service.md#start-and-stop).
 pub struct Subscriber {
     client: redis::Client,
+    tls: Tls,
     subs: Subscriptions,
     stream: Option<PubSub>,
     reconnect_at: Option<tokio::time::Instant>,
@@ -186,9 +190,10 @@ impl std::fmt::Debug for Subscriber {
 }
 
 impl Subscriber {
-    pub fn new(client: redis::Client, subs: Subscriptions) -> Self {
+    pub fn new(client: redis::Client, tls: Tls, subs: Subscriptions) -> Self {
         Self {
             client,
+            tls,
             subs,
             stream: None,
             reconnect_at: None,
@@ -214,7 +219,7 @@ impl Subscriber {
     }
 
     async fn try_open(&mut self) -> Result<(), PubSubError> {
-        let stream = open_pubsub(&self.client, &self.subs).await?;
+        let stream = open_pubsub(&self.client, &self.tls, &self.subs).await?;
         self.stream = Some(stream);
         self.reconnect_at = None;
         self.backoff = Backoff::default();

@@ -133,7 +133,9 @@ fn overlapping_patterns_deliver_each_event_once() {
     let subs = Subscriptions::compute(&patterns, &BTreeSet::new());
     runtime().block_on(async {
         let client = redis::Client::open(redis.url()).unwrap();
-        let mut stream = open_pubsub(&client, &subs).await.unwrap();
+        let mut stream = open_pubsub(&client, &ruled::tls::Tls::default(), &subs)
+            .await
+            .unwrap();
         for channel in ["ev:button.seat", "ev:alarm.triggered", "ev:other"] {
             let _: i64 = redis.query(&["PUBLISH", channel, "{}"]);
         }

@@ -15,6 +15,7 @@ use crate::record_store::{self, StoreWriter};
 use crate::state_shadow::{self, StateReader};
 use crate::stats::StatsPublisher;
 use crate::subscriptions::{Subscriber, Subscriptions};
+use crate::tls::Tls;
 use redis::aio::ConnectionManager;
 use rulecore::bundle::Payload;
 use ruled_engine::pool::PoolConfig;
@@ -32,6 +33,9 @@ pub struct ServiceConfig {
     /// Overrides the URL's password (from `--redis-password-file` or
     /// `RULED_REDIS_PASSWORD`, docs/service.md#flags).
     pub redis_password: Option<Secret>,
+    /// The CA certificates (PEM) a `rediss://` server's certificate must
+    /// chain to, instead of the compiled-in roots (docs/service.md#tls).
+    pub redis_ca_file: Option<PathBuf>,
     pub bundle: PathBuf,
     pub pool: PoolConfig,
     /// How far past due a replayed record may be; negative means zero.
@@ -58,6 +62,8 @@ pub enum ServiceError {
         source: redis::RedisError,
     },
     #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
     Bundle(#[from] bundle::LoadError),
     #[error("reading the pending store `extensions:pending` for replay: {0}")]
     Replay(redis::RedisError),
@@ -72,7 +78,7 @@ impl Service {
     /// The bundle comes before the connection: a bad bundle or a bad URL
     /// fails at once, not only once Redis answers.
     pub(super) async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
-        let client = open_client(&config)?;
+        let (client, tls) = open_client(&config)?;
         let (payload, bundle_id) = load_bundle(&config)?;
         let mut con = connection::connect_manager(&client).await;
         tracing::info!(redis = %connection::redact_url(&config.redis_url), "connected to redis");
@@ -112,7 +118,7 @@ impl Service {
             reports,
             writer,
             writer_task,
-            subscriber: Some(Subscriber::new(client, subs)),
+            subscriber: Some(Subscriber::new(client, tls, subs)),
             intake: Intake::idle(stats.overflow()),
             state_hashes,
             reader,
@@ -190,13 +196,16 @@ impl Service {
 }
 
 /// The Redis client for `--redis`, with the password given apart from the
-/// URL (if any) replacing the URL's.
-fn open_client(config: &ServiceConfig) -> Result<redis::Client, ServiceError> {
+/// URL (if any) replacing the URL's, and the pub/sub reader's TLS settings
+/// for a `rediss://` URL (docs/service.md#tls).
+fn open_client(config: &ServiceConfig) -> Result<(redis::Client, Tls), ServiceError> {
     use redis::IntoConnectionInfo;
+    let url = connection::redact_url(&config.redis_url);
     let bad_url = |source| ServiceError::RedisUrl {
-        url: connection::redact_url(&config.redis_url),
+        url: url.clone(),
         source,
     };
+    crate::tls::check_built(&url)?;
     let mut info = config
         .redis_url
         .as_str()
@@ -206,7 +215,11 @@ fn open_client(config: &ServiceConfig) -> Result<redis::Client, ServiceError> {
         let settings = info.redis_settings().clone().set_password(password);
         info = info.set_redis_settings(settings);
     }
-    redis::Client::open(info).map_err(bad_url)
+    Ok(crate::tls::client(
+        info,
+        &url,
+        config.redis_ca_file.as_deref(),
+    )?)
 }
 
 /// Loads and verifies the bundle (a bad one is fatal, naming the check).

@@ -21,16 +21,29 @@ pub struct RedisServer {
     child: Child,
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
+    /// Flags added to every start (e.g. a TLS port).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts a server on a unix socket in a fresh temp dir. Fails the test
     /// (with how to install it) when `redis-server` is not on the PATH.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// [`RedisServer::start`] with extra `redis-server` flags; the unix
+    /// socket (what the test's own connection uses) stays plain.
+    pub fn start_with(extra: &[String]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("redis.sock");
-        let child = spawn_server(dir.path(), &socket);
-        let server = Self { child, dir, socket };
+        let child = spawn_server(dir.path(), &socket, extra);
+        let server = Self {
+            child,
+            dir,
+            socket,
+            extra: extra.to_vec(),
+        };
         server.wait_up();
         server
     }
@@ -50,7 +63,7 @@ impl RedisServer {
 
     /// Starts a fresh (empty) server on the same socket.
     pub fn respawn(&mut self) {
-        self.child = spawn_server(self.dir.path(), &self.socket);
+        self.child = spawn_server(self.dir.path(), &self.socket, &self.extra);
         self.wait_up();
     }
 
@@ -98,7 +111,7 @@ impl RedisServer {
     }
 }
 
-fn spawn_server(dir: &Path, socket: &Path) -> Child {
+fn spawn_server(dir: &Path, socket: &Path, extra: &[String]) -> Child {
     match Command::new("redis-server")
         .args(["--port", "0", "--save", "", "--appendonly", "no"])
         .arg("--unixsocket")
@@ -106,6 +119,7 @@ fn spawn_server(dir: &Path, socket: &Path) -> Child {
         .args(["--unixsocketperm", "700", "--daemonize", "no"])
         .arg("--dir")
         .arg(dir)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
