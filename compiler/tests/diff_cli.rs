@@ -3,29 +3,9 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use insta_cmd::get_cargo_bin;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod support;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn rulec(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(get_cargo_bin("rulec"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use support::{root, rulec};
 
 /// A scratch dir with `old.bundle` (fixtures/rules) and `new.bundle`
 /// (the same with hazards-on-alarm's "off" step after 45 s, not 30 s), and

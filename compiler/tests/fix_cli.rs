@@ -7,31 +7,12 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use insta_cmd::get_cargo_bin;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod support;
+
+use support::{root, rulec};
+
+use std::path::Path;
 use toml::de::{DeTable, DeValue};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn rulec(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(get_cargo_bin("rulec"))
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
 
 /// A temp dir holding a copy of fixtures/fix/`case` as `rules/`.
 fn copy(case: &str) -> tempfile::TempDir {

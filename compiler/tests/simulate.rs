@@ -3,16 +3,13 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+mod support;
+
+use support::root;
+
 use insta_cmd::get_cargo_bin;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 /// Builds `rules_dir` (relative to the workspace) into a bundle in a temp dir.
 fn build(rules_dir: &str, dir: &Path) -> PathBuf {

@@ -4,30 +4,20 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use insta_cmd::get_cargo_bin;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod support;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use support::root;
+
+use insta_cmd::get_cargo_bin;
+use std::path::Path;
+use std::process::Command;
 
 /// `rulec test ARGS` from `dir`: exit code, stdout, stderr.
 fn rulec_test(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(get_cargo_bin("rulec"))
-        .current_dir(dir)
-        .arg("test")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    let args: Vec<&str> = std::iter::once("test")
+        .chain(args.iter().copied())
+        .collect();
+    support::rulec(dir, &args)
 }
 
 /// A copy of fixtures/rules (rules and tests) in a temp dir, with one more

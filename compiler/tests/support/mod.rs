@@ -1,0 +1,30 @@
+//! What the CLI tests share: the repository root and running the real
+//! `rulec` binary.
+#![allow(dead_code, clippy::unwrap_used)] // each test binary uses a part
+
+use insta_cmd::get_cargo_bin;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository root (fixtures/, docs/ live there).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `rulec ARGS` run from `dir`, colours off: exit code, stdout, stderr.
+pub fn rulec(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(get_cargo_bin("rulec"))
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
