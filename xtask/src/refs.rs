@@ -5,9 +5,9 @@
 //! `.rs`, `.md`, `.toml` and `.service` files (never `target/`) and reports,
 //! as `file:line: problem`:
 //!
-//! - any mention of `DESIGN` (the design document was never part of the
-//!   repository) or of `../shared`, and any path to a `.md` file that
-//!   resolves outside the repository or to no file in it;
+//! - any mention of `../shared` (beside the checkout, not in it), and any
+//!   path to a `.md` file that resolves outside the repository or to no
+//!   file in it: a specification kept elsewhere cannot be cited;
 //! - a `<page>.md#<heading>` whose heading anchor does not exist in that
 //!   page (GitHub's anchors: lower case, spaces to `-`, punctuation
 //!   dropped);
@@ -15,7 +15,7 @@
 //!   whose file or anchor does not exist.
 //!
 //! In Rust, comments and string literals are read, code is not; a string
-//! literal that is nothing but a bare file name (`"DESIGN.md"` in a test
+//! literal that is nothing but a bare file name (`"NOTES.md"` in a test
 //! asserting it is absent) is data, not a reference. A path is looked up
 //! from the repository root, from the citing file's directory and each
 //! directory above it, and, for a bare name, in `docs/`.
@@ -266,17 +266,6 @@ fn is_bare_file_name(text: &str) -> bool {
 /// Mentions of files outside the repository that need no lookup.
 fn outside_mentions(region: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
-    let is_word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-    for (at, _) in region.match_indices("DESIGN") {
-        let before = region[..at].chars().next_back();
-        let after = region[at + "DESIGN".len()..].chars().next();
-        if !is_word(before) && !is_word(after) {
-            found.push((
-                at,
-                "refers to DESIGN.md, which is not in the repository: cite docs/<page>.md#<heading> (the script design_refs.py rewrites such references)".to_string(),
-            ));
-        }
-    }
     for (at, _) in region.match_indices("../shared") {
         found.push((
             at,
@@ -312,9 +301,6 @@ fn md_tokens(region: &str) -> Vec<(usize, &str)> {
         let name = &region[start..at];
         if name.is_empty() || name.ends_with('/') || name.ends_with('.') {
             continue; // `*.md`, a placeholder such as `<page>.md`
-        }
-        if name == "DESIGN" || name.ends_with("/DESIGN") {
-            continue; // reported as a mention already
         }
         if region[..start].ends_with("://") || region[..start].ends_with(':') {
             continue; // a URL
@@ -584,7 +570,7 @@ mod tests {
         let rs = "//! See docs/semantics.md#durability-and-replay and docs/semantics.md.\n\
                   /// docs/semantics.md#state's value, README.md, semantics.md.\n\
                   fn f() { let _ = root.join(\"../docs/semantics.md\"); let c = 'a'; }\n\
-                  fn g<'a>(x: &'a str) { assert!(!x.contains(\"DESIGN.md\")); }\n";
+                  fn g<'a>(x: &'a str) { assert!(!x.contains(\"NOTES.md\")); }\n";
         let md = "See [state](semantics.md#state), [dump](semantics.md#rulec-dump-text), \
                   [top](../README.md), [src](../src/) and <https://example.com/x.md>.\n\
                   Walks `*.md` files and `docs/<page>.md#<heading>` references.\n";
@@ -601,16 +587,16 @@ mod tests {
 
     #[test]
     fn outside_references_fail_with_file_and_line() {
-        let rs = "fn main() {}\n// Replay (DESIGN.md 6.5).\n/* as DESIGN 3.3 says */\n\
+        let rs = "fn main() {}\n// Replay (SPEC.md 6.5).\n/* as ../../SPEC.md 3.3 says */\n\
                   const X: &str = \"see ../shared/notes\";\n";
         let got = problems(&[DOCS, ("src/main.rs", rs)]);
         assert_eq!(got.len(), 3, "{got:#?}");
         assert!(
-            got[0].starts_with("src/main.rs:2: refers to DESIGN.md"),
+            got[0].starts_with("src/main.rs:2: SPEC.md: no such file"),
             "{got:#?}"
         );
         assert!(
-            got[1].starts_with("src/main.rs:3: refers to DESIGN.md"),
+            got[1].starts_with("src/main.rs:3: ../../SPEC.md: outside the repository"),
             "{got:#?}"
         );
         assert!(
@@ -618,13 +604,13 @@ mod tests {
             "{got:#?}"
         );
 
-        let md = "# Doc\n\nThe spec is `DESIGN.md`, see [style](../../STYLE.md).\n\
+        let md = "# Doc\n\nThe spec is `SPEC.md`, see [style](../../STYLE.md).\n\
                   As STYLE.md says.\n";
         let got = problems(&[("docs/a.md", md)]);
         assert_eq!(got.len(), 3, "{got:#?}");
         assert!(got
             .iter()
-            .any(|p| p.starts_with("docs/a.md:3: refers to DESIGN.md")));
+            .any(|p| p.starts_with("docs/a.md:3: SPEC.md: no such file")));
         assert!(got
             .iter()
             .any(|p| p.starts_with("docs/a.md:3: ../../STYLE.md: outside the repository")));
@@ -661,11 +647,12 @@ mod tests {
 
     #[test]
     fn rust_code_is_not_prose() {
-        // `DESIGN` as an identifier, in a char or a lifetime, is code.
-        let rs = "const DESIGN: u8 = b'D'; fn f<'a>() -> &'a str { r#\"x\"# }\n";
+        // A path in code (a field access, after a char or a lifetime) is
+        // not a reference.
+        let rs = "const C: u8 = b'D'; fn f<'a>() -> usize { gone.md.len() + r#\"x\"#.len() }\n";
         assert_eq!(problems(&[("src/x.rs", rs)]), Vec::<String>::new());
         // ... while a raw string and a block comment are read.
-        let rs = "fn f() -> &'static str { r#\"DESIGN \"quoted\"\"# } /* /* DESIGN */ */\n";
+        let rs = "fn f() -> &'static str { r#\"gone.md \"quoted\"\"# } /* /* gone.md */ */\n";
         assert_eq!(problems(&[("src/x.rs", rs)]).len(), 2);
     }
 }
