@@ -54,11 +54,7 @@ fn the_alarm_rule_as_build_sees_it() {
     assert_eq!(hazards.steps.len(), 2);
     assert_eq!(
         hazards.steps[0].action,
-        Action::Redis {
-            list: "scooter:blinker".into(),
-            push: "both".into(),
-            timeout_ns: 10_000_000_000
-        }
+        Action::redis("scooter:blinker", "both")
     );
     assert_eq!(
         (hazards.steps[0].after_ns, hazards.steps[0].durable),
@@ -66,11 +62,7 @@ fn the_alarm_rule_as_build_sees_it() {
     );
     assert_eq!(
         hazards.steps[1].action,
-        Action::Redis {
-            list: "scooter:blinker".into(),
-            push: "off".into(),
-            timeout_ns: 10_000_000_000
-        }
+        Action::redis("scooter:blinker", "off")
     );
     // `durable` defaults to true once `after` > 0.
     assert_eq!(

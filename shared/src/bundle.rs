@@ -173,6 +173,10 @@ impl std::fmt::Display for Fingerprint {
     }
 }
 
+/// The `timeout` of an `exec` or `redis` step that does not set one
+/// (docs/rules.md#step-keys).
+pub const DEFAULT_TIMEOUT_NS: u64 = 10_000_000_000;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Action {
     /// `LPUSH list push`, waiting at most `timeout_ns` for Redis' reply
@@ -187,6 +191,17 @@ pub enum Action {
     Exec { command: String, timeout_ns: u64 },
     /// One raw SocketCAN frame.
     Can(CanFrame),
+}
+
+impl Action {
+    /// `LPUSH list push` with the default reply timeout.
+    pub fn redis(list: impl Into<String>, push: impl Into<String>) -> Action {
+        Action::Redis {
+            list: list.into(),
+            push: push.into(),
+            timeout_ns: DEFAULT_TIMEOUT_NS,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,11 +225,7 @@ mod tests {
     use crate::bytecode::Op;
 
     fn blink(push: &str) -> Action {
-        Action::Redis {
-            list: "scooter:blinker".into(),
-            push: push.into(),
-            timeout_ns: 10_000_000_000,
-        }
+        Action::redis("scooter:blinker", push)
     }
 
     #[test]

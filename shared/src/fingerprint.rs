@@ -239,11 +239,7 @@ mod tests {
     use crate::bytecode::Const as C;
 
     fn redis(list: &str, push: &str) -> Action {
-        Action::Redis {
-            list: list.into(),
-            push: push.into(),
-            timeout_ns: 10_000_000_000,
-        }
+        Action::redis(list, push)
     }
 
     /// `data.level > 1 && state("vehicle", "state") == "parked"` laid out

@@ -141,14 +141,7 @@ mod tests {
     use crate::verify::PayloadError;
 
     fn valid() -> Payload {
-        let step = Step::new(
-            Action::Redis {
-                list: "scooter:horn".into(),
-                push: "on".into(),
-                timeout_ns: 10_000_000_000,
-            },
-            0,
-        );
+        let step = Step::new(Action::redis("scooter:horn", "on"), 0);
         let on = vec![TopicPattern::parse("alarm.triggered").unwrap()];
         Payload::new(
             "test",

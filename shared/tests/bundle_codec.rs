@@ -27,14 +27,7 @@ fn sample() -> Payload {
         field: "state".into(),
     }];
     let steps = vec![
-        Step::new(
-            Action::Redis {
-                list: "scooter:blinker".into(),
-                push: "both".into(),
-                timeout_ns: 10_000_000_000,
-            },
-            0,
-        ),
+        Step::new(Action::redis("scooter:blinker", "both"), 0),
         Step {
             when: Some(Program {
                 ops: vec![Op::State(0), Op::Const(3), Op::Eq],

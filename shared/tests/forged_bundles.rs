@@ -27,14 +27,7 @@ fn sample() -> Payload {
         hash: "vehicle".into(),
         field: "state".into(),
     }];
-    let mut steps = vec![Step::new(
-        Action::Redis {
-            list: "scooter:horn".into(),
-            push: "on".into(),
-            timeout_ns: 10_000_000_000,
-        },
-        0,
-    )];
+    let mut steps = vec![Step::new(Action::redis("scooter:horn", "on"), 0)];
     steps.push(Step {
         when: Some(Program {
             ops: vec![Op::State(0), Op::Const(2), Op::Eq],

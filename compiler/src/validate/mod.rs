@@ -30,9 +30,6 @@ use rulecore::TopicPattern;
 use std::collections::HashMap;
 use std::ops::Range;
 
-/// Default `timeout` of an `exec` step (docs/rules.md#step-keys).
-pub const DEFAULT_EXEC_TIMEOUT_NS: u64 = 10_000_000_000;
-
 /// A `when` expression that type-checked, with its source text.
 #[derive(Debug, Clone)]
 pub struct CheckedExpr {

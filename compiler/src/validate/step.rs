@@ -2,11 +2,12 @@
 //! and exec actions; keys of another action kind.
 
 use super::checker::{entry, RuleChecker};
-use super::{CheckedStep, DEFAULT_EXEC_TIMEOUT_NS};
+use super::CheckedStep;
 use crate::diagnostic::{Code, Diagnostic};
 use crate::keys::{self, ActionKind, Level};
 use crate::rulefile::Table;
 use rulecore::bundle::Action;
+use rulecore::bundle::DEFAULT_TIMEOUT_NS;
 use rulecore::suggest::did_you_mean;
 use std::ops::Range;
 use toml::de::DeValue;
@@ -365,7 +366,7 @@ impl<'i> RuleChecker<'_, 'i> {
             &format!("write {what}, e.g. `timeout = \"5s\"` (the default is 10s)"),
         )
         .ok()
-        .map(|timeout| timeout.unwrap_or(DEFAULT_EXEC_TIMEOUT_NS))
+        .map(|timeout| timeout.unwrap_or(DEFAULT_TIMEOUT_NS))
     }
 }
 

@@ -23,11 +23,7 @@ fn rules(count: usize) -> Vec<Rule> {
             } else {
                 format!("vehicle.thing{i}.changed")
             };
-            let both = Action::Redis {
-                list: "scooter:blinker".into(),
-                push: "both".into(),
-                timeout_ns: 10_000_000_000,
-            };
+            let both = Action::redis("scooter:blinker", "both");
             let mut rule = Rule::new(
                 format!("rule-{i}"),
                 "bench.toml",

@@ -29,11 +29,7 @@ fn rule(name: &str, on: &[&str], steps: Vec<Step>) -> Rule {
 }
 
 fn blinker(value: &str) -> Action {
-    Action::Redis {
-        list: "scooter:blinker".into(),
-        push: value.into(),
-        timeout_ns: 10_000_000_000,
-    }
+    Action::redis("scooter:blinker", value)
 }
 
 fn push(value: &str, after_ms: u64) -> Step {

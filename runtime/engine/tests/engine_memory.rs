@@ -19,11 +19,7 @@ const RUNS: usize = 10_000;
 fn payload() -> Payload {
     let rules = (0..RUNS)
         .map(|i| {
-            let off = Action::Redis {
-                list: "scooter:blinker".into(),
-                push: "off".into(),
-                timeout_ns: 10_000_000_000,
-            };
+            let off = Action::redis("scooter:blinker", "off");
             Rule::new(
                 format!("rule-{i}"),
                 "bench.toml",

@@ -35,14 +35,7 @@ fn state_low() -> Program {
 }
 
 fn battery(when: Program) -> Rule {
-    let step = Step::new(
-        Action::Redis {
-            list: "scooter:led".into(),
-            push: "battery-low".into(),
-            timeout_ns: 10_000_000_000,
-        },
-        0,
-    );
+    let step = Step::new(Action::redis("scooter:led", "battery-low"), 0);
     let mut rule = Rule::new(
         "battery-low",
         "test.toml",

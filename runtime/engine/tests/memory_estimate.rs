@@ -24,11 +24,7 @@ fn topic(text: &str) -> TopicPattern {
 fn simple(n: usize) -> Payload {
     let rules = (0..n)
         .map(|i| {
-            let off = Action::Redis {
-                list: "scooter:blinker".into(),
-                push: "off".into(),
-                timeout_ns: 10_000_000_000,
-            };
+            let off = Action::redis("scooter:blinker", "off");
             Rule::new(
                 format!("rule-{i}"),
                 "bench.toml",
@@ -89,11 +85,7 @@ fn varied(n: usize) -> Payload {
                     500_000_000,
                 ),
                 Step::new(
-                    Action::Redis {
-                        list: "scooter:dashboard".into(),
-                        push: format!("message-{i}"),
-                        timeout_ns: 10_000_000_000,
-                    },
+                    Action::redis("scooter:dashboard", format!("message-{i}")),
                     1_000_000_000,
                 ),
             ];

@@ -17,11 +17,7 @@ fn pats(list: &[&str]) -> Vec<TopicPattern> {
 
 fn push(value: &str, after_ms: u64) -> Step {
     Step::new(
-        Action::Redis {
-            list: "scooter:blinker".into(),
-            push: value.into(),
-            timeout_ns: 10_000_000_000,
-        },
+        Action::redis("scooter:blinker", value),
         after_ms * 1_000_000,
     )
 }

@@ -81,11 +81,7 @@ fn redis_action_is_one_lpush() {
             },
             tx,
         );
-        let action = Action::Redis {
-            list: "scooter:blinker".into(),
-            push: "both".into(),
-            timeout_ns: 10_000_000_000,
-        };
+        let action = Action::redis("scooter:blinker", "both");
         pool.submit(job(7, action, event(r#"{"topic":"t"}"#)))
             .unwrap();
         let got = reports(&mut rx, 2).await;

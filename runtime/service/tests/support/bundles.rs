@@ -10,14 +10,7 @@ use std::path::{Path, PathBuf};
 pub const MS: u64 = 1_000_000;
 
 pub fn redis_step(list: &str, push: &str, after_ms: u64) -> Step {
-    step(
-        Action::Redis {
-            list: list.into(),
-            push: push.into(),
-            timeout_ns: 10_000_000_000,
-        },
-        after_ms,
-    )
+    step(Action::redis(list, push), after_ms)
 }
 
 pub fn exec_step(command: &str, timeout_ms: u64, after_ms: u64) -> Step {
