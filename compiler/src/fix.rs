@@ -14,9 +14,10 @@ use crate::diagnostic::{render_text, Code, Diagnostic, Severity};
 use crate::load::{load_dir, SourceFile};
 use crate::span::StringMap;
 use crate::validate::validate;
+use rulecore::codec::{write_atomic, BundleError};
 use std::io;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use toml::de::{DeTable, DeValue};
 
 /// `rulec fix` flags.
@@ -225,20 +226,6 @@ fn fix_file(file: &SourceFile) -> FileFix {
     }
 }
 
-/// Replaces `path` whole: a temporary file beside it, then a rename.
-fn write_whole(path: &Path, text: &str) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.rulec-fix.{}", std::process::id()));
-    std::fs::write(&temp, text)?;
-    std::fs::rename(&temp, path).inspect_err(|_| {
-        // The rename failed: do not leave the temporary file behind.
-        let _ = std::fs::remove_file(&temp);
-    })
-}
-
 /// Runs `rulec fix`.
 pub fn run(args: &FixArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     let loaded = match load_dir(&args.dir) {
@@ -277,10 +264,16 @@ pub fn run(args: &FixArgs, console: &mut Console<'_>) -> io::Result<Exit> {
                 } else {
                     args.dir.join(&file.name)
                 };
-                if let Err(error) = write_whole(&path, &fix.text) {
+                // Replaced whole, the way a bundle is written: a random,
+                // exclusively created temporary file, then a rename.
+                if let Err(error) = write_atomic(&path, fix.text.as_bytes()) {
+                    let cause: &dyn std::fmt::Display = match &error {
+                        BundleError::Io { source, .. } => source,
+                        other => other,
+                    };
                     writeln!(
                         console.err,
-                        "error: cannot write {}: {error}",
+                        "error: cannot write {}: {cause}",
                         path.display()
                     )?;
                     return Ok(Exit::Usage);
