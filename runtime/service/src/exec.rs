@@ -8,8 +8,9 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use rulecore::event::Event;
 use std::collections::HashSet;
+use std::ffi::OsString;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
@@ -214,16 +215,23 @@ pub async fn run(
     result
 }
 
+/// The names of ruled's own `RULED_*` variables, read once: ruled never
+/// changes its environment, and an exec must not scan it every time.
+static RULED_KEYS: LazyLock<Vec<OsString>> = LazyLock::new(|| {
+    std::env::vars_os()
+        .map(|(key, _)| key)
+        .filter(|key| key.as_encoded_bytes().starts_with(b"RULED_"))
+        .collect()
+});
+
 /// Starts `command` in a process group of its own, with the event's `LS_*`
 /// variables and pipes for stdin and stderr.
 fn spawn(command: &str, event: &Event) -> Result<Child, ExecError> {
     let mut builder = Command::new(command);
     // ruled's own settings (`RULED_REDIS` may hold a password) are not the
     // command's business (docs/service.md#actions).
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("RULED_") {
-            builder.env_remove(key);
-        }
+    for key in RULED_KEYS.iter() {
+        builder.env_remove(key);
     }
     builder
         // The child must not talk to systemd as ruled (READY=1, STOPPING=1
