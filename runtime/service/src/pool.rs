@@ -118,13 +118,19 @@ impl Pool {
 
     /// Hands a job over without waiting.
     pub fn submit(&self, job: Job) -> Result<(), Refused> {
+        self.try_submit(job).map_err(|(cause, _)| cause)
+    }
+
+    /// [`Pool::submit`] that hands a refused job back, so that the caller
+    /// can report it without keeping a copy of every job it submits.
+    pub fn try_submit(&self, job: Job) -> Result<(), (Refused, Job)> {
         let mut shared = lock(&self.shared);
         if shared.stopping {
-            return Err(Refused::Stopping);
+            return Err((Refused::Stopping, job));
         }
         // Jobs an idle worker will take wait in the queue too, briefly.
         if self.config.admit(shared.idle, shared.queue.len()) == Admission::Refused {
-            return Err(Refused::QueueFull);
+            return Err((Refused::QueueFull, job));
         }
         shared.queue.push_back(job);
         drop(shared);

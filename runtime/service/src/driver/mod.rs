@@ -246,8 +246,7 @@ impl Service {
             rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
             "submitting action"
         );
-        // A clone (shared pointers) for the refusal's log line.
-        if let Err(cause) = self.pool.submit(job.clone()) {
+        if let Err((cause, job)) = self.pool.try_submit(job) {
             effect_log::log_refused(&job, cause, &mut self.throttle);
             // The record stays: the step provably did not run (docs/semantics.md#durability-and-replay).
             let now = self.now();
