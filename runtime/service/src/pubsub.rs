@@ -13,7 +13,10 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 
 /// The largest message payload (and channel name) read whole; a larger
 /// one is skipped as it arrives. Events over 64 KiB are never handled
-/// (docs/service.md#subscriptions).
+/// (docs/service.md#subscriptions): a job keeps its event until it runs,
+/// so the pool queue (256 by default) times this must stay well inside the
+/// service's 48 MB: 256 x 64 KiB is 16 MiB. Vehicle events are a few
+/// hundred bytes.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// The longest header line (`*3`, `$25000000`, `:1`, an error) read.
 const MAX_LINE: u64 = 4096;

@@ -3,17 +3,12 @@
 //! after a lost connection.
 
 use crate::connection::Backoff;
-use crate::pubsub::{Delivery, PubSub, PubSubError};
+use crate::pubsub::{Delivery, PubSub, PubSubError, MAX_MESSAGE_BYTES};
 use crate::tls::Tls;
 use rulecore::event::Event;
 use rulecore::topic::{Subscription, TopicPattern};
 use std::collections::BTreeSet;
 
-/// The largest event payload handled. A job keeps its event until it runs,
-/// so the pool queue (256 by default) times this must stay well inside the
-/// service's 48 MB (README.md#what-this-is): 256 x 64 KiB is 16 MiB. Vehicle events are
-/// a few hundred bytes.
-const MAX_EVENT_BYTES: usize = 64 * 1024;
 /// The longest topic handled (docs/service.md#subscriptions); vehicle
 /// topics are a few dozen bytes.
 const MAX_TOPIC_BYTES: usize = 1024;
@@ -107,12 +102,6 @@ pub enum Bus {
 /// What a pub/sub message says.
 #[derive(Debug)]
 pub enum Inbound {
-    /// `PUBLISH <hash> <field>` after an HSET on a watched hash: re-read
-    /// the field (docs/semantics.md#state).
-    StateChanged {
-        hash: String,
-        field: String,
-    },
     Event(Event),
     /// Not handled; `why` completes "skipping an event ...". Logged by the
     /// caller, through its throttle.
@@ -123,35 +112,22 @@ pub enum Inbound {
 }
 
 impl Inbound {
-    /// What `message` says; `None` (logged) for a change notification
-    /// without a field name. `state_hashes`: the watched hashes, whose
-    /// channels carry change notifications.
-    pub fn read(message: &redis::Msg, state_hashes: &BTreeSet<String>) -> Option<Self> {
+    /// What an event message says. Change notifications of watched state
+    /// never get here: the intake hands them to the state reader.
+    pub fn read(message: &redis::Msg) -> Self {
         let channel = message.get_channel_name();
-        if !message.from_pattern() && state_hashes.contains(channel) {
-            return match message.get_payload() {
-                Ok(field) => Some(Self::StateChanged {
-                    hash: channel.to_string(),
-                    field,
-                }),
-                Err(e) => {
-                    tracing::warn!(channel, "change notification without a field name: {e}");
-                    None
-                }
-            };
-        }
         let payload = message.get_payload_bytes();
-        let skipped = |why: String| {
-            Some(Self::Skipped {
-                channel: channel.to_string(),
-                why,
-            })
+        let skipped = |why: String| Self::Skipped {
+            channel: channel.to_string(),
+            why,
         };
-        if payload.len() > MAX_EVENT_BYTES {
+        // The subscription reader skips larger messages while reading them
+        // (pubsub.rs); the check stays for any other source of messages.
+        if payload.len() > MAX_MESSAGE_BYTES {
             return skipped(format!(
                 "of {} bytes, over the {} KiB limit",
                 payload.len(),
-                MAX_EVENT_BYTES / 1024
+                MAX_MESSAGE_BYTES / 1024
             ));
         }
         match Event::decode(payload) {
@@ -161,7 +137,7 @@ impl Inbound {
             )),
             Ok(event) => {
                 tracing::debug!(channel, topic = %event.topic, "event");
-                Some(Self::Event(event))
+                Self::Event(event)
             }
             Err(e) => skipped(format!("that does not decode: {e}")),
         }

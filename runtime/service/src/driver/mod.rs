@@ -160,21 +160,14 @@ impl Service {
     }
 
     fn on_message(&mut self, message: &redis::Msg) {
-        match Inbound::read(message, &self.state_hashes) {
-            Some(Inbound::StateChanged { hash, field }) => {
-                match (self.engine.state_index(&hash, &field), &self.reader) {
-                    (Some(index), Some(reader)) => reader.reread(index),
-                    _ => tracing::trace!(channel = hash, field, "change of an unwatched field"),
-                }
-            }
-            Some(Inbound::Event(event)) => {
+        match Inbound::read(message) {
+            Inbound::Event(event) => {
                 let now = self.now();
                 self.engine.handle_event(now, event);
             }
-            Some(Inbound::Skipped { channel, why }) => {
+            Inbound::Skipped { channel, why } => {
                 effect_log::log_skipped_event(&channel, &why, &mut self.throttle);
             }
-            None => {}
         }
     }
 
