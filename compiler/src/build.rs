@@ -171,8 +171,7 @@ fn mebibytes(bytes: usize) -> String {
 
 /// Prints the estimated heap of the bundle in `ruled`, and a warning over
 /// [`MEMORY_BUDGET`].
-fn report_memory(built: &Built, console: &mut Console<'_>) -> io::Result<()> {
-    let estimate = ruled_engine::estimated_heap(&built.payload);
+fn report_memory(estimate: usize, console: &mut Console<'_>) -> io::Result<()> {
     writeln!(
         console.err,
         "memory: about {} once loaded in ruled (budget {})",
@@ -260,6 +259,7 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         )?;
         return Ok(Exit::Usage);
     }
+    let estimate = ruled_engine::estimated_heap(&built.payload);
     match args.format {
         Format::Text => writeln!(console.out, "{}", built.id)?,
         // stdout is JSON lines in this mode: the id is one more object,
@@ -273,13 +273,13 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
                 "steps": built.steps(),
                 "state_pairs": built.payload.state_pairs.len(),
                 "bytes": built.bytes.len(),
-                "memory_estimate": ruled_engine::estimated_heap(&built.payload),
+                "memory_estimate": estimate,
                 "partial": failed,
             });
             writeln!(console.out, "{line}")?;
         }
     }
-    report_memory(&built, console)?;
+    report_memory(estimate, console)?;
     let partial = if failed { " (partial)" } else { "" };
     writeln!(
         console.err,
