@@ -162,9 +162,9 @@ fn run_file(
             outcome: Outcome::Error { message },
         })
     };
-    let text = match std::fs::read_to_string(file) {
+    let text = match crate::simulate::read_timeline(file) {
         Ok(text) => text,
-        Err(e) => return Ok(error(format!("cannot read the test: {e}"))),
+        Err(reason) => return Ok(error(format!("cannot read the test: {reason}"))),
     };
     let table: toml::Table = match toml::from_str(&text) {
         Ok(table) => table,

@@ -70,6 +70,14 @@ pub enum SimFormat {
 /// hundred thousand lines is a few megabytes.
 pub const MAX_TIMELINE_LEN: u64 = 16 << 20;
 
+/// A timeline file's text, read through the bounded reader every input
+/// file goes through (docs/rulec.md#input-files); `Err` says why not.
+pub fn read_timeline(path: &Path) -> Result<String, String> {
+    read_bounded(path, MAX_TIMELINE_LEN)
+        .map_err(|error| error.to_string())
+        .and_then(|bytes| String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string()))
+}
+
 /// Loads rules from a directory or one `*.toml` rule file (compiled in
 /// memory, as `rulec check` reads them), or from a bundle file.
 /// `Err(exit)` after the problem was printed.
@@ -120,10 +128,7 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         },
         None => None,
     };
-    let text = match read_bounded(&args.timeline, MAX_TIMELINE_LEN)
-        .map_err(|error| error.to_string())
-        .and_then(|bytes| String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string()))
-    {
+    let text = match read_timeline(&args.timeline) {
         Ok(text) => text,
         Err(reason) => {
             writeln!(
