@@ -213,7 +213,13 @@ pub fn run(args: &CheckArgs, console: &mut Console<'_>) -> io::Result<Exit> {
 /// given; so that terminals and editors can open it. Inside the bundle a
 /// rule's `source` stays the bare file name.
 pub fn shown_path(dir: &Path, name: &str) -> String {
-    if dir.is_file() {
+    shown_in(dir, dir.is_file(), name)
+}
+
+/// [`shown_path`] with `dir.is_file()` asked once by the caller: a report
+/// names thousands of files, and each answer is a system call.
+fn shown_in(dir: &Path, dir_is_file: bool, name: &str) -> String {
+    if dir_is_file {
         return dir.display().to_string();
     }
     if dir.as_os_str() == "." {
@@ -228,7 +234,8 @@ pub(crate) fn shown(
     files: &[SourceFile],
     dir: &Path,
 ) -> (Vec<Diagnostic>, Vec<SourceFile>) {
-    let rename = |name: &str| shown_path(dir, name);
+    let dir_is_file = dir.is_file();
+    let rename = |name: &str| shown_in(dir, dir_is_file, name);
     let diagnostics = diagnostics
         .iter()
         .cloned()
