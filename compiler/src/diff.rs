@@ -10,7 +10,7 @@ use crate::cli::{Console, Exit};
 use crate::dump::rule_text;
 use crate::simulate::load_rules;
 use rulecore::bundle::{Payload, Rule};
-use ruled_engine::{PendingRecord, ReplayDropReason};
+use ruled_engine::{refusal_without_clock, PendingRecord, ReplayDropReason};
 use serde_json::{json, Value};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -114,16 +114,19 @@ fn keyed(rule: &Rule, payload: &Payload) -> Vec<(String, String)> {
     keys
 }
 
-/// Why a step of `old_rule` waiting at a deploy would be dropped, if it
-/// would: the replay checks without the clock.
-fn verdict(new: &Payload, rule: &str, step: u32, fingerprint: &str) -> Option<ReplayDropReason> {
-    let Some(new_rule) = new.rules.iter().find(|r| r.name == rule) else {
-        return Some(ReplayDropReason::RuleGone);
-    };
-    let Some(new_step) = new_rule.steps.get(step as usize) else {
-        return Some(ReplayDropReason::StepGone);
-    };
-    (new_step.fingerprint.to_string() != fingerprint).then_some(ReplayDropReason::Fingerprint)
+/// Why a step waiting at a deploy (on pass `iter`) would be dropped, if it
+/// would: the engine's own replay checks, without the clock.
+fn verdict(
+    new: &Payload,
+    rule: &str,
+    step: u32,
+    iter: u32,
+    fingerprint: &str,
+) -> Option<ReplayDropReason> {
+    let new_rule = new.rules.iter().find(|r| r.name == rule);
+    refusal_without_clock(new_rule, step, iter, |_, new_step| {
+        new_step.fingerprint.to_string() == fingerprint
+    })
 }
 
 /// Compares the rule sets; `pending` replaces the waiting steps of `old`
@@ -182,7 +185,14 @@ pub fn diff(old: &Payload, new: &Payload, pending: Option<&[PendingRecord]>) -> 
         Some(records) => records
             .iter()
             .filter_map(|record| {
-                verdict(new, &record.rule, record.step, &record.fingerprint).map(|reason| Drop {
+                verdict(
+                    new,
+                    &record.rule,
+                    record.step,
+                    record.iter,
+                    &record.fingerprint,
+                )
+                .map(|reason| Drop {
                     rule: record.rule.clone(),
                     step: record.step,
                     reason,
@@ -205,7 +215,7 @@ fn waiting_drops(old: &Payload, new: &Payload) -> Vec<Drop> {
                 continue;
             }
             let fingerprint = step.fingerprint.to_string();
-            if let Some(reason) = verdict(new, &rule.name, index, &fingerprint) {
+            if let Some(reason) = verdict(new, &rule.name, index, 0, &fingerprint) {
                 drops.push(Drop {
                     rule: rule.name.clone(),
                     step: index,

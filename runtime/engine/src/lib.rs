@@ -36,7 +36,7 @@ pub use time::{Now, Time};
 
 use index::TopicIndex;
 use record::RecordRef;
-use rulecore::bundle::{Action, Concurrency, Payload, Rule};
+use rulecore::bundle::{Action, Concurrency, Payload, Rule, Step};
 use rulecore::bytecode::Program;
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
@@ -45,6 +45,34 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use time::nanos_to_millis_ceil;
 use timers::{TimerKind, Timers};
+
+/// The replay checks that need no clock, in replay's order
+/// (docs/semantics.md#durability-and-replay): the record's rule (`None`:
+/// gone), its step, the step's fingerprint (`same_fingerprint`), and
+/// whether `ruled` could have written it at all. `rulec diff` asks the same
+/// of a deploy.
+pub fn refusal_without_clock(
+    rule: Option<&Rule>,
+    step: u32,
+    iter: u32,
+    same_fingerprint: impl FnOnce(usize, &Step) -> bool,
+) -> Option<ReplayDropReason> {
+    let Some(rule) = rule else {
+        return Some(ReplayDropReason::RuleGone);
+    };
+    let index = step as usize;
+    let Some(spec) = rule.steps.get(index) else {
+        return Some(ReplayDropReason::StepGone);
+    };
+    if !same_fingerprint(index, spec) {
+        return Some(ReplayDropReason::Fingerprint);
+    }
+    // Only a durable wait writes a record, on a pass the rule makes.
+    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat.count {
+        return Some(ReplayDropReason::NeverWritten);
+    }
+    None
+}
 
 /// Default replay window (docs/semantics.md#durability-and-replay): 5 minutes.
 pub const DEFAULT_REPLAY_WINDOW_MS: i64 = 5 * 60 * 1000;
@@ -637,23 +665,19 @@ impl Engine {
         wall_ms: i64,
         window: i64,
     ) -> Option<ReplayDropReason> {
-        let index = record.step as usize;
-        let (Some(step), Some(fingerprint)) = (
-            self.payload.rules[rule].steps.get(index),
-            self.rules[rule].fingerprints.get(index),
-        ) else {
+        let fingerprints = &self.rules[rule].fingerprints;
+        let spec = &self.payload.rules[rule];
+        let same = |index: usize, _: &Step| {
+            fingerprints
+                .get(index)
+                .is_some_and(|f| **f == *record.fingerprint)
+        };
+        if let Some(reason) = refusal_without_clock(Some(spec), record.step, record.iter, same) {
+            return Some(reason);
+        }
+        let Some(step) = spec.steps.get(record.step as usize) else {
             return Some(ReplayDropReason::StepGone);
         };
-        if **fingerprint != *record.fingerprint {
-            return Some(ReplayDropReason::Fingerprint);
-        }
-        // Only a durable wait writes a record, on a pass the rule makes.
-        if step.after_ns == 0
-            || !step.durable
-            || record.iter >= self.payload.rules[rule].repeat.count
-        {
-            return Some(ReplayDropReason::NeverWritten);
-        }
         if wall_ms.saturating_sub(record.fire_at) > window {
             return Some(ReplayDropReason::TooLate);
         }
