@@ -228,11 +228,14 @@ impl PubSub {
             .take(MAX_LINE)
             .read_until(b'\n', &mut line)
             .await?;
-        match line.strip_suffix(b"\r\n") {
-            Some(body) => Ok(body.to_vec()),
+        if line.ends_with(b"\r\n") {
+            line.truncate(line.len() - 2);
+            Ok(line)
+        } else if (line.len() as u64) < MAX_LINE {
             // Cut short: the connection ended mid-line.
-            None if (line.len() as u64) < MAX_LINE => Err(eof()),
-            None => Err(PubSubError::Protocol("a header line too long".into())),
+            Err(eof())
+        } else {
+            Err(PubSubError::Protocol("a header line too long".into()))
         }
     }
 }
