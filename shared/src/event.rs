@@ -1,4 +1,4 @@
-//! The event envelope (docs/semantics.md#events), as published on `ev:<topic>`.
+//! The event envelope (docs/events.md), as published on `ev:<topic>`.
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +28,29 @@ pub enum EventError {
     Json(#[from] serde_json::Error),
     #[error("`data` must be an object")]
     DataNotObject,
+    /// On the bus the channel decides the topic (docs/events.md#the-channel-decides-the-topic).
+    #[error("its `topic` differs from its channel's")]
+    TopicMismatch { topic: String },
+}
+
+/// The envelope as it arrives on the bus: `topic` may be absent, the
+/// channel gives it.
+#[derive(Deserialize)]
+struct BusEnvelope {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    ts: Option<i64>,
+    #[serde(default)]
+    topic: Option<String>,
+    #[serde(default)]
+    src: Option<String>,
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    to: Option<String>,
+    #[serde(default)]
+    data: serde_json::Value,
 }
 
 impl Event {
@@ -38,6 +61,31 @@ impl Event {
             return Err(EventError::DataNotObject);
         }
         Ok(event)
+    }
+
+    /// Decodes a payload published on the channel of `channel_topic`
+    /// (docs/events.md#the-channel-decides-the-topic): an absent `topic` is
+    /// the channel's; one that differs is refused, so a publisher on one
+    /// channel cannot speak for another topic.
+    pub fn decode_on_channel(channel_topic: &str, payload: &[u8]) -> Result<Self, EventError> {
+        let envelope: BusEnvelope = serde_json::from_slice(payload)?;
+        if !(envelope.data.is_null() || envelope.data.is_object()) {
+            return Err(EventError::DataNotObject);
+        }
+        let topic = match envelope.topic {
+            None => channel_topic.to_string(),
+            Some(topic) if topic == channel_topic => topic,
+            Some(topic) => return Err(EventError::TopicMismatch { topic }),
+        };
+        Ok(Self {
+            id: envelope.id,
+            ts: envelope.ts,
+            topic,
+            src: envelope.src,
+            from: envelope.from,
+            to: envelope.to,
+            data: envelope.data,
+        })
     }
 
     pub fn src(&self) -> &str {
@@ -82,6 +130,32 @@ mod tests {
         let minimal = Event::decode(br#"{"topic":"t"}"#).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(minimal.src(), "");
         assert!(minimal.data.is_null());
+    }
+
+    #[test]
+    fn the_channel_decides_the_topic() {
+        let decode = |payload: &[u8]| Event::decode_on_channel("seatbox.opened", payload);
+        let absent = decode(br#"{"src":"seatbox","data":{"n":1}}"#);
+        let absent = absent.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(absent.topic, "seatbox.opened");
+        assert_eq!(absent.src(), "seatbox");
+        assert_eq!(absent.data_at(["n"]), Some(&serde_json::json!(1)));
+        let same = decode(br#"{"topic":"seatbox.opened","ts":5}"#);
+        assert_eq!(same.map(|e| e.ts).ok(), Some(Some(5)));
+        assert!(matches!(
+            decode(br#"{"topic":"alarm.disarmed"}"#),
+            Err(EventError::TopicMismatch { topic }) if topic == "alarm.disarmed"
+        ));
+        assert!(matches!(
+            decode(br#"{"topic":""}"#),
+            Err(EventError::TopicMismatch { .. })
+        ));
+        assert!(matches!(
+            decode(br#"{"data":"x"}"#),
+            Err(EventError::DataNotObject)
+        ));
+        assert!(decode(br#"{"topic":5}"#).is_err());
+        assert!(decode(b"[]").is_err());
     }
 
     #[test]

@@ -4,6 +4,10 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// The prefix of every event channel: topic `t` is published on `ev:t`
+/// (docs/events.md).
+pub const EVENT_CHANNEL_PREFIX: &str = "ev:";
+
 /// A parsed `on` / `cancel-on` pattern.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum TopicPattern {
@@ -60,11 +64,12 @@ impl TopicPattern {
     /// Redis glob characters in the literal part escaped.
     pub fn subscription(&self) -> Subscription {
         match self {
-            Self::Exact(topic) => Subscription::Channel(format!("ev:{topic}")),
-            Self::Any => Subscription::Pattern("ev:*".to_string()),
-            Self::Prefix(prefix) => {
-                Subscription::Pattern(format!("ev:{}*", escape_redis_glob(prefix)))
-            }
+            Self::Exact(topic) => Subscription::Channel(format!("{EVENT_CHANNEL_PREFIX}{topic}")),
+            Self::Any => Subscription::Pattern(format!("{EVENT_CHANNEL_PREFIX}*")),
+            Self::Prefix(prefix) => Subscription::Pattern(format!(
+                "{EVENT_CHANNEL_PREFIX}{}*",
+                escape_redis_glob(prefix)
+            )),
         }
     }
 }

@@ -52,6 +52,8 @@ struct Shared {
     ready: Notify,
     /// Events dropped at the bound since start (the `overflow` counter).
     overflow: Arc<AtomicU64>,
+    /// Messages over 64 KiB, skipped while read (counted in `rejected`).
+    rejected: Arc<AtomicU64>,
 }
 
 impl Shared {
@@ -69,10 +71,12 @@ pub struct Intake {
 }
 
 impl Intake {
-    /// An intake that never delivers (nothing subscribed yet).
-    pub fn idle(overflow: Arc<AtomicU64>) -> Self {
+    /// An intake that never delivers (nothing subscribed yet), counting in
+    /// `overflow` and `rejected`.
+    pub fn idle(overflow: Arc<AtomicU64>, rejected: Arc<AtomicU64>) -> Self {
         let shared = Shared {
             overflow,
+            rejected,
             ..Shared::default()
         };
         Self {
@@ -177,6 +181,7 @@ async fn drain(mut subscriber: Subscriber, state: Option<StateWatch>, shared: Ar
                 "of {bytes} bytes, over the {} KiB limit (skipped while read)",
                 MAX_MESSAGE_BYTES / 1024
             );
+            shared.rejected.fetch_add(1, Ordering::Relaxed);
             log_skipped_event(channel, &why, &mut throttle);
             continue;
         }

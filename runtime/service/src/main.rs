@@ -4,6 +4,7 @@
 use anyhow::Result;
 use clap::Parser;
 use ruled::driver::{self, Secret, ServiceConfig};
+use ruled::namespace::Namespace;
 use ruled::pool::PoolConfig;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,13 +13,13 @@ use std::time::Duration;
 ///
 /// Loads the bundle written by `rulec build`, subscribes to the event
 /// channels its rules need, and performs their actions. Pending delayed
-/// steps survive a restart in the Redis hash `extensions:pending`; counters
-/// are published in the hash `extensions`.
+/// steps survive a restart in the Redis hash `NS:pending`; counters are
+/// published in the hash `NS` (NS is `--namespace`, `extensions` by default).
 #[derive(Debug, Parser)]
 #[command(
     name = "ruled",
     version,
-    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  redis-cli HGETALL extensions\n  redis-cli HGETALL extensions:pending"
+    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  redis-cli HGETALL extensions\n  redis-cli HGETALL extensions:pending\n\nBeside Librescoot's Go event-service on one Redis:\n  ruled --namespace ruled --bundle rules.bundle"
 )]
 struct Args {
     /// Redis URL: redis://HOST:PORT[/DB], or redis+unix:///path/to/redis.sock
@@ -63,10 +64,21 @@ struct Args {
     #[arg(long, env = "RULED_STATS_INTERVAL", default_value = "10s", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     stats_interval: Duration,
 
+    /// The name every Redis key ruled owns hangs off: `NS` (counters),
+    /// `NS:pending`, `NS:rules`. Give ruled a name of its own (`ruled`)
+    /// when another program writes `extensions` (the Go event-service).
+    /// At most 64 bytes, no white space, control or glob characters.
+    #[arg(long, env = "RULED_NAMESPACE", default_value = "extensions", value_name = "NS", value_parser = parse_namespace)]
+    namespace: Namespace,
+
     /// Log filter: error, warn, info, debug, trace, or tracing directives
     /// such as `info,ruled=debug`.
     #[arg(long, env = "RULED_LOG_LEVEL", default_value = "info", value_parser = parse_log_level)]
     log_level: String,
+}
+
+fn parse_namespace(text: &str) -> Result<Namespace, String> {
+    Namespace::parse(text).map_err(|e| e.to_string())
 }
 
 fn parse_log_level(text: &str) -> Result<String, String> {
@@ -150,6 +162,7 @@ fn run(args: Args) -> Result<()> {
         },
         replay_window_ms: args.replay_window,
         stats_interval: args.stats_interval,
+        namespace: args.namespace,
     };
     // One thread: the target has one core, and the engine is single-owner.
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -4,18 +4,13 @@
 
 use crate::connection::{describe, query, query_pipe, wake_commands};
 use crate::logging;
+use crate::namespace::Namespace;
 use redis::aio::ConnectionManager;
-use ruled_engine::{PendingRecord, RecordWrite, PENDING_HASH};
+use ruled_engine::{PendingRecord, RecordWrite};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{mpsc, oneshot};
-
-/// The counters hash (docs/semantics.md#counters).
-pub const COUNTERS_HASH: &str = "extensions";
-/// Per-rule statistics (docs/semantics.md#counters): one field per rule name, a JSON
-/// object `{"runs", "last-fire", "errors", "active"}`.
-pub const RULE_STATS_HASH: &str = "extensions:rules";
 
 /// The largest pending record replay reads: a record holds one event, and
 /// events over 64 KiB are never handled (docs/service.md#pending-records-hash-extensionspending).
@@ -84,22 +79,30 @@ pub struct PendingScan {
 /// lost connection is an error.
 pub async fn read_pending(
     con: &mut ConnectionManager,
+    namespace: &Namespace,
 ) -> redis::RedisResult<Vec<(String, Vec<u8>)>> {
-    read_pending_scan(con).await.map(|(records, _)| records)
+    read_pending_scan(con, namespace)
+        .await
+        .map(|(records, _)| records)
 }
 
 /// [`read_pending`], with what it removed and left.
 pub async fn read_pending_scan(
     con: &mut ConnectionManager,
+    namespace: &Namespace,
 ) -> redis::RedisResult<(Vec<(String, Vec<u8>)>, PendingScan)> {
-    let mut reader = PendingReader::default();
+    let pending = namespace.pending();
+    let mut reader = PendingReader {
+        pending: pending.clone(),
+        ..PendingReader::default()
+    };
     let mut cursor = b"0".to_vec();
     loop {
         let mut script = redis::cmd("EVAL");
         script
             .arg(SCAN_SCRIPT)
             .arg(1)
-            .arg(PENDING_HASH)
+            .arg(&pending)
             .arg(&cursor)
             .arg(SCAN_COUNT)
             .arg(MAX_FIELD_BYTES)
@@ -109,14 +112,14 @@ pub async fn read_pending_scan(
             Err(e) if !crate::connection::is_transport(&e) => {
                 tracing::error!(
                     error = %describe(&e),
-                    "cannot read the pending store `{PENDING_HASH}`; replaying what was read"
+                    "cannot read the pending store `{pending}`; replaying what was read"
                 );
                 break;
             }
             Err(e) => return Err(e),
         };
         let Some((next, fields)) = scan_round(round) else {
-            tracing::error!("unexpected reply scanning `{PENDING_HASH}`; replaying what was read");
+            tracing::error!("unexpected reply scanning `{pending}`; replaying what was read");
             break;
         };
         reader.take(con, fields).await?;
@@ -162,6 +165,8 @@ fn scan_round(round: Vec<redis::Value>) -> Option<(Vec<u8>, Vec<Scanned>)> {
 /// What replay has read so far.
 #[derive(Default)]
 struct PendingReader {
+    /// The pending store's key.
+    pending: String,
     records: Vec<(String, Vec<u8>)>,
     bytes: usize,
     scan: PendingScan,
@@ -237,7 +242,7 @@ impl PendingReader {
             record = %record,
             "removed pending record: its field name is not UTF-8, so no run of ruled wrote it"
         );
-        remove(con, &[name]).await
+        remove(con, &self.pending, &[name]).await
     }
 
     /// `HMGET` of `names`; a field removed meanwhile is skipped, and a
@@ -253,7 +258,7 @@ impl PendingReader {
             return Ok(());
         }
         let mut command = redis::cmd("HMGET");
-        command.arg(PENDING_HASH).arg(&names);
+        command.arg(&self.pending).arg(&names);
         let values: Vec<Option<Vec<u8>>> = query(con, &command).await?;
         let mut junk: Vec<String> = Vec::new();
         for (name, value) in names.into_iter().zip(values) {
@@ -271,7 +276,7 @@ impl PendingReader {
             }
         }
         let junk: Vec<&[u8]> = junk.iter().map(|name| name.as_bytes()).collect();
-        remove(con, &junk).await
+        remove(con, &self.pending, &junk).await
     }
 }
 
@@ -289,12 +294,16 @@ use log_removal;
 
 /// `HDEL` of `names` from the pending store (nothing for none). Only a
 /// lost connection is an error; an error reply is logged.
-async fn remove(con: &mut ConnectionManager, names: &[&[u8]]) -> redis::RedisResult<()> {
+async fn remove(
+    con: &mut ConnectionManager,
+    pending: &str,
+    names: &[&[u8]],
+) -> redis::RedisResult<()> {
     if names.is_empty() {
         return Ok(());
     }
     let removed: redis::RedisResult<i64> =
-        query(con, redis::cmd("HDEL").arg(PENDING_HASH).arg(names)).await;
+        query(con, redis::cmd("HDEL").arg(pending).arg(names)).await;
     match removed {
         Err(e) if crate::connection::is_transport(&e) => Err(e),
         Err(e) => {
@@ -308,7 +317,7 @@ async fn remove(con: &mut ConnectionManager, names: &[&[u8]]) -> redis::RedisRes
 /// One write to the pending store or the counters hash.
 #[derive(Debug)]
 pub enum StoreOp {
-    /// `HSET extensions:pending id json`. Refused when the queue is full;
+    /// `HSET NS:pending id json`. Refused when the queue is full;
     /// the record's `Drop` is then skipped for a [`RecordWrite::First`],
     /// and still sent for a [`RecordWrite::Again`] (written again after a
     /// reconnect or a clock jump): the earlier write may stand, and a
@@ -318,18 +327,18 @@ pub enum StoreOp {
         json: String,
         write: RecordWrite,
     },
-    /// `HDEL extensions:pending id`; `ack` (if any) is answered once the
+    /// `HDEL NS:pending id`; `ack` (if any) is answered once the
     /// removal was performed (or failed, logged), or at once when there is
     /// nothing to remove (the record's write was refused).
     Drop {
         id: String,
         ack: Option<oneshot::Sender<()>>,
     },
-    /// `HSET extensions f1 v1 f2 v2 ...`
+    /// `HSET NS f1 v1 f2 v2 ...`
     Counters(Vec<(&'static str, String)>),
-    /// `HSET extensions:rules name json ...`
+    /// `HSET NS:rules name json ...`
     RuleStats(Vec<(String, String)>),
-    /// `DEL extensions:rules`, then `HSET extensions:rules name json ...`:
+    /// `DEL NS:rules`, then `HSET NS:rules name json ...`:
     /// the hash holds exactly these rules (none of an earlier bundle's).
     AllRuleStats(Vec<(String, String)>),
     /// PING the command connection until it answers (a few tries), so a
@@ -392,15 +401,28 @@ struct Overflow {
 }
 
 impl StoreWriter {
-    pub fn start(con: ConnectionManager) -> (Self, tokio::task::JoinHandle<()>) {
-        Self::with_limit(con, STORE_QUEUE_LIMIT)
+    /// Starts the writer of `namespace`'s keys.
+    pub fn start(
+        con: ConnectionManager,
+        namespace: &Namespace,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        Self::with_limit(con, namespace, STORE_QUEUE_LIMIT)
     }
 
     /// [`StoreWriter::start`] with a queue of at most `limit` bytes.
-    pub fn with_limit(con: ConnectionManager, limit: usize) -> (Self, tokio::task::JoinHandle<()>) {
+    pub fn with_limit(
+        con: ConnectionManager,
+        namespace: &Namespace,
+        limit: usize,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let queued = Arc::new(AtomicUsize::new(0));
-        let handle = tokio::spawn(store_task(con, rx, Arc::clone(&queued)));
+        let keys = Keys {
+            pending: namespace.pending(),
+            counters: namespace.counters().to_string(),
+            rules: namespace.rules(),
+        };
+        let handle = tokio::spawn(store_task(con, keys, rx, Arc::clone(&queued)));
         let writer = Self {
             tx,
             queued,
@@ -504,8 +526,16 @@ impl Overflow {
 /// At most this many writes go out in one pipeline.
 const STORE_BATCH: usize = 512;
 
+/// The keys the writer writes (derived once from the namespace).
+struct Keys {
+    pending: String,
+    counters: String,
+    rules: String,
+}
+
 async fn store_task(
     mut con: ConnectionManager,
+    keys: Keys,
     mut rx: mpsc::UnboundedReceiver<StoreOp>,
     queued: Arc<AtomicUsize>,
 ) {
@@ -518,7 +548,7 @@ async fn store_task(
             queued.fetch_sub(op.cost(), Ordering::Relaxed);
             match op {
                 StoreOp::Wake => {
-                    write_batch(&mut con, &mut batch).await;
+                    write_batch(&mut con, &keys, &mut batch).await;
                     wake_commands(&mut con).await;
                 }
                 op => batch.push(op),
@@ -527,7 +557,7 @@ async fn store_task(
                 next = rx.try_recv().ok();
             }
         }
-        write_batch(&mut con, &mut batch).await;
+        write_batch(&mut con, &keys, &mut batch).await;
     }
 }
 
@@ -540,7 +570,7 @@ enum Written {
 }
 
 impl Written {
-    fn report(&self, error: &redis::RedisError) {
+    fn report(&self, keys: &Keys, error: &redis::RedisError) {
         match self {
             Self::Put(id) => tracing::error!(
                 run = %id,
@@ -550,43 +580,45 @@ impl Written {
                 run = %id,
                 "pending record not removed ({error}): its step will run again at the next start"
             ),
-            Self::Counters => tracing::warn!("counters not written to `{COUNTERS_HASH}`: {error}"),
+            Self::Counters => {
+                tracing::warn!("counters not written to `{}`: {error}", keys.counters)
+            }
             Self::RuleStats => {
-                tracing::warn!("rule statistics not written to `{RULE_STATS_HASH}`: {error}")
+                tracing::warn!("rule statistics not written to `{}`: {error}", keys.rules)
             }
         }
     }
 }
 
 /// Performs `batch` in order as one pipeline, then answers its flushes.
-async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
+async fn write_batch(con: &mut ConnectionManager, keys: &Keys, batch: &mut Vec<StoreOp>) {
     let mut pipe = redis::pipe();
     let mut written = Vec::with_capacity(batch.len());
     let mut flushed = Vec::new();
     for op in batch.drain(..) {
         match op {
             StoreOp::Put { id, json, .. } => {
-                pipe.cmd("HSET").arg(PENDING_HASH).arg(&id).arg(json);
+                pipe.cmd("HSET").arg(&keys.pending).arg(&id).arg(json);
                 written.push(Written::Put(id));
             }
             StoreOp::Drop { id, ack } => {
-                pipe.cmd("HDEL").arg(PENDING_HASH).arg(&id);
+                pipe.cmd("HDEL").arg(&keys.pending).arg(&id);
                 written.push(Written::Drop(id));
                 flushed.extend(ack);
             }
             StoreOp::Counters(fields) if !fields.is_empty() => {
-                hset(&mut pipe, COUNTERS_HASH, fields);
+                hset(&mut pipe, &keys.counters, fields);
                 written.push(Written::Counters);
             }
             StoreOp::RuleStats(fields) if !fields.is_empty() => {
-                hset(&mut pipe, RULE_STATS_HASH, fields);
+                hset(&mut pipe, &keys.rules, fields);
                 written.push(Written::RuleStats);
             }
             StoreOp::AllRuleStats(fields) => {
-                pipe.cmd("DEL").arg(RULE_STATS_HASH);
+                pipe.cmd("DEL").arg(&keys.rules);
                 written.push(Written::RuleStats);
                 if !fields.is_empty() {
-                    hset(&mut pipe, RULE_STATS_HASH, fields);
+                    hset(&mut pipe, &keys.rules, fields);
                     written.push(Written::RuleStats);
                 }
             }
@@ -602,13 +634,13 @@ async fn write_batch(con: &mut ConnectionManager, batch: &mut Vec<StoreOp>) {
             Ok(replies) => {
                 for (what, reply) in written.iter().zip(replies) {
                     if let Err(e) = reply {
-                        what.report(&e);
+                        what.report(keys, &e);
                     }
                 }
             }
             Err(e) => {
                 for what in &written {
-                    what.report(&e);
+                    what.report(keys, &e);
                 }
             }
         }

@@ -1,11 +1,39 @@
 //! The counters publisher (docs/semantics.md#counters): the engine's counters and rule
 //! statistics, written in full at start and after a reconnect, then only
-//! what changed at each stats tick.
+//! what changed at each stats tick; who writes them (docs/service.md#key-namespace)
+//! in full too, and `state = stopped` at the end.
 
+use crate::owner::{Owner, STOPPED};
 use crate::record_store::{StoreOp, StoreWriter};
 use ruled_engine::{Counters, Engine, RuleStats};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// A counter the service counts outside the engine (the intake, the
+/// driver), and the value last written.
+#[derive(Debug, Default)]
+struct BusCounter {
+    count: Arc<AtomicU64>,
+    written: u64,
+}
+
+impl BusCounter {
+    /// The current value, if it differs from what was last written (then
+    /// taken as written).
+    fn changed(&mut self) -> Option<String> {
+        let now = self.count.load(Ordering::Relaxed);
+        (now != self.written).then(|| {
+            self.written = now;
+            now.to_string()
+        })
+    }
+
+    fn all(&mut self) -> String {
+        self.written = self.count.load(Ordering::Relaxed);
+        self.written.to_string()
+    }
+}
 
 /// What was last written to the counters and rule statistics hashes, so a
 /// stats tick writes only what changed (nothing at all when idle).
@@ -14,43 +42,71 @@ pub struct StatsPublisher {
     counters: Counters,
     rules: Vec<RuleStats>,
     bundle_id: String,
+    /// `state`, `pid`, `host`, `started-at`: written with every full write.
+    owner: Owner,
     /// A write was refused (store queue full): what Redis holds is unknown,
     /// so the next tick writes everything again.
     stale: bool,
-    /// Events the intake dropped at its bound (`overflow`), and the value
-    /// last written.
-    overflow: Arc<AtomicU64>,
-    overflow_written: u64,
+    /// Events the intake dropped at its bound (`overflow`).
+    overflow: BusCounter,
+    /// Bus messages refused as events (`rejected`): a topic that differs
+    /// from the channel's, over 64 KiB, not decodable.
+    rejected: BusCounter,
 }
 
 impl StatsPublisher {
-    pub fn new(engine: &Engine, bundle_id: String) -> Self {
-        let rules = (0..engine.payload().rules.len())
-            .map(|index| engine.rule_stats(index).unwrap_or_default())
-            .collect();
+    pub fn new(engine: &Engine, bundle_id: String, owner: &Owner) -> Self {
         Self {
             counters: engine.counters(),
-            rules,
+            rules: all_rule_stats(engine),
             bundle_id,
+            owner: owner.clone(),
             stale: false,
-            overflow: Arc::default(),
-            overflow_written: 0,
+            overflow: BusCounter::default(),
+            rejected: BusCounter::default(),
         }
+    }
+
+    /// This process, as the counters hash names it.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
     }
 
     /// The `overflow` counter, for the intake to count in.
     pub fn overflow(&self) -> Arc<AtomicU64> {
-        Arc::clone(&self.overflow)
+        Arc::clone(&self.overflow.count)
+    }
+
+    /// The `rejected` counter, for the intake and the driver to count in.
+    pub fn rejected(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.rejected.count)
+    }
+
+    /// Counts a bus message refused as an event (`rejected`).
+    pub fn count_rejected(&self) {
+        self.rejected.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Every field ruled writes in the counters hash: any other field there
+    /// was written by someone else (docs/service.md#key-namespace).
+    pub fn known_fields(&self) -> BTreeSet<&'static str> {
+        let mut known: BTreeSet<&'static str> = full_counters(&self.counters, &self.bundle_id)
+            .into_iter()
+            .chain(self.owner.fields())
+            .map(|(field, _)| field)
+            .collect();
+        known.extend(["overflow", "rejected"]);
+        known
     }
 
     /// Writes the counters and every rule's statistics in full.
     pub fn write_all(&mut self, engine: &Engine, writer: &StoreWriter) {
-        let overflow = Arc::clone(&self.overflow);
-        *self = Self::new(engine, std::mem::take(&mut self.bundle_id));
-        self.overflow = overflow;
-        self.overflow_written = self.overflow.load(Ordering::Relaxed);
-        let mut fields = full_counters(&self.counters, &self.bundle_id);
-        fields.push(("overflow", self.overflow_written.to_string()));
+        self.counters = engine.counters();
+        self.rules = all_rule_stats(engine);
+        let mut fields = self.owner.fields();
+        fields.extend(full_counters(&self.counters, &self.bundle_id));
+        fields.push(("overflow", self.overflow.all()));
+        fields.push(("rejected", self.rejected.all()));
         let counters = writer.send(StoreOp::Counters(fields));
         let rules = engine
             .payload()
@@ -70,10 +126,11 @@ impl StatsPublisher {
         }
         let counters = engine.counters();
         let mut changed = changed_counters(&self.counters, &counters);
-        let overflow = self.overflow.load(Ordering::Relaxed);
-        if overflow != self.overflow_written {
-            changed.push(("overflow", overflow.to_string()));
-            self.overflow_written = overflow;
+        if let Some(overflow) = self.overflow.changed() {
+            changed.push(("overflow", overflow));
+        }
+        if let Some(rejected) = self.rejected.changed() {
+            changed.push(("rejected", rejected));
         }
         if !changed.is_empty() {
             self.stale |= !writer.send(StoreOp::Counters(changed));
@@ -97,6 +154,20 @@ impl StatsPublisher {
             self.stale |= !writer.send(StoreOp::RuleStats(rules));
         }
     }
+}
+
+impl StatsPublisher {
+    /// The last write of a stop: what changed, then `state = stopped`.
+    pub fn write_stopped(&mut self, engine: &Engine, writer: &StoreWriter) {
+        self.write_changes(engine, writer);
+        writer.send(StoreOp::Counters(vec![("state", STOPPED.to_string())]));
+    }
+}
+
+fn all_rule_stats(engine: &Engine) -> Vec<RuleStats> {
+    (0..engine.payload().rules.len())
+        .map(|index| engine.rule_stats(index).unwrap_or_default())
+        .collect()
 }
 
 fn rule_stats_json(stats: &RuleStats) -> String {

@@ -1,12 +1,12 @@
-//! The pub/sub side (docs/semantics.md#events, docs/semantics.md#state, docs/service.md#start-and-stop): what to subscribe to, the
+//! The pub/sub side (docs/semantics.md#events, docs/events.md, docs/semantics.md#state, docs/service.md#start-and-stop): what to subscribe to, the
 //! subscription itself, and the [`Subscriber`] that reopens it with backoff
 //! after a lost connection.
 
 use crate::connection::Backoff;
 use crate::pubsub::{Delivery, PubSub, PubSubError, MAX_MESSAGE_BYTES};
 use crate::tls::Tls;
-use rulecore::event::Event;
-use rulecore::topic::{Subscription, TopicPattern};
+use rulecore::event::{Event, EventError};
+use rulecore::topic::{Subscription, TopicPattern, EVENT_CHANNEL_PREFIX};
 use std::collections::BTreeSet;
 
 /// The longest topic handled (docs/service.md#subscriptions); vehicle
@@ -99,12 +99,16 @@ pub enum Bus {
     Restored,
 }
 
+/// A topic quoted in a log line is cut to this many bytes: a refused
+/// envelope's `topic` may be 64 KiB of anything.
+const LOGGED_TOPIC_BYTES: usize = 128;
+
 /// What a pub/sub message says.
 #[derive(Debug)]
 pub enum Inbound {
     Event(Event),
-    /// Not handled; `why` completes "skipping an event ...". Logged by the
-    /// caller, through its throttle.
+    /// Rejected, counted in `rejected` (docs/events.md); `why` completes
+    /// "skipping an event ...". Logged by the caller, through its throttle.
     Skipped {
         channel: String,
         why: String,
@@ -130,18 +134,42 @@ impl Inbound {
                 MAX_MESSAGE_BYTES / 1024
             ));
         }
-        match Event::decode(payload) {
-            Ok(event) if event.topic.len() > MAX_TOPIC_BYTES => skipped(format!(
+        // The channel decides the topic (docs/events.md#the-channel-decides-the-topic).
+        let Some(topic) = channel.strip_prefix(EVENT_CHANNEL_PREFIX) else {
+            return skipped("on a channel that is not an event channel (`ev:<topic>`)".into());
+        };
+        if topic.len() > MAX_TOPIC_BYTES {
+            return skipped(format!(
                 "with a topic of {} bytes, over the {MAX_TOPIC_BYTES}-byte limit",
-                event.topic.len()
-            )),
+                topic.len()
+            ));
+        }
+        match Event::decode_on_channel(topic, payload) {
             Ok(event) => {
                 tracing::debug!(channel, topic = %event.topic, "event");
                 Self::Event(event)
             }
+            Err(EventError::TopicMismatch { topic: claimed }) => skipped(format!(
+                "whose topic {:?} differs from its channel's {topic:?}: the channel decides \
+                 the topic",
+                clip(&claimed, LOGGED_TOPIC_BYTES)
+            )),
             Err(e) => skipped(format!("that does not decode: {e}")),
         }
     }
+}
+
+/// At most `max` bytes of `text`, cut at a character boundary, with `...`
+/// when cut.
+fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let end = (0..=max)
+        .rev()
+        .find(|&at| text.is_char_boundary(at))
+        .unwrap_or(0);
+    format!("{}...", &text[..end])
 }
 
 /// The pub/sub side: the subscription, and its reconnection with backoff
@@ -270,6 +298,13 @@ mod tests {
 
     fn set(items: &[&str]) -> BTreeSet<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn long_topics_are_clipped_at_a_character() {
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("abcd", 3), "abc...");
+        assert_eq!(clip("aé", 2), "a...");
     }
 
     #[test]

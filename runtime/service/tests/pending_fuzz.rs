@@ -91,7 +91,9 @@ fn random_pending_contents_never_stop_a_replay() {
                     .await
                     .unwrap();
             }
-            let (records, _) = read_pending_scan(&mut con).await.unwrap();
+            let (records, _) = read_pending_scan(&mut con, &ruled::namespace::Namespace::default())
+                .await
+                .unwrap();
             for (name, value) in &records {
                 assert!(value.len() <= MAX_RECORD_BYTES, "case {case}: {name:?}");
                 assert!(name.len() <= 1024, "case {case}");

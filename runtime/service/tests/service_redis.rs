@@ -7,6 +7,7 @@ mod support;
 
 use rulecore::bundle::StatePair;
 use ruled::connection::connect_manager;
+use ruled::namespace::Namespace;
 use ruled::pubsub::Delivery;
 use ruled::record_store::{read_pending, StoreOp, StoreWriter};
 use ruled::state_shadow::seed_state;
@@ -24,7 +25,7 @@ async fn manager(redis: &RedisServer) -> redis::aio::ConnectionManager {
 fn store_writes_land_in_issue_order() {
     let redis = RedisServer::start();
     runtime().block_on(async {
-        let (writer, task) = StoreWriter::start(manager(&redis).await);
+        let (writer, task) = StoreWriter::start(manager(&redis).await, &Namespace::default());
         for i in 0..1_000 {
             let id = format!("r#1-{i}");
             writer.send(StoreOp::Put {
@@ -62,7 +63,7 @@ fn a_failed_write_does_not_stop_the_others() {
     // The counters key has the wrong type: its HSET fails, the rest lands.
     let _: () = redis.query(&["SET", "extensions", "not a hash"]);
     runtime().block_on(async {
-        let (writer, task) = StoreWriter::start(manager(&redis).await);
+        let (writer, task) = StoreWriter::start(manager(&redis).await, &Namespace::default());
         writer.send(StoreOp::Counters(vec![("rules", "1".into())]));
         writer.send(StoreOp::Put {
             id: "x#1-1".into(),
@@ -100,7 +101,10 @@ fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
         let before = commandstat(&redis, "hmget");
         let seeded = seed_state(&mut con, &pairs).await.unwrap();
         assert_eq!(commandstat(&redis, "hmget") - before, 2, "one per hash");
-        (seeded, read_pending(&mut con).await.unwrap())
+        (
+            seeded,
+            read_pending(&mut con, &Namespace::default()).await.unwrap(),
+        )
     });
     let mut seeded = seeded;
     seeded.sort();
@@ -171,7 +175,8 @@ fn store_queue_is_bounded() {
             write: RecordWrite::First,
         };
         // Room for a few puts (each ~170 bytes with its overhead).
-        let (writer, task) = StoreWriter::with_limit(manager(&redis).await, 520);
+        let (writer, task) =
+            StoreWriter::with_limit(manager(&redis).await, &Namespace::default(), 520);
         // The writer task does not run before this test awaits (one
         // thread): everything sent now waits in the queue.
         assert!(writer.send(put("a#1-1")));
@@ -215,7 +220,8 @@ fn store_queue_is_bounded() {
 fn a_refused_rewrite_keeps_the_removal() {
     let redis = RedisServer::start();
     runtime().block_on(async {
-        let (writer, task) = StoreWriter::with_limit(manager(&redis).await, 520);
+        let (writer, task) =
+            StoreWriter::with_limit(manager(&redis).await, &Namespace::default(), 520);
         assert!(writer.send(StoreOp::Put {
             id: "a#1-1".into(),
             json: "x".repeat(100),

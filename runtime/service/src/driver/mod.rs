@@ -73,6 +73,7 @@ struct Service {
     state_values: mpsc::UnboundedReceiver<(usize, String)>,
     stats: StatsPublisher,
     stats_interval: Duration,
+    namespace: crate::namespace::Namespace,
     clock: ServiceClock,
     /// Per-rule log budget against a burst flooding the journal.
     throttle: Throttle,
@@ -166,6 +167,7 @@ impl Service {
                 self.engine.handle_event(now, event);
             }
             Inbound::Skipped { channel, why } => {
+                self.stats.count_rejected();
                 effect_log::log_skipped_event(&channel, &why, &mut self.throttle);
             }
         }

@@ -9,7 +9,9 @@ use crate::clock::{wall_ms, ServiceClock};
 use crate::connection;
 use crate::intake::{Intake, StateWatch};
 use crate::logging::Throttle;
+use crate::namespace::Namespace;
 use crate::notify;
+use crate::owner::{self, Owner};
 use crate::pool::{Performers, Pool, Report};
 use crate::record_store::{self, StoreWriter};
 use crate::state_shadow::{self, StateReader};
@@ -41,6 +43,8 @@ pub struct ServiceConfig {
     /// How far past due a replayed record may be; negative means zero.
     pub replay_window_ms: i64,
     pub stats_interval: Duration,
+    /// The namespace of every key ruled owns (docs/service.md#key-namespace).
+    pub namespace: Namespace,
 }
 
 /// A password: never shown, not even in `Debug`.
@@ -65,8 +69,16 @@ pub enum ServiceError {
     Tls(#[from] crate::tls::TlsError),
     #[error(transparent)]
     Bundle(#[from] bundle::LoadError),
-    #[error("reading the pending store `extensions:pending` for replay: {0}")]
-    Replay(redis::RedisError),
+    #[error("reading the pending store `{key}` for replay: {source}")]
+    Replay {
+        key: String,
+        source: redis::RedisError,
+    },
+    #[error("reading the counters hash `{key}` at start: {source}")]
+    Counters {
+        key: String,
+        source: redis::RedisError,
+    },
     #[error("seeding state from redis: {0}")]
     Seed(redis::RedisError),
 }
@@ -98,7 +110,7 @@ impl Service {
         for (index, value) in seeded {
             engine.state_changed(index, value);
         }
-        let (writer, writer_task) = StoreWriter::start(con.clone());
+        let (writer, writer_task) = StoreWriter::start(con.clone(), &config.namespace);
         // The actions' own connection: no reply timeout of its own, each
         // push waits as long as its step's `timeout`
         // (docs/semantics.md#worker-pool-and-actions).
@@ -109,7 +121,7 @@ impl Service {
         let reader = (!state_hashes.is_empty())
             .then(|| StateReader::start(con.clone(), payload.state_pairs.clone(), state_tx).0);
         let subs = Subscriptions::compute(&engine.live_patterns(), &state_hashes);
-        let stats = StatsPublisher::new(&engine, bundle_id);
+        let stats = StatsPublisher::new(&engine, bundle_id, &Owner::current());
         let mut service = Self {
             engine,
             payload,
@@ -119,15 +131,17 @@ impl Service {
             writer,
             writer_task,
             subscriber: Some(Subscriber::new(client, tls, subs)),
-            intake: Intake::idle(stats.overflow()),
+            intake: Intake::idle(stats.overflow(), stats.rejected()),
             state_hashes,
             reader,
             state_values,
             stats,
             stats_interval: config.stats_interval,
+            namespace: config.namespace,
             clock,
             throttle: Throttle::new(Instant::now()),
         };
+        service.check_owner().await?;
         service.replay().await?;
         service.stats.write_all(&service.engine, &service.writer);
         service.subscribe().await;
@@ -138,9 +152,12 @@ impl Service {
     /// Replays the pending store, before any subscription opens: a replayed
     /// run meets the live triggers' concurrency only afterwards.
     async fn replay(&mut self) -> Result<(), ServiceError> {
-        let (records, scan) = record_store::read_pending_scan(&mut self.con)
+        let (records, scan) = record_store::read_pending_scan(&mut self.con, &self.namespace)
             .await
-            .map_err(ServiceError::Replay)?;
+            .map_err(|source| ServiceError::Replay {
+                key: self.namespace.pending(),
+                source,
+            })?;
         if !records.is_empty() || scan.removed > 0 {
             tracing::info!(
                 records = records.len(),
@@ -153,13 +170,33 @@ impl Service {
                 left = scan.left,
                 budget_kib = record_store::REPLAY_BUDGET_BYTES / 1024,
                 "more pending records than replay holds at once; the rest stay in \
-                 `extensions:pending` for the next start"
+                 `{}` for the next start",
+                self.namespace.pending()
             );
         }
         let now = self.now();
         self.engine.replay_raw(now, records);
         self.perform_effects();
         Ok(())
+    }
+
+    /// Looks at the counters hash before ruled writes its own fields there,
+    /// and warns about another writer (docs/service.md#key-namespace).
+    async fn check_owner(&mut self) -> Result<(), ServiceError> {
+        let known = self.stats.known_fields();
+        let me = self.stats.owner().clone();
+        owner::check(
+            &mut self.con,
+            &self.namespace,
+            &me,
+            &known,
+            self.stats_interval,
+        )
+        .await
+        .map_err(|source| ServiceError::Counters {
+            key: self.namespace.counters().to_string(),
+            source,
+        })
     }
 
     /// Opens the subscription (nothing at all with nothing to watch) and

@@ -1,6 +1,7 @@
 //! Stop (docs/service.md#start-and-stop), step by step: close the subscription, stop the
 //! engine (drop timers and queues, keep records), stop the pool (kill exec
-//! groups, count abandoned jobs), write the last counters, close.
+//! groups, count abandoned jobs), write the last counters and `state =
+//! stopped`, close.
 
 use super::Service;
 use crate::effect_log::log_effect;
@@ -35,7 +36,7 @@ impl Service {
                 "actions still queued at stop were abandoned (counted in `dropped`); those of durable steps keep their pending records"
             );
         }
-        self.stats.write_changes(&self.engine, &self.writer);
+        self.stats.write_stopped(&self.engine, &self.writer);
         flush_store(self.writer, self.writer_task).await;
         tracing::info!("stopped");
     }
