@@ -28,6 +28,8 @@ pub enum EventError {
     Json(#[from] serde_json::Error),
     #[error("`data` must be an object")]
     DataNotObject,
+    #[error("an event must be a JSON object")]
+    NotAnObject,
     /// On the bus the channel decides the topic (docs/events.md#the-channel-decides-the-topic).
     #[error("its `topic` differs from its channel's")]
     TopicMismatch { topic: String },
@@ -68,6 +70,11 @@ impl Event {
     /// the channel's; one that differs is refused, so a publisher on one
     /// channel cannot speak for another topic.
     pub fn decode_on_channel(channel_topic: &str, payload: &[u8]) -> Result<Self, EventError> {
+        // serde would also read a struct from an array (`[]`: every field
+        // absent); an envelope is an object.
+        if payload.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(EventError::NotAnObject);
+        }
         let envelope: BusEnvelope = serde_json::from_slice(payload)?;
         if !(envelope.data.is_null() || envelope.data.is_object()) {
             return Err(EventError::DataNotObject);
@@ -155,7 +162,9 @@ mod tests {
             Err(EventError::DataNotObject)
         ));
         assert!(decode(br#"{"topic":5}"#).is_err());
-        assert!(decode(b"[]").is_err());
+        assert!(matches!(decode(b" []"), Err(EventError::NotAnObject)));
+        assert!(matches!(decode(b""), Err(EventError::NotAnObject)));
+        assert!(decode(b" {}").is_ok());
     }
 
     #[test]

@@ -85,11 +85,16 @@ fn counters_are_published_in_full_at_start() {
             "dispatched",
             "dropped",
             "failed",
+            "host",
             "overflow",
             "pending",
+            "pid",
             "refused",
+            "rejected",
             "rules",
             "runs-active",
+            "started-at",
+            "state",
             "version"
         ]
     );

@@ -4,6 +4,7 @@
 #![allow(dead_code, clippy::expect_used, clippy::print_stderr)]
 
 pub mod bundles;
+pub mod go_service;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
