@@ -4,7 +4,8 @@
 use rulecore::event::Event;
 use serde::{Deserialize, Serialize};
 
-/// The Redis hash that holds pending records.
+/// The Redis hash that holds pending records in the default namespace;
+/// `ruled --namespace NS` uses `NS:pending` (docs/service.md#key-namespace).
 pub const PENDING_HASH: &str = "extensions:pending";
 
 /// The JSON value of one pending record:
