@@ -5,14 +5,7 @@
 mod support;
 
 use support::bundles::{self, hazards, payload, single};
-use support::{poll, wait_for, RedisServer, Ruled, Setup};
-
-fn list(redis: &RedisServer, key: &str) -> Vec<String> {
-    let mut items: Vec<String> = redis.query(&["LRANGE", key, "0", "-1"]);
-    // LPUSH prepends: oldest first reads better.
-    items.reverse();
-    items
-}
+use support::{list, now_ms, poll, wait_for, RedisServer, Ruled, Setup};
 
 fn publish(redis: &RedisServer, topic: &str, json: &str) -> i64 {
     redis.query(&["PUBLISH", &format!("ev:{topic}"), json])
@@ -59,13 +52,6 @@ fn wait_counter(redis: &RedisServer, ruled: &Ruled, field: &str, want: &str) {
 
 fn pending_ids(redis: &RedisServer) -> Vec<String> {
     redis.query(&["HKEYS", "extensions:pending"])
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 #[test]

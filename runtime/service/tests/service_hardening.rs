@@ -8,13 +8,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use support::bundles::{self, hazards, payload};
-use support::{commandstat, wait_for, RedisServer, Ruled};
-
-fn list(redis: &RedisServer, key: &str) -> Vec<String> {
-    let mut items: Vec<String> = redis.query(&["LRANGE", key, "0", "-1"]);
-    items.reverse();
-    items
-}
+use support::{commandstat, list, wait_for, RedisServer, Ruled};
 
 /// The shipped `fixtures/rules`, built as `rulec build` does.
 fn fixture_bundle(dir: &Path) -> PathBuf {

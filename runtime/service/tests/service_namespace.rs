@@ -10,13 +10,7 @@ mod support;
 use std::collections::BTreeMap;
 use support::bundles::{payload, redis_step, rule, single};
 use support::go_service::GoEventService;
-use support::{poll, wait_for, RedisServer, Ruled, Setup};
-
-fn list(redis: &RedisServer, key: &str) -> Vec<String> {
-    let mut items: Vec<String> = redis.query(&["LRANGE", key, "0", "-1"]);
-    items.reverse();
-    items
-}
+use support::{list, now_ms, poll, wait_for, RedisServer, Ruled, Setup};
 
 fn hash(redis: &RedisServer, key: &str) -> BTreeMap<String, String> {
     redis.query(&["HGETALL", key])
@@ -34,13 +28,6 @@ fn wait_field(redis: &RedisServer, ruled: &Ruled, key: &str, name: &str, want: &
         field(redis, key, name),
         ruled.log_text()
     );
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 /// A rule whose second step waits `after_ms` (durable): `now`, then `later`.

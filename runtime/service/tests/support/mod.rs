@@ -372,6 +372,21 @@ pub fn wait_pid(path: &Path) -> i32 {
     pid.unwrap_or_else(|| panic!("no pid in {} within {DEADLINE:?}", path.display()))
 }
 
+/// The list `key`, oldest first (LPUSH prepends).
+pub fn list(redis: &RedisServer, key: &str) -> Vec<String> {
+    let mut items: Vec<String> = redis.query(&["LRANGE", key, "0", "-1"]);
+    items.reverse();
+    items
+}
+
+/// The wall clock in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .expect("clock after 1970")
+}
+
 /// Polls `check` every 20 ms until it returns `Some`, or [`DEADLINE`] passes.
 pub fn poll<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let started = Instant::now();
