@@ -90,6 +90,8 @@ impl Service {
     /// The bundle comes before the connection: a bad bundle or a bad URL
     /// fails at once, not only once Redis answers.
     pub(super) async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
+        // Started now, not once Redis answers.
+        let owner = Owner::current();
         let (client, tls) = open_client(&config)?;
         let (payload, bundle_id) = load_bundle(&config)?;
         let mut con = connection::connect_manager(&client).await;
@@ -121,7 +123,7 @@ impl Service {
         let reader = (!state_hashes.is_empty())
             .then(|| StateReader::start(con.clone(), payload.state_pairs.clone(), state_tx).0);
         let subs = Subscriptions::compute(&engine.live_patterns(), &state_hashes);
-        let stats = StatsPublisher::new(&engine, bundle_id, &Owner::current());
+        let stats = StatsPublisher::new(&engine, bundle_id, &owner);
         let mut service = Self {
             engine,
             payload,
