@@ -305,12 +305,14 @@ impl<'i> RuleChecker<'_, 'i> {
         }
     }
 
-    /// Keys of the other kind of input are an error.
+    /// Keys of the other kind of input are an error; `None` once reported.
     fn not_here(&mut self, table: &Table<'i>, keys: &[&str], kind: &str) -> Option<()> {
-        let wrong = keys
+        let Some((key, e)) = keys
             .iter()
-            .find_map(|key| entry(table, key).map(|e| (key, e)))?;
-        let (key, e) = wrong;
+            .find_map(|key| entry(table, key).map(|e| (key, e)))
+        else {
+            return Some(());
+        };
         self.error_help(
             Code::InputSource,
             format!("`{key}` has no meaning in {kind}"),
