@@ -184,7 +184,7 @@ fn input_name() -> Value {
 /// (docs/rules.md#inputs).
 fn input_constraints() -> Value {
     json!({
-        "oneOf": [
+        "anyOf": [
             { "required": ["hash", "fields"], "not": { "anyOf": [
                 { "required": ["channel"] }, { "required": ["format"] }, { "required": ["max-bytes"] }
             ] } },
