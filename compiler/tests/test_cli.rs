@@ -257,7 +257,7 @@ fn rules_that_do_not_build_are_reported_once() {
     .unwrap();
     let (code, out, err) = rulec_test(dir.path(), &["rules"]);
     assert_eq!(code, 1);
-    assert_eq!(out.matches("ERROR").count(), 11, "{out}");
+    assert_eq!(out.matches("ERROR").count(), 12, "{out}");
     assert!(out.contains("  the rules in rules do not build\n"), "{out}");
     assert_eq!(err.matches("rulec::when::unknown-name").count(), 1, "{err}");
 }
