@@ -28,7 +28,10 @@
 //! stay real `LPUSH`es.
 //!
 //! **Playing.** `[[event]]`: `PUBLISH ev:<topic> <json>`; `[[state]]`:
-//! `HSET` then `PUBLISH <hash> <field>`; `[[restart]]`: SIGTERM, wait for
+//! `HSET` then `PUBLISH <hash> <field>` (acknowledged by the `state changed`
+//! line when the field is a state pair or an input field); `[[message]]`:
+//! `PUBLISH <channel> <payload>` (acknowledged by `input message`);
+//! `[[restart]]`: SIGTERM, wait for
 //! the exit, start a new `ruled` after `down` (with the after-restart
 //! bundle written over the old one when the timeline has one); durable
 //! records survive in Redis. `[[fail]]`: a failing `redis` step is made to
@@ -111,21 +114,12 @@ const EFFECT_LAG_MS: i64 = 2_000;
 const SETTLE: Duration = Duration::from_secs(15);
 
 /// Timelines the real service cannot play, and why.
-const EXCLUDED: &[(&str, &str)] = &[
-    (
-        "hazards-clock-jump",
-        "jumps the wall clock ([[clock]]): playing it means setting the machine's clock, \
+const EXCLUDED: &[(&str, &str)] = &[(
+    "hazards-clock-jump",
+    "jumps the wall clock ([[clock]]): playing it means setting the machine's clock, \
      which a test must not do (the service's jump handling is tested on its own, \
      runtime/engine/tests and docs/engine.md \"Time\")",
-    ),
-    (
-        "engine-power-input",
-        "drives inputs: this harness does not play `[[message]]` yet, and waits for the \
-         acknowledgement of a `[[state]]` only on the bundle's state pairs, not on input \
-         fields; the input path against a real redis-server is runtime/service/tests/\
-         service_inputs.rs",
-    ),
-];
+)];
 
 /// One `#[test]` per played timeline: `test => "timeline" from "rules dir"`,
 /// with `then "rules dir"` for the bundle after every restart.
@@ -154,6 +148,7 @@ played! {
     low_battery_warning => "low-battery-warning" from "fixtures/rules";
     low_battery_explain => "low-battery-explain" from "fixtures/rules";
     battery_low_for => "battery-low-for" from "fixtures/rules";
+    engine_power_input => "engine-power-input" from "fixtures/rules";
     parked_brake_blink => "parked-brake-blink" from "fixtures/rules";
     winter_seat_heater => "winter-seat-heater" from "fixtures/rules-winter" then "fixtures/rules";
 }
@@ -290,6 +285,9 @@ fn scale_timeline(nominal: &Timeline) -> Timeline {
     for e in &mut t.state {
         e.at = scaled(e.at);
     }
+    for e in &mut t.message {
+        e.at = scaled(e.at);
+    }
     for e in &mut t.restart {
         e.at = scaled(e.at);
         e.down = scaled(e.down);
@@ -313,6 +311,7 @@ fn scale_timeline(nominal: &Timeline) -> Timeline {
 enum Entry {
     Unfail(usize),
     State(usize),
+    Message(usize),
     Fail(usize),
     Restart(usize),
     Event(usize),
@@ -325,6 +324,12 @@ fn schedule(t: &Timeline) -> Vec<(i64, Entry)> {
             .iter()
             .enumerate()
             .map(|(i, e)| (e.at.0, Entry::State(i))),
+    );
+    entries.extend(
+        t.message
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.at.0, Entry::Message(i))),
     );
     for (i, fail) in t.fail.iter().enumerate() {
         entries.push((fail.at.0, Entry::Fail(i)));
@@ -623,6 +628,29 @@ fn is_state_change<'a>(hash: &'a str, key: &'a str) -> impl Fn(&str) -> bool + '
     }
 }
 
+/// A message on an input's raw channel, as the driver logs it.
+fn is_input_message(channel: &str) -> impl Fn(&str) -> bool + '_ {
+    move |line: &str| {
+        message(line).is_some_and(|m| m.starts_with("input message"))
+            && field(line, "channel").as_deref() == Some(channel)
+    }
+}
+
+/// Whether the service watches `hash`/`field`: a state pair, or a field
+/// of an input (docs/semantics.md#inputs).
+fn watches(payload: &Payload, hash: &str, field: &str) -> bool {
+    let pair = payload
+        .state_pairs
+        .iter()
+        .any(|p| p.hash == hash && p.field == field);
+    pair || payload.inputs.iter().any(|input| match &input.source {
+        rulecore::bundle::InputSource::Hash { hash: h, fields } => {
+            h == hash && fields.iter().any(|f| f == field)
+        }
+        rulecore::bundle::InputSource::Channel { .. } => false,
+    })
+}
+
 fn is_message(text: &'static str) -> impl Fn(&str) -> bool {
     move |line: &str| message(line).is_some_and(|m| m == text || m.starts_with(&format!("{text} ")))
 }
@@ -685,6 +713,7 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
     let mut played = Timeline {
         event: Vec::new(),
         state: Vec::new(),
+        message: Vec::new(),
         restart: Vec::new(),
         fail: Vec::new(),
         clock: Vec::new(),
@@ -724,11 +753,7 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                 let change = is_state_change(&e.hash, &e.field);
                 let before = driver.count(&change);
                 let receivers: i64 = redis.query(&["PUBLISH", &e.hash, &e.field]);
-                let watched = driver
-                    .current
-                    .state_pairs
-                    .iter()
-                    .any(|p| p.hash == e.hash && p.field == e.field);
+                let watched = watches(&driver.current, &e.hash, &e.field);
                 let (at_us, seen) = if receivers > 0 && watched {
                     let what = format!("the change of {}.{}", e.hash, e.field);
                     let (at_us, seen) = driver.ack(before, &what, change);
@@ -737,6 +762,23 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                     (wall_us(), None)
                 };
                 played.state.push(sim::StateEntry {
+                    at: when(at_us, seen),
+                    ..e.clone()
+                });
+            }
+            Entry::Message(i) => {
+                let e = &timeline.message[i];
+                let matches = is_input_message(&e.channel);
+                let before = driver.count(&matches);
+                let receivers: i64 = redis.query(&["PUBLISH", &e.channel, &e.payload]);
+                let (at_us, seen) = if receivers > 0 {
+                    let what = format!("the message on {}", e.channel);
+                    let (at_us, seen) = driver.ack(before, &what, matches);
+                    (at_us, Some(seen))
+                } else {
+                    (wall_us(), None)
+                };
+                played.message.push(sim::MessageEntry {
                     at: when(at_us, seen),
                     ..e.clone()
                 });

@@ -165,6 +165,8 @@ impl Service {
         let channel = message.get_channel_name();
         if !message.from_pattern() && self.input_channels.contains(channel) {
             // Raw input data, never an envelope: the engine decodes it.
+            let bytes = message.get_payload_bytes().len();
+            tracing::debug!(channel, bytes, "input message");
             let now = self.now();
             self.engine
                 .channel_message(now, channel, message.get_payload_bytes());
