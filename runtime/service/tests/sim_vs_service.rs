@@ -305,7 +305,7 @@ fn scale_timeline(nominal: &Timeline) -> Timeline {
 // ----------------------------------------------------------------- playing
 
 /// What the driver does at one instant, in the simulator's order at one
-/// instant (docs/simulation.md: state, fail, restart, event), a fail window's end
+/// instant (docs/simulation.md: state, message, fail, restart, event), a fail window's end
 /// first (the simulator fails actions started in `[at, until)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Entry {
@@ -582,6 +582,26 @@ impl Driver<'_> {
     fn count(&self, matches: impl Fn(&str) -> bool) -> usize {
         self.ruled.log().iter().filter(|l| matches(l)).count()
     }
+
+    /// `PUBLISH channel payload`, then, when someone received it and
+    /// `acked` says the service handles it, the time and log position of
+    /// the line `matches` finds (`what` names it in a failure); else now.
+    fn publish(
+        &self,
+        [channel, payload]: [&str; 2],
+        acked: bool,
+        what: &str,
+        matches: impl Fn(&str) -> bool,
+    ) -> (i64, Option<usize>) {
+        let before = self.count(&matches);
+        let receivers: i64 = self.redis.query(&["PUBLISH", channel, payload]);
+        if receivers > 0 && acked {
+            let (at_us, seen) = self.ack(before, what, matches);
+            (at_us, Some(seen))
+        } else {
+            (wall_us(), None)
+        }
+    }
 }
 
 /// Where an entry the service received at `at_us` (since the start) goes
@@ -750,17 +770,12 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
             Entry::State(i) => {
                 let e = &timeline.state[i];
                 let _: i64 = redis.query(&["HSET", &e.hash, &e.field, &e.value]);
-                let change = is_state_change(&e.hash, &e.field);
-                let before = driver.count(&change);
-                let receivers: i64 = redis.query(&["PUBLISH", &e.hash, &e.field]);
-                let watched = watches(&driver.current, &e.hash, &e.field);
-                let (at_us, seen) = if receivers > 0 && watched {
-                    let what = format!("the change of {}.{}", e.hash, e.field);
-                    let (at_us, seen) = driver.ack(before, &what, change);
-                    (at_us, Some(seen))
-                } else {
-                    (wall_us(), None)
-                };
+                let (at_us, seen) = driver.publish(
+                    [&e.hash, &e.field],
+                    watches(&driver.current, &e.hash, &e.field),
+                    &format!("the change of {}.{}", e.hash, e.field),
+                    is_state_change(&e.hash, &e.field),
+                );
                 played.state.push(sim::StateEntry {
                     at: when(at_us, seen),
                     ..e.clone()
@@ -768,16 +783,12 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
             }
             Entry::Message(i) => {
                 let e = &timeline.message[i];
-                let matches = is_input_message(&e.channel);
-                let before = driver.count(&matches);
-                let receivers: i64 = redis.query(&["PUBLISH", &e.channel, &e.payload]);
-                let (at_us, seen) = if receivers > 0 {
-                    let what = format!("the message on {}", e.channel);
-                    let (at_us, seen) = driver.ack(before, &what, matches);
-                    (at_us, Some(seen))
-                } else {
-                    (wall_us(), None)
-                };
+                let (at_us, seen) = driver.publish(
+                    [&e.channel, &e.payload],
+                    true,
+                    &format!("the message on {}", e.channel),
+                    is_input_message(&e.channel),
+                );
                 played.message.push(sim::MessageEntry {
                     at: when(at_us, seen),
                     ..e.clone()
@@ -852,17 +863,12 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
             }
             Entry::Event(i) => {
                 let e = &timeline.event[i];
-                let matches = is_event(&e.topic);
-                let before = driver.count(&matches);
-                let receivers: i64 =
-                    redis.query(&["PUBLISH", &format!("ev:{}", e.topic), &event_json(e)]);
-                let (at_us, seen) = if receivers > 0 {
-                    let what = format!("the event {}", e.topic);
-                    let (at_us, seen) = driver.ack(before, &what, matches);
-                    (at_us, Some(seen))
-                } else {
-                    (wall_us(), None)
-                };
+                let (at_us, seen) = driver.publish(
+                    [&format!("ev:{}", e.topic), &event_json(e)],
+                    true,
+                    &format!("the event {}", e.topic),
+                    is_event(&e.topic),
+                );
                 played.event.push(EventEntry {
                     at: when(at_us, seen),
                     ..e.clone()
