@@ -260,9 +260,82 @@ mod tests {
         match decode(&encode(payload).unwrap()) {
             Ok(_) => Ok(()),
             Err(BundleError::Invalid(PayloadError::Limit { error, .. }))
-            | Err(BundleError::Invalid(PayloadError::StateChannel(error))) => Err(error),
+            | Err(BundleError::Invalid(PayloadError::StateChannel(error)))
+            | Err(BundleError::Invalid(PayloadError::Input(error))) => Err(error),
             Err(other) => panic!("{other}"),
         }
+    }
+
+    fn with_input(source: InputSource, topic: Option<&str>) -> Payload {
+        let mut payload = valid();
+        payload.inputs = vec![crate::bundle::Input {
+            source,
+            topic: topic.map(str::to_string),
+        }];
+        payload.rules[0].inputs = vec![0];
+        payload
+    }
+
+    fn channel(name: &str, max_bytes: u32) -> InputSource {
+        InputSource::Channel {
+            channel: name.into(),
+            format: crate::bundle::PayloadFormat::Json,
+            max_bytes,
+        }
+    }
+
+    #[test]
+    fn forged_inputs_are_refused_at_load() {
+        let hash = |hash: &str, fields: usize| InputSource::Hash {
+            hash: hash.into(),
+            fields: (0..fields).map(|i| format!("f{i}")).collect(),
+        };
+        assert_eq!(load(&with_input(hash("vehicle", 1), None)), Ok(()));
+        assert_eq!(
+            load(&with_input(channel("a:b", 4096), Some("input.x"))),
+            Ok(())
+        );
+        let refused = [
+            with_input(hash("vehicle", 0), Some("input.x")),
+            with_input(hash("vehicle", MAX_INPUT_FIELDS + 1), Some("input.x")),
+            with_input(hash("vehicle*", 1), Some("input.x")),
+            with_input(hash(&"h".repeat(MAX_INPUT_NAME_BYTES + 1), 1), None),
+            with_input(hash("vehicle", 1), Some("vehicle.x")),
+            with_input(hash("vehicle", 1), Some("input.")),
+            with_input(channel("ev:alarm.triggered", 4096), Some("input.x")),
+            with_input(channel("a:b", 0), Some("input.x")),
+            with_input(channel("a:b", MAX_INPUT_BYTES + 1), Some("input.x")),
+            with_input(channel("a b", 4096), Some("input.x")),
+            with_input(channel("a:b", 4096), None),
+        ];
+        for payload in &refused {
+            assert!(
+                matches!(load(payload), Err(LimitError::Input { .. })),
+                "{:?}",
+                payload.inputs
+            );
+        }
+        let mut out_of_range = with_input(hash("vehicle", 1), None);
+        out_of_range.rules[0].inputs = vec![1];
+        assert!(matches!(load(&out_of_range), Err(LimitError::Input { .. })));
+        let mut too_many = with_input(hash("vehicle", 1), None);
+        too_many.inputs = (0..=MAX_INPUTS)
+            .map(|i| crate::bundle::Input {
+                source: hash(&format!("h{i}"), 1),
+                topic: None,
+            })
+            .collect();
+        assert!(matches!(load(&too_many), Err(LimitError::Input { .. })));
+    }
+
+    #[test]
+    fn input_names_are_exact() {
+        assert_eq!(input_name_problem("accessory:report"), None);
+        for bad in ["", "a b", "a\u{7}b", "a*", "a?", "a[b]", "a\\b"] {
+            assert!(input_name_problem(bad).is_some(), "{bad:?}");
+        }
+        assert!(input_name_problem(&"x".repeat(129)).is_some());
+        assert_eq!(input_name_problem(&"x".repeat(128)), None);
     }
 
     #[test]
