@@ -89,6 +89,7 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
             hold_ns: rule.hold_ns,
             repeat: rule.repeat,
             when: lower_opt(&rule.when),
+            inputs: Vec::new(),
             steps: rule
                 .steps
                 .iter()
@@ -102,7 +103,32 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
         .collect();
     let (consts, state_pairs) = pool.finish();
     // Fingerprints are computed here, against the final pools.
-    Payload::new(compiler_version, rules_out, state_pairs, consts)
+    let mut payload = Payload::new(compiler_version, rules_out, state_pairs, consts);
+    add_inputs(&mut payload, rules);
+    payload
+}
+
+/// Every distinct input once, in order of first declaration, and each
+/// rule's indices into them (docs/bundle.md): identical declarations are
+/// shared. Part of no fingerprint.
+fn add_inputs(payload: &mut Payload, rules: &[CheckedRule]) {
+    for (out, rule) in payload.rules.iter_mut().zip(rules) {
+        for checked in &rule.inputs {
+            let index = match payload.inputs.iter().position(|i| *i == checked.input) {
+                Some(index) => index,
+                None => {
+                    payload.inputs.push(checked.input.clone());
+                    payload.inputs.len() - 1
+                }
+            };
+            // At most 64 inputs (checked), so the index fits.
+            let index = u32::try_from(index).unwrap_or(u32::MAX);
+            if !out.inputs.contains(&index) {
+                out.inputs.push(index);
+            }
+        }
+        out.inputs.sort_unstable();
+    }
 }
 
 /// A bundle ready to write.

@@ -4,7 +4,9 @@
 //! constants shown inline in the disassembly.
 
 use crate::cli::{Console, Exit};
-use rulecore::bundle::{Action, Concurrency, Payload, Rule, StatePair, Step, FORMAT_VERSION};
+use rulecore::bundle::{
+    Action, Concurrency, Input, InputSource, Payload, Rule, StatePair, Step, FORMAT_VERSION,
+};
 use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::codec::{self, Bundle, BundleError};
 use rulecore::duration::format_duration;
@@ -382,6 +384,13 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
         )
     };
     writeln!(out, "  repeat       {repeat}")?;
+    for input in rule
+        .inputs
+        .iter()
+        .filter_map(|&i| payload.inputs.get(i as usize))
+    {
+        writeln!(out, "  input        {}", input_text(input))?;
+    }
     write_when(out, "  ", rule.when.as_ref(), payload)?;
     for (index, step) in rule.steps.iter().enumerate() {
         write_step(out, index, step, payload)?;
@@ -454,7 +463,51 @@ fn write_header(out: &mut impl Write, bundle: &Bundle) -> fmt::Result {
     for pair in &payload.state_pairs {
         writeln!(out, "  {:?} {:?}", pair.hash, pair.field)?;
     }
+    // Only a bundle with inputs says so: the view of others stays as it was.
+    if !payload.inputs.is_empty() {
+        writeln!(out, "inputs   {}", payload.inputs.len())?;
+        for input in &payload.inputs {
+            writeln!(out, "  {}", input_text(input))?;
+        }
+    }
     Ok(())
+}
+
+/// One input as the text form shows it (docs/bundle.md#rulec-dump-text):
+/// `hash "vehicle" ["engine-power"] -> input.engine-power`.
+fn input_text(input: &Input) -> String {
+    let source = match &input.source {
+        InputSource::Hash { hash, fields } => format!("hash {hash:?} {fields:?}"),
+        InputSource::Channel {
+            channel,
+            format,
+            max_bytes,
+        } => format!(
+            "channel {channel:?} {} max-bytes {max_bytes}",
+            format.as_str()
+        ),
+    };
+    match &input.topic {
+        Some(topic) => format!("{source} -> {topic}"),
+        None => format!("{source} (state only)"),
+    }
+}
+
+fn input_json(input: &Input) -> Json {
+    let mut value = match &input.source {
+        InputSource::Hash { hash, fields } => {
+            json!({"kind": "hash", "hash": hash, "fields": fields})
+        }
+        InputSource::Channel {
+            channel,
+            format,
+            max_bytes,
+        } => json!({
+            "kind": "channel", "channel": channel, "format": format.as_str(), "max_bytes": max_bytes
+        }),
+    };
+    value["topic"] = json!(input.topic);
+    value
 }
 
 fn action_json(action: &Action) -> Json {
@@ -507,10 +560,12 @@ impl serde::Serialize for JsonDump<'_> {
             .iter()
             .map(|p| json!({"hash": p.hash, "field": p.field}))
             .collect();
-        let mut map = serializer.serialize_map(Some(5))?;
+        let inputs: Vec<Json> = payload.inputs.iter().map(input_json).collect();
+        let mut map = serializer.serialize_map(Some(6))?;
         map.serialize_entry("compiler_version", &payload.compiler_version)?;
         map.serialize_entry("format_version", &FORMAT_VERSION)?;
         map.serialize_entry("id", &bundle.id)?;
+        map.serialize_entry("inputs", &inputs)?;
         map.serialize_entry("rules", &JsonRules(payload))?;
         map.serialize_entry("state_pairs", &state_pairs)?;
         map.end()
@@ -549,6 +604,7 @@ fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "cooldown_ns": rule.cooldown_ns,
         "debounce_ns": rule.debounce_ns,
         "hold_ns": rule.hold_ns,
+        "inputs": rule.inputs,
         "repeat": {"count": rule.repeat.count, "every_ns": rule.repeat.every_ns},
         "when": when(rule.when.as_ref()),
         "when_expr": when_expr(rule.when.as_ref()),

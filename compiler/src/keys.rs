@@ -20,15 +20,18 @@ pub enum Level {
     Step,
     /// A `[[topic]]` table: the topic catalogue (docs/rules.md#the-topic-catalogue).
     Topic,
+    /// A `[[rule.input]]` table (docs/rules.md#inputs).
+    Input,
 }
 
 impl Level {
     /// Every level, in the order of the reference.
-    pub const ALL: [Level; 5] = [
+    pub const ALL: [Level; 6] = [
         Level::Top,
         Level::Rule,
         Level::Repeat,
         Level::Step,
+        Level::Input,
         Level::Topic,
     ];
 
@@ -40,6 +43,7 @@ impl Level {
             Level::Repeat => "in `repeat`",
             Level::Step => "in a step",
             Level::Topic => "in a topic",
+            Level::Input => "in an input",
         }
     }
 
@@ -51,6 +55,7 @@ impl Level {
             Level::Repeat => "`repeat = { ... }`",
             Level::Step => "`[[rule.step]]`",
             Level::Topic => "`[[topic]]`",
+            Level::Input => "`[[rule.input]]`",
         }
     }
 }
@@ -129,6 +134,12 @@ pub enum Ty {
     CanData,
     /// A table of `data` keys, each naming its type (docs/rules.md#the-topic-catalogue).
     DataTypes,
+    /// Hash or channel names (docs/rules.md#inputs); `non_empty`: at least one.
+    Names {
+        non_empty: bool,
+    },
+    /// A hash, channel or field name of an input (docs/rules.md#inputs).
+    Name,
 }
 
 impl Ty {
@@ -154,6 +165,8 @@ impl Ty {
             Ty::CanIface => "string: an interface name".to_string(),
             Ty::CanId => "hex string (a decimal TOML integer warns)".to_string(),
             Ty::CanData => "hex string".to_string(),
+            Ty::Names { .. } => "array of names".to_string(),
+            Ty::Name => "string: an exact name".to_string(),
             Ty::DataTypes => format!(
                 "table: data key = {}",
                 DATA_TYPES
@@ -323,6 +336,13 @@ pub const KEYS: &[Key] = &[
     .default(DefaultValue::Bool(true))
     .example("enabled = false"),
     key(
+        "input",
+        Level::Rule,
+        Ty::Tables { level: Level::Input, non_empty: false },
+        "Inputs: hash fields or a raw channel whose changes become `input.*` events, one `[[rule.input]]` table each.",
+    )
+    .example("[[rule.input]]"),
+    key(
         "step",
         Level::Rule,
         Ty::Tables { level: Level::Step, non_empty: true },
@@ -453,6 +473,51 @@ pub const KEYS: &[Key] = &[
     )
     .only(&[ActionKind::Can])
     .example("dlc = 8"),
+    // docs/rules.md#inputs
+    key(
+        "hash",
+        Level::Input,
+        Ty::Name,
+        "A hash whose `fields` are watched (`HSET` then `PUBLISH hash field`). Not with `channel`.",
+    )
+    .example(r#"hash = "vehicle""#),
+    key(
+        "fields",
+        Level::Input,
+        Ty::Names { non_empty: true },
+        "hash: the fields watched, 1 to 64; required with `hash`.",
+    )
+    .example(r#"fields = ["engine-power"]"#),
+    key(
+        "channel",
+        Level::Input,
+        Ty::Name,
+        "A raw pub/sub channel, one event per message; not under `ev:`. Not with `hash`.",
+    )
+    .example(r#"channel = "accessory:report""#),
+    key(
+        "format",
+        Level::Input,
+        Ty::Choice(&["string", "json"]),
+        "channel: `data.payload` is the message as a string, or decoded as JSON.",
+    )
+    .default(DefaultValue::Str("string"))
+    .example(r#"format = "json""#),
+    key(
+        "max-bytes",
+        Level::Input,
+        Ty::Integer { min: 0, max: 65_536 },
+        "channel: a longer message is skipped and logged; 0 means the default.",
+    )
+    .default(DefaultValue::Prose("4096"))
+    .example("max-bytes = 4096"),
+    key(
+        "topic",
+        Level::Input,
+        Ty::Text,
+        "The events' topic, starting with `input.`; required for a channel. Without it a hash input only feeds `state()`.",
+    )
+    .example(r#"topic = "input.engine-power""#),
     // docs/rules.md#the-topic-catalogue
     key(
         "name",

@@ -169,7 +169,11 @@ fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Dia
                     if let DeValue::Table(table) = item.get_ref() {
                         let before = problems.len();
                         check_keys(file, table, level, problems);
-                        for problem in &mut problems[before..] {
+                        // Only a step has a number problems name.
+                        for problem in problems[before..]
+                            .iter_mut()
+                            .filter(|_| level == Level::Step)
+                        {
                             problem.step = Some(index);
                         }
                     }

@@ -73,6 +73,7 @@ fn object(level: Level) -> Value {
     match level {
         Level::Step => object["allOf"] = step_constraints(),
         Level::Repeat => merge(&mut object, repeat_constraints()),
+        Level::Input => merge(&mut object, input_constraints()),
         Level::Top | Level::Rule | Level::Topic => {}
     }
     object
@@ -118,6 +119,13 @@ fn property(key: &Key) -> Value {
             "maximum": 0x1FFF_FFFF_u32,
         }),
         Ty::CanData => json!({ "type": "string", "pattern": CAN_DATA_PATTERN }),
+        Ty::Names { non_empty } => json!({
+            "type": "array",
+            "items": input_name(),
+            "minItems": u8::from(non_empty),
+            "maxItems": rulecore::limits::MAX_INPUT_FIELDS,
+        }),
+        Ty::Name => input_name(),
         Ty::DataTypes => json!({
             "type": "object",
             "additionalProperties": { "enum": keys::DATA_TYPES },
@@ -159,6 +167,33 @@ fn duration(sign: Sign) -> Value {
         }
     }
     value
+}
+
+/// A hash, channel or field name of an input (docs/rules.md#inputs): no
+/// white space, control or glob characters, at most 128 bytes.
+fn input_name() -> Value {
+    json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": rulecore::limits::MAX_INPUT_NAME_BYTES,
+        "pattern": "^[^\\s\\u0000-\\u001f\\u007f*?\\[\\]\\\\]+$",
+    })
+}
+
+/// An input is a hash with `fields`, or a channel with a `topic`
+/// (docs/rules.md#inputs).
+fn input_constraints() -> Value {
+    json!({
+        "anyOf": [
+            { "required": ["hash", "fields"], "not": { "anyOf": [
+                { "required": ["channel"] }, { "required": ["format"] }, { "required": ["max-bytes"] }
+            ] } },
+            { "required": ["channel", "topic"], "not": { "anyOf": [
+                { "required": ["hash"] }, { "required": ["fields"] }
+            ] } },
+        ],
+        "allOf": [{ "properties": { "topic": { "pattern": "^input\\.\\S+$" } } }],
+    })
 }
 
 fn patterns(description: &str) -> Value {

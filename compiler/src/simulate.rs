@@ -31,7 +31,8 @@ recorded, never performed:
   at = \"10s\"
   down = \"5s\"
 
-Also [[state]] (hash, field, value), [[fail]] (rule, step, until),
+Also [[state]] (hash, field, value), [[message]] (channel, payload: a
+raw message for a channel input), [[fail]] (rule, step, until),
 [[clock]] (jump), and the settings end, replay-window, workers, queue,
 action-time. The format and every output line are described in
 docs/simulation.md. A `when` that fails to evaluate prints an `eval-error`

@@ -24,6 +24,7 @@ fn marker(level: Level) -> &'static str {
         Level::Repeat => "repeat",
         Level::Step => "step",
         Level::Topic => "topic",
+        Level::Input => "input",
     }
 }
 

@@ -63,6 +63,7 @@ const PLAIN: &[&str] = &[
     "hazards-on-kickstand",
     "hazards-clock-jump",
     "battery-low-for",
+    "engine-power-input",
 ];
 
 #[test]

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 
 pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// 2: rules carry `hold_ns` (`for`, docs/semantics.md#hold), and a
-/// `redis` action its reply `timeout_ns`.
-pub const FORMAT_VERSION: u16 = 2;
+/// `redis` action its reply `timeout_ns`. 3: the payload carries `inputs`
+/// and each rule the indices of its own (docs/rules.md#inputs).
+pub const FORMAT_VERSION: u16 = 3;
 
 /// Everything a bundle carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +24,10 @@ pub struct Payload {
     /// Every `state("hash", "field")` pair any expression uses, sorted.
     pub state_pairs: Vec<StatePair>,
     pub consts: Vec<Const>,
+    /// Every distinct `[[rule.input]]` declaration (docs/rules.md#inputs),
+    /// in order of first declaration; rules refer to them by index. Part of
+    /// no fingerprint.
+    pub inputs: Vec<Input>,
 }
 
 impl Payload {
@@ -40,6 +45,7 @@ impl Payload {
             rules,
             state_pairs,
             consts,
+            inputs: Vec::new(),
         };
         payload.refresh_fingerprints();
         payload
@@ -82,6 +88,9 @@ pub struct Rule {
     pub repeat: Repeat,
     pub when: Option<Program>,
     pub steps: Vec<Step>,
+    /// Indices into [`Payload::inputs`] of the inputs this rule declares,
+    /// ascending, without repeats.
+    pub inputs: Vec<u32>,
 }
 
 impl Rule {
@@ -107,6 +116,51 @@ impl Rule {
             repeat: Repeat::ONCE,
             when: None,
             steps,
+            inputs: Vec::new(),
+        }
+    }
+}
+
+/// One `[[rule.input]]` declaration (docs/rules.md#inputs): where the
+/// values come from, and the topic of the events they make.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Input {
+    pub source: InputSource,
+    /// Starts with `input.`; `None` only for a hash input that just feeds
+    /// `state()`.
+    pub topic: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum InputSource {
+    /// Fields of a hash, watched by the `HSET` + `PUBLISH hash field`
+    /// convention (docs/semantics.md#state).
+    Hash { hash: String, fields: Vec<String> },
+    /// A raw pub/sub channel.
+    Channel {
+        channel: String,
+        format: PayloadFormat,
+        /// At most [`crate::limits::MAX_INPUT_BYTES`].
+        max_bytes: u32,
+    },
+}
+
+/// How a channel input reads a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PayloadFormat {
+    /// `data.payload` is the message as a string (UTF-8, invalid bytes
+    /// replaced).
+    String,
+    /// `data.payload` is the message decoded as JSON (any value).
+    Json,
+}
+
+impl PayloadFormat {
+    /// As a rule file writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PayloadFormat::String => "string",
+            PayloadFormat::Json => "json",
         }
     }
 }

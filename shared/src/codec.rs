@@ -224,6 +224,7 @@ mod tests {
             rules: vec![],
             state_pairs: vec![],
             consts: vec![],
+            inputs: vec![],
         }
     }
 

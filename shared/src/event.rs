@@ -95,6 +95,35 @@ impl Event {
         })
     }
 
+    /// The `src` of every event an input makes (docs/rules.md#inputs).
+    pub const INPUT_SRC: &'static str = "adapter";
+
+    /// The event a hash input makes when a watched field changed:
+    /// `{topic, src: "adapter", from, to, data: {hash, field}}`
+    /// (docs/rules.md#inputs). The one place such an event is built.
+    pub fn hash_input(topic: &str, hash: &str, field: &str, from: &str, to: &str) -> Event {
+        Event {
+            topic: topic.to_string(),
+            src: Some(Self::INPUT_SRC.to_string()),
+            from: Some(from.to_string()),
+            to: Some(to.to_string()),
+            data: serde_json::json!({ "hash": hash, "field": field }),
+            ..Event::default()
+        }
+    }
+
+    /// The event a channel input makes for one message:
+    /// `{topic, src: "adapter", data: {channel, payload}}`, `payload` the
+    /// string or the decoded JSON value (docs/rules.md#inputs).
+    pub fn channel_input(topic: &str, channel: &str, payload: serde_json::Value) -> Event {
+        Event {
+            topic: topic.to_string(),
+            src: Some(Self::INPUT_SRC.to_string()),
+            data: serde_json::json!({ "channel": channel, "payload": payload }),
+            ..Event::default()
+        }
+    }
+
     pub fn src(&self) -> &str {
         self.src.as_deref().unwrap_or("")
     }

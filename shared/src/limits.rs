@@ -4,7 +4,7 @@
 //! pause or exhaust its memory: a `repeat` without a gap, durations beyond
 //! the Go range, empty or oversized values, more patterns than allowed.
 
-use crate::bundle::{Action, Payload, Rule};
+use crate::bundle::{Action, InputSource, Payload, Rule};
 
 /// The most topic patterns one `on` or `cancel-on` list may hold
 /// (docs/rules.md#topic-patterns): the checker reports more, the loader
@@ -31,6 +31,110 @@ pub enum LimitError {
     Action { step: usize, reason: &'static str },
     #[error("the state hash `{hash}` is named like an event channel (`ev:`)")]
     StateChannel { hash: String },
+    #[error("input {index}: {problem}")]
+    Input { index: usize, problem: String },
+}
+
+/// The largest `max-bytes` of a channel input (docs/rules.md#inputs), and
+/// the default (also for `max-bytes = 0`).
+pub const MAX_INPUT_BYTES: u32 = 65_536;
+pub const DEFAULT_INPUT_BYTES: u32 = 4096;
+/// Inputs one rule may declare, distinct inputs in a bundle, fields of one
+/// hash input; the longest hash or channel name.
+pub const MAX_INPUTS_PER_RULE: usize = 16;
+pub const MAX_INPUTS: usize = 64;
+pub const MAX_INPUT_FIELDS: usize = 64;
+pub const MAX_INPUT_NAME_BYTES: usize = 128;
+/// What an input topic starts with.
+pub const INPUT_TOPIC_PREFIX: &str = "input.";
+
+/// What is wrong with a hash, channel or field name of an input, if
+/// anything (docs/rules.md#inputs): empty, longer than
+/// [`MAX_INPUT_NAME_BYTES`], or holding white space, a control character
+/// or a Redis glob character. `None`: the name is fine.
+pub fn input_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("is empty")
+    } else if name.len() > MAX_INPUT_NAME_BYTES {
+        Some("is longer than 128 bytes")
+    } else if name.chars().any(char::is_whitespace) {
+        Some("holds white space")
+    } else if name.chars().any(char::is_control) {
+        Some("holds a control character")
+    } else if name.contains(['*', '?', '[', ']', '\\']) {
+        Some("holds a glob character (`*`, `?`, `[`, `]` or `\\`)")
+    } else {
+        None
+    }
+}
+
+/// The inputs' limits, as the checker has them (docs/rules.md#inputs):
+/// names, topics, sizes and counts; a rule's indices in range.
+pub fn check_inputs(payload: &Payload) -> Result<(), LimitError> {
+    let fail = |index: usize, problem: String| Err(LimitError::Input { index, problem });
+    if payload.inputs.len() > MAX_INPUTS {
+        return fail(
+            MAX_INPUTS,
+            format!("{} inputs; at most {MAX_INPUTS}", payload.inputs.len()),
+        );
+    }
+    for (index, input) in payload.inputs.iter().enumerate() {
+        let names: Vec<&str> = match &input.source {
+            InputSource::Hash { hash, fields } => {
+                if fields.is_empty() || fields.len() > MAX_INPUT_FIELDS {
+                    return fail(index, format!("{} fields", fields.len()));
+                }
+                std::iter::once(hash.as_str())
+                    .chain(fields.iter().map(String::as_str))
+                    .collect()
+            }
+            InputSource::Channel {
+                channel, max_bytes, ..
+            } => {
+                if *max_bytes == 0 || *max_bytes > MAX_INPUT_BYTES {
+                    return fail(index, format!("max-bytes {max_bytes}"));
+                }
+                if channel.starts_with("ev:") {
+                    return fail(index, format!("channel `{channel}` is under `ev:`"));
+                }
+                if input.topic.is_none() {
+                    return fail(index, "a channel input without a topic".to_string());
+                }
+                vec![channel.as_str()]
+            }
+        };
+        if let Some((name, problem)) = names
+            .iter()
+            .find_map(|name| input_name_problem(name).map(|p| (name, p)))
+        {
+            return fail(index, format!("the name {name:?} {problem}"));
+        }
+        if let Some(topic) = &input.topic {
+            let rest = topic.strip_prefix(INPUT_TOPIC_PREFIX).unwrap_or_default();
+            if rest.is_empty() || topic.contains('*') || topic.contains(char::is_whitespace) {
+                return fail(index, format!("topic {topic:?} is not `input.` and a name"));
+            }
+        }
+    }
+    for rule in &payload.rules {
+        if rule.inputs.len() > MAX_INPUTS_PER_RULE {
+            return fail(
+                0,
+                format!("rule `{}` has {} inputs", rule.name, rule.inputs.len()),
+            );
+        }
+        if let Some(&bad) = rule
+            .inputs
+            .iter()
+            .find(|&&i| usize::try_from(i).map_or(true, |i| i >= payload.inputs.len()))
+        {
+            return fail(
+                usize::try_from(bad).unwrap_or(usize::MAX),
+                format!("rule `{}` names an input the bundle lacks", rule.name),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The state pairs' limits: no hash named like an event channel
@@ -156,9 +260,82 @@ mod tests {
         match decode(&encode(payload).unwrap()) {
             Ok(_) => Ok(()),
             Err(BundleError::Invalid(PayloadError::Limit { error, .. }))
-            | Err(BundleError::Invalid(PayloadError::StateChannel(error))) => Err(error),
+            | Err(BundleError::Invalid(PayloadError::StateChannel(error)))
+            | Err(BundleError::Invalid(PayloadError::Input(error))) => Err(error),
             Err(other) => panic!("{other}"),
         }
+    }
+
+    fn with_input(source: InputSource, topic: Option<&str>) -> Payload {
+        let mut payload = valid();
+        payload.inputs = vec![crate::bundle::Input {
+            source,
+            topic: topic.map(str::to_string),
+        }];
+        payload.rules[0].inputs = vec![0];
+        payload
+    }
+
+    fn channel(name: &str, max_bytes: u32) -> InputSource {
+        InputSource::Channel {
+            channel: name.into(),
+            format: crate::bundle::PayloadFormat::Json,
+            max_bytes,
+        }
+    }
+
+    #[test]
+    fn forged_inputs_are_refused_at_load() {
+        let hash = |hash: &str, fields: usize| InputSource::Hash {
+            hash: hash.into(),
+            fields: (0..fields).map(|i| format!("f{i}")).collect(),
+        };
+        assert_eq!(load(&with_input(hash("vehicle", 1), None)), Ok(()));
+        assert_eq!(
+            load(&with_input(channel("a:b", 4096), Some("input.x"))),
+            Ok(())
+        );
+        let refused = [
+            with_input(hash("vehicle", 0), Some("input.x")),
+            with_input(hash("vehicle", MAX_INPUT_FIELDS + 1), Some("input.x")),
+            with_input(hash("vehicle*", 1), Some("input.x")),
+            with_input(hash(&"h".repeat(MAX_INPUT_NAME_BYTES + 1), 1), None),
+            with_input(hash("vehicle", 1), Some("vehicle.x")),
+            with_input(hash("vehicle", 1), Some("input.")),
+            with_input(channel("ev:alarm.triggered", 4096), Some("input.x")),
+            with_input(channel("a:b", 0), Some("input.x")),
+            with_input(channel("a:b", MAX_INPUT_BYTES + 1), Some("input.x")),
+            with_input(channel("a b", 4096), Some("input.x")),
+            with_input(channel("a:b", 4096), None),
+        ];
+        for payload in &refused {
+            assert!(
+                matches!(load(payload), Err(LimitError::Input { .. })),
+                "{:?}",
+                payload.inputs
+            );
+        }
+        let mut out_of_range = with_input(hash("vehicle", 1), None);
+        out_of_range.rules[0].inputs = vec![1];
+        assert!(matches!(load(&out_of_range), Err(LimitError::Input { .. })));
+        let mut too_many = with_input(hash("vehicle", 1), None);
+        too_many.inputs = (0..=MAX_INPUTS)
+            .map(|i| crate::bundle::Input {
+                source: hash(&format!("h{i}"), 1),
+                topic: None,
+            })
+            .collect();
+        assert!(matches!(load(&too_many), Err(LimitError::Input { .. })));
+    }
+
+    #[test]
+    fn input_names_are_exact() {
+        assert_eq!(input_name_problem("accessory:report"), None);
+        for bad in ["", "a b", "a\u{7}b", "a*", "a?", "a[b]", "a\\b"] {
+            assert!(input_name_problem(bad).is_some(), "{bad:?}");
+        }
+        assert!(input_name_problem(&"x".repeat(129)).is_some());
+        assert_eq!(input_name_problem(&"x".repeat(128)), None);
     }
 
     #[test]

@@ -109,6 +109,8 @@ pub enum PayloadError {
     },
     #[error("{0}")]
     StateChannel(#[source] crate::limits::LimitError),
+    #[error("{0}")]
+    Input(#[source] crate::limits::LimitError),
     #[error("rule `{rule}`, step {step}: CAN frame {reason}")]
     CanFrame {
         rule: String,
@@ -125,6 +127,7 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
     let states = payload.state_pairs.len();
     let mut names = HashSet::new();
     crate::limits::check_state_pairs(payload).map_err(PayloadError::StateChannel)?;
+    crate::limits::check_inputs(payload).map_err(PayloadError::Input)?;
     for rule in &payload.rules {
         crate::limits::check_rule(rule).map_err(|error| PayloadError::Limit {
             rule: rule.name.clone(),

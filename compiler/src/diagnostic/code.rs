@@ -105,6 +105,22 @@ codes! {
     CanDlc => "rulec::can-dlc",
     /// `data` on a remote frame (`rtr = true`), even `data = ""`.
     CanRtrData => "rulec::can-rtr-data",
+    /// An input with neither or both of `hash` and `channel`, or keys of the other kind.
+    InputSource => "rulec::input-source",
+    /// A hash input without `fields`, with none, or with more than 64.
+    InputFields => "rulec::input-fields",
+    /// An input `topic` not starting with `input.`, or a channel input without one.
+    InputTopic => "rulec::input-topic",
+    /// An input hash, channel or field name that is not exact, too long, or a channel under `ev:`.
+    InputName => "rulec::input-name",
+    /// An input `format` other than `"string"` or `"json"`.
+    InputFormat => "rulec::input-format",
+    /// An input `max-bytes` above 65536 or negative.
+    InputMaxBytes => "rulec::input-max-bytes",
+    /// More than 16 inputs in one rule, or more than 64 distinct inputs in the rules.
+    InputLimit => "rulec::input-limit",
+    /// One channel read with two formats by two inputs.
+    InputConflict => "rulec::input-conflict",
     /// A second enabled rule with a name already taken.
     DuplicateName => "rulec::duplicate-name",
 

@@ -13,6 +13,7 @@ use crate::load::SourceFile;
 use crate::rulefile::RawTopic;
 use crate::span::StringMap;
 use crate::when::{BinOp, Expr, ExprKind, Ty};
+use rulecore::bundle::InputSource;
 use rulecore::suggest::did_you_mean;
 use rulecore::TopicPattern;
 use std::collections::BTreeMap;
@@ -171,10 +172,17 @@ pub(super) fn check_rules(
     candidates: &mut Vec<(CheckedRule, Range<usize>)>,
     out: &mut Validated,
 ) {
-    if topics.is_empty() {
+    let implicit = input_topics(candidates);
+    if topics.is_empty() && implicit.is_empty() {
         return;
     }
-    let topics = unique(topics, &mut out.diagnostics);
+    let mut topics = unique(topics, &mut out.diagnostics);
+    // An explicit declaration of an input topic wins over the generated one.
+    for topic in &implicit {
+        if !topics.iter().any(|declared| declared.name == topic.name) {
+            topics.push(topic);
+        }
+    }
     candidates.retain(|(rule, _)| {
         if !rule.enabled {
             // Replay-only: it matches nothing, so its topics do not matter.
@@ -203,6 +211,35 @@ pub(super) fn check_rules(
         }
         !rejected
     });
+}
+
+/// The topics the live rules' inputs declare implicitly, with the shape
+/// of the events they make (docs/rules.md#inputs): `from`/`to` and
+/// `data.hash`/`data.field` strings for a hash input, `data.channel` a
+/// string and `data.payload` anything for a channel input.
+fn input_topics(candidates: &[(CheckedRule, Range<usize>)]) -> Vec<Topic> {
+    let mut topics = Vec::new();
+    for (rule, _) in candidates.iter().filter(|(rule, _)| rule.enabled) {
+        for checked in &rule.inputs {
+            let Some(name) = &checked.input.topic else {
+                continue;
+            };
+            let data: BTreeMap<String, DataTy> = match checked.input.source {
+                InputSource::Hash { .. } => [("hash", DataTy::Str), ("field", DataTy::Str)],
+                InputSource::Channel { .. } => [("channel", DataTy::Str), ("payload", DataTy::Any)],
+            }
+            .into_iter()
+            .map(|(key, ty)| (key.to_string(), ty))
+            .collect();
+            topics.push(Topic {
+                name: name.clone(),
+                data,
+                file: rule.source.clone(),
+                span: checked.span.clone(),
+            });
+        }
+    }
+    topics
 }
 
 /// The declarations, the first of each name: a second one is an error.

@@ -15,10 +15,12 @@ mod can;
 mod catalogue;
 mod checker;
 mod duration;
+mod input;
 mod rule;
 mod step;
 
 pub use can::parse_can_data;
+pub use input::CheckedInput;
 
 use crate::diagnostic::{Code, Diagnostic, Severity};
 use crate::load::SourceFile;
@@ -82,6 +84,8 @@ pub struct CheckedRule {
     pub repeat: Repeat,
     pub when: Option<CheckedExpr>,
     pub steps: Vec<CheckedStep>,
+    /// `[[rule.input]]`, in file order (docs/rules.md#inputs).
+    pub inputs: Vec<CheckedInput>,
     /// The `[[rule]]` header in the rule file.
     pub span: Range<usize>,
 }
@@ -154,6 +158,8 @@ pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
             }
         }
     }
+    let across = input::check_across_rules(&mut candidates);
+    out.diagnostics.extend(across);
     catalogue::check_rules(&topics, files, deny_warnings, &mut candidates, &mut out);
     settle_names(candidates, &mut out);
     if deny_warnings {

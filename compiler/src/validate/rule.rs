@@ -42,6 +42,7 @@ impl<'i> RuleChecker<'_, 'i> {
         );
         let hold_ns = self.hold(table, &debounce_ns);
         let repeat = self.repeat(table);
+        let inputs = self.inputs(table);
         let steps = self.steps(table, &header);
 
         let name = self.name.clone()?;
@@ -53,6 +54,7 @@ impl<'i> RuleChecker<'_, 'i> {
             Ok(debounce_ns),
             Ok(hold_ns),
             Some(repeat),
+            Some(inputs),
             Some(steps),
         ) = (
             when,
@@ -61,6 +63,7 @@ impl<'i> RuleChecker<'_, 'i> {
             debounce_ns,
             hold_ns,
             repeat,
+            inputs,
             steps,
         )
         else {
@@ -84,6 +87,7 @@ impl<'i> RuleChecker<'_, 'i> {
             repeat,
             when,
             steps,
+            inputs,
             span: header,
         })
     }

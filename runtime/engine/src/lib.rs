@@ -18,6 +18,7 @@
 mod effect;
 mod hold;
 mod index;
+mod input;
 mod memory;
 mod record;
 mod time;
@@ -30,6 +31,7 @@ pub use effect::{
     DropReason, Effect, EndReason, Job, JobId, Level, LogLine, NonFireReason, Note, NoteFields,
     NoteKind, NoteReason, RecordWrite, ReplayDropReason, TriggerOutcome,
 };
+pub use input::INPUT_SKIPPED_CODE;
 pub use memory::estimated_heap;
 pub use record::{PendingRecord, RecordError, PENDING_HASH};
 pub use time::{Now, Time};
@@ -224,7 +226,10 @@ pub struct Engine {
     /// Disabled rules' `on` patterns, for [`NonFireReason::RuleDisabled`].
     disabled_index: TopicIndex,
     live_rules: u64,
+    /// Per watched pair ([`Engine::watched_pairs`]): its last observed
+    /// value; the first `state_pairs.len()` are what `state()` reads.
     state: Vec<String>,
+    inputs: input::Inputs,
     /// Per state pair, the rules with `for` whose `when` reads it.
     hold_watchers: Vec<Vec<u32>>,
     timers: Timers,
@@ -284,7 +289,8 @@ impl Engine {
                 stats: RuleStats::default(),
             });
         }
-        let state = vec![String::new(); payload.state_pairs.len()];
+        let inputs = input::Inputs::new(&payload);
+        let state = vec![String::new(); inputs.watched().len()];
         let hold_watchers = hold::watchers(&payload);
         Self {
             payload,
@@ -295,6 +301,7 @@ impl Engine {
             disabled_index,
             live_rules,
             state,
+            inputs,
             hold_watchers,
             timers: Timers::default(),
             jobs: HashMap::new(),
@@ -520,8 +527,10 @@ impl Engine {
         self.jobs.remove(&job.0);
     }
 
-    /// A watched state pair changed; `index` into the bundle's
-    /// `state_pairs`. Out-of-range indices are ignored.
+    /// A watched pair's value as read at start (seeding), or re-read
+    /// without a change notification; `index` into
+    /// [`Engine::watched_pairs`]. It makes no input event
+    /// (docs/semantics.md#inputs). Out-of-range indices are ignored.
     pub fn state_changed(&mut self, index: usize, value: String) {
         if let Some(slot) = self.state.get_mut(index) {
             *slot = value;
@@ -529,20 +538,70 @@ impl Engine {
         }
     }
 
-    /// The index of `(hash, field)` in the bundle's `state_pairs`.
-    pub fn state_index(&self, hash: &str, field: &str) -> Option<usize> {
-        self.payload
-            .state_pairs
-            .iter()
-            .position(|pair| pair.hash == hash && pair.field == field)
+    /// A watched pair's value after a change notification (a live
+    /// change): it is stored like [`Engine::state_changed`], then every
+    /// live hash input over the pair whose value differs from the last
+    /// observed one dispatches its event (docs/semantics.md#inputs).
+    pub fn field_changed(&mut self, now: Now, index: usize, value: String) {
+        let Some(slot) = self.state.get_mut(index) else {
+            return;
+        };
+        let old = std::mem::replace(slot, value);
+        self.hold_state_changed(index);
+        let events = self.inputs.hash_events(index, &old, &self.state[index]);
+        for event in events {
+            self.handle_event(now, event);
+        }
     }
 
-    /// Sets a state pair by name; returns `false` if the bundle does not
-    /// watch it.
+    /// A message on a raw channel that a live rule's input reads
+    /// (docs/semantics.md#inputs): each input on the channel makes its
+    /// event, or skips the message with a log line.
+    pub fn channel_message(&mut self, now: Now, channel: &str, payload: &[u8]) {
+        let mut logs = Vec::new();
+        let events = self.inputs.channel_events(channel, payload, &mut logs);
+        self.effects.extend(logs.into_iter().map(Effect::Log));
+        for event in events {
+            self.handle_event(now, event);
+        }
+    }
+
+    /// Every pair the service seeds and keeps current: the bundle's
+    /// `state_pairs` (same indices), then the inputs' hash fields not
+    /// among them.
+    pub fn watched_pairs(&self) -> &[rulecore::bundle::StatePair] {
+        self.inputs.watched()
+    }
+
+    /// The raw channels the live rules' inputs read, sorted: subscribed
+    /// to exactly (docs/semantics.md#inputs).
+    pub fn input_channels(&self) -> Vec<String> {
+        self.inputs.channels().map(str::to_string).collect()
+    }
+
+    /// The index of `(hash, field)` in [`Engine::watched_pairs`].
+    pub fn state_index(&self, hash: &str, field: &str) -> Option<usize> {
+        self.inputs.index(hash, field)
+    }
+
+    /// Sets a watched pair by name, as seeding does; returns `false` if
+    /// the bundle does not watch it.
     pub fn set_state(&mut self, hash: &str, field: &str, value: String) -> bool {
         match self.state_index(hash, field) {
             Some(index) => {
                 self.state_changed(index, value);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`Engine::field_changed`] by name: a live change of a watched
+    /// pair; `false` if the bundle does not watch it.
+    pub fn set_field(&mut self, now: Now, hash: &str, field: &str, value: String) -> bool {
+        match self.state_index(hash, field) {
+            Some(index) => {
+                self.field_changed(now, index, value);
                 true
             }
             None => false,

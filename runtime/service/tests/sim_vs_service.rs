@@ -28,7 +28,10 @@
 //! stay real `LPUSH`es.
 //!
 //! **Playing.** `[[event]]`: `PUBLISH ev:<topic> <json>`; `[[state]]`:
-//! `HSET` then `PUBLISH <hash> <field>`; `[[restart]]`: SIGTERM, wait for
+//! `HSET` then `PUBLISH <hash> <field>` (acknowledged by the `state changed`
+//! line when the field is a state pair or an input field); `[[message]]`:
+//! `PUBLISH <channel> <payload>` (acknowledged by `input message`);
+//! `[[restart]]`: SIGTERM, wait for
 //! the exit, start a new `ruled` after `down` (with the after-restart
 //! bundle written over the old one when the timeline has one); durable
 //! records survive in Redis. `[[fail]]`: a failing `redis` step is made to
@@ -145,6 +148,7 @@ played! {
     low_battery_warning => "low-battery-warning" from "fixtures/rules";
     low_battery_explain => "low-battery-explain" from "fixtures/rules";
     battery_low_for => "battery-low-for" from "fixtures/rules";
+    engine_power_input => "engine-power-input" from "fixtures/rules";
     parked_brake_blink => "parked-brake-blink" from "fixtures/rules";
     winter_seat_heater => "winter-seat-heater" from "fixtures/rules-winter" then "fixtures/rules";
 }
@@ -281,6 +285,9 @@ fn scale_timeline(nominal: &Timeline) -> Timeline {
     for e in &mut t.state {
         e.at = scaled(e.at);
     }
+    for e in &mut t.message {
+        e.at = scaled(e.at);
+    }
     for e in &mut t.restart {
         e.at = scaled(e.at);
         e.down = scaled(e.down);
@@ -298,12 +305,13 @@ fn scale_timeline(nominal: &Timeline) -> Timeline {
 // ----------------------------------------------------------------- playing
 
 /// What the driver does at one instant, in the simulator's order at one
-/// instant (docs/simulation.md: state, fail, restart, event), a fail window's end
+/// instant (docs/simulation.md: state, message, fail, restart, event), a fail window's end
 /// first (the simulator fails actions started in `[at, until)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Entry {
     Unfail(usize),
     State(usize),
+    Message(usize),
     Fail(usize),
     Restart(usize),
     Event(usize),
@@ -316,6 +324,12 @@ fn schedule(t: &Timeline) -> Vec<(i64, Entry)> {
             .iter()
             .enumerate()
             .map(|(i, e)| (e.at.0, Entry::State(i))),
+    );
+    entries.extend(
+        t.message
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.at.0, Entry::Message(i))),
     );
     for (i, fail) in t.fail.iter().enumerate() {
         entries.push((fail.at.0, Entry::Fail(i)));
@@ -568,6 +582,26 @@ impl Driver<'_> {
     fn count(&self, matches: impl Fn(&str) -> bool) -> usize {
         self.ruled.log().iter().filter(|l| matches(l)).count()
     }
+
+    /// `PUBLISH channel payload`, then, when someone received it and
+    /// `acked` says the service handles it, the time and log position of
+    /// the line `matches` finds (`what` names it in a failure); else now.
+    fn publish(
+        &self,
+        [channel, payload]: [&str; 2],
+        acked: bool,
+        what: &str,
+        matches: impl Fn(&str) -> bool,
+    ) -> (i64, Option<usize>) {
+        let before = self.count(&matches);
+        let receivers: i64 = self.redis.query(&["PUBLISH", channel, payload]);
+        if receivers > 0 && acked {
+            let (at_us, seen) = self.ack(before, what, matches);
+            (at_us, Some(seen))
+        } else {
+            (wall_us(), None)
+        }
+    }
 }
 
 /// Where an entry the service received at `at_us` (since the start) goes
@@ -612,6 +646,29 @@ fn is_state_change<'a>(hash: &'a str, key: &'a str) -> impl Fn(&str) -> bool + '
             && field(line, "hash").as_deref() == Some(hash)
             && field(line, "field").as_deref() == Some(key)
     }
+}
+
+/// A message on an input's raw channel, as the driver logs it.
+fn is_input_message(channel: &str) -> impl Fn(&str) -> bool + '_ {
+    move |line: &str| {
+        message(line).is_some_and(|m| m.starts_with("input message"))
+            && field(line, "channel").as_deref() == Some(channel)
+    }
+}
+
+/// Whether the service watches `hash`/`field`: a state pair, or a field
+/// of an input (docs/semantics.md#inputs).
+fn watches(payload: &Payload, hash: &str, field: &str) -> bool {
+    let pair = payload
+        .state_pairs
+        .iter()
+        .any(|p| p.hash == hash && p.field == field);
+    pair || payload.inputs.iter().any(|input| match &input.source {
+        rulecore::bundle::InputSource::Hash { hash: h, fields } => {
+            h == hash && fields.iter().any(|f| f == field)
+        }
+        rulecore::bundle::InputSource::Channel { .. } => false,
+    })
 }
 
 fn is_message(text: &'static str) -> impl Fn(&str) -> bool {
@@ -676,6 +733,7 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
     let mut played = Timeline {
         event: Vec::new(),
         state: Vec::new(),
+        message: Vec::new(),
         restart: Vec::new(),
         fail: Vec::new(),
         clock: Vec::new(),
@@ -712,22 +770,26 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
             Entry::State(i) => {
                 let e = &timeline.state[i];
                 let _: i64 = redis.query(&["HSET", &e.hash, &e.field, &e.value]);
-                let change = is_state_change(&e.hash, &e.field);
-                let before = driver.count(&change);
-                let receivers: i64 = redis.query(&["PUBLISH", &e.hash, &e.field]);
-                let watched = driver
-                    .current
-                    .state_pairs
-                    .iter()
-                    .any(|p| p.hash == e.hash && p.field == e.field);
-                let (at_us, seen) = if receivers > 0 && watched {
-                    let what = format!("the change of {}.{}", e.hash, e.field);
-                    let (at_us, seen) = driver.ack(before, &what, change);
-                    (at_us, Some(seen))
-                } else {
-                    (wall_us(), None)
-                };
+                let (at_us, seen) = driver.publish(
+                    [&e.hash, &e.field],
+                    watches(&driver.current, &e.hash, &e.field),
+                    &format!("the change of {}.{}", e.hash, e.field),
+                    is_state_change(&e.hash, &e.field),
+                );
                 played.state.push(sim::StateEntry {
+                    at: when(at_us, seen),
+                    ..e.clone()
+                });
+            }
+            Entry::Message(i) => {
+                let e = &timeline.message[i];
+                let (at_us, seen) = driver.publish(
+                    [&e.channel, &e.payload],
+                    true,
+                    &format!("the message on {}", e.channel),
+                    is_input_message(&e.channel),
+                );
+                played.message.push(sim::MessageEntry {
                     at: when(at_us, seen),
                     ..e.clone()
                 });
@@ -801,17 +863,12 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
             }
             Entry::Event(i) => {
                 let e = &timeline.event[i];
-                let matches = is_event(&e.topic);
-                let before = driver.count(&matches);
-                let receivers: i64 =
-                    redis.query(&["PUBLISH", &format!("ev:{}", e.topic), &event_json(e)]);
-                let (at_us, seen) = if receivers > 0 {
-                    let what = format!("the event {}", e.topic);
-                    let (at_us, seen) = driver.ack(before, &what, matches);
-                    (at_us, Some(seen))
-                } else {
-                    (wall_us(), None)
-                };
+                let (at_us, seen) = driver.publish(
+                    [&format!("ev:{}", e.topic), &event_json(e)],
+                    true,
+                    &format!("the event {}", e.topic),
+                    is_event(&e.topic),
+                );
                 played.event.push(EventEntry {
                     at: when(at_us, seen),
                     ..e.clone()

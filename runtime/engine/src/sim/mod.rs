@@ -8,8 +8,8 @@ mod timeline;
 
 pub use line::{Line, LineKind, LineReason};
 pub use timeline::{
-    parse, ClockEntry, Dur, EventEntry, FailEntry, Place, RestartEntry, StateEntry, Timeline,
-    TimelineError, EXPECTATION_KINDS,
+    parse, ClockEntry, Dur, EventEntry, FailEntry, MessageEntry, Place, RestartEntry, StateEntry,
+    Timeline, TimelineError, EXPECTATION_KINDS,
 };
 
 use crate::pool::{Admission, PoolConfig};
@@ -93,11 +93,13 @@ pub fn simulate_with(
     Ok(sim.outcome)
 }
 
-/// Entry kinds in the order they apply at one instant (docs/simulation.md).
+/// Entry kinds in the order they apply at one instant (docs/simulation.md):
+/// the one place that order is written down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     Clock,
     State,
+    Message,
     Fail,
     Restart,
     Event,
@@ -207,6 +209,7 @@ impl<'t> Sim<'t> {
         };
         schedule(Kind::Clock, &mut timeline.clock.iter().map(|e| e.at));
         schedule(Kind::State, &mut timeline.state.iter().map(|e| e.at));
+        schedule(Kind::Message, &mut timeline.message.iter().map(|e| e.at));
         schedule(Kind::Fail, &mut timeline.fail.iter().map(|e| e.at));
         schedule(Kind::Restart, &mut timeline.restart.iter().map(|e| e.at));
         schedule(Kind::Event, &mut timeline.event.iter().map(|e| e.at));
@@ -235,9 +238,23 @@ impl<'t> Sim<'t> {
                         (entry.hash.clone(), entry.field.clone()),
                         entry.value.clone(),
                     );
+                    // A live change: a watched input field makes its event
+                    // (docs/simulation.md#inputs).
                     if self.up_at.is_none() {
+                        let now = self.clocks();
                         self.engine
-                            .set_state(&entry.hash, &entry.field, entry.value.clone());
+                            .set_field(now, &entry.hash, &entry.field, entry.value.clone());
+                        self.perform();
+                    }
+                }
+                Kind::Message => {
+                    // While the service is down nobody is subscribed.
+                    if self.up_at.is_none() {
+                        let entry = &timeline.message[index];
+                        let now = self.clocks();
+                        self.engine
+                            .channel_message(now, &entry.channel, entry.payload.as_bytes());
+                        self.perform();
                     }
                 }
                 Kind::Fail => self.fails.push(&timeline.fail[index]),

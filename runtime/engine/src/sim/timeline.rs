@@ -34,6 +34,8 @@ pub struct Timeline {
     pub fail: Vec<FailEntry>,
     #[serde(default)]
     pub clock: Vec<ClockEntry>,
+    #[serde(default)]
+    pub message: Vec<MessageEntry>,
     /// Stop after this; default: when nothing is pending.
     pub end: Option<Dur>,
     /// Default 5m.
@@ -81,6 +83,16 @@ pub struct StateEntry {
     pub hash: String,
     pub field: String,
     pub value: String,
+}
+
+/// `[[message]]`: a raw message on a pub/sub channel, for a channel
+/// input (docs/simulation.md); lost while the service is down.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageEntry {
+    pub at: Dur,
+    pub channel: String,
+    pub payload: String,
 }
 
 /// `[[restart]]`: the service stops at `at` and starts again `down` later
@@ -347,6 +359,14 @@ const KINDS: &[(&str, Keys)] = &[
         ],
     ),
     (
+        "message",
+        &[
+            ("at", Ty::Duration, true),
+            ("channel", Ty::Text, true),
+            ("payload", Ty::Text, true),
+        ],
+    ),
+    (
         "restart",
         &[("at", Ty::Duration, true), ("down", Ty::Duration, false)],
     ),
@@ -493,6 +513,9 @@ impl Timeline {
         }
         for (index, entry) in self.state.iter().enumerate() {
             at("state", index, entry.at)?;
+        }
+        for (index, entry) in self.message.iter().enumerate() {
+            at("message", index, entry.at)?;
         }
         for (index, entry) in self.restart.iter().enumerate() {
             at("restart", index, entry.at)?;

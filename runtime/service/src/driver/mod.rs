@@ -20,12 +20,10 @@ use crate::state_shadow::StateReader;
 use crate::stats::StatsPublisher;
 use crate::subscriptions::{Bus, Inbound, Subscriber};
 use redis::aio::ConnectionManager;
-use rulecore::bundle::Payload;
 use ruled_engine::{Effect, Engine, Job, Now};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -58,7 +56,6 @@ pub async fn run(
 #[derive(Debug)]
 struct Service {
     engine: Engine,
-    payload: Arc<Payload>,
     /// The command connection (`ConnectionManager` clones share it).
     con: ConnectionManager,
     pool: Pool,
@@ -69,6 +66,8 @@ struct Service {
     subscriber: Option<Subscriber>,
     intake: Intake,
     state_hashes: BTreeSet<String>,
+    /// The raw channels the live rules' inputs read (docs/semantics.md#inputs).
+    input_channels: BTreeSet<String>,
     reader: Option<StateReader>,
     state_values: mpsc::UnboundedReceiver<(usize, String)>,
     stats: StatsPublisher,
@@ -113,10 +112,13 @@ impl Service {
                 },
                 Some(report) = self.reports.recv() => self.on_report(report),
                 Some((index, value)) = self.state_values.recv() => {
-                    if let Some(pair) = self.payload.state_pairs.get(index) {
+                    if let Some(pair) = self.engine.watched_pairs().get(index) {
                         tracing::debug!(hash = %pair.hash, field = %pair.field, "state changed");
                     }
-                    self.engine.state_changed(index, value);
+                    // A re-read after a notification or a reconnect: a live
+                    // value, which a hash input compares with the last one.
+                    let now = self.now();
+                    self.engine.field_changed(now, index, value);
                 },
                 () = &mut sleep, if deadline.is_some() => {
                     let now = self.now();
@@ -161,6 +163,16 @@ impl Service {
     }
 
     fn on_message(&mut self, message: &redis::Msg) {
+        let channel = message.get_channel_name();
+        if !message.from_pattern() && self.input_channels.contains(channel) {
+            // Raw input data, never an envelope: the engine decodes it.
+            let bytes = message.get_payload_bytes().len();
+            tracing::debug!(channel, bytes, "input message");
+            let now = self.now();
+            self.engine
+                .channel_message(now, channel, message.get_payload_bytes());
+            return;
+        }
         match Inbound::read(message) {
             Inbound::Event(event) => {
                 let now = self.now();

@@ -106,7 +106,10 @@ impl Service {
                 ..EngineConfig::default()
             },
         );
-        let seeded = state_shadow::seed_state(&mut con, &payload.state_pairs)
+        // Seeding: the watched pairs' values as they are, making no input
+        // event (docs/semantics.md#inputs).
+        let watched = engine.watched_pairs().to_vec();
+        let seeded = state_shadow::seed_state(&mut con, &watched)
             .await
             .map_err(ServiceError::Seed)?;
         for (index, value) in seeded {
@@ -118,15 +121,17 @@ impl Service {
         // (docs/semantics.md#worker-pool-and-actions).
         let actions = connection::connect_manager_with(&client, None).await;
         let (pool, reports) = start_pool(config.pool, &actions, &writer);
-        let state_hashes = watched_hashes(&engine, &payload);
+        let state_hashes = watched_hashes(&engine);
         let (state_tx, state_values) = mpsc::unbounded_channel();
         let reader = (!state_hashes.is_empty())
-            .then(|| StateReader::start(con.clone(), payload.state_pairs.clone(), state_tx).0);
-        let subs = Subscriptions::compute(&engine.live_patterns(), &state_hashes);
+            .then(|| StateReader::start(con.clone(), watched, state_tx).0);
+        let mut subs = Subscriptions::compute(&engine.live_patterns(), &state_hashes);
+        // Input channels exactly, by SUBSCRIBE (docs/semantics.md#inputs).
+        let input_channels: BTreeSet<String> = engine.input_channels().into_iter().collect();
+        subs.channels.extend(input_channels.iter().cloned());
         let stats = StatsPublisher::new(&engine, bundle_id, &owner);
         let mut service = Self {
             engine,
-            payload,
             con,
             pool,
             reports,
@@ -135,6 +140,7 @@ impl Service {
             subscriber: Some(Subscriber::new(client, tls, subs)),
             intake: Intake::idle(stats.overflow(), stats.rejected()),
             state_hashes,
+            input_channels,
             reader,
             state_values,
             stats,
@@ -220,8 +226,8 @@ impl Service {
         let watch = self.reader.clone().map(|reader| StateWatch {
             reader,
             pairs: self
-                .payload
-                .state_pairs
+                .engine
+                .watched_pairs()
                 .iter()
                 .enumerate()
                 .map(|(index, pair)| ((pair.hash.clone(), pair.field.clone()), index))
@@ -294,12 +300,12 @@ fn start_pool(
 /// live rule, nothing at all is subscribed (docs/semantics.md#events), not even
 /// state: a replay-only tail resumed at start evaluates its `when` against
 /// the values seeded at start.
-fn watched_hashes(engine: &Engine, payload: &Payload) -> BTreeSet<String> {
+fn watched_hashes(engine: &Engine) -> BTreeSet<String> {
     if engine.live_patterns().is_empty() {
         return BTreeSet::new();
     }
-    payload
-        .state_pairs
+    engine
+        .watched_pairs()
         .iter()
         .map(|pair| pair.hash.clone())
         .collect()
