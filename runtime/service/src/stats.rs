@@ -38,6 +38,16 @@ impl StatsPublisher {
         }
     }
 
+    /// The loaded bundle's id.
+    pub fn bundle_id(&self) -> &str {
+        &self.bundle_id
+    }
+
+    /// Events the intake dropped at its bound so far.
+    pub fn overflow_count(&self) -> u64 {
+        self.overflow.load(Ordering::Relaxed)
+    }
+
     /// The `overflow` counter, for the intake to count in.
     pub fn overflow(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.overflow)

@@ -7,6 +7,7 @@ use crate::bundle::{self, LoadedBundle};
 use crate::can::CanSockets;
 use crate::clock::{wall_ms, ServiceClock};
 use crate::connection;
+use crate::control::{self, overrides::Overrides, ControlServer};
 use crate::intake::{Intake, StateWatch};
 use crate::logging::Throttle;
 use crate::notify;
@@ -69,6 +70,11 @@ pub enum ServiceError {
     Replay(redis::RedisError),
     #[error("seeding state from redis: {0}")]
     Seed(redis::RedisError),
+    #[error("reading the overrides `{key}`: {source}")]
+    Overrides {
+        key: String,
+        source: redis::RedisError,
+    },
 }
 
 impl Service {
@@ -78,7 +84,11 @@ impl Service {
     /// The bundle comes before the connection: a bad bundle or a bad URL
     /// fails at once, not only once Redis answers.
     pub(super) async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
-        let (client, tls) = open_client(&config)?;
+        let (client, tls) = open_client(
+            &config.redis_url,
+            config.redis_password.as_ref(),
+            config.redis_ca_file.as_deref(),
+        )?;
         let (payload, bundle_id) = load_bundle(&config)?;
         let mut con = connection::connect_manager(&client).await;
         tracing::info!(redis = %connection::redact_url(&config.redis_url), "connected to redis");
@@ -98,6 +108,15 @@ impl Service {
         for (index, value) in seeded {
             engine.state_changed(index, value);
         }
+        // Before anything is subscribed: a rule turned off stays off.
+        let keys = control::service_keys();
+        let overrides = Overrides::load(&mut con, &keys.overrides)
+            .await
+            .map_err(|source| ServiceError::Overrides {
+                key: keys.overrides.clone(),
+                source,
+            })?;
+        overrides.apply(&mut engine);
         let (writer, writer_task) = StoreWriter::start(con.clone());
         // The actions' own connection: no reply timeout of its own, each
         // push waits as long as its step's `timeout`
@@ -108,7 +127,8 @@ impl Service {
         let (state_tx, state_values) = mpsc::unbounded_channel();
         let reader = (!state_hashes.is_empty())
             .then(|| StateReader::start(con.clone(), payload.state_pairs.clone(), state_tx).0);
-        let subs = Subscriptions::compute(&engine.live_patterns(), &state_hashes);
+        let engine_patterns = engine.live_patterns();
+        let subs = Subscriptions::compute(&engine_patterns, &state_hashes);
         let stats = StatsPublisher::new(&engine, bundle_id);
         let mut service = Self {
             engine,
@@ -118,7 +138,7 @@ impl Service {
             reports,
             writer,
             writer_task,
-            subscriber: Some(Subscriber::new(client, tls, subs)),
+            subscriber: Some(Subscriber::new(client.clone(), tls, subs)),
             intake: Intake::idle(stats.overflow()),
             state_hashes,
             reader,
@@ -127,10 +147,15 @@ impl Service {
             stats_interval: config.stats_interval,
             clock,
             throttle: Throttle::new(Instant::now()),
+            control: None,
+            overrides,
+            subscribed: engine_patterns,
+            started: Instant::now(),
         };
         service.replay().await?;
         service.stats.write_all(&service.engine, &service.writer);
         service.subscribe().await;
+        service.control = Some(ControlServer::start(client, keys));
         notify::notify("READY=1");
         Ok(service)
     }
@@ -197,29 +222,26 @@ impl Service {
 
 /// The Redis client for `--redis`, with the password given apart from the
 /// URL (if any) replacing the URL's, and the pub/sub reader's TLS settings
-/// for a `rediss://` URL (docs/service.md#tls).
-fn open_client(config: &ServiceConfig) -> Result<(redis::Client, Tls), ServiceError> {
+/// for a `rediss://` URL (docs/service.md#tls). `ruled ctl` opens its
+/// client the same way.
+pub fn open_client(
+    redis_url: &str,
+    redis_password: Option<&Secret>,
+    redis_ca_file: Option<&std::path::Path>,
+) -> Result<(redis::Client, Tls), ServiceError> {
     use redis::IntoConnectionInfo;
-    let url = connection::redact_url(&config.redis_url);
+    let url = connection::redact_url(redis_url);
     let bad_url = |source| ServiceError::RedisUrl {
         url: url.clone(),
         source,
     };
     crate::tls::check_built(&url)?;
-    let mut info = config
-        .redis_url
-        .as_str()
-        .into_connection_info()
-        .map_err(bad_url)?;
-    if let Some(Secret(password)) = &config.redis_password {
+    let mut info = redis_url.into_connection_info().map_err(bad_url)?;
+    if let Some(Secret(password)) = redis_password {
         let settings = info.redis_settings().clone().set_password(password);
         info = info.set_redis_settings(settings);
     }
-    Ok(crate::tls::client(
-        info,
-        &url,
-        config.redis_ca_file.as_deref(),
-    )?)
+    Ok(crate::tls::client(info, &url, redis_ca_file)?)
 }
 
 /// Loads and verifies the bundle (a bad one is fatal, naming the check).
