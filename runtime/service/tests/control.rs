@@ -1,7 +1,7 @@
 //! The control protocol end to end (docs/operating.md): a real
 //! `redis-server`, a real `ruled`, and every method asked through the
 //! `ruled ctl` binary; requests the server must ignore are pushed raw.
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod support;
 

@@ -72,8 +72,8 @@ fn status(out: &mut String, reply: &Value) -> std::fmt::Result {
 fn list(out: &mut String, reply: &Value) -> std::fmt::Result {
     writeln!(
         out,
-        "{:<28} {:<4} {:<9} {:>4} {:>4} {:>6} {:>6}  {}",
-        "RULE", "ON", "OVERRIDE", "RUNS", "WAIT", "FIRED", "ERRORS", "LAST FIRE (unix ms)"
+        "{:<28} {:<4} {:<9} {:>4} {:>4} {:>6} {:>6}  LAST FIRE (unix ms)",
+        "RULE", "ON", "OVERRIDE", "RUNS", "WAIT", "FIRED", "ERRORS"
     )?;
     for rule in reply["rules"].as_array().into_iter().flatten() {
         let on = if rule["enabled"] == Value::Bool(true) {
@@ -232,8 +232,8 @@ fn test(out: &mut String, reply: &Value) -> std::fmt::Result {
 fn pending(out: &mut String, reply: &Value) -> std::fmt::Result {
     writeln!(
         out,
-        "{:<40} {:<24} {:>4} {:>4} {:>15} {}",
-        "RUN", "RULE", "STEP", "PASS", "DUE (unix ms)", "DURABLE"
+        "{:<40} {:<24} {:>4} {:>4} {:>15} DURABLE",
+        "RUN", "RULE", "STEP", "PASS", "DUE (unix ms)"
     )?;
     for step in reply["steps"].as_array().into_iter().flatten() {
         writeln!(
