@@ -46,17 +46,8 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct CtlArgs {
-    /// Redis URL, as `ruled --redis` takes it.
-    #[arg(long, env = "RULED_REDIS", default_value = "redis://127.0.0.1:6379")]
-    redis: String,
-
-    /// For a rediss:// URL: the CA certificates (PEM) to trust, as for `ruled`.
-    #[arg(long, env = "RULED_REDIS_CA_FILE", value_name = "PATH")]
-    redis_ca_file: Option<PathBuf>,
-
-    /// A file holding the Redis password (its first line), as for `ruled`.
-    #[arg(long, env = "RULED_REDIS_PASSWORD_FILE", value_name = "PATH")]
-    redis_password_file: Option<PathBuf>,
+    #[command(flatten)]
+    connect: RedisArgs,
 
     /// The key namespace of the ruled to ask (its requests go to the list
     /// `NAMESPACE:rpc`).
@@ -76,8 +67,9 @@ struct CtlArgs {
     method: CtlMethod,
 }
 
+/// How to reach Redis: the same for the service and for `ruled ctl`.
 #[derive(Debug, clap::Args)]
-struct Args {
+struct RedisArgs {
     /// Redis URL: redis://HOST:PORT[/DB], or redis+unix:///path/to/redis.sock
     /// (also unix:///path), or rediss://HOST:PORT[/DB] for TLS (needs ruled
     /// built with the cargo feature `tls`).
@@ -95,6 +87,12 @@ struct Args {
     /// holds the password itself, for when a file is not wanted.
     #[arg(long, env = "RULED_REDIS_PASSWORD_FILE", value_name = "PATH")]
     redis_password_file: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct Args {
+    #[command(flatten)]
+    connect: RedisArgs,
 
     /// The rule bundle written by `rulec build`.
     #[arg(long, env = "RULED_BUNDLE", required = true)]
@@ -212,15 +210,19 @@ fn redis_password(file: Option<&std::path::Path>) -> Result<Option<Secret>> {
 #[allow(clippy::print_stdout, clippy::print_stderr)] // the client's output
 fn run_ctl(ctl: CtlArgs) -> i32 {
     let outcome = (|| {
-        let password = redis_password(ctl.redis_password_file.as_deref())
+        let connect = &ctl.connect;
+        let password = redis_password(connect.redis_password_file.as_deref())
             .map_err(|e| client::CallError::Usage(e.to_string()))?;
-        let (redis, tls) =
-            driver::open_client(&ctl.redis, password.as_ref(), ctl.redis_ca_file.as_deref())
-                .map_err(|e| client::CallError::Usage(e.to_string()))?;
+        let (redis, tls) = driver::open_client(
+            &connect.redis,
+            password.as_ref(),
+            connect.redis_ca_file.as_deref(),
+        )
+        .map_err(|e| client::CallError::Usage(e.to_string()))?;
         let target = Target {
             client: redis,
             tls,
-            url: ruled::connection::redact_url(&ctl.redis),
+            url: ruled::connection::redact_url(&connect.redis),
             keys: ControlKeys::for_namespace(&ctl.namespace),
             timeout: ctl.timeout,
         };
@@ -247,9 +249,9 @@ fn run(args: Args) -> Result<()> {
         .bundle
         .ok_or_else(|| anyhow::anyhow!("--bundle (or RULED_BUNDLE) is required"))?;
     let config = ServiceConfig {
-        redis_password: redis_password(args.redis_password_file.as_deref())?,
-        redis_url: args.redis,
-        redis_ca_file: args.redis_ca_file,
+        redis_password: redis_password(args.connect.redis_password_file.as_deref())?,
+        redis_url: args.connect.redis,
+        redis_ca_file: args.connect.redis_ca_file,
         bundle,
         pool: PoolConfig {
             workers: usize::from(args.workers),
