@@ -51,16 +51,16 @@ struct CtlArgs {
 
     /// The key namespace of the ruled to ask (its requests go to the list
     /// `NAMESPACE:rpc`).
-    #[arg(long, env = "RULED_NAMESPACE", default_value = ruled::control::NAMESPACE)]
+    #[arg(long, env = "RULED_NAMESPACE", default_value = ruled::control::NAMESPACE, global = true)]
     namespace: String,
 
     /// `text` for people, `json` for scripts (the reply's payload).
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, value_enum, default_value_t = Format::Text, global = true)]
     format: Format,
 
     /// How long to wait for the answer (Go duration, at most 5s: ruled
     /// ignores a request whose deadline is further ahead).
-    #[arg(long, default_value = "5s", value_parser = parse_ctl_timeout, allow_hyphen_values = true)]
+    #[arg(long, default_value = "5s", value_parser = parse_ctl_timeout, allow_hyphen_values = true, global = true)]
     timeout: Duration,
 
     #[command(subcommand)]

@@ -46,9 +46,11 @@ fn ctl(redis: &RedisServer, args: &[&str]) -> Ctl {
     }
 }
 
+/// `ruled ctl ARGS --format json` (the option after the method, as
+/// people type it).
 fn json_ctl(redis: &RedisServer, args: &[&str]) -> Value {
-    let mut all = vec!["--format", "json"];
-    all.extend_from_slice(args);
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--format", "json"]);
     ctl(redis, &all).json()
 }
 

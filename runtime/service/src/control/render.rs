@@ -33,6 +33,35 @@ fn plain(value: &Value) -> String {
     }
 }
 
+/// A Unix-ms instant as a person reads it: the number, and how far from
+/// now on this machine's clock (`ruled ctl` runs beside `ruled`).
+fn instant(value: &Value) -> String {
+    let Some(ms) = value.as_i64() else {
+        return plain(value);
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        });
+    let delta = ms.saturating_sub(now);
+    let seconds = format!("{:.1}s", delta.unsigned_abs() as f64 / 1000.0);
+    if delta >= 0 {
+        format!("{ms} (in {seconds})")
+    } else {
+        format!("{ms} ({seconds} ago)")
+    }
+}
+
+/// Whether a rule or step has a `when`, for `show`.
+fn has(value: &Value) -> &'static str {
+    if value == &Value::Bool(true) {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
 fn status(out: &mut String, reply: &Value) -> std::fmt::Result {
     writeln!(
         out,
@@ -73,7 +102,7 @@ fn list(out: &mut String, reply: &Value) -> std::fmt::Result {
     writeln!(
         out,
         "{:<28} {:<4} {:<9} {:>4} {:>4} {:>6} {:>6}  LAST FIRE (unix ms)",
-        "RULE", "ON", "OVERRIDE", "RUNS", "WAIT", "FIRED", "ERRORS"
+        "RULE", "ON", "OVERRIDE", "LIVE", "WAIT", "RUNS", "ERRORS"
     )?;
     for rule in reply["rules"].as_array().into_iter().flatten() {
         let on = if rule["enabled"] == Value::Bool(true) {
@@ -91,7 +120,7 @@ fn list(out: &mut String, reply: &Value) -> std::fmt::Result {
             plain(&rule["waiting-steps"]),
             plain(&rule["runs"]),
             plain(&rule["errors"]),
-            plain(&rule["last-fire"]),
+            instant(&rule["last-fire"]),
         )?;
     }
     let shown = reply["rules"].as_array().map_or(0, Vec::len);
@@ -132,7 +161,7 @@ fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
     };
     writeln!(
         out,
-        "  now        {on} (override: {})",
+        "  now         {on} (override: {})",
         plain(&state["override"])
     )?;
     for key in [
@@ -143,11 +172,12 @@ fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
         "debounce",
         "for",
     ] {
-        writeln!(out, "  {key:<10} {}", plain(&rule[key]))?;
+        writeln!(out, "  {key:<11} {}", plain(&rule[key]))?;
     }
+    writeln!(out, "  {:<11} {}", "when", has(&rule["when"]))?;
     writeln!(
         out,
-        "  repeat     {} every {}",
+        "  repeat      {} every {}",
         plain(&rule["repeat"]["count"]),
         plain(&rule["repeat"]["every"])
     )?;
@@ -158,7 +188,7 @@ fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
             plain(&step["index"]),
             plain(&step["after"]),
             plain(&step["durable"]),
-            plain(&step["when"]),
+            has(&step["when"]),
             step["action"]
         )?;
     }
@@ -171,7 +201,7 @@ fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
             plain(&run["step"]),
             plain(&run["pass"]),
             plain(&run["state"]),
-            plain(&run["due"])
+            instant(&run["due"])
         )?,
     }
     writeln!(
@@ -179,7 +209,7 @@ fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
         "  runs {}  errors {}  last fire {}",
         plain(&state["runs"]),
         plain(&state["errors"]),
-        plain(&state["last-fire"])
+        instant(&state["last-fire"])
     )
 }
 
@@ -232,18 +262,18 @@ fn test(out: &mut String, reply: &Value) -> std::fmt::Result {
 fn pending(out: &mut String, reply: &Value) -> std::fmt::Result {
     writeln!(
         out,
-        "{:<40} {:<24} {:>4} {:>4} {:>15} DURABLE",
+        "{:<40} {:<24} {:>4} {:>4} {:<30} DURABLE",
         "RUN", "RULE", "STEP", "PASS", "DUE (unix ms)"
     )?;
     for step in reply["steps"].as_array().into_iter().flatten() {
         writeln!(
             out,
-            "{:<40} {:<24} {:>4} {:>4} {:>15} {}",
+            "{:<40} {:<24} {:>4} {:>4} {:<30} {}",
             plain(&step["run"]),
             plain(&step["rule"]),
             plain(&step["step"]),
             plain(&step["pass"]),
-            plain(&step["due"]),
+            instant(&step["due"]),
             plain(&step["durable"]),
         )?;
     }
