@@ -1793,3 +1793,53 @@ fn a_dry_run_judges_policies_and_changes_nothing() {
     assert_eq!(dry.verdict, Verdict::NotMatched);
     assert!(h.engine.dry_run("missing", &go, now_of(&h)).is_none());
 }
+
+#[test]
+fn a_dry_run_follows_cancel_cooldown_debounce_and_the_queue_backlog() {
+    use ruled_engine::Verdict;
+    let go = Event {
+        topic: "go".into(),
+        ..Event::default()
+    };
+    let mut cooled = rule("cooled", &["go"], vec![push("c", 0)]);
+    cooled.cooldown_ns = 10_000 * 1_000_000;
+    let mut quiet = rule("quiet", &["go"], vec![push("q", 0)]);
+    quiet.debounce_ns = 500 * 1_000_000;
+    let mut queued = rule("queued", &["go"], vec![push("x", 0), push("y", 60_000)]);
+    queued.concurrency = Concurrency::Queue;
+    queued.cancel_on = pats(&["stop"]);
+    let mut h = H::new(vec![cooled, quiet, queued]);
+    h.event("go");
+    h.to(3_000);
+    let now = now_of(&h);
+    let verdict = |h: &H, name: &str, event: &Event| h.engine.dry_run(name, event, now).unwrap();
+    assert_eq!(
+        verdict(&h, "cooled", &go).verdict,
+        Verdict::Cooldown { left_ms: 7_000 }
+    );
+    assert_eq!(
+        verdict(&h, "quiet", &go).verdict,
+        Verdict::Debounce { window_ms: 500 }
+    );
+    assert_eq!(
+        verdict(&h, "queued", &go).verdict,
+        Verdict::Queue { position: 1 }
+    );
+    for _ in 0..8 {
+        h.event("go");
+    }
+    assert_eq!(
+        verdict(&h, "queued", &go).verdict,
+        Verdict::Refused { backlog: 8 }
+    );
+    // A topic in `cancel-on` but not in `on`: it cancels, and matches nothing.
+    let stop = Event {
+        topic: "stop".into(),
+        ..Event::default()
+    };
+    let dry = verdict(&h, "queued", &stop);
+    assert!(dry.cancels && !dry.matched);
+    assert_eq!(dry.verdict, Verdict::NotMatched);
+    h.engine.set_enabled("queued", false).unwrap();
+    assert_eq!(verdict(&h, "queued", &go).verdict, Verdict::Disabled);
+}

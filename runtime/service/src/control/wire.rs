@@ -18,9 +18,9 @@ pub const MAX_REPLY_BYTES: usize = 512 * 1024;
 /// How far past the server's clock a deadline may be.
 pub const MAX_AHEAD_MS: i64 = 5_000;
 
-/// Pushes ARGV[1] onto the list KEYS[1] unless ARGV[2] requests already
-/// wait; sets the list's expiry to ARGV[3] seconds. Returns 1 when pushed,
-/// 0 when refused.
+/// Pushes `ARGV[1]` onto the list `KEYS[1]` unless `ARGV[2]` requests
+/// already wait; sets the list's expiry to `ARGV[3]` seconds. Returns 1
+/// when pushed, 0 when refused.
 pub const PUSH_SCRIPT: &str = r"
 if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then
   return 0
