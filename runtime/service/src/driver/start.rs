@@ -1,6 +1,6 @@
 //! Start (docs/service.md#start-and-stop), step by step: load and verify the bundle,
-//! connect, seed state, replay pending records, publish counters, then
-//! subscribe.
+//! connect, seed state, apply the overrides, replay pending records,
+//! publish counters, subscribe, then serve the control protocol.
 
 use super::Service;
 use crate::bundle::{self, LoadedBundle};
@@ -79,11 +79,13 @@ pub enum ServiceError {
 
 impl Service {
     /// Start (docs/service.md#start-and-stop): load and verify the bundle, connect, seed
-    /// state, replay pending records, publish counters, then subscribe.
+    /// state, apply the overrides, replay pending records, publish counters,
+    /// subscribe, then serve the control protocol.
     ///
     /// The bundle comes before the connection: a bad bundle or a bad URL
     /// fails at once, not only once Redis answers.
     pub(super) async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
+        let started = Instant::now();
         let (client, tls) = open_client(
             &config.redis_url,
             config.redis_password.as_ref(),
@@ -150,7 +152,7 @@ impl Service {
             control: None,
             overrides,
             subscribed: engine_patterns,
-            started: Instant::now(),
+            started,
         };
         service.replay().await?;
         service.stats.write_all(&service.engine, &service.writer);
