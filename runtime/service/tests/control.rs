@@ -54,12 +54,6 @@ fn json_ctl(redis: &RedisServer, args: &[&str]) -> Value {
     ctl(redis, &all).json()
 }
 
-fn list(redis: &RedisServer, key: &str) -> Vec<String> {
-    let mut items: Vec<String> = redis.query(&["LRANGE", key, "0", "-1"]);
-    items.reverse();
-    items
-}
-
 fn publish(redis: &RedisServer, topic: &str) {
     let json = json!({ "topic": topic }).to_string();
     let _: i64 = redis.query(&["PUBLISH", &format!("ev:{topic}"), &json]);
@@ -81,7 +75,7 @@ fn every_method_answers_through_ruled_ctl() {
     let _ruled = Ruled::ready(&redis, &bundle, &[]);
     publish(&redis, "alarm.triggered");
     wait_for("the first step", || {
-        list(&redis, "scooter:blinker") == ["both"]
+        redis.list("scooter:blinker") == ["both"]
     });
 
     let status = json_ctl(&redis, &["status"]);
@@ -129,7 +123,7 @@ fn every_method_answers_through_ruled_ctl() {
     // A dry run: the live run, the record and the list are as they were.
     let pending_after = json_ctl(&redis, &["pending"]);
     assert_eq!(pending_after["steps"][0]["run"], run.as_str());
-    assert_eq!(list(&redis, "scooter:blinker"), ["both"]);
+    assert_eq!(redis.list("scooter:blinker"), ["both"]);
     let other = json_ctl(&redis, &["test", "hazards-on-alarm", r#"{"topic":"x"}"#]);
     assert_eq!(other["verdict"]["kind"], "not-matched");
 
@@ -177,7 +171,7 @@ fn overrides_are_applied_live_kept_and_read_at_start() {
     let mut ruled = Ruled::ready(&redis, &bundle, &[]);
     publish(&redis, "alarm.triggered");
     wait_for("the first step", || {
-        list(&redis, "scooter:blinker") == ["both"]
+        redis.list("scooter:blinker") == ["both"]
     });
     // Off while its run waits: the run finishes, new triggers do not start one.
     let off = json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "off"]);
@@ -186,13 +180,13 @@ fn overrides_are_applied_live_kept_and_read_at_start() {
     let stored: Option<String> = redis.query(&["HGET", "extensions:overrides", "hazards-on-alarm"]);
     assert_eq!(stored.as_deref(), Some("disabled"));
     wait_for("the live run's last step", || {
-        list(&redis, "scooter:blinker") == ["both", "off"]
+        redis.list("scooter:blinker") == ["both", "off"]
     });
     publish(&redis, "alarm.triggered");
     wait_for("the witness saw the second trigger", || {
-        list(&redis, "witness").len() == 2
+        redis.list("witness").len() == 2
     });
-    assert_eq!(list(&redis, "scooter:blinker"), ["both", "off"]);
+    assert_eq!(redis.list("scooter:blinker"), ["both", "off"]);
 
     // Kept across a restart, and one for a rule the bundle lacks is reported.
     let _: i64 = redis.query(&["HSET", "extensions:overrides", "ghost", "enabled"]);
@@ -208,14 +202,14 @@ fn overrides_are_applied_live_kept_and_read_at_start() {
     );
     publish(&redis, "alarm.triggered");
     wait_for("the witness saw the third trigger", || {
-        list(&redis, "witness").len() == 3
+        redis.list("witness").len() == 3
     });
-    assert_eq!(list(&redis, "scooter:blinker"), ["both", "off"]);
+    assert_eq!(redis.list("scooter:blinker"), ["both", "off"]);
 
     let on = json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "on"]);
     assert_eq!(on["unsubscribed"], json!([]));
     publish(&redis, "alarm.triggered");
-    wait_for("on again", || list(&redis, "scooter:blinker").len() == 3);
+    wait_for("on again", || redis.list("scooter:blinker").len() == 3);
     let unknown = ctl(&redis, &["set-enabled", "nope", "on"]);
     assert_eq!(unknown.code, 1);
     assert!(
