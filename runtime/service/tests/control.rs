@@ -101,7 +101,14 @@ fn every_method_answers_through_ruled_ctl() {
     assert_eq!(paged["rules"], json!([]));
 
     let shown = json_ctl(&redis, &["show", "hazards-on-alarm"]);
-    assert_eq!(shown["rule"]["steps"][1]["after"], "1m0s");
+    assert_eq!(shown["rule"]["steps"][1]["after_ns"], 60_000_000_000u64);
+    assert!(
+        shown["text"]
+            .as_str()
+            .unwrap()
+            .contains("rule \"hazards-on-alarm\" (test.toml)"),
+        "{shown}"
+    );
     assert_eq!(shown["run"]["state"], "waiting");
     assert_eq!(shown["run"]["step"], 1);
     assert_eq!(shown["run"]["durable"], true);

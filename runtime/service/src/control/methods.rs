@@ -6,8 +6,7 @@
 use super::overrides::{self, Overrides};
 use super::wire::{Reply, Request};
 use super::Answer;
-use rulecore::bundle::{Action, Rule};
-use rulecore::duration::format_duration;
+use rulecore::dump::{rule_json, rule_text};
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
 use ruled_engine::{
@@ -255,15 +254,18 @@ fn show(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         .engine
         .rule_view(&name, ctx.now)
         .ok_or_else(|| no_rule(ctx.engine, &name))?;
+    let payload = ctx.engine.payload();
     let index = ctx.engine.rule_index(&name).unwrap_or_default();
-    let rule = &ctx.engine.payload().rules[index];
+    let rule = &payload.rules[index];
     let run = view.run.as_ref().map(|run| {
         let mut line = json!({"id": &*run.run, "step": run.step, "pass": run.pass});
         phase_json(&mut line, run.phase);
         line
     });
     Ok(json!({
-        "rule": rule_json(rule),
+        // As `rulec dump` shows it, in both of its forms.
+        "rule": rule_json(rule, payload),
+        "text": rule_text(rule, payload),
         "state": rule_line(&view, ctx.overrides.get(&name)),
         "run": run,
         "backlog": view.backlog,
@@ -282,65 +284,6 @@ fn phase_json(line: &mut Value, phase: RunPhase) {
     line["due"] = json!(due);
     if let Some(durable) = durable {
         line["durable"] = json!(durable);
-    }
-}
-
-fn duration(nanos: u64) -> String {
-    format_duration(i64::try_from(nanos).unwrap_or(i64::MAX))
-}
-
-/// A rule's definition, with durations in Go syntax as rule files write them.
-fn rule_json(rule: &Rule) -> Value {
-    let patterns = |list: &[TopicPattern]| list.iter().map(ToString::to_string).collect::<Vec<_>>();
-    let steps: Vec<Value> = rule
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(index, step)| {
-            json!({
-                "index": index,
-                "action": action_json(&step.action),
-                "after": duration(step.after_ns),
-                "durable": step.durable,
-                "when": step.when.is_some(),
-                "fingerprint": step.fingerprint.to_string(),
-            })
-        })
-        .collect();
-    json!({
-        "name": rule.name,
-        "source": rule.source,
-        "enabled": rule.enabled,
-        "on": patterns(&rule.on),
-        "cancel-on": patterns(&rule.cancel_on),
-        "when": rule.when.is_some(),
-        "concurrency": format!("{:?}", rule.concurrency).to_lowercase(),
-        "cooldown": duration(rule.cooldown_ns),
-        "debounce": duration(rule.debounce_ns),
-        "for": duration(rule.hold_ns),
-        "repeat": {"count": rule.repeat.count, "every": duration(rule.repeat.every_ns)},
-        "steps": steps,
-    })
-}
-
-fn action_json(action: &Action) -> Value {
-    match action {
-        Action::Redis {
-            list,
-            push,
-            timeout_ns,
-        } => json!({"redis": {"list": list, "push": push, "timeout": duration(*timeout_ns)}}),
-        Action::Exec {
-            command,
-            timeout_ns,
-        } => json!({"exec": {"command": command, "timeout": duration(*timeout_ns)}}),
-        Action::Can(frame) => {
-            let data: String = frame.data.iter().map(|b| format!("{b:02x}")).collect();
-            json!({"can": {
-                "iface": frame.iface, "id": frame.id, "extended": frame.extended,
-                "rtr": frame.rtr, "dlc": frame.dlc, "data": data,
-            }})
-        }
     }
 }
 

@@ -53,15 +53,6 @@ fn instant(value: &Value) -> String {
     }
 }
 
-/// Whether a rule or step has a `when`, for `show`.
-fn has(value: &Value) -> &'static str {
-    if value == &Value::Bool(true) {
-        "yes"
-    } else {
-        "no"
-    }
-}
-
 fn status(out: &mut String, reply: &Value) -> std::fmt::Result {
     writeln!(
         out,
@@ -146,57 +137,19 @@ fn list(out: &mut String, reply: &Value) -> std::fmt::Result {
 }
 
 fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
-    let rule = &reply["rule"];
     let state = &reply["state"];
-    writeln!(
-        out,
-        "rule {}  ({})",
-        plain(&rule["name"]),
-        plain(&rule["source"])
-    )?;
+    write!(out, "{}", plain(&reply["text"]))?;
     let on = if state["enabled"] == Value::Bool(true) {
         "on"
     } else {
         "off"
     };
-    writeln!(
-        out,
-        "  now         {on} (override: {})",
-        plain(&state["override"])
-    )?;
-    for key in [
-        "on",
-        "cancel-on",
-        "concurrency",
-        "cooldown",
-        "debounce",
-        "for",
-    ] {
-        writeln!(out, "  {key:<11} {}", plain(&rule[key]))?;
-    }
-    writeln!(out, "  {:<11} {}", "when", has(&rule["when"]))?;
-    writeln!(
-        out,
-        "  repeat      {} every {}",
-        plain(&rule["repeat"]["count"]),
-        plain(&rule["repeat"]["every"])
-    )?;
-    for step in rule["steps"].as_array().into_iter().flatten() {
-        writeln!(
-            out,
-            "  step {}  after {}  durable {}  when {}  {}",
-            plain(&step["index"]),
-            plain(&step["after"]),
-            plain(&step["durable"]),
-            has(&step["when"]),
-            step["action"]
-        )?;
-    }
+    writeln!(out, "now {on} (override: {})", plain(&state["override"]))?;
     match &reply["run"] {
-        Value::Null => writeln!(out, "  no live run")?,
+        Value::Null => writeln!(out, "no live run")?,
         run => writeln!(
             out,
-            "  live run {}  step {}  pass {}  {}  due {}",
+            "live run {}  step {}  pass {}  {}  due {}",
             plain(&run["id"]),
             plain(&run["step"]),
             plain(&run["pass"]),
@@ -206,7 +159,7 @@ fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
     }
     writeln!(
         out,
-        "  runs {}  errors {}  last fire {}",
+        "runs {}  errors {}  last fire {}",
         plain(&state["runs"]),
         plain(&state["errors"]),
         instant(&state["last-fire"])
