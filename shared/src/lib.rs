@@ -15,6 +15,7 @@
 pub mod bundle;
 pub mod bytecode;
 pub mod codec;
+pub mod dump;
 pub mod duration;
 pub mod event;
 pub mod fingerprint;

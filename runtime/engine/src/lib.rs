@@ -15,11 +15,14 @@
 //!
 //! See docs/engine.md for the driver's contract.
 
+mod dry_run;
 mod effect;
 mod hold;
 mod index;
 mod input;
+mod inspect;
 mod memory;
+mod overrides;
 mod record;
 mod time;
 mod timers;
@@ -27,12 +30,15 @@ mod timers;
 pub mod pool;
 pub mod sim;
 
+pub use dry_run::{DryRun, StepCheck, Verdict, WhenResult};
 pub use effect::{
     DropReason, Effect, EndReason, Job, JobId, Level, LogLine, NonFireReason, Note, NoteFields,
     NoteKind, NoteReason, RecordWrite, ReplayDropReason, TriggerOutcome,
 };
 pub use input::INPUT_SKIPPED_CODE;
+pub use inspect::{RuleView, RunPhase, RunView, WaitingStep};
 pub use memory::estimated_heap;
+pub use overrides::{EnableChange, UnknownRule};
 pub use record::{PendingRecord, RecordError, PENDING_HASH};
 pub use time::{Now, Time};
 
@@ -201,6 +207,9 @@ struct Debounce {
 #[derive(Debug)]
 struct RuleState {
     name: Arc<str>,
+    /// On now: the bundle's `enabled`, or an override's
+    /// ([`Engine::set_enabled`]).
+    enabled: bool,
     /// Step fingerprints as stored in records (32 hex characters).
     fingerprints: Vec<Box<str>>,
     /// Step actions, shared with every job that performs them, so a
@@ -247,30 +256,19 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(payload: Arc<Payload>, config: EngineConfig) -> Self {
-        let mut on_index = TopicIndex::default();
-        let mut cancel_index = TopicIndex::default();
-        let mut disabled_index = TopicIndex::default();
+        // Disabled rules are replay-only (docs/rules.md#disabled-rules): not indexed,
+        // so they neither match nor cancel.
+        let overrides::Indexes {
+            on: on_index,
+            cancel: cancel_index,
+            disabled: disabled_index,
+            live_rules,
+        } = overrides::indexes(&payload, |position| payload.rules[position].enabled);
         let mut rules = Vec::with_capacity(payload.rules.len());
-        let mut live_rules = 0;
-        for (position, rule) in payload.rules.iter().enumerate() {
-            let index = u32::try_from(position).unwrap_or(u32::MAX);
-            // Disabled rules are replay-only (docs/rules.md#disabled-rules): not indexed,
-            // so they neither match nor cancel.
-            if rule.enabled {
-                live_rules += 1;
-                for pattern in &rule.on {
-                    on_index.insert(pattern, index);
-                }
-                for pattern in &rule.cancel_on {
-                    cancel_index.insert(pattern, index);
-                }
-            } else {
-                for pattern in &rule.on {
-                    disabled_index.insert(pattern, index);
-                }
-            }
+        for rule in &payload.rules {
             rules.push(RuleState {
                 name: rule.name.as_str().into(),
+                enabled: rule.enabled,
                 fingerprints: rule
                     .steps
                     .iter()
@@ -327,7 +325,9 @@ impl Engine {
             .payload
             .rules
             .iter()
-            .filter(|rule| rule.enabled)
+            .zip(&self.rules)
+            .filter(|(_, state)| state.enabled)
+            .map(|(rule, _)| rule)
             .flat_map(|rule| rule.on.iter().chain(rule.cancel_on.iter()).cloned())
             .collect();
         patterns.sort();

@@ -84,6 +84,11 @@ impl Timers {
         self.heap.retain(|entry| live(&entry.0));
     }
 
+    /// Every entry (live or stale), in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> + '_ {
+        self.heap.iter().map(|entry| &entry.0)
+    }
+
     pub fn clear(&mut self) {
         self.heap.clear();
         self.armed = 0;

@@ -1680,3 +1680,166 @@ fn replay_output_comes_in_fire_at_order_whatever_each_record_becomes() {
     );
     assert_eq!(h.counters().runs_active, 2);
 }
+
+// ----- overrides, inspection and the dry run (docs/operating.md) ---------
+
+fn now_of(h: &H) -> Now {
+    Now::new(h.t(), h.wall())
+}
+
+#[test]
+fn turning_a_rule_off_lets_its_live_run_finish_and_stops_new_triggers() {
+    let mut h = H::new(vec![hazards()]);
+    h.event("alarm.triggered");
+    h.take();
+    assert_eq!(
+        h.engine.set_enabled("hazards", false),
+        Ok(ruled_engine::EnableChange::Changed)
+    );
+    assert_eq!(h.counters().rules, 0);
+    assert!(h.engine.live_patterns().is_empty());
+    // A new trigger and the cancel are ignored; the parked step still runs.
+    h.event("alarm.triggered");
+    h.event("alarm.disarmed");
+    h.to(30_000);
+    let out = h.take();
+    assert!(
+        out.iter().any(|l| l.contains("submit hazards#t-1 s1")),
+        "{out:?}"
+    );
+    assert!(!out.iter().any(|l| l.contains("hazards#t-2")), "{out:?}");
+    assert_eq!(
+        h.engine.set_enabled("hazards", false),
+        Ok(ruled_engine::EnableChange::Unchanged)
+    );
+    assert!(h.engine.set_enabled("nope", true).is_err());
+    // Back on: triggers start runs again.
+    h.engine.set_enabled("hazards", true).unwrap();
+    h.event("alarm.triggered");
+    assert!(h
+        .take()
+        .contains(&"30000 run-start hazards#t-2".to_string()));
+}
+
+#[test]
+fn a_rule_disabled_in_its_bundle_can_be_turned_on() {
+    let mut off = hazards();
+    off.enabled = false;
+    let mut h = H::new(vec![off]);
+    assert!(h.engine.live_patterns().is_empty());
+    h.engine.set_enabled("hazards", true).unwrap();
+    assert_eq!(h.engine.live_patterns().len(), 2);
+    h.event("alarm.triggered");
+    assert!(h.take().contains(&"0 run-start hazards#t-1".to_string()));
+    let view = h.engine.rule_view("hazards", now_of(&h)).unwrap();
+    assert!(view.enabled && !view.bundle_enabled);
+}
+
+#[test]
+fn inspection_reports_waiting_steps_with_their_wall_clock_due_time() {
+    let mut h = H::new(vec![hazards()]);
+    h.event("alarm.triggered");
+    h.to(10_000);
+    let waiting = h.engine.waiting_steps(now_of(&h));
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(&*waiting[0].run, "hazards#t-1");
+    assert_eq!(waiting[0].step, 1);
+    assert!(waiting[0].durable);
+    assert_eq!(waiting[0].due_ms, WALL0 + 30_000);
+    let view = h.engine.rule_view("hazards", now_of(&h)).unwrap();
+    assert_eq!(
+        view.run.unwrap().phase,
+        ruled_engine::RunPhase::Waiting {
+            due_ms: WALL0 + 30_000,
+            durable: true
+        }
+    );
+}
+
+#[test]
+fn a_dry_run_judges_policies_and_changes_nothing() {
+    use ruled_engine::{Verdict, WhenResult};
+    let mut gated = rule("gated", &["go"], vec![push("x", 0), push("y", 1000)]);
+    gated.when = Some(when_parked());
+    gated.steps[1].when = Some(when_broken());
+    gated.concurrency = Concurrency::Drop;
+    let mut h = H::new(vec![gated]).manual();
+    let go = Event {
+        topic: "go".into(),
+        ..Event::default()
+    };
+    let dry = h.engine.dry_run("gated", &go, now_of(&h)).unwrap();
+    assert_eq!(dry.when, Some(WhenResult::False));
+    assert_eq!(dry.verdict, Verdict::WhenFalse);
+    assert!(matches!(dry.steps[1].when, Some(WhenResult::Error(_))));
+    h.engine.set_state("vehicle", "state", "parked".into());
+    let dry = h.engine.dry_run("gated", &go, now_of(&h)).unwrap();
+    assert_eq!(dry.verdict, Verdict::Start);
+    assert!(h.engine.poll_effect().is_none(), "a dry run queues nothing");
+    assert_eq!(h.engine.rule_stats(0).unwrap().errors, 0);
+    h.event("go");
+    let dry = h.engine.dry_run("gated", &go, now_of(&h)).unwrap();
+    assert_eq!(
+        dry.verdict,
+        Verdict::Drop {
+            run: "gated#t-1".into()
+        }
+    );
+    let other = Event {
+        topic: "other".into(),
+        ..Event::default()
+    };
+    let dry = h.engine.dry_run("gated", &other, now_of(&h)).unwrap();
+    assert_eq!(dry.verdict, Verdict::NotMatched);
+    assert!(h.engine.dry_run("missing", &go, now_of(&h)).is_none());
+}
+
+#[test]
+fn a_dry_run_follows_cancel_cooldown_debounce_and_the_queue_backlog() {
+    use ruled_engine::Verdict;
+    let go = Event {
+        topic: "go".into(),
+        ..Event::default()
+    };
+    let mut cooled = rule("cooled", &["go"], vec![push("c", 0)]);
+    cooled.cooldown_ns = 10_000 * 1_000_000;
+    let mut quiet = rule("quiet", &["go"], vec![push("q", 0)]);
+    quiet.debounce_ns = 500 * 1_000_000;
+    let mut queued = rule("queued", &["go"], vec![push("x", 0), push("y", 60_000)]);
+    queued.concurrency = Concurrency::Queue;
+    queued.cancel_on = pats(&["stop"]);
+    let mut h = H::new(vec![cooled, quiet, queued]);
+    h.event("go");
+    h.to(3_000);
+    let now = now_of(&h);
+    let verdict = |h: &H, name: &str, event: &Event| h.engine.dry_run(name, event, now).unwrap();
+    assert_eq!(
+        verdict(&h, "cooled", &go).verdict,
+        Verdict::Cooldown { left_ms: 7_000 }
+    );
+    assert_eq!(
+        verdict(&h, "quiet", &go).verdict,
+        Verdict::Debounce { window_ms: 500 }
+    );
+    assert_eq!(
+        verdict(&h, "queued", &go).verdict,
+        Verdict::Queue { position: 1 }
+    );
+    for _ in 0..8 {
+        h.event("go");
+    }
+    assert_eq!(
+        verdict(&h, "queued", &go).verdict,
+        Verdict::Refused { backlog: 8 }
+    );
+    // A topic in `cancel-on` but not in `on`: it cancels, and matches nothing.
+    let stop = Event {
+        topic: "stop".into(),
+        ..Event::default()
+    };
+    let dry = verdict(&h, "queued", &stop);
+    assert!(dry.cancels && !dry.matched);
+    assert_eq!(dry.verdict, Verdict::NotMatched);
+    h.engine.set_enabled("queued", false).unwrap();
+    assert_eq!(verdict(&h, "queued", &go).verdict, Verdict::Disabled);
+}

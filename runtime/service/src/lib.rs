@@ -5,6 +5,7 @@ pub mod bundle;
 pub mod can;
 pub mod clock;
 pub mod connection;
+pub mod control;
 pub mod driver;
 pub mod effect_log;
 pub mod exec;

@@ -1,8 +1,11 @@
 //! `ruled`: the scooter rule runtime. Parses flags, sets up logging, and
-//! runs the service (`ruled::driver`) until SIGTERM / SIGINT.
+//! runs the service (`ruled::driver`) until SIGTERM / SIGINT; `ruled ctl`
+//! is the control protocol's client (`ruled::control::client`).
 
 use anyhow::Result;
 use clap::Parser;
+use ruled::control::client::{self, CtlMethod, Format, Target};
+use ruled::control::wire::{ControlKeys, MAX_AHEAD_MS};
 use ruled::driver::{self, Secret, ServiceConfig};
 use ruled::namespace::Namespace;
 use ruled::pool::PoolConfig;
@@ -19,9 +22,65 @@ use std::time::Duration;
 #[command(
     name = "ruled",
     version,
-    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  redis-cli HGETALL extensions\n  redis-cli HGETALL extensions:pending\n\nBeside Librescoot's Go event-service on one Redis:\n  ruled --namespace ruled --bundle rules.bundle"
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "Example:
+  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock
+  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled
+
+Watch it work:
+  ruled ctl status
+  ruled ctl list
+  ruled ctl pending
+
+Beside Librescoot's Go event-service on one Redis:
+  ruled --namespace ruled --bundle rules.bundle"
 )]
-struct Args {
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    service: Args,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Ask a running ruled what it does, and turn rules off or on, over the
+    /// control protocol. Exits 0 on an answer, 1 when ruled answered with
+    /// an error, 2 on bad usage, 3 when nothing answered in time (ruled
+    /// stopped, or serving another namespace), 4 when Redis is unreachable.
+    #[command(
+        after_help = "Example:\n  ruled ctl status\n  ruled ctl list --limit 20\n  ruled ctl show hazards\n  ruled ctl test hazards '{\"topic\":\"alarm.triggered\"}'\n  ruled ctl pending --format json\n  ruled ctl set-enabled hazards off\n  ruled ctl call v1.status"
+    )]
+    Ctl(CtlArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CtlArgs {
+    #[command(flatten)]
+    connect: RedisArgs,
+
+    /// The key namespace of the ruled to ask (its requests go to the list
+    /// `NAMESPACE:rpc`).
+    #[arg(long, env = "RULED_NAMESPACE", default_value = "extensions", value_name = "NS", value_parser = parse_namespace, global = true)]
+    namespace: Namespace,
+
+    /// `text` for people, `json` for scripts (the reply's payload).
+    #[arg(long, value_enum, default_value_t = Format::Text, global = true)]
+    format: Format,
+
+    /// How long to wait for the answer (Go duration, at most 5s: ruled
+    /// ignores a request whose deadline is further ahead).
+    #[arg(long, default_value = "5s", value_parser = parse_ctl_timeout, allow_hyphen_values = true, global = true)]
+    timeout: Duration,
+
+    #[command(subcommand)]
+    method: CtlMethod,
+}
+
+/// How to reach Redis: the same for the service and for `ruled ctl`.
+#[derive(Debug, clap::Args)]
+struct RedisArgs {
     /// Redis URL: redis://HOST:PORT[/DB], or redis+unix:///path/to/redis.sock
     /// (also unix:///path), or rediss://HOST:PORT[/DB] for TLS (needs ruled
     /// built with the cargo feature `tls`).
@@ -39,10 +98,16 @@ struct Args {
     /// holds the password itself, for when a file is not wanted.
     #[arg(long, env = "RULED_REDIS_PASSWORD_FILE", value_name = "PATH")]
     redis_password_file: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct Args {
+    #[command(flatten)]
+    connect: RedisArgs,
 
     /// The rule bundle written by `rulec build`.
-    #[arg(long, env = "RULED_BUNDLE")]
-    bundle: PathBuf,
+    #[arg(long, env = "RULED_BUNDLE", required = true)]
+    bundle: Option<PathBuf>,
 
     // Every flag that takes a number or a duration accepts a leading `-`
     // as its value (`--workers -1`), so a negative gets the range message
@@ -90,6 +155,14 @@ fn parse_signed_duration(text: &str) -> Result<i64, String> {
     Ok(nanos / 1_000_000)
 }
 
+fn parse_ctl_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = parse_positive_duration(text)?;
+    if timeout.as_millis() > MAX_AHEAD_MS as u128 {
+        return Err(format!("must be at most {MAX_AHEAD_MS}ms"));
+    }
+    Ok(timeout)
+}
+
 fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     let nanos = rulecore::parse_duration(text).map_err(|e| e.to_string())?;
     match u64::try_from(nanos) {
@@ -115,7 +188,11 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
 }
 
 fn main() -> Result<()> {
-    let args = Args::parse();
+    let cli = Cli::parse();
+    if let Some(Command::Ctl(ctl)) = cli.command {
+        std::process::exit(run_ctl(ctl));
+    }
+    let args = cli.service;
     ruled::logging::init(&args.log_level)?;
     if let Err(e) = run(args) {
         // Logged once, where the journal (or the terminal) reads it. Our
@@ -150,12 +227,54 @@ fn redis_password(file: Option<&std::path::Path>) -> Result<Option<Secret>> {
     Ok(Some(Secret(password)))
 }
 
+/// `ruled ctl`: one request, its reply on stdout, or why not on stderr;
+/// returns the exit code.
+#[allow(clippy::print_stdout, clippy::print_stderr)] // the client's output
+fn run_ctl(ctl: CtlArgs) -> i32 {
+    let outcome = (|| {
+        let connect = &ctl.connect;
+        let password = redis_password(connect.redis_password_file.as_deref())
+            .map_err(|e| client::CallError::Usage(e.to_string()))?;
+        let (redis, tls) = driver::open_client(
+            &connect.redis,
+            password.as_ref(),
+            connect.redis_ca_file.as_deref(),
+        )
+        .map_err(|e| client::CallError::Usage(e.to_string()))?;
+        let target = Target {
+            client: redis,
+            tls,
+            url: ruled::connection::redact_url(&connect.redis),
+            keys: ControlKeys::for_namespace(&ctl.namespace),
+            timeout: ctl.timeout,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| client::CallError::Usage(format!("cannot start tokio: {e}")))?;
+        runtime.block_on(client::run(&target, &ctl.method, ctl.format))
+    })();
+    match outcome {
+        Ok(text) => {
+            println!("{}", text.trim_end());
+            0
+        }
+        Err(e) => {
+            eprintln!("ruled ctl: {e}");
+            e.exit_code()
+        }
+    }
+}
+
 fn run(args: Args) -> Result<()> {
+    let bundle = args
+        .bundle
+        .ok_or_else(|| anyhow::anyhow!("--bundle (or RULED_BUNDLE) is required"))?;
     let config = ServiceConfig {
-        redis_password: redis_password(args.redis_password_file.as_deref())?,
-        redis_url: args.redis,
-        redis_ca_file: args.redis_ca_file,
-        bundle: args.bundle,
+        redis_password: redis_password(args.connect.redis_password_file.as_deref())?,
+        redis_url: args.connect.redis,
+        redis_ca_file: args.connect.redis_ca_file,
+        bundle,
         pool: PoolConfig {
             workers: usize::from(args.workers),
             queue: usize::try_from(args.queue).unwrap_or(usize::MAX),

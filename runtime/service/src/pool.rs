@@ -143,6 +143,20 @@ impl Pool {
         lock(&self.shared).queue.len()
     }
 
+    /// Workers performing an action now, and jobs waiting for one (what
+    /// `v1.status` reports, docs/operating.md#status-fields).
+    pub fn load(&self) -> (usize, usize) {
+        let shared = lock(&self.shared);
+        let workers = self.config.workers.max(1);
+        // A job an idle worker is about to take is still in the queue.
+        let busy = workers.saturating_sub(shared.idle);
+        (busy, shared.queue.len())
+    }
+
+    pub fn config(&self) -> PoolConfig {
+        self.config
+    }
+
     /// Stops the pool: refuses new jobs, reports queued jobs as abandoned,
     /// kills the process group of every running `exec`, and waits (at most
     /// `grace`) for the workers to report what they were doing. Returns the

@@ -68,6 +68,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 /// A subscribed connection.
 pub struct PubSub {
     io: BufReader<Box<dyn Stream>>,
+    /// The largest message read; longer ones are skipped
+    /// ([`MAX_MESSAGE_BYTES`] unless [`PubSub::set_limit`] said otherwise).
+    limit: usize,
 }
 
 impl std::fmt::Debug for PubSub {
@@ -77,6 +80,13 @@ impl std::fmt::Debug for PubSub {
 }
 
 impl PubSub {
+    /// Reads messages up to `bytes` long from now on: the control client
+    /// waits for one reply, which may be longer than an event
+    /// (docs/operating.md#the-wire-format).
+    pub fn set_limit(&mut self, bytes: usize) {
+        self.limit = bytes;
+    }
+
     /// Connects to the server `info` names (over TLS with `tls` for a
     /// `rediss://` URL), authenticates, and subscribes to `channels` and
     /// `patterns`, waiting for every confirmation.
@@ -91,6 +101,7 @@ impl PubSub {
             .map_err(|_| PubSubError::Timeout)??;
         let mut pubsub = Self {
             io: BufReader::with_capacity(READ_BUFFER, stream),
+            limit: MAX_MESSAGE_BYTES,
         };
         let settings = info.redis_settings();
         if let Some(password) = settings.password() {
@@ -194,7 +205,7 @@ impl PubSub {
                 let Ok(len) = usize::try_from(number(len)?) else {
                     return Ok(Element::Nil);
                 };
-                if len > MAX_MESSAGE_BYTES {
+                if len > self.limit {
                     // Read past it (and its CRLF) without keeping it.
                     let skip = len as u64 + 2;
                     let skipped =

@@ -72,6 +72,16 @@ impl StatsPublisher {
         &self.owner
     }
 
+    /// The loaded bundle's id.
+    pub fn bundle_id(&self) -> &str {
+        &self.bundle_id
+    }
+
+    /// Events the intake dropped at its bound so far.
+    pub fn overflow_count(&self) -> u64 {
+        self.overflow.count.load(Ordering::Relaxed)
+    }
+
     /// The `overflow` counter, for the intake to count in.
     pub fn overflow(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.overflow.count)

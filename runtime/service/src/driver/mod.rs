@@ -8,9 +8,12 @@
 mod start;
 mod stop;
 
-pub use start::{Secret, ServiceConfig, ServiceError};
+pub use start::{open_client, Secret, ServiceConfig, ServiceError};
 
 use crate::clock::ServiceClock;
+use crate::control::methods::{self, Context, ServiceFacts};
+use crate::control::overrides::Overrides;
+use crate::control::{Call, ControlServer};
 use crate::effect_log::{self, log_effect};
 use crate::intake::Intake;
 use crate::logging::{self, Throttle};
@@ -20,6 +23,7 @@ use crate::state_shadow::StateReader;
 use crate::stats::StatsPublisher;
 use crate::subscriptions::{Bus, Inbound, Subscriber};
 use redis::aio::ConnectionManager;
+use rulecore::topic::TopicPattern;
 use ruled_engine::{Effect, Engine, Job, Now};
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -52,6 +56,14 @@ pub async fn run(
     Ok(())
 }
 
+/// The next control request; pending forever before the server starts.
+async fn next_call(control: &mut Option<ControlServer>) -> Option<Call> {
+    match control {
+        Some(server) => server.next().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The engine and everything its effects and inputs need.
 #[derive(Debug)]
 struct Service {
@@ -76,6 +88,12 @@ struct Service {
     clock: ServiceClock,
     /// Per-rule log budget against a burst flooding the journal.
     throttle: Throttle,
+    /// The control protocol (docs/operating.md); serving once ready.
+    control: Option<ControlServer>,
+    overrides: Overrides,
+    /// The live patterns the subscription was opened with.
+    subscribed: Vec<TopicPattern>,
+    started: Instant,
 }
 
 impl Service {
@@ -111,6 +129,7 @@ impl Service {
                     handled += 1;
                 },
                 Some(report) = self.reports.recv() => self.on_report(report),
+                Some(call) = next_call(&mut self.control) => self.on_control(call),
                 Some((index, value)) = self.state_values.recv() => {
                     if let Some(pair) = self.engine.watched_pairs().get(index) {
                         tracing::debug!(hash = %pair.hash, field = %pair.field, "state changed");
@@ -205,6 +224,32 @@ impl Service {
         if let Some(reader) = &self.reader {
             reader.reread_all();
         }
+    }
+
+    /// Answers one control request (docs/operating.md#methods).
+    fn on_control(&mut self, call: Call) {
+        let (workers_busy, queue_depth) = self.pool.load();
+        let pool = self.pool.config();
+        let facts = ServiceFacts {
+            bundle_id: self.stats.bundle_id().to_string(),
+            namespace: self.namespace.to_string(),
+            uptime_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            workers_busy,
+            workers: pool.workers.max(1),
+            queue_depth,
+            queue_capacity: pool.queue,
+            overflow: self.stats.overflow_count(),
+        };
+        let mut context = Context {
+            now: self.now(),
+            engine: &mut self.engine,
+            facts,
+            overrides: &mut self.overrides,
+            subscribed: &self.subscribed,
+        };
+        let answer = methods::answer(&mut context, &call.request);
+        // The server gave up on it (stopping): nothing to answer.
+        let _ = call.answer.send(answer);
     }
 
     fn on_report(&mut self, report: Report) {

@@ -1,12 +1,13 @@
 //! Start (docs/service.md#start-and-stop), step by step: load and verify the bundle,
-//! connect, seed state, replay pending records, publish counters, then
-//! subscribe.
+//! connect, seed state, apply the overrides, replay pending records,
+//! publish counters, subscribe, then serve the control protocol.
 
 use super::Service;
 use crate::bundle::{self, LoadedBundle};
 use crate::can::CanSockets;
 use crate::clock::{wall_ms, ServiceClock};
 use crate::connection;
+use crate::control::{overrides::Overrides, wire::ControlKeys, ControlServer};
 use crate::intake::{Intake, StateWatch};
 use crate::logging::Throttle;
 use crate::namespace::Namespace;
@@ -81,18 +82,29 @@ pub enum ServiceError {
     },
     #[error("seeding state from redis: {0}")]
     Seed(redis::RedisError),
+    #[error("reading the overrides `{key}`: {source}")]
+    Overrides {
+        key: String,
+        source: redis::RedisError,
+    },
 }
 
 impl Service {
     /// Start (docs/service.md#start-and-stop): load and verify the bundle, connect, seed
-    /// state, replay pending records, publish counters, then subscribe.
+    /// state, apply the overrides, replay pending records, publish counters,
+    /// subscribe, then serve the control protocol.
     ///
     /// The bundle comes before the connection: a bad bundle or a bad URL
     /// fails at once, not only once Redis answers.
     pub(super) async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
         // Started now, not once Redis answers.
         let owner = Owner::current();
-        let (client, tls) = open_client(&config)?;
+        let started = Instant::now();
+        let (client, tls) = open_client(
+            &config.redis_url,
+            config.redis_password.as_ref(),
+            config.redis_ca_file.as_deref(),
+        )?;
         let (payload, bundle_id) = load_bundle(&config)?;
         let mut con = connection::connect_manager(&client).await;
         tracing::info!(redis = %connection::redact_url(&config.redis_url), "connected to redis");
@@ -115,6 +127,15 @@ impl Service {
         for (index, value) in seeded {
             engine.state_changed(index, value);
         }
+        // Before anything is subscribed: a rule turned off stays off.
+        let keys = ControlKeys::for_namespace(&config.namespace);
+        let overrides = Overrides::load(&mut con, &keys.overrides)
+            .await
+            .map_err(|source| ServiceError::Overrides {
+                key: keys.overrides.clone(),
+                source,
+            })?;
+        overrides.apply(&mut engine);
         let (writer, writer_task) = StoreWriter::start(con.clone(), &config.namespace);
         // The actions' own connection: no reply timeout of its own, each
         // push waits as long as its step's `timeout`
@@ -125,7 +146,8 @@ impl Service {
         let (state_tx, state_values) = mpsc::unbounded_channel();
         let reader = (!state_hashes.is_empty())
             .then(|| StateReader::start(con.clone(), watched, state_tx).0);
-        let mut subs = Subscriptions::compute(&engine.live_patterns(), &state_hashes);
+        let engine_patterns = engine.live_patterns();
+        let mut subs = Subscriptions::compute(&engine_patterns, &state_hashes);
         // Input channels exactly, by SUBSCRIBE (docs/semantics.md#inputs).
         let input_channels: BTreeSet<String> = engine.input_channels().into_iter().collect();
         subs.channels.extend(input_channels.iter().cloned());
@@ -137,7 +159,7 @@ impl Service {
             reports,
             writer,
             writer_task,
-            subscriber: Some(Subscriber::new(client, tls, subs)),
+            subscriber: Some(Subscriber::new(client.clone(), tls, subs)),
             intake: Intake::idle(stats.overflow(), stats.rejected()),
             state_hashes,
             input_channels,
@@ -148,11 +170,16 @@ impl Service {
             namespace: config.namespace,
             clock,
             throttle: Throttle::new(Instant::now()),
+            control: None,
+            overrides,
+            subscribed: engine_patterns,
+            started,
         };
         service.check_owner().await?;
         service.replay().await?;
         service.stats.write_all(&service.engine, &service.writer);
         service.subscribe().await;
+        service.control = Some(ControlServer::start(client, keys));
         notify::notify("READY=1");
         Ok(service)
     }
@@ -242,29 +269,26 @@ impl Service {
 
 /// The Redis client for `--redis`, with the password given apart from the
 /// URL (if any) replacing the URL's, and the pub/sub reader's TLS settings
-/// for a `rediss://` URL (docs/service.md#tls).
-fn open_client(config: &ServiceConfig) -> Result<(redis::Client, Tls), ServiceError> {
+/// for a `rediss://` URL (docs/service.md#tls). `ruled ctl` opens its
+/// client the same way.
+pub fn open_client(
+    redis_url: &str,
+    redis_password: Option<&Secret>,
+    redis_ca_file: Option<&std::path::Path>,
+) -> Result<(redis::Client, Tls), ServiceError> {
     use redis::IntoConnectionInfo;
-    let url = connection::redact_url(&config.redis_url);
+    let url = connection::redact_url(redis_url);
     let bad_url = |source| ServiceError::RedisUrl {
         url: url.clone(),
         source,
     };
     crate::tls::check_built(&url)?;
-    let mut info = config
-        .redis_url
-        .as_str()
-        .into_connection_info()
-        .map_err(bad_url)?;
-    if let Some(Secret(password)) = &config.redis_password {
+    let mut info = redis_url.into_connection_info().map_err(bad_url)?;
+    if let Some(Secret(password)) = redis_password {
         let settings = info.redis_settings().clone().set_password(password);
         info = info.set_redis_settings(settings);
     }
-    Ok(crate::tls::client(
-        info,
-        &url,
-        config.redis_ca_file.as_deref(),
-    )?)
+    Ok(crate::tls::client(info, &url, redis_ca_file)?)
 }
 
 /// Loads and verifies the bundle (a bad one is fatal, naming the check).

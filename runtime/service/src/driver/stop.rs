@@ -22,6 +22,10 @@ impl Service {
     pub(super) async fn stop(mut self) {
         tracing::info!("stopping");
         notify::notify("STOPPING=1");
+        // No request is answered from here on.
+        if let Some(control) = self.control.as_mut() {
+            control.close();
+        }
         self.intake.close();
         // The records kept must name the right instants on the clock the
         // next start reads.

@@ -110,6 +110,13 @@ impl RedisServer {
             .query(&mut self.con())
             .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
+
+    /// A list's items, oldest push first (LPUSH prepends).
+    pub fn list(&self, key: &str) -> Vec<String> {
+        let mut items: Vec<String> = self.query(&["LRANGE", key, "0", "-1"]);
+        items.reverse();
+        items
+    }
 }
 
 fn spawn_server(dir: &Path, socket: &Path, extra: &[String]) -> Child {

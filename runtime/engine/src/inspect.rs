@@ -1,0 +1,146 @@
+//! What the control protocol reports about the engine
+//! (docs/operating.md#what-runs): each rule's state, its live run and what
+//! it waits for, and every waiting step, read without changing anything.
+
+use super::{Engine, Phase, RuleStats, Time};
+use crate::time::Now;
+use crate::timers::TimerKind;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One rule as `v1.list` and `v1.show` report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleView {
+    pub name: Arc<str>,
+    pub source: String,
+    /// On now (the bundle's `enabled`, or an override's).
+    pub enabled: bool,
+    /// What the bundle says, before any override.
+    pub bundle_enabled: bool,
+    pub run: Option<RunView>,
+    /// Triggers held in a `queue` backlog.
+    pub backlog: usize,
+    /// Whether a debounce window holds an event.
+    pub debounce_held: bool,
+    pub stats: RuleStats,
+}
+
+/// A live run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunView {
+    pub run: Arc<str>,
+    pub step: u32,
+    pub pass: u32,
+    pub phase: RunPhase,
+}
+
+/// What a live run is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunPhase {
+    /// Waiting for `step`'s `after`, due at `due_ms` (Unix ms).
+    Waiting { due_ms: i64, durable: bool },
+    /// Waiting between repeat passes, due at `due_ms`.
+    Gap { due_ms: i64 },
+    /// `step`'s action is queued in the pool or running.
+    Acting,
+}
+
+/// One waiting step, as `v1.pending` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingStep {
+    pub run: Arc<str>,
+    pub rule: Arc<str>,
+    pub step: u32,
+    pub pass: u32,
+    /// Unix ms.
+    pub due_ms: i64,
+    pub durable: bool,
+}
+
+impl Engine {
+    /// Every rule, in bundle order.
+    pub fn rule_views(&self, now: Now) -> Vec<RuleView> {
+        let deadlines = self.run_deadlines();
+        (0..self.rules.len())
+            .filter_map(|rule| self.view(rule, now, &deadlines))
+            .collect()
+    }
+
+    /// One rule by name.
+    pub fn rule_view(&self, name: &str, now: Now) -> Option<RuleView> {
+        let rule = self.rule_index(name)?;
+        self.view(rule, now, &self.run_deadlines())
+    }
+
+    /// Every step waiting for its `after`, earliest due first (ties by run id).
+    pub fn waiting_steps(&self, now: Now) -> Vec<WaitingStep> {
+        let mut waiting: Vec<WaitingStep> = self
+            .rule_views(now)
+            .into_iter()
+            .filter_map(|view| {
+                let run = view.run?;
+                let RunPhase::Waiting { due_ms, durable } = run.phase else {
+                    return None;
+                };
+                Some(WaitingStep {
+                    run: run.run,
+                    rule: view.name,
+                    step: run.step,
+                    pass: run.pass,
+                    due_ms,
+                    durable,
+                })
+            })
+            .collect();
+        waiting.sort_by(|a, b| a.due_ms.cmp(&b.due_ms).then_with(|| a.run.cmp(&b.run)));
+        waiting
+    }
+
+    /// The deadline of every live run timer, by token: one pass over the
+    /// deadline queue, however many runs wait.
+    fn run_deadlines(&self) -> HashMap<u64, Time> {
+        self.timers
+            .entries()
+            .filter(|entry| entry.kind == TimerKind::Run)
+            .map(|entry| (entry.token, entry.deadline))
+            .collect()
+    }
+
+    fn view(&self, rule: usize, now: Now, deadlines: &HashMap<u64, Time>) -> Option<RuleView> {
+        let state = self.rules.get(rule)?;
+        let spec = self.payload.rules.get(rule)?;
+        let due = |token: u64| {
+            let left = deadlines
+                .get(&token)
+                .map_or(0, |deadline| deadline.since(now.time));
+            now.wall_ms
+                .saturating_add(i64::try_from(left / 1_000_000).unwrap_or(i64::MAX))
+        };
+        let run = state.run.as_ref().map(|run| RunView {
+            run: Arc::clone(&run.id),
+            step: run.step,
+            pass: run.pass,
+            phase: match run.phase {
+                Phase::Waiting { token } => RunPhase::Waiting {
+                    due_ms: due(token),
+                    durable: spec
+                        .steps
+                        .get(run.step as usize)
+                        .is_some_and(|step| step.durable),
+                },
+                Phase::Gap { token } => RunPhase::Gap { due_ms: due(token) },
+                Phase::Acting { .. } | Phase::Deciding => RunPhase::Acting,
+            },
+        });
+        Some(RuleView {
+            name: Arc::clone(&state.name),
+            source: spec.source.clone(),
+            enabled: state.enabled,
+            bundle_enabled: spec.enabled,
+            run,
+            backlog: state.backlog.len(),
+            debounce_held: state.debounce.is_some(),
+            stats: self.rule_stats(rule).unwrap_or_default(),
+        })
+    }
+}

@@ -1,0 +1,269 @@
+//! `ruled ctl` (docs/operating.md#ruled-ctl): the control protocol's
+//! client on the vehicle. It subscribes to its reply channel, queues one
+//! request with the push script, and waits for the reply until the
+//! request's deadline. No reply by then means no `ruled` serves the
+//! namespace: that is how an operator tells a dead `ruled` from an idle one.
+
+use super::render;
+use super::wire::{self, ControlKeys, Reply, Request};
+use crate::connection::{describe, CONNECT_TIMEOUT};
+use crate::pubsub::{Delivery, PubSub};
+use crate::tls::Tls;
+use serde_json::{json, Value};
+use std::io::Read;
+use std::time::Duration;
+
+/// How a `ruled ctl` call ended, and its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// `ruled` answered with an error (exit 1).
+    #[error("{0}")]
+    Refused(String),
+    /// Nothing answered in time, or the queue is full (exit 3).
+    #[error("{0}")]
+    NoAnswer(String),
+    /// Redis could not be reached or misbehaved (exit 4).
+    #[error("{0}")]
+    Redis(String),
+    /// The request could not be made (exit 2).
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl CallError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Refused(_) => 1,
+            Self::Usage(_) => 2,
+            Self::NoAnswer(_) => 3,
+            Self::Redis(_) => 4,
+        }
+    }
+}
+
+/// Where and how long to ask.
+#[derive(Debug)]
+pub struct Target {
+    pub client: redis::Client,
+    pub tls: Tls,
+    /// The URL as logs may show it (password redacted).
+    pub url: String,
+    pub keys: ControlKeys,
+    /// How far ahead the request's deadline is (at most
+    /// [`wire::MAX_AHEAD_MS`]).
+    pub timeout: Duration,
+}
+
+/// How much longer than the deadline the client waits, for a reply sent
+/// just before it to arrive.
+const ARRIVAL_GRACE: Duration = Duration::from_millis(500);
+
+/// Sends `method` with `payload` and waits for the one reply.
+pub async fn call(target: &Target, method: &str, payload: Value) -> Result<Value, CallError> {
+    let id = request_id().map_err(|e| CallError::Usage(format!("no random request id: {e}")))?;
+    let reply_channel = target.keys.reply_channel(&id);
+    let unreachable =
+        |e: String| CallError::Redis(format!("cannot reach redis at {}: {e}", target.url));
+    let info = target.client.get_connection_info();
+    let mut replies = PubSub::open(info, &target.tls, &[reply_channel.as_str()], &[])
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    replies.set_limit(wire::MAX_REPLY_BYTES);
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(target.timeout + CONNECT_TIMEOUT));
+    let mut con = target
+        .client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| unreachable(describe(&e)))?;
+    let now = super::server_time_ms(&mut con).await.map_err(unreachable)?;
+    let timeout_ms = i64::try_from(target.timeout.as_millis()).unwrap_or(wire::MAX_AHEAD_MS);
+    let request = Request {
+        id,
+        method: method.to_string(),
+        reply_channel,
+        deadline: now.saturating_add(timeout_ms),
+        payload,
+    };
+    let text = serde_json::to_string(&request).map_err(|e| CallError::Usage(e.to_string()))?;
+    if text.len() > wire::MAX_REQUEST_BYTES {
+        return Err(CallError::Usage(format!(
+            "the request is {} bytes; ruled reads at most {} KiB",
+            text.len(),
+            wire::MAX_REQUEST_BYTES / 1024
+        )));
+    }
+    push(&mut con, &target.keys, &text).await?;
+    match tokio::time::timeout(target.timeout + ARRIVAL_GRACE, replies.next()).await {
+        Ok(Ok(Delivery::Message(message))) => read_reply(message.get_payload_bytes()),
+        Ok(Ok(Delivery::Oversized { bytes, .. })) => Err(CallError::Redis(format!(
+            "the reply was {bytes} bytes, over the {} KiB a reply may be",
+            wire::MAX_REPLY_BYTES / 1024
+        ))),
+        Ok(Err(e)) => Err(unreachable(e.to_string())),
+        Err(_) => {
+            // Taken back, so requests nobody serves do not fill the queue.
+            let _: redis::RedisResult<i64> = redis::cmd("LREM")
+                .arg(&target.keys.rpc)
+                .arg(1)
+                .arg(&text)
+                .query_async(&mut con)
+                .await;
+            Err(CallError::NoAnswer(format!(
+                "no answer from ruled within {}ms (namespace `{}`, redis {}): ruled is not \
+                 running, not connected to this redis, or serves another namespace",
+                target.timeout.as_millis(),
+                target.keys.namespace,
+                target.url
+            )))
+        }
+    }
+}
+
+/// Queues the request with the push script; refused when the queue is full.
+async fn push(
+    con: &mut redis::aio::MultiplexedConnection,
+    keys: &ControlKeys,
+    text: &str,
+) -> Result<(), CallError> {
+    let pushed: i64 = redis::cmd("EVAL")
+        .arg(wire::PUSH_SCRIPT)
+        .arg(1)
+        .arg(&keys.rpc)
+        .arg(text)
+        .arg(wire::MAX_WAITING)
+        .arg(wire::LIST_EXPIRY_SECS)
+        .query_async(con)
+        .await
+        .map_err(|e| CallError::Redis(format!("cannot queue the request: {}", describe(&e))))?;
+    if pushed == 0 {
+        return Err(CallError::NoAnswer(format!(
+            "the control queue `{}` is full ({} requests waiting): ruled is not taking \
+             requests (stopped, or stuck); nothing was sent",
+            keys.rpc,
+            wire::MAX_WAITING
+        )));
+    }
+    Ok(())
+}
+
+fn read_reply(bytes: &[u8]) -> Result<Value, CallError> {
+    let reply: Reply = serde_json::from_slice(bytes)
+        .map_err(|e| CallError::Redis(format!("the reply is not a control reply: {e}")))?;
+    if reply.ok {
+        Ok(reply.payload)
+    } else {
+        Err(CallError::Refused(reply.error))
+    }
+}
+
+/// 32 lowercase hex characters from the system's random source.
+fn request_id() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// How `ruled ctl` prints a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// For people.
+    Text,
+    /// The reply's payload, as JSON on one line.
+    Json,
+}
+
+/// The method and payload of a `ruled ctl` command line.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum CtlMethod {
+    /// v1.status: version, bundle, uptime, workers, queue, counters.
+    Status,
+    /// v1.list: every rule, whether it is on, its runs, last fire, errors.
+    List {
+        /// The first rule shown (0-based, bundle order).
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// How many rules (at most 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// v1.show: one rule's definition and its live run.
+    Show {
+        /// The rule's name.
+        rule: String,
+    },
+    /// v1.test: what RULE would do with an event now; nothing runs.
+    Test {
+        /// The rule's name.
+        rule: String,
+        /// The event as JSON, e.g. '{"topic":"alarm.triggered","data":{"level":2}}'.
+        event: String,
+    },
+    /// v1.pending: every step waiting for its `after`, earliest first.
+    Pending {
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// v1.set-enabled: turn a rule on or off (kept across restarts).
+    SetEnabled {
+        /// The rule's name.
+        rule: String,
+        /// `on` or `off`.
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
+    /// v1.add: answers how rules are deployed instead.
+    Add,
+    /// Any method with a JSON payload, e.g. `call v1.list '{"limit":5}'`.
+    Call {
+        /// The method, e.g. v1.status.
+        method: String,
+        /// The payload as JSON.
+        #[arg(default_value = "{}")]
+        payload: String,
+    },
+}
+
+impl CtlMethod {
+    /// The wire method and payload.
+    pub fn request(&self) -> Result<(String, Value), CallError> {
+        let parse = |what: &str, text: &str| {
+            serde_json::from_str::<Value>(text)
+                .map_err(|e| CallError::Usage(format!("{what} is not JSON: {e}")))
+        };
+        Ok(match self {
+            Self::Status => ("v1.status".into(), json!({})),
+            Self::List { offset, limit } => {
+                ("v1.list".into(), json!({"offset": offset, "limit": limit}))
+            }
+            Self::Show { rule } => ("v1.show".into(), json!({"name": rule})),
+            Self::Test { rule, event } => (
+                "v1.test".into(),
+                json!({"name": rule, "event": parse("the event", event)?}),
+            ),
+            Self::Pending { offset, limit } => (
+                "v1.pending".into(),
+                json!({"offset": offset, "limit": limit}),
+            ),
+            Self::SetEnabled { rule, state } => (
+                "v1.set-enabled".into(),
+                json!({"name": rule, "enabled": state == "on"}),
+            ),
+            Self::Add => ("v1.add".into(), json!({})),
+            Self::Call { method, payload } => (method.clone(), parse("the payload", payload)?),
+        })
+    }
+}
+
+/// Runs one `ruled ctl` command; the text to print on success.
+pub async fn run(target: &Target, method: &CtlMethod, format: Format) -> Result<String, CallError> {
+    let (name, payload) = method.request()?;
+    let reply = call(target, &name, payload).await?;
+    Ok(match format {
+        Format::Json => reply.to_string(),
+        Format::Text => render::text(&name, &reply),
+    })
+}

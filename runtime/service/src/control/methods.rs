@@ -1,0 +1,461 @@
+//! The control methods (docs/operating.md#methods): one table, one entry
+//! per method, each a function of the driver's state and the request's
+//! payload. Adding a method is adding an entry. Every method answers at
+//! once from what the engine holds; only `v1.set-enabled` changes anything.
+
+use super::overrides::{self, Overrides};
+use super::wire::{Reply, Request};
+use super::Answer;
+use rulecore::dump::{rule_json, rule_text};
+use rulecore::event::Event;
+use rulecore::topic::TopicPattern;
+use ruled_engine::{
+    Counters, DryRun, Engine, Now, RuleView, RunPhase, Verdict, WaitingStep, WhenResult,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// What `v1.status` reports beside the engine's counters.
+#[derive(Debug, Clone)]
+pub struct ServiceFacts {
+    pub bundle_id: String,
+    pub namespace: String,
+    pub uptime_ms: u64,
+    pub workers_busy: usize,
+    pub workers: usize,
+    pub queue_depth: usize,
+    pub queue_capacity: usize,
+    /// Events the intake dropped at its bound.
+    pub overflow: u64,
+}
+
+/// What a method may read and change.
+#[derive(Debug)]
+pub struct Context<'a> {
+    pub engine: &'a mut Engine,
+    pub now: Now,
+    pub facts: ServiceFacts,
+    pub overrides: &'a mut Overrides,
+    /// What the subscription was opened with.
+    pub subscribed: &'a [TopicPattern],
+}
+
+/// A method's result: the reply payload, and an override to keep.
+struct Done {
+    payload: Value,
+    keep: Option<(String, bool)>,
+}
+
+impl From<Value> for Done {
+    fn from(payload: Value) -> Self {
+        Self {
+            payload,
+            keep: None,
+        }
+    }
+}
+
+type Handler = fn(&mut Context<'_>, &Value) -> Result<Done, String>;
+
+/// One method of the table.
+#[derive(Debug)]
+pub struct Method {
+    pub name: &'static str,
+    handle: Handler,
+}
+
+/// Every method this `ruled` answers.
+pub const METHODS: &[Method] = &[
+    Method {
+        name: "v1.status",
+        handle: status,
+    },
+    Method {
+        name: "v1.list",
+        handle: list,
+    },
+    Method {
+        name: "v1.show",
+        handle: show,
+    },
+    Method {
+        name: "v1.test",
+        handle: test,
+    },
+    Method {
+        name: "v1.pending",
+        handle: pending,
+    },
+    Method {
+        name: "v1.set-enabled",
+        handle: set_enabled,
+    },
+    Method {
+        name: "v1.add",
+        handle: add,
+    },
+];
+
+/// Answers one request.
+pub fn answer(ctx: &mut Context<'_>, request: &Request) -> Answer {
+    let Some(method) = METHODS.iter().find(|m| m.name == request.method) else {
+        let names: Vec<&str> = METHODS.iter().map(|m| m.name).collect();
+        return Answer {
+            reply: Reply::error(format!(
+                "unknown method `{}`; this ruled answers {}",
+                request.method.chars().take(100).collect::<String>(),
+                names.join(", ")
+            )),
+            keep: None,
+        };
+    };
+    match (method.handle)(ctx, &request.payload) {
+        Ok(done) => Answer {
+            reply: Reply::ok(done.payload),
+            keep: done.keep,
+        },
+        Err(error) => Answer {
+            reply: Reply::error(format!("{}: {error}", method.name)),
+            keep: None,
+        },
+    }
+}
+
+/// The payload as `T`; `null` reads as `{}`.
+fn args<T: for<'de> Deserialize<'de>>(payload: &Value) -> Result<T, String> {
+    let payload = if payload.is_null() {
+        &json!({})
+    } else {
+        payload
+    };
+    T::deserialize(payload).map_err(|e| format!("bad payload: {e}"))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Page {
+    #[serde(default)]
+    offset: usize,
+    #[serde(default = "default_limit")]
+    limit: usize,
+}
+
+/// Rules or steps per page unless asked otherwise, and at most.
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 1000;
+
+fn default_limit() -> usize {
+    DEFAULT_LIMIT
+}
+
+impl Page {
+    fn checked(self) -> Result<Self, String> {
+        if self.limit == 0 || self.limit > MAX_LIMIT {
+            return Err(format!(
+                "`limit` must be 1 to {MAX_LIMIT}, not {}",
+                self.limit
+            ));
+        }
+        Ok(self)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Named {
+    name: String,
+}
+
+fn status(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
+    args::<Empty>(payload)?;
+    let facts = &ctx.facts;
+    let payload = ctx.engine.payload();
+    Ok(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "bundle": facts.bundle_id,
+        "compiler": payload.compiler_version,
+        "namespace": facts.namespace,
+        "pid": std::process::id(),
+        "uptime-ms": facts.uptime_ms,
+        "workers": {"busy": facts.workers_busy, "total": facts.workers},
+        "queue": {"depth": facts.queue_depth, "capacity": facts.queue_capacity},
+        "rules": {"total": payload.rules.len()},
+        "counters": counters_json(&ctx.engine.counters(), facts.overflow),
+    })
+    .into())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+fn counters_json(counters: &Counters, overflow: u64) -> Value {
+    json!({
+        "rules": counters.rules,
+        "dispatched": counters.dispatched,
+        "dropped": counters.dropped,
+        "refused": counters.refused,
+        "failed": counters.failed,
+        "pending": counters.pending,
+        "runs-active": counters.runs_active,
+        "overflow": overflow,
+    })
+}
+
+fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
+    let page = args::<Page>(payload)?.checked()?;
+    let views = ctx.engine.rule_views(ctx.now);
+    let total = views.len();
+    let rules: Vec<Value> = views
+        .iter()
+        .skip(page.offset)
+        .take(page.limit)
+        .map(|view| rule_line(view, ctx.overrides.get(&view.name)))
+        .collect();
+    let unknown: Vec<Value> = ctx
+        .overrides
+        .iter()
+        .filter(|(rule, _)| ctx.engine.rule_index(rule).is_none())
+        .map(|(rule, on)| json!({"name": rule, "override": overrides::word(on)}))
+        .collect();
+    Ok(json!({
+        "total": total,
+        "offset": page.offset,
+        "limit": page.limit,
+        "rules": rules,
+        "overrides-without-rule": unknown,
+    })
+    .into())
+}
+
+/// One rule's line in `v1.list` (and the state part of `v1.show`).
+fn rule_line(view: &RuleView, override_of: Option<bool>) -> Value {
+    let waiting = view
+        .run
+        .as_ref()
+        .is_some_and(|run| matches!(run.phase, RunPhase::Waiting { .. }));
+    json!({
+        "name": &*view.name,
+        "source": view.source,
+        "enabled": view.enabled,
+        "bundle-enabled": view.bundle_enabled,
+        "override": override_of.map(overrides::word),
+        "live-runs": u8::from(view.run.is_some()),
+        "waiting-steps": u8::from(waiting),
+        "last-fire": view.stats.last_fire_ms,
+        "runs": view.stats.runs_started,
+        "errors": view.stats.errors,
+    })
+}
+
+fn show(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
+    let Named { name } = args(payload)?;
+    let view = ctx
+        .engine
+        .rule_view(&name, ctx.now)
+        .ok_or_else(|| no_rule(ctx.engine, &name))?;
+    let payload = ctx.engine.payload();
+    let index = ctx.engine.rule_index(&name).unwrap_or_default();
+    let rule = &payload.rules[index];
+    let run = view.run.as_ref().map(|run| {
+        let mut line = json!({"id": &*run.run, "step": run.step, "pass": run.pass});
+        phase_json(&mut line, run.phase);
+        line
+    });
+    Ok(json!({
+        // As `rulec dump` shows it, in both of its forms.
+        "rule": rule_json(rule, payload),
+        "text": rule_text(rule, payload),
+        "state": rule_line(&view, ctx.overrides.get(&name)),
+        "run": run,
+        "backlog": view.backlog,
+        "debounce-held": view.debounce_held,
+    })
+    .into())
+}
+
+fn phase_json(line: &mut Value, phase: RunPhase) {
+    let (state, due, durable) = match phase {
+        RunPhase::Waiting { due_ms, durable } => ("waiting", Some(due_ms), Some(durable)),
+        RunPhase::Gap { due_ms } => ("repeat-gap", Some(due_ms), None),
+        RunPhase::Acting => ("acting", None, None),
+    };
+    line["state"] = json!(state);
+    line["due"] = json!(due);
+    if let Some(durable) = durable {
+        line["durable"] = json!(durable);
+    }
+}
+
+fn no_rule(engine: &Engine, name: &str) -> String {
+    let names: Vec<&str> = engine
+        .payload()
+        .rules
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    match rulecore::suggest::did_you_mean(name, &names) {
+        Some(near) => format!("the bundle has no rule `{name}`; did you mean `{near}`?"),
+        None => format!("the bundle has no rule `{name}`"),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TestArgs {
+    name: String,
+    event: Value,
+}
+
+fn test(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
+    let TestArgs { name, event } = args(payload)?;
+    let bytes = serde_json::to_vec(&event).map_err(|e| format!("event: {e}"))?;
+    let event = Event::decode(&bytes).map_err(|e| format!("`event` is not an event: {e}"))?;
+    let dry = ctx
+        .engine
+        .dry_run(&name, &event, ctx.now)
+        .ok_or_else(|| no_rule(ctx.engine, &name))?;
+    Ok(dry_run_json(&dry).into())
+}
+
+fn when_json(when: Option<&WhenResult>) -> Value {
+    match when {
+        None => Value::Null,
+        Some(WhenResult::True) => json!(true),
+        Some(WhenResult::False) => json!(false),
+        Some(WhenResult::Error(error)) => json!({"error": error}),
+    }
+}
+
+fn dry_run_json(dry: &DryRun) -> Value {
+    let steps: Vec<Value> = dry
+        .steps
+        .iter()
+        .map(|step| {
+            json!({
+                "index": step.index,
+                "after-ms": step.after_ms,
+                "durable": step.durable,
+                "when": when_json(step.when.as_ref()),
+            })
+        })
+        .collect();
+    json!({
+        "rule": &*dry.rule,
+        "enabled": dry.enabled,
+        "matched": dry.matched,
+        "cancels": dry.cancels,
+        "when": when_json(dry.when.as_ref()),
+        "steps": steps,
+        "verdict": verdict_json(&dry.verdict),
+    })
+}
+
+fn verdict_json(verdict: &Verdict) -> Value {
+    match verdict {
+        Verdict::Disabled => json!({"kind": "disabled"}),
+        Verdict::NotMatched => json!({"kind": "not-matched"}),
+        Verdict::WhenFalse => json!({"kind": "when-false"}),
+        Verdict::WhenError => json!({"kind": "when-error"}),
+        Verdict::Hold { for_ms } => json!({"kind": "hold", "for-ms": for_ms}),
+        Verdict::Debounce { window_ms } => json!({"kind": "debounce", "window-ms": window_ms}),
+        Verdict::Cooldown { left_ms } => json!({"kind": "cooldown", "left-ms": left_ms}),
+        Verdict::Start => json!({"kind": "start"}),
+        Verdict::Restart { run } => json!({"kind": "restart", "run": &**run}),
+        Verdict::Drop { run } => json!({"kind": "drop", "run": &**run}),
+        Verdict::Queue { position } => json!({"kind": "queue", "position": position}),
+        Verdict::Refused { backlog } => json!({"kind": "refused", "backlog": backlog}),
+    }
+}
+
+fn pending(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
+    let page = args::<Page>(payload)?.checked()?;
+    let waiting = ctx.engine.waiting_steps(ctx.now);
+    let steps: Vec<Value> = waiting
+        .iter()
+        .skip(page.offset)
+        .take(page.limit)
+        .map(|step: &WaitingStep| {
+            json!({
+                "run": &*step.run, "rule": &*step.rule, "step": step.step,
+                "pass": step.pass, "due": step.due_ms, "durable": step.durable,
+            })
+        })
+        .collect();
+    Ok(json!({
+        "total": waiting.len(),
+        "offset": page.offset,
+        "limit": page.limit,
+        "steps": steps,
+    })
+    .into())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetEnabled {
+    name: String,
+    enabled: bool,
+}
+
+fn set_enabled(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
+    let SetEnabled { name, enabled } = args(payload)?;
+    let changed = match ctx.engine.set_enabled(&name, enabled) {
+        Ok(change) => change == ruled_engine::EnableChange::Changed,
+        Err(_) => return Err(no_rule(ctx.engine, &name)),
+    };
+    ctx.overrides.set(&name, enabled);
+    let index = ctx.engine.rule_index(&name).unwrap_or_default();
+    let live_run = ctx
+        .engine
+        .rule_view(&name, ctx.now)
+        .and_then(|view| view.run)
+        .map(|run| run.run.to_string());
+    // Topics the subscription was not opened with: a rule off at start.
+    let missing: Vec<String> = ctx.engine.payload().rules[index]
+        .on
+        .iter()
+        .chain(&ctx.engine.payload().rules[index].cancel_on)
+        .filter(|pattern| enabled && !subscribed(pattern, ctx.subscribed))
+        .map(ToString::to_string)
+        .collect();
+    tracing::info!(rule = %name, state = overrides::word(enabled), changed, "override set");
+    if !missing.is_empty() {
+        tracing::warn!(
+            rule = %name,
+            "rule turned on, but its topics {} were not subscribed at start: it matches \
+             them from the next start",
+            missing.join(", ")
+        );
+    }
+    Ok(Done {
+        payload: json!({
+            "name": name,
+            "enabled": enabled,
+            "changed": changed,
+            "live-run": live_run,
+            "unsubscribed": missing,
+        }),
+        keep: Some((name, enabled)),
+    })
+}
+
+/// Whether the subscription opened for `subscribed` delivers `pattern`'s
+/// topics (docs/service.md#subscriptions: a glob covers what it matches).
+fn subscribed(pattern: &TopicPattern, subscribed: &[TopicPattern]) -> bool {
+    subscribed.iter().any(|have| match (have, pattern) {
+        (TopicPattern::Any, _) => true,
+        (TopicPattern::Prefix(prefix), TopicPattern::Prefix(text) | TopicPattern::Exact(text)) => {
+            text.starts_with(prefix.as_str())
+        }
+        _ => have == pattern,
+    })
+}
+
+fn add(_: &mut Context<'_>, _: &Value) -> Result<Done, String> {
+    Err(
+        "rules are not added to a running ruled: write them as rule files, compile them \
+         with `rulec build`, and deploy the bundle (replace the file `ruled --bundle` names)"
+            .to_string(),
+    )
+}

@@ -1,0 +1,263 @@
+//! `ruled ctl`'s text output (docs/operating.md#ruled-ctl): each method's
+//! reply laid out for people. `--format json` prints the reply as it came.
+//! A method without a layout here is printed as indented JSON.
+
+use serde_json::Value;
+use std::fmt::Write;
+
+/// The reply of `method` as text.
+pub fn text(method: &str, reply: &Value) -> String {
+    let mut out = String::new();
+    let _ = match method {
+        "v1.status" => status(&mut out, reply),
+        "v1.list" => list(&mut out, reply),
+        "v1.show" => show(&mut out, reply),
+        "v1.test" => test(&mut out, reply),
+        "v1.pending" => pending(&mut out, reply),
+        "v1.set-enabled" => set_enabled(&mut out, reply),
+        _ => writeln!(out, "{}", pretty(reply)),
+    };
+    out
+}
+
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// A value as a person reads it: strings without quotes, null as `-`.
+fn plain(value: &Value) -> String {
+    match value {
+        Value::Null => "-".to_string(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A Unix-ms instant as a person reads it: the number, and how far from
+/// now on this machine's clock (`ruled ctl` runs beside `ruled`).
+fn instant(value: &Value) -> String {
+    let Some(ms) = value.as_i64() else {
+        return plain(value);
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        });
+    let delta = ms.saturating_sub(now);
+    let seconds = format!("{:.1}s", delta.unsigned_abs() as f64 / 1000.0);
+    if delta >= 0 {
+        format!("{ms} (in {seconds})")
+    } else {
+        format!("{ms} ({seconds} ago)")
+    }
+}
+
+fn status(out: &mut String, reply: &Value) -> std::fmt::Result {
+    writeln!(
+        out,
+        "ruled {}  pid {}",
+        plain(&reply["version"]),
+        plain(&reply["pid"])
+    )?;
+    writeln!(out, "bundle     {}", plain(&reply["bundle"]))?;
+    writeln!(out, "namespace  {}", plain(&reply["namespace"]))?;
+    let uptime = reply["uptime-ms"].as_u64().unwrap_or(0) / 1000;
+    writeln!(out, "uptime     {}s", uptime)?;
+    writeln!(
+        out,
+        "workers    {} busy of {}",
+        plain(&reply["workers"]["busy"]),
+        plain(&reply["workers"]["total"])
+    )?;
+    writeln!(
+        out,
+        "queue      {} of {}",
+        plain(&reply["queue"]["depth"]),
+        plain(&reply["queue"]["capacity"])
+    )?;
+    writeln!(
+        out,
+        "rules      {} in the bundle",
+        plain(&reply["rules"]["total"])
+    )?;
+    if let Some(counters) = reply["counters"].as_object() {
+        for (name, value) in counters {
+            writeln!(out, "  {name:<12} {}", plain(value))?;
+        }
+    }
+    Ok(())
+}
+
+fn list(out: &mut String, reply: &Value) -> std::fmt::Result {
+    writeln!(
+        out,
+        "{:<28} {:<4} {:<9} {:>4} {:>4} {:>6} {:>6}  LAST FIRE (unix ms)",
+        "RULE", "ON", "OVERRIDE", "LIVE", "WAIT", "RUNS", "ERRORS"
+    )?;
+    for rule in reply["rules"].as_array().into_iter().flatten() {
+        let on = if rule["enabled"] == Value::Bool(true) {
+            "on"
+        } else {
+            "off"
+        };
+        writeln!(
+            out,
+            "{:<28} {:<4} {:<9} {:>4} {:>4} {:>6} {:>6}  {}",
+            plain(&rule["name"]),
+            on,
+            plain(&rule["override"]),
+            plain(&rule["live-runs"]),
+            plain(&rule["waiting-steps"]),
+            plain(&rule["runs"]),
+            plain(&rule["errors"]),
+            instant(&rule["last-fire"]),
+        )?;
+    }
+    let shown = reply["rules"].as_array().map_or(0, Vec::len);
+    let offset = reply["offset"].as_u64().unwrap_or(0);
+    writeln!(
+        out,
+        "{shown} of {} rules shown from {offset}",
+        plain(&reply["total"])
+    )?;
+    for orphan in reply["overrides-without-rule"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        writeln!(
+            out,
+            "override `{}` = {} names no rule of this bundle (kept)",
+            plain(&orphan["name"]),
+            plain(&orphan["override"])
+        )?;
+    }
+    Ok(())
+}
+
+fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
+    let state = &reply["state"];
+    write!(out, "{}", plain(&reply["text"]))?;
+    let on = if state["enabled"] == Value::Bool(true) {
+        "on"
+    } else {
+        "off"
+    };
+    writeln!(out, "now {on} (override: {})", plain(&state["override"]))?;
+    match &reply["run"] {
+        Value::Null => writeln!(out, "no live run")?,
+        run => writeln!(
+            out,
+            "live run {}  step {}  pass {}  {}  due {}",
+            plain(&run["id"]),
+            plain(&run["step"]),
+            plain(&run["pass"]),
+            plain(&run["state"]),
+            instant(&run["due"])
+        )?,
+    }
+    writeln!(
+        out,
+        "runs {}  errors {}  last fire {}",
+        plain(&state["runs"]),
+        plain(&state["errors"]),
+        instant(&state["last-fire"])
+    )
+}
+
+fn when_text(when: &Value) -> String {
+    match when {
+        Value::Null => "(none)".to_string(),
+        Value::Object(error) => {
+            format!("error: {}", error.get("error").map_or(String::new(), plain))
+        }
+        other => plain(other),
+    }
+}
+
+fn test(out: &mut String, reply: &Value) -> std::fmt::Result {
+    writeln!(
+        out,
+        "rule {} (dry run: nothing ran, nothing was written)",
+        plain(&reply["rule"])
+    )?;
+    writeln!(out, "  enabled  {}", plain(&reply["enabled"]))?;
+    writeln!(out, "  matched  {}", plain(&reply["matched"]))?;
+    if reply["cancels"] == Value::Bool(true) {
+        writeln!(out, "  cancels  its live run and backlog first (cancel-on)")?;
+    }
+    writeln!(out, "  when     {}", when_text(&reply["when"]))?;
+    for step in reply["steps"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "  step {}   when {}",
+            plain(&step["index"]),
+            when_text(&step["when"])
+        )?;
+    }
+    let verdict = &reply["verdict"];
+    let detail: Vec<String> = verdict
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| *key != "kind")
+        .map(|(key, value)| format!("{key} {}", plain(value)))
+        .collect();
+    writeln!(
+        out,
+        "  would    {} {}",
+        plain(&verdict["kind"]),
+        detail.join(" ")
+    )
+}
+
+fn pending(out: &mut String, reply: &Value) -> std::fmt::Result {
+    writeln!(
+        out,
+        "{:<40} {:<24} {:>4} {:>4} {:<30} DURABLE",
+        "RUN", "RULE", "STEP", "PASS", "DUE (unix ms)"
+    )?;
+    for step in reply["steps"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "{:<40} {:<24} {:>4} {:>4} {:<30} {}",
+            plain(&step["run"]),
+            plain(&step["rule"]),
+            plain(&step["step"]),
+            plain(&step["pass"]),
+            instant(&step["due"]),
+            plain(&step["durable"]),
+        )?;
+    }
+    writeln!(out, "{} waiting", plain(&reply["total"]))
+}
+
+fn set_enabled(out: &mut String, reply: &Value) -> std::fmt::Result {
+    let on = if reply["enabled"] == Value::Bool(true) {
+        "on"
+    } else {
+        "off"
+    };
+    let changed = if reply["changed"] == Value::Bool(true) {
+        ""
+    } else {
+        " (already)"
+    };
+    writeln!(
+        out,
+        "rule {} is {on}{changed}; kept across restarts",
+        plain(&reply["name"])
+    )?;
+    if let Some(run) = reply["live-run"].as_str() {
+        writeln!(out, "its live run {run} finishes")?;
+    }
+    for topic in reply["unsubscribed"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "topic {} was not subscribed at start: matched from the next start",
+            plain(topic)
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,349 @@
+//! The control protocol end to end (docs/operating.md): a real
+//! `redis-server`, a real `ruled`, and every method asked through the
+//! `ruled ctl` binary; requests the server must ignore are pushed raw.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod support;
+
+use serde_json::{json, Value};
+use std::process::Command;
+use std::time::Duration;
+use support::bundles::{hazards, payload, redis_step, rule, single};
+use support::{poll, wait_for, RedisServer, Ruled, Setup};
+
+/// What one `ruled ctl` run printed, and how it exited.
+struct Ctl {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ctl {
+    fn json(&self) -> Value {
+        assert_eq!(self.code, 0, "ruled ctl failed: {}", self.stderr);
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
+    }
+}
+
+fn ctl(redis: &RedisServer, args: &[&str]) -> Ctl {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ruled"));
+    command
+        .arg("ctl")
+        .arg("--redis")
+        .arg(redis.url())
+        .args(args);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("RULED_") {
+            command.env_remove(key);
+        }
+    }
+    let out = command.output().expect("run ruled ctl");
+    Ctl {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `ruled ctl ARGS --format json` (the option after the method, as
+/// people type it).
+fn json_ctl(redis: &RedisServer, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--format", "json"]);
+    ctl(redis, &all).json()
+}
+
+fn publish(redis: &RedisServer, topic: &str) {
+    let json = json!({ "topic": topic }).to_string();
+    let _: i64 = redis.query(&["PUBLISH", &format!("ev:{topic}"), &json]);
+}
+
+/// The Redis server's clock, Unix ms.
+fn server_ms(redis: &RedisServer) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut redis.con()).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+#[test]
+fn every_method_answers_through_ruled_ctl() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(60_000)));
+    let _ruled = Ruled::ready(&redis, &bundle, &[]);
+    publish(&redis, "alarm.triggered");
+    wait_for("the first step", || {
+        redis.list("scooter:blinker") == ["both"]
+    });
+
+    let status = json_ctl(&redis, &["status"]);
+    assert_eq!(status["namespace"], "extensions");
+    assert_eq!(status["workers"]["total"], 2);
+    assert_eq!(status["queue"]["capacity"], 256);
+    assert_eq!(status["rules"]["total"], 1);
+    assert!(status["bundle"].as_str().is_some_and(|id| !id.is_empty()));
+    let text = ctl(&redis, &["status"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(text.stdout.contains("uptime"), "{}", text.stdout);
+
+    let listed = json_ctl(&redis, &["list"]);
+    assert_eq!(listed["total"], 1);
+    let line = &listed["rules"][0];
+    assert_eq!(line["name"], "hazards-on-alarm");
+    assert_eq!(line["enabled"], true);
+    assert_eq!(line["override"], Value::Null);
+    assert_eq!(line["live-runs"], 1);
+    assert_eq!(line["waiting-steps"], 1);
+    assert!(line["last-fire"].is_i64());
+    let paged = json_ctl(&redis, &["list", "--offset", "1"]);
+    assert_eq!(paged["rules"], json!([]));
+
+    let shown = json_ctl(&redis, &["show", "hazards-on-alarm"]);
+    assert_eq!(shown["rule"]["steps"][1]["after_ns"], 60_000_000_000u64);
+    assert!(
+        shown["text"]
+            .as_str()
+            .unwrap()
+            .contains("rule \"hazards-on-alarm\" (test.toml)"),
+        "{shown}"
+    );
+    assert_eq!(shown["run"]["state"], "waiting");
+    assert_eq!(shown["run"]["step"], 1);
+    assert_eq!(shown["run"]["durable"], true);
+
+    let pending = json_ctl(&redis, &["pending"]);
+    assert_eq!(pending["total"], 1);
+    let waiting = &pending["steps"][0];
+    assert_eq!(waiting["rule"], "hazards-on-alarm");
+    let run = waiting["run"].as_str().unwrap().to_string();
+    let due = waiting["due"].as_i64().unwrap();
+    assert!(due > server_ms(&redis) + 50_000, "due {due}");
+
+    let tested = json_ctl(
+        &redis,
+        &["test", "hazards-on-alarm", r#"{"topic":"alarm.triggered"}"#],
+    );
+    assert_eq!(tested["matched"], true);
+    assert_eq!(tested["verdict"], json!({"kind": "restart", "run": run}));
+    // A dry run: the live run, the record and the list are as they were.
+    let pending_after = json_ctl(&redis, &["pending"]);
+    assert_eq!(pending_after["steps"][0]["run"], run.as_str());
+    assert_eq!(redis.list("scooter:blinker"), ["both"]);
+    let other = json_ctl(&redis, &["test", "hazards-on-alarm", r#"{"topic":"x"}"#]);
+    assert_eq!(other["verdict"]["kind"], "not-matched");
+
+    let missing = ctl(&redis, &["show", "hazards-on-alarn"]);
+    assert_eq!(missing.code, 1);
+    assert!(
+        missing.stderr.contains("did you mean `hazards-on-alarm`"),
+        "{}",
+        missing.stderr
+    );
+    let add = ctl(&redis, &["add"]);
+    assert_eq!(add.code, 1);
+    assert!(add.stderr.contains("rulec build"), "{}", add.stderr);
+    let unknown = ctl(&redis, &["call", "v1.nope"]);
+    assert_eq!(unknown.code, 1);
+    assert!(
+        unknown.stderr.contains("unknown method `v1.nope`"),
+        "{}",
+        unknown.stderr
+    );
+    let bad = ctl(&redis, &["call", "v1.list", r#"{"limit":0}"#]);
+    assert_eq!(bad.code, 1);
+    assert!(bad.stderr.contains("`limit` must be"), "{}", bad.stderr);
+}
+
+#[test]
+fn overrides_are_applied_live_kept_and_read_at_start() {
+    let both = payload(
+        vec![
+            hazards(1_500),
+            rule(
+                "witness",
+                &["alarm.triggered"],
+                vec![redis_step("witness", "w", 0)],
+            ),
+        ],
+        Vec::new(),
+        Vec::new(),
+    );
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&both);
+    let mut ruled = Ruled::ready(&redis, &bundle, &[]);
+    publish(&redis, "alarm.triggered");
+    wait_for("the first step", || {
+        redis.list("scooter:blinker") == ["both"]
+    });
+    // Off while its run waits: the run finishes, new triggers do not start one.
+    let off = json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "off"]);
+    assert_eq!(off["changed"], true);
+    assert!(off["live-run"].is_string(), "{off}");
+    let stored: Option<String> = redis.query(&["HGET", "extensions:overrides", "hazards-on-alarm"]);
+    assert_eq!(stored.as_deref(), Some("disabled"));
+    wait_for("the live run's last step", || {
+        redis.list("scooter:blinker") == ["both", "off"]
+    });
+    publish(&redis, "alarm.triggered");
+    wait_for("the witness saw the second trigger", || {
+        redis.list("witness").len() == 2
+    });
+    assert_eq!(redis.list("scooter:blinker"), ["both", "off"]);
+
+    // Kept across a restart, and one for a rule the bundle lacks is reported.
+    let _: i64 = redis.query(&["HSET", "extensions:overrides", "ghost", "enabled"]);
+    assert!(ruled.stop());
+    let _ruled = Ruled::ready(&redis, &bundle, &[]);
+    let listed = json_ctl(&redis, &["list"]);
+    assert_eq!(listed["rules"][0]["enabled"], false);
+    assert_eq!(listed["rules"][0]["bundle-enabled"], true);
+    assert_eq!(listed["rules"][0]["override"], "disabled");
+    assert_eq!(
+        listed["overrides-without-rule"],
+        json!([{"name": "ghost", "override": "enabled"}])
+    );
+    publish(&redis, "alarm.triggered");
+    wait_for("the witness saw the third trigger", || {
+        redis.list("witness").len() == 3
+    });
+    assert_eq!(redis.list("scooter:blinker"), ["both", "off"]);
+
+    let on = json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "on"]);
+    assert_eq!(on["unsubscribed"], json!([]));
+    publish(&redis, "alarm.triggered");
+    wait_for("on again", || redis.list("scooter:blinker").len() == 3);
+    let unknown = ctl(&redis, &["set-enabled", "nope", "on"]);
+    assert_eq!(unknown.code, 1);
+    assert!(
+        unknown.stderr.contains("no rule `nope`"),
+        "{}",
+        unknown.stderr
+    );
+}
+
+/// A raw request for `id`, as another client might push it.
+fn raw_request(id: &str, deadline: i64) -> String {
+    json!({
+        "id": id, "method": "v1.status",
+        "reply_channel": format!("extensions:rpc:reply:{id}"),
+        "deadline": deadline, "payload": {}
+    })
+    .to_string()
+}
+
+#[test]
+fn requests_past_their_deadline_malformed_or_oversized_are_ignored() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(100)));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    let ids = ["a".repeat(32), "b".repeat(32), "c".repeat(32)];
+    let mut watcher = redis.con();
+    let mut replies = watcher.as_pubsub();
+    for id in &ids {
+        replies
+            .subscribe(format!("extensions:rpc:reply:{id}"))
+            .unwrap();
+    }
+    let now = server_ms(&redis);
+    let past = raw_request(&ids[0], now - 1_000);
+    let ahead = raw_request(&ids[1], now + 60_000);
+    let mut oversized = raw_request(&ids[2], now + 4_000);
+    oversized.insert_str(1, &format!("\"pad\": \"{}\", ", "x".repeat(70 * 1024)));
+    for request in [
+        past.as_str(),
+        ahead.as_str(),
+        "not json",
+        oversized.as_str(),
+    ] {
+        let _: i64 = redis.query(&["RPUSH", "extensions:rpc", request]);
+    }
+    // Served in order: once this one is answered, the others were seen.
+    let status = json_ctl(&redis, &["status"]);
+    assert_eq!(status["namespace"], "extensions");
+    for why in [
+        "past its deadline",
+        "ahead of the server's clock",
+        "not a request",
+        "over the 64 KiB limit",
+    ] {
+        ruled.wait_log(&["control request ignored", why]);
+    }
+    // Published before the status reply, so already here if at all.
+    replies
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let got = replies.get_message();
+    assert!(got.is_err(), "an ignored request was answered: {got:?}");
+    let left: i64 = redis.query(&["LLEN", "extensions:rpc"]);
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn a_full_queue_refuses_the_33rd_request() {
+    let redis = RedisServer::start();
+    let now = server_ms(&redis);
+    for n in 0..32 {
+        let request = raw_request(&format!("{n:032x}"), now + 5_000);
+        let _: i64 = redis.query(&["RPUSH", "extensions:rpc", &request]);
+    }
+    let refused = ctl(&redis, &["status"]);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("is full (32 requests waiting)"),
+        "{}",
+        refused.stderr
+    );
+    let waiting: i64 = redis.query(&["LLEN", "extensions:rpc"]);
+    assert_eq!(waiting, 32);
+    // Below the bound the push goes in, expires with the list, and a
+    // request nobody answered is taken back.
+    let _: String = redis.query(&["LPOP", "extensions:rpc"]);
+    let unanswered = ctl(&redis, &["--timeout", "300ms", "status"]);
+    assert_eq!(unanswered.code, 3, "{}", unanswered.stderr);
+    let waiting: i64 = redis.query(&["LLEN", "extensions:rpc"]);
+    assert_eq!(waiting, 31);
+    let ttl: i64 = redis.query(&["TTL", "extensions:rpc"]);
+    assert!((1..=30).contains(&ttl), "ttl {ttl}");
+}
+
+#[test]
+fn status_against_a_stopped_ruled_exits_non_zero_and_says_why() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(100)));
+    let mut ruled = Ruled::ready(&redis, &bundle, &[]);
+    let first = poll(|| {
+        let run = ctl(&redis, &["status"]);
+        (run.code == 0).then_some(run)
+    });
+    assert!(first.is_some(), "a running ruled answers");
+    assert!(ruled.stop());
+    let dead = ctl(&redis, &["--timeout", "1s", "status"]);
+    assert_eq!(dead.code, 3, "{}", dead.stderr);
+    assert!(
+        dead.stderr.contains("no answer from ruled within 1000ms"),
+        "{}",
+        dead.stderr
+    );
+    assert!(dead.stdout.is_empty());
+    let other = ctl(
+        &redis,
+        &["--timeout", "1s", "--namespace", "ruled", "status"],
+    );
+    assert_eq!(other.code, 3, "{}", other.stderr);
+    assert!(
+        other.stderr.contains("namespace `ruled`"),
+        "{}",
+        other.stderr
+    );
+}

@@ -1,0 +1,578 @@
+//! A bundle as stable, readable text or JSON (docs/bundle.md#rulec-dump-text):
+//! what `rulec dump` prints and CI snapshots, and what `ruled`'s `v1.show`
+//! answers for one rule (docs/operating.md#status-fields). The layout only
+//! changes on purpose: no addresses, no hash-map order, durations in Go
+//! syntax, constants shown inline in the disassembly.
+
+use crate::bundle::{
+    Action, Concurrency, Input, InputSource, Payload, Rule, StatePair, Step, FORMAT_VERSION,
+};
+use crate::bytecode::{Builtin, Const, EventField, Op, Program};
+use crate::codec::Bundle;
+use crate::duration::format_duration;
+use crate::vm::builtin_name;
+use serde_json::{json, Value as Json};
+use std::fmt::{self, Write};
+use std::io;
+
+fn duration(ns: u64) -> String {
+    format_duration(i64::try_from(ns).unwrap_or(i64::MAX))
+}
+
+fn optional_duration(ns: u64) -> String {
+    if ns == 0 {
+        "none".to_string()
+    } else {
+        duration(ns)
+    }
+}
+
+fn concurrency(c: Concurrency) -> &'static str {
+    match c {
+        Concurrency::Restart => "restart",
+        Concurrency::Drop => "drop",
+        Concurrency::Queue => "queue",
+    }
+}
+
+fn patterns(list: &[crate::TopicPattern]) -> String {
+    if list.is_empty() {
+        return "-".to_string();
+    }
+    list.iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One constant as it would be written in an expression.
+fn constant(c: Option<&Const>) -> String {
+    match c {
+        Some(Const::Str(s)) => format!("{s:?}"),
+        Some(Const::Int(i)) => i.to_string(),
+        Some(Const::Float(f)) => format!("{f:?}"),
+        Some(Const::Bool(b)) => b.to_string(),
+        Some(Const::Path(p)) => format!("data.{}", p.join(".")),
+        None => "<missing>".to_string(),
+    }
+}
+
+/// The disassembly of a program, one op a line: `index  op  operand`, with
+/// pool entries shown by value (the pool order is an implementation detail).
+pub fn disassemble(program: &Program, consts: &[Const], state_pairs: &[StatePair]) -> Vec<String> {
+    let width = program.ops.len().saturating_sub(1).to_string().len();
+    program
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(pc, op)| {
+            let text = match *op {
+                Op::Const(i) => format!("const {}", constant(consts.get(i as usize))),
+                Op::Field(field) => format!(
+                    "field {}",
+                    match field {
+                        EventField::Topic => "topic",
+                        EventField::Src => "src",
+                        EventField::From => "from",
+                        EventField::To => "to",
+                    }
+                ),
+                Op::Data(i) => format!("data {}", constant(consts.get(i as usize))),
+                Op::State(i) => match state_pairs.get(i as usize) {
+                    Some(pair) => format!("state {:?} {:?}", pair.hash, pair.field),
+                    None => format!("state <missing {i}>"),
+                },
+                Op::Not => "not".into(),
+                Op::Neg => "neg".into(),
+                Op::Add => "add".into(),
+                Op::Sub => "sub".into(),
+                Op::Mul => "mul".into(),
+                Op::Div => "div".into(),
+                Op::Mod => "mod".into(),
+                Op::Pow => "pow".into(),
+                Op::Eq => "eq".into(),
+                Op::Ne => "ne".into(),
+                Op::Lt => "lt".into(),
+                Op::Le => "le".into(),
+                Op::Gt => "gt".into(),
+                Op::Ge => "ge".into(),
+                Op::AndJump(t) => format!("and-jump {t}"),
+                Op::OrJump(t) => format!("or-jump {t}"),
+                Op::AssertBool => "assert-bool".into(),
+                Op::Call(b, n) => format!("call {} {n}", builtin_name(b)),
+            };
+            format!("{pc:>width$}  {text}")
+        })
+        .collect()
+}
+
+/// An expression part while decompiling: its text and the precedence of
+/// its outermost operator (evalexpr's numbers; 200 for an atom).
+type Part = (String, i32);
+
+const ATOM: i32 = 200;
+const UNARY: i32 = 110;
+
+/// evalexpr's precedence and spelling of a binary op.
+fn binary_op(op: Op) -> Option<(i32, &'static str)> {
+    Some(match op {
+        Op::Pow => (120, "^"),
+        Op::Mul => (100, "*"),
+        Op::Div => (100, "/"),
+        Op::Mod => (100, "%"),
+        Op::Add => (95, "+"),
+        Op::Sub => (95, "-"),
+        Op::Eq => (80, "=="),
+        Op::Ne => (80, "!="),
+        Op::Lt => (80, "<"),
+        Op::Le => (80, "<="),
+        Op::Gt => (80, ">"),
+        Op::Ge => (80, ">="),
+        _ => return None,
+    })
+}
+
+/// `part` as an operand of an operator of precedence `parent`;
+/// `right` for the right operand (evalexpr chains left to right).
+fn operand((text, prec): Part, parent: i32, right: bool) -> String {
+    if prec < parent || (right && prec == parent) {
+        format!("({text})")
+    } else {
+        text
+    }
+}
+
+/// Reconstructs a readable expression from a program: every constant and
+/// state pair inline, parentheses only where evalexpr's precedence needs
+/// them. It reads like the rule's `when`, normalised (spacing, grouping), so
+/// an author can check what was compiled. `None` for a program that does
+/// not have the shape the compiler produces.
+pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair]) -> Option<String> {
+    let mut stack: Vec<Part> = Vec::new();
+    // Open `&&` / `||`: (target, symbol, precedence, left operand, depth).
+    let mut open: Vec<(usize, &'static str, i32, Part, usize)> = Vec::new();
+    let close =
+        |stack: &mut Vec<Part>, open: &mut Vec<(usize, &'static str, i32, Part, usize)>, pc| {
+            while open.last().is_some_and(|o| o.0 == pc) {
+                let (_, sym, prec, left, depth) = open.pop()?;
+                let right = stack.pop()?;
+                if stack.len() != depth {
+                    return None;
+                }
+                let text = format!(
+                    "{} {sym} {}",
+                    operand(left, prec, false),
+                    operand(right, prec, true)
+                );
+                stack.push((text, prec));
+            }
+            Some(())
+        };
+    for (pc, op) in program.ops.iter().enumerate() {
+        close(&mut stack, &mut open, pc)?;
+        match *op {
+            Op::Const(i) => {
+                let c = consts.get(i as usize)?;
+                let negative = matches!(c, Const::Int(n) if *n < 0)
+                    || matches!(c, Const::Float(f) if f.is_sign_negative());
+                let prec = if negative { UNARY } else { ATOM };
+                stack.push((constant(Some(c)), prec));
+            }
+            Op::Field(field) => stack.push((
+                match field {
+                    EventField::Topic => "topic",
+                    EventField::Src => "src",
+                    EventField::From => "from",
+                    EventField::To => "to",
+                }
+                .to_string(),
+                ATOM,
+            )),
+            Op::Data(i) => stack.push((constant(Some(consts.get(i as usize)?)), ATOM)),
+            Op::State(i) => {
+                let pair = state_pairs.get(i as usize)?;
+                stack.push((format!("state({:?}, {:?})", pair.hash, pair.field), ATOM));
+            }
+            Op::Not | Op::Neg => {
+                let inner = stack.pop()?;
+                let sym = if *op == Op::Not { "!" } else { "-" };
+                // Any operator below gets parentheses: `-(a ^ b)` reads
+                // unambiguously whatever the parser does with `-a ^ b`.
+                stack.push((format!("{sym}{}", operand(inner, ATOM, false)), UNARY));
+            }
+            Op::AndJump(target) | Op::OrJump(target) => {
+                let left = stack.pop()?;
+                let (sym, prec) = if matches!(op, Op::AndJump(_)) {
+                    ("&&", 75)
+                } else {
+                    ("||", 70)
+                };
+                let target = target as usize;
+                if target <= pc || open.last().is_some_and(|o| o.0 < target) {
+                    return None;
+                }
+                open.push((target, sym, prec, left, stack.len()));
+            }
+            Op::AssertBool => {}
+            Op::Call(builtin, n) => {
+                let args = stack.split_off(stack.len().checked_sub(n as usize)?);
+                stack.push((call_text(builtin, args), ATOM));
+            }
+            binary => {
+                let (prec, sym) = binary_op(binary)?;
+                let right = stack.pop()?;
+                let left = stack.pop()?;
+                let text = format!(
+                    "{} {sym} {}",
+                    operand(left, prec, false),
+                    operand(right, prec, true)
+                );
+                stack.push((text, prec));
+            }
+        }
+    }
+    close(&mut stack, &mut open, program.ops.len())?;
+    match (stack.pop(), stack.is_empty() && open.is_empty()) {
+        (Some((text, _)), true) => Some(text),
+        _ => None,
+    }
+}
+
+/// A call as written: `contains` takes its tuple's elements, then the value.
+fn call_text(builtin: Builtin, args: Vec<Part>) -> String {
+    let mut args: Vec<String> = args.into_iter().map(|(text, _)| text).collect();
+    match (builtin, args.pop()) {
+        (Builtin::TupleContains, Some(value)) => {
+            format!("contains(({}), {value})", args.join(", "))
+        }
+        (_, last) => {
+            args.extend(last);
+            format!("{}({})", builtin_name(builtin), args.join(", "))
+        }
+    }
+}
+
+fn action_text(action: &Action) -> String {
+    match action {
+        Action::Redis { list, push, .. } => format!("redis LPUSH {list:?} {push:?}"),
+        Action::Exec { command, .. } => format!("exec {command:?}"),
+        Action::Can(frame) => {
+            let mut text = format!("can {} id {:#x}", frame.iface, frame.id);
+            if frame.extended {
+                text.push_str(" extended");
+            }
+            if frame.rtr {
+                text.push_str(&format!(" rtr dlc {}", frame.dlc));
+            } else {
+                text.push_str(&format!(" data [{}]", hex(&frame.data)));
+            }
+            text
+        }
+    }
+}
+
+fn write_when(
+    out: &mut impl Write,
+    indent: &str,
+    when: Option<&Program>,
+    payload: &Payload,
+) -> fmt::Result {
+    let Some(program) = when else {
+        return writeln!(out, "{indent}when         always");
+    };
+    match decompile(program, &payload.consts, &payload.state_pairs) {
+        Some(text) => writeln!(out, "{indent}when         {text}")?,
+        None => writeln!(out, "{indent}when")?,
+    }
+    for line in disassemble(program, &payload.consts, &payload.state_pairs) {
+        writeln!(out, "{indent}  {line}")?;
+    }
+    Ok(())
+}
+
+fn write_step(out: &mut impl Write, index: usize, step: &Step, payload: &Payload) -> fmt::Result {
+    writeln!(out, "  step {index}")?;
+    writeln!(out, "    action       {}", action_text(&step.action))?;
+    writeln!(out, "    after        {}", duration(step.after_ns))?;
+    writeln!(
+        out,
+        "    durable      {}",
+        if step.durable { "yes" } else { "no" }
+    )?;
+    if let Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } = step.action {
+        writeln!(out, "    timeout      {}", duration(timeout_ns))?;
+    }
+    writeln!(out, "    fingerprint  {}", step.fingerprint)?;
+    write_when(out, "    ", step.when.as_ref(), payload)
+}
+
+fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Result {
+    writeln!(out, "rule {:?} ({})", rule.name, rule.source)?;
+    let status = if rule.enabled {
+        "yes"
+    } else {
+        "no (replay-only)"
+    };
+    writeln!(out, "  enabled      {status}")?;
+    writeln!(out, "  on           {}", patterns(&rule.on))?;
+    writeln!(out, "  cancel-on    {}", patterns(&rule.cancel_on))?;
+    writeln!(out, "  concurrency  {}", concurrency(rule.concurrency))?;
+    writeln!(
+        out,
+        "  cooldown     {}",
+        optional_duration(rule.cooldown_ns)
+    )?;
+    writeln!(
+        out,
+        "  debounce     {}",
+        optional_duration(rule.debounce_ns)
+    )?;
+    writeln!(out, "  for          {}", optional_duration(rule.hold_ns))?;
+    let repeat = if rule.repeat.count <= 1 {
+        "once".to_string()
+    } else {
+        format!(
+            "{} passes, every {}",
+            rule.repeat.count,
+            duration(rule.repeat.every_ns)
+        )
+    };
+    writeln!(out, "  repeat       {repeat}")?;
+    for input in rule
+        .inputs
+        .iter()
+        .filter_map(|&i| payload.inputs.get(i as usize))
+    {
+        writeln!(out, "  input        {}", input_text(input))?;
+    }
+    write_when(out, "  ", rule.when.as_ref(), payload)?;
+    for (index, step) in rule.steps.iter().enumerate() {
+        write_step(out, index, step, payload)?;
+    }
+    Ok(())
+}
+
+/// One rule's part of the stable text form (for `rulec diff`, which
+/// compares rules key by key as `dump` shows them).
+pub fn rule_text(rule: &Rule, payload: &Payload) -> String {
+    let mut text = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_rule(&mut text, rule, payload);
+    text
+}
+
+/// The stable text form.
+pub fn render_text(bundle: &Bundle) -> String {
+    TextDump(bundle).to_string()
+}
+
+/// Writes the text form one rule at a time, so that a large bundle is
+/// never held as one string (docs/bundle.md#rulec-dump-text).
+pub fn write_text(out: &mut dyn io::Write, bundle: &Bundle) -> io::Result<()> {
+    let fmt_error = |_| io::Error::other("formatting the dump failed");
+    let mut chunk = String::new();
+    write_header(&mut chunk, bundle).map_err(fmt_error)?;
+    out.write_all(chunk.as_bytes())?;
+    for rule in &bundle.payload.rules {
+        chunk.clear();
+        chunk.push('\n');
+        write_rule(&mut chunk, rule, &bundle.payload).map_err(fmt_error)?;
+        out.write_all(chunk.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The text form as `Display`, so every line is written with `?` and the
+/// one `String` at the end comes from `to_string`.
+struct TextDump<'a>(&'a Bundle);
+
+impl fmt::Display for TextDump<'_> {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_bundle(out, self.0)
+    }
+}
+
+fn write_bundle(out: &mut impl Write, bundle: &Bundle) -> fmt::Result {
+    write_header(out, bundle)?;
+    for rule in &bundle.payload.rules {
+        out.write_char('\n')?;
+        write_rule(out, rule, &bundle.payload)?;
+    }
+    Ok(())
+}
+
+/// Everything before the first rule.
+fn write_header(out: &mut impl Write, bundle: &Bundle) -> fmt::Result {
+    let payload = &bundle.payload;
+    writeln!(out, "bundle {}", bundle.id)?;
+    writeln!(out, "format   {FORMAT_VERSION}")?;
+    writeln!(out, "compiler rulec {}", payload.compiler_version)?;
+    writeln!(
+        out,
+        "rules    {} ({} enabled)",
+        payload.rules.len(),
+        payload.rules.iter().filter(|r| r.enabled).count()
+    )?;
+    writeln!(out, "state    {}", payload.state_pairs.len())?;
+    for pair in &payload.state_pairs {
+        writeln!(out, "  {:?} {:?}", pair.hash, pair.field)?;
+    }
+    // Only a bundle with inputs says so: the view of others stays as it was.
+    if !payload.inputs.is_empty() {
+        writeln!(out, "inputs   {}", payload.inputs.len())?;
+        for input in &payload.inputs {
+            writeln!(out, "  {}", input_text(input))?;
+        }
+    }
+    Ok(())
+}
+
+/// One input as the text form shows it (docs/bundle.md#rulec-dump-text):
+/// `hash "vehicle" ["engine-power"] -> input.engine-power`.
+fn input_text(input: &Input) -> String {
+    let source = match &input.source {
+        InputSource::Hash { hash, fields } => format!("hash {hash:?} {fields:?}"),
+        InputSource::Channel {
+            channel,
+            format,
+            max_bytes,
+        } => format!(
+            "channel {channel:?} {} max-bytes {max_bytes}",
+            format.as_str()
+        ),
+    };
+    match &input.topic {
+        Some(topic) => format!("{source} -> {topic}"),
+        None => format!("{source} (state only)"),
+    }
+}
+
+fn input_json(input: &Input) -> Json {
+    let mut value = match &input.source {
+        InputSource::Hash { hash, fields } => {
+            json!({"kind": "hash", "hash": hash, "fields": fields})
+        }
+        InputSource::Channel {
+            channel,
+            format,
+            max_bytes,
+        } => json!({
+            "kind": "channel", "channel": channel, "format": format.as_str(), "max_bytes": max_bytes
+        }),
+    };
+    value["topic"] = json!(input.topic);
+    value
+}
+
+fn action_json(action: &Action) -> Json {
+    match action {
+        Action::Redis {
+            list,
+            push,
+            timeout_ns,
+        } => json!({"kind": "redis", "list": list, "push": push, "timeout_ns": timeout_ns}),
+        Action::Exec {
+            command,
+            timeout_ns,
+        } => json!({"kind": "exec", "command": command, "timeout_ns": timeout_ns}),
+        Action::Can(frame) => json!({
+            "kind": "can",
+            "iface": frame.iface,
+            "id": frame.id,
+            "extended": frame.extended,
+            "rtr": frame.rtr,
+            "dlc": frame.dlc,
+            "data": hex(&frame.data),
+        }),
+    }
+}
+
+/// The JSON form: the same content, durations in nanoseconds.
+pub fn render_json(bundle: &Bundle) -> Json {
+    serde_json::to_value(JsonDump(bundle)).unwrap_or(Json::Null)
+}
+
+/// Writes the JSON form, pretty-printed, one rule at a time: a large
+/// bundle is never held as one JSON tree (docs/bundle.md#rulec-dump---format-json).
+pub fn write_json(out: &mut dyn io::Write, bundle: &Bundle) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &JsonDump(bundle)).map_err(io::Error::other)?;
+    writeln!(out)
+}
+
+/// The JSON form as `Serialize`: the top-level keys in sorted order, as a
+/// `serde_json::Value` would print them, and each rule's object built only
+/// when it is written.
+struct JsonDump<'a>(&'a Bundle);
+
+impl serde::Serialize for JsonDump<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let bundle = self.0;
+        let payload = &bundle.payload;
+        let state_pairs: Vec<Json> = payload
+            .state_pairs
+            .iter()
+            .map(|p| json!({"hash": p.hash, "field": p.field}))
+            .collect();
+        let inputs: Vec<Json> = payload.inputs.iter().map(input_json).collect();
+        let mut map = serializer.serialize_map(Some(6))?;
+        map.serialize_entry("compiler_version", &payload.compiler_version)?;
+        map.serialize_entry("format_version", &FORMAT_VERSION)?;
+        map.serialize_entry("id", &bundle.id)?;
+        map.serialize_entry("inputs", &inputs)?;
+        map.serialize_entry("rules", &JsonRules(payload))?;
+        map.serialize_entry("state_pairs", &state_pairs)?;
+        map.end()
+    }
+}
+
+struct JsonRules<'a>(&'a Payload);
+
+impl serde::Serialize for JsonRules<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.rules.iter().map(|rule| rule_json(rule, self.0)))
+    }
+}
+
+/// One rule's JSON object, as `rulec dump --format json` shows it.
+pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
+    let when = |p: Option<&Program>| match p {
+        None => Json::Null,
+        Some(p) => json!(disassemble(p, &payload.consts, &payload.state_pairs)
+            .into_iter()
+            .map(|line| line.trim_start().to_string())
+            .collect::<Vec<_>>()),
+    };
+    let when_expr =
+        |p: Option<&Program>| p.and_then(|p| decompile(p, &payload.consts, &payload.state_pairs));
+    let pats = |list: &[crate::TopicPattern]| -> Vec<String> {
+        list.iter().map(|p| p.to_string()).collect()
+    };
+    json!({
+        "name": rule.name,
+        "source": rule.source,
+        "enabled": rule.enabled,
+        "on": pats(&rule.on),
+        "cancel_on": pats(&rule.cancel_on),
+        "concurrency": concurrency(rule.concurrency),
+        "cooldown_ns": rule.cooldown_ns,
+        "debounce_ns": rule.debounce_ns,
+        "hold_ns": rule.hold_ns,
+        "inputs": rule.inputs,
+        "repeat": {"count": rule.repeat.count, "every_ns": rule.repeat.every_ns},
+        "when": when(rule.when.as_ref()),
+        "when_expr": when_expr(rule.when.as_ref()),
+        "steps": rule.steps.iter().map(|step| json!({
+            "action": action_json(&step.action),
+            "after_ns": step.after_ns,
+            "durable": step.durable,
+            "fingerprint": step.fingerprint.to_string(),
+            "when": when(step.when.as_ref()),
+            "when_expr": when_expr(step.when.as_ref()),
+        })).collect::<Vec<_>>(),
+    })
+}
