@@ -82,7 +82,8 @@ fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
             EndReason::Cancelled
             | EndReason::Restarted
             | EndReason::Failed
-            | EndReason::Refused => (true, "run ended"),
+            | EndReason::Refused
+            | EndReason::TooLate => (true, "run ended"),
             EndReason::Done | EndReason::WhenFalse | EndReason::Stopped => (false, "run ended"),
         },
         Note::StepSkipped { .. } => (false, "step's `when` is false: run ends"),
@@ -105,6 +106,9 @@ fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
             return Some((true, Cow::Owned(message)));
         }
         Note::RecordKept { .. } => (true, "stopping: pending record kept for the next start"),
+        // Routine under a burst (thousands of overdue records at start);
+        // the step still runs, or ends `too-late` at info.
+        Note::DueWait { .. } => (false, "step due, worker pool full: waiting for room"),
         // Only with `EngineConfig::explain`, which the service leaves off.
         Note::NonFire { .. } => (false, "trigger did not fire"),
     };
