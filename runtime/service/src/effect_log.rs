@@ -129,9 +129,24 @@ pub fn log_record_drop(id: &str, rule: Option<&str>, reason: DropReason) {
     }
 }
 
+/// The line after `submitting action` when the job waits for a busy
+/// worker; the worker says `queued action started` when it takes it.
+pub fn log_queued(run: &str) {
+    tracing::debug!(run, "action queued: every worker is busy");
+}
+
 /// One line for an action the pool refused, with the cause the engine
-/// does not know.
+/// does not know. A durable step refused by a full pool is not lost: it
+/// waits in the engine's due backlog (docs/semantics.md#due-steps-the-pool-refused),
+/// said at `debug` only, since thousands may come at once at start.
 pub fn log_refused(job: &Job, cause: Refused, throttle: &mut Throttle) {
+    if job.drop_record.is_some() && cause == Refused::QueueFull {
+        tracing::debug!(
+            rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
+            "worker pool full: the durable step waits for room"
+        );
+        return;
+    }
     logging::log_held(&throttle.roll(Instant::now()));
     let admitted = throttle.admit(Some(&job.rule), tracing::Level::WARN);
     macro_rules! refused {
