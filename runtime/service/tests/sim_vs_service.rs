@@ -1280,7 +1280,7 @@ fn check_effects(report: &Report<'_>, lines: &[Line], monitor: &Monitor, t0_us: 
     }
     let mut real: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     for line in monitor.lines() {
-        if let Some((at_us, args)) = monitor_command(&line) {
+        if let Some((at_us, args)) = support::monitor_command(&line) {
             if args.len() == 3 && args[0].eq_ignore_ascii_case("LPUSH") {
                 let effect = format!("LPUSH {} {}", args[1], args[2]);
                 real.entry(effect)
@@ -1325,32 +1325,6 @@ fn check_effects(report: &Report<'_>, lines: &[Line], monitor: &Monitor, t0_us: 
         problems.join("\n"),
         report.context()
     );
-}
-
-/// A MONITOR line `1796056530.756741 [0 unix:/x.sock] "LPUSH" "k" "v"`:
-/// its time in µs and its arguments.
-fn monitor_command(line: &str) -> Option<(i64, Vec<String>)> {
-    let (stamp, rest) = line.split_once(' ')?;
-    let (secs, micros) = stamp.split_once('.')?;
-    let at_us = secs.parse::<i64>().ok()? * 1_000_000 + micros.parse::<i64>().ok()?;
-    let rest = &rest[rest.find("] ")? + 2..];
-    let mut args = Vec::new();
-    let mut chars = rest.chars();
-    while let Some(c) = chars.next() {
-        if c != '"' {
-            continue;
-        }
-        let mut arg = String::new();
-        loop {
-            match chars.next()? {
-                '"' => break,
-                '\\' => arg.push(chars.next()?),
-                c => arg.push(c),
-            }
-        }
-        args.push(arg);
-    }
-    Some((at_us, args))
 }
 
 /// The records left in `extensions:pending` are the simulator's: same
