@@ -510,6 +510,8 @@ impl Engine {
     /// The pool refused the job (queue full or stopping): the run ends and
     /// counts `dropped`; the job's record is kept, since the step provably
     /// did not run (docs/semantics.md#walking-a-sequence, docs/semantics.md#durability-and-replay).
+    /// A job that owns a record waits in the due backlog instead, until
+    /// [`Engine::pool_has_room`] (docs/semantics.md#due-steps-the-pool-refused).
     pub fn action_refused(&mut self, now: Now, job: JobId) {
         let Some(owner) = self.jobs.remove(&job.0) else {
             self.counters.dropped += 1;
