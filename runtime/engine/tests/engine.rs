@@ -1816,9 +1816,9 @@ fn replayed_overdue_records_the_pool_refuses_all_run_in_fire_at_order() {
     replay(
         &mut h,
         vec![
-            record("r0#x-1", "r0", 0, 0, -4_000, fp.clone()),
-            record("r1#x-2", "r1", 0, 0, -1_000, fp.clone()),
-            record("r2#x-3", "r2", 0, 0, -3_000, fp.clone()),
+            record("r0#x-1", "r0", 0, 0, -4_000, fp),
+            record("r1#x-2", "r1", 0, 0, -1_000, fp),
+            record("r2#x-3", "r2", 0, 0, -3_000, fp),
             record("r3#x-4", "r3", 0, 0, -2_000, fp),
         ],
     );
