@@ -1696,6 +1696,15 @@ fn durable_rules(after_ms: &[u64]) -> Vec<Rule> {
         .collect()
 }
 
+/// A manual driver whose replay window is `window_ms`.
+fn with_window(rules: Vec<Rule>, window_ms: i64) -> H {
+    let config = EngineConfig {
+        replay_window_ms: window_ms,
+        ..EngineConfig::default()
+    };
+    H::with(payload(rules), config).manual()
+}
+
 impl H {
     /// The driver's pool reports room for `room` submissions.
     fn room(&mut self, room: usize) {
@@ -1844,11 +1853,7 @@ fn replayed_overdue_records_the_pool_refuses_all_run_in_fire_at_order() {
 
 #[test]
 fn a_step_waiting_past_the_replay_window_drops_its_record_and_ends_too_late() {
-    let config = EngineConfig {
-        replay_window_ms: 10_000,
-        ..EngineConfig::default()
-    };
-    let mut h = H::with(payload(durable_rules(&[1_000])), config).manual();
+    let mut h = with_window(durable_rules(&[1_000]), 10_000);
     h.event("go");
     h.to(1_000);
     h.refuse_all();
@@ -1879,11 +1884,7 @@ fn a_step_waiting_past_the_replay_window_drops_its_record_and_ends_too_late() {
 
 #[test]
 fn a_replayed_step_waits_only_what_is_left_of_the_window() {
-    let config = EngineConfig {
-        replay_window_ms: 10_000,
-        ..EngineConfig::default()
-    };
-    let mut h = H::with(payload(durable_rules(&[30_000])), config).manual();
+    let mut h = with_window(durable_rules(&[30_000]), 10_000);
     let fp = fingerprint("on", 30_000);
     replay(&mut h, vec![record("r0#x-1", "r0", 0, 0, -9_000, fp)]);
     h.refuse_all();

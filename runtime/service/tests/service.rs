@@ -836,6 +836,16 @@ fn busy_worker(busy_after_ms: u64, other: &str, queue: &str) -> (Setup, Ruled, i
     (setup, ruled, pid)
 }
 
+/// The `WARN` lines of `rule` in ruled's log so far.
+fn rule_warnings(ruled: &Ruled, rule: &str) -> Vec<String> {
+    let field = format!("rule={rule}");
+    ruled
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("WARN") && l.contains(&field))
+        .collect()
+}
+
 /// A durable step the pool refuses (one busy worker, no queue) keeps its
 /// pending record and waits for room in the due backlog: not `dropped`, no
 /// warning. At stop the running exec's group is killed and the waiting
@@ -852,11 +862,7 @@ fn refused_durable_step_waits_with_its_record_and_stop_kills_exec() {
         "worker pool full: the durable step waits for room",
     ]);
     ruled.wait_log(&["rule=later", "step due, worker pool full: waiting for room"]);
-    let warnings: Vec<String> = ruled
-        .log()
-        .into_iter()
-        .filter(|l| l.contains("WARN") && l.contains("rule=later"))
-        .collect();
+    let warnings = rule_warnings(&ruled, "later");
     assert!(warnings.is_empty(), "{warnings:#?}");
     let kept = pending_ids(&redis);
     assert_eq!(kept.len(), 1, "{kept:?}");
@@ -886,11 +892,7 @@ fn refused_non_durable_step_ends_its_run_and_counts_dropped() {
     publish(&redis, "x.busy", r#"{"topic":"x.busy"}"#);
     wait_counter(&redis, &ruled, "dropped", "1");
     ruled.wait_log(&["rule=busy", "reason=\"refused\""]);
-    let warnings: Vec<String> = ruled
-        .log()
-        .into_iter()
-        .filter(|l| l.contains("WARN") && l.contains("rule=busy"))
-        .collect();
+    let warnings = rule_warnings(&ruled, "busy");
     assert_eq!(warnings.len(), 1, "{warnings:#?}");
     assert!(
         warnings[0].contains("cause=worker queue full"),
