@@ -111,6 +111,28 @@ fn winter_seat_heater_finishes_as_replay_only() {
 }
 
 #[test]
+fn parked_backlog_runs_every_overdue_record_in_fire_at_order() {
+    let text = simulate("fixtures/rules-parked", "parked-backlog", &[]);
+    let order: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" action "))
+        .filter_map(|l| l.split(" rule=").nth(1)?.split(' ').next())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "lights-off",
+            "blinker-off",
+            "horn-chirp",
+            "seatbox-check",
+            "dashboard-off"
+        ],
+        "{text}"
+    );
+    insta::assert_snapshot!("parked-backlog", text);
+}
+
+#[test]
 fn a_bundle_input_gives_the_same_output_as_its_directory() {
     let dir = tempfile::tempdir().unwrap();
     let bundle = build("fixtures/rules", dir.path());
@@ -136,6 +158,7 @@ fn every_timeline_is_covered() {
         "hazards-changed".into(),
         "winter-seat-heater".into(),
         "low-battery-explain".into(),
+        "parked-backlog".into(),
     ]);
     covered.sort();
     assert_eq!(names, covered);

@@ -96,6 +96,9 @@ pub enum DropReason {
     WhenFalse,
     /// Replay refused the record.
     Replay(ReplayDropReason),
+    /// The step waited in the due backlog until it was more than the
+    /// replay window past due (docs/semantics.md#due-steps-the-pool-refused).
+    TooLate,
     /// The stored value did not decode.
     Undecodable,
 }
@@ -108,6 +111,7 @@ impl DropReason {
             Self::Restarted => "restarted",
             Self::WhenFalse => "when-false",
             Self::Replay(reason) => reason.as_str(),
+            Self::TooLate => "too-late",
             Self::Undecodable => "undecodable",
         }
     }
@@ -170,6 +174,8 @@ pub enum EndReason {
     Failed,
     Refused,
     Stopped,
+    /// Its step waited in the due backlog past the replay window.
+    TooLate,
 }
 
 impl EndReason {
@@ -182,6 +188,7 @@ impl EndReason {
             Self::Failed => "failed",
             Self::Refused => "refused",
             Self::Stopped => "stopped",
+            Self::TooLate => "too-late",
         }
     }
 }
@@ -274,6 +281,7 @@ pub enum NoteKind {
     ReplayResume,
     ReplayDrop,
     RecordKept,
+    DueWait,
 }
 
 impl NoteKind {
@@ -287,6 +295,7 @@ impl NoteKind {
             Self::ReplayResume => "replay-resume",
             Self::ReplayDrop => "replay-drop",
             Self::RecordKept => "record-kept",
+            Self::DueWait => "due-wait",
         }
     }
 }
@@ -358,6 +367,15 @@ pub enum Note {
         run: Arc<str>,
         rule: Arc<str>,
     },
+    /// A durable step came due while the pool was full: it keeps its
+    /// record and waits in the due backlog for room
+    /// (docs/semantics.md#due-steps-the-pool-refused).
+    DueWait {
+        run: Arc<str>,
+        rule: Arc<str>,
+        step: u32,
+        pass: u32,
+    },
 }
 
 /// The fields a note shows wherever it is printed (the simulator's line,
@@ -401,6 +419,12 @@ impl Note {
                 ..NoteFields::new(rule, Some(run))
             },
             Self::StepSkipped {
+                run,
+                rule,
+                step,
+                pass,
+            }
+            | Self::DueWait {
                 run,
                 rule,
                 step,
@@ -453,6 +477,7 @@ impl Note {
             Self::ReplayResume { .. } => NoteKind::ReplayResume,
             Self::ReplayDrop { .. } => NoteKind::ReplayDrop,
             Self::RecordKept { .. } => NoteKind::RecordKept,
+            Self::DueWait { .. } => NoteKind::DueWait,
         }
     }
 }

@@ -41,6 +41,10 @@ pub enum RunPhase {
     Waiting { due_ms: i64, durable: bool },
     /// Waiting between repeat passes, due at `due_ms`.
     Gap { due_ms: i64 },
+    /// Durable `step` came due at `due_ms` (Unix ms) while the pool was
+    /// full: it waits in the due backlog for room, its record kept
+    /// (docs/semantics.md#due-steps-the-pool-refused).
+    WaitingForRoom { due_ms: i64 },
     /// `step`'s action is queued in the pool or running.
     Acting,
 }
@@ -72,15 +76,18 @@ impl Engine {
         self.view(rule, now, &self.run_deadlines())
     }
 
-    /// Every step waiting for its `after`, earliest due first (ties by run id).
+    /// Every step waiting for its `after`, or due and waiting for room in
+    /// the pool, earliest due first (ties by run id).
     pub fn waiting_steps(&self, now: Now) -> Vec<WaitingStep> {
         let mut waiting: Vec<WaitingStep> = self
             .rule_views(now)
             .into_iter()
             .filter_map(|view| {
                 let run = view.run?;
-                let RunPhase::Waiting { due_ms, durable } = run.phase else {
-                    return None;
+                let (due_ms, durable) = match run.phase {
+                    RunPhase::Waiting { due_ms, durable } => (due_ms, durable),
+                    RunPhase::WaitingForRoom { due_ms } => (due_ms, true),
+                    RunPhase::Gap { .. } | RunPhase::Acting => return None,
                 };
                 Some(WaitingStep {
                     run: run.run,
@@ -129,6 +136,9 @@ impl Engine {
                         .is_some_and(|step| step.durable),
                 },
                 Phase::Gap { token } => RunPhase::Gap { due_ms: due(token) },
+                Phase::Due { .. } => RunPhase::WaitingForRoom {
+                    due_ms: run.fire_at,
+                },
                 Phase::Acting { .. } | Phase::Deciding => RunPhase::Acting,
             },
         });

@@ -15,6 +15,7 @@
 //!
 //! See docs/engine.md for the driver's contract.
 
+mod backlog;
 mod dry_run;
 mod effect;
 mod hold;
@@ -169,6 +170,9 @@ enum Phase {
     Gap { token: u64 },
     /// `step`'s action was handed to the pool as job `job`.
     Acting { job: u64 },
+    /// Due, refused by a full pool: waits in the due backlog, with its
+    /// too-late timer `token` (docs/semantics.md#due-steps-the-pool-refused).
+    Due { token: u64 },
     /// Transient, while the engine decides (never observable between calls).
     Deciding,
 }
@@ -196,6 +200,9 @@ struct JobOwner {
     rule: u32,
     serial: u64,
     step: u32,
+    /// The job owns its step's pending record: refused, it waits in the
+    /// due backlog instead of ending its run.
+    record: bool,
 }
 
 #[derive(Debug)]
@@ -244,6 +251,8 @@ pub struct Engine {
     timers: Timers,
     /// Jobs handed over and not yet finished.
     jobs: HashMap<u64, JobOwner>,
+    /// Durable steps due while the pool was full (docs/semantics.md#due-steps-the-pool-refused).
+    due: backlog::DueBacklog,
     next_job: u64,
     next_run: u64,
     next_serial: u64,
@@ -303,6 +312,7 @@ impl Engine {
             hold_watchers,
             timers: Timers::default(),
             jobs: HashMap::new(),
+            due: backlog::DueBacklog::default(),
             next_job: 1,
             next_run: 1,
             next_serial: 1,
@@ -440,6 +450,7 @@ impl Engine {
                     };
                     match run.phase {
                         Phase::Waiting { .. } => self.submit_step(rule, now),
+                        Phase::Due { .. } => self.due_too_late(rule, now),
                         Phase::Gap { .. } => {
                             run.pass += 1;
                             run.step = 0;
@@ -506,16 +517,26 @@ impl Engine {
     /// The pool refused the job (queue full or stopping): the run ends and
     /// counts `dropped`; the job's record is kept, since the step provably
     /// did not run (docs/semantics.md#walking-a-sequence, docs/semantics.md#durability-and-replay).
+    /// A job that owns a record waits in the due backlog instead, until
+    /// [`Engine::pool_has_room`] (docs/semantics.md#due-steps-the-pool-refused).
     pub fn action_refused(&mut self, now: Now, job: JobId) {
-        self.counters.dropped += 1;
-        let Some(JobOwner { rule, serial, .. }) = self.jobs.remove(&job.0) else {
+        let Some(owner) = self.jobs.remove(&job.0) else {
+            self.counters.dropped += 1;
             return;
         };
-        let rule = rule as usize;
+        let rule = owner.rule as usize;
+        let live = !self.stopped && self.is_acting(rule, owner.serial, job);
+        if live && owner.record {
+            // A durable step keeps its record and waits for room
+            // (docs/semantics.md#due-steps-the-pool-refused): not dropped.
+            self.due_wait(rule, now);
+            return;
+        }
+        self.counters.dropped += 1;
         // No log line here: the driver knows the cause (queue full or
         // stopping) and reports the refusal with it; the run-end note and
         // the `dropped` counter carry the rest.
-        if !self.stopped && self.is_acting(rule, serial, job) {
+        if live {
             self.end_run(rule, EndReason::Refused, now);
         }
     }
@@ -755,6 +776,7 @@ impl Engine {
             return;
         }
         self.stopped = true;
+        self.due.clear();
         for rule in 0..self.rules.len() {
             let state = &mut self.rules[rule];
             state.backlog.clear();
@@ -812,6 +834,7 @@ impl Engine {
         if delta_ms == 0 {
             return 0;
         }
+        self.due.shift(delta_ms);
         for state in &mut self.rules {
             if let Some(run) = state.run.as_mut().filter(|run| run.owns_record) {
                 run.fire_at = run.fire_at.saturating_add(delta_ms);
@@ -945,7 +968,9 @@ impl Engine {
             TimerKind::Debounce => state.debounce.as_ref().map(|d| d.token) == Some(entry.token),
             TimerKind::Hold => state.hold.as_ref().and_then(hold::Hold::token) == Some(entry.token),
             TimerKind::Run => state.run.as_ref().is_some_and(|run| match run.phase {
-                Phase::Waiting { token } | Phase::Gap { token } => token == entry.token,
+                Phase::Waiting { token } | Phase::Gap { token } | Phase::Due { token } => {
+                    token == entry.token
+                }
                 Phase::Acting { .. } | Phase::Deciding => false,
             }),
         }
@@ -1140,7 +1165,7 @@ impl Engine {
         let Some(run) = self.rules[rule].run.as_ref() else {
             return;
         };
-        let (index, pass, event) = (run.step, run.pass, Arc::clone(&run.event));
+        let (index, event) = (run.step, Arc::clone(&run.event));
         let Some(step) = spec.steps.get(index as usize) else {
             self.end_run(rule, EndReason::Done, now);
             return;
@@ -1151,6 +1176,17 @@ impl Engine {
                 return;
             }
         }
+        if self.due_goes_behind(rule) {
+            // Earlier due steps wait for room: this one waits behind them.
+            self.due_wait(rule, now);
+            return;
+        }
+        self.hand_over(rule);
+    }
+
+    /// Hands the live run's current step to the pool (`when` already
+    /// checked): the job takes over the run's record.
+    fn hand_over(&mut self, rule: usize) {
         let job = self.next_job;
         self.next_job += 1;
         let state = &mut self.rules[rule];
@@ -1158,6 +1194,7 @@ impl Engine {
             return;
         };
         run.phase = Phase::Acting { job };
+        let (index, pass, event) = (run.step, run.pass, Arc::clone(&run.event));
         // The record's ownership moves to the job: it is removed when the
         // action starts, and kept if the action never does (docs/semantics.md#durability-and-replay).
         let drop_record = std::mem::take(&mut run.owns_record).then(|| Arc::clone(&run.id));
@@ -1167,6 +1204,7 @@ impl Engine {
                 rule: rule as u32,
                 serial: run.serial,
                 step: index,
+                record: drop_record.is_some(),
             },
         );
         let submit = Job {
@@ -1251,6 +1289,10 @@ impl Engine {
         let name = Arc::clone(&state.name);
         match run.phase {
             Phase::Waiting { .. } | Phase::Gap { .. } => self.timers.disarm(),
+            Phase::Due { .. } => {
+                self.timers.disarm();
+                self.due.remove(run.fire_at, &run.id);
+            }
             Phase::Acting { .. } | Phase::Deciding => {}
         }
         // Only cancel and restart end a run that still owns its record (a

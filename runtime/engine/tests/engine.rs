@@ -254,6 +254,7 @@ fn describe(effect: &Effect) -> String {
             }
             Note::ReplayDrop { id, reason, .. } => format!("replay-drop {id} {}", reason.as_str()),
             Note::RecordKept { run, .. } => format!("record-kept {run}"),
+            Note::DueWait { run, step, .. } => format!("due-wait {run} s{step}"),
             Note::NonFire { rule, reason } => format!("non-fire {rule} {}", reason.as_str()),
         },
     }
@@ -484,8 +485,10 @@ fn a_queue_rule_starts_its_oldest_held_trigger_when_the_run_fails() {
 }
 
 #[test]
-fn a_refused_step_ends_the_run_counts_dropped_and_keeps_its_record() {
-    let mut h = H::new(vec![hazards()]).manual();
+fn a_refused_non_durable_step_ends_the_run_and_counts_dropped() {
+    let mut rule = hazards();
+    rule.steps[1].durable = false;
+    let mut h = H::new(vec![rule]).manual();
     h.event("alarm.triggered");
     let job = h.last_job();
     h.complete(job, Ok(()));
@@ -494,7 +497,8 @@ fn a_refused_step_ends_the_run_counts_dropped_and_keeps_its_record() {
     h.take();
     h.refuse(off);
     assert_eq!(h.take(), lines(&["30000 run-end hazards#t-1 refused"]));
-    assert_eq!(h.records.len(), 1, "it provably did not run");
+    assert!(h.records.is_empty(), "a non-durable step has no record");
+    assert_eq!(h.engine.due_backlog_len(), 0);
     assert_eq!(h.counters().dropped, 1);
     assert_eq!(h.counters().runs_active, 0);
 }
@@ -1842,4 +1846,305 @@ fn a_dry_run_follows_cancel_cooldown_debounce_and_the_queue_backlog() {
     assert_eq!(dry.verdict, Verdict::NotMatched);
     h.engine.set_enabled("queued", false).unwrap();
     assert_eq!(verdict(&h, "queued", &go).verdict, Verdict::Disabled);
+}
+// ----- due backlog (docs/semantics.md#due-steps-the-pool-refused) -------
+
+/// `n` rules `r0`.. on topic `go`, each one durable step `after_ms[i]`.
+fn durable_rules(after_ms: &[u64]) -> Vec<Rule> {
+    after_ms
+        .iter()
+        .enumerate()
+        .map(|(n, &after)| rule(&format!("r{n}"), &["go"], vec![push("on", after)]))
+        .collect()
+}
+
+/// A manual driver whose replay window is `window_ms`.
+fn with_window(rules: Vec<Rule>, window_ms: i64) -> H {
+    let config = EngineConfig {
+        replay_window_ms: window_ms,
+        ..EngineConfig::default()
+    };
+    H::with(payload(rules), config).manual()
+}
+
+impl H {
+    /// The driver's pool reports room for `room` submissions.
+    fn room(&mut self, room: usize) {
+        let (t, w) = (self.t(), self.wall());
+        self.engine.pool_has_room(Now::new(t, w), room);
+        self.pump();
+    }
+    /// Refuses every job submitted and not yet reported, oldest first.
+    fn refuse_all(&mut self) {
+        let ids: Vec<JobId> = self.jobs.iter().map(|j| j.id).collect();
+        for id in ids {
+            self.refuse(id);
+        }
+    }
+}
+
+#[test]
+fn a_refused_durable_step_keeps_its_record_waits_and_runs_when_the_pool_has_room() {
+    let mut h = H::new(durable_rules(&[1_000])).manual();
+    h.event("go");
+    h.to(1_000);
+    h.take();
+    h.refuse_all();
+    assert_eq!(h.take(), lines(&["1000 due-wait r0#t-1 s0"]));
+    assert_eq!(h.records.len(), 1, "the record stays while it waits");
+    assert_eq!(h.counters().dropped, 0, "waiting is not dropping");
+    assert_eq!(h.counters().runs_active, 1, "a waiting run is live");
+    assert_eq!(h.engine.due_backlog_len(), 1);
+    h.now = 1_500;
+    h.room(1);
+    assert_eq!(
+        h.take(),
+        lines(&["1500 submit r0#t-1 s0 p0 on owns r0#t-1"])
+    );
+    assert_eq!(h.engine.due_backlog_len(), 0);
+    let job = h.last_job();
+    h.complete(job, Ok(()));
+    assert!(h.records.is_empty(), "removed when the action started");
+    assert_eq!(h.counters().dispatched, 1);
+    assert_eq!(h.counters().runs_active, 0);
+}
+
+#[test]
+fn the_due_backlog_runs_earliest_fire_at_first_ties_by_run_id_and_only_as_much_as_there_is_room() {
+    // Due at 3 s (r0), 1 s (r1, r3: a tie) and 2 s (r2).
+    let mut h = H::new(durable_rules(&[3_000, 1_000, 2_000, 1_000])).manual();
+    h.event("go");
+    h.to(3_000);
+    h.refuse_all();
+    h.take();
+    assert_eq!(h.engine.due_backlog_len(), 4);
+    h.room(3);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "3000 submit r1#t-2 s0 p0 on owns r1#t-2",
+            "3000 submit r3#t-4 s0 p0 on owns r3#t-4",
+            "3000 submit r2#t-3 s0 p0 on owns r2#t-3",
+        ])
+    );
+    h.room(5);
+    assert_eq!(
+        h.take(),
+        lines(&["3000 submit r0#t-1 s0 p0 on owns r0#t-1"])
+    );
+    h.room(5);
+    assert!(h.take().is_empty(), "nothing waits: room changes nothing");
+}
+
+#[test]
+fn a_durable_step_due_while_others_wait_goes_behind_them_without_a_submit() {
+    let mut h = H::new(durable_rules(&[1_000, 2_000])).manual();
+    h.event("go");
+    h.to(1_000);
+    h.refuse_all();
+    h.take();
+    h.to(2_000);
+    assert_eq!(
+        h.take(),
+        lines(&["2000 due-wait r1#t-2 s0"]),
+        "no submit: the pool has not reported room since r0 was refused"
+    );
+    h.room(1);
+    assert_eq!(
+        h.take(),
+        lines(&["2000 submit r0#t-1 s0 p0 on owns r0#t-1"])
+    );
+}
+
+#[test]
+fn a_non_durable_step_does_not_wait_in_the_due_backlog() {
+    let mut rules = durable_rules(&[1_000, 0]);
+    rules[1].on = pats(&["now"]);
+    let mut h = H::new(rules).manual();
+    h.event("go");
+    h.to(1_000);
+    h.refuse_all();
+    h.take();
+    assert_eq!(h.engine.due_backlog_len(), 1);
+    // r1 (no `after`, no record) comes due while r0 waits: submitted,
+    // refused, ended.
+    h.event("now");
+    let job = h.last_job();
+    h.refuse(job);
+    let out = h.take();
+    assert!(
+        out.contains(&"1000 run-end r1#t-2 refused".to_string()),
+        "{out:?}"
+    );
+    assert_eq!(h.counters().dropped, 1);
+    assert_eq!(h.engine.due_backlog_len(), 1);
+}
+
+#[test]
+fn replayed_overdue_records_the_pool_refuses_all_run_in_fire_at_order() {
+    let mut h = H::new(durable_rules(&[30_000, 30_000, 30_000, 30_000])).manual();
+    let fp = fingerprint("on", 30_000);
+    replay(
+        &mut h,
+        vec![
+            record("r0#x-1", "r0", 0, 0, -4_000, fp),
+            record("r1#x-2", "r1", 0, 0, -1_000, fp),
+            record("r2#x-3", "r2", 0, 0, -3_000, fp),
+            record("r3#x-4", "r3", 0, 0, -2_000, fp),
+        ],
+    );
+    // The pool takes the first (r0), refuses the rest.
+    let ids: Vec<JobId> = h.jobs.iter().skip(1).map(|j| j.id).collect();
+    for id in ids {
+        h.refuse(id);
+    }
+    h.take();
+    assert_eq!(h.records.len(), 4);
+    let mut ran = vec![];
+    while !h.jobs.is_empty() {
+        let job = h.jobs[0].id;
+        ran.push(h.jobs[0].run.to_string());
+        h.complete(job, Ok(()));
+        h.room(1);
+    }
+    assert_eq!(ran, ["r0#x-1", "r2#x-3", "r3#x-4", "r1#x-2"]);
+    assert!(h.records.is_empty());
+    assert_eq!(h.counters().dispatched, 4);
+    assert_eq!(h.counters().dropped, 0);
+}
+
+#[test]
+fn a_step_waiting_past_the_replay_window_drops_its_record_and_ends_too_late() {
+    let mut h = with_window(durable_rules(&[1_000]), 10_000);
+    h.event("go");
+    h.to(1_000);
+    h.refuse_all();
+    h.take();
+    // The deadline is a timer: the first ms more than the window past due.
+    assert_eq!(h.engine.next_deadline(), Some(Time::from_millis(11_001)));
+    assert_eq!(h.counters().pending, 1);
+    h.to(11_000);
+    assert!(
+        h.take().is_empty(),
+        "exactly the window past due still waits"
+    );
+    h.to(11_001);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "11001 drop r0#t-1 too-late",
+            "11001 run-end r0#t-1 too-late",
+        ])
+    );
+    assert!(h.records.is_empty());
+    assert_eq!(h.engine.due_backlog_len(), 0);
+    assert_eq!(h.counters().pending, 0);
+    assert_eq!(h.counters().runs_active, 0);
+    h.room(1);
+    assert!(h.take().is_empty(), "nothing left to submit");
+}
+
+#[test]
+fn a_replayed_step_waits_only_what_is_left_of_the_window() {
+    let mut h = with_window(durable_rules(&[30_000]), 10_000);
+    let fp = fingerprint("on", 30_000);
+    replay(&mut h, vec![record("r0#x-1", "r0", 0, 0, -9_000, fp)]);
+    h.refuse_all();
+    h.take();
+    assert_eq!(h.engine.next_deadline(), Some(Time::from_millis(1_001)));
+}
+
+#[test]
+fn cancel_on_and_restart_end_a_run_waiting_in_the_due_backlog_and_drop_its_record() {
+    let mut cancelled = rule("c", &["go"], vec![push("on", 1_000)]);
+    cancelled.cancel_on = pats(&["stop"]);
+    let mut restarted = rule("r", &["go"], vec![push("on", 1_000)]);
+    restarted.concurrency = Concurrency::Restart;
+    let mut h = H::new(vec![cancelled, restarted]).manual();
+    h.event("go");
+    h.to(1_000);
+    h.refuse_all();
+    h.take();
+    assert_eq!(h.engine.due_backlog_len(), 2);
+    h.event("stop");
+    assert_eq!(
+        h.take(),
+        lines(&["1000 drop c#t-1 cancelled", "1000 run-end c#t-1 cancelled"])
+    );
+    assert_eq!(h.engine.due_backlog_len(), 1, "gone from the backlog");
+    h.event("go");
+    let out = h.take();
+    let restart = lines(&["1000 drop r#t-2 restarted", "1000 run-end r#t-2 restarted"]);
+    assert!(out.windows(2).any(|w| w == restart), "{out:?}");
+    // The new runs wait on their `after`; the backlog holds nothing stale.
+    assert_eq!(h.engine.due_backlog_len(), 0);
+    assert_eq!(h.records.len(), 2, "only the new runs' records");
+    h.room(5);
+    assert!(h.jobs.is_empty(), "nothing cancelled is submitted");
+}
+
+#[test]
+fn a_backlog_step_queued_at_stop_keeps_its_record_and_one_still_waiting_too() {
+    let mut h = H::new(durable_rules(&[1_000, 1_000])).manual();
+    h.event("go");
+    h.to(1_000);
+    h.refuse_all();
+    h.room(1);
+    let queued = h.last_job();
+    h.take();
+    h.engine.stop();
+    h.pump();
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "1000 run-end r0#t-1 stopped",
+            "1000 record-kept r1#t-2",
+            "1000 run-end r1#t-2 stopped",
+        ])
+    );
+    h.engine.action_abandoned(queued);
+    assert_eq!(h.records.len(), 2, "neither step ran: both records stay");
+    assert_eq!(h.engine.due_backlog_len(), 0);
+    h.room(5);
+    assert!(h.take().is_empty(), "a stopped engine submits nothing");
+}
+
+#[test]
+fn the_due_backlog_holds_one_entry_per_waiting_run_whatever_the_churn() {
+    let mut c = rule("c", &["go"], vec![push("on", 1_000)]);
+    c.cancel_on = pats(&["stop"]);
+    let mut h = H::new(vec![c]).manual();
+    for round in 0..100u64 {
+        h.event("go");
+        h.to(1_000 + round * 2_000);
+        h.refuse_all();
+        assert_eq!(h.engine.due_backlog_len(), 1);
+        h.event("stop");
+        assert_eq!(h.engine.due_backlog_len(), 0);
+        h.to(2_000 + round * 2_000);
+        assert!(h.records.is_empty());
+    }
+    assert_eq!(h.counters().pending, 0);
+}
+
+#[test]
+fn a_clock_jump_moves_waiting_records_and_keeps_their_order() {
+    let mut h = H::new(durable_rules(&[2_000, 1_000])).manual();
+    h.event("go");
+    h.to(2_000);
+    h.refuse_all();
+    h.take();
+    assert_eq!(h.engine.clock_jumped(-60_000), 2);
+    h.pump();
+    let fire_ats: Vec<i64> = h.stored().iter().map(|r| r.fire_at - WALL0).collect();
+    assert_eq!(fire_ats, [-58_000, -59_000]);
+    h.take();
+    h.room(2);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "2000 submit r1#t-2 s0 p0 on owns r1#t-2",
+            "2000 submit r0#t-1 s0 p0 on owns r0#t-1",
+        ])
+    );
 }

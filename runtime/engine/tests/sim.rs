@@ -282,7 +282,7 @@ fn state_changes_while_down_are_read_at_start() {
 }
 
 #[test]
-fn a_busy_pool_queues_then_refuses_and_the_refused_step_keeps_its_record() {
+fn a_busy_pool_queues_then_the_refused_durable_steps_wait_and_run_in_order() {
     let rules = (0..4)
         .map(|n| go(&format!("r{n}"), vec![push("on", 1_000)]))
         .collect();
@@ -299,18 +299,19 @@ fn a_busy_pool_queues_then_refuses_and_the_refused_step_keeps_its_record() {
         None,
     );
     let t = text(&out);
-    // r0 runs, r1 waits in the queue, r2 and r3 are refused.
-    assert_eq!(
-        t.iter().filter(|l| l.contains("reason=refused")).count(),
-        2,
-        "{t:?}"
-    );
-    assert_eq!(
-        out.records.keys().collect::<Vec<_>>(),
-        ["r2#0-3", "r3#0-4"],
-        "refused steps keep their records"
-    );
-    assert!(t.contains(&"3000 ms action rule=r1 step=0 pass=0 action=redis list=scooter:blinker push=on run=r1#0-2".to_string()));
+    // r0 runs, r1 waits in the queue, r2 and r3 wait in the due backlog
+    // with their records, and each runs as soon as the pool has room.
+    assert!(!t.iter().any(|l| l.contains("reason=refused")), "{t:?}");
+    let waits: Vec<_> = t.iter().filter(|l| l.contains("due-wait")).collect();
+    assert_eq!(waits.len(), 2, "{t:?}");
+    let actions: Vec<_> = t
+        .iter()
+        .filter(|l| l.contains(" action "))
+        .map(|l| l.split(" run=").nth(1).unwrap_or_default())
+        .collect();
+    assert_eq!(actions, ["r0#0-1", "r1#0-2", "r2#0-3", "r3#0-4"]);
+    assert!(t.contains(&"7000 ms action rule=r3 step=0 pass=0 action=redis list=scooter:blinker push=on run=r3#0-4".to_string()));
+    assert!(out.records.is_empty(), "every step ran");
 }
 
 #[test]

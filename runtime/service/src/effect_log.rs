@@ -82,7 +82,8 @@ fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
             EndReason::Cancelled
             | EndReason::Restarted
             | EndReason::Failed
-            | EndReason::Refused => (true, "run ended"),
+            | EndReason::Refused
+            | EndReason::TooLate => (true, "run ended"),
             EndReason::Done | EndReason::WhenFalse | EndReason::Stopped => (false, "run ended"),
         },
         Note::StepSkipped { .. } => (false, "step's `when` is false: run ends"),
@@ -105,6 +106,9 @@ fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
             return Some((true, Cow::Owned(message)));
         }
         Note::RecordKept { .. } => (true, "stopping: pending record kept for the next start"),
+        // Routine under a burst (thousands of overdue records at start);
+        // the step still runs, or ends `too-late` at info.
+        Note::DueWait { .. } => (false, "step due, worker pool full: waiting for room"),
         // Only with `EngineConfig::explain`, which the service leaves off.
         Note::NonFire { .. } => (false, "trigger did not fire"),
     };
@@ -125,9 +129,24 @@ pub fn log_record_drop(id: &str, rule: Option<&str>, reason: DropReason) {
     }
 }
 
+/// The line after `submitting action` when the job waits for a busy
+/// worker; the worker says `queued action started` when it takes it.
+pub fn log_queued(run: &str) {
+    tracing::debug!(run, "action queued: every worker is busy");
+}
+
 /// One line for an action the pool refused, with the cause the engine
-/// does not know.
+/// does not know. A durable step refused by a full pool is not lost: it
+/// waits in the engine's due backlog (docs/semantics.md#due-steps-the-pool-refused),
+/// said at `debug` only, since thousands may come at once at start.
 pub fn log_refused(job: &Job, cause: Refused, throttle: &mut Throttle) {
+    if job.drop_record.is_some() && cause == Refused::QueueFull {
+        tracing::debug!(
+            rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
+            "worker pool full: the durable step waits for room"
+        );
+        return;
+    }
     logging::log_held(&throttle.roll(Instant::now()));
     let admitted = throttle.admit(Some(&job.rule), tracing::Level::WARN);
     macro_rules! refused {

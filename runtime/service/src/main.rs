@@ -116,12 +116,15 @@ struct Args {
     #[arg(long, env = "RULED_WORKERS", default_value_t = 2, allow_negative_numbers = true, value_parser = clap::value_parser!(u16).range(1..))]
     workers: u16,
 
-    /// Actions that may wait for a busy worker; beyond that they are refused.
+    /// Actions that may wait for a busy worker; beyond that they are
+    /// refused (a durable step then waits for room, within the replay
+    /// window).
     #[arg(long, env = "RULED_QUEUE", default_value_t = 256, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..))]
     queue: u32,
 
-    /// How long past due a pending record may be at start and still run
-    /// (Go duration; negative means zero: only steps still in the future).
+    /// How long past due a pending record may be at start, or a durable
+    /// step may wait for room in the worker pool, and still run (Go
+    /// duration; negative means zero: only steps still in the future).
     #[arg(long, env = "RULED_REPLAY_WINDOW", default_value = "5m", value_parser = parse_signed_duration, allow_hyphen_values = true)]
     replay_window: i64,
 

@@ -2,7 +2,9 @@
 //! admitting jobs as [`PoolConfig::admit`] says (the simulator's virtual
 //! pool follows the same rule). A job that finds the queue full, or the
 //! pool stopping, is refused at once: [`Pool::submit`] never waits. Every
-//! job's fate comes back to the driver on one channel as [`Report`]s.
+//! job's fate comes back to the driver on one channel as [`Report`]s, and
+//! so does room opening in a pool that was full ([`Report::Room`]: the
+//! engine's due backlog waits for it, docs/semantics.md#due-steps-the-pool-refused).
 
 use crate::can::CanSockets;
 use crate::connection::{describe, is_definite_failure, query};
@@ -29,6 +31,9 @@ pub enum Report {
     Finished(JobId, Result<(), String>),
     /// The job was still queued when the pool stopped: it never ran.
     Abandoned(JobId),
+    /// The pool was full (it refused a job, or a submission filled it) and
+    /// now accepts one again: [`Pool::room`] says how many.
+    Room,
 }
 
 /// Why a job was not accepted.
@@ -61,12 +66,43 @@ impl std::fmt::Debug for Performers {
     }
 }
 
+/// A job handed over, and whether it had to wait for a busy worker.
+#[derive(Debug)]
+struct Handed {
+    job: Job,
+    waited: bool,
+}
+
 #[derive(Debug, Default)]
 struct Shared {
-    queue: VecDeque<Job>,
+    queue: VecDeque<Handed>,
     /// Workers waiting for a job (woken or about to be).
     idle: usize,
     stopping: bool,
+    /// Full since the last [`Report::Room`]: the next worker that makes
+    /// room reports it.
+    full: bool,
+}
+
+impl Shared {
+    /// Submissions accepted now, by [`PoolConfig::admit`]'s rule: one per
+    /// idle worker and free queue slot.
+    fn room(&self, config: PoolConfig) -> usize {
+        if self.stopping {
+            return 0;
+        }
+        (self.idle + config.queue).saturating_sub(self.queue.len())
+    }
+
+    /// Whether a worker that just took a job or went idle must report
+    /// room; clears the flag when it must.
+    fn room_to_report(&mut self, config: PoolConfig) -> bool {
+        let report = self.full && self.room(config) > 0;
+        if report {
+            self.full = false;
+        }
+        report
+    }
 }
 
 #[derive(Debug)]
@@ -98,11 +134,14 @@ impl Pool {
         let workers = (0..config.workers.max(1))
             .map(|_| {
                 tokio::spawn(worker(
-                    Arc::clone(&shared),
-                    Arc::clone(&wake),
+                    Worker {
+                        shared: Arc::clone(&shared),
+                        wake: Arc::clone(&wake),
+                        config,
+                        reports: reports.clone(),
+                        groups: groups.clone(),
+                    },
                     performers.clone(),
-                    reports.clone(),
-                    groups.clone(),
                 ))
             })
             .collect();
@@ -118,24 +157,36 @@ impl Pool {
 
     /// Hands a job over without waiting.
     pub fn submit(&self, job: Job) -> Result<(), Refused> {
-        self.try_submit(job).map_err(|(cause, _)| cause)
+        self.try_submit(job).map(|_| ()).map_err(|(cause, _)| cause)
     }
 
     /// [`Pool::submit`] that hands a refused job back, so that the caller
-    /// can report it without keeping a copy of every job it submits.
-    pub fn try_submit(&self, job: Job) -> Result<(), (Refused, Job)> {
+    /// can report it without keeping a copy of every job it submits, and
+    /// says where an accepted one went (an idle worker, or the queue).
+    pub fn try_submit(&self, job: Job) -> Result<Admission, (Refused, Job)> {
         let mut shared = lock(&self.shared);
         if shared.stopping {
             return Err((Refused::Stopping, job));
         }
         // Jobs an idle worker will take wait in the queue too, briefly.
-        if self.config.admit(shared.idle, shared.queue.len()) == Admission::Refused {
+        let admission = self.config.admit(shared.idle, shared.queue.len());
+        if admission == Admission::Refused {
+            shared.full = true;
             return Err((Refused::QueueFull, job));
         }
-        shared.queue.push_back(job);
+        let waited = admission == Admission::Queue;
+        shared.queue.push_back(Handed { job, waited });
+        if shared.room(self.config) == 0 {
+            shared.full = true;
+        }
         drop(shared);
         self.wake.notify_one();
-        Ok(())
+        Ok(admission)
+    }
+
+    /// How many submissions the pool accepts now.
+    pub fn room(&self) -> usize {
+        lock(&self.shared).room(self.config)
     }
 
     /// Jobs waiting for a worker.
@@ -165,7 +216,7 @@ impl Pool {
         let abandoned: Vec<Job> = {
             let mut shared = lock(&self.shared);
             shared.stopping = true;
-            shared.queue.drain(..).collect()
+            shared.queue.drain(..).map(|handed| handed.job).collect()
         };
         for job in &abandoned {
             // The receiver lives in the driver, which is waiting for us.
@@ -197,37 +248,56 @@ impl Pool {
     }
 }
 
-async fn worker(
+/// What every worker shares with the pool.
+struct Worker {
     shared: Arc<Mutex<Shared>>,
     wake: Arc<Notify>,
-    mut performers: Performers,
+    config: PoolConfig,
     reports: mpsc::UnboundedSender<Report>,
     groups: RunningGroups,
-) {
+}
+
+async fn worker(pool: Worker, mut performers: Performers) {
+    let Worker {
+        shared,
+        wake,
+        config,
+        reports,
+        groups,
+    } = pool;
     loop {
         let notified = wake.notified();
         tokio::pin!(notified);
-        let job = {
+        let (handed, room) = {
             let mut state = lock(&shared);
             if state.stopping {
                 return;
             }
-            match state.queue.pop_front() {
-                Some(job) => Some(job),
-                None => {
-                    state.idle += 1;
-                    // Registered while the lock is held, so neither a submit
-                    // nor a stop between the unlock and the await is missed.
-                    notified.as_mut().enable();
-                    None
-                }
+            let handed = state.queue.pop_front();
+            if handed.is_none() {
+                state.idle += 1;
+                // Registered while the lock is held, so neither a submit
+                // nor a stop between the unlock and the await is missed.
+                notified.as_mut().enable();
             }
+            (handed, state.room_to_report(config))
         };
-        let Some(job) = job else {
+        if room && reports.send(Report::Room).is_err() {
+            return;
+        }
+        let Some(Handed { job, waited }) = handed else {
             notified.await;
             lock(&shared).idle -= 1;
             continue;
         };
+        if waited {
+            // The start of a job that waited for a busy worker; the
+            // driver said when it handed over the others.
+            tracing::debug!(
+                rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
+                "queued action started"
+            );
+        }
         if let (Some(id), Some(store)) = (job.record_to_drop_at_start(), &performers.store) {
             remove_record_first(store, id, redis_wait(&job.action)).await;
         }

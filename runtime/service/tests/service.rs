@@ -827,29 +827,34 @@ fn busy_worker(busy_after_ms: u64, other: &str, queue: &str) -> (Setup, Ruled, i
     (setup, ruled, pid)
 }
 
-/// A step the pool refuses (one busy worker, no queue) ends its run, counts
-/// `dropped`, and keeps its pending record: it provably did not run. At
-/// stop the running exec's group is killed.
+/// The `WARN` lines of `rule` in ruled's log so far.
+fn rule_warnings(ruled: &Ruled, rule: &str) -> Vec<String> {
+    let field = format!("rule={rule}");
+    ruled
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("WARN") && l.contains(&field))
+        .collect()
+}
+
+/// A durable step the pool refuses (one busy worker, no queue) keeps its
+/// pending record and waits for room in the due backlog: not `dropped`, no
+/// warning. At stop the running exec's group is killed and the waiting
+/// step's record stays for the next start.
 #[test]
-fn refused_step_keeps_its_record_and_stop_kills_exec() {
+fn refused_durable_step_waits_with_its_record_and_stop_kills_exec() {
     let (setup, mut ruled, pid) = busy_worker(0, "later", "0");
     let Setup {
         redis, dir: _dir, ..
     } = setup;
     publish(&redis, "x.later", r#"{"topic":"x.later"}"#);
-    wait_counter(&redis, &ruled, "dropped", "1");
-    ruled.wait_log(&["rule=later", "reason=\"refused\""]);
-    // One warning for the refusal, with its cause.
-    let warnings: Vec<String> = ruled
-        .log()
-        .into_iter()
-        .filter(|l| l.contains("WARN") && l.contains("rule=later"))
-        .collect();
-    assert_eq!(warnings.len(), 1, "{warnings:#?}");
-    assert!(
-        warnings[0].contains("cause=worker queue full"),
-        "{warnings:#?}"
-    );
+    ruled.wait_log(&[
+        "rule=later",
+        "worker pool full: the durable step waits for room",
+    ]);
+    ruled.wait_log(&["rule=later", "step due, worker pool full: waiting for room"]);
+    let warnings = rule_warnings(&ruled, "later");
+    assert!(warnings.is_empty(), "{warnings:#?}");
     let kept = pending_ids(&redis);
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert!(kept[0].starts_with("later#"), "{kept:?}");
@@ -861,7 +866,28 @@ fn refused_step_keeps_its_record_and_stop_kills_exec() {
     assert_eq!(
         pending_ids(&redis).len(),
         1,
-        "the refused step's record stays"
+        "the waiting step's record stays"
+    );
+    assert_eq!(counter(&redis, "dropped").as_deref(), Some("0"));
+}
+
+/// A non-durable step the pool refuses still ends its run, counts
+/// `dropped`, and says so at `warn` with the cause.
+#[test]
+fn refused_non_durable_step_ends_its_run_and_counts_dropped() {
+    let (setup, ruled, _pid) = busy_worker(0, "now", "0");
+    let Setup {
+        redis, dir: _dir, ..
+    } = setup;
+    // `busy` again: its step has no `after`, so no record.
+    publish(&redis, "x.busy", r#"{"topic":"x.busy"}"#);
+    wait_counter(&redis, &ruled, "dropped", "1");
+    ruled.wait_log(&["rule=busy", "reason=\"refused\""]);
+    let warnings = rule_warnings(&ruled, "busy");
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].contains("cause=worker queue full"),
+        "{warnings:#?}"
     );
 }
 

@@ -239,25 +239,24 @@ fn full_queue_refuses_and_stop_abandons_and_kills() {
     wait_for("running exec killed at stop", || !alive(pid));
 }
 
+/// A pool without Redis whose workers have all registered as idle (they
+/// do when they first run).
+async fn idle_pool(workers: usize, queue: usize) -> (Pool, mpsc::UnboundedReceiver<Report>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let pool = Pool::start(PoolConfig { workers, queue }, no_redis(), tx);
+    tokio::task::yield_now().await;
+    (pool, rx)
+}
+
 #[test]
 fn idle_workers_take_jobs_without_queueing() {
     let dir = tempfile::tempdir().unwrap();
     let command = script(dir.path(), "slow.sh", "exec sleep 600");
     let rt = runtime();
     rt.block_on(async {
-        let (tx, mut rx) = mpsc::unbounded_channel();
         // Queue of zero: only idle workers accept.
-        let mut pool = Pool::start(
-            PoolConfig {
-                workers: 2,
-                queue: 0,
-            },
-            no_redis(),
-            tx,
-        );
+        let (mut pool, mut rx) = idle_pool(2, 0).await;
         let job = |id| exec_job(id, &command, 600_000);
-        // Workers register as idle when they first run.
-        tokio::task::yield_now().await;
         pool.submit(job(1)).unwrap();
         pool.submit(job(2)).unwrap();
         assert_eq!(pool.submit(job(3)), Err(Refused::QueueFull));
@@ -269,5 +268,47 @@ fn idle_workers_take_jobs_without_queueing() {
         assert_eq!(pool.submit(job(4)), Err(Refused::QueueFull));
         pool.stop(Duration::from_secs(5)).await;
         assert_eq!(pool.submit(job(5)), Err(Refused::Stopping));
+    });
+}
+
+/// A full pool says when it has room again (`Report::Room`, for the
+/// engine's due backlog, docs/semantics.md#due-steps-the-pool-refused),
+/// once, from the worker that made the room; `room()` says how much.
+#[test]
+fn a_full_pool_reports_room_once_when_a_worker_frees_a_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let quick = script(dir.path(), "quick.sh", "sleep 0.2");
+    let rt = runtime();
+    rt.block_on(async {
+        let (mut pool, mut rx) = idle_pool(1, 1).await;
+        assert_eq!(pool.room(), 2);
+        pool.submit(exec_job(1, &quick, 5_000)).unwrap();
+        pool.submit(exec_job(2, &quick, 5_000)).unwrap();
+        assert_eq!(pool.room(), 0);
+        assert_eq!(
+            pool.submit(exec_job(3, &quick, 5_000)),
+            Err(Refused::QueueFull)
+        );
+        let got = reports(&mut rx, 4).await;
+        assert_eq!(
+            got,
+            [
+                Report::Started(JobId(1)),
+                Report::Finished(JobId(1), Ok(())),
+                Report::Room,
+                Report::Started(JobId(2)),
+            ]
+        );
+        assert_eq!(pool.room(), 1, "the queue slot job 2 left");
+        // Job 2 ends and the worker goes idle: room grows, but the pool
+        // was not full since the last report, so no second one.
+        let got = reports(&mut rx, 1).await;
+        assert_eq!(got, [Report::Finished(JobId(2), Ok(()))]);
+        // The worker went idle before it let this task run (no await
+        // between its report and that).
+        assert_eq!(pool.room(), 2);
+        assert!(rx.try_recv().is_err(), "no second room report");
+        pool.stop(Duration::from_secs(5)).await;
+        assert_eq!(pool.room(), 0, "a stopping pool has no room");
     });
 }

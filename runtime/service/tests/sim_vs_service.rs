@@ -83,10 +83,15 @@
 //! at the end polls (generous deadline) until the service is idle
 //! (`pending` and `runs-active` 0) and has said as much as the simulator.
 //!
-//! Not modelled here: jobs waiting for a busy worker (the service logs the
-//! submit, not the start; no fixture has more actions at once than
-//! workers), and a timeline's `action-time` on `redis` steps (an `LPUSH`
-//! takes no time): such timelines are refused with the reason.
+//! **A busy pool.** The simulator's `action` line is the start of the
+//! action. The service logs `submitting action` when it hands a job over,
+//! which is its start when an idle worker takes it; a job that waits for a
+//! busy worker (`action queued`) or is refused (a durable step then waits
+//! in the due backlog and is submitted again later) has that line taken
+//! back, and its start is the worker's `queued action started`.
+//!
+//! Not modelled here: a timeline's `action-time` on `redis` steps (an
+//! `LPUSH` takes no time): such timelines are refused with the reason.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)] // test code
 
@@ -151,6 +156,7 @@ played! {
     engine_power_input => "engine-power-input" from "fixtures/rules";
     parked_brake_blink => "parked-brake-blink" from "fixtures/rules";
     winter_seat_heater => "winter-seat-heater" from "fixtures/rules-winter" then "fixtures/rules";
+    parked_backlog => "parked-backlog" from "fixtures/rules-parked";
 }
 
 #[test]
@@ -1125,6 +1131,7 @@ fn normalise_run(run: &str, epochs: &BTreeMap<String, usize>) -> String {
 /// first that matches counts.
 const NOTES: &[(&str, &str)] = &[
     ("run started (replayed)", "replay-resume"),
+    ("queued action started ", "action"),
     ("run started ", "run-start"),
     ("run ended ", "run-end"),
     ("submitting action ", "action"),
@@ -1133,6 +1140,14 @@ const NOTES: &[(&str, &str)] = &[
     ("trigger ignored: within cooldown", "trigger-suppressed"),
     ("trigger dropped:", "trigger-dropped"),
     ("trigger queued:", "trigger-queued"),
+];
+
+/// ruled's log messages (their start) that take back the `submitting
+/// action` line of their run: the job did not start then.
+const TAKEN_BACK: &[&str] = &[
+    "worker pool refused the action",
+    "worker pool full: the durable step waits for room",
+    "action queued: every worker is busy",
 ];
 
 /// What the service's logs say happened, in the simulator's terms.
@@ -1171,8 +1186,9 @@ fn service_lines(logs: &[Vec<String>], t0_us: i64, final_stop: bool) -> Vec<Seen
             };
             let kind = if let Some((_, kind)) = NOTES.iter().find(|(m, _)| text.starts_with(m)) {
                 kind
-            } else if text.starts_with("worker pool refused the action") {
-                // The sim has no `action` line for a refused job.
+            } else if TAKEN_BACK.iter().any(|m| text.starts_with(m)) {
+                // The sim has no `action` line for a refused job, and one
+                // for a queued job only when a worker takes it.
                 if let Some(i) = out
                     .iter()
                     .rposition(|s| s.kind == "action" && s.run == seen.run)
@@ -1321,7 +1337,7 @@ fn check_effects(report: &Report<'_>, lines: &[Line], monitor: &Monitor, t0_us: 
     }
     let mut real: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     for line in monitor.lines() {
-        if let Some((at_us, args)) = monitor_command(&line) {
+        if let Some((at_us, args)) = support::monitor_command(&line) {
             if args.len() == 3 && args[0].eq_ignore_ascii_case("LPUSH") {
                 let effect = format!("LPUSH {} {}", args[1], args[2]);
                 real.entry(effect)
@@ -1366,32 +1382,6 @@ fn check_effects(report: &Report<'_>, lines: &[Line], monitor: &Monitor, t0_us: 
         problems.join("\n"),
         report.context()
     );
-}
-
-/// A MONITOR line `1796056530.756741 [0 unix:/x.sock] "LPUSH" "k" "v"`:
-/// its time in µs and its arguments.
-fn monitor_command(line: &str) -> Option<(i64, Vec<String>)> {
-    let (stamp, rest) = line.split_once(' ')?;
-    let (secs, micros) = stamp.split_once('.')?;
-    let at_us = secs.parse::<i64>().ok()? * 1_000_000 + micros.parse::<i64>().ok()?;
-    let rest = &rest[rest.find("] ")? + 2..];
-    let mut args = Vec::new();
-    let mut chars = rest.chars();
-    while let Some(c) = chars.next() {
-        if c != '"' {
-            continue;
-        }
-        let mut arg = String::new();
-        loop {
-            match chars.next()? {
-                '"' => break,
-                '\\' => arg.push(chars.next()?),
-                c => arg.push(c),
-            }
-        }
-        args.push(arg);
-    }
-    Some((at_us, args))
 }
 
 /// The records left in `extensions:pending` are the simulator's: same

@@ -337,6 +337,10 @@ impl<'t> Sim<'t> {
                 self.start_again();
             } else if let Some((_, seq)) = finish.filter(|f| f.0 == next) {
                 self.finish_job(seq);
+                // The finished run's own next step first, as the service
+                // handles the report of the finish before the pool's room.
+                self.perform();
+                self.offer_room();
             } else {
                 let now = self.clocks();
                 self.engine.handle_timeout(now);
@@ -457,6 +461,20 @@ impl<'t> Sim<'t> {
                 let now = self.clocks();
                 self.engine.action_refused(now, job.id);
             }
+        }
+    }
+
+    /// Tells the engine how many submissions the pool accepts now, when
+    /// due steps wait for room (docs/semantics.md#due-steps-the-pool-refused).
+    fn offer_room(&mut self) {
+        if self.engine.due_backlog_len() == 0 {
+            return;
+        }
+        let idle = self.pool.workers.saturating_sub(self.running.len());
+        let room = (idle + self.pool.queue).saturating_sub(self.queued.len());
+        if room > 0 {
+            let now = self.clocks();
+            self.engine.pool_has_room(now, room);
         }
     }
 

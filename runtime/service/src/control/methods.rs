@@ -230,10 +230,12 @@ fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
 
 /// One rule's line in `v1.list` (and the state part of `v1.show`).
 fn rule_line(view: &RuleView, override_of: Option<bool>) -> Value {
-    let waiting = view
-        .run
-        .as_ref()
-        .is_some_and(|run| matches!(run.phase, RunPhase::Waiting { .. }));
+    let waiting = view.run.as_ref().is_some_and(|run| {
+        matches!(
+            run.phase,
+            RunPhase::Waiting { .. } | RunPhase::WaitingForRoom { .. }
+        )
+    });
     json!({
         "name": &*view.name,
         "source": view.source,
@@ -278,6 +280,7 @@ fn phase_json(line: &mut Value, phase: RunPhase) {
     let (state, due, durable) = match phase {
         RunPhase::Waiting { due_ms, durable } => ("waiting", Some(due_ms), Some(durable)),
         RunPhase::Gap { due_ms } => ("repeat-gap", Some(due_ms), None),
+        RunPhase::WaitingForRoom { due_ms } => ("waiting-for-room", Some(due_ms), Some(true)),
         RunPhase::Acting => ("acting", None, None),
     };
     line["state"] = json!(state);

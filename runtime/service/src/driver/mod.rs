@@ -24,10 +24,12 @@ use crate::stats::StatsPublisher;
 use crate::subscriptions::{Bus, Inbound, Subscriber};
 use redis::aio::ConnectionManager;
 use rulecore::topic::TopicPattern;
+use ruled_engine::pool::Admission;
 use ruled_engine::{Effect, Engine, Job, Now};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -262,6 +264,13 @@ impl Service {
                 self.engine.action_finished(now, job, result);
             }
             Report::Abandoned(job) => self.engine.action_abandoned(job),
+            // Due steps waiting for room go now (docs/semantics.md#due-steps-the-pool-refused).
+            Report::Room => {
+                if self.engine.due_backlog_len() > 0 {
+                    let now = self.now();
+                    self.engine.pool_has_room(now, self.pool.room());
+                }
+            }
         }
     }
 
@@ -298,11 +307,16 @@ impl Service {
             rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
             "submitting action"
         );
-        if let Err((cause, job)) = self.pool.try_submit(job) {
-            effect_log::log_refused(&job, cause, &mut self.throttle);
-            // The record stays: the step provably did not run (docs/semantics.md#durability-and-replay).
-            let now = self.now();
-            self.engine.action_refused(now, job.id);
+        let run = Arc::clone(&job.run);
+        match self.pool.try_submit(job) {
+            Ok(Admission::Queue) => effect_log::log_queued(&run),
+            Ok(_) => {}
+            Err((cause, job)) => {
+                effect_log::log_refused(&job, cause, &mut self.throttle);
+                // The record stays: the step provably did not run (docs/semantics.md#durability-and-replay).
+                let now = self.now();
+                self.engine.action_refused(now, job.id);
+            }
         }
     }
 }

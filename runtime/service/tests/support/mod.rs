@@ -463,12 +463,47 @@ impl Monitor {
             .collect()
     }
 
+    /// Every command seen so far: its time (µs since the Unix epoch) and
+    /// its arguments.
+    pub fn commands(&self) -> Vec<(i64, Vec<String>)> {
+        self.lines()
+            .iter()
+            .filter_map(|line| monitor_command(line))
+            .collect()
+    }
+
     /// The position of the first line holding every one of `needles`.
     pub fn position(&self, needles: &[&str]) -> Option<usize> {
         self.lines()
             .iter()
             .position(|line| needles.iter().all(|n| line.contains(n)))
     }
+}
+
+/// A MONITOR line `1796056530.756741 [0 unix:/x.sock] "LPUSH" "k" "v"`:
+/// its time in µs and its arguments.
+pub fn monitor_command(line: &str) -> Option<(i64, Vec<String>)> {
+    let (stamp, rest) = line.split_once(' ')?;
+    let (secs, micros) = stamp.split_once('.')?;
+    let at_us = secs.parse::<i64>().ok()? * 1_000_000 + micros.parse::<i64>().ok()?;
+    let rest = &rest[rest.find("] ")? + 2..];
+    let mut args = Vec::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            continue;
+        }
+        let mut arg = String::new();
+        loop {
+            match chars.next()? {
+                '"' => break,
+                '\\' => arg.push(chars.next()?),
+                c => arg.push(c),
+            }
+        }
+        args.push(arg);
+    }
+    Some((at_us, args))
 }
 
 impl Drop for Monitor {
