@@ -22,6 +22,7 @@ mod memory;
 mod record;
 mod time;
 mod timers;
+mod trace;
 
 pub mod pool;
 pub mod sim;
@@ -33,6 +34,10 @@ pub use effect::{
 pub use memory::estimated_heap;
 pub use record::{PendingRecord, RecordError, PENDING_HASH};
 pub use time::{Now, Time};
+pub use trace::{
+    NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
+    SubmitTrace, TimeStyle, WaitTrace, WhenTrace, DEFAULT_TRACES, DEFAULT_TRACE_MEMORY,
+};
 
 use index::TopicIndex;
 use record::RecordRef;
@@ -45,6 +50,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use time::nanos_to_millis_ceil;
 use timers::{TimerKind, Timers};
+use trace::{Traces, WhenResult};
 
 /// The replay checks that need no clock, in replay's order
 /// (docs/semantics.md#durability-and-replay): the record's rule (`None`:
@@ -92,6 +98,10 @@ pub struct EngineConfig {
     /// `rulec simulate --explain` and traces (docs/simulation.md#explain).
     /// Off, the engine notes nothing per non-matching event.
     pub explain: bool,
+    /// Runs traced per rule (docs/semantics.md#traces); 0 turns traces off.
+    pub traces: usize,
+    /// The byte budget of all traces together; the oldest go first.
+    pub trace_memory: usize,
 }
 
 impl Default for EngineConfig {
@@ -101,6 +111,8 @@ impl Default for EngineConfig {
             queue_backlog: DEFAULT_QUEUE_BACKLOG,
             epoch: "0".to_string(),
             explain: false,
+            traces: DEFAULT_TRACES,
+            trace_memory: DEFAULT_TRACE_MEMORY,
         }
     }
 }
@@ -188,6 +200,7 @@ struct JobOwner {
     rule: u32,
     serial: u64,
     step: u32,
+    pass: u32,
 }
 
 #[derive(Debug)]
@@ -238,6 +251,9 @@ pub struct Engine {
     stopped: bool,
     replayed: bool,
     scratch: Vec<u32>,
+    /// Disabled rules an event matches (explain and traces only).
+    scratch_disabled: Vec<u32>,
+    traces: Traces,
 }
 
 impl Engine {
@@ -286,6 +302,7 @@ impl Engine {
         }
         let state = vec![String::new(); payload.state_pairs.len()];
         let hold_watchers = hold::watchers(&payload);
+        let traces = Traces::new(config.traces, config.trace_memory);
         Self {
             payload,
             config,
@@ -306,6 +323,8 @@ impl Engine {
             stopped: false,
             replayed: false,
             scratch: Vec::new(),
+            scratch_disabled: Vec::new(),
+            traces,
         }
     }
 
@@ -344,68 +363,83 @@ impl Engine {
             self.cancel_rule(rule as usize, now);
         }
         let mut matches = cancels;
-        if self.config.explain {
-            self.disabled_index.lookup(&event.topic, &mut matches);
-            for &rule in &matches {
-                self.non_fire(rule as usize, NonFireReason::RuleDisabled);
-            }
-            matches.clear();
-        }
         self.on_index.lookup(&event.topic, &mut matches);
-        if matches.is_empty() {
+        let mut disabled = std::mem::take(&mut self.scratch_disabled);
+        disabled.clear();
+        if self.config.explain || self.traces.enabled() {
+            self.disabled_index.lookup(&event.topic, &mut disabled);
+        }
+        if matches.is_empty() && disabled.is_empty() {
             self.scratch = matches;
+            self.scratch_disabled = disabled;
             return;
         }
         let event = Arc::new(event);
+        for &rule in &disabled {
+            self.non_fire(
+                rule as usize,
+                NonFireReason::RuleDisabled,
+                &event,
+                now,
+                None,
+            );
+        }
+        self.scratch_disabled = disabled;
         let payload = Arc::clone(&self.payload);
         for &rule in &matches {
-            let rule = rule as usize;
-            let spec = &payload.rules[rule];
-            // 2. Match.
-            let met = match &spec.when {
-                Some(program) => match self.eval(rule, None, program, &event) {
-                    Ok(true) => true,
-                    Ok(false) => {
-                        self.non_fire(rule, NonFireReason::WhenFalse);
-                        false
-                    }
-                    Err(()) => {
-                        self.non_fire(rule, NonFireReason::WhenError);
-                        false
-                    }
-                },
-                None => true,
-            };
-            if spec.hold_ns > 0 {
-                // `for`: a false `when` matters too (docs/semantics.md#hold).
-                self.hold_match(rule, Arc::clone(&event), met, now);
-                continue;
-            }
-            if !met {
-                continue;
-            }
-            let event = Arc::clone(&event);
-            if spec.debounce_ns > 0 {
-                // 3. Debounce: hold the latest, restart the quiet window.
-                let state = &mut self.rules[rule];
-                if state.debounce.take().is_some() {
-                    self.timers.disarm();
-                    self.non_fire(rule, NonFireReason::DebounceReset);
-                } else {
-                    self.non_fire(rule, NonFireReason::DebounceHeld);
-                }
-                let token = self.arm(
-                    now.time.plus_nanos(spec.debounce_ns),
-                    rule,
-                    TimerKind::Debounce,
-                );
-                self.rules[rule].debounce = Some(Debounce { event, token });
-            } else {
-                self.dispatch(rule, event, now);
-            }
+            self.match_rule(&payload.rules[rule as usize], rule as usize, &event, now);
         }
         matches.clear();
         self.scratch = matches;
+    }
+
+    /// Steps 2 and 3 of docs/semantics.md#handling-one-event for one rule
+    /// whose `on` matches: its `when`, then a hold, a debounce window, or
+    /// the dispatch.
+    fn match_rule(&mut self, spec: &Rule, rule: usize, event: &Arc<Event>, now: Now) {
+        // 2. Match.
+        let met = match &spec.when {
+            Some(program) => {
+                let result = self.eval(rule, None, program, event);
+                match &result {
+                    Ok(true) => {}
+                    Ok(false) => self.non_fire(rule, NonFireReason::WhenFalse, event, now, None),
+                    Err(error) => {
+                        let error = Some(error.as_str());
+                        self.non_fire(rule, NonFireReason::WhenError, event, now, error);
+                    }
+                }
+                result == Ok(true)
+            }
+            None => true,
+        };
+        if spec.hold_ns > 0 {
+            // `for`: a false `when` matters too (docs/semantics.md#hold).
+            self.hold_match(rule, Arc::clone(event), met, now);
+            return;
+        }
+        if !met {
+            return;
+        }
+        let event = Arc::clone(event);
+        if spec.debounce_ns > 0 {
+            // 3. Debounce: hold the latest, restart the quiet window.
+            let reason = if self.rules[rule].debounce.take().is_some() {
+                self.timers.disarm();
+                NonFireReason::DebounceReset
+            } else {
+                NonFireReason::DebounceHeld
+            };
+            self.non_fire(rule, reason, &event, now, None);
+            let token = self.arm(
+                now.time.plus_nanos(spec.debounce_ns),
+                rule,
+                TimerKind::Debounce,
+            );
+            self.rules[rule].debounce = Some(Debounce { event, token });
+        } else {
+            self.dispatch(rule, event, now);
+        }
     }
 
     /// Fires every timer due at or before `now`.
@@ -462,8 +496,13 @@ impl Engine {
     /// A job's action started on a worker (the driver has removed or is
     /// removing its `drop_record`). Valid after [`Engine::stop`] too.
     /// Only counted: the run moves on when the action finishes.
-    pub fn action_started(&mut self, _job: JobId) {
+    pub fn action_started(&mut self, job: JobId) {
         self.counters.dispatched += 1;
+        if let Some(owner) = self.jobs.get(&job.0) {
+            let (rule, at) = (owner.rule as usize, (owner.step, owner.pass));
+            let started = SubmitOutcome::Started;
+            self.traces.step_handled(rule, owner.serial, at, started);
+        }
     }
 
     /// A job's action finished. Valid after [`Engine::stop`] (counted only).
@@ -482,7 +521,13 @@ impl Engine {
             };
             self.log(Level::Warn, rule, step, format!("action failed: {message}"));
         }
-        let Some(JobOwner { rule, serial, .. }) = owner else {
+        let Some(JobOwner {
+            rule,
+            serial,
+            step,
+            pass,
+        }) = owner
+        else {
             return;
         };
         let rule = rule as usize;
@@ -490,6 +535,9 @@ impl Engine {
             // The run was cancelled or restarted after handing the job over.
             return;
         }
+        let outcome = result.as_ref().map(|_| ()).map_err(String::as_str);
+        self.traces
+            .step_finished(rule, serial, (step, pass), now.time, outcome);
         match result {
             Ok(()) => self.advance(rule, now),
             Err(_) => self.end_run(rule, EndReason::Failed, now),
@@ -501,10 +549,19 @@ impl Engine {
     /// did not run (docs/semantics.md#walking-a-sequence, docs/semantics.md#durability-and-replay).
     pub fn action_refused(&mut self, now: Now, job: JobId) {
         self.counters.dropped += 1;
-        let Some(JobOwner { rule, serial, .. }) = self.jobs.remove(&job.0) else {
+        let Some(JobOwner {
+            rule,
+            serial,
+            step,
+            pass,
+        }) = self.jobs.remove(&job.0)
+        else {
             return;
         };
         let rule = rule as usize;
+        let refused = SubmitOutcome::Refused;
+        self.traces
+            .step_handled(rule, serial, (step, pass), refused);
         // No log line here: the driver knows the cause (queue full or
         // stopping) and reports the refusal with it; the run-end note and
         // the `dropped` counter carry the rest.
@@ -703,6 +760,7 @@ impl Engine {
             state.hold = None;
             if let Some(run) = state.run.take() {
                 let name = Arc::clone(&state.name);
+                self.traces.run_stopped(rule, run.serial);
                 if run.owns_record {
                     self.note(Note::RecordKept {
                         run: Arc::clone(&run.id),
@@ -817,6 +875,33 @@ impl Engine {
         self.rules.iter().position(|state| &*state.name == name)
     }
 
+    /// Rule `name`'s traces (docs/semantics.md#traces): its last runs and
+    /// last non-fire, `None` when it has none (or no such rule). Times are
+    /// shown on `now.wall_ms`'s clock: an engine time `t` reads as
+    /// `now.wall_ms - (now.time - t)` in milliseconds.
+    pub fn trace(&self, name: &str, now: Now) -> Option<RuleTrace> {
+        let rule = self.rule_index(name)?;
+        self.traces.view(rule, name, now.time, now.wall_ms)
+    }
+
+    /// Every rule's traces, in bundle order; see [`Engine::trace`].
+    pub fn traces(&self, now: Now) -> Vec<RuleTrace> {
+        self.traces
+            .traced_rules()
+            .into_iter()
+            .filter_map(|rule| {
+                let name = &self.rules.get(rule)?.name;
+                self.traces.view(rule, name, now.time, now.wall_ms)
+            })
+            .collect()
+    }
+
+    /// The bytes all traces hold now, as counted against
+    /// [`EngineConfig::trace_memory`].
+    pub fn trace_memory(&self) -> usize {
+        self.traces.bytes()
+    }
+
     // ----- internals ----------------------------------------------------
 
     fn note(&mut self, note: Note) {
@@ -824,20 +909,39 @@ impl Engine {
     }
 
     /// A trigger that did not start a run: its note, and the non-fire.
-    fn trigger_note(&mut self, rule: usize, outcome: TriggerOutcome) {
+    fn trigger_note(&mut self, rule: usize, outcome: TriggerOutcome, event: &Arc<Event>, now: Now) {
         let name = Arc::clone(&self.rules[rule].name);
         self.note(Note::Trigger {
             rule: name,
             outcome,
         });
-        self.non_fire(rule, outcome.into());
+        self.non_fire(rule, outcome.into(), event, now, None);
     }
 
-    /// Notes a non-fire decision when asked to explain.
-    fn non_fire(&mut self, rule: usize, reason: NonFireReason) {
+    /// A non-fire decision (docs/semantics.md#traces): the rule's trace
+    /// keeps it, and it is noted when asked to explain. `error`: a
+    /// `when-error`'s text.
+    pub(crate) fn non_fire(
+        &mut self,
+        rule: usize,
+        reason: NonFireReason,
+        event: &Arc<Event>,
+        now: Now,
+        error: Option<&str>,
+    ) {
+        self.traces.non_fire(rule, now.time, event, reason, error);
         if self.config.explain {
             let rule = Arc::clone(&self.rules[rule].name);
             self.note(Note::NonFire { rule, reason });
+        }
+    }
+
+    /// A run was installed in `rule`'s slot: its trace starts.
+    fn trace_run_started(&mut self, rule: usize, now: Now, replayed: bool) {
+        if let Some(run) = &self.rules[rule].run {
+            let (serial, id, event) = (run.serial, &run.id, &run.event);
+            self.traces
+                .run_started(rule, serial, id, event, now.time, replayed);
         }
     }
 
@@ -852,7 +956,7 @@ impl Engine {
         }));
     }
 
-    /// Evaluates a `when`; an evaluation error (`Err`) counts as not met, is
+    /// Evaluates a `when`; an evaluation error (`Err`, its text) counts as not met, is
     /// logged with the rule (and step) and counted in the rule's errors
     /// (docs/when-language.md).
     fn eval(
@@ -861,10 +965,11 @@ impl Engine {
         step: Option<u32>,
         program: &Program,
         event: &Event,
-    ) -> Result<bool, ()> {
+    ) -> Result<bool, String> {
         match eval_bool(program, &self.payload.consts, event, &self.state) {
             Ok(met) => Ok(met),
             Err(error) => {
+                let error = error.to_string();
                 self.rules[rule].stats.errors += 1;
                 let name = Arc::clone(&self.rules[rule].name);
                 self.effects.push_back(Effect::Log(LogLine {
@@ -875,7 +980,7 @@ impl Engine {
                     code: Some(EVAL_ERROR_CODE),
                     message: format!("`when` failed to evaluate, counted as not met: {error}"),
                 }));
-                Err(())
+                Err(error)
             }
         }
     }
@@ -926,7 +1031,7 @@ impl Engine {
         if spec.cooldown_ns > 0 {
             if let Some(last) = state.last_fire {
                 if now.time.since(last) < spec.cooldown_ns {
-                    self.trigger_note(rule, TriggerOutcome::Suppressed);
+                    self.trigger_note(rule, TriggerOutcome::Suppressed, &event, now);
                     return;
                 }
             }
@@ -943,14 +1048,14 @@ impl Engine {
                 self.end_run(rule, EndReason::Restarted, now);
                 self.start_run(rule, event, now);
             }
-            Concurrency::Drop => self.trigger_note(rule, TriggerOutcome::Dropped),
+            Concurrency::Drop => self.trigger_note(rule, TriggerOutcome::Dropped, &event, now),
             Concurrency::Queue => {
                 if state.backlog.len() < self.config.queue_backlog {
-                    state.backlog.push_back(event);
-                    self.trigger_note(rule, TriggerOutcome::Queued);
+                    state.backlog.push_back(Arc::clone(&event));
+                    self.trigger_note(rule, TriggerOutcome::Queued, &event, now);
                 } else {
                     self.counters.refused += 1;
-                    self.trigger_note(rule, TriggerOutcome::Refused);
+                    self.trigger_note(rule, TriggerOutcome::Refused, &event, now);
                     let cap = self.config.queue_backlog;
                     self.log(
                         Level::Warn,
@@ -974,6 +1079,7 @@ impl Engine {
             let run = Arc::clone(&run.id);
             self.note(Note::RunStart { run, rule: name });
         }
+        self.trace_run_started(rule, now, false);
         self.enter_step(rule, now);
     }
 
@@ -1020,9 +1126,17 @@ impl Engine {
                 .saturating_add(nanos_to_millis_ceil(step.after_ns));
             self.put_record(rule, &spec.source, fire_at, RecordWrite::First);
         }
-        let token = self.arm(now.time.plus_nanos(step.after_ns), rule, TimerKind::Run);
+        let due = now.time.plus_nanos(step.after_ns);
+        let token = self.arm(due, rule, TimerKind::Run);
         if let Some(run) = self.rules[rule].run.as_mut() {
             run.phase = Phase::Waiting { token };
+            let (serial, at) = (run.serial, (run.step, run.pass));
+            let wait = trace::Wait {
+                start: now.time,
+                due,
+                durable: step.durable,
+            };
+            self.traces.step_waiting(rule, serial, at, wait);
         }
     }
 
@@ -1087,7 +1201,13 @@ impl Engine {
             return;
         };
         if let Some(program) = &step.when {
-            if self.eval(rule, Some(index), program, &event) != Ok(true) {
+            let result = self.eval(rule, Some(index), program, &event);
+            if let Some(run) = &self.rules[rule].run {
+                let serial = run.serial;
+                let when = WhenResult::of(&result);
+                self.traces.step_when(rule, serial, (index, pass), when);
+            }
+            if result != Ok(true) {
                 self.skip_step(rule, now);
                 return;
             }
@@ -1108,8 +1228,11 @@ impl Engine {
                 rule: rule as u32,
                 serial: run.serial,
                 step: index,
+                pass,
             },
         );
+        self.traces
+            .step_submitted(rule, run.serial, (index, pass), now.time);
         let submit = Job {
             id: JobId(job),
             run: Arc::clone(&run.id),
@@ -1190,6 +1313,7 @@ impl Engine {
         let state = &mut self.rules[rule];
         let Some(run) = state.run.take() else { return };
         let name = Arc::clone(&state.name);
+        self.traces.run_ended(rule, run.serial, now.time, reason);
         match run.phase {
             Phase::Waiting { .. } | Phase::Gap { .. } => self.timers.disarm(),
             Phase::Acting { .. } | Phase::Deciding => {}
@@ -1270,6 +1394,7 @@ impl Engine {
             run.owns_record = true;
             run.fire_at = record.fire_at;
         }
+        self.trace_run_started(rule, now, true);
         let left_ms = record.fire_at.saturating_sub(now.wall_ms);
         if left_ms <= 0 {
             self.submit_step(rule, now);
