@@ -140,10 +140,11 @@ pub(super) struct Clock {
 }
 
 impl Clock {
+    /// `at` may be later than `now` (a wait's due time).
     fn ms(self, at: Time) -> i64 {
-        let ago = self.now.as_millis().saturating_sub(at.as_millis());
+        let signed = |t: Time| i64::try_from(t.as_millis()).unwrap_or(i64::MAX);
         self.now_ms
-            .saturating_sub(i64::try_from(ago).unwrap_or(i64::MAX))
+            .saturating_add(signed(at).saturating_sub(signed(self.now)))
     }
 
     pub(super) fn run(self, run: &RunRecord) -> RunTrace {
