@@ -102,12 +102,9 @@ fn event_bytes(event: &Event) -> Option<usize> {
                 stack.extend(items);
             }
             serde_json::Value::Object(map) => {
-                // A map node per entry, roughly: key, value, links.
+                bytes += map_nodes(map.len());
                 for (key, value) in map {
-                    bytes += size_of::<String>()
-                        + key.len()
-                        + size_of::<serde_json::Value>()
-                        + 2 * size_of::<usize>();
+                    bytes += key.len();
                     stack.push(value);
                 }
             }
@@ -115,6 +112,20 @@ fn event_bytes(event: &Event) -> Option<usize> {
         }
     }
     (bytes <= TRACE_EVENT_MAX).then_some(bytes)
+}
+
+/// The nodes of a `data` object (a B-tree of 11 entries a node, each
+/// with a parent link, two counts and child links in inner nodes), as
+/// many as a tree half full would take beyond one node.
+fn map_nodes(entries: usize) -> usize {
+    const NODE: usize = 11 * (size_of::<String>() + size_of::<serde_json::Value>())
+        + 12 * size_of::<usize>()
+        + 2 * size_of::<usize>();
+    match entries {
+        0 => 0,
+        1..=11 => NODE,
+        _ => (entries.div_ceil(5) + entries.div_ceil(30)) * NODE,
+    }
 }
 
 fn error_text(text: &str) -> Box<str> {
