@@ -48,12 +48,11 @@ impl TracedEvent {
                 event: Arc::clone(event),
                 bytes,
             },
-            None => {
-                // Serialising an `Event` cannot fail: its fields are strings,
-                // an integer and a JSON value.
-                let json = serde_json::to_string(&**event).unwrap_or_default();
-                Self::Cut(cut(&json, TRACE_EVENT_MAX).into())
-            }
+            None => match serde_json::to_string(&**event) {
+                Ok(json) => Self::Cut(cut(&json, TRACE_EVENT_MAX).into()),
+                // Not expected of an event decoded from JSON; said in place of it.
+                Err(error) => Self::Cut(format!("(event not serialisable: {error})").into()),
+            },
         }
     }
 

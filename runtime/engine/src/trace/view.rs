@@ -251,7 +251,8 @@ fn utc(ms: i64) -> String {
 
 fn event_text(event: &Option<Event>, cut: &Option<String>) -> String {
     match (event, cut) {
-        (Some(event), _) => serde_json::to_string(event).unwrap_or_default(),
+        (Some(event), _) => serde_json::to_string(event)
+            .unwrap_or_else(|error| format!("(event not serialisable: {error})")),
         (None, Some(cut)) => format!("{cut}... (cut at 4 KiB)"),
         (None, None) => String::new(),
     }
