@@ -543,8 +543,8 @@ fn a_single_rule_file_is_simulated() {
 }
 
 /// `--trace`: after the `end` line, each rule's last runs step by step and
-/// its last non-fire (a restart, a drop, a cancel, a refused trigger, a
-/// cooldown, a hold), the same records in text and in JSON.
+/// its last non-fire (a restart, a drop, a cancel, a cooldown, a hold, a
+/// disabled rule), the same records in text and in JSON.
 #[test]
 fn trace_prints_each_rules_runs_and_last_non_fire() {
     let trace = ["--trace".as_ref()];
@@ -559,22 +559,20 @@ fn trace_prints_each_rules_runs_and_last_non_fire() {
             "hazards-on-alarm",
             "alarm-horn-pulses",
             "low-battery-warning",
-            "charger-log",
-            "battery-still-low"
+            "battery-still-low",
+            "winter-seat-heater"
         ],
         "bundle order, after every other line"
     );
     let end = lines.iter().position(|l| l["kind"] == "end").unwrap();
     assert_eq!(end, lines.len() - traces.len() - 1);
-    let charger = traces[3];
-    assert_eq!(charger["at_ms"], lines[end]["at_ms"]);
-    assert_eq!(
-        charger["runs"].as_array().unwrap().len(),
-        5,
-        "the last five"
-    );
-    assert_eq!(charger["last_non_fire"]["reason"], "refused");
-    assert_eq!(charger["last_non_fire"]["event"]["id"], "charge-10");
+    let battery = traces[2];
+    assert_eq!(battery["at_ms"], lines[end]["at_ms"]);
+    assert_eq!(battery["runs"][0]["event"]["id"], "low-1");
+    assert_eq!(battery["last_non_fire"]["reason"], "cooldown");
+    assert_eq!(traces[3]["last_non_fire"]["reason"], "hold-fired");
+    assert_eq!(traces[4]["runs"].as_array().unwrap().len(), 0);
+    assert_eq!(traces[4]["last_non_fire"]["reason"], "rule-disabled");
     let hazards = &traces[0]["runs"];
     assert_eq!(hazards[0]["end"]["reason"], "restarted");
     assert_eq!(hazards[1]["steps"][1]["wait"]["durable"], true);

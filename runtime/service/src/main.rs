@@ -63,6 +63,16 @@ struct Args {
     #[arg(long, env = "RULED_STATS_INTERVAL", default_value = "10s", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     stats_interval: Duration,
 
+    /// Runs kept in each rule's trace (its last runs, step by step, and its
+    /// last non-fire, kept in memory for operators); 0 turns traces off.
+    #[arg(long, env = "RULED_TRACES", default_value_t = 5, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..))]
+    traces: u32,
+
+    /// The memory all traces together may hold, in bytes (or with a suffix:
+    /// `512KiB`, `1MiB`); the oldest traces are dropped first.
+    #[arg(long, env = "RULED_TRACE_MEMORY", value_name = "BYTES", default_value = "1MiB", value_parser = parse_bytes, allow_hyphen_values = true)]
+    trace_memory: usize,
+
     /// Log filter: error, warn, info, debug, trace, or tracing directives
     /// such as `info,ruled=debug`.
     #[arg(long, env = "RULED_LOG_LEVEL", default_value = "info", value_parser = parse_log_level)]
@@ -76,6 +86,25 @@ fn parse_log_level(text: &str) -> Result<String, String> {
 fn parse_signed_duration(text: &str) -> Result<i64, String> {
     let nanos = rulecore::parse_duration(text).map_err(|e| e.to_string())?;
     Ok(nanos / 1_000_000)
+}
+
+/// A byte count: digits, optionally followed by `KiB` or `MiB`.
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let scale: usize = match unit {
+        "" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        _ => return Err("expected a number of bytes, optionally with KiB or MiB (`1MiB`)".into()),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| "expected a number of bytes, optionally with KiB or MiB (`1MiB`)".into())
 }
 
 fn parse_positive_duration(text: &str) -> Result<Duration, String> {
@@ -150,6 +179,8 @@ fn run(args: Args) -> Result<()> {
         },
         replay_window_ms: args.replay_window,
         stats_interval: args.stats_interval,
+        traces: usize::try_from(args.traces).unwrap_or(usize::MAX),
+        trace_memory: args.trace_memory,
     };
     // One thread: the target has one core, and the engine is single-owner.
     let runtime = tokio::runtime::Builder::new_current_thread()
