@@ -33,11 +33,18 @@ pub const TRACE_ERROR_MAX: usize = 1024;
 /// Step records kept per run trace: a long `repeat` keeps its latest.
 pub const TRACE_STEPS_MAX: usize = 32;
 
-/// The event a trace holds: shared with the engine when small, else the
-/// start of its JSON.
+/// The event a trace holds: shared with the engine when small (taking it
+/// costs a reference count), else the start of its JSON; a finished run's
+/// shared event becomes its JSON when that is smaller.
 #[derive(Debug)]
 pub(crate) enum TracedEvent {
-    Shared { event: Arc<Event>, bytes: usize },
+    Shared {
+        event: Arc<Event>,
+        bytes: usize,
+    },
+    /// The whole event's JSON.
+    Json(Box<str>),
+    /// The first [`TRACE_EVENT_MAX`] bytes of the event's JSON.
     Cut(Box<str>),
 }
 
@@ -61,7 +68,19 @@ impl TracedEvent {
     fn heap(&self) -> usize {
         match self {
             Self::Shared { bytes, .. } => *bytes,
-            Self::Cut(json) => json.len(),
+            Self::Json(json) | Self::Cut(json) => json.len(),
+        }
+    }
+
+    /// Once its run ended, the trace is likely an event's last owner: its
+    /// JSON is several times smaller than the decoded event.
+    fn compact(&mut self) {
+        if let Self::Shared { event, bytes } = self {
+            if let Ok(json) = serde_json::to_string(&**event) {
+                if json.len() < *bytes {
+                    *self = Self::Json(json.into_boxed_str());
+                }
+            }
         }
     }
 }
@@ -214,6 +233,8 @@ impl RunRecord {
                 self.steps.remove(0);
                 self.steps_left_out = self.steps_left_out.saturating_add(1);
             }
+            // Exactly what is kept: most runs have one or two steps.
+            self.steps.reserve_exact(1);
             self.steps.push(StepRecord {
                 step,
                 pass,
@@ -283,6 +304,9 @@ pub(crate) struct Traces {
     next_seq: u64,
     /// The latest engine time a trace was given: when `stop` ends runs.
     latest: Time,
+    /// The map's capacity right after it last grew or shrank: deleted
+    /// entries lower what `capacity()` says later, not the buckets.
+    map_capacity: usize,
 }
 
 impl Traces {
@@ -297,6 +321,7 @@ impl Traces {
             stale: 0,
             next_seq: 0,
             latest: Time::ZERO,
+            map_capacity: 0,
         }
     }
 
@@ -306,7 +331,7 @@ impl Traces {
 
     /// The bytes the traces hold now, containers included.
     pub(crate) fn bytes(&self) -> usize {
-        let capacity = self.rules.capacity();
+        let capacity = self.map_capacity;
         // hashbrown: a power-of-two bucket count above capacity * 8/7,
         // each bucket an entry and a control byte, plus one group of
         // control bytes.
@@ -360,7 +385,12 @@ impl Traces {
         record.counted = record.heap();
         let limit = self.runs_per_rule;
         let key = rule_key(rule);
-        let traces = self.rules.entry(key).or_default();
+        self.rules.entry(key).or_default();
+        self.map_capacity = self.map_capacity.max(self.rules.capacity());
+        let traces = match self.rules.get_mut(&key) {
+            Some(traces) => traces,
+            None => return,
+        };
         let mut freed = 0;
         let mut dropped = 0;
         while traces.runs.len() >= limit {
@@ -371,6 +401,8 @@ impl Traces {
         }
         let before = traces.runs.capacity();
         let added = record.counted;
+        // Most rules keep one run or two: no room for four.
+        traces.runs.reserve_exact(1);
         traces.runs.push_back(record);
         let grown = (traces.runs.capacity() - before) * size_of::<RunRecord>();
         self.records = self.records + added + grown - freed;
@@ -460,6 +492,7 @@ impl Traces {
         self.seen(now);
         self.update_run(rule, serial, |run| {
             run.end = Some((now, reason));
+            run.event.compact();
             if let Some(step) = run.steps.last_mut().filter(|step| step.end.is_none()) {
                 step.end = Some((now, reason, None));
             }
@@ -496,7 +529,11 @@ impl Traces {
         });
         let added = record.heap();
         let key = rule_key(rule);
-        let traces = self.rules.entry(key).or_default();
+        self.rules.entry(key).or_default();
+        self.map_capacity = self.map_capacity.max(self.rules.capacity());
+        let Some(traces) = self.rules.get_mut(&key) else {
+            return;
+        };
         if let Some(old) = traces.non_fire.replace(record) {
             self.records -= old.heap();
             self.stale += 1;
@@ -513,11 +550,12 @@ impl Traces {
             if !self.evict_oldest() {
                 // Nothing left to evict: the containers are what is over.
                 self.rules.shrink_to_fit();
+                self.map_capacity = self.rules.capacity();
                 self.age.shrink_to_fit();
                 break;
             }
         }
-        let live = self.age.len() - self.stale;
+        let live = self.age.len().saturating_sub(self.stale);
         if self.stale > live + 64 {
             let rules = &self.rules;
             self.age.retain(|aged| {
@@ -526,6 +564,15 @@ impl Traces {
                     .is_some_and(|traces| traces.holds(aged.seq))
             });
             self.stale = 0;
+        }
+        // Evictions leave the map and the queue sparse, and their buckets
+        // count against the budget: give the room back.
+        if self.map_capacity > 4 * self.rules.len() + 64 {
+            self.rules.shrink_to(2 * self.rules.len());
+            self.map_capacity = self.rules.capacity();
+        }
+        if self.age.capacity() > 4 * self.age.len() + 64 {
+            self.age.shrink_to(2 * self.age.len());
         }
     }
 
@@ -638,7 +685,7 @@ mod tests {
         });
         match TracedEvent::new(&big) {
             TracedEvent::Cut(json) => assert!(json.len() <= TRACE_EVENT_MAX && json.len() > 4000),
-            TracedEvent::Shared { .. } => panic!("not cut"),
+            TracedEvent::Shared { .. } | TracedEvent::Json(_) => panic!("not cut"),
         }
         assert_eq!(cut("aé", 2), "a");
     }
