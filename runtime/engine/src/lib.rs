@@ -1402,9 +1402,18 @@ impl Engine {
             let left_ns = u64::try_from(left_ms)
                 .unwrap_or(0)
                 .saturating_mul(1_000_000);
-            let token = self.arm(now.time.plus_nanos(left_ns), rule, TimerKind::Run);
+            let due = now.time.plus_nanos(left_ns);
+            let token = self.arm(due, rule, TimerKind::Run);
             if let Some(run) = self.rules[rule].run.as_mut() {
                 run.phase = Phase::Waiting { token };
+                // Only a durable wait leaves a record to resume.
+                let (serial, at) = (run.serial, (run.step, run.pass));
+                let wait = trace::Wait {
+                    start: now.time,
+                    due,
+                    durable: true,
+                };
+                self.traces.step_waiting(rule, serial, at, wait);
             }
         }
     }

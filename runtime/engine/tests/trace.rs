@@ -8,7 +8,8 @@ use rulecore::bytecode::{Const, Op, Program};
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
 use ruled_engine::{
-    Effect, Engine, EngineConfig, Now, RuleTrace, SubmitOutcome, Time, TimeStyle, WhenTrace,
+    Effect, Engine, EngineConfig, Now, PendingRecord, RuleTrace, SubmitOutcome, Time, TimeStyle,
+    WhenTrace,
 };
 use std::sync::Arc;
 
@@ -58,8 +59,12 @@ struct Harness {
 
 impl Harness {
     fn new(rules: Vec<Rule>, config: EngineConfig) -> Self {
+        Self::replaying(rules, config, Vec::new())
+    }
+
+    fn replaying(rules: Vec<Rule>, config: EngineConfig, records: Vec<PendingRecord>) -> Self {
         let mut engine = Engine::new(payload(rules), config);
-        engine.replay(Now::new(Time::ZERO, 0), Vec::new());
+        engine.replay(Now::new(Time::ZERO, 0), records);
         Self {
             engine,
             now_ms: 0,
@@ -243,6 +248,43 @@ fn errors_are_kept_with_their_text_and_a_rule_keeps_its_last_runs() {
     assert!(wall
         .to_text(TimeStyle::Utc)
         .contains("start 2023-11-14T21:56:40.000Z"));
+}
+
+/// A run resumed at replay is traced from the step it resumes at, with
+/// what is left of its wait.
+#[test]
+fn a_replayed_run_is_traced_from_its_resumed_step() {
+    let hazards = rule("hazards", vec![push("both", 0), push("off", 10_000)]);
+    let record = PendingRecord {
+        id: "hazards#old-7".into(),
+        rule: "hazards".into(),
+        source: "test.toml".into(),
+        step: 1,
+        iter: 0,
+        fire_at: 4_000,
+        fingerprint: hazards.steps[1].fingerprint.to_string(),
+        event: Event {
+            topic: "go".into(),
+            ..Event::default()
+        },
+    };
+    let mut h = Harness::replaying(vec![hazards], EngineConfig::default(), vec![record]);
+    h.to(4_000);
+    let trace = h.trace("hazards");
+    let run = &trace.runs[0];
+    assert!(run.replayed);
+    assert_eq!(run.run, "hazards#old-7");
+    let [step] = &run.steps[..] else {
+        panic!("one step: {:?}", run.steps)
+    };
+    assert_eq!(step.step, 1);
+    let wait = step.wait.unwrap();
+    assert_eq!((wait.start_ms, wait.due_ms, wait.durable), (0, 4_000, true));
+    assert_eq!(step.submit.unwrap().outcome, SubmitOutcome::Started);
+    assert_eq!(run.end.as_ref().unwrap().reason, "done");
+    assert!(trace
+        .to_text(TimeStyle::Millis)
+        .contains("run hazards#old-7 (replayed) start 0 ms, end 4000 ms done"));
 }
 
 /// `traces = 0` keeps nothing; a rule that never matched has no trace.
