@@ -3,49 +3,22 @@
 //! reader API, as data, JSON and text.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use rulecore::bundle::{Action, Concurrency, Payload, Rule, StatePair, Step};
-use rulecore::bytecode::{Const, Op, Program};
+use rulecore::bundle::{Concurrency, Rule};
+use rulecore::bytecode::{Op, Program};
 use rulecore::event::Event;
-use rulecore::topic::TopicPattern;
 use ruled_engine::{
     Effect, Engine, EngineConfig, Now, PendingRecord, RuleTrace, SubmitOutcome, Time, TimeStyle,
     WhenTrace,
 };
-use std::sync::Arc;
 
-fn rule(name: &str, steps: Vec<Step>) -> Rule {
-    Rule::new(
-        name,
-        "test.toml",
-        vec![TopicPattern::parse("go").unwrap()],
-        steps,
-    )
-}
-
-fn push(value: &str, after_ms: u64) -> Step {
-    Step::new(
-        Action::redis("scooter:blinker", value),
-        after_ms * 1_000_000,
-    )
-}
+mod support;
+use support::{go as rule, pats, payload, push};
 
 /// `state("vehicle", "state") == "parked"`: false until set.
 fn when_parked() -> Program {
     Program {
         ops: vec![Op::State(0), Op::Const(0), Op::Eq],
     }
-}
-
-fn payload(rules: Vec<Rule>) -> Arc<Payload> {
-    Arc::new(Payload::new(
-        "test",
-        rules,
-        vec![StatePair {
-            hash: "vehicle".into(),
-            field: "state".into(),
-        }],
-        vec![Const::Str("parked".into())],
-    ))
 }
 
 /// The engine with a pool that starts and finishes every job at once;
@@ -301,7 +274,7 @@ fn traces_off_keep_nothing() {
     let mut h = Harness::new(
         vec![rule("r", vec![push("x", 0)]), {
             let mut quiet = rule("quiet", vec![push("x", 0)]);
-            quiet.on = vec![TopicPattern::parse("other").unwrap()];
+            quiet.on = pats(&["other"]);
             quiet
         }],
         EngineConfig::default(),
