@@ -19,6 +19,7 @@ pub use view::{
 use crate::{EndReason, NonFireReason, Time};
 use rulecore::event::Event;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::size_of;
 use std::sync::Arc;
 
@@ -35,7 +36,7 @@ pub const TRACE_STEPS_MAX: usize = 32;
 
 /// The event a trace holds: shared with the engine when small (taking it
 /// costs a reference count), else the start of its JSON; a finished run's
-/// shared event becomes its JSON when that is smaller.
+/// shared event becomes its JSON when that is smaller and room is short.
 #[derive(Debug)]
 pub(crate) enum TracedEvent {
     Shared {
@@ -101,33 +102,38 @@ pub(crate) fn cut(text: &str, max: usize) -> &str {
 /// `None` once past [`TRACE_EVENT_MAX`]: the walk stops there.
 fn event_bytes(event: &Event) -> Option<usize> {
     let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-    let mut bytes = 2 * size_of::<usize>()
+    let bytes = 2 * size_of::<usize>()
         + size_of::<Event>()
         + event.topic.len()
         + text(&event.id)
         + text(&event.src)
         + text(&event.from)
         + text(&event.to);
-    let mut stack = vec![&event.data];
-    while let Some(value) = stack.pop() {
-        if bytes > TRACE_EVENT_MAX {
-            return None;
-        }
-        match value {
-            serde_json::Value::String(s) => bytes += s.len(),
-            serde_json::Value::Array(items) => {
-                bytes += items.len() * size_of::<serde_json::Value>();
-                stack.extend(items);
+    value_bytes(&event.data, bytes)
+}
+
+/// `bytes` plus the heap `value` holds, or `None` once past
+/// [`TRACE_EVENT_MAX`]. Every level of nesting adds to `bytes`, so the
+/// recursion ends within a few hundred levels.
+fn value_bytes(value: &serde_json::Value, mut bytes: usize) -> Option<usize> {
+    if bytes > TRACE_EVENT_MAX {
+        return None;
+    }
+    match value {
+        serde_json::Value::String(s) => bytes += s.len(),
+        serde_json::Value::Array(items) => {
+            bytes += items.len() * size_of::<serde_json::Value>();
+            for item in items {
+                bytes = value_bytes(item, bytes)?;
             }
-            serde_json::Value::Object(map) => {
-                bytes += map_nodes(map.len());
-                for (key, value) in map {
-                    bytes += key.len();
-                    stack.push(value);
-                }
-            }
-            _ => {}
         }
+        serde_json::Value::Object(map) => {
+            bytes += map_nodes(map.len());
+            for (key, value) in map {
+                bytes = value_bytes(value, bytes + key.len())?;
+            }
+        }
+        _ => {}
     }
     (bytes <= TRACE_EVENT_MAX).then_some(bytes)
 }
@@ -297,7 +303,7 @@ pub(crate) struct Traces {
     budget: usize,
     /// Bytes of every record and every rule's run deque.
     records: usize,
-    rules: HashMap<u32, RuleTraces>,
+    rules: HashMap<u32, RuleTraces, BuildHasherDefault<RuleHasher>>,
     age: VecDeque<Aged>,
     /// Age entries whose trace is gone.
     stale: usize,
@@ -316,7 +322,7 @@ impl Traces {
             runs_per_rule: if budget == 0 { 0 } else { runs_per_rule },
             budget,
             records: 0,
-            rules: HashMap::new(),
+            rules: HashMap::default(),
             age: VecDeque::new(),
             stale: 0,
             next_seq: 0,
@@ -385,12 +391,7 @@ impl Traces {
         record.counted = record.heap();
         let limit = self.runs_per_rule;
         let key = rule_key(rule);
-        self.rules.entry(key).or_default();
-        self.map_capacity = self.map_capacity.max(self.rules.capacity());
-        let traces = match self.rules.get_mut(&key) {
-            Some(traces) => traces,
-            None => return,
-        };
+        let traces = self.rules.entry(key).or_default();
         let mut freed = 0;
         let mut dropped = 0;
         while traces.runs.len() >= limit {
@@ -407,6 +408,7 @@ impl Traces {
         let grown = (traces.runs.capacity() - before) * size_of::<RunRecord>();
         self.records = self.records + added + grown - freed;
         self.stale += dropped;
+        self.map_capacity = self.map_capacity.max(self.rules.capacity());
         self.age.push_back(Aged { rule: key, seq });
         self.fit();
     }
@@ -487,12 +489,17 @@ impl Traces {
     }
 
     /// The run ended: its reason, also the end of the step it was at when
-    /// that step has none yet.
+    /// that step has none yet. Once the traces hold half their budget, the
+    /// run's event is compacted: serialising costs more than the rest of
+    /// the trace, and is only worth it when room runs short.
     pub(crate) fn run_ended(&mut self, rule: usize, serial: u64, now: Time, reason: EndReason) {
         self.seen(now);
+        let compact = self.bytes() > self.budget / 2;
         self.update_run(rule, serial, |run| {
             run.end = Some((now, reason));
-            run.event.compact();
+            if compact {
+                run.event.compact();
+            }
             if let Some(step) = run.steps.last_mut().filter(|step| step.end.is_none()) {
                 step.end = Some((now, reason, None));
             }
@@ -529,15 +536,12 @@ impl Traces {
         });
         let added = record.heap();
         let key = rule_key(rule);
-        self.rules.entry(key).or_default();
-        self.map_capacity = self.map_capacity.max(self.rules.capacity());
-        let Some(traces) = self.rules.get_mut(&key) else {
-            return;
-        };
+        let traces = self.rules.entry(key).or_default();
         if let Some(old) = traces.non_fire.replace(record) {
             self.records -= old.heap();
             self.stale += 1;
         }
+        self.map_capacity = self.map_capacity.max(self.rules.capacity());
         self.records += added;
         self.age.push_back(Aged { rule: key, seq });
         self.fit();
@@ -630,6 +634,28 @@ impl Traces {
         let mut rules: Vec<usize> = self.rules.keys().map(|&key| key as usize).collect();
         rules.sort_unstable();
         rules
+    }
+}
+
+/// Hashes a rule position with one multiplication: the keys are small
+/// integers the engine chose, not input an attacker picks, and SipHash
+/// would cost more than the rest of a trace update.
+#[derive(Debug, Default)]
+pub(crate) struct RuleHasher(u64);
+
+impl Hasher for RuleHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 
