@@ -111,7 +111,7 @@ fn a_false_step_when_a_refused_trigger_and_a_cooldown_show_in_the_traces() {
     assert_eq!(first.event.as_ref().unwrap().id(), "e1");
     assert_eq!(first.start_ms, 0);
     let end = first.end.as_ref().unwrap();
-    assert_eq!((end.at_ms, end.reason), (10_000, "when-false"));
+    assert_eq!((end.at_ms, end.reason.as_str()), (10_000, "when-false"));
     let [step0, step1] = &first.steps[..] else {
         panic!("two steps: {:?}", first.steps)
     };
@@ -129,13 +129,16 @@ fn a_false_step_when_a_refused_trigger_and_a_cooldown_show_in_the_traces() {
     assert_eq!(steps.runs[1].event.as_ref().unwrap().id(), "e2");
     assert!(steps.runs[1].end.is_none());
     let refused = steps.last_non_fire.as_ref().unwrap();
-    assert_eq!((refused.at_ms, refused.reason), (3_000, "refused"));
+    assert_eq!((refused.at_ms, refused.reason.as_str()), (3_000, "refused"));
     assert_eq!(refused.event.as_ref().unwrap().id(), "e3");
 
     let cool = h.trace("cool");
     assert_eq!(cool.runs.len(), 1);
     let suppressed = cool.last_non_fire.as_ref().unwrap();
-    assert_eq!((suppressed.at_ms, suppressed.reason), (3_000, "cooldown"));
+    assert_eq!(
+        (suppressed.at_ms, suppressed.reason.as_str()),
+        (3_000, "cooldown")
+    );
 
     // The same records as JSON (the control protocol's) and as text.
     let json = serde_json::to_value(&steps).unwrap();
@@ -143,6 +146,9 @@ fn a_false_step_when_a_refused_trigger_and_a_cooldown_show_in_the_traces() {
     assert_eq!(json["runs"][0]["end"]["reason"], "when-false");
     assert_eq!(json["last_non_fire"]["reason"], "refused");
     assert_eq!(json["last_non_fire"]["event"]["id"], "e3");
+    // A client holding the JSON reads it back and renders the same text.
+    let read_back: RuleTrace = serde_json::from_value(json).unwrap();
+    assert_eq!(read_back, steps);
     let text = steps.to_text(TimeStyle::Millis);
     assert_eq!(
         text,

@@ -5,11 +5,12 @@
 use super::{NonFireRecord, RunRecord, StepRecord, TracedEvent, WhenResult};
 use crate::Time;
 use rulecore::event::Event;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One rule's traces. Times are milliseconds on the reader's clock (see
-/// `Engine::trace`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `Engine::trace`). It reads back from its JSON, so a client holding the
+/// JSON renders the same text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuleTrace {
     pub rule: String,
     /// Oldest first.
@@ -17,7 +18,7 @@ pub struct RuleTrace {
     pub last_non_fire: Option<NonFireTrace>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunTrace {
     pub run: String,
     /// Resumed from a pending record at start.
@@ -31,7 +32,7 @@ pub struct RunTrace {
     pub event_cut: Option<String>,
     pub steps: Vec<StepTrace>,
     /// Earlier step records no longer kept (a long `repeat`).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub steps_left_out: u32,
     /// `None` while the run is live.
     pub end: Option<RunEndTrace>,
@@ -41,14 +42,14 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunEndTrace {
     pub at_ms: i64,
     /// A `run-end` reason (docs/simulation.md#output).
-    pub reason: &'static str,
+    pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepTrace {
     pub step: u32,
     pub pass: u32,
@@ -63,7 +64,7 @@ pub struct StepTrace {
     pub end: Option<StepEndTrace>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaitTrace {
     pub start_ms: i64,
     pub due_ms: i64,
@@ -71,7 +72,7 @@ pub struct WaitTrace {
 }
 
 /// A step's `when` result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "result", content = "error")]
 pub enum WhenTrace {
     True,
@@ -79,14 +80,14 @@ pub enum WhenTrace {
     Error(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubmitTrace {
     pub at_ms: i64,
     pub outcome: SubmitOutcome,
 }
 
 /// What the pool did with a submitted step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SubmitOutcome {
     /// Handed over, not started yet.
@@ -106,23 +107,23 @@ impl SubmitOutcome {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepEndTrace {
     pub at_ms: i64,
     /// `done` (the action succeeded), `failed`, or the reason the run
     /// ended at this step.
-    pub reason: &'static str,
+    pub reason: String,
     /// A failed action's error text (at most 1 KiB).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
 /// The rule's last non-fire: a matching event that started no run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NonFireTrace {
     pub at_ms: i64,
     /// A non-fire reason (docs/simulation.md#explain).
-    pub reason: &'static str,
+    pub reason: String,
     /// A `when-error`'s text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -159,7 +160,7 @@ impl Clock {
             steps_left_out: run.steps_left_out,
             end: run.end.map(|(at, reason)| RunEndTrace {
                 at_ms: self.ms(at),
-                reason: reason.as_str(),
+                reason: reason.as_str().to_string(),
             }),
         }
     }
@@ -184,7 +185,7 @@ impl Clock {
             }),
             end: step.end.as_ref().map(|(at, reason, error)| StepEndTrace {
                 at_ms: self.ms(*at),
-                reason: reason.as_str(),
+                reason: reason.as_str().to_string(),
                 error: error.as_deref().map(str::to_string),
             }),
         }
@@ -194,7 +195,7 @@ impl Clock {
         let (event, event_cut) = event(&record.event);
         NonFireTrace {
             at_ms: self.ms(record.at),
-            reason: record.reason.as_str(),
+            reason: record.reason.as_str().to_string(),
             error: record.error.as_deref().map(str::to_string),
             event,
             event_cut,
