@@ -629,6 +629,43 @@ impl Traces {
         })
     }
 
+    /// Re-keys every trace after the rules moved (a new bundle): `moved`
+    /// gives a rule's new position, or `None` when the rule is gone, whose
+    /// traces go.
+    #[allow(dead_code)] // for a reload, which keeps a rule's traces by name
+    pub(crate) fn remap(&mut self, mut moved: impl FnMut(u32) -> Option<u32>) {
+        let old = std::mem::take(&mut self.rules);
+        let mut rules = HashMap::with_capacity_and_hasher(old.len(), Default::default());
+        for (rule, traces) in old {
+            match moved(rule) {
+                Some(position) => {
+                    rules.insert(position, traces);
+                }
+                None => {
+                    let deque = traces.runs.capacity() * size_of::<RunRecord>();
+                    let runs: usize = traces.runs.iter().map(|run| run.counted).sum();
+                    let non_fire = traces.non_fire.as_ref().map_or(0, |nf| nf.heap());
+                    self.records -= deque + runs + non_fire;
+                }
+            }
+        }
+        self.rules = rules;
+        self.map_capacity = self.rules.capacity();
+        self.age.retain_mut(|aged| match moved(aged.rule) {
+            Some(position) => {
+                aged.rule = position;
+                true
+            }
+            None => false,
+        });
+        // Entries of gone rules were live or stale; recount from scratch.
+        let rules = &self.rules;
+        self.age
+            .retain(|aged| rules.get(&aged.rule).is_some_and(|t| t.holds(aged.seq)));
+        self.stale = 0;
+        self.fit();
+    }
+
     /// The positions of the rules with a trace, in bundle order.
     pub(crate) fn traced_rules(&self) -> Vec<usize> {
         let mut rules: Vec<usize> = self.rules.keys().map(|&key| key as usize).collect();
@@ -714,6 +751,24 @@ mod tests {
             TracedEvent::Shared { .. } | TracedEvent::Json(_) => panic!("not cut"),
         }
         assert_eq!(cut("aé", 2), "a");
+    }
+
+    #[test]
+    fn remap_moves_traces_with_their_rule_and_drops_a_gone_rules() {
+        let mut traces = Traces::new(5, 1 << 20);
+        let id: Arc<str> = "r#1".into();
+        traces.run_started(0, 1, &id, &event("t"), Time::ZERO, false);
+        traces.non_fire(1, Time::ZERO, &event("t"), NonFireReason::WhenFalse, None);
+        let full = traces.bytes();
+        // Rule 0 moves to 7, rule 1 is gone.
+        traces.remap(|rule| (rule == 0).then_some(7));
+        assert!(traces.view(7, "r", Time::ZERO, 0).is_some());
+        assert!(traces.view(0, "r", Time::ZERO, 0).is_none());
+        assert!(traces.view(1, "r", Time::ZERO, 0).is_none());
+        assert!(traces.bytes() < full);
+        assert_eq!(traces.age.len(), 1);
+        traces.remap(|_| None);
+        assert_eq!(traces.records, 0);
     }
 
     #[test]
