@@ -194,7 +194,10 @@ fn run_file(
             rules.display()
         )));
     };
-    let options = Options { explain: true };
+    let options = Options {
+        explain: true,
+        ..Options::default()
+    };
     let outcome = match simulate_with(Arc::clone(payload), &timeline, None, options) {
         Ok(outcome) => outcome,
         Err(e) => return Ok(error(e.to_string())),

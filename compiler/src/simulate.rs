@@ -8,7 +8,8 @@ use crate::cli::{Console, Exit};
 use rulecore::bundle::Payload;
 use rulecore::codec::{self, BundleError};
 use rulecore::input_file::read_bounded;
-use ruled_engine::sim::{parse, simulate_with, Options, TimelineError};
+use ruled_engine::sim::{parse, simulate_with, trace_json, Options, TimelineError};
+use ruled_engine::TimeStyle;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +21,7 @@ Examples:
   rulec simulate rules/ --timeline fixtures/timelines/hazards.toml
   rulec simulate rules.bundle --timeline t.toml --bundle-after-restart new.bundle --format json
   rulec simulate rules/ --timeline t.toml --explain
+  rulec simulate rules/ --timeline t.toml --trace
 
 A timeline lists entries at virtual times since the start; actions are
 recorded, never performed:
@@ -37,7 +39,8 @@ raw message for a channel input), [[fail]] (rule, step, until),
 action-time. The format and every output line are described in
 docs/simulation.md. A `when` that fails to evaluate prints an `eval-error`
 line; the last line, `end`, lists the runs still waiting and the rules
-still holding a debounced event.
+still holding a debounced event. `--trace` then prints each rule's traces:
+its last runs step by step, and its last non-fire.
 
 Exit status: 0 simulated, 1 bad rules, bundle or timeline, 2 usage or I/O
 error.")]
@@ -56,9 +59,15 @@ pub struct SimulateArgs {
     pub format: SimFormat,
     /// Add a `non-fire` line for every trigger that did not start a run,
     /// with the reason (when-false, when-error, debounce-held,
-    /// debounce-reset, cooldown, dropped, queued, refused, rule-disabled).
+    /// debounce-reset, hold-pending, hold-fired, cooldown, dropped, queued,
+    /// refused, rule-disabled).
     #[arg(long)]
     pub explain: bool,
+    /// After the `end` line, print every rule's traces as `ruled` keeps
+    /// them: its last 5 runs (trigger event, each step's wait, `when`,
+    /// submit and end, the run's end reason) and its last non-fire.
+    #[arg(long)]
+    pub trace: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -142,6 +151,7 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     };
     let options = Options {
         explain: args.explain,
+        trace: args.trace,
     };
     let outcome = match parse(&text)
         .and_then(|timeline| simulate_with(Arc::new(payload), &timeline, after, options))
@@ -156,6 +166,13 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         match args.format {
             SimFormat::Text => writeln!(console.out, "{}", line.to_text())?,
             SimFormat::Json => writeln!(console.out, "{}", line.to_json())?,
+        }
+    }
+    let end_ms = outcome.lines.last().map_or(0, |line| line.at_ms);
+    for trace in &outcome.traces {
+        match args.format {
+            SimFormat::Text => write!(console.out, "\n{}", trace.to_text(TimeStyle::Millis))?,
+            SimFormat::Json => writeln!(console.out, "{}", trace_json(end_ms, trace)?)?,
         }
     }
     // What the service would log (refusals, replay removals), for people: on stderr, never mixed into the data.

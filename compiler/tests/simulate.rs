@@ -159,6 +159,7 @@ fn every_timeline_is_covered() {
         "winter-seat-heater".into(),
         "low-battery-explain".into(),
         "parked-backlog".into(),
+        "traces".into(),
     ]);
     covered.sort();
     assert_eq!(names, covered);
@@ -563,6 +564,54 @@ fn a_single_rule_file_is_simulated() {
         hazard_pushes(&lines),
         vec![at(0, "both"), at(30_000, "off")]
     );
+}
+
+/// `--trace`: after the `end` line, each rule's last runs step by step and
+/// its last non-fire (a restart, a drop, a cancel, a cooldown, a hold, a
+/// disabled rule), the same records in text and in JSON.
+#[test]
+fn trace_prints_each_rules_runs_and_last_non_fire() {
+    let trace = ["--trace".as_ref()];
+    let text = simulate("fixtures/rules", "traces", &trace);
+    insta::assert_snapshot!("traces", text);
+    let lines = json_lines("fixtures/rules", "traces", &trace);
+    let traces: Vec<&serde_json::Value> = lines.iter().filter(|l| l["kind"] == "trace").collect();
+    let rules: Vec<&str> = traces.iter().map(|t| t["rule"].as_str().unwrap()).collect();
+    assert_eq!(
+        rules,
+        [
+            "hazards-on-alarm",
+            "alarm-horn-pulses",
+            "low-battery-warning",
+            "battery-still-low",
+            "winter-seat-heater"
+        ],
+        "bundle order, after every other line"
+    );
+    let end = lines.iter().position(|l| l["kind"] == "end").unwrap();
+    assert_eq!(end, lines.len() - traces.len() - 1);
+    let battery = traces[2];
+    assert_eq!(battery["at_ms"], lines[end]["at_ms"]);
+    assert_eq!(battery["runs"][0]["event"]["id"], "low-1");
+    assert_eq!(battery["last_non_fire"]["reason"], "cooldown");
+    assert_eq!(traces[3]["last_non_fire"]["reason"], "hold-fired");
+    assert_eq!(traces[4]["runs"].as_array().unwrap().len(), 0);
+    assert_eq!(traces[4]["last_non_fire"]["reason"], "rule-disabled");
+    let hazards = &traces[0]["runs"];
+    assert_eq!(hazards[0]["end"]["reason"], "restarted");
+    assert_eq!(hazards[1]["steps"][1]["wait"]["durable"], true);
+    assert_eq!(hazards[1]["steps"][1]["end"]["reason"], "cancelled");
+    // The JSON lines as printed (field order included).
+    let json = ["--trace".as_ref(), "--format".as_ref(), "json".as_ref()];
+    let printed = simulate("fixtures/rules", "traces", &json);
+    let printed: Vec<&str> = printed
+        .lines()
+        .filter(|line| line.contains(r#""kind":"trace""#))
+        .collect();
+    insta::assert_snapshot!("traces-json", printed.join("\n"));
+    // Without `--trace`, the output is unchanged: no trace lines.
+    let plain = json_lines("fixtures/rules", "traces", &[]);
+    assert_eq!(plain, lines[..=end]);
 }
 
 /// `--explain`: one `non-fire` line for the false `when`, the debounce

@@ -74,7 +74,7 @@ impl Engine {
     /// free queue slot each): the earliest waiting due steps are handed
     /// over, at most `room` of them. Drivers call it when the pool reports
     /// room after it was full; with nothing waiting it does nothing.
-    pub fn pool_has_room(&mut self, _now: Now, room: usize) {
+    pub fn pool_has_room(&mut self, now: Now, room: usize) {
         if self.stopped {
             return;
         }
@@ -98,7 +98,7 @@ impl Engine {
             }
             live.phase = Phase::Deciding;
             self.timers.disarm();
-            self.hand_over(rule);
+            self.hand_over(rule, now);
             left -= 1;
         }
     }

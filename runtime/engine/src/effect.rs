@@ -230,6 +230,11 @@ pub enum NonFireReason {
     DebounceHeld,
     /// A newer event replaced the held one and restarted the window.
     DebounceReset,
+    /// `for`: `when` is true but has not stayed true that long yet.
+    HoldPending,
+    /// `for`: the hold already fired; `when` must be false once before a
+    /// new hold starts.
+    HoldFired,
     /// Within the cooldown.
     Cooldown,
     /// `drop` policy, a run is live.
@@ -249,6 +254,8 @@ impl NonFireReason {
             Self::WhenError => "when-error",
             Self::DebounceHeld => "debounce-held",
             Self::DebounceReset => "debounce-reset",
+            Self::HoldPending => "hold-pending",
+            Self::HoldFired => "hold-fired",
             Self::Cooldown => "cooldown",
             Self::Dropped => "dropped",
             Self::Queued => "queued",

@@ -4,7 +4,7 @@
 //! deadline queue ([`TimerKind::Hold`]), like a debounce window; it is not
 //! durable.
 
-use super::{Engine, Now};
+use super::{Engine, NonFireReason, Now};
 use crate::timers::TimerKind;
 use rulecore::bundle::Payload;
 use rulecore::bytecode::Op;
@@ -71,14 +71,19 @@ impl Engine {
             (true, None) => {
                 let deadline = now.time.plus_nanos(self.payload.rules[rule].hold_ns);
                 let token = self.arm(deadline, rule, TimerKind::Hold);
+                self.non_fire(rule, NonFireReason::HoldPending, &event, now, None);
                 self.rules[rule].hold = Some(Hold::Running { event, token });
             }
             // Later true events replace the held event, not the clock.
             (true, Some(Hold::Running { token, .. })) => {
-                state.hold = Some(Hold::Running { event, token });
+                self.non_fire(rule, NonFireReason::HoldPending, &event, now, None);
+                self.rules[rule].hold = Some(Hold::Running { event, token });
             }
             // Still true after firing: nothing until `when` is false once.
-            (true, Some(fired @ Hold::Fired { .. })) => state.hold = Some(fired),
+            (true, Some(fired @ Hold::Fired { .. })) => {
+                state.hold = Some(fired);
+                self.non_fire(rule, NonFireReason::HoldFired, &event, now, None);
+            }
             // False (or an error) ends a running hold and re-arms the rule.
             (false, Some(Hold::Running { .. })) => self.timers.disarm(),
             (false, Some(Hold::Fired { .. }) | None) => {}

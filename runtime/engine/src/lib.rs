@@ -27,6 +27,7 @@ mod overrides;
 mod record;
 mod time;
 mod timers;
+mod trace;
 
 pub mod pool;
 pub mod sim;
@@ -42,6 +43,10 @@ pub use memory::estimated_heap;
 pub use overrides::{EnableChange, UnknownRule};
 pub use record::{PendingRecord, RecordError, PENDING_HASH};
 pub use time::{Now, Time};
+pub use trace::{
+    NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
+    SubmitTrace, TimeStyle, WaitTrace, WhenTrace, DEFAULT_TRACES, DEFAULT_TRACE_MEMORY,
+};
 
 use index::TopicIndex;
 use record::RecordRef;
@@ -54,6 +59,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use time::nanos_to_millis_ceil;
 use timers::{TimerKind, Timers};
+use trace::{Traces, WhenResult as TracedWhen};
 
 /// The replay checks that need no clock, in replay's order
 /// (docs/semantics.md#durability-and-replay): the record's rule (`None`:
@@ -101,6 +107,10 @@ pub struct EngineConfig {
     /// `rulec simulate --explain` and traces (docs/simulation.md#explain).
     /// Off, the engine notes nothing per non-matching event.
     pub explain: bool,
+    /// Runs traced per rule (docs/semantics.md#traces); 0 turns traces off.
+    pub traces: usize,
+    /// The byte budget of all traces together; the oldest go first.
+    pub trace_memory: usize,
 }
 
 impl Default for EngineConfig {
@@ -110,6 +120,8 @@ impl Default for EngineConfig {
             queue_backlog: DEFAULT_QUEUE_BACKLOG,
             epoch: "0".to_string(),
             explain: false,
+            traces: DEFAULT_TRACES,
+            trace_memory: DEFAULT_TRACE_MEMORY,
         }
     }
 }
@@ -203,6 +215,7 @@ struct JobOwner {
     /// The job owns its step's pending record: refused, it waits in the
     /// due backlog instead of ending its run.
     record: bool,
+    pass: u32,
 }
 
 #[derive(Debug)]
@@ -261,6 +274,9 @@ pub struct Engine {
     stopped: bool,
     replayed: bool,
     scratch: Vec<u32>,
+    /// Disabled rules an event matches (explain and traces only).
+    scratch_disabled: Vec<u32>,
+    traces: Traces,
 }
 
 impl Engine {
@@ -299,6 +315,7 @@ impl Engine {
         let inputs = input::Inputs::new(&payload);
         let state = vec![String::new(); inputs.watched().len()];
         let hold_watchers = hold::watchers(&payload);
+        let traces = Traces::new(config.traces, config.trace_memory);
         Self {
             payload,
             config,
@@ -321,6 +338,8 @@ impl Engine {
             stopped: false,
             replayed: false,
             scratch: Vec::new(),
+            scratch_disabled: Vec::new(),
+            traces,
         }
     }
 
@@ -361,68 +380,83 @@ impl Engine {
             self.cancel_rule(rule as usize, now);
         }
         let mut matches = cancels;
-        if self.config.explain {
-            self.disabled_index.lookup(&event.topic, &mut matches);
-            for &rule in &matches {
-                self.non_fire(rule as usize, NonFireReason::RuleDisabled);
-            }
-            matches.clear();
-        }
         self.on_index.lookup(&event.topic, &mut matches);
-        if matches.is_empty() {
+        let mut disabled = std::mem::take(&mut self.scratch_disabled);
+        disabled.clear();
+        if self.config.explain || self.traces.enabled() {
+            self.disabled_index.lookup(&event.topic, &mut disabled);
+        }
+        if matches.is_empty() && disabled.is_empty() {
             self.scratch = matches;
+            self.scratch_disabled = disabled;
             return;
         }
         let event = Arc::new(event);
+        for &rule in &disabled {
+            self.non_fire(
+                rule as usize,
+                NonFireReason::RuleDisabled,
+                &event,
+                now,
+                None,
+            );
+        }
+        self.scratch_disabled = disabled;
         let payload = Arc::clone(&self.payload);
         for &rule in &matches {
-            let rule = rule as usize;
-            let spec = &payload.rules[rule];
-            // 2. Match.
-            let met = match &spec.when {
-                Some(program) => match self.eval(rule, None, program, &event) {
-                    Ok(true) => true,
-                    Ok(false) => {
-                        self.non_fire(rule, NonFireReason::WhenFalse);
-                        false
-                    }
-                    Err(()) => {
-                        self.non_fire(rule, NonFireReason::WhenError);
-                        false
-                    }
-                },
-                None => true,
-            };
-            if spec.hold_ns > 0 {
-                // `for`: a false `when` matters too (docs/semantics.md#hold).
-                self.hold_match(rule, Arc::clone(&event), met, now);
-                continue;
-            }
-            if !met {
-                continue;
-            }
-            let event = Arc::clone(&event);
-            if spec.debounce_ns > 0 {
-                // 3. Debounce: hold the latest, restart the quiet window.
-                let state = &mut self.rules[rule];
-                if state.debounce.take().is_some() {
-                    self.timers.disarm();
-                    self.non_fire(rule, NonFireReason::DebounceReset);
-                } else {
-                    self.non_fire(rule, NonFireReason::DebounceHeld);
-                }
-                let token = self.arm(
-                    now.time.plus_nanos(spec.debounce_ns),
-                    rule,
-                    TimerKind::Debounce,
-                );
-                self.rules[rule].debounce = Some(Debounce { event, token });
-            } else {
-                self.dispatch(rule, event, now);
-            }
+            self.match_rule(&payload.rules[rule as usize], rule as usize, &event, now);
         }
         matches.clear();
         self.scratch = matches;
+    }
+
+    /// Steps 2 and 3 of docs/semantics.md#handling-one-event for one rule
+    /// whose `on` matches: its `when`, then a hold, a debounce window, or
+    /// the dispatch.
+    fn match_rule(&mut self, spec: &Rule, rule: usize, event: &Arc<Event>, now: Now) {
+        // 2. Match.
+        let met = match &spec.when {
+            Some(program) => {
+                let result = self.eval(rule, None, program, event);
+                match &result {
+                    Ok(true) => {}
+                    Ok(false) => self.non_fire(rule, NonFireReason::WhenFalse, event, now, None),
+                    Err(error) => {
+                        let error = Some(error.as_str());
+                        self.non_fire(rule, NonFireReason::WhenError, event, now, error);
+                    }
+                }
+                result == Ok(true)
+            }
+            None => true,
+        };
+        if spec.hold_ns > 0 {
+            // `for`: a false `when` matters too (docs/semantics.md#hold).
+            self.hold_match(rule, Arc::clone(event), met, now);
+            return;
+        }
+        if !met {
+            return;
+        }
+        let event = Arc::clone(event);
+        if spec.debounce_ns > 0 {
+            // 3. Debounce: hold the latest, restart the quiet window.
+            let reason = if self.rules[rule].debounce.take().is_some() {
+                self.timers.disarm();
+                NonFireReason::DebounceReset
+            } else {
+                NonFireReason::DebounceHeld
+            };
+            self.non_fire(rule, reason, &event, now, None);
+            let token = self.arm(
+                now.time.plus_nanos(spec.debounce_ns),
+                rule,
+                TimerKind::Debounce,
+            );
+            self.rules[rule].debounce = Some(Debounce { event, token });
+        } else {
+            self.dispatch(rule, event, now);
+        }
     }
 
     /// Fires every timer due at or before `now`.
@@ -480,8 +514,13 @@ impl Engine {
     /// A job's action started on a worker (the driver has removed or is
     /// removing its `drop_record`). Valid after [`Engine::stop`] too.
     /// Only counted: the run moves on when the action finishes.
-    pub fn action_started(&mut self, _job: JobId) {
+    pub fn action_started(&mut self, job: JobId) {
         self.counters.dispatched += 1;
+        if let Some(owner) = self.jobs.get(&job.0) {
+            let (rule, at) = (owner.rule as usize, (owner.step, owner.pass));
+            let started = SubmitOutcome::Started;
+            self.traces.step_handled(rule, owner.serial, at, started);
+        }
     }
 
     /// A job's action finished. Valid after [`Engine::stop`] (counted only).
@@ -500,7 +539,14 @@ impl Engine {
             };
             self.log(Level::Warn, rule, step, format!("action failed: {message}"));
         }
-        let Some(JobOwner { rule, serial, .. }) = owner else {
+        let Some(JobOwner {
+            rule,
+            serial,
+            step,
+            pass,
+            ..
+        }) = owner
+        else {
             return;
         };
         let rule = rule as usize;
@@ -508,6 +554,9 @@ impl Engine {
             // The run was cancelled or restarted after handing the job over.
             return;
         }
+        let outcome = result.as_ref().map(|_| ()).map_err(String::as_str);
+        self.traces
+            .step_finished(rule, serial, (step, pass), now.time, outcome);
         match result {
             Ok(()) => self.advance(rule, now),
             Err(_) => self.end_run(rule, EndReason::Failed, now),
@@ -525,6 +574,9 @@ impl Engine {
             return;
         };
         let rule = owner.rule as usize;
+        let refused = SubmitOutcome::Refused;
+        self.traces
+            .step_handled(rule, owner.serial, (owner.step, owner.pass), refused);
         let live = !self.stopped && self.is_acting(rule, owner.serial, job);
         if live && owner.record {
             // A durable step keeps its record and waits for room
@@ -784,6 +836,7 @@ impl Engine {
             state.hold = None;
             if let Some(run) = state.run.take() {
                 let name = Arc::clone(&state.name);
+                self.traces.run_stopped(rule, run.serial);
                 if run.owns_record {
                     self.note(Note::RecordKept {
                         run: Arc::clone(&run.id),
@@ -899,6 +952,33 @@ impl Engine {
         self.rules.iter().position(|state| &*state.name == name)
     }
 
+    /// Rule `name`'s traces (docs/semantics.md#traces): its last runs and
+    /// last non-fire, `None` when it has none (or no such rule). Times are
+    /// shown on `now.wall_ms`'s clock: an engine time `t` reads as
+    /// `now.wall_ms - (now.time - t)` in milliseconds.
+    pub fn trace(&self, name: &str, now: Now) -> Option<RuleTrace> {
+        let rule = self.rule_index(name)?;
+        self.traces.view(rule, name, now.time, now.wall_ms)
+    }
+
+    /// Every rule's traces, in bundle order; see [`Engine::trace`].
+    pub fn traces(&self, now: Now) -> Vec<RuleTrace> {
+        self.traces
+            .traced_rules()
+            .into_iter()
+            .filter_map(|rule| {
+                let name = &self.rules.get(rule)?.name;
+                self.traces.view(rule, name, now.time, now.wall_ms)
+            })
+            .collect()
+    }
+
+    /// The bytes all traces hold now, as counted against
+    /// [`EngineConfig::trace_memory`].
+    pub fn trace_memory(&self) -> usize {
+        self.traces.bytes()
+    }
+
     // ----- internals ----------------------------------------------------
 
     fn note(&mut self, note: Note) {
@@ -906,20 +986,39 @@ impl Engine {
     }
 
     /// A trigger that did not start a run: its note, and the non-fire.
-    fn trigger_note(&mut self, rule: usize, outcome: TriggerOutcome) {
+    fn trigger_note(&mut self, rule: usize, outcome: TriggerOutcome, event: &Arc<Event>, now: Now) {
         let name = Arc::clone(&self.rules[rule].name);
         self.note(Note::Trigger {
             rule: name,
             outcome,
         });
-        self.non_fire(rule, outcome.into());
+        self.non_fire(rule, outcome.into(), event, now, None);
     }
 
-    /// Notes a non-fire decision when asked to explain.
-    fn non_fire(&mut self, rule: usize, reason: NonFireReason) {
+    /// A non-fire decision (docs/semantics.md#traces): the rule's trace
+    /// keeps it, and it is noted when asked to explain. `error`: a
+    /// `when-error`'s text.
+    pub(crate) fn non_fire(
+        &mut self,
+        rule: usize,
+        reason: NonFireReason,
+        event: &Arc<Event>,
+        now: Now,
+        error: Option<&str>,
+    ) {
+        self.traces.non_fire(rule, now.time, event, reason, error);
         if self.config.explain {
             let rule = Arc::clone(&self.rules[rule].name);
             self.note(Note::NonFire { rule, reason });
+        }
+    }
+
+    /// A run was installed in `rule`'s slot: its trace starts.
+    fn trace_run_started(&mut self, rule: usize, now: Now, replayed: bool) {
+        if let Some(run) = &self.rules[rule].run {
+            let (serial, id, event) = (run.serial, &run.id, &run.event);
+            self.traces
+                .run_started(rule, serial, id, event, now.time, replayed);
         }
     }
 
@@ -934,7 +1033,7 @@ impl Engine {
         }));
     }
 
-    /// Evaluates a `when`; an evaluation error (`Err`) counts as not met, is
+    /// Evaluates a `when`; an evaluation error (`Err`, its text) counts as not met, is
     /// logged with the rule (and step) and counted in the rule's errors
     /// (docs/when-language.md).
     fn eval(
@@ -943,10 +1042,11 @@ impl Engine {
         step: Option<u32>,
         program: &Program,
         event: &Event,
-    ) -> Result<bool, ()> {
+    ) -> Result<bool, String> {
         match eval_bool(program, &self.payload.consts, event, &self.state) {
             Ok(met) => Ok(met),
             Err(error) => {
+                let error = error.to_string();
                 self.rules[rule].stats.errors += 1;
                 let name = Arc::clone(&self.rules[rule].name);
                 self.effects.push_back(Effect::Log(LogLine {
@@ -957,7 +1057,7 @@ impl Engine {
                     code: Some(EVAL_ERROR_CODE),
                     message: format!("`when` failed to evaluate, counted as not met: {error}"),
                 }));
-                Err(())
+                Err(error)
             }
         }
     }
@@ -1010,7 +1110,7 @@ impl Engine {
         if spec.cooldown_ns > 0 {
             if let Some(last) = state.last_fire {
                 if now.time.since(last) < spec.cooldown_ns {
-                    self.trigger_note(rule, TriggerOutcome::Suppressed);
+                    self.trigger_note(rule, TriggerOutcome::Suppressed, &event, now);
                     return;
                 }
             }
@@ -1027,14 +1127,14 @@ impl Engine {
                 self.end_run(rule, EndReason::Restarted, now);
                 self.start_run(rule, event, now);
             }
-            Concurrency::Drop => self.trigger_note(rule, TriggerOutcome::Dropped),
+            Concurrency::Drop => self.trigger_note(rule, TriggerOutcome::Dropped, &event, now),
             Concurrency::Queue => {
                 if state.backlog.len() < self.config.queue_backlog {
-                    state.backlog.push_back(event);
-                    self.trigger_note(rule, TriggerOutcome::Queued);
+                    state.backlog.push_back(Arc::clone(&event));
+                    self.trigger_note(rule, TriggerOutcome::Queued, &event, now);
                 } else {
                     self.counters.refused += 1;
-                    self.trigger_note(rule, TriggerOutcome::Refused);
+                    self.trigger_note(rule, TriggerOutcome::Refused, &event, now);
                     let cap = self.config.queue_backlog;
                     self.log(
                         Level::Warn,
@@ -1058,6 +1158,7 @@ impl Engine {
             let run = Arc::clone(&run.id);
             self.note(Note::RunStart { run, rule: name });
         }
+        self.trace_run_started(rule, now, false);
         self.enter_step(rule, now);
     }
 
@@ -1104,9 +1205,17 @@ impl Engine {
                 .saturating_add(nanos_to_millis_ceil(step.after_ns));
             self.put_record(rule, &spec.source, fire_at, RecordWrite::First);
         }
-        let token = self.arm(now.time.plus_nanos(step.after_ns), rule, TimerKind::Run);
+        let due = now.time.plus_nanos(step.after_ns);
+        let token = self.arm(due, rule, TimerKind::Run);
         if let Some(run) = self.rules[rule].run.as_mut() {
             run.phase = Phase::Waiting { token };
+            let (serial, at) = (run.serial, (run.step, run.pass));
+            let wait = trace::Wait {
+                start: now.time,
+                due,
+                durable: step.durable,
+            };
+            self.traces.step_waiting(rule, serial, at, wait);
         }
     }
 
@@ -1165,13 +1274,19 @@ impl Engine {
         let Some(run) = self.rules[rule].run.as_ref() else {
             return;
         };
-        let (index, event) = (run.step, Arc::clone(&run.event));
+        let (index, pass, event) = (run.step, run.pass, Arc::clone(&run.event));
         let Some(step) = spec.steps.get(index as usize) else {
             self.end_run(rule, EndReason::Done, now);
             return;
         };
         if let Some(program) = &step.when {
-            if self.eval(rule, Some(index), program, &event) != Ok(true) {
+            let result = self.eval(rule, Some(index), program, &event);
+            if let Some(run) = &self.rules[rule].run {
+                let serial = run.serial;
+                let when = TracedWhen::of(&result);
+                self.traces.step_when(rule, serial, (index, pass), when);
+            }
+            if result != Ok(true) {
                 self.skip_step(rule, now);
                 return;
             }
@@ -1181,12 +1296,12 @@ impl Engine {
             self.due_wait(rule, now);
             return;
         }
-        self.hand_over(rule);
+        self.hand_over(rule, now);
     }
 
     /// Hands the live run's current step to the pool (`when` already
     /// checked): the job takes over the run's record.
-    fn hand_over(&mut self, rule: usize) {
+    fn hand_over(&mut self, rule: usize, now: Now) {
         let job = self.next_job;
         self.next_job += 1;
         let state = &mut self.rules[rule];
@@ -1205,8 +1320,11 @@ impl Engine {
                 serial: run.serial,
                 step: index,
                 record: drop_record.is_some(),
+                pass,
             },
         );
+        self.traces
+            .step_submitted(rule, run.serial, (index, pass), now.time);
         let submit = Job {
             id: JobId(job),
             run: Arc::clone(&run.id),
@@ -1287,6 +1405,7 @@ impl Engine {
         let state = &mut self.rules[rule];
         let Some(run) = state.run.take() else { return };
         let name = Arc::clone(&state.name);
+        self.traces.run_ended(rule, run.serial, now.time, reason);
         match run.phase {
             Phase::Waiting { .. } | Phase::Gap { .. } => self.timers.disarm(),
             Phase::Due { .. } => {
@@ -1371,6 +1490,7 @@ impl Engine {
             run.owns_record = true;
             run.fire_at = record.fire_at;
         }
+        self.trace_run_started(rule, now, true);
         let left_ms = record.fire_at.saturating_sub(now.wall_ms);
         if left_ms <= 0 {
             self.submit_step(rule, now);
@@ -1378,9 +1498,18 @@ impl Engine {
             let left_ns = u64::try_from(left_ms)
                 .unwrap_or(0)
                 .saturating_mul(1_000_000);
-            let token = self.arm(now.time.plus_nanos(left_ns), rule, TimerKind::Run);
+            let due = now.time.plus_nanos(left_ns);
+            let token = self.arm(due, rule, TimerKind::Run);
             if let Some(run) = self.rules[rule].run.as_mut() {
                 run.phase = Phase::Waiting { token };
+                // Only a durable wait leaves a record to resume.
+                let (serial, at) = (run.serial, (run.step, run.pass));
+                let wait = trace::Wait {
+                    start: now.time,
+                    due,
+                    durable: true,
+                };
+                self.traces.step_waiting(rule, serial, at, wait);
             }
         }
     }

@@ -2,25 +2,13 @@
 //! virtual pool, failures, clock jumps.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use rulecore::bundle::{Action, Payload, Repeat, Rule, StatePair, Step};
-use rulecore::bytecode::{Const, Op, Program};
-use rulecore::topic::TopicPattern;
+use rulecore::bundle::{Action, Repeat, Rule, Step};
+use rulecore::bytecode::{Op, Program};
 use ruled_engine::sim::{parse, simulate, LineKind, LineReason, Outcome, Timeline};
 use ruled_engine::{EndReason, NoteReason};
-use std::sync::Arc;
 
-fn pats(list: &[&str]) -> Vec<TopicPattern> {
-    list.iter()
-        .map(|p| TopicPattern::parse(p).unwrap())
-        .collect()
-}
-
-fn push(value: &str, after_ms: u64) -> Step {
-    Step::new(
-        Action::redis("scooter:blinker", value),
-        after_ms * 1_000_000,
-    )
-}
+mod support;
+use support::{go, pats, payload, push};
 
 /// The hazards rule of README.md#what-this-is: `both` now, `off` 30 s later.
 fn hazards() -> Rule {
@@ -42,24 +30,6 @@ fn hazards_pushing(later: &str) -> Rule {
     );
     rule.cancel_on = pats(&["alarm.disarmed"]);
     rule
-}
-
-/// A rule named `name` on topic `go`.
-fn go(name: &str, steps: Vec<Step>) -> Rule {
-    Rule::new(name, "go.toml", pats(&["go"]), steps)
-}
-
-/// Step fingerprints are computed (after any `when` or `durable` edit).
-fn payload(rules: Vec<Rule>) -> Arc<Payload> {
-    Arc::new(Payload::new(
-        "test",
-        rules,
-        vec![StatePair {
-            hash: "vehicle".into(),
-            field: "state".into(),
-        }],
-        vec![Const::Str("parked".into())],
-    ))
 }
 
 /// Simulates `timeline` (TOML) against `rules` (and `after` from the

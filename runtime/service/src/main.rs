@@ -138,6 +138,15 @@ struct Args {
     /// At most 64 bytes, no white space, control or glob characters.
     #[arg(long, env = "RULED_NAMESPACE", default_value = "extensions", value_name = "NS", value_parser = parse_namespace)]
     namespace: Namespace,
+    /// Runs kept in each rule's trace (its last runs, step by step, and its
+    /// last non-fire, kept in memory for operators); 0 turns traces off.
+    #[arg(long, env = "RULED_TRACES", default_value_t = 5, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..))]
+    traces: u32,
+
+    /// The memory all traces together may hold, in bytes (or with a suffix:
+    /// `512KiB`, `1MiB`); the oldest traces are dropped first.
+    #[arg(long, env = "RULED_TRACE_MEMORY", value_name = "BYTES", default_value = "1MiB", value_parser = parse_bytes, allow_hyphen_values = true)]
+    trace_memory: usize,
 
     /// Log filter: error, warn, info, debug, trace, or tracing directives
     /// such as `info,ruled=debug`.
@@ -164,6 +173,25 @@ fn parse_ctl_timeout(text: &str) -> Result<Duration, String> {
         return Err(format!("must be at most {MAX_AHEAD_MS}ms"));
     }
     Ok(timeout)
+}
+
+/// A byte count: digits, optionally followed by `KiB` or `MiB`.
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let scale: usize = match unit {
+        "" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        _ => return Err("expected a number of bytes, optionally with KiB or MiB (`1MiB`)".into()),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| "expected a number of bytes, optionally with KiB or MiB (`1MiB`)".into())
 }
 
 fn parse_positive_duration(text: &str) -> Result<Duration, String> {
@@ -285,6 +313,8 @@ fn run(args: Args) -> Result<()> {
         replay_window_ms: args.replay_window,
         stats_interval: args.stats_interval,
         namespace: args.namespace,
+        traces: usize::try_from(args.traces).unwrap_or(usize::MAX),
+        trace_memory: args.trace_memory,
     };
     // One thread: the target has one core, and the engine is single-owner.
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -680,6 +680,8 @@ fn help_has_an_example_and_bad_flags_are_refused() {
         "--queue",
         "--replay-window",
         "--stats-interval",
+        "--traces",
+        "--trace-memory",
         "--log-level",
         "RULED_REDIS",
     ] {
@@ -708,12 +710,17 @@ fn help_has_an_example_and_bad_flags_are_refused() {
         ("--queue", "-1", "-1 is not in 0..="),
         ("--stats-interval", "-1s", "must be positive"),
         ("--stats-interval", "0s", "must be positive"),
+        ("--traces", "-1", "-1 is not in 0..="),
+        ("--trace-memory", "-1", "expected a number of bytes"),
+        ("--trace-memory", "1GB", "optionally with KiB or MiB"),
     ] {
         let bad = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
             .args(["--bundle", "x", flag, value])
             .env_remove("RULED_WORKERS")
             .env_remove("RULED_QUEUE")
             .env_remove("RULED_STATS_INTERVAL")
+            .env_remove("RULED_TRACES")
+            .env_remove("RULED_TRACE_MEMORY")
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&bad.stderr);

@@ -154,6 +154,7 @@ played! {
     low_battery_explain => "low-battery-explain" from "fixtures/rules";
     battery_low_for => "battery-low-for" from "fixtures/rules";
     engine_power_input => "engine-power-input" from "fixtures/rules";
+    traces => "traces" from "fixtures/rules";
     parked_brake_blink => "parked-brake-blink" from "fixtures/rules";
     winter_seat_heater => "winter-seat-heater" from "fixtures/rules-winter" then "fixtures/rules";
     parked_backlog => "parked-backlog" from "fixtures/rules-parked";

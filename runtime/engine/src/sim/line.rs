@@ -2,7 +2,7 @@
 //! reason, and the two formats, which print the same fields in the same
 //! order.
 
-use crate::{DropReason, Job, NoteKind, NoteReason};
+use crate::{DropReason, Job, NoteKind, NoteReason, RuleTrace};
 use rulecore::bundle::Action;
 use std::fmt;
 
@@ -196,6 +196,24 @@ impl Line {
         }
         out.trim_end().to_string()
     }
+}
+
+/// One rule's traces as a JSON output line (docs/simulation.md#traces):
+/// `at_ms` (the end), `kind` `trace`, then the trace's own fields.
+pub fn trace_json(at_ms: u64, trace: &RuleTrace) -> Result<String, serde_json::Error> {
+    #[derive(serde::Serialize)]
+    struct TraceLine<'a> {
+        at_ms: u64,
+        kind: &'static str,
+        #[serde(flatten)]
+        trace: &'a RuleTrace,
+    }
+    let line = TraceLine {
+        at_ms,
+        kind: "trace",
+        trace,
+    };
+    serde_json::to_string(&line)
 }
 
 /// The line of an action starting or failing.

@@ -6,7 +6,7 @@
 mod line;
 mod timeline;
 
-pub use line::{Line, LineKind, LineReason};
+pub use line::{trace_json, Line, LineKind, LineReason};
 pub use timeline::{
     parse, ClockEntry, Dur, EventEntry, FailEntry, MessageEntry, Place, RestartEntry, StateEntry,
     Timeline, TimelineError, EXPECTATION_KINDS,
@@ -14,8 +14,8 @@ pub use timeline::{
 
 use crate::pool::{Admission, PoolConfig};
 use crate::{
-    DropReason, Effect, Engine, EngineConfig, Job, LogLine, Note, Now, PendingRecord, Time,
-    DEFAULT_REPLAY_WINDOW_MS, EVAL_ERROR_CODE,
+    DropReason, Effect, Engine, EngineConfig, Job, LogLine, Note, Now, PendingRecord, RuleTrace,
+    Time, DEFAULT_REPLAY_WINDOW_MS, DEFAULT_TRACES, EVAL_ERROR_CODE,
 };
 use line::action_line;
 use rulecore::bundle::Payload;
@@ -34,6 +34,9 @@ pub struct Outcome {
     pub logs: Vec<(u64, LogLine)>,
     /// Records left in the virtual store at the end.
     pub records: BTreeMap<String, String>,
+    /// With [`Options::trace`]: every rule's traces at the end, times in
+    /// virtual ms (docs/simulation.md#traces).
+    pub traces: Vec<RuleTrace>,
 }
 
 /// How to simulate, beyond the timeline.
@@ -42,6 +45,9 @@ pub struct Options {
     /// Add a `non-fire` line for every trigger that did not start a run
     /// (docs/simulation.md#explain).
     pub explain: bool,
+    /// Keep traces and return them in [`Outcome::traces`]
+    /// (docs/simulation.md#traces).
+    pub trace: bool,
 }
 
 /// Runs `timeline` against `payload`. `after_restart`, when given, replaces
@@ -118,7 +124,7 @@ struct Sim<'t> {
     engine: Engine,
     after_restart: Option<Arc<Payload>>,
     replay_window_ms: i64,
-    explain: bool,
+    options: Options,
     /// Virtual time, ns.
     now: u64,
     /// Wall clock offset from `WALL_ORIGIN_MS + now`, ms.
@@ -149,10 +155,10 @@ impl<'t> Sim<'t> {
             .map(|d| d.0 / 1_000_000)
             .unwrap_or(DEFAULT_REPLAY_WINDOW_MS);
         Self {
-            engine: Engine::new(payload, Self::config(replay_window_ms, 0, options.explain)),
+            engine: Engine::new(payload, Self::config(replay_window_ms, 0, options)),
             after_restart,
             replay_window_ms,
-            explain: options.explain,
+            options,
             now: 0,
             jump_ms: 0,
             up_at: None,
@@ -174,11 +180,13 @@ impl<'t> Sim<'t> {
         }
     }
 
-    fn config(replay_window_ms: i64, epoch: u32, explain: bool) -> EngineConfig {
+    fn config(replay_window_ms: i64, epoch: u32, options: Options) -> EngineConfig {
         EngineConfig {
             replay_window_ms,
             epoch: epoch.to_string(),
-            explain,
+            explain: options.explain,
+            // Nobody reads them without `--trace`.
+            traces: if options.trace { DEFAULT_TRACES } else { 0 },
             ..EngineConfig::default()
         }
     }
@@ -275,6 +283,13 @@ impl<'t> Sim<'t> {
             None => self.run_until(u64::MAX),
         }
         self.end_line();
+        if self.options.trace {
+            // On a clock that reads virtual ms. While the service is down,
+            // the traces it had when it stopped.
+            let at_ms = i64::try_from(self.at_ms()).unwrap_or(i64::MAX);
+            let now = Now::new(Time::from_nanos(self.now), at_ms);
+            self.outcome.traces = self.engine.traces(now);
+        }
     }
 
     /// Exactly one `end` line closes every simulation, so a cut-short one
@@ -381,7 +396,7 @@ impl<'t> Sim<'t> {
         };
         self.engine = Engine::new(
             payload,
-            Self::config(self.replay_window_ms, self.restarts, self.explain),
+            Self::config(self.replay_window_ms, self.restarts, self.options),
         );
         let mut pairs: Vec<_> = self.datastore.iter().collect();
         pairs.sort();

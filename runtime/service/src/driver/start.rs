@@ -46,6 +46,10 @@ pub struct ServiceConfig {
     pub stats_interval: Duration,
     /// The namespace of every key ruled owns (docs/service.md#key-namespace).
     pub namespace: Namespace,
+    /// Runs traced per rule; 0 turns traces off (docs/semantics.md#traces).
+    pub traces: usize,
+    /// The byte budget of all traces together.
+    pub trace_memory: usize,
 }
 
 /// A password: never shown, not even in `Debug`.
@@ -115,6 +119,8 @@ impl Service {
                 replay_window_ms: config.replay_window_ms,
                 // Distinct from every earlier process's run ids (docs/semantics.md#durability-and-replay).
                 epoch: wall_ms().to_string(),
+                traces: config.traces,
+                trace_memory: config.trace_memory,
                 ..EngineConfig::default()
             },
         );
