@@ -96,6 +96,9 @@ pub enum DropReason {
     WhenFalse,
     /// Replay refused the record.
     Replay(ReplayDropReason),
+    /// A live reload ended the run that owned it, for this replay reason
+    /// (docs/semantics.md#live-reload).
+    Reloaded(ReplayDropReason),
     /// The stored value did not decode.
     Undecodable,
 }
@@ -107,7 +110,7 @@ impl DropReason {
             Self::Cancelled => "cancelled",
             Self::Restarted => "restarted",
             Self::WhenFalse => "when-false",
-            Self::Replay(reason) => reason.as_str(),
+            Self::Replay(reason) | Self::Reloaded(reason) => reason.as_str(),
             Self::Undecodable => "undecodable",
         }
     }
@@ -170,6 +173,9 @@ pub enum EndReason {
     Failed,
     Refused,
     Stopped,
+    /// A live reload changed or removed the step the run was at
+    /// (docs/semantics.md#live-reload).
+    Reloaded,
 }
 
 impl EndReason {
@@ -182,6 +188,7 @@ impl EndReason {
             Self::Failed => "failed",
             Self::Refused => "refused",
             Self::Stopped => "stopped",
+            Self::Reloaded => "reloaded",
         }
     }
 }

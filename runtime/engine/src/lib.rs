@@ -20,6 +20,7 @@ mod hold;
 mod index;
 mod memory;
 mod record;
+mod reload;
 mod time;
 mod timers;
 
@@ -32,6 +33,7 @@ pub use effect::{
 };
 pub use memory::estimated_heap;
 pub use record::{PendingRecord, RecordError, PENDING_HASH};
+pub use reload::ReloadSummary;
 pub use time::{Now, Time};
 
 use index::TopicIndex;
@@ -57,6 +59,30 @@ pub fn refusal_without_clock(
     iter: u32,
     same_fingerprint: impl FnOnce(usize, &Step) -> bool,
 ) -> Option<ReplayDropReason> {
+    if let Some(reason) = step_refusal(rule, step, same_fingerprint) {
+        return Some(reason);
+    }
+    let (Some(rule), Some(spec)) = (rule, rule.and_then(|rule| rule.steps.get(step as usize)))
+    else {
+        return Some(ReplayDropReason::StepGone);
+    };
+    // Only a durable wait writes a record, on a pass the rule makes.
+    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat.count {
+        return Some(ReplayDropReason::NeverWritten);
+    }
+    None
+}
+
+/// Whether a step still stands in a bundle, the first three replay checks
+/// (docs/semantics.md#durability-and-replay): the rule (`None`: gone), a
+/// step at that index, and the same fingerprint (`same_fingerprint`). A
+/// live reload asks the same of every live run
+/// (docs/semantics.md#live-reload).
+pub fn step_refusal(
+    rule: Option<&Rule>,
+    step: u32,
+    same_fingerprint: impl FnOnce(usize, &Step) -> bool,
+) -> Option<ReplayDropReason> {
     let Some(rule) = rule else {
         return Some(ReplayDropReason::RuleGone);
     };
@@ -66,10 +92,6 @@ pub fn refusal_without_clock(
     };
     if !same_fingerprint(index, spec) {
         return Some(ReplayDropReason::Fingerprint);
-    }
-    // Only a durable wait writes a record, on a pass the rule makes.
-    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat.count {
-        return Some(ReplayDropReason::NeverWritten);
     }
     None
 }

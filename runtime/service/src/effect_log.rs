@@ -82,7 +82,8 @@ fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
             EndReason::Cancelled
             | EndReason::Restarted
             | EndReason::Failed
-            | EndReason::Refused => (true, "run ended"),
+            | EndReason::Refused
+            | EndReason::Reloaded => (true, "run ended"),
             EndReason::Done | EndReason::WhenFalse | EndReason::Stopped => (false, "run ended"),
         },
         Note::StepSkipped { .. } => (false, "step's `when` is false: run ends"),
