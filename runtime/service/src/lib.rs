@@ -14,6 +14,7 @@ pub mod notify;
 pub mod pool;
 pub mod pubsub;
 pub mod record_store;
+pub mod signals;
 pub mod state_shadow;
 pub mod stats;
 pub mod subscriptions;

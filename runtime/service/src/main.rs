@@ -1,5 +1,6 @@
 //! `ruled`: the scooter rule runtime. Parses flags, sets up logging, and
-//! runs the service (`ruled::driver`) until SIGTERM / SIGINT.
+//! runs the service (`ruled::driver`) until SIGTERM / SIGINT / SIGQUIT;
+//! SIGHUP reloads the bundle (docs/service.md#signals).
 
 use anyhow::Result;
 use clap::Parser;
@@ -18,7 +19,7 @@ use std::time::Duration;
 #[command(
     name = "ruled",
     version,
-    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  redis-cli HGETALL extensions\n  redis-cli HGETALL extensions:pending"
+    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  redis-cli HGETALL extensions\n  redis-cli HGETALL extensions:pending\n\nDeploy a new bundle without a restart (replace the file by rename, then):\n  kill -HUP $(pidof ruled)"
 )]
 struct Args {
     /// Redis URL: redis://HOST:PORT[/DB], or redis+unix:///path/to/redis.sock
@@ -39,7 +40,9 @@ struct Args {
     #[arg(long, env = "RULED_REDIS_PASSWORD_FILE", value_name = "PATH")]
     redis_password_file: Option<PathBuf>,
 
-    /// The rule bundle written by `rulec build`.
+    /// The rule bundle written by `rulec build`; read again at SIGHUP
+    /// (live reload: a bad bundle is refused and the loaded rules keep
+    /// running).
     #[arg(long, env = "RULED_BUNDLE")]
     bundle: PathBuf,
 
@@ -84,22 +87,6 @@ fn parse_positive_duration(text: &str) -> Result<Duration, String> {
         Ok(nanos) if nanos > 0 => Ok(Duration::from_nanos(nanos)),
         _ => Err("must be positive".to_string()),
     }
-}
-
-/// Listens for SIGTERM and SIGINT from the moment it is called (not from
-/// the first poll), so a signal during start is not the default "die".
-fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())
-        .map_err(|e| anyhow::anyhow!("cannot listen for SIGTERM: {e}"))?;
-    let mut int = signal(SignalKind::interrupt())
-        .map_err(|e| anyhow::anyhow!("cannot listen for SIGINT: {e}"))?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM received"),
-            _ = int.recv() => tracing::info!("SIGINT received"),
-        }
-    })
 }
 
 fn main() -> Result<()> {
@@ -157,8 +144,8 @@ fn run(args: Args) -> Result<()> {
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the tokio runtime: {e}"))?;
     runtime.block_on(async {
-        let shutdown = shutdown_signal()?;
-        driver::run(config, shutdown)
+        let (shutdown, reloads) = ruled::signals::install()?;
+        driver::run(config, shutdown, reloads)
             .await
             .map_err(anyhow::Error::from)
     })

@@ -38,6 +38,11 @@ impl StatsPublisher {
         }
     }
 
+    /// The bundle id the counters name from the next write on (a reload).
+    pub fn set_bundle(&mut self, id: String) {
+        self.bundle_id = id;
+    }
+
     /// The `overflow` counter, for the intake to count in.
     pub fn overflow(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.overflow)

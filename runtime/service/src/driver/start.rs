@@ -106,10 +106,9 @@ impl Service {
         let (pool, reports) = start_pool(config.pool, &actions, &writer);
         let state_hashes = watched_hashes(&engine, &payload);
         let (state_tx, state_values) = mpsc::unbounded_channel();
-        let reader = (!state_hashes.is_empty())
-            .then(|| StateReader::start(con.clone(), payload.state_pairs.clone(), state_tx).0);
+        let (reader, reader_task) = start_reader(&con, &payload, &state_hashes, state_tx);
         let subs = Subscriptions::compute(&engine.live_patterns(), &state_hashes);
-        let stats = StatsPublisher::new(&engine, bundle_id);
+        let stats = StatsPublisher::new(&engine, bundle_id.clone());
         let mut service = Self {
             engine,
             payload,
@@ -122,7 +121,11 @@ impl Service {
             intake: Intake::idle(stats.overflow()),
             state_hashes,
             reader,
+            reader_task,
             state_values,
+            subscriptions: None,
+            bundle_path: config.bundle.clone(),
+            bundle_id,
             stats,
             stats_interval: config.stats_interval,
             clock,
@@ -178,7 +181,17 @@ impl Service {
             subscribed = subscriber.is_open(),
             "ruled ready"
         );
-        let watch = self.reader.clone().map(|reader| StateWatch {
+        // Started even with nothing to subscribe: a reload may give it
+        // something (the idle subscriber waits for that, costing nothing).
+        self.subscriptions = Some(subscriber.handle());
+        let watch = self.state_watch();
+        self.intake.start(subscriber, watch);
+    }
+
+    /// What the intake needs to tell change notifications of watched state
+    /// from events, for the loaded bundle.
+    pub(super) fn state_watch(&self) -> Option<StateWatch> {
+        self.reader.clone().map(|reader| StateWatch {
             reader,
             pairs: self
                 .payload
@@ -188,10 +201,7 @@ impl Service {
                 .map(|(index, pair)| ((pair.hash.clone(), pair.field.clone()), index))
                 .collect(),
             hashes: self.state_hashes.clone(),
-        });
-        if !subs.is_empty() {
-            self.intake.start(subscriber, watch);
-        }
+        })
     }
 }
 
@@ -251,11 +261,26 @@ fn start_pool(
     (Pool::start(config, performers, report_tx), reports)
 }
 
+/// The state reader for `payload`'s pairs, when any hash is watched;
+/// its values arrive on `values`.
+pub(super) fn start_reader(
+    con: &ConnectionManager,
+    payload: &Payload,
+    state_hashes: &BTreeSet<String>,
+    values: mpsc::UnboundedSender<(usize, String)>,
+) -> (Option<StateReader>, Option<tokio::task::JoinHandle<()>>) {
+    if state_hashes.is_empty() {
+        return (None, None);
+    }
+    let (reader, task) = StateReader::start(con.clone(), payload.state_pairs.clone(), values);
+    (Some(reader), Some(task))
+}
+
 /// The state hashes whose change notifications are subscribed. With no
 /// live rule, nothing at all is subscribed (docs/semantics.md#events), not even
 /// state: a replay-only tail resumed at start evaluates its `when` against
 /// the values seeded at start.
-fn watched_hashes(engine: &Engine, payload: &Payload) -> BTreeSet<String> {
+pub(super) fn watched_hashes(engine: &Engine, payload: &Payload) -> BTreeSet<String> {
     if engine.live_patterns().is_empty() {
         return BTreeSet::new();
     }
