@@ -283,7 +283,7 @@ fn every_timeline_json_has_only_design_8_fields() {
     ));
     let fields = [
         "at_ms", "kind", "rule", "step", "pass", "action", "list", "push", "command", "iface",
-        "id", "data", "run", "reason", "message", "waiting", "held",
+        "id", "data", "run", "reason", "message", "waiting", "held", "bundle",
     ];
     let end_reasons = [
         "done",
@@ -293,6 +293,7 @@ fn every_timeline_json_has_only_design_8_fields() {
         "failed",
         "refused",
         "stopped",
+        "reloaded",
     ];
     let replay_reasons = [
         "rule-gone",
@@ -344,6 +345,10 @@ fn every_timeline_json_has_only_design_8_fields() {
                     assert!(object.contains_key("rule"), "{name}: no rule in {line}")
                 }
                 "restart" => assert_eq!(object.len(), 2, "{name}: {line}"),
+                "reload" => {
+                    assert_eq!(object.len(), 3, "{name}: {line}");
+                    assert!(object.contains_key("bundle"), "{name}: {line}");
+                }
                 "end" => {
                     assert!(object.contains_key("waiting"), "{name}: {line}");
                     assert!(object.contains_key("held"), "{name}: {line}");
