@@ -45,6 +45,7 @@ impl Service {
     /// Reloads the bundle (docs/service.md#live-reload); see the module
     /// documentation. The engine's effects are performed before it returns.
     pub async fn reload(&mut self) -> Result<Reloaded, ReloadError> {
+        tracing::debug!(path = %self.bundle_path.display(), "reading the bundle again");
         let LoadedBundle { payload, id } = bundle::load(&self.bundle_path)?;
         let previous = self.bundle_id.clone();
         if id == previous {
