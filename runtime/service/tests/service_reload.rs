@@ -7,6 +7,7 @@ mod support;
 
 use nix::sys::signal::Signal;
 use rulecore::bundle::{Payload, Rule, StatePair};
+use std::path::{Path, PathBuf};
 use support::bundles::{self, hazards, payload, redis_step, rule, state_equals};
 use support::{replace_by_rename, wait_for, RedisServer, Ruled};
 
@@ -79,16 +80,36 @@ fn unrelated_change(hazards_rule: Rule) -> Payload {
     payload(vec![hazards_rule, horn], pairs, consts)
 }
 
-fn deploy(path: &std::path::Path, payload: &Payload) {
+fn deploy(path: &Path, payload: &Payload) {
     replace_by_rename(path, &rulecore::codec::encode(payload).unwrap());
+}
+
+/// Deploys `payload` over `bundle`, sends SIGHUP, and waits for the log
+/// line with every one of `says`.
+fn reload(ruled: &Ruled, bundle: &Path, payload: &Payload, says: &[&str]) {
+    deploy(bundle, payload);
+    ruled.signal(Signal::SIGHUP);
+    ruled.wait_log(says);
+}
+
+/// Its own redis-server, and ruled on `payload`, ready.
+fn start(payload: &Payload) -> (RedisServer, tempfile::TempDir, PathBuf, Ruled) {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundles::write(dir.path(), "rules.bundle", payload);
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    (redis, dir, bundle, ruled)
+}
+
+/// The horn rule of [`first`] acts on `button.horn`.
+fn horn_beeps(redis: &RedisServer) {
+    assert_eq!(publish(redis, "button.horn"), 1);
+    wait_for("the horn", || list(redis, "scooter:horn") == ["beep"]);
 }
 
 #[test]
 fn sighup_reloads_keeping_unchanged_waits_and_ending_changed_ones() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "rules.bundle", &first());
-    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    let (redis, _dir, bundle, ruled) = start(&first());
     wait_subscriptions(&redis, &["ev:alarm.triggered", "ev:button.horn"], 0);
     let first_id = counter(&redis, "bundle").unwrap();
 
@@ -102,14 +123,17 @@ fn sighup_reloads_keeping_unchanged_waits_and_ending_changed_ones() {
 
     // A bundle changing only another rule: the wait and its record stay.
     let _: i64 = redis.query(&["HSET", "vehicle", "state", "parked"]);
-    deploy(&bundle, &unrelated_change(hazards(WAIT_MS)));
-    ruled.signal(Signal::SIGHUP);
-    ruled.wait_log(&[
-        "bundle reloaded",
-        "runs_kept=1",
-        "runs_ended=0",
-        "changed=1",
-    ]);
+    reload(
+        &ruled,
+        &bundle,
+        &unrelated_change(hazards(WAIT_MS)),
+        &[
+            "bundle reloaded",
+            "runs_kept=1",
+            "runs_ended=0",
+            "changed=1",
+        ],
+    );
     assert_eq!(pending(&redis), record, "the record is untouched");
     wait_subscriptions(&redis, &["ev:alarm.triggered", "vehicle"], 1);
     wait_for("the new bundle id in the counters", || {
@@ -139,9 +163,12 @@ fn sighup_reloads_keeping_unchanged_waits_and_ending_changed_ones() {
     wait_for("the second run's record", || pending(&redis).len() == 1);
     let mut changed = hazards(WAIT_MS);
     changed.steps[1] = redis_step("scooter:blinker", "left", WAIT_MS);
-    deploy(&bundle, &unrelated_change(changed));
-    ruled.signal(Signal::SIGHUP);
-    ruled.wait_log(&["bundle reloaded", "runs_kept=0", "runs_ended=1"]);
+    reload(
+        &ruled,
+        &bundle,
+        &unrelated_change(changed),
+        &["bundle reloaded", "runs_kept=0", "runs_ended=1"],
+    );
     ruled.wait_log(&["run ended", "reason=\"reloaded\""]);
     ruled.wait_log(&["the reload ends this run", "fingerprint"]);
     assert!(pending(&redis).is_empty(), "the record is gone");
@@ -166,55 +193,37 @@ fn sighup_reloads_keeping_unchanged_waits_and_ending_changed_ones() {
 
 #[test]
 fn a_reload_to_no_live_rule_releases_every_subscription_and_back() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "rules.bundle", &first());
-    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    let (redis, _dir, bundle, ruled) = start(&first());
     wait_subscriptions(&redis, &["ev:alarm.triggered", "ev:button.horn"], 0);
     let mut off = horn_exact();
     off.enabled = false;
-    deploy(&bundle, &payload(vec![off], vec![], vec![]));
-    ruled.signal(Signal::SIGHUP);
-    ruled.wait_log(&["bundle reloaded", "removed=1"]);
+    let off = payload(vec![off], vec![], vec![]);
+    reload(&ruled, &bundle, &off, &["bundle reloaded", "removed=1"]);
     wait_subscriptions(&redis, &[], 0);
-    // Unchanged file: nothing to do.
-    ruled.signal(Signal::SIGHUP);
-    ruled.wait_log(&["the bundle is unchanged"]);
-    deploy(&bundle, &first());
-    ruled.signal(Signal::SIGHUP);
-    ruled.wait_log(&["bundle reloaded", "added=1"]);
+    // The same file again: nothing to do.
+    reload(&ruled, &bundle, &off, &["the bundle is unchanged"]);
+    reload(&ruled, &bundle, &first(), &["bundle reloaded", "added=1"]);
     wait_subscriptions(&redis, &["ev:alarm.triggered", "ev:button.horn"], 0);
-    assert_eq!(publish(&redis, "button.horn"), 1);
-    wait_for("the horn", || list(&redis, "scooter:horn") == ["beep"]);
+    horn_beeps(&redis);
 }
 
 #[test]
 fn an_idle_ruled_subscribes_once_a_reload_gives_it_rules() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "rules.bundle", &payload(vec![], vec![], vec![]));
-    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    let (redis, _dir, bundle, ruled) = start(&payload(vec![], vec![], vec![]));
     wait_subscriptions(&redis, &[], 0);
-    deploy(&bundle, &first());
-    ruled.signal(Signal::SIGHUP);
-    ruled.wait_log(&["bundle reloaded", "added=2"]);
+    reload(&ruled, &bundle, &first(), &["bundle reloaded", "added=2"]);
     wait_subscriptions(&redis, &["ev:alarm.triggered", "ev:button.horn"], 0);
-    assert_eq!(publish(&redis, "button.horn"), 1);
-    wait_for("the horn", || list(&redis, "scooter:horn") == ["beep"]);
+    horn_beeps(&redis);
 }
 
 #[test]
 fn signals_that_would_kill_are_caught_and_sigquit_stops_in_order() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = bundles::write(dir.path(), "rules.bundle", &first());
-    let mut ruled = Ruled::ready(&redis, &bundle, &[]);
+    let (redis, _dir, _bundle, mut ruled) = start(&first());
     for signal in [Signal::SIGUSR1, Signal::SIGUSR2, Signal::SIGALRM] {
         ruled.signal(signal);
         ruled.wait_log(&[&format!("{signal:?} received and ignored")]);
     }
-    assert_eq!(publish(&redis, "button.horn"), 1, "still subscribed");
-    wait_for("the horn", || list(&redis, "scooter:horn") == ["beep"]);
+    horn_beeps(&redis);
     ruled.signal(Signal::SIGQUIT);
     assert_eq!(ruled.wait_exit(), Some(0), "SIGQUIT is an orderly stop");
     assert!(ruled.log_text().contains("stopped"));
