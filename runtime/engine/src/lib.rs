@@ -235,6 +235,37 @@ struct RuleState {
     stats: RuleStats,
 }
 
+impl RuleState {
+    /// The state of a rule nothing has happened to yet.
+    fn for_rule(rule: &Rule) -> Self {
+        let fingerprints = rule
+            .steps
+            .iter()
+            .map(|step| step.fingerprint.to_string().into_boxed_str())
+            .collect();
+        let actions = rule
+            .steps
+            .iter()
+            .map(|step| Arc::new(step.action.clone()))
+            .collect();
+        Self::idle(rule.name.as_str().into(), fingerprints, actions)
+    }
+
+    fn idle(name: Arc<str>, fingerprints: Vec<Box<str>>, actions: Vec<Arc<Action>>) -> Self {
+        Self {
+            name,
+            fingerprints,
+            actions,
+            run: None,
+            backlog: VecDeque::new(),
+            debounce: None,
+            hold: None,
+            last_fire: None,
+            stats: RuleStats::default(),
+        }
+    }
+}
+
 /// The engine. See the module documentation.
 #[derive(Debug)]
 pub struct Engine {
@@ -264,6 +295,16 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(payload: Arc<Payload>, config: EngineConfig) -> Self {
+        Self::with_rule_states(payload, config, |_, rule| RuleState::for_rule(rule))
+    }
+
+    /// [`Engine::new`] with each rule's state made by `make` (position,
+    /// rule): a reload reuses what unchanged rules already hold.
+    fn with_rule_states(
+        payload: Arc<Payload>,
+        config: EngineConfig,
+        mut make: impl FnMut(usize, &Rule) -> RuleState,
+    ) -> Self {
         let mut on_index = TopicIndex::default();
         let mut cancel_index = TopicIndex::default();
         let mut disabled_index = TopicIndex::default();
@@ -286,25 +327,7 @@ impl Engine {
                     disabled_index.insert(pattern, index);
                 }
             }
-            rules.push(RuleState {
-                name: rule.name.as_str().into(),
-                fingerprints: rule
-                    .steps
-                    .iter()
-                    .map(|step| step.fingerprint.to_string().into_boxed_str())
-                    .collect(),
-                actions: rule
-                    .steps
-                    .iter()
-                    .map(|step| Arc::new(step.action.clone()))
-                    .collect(),
-                run: None,
-                backlog: VecDeque::new(),
-                debounce: None,
-                hold: None,
-                last_fire: None,
-                stats: RuleStats::default(),
-            });
+            rules.push(make(position, rule));
         }
         let state = vec![String::new(); payload.state_pairs.len()];
         let hold_watchers = hold::watchers(&payload);

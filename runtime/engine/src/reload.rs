@@ -9,8 +9,8 @@
 //! that stay move to the rule's new position under its new settings. The
 //! cost is one pass over the rules and one over the armed timers.
 
-use super::{Engine, JobOwner, Phase, ReplayDropReason};
-use crate::timers::TimerKind;
+use super::{Engine, JobOwner, Phase, ReplayDropReason, RuleState};
+use crate::timers::{TimerKind, Timers};
 use crate::{step_refusal, DropReason, EndReason, Level, LogLine, Note, Now};
 use rulecore::bundle::{Concurrency, Payload, Rule, StatePair};
 use std::collections::HashMap;
@@ -25,7 +25,7 @@ pub struct ReloadSummary {
     pub added: Vec<String>,
     /// Rules only the old bundle had, in its order.
     pub removed: Vec<String>,
-    /// Rules in both whose definition differs, in the new bundle's order.
+    /// Rules in both whose definition differs, in the old bundle's order.
     pub changed: Vec<String>,
     /// Live runs that continue under the new bundle.
     pub runs_kept: usize,
@@ -39,25 +39,28 @@ impl Engine {
     /// replay reason) are queued as usual. A bundle equal to the loaded one
     /// changes nothing. Ignored after [`Engine::stop`].
     pub fn reload(&mut self, payload: Arc<Payload>, now: Now) -> ReloadSummary {
-        if self.stopped || *payload == *self.payload {
+        if self.stopped || Arc::ptr_eq(&payload, &self.payload) {
             return ReloadSummary {
                 unchanged: true,
                 ..ReloadSummary::default()
             };
         }
-        let mut summary = rule_changes(&self.payload, &payload);
-        // Where each of the old rules is in the new bundle.
-        let by_name: HashMap<&str, usize> = payload
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(index, rule)| (rule.name.as_str(), index))
-            .collect();
-        let targets: Vec<Option<usize>> = self
-            .rules
-            .iter()
-            .map(|state| by_name.get(&*state.name).copied())
-            .collect();
+        let Diff {
+            mut summary,
+            targets,
+            same,
+            in_order,
+        } = diff(&self.payload, &payload);
+        // Rules refer to state pairs and constants by index: equal rules
+        // with other pools still behave differently.
+        let same_pools = self.payload.state_pairs == payload.state_pairs
+            && self.payload.consts == payload.consts;
+        if summary.is_empty() && in_order && same_pools {
+            // Only the compiler version differs.
+            self.payload = payload;
+            summary.unchanged = true;
+            return summary;
+        }
         for (rule, target) in targets.iter().enumerate() {
             if self.rules[rule].run.is_none() {
                 continue;
@@ -70,7 +73,28 @@ impl Engine {
                 None => summary.runs_kept += 1,
             }
         }
-        let mut next = Engine::new(Arc::clone(&payload), self.config.clone());
+        let timers = self.remapped_timers(&targets, &payload);
+        // A rule that did not change keeps its step fingerprints and actions.
+        let mut reuse = vec![None; payload.rules.len()];
+        for (old, target) in targets.iter().enumerate() {
+            if let (Some(target), true) = (target, same[old]) {
+                reuse[*target] = Some(old);
+            }
+        }
+        let old_rules = &mut self.rules;
+        let mut next = Engine::with_rule_states(
+            Arc::clone(&payload),
+            self.config.clone(),
+            |position, rule| match reuse[position].and_then(|old| old_rules.get_mut(old)) {
+                Some(state) => RuleState::idle(
+                    Arc::clone(&state.name),
+                    std::mem::take(&mut state.fingerprints),
+                    std::mem::take(&mut state.actions),
+                ),
+                None => RuleState::for_rule(rule),
+            },
+        );
+        next.timers = timers;
         self.carry_over(&mut next, &targets);
         *self = next;
         self.after_reload(now);
@@ -125,13 +149,10 @@ impl Engine {
         });
     }
 
-    /// Moves what survives from `self` (the old engine, its ended runs
-    /// already gone) into `next` (built on the new bundle): counters,
-    /// queued effects, state values, jobs, timers, and per rule its run,
-    /// cooldown time, statistics, and (where the new rule still has the
-    /// setting) backlog, debounce window and hold.
-    fn carry_over(&mut self, next: &mut Engine, targets: &[Option<usize>]) {
-        let payload = Arc::clone(&next.payload);
+    /// The armed timers that survive, renumbered to the new positions of
+    /// their rules: kept runs' waits and gaps, and debounce windows and
+    /// holds of rules that keep the setting.
+    fn remapped_timers(&mut self, targets: &[Option<usize>], payload: &Payload) -> Timers {
         let mut timers = std::mem::take(&mut self.timers);
         timers.remap(|entry| {
             let target = targets.get(entry.rule as usize).copied().flatten()?;
@@ -143,7 +164,16 @@ impl Engine {
             };
             (carried && self.timer_is_live(entry)).then_some(target as u32)
         });
-        next.timers = timers;
+        timers
+    }
+
+    /// Moves what survives from `self` (the old engine, its ended runs
+    /// already gone) into `next` (built on the new bundle): counters,
+    /// queued effects, state values, jobs, and per rule its run,
+    /// cooldown time, statistics, and (where the new rule still has the
+    /// setting) backlog, debounce window and hold.
+    fn carry_over(&mut self, next: &mut Engine, targets: &[Option<usize>]) {
+        let payload = Arc::clone(&next.payload);
         for (rule, target) in targets.iter().enumerate() {
             let Some(target) = *target else { continue };
             let spec = &payload.rules[target];
@@ -204,6 +234,13 @@ impl Engine {
     }
 }
 
+impl ReloadSummary {
+    /// No rule added, removed or changed.
+    fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
 /// The state values of pairs both bundles watch, by (hash, field).
 fn carry_state(old_pairs: &[StatePair], old_values: &[String], next: &mut Engine) {
     let old: HashMap<&StatePair, &String> = old_pairs.iter().zip(old_values).collect();
@@ -215,28 +252,70 @@ fn carry_state(old_pairs: &[StatePair], old_values: &[String], next: &mut Engine
     }
 }
 
-/// Rules added, removed and changed, by name.
-fn rule_changes(old: &Payload, new: &Payload) -> ReloadSummary {
-    let old_rules: HashMap<&str, &Rule> = old
-        .rules
-        .iter()
-        .map(|rule| (rule.name.as_str(), rule))
-        .collect();
-    let new_names: std::collections::HashSet<&str> =
-        new.rules.iter().map(|rule| rule.name.as_str()).collect();
+/// How the new bundle's rules relate to the old ones.
+struct Diff {
+    /// Added, removed and changed rules, by name.
+    summary: ReloadSummary,
+    /// Per old rule, its position in the new bundle (`None`: gone).
+    targets: Vec<Option<usize>>,
+    /// Per old rule, whether the new bundle has it unchanged.
+    same: Vec<bool>,
+    /// Both list the same names in the same order (the order events are
+    /// handled in).
+    in_order: bool,
+}
+
+/// Matches rules by name: position by position while both bundles list the
+/// same names (a deploy that changes rules but adds, removes and moves
+/// none), else through a map of the new names.
+fn diff(old: &Payload, new: &Payload) -> Diff {
+    let in_order = old.rules.len() == new.rules.len()
+        && old
+            .rules
+            .iter()
+            .zip(&new.rules)
+            .all(|(a, b)| a.name == b.name);
+    let targets: Vec<Option<usize>> = if in_order {
+        (0..old.rules.len()).map(Some).collect()
+    } else {
+        let by_name: HashMap<&str, usize> = new
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(index, rule)| (rule.name.as_str(), index))
+            .collect();
+        old.rules
+            .iter()
+            .map(|rule| by_name.get(rule.name.as_str()).copied())
+            .collect()
+    };
     let mut summary = ReloadSummary::default();
-    for rule in &new.rules {
-        match old_rules.get(rule.name.as_str()) {
-            None => summary.added.push(rule.name.clone()),
-            Some(old) if *old != rule => summary.changed.push(rule.name.clone()),
-            Some(_) => {}
+    let mut found = vec![false; new.rules.len()];
+    let mut same = Vec::with_capacity(old.rules.len());
+    for (rule, target) in old.rules.iter().zip(&targets) {
+        let Some(target) = *target else {
+            summary.removed.push(rule.name.clone());
+            same.push(false);
+            continue;
+        };
+        found[target] = true;
+        let unchanged = *rule == new.rules[target];
+        same.push(unchanged);
+        if !unchanged {
+            summary.changed.push(rule.name.clone());
         }
     }
-    summary.removed = old
+    summary.added = new
         .rules
         .iter()
-        .filter(|rule| !new_names.contains(rule.name.as_str()))
-        .map(|rule| rule.name.clone())
+        .zip(&found)
+        .filter(|(_, found)| !**found)
+        .map(|(rule, _)| rule.name.clone())
         .collect();
-    summary
+    Diff {
+        summary,
+        targets,
+        same,
+        in_order,
+    }
 }
