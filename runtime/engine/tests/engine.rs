@@ -1849,3 +1849,37 @@ fn reload_carries_cooldown_debounce_and_counters_and_a_lower_repeat_ends_the_run
     assert_eq!(h.take(), lines(&["0 run-end other#t-1 done"]));
     assert_eq!(h.counters().pending, 0);
 }
+
+#[test]
+fn reload_starts_a_queue_rules_held_trigger_when_it_ends_the_run() {
+    let mut q = hazards();
+    q.concurrency = Concurrency::Queue;
+    let mut h = H::new(vec![q.clone()]);
+    h.event("alarm.triggered");
+    h.event("alarm.triggered");
+    h.take();
+    let mut changed = q;
+    changed.steps[1] = push("left", 30_000);
+    let summary = h.reload(vec![changed.clone()]);
+    assert_eq!(summary.changed, ["hazards"]);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 drop hazards#t-1 fingerprint",
+            "0 run-end hazards#t-1 reloaded",
+            "0 run-start hazards#t-2",
+            "0 submit hazards#t-2 s0 p0 both",
+            "0 put hazards#t-2 s1 p0 at+30000",
+        ])
+    );
+    // Not `queue` any more: the backlog is not carried.
+    let mut h = H::new(vec![changed.clone()]);
+    h.event("alarm.triggered");
+    h.event("alarm.triggered");
+    let mut restart = changed;
+    restart.concurrency = Concurrency::Restart;
+    restart.steps[1] = push("right", 30_000);
+    h.reload(vec![restart]);
+    h.take();
+    assert_eq!(h.counters().runs_active, 0);
+}
