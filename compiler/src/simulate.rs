@@ -8,7 +8,7 @@ use crate::cli::{Console, Exit};
 use rulecore::bundle::Payload;
 use rulecore::codec::{self, BundleError};
 use rulecore::input_file::read_bounded;
-use ruled_engine::sim::{parse, simulate_with, trace_json, Options, TimelineError};
+use ruled_engine::sim::{parse, simulate_reloading, trace_json, Options, Timeline, TimelineError};
 use ruled_engine::TimeStyle;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -35,7 +35,8 @@ recorded, never performed:
 
 Also [[state]] (hash, field, value), [[message]] (channel, payload: a
 raw message for a channel input), [[fail]] (rule, step, until),
-[[clock]] (jump), and the settings end, replay-window, workers, queue,
+[[clock]] (jump), [[reload]] (bundle: a bundle file or rules directory,
+relative to the timeline, deployed and reloaded at `at`), and the settings end, replay-window, workers, queue,
 action-time. The format and every output line are described in
 docs/simulation.md. A `when` that fails to evaluate prints an `eval-error`
 line; the last line, `end`, lists the runs still waiting and the rules
@@ -153,9 +154,18 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         explain: args.explain,
         trace: args.trace,
     };
-    let outcome = match parse(&text)
-        .and_then(|timeline| simulate_with(Arc::new(payload), &timeline, after, options))
-    {
+    let timeline = match parse(&text) {
+        Ok(timeline) => timeline,
+        Err(error) => {
+            report_timeline_error(&args.timeline, &error, console)?;
+            return Ok(Exit::Failure);
+        }
+    };
+    let reloads = match load_reloads(&args.timeline, &timeline, console)? {
+        Ok(reloads) => reloads,
+        Err(exit) => return Ok(exit),
+    };
+    let outcome = match simulate_reloading(Arc::new(payload), &timeline, after, reloads, options) {
         Ok(outcome) => outcome,
         Err(error) => {
             report_timeline_error(&args.timeline, &error, console)?;
@@ -180,6 +190,35 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         writeln!(console.err, "{at_ms} ms: {log}")?;
     }
     Ok(Exit::Success)
+}
+
+/// The bundle of every `[[reload]]` (docs/simulation.md#reload), in file
+/// order: a bundle file, a rules directory or one rule file, relative to
+/// the timeline's directory, loaded as the simulated rules are.
+fn load_reloads(
+    timeline_path: &Path,
+    timeline: &Timeline,
+    console: &mut Console<'_>,
+) -> io::Result<Result<Vec<Arc<Payload>>, Exit>> {
+    let base = timeline_path.parent().unwrap_or(Path::new(""));
+    let mut reloads = Vec::with_capacity(timeline.reload.len());
+    for (index, entry) in timeline.reload.iter().enumerate() {
+        let path = base.join(&entry.bundle);
+        match load_rules(&path, console)? {
+            Ok(payload) => reloads.push(Arc::new(payload)),
+            Err(exit) => {
+                writeln!(
+                    console.err,
+                    "error: {}: [[reload]] #{}: cannot load `bundle` = {:?}",
+                    timeline_path.display(),
+                    index + 1,
+                    entry.bundle
+                )?;
+                return Ok(Err(exit));
+            }
+        }
+    }
+    Ok(Ok(reloads))
 }
 
 /// A timeline problem: the file and entry, then how to fix it.

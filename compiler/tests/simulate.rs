@@ -64,6 +64,7 @@ const PLAIN: &[&str] = &[
     "hazards-clock-jump",
     "battery-low-for",
     "engine-power-input",
+    "hazards-reload",
 ];
 
 #[test]
@@ -140,6 +141,62 @@ fn a_bundle_input_gives_the_same_output_as_its_directory() {
     assert_eq!(
         from_bundle,
         simulate("fixtures/rules", "hazards-restart", &[])
+    );
+}
+
+/// `[[reload]]` names a bundle file as well as a rules directory, relative
+/// to the timeline; one that does not load is an error naming the entry.
+#[test]
+fn a_reload_bundle_file_loads_like_its_directory_and_a_bad_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = build("fixtures/rules-changed", dir.path());
+    let fixture = std::fs::read_to_string(root().join("fixtures/timelines/hazards-reload.toml"))
+        .unwrap()
+        .replace(
+            "../rules-changed",
+            bundle.file_name().unwrap().to_str().unwrap(),
+        )
+        .replace(
+            "../rules-winter",
+            &root().join("fixtures/rules-winter").display().to_string(),
+        );
+    let timeline = dir.path().join("reload.toml");
+    std::fs::write(&timeline, fixture).unwrap();
+    let run = |timeline: &Path| {
+        Command::new(get_cargo_bin("rulec"))
+            .current_dir(root())
+            .args(["simulate", "fixtures/rules", "--timeline"])
+            .arg(timeline)
+            .output()
+            .unwrap()
+    };
+    let from_files = run(&timeline);
+    assert!(from_files.status.success(), "{from_files:?}");
+    let fixture = run(&root().join("fixtures/timelines/hazards-reload.toml"));
+    let without_names = |stdout: &[u8]| {
+        String::from_utf8_lossy(stdout)
+            .lines()
+            .filter(|line| !line.contains(" reload "))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        without_names(&from_files.stdout),
+        without_names(&fixture.stdout)
+    );
+
+    std::fs::write(dir.path().join("bad.bundle"), "not a bundle").unwrap();
+    std::fs::write(
+        &timeline,
+        "[[reload]]\nat = \"1s\"\nbundle = \"bad.bundle\"\n",
+    )
+    .unwrap();
+    let bad = run(&timeline);
+    assert_eq!(bad.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("[[reload]] #1: cannot load `bundle` = \"bad.bundle\""),
+        "{stderr}"
     );
 }
 
@@ -251,7 +308,7 @@ fn every_timeline_json_has_only_design_8_fields() {
     ));
     let fields = [
         "at_ms", "kind", "rule", "step", "pass", "action", "list", "push", "command", "iface",
-        "id", "data", "run", "reason", "message", "waiting", "held",
+        "id", "data", "run", "reason", "message", "waiting", "held", "bundle",
     ];
     let end_reasons = [
         "done",
@@ -261,6 +318,7 @@ fn every_timeline_json_has_only_design_8_fields() {
         "failed",
         "refused",
         "stopped",
+        "reloaded",
     ];
     let replay_reasons = [
         "rule-gone",
@@ -312,6 +370,10 @@ fn every_timeline_json_has_only_design_8_fields() {
                     assert!(object.contains_key("rule"), "{name}: no rule in {line}")
                 }
                 "restart" => assert_eq!(object.len(), 2, "{name}: {line}"),
+                "reload" => {
+                    assert_eq!(object.len(), 3, "{name}: {line}");
+                    assert!(object.contains_key("bundle"), "{name}: {line}");
+                }
                 "end" => {
                     assert!(object.contains_key("waiting"), "{name}: {line}");
                     assert!(object.contains_key("held"), "{name}: {line}");

@@ -99,6 +99,9 @@ pub enum DropReason {
     /// The step waited in the due backlog until it was more than the
     /// replay window past due (docs/semantics.md#due-steps-the-pool-refused).
     TooLate,
+    /// A live reload ended the run that owned it, for this replay reason
+    /// (docs/semantics.md#live-reload).
+    Reloaded(ReplayDropReason),
     /// The stored value did not decode.
     Undecodable,
 }
@@ -110,7 +113,7 @@ impl DropReason {
             Self::Cancelled => "cancelled",
             Self::Restarted => "restarted",
             Self::WhenFalse => "when-false",
-            Self::Replay(reason) => reason.as_str(),
+            Self::Replay(reason) | Self::Reloaded(reason) => reason.as_str(),
             Self::TooLate => "too-late",
             Self::Undecodable => "undecodable",
         }
@@ -176,6 +179,9 @@ pub enum EndReason {
     Stopped,
     /// Its step waited in the due backlog past the replay window.
     TooLate,
+    /// A live reload changed or removed the step the run was at
+    /// (docs/semantics.md#live-reload).
+    Reloaded,
 }
 
 impl EndReason {
@@ -189,6 +195,7 @@ impl EndReason {
             Self::Refused => "refused",
             Self::Stopped => "stopped",
             Self::TooLate => "too-late",
+            Self::Reloaded => "reloaded",
         }
     }
 }

@@ -25,6 +25,7 @@ mod inspect;
 mod memory;
 mod overrides;
 mod record;
+mod reload;
 mod time;
 mod timers;
 mod trace;
@@ -42,6 +43,7 @@ pub use inspect::{RuleView, RunPhase, RunView, WaitingStep};
 pub use memory::estimated_heap;
 pub use overrides::{EnableChange, UnknownRule};
 pub use record::{PendingRecord, RecordError, PENDING_HASH};
+pub use reload::ReloadSummary;
 pub use time::{Now, Time};
 pub use trace::{
     NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
@@ -72,6 +74,30 @@ pub fn refusal_without_clock(
     iter: u32,
     same_fingerprint: impl FnOnce(usize, &Step) -> bool,
 ) -> Option<ReplayDropReason> {
+    if let Some(reason) = step_refusal(rule, step, same_fingerprint) {
+        return Some(reason);
+    }
+    let (Some(rule), Some(spec)) = (rule, rule.and_then(|rule| rule.steps.get(step as usize)))
+    else {
+        return Some(ReplayDropReason::StepGone);
+    };
+    // Only a durable wait writes a record, on a pass the rule makes.
+    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat.count {
+        return Some(ReplayDropReason::NeverWritten);
+    }
+    None
+}
+
+/// Whether a step still stands in a bundle, the first three replay checks
+/// (docs/semantics.md#durability-and-replay): the rule (`None`: gone), a
+/// step at that index, and the same fingerprint (`same_fingerprint`). A
+/// live reload asks the same of every live run
+/// (docs/semantics.md#live-reload).
+pub fn step_refusal(
+    rule: Option<&Rule>,
+    step: u32,
+    same_fingerprint: impl FnOnce(usize, &Step) -> bool,
+) -> Option<ReplayDropReason> {
     let Some(rule) = rule else {
         return Some(ReplayDropReason::RuleGone);
     };
@@ -81,10 +107,6 @@ pub fn refusal_without_clock(
     };
     if !same_fingerprint(index, spec) {
         return Some(ReplayDropReason::Fingerprint);
-    }
-    // Only a durable wait writes a record, on a pass the rule makes.
-    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat.count {
-        return Some(ReplayDropReason::NeverWritten);
     }
     None
 }
@@ -244,6 +266,48 @@ struct RuleState {
     stats: RuleStats,
 }
 
+impl RuleState {
+    /// The state of a rule nothing has happened to yet.
+    fn for_rule(rule: &Rule) -> Self {
+        let fingerprints = rule
+            .steps
+            .iter()
+            .map(|step| step.fingerprint.to_string().into_boxed_str())
+            .collect();
+        let actions = rule
+            .steps
+            .iter()
+            .map(|step| Arc::new(step.action.clone()))
+            .collect();
+        Self::idle(
+            rule.name.as_str().into(),
+            rule.enabled,
+            fingerprints,
+            actions,
+        )
+    }
+
+    fn idle(
+        name: Arc<str>,
+        enabled: bool,
+        fingerprints: Vec<Box<str>>,
+        actions: Vec<Arc<Action>>,
+    ) -> Self {
+        Self {
+            name,
+            enabled,
+            fingerprints,
+            actions,
+            run: None,
+            backlog: VecDeque::new(),
+            debounce: None,
+            hold: None,
+            last_fire: None,
+            stats: RuleStats::default(),
+        }
+    }
+}
+
 /// The engine. See the module documentation.
 #[derive(Debug)]
 pub struct Engine {
@@ -281,6 +345,16 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(payload: Arc<Payload>, config: EngineConfig) -> Self {
+        Self::with_rule_states(payload, config, |_, rule| RuleState::for_rule(rule))
+    }
+
+    /// [`Engine::new`] with each rule's state made by `make` (position,
+    /// rule): a reload reuses what unchanged rules already hold.
+    fn with_rule_states(
+        payload: Arc<Payload>,
+        config: EngineConfig,
+        mut make: impl FnMut(usize, &Rule) -> RuleState,
+    ) -> Self {
         // Disabled rules are replay-only (docs/rules.md#disabled-rules): not indexed,
         // so they neither match nor cancel.
         let overrides::Indexes {
@@ -290,27 +364,8 @@ impl Engine {
             live_rules,
         } = overrides::indexes(&payload, |position| payload.rules[position].enabled);
         let mut rules = Vec::with_capacity(payload.rules.len());
-        for rule in &payload.rules {
-            rules.push(RuleState {
-                name: rule.name.as_str().into(),
-                enabled: rule.enabled,
-                fingerprints: rule
-                    .steps
-                    .iter()
-                    .map(|step| step.fingerprint.to_string().into_boxed_str())
-                    .collect(),
-                actions: rule
-                    .steps
-                    .iter()
-                    .map(|step| Arc::new(step.action.clone()))
-                    .collect(),
-                run: None,
-                backlog: VecDeque::new(),
-                debounce: None,
-                hold: None,
-                last_fire: None,
-                stats: RuleStats::default(),
-            });
+        for (position, rule) in payload.rules.iter().enumerate() {
+            rules.push(make(position, rule));
         }
         let inputs = input::Inputs::new(&payload);
         let state = vec![String::new(); inputs.watched().len()];

@@ -89,6 +89,19 @@ impl Timers {
         self.heap.iter().map(|entry| &entry.0)
     }
 
+    /// Keeps the entries `keep` gives a rule index (their new one), with
+    /// their tokens and deadlines, and drops every other; `keep` must
+    /// return `None` for stale entries. For a live reload, which moves rules
+    /// (docs/semantics.md#live-reload).
+    pub fn remap(&mut self, mut keep: impl FnMut(&Entry) -> Option<u32>) {
+        let heap = std::mem::take(&mut self.heap);
+        self.heap = heap
+            .into_iter()
+            .filter_map(|Reverse(entry)| keep(&entry).map(|rule| Reverse(Entry { rule, ..entry })))
+            .collect();
+        self.armed = self.heap.len();
+    }
+
     pub fn clear(&mut self) {
         self.heap.clear();
         self.armed = 0;

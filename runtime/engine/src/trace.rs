@@ -632,7 +632,6 @@ impl Traces {
     /// Re-keys every trace after the rules moved (a new bundle): `moved`
     /// gives a rule's new position, or `None` when the rule is gone, whose
     /// traces go.
-    #[allow(dead_code)] // for a reload, which keeps a rule's traces by name
     pub(crate) fn remap(&mut self, mut moved: impl FnMut(u32) -> Option<u32>) {
         let old = std::mem::take(&mut self.rules);
         let mut rules = HashMap::with_capacity_and_hasher(old.len(), Default::default());

@@ -2148,3 +2148,206 @@ fn a_clock_jump_moves_waiting_records_and_keeps_their_order() {
         ])
     );
 }
+
+// ----- live reload (docs/semantics.md#live-reload) ------------------------
+
+impl H {
+    fn reload(&mut self, rules: Vec<Rule>) -> ruled_engine::ReloadSummary {
+        let (t, w) = (self.t(), self.wall());
+        let summary = self.engine.reload(Arc::new(payload(rules)), Now::new(t, w));
+        self.pump();
+        summary
+    }
+}
+
+fn other(push_value: &str) -> Rule {
+    rule("other", &["x"], vec![push(push_value, 0)])
+}
+
+#[test]
+fn reload_of_the_same_bundle_changes_nothing() {
+    let mut h = H::new(vec![hazards(), other("a")]);
+    h.event("alarm.triggered");
+    h.take();
+    let summary = h.reload(vec![hazards(), other("a")]);
+    assert!(summary.unchanged, "{summary:?}");
+    assert!(h.take().is_empty());
+    assert_eq!(h.counters().runs_active, 1);
+}
+
+#[test]
+fn reload_keeps_a_run_whose_step_is_unchanged() {
+    let mut h = H::new(vec![other("a"), hazards()]);
+    h.event("alarm.triggered");
+    h.to(10_000);
+    let before = h.records.clone();
+    h.take();
+    // `hazards` moves to position 0 and `other` changes.
+    let summary = h.reload(vec![
+        hazards(),
+        other("b"),
+        rule("new", &["y"], vec![push("n", 0)]),
+    ]);
+    assert_eq!(summary.changed, ["other"]);
+    assert_eq!(summary.added, ["new"]);
+    assert_eq!((summary.runs_kept, summary.runs_ended), (1, 0));
+    assert!(h.take().is_empty(), "no record written or dropped");
+    assert_eq!(h.records, before);
+    h.to(40_000);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "30000 submit hazards#t-1 s1 p0 off owns hazards#t-1",
+            "start-drop hazards#t-1",
+            "30000 run-end hazards#t-1 done",
+        ])
+    );
+    assert!(h.records.is_empty());
+    assert_eq!(h.counters().dispatched, 2);
+}
+
+#[test]
+fn reload_ends_a_run_whose_step_changed_or_went() {
+    let mut changed = hazards();
+    changed.steps[1] = push("left", 30_000);
+    let mut shorter = hazards();
+    shorter.steps.truncate(1);
+    for (rules, reason) in [
+        (vec![changed], "fingerprint"),
+        (vec![shorter], "step-gone"),
+        (vec![other("a")], "rule-gone"),
+    ] {
+        let mut h = H::new(vec![hazards()]);
+        h.event("alarm.triggered");
+        h.to(10_000);
+        h.take();
+        let summary = h.reload(rules);
+        assert_eq!((summary.runs_kept, summary.runs_ended), (0, 1));
+        assert_eq!(
+            h.take(),
+            lines(&[
+                &format!("10000 drop hazards#t-1 {reason}"),
+                "10000 run-end hazards#t-1 reloaded",
+            ])
+        );
+        assert!(h.records.is_empty());
+        h.to(60_000);
+        assert!(h.take().is_empty(), "nothing fires at 30 s");
+        assert_eq!(h.counters().pending, 0);
+    }
+}
+
+#[test]
+fn reload_lets_a_running_action_finish_and_takes_later_steps_from_the_new_bundle() {
+    let mut h = H::new(vec![hazards()]).manual();
+    h.event("alarm.triggered");
+    let job = h.last_job();
+    h.start(job);
+    h.take();
+    let mut later = hazards();
+    later.steps[1] = push("later", 5_000);
+    h.reload(vec![later]);
+    assert!(h.take().is_empty());
+    h.finish(job, Ok(()));
+    h.to(5_000);
+    let job = h.last_job();
+    h.complete(job, Ok(()));
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 put hazards#t-1 s1 p0 at+5000",
+            "5000 submit hazards#t-1 s1 p0 later owns hazards#t-1",
+            "start-drop hazards#t-1",
+            "5000 run-end hazards#t-1 done",
+        ])
+    );
+    // The run at a changed step ends; its running action still reports.
+    let mut h = H::new(vec![hazards()]).manual();
+    h.event("alarm.triggered");
+    let job = h.last_job();
+    h.start(job);
+    let mut first = hazards();
+    first.steps[0] = push("left", 0);
+    h.reload(vec![first]);
+    h.take();
+    h.finish(job, Err("boom".into()));
+    assert!(h.take().is_empty());
+    assert_eq!((h.counters().failed, h.counters().runs_active), (1, 0));
+}
+
+#[test]
+fn reload_carries_cooldown_debounce_and_counters_and_a_lower_repeat_ends_the_run() {
+    let mut r = other("a");
+    r.cooldown_ns = 10_000_000_000;
+    let mut h = H::new(vec![r.clone()]);
+    h.event("x");
+    let mut changed = r.clone();
+    changed.steps[0] = push("b", 0);
+    h.reload(vec![changed]);
+    h.take();
+    h.event("x");
+    assert_eq!(h.take(), lines(&["0 trigger-suppressed other"]));
+    assert_eq!(h.counters().dispatched, 1);
+
+    let mut d = other("a");
+    d.debounce_ns = 1_000_000_000;
+    let mut h = H::new(vec![d.clone()]);
+    h.event("x");
+    h.to(500);
+    let mut d2 = d.clone();
+    d2.steps[0] = push("b", 0);
+    h.reload(vec![d2]);
+    h.to(2_000);
+    let out = h.take();
+    assert!(
+        out.contains(&"1000 submit other#t-1 s0 p0 b".to_string()),
+        "{out:?}"
+    );
+
+    let mut rep = other("a");
+    rep.repeat = Repeat {
+        count: 3,
+        every_ns: 1_000_000_000,
+    };
+    let mut h = H::new(vec![rep.clone()]);
+    h.event("x");
+    h.take();
+    rep.repeat.count = 1;
+    h.reload(vec![rep]);
+    assert_eq!(h.take(), lines(&["0 run-end other#t-1 done"]));
+    assert_eq!(h.counters().pending, 0);
+}
+
+#[test]
+fn reload_starts_a_queue_rules_held_trigger_when_it_ends_the_run() {
+    let mut q = hazards();
+    q.concurrency = Concurrency::Queue;
+    let mut h = H::new(vec![q.clone()]);
+    h.event("alarm.triggered");
+    h.event("alarm.triggered");
+    h.take();
+    let mut changed = q;
+    changed.steps[1] = push("left", 30_000);
+    let summary = h.reload(vec![changed.clone()]);
+    assert_eq!(summary.changed, ["hazards"]);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 drop hazards#t-1 fingerprint",
+            "0 run-end hazards#t-1 reloaded",
+            "0 run-start hazards#t-2",
+            "0 submit hazards#t-2 s0 p0 both",
+            "0 put hazards#t-2 s1 p0 at+30000",
+        ])
+    );
+    // Not `queue` any more: the backlog is not carried.
+    let mut h = H::new(vec![changed.clone()]);
+    h.event("alarm.triggered");
+    h.event("alarm.triggered");
+    let mut restart = changed;
+    restart.concurrency = Concurrency::Restart;
+    restart.steps[1] = push("right", 30_000);
+    h.reload(vec![restart]);
+    h.take();
+    assert_eq!(h.counters().runs_active, 0);
+}

@@ -84,6 +84,7 @@ fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
             | EndReason::Failed
             | EndReason::Refused
             | EndReason::TooLate => (true, "run ended"),
+            EndReason::Reloaded => (true, "run ended"),
             EndReason::Done | EndReason::WhenFalse | EndReason::Stopped => (false, "run ended"),
         },
         Note::StepSkipped { .. } => (false, "step's `when` is false: run ends"),

@@ -54,6 +54,8 @@ struct Shared {
     overflow: Arc<AtomicU64>,
     /// Messages over 64 KiB, skipped while read (counted in `rejected`).
     rejected: Arc<AtomicU64>,
+    /// The watched state, replaced by a reload that changes it.
+    watch: Mutex<Option<StateWatch>>,
 }
 
 impl Shared {
@@ -87,8 +89,19 @@ impl Intake {
 
     /// Starts draining `subscriber` (already opened).
     pub fn start(&mut self, subscriber: Subscriber, state: Option<StateWatch>) {
+        self.set_state_watch(state);
         let shared = Arc::clone(&self.shared);
-        self.task = Some(tokio::spawn(drain(subscriber, state, shared)));
+        self.task = Some(tokio::spawn(drain(subscriber, shared)));
+    }
+
+    /// Replaces the watched state (docs/service.md#live-reload): change
+    /// notifications from here on are judged by `state`.
+    pub fn set_state_watch(&self, state: Option<StateWatch>) {
+        *self
+            .shared
+            .watch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = state;
     }
 
     /// The next message or `Restored`. Cancel-safe: nothing is taken from
@@ -160,7 +173,7 @@ fn log_dropped(queue: &mut Queue, overflow: &AtomicU64) {
 
 /// The intake task: reads the subscription, marks state pairs, queues
 /// events within the bound.
-async fn drain(mut subscriber: Subscriber, state: Option<StateWatch>, shared: Arc<Shared>) {
+async fn drain(mut subscriber: Subscriber, shared: Arc<Shared>) {
     // Oversized messages are logged here, never queued: the queue may be
     // full exactly when they matter.
     let mut throttle = Throttle::new(Instant::now());
@@ -185,9 +198,8 @@ async fn drain(mut subscriber: Subscriber, state: Option<StateWatch>, shared: Ar
             log_skipped_event(channel, &why, &mut throttle);
             continue;
         }
-        if let (Bus::Message(message), Some(state)) = (&bus, &state) {
-            if !message.from_pattern() && state.is_state_channel(message.get_channel_name()) {
-                state.notified(message);
+        if let Bus::Message(message) = &bus {
+            if !message.from_pattern() && shared.state_notified(message) {
                 continue;
             }
         }
@@ -207,6 +219,21 @@ async fn drain(mut subscriber: Subscriber, state: Option<StateWatch>, shared: Ar
         queue.items.push_back(bus);
         drop(queue);
         shared.ready.notify_one();
+    }
+}
+
+impl Shared {
+    /// A change notification of watched state: handed to the state reader
+    /// (`true`), never queued.
+    fn state_notified(&self, message: &redis::Msg) -> bool {
+        let watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
+        match watch.as_ref() {
+            Some(state) if state.is_state_channel(message.get_channel_name()) => {
+                state.notified(message);
+                true
+            }
+            _ => false,
+        }
     }
 }
 

@@ -17,6 +17,7 @@ pub mod owner;
 pub mod pool;
 pub mod pubsub;
 pub mod record_store;
+pub mod signals;
 pub mod state_shadow;
 pub mod stats;
 pub mod subscriptions;

@@ -1,6 +1,7 @@
 //! `ruled`: the scooter rule runtime. Parses flags, sets up logging, and
-//! runs the service (`ruled::driver`) until SIGTERM / SIGINT; `ruled ctl`
-//! is the control protocol's client (`ruled::control::client`).
+//! runs the service (`ruled::driver`) until SIGTERM / SIGINT / SIGQUIT;
+//! SIGHUP reloads the bundle (docs/service.md#signals); `ruled ctl` is the
+//! control protocol's client (`ruled::control::client`).
 
 use anyhow::Result;
 use clap::Parser;
@@ -34,7 +35,7 @@ Watch it work:
   ruled ctl pending
 
 Beside Librescoot's Go event-service on one Redis:
-  ruled --namespace ruled --bundle rules.bundle"
+  ruled --namespace ruled --bundle rules.bundle\n\nDeploy a new bundle without a restart (replace the file by rename, then):\n  kill -HUP $(pidof ruled)   # or: ruled ctl reload"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -105,7 +106,9 @@ struct Args {
     #[command(flatten)]
     connect: RedisArgs,
 
-    /// The rule bundle written by `rulec build`.
+    /// The rule bundle written by `rulec build`; read again at SIGHUP
+    /// (live reload: a bad bundle is refused and the loaded rules keep
+    /// running).
     #[arg(long, env = "RULED_BUNDLE", required = true)]
     bundle: Option<PathBuf>,
 
@@ -200,22 +203,6 @@ fn parse_positive_duration(text: &str) -> Result<Duration, String> {
         Ok(nanos) if nanos > 0 => Ok(Duration::from_nanos(nanos)),
         _ => Err("must be positive".to_string()),
     }
-}
-
-/// Listens for SIGTERM and SIGINT from the moment it is called (not from
-/// the first poll), so a signal during start is not the default "die".
-fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())
-        .map_err(|e| anyhow::anyhow!("cannot listen for SIGTERM: {e}"))?;
-    let mut int = signal(SignalKind::interrupt())
-        .map_err(|e| anyhow::anyhow!("cannot listen for SIGINT: {e}"))?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM received"),
-            _ = int.recv() => tracing::info!("SIGINT received"),
-        }
-    })
 }
 
 fn main() -> Result<()> {
@@ -322,8 +309,8 @@ fn run(args: Args) -> Result<()> {
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the tokio runtime: {e}"))?;
     runtime.block_on(async {
-        let shutdown = shutdown_signal()?;
-        driver::run(config, shutdown)
+        let (shutdown, reloads) = ruled::signals::install()?;
+        driver::run(config, shutdown, reloads)
             .await
             .map_err(anyhow::Error::from)
     })

@@ -9,7 +9,11 @@
 use crate::connection::CONNECT_TIMEOUT;
 use crate::tls::Tls;
 use redis::{ConnectionAddr, ConnectionInfo};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use std::sync::Arc;
+use tokio::io::{
+    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadHalf,
+    WriteHalf,
+};
 
 /// The largest message payload (and channel name) read whole; a larger
 /// one is skipped as it arrives. Events over 64 KiB are never handled
@@ -67,10 +71,39 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
 /// A subscribed connection.
 pub struct PubSub {
-    io: BufReader<Box<dyn Stream>>,
+    io: BufReader<ReadHalf<Box<dyn Stream>>>,
     /// The largest message read; longer ones are skipped
     /// ([`MAX_MESSAGE_BYTES`] unless [`PubSub::set_limit`] said otherwise).
     limit: usize,
+    commands: Commands,
+}
+
+/// The writing half of a subscribed connection: (un)subscribe commands
+/// sent while the reader waits for messages (docs/service.md#live-reload).
+/// Their confirmations arrive on the reader, which skips them.
+#[derive(Clone)]
+pub struct Commands(Arc<tokio::sync::Mutex<WriteHalf<Box<dyn Stream>>>>);
+
+impl std::fmt::Debug for Commands {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Commands")
+    }
+}
+
+impl Commands {
+    /// Sends one command (`SUBSCRIBE a b`, `PUNSUBSCRIBE x`, ...).
+    pub async fn send(&self, args: &[&[u8]]) -> Result<(), PubSubError> {
+        let mut bytes = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            bytes.extend(format!("${}\r\n", arg.len()).into_bytes());
+            bytes.extend_from_slice(arg);
+            bytes.extend_from_slice(b"\r\n");
+        }
+        let mut stream = self.0.lock().await;
+        stream.write_all(&bytes).await?;
+        stream.flush().await?;
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for PubSub {
@@ -99,9 +132,11 @@ impl PubSub {
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect(info.addr(), tls))
             .await
             .map_err(|_| PubSubError::Timeout)??;
+        let (read, write) = tokio::io::split(stream);
         let mut pubsub = Self {
-            io: BufReader::with_capacity(READ_BUFFER, stream),
+            io: BufReader::with_capacity(READ_BUFFER, read),
             limit: MAX_MESSAGE_BYTES,
+            commands: Commands(Arc::new(tokio::sync::Mutex::new(write))),
         };
         let settings = info.redis_settings();
         if let Some(password) = settings.password() {
@@ -147,16 +182,12 @@ impl PubSub {
     }
 
     async fn send(&mut self, args: &[&[u8]]) -> Result<(), PubSubError> {
-        let mut bytes = format!("*{}\r\n", args.len()).into_bytes();
-        for arg in args {
-            bytes.extend(format!("${}\r\n", arg.len()).into_bytes());
-            bytes.extend_from_slice(arg);
-            bytes.extend_from_slice(b"\r\n");
-        }
-        let stream = self.io.get_mut();
-        stream.write_all(&bytes).await?;
-        stream.flush().await?;
-        Ok(())
+        self.commands.send(args).await
+    }
+
+    /// The connection's writing half, for later (un)subscribe commands.
+    pub fn commands(&self) -> Commands {
+        self.commands.clone()
     }
 
     async fn expect_ok(&mut self) -> Result<(), PubSubError> {

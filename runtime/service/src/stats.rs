@@ -82,6 +82,11 @@ impl StatsPublisher {
         self.overflow.count.load(Ordering::Relaxed)
     }
 
+    /// The bundle id the counters name from the next write on (a reload).
+    pub fn set_bundle(&mut self, id: String) {
+        self.bundle_id = id;
+    }
+
     /// The `overflow` counter, for the intake to count in.
     pub fn overflow(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.overflow.count)

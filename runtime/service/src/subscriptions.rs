@@ -3,11 +3,12 @@
 //! after a lost connection.
 
 use crate::connection::Backoff;
-use crate::pubsub::{Delivery, PubSub, PubSubError, MAX_MESSAGE_BYTES};
+use crate::pubsub::{Commands, Delivery, PubSub, PubSubError, MAX_MESSAGE_BYTES};
 use crate::tls::Tls;
 use rulecore::event::{Event, EventError};
 use rulecore::topic::{Subscription, TopicPattern, EVENT_CHANNEL_PREFIX};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// The longest topic handled (docs/service.md#subscriptions); vehicle
 /// topics are a few dozen bytes.
@@ -177,16 +178,96 @@ fn clip(text: &str, max: usize) -> String {
 pub struct Subscriber {
     client: redis::Client,
     tls: Tls,
-    subs: Subscriptions,
+    /// What to subscribe to, shared with the [`SubscriptionHandle`] that
+    /// changes it at a reload.
+    control: Arc<Control>,
     stream: Option<PubSub>,
     reconnect_at: Option<tokio::time::Instant>,
     backoff: Backoff,
 }
 
+/// What is to be subscribed, and the open connection with what it is
+/// subscribed to. `live` is locked across a (re)open and across a change,
+/// so the two never interleave.
+#[derive(Debug)]
+struct Control {
+    target: std::sync::Mutex<Subscriptions>,
+    live: tokio::sync::Mutex<Option<(Commands, Subscriptions)>>,
+    /// A change gave an idle subscriber something to subscribe to.
+    changed: tokio::sync::Notify,
+}
+
+impl Control {
+    fn target(&self) -> Subscriptions {
+        self.target
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Changes what a [`Subscriber`] is subscribed to while it runs
+/// (docs/service.md#live-reload).
+#[derive(Debug, Clone)]
+pub struct SubscriptionHandle(Arc<Control>);
+
+impl SubscriptionHandle {
+    /// Subscribes what `next` has and the open connection lacks, and
+    /// unsubscribes what it has and `next` lacks, on the same connection:
+    /// a channel in both is never interrupted. Without an open connection
+    /// the next (re)open subscribes `next`. A failed command is logged; the
+    /// connection is then broken and its reconnect subscribes `next`.
+    pub async fn change(&self, next: Subscriptions) {
+        let mut live = self.0.live.lock().await;
+        *self
+            .0
+            .target
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = next.clone();
+        let Some((commands, subscribed)) = live.as_mut() else {
+            if !next.is_empty() {
+                self.0.changed.notify_one();
+            }
+            return;
+        };
+        let diff = [
+            ("UNSUBSCRIBE", minus(&subscribed.channels, &next.channels)),
+            ("PUNSUBSCRIBE", minus(&subscribed.patterns, &next.patterns)),
+            ("SUBSCRIBE", minus(&next.channels, &subscribed.channels)),
+            ("PSUBSCRIBE", minus(&next.patterns, &subscribed.patterns)),
+        ];
+        for (command, names) in diff {
+            // An empty UNSUBSCRIBE would drop every channel.
+            if names.is_empty() {
+                continue;
+            }
+            let mut args = vec![command.as_bytes()];
+            args.extend(names.iter().map(|name| name.as_bytes()));
+            if let Err(e) = commands.send(&args).await {
+                tracing::warn!("cannot change the subscription ({command}: {e}); it is reopened");
+            }
+        }
+        *subscribed = next;
+    }
+
+    /// What is to be subscribed now.
+    pub fn subscriptions(&self) -> Subscriptions {
+        self.0.target()
+    }
+}
+
+/// The names in `a` and not in `b`.
+fn minus<'a>(a: &'a BTreeSet<String>, b: &BTreeSet<String>) -> Vec<&'a str> {
+    a.iter()
+        .filter(|name| !b.contains(*name))
+        .map(String::as_str)
+        .collect()
+}
+
 impl std::fmt::Debug for Subscriber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Subscriber")
-            .field("subs", &self.subs)
+            .field("subs", &self.control.target())
             .field("open", &self.stream.is_some())
             .field("reconnect_at", &self.reconnect_at)
             .finish()
@@ -195,43 +276,64 @@ impl std::fmt::Debug for Subscriber {
 
 impl Subscriber {
     pub fn new(client: redis::Client, tls: Tls, subs: Subscriptions) -> Self {
+        let control = Control {
+            target: std::sync::Mutex::new(subs),
+            live: tokio::sync::Mutex::new(None),
+            changed: tokio::sync::Notify::new(),
+        };
         Self {
             client,
             tls,
-            subs,
+            control: Arc::new(control),
             stream: None,
             reconnect_at: None,
             backoff: Backoff::default(),
         }
     }
 
+    /// The handle that changes the subscription at a reload.
+    pub fn handle(&self) -> SubscriptionHandle {
+        SubscriptionHandle(Arc::clone(&self.control))
+    }
+
     /// Subscribes, unless there is nothing to subscribe to (then nothing at
     /// all is opened: idle costs nothing).
     pub async fn open(&mut self) {
-        if self.subs.is_empty() {
+        if self.control.target().is_empty() {
             tracing::info!("no live rules and no watched state: not subscribing to anything");
             return;
         }
+        self.open_or_retry("cannot subscribe").await;
+    }
+
+    async fn open_or_retry(&mut self, what: &str) {
         if let Err(e) = self.try_open().await {
             let delay = self.backoff.next_delay();
-            tracing::warn!(
-                "cannot subscribe ({e}); retrying in {}ms",
-                delay.as_millis()
-            );
+            tracing::warn!("{what} ({e}); retrying in {}ms", delay.as_millis());
             self.reconnect_at = Some(tokio::time::Instant::now() + delay);
         }
     }
 
     async fn try_open(&mut self) -> Result<(), PubSubError> {
-        let stream = open_pubsub(&self.client, &self.tls, &self.subs).await?;
+        let mut live = self.control.live.lock().await;
+        let subs = self.control.target();
+        let stream = open_pubsub(&self.client, &self.tls, &subs).await?;
+        *live = Some((stream.commands(), subs));
         self.stream = Some(stream);
         self.reconnect_at = None;
         self.backoff = Backoff::default();
         Ok(())
     }
 
-    /// The next message, or `Restored` after a reconnect. Pending forever
-    /// when nothing is subscribed. Not cancel-safe while a message is being
+    /// The connection is gone: changes wait for the reopen.
+    async fn lost(&mut self) {
+        self.stream = None;
+        *self.control.live.lock().await = None;
+    }
+
+    /// The next message, or `Restored` after a reconnect. With nothing
+    /// subscribed, pending until a reload gives something to subscribe to
+    /// ([`SubscriptionHandle::change`]). Not cancel-safe while a message is being
     /// read (the intake task never cancels it).
     pub async fn next(&mut self) -> Bus {
         loop {
@@ -243,7 +345,7 @@ impl Subscriber {
                     }
                     Err(e) => e,
                 };
-                self.stream = None;
+                self.lost().await;
                 tracing::warn!(
                     "pub/sub connection lost ({error}); reconnecting. Triggers published while \
                      disconnected are not replayed"
@@ -251,7 +353,12 @@ impl Subscriber {
                 self.reconnect_at = Some(tokio::time::Instant::now() + self.backoff.next_delay());
             }
             let Some(at) = self.reconnect_at else {
-                return std::future::pending().await;
+                // Nothing subscribed: wait until a reload gives something.
+                self.control.changed.notified().await;
+                if self.stream.is_none() && !self.control.target().is_empty() {
+                    self.open_or_retry("cannot subscribe").await;
+                }
+                continue;
             };
             tokio::time::sleep_until(at).await;
             match self.try_open().await {
@@ -272,8 +379,8 @@ impl Subscriber {
     }
 
     /// What is (or is to be) subscribed.
-    pub fn subscriptions(&self) -> &Subscriptions {
-        &self.subs
+    pub fn subscriptions(&self) -> Subscriptions {
+        self.control.target()
     }
 
     /// Whether the subscription is open now (`false` while a failed

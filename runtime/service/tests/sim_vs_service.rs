@@ -34,7 +34,10 @@
 //! `[[restart]]`: SIGTERM, wait for
 //! the exit, start a new `ruled` after `down` (with the after-restart
 //! bundle written over the old one when the timeline has one); durable
-//! records survive in Redis. `[[fail]]`: a failing `redis` step is made to
+//! records survive in Redis. `[[reload]]`: the entry's bundle (compiled
+//! and scaled like the rules) is written over the bundle file by rename
+//! and `ruled` gets `SIGHUP`; the entry is played when the driver starts
+//! reading the file (its `reading the bundle again` line). `[[fail]]`: a failing `redis` step is made to
 //! fail for real: its list key holds a string (`WRONGTYPE`) from `at` to
 //! `until`; a failing recorder step finds its flag file. A timeline in
 //! which another step pushes to that list inside the window cannot be
@@ -158,6 +161,7 @@ played! {
     parked_brake_blink => "parked-brake-blink" from "fixtures/rules";
     winter_seat_heater => "winter-seat-heater" from "fixtures/rules-winter" then "fixtures/rules";
     parked_backlog => "parked-backlog" from "fixtures/rules-parked";
+    hazards_reload => "hazards-reload" from "fixtures/rules";
 }
 
 #[test]
@@ -303,6 +307,9 @@ fn scale_timeline(nominal: &Timeline) -> Timeline {
         e.at = scaled(e.at);
         e.until = e.until.map(scaled);
     }
+    for e in &mut t.reload {
+        e.at = scaled(e.at);
+    }
     let window = Dur(ruled_engine::DEFAULT_REPLAY_WINDOW_MS * 1_000_000);
     t.replay_window = Some(scaled(t.replay_window.unwrap_or(window)));
     t.action_time = t.action_time.map(scaled);
@@ -312,14 +319,15 @@ fn scale_timeline(nominal: &Timeline) -> Timeline {
 // ----------------------------------------------------------------- playing
 
 /// What the driver does at one instant, in the simulator's order at one
-/// instant (docs/simulation.md: state, message, fail, restart, event), a fail window's end
-/// first (the simulator fails actions started in `[at, until)`).
+/// instant (docs/simulation.md: state, message, fail, reload, restart, event), a fail
+/// window's end first (the simulator fails actions started in `[at, until)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Entry {
     Unfail(usize),
     State(usize),
     Message(usize),
     Fail(usize),
+    Reload(usize),
     Restart(usize),
     Event(usize),
 }
@@ -344,6 +352,12 @@ fn schedule(t: &Timeline) -> Vec<(i64, Entry)> {
             entries.push((until.0, Entry::Unfail(i)));
         }
     }
+    entries.extend(
+        t.reload
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.at.0, Entry::Reload(i))),
+    );
     entries.extend(
         t.restart
             .iter()
@@ -546,8 +560,9 @@ impl Driver<'_> {
         first: &Arc<Payload>,
         played: &Timeline,
         second: &Option<Arc<Payload>>,
+        reloads: &[Arc<Payload>],
     ) -> Vec<Seen> {
-        let outcome = sim::simulate(Arc::clone(first), played, second.clone()).expect("simulates");
+        let outcome = simulate(first, played, second, reloads.to_vec());
         let predicted: Vec<Seen> = outcome.lines.iter().filter_map(Seen::from_sim).collect();
         let _ = poll_fast(|| {
             let now_us = wall_us() - self.t0_us;
@@ -699,9 +714,20 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
     let action_ns = timeline.action_time.map_or(0, |d| d.0.unsigned_abs());
     let first = Arc::new(prepare(compile(rules), dir.path(), action_ns));
     let second = after.map(|a| Arc::new(prepare(compile(a), dir.path(), action_ns)));
-    let payloads: Vec<&Payload> = std::iter::once(&*first).chain(second.as_deref()).collect();
-    let plan = sim::simulate(Arc::clone(&first), &timeline, second.clone())
-        .expect("the scaled timeline simulates");
+    // Each `[[reload]]` bundle, named relative to the timeline.
+    let reloads: Vec<Arc<Payload>> = timeline
+        .reload
+        .iter()
+        .map(|e| {
+            let rules = format!("fixtures/timelines/{}", e.bundle);
+            Arc::new(prepare(compile(&rules), dir.path(), action_ns))
+        })
+        .collect();
+    let payloads: Vec<&Payload> = std::iter::once(&*first)
+        .chain(second.as_deref())
+        .chain(reloads.iter().map(|p| &**p))
+        .collect();
+    let plan = simulate(&first, &timeline, &second, reloads.clone());
     check_playable(name, &timeline, &plan.lines, &payloads);
     let plan_seen: Vec<Seen> = plan.lines.iter().filter_map(Seen::from_sim).collect();
 
@@ -744,14 +770,17 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
         restart: Vec::new(),
         fail: Vec::new(),
         clock: Vec::new(),
+        reload: Vec::new(),
         ..timeline.clone()
     };
+    // The bundles of `played.reload`, in its order.
+    let mut played_reloads = Vec::new();
     let mut fail_index = BTreeMap::new();
     let mut last = Dur(-1);
     let t0_us = driver.t0_us;
     for (at, entry) in schedule(&timeline) {
         sleep_until(driver.when_to_play(&plan_seen, at));
-        let predicted = driver.catch_up(&first, &played, &second);
+        let predicted = driver.catch_up(&first, &played, &second, &played_reloads);
         // As received (see `placed`); strictly after the previous entry,
         // so the simulator keeps the order in which they were played.
         let mut when = |at_us: i64, seen_before: Option<usize>| {
@@ -828,6 +857,20 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
                 let j = fail_index[&i];
                 played.fail[j].until = Some(when(wall_us(), None));
             }
+            Entry::Reload(i) => {
+                let next = &reloads[i];
+                write_bundle(&driver.bundle, next);
+                let reading = is_message("reading the bundle again");
+                let before = driver.count(&reading);
+                driver.ruled.signal(nix::sys::signal::Signal::SIGHUP);
+                let (at_us, seen) = driver.ack(before, "the reload", reading);
+                driver.current = Arc::clone(next);
+                played.reload.push(sim::ReloadEntry {
+                    at: when(at_us, Some(seen)),
+                    ..timeline.reload[i].clone()
+                });
+                played_reloads.push(Arc::clone(next));
+            }
             Entry::Restart(i) => {
                 let e = &timeline.restart[i];
                 // What survives a restart is in Redis: wait until the
@@ -884,8 +927,7 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
         }
     }
 
-    let expected = sim::simulate(Arc::clone(&first), &played, second.clone())
-        .expect("the timeline as played simulates");
+    let expected = simulate(&first, &played, &second, played_reloads);
     let want: Vec<Seen> = expected.lines.iter().filter_map(Seen::from_sim).collect();
     let last_ms = expected.lines.last().map_or(0, |l| l.at_ms);
     let deadline_us = driver.t0_us
@@ -921,6 +963,25 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
     report.compare();
     check_effects(&report, &expected.lines, &monitor, driver.t0_us);
     check_records(&report, &redis, &expected.records);
+}
+
+/// The simulator on `timeline`, with the bundle after every restart and
+/// those of the `[[reload]]` entries (in the timeline's order).
+fn simulate(
+    first: &Arc<Payload>,
+    timeline: &Timeline,
+    after_restart: &Option<Arc<Payload>>,
+    reloads: Vec<Arc<Payload>>,
+) -> sim::Outcome {
+    let options = sim::Options::default();
+    sim::simulate_reloading(
+        Arc::clone(first),
+        timeline,
+        after_restart.clone(),
+        reloads,
+        options,
+    )
+    .expect("the timeline simulates")
 }
 
 /// The records the plan's store holds just before `at_ns`, as `rule step

@@ -18,6 +18,8 @@ pub enum LineKind {
     RecordPut,
     RecordDrop,
     Restart,
+    /// A `[[reload]]`: the bundle file was replaced and reloaded.
+    Reload,
     /// A `when` failed to evaluate (counted as false).
     EvalError,
     /// The last line of every simulation: what is still waiting or held.
@@ -33,6 +35,7 @@ impl LineKind {
             Self::RecordPut => "record-put",
             Self::RecordDrop => "record-drop",
             Self::Restart => "restart",
+            Self::Reload => "reload",
             Self::EvalError => "eval-error",
             Self::End => "end",
         }
@@ -100,6 +103,8 @@ pub struct Line {
     pub waiting: Option<Vec<String>>,
     /// `end` only: the rules holding an event in a debounce window.
     pub held: Option<Vec<String>>,
+    /// `reload` only: the bundle as the timeline names it.
+    pub bundle: Option<String>,
 }
 
 /// One present field's value.
@@ -131,6 +136,7 @@ impl Line {
             message: None,
             waiting: None,
             held: None,
+            bundle: None,
         }
     }
 
@@ -159,6 +165,7 @@ impl Line {
             ("message", text(&self.message)),
             ("waiting", self.waiting.as_deref().map(Value::List)),
             ("held", self.held.as_deref().map(Value::List)),
+            ("bundle", text(&self.bundle)),
         ]
         .into_iter()
         .filter_map(|(key, value)| value.map(|value| (key, value)))

@@ -8,8 +8,8 @@ mod timeline;
 
 pub use line::{trace_json, Line, LineKind, LineReason};
 pub use timeline::{
-    parse, ClockEntry, Dur, EventEntry, FailEntry, MessageEntry, Place, RestartEntry, StateEntry,
-    Timeline, TimelineError, EXPECTATION_KINDS,
+    parse, ClockEntry, Dur, EventEntry, FailEntry, MessageEntry, Place, ReloadEntry, RestartEntry,
+    StateEntry, Timeline, TimelineError, EXPECTATION_KINDS,
 };
 
 use crate::pool::{Admission, PoolConfig};
@@ -60,19 +60,39 @@ pub fn simulate(
     simulate_with(payload, timeline, after_restart, Options::default())
 }
 
-/// [`simulate`] with [`Options`].
+/// [`simulate`] with [`Options`]; a timeline with `[[reload]]` entries
+/// needs [`simulate_reloading`].
 pub fn simulate_with(
     payload: Arc<Payload>,
     timeline: &Timeline,
     after_restart: Option<Arc<Payload>>,
     options: Options,
 ) -> Result<Outcome, TimelineError> {
+    simulate_reloading(payload, timeline, after_restart, Vec::new(), options)
+}
+
+/// [`simulate_with`] for a timeline with `[[reload]]` entries: `reloads`
+/// holds the bundle of each, in file order (docs/simulation.md#reload).
+pub fn simulate_reloading(
+    payload: Arc<Payload>,
+    timeline: &Timeline,
+    after_restart: Option<Arc<Payload>>,
+    reloads: Vec<Arc<Payload>>,
+    options: Options,
+) -> Result<Outcome, TimelineError> {
     timeline.validate()?;
+    if reloads.len() != timeline.reload.len() {
+        return Err(TimelineError::ReloadBundles {
+            entries: timeline.reload.len(),
+            given: reloads.len(),
+        });
+    }
     // A `[[fail]]` naming no rule, or a step its rule does not have, would
     // silently fail nothing: refused, like a typo in a rule file.
     for (index, fail) in timeline.fail.iter().enumerate() {
         let steps = std::iter::once(&payload)
             .chain(after_restart.as_ref())
+            .chain(reloads.iter())
             .filter_map(|payload| payload.rules.iter().find(|rule| rule.name == fail.rule))
             .map(|rule| rule.steps.len())
             .max();
@@ -95,6 +115,7 @@ pub fn simulate_with(
         }
     }
     let mut sim = Sim::new(payload, timeline, after_restart, options);
+    sim.reloads = reloads;
     sim.run(timeline);
     Ok(sim.outcome)
 }
@@ -107,6 +128,7 @@ enum Kind {
     State,
     Message,
     Fail,
+    Reload,
     Restart,
     Event,
 }
@@ -140,6 +162,11 @@ struct Sim<'t> {
     fails: Vec<&'t FailEntry>,
     /// The datastore's hash fields: survive restarts.
     datastore: HashMap<(String, String), String>,
+    /// The bundle of each `[[reload]]`, in file order.
+    reloads: Vec<Arc<Payload>>,
+    /// A bundle deployed while the service was down: the next start loads it
+    /// (unless `after_restart` replaces it).
+    deployed: Option<Arc<Payload>>,
     outcome: Outcome,
 }
 
@@ -176,6 +203,8 @@ impl<'t> Sim<'t> {
             seq: 0,
             fails: Vec::new(),
             datastore: HashMap::new(),
+            reloads: Vec::new(),
+            deployed: None,
             outcome: Outcome::default(),
         }
     }
@@ -219,6 +248,7 @@ impl<'t> Sim<'t> {
         schedule(Kind::State, &mut timeline.state.iter().map(|e| e.at));
         schedule(Kind::Message, &mut timeline.message.iter().map(|e| e.at));
         schedule(Kind::Fail, &mut timeline.fail.iter().map(|e| e.at));
+        schedule(Kind::Reload, &mut timeline.reload.iter().map(|e| e.at));
         schedule(Kind::Restart, &mut timeline.restart.iter().map(|e| e.at));
         schedule(Kind::Event, &mut timeline.event.iter().map(|e| e.at));
         entries.sort();
@@ -266,6 +296,7 @@ impl<'t> Sim<'t> {
                     }
                 }
                 Kind::Fail => self.fails.push(&timeline.fail[index]),
+                Kind::Reload => self.reload(index, &timeline.reload[index].bundle),
                 Kind::Restart => self.restart(timeline.restart[index].down.0.unsigned_abs()),
                 Kind::Event => {
                     // While the service is down nobody is subscribed.
@@ -386,11 +417,31 @@ impl<'t> Sim<'t> {
         self.up_at = Some(self.now.saturating_add(down_ns));
     }
 
+    /// `[[reload]]` #`index`: a running service reloads at once
+    /// ([`Engine::reload`]); a stopped one loads the bundle at its start.
+    fn reload(&mut self, index: usize, name: &str) {
+        let Some(payload) = self.reloads.get(index).cloned() else {
+            return;
+        };
+        self.line(Line {
+            bundle: Some(name.to_string()),
+            ..Line::new(LineKind::Reload)
+        });
+        if self.up_at.is_some() {
+            self.deployed = Some(payload);
+            return;
+        }
+        let now = self.clocks();
+        self.engine.reload(payload, now);
+        self.perform();
+    }
+
     /// The service starts again: fresh engine, state read, replay.
     fn start_again(&mut self) {
         self.up_at = None;
         self.restarts += 1;
-        let payload = match &self.after_restart {
+        let deployed = self.deployed.take();
+        let payload = match self.after_restart.as_ref().or(deployed.as_ref()) {
             Some(next) => Arc::clone(next),
             None => Arc::clone(self.engine.payload()),
         };

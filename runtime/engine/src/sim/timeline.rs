@@ -36,6 +36,7 @@ pub struct Timeline {
     pub clock: Vec<ClockEntry>,
     #[serde(default)]
     pub message: Vec<MessageEntry>,
+    pub reload: Vec<ReloadEntry>,
     /// Stop after this; default: when nothing is pending.
     pub end: Option<Dur>,
     /// Default 5m.
@@ -124,6 +125,16 @@ pub struct ClockEntry {
     pub jump: Dur,
 }
 
+/// `[[reload]]`: a deploy replaces the bundle file and the service
+/// reloads it (docs/simulation.md#reload). `bundle` is relative to the
+/// timeline file; the caller loads it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReloadEntry {
+    pub at: Dur,
+    pub bundle: String,
+}
+
 /// Which entry a problem is in: `[[event]] #3` (numbered from 1 in file
 /// order within its kind) or the top level of the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +203,10 @@ pub enum TimelineError {
         at: String,
         until: String,
     },
+    #[error(
+        "the timeline has {entries} [[reload]] entries but {given} bundles were loaded for them"
+    )]
+    ReloadBundles { entries: usize, given: usize },
     #[error("[[fail]] #{number}: no rule named {rule:?} in the simulated rules")]
     UnknownFailRule { number: usize, rule: String },
     #[error("[[fail]] #{number}: rule {rule:?} has no step {step} (it has {steps} step{})", if *.steps == 1 { "" } else { "s" })]
@@ -229,8 +244,8 @@ impl TimelineError {
         Some(match self {
             TimelineError::Syntax { .. } | TimelineError::Shape { .. } => return None,
             TimelineError::UnknownSetting { key } => format!(
-                "a timeline holds [[event]], [[state]], [[restart]], [[fail]] and [[clock]] \
-                 entries and the settings {}{}",
+                "a timeline holds [[event]], [[state]], [[restart]], [[fail]], [[clock]] \
+                 and [[reload]] entries and the settings {}{}",
                 SETTINGS
                     .iter()
                     .map(|(k, _)| format!("`{k}`"))
@@ -299,7 +314,12 @@ impl TimelineError {
                 "make `until` later than `at`, or leave it out to fail from `at` on".to_string()
             }
             TimelineError::UnknownFailRule { .. } => {
-                "`rule` names a rule of the simulated rules or of --bundle-after-restart"
+                "`rule` names a rule of the simulated rules, of --bundle-after-restart or of a \
+                 [[reload]] bundle"
+                    .to_string()
+            }
+            TimelineError::ReloadBundles { .. } => {
+                "load one bundle per [[reload]] entry, in file order (rulec simulate does)"
                     .to_string()
             }
             TimelineError::FailStepOutOfRange { steps, .. } => format!(
@@ -382,6 +402,10 @@ const KINDS: &[(&str, Keys)] = &[
     (
         "clock",
         &[("at", Ty::Duration, true), ("jump", Ty::Duration, true)],
+    ),
+    (
+        "reload",
+        &[("at", Ty::Duration, true), ("bundle", Ty::Text, true)],
     ),
 ];
 
@@ -538,6 +562,9 @@ impl Timeline {
         }
         for (index, entry) in self.clock.iter().enumerate() {
             at("clock", index, entry.at)?;
+        }
+        for (index, entry) in self.reload.iter().enumerate() {
+            at("reload", index, entry.at)?;
         }
         for (key, value) in [("end", self.end), ("action-time", self.action_time)] {
             if value.is_some_and(|d| d.0 < 0) {

@@ -1,13 +1,16 @@
 //! The driver (docs/service.md#start-and-stop, ARCHITECTURE.md#invariants): one task owning the engine
 //! on a current-thread runtime. It selects over pub/sub messages, pool
 //! reports, state re-reads, the engine's next deadline (one sleep for every
-//! parked run), the stats tick and the shutdown signal, feeds the engine and
-//! performs its effects in order. No rule behaviour lives here; starting
-//! and stopping are in `start` and `stop`.
+//! parked run), the stats tick, reload requests and the shutdown signal,
+//! feeds the engine and performs its effects in order. No rule behaviour
+//! lives here; starting, reloading and stopping are in `start`, `reload`
+//! and `stop`.
 
+mod reload;
 mod start;
 mod stop;
 
+pub use reload::{ReloadError, Reloaded};
 pub use start::{open_client, Secret, ServiceConfig, ServiceError};
 
 use crate::clock::ServiceClock;
@@ -21,13 +24,14 @@ use crate::pool::{Pool, Report};
 use crate::record_store::{StoreOp, StoreWriter};
 use crate::state_shadow::StateReader;
 use crate::stats::StatsPublisher;
-use crate::subscriptions::{Bus, Inbound, Subscriber};
+use crate::subscriptions::{Bus, Inbound, Subscriber, SubscriptionHandle};
 use redis::aio::ConnectionManager;
 use rulecore::topic::TopicPattern;
 use ruled_engine::pool::Admission;
 use ruled_engine::{Effect, Engine, Job, Now};
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,10 +41,13 @@ use tokio::task::JoinHandle;
 /// Events handled before the driver lets the other tasks run.
 const INTAKE_TURN: u32 = 8;
 
-/// Runs the service until `shutdown` resolves, then stops in order.
+/// Runs the service until `shutdown` resolves, then stops in order; each
+/// message on `reloads` (`SIGHUP`) reloads the bundle
+/// (docs/service.md#live-reload).
 pub async fn run(
     config: ServiceConfig,
     shutdown: impl Future<Output = ()>,
+    mut reloads: mpsc::UnboundedReceiver<()>,
 ) -> Result<(), ServiceError> {
     tokio::pin!(shutdown);
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "ruled starting");
@@ -53,7 +60,7 @@ pub async fn run(
             return Ok(());
         }
     };
-    service.serve(shutdown).await;
+    service.serve(shutdown, &mut reloads).await;
     service.stop().await;
     Ok(())
 }
@@ -83,7 +90,13 @@ struct Service {
     /// The raw channels the live rules' inputs read (docs/semantics.md#inputs).
     input_channels: BTreeSet<String>,
     reader: Option<StateReader>,
+    reader_task: Option<JoinHandle<()>>,
     state_values: mpsc::UnboundedReceiver<(usize, String)>,
+    /// Changes the subscription at a reload, once it is open.
+    subscriptions: Option<SubscriptionHandle>,
+    /// The bundle file, read again at a reload, and the loaded bundle's id.
+    bundle_path: PathBuf,
+    bundle_id: String,
     stats: StatsPublisher,
     stats_interval: Duration,
     namespace: crate::namespace::Namespace,
@@ -102,7 +115,11 @@ impl Service {
     /// The event loop: one select over the bus, pool reports, state
     /// re-reads, the engine's next deadline (one sleep for every parked
     /// run), the stats tick and `shutdown`.
-    async fn serve(&mut self, mut shutdown: Pin<&mut impl Future<Output = ()>>) {
+    async fn serve(
+        &mut self,
+        mut shutdown: Pin<&mut impl Future<Output = ()>>,
+        reloads: &mut mpsc::UnboundedReceiver<()>,
+    ) {
         let mut stats = tokio::time::interval(self.stats_interval.max(Duration::from_millis(10)));
         stats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The first tick is immediate; the counters were just written.
@@ -132,6 +149,7 @@ impl Service {
                 },
                 Some(report) = self.reports.recv() => self.on_report(report),
                 Some(call) = next_call(&mut self.control) => self.on_control(call),
+                Some(()) = reloads.recv() => self.reload_logged().await,
                 Some((index, value)) = self.state_values.recv() => {
                     if let Some(pair) = self.engine.watched_pairs().get(index) {
                         tracing::debug!(hash = %pair.hash, field = %pair.field, "state changed");

@@ -150,14 +150,10 @@ impl Service {
         let (pool, reports) = start_pool(config.pool, &actions, &writer);
         let state_hashes = watched_hashes(&engine);
         let (state_tx, state_values) = mpsc::unbounded_channel();
-        let reader = (!state_hashes.is_empty())
-            .then(|| StateReader::start(con.clone(), watched, state_tx).0);
+        let (reader, reader_task) = start_reader(&con, &engine, &state_hashes, state_tx);
         let engine_patterns = engine.live_patterns();
-        let mut subs = Subscriptions::compute(&engine_patterns, &state_hashes);
-        // Input channels exactly, by SUBSCRIBE (docs/semantics.md#inputs).
-        let input_channels: BTreeSet<String> = engine.input_channels().into_iter().collect();
-        subs.channels.extend(input_channels.iter().cloned());
-        let stats = StatsPublisher::new(&engine, bundle_id, &owner);
+        let (subs, input_channels) = subscriptions_for(&engine, &state_hashes);
+        let stats = StatsPublisher::new(&engine, bundle_id.clone(), &owner);
         let mut service = Self {
             engine,
             con,
@@ -170,7 +166,11 @@ impl Service {
             state_hashes,
             input_channels,
             reader,
+            reader_task,
             state_values,
+            subscriptions: None,
+            bundle_path: config.bundle.clone(),
+            bundle_id,
             stats,
             stats_interval: config.stats_interval,
             namespace: config.namespace,
@@ -256,7 +256,17 @@ impl Service {
             subscribed = subscriber.is_open(),
             "ruled ready"
         );
-        let watch = self.reader.clone().map(|reader| StateWatch {
+        // Started even with nothing to subscribe: a reload may give it
+        // something (the idle subscriber waits for that, costing nothing).
+        self.subscriptions = Some(subscriber.handle());
+        let watch = self.state_watch();
+        self.intake.start(subscriber, watch);
+    }
+
+    /// What the intake needs to tell change notifications of watched state
+    /// from events, for the loaded bundle.
+    pub(super) fn state_watch(&self) -> Option<StateWatch> {
+        self.reader.clone().map(|reader| StateWatch {
             reader,
             pairs: self
                 .engine
@@ -266,10 +276,7 @@ impl Service {
                 .map(|(index, pair)| ((pair.hash.clone(), pair.field.clone()), index))
                 .collect(),
             hashes: self.state_hashes.clone(),
-        });
-        if !subs.is_empty() {
-            self.intake.start(subscriber, watch);
-        }
+        })
     }
 }
 
@@ -326,11 +333,39 @@ fn start_pool(
     (Pool::start(config, performers, report_tx), reports)
 }
 
+/// The state reader for the engine's watched pairs (`state()` pairs and
+/// input fields), when any hash is watched; its task, to end it at a reload.
+pub(super) fn start_reader(
+    con: &ConnectionManager,
+    engine: &Engine,
+    state_hashes: &BTreeSet<String>,
+    values: mpsc::UnboundedSender<(usize, String)>,
+) -> (Option<StateReader>, Option<tokio::task::JoinHandle<()>>) {
+    if state_hashes.is_empty() {
+        return (None, None);
+    }
+    let (reader, task) = StateReader::start(con.clone(), engine.watched_pairs().to_vec(), values);
+    (Some(reader), Some(task))
+}
+
+/// What the engine's rules need subscribed: their topics, the watched
+/// state hashes, and input channels exactly (docs/semantics.md#inputs);
+/// with the input channels apart, to tell their messages from events.
+pub(super) fn subscriptions_for(
+    engine: &Engine,
+    state_hashes: &BTreeSet<String>,
+) -> (Subscriptions, BTreeSet<String>) {
+    let mut subs = Subscriptions::compute(&engine.live_patterns(), state_hashes);
+    let input_channels: BTreeSet<String> = engine.input_channels().into_iter().collect();
+    subs.channels.extend(input_channels.iter().cloned());
+    (subs, input_channels)
+}
+
 /// The state hashes whose change notifications are subscribed. With no
 /// live rule, nothing at all is subscribed (docs/semantics.md#events), not even
 /// state: a replay-only tail resumed at start evaluates its `when` against
 /// the values seeded at start.
-fn watched_hashes(engine: &Engine) -> BTreeSet<String> {
+pub(super) fn watched_hashes(engine: &Engine) -> BTreeSet<String> {
     if engine.live_patterns().is_empty() {
         return BTreeSet::new();
     }

@@ -512,3 +512,26 @@ impl Drop for Monitor {
         let _ = self.child.wait();
     }
 }
+
+impl Ruled {
+    /// Sends `signal` to ruled (it keeps running unless the signal stops it).
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
+        nix::sys::signal::kill(pid, signal).expect("signal ruled");
+    }
+
+    /// How many log lines contain every one of `needles`.
+    pub fn count_log(&self, needles: &[&str]) -> usize {
+        self.log()
+            .iter()
+            .filter(|line| needles.iter().all(|n| line.contains(n)))
+            .count()
+    }
+}
+
+/// Writes `bytes` to `path` as a deploy does: a new file renamed over it.
+pub fn replace_by_rename(path: &Path, bytes: &[u8]) {
+    let next = path.with_extension("next");
+    std::fs::write(&next, bytes).expect("write the new bundle");
+    std::fs::rename(&next, path).expect("rename the new bundle into place");
+}

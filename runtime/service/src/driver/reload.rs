@@ -1,0 +1,160 @@
+//! Live reload (docs/service.md#live-reload): the bundle at the configured
+//! path is read again and checked as at start; a bundle that fails a check
+//! is refused and the loaded rules keep running. Otherwise the engine takes
+//! the new rules ([`Engine::reload`](ruled_engine::Engine::reload) decides
+//! what each live run does), the state watch and the subscription are
+//! changed to what the new rules need, and the counters say the new
+//! bundle id. `SIGHUP` and the control protocol's `v1.reload` both call
+//! [`Service::reload`].
+
+use super::start::{start_reader, subscriptions_for, watched_hashes};
+use super::Service;
+use crate::bundle::{self, LoadError, LoadedBundle};
+use crate::state_shadow;
+use crate::subscriptions::Subscriptions;
+use rulecore::bundle::StatePair;
+use ruled_engine::ReloadSummary;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    /// The id of the bundle loaded before.
+    pub previous: String,
+    /// The id of the bundle loaded now (the same when nothing changed).
+    pub bundle: String,
+    /// Rules added, removed, changed; runs kept and ended. `unchanged`:
+    /// the file held the loaded bundle, and nothing was done.
+    pub changes: ReloadSummary,
+    /// What is subscribed now (channels and globs).
+    pub subscriptions: Subscriptions,
+}
+
+/// Why a reload was refused; the loaded rules keep running.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The file could not be read, or failed a check (magic, version,
+    /// length, digest, verification); the message names the file and the
+    /// check.
+    #[error("{0}; the loaded bundle keeps running")]
+    Bundle(#[from] LoadError),
+}
+
+impl Service {
+    /// Reloads the bundle (docs/service.md#live-reload); see the module
+    /// documentation. The engine's effects are performed before it returns.
+    pub async fn reload(&mut self) -> Result<Reloaded, ReloadError> {
+        tracing::debug!(path = %self.bundle_path.display(), "reading the bundle again");
+        let LoadedBundle { payload, id } = bundle::load(&self.bundle_path)?;
+        let previous = self.bundle_id.clone();
+        if id == previous {
+            return Ok(Reloaded {
+                previous,
+                bundle: id,
+                changes: ReloadSummary {
+                    unchanged: true,
+                    ..ReloadSummary::default()
+                },
+                subscriptions: self.current_subscriptions(),
+            });
+        }
+        let now = self.now();
+        let old_pairs = self.engine.watched_pairs().to_vec();
+        let changes = self.engine.reload(Arc::new(payload), now);
+        // Overrides outlive bundles (docs/operating.md#turning-a-rule-off-or-on).
+        self.overrides.apply(&mut self.engine);
+        self.perform_effects();
+        let rewatched = self.rewatch_state(&old_pairs);
+        let (subscriptions, input_channels) = subscriptions_for(&self.engine, &self.state_hashes);
+        self.input_channels = input_channels;
+        self.subscribed = self.engine.live_patterns();
+        if let Some(handle) = &self.subscriptions {
+            handle.change(subscriptions.clone()).await;
+        }
+        if rewatched {
+            self.seed_state().await;
+        }
+        self.bundle_id.clone_from(&id);
+        self.stats.set_bundle(id.clone());
+        self.stats.write_all(&self.engine, &self.writer);
+        Ok(Reloaded {
+            previous,
+            bundle: id,
+            changes,
+            subscriptions,
+        })
+    }
+
+    /// [`Service::reload`] for `SIGHUP`: the outcome goes to the log.
+    pub(super) async fn reload_logged(&mut self) {
+        match self.reload().await {
+            Ok(reloaded) if reloaded.changes.unchanged => {
+                tracing::info!(bundle = %reloaded.bundle, "reload: the bundle is unchanged; nothing to do");
+            }
+            Ok(reloaded) => {
+                let changes = &reloaded.changes;
+                tracing::info!(
+                    bundle = %reloaded.bundle,
+                    previous = %reloaded.previous,
+                    added = changes.added.len(),
+                    removed = changes.removed.len(),
+                    changed = changes.changed.len(),
+                    runs_kept = changes.runs_kept,
+                    runs_ended = changes.runs_ended,
+                    channels = reloaded.subscriptions.channels.len(),
+                    patterns = reloaded.subscriptions.patterns.len(),
+                    path = %self.bundle_path.display(),
+                    "bundle reloaded"
+                );
+            }
+            Err(e) => tracing::error!(bundle = %self.bundle_id, "reload refused: {e}"),
+        }
+    }
+
+    fn current_subscriptions(&self) -> Subscriptions {
+        self.subscriptions
+            .as_ref()
+            .map(|handle| handle.subscriptions())
+            .unwrap_or_default()
+    }
+
+    /// A new state reader and watch when the watched pairs or hashes
+    /// changed (indices into the pairs are the bundle's); values the old
+    /// reader still had on the way are dropped with it, so the caller reads
+    /// every pair again. Returns whether it did.
+    fn rewatch_state(&mut self, old_pairs: &[StatePair]) -> bool {
+        let hashes = watched_hashes(&self.engine);
+        if old_pairs == self.engine.watched_pairs() && hashes == self.state_hashes {
+            return false;
+        }
+        if let Some(task) = self.reader_task.take() {
+            task.abort();
+        }
+        let (values_tx, values) = mpsc::unbounded_channel();
+        (self.reader, self.reader_task) = start_reader(&self.con, &self.engine, &hashes, values_tx);
+        self.state_values = values;
+        self.state_hashes = hashes;
+        self.intake.set_state_watch(self.state_watch());
+        true
+    }
+
+    /// Reads every watched pair (after the subscription changed, so no
+    /// change notification is missed in between). A lost connection is
+    /// logged: the values stay as carried over until the next change or
+    /// reconnect.
+    async fn seed_state(&mut self) {
+        let watched = self.engine.watched_pairs().to_vec();
+        match state_shadow::seed_state(&mut self.con, &watched).await {
+            Ok(values) => {
+                for (index, value) in values {
+                    self.engine.state_changed(index, value);
+                }
+                self.perform_effects();
+            }
+            Err(e) => tracing::warn!(
+                "reload: reading the watched state failed ({e}); values read before stay until the next change"
+            ),
+        }
+    }
+}
