@@ -36,6 +36,7 @@ pub struct Timeline {
     pub clock: Vec<ClockEntry>,
     #[serde(default)]
     pub message: Vec<MessageEntry>,
+    #[serde(default)]
     pub reload: Vec<ReloadEntry>,
     /// Stop after this; default: when nothing is pending.
     pub end: Option<Dur>,
