@@ -3,14 +3,17 @@
 //!
 //! - `ci`: `cargo fmt --check`, clippy with `-D warnings`, the
 //!   architecture's invariants (`invariants`), `cargo doc` without
-//!   warnings, all tests.
+//!   warnings, the scooter build's smoke test (`dist-smoke`), all tests.
 //! - `invariants`: only the checks of ARCHITECTURE.md's invariants.
 //! - `bench`: the benchmarks, in release mode.
 //! - `fuzz`: the randomized tests in a loop with fresh seeds (docs/fuzzing.md).
+//! - `dist`, `dist-smoke`: the scooter build, and its cross-built `ruled`
+//!   run under qemu (docs/scooter-build.md).
 
 // A chore runner talks to its user on stderr.
 #![allow(clippy::print_stderr)]
 
+mod dist;
 mod invariants;
 mod refs;
 
@@ -24,6 +27,15 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("invariants") => invariants::check(),
         Some("bench") => bench(&args[1..]),
+        Some("dist") => match dist::DistOptions::parse(&args[1..]) {
+            Ok(options) => dist::dist(&options),
+            Err(error) => {
+                eprintln!("error: {error:#}\n");
+                usage();
+                std::process::exit(2);
+            }
+        },
+        Some("dist-smoke") => dist::dist_smoke(&args[1..]),
         Some("fuzz") => match FuzzOptions::parse(&args[1..]) {
             Ok(options) => fuzz(&options),
             Err(error) => {
@@ -41,9 +53,13 @@ fn main() -> Result<()> {
 
 fn usage() {
     eprintln!(
-        "usage: cargo xtask <ci | invariants | bench [NAME] | fuzz [--seconds N] [--scale N] [--seed N]>"
+        "usage: cargo xtask <ci | invariants | bench [NAME] | fuzz [--seconds N] [--scale N] [--seed N]"
     );
-    eprintln!("  ci          fmt --check, clippy -D warnings, invariants, cargo doc, every test");
+    eprintln!(
+        "                    | dist [--target TRIPLE]... [--tls] | dist-smoke [--target TRIPLE]>"
+    );
+    eprintln!("  ci          fmt --check, clippy -D warnings, invariants, cargo doc, dist-smoke,");
+    eprintln!("              every test");
     eprintln!("  invariants  ARCHITECTURE.md's invariants: dependency trees, the engine");
     eprintln!("              building alone, `unsafe` only where documented, no function");
     eprintln!("              over 100 lines");
@@ -60,6 +76,24 @@ fn usage() {
         "           --scale N    case-count multiplier, RULES_FUZZ_SCALE (default {DEFAULT_SCALE})"
     );
     eprintln!("           --seed N     one round with this RULES_FUZZ_SEED (replay), no loop");
+    eprintln!("  dist   build stripped release `ruled` and `rulec` for the scooter into");
+    eprintln!("         target/dist/<triple>/ and print their sizes (docs/scooter-build.md)");
+    eprintln!("           --target T   only this target (repeatable); default: every one of");
+    eprintln!(
+        "                        {}",
+        dist::TARGETS
+            .iter()
+            .map(|t| t.triple)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    eprintln!("           --tls        `ruled` with the `tls` feature (rediss://)");
+    eprintln!(
+        "  dist-smoke  the cross-built `ruled` (default {}) under qemu-user",
+        dist::TARGETS[0].triple
+    );
+    eprintln!("         against a throwaway redis-server with the fixture rules; skipped,");
+    eprintln!("         saying what to install, when a tool is missing");
 }
 
 pub(crate) fn cargo() -> Command {
@@ -140,6 +174,11 @@ fn ci() -> Result<()> {
     rule_tests.args(["run", "--quiet", "--package", "rulec", "--"]);
     rule_tests.args(["test", "fixtures/rules"]);
     run("rulec test fixtures/rules", rule_tests)?;
+
+    // The scooter build: the armv7 `ruled` under qemu (about two minutes
+    // of building on a quiet two-core machine). Skipped, saying what to
+    // install, without the cross tools (docs/scooter-build.md#in-ci).
+    dist::dist_smoke(&[])?;
 
     // The test runner goes last so its summary closes the log.
     // Snapshots must match as committed: never write new ones in CI.
