@@ -155,8 +155,13 @@ fn missing_to_build(target: &Target) -> Vec<Missing> {
     }
     let linker = target.linker();
     if !runs(&linker) {
+        let chosen = if std::env::var_os(target.linker_variable()).is_some() {
+            format!(", set by {}", target.linker_variable())
+        } else {
+            String::new()
+        };
         missing.push(Missing {
-            what: format!("the linker for {} (`{linker}`)", target.triple),
+            what: format!("the linker for {} (`{linker}`{chosen})", target.triple),
             install: format!("apt-get install {}", target.gcc_package),
         });
     }
@@ -261,10 +266,13 @@ pub(crate) fn dist(options: &DistOptions) -> Result<()> {
         .flat_map(|t| missing_to_build(t))
         .collect();
     if !missing.is_empty() {
-        bail!(
+        // Not an `Err`: with RUST_BACKTRACE set, anyhow would bury the
+        // install commands under a backtrace of xtask itself.
+        eprintln!(
             "dist: this machine cannot build for the scooter yet. Missing:\n{}",
             describe_missing(&missing)
         );
+        std::process::exit(1);
     }
     let started = Instant::now();
     let mut built = Vec::new();
@@ -373,17 +381,21 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 // ------------------------------------------------------------ dist-smoke --
 
+/// `dist-smoke`'s arguments: none, or `--target TRIPLE`.
+pub(crate) fn smoke_target(args: &[String]) -> Result<&'static Target> {
+    match args {
+        [] => Ok(&TARGETS[0]),
+        [flag, triple] if flag == "--target" => Target::find(triple),
+        _ => bail!("dist-smoke: expected no argument or --target TRIPLE, got {args:?}"),
+    }
+}
+
 /// `cargo xtask dist-smoke [--target TRIPLE]`: the cross-built `ruled`
 /// under qemu-user against a throwaway redis-server, with a bundle the host
 /// `rulec` built from `fixtures/rules` (the test is
 /// `runtime/service/tests/dist_smoke.rs`). Skips, saying what to install,
 /// when a tool is missing.
-pub(crate) fn dist_smoke(args: &[String]) -> Result<()> {
-    let target = match args {
-        [] => &TARGETS[0],
-        [flag, triple] if flag == "--target" => Target::find(triple)?,
-        _ => bail!("dist-smoke: expected no argument or --target TRIPLE, got {args:?}"),
-    };
+pub(crate) fn dist_smoke(target: &Target) -> Result<()> {
     let mut missing = missing_to_build(target);
     missing.extend(missing_to_emulate(target));
     if !missing.is_empty() {
@@ -444,10 +456,7 @@ fn host_bundle() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
-    }
+    use crate::tests::args;
 
     #[test]
     fn options_default_to_every_target_without_tls() {
@@ -465,6 +474,18 @@ mod tests {
         ] {
             assert!(DistOptions::parse(&args(bad)).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_smoke_test_runs_armv7_unless_told_otherwise() {
+        assert_eq!(
+            smoke_target(&[]).unwrap().triple,
+            "armv7-unknown-linux-gnueabihf"
+        );
+        let aarch64 = smoke_target(&args(&["--target", "aarch64-unknown-linux-gnu"])).unwrap();
+        assert_eq!(aarch64.qemu, "qemu-aarch64");
+        assert!(smoke_target(&args(&["--target"])).is_err());
+        assert!(smoke_target(&args(&["--tls"])).is_err());
     }
 
     #[test]

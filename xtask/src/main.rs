@@ -27,28 +27,23 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("invariants") => invariants::check(),
         Some("bench") => bench(&args[1..]),
-        Some("dist") => match dist::DistOptions::parse(&args[1..]) {
-            Ok(options) => dist::dist(&options),
-            Err(error) => {
-                eprintln!("error: {error:#}\n");
-                usage();
-                std::process::exit(2);
-            }
-        },
-        Some("dist-smoke") => dist::dist_smoke(&args[1..]),
-        Some("fuzz") => match FuzzOptions::parse(&args[1..]) {
-            Ok(options) => fuzz(&options),
-            Err(error) => {
-                eprintln!("error: {error:#}\n");
-                usage();
-                std::process::exit(2);
-            }
-        },
+        Some("dist") => dist::dist(&or_usage(dist::DistOptions::parse(&args[1..]))),
+        Some("dist-smoke") => dist::dist_smoke(or_usage(dist::smoke_target(&args[1..]))),
+        Some("fuzz") => fuzz(&or_usage(FuzzOptions::parse(&args[1..]))),
         _ => {
             usage();
             std::process::exit(2);
         }
     }
+}
+
+/// The parsed arguments, or the error and the usage (exit status 2).
+fn or_usage<T>(parsed: Result<T>) -> T {
+    parsed.unwrap_or_else(|error| {
+        eprintln!("error: {error:#}\n");
+        usage();
+        std::process::exit(2);
+    })
 }
 
 fn usage() {
@@ -88,12 +83,13 @@ fn usage() {
             .join(", ")
     );
     eprintln!("           --tls        `ruled` with the `tls` feature (rediss://)");
+    eprintln!("  dist-smoke  the cross-built `ruled` under qemu-user against a throwaway");
+    eprintln!("         redis-server with the fixture rules; skipped, saying what to install,");
+    eprintln!("         when a tool is missing");
     eprintln!(
-        "  dist-smoke  the cross-built `ruled` (default {}) under qemu-user",
+        "           --target T   this target instead of {}",
         dist::TARGETS[0].triple
     );
-    eprintln!("         against a throwaway redis-server with the fixture rules; skipped,");
-    eprintln!("         saying what to install, when a tool is missing");
 }
 
 pub(crate) fn cargo() -> Command {
@@ -178,7 +174,7 @@ fn ci() -> Result<()> {
     // The scooter build: the armv7 `ruled` under qemu (about two minutes
     // of building on a quiet two-core machine). Skipped, saying what to
     // install, without the cross tools (docs/scooter-build.md#in-ci).
-    dist::dist_smoke(&[])?;
+    dist::dist_smoke(&dist::TARGETS[0])?;
 
     // The test runner goes last so its summary closes the log.
     // Snapshots must match as committed: never write new ones in CI.
@@ -463,10 +459,11 @@ fn fuzz(options: &FuzzOptions) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<String> {
+    /// Command-line words, as `main` gets them.
+    pub(crate) fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
     }
 
