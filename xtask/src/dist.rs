@@ -130,7 +130,7 @@ fn has_std(triple: &str) -> bool {
         .ok()
         .filter(|out| out.status.success())
         .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-        .is_some_and(|dir| dir.join("libstd.rlib").exists() || has_libstd(&dir))
+        .is_some_and(|dir| has_libstd(&dir))
 }
 
 /// `libstd-<hash>.rlib` in a target's library folder.
