@@ -146,7 +146,7 @@ fn documented_unsafe_files(root: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn repository_root() -> Result<PathBuf> {
+pub(crate) fn repository_root() -> Result<PathBuf> {
     Ok(Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .context("xtask has no parent folder")?

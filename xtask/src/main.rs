@@ -3,14 +3,17 @@
 //!
 //! - `ci`: `cargo fmt --check`, clippy with `-D warnings`, the
 //!   architecture's invariants (`invariants`), `cargo doc` without
-//!   warnings, all tests.
+//!   warnings, the scooter build's smoke test (`dist-smoke`), all tests.
 //! - `invariants`: only the checks of ARCHITECTURE.md's invariants.
 //! - `bench`: the benchmarks, in release mode.
 //! - `fuzz`: the randomized tests in a loop with fresh seeds (docs/fuzzing.md).
+//! - `dist`, `dist-smoke`: the scooter build, and its cross-built `ruled`
+//!   run under qemu (docs/scooter-build.md).
 
 // A chore runner talks to its user on stderr.
 #![allow(clippy::print_stderr)]
 
+mod dist;
 mod invariants;
 mod refs;
 
@@ -24,14 +27,9 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("invariants") => invariants::check(),
         Some("bench") => bench(&args[1..]),
-        Some("fuzz") => match FuzzOptions::parse(&args[1..]) {
-            Ok(options) => fuzz(&options),
-            Err(error) => {
-                eprintln!("error: {error:#}\n");
-                usage();
-                std::process::exit(2);
-            }
-        },
+        Some("dist") => dist::dist(&or_usage(dist::DistOptions::parse(&args[1..]))),
+        Some("dist-smoke") => dist::dist_smoke(or_usage(dist::smoke_target(&args[1..]))),
+        Some("fuzz") => fuzz(&or_usage(FuzzOptions::parse(&args[1..]))),
         _ => {
             usage();
             std::process::exit(2);
@@ -39,11 +37,24 @@ fn main() -> Result<()> {
     }
 }
 
+/// The parsed arguments, or the error and the usage (exit status 2).
+fn or_usage<T>(parsed: Result<T>) -> T {
+    parsed.unwrap_or_else(|error| {
+        eprintln!("error: {error:#}\n");
+        usage();
+        std::process::exit(2);
+    })
+}
+
 fn usage() {
     eprintln!(
-        "usage: cargo xtask <ci | invariants | bench [NAME] | fuzz [--seconds N] [--scale N] [--seed N]>"
+        "usage: cargo xtask <ci | invariants | bench [NAME] | fuzz [--seconds N] [--scale N] [--seed N]"
     );
-    eprintln!("  ci          fmt --check, clippy -D warnings, invariants, cargo doc, every test");
+    eprintln!(
+        "                    | dist [--target TRIPLE]... [--tls] | dist-smoke [--target TRIPLE]>"
+    );
+    eprintln!("  ci          fmt --check, clippy -D warnings, invariants, cargo doc, dist-smoke,");
+    eprintln!("              every test");
     eprintln!("  invariants  ARCHITECTURE.md's invariants: dependency trees, the engine");
     eprintln!("              building alone, `unsafe` only where documented, no function");
     eprintln!("              over 100 lines");
@@ -60,6 +71,25 @@ fn usage() {
         "           --scale N    case-count multiplier, RULES_FUZZ_SCALE (default {DEFAULT_SCALE})"
     );
     eprintln!("           --seed N     one round with this RULES_FUZZ_SEED (replay), no loop");
+    eprintln!("  dist   build stripped release `ruled` and `rulec` for the scooter into");
+    eprintln!("         target/dist/<triple>/ and print their sizes (docs/scooter-build.md)");
+    eprintln!("           --target T   only this target (repeatable); default: every one of");
+    eprintln!(
+        "                        {}",
+        dist::TARGETS
+            .iter()
+            .map(|t| t.triple)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    eprintln!("           --tls        `ruled` with the `tls` feature (rediss://)");
+    eprintln!("  dist-smoke  the cross-built `ruled` under qemu-user against a throwaway");
+    eprintln!("         redis-server with the fixture rules; skipped, saying what to install,");
+    eprintln!("         when a tool is missing");
+    eprintln!(
+        "           --target T   this target instead of {}",
+        dist::TARGETS[0].triple
+    );
 }
 
 pub(crate) fn cargo() -> Command {
@@ -140,6 +170,11 @@ fn ci() -> Result<()> {
     rule_tests.args(["run", "--quiet", "--package", "rulec", "--"]);
     rule_tests.args(["test", "fixtures/rules"]);
     run("rulec test fixtures/rules", rule_tests)?;
+
+    // The scooter build: the armv7 `ruled` under qemu (about two minutes
+    // of building on a quiet two-core machine). Skipped, saying what to
+    // install, without the cross tools (docs/scooter-build.md#in-ci).
+    dist::dist_smoke(&dist::TARGETS[0])?;
 
     // The test runner goes last so its summary closes the log.
     // Snapshots must match as committed: never write new ones in CI.
@@ -424,10 +459,11 @@ fn fuzz(options: &FuzzOptions) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<String> {
+    /// Command-line words, as `main` gets them.
+    pub(crate) fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
     }
 

@@ -165,7 +165,19 @@ impl Ruled {
     /// Starts `ruled --redis url` with `bundle`, extra flags and extra
     /// environment variables.
     pub fn start_with(url: &str, bundle: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_ruled"));
+        let program = Command::new(env!("CARGO_BIN_EXE_ruled"));
+        Self::start_program(program, url, bundle, extra, env)
+    }
+
+    /// [`Ruled::start_with`] for a `ruled` that `command` starts: another
+    /// build of it, or an emulator running one (tests/dist_smoke.rs).
+    pub fn start_program(
+        mut command: Command,
+        url: &str,
+        bundle: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         command.arg("--redis").arg(url).arg("--bundle").arg(bundle);
         // Test defaults, unless the test sets them itself.
         if !extra.contains(&"--log-level") {
@@ -220,14 +232,20 @@ impl Ruled {
 
     /// Waits for a log line containing every one of `needles`.
     pub fn wait_log(&self, needles: &[&str]) -> String {
-        let found = poll(|| {
+        self.wait_log_within(DEADLINE, needles)
+    }
+
+    /// [`Ruled::wait_log`] with its own deadline (an emulated `ruled` is
+    /// slower).
+    pub fn wait_log_within(&self, deadline: Duration, needles: &[&str]) -> String {
+        let found = poll_within(deadline, || {
             self.log()
                 .into_iter()
                 .find(|line| needles.iter().all(|n| line.contains(n)))
         });
         found.unwrap_or_else(|| {
             panic!(
-                "no log line with {needles:?} within {DEADLINE:?}; log:\n{}",
+                "no log line with {needles:?} within {deadline:?}; log:\n{}",
                 self.log_text()
             )
         })
@@ -395,13 +413,18 @@ pub fn now_ms() -> i64 {
 }
 
 /// Polls `check` every 20 ms until it returns `Some`, or [`DEADLINE`] passes.
-pub fn poll<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
+pub fn poll<T>(check: impl FnMut() -> Option<T>) -> Option<T> {
+    poll_within(DEADLINE, check)
+}
+
+/// [`poll`] until `deadline` passes.
+pub fn poll_within<T>(deadline: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let started = Instant::now();
     loop {
         if let Some(found) = check() {
             return Some(found);
         }
-        if started.elapsed() > DEADLINE {
+        if started.elapsed() > deadline {
             return None;
         }
         std::thread::sleep(Duration::from_millis(20));
