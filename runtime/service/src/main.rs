@@ -25,17 +25,7 @@ use std::time::Duration;
     version,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    after_help = "Example:
-  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock
-  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled
-
-Watch it work:
-  ruled ctl status
-  ruled ctl list
-  ruled ctl pending
-
-Beside Librescoot's Go event-service on one Redis:
-  ruled --namespace ruled --bundle rules.bundle\n\nDeploy a new bundle without a restart (replace the file by rename, then):\n  kill -HUP $(pidof ruled)   # or: ruled ctl reload"
+    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  ruled ctl status\n  ruled ctl list\n  ruled ctl pending\n  ruled ctl trace RULE\n\nDeploy a new bundle without a restart (replace the file by rename, then):\n  ruled ctl reload      # or: kill -HUP $(pidof ruled), systemctl reload ruled\n\nBeside Librescoot's Go event-service on one Redis:\n  ruled --namespace ruled --bundle rules.bundle"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -51,7 +41,7 @@ enum Command {
     /// an error, 2 on bad usage, 3 when nothing answered in time (ruled
     /// stopped, or serving another namespace), 4 when Redis is unreachable.
     #[command(
-        after_help = "Example:\n  ruled ctl status\n  ruled ctl list --limit 20\n  ruled ctl show hazards\n  ruled ctl test hazards '{\"topic\":\"alarm.triggered\"}'\n  ruled ctl pending --format json\n  ruled ctl set-enabled hazards off\n  ruled ctl call v1.status"
+        after_help = "Example:\n  ruled ctl status\n  ruled ctl list --limit 20\n  ruled ctl show hazards\n  ruled ctl test hazards '{\"topic\":\"alarm.triggered\"}'\n  ruled ctl pending --format json\n  ruled ctl set-enabled hazards off\n  ruled ctl trace hazards\n  ruled ctl reload\n  ruled ctl call v1.status"
     )]
     Ctl(CtlArgs),
 }

@@ -347,3 +347,140 @@ fn status_against_a_stopped_ruled_exits_non_zero_and_says_why() {
         other.stderr
     );
 }
+
+/// A bundle built by the compiler from rule-file text.
+fn compiled(toml: &str) -> rulecore::bundle::Payload {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rules.toml"), toml).unwrap();
+    let report = rulec::check::check_dir(dir.path()).unwrap();
+    rulec::build::assemble(&report.rules, "test")
+}
+
+const TRACED: &str = r#"
+[[rule]]
+name = "gated"
+on = ["go"]
+cooldown = "1m"
+
+[[rule.step]]
+do = "redis"
+list = "out"
+push = "first"
+
+[[rule.step]]
+do = "redis"
+when = "false"
+list = "out"
+push = "never"
+
+[[rule]]
+name = "single"
+on = ["long"]
+concurrency = "drop"
+
+[[rule.step]]
+do = "redis"
+after = "1m"
+list = "out"
+push = "late"
+
+[[rule]]
+name = "guarded"
+on = ["guard"]
+when = "data.level > 2"
+
+[[rule.step]]
+do = "redis"
+list = "out"
+push = "guarded"
+"#;
+
+#[test]
+fn trace_shows_a_false_step_when_a_refused_trigger_and_a_cooldown() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&compiled(TRACED));
+    let _ruled = Ruled::ready(&redis, &bundle, &[]);
+    publish(&redis, "go");
+    wait_for("the first step", || redis.list("out") == ["first"]);
+    // The cooldown suppresses the second trigger.
+    publish(&redis, "go");
+    let _: i64 = redis.query(&[
+        "PUBLISH",
+        "ev:guard",
+        &json!({"topic": "guard", "data": {"level": 1}}).to_string(),
+    ]);
+    // A trigger `drop` refuses: the rule's run is still waiting.
+    publish(&redis, "long");
+    publish(&redis, "long");
+    let traced = poll(|| {
+        let all = json_ctl(&redis, &["trace"]);
+        let text = all.to_string();
+        let all_in = ["cooldown", "when-false", "dropped"];
+        all_in.iter().all(|word| text.contains(word)).then_some(all)
+    })
+    .expect("the cooldown and the false `when` in the traces");
+    let traces = traced["traces"].as_array().unwrap();
+    assert_eq!(traces.len(), 3, "{traced}");
+    let single = ctl(&redis, &["trace", "single"]);
+    assert!(single.stdout.contains("dropped"), "{}", single.stdout);
+    let text = ctl(&redis, &["trace", "gated"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    // The run: its first step done, its second step's `when` false; then
+    // the trigger the cooldown refused.
+    assert!(text.stdout.contains("trace gated"), "{}", text.stdout);
+    assert!(text.stdout.contains("when false"), "{}", text.stdout);
+    assert!(text.stdout.contains("cooldown"), "{}", text.stdout);
+    let guarded = ctl(&redis, &["trace", "guarded"]);
+    assert!(guarded.stdout.contains("when-false"), "{}", guarded.stdout);
+    let missing = ctl(&redis, &["trace", "gatd"]);
+    assert_eq!(missing.code, 1);
+    assert!(
+        missing.stderr.contains("did you mean `gated`"),
+        "{}",
+        missing.stderr
+    );
+}
+
+#[test]
+fn reload_through_ruled_ctl_answers_what_changed_and_refuses_a_bad_bundle() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(60_000)));
+    let _ruled = Ruled::ready(&redis, &bundle, &[]);
+    let same = json_ctl(&redis, &["reload"]);
+    assert_eq!(same["unchanged"], true, "{same}");
+
+    let mut two = single(hazards(60_000));
+    two.rules.push(rule(
+        "horn",
+        &["button.horn"],
+        vec![redis_step("scooter:horn", "beep", 0)],
+    ));
+    let bytes = rulecore::codec::encode(&two).unwrap();
+    let staged = bundle.with_extension("new");
+    std::fs::write(&staged, &bytes).unwrap();
+    std::fs::rename(&staged, &bundle).unwrap();
+    let reloaded = json_ctl(&redis, &["reload"]);
+    assert_eq!(reloaded["added"], json!(["horn"]), "{reloaded}");
+    assert_ne!(reloaded["bundle"], reloaded["previous"]);
+    let text = ctl(&redis, &["reload"]);
+    assert!(text.stdout.contains("nothing changed"), "{}", text.stdout);
+    publish(&redis, "button.horn");
+    wait_for("the new rule", || redis.list("scooter:horn") == ["beep"]);
+
+    std::fs::write(&staged, b"not a bundle").unwrap();
+    std::fs::rename(&staged, &bundle).unwrap();
+    let refused = ctl(&redis, &["reload"]);
+    assert_eq!(refused.code, 1, "{}", refused.stdout);
+    assert!(
+        refused.stderr.contains("the loaded bundle keeps running"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(json_ctl(&redis, &["status"])["rules"]["total"], 2);
+}

@@ -215,6 +215,16 @@ pub enum CtlMethod {
         #[arg(value_parser = ["on", "off"])]
         state: String,
     },
+    /// v1.trace: RULE's last runs, step by step, and its last non-fire
+    /// (every traced rule's without RULE).
+    Trace {
+        /// The rule's name.
+        rule: Option<String>,
+    },
+    /// v1.reload: read the bundle file again and take its rules over
+    /// without a restart; a bad bundle is refused and the loaded one keeps
+    /// running.
+    Reload,
     /// v1.add: answers how rules are deployed instead.
     Add,
     /// Any method with a JSON payload, e.g. `call v1.list '{"limit":5}'`.
@@ -252,6 +262,11 @@ impl CtlMethod {
                 "v1.set-enabled".into(),
                 json!({"name": rule, "enabled": state == "on"}),
             ),
+            Self::Trace { rule } => match rule {
+                Some(rule) => ("v1.trace".into(), json!({"name": rule})),
+                None => ("v1.trace".into(), json!({})),
+            },
+            Self::Reload => ("v1.reload".into(), json!({})),
             Self::Add => ("v1.add".into(), json!({})),
             Self::Call { method, payload } => (method.clone(), parse("the payload", payload)?),
         })

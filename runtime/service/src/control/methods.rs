@@ -1,4 +1,4 @@
-//! The control methods (docs/operating.md#methods): one table, one entry
+//! The control methods (docs/operating.md#ruled-ctl): one table, one entry
 //! per method, each a function of the driver's state and the request's
 //! payload. Adding a method is adding an entry. Every method answers at
 //! once from what the engine holds; only `v1.set-enabled` changes anything.
@@ -91,15 +91,24 @@ pub const METHODS: &[Method] = &[
         handle: set_enabled,
     },
     Method {
+        name: "v1.trace",
+        handle: trace,
+    },
+    Method {
         name: "v1.add",
         handle: add,
     },
 ];
 
+/// The method the driver answers itself, since it reads the bundle file
+/// and changes the subscription (docs/operating.md#deploying-a-new-bundle).
+pub const RELOAD: &str = "v1.reload";
+
 /// Answers one request.
 pub fn answer(ctx: &mut Context<'_>, request: &Request) -> Answer {
     let Some(method) = METHODS.iter().find(|m| m.name == request.method) else {
-        let names: Vec<&str> = METHODS.iter().map(|m| m.name).collect();
+        let mut names: Vec<&str> = METHODS.iter().map(|m| m.name).collect();
+        names.push(RELOAD);
         return Answer {
             reply: Reply::error(format!(
                 "unknown method `{}`; this ruled answers {}",
@@ -458,7 +467,31 @@ fn subscribed(pattern: &TopicPattern, subscribed: &[TopicPattern]) -> bool {
 fn add(_: &mut Context<'_>, _: &Value) -> Result<Done, String> {
     Err(
         "rules are not added to a running ruled: write them as rule files, compile them \
-         with `rulec build`, and deploy the bundle (replace the file `ruled --bundle` names)"
+         with `rulec build`, and deploy the bundle (replace the file `ruled --bundle` names \
+         by rename, then `ruled ctl reload`)"
             .to_string(),
     )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TraceArgs {
+    name: Option<String>,
+}
+
+/// `v1.trace {name?}`: one rule's traces, or every traced rule's
+/// (docs/semantics.md#traces); `{"traces": [...]}` either way.
+fn trace(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
+    let TraceArgs { name } = args(payload)?;
+    let traces = match name {
+        Some(name) => {
+            if ctx.engine.rule_index(&name).is_none() {
+                return Err(no_rule(ctx.engine, &name));
+            }
+            ctx.engine.trace(&name, ctx.now).into_iter().collect()
+        }
+        None => ctx.engine.traces(ctx.now),
+    };
+    let traces = serde_json::to_value(traces).map_err(|e| e.to_string())?;
+    Ok(json!({ "traces": traces }).into())
 }

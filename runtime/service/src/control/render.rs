@@ -2,6 +2,8 @@
 //! reply laid out for people. `--format json` prints the reply as it came.
 //! A method without a layout here is printed as indented JSON.
 
+use ruled_engine::{RuleTrace, TimeStyle};
+use serde::Deserialize;
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -15,6 +17,8 @@ pub fn text(method: &str, reply: &Value) -> String {
         "v1.test" => test(&mut out, reply),
         "v1.pending" => pending(&mut out, reply),
         "v1.set-enabled" => set_enabled(&mut out, reply),
+        "v1.trace" => trace(&mut out, reply),
+        "v1.reload" => reload(&mut out, reply),
         _ => writeln!(out, "{}", pretty(reply)),
     };
     out
@@ -231,6 +235,63 @@ fn pending(out: &mut String, reply: &Value) -> std::fmt::Result {
         )?;
     }
     writeln!(out, "{} waiting", plain(&reply["total"]))
+}
+
+/// Each trace as `rulec simulate --trace` prints it, times in UTC.
+fn trace(out: &mut String, reply: &Value) -> std::fmt::Result {
+    let traces = reply["traces"].as_array().map_or(&[][..], Vec::as_slice);
+    if traces.is_empty() {
+        return writeln!(
+            out,
+            "no trace: nothing matched since the start (or traces are off)"
+        );
+    }
+    for trace in traces {
+        match RuleTrace::deserialize(trace) {
+            Ok(trace) => write!(out, "{}", trace.to_text(TimeStyle::Utc))?,
+            Err(_) => writeln!(out, "{}", pretty(trace))?,
+        }
+    }
+    Ok(())
+}
+
+fn reload(out: &mut String, reply: &Value) -> std::fmt::Result {
+    if reply["unchanged"] == Value::Bool(true) {
+        return writeln!(
+            out,
+            "bundle {} is loaded already: nothing changed",
+            plain(&reply["bundle"])
+        );
+    }
+    writeln!(
+        out,
+        "bundle {} loaded (was {})",
+        plain(&reply["bundle"]),
+        plain(&reply["previous"])
+    )?;
+    for (key, what) in [
+        ("added", "added"),
+        ("removed", "removed"),
+        ("changed", "changed"),
+    ] {
+        let names: Vec<String> = reply[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(plain)
+            .collect();
+        if !names.is_empty() {
+            writeln!(out, "rules {what}: {}", names.join(", "))?;
+        }
+    }
+    writeln!(
+        out,
+        "runs kept {}, ended {}; subscribed {} channels, {} patterns",
+        plain(&reply["runs-kept"]),
+        plain(&reply["runs-ended"]),
+        plain(&reply["channels"]),
+        plain(&reply["patterns"])
+    )
 }
 
 fn set_enabled(out: &mut String, reply: &Value) -> std::fmt::Result {

@@ -148,7 +148,13 @@ impl Service {
                     handled += 1;
                 },
                 Some(report) = self.reports.recv() => self.on_report(report),
-                Some(call) = next_call(&mut self.control) => self.on_control(call),
+                Some(call) = next_call(&mut self.control) => {
+                    if call.request.method == methods::RELOAD {
+                        self.answer_reload(call).await;
+                    } else {
+                        self.on_control(call);
+                    }
+                },
                 Some(()) = reloads.recv() => self.reload_logged().await,
                 Some((index, value)) = self.state_values.recv() => {
                     if let Some(pair) = self.engine.watched_pairs().get(index) {
@@ -246,7 +252,7 @@ impl Service {
         }
     }
 
-    /// Answers one control request (docs/operating.md#methods).
+    /// Answers one control request (docs/operating.md#ruled-ctl).
     fn on_control(&mut self, call: Call) {
         let (workers_busy, queue_depth) = self.pool.load();
         let pool = self.pool.config();

@@ -10,6 +10,9 @@
 use super::start::{start_reader, subscriptions_for, watched_hashes};
 use super::Service;
 use crate::bundle::{self, LoadError, LoadedBundle};
+use crate::control::methods;
+use crate::control::wire::Reply;
+use crate::control::{Answer, Call};
 use crate::state_shadow;
 use crate::subscriptions::Subscriptions;
 use rulecore::bundle::StatePair;
@@ -39,6 +42,25 @@ pub enum ReloadError {
     /// check.
     #[error("{0}; the loaded bundle keeps running")]
     Bundle(#[from] LoadError),
+}
+
+impl Reloaded {
+    /// The reply of `v1.reload`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let changes = &self.changes;
+        serde_json::json!({
+            "bundle": self.bundle,
+            "previous": self.previous,
+            "unchanged": changes.unchanged,
+            "added": changes.added,
+            "removed": changes.removed,
+            "changed": changes.changed,
+            "runs-kept": changes.runs_kept,
+            "runs-ended": changes.runs_ended,
+            "channels": self.subscriptions.channels.len(),
+            "patterns": self.subscriptions.patterns.len(),
+        })
+    }
 }
 
 impl Service {
@@ -88,7 +110,26 @@ impl Service {
 
     /// [`Service::reload`] for `SIGHUP`: the outcome goes to the log.
     pub(super) async fn reload_logged(&mut self) {
-        match self.reload().await {
+        let outcome = self.reload().await;
+        self.log_reload(&outcome);
+    }
+
+    /// [`Service::reload`] for the control protocol's `v1.reload`
+    /// (docs/operating.md#deploying-a-new-bundle): logged as for `SIGHUP`,
+    /// and answered with what changed or why the bundle was refused.
+    pub(super) async fn answer_reload(&mut self, call: Call) {
+        let outcome = self.reload().await;
+        self.log_reload(&outcome);
+        let reply = match &outcome {
+            Ok(reloaded) => Reply::ok(reloaded.to_json()),
+            Err(e) => Reply::error(format!("{}: {e}", methods::RELOAD)),
+        };
+        // The server gave up on it (stopping): nothing to answer.
+        let _ = call.answer.send(Answer { reply, keep: None });
+    }
+
+    fn log_reload(&self, outcome: &Result<Reloaded, ReloadError>) {
+        match outcome {
             Ok(reloaded) if reloaded.changes.unchanged => {
                 tracing::info!(bundle = %reloaded.bundle, "reload: the bundle is unchanged; nothing to do");
             }
