@@ -16,10 +16,12 @@
 //! See docs/engine.md for the driver's contract.
 
 mod effect;
+mod fast_hash;
 mod hold;
 mod index;
 mod memory;
 mod record;
+mod run_id;
 mod time;
 mod timers;
 
@@ -28,7 +30,7 @@ pub mod sim;
 
 pub use effect::{
     DropReason, Effect, EndReason, Job, JobId, Level, LogLine, NonFireReason, Note, NoteFields,
-    NoteKind, NoteReason, RecordWrite, ReplayDropReason, TriggerOutcome,
+    NoteKind, NoteReason, RecordWrite, ReplayDropReason, StepAction, TriggerOutcome,
 };
 pub use memory::estimated_heap;
 pub use record::{PendingRecord, RecordError, PENDING_HASH};
@@ -36,7 +38,7 @@ pub use time::{Now, Time};
 
 use index::TopicIndex;
 use record::RecordRef;
-use rulecore::bundle::{Action, Concurrency, Payload, Rule, Step};
+use rulecore::bundle::{Concurrency, Payload, Rule, Step};
 use rulecore::bytecode::Program;
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
@@ -199,12 +201,8 @@ struct Debounce {
 #[derive(Debug)]
 struct RuleState {
     name: Arc<str>,
-    /// Step fingerprints as stored in records (32 hex characters).
-    fingerprints: Vec<Box<str>>,
-    /// Step actions, shared with every job that performs them, so a
-    /// submit does not copy the action's strings.
-    actions: Vec<Arc<Action>>,
-    run: Option<Run>,
+    /// Boxed: a rule without a live run (most of them) keeps 8 bytes.
+    run: Option<Box<Run>>,
     backlog: VecDeque<Arc<Event>>,
     debounce: Option<Debounce>,
     /// `for` (docs/semantics.md#hold): `None` while armed and idle.
@@ -229,7 +227,7 @@ pub struct Engine {
     hold_watchers: Vec<Vec<u32>>,
     timers: Timers,
     /// Jobs handed over and not yet finished.
-    jobs: HashMap<u64, JobOwner>,
+    jobs: fast_hash::FastMap<u64, JobOwner>,
     next_job: u64,
     next_run: u64,
     next_serial: u64,
@@ -266,16 +264,6 @@ impl Engine {
             }
             rules.push(RuleState {
                 name: rule.name.as_str().into(),
-                fingerprints: rule
-                    .steps
-                    .iter()
-                    .map(|step| step.fingerprint.to_string().into_boxed_str())
-                    .collect(),
-                actions: rule
-                    .steps
-                    .iter()
-                    .map(|step| Arc::new(step.action.clone()))
-                    .collect(),
                 run: None,
                 backlog: VecDeque::new(),
                 debounce: None,
@@ -297,7 +285,7 @@ impl Engine {
             state,
             hold_watchers,
             timers: Timers::default(),
-            jobs: HashMap::new(),
+            jobs: fast_hash::FastMap::default(),
             next_job: 1,
             next_run: 1,
             next_serial: 1,
@@ -604,7 +592,9 @@ impl Engine {
             );
             return;
         }
-        records.sort_by(|a, b| a.fire_at.cmp(&b.fire_at).then_with(|| a.id.cmp(&b.id)));
+        // Ids are unique (hash fields), so an unstable sort gives the same
+        // order without a scratch buffer the size of the records.
+        records.sort_unstable_by(|a, b| a.fire_at.cmp(&b.fire_at).then_with(|| a.id.cmp(&b.id)));
         let window = self.config.replay_window_ms.max(0);
         let payload = Arc::clone(&self.payload);
         let mut by_name: HashMap<&str, usize> = HashMap::new();
@@ -665,12 +655,9 @@ impl Engine {
         wall_ms: i64,
         window: i64,
     ) -> Option<ReplayDropReason> {
-        let fingerprints = &self.rules[rule].fingerprints;
         let spec = &self.payload.rules[rule];
-        let same = |index: usize, _: &Step| {
-            fingerprints
-                .get(index)
-                .is_some_and(|f| **f == *record.fingerprint)
+        let same = |_: usize, step: &Step| {
+            record::same_fingerprint(&record.fingerprint, &step.fingerprint)
         };
         if let Some(reason) = refusal_without_clock(Some(spec), record.step, record.iter, same) {
             return Some(reason);
@@ -967,7 +954,7 @@ impl Engine {
         let n = self.next_run;
         self.next_run += 1;
         let state = &self.rules[rule];
-        let id: Arc<str> = format!("{}#{}-{n}", state.name, self.config.epoch).into();
+        let id = run_id::run_id(&state.name, &self.config.epoch, n);
         self.install_run(rule, id, event, 0, 0);
         let name = Arc::clone(&self.rules[rule].name);
         if let Some(run) = &self.rules[rule].run {
@@ -982,7 +969,7 @@ impl Engine {
         self.next_serial += 1;
         let state = &mut self.rules[rule];
         state.stats.runs_started += 1;
-        state.run = Some(Run {
+        state.run = Some(Box::new(Run {
             serial,
             id,
             event,
@@ -991,7 +978,7 @@ impl Engine {
             phase: Phase::Deciding,
             owns_record: false,
             fire_at: 0,
-        });
+        }));
     }
 
     /// The run reached its current step: park on its `after` (writing the
@@ -1034,6 +1021,11 @@ impl Engine {
         let Some(run) = state.run.as_ref() else {
             return;
         };
+        // Hex only here, at the edge: the engine keeps the 16 bytes.
+        let Some(step) = self.payload.rules[rule].steps.get(run.step as usize) else {
+            return;
+        };
+        let fingerprint = step.fingerprint.to_string();
         let record = RecordRef {
             id: &run.id,
             rule: &state.name,
@@ -1041,7 +1033,7 @@ impl Engine {
             step: run.step,
             iter: run.pass,
             fire_at,
-            fingerprint: &state.fingerprints[run.step as usize],
+            fingerprint: &fingerprint,
             event: &run.event,
         };
         match serde_json::to_string(&record) {
@@ -1082,7 +1074,8 @@ impl Engine {
             return;
         };
         let (index, pass, event) = (run.step, run.pass, Arc::clone(&run.event));
-        let Some(step) = spec.steps.get(index as usize) else {
+        let action = StepAction::new(Arc::clone(&payload), rule, index as usize);
+        let (Some(step), Some(action)) = (spec.steps.get(index as usize), action) else {
             self.end_run(rule, EndReason::Done, now);
             return;
         };
@@ -1116,7 +1109,7 @@ impl Engine {
             rule: Arc::clone(&state.name),
             step: index,
             pass,
-            action: Arc::clone(&state.actions[index as usize]),
+            action,
             event,
             drop_record,
         };
