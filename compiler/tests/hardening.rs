@@ -285,12 +285,12 @@ fn build_prints_the_memory_estimate_and_warns_over_the_budget() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains("memory: about 2 KiB once loaded in ruled (budget 16 MiB)"),
+        stderr.contains("memory: about 1 KiB once loaded in ruled (budget 16 MiB)"),
         "{stderr}"
     );
     assert!(!stderr.contains("warning:"), "{stderr}");
-    // About 770 bytes per such rule once loaded: 24,000 are over 16 MiB.
-    let body: String = (0..24_000).map(|i| rule(&format!("r{i}"), "")).collect();
+    // About 480 bytes per such rule once loaded: 40,000 are over 16 MiB.
+    let body: String = (0..40_000).map(|i| rule(&format!("r{i}"), "")).collect();
     std::fs::write(dir.path().join("rules/big.toml"), body).unwrap();
     let out = rulec(
         dir.path(),

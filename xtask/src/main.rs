@@ -5,7 +5,9 @@
 //!   architecture's invariants (`invariants`), `cargo doc` without
 //!   warnings, the scooter build's smoke test (`dist-smoke`), all tests.
 //! - `invariants`: only the checks of ARCHITECTURE.md's invariants.
-//! - `bench`: the benchmarks, in release mode.
+//! - `bench`: the benchmarks, in release mode; `bench box` every figure of
+//!   the 48 MB box (peak RSS of the real `ruled`, heap, event path, `when`
+//!   vs its peers) in one run.
 //! - `fuzz`: the randomized tests in a loop with fresh seeds (docs/fuzzing.md).
 //! - `dist`, `dist-smoke`: the scooter build, and its cross-built `ruled`
 //!   run under qemu (docs/scooter-build.md).
@@ -58,7 +60,8 @@ fn usage() {
     eprintln!("  invariants  ARCHITECTURE.md's invariants: dependency trees, the engine");
     eprintln!("              building alone, `unsafe` only where documented, no function");
     eprintln!("              over 100 lines");
-    eprintln!("  bench  run the benchmarks in release mode (optionally one by name)");
+    eprintln!("  bench  run the benchmarks in release mode (optionally one by name);");
+    eprintln!("         `bench box`: every figure of the 48 MB box (docs/engine.md)");
     eprintln!("  fuzz   run the randomized tests (bundle decoder, VM + verifier, `when`");
     eprintln!("         checker, differential vs evalexpr, checker vs verifier, engine) in");
     eprintln!("         rounds, each with a fresh seed from the clock, optimised (cargo");
@@ -197,12 +200,30 @@ fn ci() -> Result<()> {
 }
 
 fn bench(args: &[String]) -> Result<()> {
+    if args.first().map(String::as_str) == Some("box") {
+        return bench_box();
+    }
     let mut command = cargo();
     command.args(["bench", "--workspace", "--all-features"]);
     if let Some(name) = args.first() {
         command.args(["--bench", name]);
     }
     run("cargo bench", command)
+}
+
+/// Every figure of the 48 MB box (docs/engine.md#the-48-mb-box) in one
+/// run: the peak RSS of the release `ruled` against a throwaway
+/// redis-server, then the in-process figures with their peers.
+fn bench_box() -> Result<()> {
+    let mut rss = cargo();
+    rss.args(["bench", "--package", "ruled", "--bench", "box_rss"]);
+    run("peak RSS of the release ruled (box_rss)", rss)?;
+    let mut figures = cargo();
+    figures.args(["bench", "--package", "bench-box", "--bench", "box"]);
+    run(
+        "heap, event path and `when` vs its peers (bench-box)",
+        figures,
+    )
 }
 
 // ------------------------------------------------------------------ fuzz --

@@ -2,9 +2,10 @@
 //! perform, and notes that say what happened (the simulator prints them,
 //! the service may log them).
 
-use rulecore::bundle::Action;
+use rulecore::bundle::{Action, Payload};
 use rulecore::event::Event;
 use std::fmt;
+use std::ops::Deref;
 use std::sync::Arc;
 
 /// Identifies one submitted action, unique within an engine.
@@ -21,14 +22,54 @@ pub struct Job {
     pub step: u32,
     /// 0-based repeat pass.
     pub pass: u32,
-    /// Shared with the engine's copy of the step.
-    pub action: Arc<Action>,
+    /// The step's action, read from the loaded bundle (not a copy).
+    pub action: StepAction,
     /// The event that triggered the run.
     pub event: Arc<Event>,
     /// The pending record this job now owns (docs/semantics.md#durability-and-replay): the driver
     /// removes it exactly when the action **starts** on a worker, and keeps
     /// it when the pool refuses the job or abandons it at stop.
     pub drop_record: Option<Arc<str>>,
+}
+
+/// One step's action, shared with the loaded bundle: a job points at the
+/// step it performs instead of carrying a copy of its strings, and the
+/// engine keeps no copy per rule either (docs/engine.md#memory-measured).
+/// Reads as the [`Action`] itself.
+#[derive(Clone)]
+pub struct StepAction {
+    payload: Arc<Payload>,
+    rule: u32,
+    step: u32,
+}
+
+impl StepAction {
+    /// Step `step` of rule `rule` of `payload`; `None` when there is no such
+    /// step.
+    pub fn new(payload: Arc<Payload>, rule: usize, step: usize) -> Option<Self> {
+        payload.rules.get(rule)?.steps.get(step)?;
+        Some(Self {
+            payload,
+            rule: u32::try_from(rule).ok()?,
+            step: u32::try_from(step).ok()?,
+        })
+    }
+}
+
+impl Deref for StepAction {
+    type Target = Action;
+
+    fn deref(&self) -> &Action {
+        // `new` checked both indices, and a payload behind an `Arc` never
+        // changes.
+        &self.payload.rules[self.rule as usize].steps[self.step as usize].action
+    }
+}
+
+impl fmt::Debug for StepAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Action::fmt(self, f)
+    }
 }
 
 impl Job {

@@ -2,33 +2,71 @@
 //! `*` list, so an event costs what the rules it can match cost, not a scan
 //! of every rule.
 
+use crate::fast_hash::FastMap;
 use rulecore::topic::TopicPattern;
-use std::collections::HashMap;
 
 /// Maps topics to rule indices (positions in the bundle).
 #[derive(Debug, Default)]
 pub(crate) struct TopicIndex {
-    exact: HashMap<Box<str>, Vec<u32>>,
+    exact: FastMap<Box<str>, RuleList>,
     /// Keyed by the prefix with its trailing dot (`button.`).
-    prefix: HashMap<Box<str>, Vec<u32>>,
+    prefix: FastMap<Box<str>, RuleList>,
     /// The longest key of `prefix`: no longer part of a topic can match.
     longest_prefix: usize,
     any: Vec<u32>,
 }
 
+/// The rules of one key, ascending. Most keys name one rule, kept inline:
+/// no list allocated per rule (docs/engine.md#memory-measured).
+#[derive(Debug)]
+pub(crate) enum RuleList {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl RuleList {
+    /// Adds `rule`, which is never below the last one; a rule listing two
+    /// patterns of the same key must still be found once.
+    fn push(&mut self, rule: u32) {
+        match self {
+            Self::One(only) if *only == rule => {}
+            Self::One(only) => *self = Self::Many(vec![*only, rule]),
+            Self::Many(list) => {
+                if list.last() != Some(&rule) {
+                    list.push(rule);
+                }
+            }
+        }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Self::One(only) => std::slice::from_ref(only),
+            Self::Many(list) => list,
+        }
+    }
+}
+
 impl TopicIndex {
     pub fn insert(&mut self, pattern: &TopicPattern, rule: u32) {
-        let list = match pattern {
-            TopicPattern::Any => &mut self.any,
+        let (map, key) = match pattern {
+            TopicPattern::Any => {
+                if self.any.last() != Some(&rule) {
+                    self.any.push(rule);
+                }
+                return;
+            }
             TopicPattern::Prefix(prefix) => {
                 self.longest_prefix = self.longest_prefix.max(prefix.len());
-                self.prefix.entry(prefix.as_str().into()).or_default()
+                (&mut self.prefix, prefix)
             }
-            TopicPattern::Exact(topic) => self.exact.entry(topic.as_str().into()).or_default(),
+            TopicPattern::Exact(topic) => (&mut self.exact, topic),
         };
-        // A rule listing two patterns that both match must still be found once.
-        if list.last() != Some(&rule) {
-            list.push(rule);
+        match map.get_mut(key.as_str()) {
+            Some(list) => list.push(rule),
+            None => {
+                map.insert(key.as_str().into(), RuleList::One(rule));
+            }
         }
     }
 
@@ -38,7 +76,7 @@ impl TopicIndex {
         out.clear();
         out.extend_from_slice(&self.any);
         if let Some(list) = self.exact.get(topic) {
-            out.extend_from_slice(list);
+            out.extend_from_slice(list.as_slice());
         }
         if !self.prefix.is_empty() {
             // Every prefix of the topic that ends in a dot is a candidate key,
@@ -48,7 +86,7 @@ impl TopicIndex {
             let dots = topic.match_indices('.');
             for (at, _) in dots.take_while(|(at, _)| *at < self.longest_prefix) {
                 if let Some(list) = self.prefix.get(&topic[..=at]) {
-                    out.extend_from_slice(list);
+                    out.extend_from_slice(list.as_slice());
                 }
             }
         }
@@ -85,6 +123,11 @@ mod tests {
         assert_eq!(out, [5]);
         index.lookup("a*", &mut out);
         assert_eq!(out, [2, 5]);
+        index.insert(&p("alarm.triggered"), 4);
+        index.insert(&p("alarm.triggered"), 4);
+        index.insert(&p("alarm.triggered"), 6);
+        index.lookup("alarm.triggered", &mut out);
+        assert_eq!(out, [1, 4, 5, 6]);
         let dots = ".".repeat(64 * 1024);
         index.lookup(&format!("button.{dots}"), &mut out);
         assert_eq!(out, [3, 5]);

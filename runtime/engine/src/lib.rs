@@ -18,6 +18,7 @@
 mod backlog;
 mod dry_run;
 mod effect;
+mod fast_hash;
 mod hold;
 mod index;
 mod input;
@@ -26,6 +27,7 @@ mod memory;
 mod overrides;
 mod record;
 mod reload;
+mod run_id;
 mod time;
 mod timers;
 mod trace;
@@ -36,7 +38,7 @@ pub mod sim;
 pub use dry_run::{DryRun, StepCheck, Verdict, WhenResult};
 pub use effect::{
     DropReason, Effect, EndReason, Job, JobId, Level, LogLine, NonFireReason, Note, NoteFields,
-    NoteKind, NoteReason, RecordWrite, ReplayDropReason, TriggerOutcome,
+    NoteKind, NoteReason, RecordWrite, ReplayDropReason, StepAction, TriggerOutcome,
 };
 pub use input::INPUT_SKIPPED_CODE;
 pub use inspect::{RuleView, RunPhase, RunView, WaitingStep};
@@ -52,7 +54,7 @@ pub use trace::{
 
 use index::TopicIndex;
 use record::RecordRef;
-use rulecore::bundle::{Action, Concurrency, Payload, Rule, Step};
+use rulecore::bundle::{Concurrency, Payload, Rule, Step};
 use rulecore::bytecode::Program;
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
@@ -252,12 +254,8 @@ struct RuleState {
     /// On now: the bundle's `enabled`, or an override's
     /// ([`Engine::set_enabled`]).
     enabled: bool,
-    /// Step fingerprints as stored in records (32 hex characters).
-    fingerprints: Vec<Box<str>>,
-    /// Step actions, shared with every job that performs them, so a
-    /// submit does not copy the action's strings.
-    actions: Vec<Arc<Action>>,
-    run: Option<Run>,
+    /// Boxed: a rule without a live run (most of them) keeps 8 bytes.
+    run: Option<Box<Run>>,
     backlog: VecDeque<Arc<Event>>,
     debounce: Option<Debounce>,
     /// `for` (docs/semantics.md#hold): `None` while armed and idle.
@@ -269,35 +267,13 @@ struct RuleState {
 impl RuleState {
     /// The state of a rule nothing has happened to yet.
     fn for_rule(rule: &Rule) -> Self {
-        let fingerprints = rule
-            .steps
-            .iter()
-            .map(|step| step.fingerprint.to_string().into_boxed_str())
-            .collect();
-        let actions = rule
-            .steps
-            .iter()
-            .map(|step| Arc::new(step.action.clone()))
-            .collect();
-        Self::idle(
-            rule.name.as_str().into(),
-            rule.enabled,
-            fingerprints,
-            actions,
-        )
+        Self::idle(rule.name.as_str().into(), rule.enabled)
     }
 
-    fn idle(
-        name: Arc<str>,
-        enabled: bool,
-        fingerprints: Vec<Box<str>>,
-        actions: Vec<Arc<Action>>,
-    ) -> Self {
+    fn idle(name: Arc<str>, enabled: bool) -> Self {
         Self {
             name,
             enabled,
-            fingerprints,
-            actions,
             run: None,
             backlog: VecDeque::new(),
             debounce: None,
@@ -327,7 +303,7 @@ pub struct Engine {
     hold_watchers: Vec<Vec<u32>>,
     timers: Timers,
     /// Jobs handed over and not yet finished.
-    jobs: HashMap<u64, JobOwner>,
+    jobs: fast_hash::FastMap<u64, JobOwner>,
     /// Durable steps due while the pool was full (docs/semantics.md#due-steps-the-pool-refused).
     due: backlog::DueBacklog,
     next_job: u64,
@@ -345,16 +321,6 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(payload: Arc<Payload>, config: EngineConfig) -> Self {
-        Self::with_rule_states(payload, config, |_, rule| RuleState::for_rule(rule))
-    }
-
-    /// [`Engine::new`] with each rule's state made by `make` (position,
-    /// rule): a reload reuses what unchanged rules already hold.
-    fn with_rule_states(
-        payload: Arc<Payload>,
-        config: EngineConfig,
-        mut make: impl FnMut(usize, &Rule) -> RuleState,
-    ) -> Self {
         // Disabled rules are replay-only (docs/rules.md#disabled-rules): not indexed,
         // so they neither match nor cancel.
         let overrides::Indexes {
@@ -364,8 +330,8 @@ impl Engine {
             live_rules,
         } = overrides::indexes(&payload, |position| payload.rules[position].enabled);
         let mut rules = Vec::with_capacity(payload.rules.len());
-        for (position, rule) in payload.rules.iter().enumerate() {
-            rules.push(make(position, rule));
+        for rule in &payload.rules {
+            rules.push(RuleState::for_rule(rule));
         }
         let inputs = input::Inputs::new(&payload);
         let state = vec![String::new(); inputs.watched().len()];
@@ -383,7 +349,7 @@ impl Engine {
             inputs,
             hold_watchers,
             timers: Timers::default(),
-            jobs: HashMap::new(),
+            jobs: fast_hash::FastMap::default(),
             due: backlog::DueBacklog::default(),
             next_job: 1,
             next_run: 1,
@@ -791,7 +757,9 @@ impl Engine {
             );
             return;
         }
-        records.sort_by(|a, b| a.fire_at.cmp(&b.fire_at).then_with(|| a.id.cmp(&b.id)));
+        // Ids are unique (hash fields), so an unstable sort gives the same
+        // order without a scratch buffer the size of the records.
+        records.sort_unstable_by(|a, b| a.fire_at.cmp(&b.fire_at).then_with(|| a.id.cmp(&b.id)));
         let window = self.config.replay_window_ms.max(0);
         let payload = Arc::clone(&self.payload);
         let mut by_name: HashMap<&str, usize> = HashMap::new();
@@ -852,12 +820,9 @@ impl Engine {
         wall_ms: i64,
         window: i64,
     ) -> Option<ReplayDropReason> {
-        let fingerprints = &self.rules[rule].fingerprints;
         let spec = &self.payload.rules[rule];
-        let same = |index: usize, _: &Step| {
-            fingerprints
-                .get(index)
-                .is_some_and(|f| **f == *record.fingerprint)
+        let same = |_: usize, step: &Step| {
+            record::same_fingerprint(&record.fingerprint, &step.fingerprint)
         };
         if let Some(reason) = refusal_without_clock(Some(spec), record.step, record.iter, same) {
             return Some(reason);
@@ -1206,7 +1171,7 @@ impl Engine {
         let n = self.next_run;
         self.next_run += 1;
         let state = &self.rules[rule];
-        let id: Arc<str> = format!("{}#{}-{n}", state.name, self.config.epoch).into();
+        let id = run_id::run_id(&state.name, &self.config.epoch, n);
         self.install_run(rule, id, event, 0, 0);
         let name = Arc::clone(&self.rules[rule].name);
         if let Some(run) = &self.rules[rule].run {
@@ -1222,7 +1187,7 @@ impl Engine {
         self.next_serial += 1;
         let state = &mut self.rules[rule];
         state.stats.runs_started += 1;
-        state.run = Some(Run {
+        state.run = Some(Box::new(Run {
             serial,
             id,
             event,
@@ -1231,7 +1196,7 @@ impl Engine {
             phase: Phase::Deciding,
             owns_record: false,
             fire_at: 0,
-        });
+        }));
     }
 
     /// The run reached its current step: park on its `after` (writing the
@@ -1282,6 +1247,11 @@ impl Engine {
         let Some(run) = state.run.as_ref() else {
             return;
         };
+        // Hex only here, at the edge: the engine keeps the 16 bytes.
+        let Some(step) = self.payload.rules[rule].steps.get(run.step as usize) else {
+            return;
+        };
+        let fingerprint = step.fingerprint.to_string();
         let record = RecordRef {
             id: &run.id,
             rule: &state.name,
@@ -1289,7 +1259,7 @@ impl Engine {
             step: run.step,
             iter: run.pass,
             fire_at,
-            fingerprint: &state.fingerprints[run.step as usize],
+            fingerprint: &fingerprint,
             event: &run.event,
         };
         match serde_json::to_string(&record) {
@@ -1357,6 +1327,14 @@ impl Engine {
     /// Hands the live run's current step to the pool (`when` already
     /// checked): the job takes over the run's record.
     fn hand_over(&mut self, rule: usize, now: Now) {
+        let step = self.rules[rule].run.as_ref().map(|run| run.step as usize);
+        let Some(action) =
+            step.and_then(|step| StepAction::new(Arc::clone(&self.payload), rule, step))
+        else {
+            // No such step: the run has walked past its last.
+            self.end_run(rule, EndReason::Done, now);
+            return;
+        };
         let job = self.next_job;
         self.next_job += 1;
         let state = &mut self.rules[rule];
@@ -1386,7 +1364,7 @@ impl Engine {
             rule: Arc::clone(&state.name),
             step: index,
             pass,
-            action: Arc::clone(&state.actions[index as usize]),
+            action,
             event,
             drop_record,
         };

@@ -5,13 +5,13 @@
 //! the scooter. A model of this crate's and the decoder's allocations, not
 //! a measurement; a test keeps it within 20 % of the measured heap.
 
+use super::index::RuleList;
 use super::RuleState;
 use rulecore::bundle::{Action, Payload, Rule, Step};
 use rulecore::bytecode::{Const, Op, Program};
 use rulecore::topic::TopicPattern;
 use std::collections::{HashMap, HashSet};
 use std::mem::size_of;
-use std::sync::Arc;
 
 /// What the decoder reserves for a sequence of `len` values: all of it up
 /// to 1 MiB (serde's cautious pre-allocation), then doubling from there.
@@ -88,9 +88,9 @@ fn payload(payload: &Payload) -> usize {
         + payload.consts.iter().map(constant).sum::<usize>()
 }
 
-/// A `HashMap<Box<str>, Vec<u32>>` of `keys` (their lengths) holding
+/// A `FastMap<Box<str>, RuleList>` of `keys` (their lengths) holding
 /// `entries` rule indices in all: the table at its final size, the keys,
-/// and each list (at least four `u32`, then doubling).
+/// and each list of more than one rule.
 fn index_map(keys: &HashMap<&str, usize>) -> usize {
     if keys.is_empty() {
         return 0;
@@ -102,10 +102,15 @@ fn index_map(keys: &HashMap<&str, usize>) -> usize {
     } else {
         (keys.len() * 8 / 7).next_power_of_two()
     };
-    let slot = size_of::<(Box<str>, Vec<u32>)>();
+    let slot = size_of::<(Box<str>, RuleList)>();
+    // One rule inline; two in a list of two, then four, then doubling.
     let lists: usize = keys
         .values()
-        .map(|&n| n.max(4).next_power_of_two() * size_of::<u32>())
+        .map(|&n| match n {
+            1 => 0,
+            2 => 2 * size_of::<u32>(),
+            _ => n.max(4).next_power_of_two() * size_of::<u32>(),
+        })
         .sum();
     buckets * (slot + 1) + 16 + keys.keys().map(|k| k.len()).sum::<usize>() + lists
 }
@@ -115,17 +120,10 @@ fn index_map(keys: &HashMap<&str, usize>) -> usize {
 fn engine(payload: &Payload) -> usize {
     let mut total = payload.rules.len() * size_of::<RuleState>()
         + payload.state_pairs.len() * size_of::<String>();
+    // The name, shared as an `Arc<str>`; steps (actions, fingerprints) are
+    // read from the payload, not copied.
     for rule in &payload.rules {
-        let steps = rule.steps.len();
-        total += 2 * size_of::<usize>()
-            + rule.name.len()
-            + steps * (size_of::<Box<str>>() + 32)
-            + steps * size_of::<Arc<Action>>()
-            + rule
-                .steps
-                .iter()
-                .map(|s| 2 * size_of::<usize>() + size_of::<Action>() + action(&s.action))
-                .sum::<usize>();
+        total += 2 * size_of::<usize>() + rule.name.len();
     }
     let on: fn(&Rule) -> &[TopicPattern] = |r| &r.on;
     let cancel_on: fn(&Rule) -> &[TopicPattern] = |r| &r.cancel_on;

@@ -1,6 +1,7 @@
 //! The pending record (docs/semantics.md#durability-and-replay): one field of the Redis hash
 //! `extensions:pending` per waiting durable step, keyed by the run id.
 
+use rulecore::bundle::Fingerprint;
 use rulecore::event::Event;
 use serde::{Deserialize, Serialize};
 
@@ -93,9 +94,40 @@ pub(crate) struct RecordRef<'a> {
     pub event: &'a Event,
 }
 
+/// Whether a record's `fingerprint` (32 lowercase hex characters) is
+/// `fingerprint`, compared without formatting it.
+pub(crate) fn same_fingerprint(hex: &str, fingerprint: &Fingerprint) -> bool {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    hex.len() == 2 * fingerprint.0.len()
+        && hex
+            .as_bytes()
+            .chunks_exact(2)
+            .zip(fingerprint.0)
+            .all(|(pair, byte)| {
+                matches!((digit(pair[0]), digit(pair[1])), (Some(high), Some(low)) if high << 4 | low == byte)
+            })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fingerprint_matches_its_own_hex_only() {
+        let fingerprint = Fingerprint([0xab, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0x9c]);
+        let hex = fingerprint.to_string();
+        assert!(same_fingerprint(&hex, &fingerprint));
+        assert!(!same_fingerprint(&hex.to_uppercase(), &fingerprint));
+        assert!(!same_fingerprint(&hex[..30], &fingerprint));
+        assert!(!same_fingerprint(&format!("{hex}00"), &fingerprint));
+        let other = Fingerprint([0xab, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0x9d]);
+        assert!(!same_fingerprint(&hex, &other));
+        assert!(!same_fingerprint(&"zz".repeat(16), &fingerprint));
+    }
 
     #[test]
     fn round_trips_with_the_design_field_names() {

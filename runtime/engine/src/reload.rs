@@ -9,7 +9,7 @@
 //! that stay move to the rule's new position under its new settings. The
 //! cost is one pass over the rules and one over the armed timers.
 
-use super::{Engine, JobOwner, Phase, ReplayDropReason, RuleState};
+use super::{Engine, JobOwner, Phase, ReplayDropReason};
 use crate::timers::{TimerKind, Timers};
 use crate::{step_refusal, DropReason, EndReason, Level, LogLine, Note, Now};
 use rulecore::bundle::{Concurrency, Payload, Rule, StatePair};
@@ -48,7 +48,6 @@ impl Engine {
         let Diff {
             mut summary,
             targets,
-            same,
             in_order,
         } = diff(&self.payload, &payload);
         // Rules refer to state pairs and constants by index: equal rules
@@ -75,27 +74,7 @@ impl Engine {
             }
         }
         let timers = self.remapped_timers(&targets, &payload);
-        // A rule that did not change keeps its step fingerprints and actions.
-        let mut reuse = vec![None; payload.rules.len()];
-        for (old, target) in targets.iter().enumerate() {
-            if let (Some(target), true) = (target, same[old]) {
-                reuse[*target] = Some(old);
-            }
-        }
-        let old_rules = &mut self.rules;
-        let mut next = Engine::with_rule_states(
-            Arc::clone(&payload),
-            self.config.clone(),
-            |position, rule| match reuse[position].and_then(|old| old_rules.get_mut(old)) {
-                Some(state) => RuleState::idle(
-                    Arc::clone(&state.name),
-                    rule.enabled,
-                    std::mem::take(&mut state.fingerprints),
-                    std::mem::take(&mut state.actions),
-                ),
-                None => RuleState::for_rule(rule),
-            },
-        );
+        let mut next = Engine::new(Arc::clone(&payload), self.config.clone());
         next.timers = timers;
         self.carry_over(&mut next, &targets);
         *self = next;
@@ -285,8 +264,6 @@ struct Diff {
     summary: ReloadSummary,
     /// Per old rule, its position in the new bundle (`None`: gone).
     targets: Vec<Option<usize>>,
-    /// Per old rule, whether the new bundle has it unchanged.
-    same: Vec<bool>,
     /// Both list the same names in the same order (the order events are
     /// handled in).
     in_order: bool,
@@ -318,17 +295,13 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
     };
     let mut summary = ReloadSummary::default();
     let mut found = vec![false; new.rules.len()];
-    let mut same = Vec::with_capacity(old.rules.len());
     for (rule, target) in old.rules.iter().zip(&targets) {
         let Some(target) = *target else {
             summary.removed.push(rule.name.clone());
-            same.push(false);
             continue;
         };
         found[target] = true;
-        let unchanged = *rule == new.rules[target];
-        same.push(unchanged);
-        if !unchanged {
+        if *rule != new.rules[target] {
             summary.changed.push(rule.name.clone());
         }
     }
@@ -342,7 +315,6 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
     Diff {
         summary,
         targets,
-        same,
         in_order,
     }
 }

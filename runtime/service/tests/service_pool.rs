@@ -8,7 +8,7 @@ use rulecore::bundle::Action;
 use rulecore::event::Event;
 use ruled::can::CanSockets;
 use ruled::pool::{Performers, Pool, PoolConfig, Refused, Report};
-use ruled_engine::{Job, JobId};
+use ruled_engine::{Job, JobId, StepAction};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{alive, busy_script, runtime, script, wait_for, wait_pid, RedisServer, DEADLINE};
@@ -30,15 +30,18 @@ fn exec_job(id: u64, command: &str, timeout_ms: u64) -> Job {
     )
 }
 
-/// A job of `action` for `event`, owning no pending record.
+/// A job of `action` (the one step of a one-rule bundle) for `event`,
+/// owning no pending record.
 fn job(id: u64, action: Action, event: Arc<Event>) -> Job {
+    let rule = support::bundles::rule("r", &["t"], vec![support::bundles::step(action, 0)]);
+    let action = StepAction::new(Arc::new(support::bundles::single(rule)), 0, 0).unwrap();
     Job {
         id: JobId(id),
         run: format!("r#t-{id}").into(),
         rule: "r".into(),
         step: 0,
         pass: 0,
-        action: Arc::new(action),
+        action,
         event,
         drop_record: None,
     }
