@@ -63,7 +63,13 @@ fn heap_per_rule(count: usize) -> isize {
 
 /// Parks [`RUNS`] runs, one per rule; the engine heap each one adds.
 fn heap_per_parked_run() -> isize {
-    let mut engine = Engine::new(Arc::new(payload(RUNS)), EngineConfig::default());
+    // Traces off: they hold at most `trace_memory` on top, whatever the
+    // number of runs (tests/trace_memory.rs pins that bound).
+    let config = EngineConfig {
+        traces: 0,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(Arc::new(payload(RUNS)), config);
     // The events exist before they reach the engine (the service decoded
     // them); measure what the engine adds.
     let events: Vec<Event> = (0..RUNS)
