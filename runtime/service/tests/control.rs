@@ -461,12 +461,19 @@ fn reload_through_ruled_ctl_answers_what_changed_and_refuses_a_bad_bundle() {
         &["button.horn"],
         vec![redis_step("scooter:horn", "beep", 0)],
     ));
+    // An override outlives the reload (docs/operating.md#turning-a-rule-off-or-on).
+    assert_eq!(ctl(&redis, &["set-enabled", "hazards-on-alarm", "off"]).code, 0);
     let bytes = rulecore::codec::encode(&two).unwrap();
     let staged = bundle.with_extension("new");
     std::fs::write(&staged, &bytes).unwrap();
     std::fs::rename(&staged, &bundle).unwrap();
     let reloaded = json_ctl(&redis, &["reload"]);
     assert_eq!(reloaded["added"], json!(["horn"]), "{reloaded}");
+    let listed = json_ctl(&redis, &["list"]);
+    let hazards = &listed["rules"][0];
+    assert_eq!(hazards["name"], "hazards-on-alarm", "{listed}");
+    assert_eq!(hazards["enabled"], false, "{listed}");
+    assert_eq!(hazards["override"], "disabled", "{listed}");
     assert_ne!(reloaded["bundle"], reloaded["previous"]);
     let text = ctl(&redis, &["reload"]);
     assert!(text.stdout.contains("nothing changed"), "{}", text.stdout);
