@@ -214,7 +214,7 @@ fn overrides_are_applied_live_kept_and_read_at_start() {
     assert_eq!(redis.list("scooter:blinker"), ["both", "off"]);
 
     let on = json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "on"]);
-    assert_eq!(on["unsubscribed"], json!([]));
+    assert_eq!(on["changed"], true);
     publish(&redis, "alarm.triggered");
     wait_for("on again", || redis.list("scooter:blinker").len() == 3);
     let unknown = ctl(&redis, &["set-enabled", "nope", "on"]);
@@ -462,7 +462,10 @@ fn reload_through_ruled_ctl_answers_what_changed_and_refuses_a_bad_bundle() {
         vec![redis_step("scooter:horn", "beep", 0)],
     ));
     // An override outlives the reload (docs/operating.md#turning-a-rule-off-or-on).
-    assert_eq!(ctl(&redis, &["set-enabled", "hazards-on-alarm", "off"]).code, 0);
+    assert_eq!(
+        ctl(&redis, &["set-enabled", "hazards-on-alarm", "off"]).code,
+        0
+    );
     let bytes = rulecore::codec::encode(&two).unwrap();
     let staged = bundle.with_extension("new");
     std::fs::write(&staged, &bytes).unwrap();
@@ -490,4 +493,44 @@ fn reload_through_ruled_ctl_answers_what_changed_and_refuses_a_bad_bundle() {
         refused.stderr
     );
     assert_eq!(json_ctl(&redis, &["status"])["rules"]["total"], 2);
+}
+
+#[test]
+fn a_rule_off_at_start_turned_on_is_subscribed_at_once() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(60_000)));
+    let _: i64 = redis.query(&[
+        "HSET",
+        "extensions:overrides",
+        "hazards-on-alarm",
+        "disabled",
+    ]);
+    let _ruled = Ruled::ready(&redis, &bundle, &[]);
+    // No live rule: nothing is subscribed.
+    let (channels, patterns): (Vec<String>, i64) = (
+        redis.query(&["PUBSUB", "CHANNELS"]),
+        redis.query(&["PUBSUB", "NUMPAT"]),
+    );
+    assert!(
+        channels.iter().all(|c| !c.starts_with("ev:")),
+        "{channels:?}"
+    );
+    assert_eq!(patterns, 0);
+    let on = json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "on"]);
+    assert_eq!(on["changed"], true);
+    let ev_channels = || -> Vec<String> { redis.query(&["PUBSUB", "CHANNELS", "ev:*"]) };
+    // Nothing was subscribed at start: the subscription opens now.
+    wait_for("the rule's topics subscribed", || {
+        ev_channels().contains(&"ev:alarm.triggered".to_string())
+    });
+    publish(&redis, "alarm.triggered");
+    wait_for("the rule turned on", || {
+        redis.list("scooter:blinker") == ["both"]
+    });
+    // Off again: released.
+    json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "off"]);
+    wait_for("the topics released", || ev_channels().is_empty());
 }

@@ -8,7 +8,6 @@ use super::wire::{Reply, Request};
 use super::Answer;
 use rulecore::dump::{rule_json, rule_text};
 use rulecore::event::Event;
-use rulecore::topic::TopicPattern;
 use ruled_engine::{
     Counters, DryRun, Engine, Now, RuleView, RunPhase, Verdict, WaitingStep, WhenResult,
 };
@@ -36,8 +35,6 @@ pub struct Context<'a> {
     pub now: Now,
     pub facts: ServiceFacts,
     pub overrides: &'a mut Overrides,
-    /// What the subscription was opened with.
-    pub subscribed: &'a [TopicPattern],
 }
 
 /// A method's result: the reply payload, and an override to keep.
@@ -265,8 +262,8 @@ fn show(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         .engine
         .rule_view(&name, ctx.now)
         .ok_or_else(|| no_rule(ctx.engine, &name))?;
-    let payload = ctx.engine.payload();
     let index = ctx.engine.rule_index(&name).unwrap_or_default();
+    let payload = ctx.engine.payload();
     let rule = &payload.rules[index];
     let run = view.run.as_ref().map(|run| {
         let mut line = json!({"id": &*run.run, "step": run.step, "pass": run.pass});
@@ -417,50 +414,20 @@ fn set_enabled(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         Err(_) => return Err(no_rule(ctx.engine, &name)),
     };
     ctx.overrides.set(&name, enabled);
-    let index = ctx.engine.rule_index(&name).unwrap_or_default();
     let live_run = ctx
         .engine
         .rule_view(&name, ctx.now)
         .and_then(|view| view.run)
         .map(|run| run.run.to_string());
-    // Topics the subscription was not opened with: a rule off at start.
-    let missing: Vec<String> = ctx.engine.payload().rules[index]
-        .on
-        .iter()
-        .chain(&ctx.engine.payload().rules[index].cancel_on)
-        .filter(|pattern| enabled && !subscribed(pattern, ctx.subscribed))
-        .map(ToString::to_string)
-        .collect();
     tracing::info!(rule = %name, state = overrides::word(enabled), changed, "override set");
-    if !missing.is_empty() {
-        tracing::warn!(
-            rule = %name,
-            "rule turned on, but its topics {} were not subscribed at start: it matches \
-             them from the next start",
-            missing.join(", ")
-        );
-    }
     Ok(Done {
         payload: json!({
             "name": name,
             "enabled": enabled,
             "changed": changed,
             "live-run": live_run,
-            "unsubscribed": missing,
         }),
         keep: Some((name, enabled)),
-    })
-}
-
-/// Whether the subscription opened for `subscribed` delivers `pattern`'s
-/// topics (docs/service.md#subscriptions: a glob covers what it matches).
-fn subscribed(pattern: &TopicPattern, subscribed: &[TopicPattern]) -> bool {
-    subscribed.iter().any(|have| match (have, pattern) {
-        (TopicPattern::Any, _) => true,
-        (TopicPattern::Prefix(prefix), TopicPattern::Prefix(text) | TopicPattern::Exact(text)) => {
-            text.starts_with(prefix.as_str())
-        }
-        _ => have == pattern,
     })
 }
 

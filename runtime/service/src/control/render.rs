@@ -313,12 +313,5 @@ fn set_enabled(out: &mut String, reply: &Value) -> std::fmt::Result {
     if let Some(run) = reply["live-run"].as_str() {
         writeln!(out, "its live run {run} finishes")?;
     }
-    for topic in reply["unsubscribed"].as_array().into_iter().flatten() {
-        writeln!(
-            out,
-            "topic {} was not subscribed at start: matched from the next start",
-            plain(topic)
-        )?;
-    }
     Ok(())
 }

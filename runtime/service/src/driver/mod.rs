@@ -16,7 +16,7 @@ pub use start::{open_client, Secret, ServiceConfig, ServiceError};
 use crate::clock::ServiceClock;
 use crate::control::methods::{self, Context, ServiceFacts};
 use crate::control::overrides::Overrides;
-use crate::control::{Call, ControlServer};
+use crate::control::{Answer, Call, ControlServer};
 use crate::effect_log::{self, log_effect};
 use crate::intake::Intake;
 use crate::logging::{self, Throttle};
@@ -26,7 +26,6 @@ use crate::state_shadow::StateReader;
 use crate::stats::StatsPublisher;
 use crate::subscriptions::{Bus, Inbound, Subscriber, SubscriptionHandle};
 use redis::aio::ConnectionManager;
-use rulecore::topic::TopicPattern;
 use ruled_engine::pool::Admission;
 use ruled_engine::{Effect, Engine, Job, Now};
 use std::collections::BTreeSet;
@@ -106,8 +105,6 @@ struct Service {
     /// The control protocol (docs/operating.md); serving once ready.
     control: Option<ControlServer>,
     overrides: Overrides,
-    /// The live patterns the subscription was opened with.
-    subscribed: Vec<TopicPattern>,
     started: Instant,
 }
 
@@ -152,7 +149,7 @@ impl Service {
                     if call.request.method == methods::RELOAD {
                         self.answer_reload(call).await;
                     } else {
-                        self.on_control(call);
+                        self.answer_control(call).await;
                     }
                 },
                 Some(()) = reloads.recv() => self.reload_logged().await,
@@ -252,8 +249,21 @@ impl Service {
         }
     }
 
-    /// Answers one control request (docs/operating.md#ruled-ctl).
-    fn on_control(&mut self, call: Call) {
+    /// Answers one control request (docs/operating.md#ruled-ctl); a rule turned on or off changes what
+    /// is subscribed and watched before the answer goes out, so a client
+    /// that publishes right after it is heard.
+    async fn answer_control(&mut self, call: Call) {
+        let old_pairs = self.engine.watched_pairs().to_vec();
+        let live = self.engine.live_patterns();
+        let answer = self.on_control(&call);
+        if self.engine.live_patterns() != live {
+            self.follow_rules(&old_pairs).await;
+        }
+        // The server gave up on it (stopping): nothing to answer.
+        let _ = call.answer.send(answer);
+    }
+
+    fn on_control(&mut self, call: &Call) -> Answer {
         let (workers_busy, queue_depth) = self.pool.load();
         let pool = self.pool.config();
         let facts = ServiceFacts {
@@ -271,11 +281,8 @@ impl Service {
             engine: &mut self.engine,
             facts,
             overrides: &mut self.overrides,
-            subscribed: &self.subscribed,
         };
-        let answer = methods::answer(&mut context, &call.request);
-        // The server gave up on it (stopping): nothing to answer.
-        let _ = call.answer.send(answer);
+        methods::answer(&mut context, &call.request)
     }
 
     fn on_report(&mut self, report: Report) {

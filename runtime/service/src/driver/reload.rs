@@ -87,16 +87,7 @@ impl Service {
         // Overrides outlive bundles (docs/operating.md#turning-a-rule-off-or-on).
         self.overrides.apply(&mut self.engine);
         self.perform_effects();
-        let rewatched = self.rewatch_state(&old_pairs);
-        let (subscriptions, input_channels) = subscriptions_for(&self.engine, &self.state_hashes);
-        self.input_channels = input_channels;
-        self.subscribed = self.engine.live_patterns();
-        if let Some(handle) = &self.subscriptions {
-            handle.change(subscriptions.clone()).await;
-        }
-        if rewatched {
-            self.seed_state().await;
-        }
+        let subscriptions = self.follow_rules(&old_pairs).await;
         self.bundle_id.clone_from(&id);
         self.stats.set_bundle(id.clone());
         self.stats.write_all(&self.engine, &self.writer);
@@ -151,6 +142,24 @@ impl Service {
             }
             Err(e) => tracing::error!(bundle = %self.bundle_id, "reload refused: {e}"),
         }
+    }
+
+    /// After the live rules changed (a reload, a rule turned on or off):
+    /// the state watch and the subscription become what the engine needs
+    /// now, changed on the open connection (what both need is never
+    /// interrupted); newly watched state is read. Returns what is
+    /// subscribed.
+    pub(super) async fn follow_rules(&mut self, old_pairs: &[StatePair]) -> Subscriptions {
+        let rewatched = self.rewatch_state(old_pairs);
+        let (subscriptions, input_channels) = subscriptions_for(&self.engine, &self.state_hashes);
+        self.input_channels = input_channels;
+        if let Some(handle) = &self.subscriptions {
+            handle.change(subscriptions.clone()).await;
+        }
+        if rewatched {
+            self.seed_state().await;
+        }
+        subscriptions
     }
 
     fn current_subscriptions(&self) -> Subscriptions {

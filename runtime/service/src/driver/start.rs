@@ -151,7 +151,6 @@ impl Service {
         let state_hashes = watched_hashes(&engine);
         let (state_tx, state_values) = mpsc::unbounded_channel();
         let (reader, reader_task) = start_reader(&con, &engine, &state_hashes, state_tx);
-        let engine_patterns = engine.live_patterns();
         let (subs, input_channels) = subscriptions_for(&engine, &state_hashes);
         let stats = StatsPublisher::new(&engine, bundle_id.clone(), &owner);
         let mut service = Self {
@@ -178,7 +177,6 @@ impl Service {
             throttle: Throttle::new(Instant::now()),
             control: None,
             overrides,
-            subscribed: engine_patterns,
             started,
         };
         service.check_owner().await?;
