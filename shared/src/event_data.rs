@@ -1,6 +1,8 @@
 //! An event's `data` (docs/events.md), parsed once into a compact form
 //! that `when` reads fast (docs/engine.md#the-48-mb-box): every object is a
-//! boxed slice of `(key, value)` sorted by key, every string a `Box<str>`.
+//! boxed slice of `(key, value)` sorted by key, a key of up to
+//! [`INLINE_KEY`] bytes held inline (no allocation), every string value a
+//! `Box<str>`.
 //!
 //! It holds any JSON value (an input's `data.payload` may be one), and
 //! writes back exactly the JSON `serde_json::Value` would: keys in sorted
@@ -27,25 +29,105 @@ pub enum DataValue {
     Object(DataObject),
 }
 
+/// The longest key held inline in an object's entry.
+pub const INLINE_KEY: usize = 22;
+
+/// The bytes one object entry takes in its object's slice.
+pub const ENTRY_BYTES: usize = std::mem::size_of::<(DataKey, DataValue)>();
+
+/// A key of a `data` object. Keys are short names: held inline, they cost
+/// no allocation when an event is decoded.
+#[derive(Clone)]
+enum DataKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Heap(Box<str>),
+}
+
+impl DataKey {
+    fn new(key: &str) -> Self {
+        match u8::try_from(key.len()) {
+            Ok(len) if key.len() <= INLINE_KEY => {
+                let mut bytes = [0; INLINE_KEY];
+                bytes[..key.len()].copy_from_slice(key.as_bytes());
+                DataKey::Inline { len, bytes }
+            }
+            _ => DataKey::Heap(key.into()),
+        }
+    }
+
+    /// Lookups compare bytes: no UTF-8 check on the hot path.
+    #[inline]
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            DataKey::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or(&[]),
+            DataKey::Heap(key) => key.as_bytes(),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // Built from a `&str` cut at its own length, so always UTF-8.
+            DataKey::Inline { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            DataKey::Heap(key) => key,
+        }
+    }
+}
+
+impl PartialEq for DataKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl fmt::Debug for DataKey {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl<'de> Deserialize<'de> for DataKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = DataKey;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_str<E>(self, key: &str) -> Result<DataKey, E> {
+                Ok(DataKey::new(key))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
 /// A JSON object: its entries sorted by key, each key once.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DataObject {
-    entries: Box<[(Box<str>, DataValue)]>,
+    entries: Box<[(DataKey, DataValue)]>,
 }
 
 impl DataObject {
     /// Sorts `entries` by key; of a repeated key the last one stays, as
     /// when a JSON object is read into a map.
-    pub fn from_entries(mut entries: Vec<(Box<str>, DataValue)>) -> Self {
+    pub fn from_entries<K: AsRef<str>>(entries: Vec<(K, DataValue)>) -> Self {
+        let entries = entries
+            .into_iter()
+            .map(|(k, v)| (DataKey::new(k.as_ref()), v))
+            .collect();
+        Self::from_keyed(entries)
+    }
+
+    fn from_keyed(mut entries: Vec<(DataKey, DataValue)>) -> Self {
         // Stable, so equal keys keep their input order and the last of a
         // run is the one written last.
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         if !entries.windows(2).any(|pair| pair[0].0 == pair[1].0) {
             return Self {
                 entries: entries.into_boxed_slice(),
             };
         }
-        let mut kept: Vec<(Box<str>, DataValue)> = Vec::with_capacity(entries.len());
+        let mut kept: Vec<(DataKey, DataValue)> = Vec::with_capacity(entries.len());
         for entry in entries {
             match kept.last_mut() {
                 Some(last) if last.0 == entry.0 => *last = entry,
@@ -65,12 +147,12 @@ impl DataObject {
             return self
                 .entries
                 .iter()
-                .find(|(k, _)| k.as_ref() == key)
+                .find(|(k, _)| k.as_bytes() == key.as_bytes())
                 .map(|(_, v)| v);
         }
         let at = self
             .entries
-            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
+            .binary_search_by(|(k, _)| k.as_bytes().cmp(key.as_bytes()))
             .ok()?;
         self.entries.get(at).map(|(_, v)| v)
     }
@@ -85,15 +167,23 @@ impl DataObject {
 
     /// The entries in key order.
     pub fn iter(&self) -> Entries<'_> {
-        self.entries.iter().map(|(k, v)| (k.as_ref(), v))
+        Entries(self.entries.iter())
     }
 }
 
 /// The iterator over an object's entries, in key order.
-pub type Entries<'a> = std::iter::Map<
-    std::slice::Iter<'a, (Box<str>, DataValue)>,
-    fn(&'a (Box<str>, DataValue)) -> (&'a str, &'a DataValue),
->;
+#[derive(Debug)]
+pub struct Entries<'a>(std::slice::Iter<'a, (DataKey, DataValue)>);
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = (&'a str, &'a DataValue);
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().map(|(k, v)| (k.as_str(), v))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
 
 impl<'a> IntoIterator for &'a DataObject {
     type Item = (&'a str, &'a DataValue);
@@ -120,9 +210,8 @@ impl DataValue {
     }
 
     /// Builds an object from `(key, value)` pairs.
-    pub fn object<K: Into<Box<str>>>(entries: impl IntoIterator<Item = (K, DataValue)>) -> Self {
-        let entries = entries.into_iter().map(|(k, v)| (k.into(), v)).collect();
-        DataValue::Object(DataObject::from_entries(entries))
+    pub fn object<K: AsRef<str>>(entries: impl IntoIterator<Item = (K, DataValue)>) -> Self {
+        DataValue::Object(DataObject::from_entries(entries.into_iter().collect()))
     }
 
     /// The same value as a `serde_json::Value`.
@@ -168,7 +257,7 @@ impl From<&serde_json::Value> for DataValue {
                 // A `serde_json::Map` is already sorted and unique.
                 entries: map
                     .iter()
-                    .map(|(k, v)| (k.as_str().into(), Self::from(v)))
+                    .map(|(k, v)| (DataKey::new(k), Self::from(v)))
                     .collect(),
             }),
         }
@@ -260,10 +349,10 @@ impl<'de> Visitor<'de> for DataVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataValue, A::Error> {
         let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
-        while let Some(key) = map.next_key::<Box<str>>()? {
+        while let Some(key) = map.next_key::<DataKey>()? {
             entries.push((key, map.next_value()?));
         }
-        Ok(DataValue::Object(DataObject::from_entries(entries)))
+        Ok(DataValue::Object(DataObject::from_keyed(entries)))
     }
 }
 
@@ -304,5 +393,16 @@ mod tests {
         assert_eq!(object.get("k40"), None);
         let small = DataValue::object([("b", DataValue::Int(1)), ("a", DataValue::Null)]);
         assert_eq!(small.to_json(), json!({"a": null, "b": 1}));
+        let long = "k".repeat(INLINE_KEY + 1);
+        let edge = "é".repeat(INLINE_KEY / 2);
+        let keys = DataValue::object([
+            (long.as_str(), DataValue::Int(1)),
+            (edge.as_str(), DataValue::Int(2)),
+        ]);
+        let object = keys.as_object().unwrap_or_else(|| panic!("an object"));
+        assert_eq!(object.get(&long), Some(&DataValue::Int(1)));
+        assert_eq!(object.get(&edge), Some(&DataValue::Int(2)));
+        let names: Vec<&str> = object.iter().map(|(k, _)| k).collect();
+        assert_eq!(names, [long.as_str(), edge.as_str()], "sorted as bytes");
     }
 }

@@ -595,7 +595,11 @@ impl<'a> Machine<'a, '_> {
         let Some(Const::Path(path)) = self.consts.get(i as usize) else {
             return Err(malformed(pc, "Data does not name a path constant"));
         };
-        let value = self.event.data_at(path.iter().map(String::as_str));
+        // Most paths are one key (`data.v`): no iterator to set up.
+        let value = match path.as_slice() {
+            [key] => self.event.data.as_object().and_then(|o| o.get(key)),
+            _ => self.event.data_at(path.iter().map(String::as_str)),
+        };
         Ok(data_to_slot(value, path)?)
     }
 

@@ -18,7 +18,7 @@ pub use view::{
 
 use crate::{EndReason, NonFireReason, Time};
 use rulecore::event::Event;
-use rulecore::event_data::DataValue;
+use rulecore::event_data::{DataValue, ENTRY_BYTES, INLINE_KEY};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::size_of;
@@ -128,11 +128,12 @@ fn value_bytes(value: &DataValue, mut bytes: usize) -> Option<usize> {
                 bytes = value_bytes(item, bytes)?;
             }
         }
-        // One boxed slice of (key, value) entries, each key its own box.
+        // One boxed slice of (key, value) entries; a long key is its own box.
         DataValue::Object(object) => {
-            bytes += object.len() * size_of::<(Box<str>, DataValue)>();
+            bytes += object.len() * ENTRY_BYTES;
             for (key, value) in object.iter() {
-                bytes = value_bytes(value, bytes + key.len())?;
+                let key_heap = if key.len() > INLINE_KEY { key.len() } else { 0 };
+                bytes = value_bytes(value, bytes + key_heap)?;
             }
         }
         _ => {}
