@@ -19,6 +19,7 @@ use rulecore::bundle::{Action, Payload, Rule, Step};
 use rulecore::bytecode::{Const, Program};
 use rulecore::codec::{decode, encode};
 use rulecore::event::Event;
+use rulecore::event_data::DataValue;
 use rulecore::topic::TopicPattern;
 use ruled_engine::{Effect, Engine, EngineConfig, Now, Time};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -357,9 +358,10 @@ mod when {
                 .unwrap();
         }
         for (key, value) in event.data.as_object().into_iter().flatten() {
-            let value = match value.as_i64() {
-                Some(i) => Value::Int(i),
-                None => Value::Float(value.as_f64().unwrap()),
+            let value = match value {
+                DataValue::Int(i) => Value::Int(*i),
+                DataValue::Float(f) => Value::Float(*f),
+                other => panic!("not a number: {other:?}"),
             };
             ctx.set_value(format!("data.{key}"), value).unwrap();
         }

@@ -22,6 +22,7 @@ use rulec::when::{check, lower, ConstPool};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Const, Program};
 use rulecore::event::Event;
+use rulecore::event_data::DataValue;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -131,12 +132,11 @@ fn evalexpr_context(event: &Event) -> HashMapContext<DefaultNumericTypes> {
     if let Some(data) = event.data.as_object() {
         for (key, value) in data {
             let value = match value {
-                serde_json::Value::Number(n) => match n.as_i64() {
-                    Some(i) => Value::Int(i),
-                    None => Value::Float(n.as_f64().unwrap()),
-                },
-                serde_json::Value::String(s) => Value::String(s.clone()),
-                serde_json::Value::Bool(b) => Value::Boolean(*b),
+                DataValue::Int(i) => Value::Int(*i),
+                DataValue::UInt(u) => Value::Float(*u as f64),
+                DataValue::Float(f) => Value::Float(*f),
+                DataValue::Str(s) => Value::String(s.to_string()),
+                DataValue::Bool(b) => Value::Boolean(*b),
                 _ => Value::Empty,
             };
             ctx.set_value(format!("data.{key}"), value).unwrap();

@@ -169,7 +169,7 @@ fn random_inputs(
             src,
             from,
             to,
-            data,
+            data: data.into(),
             ..Event::default()
         },
         state,
@@ -471,7 +471,7 @@ fn context(inputs: &Inputs, paths: &[String]) -> Ctx {
     for path in paths {
         let value = match event.data_at(path.split('.')) {
             None => Some(Value::Empty),
-            Some(json) => json_to_evalexpr(json),
+            Some(data) => json_to_evalexpr(&data.to_json()),
         };
         if let Some(value) = value {
             set(&mut ctx, &format!("data.{path}"), value);
@@ -924,7 +924,8 @@ fn edge_cases_agree_with_known_answers() {
             "arr": [1], "obj": { "k": 1 },
             "max": i64::MAX, "min": i64::MIN, "root": 3037000500_i64, "zero": 0,
             "padded": " 42 ", "exp": "1e3", "word": "inf",
-        }),
+        })
+        .into(),
         ..Event::default()
     };
     let inputs = Inputs {

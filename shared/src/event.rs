@@ -1,5 +1,6 @@
 //! The event envelope (docs/events.md), as published on `ev:<topic>`.
 
+use crate::event_data::DataValue;
 use serde::{Deserialize, Serialize};
 
 /// One event. Every field but `topic` may be absent; absent strings read as
@@ -17,9 +18,10 @@ pub struct Event {
     pub from: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
-    /// The `data` object; `Null` when absent.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub data: serde_json::Value,
+    /// The `data` object, parsed once (docs/engine.md#the-48-mb-box);
+    /// `Null` when absent.
+    #[serde(default, skip_serializing_if = "DataValue::is_null")]
+    pub data: DataValue,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +54,7 @@ struct BusEnvelope {
     #[serde(default)]
     to: Option<String>,
     #[serde(default)]
-    data: serde_json::Value,
+    data: DataValue,
 }
 
 impl Event {
@@ -107,7 +109,10 @@ impl Event {
             src: Some(Self::INPUT_SRC.to_string()),
             from: Some(from.to_string()),
             to: Some(to.to_string()),
-            data: serde_json::json!({ "hash": hash, "field": field }),
+            data: DataValue::object([
+                ("hash", DataValue::Str(hash.into())),
+                ("field", DataValue::Str(field.into())),
+            ]),
             ..Event::default()
         }
     }
@@ -119,7 +124,10 @@ impl Event {
         Event {
             topic: topic.to_string(),
             src: Some(Self::INPUT_SRC.to_string()),
-            data: serde_json::json!({ "channel": channel, "payload": payload }),
+            data: DataValue::object([
+                ("channel", DataValue::Str(channel.into())),
+                ("payload", DataValue::from(&payload)),
+            ]),
             ..Event::default()
         }
     }
@@ -138,7 +146,8 @@ impl Event {
     }
 
     /// Looks up `data.a.b` by its path segments (`["a", "b"]`).
-    pub fn data_at<'a, I>(&self, path: I) -> Option<&serde_json::Value>
+    #[inline]
+    pub fn data_at<'a, I>(&self, path: I) -> Option<&DataValue>
     where
         I: IntoIterator<Item = &'a str>,
     {
@@ -160,7 +169,7 @@ mod tests {
         let event = Event::decode(full).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(event.topic, "alarm.triggered");
         assert_eq!(event.to(), "level-2-triggered");
-        assert_eq!(event.data_at(["x", "y"]), Some(&serde_json::json!("z")));
+        assert_eq!(event.data_at(["x", "y"]), Some(&DataValue::Str("z".into())));
         assert_eq!(event.data_at(["missing"]), None);
 
         let minimal = Event::decode(br#"{"topic":"t"}"#).unwrap_or_else(|e| panic!("{e}"));
@@ -175,7 +184,7 @@ mod tests {
         let absent = absent.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(absent.topic, "seatbox.opened");
         assert_eq!(absent.src(), "seatbox");
-        assert_eq!(absent.data_at(["n"]), Some(&serde_json::json!(1)));
+        assert_eq!(absent.data_at(["n"]), Some(&DataValue::Int(1)));
         let same = decode(br#"{"topic":"seatbox.opened","ts":5}"#);
         assert_eq!(same.map(|e| e.ts).ok(), Some(Some(5)));
         assert!(matches!(

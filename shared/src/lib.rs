@@ -9,7 +9,7 @@
 //! checked once at load by [`verify`] (with the rule format's [`limits`]) and
 //! run by [`vm`]. The rest is small
 //! shared vocabulary: Go [`duration`]s, [`topic`] patterns, the [`event`]
-//! envelope, [`suggest`] for "did you mean", and [`fuzz`] for the
+//! envelope and its parsed-once [`event_data`], [`suggest`] for "did you mean", and [`fuzz`] for the
 //! randomized tests' seeds and generator.
 
 pub mod bundle;
@@ -18,6 +18,7 @@ pub mod codec;
 pub mod dump;
 pub mod duration;
 pub mod event;
+pub mod event_data;
 pub mod fingerprint;
 pub mod fuzz;
 pub mod input_file;

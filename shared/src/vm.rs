@@ -40,6 +40,7 @@
 
 use crate::bytecode::{Builtin, Const, EventField, Op, Program};
 use crate::event::Event;
+use crate::event_data::DataValue;
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
@@ -250,11 +251,11 @@ pub fn builtin_arity(builtin: Builtin) -> (u8, u8) {
 
 /// Converts a `data` value found in the event to a VM value (see the module
 /// docs for the mapping). `path` is only used in the error.
-pub fn json_to_value<'a>(
-    json: Option<&'a serde_json::Value>,
+pub fn data_to_value<'a>(
+    value: Option<&'a DataValue>,
     path: &[String],
 ) -> Result<Value<'a>, EvalError> {
-    Ok(match json_to_slot(json, path)? {
+    Ok(match data_to_slot(value, path)? {
         Slot::Str(s) => Value::Str(Cow::Borrowed(s)),
         Slot::Int(i) => Value::Int(i),
         Slot::Float(f) => Value::Float(f),
@@ -266,21 +267,17 @@ pub fn json_to_value<'a>(
 // Inlined into the VM loop: returning the large `Result` through memory
 // cost a tenth of a two-lookup program (compiler/benches, perf).
 #[inline(always)]
-fn json_to_slot<'a>(
-    json: Option<&'a serde_json::Value>,
-    path: &[String],
-) -> Result<Slot<'a>, EvalError> {
-    Ok(match json {
-        None | Some(serde_json::Value::Null) => Slot::Empty,
-        Some(serde_json::Value::Bool(b)) => Slot::Bool(*b),
-        Some(serde_json::Value::Number(n)) => match (n.as_i64(), n.as_f64()) {
-            (Some(i), _) => Slot::Int(i),
-            (None, Some(f)) => Slot::Float(f),
-            (None, None) => return Err(not_scalar(path, "a number")),
-        },
-        Some(serde_json::Value::String(s)) => Slot::Str(s),
-        Some(serde_json::Value::Array(_)) => return Err(not_scalar(path, "an array")),
-        Some(serde_json::Value::Object(_)) => return Err(not_scalar(path, "an object")),
+fn data_to_slot<'a>(value: Option<&'a DataValue>, path: &[String]) -> Result<Slot<'a>, EvalError> {
+    Ok(match value {
+        None | Some(DataValue::Null) => Slot::Empty,
+        Some(DataValue::Bool(b)) => Slot::Bool(*b),
+        Some(DataValue::Int(i)) => Slot::Int(*i),
+        // Beyond `i64`: a float, as `serde_json` reads it.
+        Some(DataValue::UInt(u)) => Slot::Float(*u as f64),
+        Some(DataValue::Float(f)) => Slot::Float(*f),
+        Some(DataValue::Str(s)) => Slot::Str(s),
+        Some(DataValue::Array(_)) => return Err(not_scalar(path, "an array")),
+        Some(DataValue::Object(_)) => return Err(not_scalar(path, "an object")),
     })
 }
 
@@ -598,8 +595,12 @@ impl<'a> Machine<'a, '_> {
         let Some(Const::Path(path)) = self.consts.get(i as usize) else {
             return Err(malformed(pc, "Data does not name a path constant"));
         };
-        let json = self.event.data_at(path.iter().map(String::as_str));
-        Ok(json_to_slot(json, path)?)
+        // Most paths are one key (`data.v`): no iterator to set up.
+        let value = match path.as_slice() {
+            [key] => self.event.data.as_object().and_then(|o| o.get(key)),
+            _ => self.event.data_at(path.iter().map(String::as_str)),
+        };
+        Ok(data_to_slot(value, path)?)
     }
 
     /// `State(i)`: the shadow's value of state pair `i`.

@@ -198,6 +198,7 @@ fn decode(format: PayloadFormat, payload: &[u8]) -> Result<serde_json::Value, St
 mod tests {
     use super::*;
     use rulecore::bundle::{Action, Input, Rule, Step};
+    use rulecore::event_data::DataValue;
     use rulecore::TopicPattern;
 
     fn payload(inputs: Vec<Input>, enabled: bool) -> Payload {
@@ -260,7 +261,7 @@ mod tests {
         assert_eq!(events[0].src(), "adapter");
         assert_eq!(
             events[0].data_at(["field"]),
-            Some(&serde_json::json!("engine-power"))
+            Some(&DataValue::Str("engine-power".into()))
         );
         assert!(inputs.hash_events(1, "on", "on").is_empty(), "equal values");
     }
@@ -283,7 +284,7 @@ mod tests {
         let events = inputs.channel_events("accessory:report", br#"{"status":"ok"}"#, &mut logs);
         assert_eq!(
             events[0].data_at(["payload", "status"]),
-            Some(&serde_json::json!("ok"))
+            Some(&DataValue::Str("ok".into()))
         );
         let secret = b"{secret-not-json";
         assert!(inputs
@@ -309,7 +310,7 @@ mod tests {
         let events = text.channel_events("accessory:report", b"plain", &mut logs);
         assert_eq!(
             events[0].data_at(["payload"]),
-            Some(&serde_json::json!("plain"))
+            Some(&DataValue::Str("plain".into()))
         );
     }
 }

@@ -18,6 +18,7 @@ pub use view::{
 
 use crate::{EndReason, NonFireReason, Time};
 use rulecore::event::Event;
+use rulecore::event_data::{DataValue, ENTRY_BYTES, INLINE_KEY};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::size_of;
@@ -115,41 +116,29 @@ fn event_bytes(event: &Event) -> Option<usize> {
 /// `bytes` plus the heap `value` holds, or `None` once past
 /// [`TRACE_EVENT_MAX`]. Every level of nesting adds to `bytes`, so the
 /// recursion ends within a few hundred levels.
-fn value_bytes(value: &serde_json::Value, mut bytes: usize) -> Option<usize> {
+fn value_bytes(value: &DataValue, mut bytes: usize) -> Option<usize> {
     if bytes > TRACE_EVENT_MAX {
         return None;
     }
     match value {
-        serde_json::Value::String(s) => bytes += s.len(),
-        serde_json::Value::Array(items) => {
-            bytes += items.len() * size_of::<serde_json::Value>();
-            for item in items {
+        DataValue::Str(s) => bytes += s.len(),
+        DataValue::Array(items) => {
+            bytes += items.len() * size_of::<DataValue>();
+            for item in items.iter() {
                 bytes = value_bytes(item, bytes)?;
             }
         }
-        serde_json::Value::Object(map) => {
-            bytes += map_nodes(map.len());
-            for (key, value) in map {
-                bytes = value_bytes(value, bytes + key.len())?;
+        // One boxed slice of (key, value) entries; a long key is its own box.
+        DataValue::Object(object) => {
+            bytes += object.len() * ENTRY_BYTES;
+            for (key, value) in object.iter() {
+                let key_heap = if key.len() > INLINE_KEY { key.len() } else { 0 };
+                bytes = value_bytes(value, bytes + key_heap)?;
             }
         }
         _ => {}
     }
     (bytes <= TRACE_EVENT_MAX).then_some(bytes)
-}
-
-/// The nodes of a `data` object (a B-tree of 11 entries a node, each
-/// with a parent link, two counts and child links in inner nodes), as
-/// many as a tree half full would take beyond one node.
-fn map_nodes(entries: usize) -> usize {
-    const NODE: usize = 11 * (size_of::<String>() + size_of::<serde_json::Value>())
-        + 12 * size_of::<usize>()
-        + 2 * size_of::<usize>();
-    match entries {
-        0 => 0,
-        1..=11 => NODE,
-        _ => (entries.div_ceil(5) + entries.div_ceil(30)) * NODE,
-    }
 }
 
 fn error_text(text: &str) -> Box<str> {
@@ -742,7 +731,7 @@ mod tests {
     fn a_large_event_is_cut_on_a_character_boundary() {
         let big = Arc::new(Event {
             topic: "t".into(),
-            data: serde_json::json!({ "text": "é".repeat(4000) }),
+            data: serde_json::json!({ "text": "é".repeat(4000) }).into(),
             ..Event::default()
         });
         match TracedEvent::new(&big) {

@@ -97,7 +97,7 @@ impl H {
         let event = Event {
             topic: "battery.charge.changed".into(),
             id: Some(format!("{ms}")),
-            data: json!({ "charge": charge }),
+            data: json!({ "charge": charge }).into(),
             ..Event::default()
         };
         self.engine.handle_event(self.at(), event);

@@ -54,7 +54,7 @@ fn measure(payload: &Arc<Payload>, traces: usize) -> (isize, isize, usize, usize
             topic: format!("t.{i}"),
             id: Some(format!("{i:032x}")),
             src: Some("vehicle".into()),
-            data: serde_json::json!({ "level": i }),
+            data: serde_json::json!({ "level": i }).into(),
             ..Event::default()
         })
         .collect();

@@ -7,6 +7,7 @@
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use rulecore::event::Event;
+use rulecore::event_data::DataValue;
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::process::Stdio;
@@ -122,14 +123,15 @@ fn event_env(event: &Event) -> Vec<(String, String)> {
     if let Some(data) = event.data.as_object() {
         for (key, value) in data {
             let text = match value {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Number(n) => n.to_string(),
-                serde_json::Value::Bool(b) => b.to_string(),
+                DataValue::Str(s) => s.to_string(),
+                DataValue::Int(i) => i.to_string(),
+                DataValue::UInt(u) => u.to_string(),
+                // Written as JSON writes it (`7.5`, `1e20`).
+                DataValue::Float(_) => value.to_json().to_string(),
+                DataValue::Bool(b) => b.to_string(),
                 // Not scalars: objects and arrays have no one-line value, and
                 // null is "no value".
-                serde_json::Value::Null
-                | serde_json::Value::Array(_)
-                | serde_json::Value::Object(_) => continue,
+                DataValue::Null | DataValue::Array(_) | DataValue::Object(_) => continue,
             };
             vars.push((format!("LS_DATA_{}", env_key(key)), text));
         }

@@ -3,6 +3,7 @@
 //! (`[[event]] #3`), the key and the fix, the way rule files are checked.
 
 use rulecore::event::Event;
+use rulecore::event_data::DataValue;
 use rulecore::{parse_duration, DurationError};
 use serde::{Deserialize, Deserializer};
 use std::fmt;
@@ -72,7 +73,7 @@ impl EventEntry {
             src: self.src.clone(),
             from: self.from.clone(),
             to: self.to.clone(),
-            data: self.data.clone().unwrap_or(serde_json::Value::Null),
+            data: self.data.as_ref().map_or(DataValue::Null, DataValue::from),
         }
     }
 }
