@@ -76,7 +76,8 @@ fn constant(constant: &Const) -> usize {
 fn payload(payload: &Payload) -> usize {
     size_of::<Payload>() + 2 * size_of::<usize>() // in its `Arc`
         + payload.compiler_version.len()
-        + decoded_vec::<Rule>(payload.rules.len())
+        // Reserved at its exact length (rulecore::payload_decode).
+        + payload.rules.len() * size_of::<Rule>()
         + payload.rules.iter().map(rule).sum::<usize>()
         + decoded_vec::<rulecore::bundle::StatePair>(payload.state_pairs.len())
         + payload
