@@ -16,6 +16,7 @@ use rulecore::bundle::{Payload, Rule, Step};
 use rulecore::codec::{self, BundleError};
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// `rulec build` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -75,11 +76,19 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
     );
     let mut lower_opt =
         |expr: &Option<CheckedExpr>| expr.as_ref().map(|e| lower(&e.checked, &mut pool));
+    // Rules come file by file: the rules of one file share its name.
+    let mut file: Arc<str> = Arc::from("");
+    let mut source_of = |name: &str| {
+        if *file != *name {
+            file = Arc::from(name);
+        }
+        Arc::clone(&file)
+    };
     let rules_out: Vec<Rule> = rules
         .iter()
         .map(|rule| Rule {
             name: rule.name.clone(),
-            source: rule.source.clone(),
+            source: source_of(&rule.source),
             enabled: rule.enabled,
             on: rule.on.clone(),
             cancel_on: rule.cancel_on.clone(),

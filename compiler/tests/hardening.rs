@@ -233,7 +233,7 @@ fn a_rule_file_name_that_is_not_utf8_is_rejected() {
     );
     assert!(stderr.contains("3 files, 1 rule: 2 errors"), "{stderr}");
     let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
-    let names: Vec<_> = bundle.payload.rules.iter().map(|r| &r.source).collect();
+    let names: Vec<_> = bundle.payload.rules.iter().map(|r| &*r.source).collect();
     assert_eq!(names, ["b.toml"]);
 }
 

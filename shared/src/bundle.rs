@@ -6,16 +6,21 @@
 use crate::bytecode::{Const, Program};
 use crate::fingerprint::{fingerprint_of, step_fingerprint};
 use crate::topic::TopicPattern;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// 2: rules carry `hold_ns` (`for`, docs/semantics.md#hold), and a
 /// `redis` action its reply `timeout_ns`. 3: the payload carries `inputs`
-/// and each rule the indices of its own (docs/rules.md#inputs).
-pub const FORMAT_VERSION: u16 = 3;
+/// and each rule the indices of its own (docs/rules.md#inputs). 4: rule
+/// files are named once, in a table, and each rule by its index there
+/// (docs/bundle.md#what-the-payload-holds).
+pub const FORMAT_VERSION: u16 = 4;
 
-/// Everything a bundle carries.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
+/// [`crate::payload_decode`].
+#[derive(Debug, Clone, PartialEq)]
 pub struct Payload {
     /// `rulec`'s version that wrote the bundle.
     pub compiler_version: String,
@@ -51,6 +56,25 @@ impl Payload {
         payload
     }
 
+    /// The rule files named once each, in order of first use, and the
+    /// index of each rule's file in that table: how the payload stores
+    /// them (docs/bundle.md#what-the-payload-holds).
+    pub fn source_table(&self) -> (Vec<&str>, Vec<usize>) {
+        let mut files: Vec<&str> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let rule_files = self
+            .rules
+            .iter()
+            .map(|rule| {
+                *index.entry(&rule.source).or_insert_with(|| {
+                    files.push(&rule.source);
+                    files.len() - 1
+                })
+            })
+            .collect();
+        (files, rule_files)
+    }
+
     /// Recomputes every step's fingerprint with
     /// [`fingerprint_of`] against this payload's pools. Call it after
     /// changing a step's action, timing or `when`, or the pools.
@@ -67,11 +91,46 @@ pub struct StatePair {
     pub field: String,
 }
 
+/// The payload as encoded (format 4): [`Payload`]'s fields, with the rule
+/// files in a table (`sources`) and each rule's index in it (`rule_sources`,
+/// one per rule, before the rules so the decoder names each rule's file as
+/// it reads it).
+#[derive(Debug, Serialize)]
+pub struct PayloadWire<'a> {
+    pub compiler_version: &'a str,
+    pub sources: Vec<&'a str>,
+    pub rule_sources: Vec<usize>,
+    pub rules: &'a [Rule],
+    pub state_pairs: &'a [StatePair],
+    pub consts: &'a [Const],
+    pub inputs: &'a [Input],
+}
+
+impl Serialize for Payload {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (sources, rule_sources) = self.source_table();
+        PayloadWire {
+            compiler_version: &self.compiler_version,
+            sources,
+            rule_sources,
+            rules: &self.rules,
+            state_pairs: &self.state_pairs,
+            consts: &self.consts,
+            inputs: &self.inputs,
+        }
+        .serialize(serializer)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rule {
     pub name: String,
-    /// The rule file's name relative to the rules directory.
-    pub source: String,
+    /// The rule file's name relative to the rules directory. Rules of one
+    /// file share it: the payload names each file once
+    /// ([`Payload::source_table`]), and the decoder hands every rule of a
+    /// file the same `Arc`.
+    #[serde(skip)]
+    pub source: Arc<str>,
     /// `false`: replay-only (docs/rules.md#disabled-rules).
     pub enabled: bool,
     pub on: Vec<TopicPattern>,
@@ -99,7 +158,7 @@ impl Rule {
     /// `when`. Set other fields on the result.
     pub fn new(
         name: impl Into<String>,
-        source: impl Into<String>,
+        source: impl Into<Arc<str>>,
         on: Vec<TopicPattern>,
         steps: Vec<Step>,
     ) -> Rule {
@@ -297,7 +356,7 @@ mod tests {
     fn rule_new_defaults() {
         let on = vec![TopicPattern::parse("alarm.*").unwrap()];
         let rule = Rule::new("r", "a.toml", on.clone(), vec![Step::new(blink("x"), 0)]);
-        assert_eq!((rule.name.as_str(), rule.source.as_str()), ("r", "a.toml"));
+        assert_eq!((rule.name.as_str(), &*rule.source), ("r", "a.toml"));
         assert!(rule.enabled);
         assert_eq!(rule.on, on);
         assert!(rule.cancel_on.is_empty());

@@ -9,6 +9,7 @@
 
 use crate::bundle::{Payload, FORMAT_VERSION, MAGIC};
 use crate::input_file::{read_bounded, InputError};
+use crate::payload_decode::decode_payload;
 use crate::verify::{verify_payload, PayloadError};
 use std::fs;
 use std::io::Write;
@@ -52,7 +53,7 @@ pub enum BundleError {
     #[error("bundle digest does not match its payload (corrupted)")]
     DigestMismatch,
     #[error("bundle payload does not decode: {0}")]
-    Decode(postcard::Error),
+    Decode(crate::payload_decode::DecodeError),
     #[error("bundle payload has {extra} undecoded bytes at its end")]
     PayloadTrailing { extra: usize },
     #[error("bundle fails verification: {0}")]
@@ -139,8 +140,7 @@ pub fn decode(bytes: &[u8]) -> Result<Bundle, BundleError> {
     if hash != blake3::Hash::from_bytes(want_digest) {
         return Err(BundleError::DigestMismatch);
     }
-    let (payload, rest) =
-        postcard::take_from_bytes::<Payload>(body).map_err(BundleError::Decode)?;
+    let (payload, rest) = decode_payload(body).map_err(BundleError::Decode)?;
     if !rest.is_empty() {
         return Err(BundleError::PayloadTrailing { extra: rest.len() });
     }

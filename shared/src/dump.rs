@@ -554,7 +554,7 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
     };
     json!({
         "name": rule.name,
-        "source": rule.source,
+        "source": &*rule.source,
         "enabled": rule.enabled,
         "on": pats(&rule.on),
         "cancel_on": pats(&rule.cancel_on),

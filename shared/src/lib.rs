@@ -4,7 +4,8 @@
 //! whole, bounded), which both halves share.
 //!
 //! The bundle (docs/bundle.md) is [`bundle`] (the data model), [`codec`] (the
-//! file: encode, checked decode, atomic write) and [`fingerprint`] (what a
+//! file: encode, checked decode, atomic write), [`payload_decode`] (the
+//! payload decoded with exact-size vectors) and [`fingerprint`] (what a
 //! step does, hashed). A `when` (docs/when-language.md) is a [`bytecode`] program,
 //! checked once at load by [`verify`] (with the rule format's [`limits`]) and
 //! run by [`vm`]. The rest is small
@@ -23,6 +24,7 @@ pub mod fingerprint;
 pub mod fuzz;
 pub mod input_file;
 pub mod limits;
+pub mod payload_decode;
 pub mod suggest;
 pub mod topic;
 pub mod verify;

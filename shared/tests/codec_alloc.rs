@@ -86,17 +86,22 @@ const LIMIT: usize = 4 << 20;
 #[test]
 fn huge_length_prefixes_allocate_little() {
     let claims = [u64::from(u32::MAX), 1 << 32, 1 << 62];
-    // Where the lie sits: the compiler version string, the rules vector,
-    // the first rule's name, its `on` patterns, its `when` ops.
-    let prefixes: [&[u8]; 5] = [
+    // Where the lie sits: the compiler version string, the file table, the
+    // rules' file indices, the rules vector, the first rule's name, its
+    // `on` patterns, its `when` ops.
+    let prefixes: [&[u8]; 7] = [
         &[],
         &[0x00],
-        &[0x00, 0x01],
-        &[0x00, 0x01, 0x00, 0x00, 0x01],
-        // version "", 1 rule: name "", source "", enabled, on [], cancel_on
-        // [], Restart, cooldown 0, debounce 0, repeat {1, 0}, when Some(..)
+        &[0x00, 0x00],
+        &[0x00, 0x00, 0x00],
+        // version "", files [""], indices [0], 1 rule
+        &[0x00, 0x01, 0x00, 0x01, 0x00, 0x01],
+        &[0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01],
+        // ... name "", enabled, on [], cancel_on [], Restart, cooldown 0,
+        // debounce 0, for 0, repeat {1, 0}, when Some(..)
         &[
-            0x00, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01,
+            0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x01, 0x00, 0x01,
         ],
     ];
     for prefix in prefixes {

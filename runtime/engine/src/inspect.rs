@@ -144,7 +144,7 @@ impl Engine {
         });
         Some(RuleView {
             name: Arc::clone(&state.name),
-            source: spec.source.clone(),
+            source: spec.source.to_string(),
             enabled: state.enabled,
             bundle_enabled: spec.enabled,
             run,

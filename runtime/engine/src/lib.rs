@@ -702,8 +702,10 @@ impl Engine {
         }
     }
 
-    /// Replay from raw hash fields (`field`, stored value): the one place a
-    /// stored record is decoded (docs/semantics.md#durability-and-replay). A value that is not a
+    /// Replay from raw hash fields (`field`, stored value), each decoded by
+    /// [`PendingRecord::decode_field`], the one decoding of a stored record
+    /// (docs/semantics.md#durability-and-replay); the service decodes as it
+    /// reads and calls [`Engine::replay`]. A value that is not a
     /// record of its own run is logged once, with its
     /// [`RecordError::code`], and removed ([`DropReason::Undecodable`]);
     /// the rest go to [`Engine::replay`].

@@ -54,7 +54,6 @@ fn rule(rule: &Rule) -> usize {
         decoded_vec::<TopicPattern>(list.len()) + list.iter().map(pattern).sum::<usize>()
     };
     rule.name.len()
-        + rule.source.len()
         + patterns(&rule.on)
         + patterns(&rule.cancel_on)
         + program(&rule.when)
@@ -76,7 +75,15 @@ fn constant(constant: &Const) -> usize {
 fn payload(payload: &Payload) -> usize {
     size_of::<Payload>() + 2 * size_of::<usize>() // in its `Arc`
         + payload.compiler_version.len()
-        + decoded_vec::<Rule>(payload.rules.len())
+        // Each rule file's name once, in an `Arc` its rules share.
+        + payload
+            .source_table()
+            .0
+            .iter()
+            .map(|file| 2 * size_of::<usize>() + file.len())
+            .sum::<usize>()
+        // Reserved at its exact length (rulecore::payload_decode).
+        + payload.rules.len() * size_of::<Rule>()
         + payload.rules.iter().map(rule).sum::<usize>()
         + decoded_vec::<rulecore::bundle::StatePair>(payload.state_pairs.len())
         + payload

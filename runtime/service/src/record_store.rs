@@ -18,9 +18,11 @@ pub const MAX_RECORD_BYTES: usize = 64 * 1024;
 /// The longest field name replay reads; run ids are a rule name and two
 /// numbers.
 const MAX_FIELD_BYTES: usize = 1024;
-/// How many bytes of records replay holds at once, counting some 100
+/// How many bytes of stored records one replay takes, counting some 100
 /// bytes of bookkeeping for each (the service's budget is 48 MB,
-/// README.md#what-this-is). Records past it stay in the store.
+/// README.md#what-this-is). Records past it stay in the store. Each record
+/// is decoded as its batch arrives and its stored bytes freed, so at most
+/// one batch ([`FETCH_BYTES`]) of raw values is held at once.
 pub const REPLAY_BUDGET_BYTES: usize = 6 * 1024 * 1024;
 /// What one record held costs beside its name and value (allocations,
 /// the vector's entry), so many tiny records cannot slip under the budget.
@@ -70,7 +72,10 @@ pub struct PendingScan {
 
 /// Reads the pending store for replay (docs/service.md#pending-records-hash-extensionspending):
 /// incrementally (`HSCAN`, run in a script that sends lengths before any
-/// value), binary-safe, in bounded memory. A field whose name is not UTF-8
+/// value), binary-safe, in bounded memory, each record decoded as its
+/// batch arrives ([`PendingRecord::decode_field`], the engine's one
+/// decoding) so raw values never pile up beside their decoded form. A
+/// field whose name is not UTF-8
 /// or over 1 KiB, or whose value is over [`MAX_RECORD_BYTES`], is removed
 /// with a log line, and so is a value that is not a record of its run;
 /// records past [`REPLAY_BUDGET_BYTES`] stay in the store for a later
@@ -80,7 +85,7 @@ pub struct PendingScan {
 pub async fn read_pending(
     con: &mut ConnectionManager,
     namespace: &Namespace,
-) -> redis::RedisResult<Vec<(String, Vec<u8>)>> {
+) -> redis::RedisResult<Vec<PendingRecord>> {
     read_pending_scan(con, namespace)
         .await
         .map(|(records, _)| records)
@@ -90,7 +95,7 @@ pub async fn read_pending(
 pub async fn read_pending_scan(
     con: &mut ConnectionManager,
     namespace: &Namespace,
-) -> redis::RedisResult<(Vec<(String, Vec<u8>)>, PendingScan)> {
+) -> redis::RedisResult<(Vec<PendingRecord>, PendingScan)> {
     let pending = namespace.pending();
     let mut reader = PendingReader {
         pending: pending.clone(),
@@ -167,7 +172,8 @@ fn scan_round(round: Vec<redis::Value>) -> Option<(Vec<u8>, Vec<Scanned>)> {
 struct PendingReader {
     /// The pending store's key.
     pending: String,
-    records: Vec<(String, Vec<u8>)>,
+    records: Vec<PendingRecord>,
+    /// Stored bytes taken so far, against [`REPLAY_BUDGET_BYTES`].
     bytes: usize,
     scan: PendingScan,
 }
@@ -264,7 +270,7 @@ impl PendingReader {
         for (name, value) in names.into_iter().zip(values) {
             let Some(value) = value else { continue };
             match PendingRecord::decode_field(&name, &value) {
-                Ok(_) => self.records.push((name, value)),
+                Ok(record) => self.records.push(record),
                 Err(error) => {
                     log_removal!(
                         self.removal(),

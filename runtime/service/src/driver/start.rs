@@ -214,7 +214,7 @@ impl Service {
             );
         }
         let now = self.now();
-        self.engine.replay_raw(now, records);
+        self.engine.replay(now, records);
         self.perform_effects();
         Ok(())
     }

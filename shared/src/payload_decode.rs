@@ -1,0 +1,293 @@
+//! Decoding a bundle's payload (docs/bundle.md#the-loaders-memory): the
+//! rule files read once into shared names, and the rules vector reserved
+//! once, at the exact length the payload declares, and only when that many
+//! rules fit in the bytes left.
+//!
+//! serde's own `Vec` decoding trusts a declared length only up to 1 MiB
+//! of elements and grows by doubling past it: for 10,000 rules a vector of
+//! 19,416 (twice the heap they need, and a copy at each step), for 100,000
+//! rules 155,328. A declared length is a claim of a file nobody may have
+//! checked, so it is believed only as far as the bytes can back it: each
+//! rule takes at least [`MIN_RULE_BYTES`] of payload.
+
+use crate::bundle::{Input, Payload, Rule, StatePair};
+use crate::bytecode::Const;
+use serde::de::{DeserializeSeed, Deserializer, Error, SeqAccess, Visitor};
+use std::cell::Cell;
+use std::fmt;
+use std::sync::Arc;
+
+/// The fewest payload bytes a rule can take: one byte for each of its
+/// name, `enabled`, `on`, `cancel_on`, concurrency, cooldown, debounce,
+/// `for`, `when`, steps and inputs, two for its repeat.
+pub const MIN_RULE_BYTES: usize = 13;
+
+/// Why a payload does not decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("it declares more rules than its {bytes} bytes can hold (at most {most})")]
+    TooManyRules { bytes: usize, most: usize },
+    #[error("it names the files of {indices} rules, but holds {rules}")]
+    SourceCount { indices: usize, rules: usize },
+    #[error("rule {rule} names file {index} of a table of {files}")]
+    SourceIndex {
+        rule: usize,
+        index: usize,
+        files: usize,
+    },
+}
+
+/// Why a payload does not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("{0}")]
+    Refused(Refusal),
+    #[error("{0}")]
+    Postcard(#[from] postcard::Error),
+}
+
+/// Decodes a [`Payload`] from `body`, its whole postcard encoding;
+/// returns it with the bytes after it.
+pub fn decode_payload(body: &[u8]) -> Result<(Payload, &[u8]), DecodeError> {
+    let mut deserializer = postcard::Deserializer::from_bytes(body);
+    // postcard keeps no message of a custom error: the refusal is noted here.
+    let refusal = Cell::new(None);
+    let seed = PayloadSeed {
+        bytes: body.len(),
+        refusal: &refusal,
+    };
+    match seed.deserialize(&mut deserializer) {
+        Ok(payload) => Ok((payload, deserializer.finalize()?)),
+        Err(error) => Err(match refusal.get() {
+            Some(refusal) => DecodeError::Refused(refusal),
+            None => error.into(),
+        }),
+    }
+}
+
+/// The payload's fields in their encoded order
+/// ([`crate::bundle::PayloadWire`]).
+struct PayloadSeed<'a> {
+    /// The payload's length.
+    bytes: usize,
+    refusal: &'a Cell<Option<Refusal>>,
+}
+
+impl PayloadSeed<'_> {
+    fn refuse<E: Error>(&self, refusal: Refusal) -> E {
+        self.refusal.set(Some(refusal));
+        E::custom(refusal)
+    }
+}
+
+const FIELDS: [&str; 7] = [
+    "compiler_version",
+    "sources",
+    "rule_sources",
+    "rules",
+    "state_pairs",
+    "consts",
+    "inputs",
+];
+
+impl<'de> DeserializeSeed<'de> for PayloadSeed<'_> {
+    type Value = Payload;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Payload, D::Error> {
+        deserializer.deserialize_struct("Payload", &FIELDS, self)
+    }
+}
+
+impl<'de> Visitor<'de> for PayloadSeed<'_> {
+    type Value = Payload;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a bundle payload")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Payload, A::Error> {
+        let missing = |index: usize| A::Error::invalid_length(index, &"7 payload fields");
+        let compiler_version: String = seq.next_element()?.ok_or_else(|| missing(0))?;
+        let sources: Vec<&str> = seq.next_element()?.ok_or_else(|| missing(1))?;
+        let sources: Vec<Arc<str>> = sources.into_iter().map(Arc::from).collect();
+        let rule_sources: Vec<usize> = seq.next_element()?.ok_or_else(|| missing(2))?;
+        let rules = seq
+            .next_element_seed(ExactRules {
+                payload: &self,
+                sources: &sources,
+                rule_sources: &rule_sources,
+            })?
+            .ok_or_else(|| missing(3))?;
+        let state_pairs: Vec<StatePair> = seq.next_element()?.ok_or_else(|| missing(4))?;
+        let consts: Vec<Const> = seq.next_element()?.ok_or_else(|| missing(5))?;
+        let inputs: Vec<Input> = seq.next_element()?.ok_or_else(|| missing(6))?;
+        Ok(Payload {
+            compiler_version,
+            rules,
+            state_pairs,
+            consts,
+            inputs,
+        })
+    }
+}
+
+/// The rules vector, reserved once at its declared length; each rule gets
+/// its file from the table as it is read.
+struct ExactRules<'a> {
+    payload: &'a PayloadSeed<'a>,
+    sources: &'a [Arc<str>],
+    rule_sources: &'a [usize],
+}
+
+impl<'de> DeserializeSeed<'de> for ExactRules<'_> {
+    type Value = Vec<Rule>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<Rule>, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ExactRules<'_> {
+    type Value = Vec<Rule>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("the rules")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Rule>, A::Error> {
+        let bytes = self.payload.bytes;
+        let most = bytes / MIN_RULE_BYTES;
+        // postcard gives no hint when the declared length is larger than
+        // the bytes left: that count is a lie, refused before reserving.
+        let declared = match seq.size_hint() {
+            Some(declared) if declared <= most => declared,
+            _ => return Err(self.payload.refuse(Refusal::TooManyRules { bytes, most })),
+        };
+        if declared != self.rule_sources.len() {
+            return Err(self.payload.refuse(Refusal::SourceCount {
+                indices: self.rule_sources.len(),
+                rules: declared,
+            }));
+        }
+        let mut rules = Vec::new();
+        rules.try_reserve_exact(declared).map_err(|_| {
+            A::Error::custom(format_args!("cannot reserve memory for {declared} rules"))
+        })?;
+        for (rule, &index) in self.rule_sources.iter().enumerate() {
+            let Some(source) = self.sources.get(index) else {
+                return Err(self.payload.refuse(Refusal::SourceIndex {
+                    rule,
+                    index,
+                    files: self.sources.len(),
+                }));
+            };
+            let Some(mut decoded) = seq.next_element::<Rule>()? else {
+                break;
+            };
+            decoded.source = Arc::clone(source);
+            rules.push(decoded);
+        }
+        Ok(rules)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::{Action, Step};
+    use crate::topic::TopicPattern;
+
+    /// `count` rules, in files `a.toml` and `b.toml` by turns.
+    fn rules(count: usize) -> Payload {
+        let rules = (0..count)
+            .map(|i| {
+                let on = vec![TopicPattern::parse(&format!("t.{i}")).unwrap()];
+                let step = Step::new(Action::redis("l", "p"), 0);
+                let file = if i % 2 == 0 { "a.toml" } else { "b.toml" };
+                Rule::new(format!("r{i}"), file, on, vec![step])
+            })
+            .collect();
+        Payload::new("test", rules, vec![], vec![])
+    }
+
+    fn refusal(body: &[u8]) -> Refusal {
+        match decode_payload(body) {
+            Err(DecodeError::Refused(refusal)) => refusal,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn decodes_what_encode_wrote_rules_reserved_exactly_files_shared() {
+        // Past serde's 1 MiB of elements (4,854 rules), where it doubles.
+        let payload = rules(10_000);
+        let body = postcard::to_allocvec(&payload).unwrap();
+        let (decoded, rest) = decode_payload(&body).unwrap();
+        assert!(rest.is_empty());
+        assert_eq!(decoded, payload);
+        assert_eq!(decoded.rules.capacity(), 10_000);
+        // One name per file, shared by its rules.
+        assert_eq!(decoded.source_table().0, ["a.toml", "b.toml"]);
+        assert!(Arc::ptr_eq(
+            &decoded.rules[0].source,
+            &decoded.rules[2].source
+        ));
+        assert!(Arc::ptr_eq(
+            &decoded.rules[1].source,
+            &decoded.rules[9_999].source
+        ));
+    }
+
+    #[test]
+    fn more_rules_than_the_bytes_can_hold_are_refused_before_reserving() {
+        // Version "", no files, no indices, then 100 rules declared in 200
+        // bytes (at most 15).
+        let mut body = vec![0x00, 0x00, 0x00, 100];
+        body.resize(200, 0);
+        let refused = refusal(&body);
+        assert_eq!(
+            refused,
+            Refusal::TooManyRules {
+                bytes: 200,
+                most: 15
+            }
+        );
+        assert_eq!(
+            refused.to_string(),
+            "it declares more rules than its 200 bytes can hold (at most 15)"
+        );
+        // A count past the bytes left: postcard gives no hint.
+        let body = [0x00, 0x00, 0x00, 0xff, 0xff, 0x03, 0x00];
+        assert!(matches!(refusal(&body), Refusal::TooManyRules { .. }));
+    }
+
+    #[test]
+    fn a_file_index_per_rule_into_the_table() {
+        let payload = rules(3);
+        let (_, rule_sources) = payload.source_table();
+        assert_eq!(rule_sources, [0, 1, 0]);
+        let wire = |sources: Vec<&str>, rule_sources: Vec<usize>| {
+            let wire = crate::bundle::PayloadWire {
+                compiler_version: "test",
+                sources,
+                rule_sources,
+                rules: &payload.rules,
+                state_pairs: &[],
+                consts: &[],
+                inputs: &[],
+            };
+            postcard::to_allocvec(&wire).unwrap()
+        };
+        let body = wire(vec!["a.toml"], vec![0, 0]);
+        assert_eq!(
+            refusal(&body),
+            Refusal::SourceCount {
+                indices: 2,
+                rules: 3
+            }
+        );
+        let body = wire(vec!["a.toml", "b.toml"], vec![0, 1, 2]);
+        let refused = refusal(&body);
+        assert_eq!(refused.to_string(), "rule 2 names file 2 of a table of 2");
+    }
+}
