@@ -22,7 +22,7 @@ const MAX_FIELD_BYTES: usize = 1024;
 /// bytes of bookkeeping for each (the service's budget is 48 MB,
 /// README.md#what-this-is). Records past it stay in the store. Each record
 /// is decoded as its batch arrives and its stored bytes freed, so at most
-/// one batch ([`FETCH_BYTES`]) of raw values is held at once.
+/// one batch (`FETCH_BYTES`, 1 MiB) of raw values is held at once.
 pub const REPLAY_BUDGET_BYTES: usize = 6 * 1024 * 1024;
 /// What one record held costs beside its name and value (allocations,
 /// the vector's entry), so many tiny records cannot slip under the budget.
