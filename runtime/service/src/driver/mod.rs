@@ -253,11 +253,12 @@ impl Service {
     /// is subscribed and watched before the answer goes out, so a client
     /// that publishes right after it is heard.
     async fn answer_control(&mut self, call: Call) {
-        let old_pairs = self.engine.watched_pairs().to_vec();
-        let live = self.engine.live_patterns();
         let answer = self.on_control(&call);
-        if self.engine.live_patterns() != live {
-            self.follow_rules(&old_pairs).await;
+        // Only `v1.set-enabled` changes which rules are on (it keeps an
+        // override); the watched pairs come from the bundle and stay.
+        if answer.keep.is_some() {
+            let pairs = self.engine.watched_pairs().to_vec();
+            self.follow_rules(&pairs).await;
         }
         // The server gave up on it (stopping): nothing to answer.
         let _ = call.answer.send(answer);
