@@ -28,6 +28,10 @@ const MAX_LINE: u64 = 4096;
 const READ_BUFFER: usize = 64 * 1024;
 /// Elements in one reply; pub/sub replies have 3 or 4.
 const MAX_ELEMENTS: i64 = 16;
+/// Channels or patterns per (un)subscribe command: 100,000 exact topics
+/// in one `SUBSCRIBE` would be a 3 MB command, and as many confirmations
+/// queued in Redis before the first is read.
+const NAMES_PER_COMMAND: usize = 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PubSubError {
@@ -91,6 +95,23 @@ impl std::fmt::Debug for Commands {
 }
 
 impl Commands {
+    /// Sends `command` (`SUBSCRIBE`, `PUNSUBSCRIBE`, ...) for `names`, in
+    /// as many commands of at most [`NAMES_PER_COMMAND`] names as it takes
+    /// (none for no names: an empty `UNSUBSCRIBE` would drop every channel).
+    pub async fn send_chunked(&self, command: &str, names: &[&str]) -> Result<(), PubSubError> {
+        for chunk in names.chunks(NAMES_PER_COMMAND) {
+            self.send_names(command, chunk).await?;
+        }
+        Ok(())
+    }
+
+    async fn send_names(&self, command: &str, names: &[&str]) -> Result<(), PubSubError> {
+        let mut args = Vec::with_capacity(names.len() + 1);
+        args.push(command.as_bytes());
+        args.extend(names.iter().map(|name| name.as_bytes()));
+        self.send(&args).await
+    }
+
     /// Sends one command (`SUBSCRIBE a b`, `PUNSUBSCRIBE x`, ...).
     pub async fn send(&self, args: &[&[u8]]) -> Result<(), PubSubError> {
         let mut bytes = format!("*{}\r\n", args.len()).into_bytes();
@@ -148,23 +169,20 @@ impl PubSub {
             pubsub.send(&auth).await?;
             pubsub.expect_ok().await?;
         }
-        let mut expected = 0;
-        for (command, names) in [("SUBSCRIBE", channels), ("PSUBSCRIBE", patterns)] {
-            if names.is_empty() {
-                continue;
-            }
-            let mut args = vec![command.as_bytes()];
-            args.extend(names.iter().map(|name| name.as_bytes()));
-            pubsub.send(&args).await?;
-            expected += names.len();
-        }
-        let confirm = async {
-            for _ in 0..expected {
-                pubsub.confirmation().await?;
+        // A command's confirmations are read before the next is sent, so
+        // neither side holds more than one command's worth.
+        let subscribe = async {
+            for (command, names) in [("SUBSCRIBE", channels), ("PSUBSCRIBE", patterns)] {
+                for chunk in names.chunks(NAMES_PER_COMMAND) {
+                    pubsub.commands.send_names(command, chunk).await?;
+                    for _ in chunk {
+                        pubsub.confirmation().await?;
+                    }
+                }
             }
             Ok::<(), PubSubError>(())
         };
-        tokio::time::timeout(CONNECT_TIMEOUT, confirm)
+        tokio::time::timeout(CONNECT_TIMEOUT, subscribe)
             .await
             .map_err(|_| PubSubError::Timeout)??;
         Ok(pubsub)

@@ -6,7 +6,8 @@ use crate::connection::{describe, query, query_pipe, wake_commands};
 use crate::logging;
 use crate::namespace::Namespace;
 use redis::aio::ConnectionManager;
-use ruled_engine::{PendingRecord, RecordWrite};
+use rulecore::bundle::Payload;
+use ruled_engine::{PendingRecord, RecordWrite, RuleStats};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -346,7 +347,7 @@ pub enum StoreOp {
     RuleStats(Vec<(String, String)>),
     /// `DEL NS:rules`, then `HSET NS:rules name json ...`:
     /// the hash holds exactly these rules (none of an earlier bundle's).
-    AllRuleStats(Vec<(String, String)>),
+    AllRuleStats(AllRules),
     /// PING the command connection until it answers (a few tries), so a
     /// connection broken by a Redis restart is replaced before the writes
     /// queued after this one (and the actions) meet it.
@@ -364,13 +365,28 @@ impl StoreOp {
                 Self::Put { id, json, .. } => id.len() + json.len(),
                 Self::Drop { id, .. } => id.len(),
                 Self::Counters(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
-                Self::RuleStats(fields) | Self::AllRuleStats(fields) => {
-                    fields.iter().map(|(f, v)| f.len() + v.len()).sum()
-                }
+                Self::RuleStats(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
+                // Shared with the engine and the publisher: only the
+                // fields of one chunk are ever formatted at once.
+                Self::AllRuleStats(_) => 0,
                 Self::Wake | Self::Flush(_) => 0,
             }
     }
 }
+
+/// Every rule's statistics, for a full write of `NS:rules`: the loaded
+/// payload (the rules' names) and the statistics in the same order. The
+/// writer formats [`RULE_STATS_CHUNK`] fields at a time, so the whole
+/// hash (about 150 bytes a rule as field strings and again as the encoded
+/// command) is never held at once.
+#[derive(Debug)]
+pub struct AllRules {
+    pub payload: Arc<Payload>,
+    pub stats: Arc<Vec<RuleStats>>,
+}
+
+/// Fields of `NS:rules` per `HSET` (and per round trip) in a full write.
+const RULE_STATS_CHUNK: usize = 1024;
 
 /// How many bytes of writes may wait for Redis (README.md#what-this-is: 48 MB for the
 /// whole service). Past it, new records and counter updates are refused
@@ -596,7 +612,8 @@ impl Written {
     }
 }
 
-/// Performs `batch` in order as one pipeline, then answers its flushes.
+/// Performs `batch` in order as one pipeline (a full write of `NS:rules`
+/// as its own round trips, a chunk each), then answers its flushes.
 async fn write_batch(con: &mut ConnectionManager, keys: &Keys, batch: &mut Vec<StoreOp>) {
     let mut pipe = redis::pipe();
     let mut written = Vec::with_capacity(batch.len());
@@ -620,41 +637,85 @@ async fn write_batch(con: &mut ConnectionManager, keys: &Keys, batch: &mut Vec<S
                 hset(&mut pipe, &keys.rules, fields);
                 written.push(Written::RuleStats);
             }
-            StoreOp::AllRuleStats(fields) => {
-                pipe.cmd("DEL").arg(&keys.rules);
-                written.push(Written::RuleStats);
-                if !fields.is_empty() {
-                    hset(&mut pipe, &keys.rules, fields);
-                    written.push(Written::RuleStats);
-                }
+            StoreOp::AllRuleStats(all) => {
+                // What came before goes first, in its own pipeline.
+                send_pipe(con, keys, &mut pipe, &mut written).await;
+                write_all_rules(con, keys, &all).await;
             }
             StoreOp::Counters(_) | StoreOp::RuleStats(_) | StoreOp::Wake => {}
             StoreOp::Flush(done) => flushed.push(done),
         }
     }
-    if !written.is_empty() {
-        // Each reply on its own, so one failed write is reported as itself.
-        let replies: redis::RedisResult<Vec<redis::RedisResult<redis::Value>>> =
-            query_pipe(con, pipe.ignore_errors()).await;
-        match replies {
-            Ok(replies) => {
-                for (what, reply) in written.iter().zip(replies) {
-                    if let Err(e) = reply {
-                        what.report(keys, &e);
-                    }
-                }
-            }
-            Err(e) => {
-                for what in &written {
-                    what.report(keys, &e);
-                }
-            }
-        }
-    }
+    send_pipe(con, keys, &mut pipe, &mut written).await;
     for done in flushed {
         // The driver may have given up waiting; nothing to report.
         let _ = done.send(());
     }
+}
+
+/// Sends `pipe` (when it holds anything) and reports each failed write
+/// of `written`; leaves both empty. Returns whether every write succeeded.
+async fn send_pipe(
+    con: &mut ConnectionManager,
+    keys: &Keys,
+    pipe: &mut redis::Pipeline,
+    written: &mut Vec<Written>,
+) -> bool {
+    if written.is_empty() {
+        return true;
+    }
+    // Each reply on its own, so one failed write is reported as itself.
+    let replies: redis::RedisResult<Vec<redis::RedisResult<redis::Value>>> =
+        query_pipe(con, pipe.ignore_errors()).await;
+    let mut all_written = true;
+    match replies {
+        Ok(replies) => {
+            for (what, reply) in written.iter().zip(replies) {
+                if let Err(e) = reply {
+                    what.report(keys, &e);
+                    all_written = false;
+                }
+            }
+        }
+        Err(e) => {
+            for what in written.iter() {
+                what.report(keys, &e);
+            }
+            all_written = false;
+        }
+    }
+    *pipe = redis::pipe();
+    written.clear();
+    all_written
+}
+
+/// `DEL NS:rules`, then every rule's statistics, [`RULE_STATS_CHUNK`]
+/// fields per `HSET` and per round trip (the first with the `DEL`).
+/// Meanwhile a reader may see only part of the rules; every field is
+/// there once the last chunk is written. A failed chunk ends the write
+/// (reported once, not once per chunk); the next full write, after a
+/// reconnect, writes every rule again.
+async fn write_all_rules(con: &mut ConnectionManager, keys: &Keys, all: &AllRules) {
+    let mut pipe = redis::pipe();
+    let mut written = vec![Written::RuleStats];
+    pipe.cmd("DEL").arg(&keys.rules);
+    let rules = all.payload.rules.iter().zip(all.stats.iter());
+    let mut chunk = Vec::with_capacity(RULE_STATS_CHUNK);
+    for (rule, stats) in rules {
+        chunk.push((rule.name.as_str(), crate::stats::rule_stats_json(stats)));
+        if chunk.len() == RULE_STATS_CHUNK {
+            hset(&mut pipe, &keys.rules, std::mem::take(&mut chunk));
+            written.push(Written::RuleStats);
+            if !send_pipe(con, keys, &mut pipe, &mut written).await {
+                return;
+            }
+        }
+    }
+    if !chunk.is_empty() {
+        hset(&mut pipe, &keys.rules, chunk);
+        written.push(Written::RuleStats);
+    }
+    send_pipe(con, keys, &mut pipe, &mut written).await;
 }
 
 /// Appends `HSET hash f1 v1 f2 v2 ...` to `pipe` (`fields` not empty:

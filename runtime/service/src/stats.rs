@@ -4,7 +4,7 @@
 //! in full too, and `state = stopped` at the end.
 
 use crate::owner::{Owner, STOPPED};
-use crate::record_store::{StoreOp, StoreWriter};
+use crate::record_store::{AllRules, StoreOp, StoreWriter};
 use ruled_engine::{Counters, Engine, RuleStats};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,7 +40,9 @@ impl BusCounter {
 #[derive(Debug)]
 pub struct StatsPublisher {
     counters: Counters,
-    rules: Vec<RuleStats>,
+    /// Shared with a queued full write ([`AllRules`]), which formats its
+    /// fields a chunk at a time from these.
+    rules: Arc<Vec<RuleStats>>,
     bundle_id: String,
     /// `state`, `pid`, `host`, `started-at`: written with every full write.
     owner: Owner,
@@ -58,7 +60,7 @@ impl StatsPublisher {
     pub fn new(engine: &Engine, bundle_id: String, owner: &Owner) -> Self {
         Self {
             counters: engine.counters(),
-            rules: all_rule_stats(engine),
+            rules: Arc::new(all_rule_stats(engine)),
             bundle_id,
             owner: owner.clone(),
             stale: false,
@@ -117,20 +119,16 @@ impl StatsPublisher {
     /// Writes the counters and every rule's statistics in full.
     pub fn write_all(&mut self, engine: &Engine, writer: &StoreWriter) {
         self.counters = engine.counters();
-        self.rules = all_rule_stats(engine);
+        self.rules = Arc::new(all_rule_stats(engine));
         let mut fields = self.owner.fields();
         fields.extend(full_counters(&self.counters, &self.bundle_id));
         fields.push(("overflow", self.overflow.all()));
         fields.push(("rejected", self.rejected.all()));
         let counters = writer.send(StoreOp::Counters(fields));
-        let rules = engine
-            .payload()
-            .rules
-            .iter()
-            .zip(&self.rules)
-            .map(|(rule, stats)| (rule.name.clone(), rule_stats_json(stats)))
-            .collect();
-        let rules = writer.send(StoreOp::AllRuleStats(rules));
+        let rules = writer.send(StoreOp::AllRuleStats(AllRules {
+            payload: Arc::clone(engine.payload()),
+            stats: Arc::clone(&self.rules),
+        }));
         self.stale = !(counters && rules);
     }
 
@@ -152,11 +150,13 @@ impl StatsPublisher {
             self.counters = counters;
         }
         let mut rules = Vec::new();
+        // Copies the statistics only while a full write still holds them.
+        let written = Arc::make_mut(&mut self.rules);
         for (index, (rule, old)) in engine
             .payload()
             .rules
             .iter()
-            .zip(self.rules.iter_mut())
+            .zip(written.iter_mut())
             .enumerate()
         {
             let current = engine.rule_stats(index).unwrap_or_default();
@@ -185,7 +185,8 @@ fn all_rule_stats(engine: &Engine) -> Vec<RuleStats> {
         .collect()
 }
 
-fn rule_stats_json(stats: &RuleStats) -> String {
+/// A rule's field in `NS:rules` (docs/semantics.md#counters).
+pub(crate) fn rule_stats_json(stats: &RuleStats) -> String {
     serde_json::json!({
         "runs": stats.runs_started,
         "last-fire": stats.last_fire_ms,

@@ -31,7 +31,7 @@ pub struct Reloaded {
     /// the file held the loaded bundle, and nothing was done.
     pub changes: ReloadSummary,
     /// What is subscribed now (channels and globs).
-    pub subscriptions: Subscriptions,
+    pub subscriptions: Arc<Subscriptions>,
 }
 
 /// Why a reload was refused; the loaded rules keep running.
@@ -149,12 +149,13 @@ impl Service {
     /// now, changed on the open connection (what both need is never
     /// interrupted); newly watched state is read. Returns what is
     /// subscribed.
-    pub(super) async fn follow_rules(&mut self, old_pairs: &[StatePair]) -> Subscriptions {
+    pub(super) async fn follow_rules(&mut self, old_pairs: &[StatePair]) -> Arc<Subscriptions> {
         let rewatched = self.rewatch_state(old_pairs);
         let (subscriptions, input_channels) = subscriptions_for(&self.engine, &self.state_hashes);
+        let subscriptions = Arc::new(subscriptions);
         self.input_channels = input_channels;
         if let Some(handle) = &self.subscriptions {
-            handle.change(subscriptions.clone()).await;
+            handle.change(Arc::clone(&subscriptions)).await;
         }
         if rewatched {
             self.seed_state().await;
@@ -162,7 +163,7 @@ impl Service {
         subscriptions
     }
 
-    fn current_subscriptions(&self) -> Subscriptions {
+    fn current_subscriptions(&self) -> Arc<Subscriptions> {
         self.subscriptions
             .as_ref()
             .map(|handle| handle.subscriptions())

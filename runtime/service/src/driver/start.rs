@@ -21,6 +21,7 @@ use crate::subscriptions::{Subscriber, Subscriptions};
 use crate::tls::Tls;
 use redis::aio::ConnectionManager;
 use rulecore::bundle::Payload;
+use rulecore::topic::TopicPattern;
 use ruled_engine::pool::PoolConfig;
 use ruled_engine::{Engine, EngineConfig};
 use std::collections::BTreeSet;
@@ -353,10 +354,23 @@ pub(super) fn subscriptions_for(
     engine: &Engine,
     state_hashes: &BTreeSet<String>,
 ) -> (Subscriptions, BTreeSet<String>) {
-    let mut subs = Subscriptions::compute(&engine.live_patterns(), state_hashes);
+    let mut subs = Subscriptions::compute(live_patterns(engine), state_hashes);
     let input_channels: BTreeSet<String> = engine.input_channels().into_iter().collect();
     subs.channels.extend(input_channels.iter().cloned());
     (subs, input_channels)
+}
+
+/// The `on` and `cancel-on` patterns of the rules that are on, borrowed
+/// from the payload (repeats included: [`Subscriptions::compute`] keeps
+/// each once), where [`Engine::live_patterns`] would copy them all.
+fn live_patterns(engine: &Engine) -> impl Iterator<Item = &TopicPattern> + Clone {
+    engine
+        .payload()
+        .rules
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| engine.is_enabled(*index))
+        .flat_map(|(_, rule)| rule.on.iter().chain(&rule.cancel_on))
 }
 
 /// The state hashes whose change notifications are subscribed. With no
@@ -364,7 +378,7 @@ pub(super) fn subscriptions_for(
 /// state: a replay-only tail resumed at start evaluates its `when` against
 /// the values seeded at start.
 pub(super) fn watched_hashes(engine: &Engine) -> BTreeSet<String> {
-    if engine.live_patterns().is_empty() {
+    if live_patterns(engine).next().is_none() {
         return BTreeSet::new();
     }
     engine
