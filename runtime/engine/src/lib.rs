@@ -44,7 +44,7 @@ pub use input::INPUT_SKIPPED_CODE;
 pub use inspect::{RuleView, RunPhase, RunView, WaitingStep};
 pub use memory::estimated_heap;
 pub use overrides::{EnableChange, UnknownRule};
-pub use record::{PendingRecord, RecordError, PENDING_HASH};
+pub use record::{PendingRecord, RecordError, Replay, PENDING_HASH};
 pub use reload::ReloadSummary;
 pub use time::{Now, Time};
 pub use trace::{
@@ -744,9 +744,24 @@ impl Engine {
     /// the first event. Records are taken earliest `fire-at` first, ties by
     /// id; invalid ones are removed with a reason; each rule's concurrency
     /// policy picks among the rest; the survivors resume under their own ids.
-    pub fn replay(&mut self, now: Now, mut records: Vec<PendingRecord>) {
+    pub fn replay(&mut self, now: Now, records: Vec<PendingRecord>) {
+        if let Some(mut replay) = self.replay_start(now, records) {
+            while self.replay_next(&mut replay, usize::MAX) {}
+        }
+    }
+
+    /// [`Engine::replay`] a part at a time, so the caller can take each
+    /// part's effects and notes ([`Engine::poll_effect`]) before the next
+    /// part makes more: with 10,000 records, the notes of every resumed
+    /// run queued at once are over a megabyte. Decides everything at once
+    /// (validity, which record each rule's policy keeps) in the same
+    /// (fire-at, id) order, so the outcome and the order of every note and
+    /// effect are [`Engine::replay`]'s; then [`Engine::replay_next`] acts
+    /// on the records in that order. `None` when there is nothing to do
+    /// (stopped, or replay already called: logged, as [`Engine::replay`]).
+    pub fn replay_start(&mut self, now: Now, mut records: Vec<PendingRecord>) -> Option<Replay> {
         if self.stopped {
-            return;
+            return None;
         }
         if std::mem::replace(&mut self.replayed, true) {
             // Replay is once, at start (docs/semantics.md#durability-and-replay): records seen later
@@ -757,25 +772,32 @@ impl Engine {
                 None,
                 "replay called twice; the second call is ignored".to_string(),
             );
-            return;
+            return None;
         }
         // Ids are unique (hash fields), so an unstable sort gives the same
         // order without a scratch buffer the size of the records.
         records.sort_unstable_by(|a, b| a.fire_at.cmp(&b.fire_at).then_with(|| a.id.cmp(&b.id)));
         let window = self.config.replay_window_ms.max(0);
         let payload = Arc::clone(&self.payload);
-        let mut by_name: HashMap<&str, usize> = HashMap::new();
+        // Only the rules the records name: with 100,000 rules and a few
+        // records, a map of every rule would be megabytes for nothing.
+        let mut by_name: HashMap<&str, Option<usize>> = records
+            .iter()
+            .map(|record| (record.rule.as_str(), None))
+            .collect();
         for (index, rule) in payload.rules.iter().enumerate() {
-            by_name.entry(rule.name.as_str()).or_insert(index);
+            if let Some(slot @ None) = by_name.get_mut(rule.name.as_str()) {
+                *slot = Some(index);
+            }
         }
         // Two passes over the same (fire-at, id) order: the first only
         // decides (validity, then which record each rule's policy keeps),
         // the second acts, so every note and effect comes out in fire-at
         // order (docs/semantics.md#durability-and-replay) whatever the outcome of each record.
-        let verdicts: Vec<(Option<usize>, Option<ReplayDropReason>)> = records
+        let verdicts: Vec<record::Verdict> = records
             .iter()
             .map(|record| {
-                let rule = by_name.get(record.rule.as_str()).copied();
+                let rule = by_name.get(record.rule.as_str()).copied().flatten();
                 (
                     rule,
                     rule.map_or(Some(ReplayDropReason::RuleGone), |rule| {
@@ -799,9 +821,24 @@ impl Engine {
                 }
             }
         }
-        for (position, (record, verdict)) in records.into_iter().zip(verdicts).enumerate() {
+        Some(Replay {
+            now,
+            records: records.into_iter().zip(verdicts).enumerate(),
+            winner,
+        })
+    }
+
+    /// Acts on the next `count` records of `replay` (resume or remove, in
+    /// the order [`Engine::replay_start`] decided); returns whether any
+    /// are left.
+    pub fn replay_next(&mut self, replay: &mut Replay, count: usize) -> bool {
+        let now = replay.now;
+        for _ in 0..count {
+            let Some((position, (record, verdict))) = replay.records.next() else {
+                return false;
+            };
             match verdict {
-                (Some(rule), None) if winner.get(&rule) == Some(&position) => {
+                (Some(rule), None) if replay.winner.get(&rule) == Some(&position) => {
                     self.resume(rule, record, now);
                 }
                 (Some(_), None) => self.replay_drop(&record, ReplayDropReason::Concurrency),
@@ -811,6 +848,7 @@ impl Engine {
                 }
             }
         }
+        replay.records.len() > 0
     }
 
     /// Why replay must remove `record` of `rule`, checked in the order of

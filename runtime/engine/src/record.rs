@@ -1,9 +1,12 @@
 //! The pending record (docs/semantics.md#durability-and-replay): one field of the Redis hash
 //! `extensions:pending` per waiting durable step, keyed by the run id.
 
+use crate::effect::ReplayDropReason;
+use crate::time::Now;
 use rulecore::bundle::Fingerprint;
 use rulecore::event::Event;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// The Redis hash that holds pending records in the default namespace;
 /// `ruled --namespace NS` uses `NS:pending` (docs/service.md#key-namespace).
@@ -30,6 +33,22 @@ pub struct PendingRecord {
     /// The event that triggered the run.
     pub event: Event,
 }
+
+/// A replay decided and not yet fully acted on ([`crate::Engine::replay_start`]):
+/// the records in (fire-at, id) order, each with its rule and refusal,
+/// and the position of the record each rule's policy keeps.
+#[derive(Debug)]
+pub struct Replay {
+    pub(crate) now: Now,
+    pub(crate) records: std::iter::Enumerate<
+        std::iter::Zip<std::vec::IntoIter<PendingRecord>, std::vec::IntoIter<Verdict>>,
+    >,
+    pub(crate) winner: HashMap<usize, usize>,
+}
+
+/// A record's rule (`None`: no rule of that name) and why it may not
+/// resume (`None`: it may).
+pub(crate) type Verdict = (Option<usize>, Option<ReplayDropReason>);
 
 /// Why a stored record could not be read back.
 #[derive(Debug, thiserror::Error)]

@@ -31,6 +31,9 @@ const RECORD_OVERHEAD: usize = 96;
 /// Removals logged one by one at `warn`; the rest at `debug` (the count
 /// is in the `replaying pending records` line).
 const REMOVALS_LOGGED: usize = 10;
+/// The most records one replay can take: a record's JSON (eight fields,
+/// a 32-character fingerprint) is never under 128 bytes.
+const MAX_RECORDS: usize = REPLAY_BUDGET_BYTES / (RECORD_OVERHEAD + 128);
 /// Fields looked at per scan round, and bytes fetched per `HMGET`.
 const SCAN_COUNT: usize = 256;
 const FETCH_BYTES: usize = 1024 * 1024;
@@ -102,6 +105,15 @@ pub async fn read_pending_scan(
         pending: pending.clone(),
         ..PendingReader::default()
     };
+    // Room for every record at once: grown by doubling, the vector would
+    // hold up to twice the records' size, and both copies while it moves.
+    let stored: redis::RedisResult<usize> = query(con, redis::cmd("HLEN").arg(&pending)).await;
+    match stored {
+        Ok(stored) => reader.records.reserve_exact(stored.min(MAX_RECORDS)),
+        Err(e) if crate::connection::is_transport(&e) => return Err(e),
+        // Another type: the scan below logs it.
+        Err(_) => {}
+    }
     let mut cursor = b"0".to_vec();
     loop {
         let mut script = redis::cmd("EVAL");

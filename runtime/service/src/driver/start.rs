@@ -30,6 +30,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
+/// Records replay acts on before the service takes their effects.
+const REPLAY_PART: usize = 256;
+
 /// Everything `ruled` is told on its command line.
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
@@ -215,7 +218,14 @@ impl Service {
             );
         }
         let now = self.now();
-        self.engine.replay(now, records);
+        // A part at a time, each part's effects and notes taken before the
+        // next: the notes of every resumed run queued at once would stay
+        // as the engine queue's capacity (docs/engine.md#the-decoded-payload-and-replay).
+        if let Some(mut replay) = self.engine.replay_start(now, records) {
+            while self.engine.replay_next(&mut replay, REPLAY_PART) {
+                self.perform_effects();
+            }
+        }
         self.perform_effects();
         Ok(())
     }
