@@ -44,6 +44,7 @@ pub use input::INPUT_SKIPPED_CODE;
 pub use inspect::{RuleView, RunPhase, RunView, WaitingStep};
 pub use memory::estimated_heap;
 pub use overrides::{EnableChange, UnknownRule};
+use record::ReplayAction;
 pub use record::{PendingRecord, RecordError, Replay, PENDING_HASH};
 pub use reload::ReloadSummary;
 pub use time::{Now, Time};
@@ -821,10 +822,25 @@ impl Engine {
                 }
             }
         }
+        let mut actions: Vec<ReplayAction> = verdicts
+            .into_iter()
+            .enumerate()
+            .map(|(position, verdict)| match verdict {
+                (Some(rule), None) if winner.get(&rule) == Some(&position) => {
+                    ReplayAction::Resume(rule)
+                }
+                (Some(_), None) => ReplayAction::Remove(ReplayDropReason::Concurrency),
+                (_, reason) => ReplayAction::Remove(reason.unwrap_or(ReplayDropReason::RuleGone)),
+            })
+            .collect();
+        // Taken from the end: each part's records are freed as it is
+        // acted on (see `replay_next`).
+        records.reverse();
+        actions.reverse();
         Some(Replay {
             now,
-            records: records.into_iter().zip(verdicts).enumerate(),
-            winner,
+            records,
+            actions,
         })
     }
 
@@ -834,21 +850,20 @@ impl Engine {
     pub fn replay_next(&mut self, replay: &mut Replay, count: usize) -> bool {
         let now = replay.now;
         for _ in 0..count {
-            let Some((position, (record, verdict))) = replay.records.next() else {
+            let (Some(record), Some(action)) = (replay.records.pop(), replay.actions.pop()) else {
                 return false;
             };
-            match verdict {
-                (Some(rule), None) if replay.winner.get(&rule) == Some(&position) => {
-                    self.resume(rule, record, now);
-                }
-                (Some(_), None) => self.replay_drop(&record, ReplayDropReason::Concurrency),
-                (_, reason) => {
-                    let reason = reason.unwrap_or(ReplayDropReason::RuleGone);
-                    self.replay_drop(&record, reason);
-                }
+            match action {
+                ReplayAction::Resume(rule) => self.resume(rule, record, now),
+                ReplayAction::Remove(reason) => self.replay_drop(&record, reason),
             }
         }
-        replay.records.len() > 0
+        // The acted-on part's room goes back (in place, no copy) while the
+        // runs it made take theirs: the records and the runs they become
+        // are never all held twice.
+        replay.records.shrink_to_fit();
+        replay.actions.shrink_to_fit();
+        !replay.records.is_empty()
     }
 
     /// Why replay must remove `record` of `rule`, checked in the order of

@@ -6,7 +6,6 @@ use crate::time::Now;
 use rulecore::bundle::Fingerprint;
 use rulecore::event::Event;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 /// The Redis hash that holds pending records in the default namespace;
 /// `ruled --namespace NS` uses `NS:pending` (docs/service.md#key-namespace).
@@ -35,15 +34,21 @@ pub struct PendingRecord {
 }
 
 /// A replay decided and not yet fully acted on ([`crate::Engine::replay_start`]):
-/// the records in (fire-at, id) order, each with its rule and refusal,
-/// and the position of the record each rule's policy keeps.
+/// the records still to act on and what to do with each, both in
+/// reverse (fire-at, id) order (the next one last).
 #[derive(Debug)]
 pub struct Replay {
     pub(crate) now: Now,
-    pub(crate) records: std::iter::Enumerate<
-        std::iter::Zip<std::vec::IntoIter<PendingRecord>, std::vec::IntoIter<Verdict>>,
-    >,
-    pub(crate) winner: HashMap<usize, usize>,
+    pub(crate) records: Vec<PendingRecord>,
+    pub(crate) actions: Vec<ReplayAction>,
+}
+
+/// What replay does with a record: resume it as a run of the rule at
+/// that position, or remove it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ReplayAction {
+    Resume(usize),
+    Remove(ReplayDropReason),
 }
 
 /// A record's rule (`None`: no rule of that name) and why it may not
