@@ -1685,6 +1685,69 @@ fn replay_output_comes_in_fire_at_order_whatever_each_record_becomes() {
     assert_eq!(h.counters().runs_active, 2);
 }
 
+#[test]
+fn replay_in_parts_says_and_does_what_replay_at_once_does() {
+    // The service takes each part's effects before the next part
+    // (docs/engine.md#the-decoded-payload-and-replay): every outcome, and
+    // the order of every note and effect, must be those of one call.
+    let rules = || {
+        let mut drop = hazards();
+        drop.name = "drop".into();
+        drop.concurrency = Concurrency::Drop;
+        let mut restart = hazards();
+        restart.name = "restart".into();
+        let mut queue = hazards();
+        queue.name = "queue".into();
+        queue.concurrency = Concurrency::Queue;
+        vec![restart, drop, queue]
+    };
+    let records = || {
+        vec![
+            record("gone#x-1", "gone", 1, 0, 20_000, off_fp()),
+            record("restart#x-2", "restart", 1, 0, 3_000, off_fp()),
+            record("drop#x-3", "drop", 1, 0, -1_000, off_fp()),
+            record("restart#x-4", "restart", 1, 0, 15_000, off_fp()),
+            record("drop#x-5", "drop", 1, 0, 10_000, off_fp()),
+            record("restart#x-6", "restart", 7, 0, 2_000, off_fp()),
+            record("queue#x-7", "queue", 1, 0, -2_000, off_fp()),
+            record("queue#x-8", "queue", 1, 0, -2_000, off_fp()),
+            record("queue#x-9", "queue", 1, 0, 4_000, off_fp()),
+        ]
+    };
+    let mut whole = H::new(rules()).manual();
+    replay(&mut whole, records());
+    let expected = whole.take();
+    assert!(
+        expected.iter().any(|l| l.contains("submit")),
+        "overdue records run now: {expected:?}"
+    );
+    for part in [1, 2, 4, 100] {
+        let mut h = H::new(rules()).manual();
+        for r in &records() {
+            h.records.insert(r.id.clone(), r.encode().unwrap());
+        }
+        let now = Now::new(h.t(), h.wall());
+        let mut replay = h.engine.replay_start(now, records()).unwrap();
+        let mut parts = 1;
+        while h.engine.replay_next(&mut replay, part) {
+            h.pump();
+            parts += 1;
+        }
+        h.pump();
+        assert_eq!(parts, 9_usize.div_ceil(part).max(1), "part of {part}");
+        assert_eq!(h.take(), expected, "part of {part}");
+        assert_eq!(h.records, whole.records, "part of {part}");
+        assert_eq!(h.counters(), whole.counters(), "part of {part}");
+    }
+    // Once only, as `replay`.
+    let mut h = H::new(rules());
+    replay(&mut h, records());
+    assert!(h
+        .engine
+        .replay_start(Now::new(h.t(), h.wall()), records())
+        .is_none());
+}
+
 // ----- overrides, inspection and the dry run (docs/operating.md) ---------
 
 fn now_of(h: &H) -> Now {
