@@ -35,8 +35,10 @@ impl Subscriptions {
     /// a moment at every start.
     pub fn compute<'a, I>(patterns: I, state_hashes: &BTreeSet<String>) -> Self
     where
-        I: Iterator<Item = &'a TopicPattern> + Clone,
+        I: IntoIterator<Item = &'a TopicPattern>,
+        I::IntoIter: Clone,
     {
+        let patterns = patterns.into_iter();
         let any = patterns.clone().any(|p| matches!(p, TopicPattern::Any));
         let mut prefixes: Vec<&str> = patterns
             .clone()
