@@ -716,7 +716,8 @@ async fn write_all_rules(con: &mut ConnectionManager, keys: &Keys, all: &AllRule
     for (rule, stats) in rules {
         chunk.push((rule.name.as_str(), crate::stats::rule_stats_json(stats)));
         if chunk.len() == RULE_STATS_CHUNK {
-            hset(&mut pipe, &keys.rules, std::mem::take(&mut chunk));
+            let full = std::mem::replace(&mut chunk, Vec::with_capacity(RULE_STATS_CHUNK));
+            hset(&mut pipe, &keys.rules, full);
             written.push(Written::RuleStats);
             if !send_pipe(con, keys, &mut pipe, &mut written).await {
                 return;
