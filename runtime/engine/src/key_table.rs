@@ -59,10 +59,8 @@ impl KeyTable {
     /// never full, so the probe ends.
     fn find(&self, key: &str, hash: u64) -> usize {
         let mask = self.slots.len() - 1;
-        // The multiply in the hash mixes the high bits best: they pick the
-        // slot; the low half is the tag.
-        let mut at = (hash >> 32) as usize & mask;
-        let tag = hash as u32;
+        let mut at = hash as usize & mask;
+        let tag = (hash >> 32) as u32;
         loop {
             let slot = &self.slots[at];
             if slot.rules == EMPTY {
@@ -123,7 +121,7 @@ impl KeyTable {
                 self.list(vec![rule])
             };
             self.slots[at] = Slot {
-                hash: hash as u32,
+                hash: (hash >> 32) as u32,
                 start,
                 len,
                 rules,
@@ -154,7 +152,7 @@ impl KeyTable {
         for slot in old.iter().filter(|slot| slot.rules != EMPTY) {
             let mask = size - 1;
             let full = hash(self.key(slot).unwrap_or_default());
-            let mut at = (full >> 32) as usize & mask;
+            let mut at = full as usize & mask;
             while self.slots[at].rules != EMPTY {
                 at = (at + 1) & mask;
             }

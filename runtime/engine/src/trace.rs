@@ -413,9 +413,14 @@ impl Traces {
         };
         change(run);
         let now = run.heap();
+        let grew = now > run.counted;
         self.records = self.records + now - run.counted;
         run.counted = now;
-        self.fit();
+        // Most updates (a pool start, a finish, an end) add nothing: only
+        // growth can cross the budget.
+        if grew {
+            self.fit();
+        }
     }
 
     /// Changes the record of `step` on `pass` of the run.
