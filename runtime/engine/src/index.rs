@@ -44,7 +44,13 @@ impl TopicIndex {
     pub fn lookup(&self, topic: &str, out: &mut Vec<u32>) {
         out.clear();
         out.extend_from_slice(&self.any);
-        out.extend_from_slice(self.exact.get(topic));
+        if !self.exact.is_empty() {
+            match self.exact.get(topic) {
+                // The common case, without a copy call.
+                [only] => out.push(*only),
+                rules => out.extend_from_slice(rules),
+            }
+        }
         if !self.prefix.is_empty() {
             // Every prefix of the topic that ends in a dot is a candidate key,
             // up to the longest indexed prefix: the cost is bounded by the

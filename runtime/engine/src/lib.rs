@@ -277,6 +277,8 @@ pub struct Engine {
     scratch: Vec<u32>,
     /// Disabled rules an event matches (explain and traces only).
     scratch_disabled: Vec<u32>,
+    /// Where run ids are written before they are shared.
+    id_scratch: String,
     traces: Traces,
 }
 
@@ -322,6 +324,7 @@ impl Engine {
             replayed: false,
             scratch: Vec::new(),
             scratch_disabled: Vec::new(),
+            id_scratch: String::new(),
             traces,
         }
     }
@@ -1157,7 +1160,7 @@ impl Engine {
         let n = self.next_run;
         self.next_run += 1;
         let name = self.name(rule);
-        let id = run_id::run_id(&name, &self.config.epoch, n);
+        let id = run_id::run_id(&name, &self.config.epoch, n, &mut self.id_scratch);
         self.install_run(rule, id, event, 0, 0);
         if let Some(run) = &self.rules[rule].run {
             let run = Arc::clone(&run.id);
