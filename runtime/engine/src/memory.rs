@@ -5,7 +5,7 @@
 //! the scooter. A model of this crate's and the decoder's allocations, not
 //! a measurement; a test keeps it within 20 % of the measured heap.
 
-use super::index::RuleList;
+use super::key_table::KeyTable;
 use super::RuleState;
 use rulecore::bundle::{Action, Payload, Rule, Step};
 use rulecore::bytecode::{Const, Op, Program};
@@ -95,43 +95,29 @@ fn payload(payload: &Payload) -> usize {
         + payload.consts.iter().map(constant).sum::<usize>()
 }
 
-/// A `FastMap<Box<str>, RuleList>` of `keys` (their lengths) holding
-/// `entries` rule indices in all: the table at its final size, the keys,
-/// and each list of more than one rule.
+/// A [`KeyTable`] of `keys` (each key's text, and how many rules list it).
 fn index_map(keys: &HashMap<&str, usize>) -> usize {
-    if keys.is_empty() {
-        return 0;
-    }
-    let buckets = if keys.len() < 4 {
-        4
-    } else if keys.len() < 8 {
-        8
-    } else {
-        (keys.len() * 8 / 7).next_power_of_two()
-    };
-    let slot = size_of::<(Box<str>, RuleList)>();
-    // One rule inline; two in a list of two, then four, then doubling.
+    let text = keys.keys().map(|key| key.len()).sum();
+    // One rule inline; more in a list of two, then four, then doubling.
     let lists: usize = keys
         .values()
         .map(|&n| match n {
             1 => 0,
-            2 => 2 * size_of::<u32>(),
-            _ => n.max(4).next_power_of_two() * size_of::<u32>(),
+            2 => 2,
+            _ => n.max(4).next_power_of_two(),
         })
         .sum();
-    buckets * (slot + 1) + 16 + keys.keys().map(|k| k.len()).sum::<usize>() + lists
+    let list_count = keys.values().filter(|&&n| n > 1).count();
+    KeyTable::heap(keys.len(), text, lists, list_count)
 }
 
 /// The engine's own tables for `payload`: a state per rule, the topic
 /// indexes of the enabled rules, the state shadow.
 fn engine(payload: &Payload) -> usize {
+    // A rule's name is made as a shared string only once it fires; steps
+    // (actions, fingerprints) are read from the payload, not copied.
     let mut total = payload.rules.len() * size_of::<RuleState>()
         + payload.state_pairs.len() * size_of::<String>();
-    // The name, shared as an `Arc<str>`; steps (actions, fingerprints) are
-    // read from the payload, not copied.
-    for rule in &payload.rules {
-        total += 2 * size_of::<usize>() + rule.name.len();
-    }
     let on: fn(&Rule) -> &[TopicPattern] = |r| &r.on;
     let cancel_on: fn(&Rule) -> &[TopicPattern] = |r| &r.cancel_on;
     for list in [on, cancel_on] {
@@ -149,9 +135,7 @@ fn engine(payload: &Payload) -> usize {
             }
         }
         total += index_map(&exact) + index_map(&prefix);
-        if any > 0 {
-            total += any.max(4).next_power_of_two() * size_of::<u32>();
-        }
+        total += any * size_of::<u32>();
     }
     total
 }

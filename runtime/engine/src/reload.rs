@@ -104,9 +104,10 @@ impl Engine {
     /// runs (its report is then only counted). The rule's backlog is kept
     /// for [`Engine::after_reload`].
     fn end_for_reload(&mut self, rule: usize, reason: ReplayDropReason) {
-        let state = &mut self.rules[rule];
-        let Some(run) = state.run.take() else { return };
-        let name = Arc::clone(&state.name);
+        let Some(run) = self.rules[rule].run.take() else {
+            return;
+        };
+        let name = self.name(rule);
         if let Phase::Waiting { .. } | Phase::Gap { .. } | Phase::Due { .. } = run.phase {
             self.timers.disarm();
         }
@@ -163,19 +164,12 @@ impl Engine {
         for (rule, target) in targets.iter().enumerate() {
             let Some(target) = *target else { continue };
             let spec = &payload.rules[target];
-            let (old, new) = (&mut self.rules[rule], &mut next.rules[target]);
-            new.run = old.run.take();
-            new.last_fire = old.last_fire;
-            new.stats = old.stats;
-            if spec.concurrency == Concurrency::Queue {
-                new.backlog = std::mem::take(&mut old.backlog);
-            }
-            if spec.debounce_ns > 0 {
-                new.debounce = old.debounce.take();
-            }
-            if spec.hold_ns > 0 {
-                new.hold = old.hold.take();
-            }
+            let settings = (
+                spec.concurrency == Concurrency::Queue,
+                spec.debounce_ns > 0,
+                spec.hold_ns > 0,
+            );
+            self.rules[rule].carry_into(&mut next.rules[target], settings);
         }
         next.jobs = self
             .jobs
@@ -229,7 +223,7 @@ impl Engine {
                     }
                 }
                 None => {
-                    if let Some(event) = self.rules[rule].backlog.pop_front() {
+                    if let Some(event) = self.rules[rule].pop_backlog() {
                         self.start_run(rule, event, now);
                     }
                 }
