@@ -87,18 +87,18 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
     let rules_out: Vec<Rule> = rules
         .iter()
         .map(|rule| Rule {
-            name: rule.name.clone(),
+            name: rule.name.as_str().into(),
             source: source_of(&rule.source),
             enabled: rule.enabled,
-            on: rule.on.clone(),
-            cancel_on: rule.cancel_on.clone(),
+            on: rule.on.as_slice().into(),
+            cancel_on: rule.cancel_on.as_slice().into(),
             concurrency: rule.concurrency,
             cooldown_ns: rule.cooldown_ns,
             debounce_ns: rule.debounce_ns,
             hold_ns: rule.hold_ns,
             repeat: rule.repeat,
             when: lower_opt(&rule.when),
-            inputs: Vec::new(),
+            inputs: Box::default(),
             steps: rule
                 .steps
                 .iter()
@@ -122,6 +122,7 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
 /// shared. Part of no fingerprint.
 fn add_inputs(payload: &mut Payload, rules: &[CheckedRule]) {
     for (out, rule) in payload.rules.iter_mut().zip(rules) {
+        let mut inputs: Vec<u32> = Vec::with_capacity(rule.inputs.len());
         for checked in &rule.inputs {
             let index = match payload.inputs.iter().position(|i| *i == checked.input) {
                 Some(index) => index,
@@ -132,11 +133,12 @@ fn add_inputs(payload: &mut Payload, rules: &[CheckedRule]) {
             };
             // At most 64 inputs (checked), so the index fits.
             let index = u32::try_from(index).unwrap_or(u32::MAX);
-            if !out.inputs.contains(&index) {
-                out.inputs.push(index);
+            if !inputs.contains(&index) {
+                inputs.push(index);
             }
         }
-        out.inputs.sort_unstable();
+        inputs.sort_unstable();
+        out.inputs = inputs.into();
     }
 }
 

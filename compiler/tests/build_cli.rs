@@ -57,7 +57,12 @@ fn scratch(files: &[(&str, &str)]) -> tempfile::TempDir {
 /// The names of the rules in the bundle at `path`, in bundle order.
 fn rule_names(path: &Path) -> Vec<String> {
     let bundle = rulecore::codec::read(path).unwrap();
-    bundle.payload.rules.into_iter().map(|r| r.name).collect()
+    bundle
+        .payload
+        .rules
+        .into_iter()
+        .map(|r| r.name.into())
+        .collect()
 }
 
 fn last_line(bytes: &[u8]) -> String {

@@ -79,8 +79,10 @@ impl Payload {
     /// [`fingerprint_of`] against this payload's pools. Call it after
     /// changing a step's action, timing or `when`, or the pools.
     pub fn refresh_fingerprints(&mut self) {
-        for step in self.rules.iter_mut().flat_map(|rule| rule.steps.iter_mut()) {
-            step.fingerprint = fingerprint_of(step, &self.consts, &self.state_pairs);
+        for rule in &mut self.rules {
+            for step in Arc::make_mut(&mut rule.steps) {
+                step.fingerprint = fingerprint_of(step, &self.consts, &self.state_pairs);
+            }
         }
     }
 }
@@ -124,7 +126,7 @@ impl Serialize for Payload {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rule {
-    pub name: String,
+    pub name: Box<str>,
     /// The rule file's name relative to the rules directory. Rules of one
     /// file share it: the payload names each file once
     /// ([`Payload::source_table`]), and the decoder hands every rule of a
@@ -133,8 +135,8 @@ pub struct Rule {
     pub source: Arc<str>,
     /// `false`: replay-only (docs/rules.md#disabled-rules).
     pub enabled: bool,
-    pub on: Vec<TopicPattern>,
-    pub cancel_on: Vec<TopicPattern>,
+    pub on: Box<[TopicPattern]>,
+    pub cancel_on: Box<[TopicPattern]>,
     pub concurrency: Concurrency,
     /// Nanoseconds; 0 means none.
     pub cooldown_ns: u64,
@@ -146,10 +148,12 @@ pub struct Rule {
     pub hold_ns: u64,
     pub repeat: Repeat,
     pub when: Option<Program>,
-    pub steps: Vec<Step>,
+    /// Shared: the decoder hands rules with equal steps one list
+    /// ([`crate::payload_decode`]); change them with [`Arc::make_mut`].
+    pub steps: Arc<[Step]>,
     /// Indices into [`Payload::inputs`] of the inputs this rule declares,
     /// ascending, without repeats.
-    pub inputs: Vec<u32>,
+    pub inputs: Box<[u32]>,
 }
 
 impl Rule {
@@ -157,7 +161,7 @@ impl Rule {
     /// concurrency, no `cancel_on`, no cooldown or debounce, one pass, no
     /// `when`. Set other fields on the result.
     pub fn new(
-        name: impl Into<String>,
+        name: impl Into<Box<str>>,
         source: impl Into<Arc<str>>,
         on: Vec<TopicPattern>,
         steps: Vec<Step>,
@@ -166,16 +170,16 @@ impl Rule {
             name: name.into(),
             source: source.into(),
             enabled: true,
-            on,
-            cancel_on: Vec::new(),
+            on: on.into(),
+            cancel_on: Box::default(),
             concurrency: Concurrency::Restart,
             cooldown_ns: 0,
             debounce_ns: 0,
             hold_ns: 0,
             repeat: Repeat::ONCE,
             when: None,
-            steps,
-            inputs: Vec::new(),
+            steps: steps.into(),
+            inputs: Box::default(),
         }
     }
 }
@@ -356,9 +360,9 @@ mod tests {
     fn rule_new_defaults() {
         let on = vec![TopicPattern::parse("alarm.*").unwrap()];
         let rule = Rule::new("r", "a.toml", on.clone(), vec![Step::new(blink("x"), 0)]);
-        assert_eq!((rule.name.as_str(), &*rule.source), ("r", "a.toml"));
+        assert_eq!((&*rule.name, &*rule.source), ("r", "a.toml"));
         assert!(rule.enabled);
-        assert_eq!(rule.on, on);
+        assert_eq!(*rule.on, on);
         assert!(rule.cancel_on.is_empty());
         assert_eq!(rule.concurrency, Concurrency::Restart);
         assert_eq!((rule.cooldown_ns, rule.debounce_ns), (0, 0));

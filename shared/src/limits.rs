@@ -243,6 +243,7 @@ mod tests {
     use crate::codec::{decode, encode, BundleError};
     use crate::topic::TopicPattern;
     use crate::verify::PayloadError;
+    use std::sync::Arc;
 
     fn valid() -> Payload {
         let step = Step::new(Action::redis("scooter:horn", "on"), 0);
@@ -272,7 +273,7 @@ mod tests {
             source,
             topic: topic.map(str::to_string),
         }];
-        payload.rules[0].inputs = vec![0];
+        payload.rules[0].inputs = vec![0].into();
         payload
     }
 
@@ -316,7 +317,7 @@ mod tests {
             );
         }
         let mut out_of_range = with_input(hash("vehicle", 1), None);
-        out_of_range.rules[0].inputs = vec![1];
+        out_of_range.rules[0].inputs = vec![1].into();
         assert!(matches!(load(&out_of_range), Err(LimitError::Input { .. })));
         let mut too_many = with_input(hash("vehicle", 1), None);
         too_many.inputs = (0..=MAX_INPUTS)
@@ -351,8 +352,8 @@ mod tests {
             Err(LimitError::RepeatWithoutGap { count: u32::MAX })
         );
         let mut far = valid();
-        far.rules[0].steps[0].after_ns = u64::MAX;
-        far.rules[0].steps[0].durable = true;
+        Arc::make_mut(&mut far.rules[0].steps)[0].after_ns = u64::MAX;
+        Arc::make_mut(&mut far.rules[0].steps)[0].durable = true;
         assert!(matches!(load(&far), Err(LimitError::Duration { .. })));
         let mut every = valid();
         every.rules[0].repeat = Repeat {
@@ -381,7 +382,7 @@ mod tests {
             Err(LimitError::StateChannel { .. })
         ));
         let mut shell = valid();
-        shell.rules[0].steps[0] = Step::new(
+        Arc::make_mut(&mut shell.rules[0].steps)[0] = Step::new(
             Action::Exec {
                 command: "/bin/sh -c reboot".into(),
                 timeout_ns: 1,
@@ -393,7 +394,7 @@ mod tests {
             Err(LimitError::Action { step: 0, .. })
         ));
         let mut durable = valid();
-        durable.rules[0].steps[0].durable = true;
+        Arc::make_mut(&mut durable.rules[0].steps)[0].durable = true;
         assert_eq!(
             load(&durable),
             Err(LimitError::DurableWithoutAfter { step: 0 })

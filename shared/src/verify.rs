@@ -130,22 +130,22 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
     crate::limits::check_inputs(payload).map_err(PayloadError::Input)?;
     for rule in &payload.rules {
         crate::limits::check_rule(rule).map_err(|error| PayloadError::Limit {
-            rule: rule.name.clone(),
+            rule: rule.name.to_string(),
             error,
         })?;
-        if !names.insert(rule.name.as_str()) {
+        if !names.insert(&*rule.name) {
             return Err(PayloadError::DuplicateRule {
-                name: rule.name.clone(),
+                name: rule.name.to_string(),
             });
         }
         if rule.steps.is_empty() {
             return Err(PayloadError::NoSteps {
-                rule: rule.name.clone(),
+                rule: rule.name.to_string(),
             });
         }
         if rule.repeat.count == 0 {
             return Err(PayloadError::ZeroRepeat {
-                rule: rule.name.clone(),
+                rule: rule.name.to_string(),
             });
         }
         // A pattern must be what parsing its text gives (`Prefix` ends with
@@ -154,13 +154,13 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
         for pattern in rule.on.iter().chain(&rule.cancel_on) {
             if TopicPattern::parse(&pattern.to_string()).as_ref() != Ok(pattern) {
                 return Err(PayloadError::Pattern {
-                    rule: rule.name.clone(),
+                    rule: rule.name.to_string(),
                     pattern: format!("{pattern:?}"),
                 });
             }
         }
         let program_error = |place: String, error| PayloadError::Program {
-            rule: rule.name.clone(),
+            rule: rule.name.to_string(),
             place,
             error,
         };
@@ -190,7 +190,7 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
                 };
                 if let Some(reason) = reason {
                     return Err(PayloadError::CanFrame {
-                        rule: rule.name.clone(),
+                        rule: rule.name.to_string(),
                         step: index,
                         reason,
                     });

@@ -14,6 +14,7 @@ use rulecore::fuzz::{Fuzz, Rng};
 use rulecore::limits::MAX_PATTERNS;
 use rulecore::vm::{eval_bool, EvalError};
 use rulecore::TopicPattern;
+use std::sync::Arc;
 
 /// A payload with every part a forger could inflate: repeats, durations,
 /// patterns, constants and a `when` that joins strings.
@@ -49,7 +50,7 @@ fn sample() -> Payload {
         count: 3,
         every_ns: 2_000_000_000,
     };
-    rule.cancel_on = vec![TopicPattern::parse("alarm.disarmed").unwrap()];
+    rule.cancel_on = vec![TopicPattern::parse("alarm.disarmed").unwrap()].into();
     rule.when = Some(Program {
         ops: vec![
             Op::Data(0),
@@ -96,7 +97,7 @@ fn assert_bounded(payload: &Payload, event: &Event) {
                 "a verified program malformed: {program:?}"
             );
         }
-        for step in &rule.steps {
+        for step in rule.steps.iter() {
             assert!(step.after_ns <= i64::MAX as u64);
             assert!(!step.durable || step.after_ns > 0);
         }
@@ -139,7 +140,10 @@ fn mutate_fields(rng: &mut Rng, payload: &Payload) -> Vec<u8> {
             rule.repeat.count = *rng.pick(&[0, 1, 2, u32::MAX]);
             rule.repeat.every_ns = *rng.pick(&[0, 1, u64::MAX]);
         }
-        1 => rule.steps[1].after_ns = *rng.pick(&[0, 1, i64::MAX as u64, u64::MAX]),
+        1 => {
+            Arc::make_mut(&mut rule.steps)[1].after_ns =
+                *rng.pick(&[0, 1, i64::MAX as u64, u64::MAX])
+        }
         2 => {
             let n = *rng.pick(&[MAX_PATTERNS, MAX_PATTERNS + 1]);
             rule.on = (0..n)
@@ -165,7 +169,7 @@ fn mutate_fields(rng: &mut Rng, payload: &Payload) -> Vec<u8> {
             ops.extend([Op::Const(1), Op::Eq]);
             rule.when = Some(Program { ops });
         }
-        _ => rule.steps[0].durable = rng.one_in(2),
+        _ => Arc::make_mut(&mut rule.steps)[0].durable = rng.one_in(2),
     }
     encode(&payload).unwrap()
 }

@@ -30,7 +30,7 @@ fn rules(count: usize) -> Vec<Rule> {
                 vec![TopicPattern::parse(&on).unwrap()],
                 vec![Step::new(both, 0)],
             );
-            rule.cancel_on = vec![TopicPattern::parse(&format!("cancel.{i}")).unwrap()];
+            rule.cancel_on = vec![TopicPattern::parse(&format!("cancel.{i}")).unwrap()].into();
             rule
         })
         .collect()

@@ -62,10 +62,10 @@ impl TopicIndex {
             }
             TopicPattern::Exact(topic) => (&mut self.exact, topic),
         };
-        match map.get_mut(key.as_str()) {
+        match map.get_mut(&**key) {
             Some(list) => list.push(rule),
             None => {
-                map.insert(key.as_str().into(), RuleList::One(rule));
+                map.insert((&**key).into(), RuleList::One(rule));
             }
         }
     }

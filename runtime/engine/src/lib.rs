@@ -267,7 +267,7 @@ struct RuleState {
 impl RuleState {
     /// The state of a rule nothing has happened to yet.
     fn for_rule(rule: &Rule) -> Self {
-        Self::idle(rule.name.as_str().into(), rule.enabled)
+        Self::idle((&*rule.name).into(), rule.enabled)
     }
 
     fn idle(name: Arc<str>, enabled: bool) -> Self {
@@ -766,7 +766,7 @@ impl Engine {
         let payload = Arc::clone(&self.payload);
         let mut by_name: HashMap<&str, usize> = HashMap::new();
         for (index, rule) in payload.rules.iter().enumerate() {
-            by_name.entry(rule.name.as_str()).or_insert(index);
+            by_name.entry(&*rule.name).or_insert(index);
         }
         // Two passes over the same (fire-at, id) order: the first only
         // decides (validity, then which record each rule's policy keeps),

@@ -143,8 +143,8 @@ fn engine(payload: &Payload) -> usize {
             for p in list(rule).iter().filter(|p| seen.insert(*p)) {
                 match p {
                     TopicPattern::Any => any += 1,
-                    TopicPattern::Prefix(text) => *prefix.entry(text.as_str()).or_insert(0) += 1,
-                    TopicPattern::Exact(text) => *exact.entry(text.as_str()).or_insert(0) += 1,
+                    TopicPattern::Prefix(text) => *prefix.entry(&**text).or_insert(0) += 1,
+                    TopicPattern::Exact(text) => *exact.entry(&**text).or_insert(0) += 1,
                 }
             }
         }

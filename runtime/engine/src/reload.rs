@@ -286,23 +286,23 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
             .rules
             .iter()
             .enumerate()
-            .map(|(index, rule)| (rule.name.as_str(), index))
+            .map(|(index, rule)| (&*rule.name, index))
             .collect();
         old.rules
             .iter()
-            .map(|rule| by_name.get(rule.name.as_str()).copied())
+            .map(|rule| by_name.get(&*rule.name).copied())
             .collect()
     };
     let mut summary = ReloadSummary::default();
     let mut found = vec![false; new.rules.len()];
     for (rule, target) in old.rules.iter().zip(&targets) {
         let Some(target) = *target else {
-            summary.removed.push(rule.name.clone());
+            summary.removed.push(rule.name.to_string());
             continue;
         };
         found[target] = true;
         if *rule != new.rules[target] {
-            summary.changed.push(rule.name.clone());
+            summary.changed.push(rule.name.to_string());
         }
     }
     summary.added = new
@@ -310,7 +310,7 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
         .iter()
         .zip(&found)
         .filter(|(_, found)| !**found)
-        .map(|(rule, _)| rule.name.clone())
+        .map(|(rule, _)| rule.name.to_string())
         .collect();
     Diff {
         summary,

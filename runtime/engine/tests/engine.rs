@@ -49,7 +49,7 @@ fn hazards() -> Rule {
         &["alarm.triggered"],
         vec![push("both", 0), push("off", 30_000)],
     );
-    r.cancel_on = pats(&["alarm.disarmed"]);
+    r.cancel_on = pats(&["alarm.disarmed"]).into();
     r
 }
 
@@ -344,7 +344,7 @@ fn cancel_drops_timer_and_record_and_no_later_step_runs() {
 #[test]
 fn cancel_between_record_write_and_timer_arm_leaves_no_record() {
     let mut r = hazards();
-    r.steps = vec![push("off", 30_000)];
+    r.steps = vec![push("off", 30_000)].into();
     let mut h = H::new(vec![r]);
     // Both events reach the engine before the driver performs anything.
     h.engine.handle_event(
@@ -487,7 +487,7 @@ fn a_queue_rule_starts_its_oldest_held_trigger_when_the_run_fails() {
 #[test]
 fn a_refused_non_durable_step_ends_the_run_and_counts_dropped() {
     let mut rule = hazards();
-    rule.steps[1].durable = false;
+    Arc::make_mut(&mut rule.steps)[1].durable = false;
     let mut h = H::new(vec![rule]).manual();
     h.event("alarm.triggered");
     let job = h.last_job();
@@ -509,7 +509,7 @@ fn stop_keeps_records_of_waiting_runs_and_an_abandoned_step_keeps_its_record() {
     a.name = "a".into();
     let mut b = hazards();
     b.name = "b".into();
-    b.on = pats(&["b"]);
+    b.on = pats(&["b"]).into();
     let mut h = H::new(vec![a, b]).manual();
     h.event("alarm.triggered");
     let j = h.last_job();
@@ -564,7 +564,7 @@ fn stop_keeps_records_and_a_job_started_after_stop_still_drops_its_record() {
 fn cancel_on_and_on_with_the_same_topic_stops_then_starts_again() {
     let mut r = hazards();
     r.concurrency = Concurrency::Drop;
-    r.cancel_on = pats(&["alarm.triggered"]);
+    r.cancel_on = pats(&["alarm.triggered"]).into();
     let mut h = H::new(vec![r]);
     h.event("alarm.triggered");
     h.take();
@@ -586,7 +586,7 @@ fn cancel_on_and_on_with_the_same_topic_stops_then_starts_again() {
 fn one_event_cancels_one_rule_and_fires_another() {
     let mut first = hazards();
     first.name = "first".into();
-    first.cancel_on = pats(&["button.*"]);
+    first.cancel_on = pats(&["button.*"]).into();
     let second = rule("second", &["button.brake"], vec![push("x", 0)]);
     let mut h = H::new(vec![first, second]);
     h.event("alarm.triggered");
@@ -637,10 +637,10 @@ fn disabled_rules_neither_match_nor_cancel() {
     off.enabled = false;
     let mut other = hazards();
     other.name = "other".into();
-    other.cancel_on = pats(&["x"]);
+    other.cancel_on = pats(&["x"]).into();
     let mut canceller = rule("canceller", &["y"], vec![push("y", 0)]);
     canceller.enabled = false;
-    canceller.cancel_on = pats(&["alarm.triggered"]);
+    canceller.cancel_on = pats(&["alarm.triggered"]).into();
     let mut h = H::new(vec![off, other, canceller]);
     h.event("alarm.triggered");
     let out = h.take();
@@ -760,7 +760,7 @@ fn queue_holds_eight_refuses_the_ninth_and_starts_the_oldest_when_the_run_ends()
 fn cancel_throws_the_queue_backlog_away() {
     let mut r = rule("q", &["go"], vec![push("x", 1_000)]);
     r.concurrency = Concurrency::Queue;
-    r.cancel_on = pats(&["stop"]);
+    r.cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![r]);
     h.event("go");
     h.event("go");
@@ -799,7 +799,7 @@ fn cooldown_suppresses_triggers_within_it() {
 fn debounce_fires_once_with_the_latest_event_after_the_quiet_window() {
     let mut r = rule("d", &["go"], vec![push("x", 0)]);
     r.debounce_ns = 500_000_000;
-    r.cancel_on = pats(&["stop"]);
+    r.cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![r]).manual();
     for (at, id) in [(0, "a"), (100, "b"), (400, "c")] {
         h.to(at);
@@ -895,7 +895,7 @@ fn debounce_then_cooldown_checks_cooldown_at_the_debounced_dispatch() {
 #[test]
 fn step_when_is_evaluated_at_fire_time_not_schedule_time() {
     let mut r = hazards();
-    r.steps[1].when = Some(when_parked());
+    Arc::make_mut(&mut r.steps)[1].when = Some(when_parked());
     let mut h = H::new(vec![r]);
     // Not parked when scheduled, parked when due: the step runs.
     h.event("alarm.triggered");
@@ -928,7 +928,7 @@ fn step_when_is_evaluated_at_fire_time_not_schedule_time() {
 #[test]
 fn a_step_when_error_ends_the_run_and_counts_an_error() {
     let mut r = hazards();
-    r.steps[0].when = Some(when_broken());
+    Arc::make_mut(&mut r.steps)[0].when = Some(when_broken());
     let mut h = H::new(vec![r]);
     h.event("alarm.triggered");
     assert_eq!(
@@ -1431,16 +1431,16 @@ impl Rng {
 fn chaos_rules() -> Vec<Rule> {
     let mut a = hazards();
     a.name = "a".into();
-    a.on = pats(&["x.*"]);
-    a.cancel_on = pats(&["stop"]);
+    a.on = pats(&["x.*"]).into();
+    a.cancel_on = pats(&["stop"]).into();
     let mut b = rule(
         "b",
         &["x.one", "y"],
         vec![push("1", 500), push("2", 0), push("3", 2_000)],
     );
     b.concurrency = Concurrency::Queue;
-    b.cancel_on = pats(&["x.one"]);
-    b.steps[1].when = Some(when_parked());
+    b.cancel_on = pats(&["x.one"]).into();
+    Arc::make_mut(&mut b.steps)[1].when = Some(when_parked());
     let mut c = rule("c", &["*"], vec![push("c", 700)]);
     c.concurrency = Concurrency::Drop;
     c.debounce_ns = 300_000_000;
@@ -1451,7 +1451,7 @@ fn chaos_rules() -> Vec<Rule> {
     };
     let mut d = rule("d", &["y"], vec![push("d", 1_500)]);
     d.when = Some(when_parked());
-    d.steps[0].durable = false;
+    Arc::make_mut(&mut d.steps)[0].durable = false;
     vec![a, b, c, d]
 }
 
@@ -1765,7 +1765,7 @@ fn a_dry_run_judges_policies_and_changes_nothing() {
     use ruled_engine::{Verdict, WhenResult};
     let mut gated = rule("gated", &["go"], vec![push("x", 0), push("y", 1000)]);
     gated.when = Some(when_parked());
-    gated.steps[1].when = Some(when_broken());
+    Arc::make_mut(&mut gated.steps)[1].when = Some(when_broken());
     gated.concurrency = Concurrency::Drop;
     let mut h = H::new(vec![gated]).manual();
     let go = Event {
@@ -1811,7 +1811,7 @@ fn a_dry_run_follows_cancel_cooldown_debounce_and_the_queue_backlog() {
     quiet.debounce_ns = 500 * 1_000_000;
     let mut queued = rule("queued", &["go"], vec![push("x", 0), push("y", 60_000)]);
     queued.concurrency = Concurrency::Queue;
-    queued.cancel_on = pats(&["stop"]);
+    queued.cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![cooled, quiet, queued]);
     h.event("go");
     h.to(3_000);
@@ -1959,7 +1959,7 @@ fn a_durable_step_due_while_others_wait_goes_behind_them_without_a_submit() {
 #[test]
 fn a_non_durable_step_does_not_wait_in_the_due_backlog() {
     let mut rules = durable_rules(&[1_000, 0]);
-    rules[1].on = pats(&["now"]);
+    rules[1].on = pats(&["now"]).into();
     let mut h = H::new(rules).manual();
     h.event("go");
     h.to(1_000);
@@ -2057,7 +2057,7 @@ fn a_replayed_step_waits_only_what_is_left_of_the_window() {
 #[test]
 fn cancel_on_and_restart_end_a_run_waiting_in_the_due_backlog_and_drop_its_record() {
     let mut cancelled = rule("c", &["go"], vec![push("on", 1_000)]);
-    cancelled.cancel_on = pats(&["stop"]);
+    cancelled.cancel_on = pats(&["stop"]).into();
     let mut restarted = rule("r", &["go"], vec![push("on", 1_000)]);
     restarted.concurrency = Concurrency::Restart;
     let mut h = H::new(vec![cancelled, restarted]).manual();
@@ -2112,7 +2112,7 @@ fn a_backlog_step_queued_at_stop_keeps_its_record_and_one_still_waiting_too() {
 #[test]
 fn the_due_backlog_holds_one_entry_per_waiting_run_whatever_the_churn() {
     let mut c = rule("c", &["go"], vec![push("on", 1_000)]);
-    c.cancel_on = pats(&["stop"]);
+    c.cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![c]).manual();
     for round in 0..100u64 {
         h.event("go");
@@ -2209,9 +2209,11 @@ fn reload_keeps_a_run_whose_step_is_unchanged() {
 #[test]
 fn reload_ends_a_run_whose_step_changed_or_went() {
     let mut changed = hazards();
-    changed.steps[1] = push("left", 30_000);
+    Arc::make_mut(&mut changed.steps)[1] = push("left", 30_000);
     let mut shorter = hazards();
-    shorter.steps.truncate(1);
+    let mut steps = shorter.steps.to_vec();
+    steps.truncate(1);
+    shorter.steps = steps.into();
     for (rules, reason) in [
         (vec![changed], "fingerprint"),
         (vec![shorter], "step-gone"),
@@ -2245,7 +2247,7 @@ fn reload_lets_a_running_action_finish_and_takes_later_steps_from_the_new_bundle
     h.start(job);
     h.take();
     let mut later = hazards();
-    later.steps[1] = push("later", 5_000);
+    Arc::make_mut(&mut later.steps)[1] = push("later", 5_000);
     h.reload(vec![later]);
     assert!(h.take().is_empty());
     h.finish(job, Ok(()));
@@ -2267,7 +2269,7 @@ fn reload_lets_a_running_action_finish_and_takes_later_steps_from_the_new_bundle
     let job = h.last_job();
     h.start(job);
     let mut first = hazards();
-    first.steps[0] = push("left", 0);
+    Arc::make_mut(&mut first.steps)[0] = push("left", 0);
     h.reload(vec![first]);
     h.take();
     h.finish(job, Err("boom".into()));
@@ -2282,7 +2284,7 @@ fn reload_carries_cooldown_debounce_and_counters_and_a_lower_repeat_ends_the_run
     let mut h = H::new(vec![r.clone()]);
     h.event("x");
     let mut changed = r.clone();
-    changed.steps[0] = push("b", 0);
+    Arc::make_mut(&mut changed.steps)[0] = push("b", 0);
     h.reload(vec![changed]);
     h.take();
     h.event("x");
@@ -2295,7 +2297,7 @@ fn reload_carries_cooldown_debounce_and_counters_and_a_lower_repeat_ends_the_run
     h.event("x");
     h.to(500);
     let mut d2 = d.clone();
-    d2.steps[0] = push("b", 0);
+    Arc::make_mut(&mut d2.steps)[0] = push("b", 0);
     h.reload(vec![d2]);
     h.to(2_000);
     let out = h.take();
@@ -2327,7 +2329,7 @@ fn reload_starts_a_queue_rules_held_trigger_when_it_ends_the_run() {
     h.event("alarm.triggered");
     h.take();
     let mut changed = q;
-    changed.steps[1] = push("left", 30_000);
+    Arc::make_mut(&mut changed.steps)[1] = push("left", 30_000);
     let summary = h.reload(vec![changed.clone()]);
     assert_eq!(summary.changed, ["hazards"]);
     assert_eq!(
@@ -2346,7 +2348,7 @@ fn reload_starts_a_queue_rules_held_trigger_when_it_ends_the_run() {
     h.event("alarm.triggered");
     let mut restart = changed;
     restart.concurrency = Concurrency::Restart;
-    restart.steps[1] = push("right", 30_000);
+    Arc::make_mut(&mut restart.steps)[1] = push("right", 30_000);
     h.reload(vec![restart]);
     h.take();
     assert_eq!(h.counters().runs_active, 0);

@@ -44,7 +44,7 @@ fn battery(when: Program) -> Rule {
     );
     rule.when = Some(when);
     rule.hold_ns = FOR_NS;
-    rule.cancel_on = vec![TopicPattern::parse("battery.removed").unwrap()];
+    rule.cancel_on = vec![TopicPattern::parse("battery.removed").unwrap()].into();
     rule
 }
 

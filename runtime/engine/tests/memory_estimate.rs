@@ -95,7 +95,7 @@ fn varied(n: usize) -> Payload {
                 topic("alarm.triggered"),
             ];
             let mut rule = Rule::new(format!("varied-rule-{i}"), "varied.toml", on, steps);
-            rule.cancel_on = vec![topic("alarm.disarmed"), topic(&format!("device.{i}.*"))];
+            rule.cancel_on = vec![topic("alarm.disarmed"), topic(&format!("device.{i}.*"))].into();
             rule.when = Some(when.clone());
             rule.enabled = i % 7 != 0;
             if i % 3 == 0 {

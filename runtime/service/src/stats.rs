@@ -128,7 +128,7 @@ impl StatsPublisher {
             .rules
             .iter()
             .zip(&self.rules)
-            .map(|(rule, stats)| (rule.name.clone(), rule_stats_json(stats)))
+            .map(|(rule, stats)| (rule.name.to_string(), rule_stats_json(stats)))
             .collect();
         let rules = writer.send(StoreOp::AllRuleStats(rules));
         self.stale = !(counters && rules);
@@ -161,7 +161,7 @@ impl StatsPublisher {
         {
             let current = engine.rule_stats(index).unwrap_or_default();
             if current != *old {
-                rules.push((rule.name.clone(), rule_stats_json(&current)));
+                rules.push((rule.name.to_string(), rule_stats_json(&current)));
                 *old = current;
             }
         }

@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::sync::Arc;
 use support::bundles::{self, hazards, payload, single};
 use support::{list, now_ms, poll, wait_for, RedisServer, Ruled, Setup};
 
@@ -190,7 +191,7 @@ fn cancel_on_stops_the_waiting_step() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let mut rule = hazards(3_000);
-    rule.cancel_on = vec![rulecore::TopicPattern::parse("alarm.disarmed").unwrap()];
+    rule.cancel_on = vec![rulecore::TopicPattern::parse("alarm.disarmed").unwrap()].into();
     let bundle = bundles::write(dir.path(), "b", &single(rule));
     let ruled = Ruled::ready(&redis, &bundle, &[]);
     publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
@@ -321,7 +322,7 @@ fn changed_fingerprint_drops_the_record() {
     let dir = tempfile::tempdir().unwrap();
     let old = bundles::write(dir.path(), "old", &single(hazards(5_000)));
     let mut changed = hazards(5_000);
-    changed.steps[1] = bundles::redis_step("scooter:blinker", "left", 5_000);
+    Arc::make_mut(&mut changed.steps)[1] = bundles::redis_step("scooter:blinker", "left", 5_000);
     let new = bundles::write(dir.path(), "new", &single(changed));
 
     let mut ruled = Ruled::ready(&redis, &old, &[]);

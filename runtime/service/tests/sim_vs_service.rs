@@ -230,7 +230,7 @@ fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
         rule.cooldown_ns = scaled_ns(rule.cooldown_ns);
         rule.debounce_ns = scaled_ns(rule.debounce_ns);
         rule.repeat.every_ns = scaled_ns(rule.repeat.every_ns);
-        for (index, step) in rule.steps.iter_mut().enumerate() {
+        for (index, step) in Arc::make_mut(&mut rule.steps).iter_mut().enumerate() {
             step.after_ns = scaled_ns(step.after_ns);
             let (tag, timeout_ns) = match &step.action {
                 Action::Redis { .. } => continue,
@@ -439,13 +439,13 @@ struct Failing {
 fn failing(fail: &sim::FailEntry, payloads: &[&Payload]) -> Failing {
     let mut out = Failing::default();
     for payload in payloads {
-        for rule in payload.rules.iter().filter(|r| r.name == fail.rule) {
+        for rule in payload.rules.iter().filter(|r| *r.name == *fail.rule) {
             for (index, step) in rule.steps.iter().enumerate() {
                 let index = u32::try_from(index).expect("step index");
                 if fail.step.is_some_and(|s| s != index) {
                     continue;
                 }
-                out.steps.insert((rule.name.clone(), index));
+                out.steps.insert((rule.name.to_string(), index));
                 match &step.action {
                     Action::Redis { list, .. } => {
                         out.lists.insert(list.clone());
