@@ -252,7 +252,9 @@ impl Repeat {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
-    pub action: Action,
+    /// Shared: the decoder hands equal actions one `Arc`
+    /// ([`crate::payload_decode`]).
+    pub action: Arc<Action>,
     pub when: Option<Program>,
     pub after_ns: u64,
     pub durable: bool,
@@ -269,7 +271,7 @@ impl Step {
         let durable = after_ns > 0;
         Step {
             fingerprint: step_fingerprint(&action, None, after_ns, durable, &[], &[]),
-            action,
+            action: Arc::new(action),
             when: None,
             after_ns,
             durable,
@@ -294,7 +296,7 @@ impl std::fmt::Display for Fingerprint {
 /// (docs/rules.md#step-keys).
 pub const DEFAULT_TIMEOUT_NS: u64 = 10_000_000_000;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Action {
     /// `LPUSH list push`, waiting at most `timeout_ns` for Redis' reply
     /// (docs/semantics.md#worker-pool-and-actions).
@@ -321,7 +323,7 @@ impl Action {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CanFrame {
     pub iface: String,
     /// At most 0x1FFFFFFF.

@@ -303,7 +303,7 @@ fn write_step(out: &mut impl Write, index: usize, step: &Step, payload: &Payload
         "    durable      {}",
         if step.durable { "yes" } else { "no" }
     )?;
-    if let Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } = step.action {
+    if let Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } = *step.action {
         writeln!(out, "    timeout      {}", duration(timeout_ns))?;
     }
     writeln!(out, "    fingerprint  {}", step.fingerprint)?;

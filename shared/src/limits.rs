@@ -179,7 +179,7 @@ pub fn check_rule(rule: &Rule) -> Result<(), LimitError> {
     ];
     let steps = rule.steps.iter().enumerate();
     let step_durations = steps.clone().flat_map(|(index, step)| {
-        let timeout = match step.action {
+        let timeout = match *step.action {
             Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } => Some(timeout_ns),
             Action::Can(_) => None,
         };

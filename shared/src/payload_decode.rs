@@ -1,7 +1,8 @@
 //! Decoding a bundle's payload (docs/bundle.md#the-loaders-memory): the
-//! rule files read once into shared names, and the rules vector reserved
-//! once, at the exact length the payload declares, and only when that many
-//! rules fit in the bytes left.
+//! rule files read once into shared names, equal step lists and equal
+//! actions shared ([`Shared`]), and the rules vector reserved once, at the
+//! exact length the payload declares, and only when that many rules fit in
+//! the bytes left.
 //!
 //! serde's own `Vec` decoding trusts a declared length only up to 1 MiB
 //! of elements and grows by doubling past it: for 10,000 rules a vector of
@@ -10,11 +11,13 @@
 //! checked, so it is believed only as far as the bytes can back it: each
 //! rule takes at least [`MIN_RULE_BYTES`] of payload.
 
-use crate::bundle::{Input, Payload, Rule, StatePair};
+use crate::bundle::{Action, Input, Payload, Rule, StatePair, Step};
 use crate::bytecode::Const;
 use serde::de::{DeserializeSeed, Deserializer, Error, SeqAccess, Visitor};
 use std::cell::Cell;
+use std::collections::HashSet;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// The fewest payload bytes a rule can take: one byte for each of its
@@ -173,6 +176,7 @@ impl<'de> Visitor<'de> for ExactRules<'_> {
         rules.try_reserve_exact(declared).map_err(|_| {
             A::Error::custom(format_args!("cannot reserve memory for {declared} rules"))
         })?;
+        let mut shared = Shared::default();
         for (rule, &index) in self.rule_sources.iter().enumerate() {
             let Some(source) = self.sources.get(index) else {
                 return Err(self.payload.refuse(Refusal::SourceIndex {
@@ -185,11 +189,72 @@ impl<'de> Visitor<'de> for ExactRules<'_> {
                 break;
             };
             decoded.source = Arc::clone(source);
+            decoded.steps = shared.steps(decoded.steps);
             rules.push(decoded);
         }
         Ok(rules)
     }
 }
+
+/// The step lists and actions decoded so far, one `Arc` each: a rule whose
+/// steps equal an earlier rule's gets that rule's list, and a step whose
+/// action equals an earlier one's gets that action. Typical bundles repeat
+/// both (the same `blinker off` after the same wait), and a one-step rule
+/// then keeps its name and patterns of its own and nothing more. Kept only
+/// while decoding.
+#[derive(Default)]
+struct Shared {
+    steps: HashSet<StepList>,
+    actions: HashSet<Arc<Action>>,
+}
+
+impl Shared {
+    fn steps(&mut self, mut steps: Arc<[Step]>) -> Arc<[Step]> {
+        let list = StepList(steps);
+        if let Some(earlier) = self.steps.get(&list) {
+            return Arc::clone(&earlier.0);
+        }
+        steps = list.0;
+        // Just decoded, so not shared yet: `make_mut` does not copy.
+        for step in Arc::make_mut(&mut steps) {
+            step.action = self.action(&step.action);
+        }
+        self.steps.insert(StepList(Arc::clone(&steps)));
+        steps
+    }
+
+    fn action(&mut self, action: &Arc<Action>) -> Arc<Action> {
+        match self.actions.get(action) {
+            Some(earlier) => Arc::clone(earlier),
+            None => {
+                self.actions.insert(Arc::clone(action));
+                Arc::clone(action)
+            }
+        }
+    }
+}
+
+/// A step list as a set key: hashed by its fingerprints and waits (cheap,
+/// and equal lists hash alike), compared in full, so lists are shared only
+/// when they are equal whatever their fingerprints say.
+struct StepList(Arc<[Step]>);
+
+impl Hash for StepList {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for step in self.0.iter() {
+            step.fingerprint.hash(state);
+            step.after_ns.hash(state);
+        }
+    }
+}
+
+impl PartialEq for StepList {
+    fn eq(&self, other: &StepList) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for StepList {}
 
 #[cfg(test)]
 mod tests {
@@ -235,6 +300,74 @@ mod tests {
         assert!(Arc::ptr_eq(
             &decoded.rules[1].source,
             &decoded.rules[9_999].source
+        ));
+    }
+
+    #[test]
+    fn equal_step_lists_and_equal_actions_are_shared() {
+        let off = || Action::redis("scooter:blinker", "off");
+        let on = |topic: &str| vec![TopicPattern::parse(topic).unwrap()];
+        let rules = vec![
+            Rule::new("a", "f.toml", on("a"), vec![Step::new(off(), 30)]),
+            Rule::new("b", "f.toml", on("b"), vec![Step::new(off(), 30)]),
+            // The same action after another wait: its own list, the
+            // shared action.
+            Rule::new("c", "f.toml", on("c"), vec![Step::new(off(), 40)]),
+            Rule::new(
+                "d",
+                "f.toml",
+                on("d"),
+                vec![Step::new(Action::redis("x", "off"), 30)],
+            ),
+        ];
+        let payload = Payload::new("test", rules, vec![], vec![]);
+        let body = postcard::to_allocvec(&payload).unwrap();
+        let (decoded, _) = decode_payload(&body).unwrap();
+        assert_eq!(decoded, payload);
+        let [a, b, c, d] = &decoded.rules[..] else {
+            panic!("four rules")
+        };
+        assert!(Arc::ptr_eq(&a.steps, &b.steps));
+        assert!(!Arc::ptr_eq(&a.steps, &c.steps));
+        assert!(Arc::ptr_eq(&a.steps[0].action, &c.steps[0].action));
+        assert!(!Arc::ptr_eq(&a.steps[0].action, &d.steps[0].action));
+        // Shared, the lists still change one rule at a time.
+        let mut changed = decoded.clone();
+        Arc::make_mut(&mut changed.rules[1].steps)[0].after_ns = 50;
+        assert_eq!(changed.rules[0].steps[0].after_ns, 30);
+    }
+
+    #[test]
+    fn lists_that_share_fingerprints_but_differ_are_not_shared() {
+        // A forged bundle may give two different lists the same
+        // fingerprints (verification refuses it later): each keeps its own.
+        let on = vec![TopicPattern::parse("a").unwrap()];
+        let mut one = Rule::new(
+            "one",
+            "f.toml",
+            on.clone(),
+            vec![Step::new(Action::redis("l", "1"), 0)],
+        );
+        let two = Rule::new(
+            "two",
+            "f.toml",
+            on,
+            vec![Step::new(Action::redis("l", "2"), 0)],
+        );
+        Arc::make_mut(&mut one.steps)[0].fingerprint = two.steps[0].fingerprint;
+        let payload = Payload {
+            compiler_version: "test".into(),
+            rules: vec![one, two],
+            state_pairs: vec![],
+            consts: vec![],
+            inputs: vec![],
+        };
+        let body = postcard::to_allocvec(&payload).unwrap();
+        let (decoded, _) = decode_payload(&body).unwrap();
+        assert_eq!(decoded, payload);
+        assert!(!Arc::ptr_eq(
+            &decoded.rules[0].steps,
+            &decoded.rules[1].steps
         ));
     }
 

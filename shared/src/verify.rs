@@ -172,7 +172,7 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
                 verify_program(when, consts, states)
                     .map_err(|e| program_error(format!("step {index} `when`"), e))?;
             }
-            if let crate::bundle::Action::Can(frame) = &step.action {
+            if let crate::bundle::Action::Can(frame) = &*step.action {
                 let reason = if frame.id > 0x1FFF_FFFF {
                     Some("id above 0x1FFFFFFF")
                 } else if frame.id > 0x7FF && !frame.extended {

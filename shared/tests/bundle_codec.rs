@@ -346,7 +346,7 @@ fn bad_can_frames_are_refused_naming_the_step() {
     ];
     for (frame, want) in cases {
         let mut payload = sample();
-        Arc::make_mut(&mut payload.rules[0].steps)[2].action = Action::Can(frame.clone());
+        Arc::make_mut(&mut payload.rules[0].steps)[2].action = Arc::new(Action::Can(frame.clone()));
         match decode(&encode(&payload).unwrap()) {
             Err(BundleError::Invalid(PayloadError::CanFrame { rule, step, reason })) => {
                 assert_eq!((rule.as_str(), step, reason), ("hazards-on-alarm", 2, want));
@@ -375,7 +375,7 @@ fn bad_can_frames_are_refused_naming_the_step() {
         },
     ] {
         let mut payload = sample();
-        Arc::make_mut(&mut payload.rules[0].steps)[2].action = Action::Can(frame.clone());
+        Arc::make_mut(&mut payload.rules[0].steps)[2].action = Arc::new(Action::Can(frame.clone()));
         assert!(decode(&encode(&payload).unwrap()).is_ok(), "{frame:?}");
     }
 }

@@ -232,7 +232,7 @@ fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
         rule.repeat.every_ns = scaled_ns(rule.repeat.every_ns);
         for (index, step) in Arc::make_mut(&mut rule.steps).iter_mut().enumerate() {
             step.after_ns = scaled_ns(step.after_ns);
-            let (tag, timeout_ns) = match &step.action {
+            let (tag, timeout_ns) = match &*step.action {
                 Action::Redis { .. } => continue,
                 Action::Exec {
                     command,
@@ -252,10 +252,10 @@ fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
                     (tag, 10_000_000_000)
                 }
             };
-            step.action = Action::Exec {
+            step.action = Arc::new(Action::Exec {
                 command: recorder(dir, &rule.name, index, &tag, action_time_ns),
                 timeout_ns: scaled_ns(timeout_ns),
-            };
+            });
         }
     }
     payload.refresh_fingerprints();
@@ -446,7 +446,7 @@ fn failing(fail: &sim::FailEntry, payloads: &[&Payload]) -> Failing {
                     continue;
                 }
                 out.steps.insert((rule.name.to_string(), index));
-                match &step.action {
+                match &*step.action {
                     Action::Redis { list, .. } => {
                         out.lists.insert(list.clone());
                     }
