@@ -12,7 +12,7 @@ use crate::check::{check_and_print, plural, Format};
 use crate::cli::{Console, Exit};
 use crate::validate::{CheckedExpr, CheckedRule};
 use crate::when::{lower, ConstPool};
-use rulecore::bundle::{Payload, Rule, Step};
+use rulecore::bundle::{Payload, Rule, RuleOptions, Step};
 use rulecore::codec::{self, BundleError};
 use std::io;
 use std::path::PathBuf;
@@ -90,15 +90,18 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
             name: rule.name.as_str().into(),
             source: source_of(&rule.source),
             enabled: rule.enabled,
-            on: rule.on.as_slice().into(),
-            cancel_on: rule.cancel_on.as_slice().into(),
             concurrency: rule.concurrency,
-            cooldown_ns: rule.cooldown_ns,
-            debounce_ns: rule.debounce_ns,
-            hold_ns: rule.hold_ns,
-            repeat: rule.repeat,
+            on: rule.on.as_slice().into(),
             when: lower_opt(&rule.when),
-            inputs: Box::default(),
+            options: RuleOptions {
+                cancel_on: rule.cancel_on.as_slice().into(),
+                cooldown_ns: rule.cooldown_ns,
+                debounce_ns: rule.debounce_ns,
+                hold_ns: rule.hold_ns,
+                repeat: rule.repeat,
+                inputs: Box::default(),
+            }
+            .boxed(),
             steps: rule
                 .steps
                 .iter()
@@ -138,7 +141,10 @@ fn add_inputs(payload: &mut Payload, rules: &[CheckedRule]) {
             }
         }
         inputs.sort_unstable();
-        out.inputs = inputs.into();
+        // Only a rule with inputs needs its options boxed for them.
+        if !inputs.is_empty() {
+            out.options_mut().inputs = inputs.into();
+        }
     }
 }
 

@@ -254,7 +254,7 @@ fn a_forged_endless_repeat_is_refused_by_dump_and_simulate() {
     let dir = tempfile::tempdir().unwrap();
     build_fixture_bundle(dir.path());
     let mut bundle = rulecore::codec::read(&dir.path().join("rules.bundle")).unwrap();
-    bundle.payload.rules[0].repeat = rulecore::bundle::Repeat {
+    bundle.payload.rules[0].options_mut().repeat = rulecore::bundle::Repeat {
         count: u32::MAX,
         every_ns: 0,
     };

@@ -15,8 +15,10 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// `redis` action its reply `timeout_ns`. 3: the payload carries `inputs`
 /// and each rule the indices of its own (docs/rules.md#inputs). 4: rule
 /// files are named once, in a table, and each rule by its index there
-/// (docs/bundle.md#what-the-payload-holds).
-pub const FORMAT_VERSION: u16 = 4;
+/// (docs/bundle.md#what-the-payload-holds). 5: the keys most rules leave
+/// at their defaults (`cancel_on`, cooldown, debounce, `for`, repeat,
+/// inputs) are one optional field of a rule ([`RuleOptions`]).
+pub const FORMAT_VERSION: u16 = 5;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
 /// [`crate::payload_decode`].
@@ -135,9 +137,24 @@ pub struct Rule {
     pub source: Arc<str>,
     /// `false`: replay-only (docs/rules.md#disabled-rules).
     pub enabled: bool,
-    pub on: Box<[TopicPattern]>,
-    pub cancel_on: Box<[TopicPattern]>,
     pub concurrency: Concurrency,
+    pub on: Box<[TopicPattern]>,
+    pub when: Option<Program>,
+    /// Shared: the decoder hands rules with equal steps one list
+    /// ([`crate::payload_decode`]); change them with [`Arc::make_mut`].
+    pub steps: Arc<[Step]>,
+    /// `None` when every key of [`RuleOptions`] has its default: most rules
+    /// set none of them, and the box keeps their 72 bytes out of every
+    /// rule. Read through [`Rule::cooldown_ns`] and the other getters,
+    /// change with [`Rule::options_mut`].
+    pub options: Option<Box<RuleOptions>>,
+}
+
+/// The rule keys most rules leave at their defaults
+/// (docs/rules.md#rule-keys); [`Rule::options`] holds them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RuleOptions {
+    pub cancel_on: Box<[TopicPattern]>,
     /// Nanoseconds; 0 means none.
     pub cooldown_ns: u64,
     /// Nanoseconds; 0 means none.
@@ -147,13 +164,16 @@ pub struct Rule {
     /// fingerprint: a hold is not durable.
     pub hold_ns: u64,
     pub repeat: Repeat,
-    pub when: Option<Program>,
-    /// Shared: the decoder hands rules with equal steps one list
-    /// ([`crate::payload_decode`]); change them with [`Arc::make_mut`].
-    pub steps: Arc<[Step]>,
     /// Indices into [`Payload::inputs`] of the inputs this rule declares,
     /// ascending, without repeats.
     pub inputs: Box<[u32]>,
+}
+
+impl RuleOptions {
+    /// As [`Rule::options`] holds them: `None` when all are defaults.
+    pub fn boxed(self) -> Option<Box<RuleOptions>> {
+        (self != RuleOptions::default()).then(|| Box::new(self))
+    }
 }
 
 impl Rule {
@@ -170,17 +190,45 @@ impl Rule {
             name: name.into(),
             source: source.into(),
             enabled: true,
-            on: on.into(),
-            cancel_on: Box::default(),
             concurrency: Concurrency::Restart,
-            cooldown_ns: 0,
-            debounce_ns: 0,
-            hold_ns: 0,
-            repeat: Repeat::ONCE,
+            on: on.into(),
             when: None,
             steps: steps.into(),
-            inputs: Box::default(),
+            options: None,
         }
+    }
+
+    /// This rule's options, boxed first if it had none.
+    pub fn options_mut(&mut self) -> &mut RuleOptions {
+        self.options.get_or_insert_with(Box::default)
+    }
+
+    pub fn cancel_on(&self) -> &[TopicPattern] {
+        self.options.as_ref().map_or(&[], |o| &o.cancel_on)
+    }
+
+    /// Nanoseconds; 0 means none.
+    pub fn cooldown_ns(&self) -> u64 {
+        self.options.as_ref().map_or(0, |o| o.cooldown_ns)
+    }
+
+    /// Nanoseconds; 0 means none.
+    pub fn debounce_ns(&self) -> u64 {
+        self.options.as_ref().map_or(0, |o| o.debounce_ns)
+    }
+
+    /// `for` (docs/semantics.md#hold). Nanoseconds; 0 means none.
+    pub fn hold_ns(&self) -> u64 {
+        self.options.as_ref().map_or(0, |o| o.hold_ns)
+    }
+
+    pub fn repeat(&self) -> Repeat {
+        self.options.as_ref().map_or(Repeat::ONCE, |o| o.repeat)
+    }
+
+    /// Indices into [`Payload::inputs`], ascending, without repeats.
+    pub fn inputs(&self) -> &[u32] {
+        self.options.as_ref().map_or(&[], |o| &o.inputs)
     }
 }
 
@@ -248,6 +296,12 @@ impl Repeat {
         count: 1,
         every_ns: 0,
     };
+}
+
+impl Default for Repeat {
+    fn default() -> Repeat {
+        Repeat::ONCE
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -365,11 +419,11 @@ mod tests {
         assert_eq!((&*rule.name, &*rule.source), ("r", "a.toml"));
         assert!(rule.enabled);
         assert_eq!(*rule.on, on);
-        assert!(rule.cancel_on.is_empty());
+        assert!(rule.cancel_on().is_empty());
         assert_eq!(rule.concurrency, Concurrency::Restart);
-        assert_eq!((rule.cooldown_ns, rule.debounce_ns), (0, 0));
+        assert_eq!((rule.cooldown_ns(), rule.debounce_ns()), (0, 0));
         assert_eq!(
-            rule.repeat,
+            rule.repeat(),
             Repeat {
                 count: 1,
                 every_ns: 0

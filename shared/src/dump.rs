@@ -319,31 +319,31 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
     };
     writeln!(out, "  enabled      {status}")?;
     writeln!(out, "  on           {}", patterns(&rule.on))?;
-    writeln!(out, "  cancel-on    {}", patterns(&rule.cancel_on))?;
+    writeln!(out, "  cancel-on    {}", patterns(rule.cancel_on()))?;
     writeln!(out, "  concurrency  {}", concurrency(rule.concurrency))?;
     writeln!(
         out,
         "  cooldown     {}",
-        optional_duration(rule.cooldown_ns)
+        optional_duration(rule.cooldown_ns())
     )?;
     writeln!(
         out,
         "  debounce     {}",
-        optional_duration(rule.debounce_ns)
+        optional_duration(rule.debounce_ns())
     )?;
-    writeln!(out, "  for          {}", optional_duration(rule.hold_ns))?;
-    let repeat = if rule.repeat.count <= 1 {
+    writeln!(out, "  for          {}", optional_duration(rule.hold_ns()))?;
+    let repeat = if rule.repeat().count <= 1 {
         "once".to_string()
     } else {
         format!(
             "{} passes, every {}",
-            rule.repeat.count,
-            duration(rule.repeat.every_ns)
+            rule.repeat().count,
+            duration(rule.repeat().every_ns)
         )
     };
     writeln!(out, "  repeat       {repeat}")?;
     for input in rule
-        .inputs
+        .inputs()
         .iter()
         .filter_map(|&i| payload.inputs.get(i as usize))
     {
@@ -557,13 +557,13 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "source": &*rule.source,
         "enabled": rule.enabled,
         "on": pats(&rule.on),
-        "cancel_on": pats(&rule.cancel_on),
+        "cancel_on": pats(rule.cancel_on()),
         "concurrency": concurrency(rule.concurrency),
-        "cooldown_ns": rule.cooldown_ns,
-        "debounce_ns": rule.debounce_ns,
-        "hold_ns": rule.hold_ns,
-        "inputs": rule.inputs,
-        "repeat": {"count": rule.repeat.count, "every_ns": rule.repeat.every_ns},
+        "cooldown_ns": rule.cooldown_ns(),
+        "debounce_ns": rule.debounce_ns(),
+        "hold_ns": rule.hold_ns(),
+        "inputs": rule.inputs(),
+        "repeat": {"count": rule.repeat().count, "every_ns": rule.repeat().every_ns},
         "when": when(rule.when.as_ref()),
         "when_expr": when_expr(rule.when.as_ref()),
         "steps": rule.steps.iter().map(|step| json!({

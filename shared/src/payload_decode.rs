@@ -21,9 +21,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// The fewest payload bytes a rule can take: one byte for each of its
-/// name, `enabled`, `on`, `cancel_on`, concurrency, cooldown, debounce,
-/// `for`, `when`, steps and inputs, two for its repeat.
-pub const MIN_RULE_BYTES: usize = 13;
+/// name, `enabled`, concurrency, `on`, `when`, steps and options.
+pub const MIN_RULE_BYTES: usize = 7;
 
 /// Why a payload does not decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -374,7 +373,7 @@ mod tests {
     #[test]
     fn more_rules_than_the_bytes_can_hold_are_refused_before_reserving() {
         // Version "", no files, no indices, then 100 rules declared in 200
-        // bytes (at most 15).
+        // bytes (at most 28).
         let mut body = vec![0x00, 0x00, 0x00, 100];
         body.resize(200, 0);
         let refused = refusal(&body);
@@ -382,12 +381,12 @@ mod tests {
             refused,
             Refusal::TooManyRules {
                 bytes: 200,
-                most: 15
+                most: 28
             }
         );
         assert_eq!(
             refused.to_string(),
-            "it declares more rules than its 200 bytes can hold (at most 15)"
+            "it declares more rules than its 200 bytes can hold (at most 28)"
         );
         // A count past the bytes left: postcard gives no hint.
         let body = [0x00, 0x00, 0x00, 0xff, 0xff, 0x03, 0x00];

@@ -143,7 +143,7 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
                 rule: rule.name.to_string(),
             });
         }
-        if rule.repeat.count == 0 {
+        if rule.repeat().count == 0 {
             return Err(PayloadError::ZeroRepeat {
                 rule: rule.name.to_string(),
             });
@@ -151,7 +151,7 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
         // A pattern must be what parsing its text gives (`Prefix` ends with
         // a dot and holds no `*`, nothing is empty): the matcher and the
         // Redis subscription rely on it.
-        for pattern in rule.on.iter().chain(&rule.cancel_on) {
+        for pattern in rule.on.iter().chain(rule.cancel_on()) {
             if TopicPattern::parse(&pattern.to_string()).as_ref() != Ok(pattern) {
                 return Err(PayloadError::Pattern {
                     rule: rule.name.to_string(),

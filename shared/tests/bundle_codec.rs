@@ -59,7 +59,7 @@ fn sample() -> Payload {
         vec![topic("alarm.*")],
         steps,
     );
-    rule.cancel_on = vec![topic("alarm.disarmed")].into();
+    rule.options_mut().cancel_on = vec![topic("alarm.disarmed")].into();
     rule.when = Some(Program {
         ops: vec![
             Op::Field(EventField::To),
@@ -251,9 +251,9 @@ fn a_bad_program_fails_verification_naming_rule_and_step() {
         TopicPattern::Exact("alarm.*".into()),
     ] {
         let mut payload = sample();
-        let mut cancel_on = payload.rules[0].cancel_on.to_vec();
+        let mut cancel_on = payload.rules[0].cancel_on().to_vec();
         cancel_on.push(bad.clone());
-        payload.rules[0].cancel_on = cancel_on.into();
+        payload.rules[0].options_mut().cancel_on = cancel_on.into();
         assert!(
             matches!(
                 decode(&encode(&payload).unwrap()),

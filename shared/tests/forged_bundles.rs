@@ -46,11 +46,11 @@ fn sample() -> Payload {
         TopicPattern::parse("b").unwrap(),
     ];
     let mut rule = Rule::new("horn", "a.toml", on, steps);
-    rule.repeat = Repeat {
+    rule.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 2_000_000_000,
     };
-    rule.cancel_on = vec![TopicPattern::parse("alarm.disarmed").unwrap()].into();
+    rule.options_mut().cancel_on = vec![TopicPattern::parse("alarm.disarmed").unwrap()].into();
     rule.when = Some(Program {
         ops: vec![
             Op::Data(0),
@@ -79,11 +79,15 @@ fn assert_bounded(payload: &Payload, event: &Event) {
     let state = vec![String::new(); payload.state_pairs.len()];
     for rule in &payload.rules {
         assert!(
-            rule.repeat.count == 1 || rule.repeat.every_ns > 0,
+            rule.repeat().count == 1 || rule.repeat().every_ns > 0,
             "{rule:?}"
         );
-        assert!(rule.on.len() <= MAX_PATTERNS && rule.cancel_on.len() <= MAX_PATTERNS);
-        for ns in [rule.cooldown_ns, rule.debounce_ns, rule.repeat.every_ns] {
+        assert!(rule.on.len() <= MAX_PATTERNS && rule.cancel_on().len() <= MAX_PATTERNS);
+        for ns in [
+            rule.cooldown_ns(),
+            rule.debounce_ns(),
+            rule.repeat().every_ns,
+        ] {
             assert!(ns <= i64::MAX as u64);
         }
         let programs = rule
@@ -137,8 +141,8 @@ fn mutate_fields(rng: &mut Rng, payload: &Payload) -> Vec<u8> {
     let rule = &mut payload.rules[0];
     match rng.below(7) {
         0 => {
-            rule.repeat.count = *rng.pick(&[0, 1, 2, u32::MAX]);
-            rule.repeat.every_ns = *rng.pick(&[0, 1, u64::MAX]);
+            rule.options_mut().repeat.count = *rng.pick(&[0, 1, 2, u32::MAX]);
+            rule.options_mut().repeat.every_ns = *rng.pick(&[0, 1, u64::MAX]);
         }
         1 => {
             Arc::make_mut(&mut rule.steps)[1].after_ns =

@@ -84,7 +84,7 @@ pub fn refusal_without_clock(
         return Some(ReplayDropReason::StepGone);
     };
     // Only a durable wait writes a record, on a pass the rule makes.
-    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat.count {
+    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat().count {
         return Some(ReplayDropReason::NeverWritten);
     }
     None
@@ -378,7 +378,7 @@ impl Engine {
             .zip(&self.rules)
             .filter(|(_, state)| state.enabled)
             .map(|(rule, _)| rule)
-            .flat_map(|rule| rule.on.iter().chain(rule.cancel_on.iter()).cloned())
+            .flat_map(|rule| rule.on.iter().chain(rule.cancel_on().iter()).cloned())
             .collect();
         patterns.sort();
         patterns.dedup();
@@ -451,7 +451,7 @@ impl Engine {
             }
             None => true,
         };
-        if spec.hold_ns > 0 {
+        if spec.hold_ns() > 0 {
             // `for`: a false `when` matters too (docs/semantics.md#hold).
             self.hold_match(rule, Arc::clone(event), met, now);
             return;
@@ -460,7 +460,7 @@ impl Engine {
             return;
         }
         let event = Arc::clone(event);
-        if spec.debounce_ns > 0 {
+        if spec.debounce_ns() > 0 {
             // 3. Debounce: hold the latest, restart the quiet window.
             let reason = if self.rules[rule].debounce.take().is_some() {
                 self.timers.disarm();
@@ -470,7 +470,7 @@ impl Engine {
             };
             self.non_fire(rule, reason, &event, now, None);
             let token = self.arm(
-                now.time.plus_nanos(spec.debounce_ns),
+                now.time.plus_nanos(spec.debounce_ns()),
                 rule,
                 TimerKind::Debounce,
             );
@@ -1129,9 +1129,9 @@ impl Engine {
         let payload = Arc::clone(&self.payload);
         let spec = &payload.rules[rule];
         let state = &mut self.rules[rule];
-        if spec.cooldown_ns > 0 {
+        if spec.cooldown_ns() > 0 {
             if let Some(last) = state.last_fire {
-                if now.time.since(last) < spec.cooldown_ns {
+                if now.time.since(last) < spec.cooldown_ns() {
                     self.trigger_note(rule, TriggerOutcome::Suppressed, &event, now);
                     return;
                 }
@@ -1413,15 +1413,15 @@ impl Engine {
         if (run.step as usize) + 1 < spec.steps.len() {
             run.step += 1;
             self.enter_step(rule, now);
-        } else if run.pass.saturating_add(1) < spec.repeat.count {
-            if spec.repeat.every_ns == 0 {
+        } else if run.pass.saturating_add(1) < spec.repeat().count {
+            if spec.repeat().every_ns == 0 {
                 run.pass += 1;
                 run.step = 0;
                 self.enter_step(rule, now);
             } else {
                 // The gap between passes is a plain timer: not durable.
                 let token = self.arm(
-                    now.time.plus_nanos(spec.repeat.every_ns),
+                    now.time.plus_nanos(spec.repeat().every_ns),
                     rule,
                     TimerKind::Run,
                 );

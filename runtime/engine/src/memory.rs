@@ -55,7 +55,7 @@ fn rule(rule: &Rule) -> usize {
     };
     rule.name.len()
         + patterns(&rule.on)
-        + patterns(&rule.cancel_on)
+        + patterns(rule.cancel_on())
         + program(&rule.when)
         + decoded_vec::<Step>(rule.steps.len())
         + rule.steps.iter().map(step).sum::<usize>()
@@ -133,7 +133,7 @@ fn engine(payload: &Payload) -> usize {
         total += 2 * size_of::<usize>() + rule.name.len();
     }
     let on: fn(&Rule) -> &[TopicPattern] = |r| &r.on;
-    let cancel_on: fn(&Rule) -> &[TopicPattern] = |r| &r.cancel_on;
+    let cancel_on: fn(&Rule) -> &[TopicPattern] = |r| r.cancel_on();
     for list in [on, cancel_on] {
         let (mut exact, mut prefix) = (HashMap::new(), HashMap::new());
         let mut any = 0usize;

@@ -145,8 +145,8 @@ impl Engine {
             let spec = &payload.rules[target];
             let carried = match entry.kind {
                 TimerKind::Run => true,
-                TimerKind::Debounce => spec.debounce_ns > 0,
-                TimerKind::Hold => spec.hold_ns > 0,
+                TimerKind::Debounce => spec.debounce_ns() > 0,
+                TimerKind::Hold => spec.hold_ns() > 0,
             };
             (carried && self.timer_is_live(entry)).then_some(target as u32)
         });
@@ -170,10 +170,10 @@ impl Engine {
             if spec.concurrency == Concurrency::Queue {
                 new.backlog = std::mem::take(&mut old.backlog);
             }
-            if spec.debounce_ns > 0 {
+            if spec.debounce_ns() > 0 {
                 new.debounce = old.debounce.take();
             }
-            if spec.hold_ns > 0 {
+            if spec.hold_ns() > 0 {
                 new.hold = old.hold.take();
             }
         }
@@ -224,7 +224,7 @@ impl Engine {
             match &state.run {
                 Some(run) => {
                     let gap = matches!(run.phase, Phase::Gap { .. });
-                    if gap && run.pass.saturating_add(1) >= spec.repeat.count {
+                    if gap && run.pass.saturating_add(1) >= spec.repeat().count {
                         self.end_run(rule, EndReason::Done, now);
                     }
                 }

@@ -49,7 +49,7 @@ fn hazards() -> Rule {
         &["alarm.triggered"],
         vec![push("both", 0), push("off", 30_000)],
     );
-    r.cancel_on = pats(&["alarm.disarmed"]).into();
+    r.options_mut().cancel_on = pats(&["alarm.disarmed"]).into();
     r
 }
 
@@ -564,7 +564,7 @@ fn stop_keeps_records_and_a_job_started_after_stop_still_drops_its_record() {
 fn cancel_on_and_on_with_the_same_topic_stops_then_starts_again() {
     let mut r = hazards();
     r.concurrency = Concurrency::Drop;
-    r.cancel_on = pats(&["alarm.triggered"]).into();
+    r.options_mut().cancel_on = pats(&["alarm.triggered"]).into();
     let mut h = H::new(vec![r]);
     h.event("alarm.triggered");
     h.take();
@@ -586,7 +586,7 @@ fn cancel_on_and_on_with_the_same_topic_stops_then_starts_again() {
 fn one_event_cancels_one_rule_and_fires_another() {
     let mut first = hazards();
     first.name = "first".into();
-    first.cancel_on = pats(&["button.*"]).into();
+    first.options_mut().cancel_on = pats(&["button.*"]).into();
     let second = rule("second", &["button.brake"], vec![push("x", 0)]);
     let mut h = H::new(vec![first, second]);
     h.event("alarm.triggered");
@@ -637,10 +637,10 @@ fn disabled_rules_neither_match_nor_cancel() {
     off.enabled = false;
     let mut other = hazards();
     other.name = "other".into();
-    other.cancel_on = pats(&["x"]).into();
+    other.options_mut().cancel_on = pats(&["x"]).into();
     let mut canceller = rule("canceller", &["y"], vec![push("y", 0)]);
     canceller.enabled = false;
-    canceller.cancel_on = pats(&["alarm.triggered"]).into();
+    canceller.options_mut().cancel_on = pats(&["alarm.triggered"]).into();
     let mut h = H::new(vec![off, other, canceller]);
     h.event("alarm.triggered");
     let out = h.take();
@@ -760,7 +760,7 @@ fn queue_holds_eight_refuses_the_ninth_and_starts_the_oldest_when_the_run_ends()
 fn cancel_throws_the_queue_backlog_away() {
     let mut r = rule("q", &["go"], vec![push("x", 1_000)]);
     r.concurrency = Concurrency::Queue;
-    r.cancel_on = pats(&["stop"]).into();
+    r.options_mut().cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![r]);
     h.event("go");
     h.event("go");
@@ -774,7 +774,7 @@ fn cancel_throws_the_queue_backlog_away() {
 #[test]
 fn cooldown_suppresses_triggers_within_it() {
     let mut r = rule("c", &["go"], vec![push("x", 0)]);
-    r.cooldown_ns = 10_000_000_000;
+    r.options_mut().cooldown_ns = 10_000_000_000;
     let mut h = H::new(vec![r]);
     h.event("go");
     h.to(9_999);
@@ -798,8 +798,8 @@ fn cooldown_suppresses_triggers_within_it() {
 #[test]
 fn debounce_fires_once_with_the_latest_event_after_the_quiet_window() {
     let mut r = rule("d", &["go"], vec![push("x", 0)]);
-    r.debounce_ns = 500_000_000;
-    r.cancel_on = pats(&["stop"]).into();
+    r.options_mut().debounce_ns = 500_000_000;
+    r.options_mut().cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![r]).manual();
     for (at, id) in [(0, "a"), (100, "b"), (400, "c")] {
         h.to(at);
@@ -828,8 +828,8 @@ fn debounce_fires_once_with_the_latest_event_after_the_quiet_window() {
 #[test]
 fn explain_notes_every_non_fire_decision() {
     let mut r = rule("d", &["go"], vec![push("x", 0)]);
-    r.debounce_ns = 500_000_000;
-    r.cooldown_ns = 60_000_000_000;
+    r.options_mut().debounce_ns = 500_000_000;
+    r.options_mut().cooldown_ns = 60_000_000_000;
     let mut off = rule("off", &["go"], vec![push("y", 0)]);
     off.enabled = false;
     let config = EngineConfig {
@@ -868,8 +868,8 @@ fn explain_notes_every_non_fire_decision() {
 #[test]
 fn debounce_then_cooldown_checks_cooldown_at_the_debounced_dispatch() {
     let mut r = rule("dc", &["go"], vec![push("x", 0)]);
-    r.debounce_ns = 1_000_000_000;
-    r.cooldown_ns = 5_000_000_000;
+    r.options_mut().debounce_ns = 1_000_000_000;
+    r.options_mut().cooldown_ns = 5_000_000_000;
     let mut h = H::new(vec![r]);
     h.event("go"); // dispatch at 1000
     h.to(2_000);
@@ -945,7 +945,7 @@ fn a_step_when_error_ends_the_run_and_counts_an_error() {
 #[test]
 fn repeat_walks_the_steps_again_with_iter_in_records() {
     let mut r = rule("rep", &["go"], vec![push("on", 0), push("off", 2_000)]);
-    r.repeat = Repeat {
+    r.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 1_000_000_000,
     };
@@ -977,13 +977,13 @@ fn repeat_walks_the_steps_again_with_iter_in_records() {
 #[test]
 fn pending_counts_step_waits_repeat_gaps_and_debounce_windows() {
     let mut a = rule("a", &["a"], vec![push("x", 0)]);
-    a.repeat = Repeat {
+    a.options_mut().repeat = Repeat {
         count: 2,
         every_ns: 1_000_000_000,
     };
     let b = rule("b", &["b"], vec![push("y", 5_000)]);
     let mut c = rule("c", &["c"], vec![push("z", 0)]);
-    c.debounce_ns = 1_000_000_000;
+    c.options_mut().debounce_ns = 1_000_000_000;
     let mut h = H::new(vec![a, b, c]);
     h.event("a");
     h.event("b");
@@ -1232,7 +1232,7 @@ fn a_clock_jumped_backwards_makes_records_too_early() {
 #[test]
 fn a_replayed_run_continues_on_its_pass_and_keeps_its_id() {
     let mut r = rule("rep", &["go"], vec![push("on", 0), push("off", 2_000)]);
-    r.repeat = Repeat {
+    r.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 1_000_000_000,
     };
@@ -1335,7 +1335,7 @@ fn a_cancel_after_replay_drops_the_replayed_record() {
 #[test]
 fn stale_timers_do_not_pile_up_under_a_stream_of_debounced_events() {
     let mut r = rule("d", &["go"], vec![push("x", 0)]);
-    r.debounce_ns = 10_000_000_000;
+    r.options_mut().debounce_ns = 10_000_000_000;
     let mut h = H::new(vec![r]);
     for at in 0..10_000 {
         h.now = at;
@@ -1432,20 +1432,20 @@ fn chaos_rules() -> Vec<Rule> {
     let mut a = hazards();
     a.name = "a".into();
     a.on = pats(&["x.*"]).into();
-    a.cancel_on = pats(&["stop"]).into();
+    a.options_mut().cancel_on = pats(&["stop"]).into();
     let mut b = rule(
         "b",
         &["x.one", "y"],
         vec![push("1", 500), push("2", 0), push("3", 2_000)],
     );
     b.concurrency = Concurrency::Queue;
-    b.cancel_on = pats(&["x.one"]).into();
+    b.options_mut().cancel_on = pats(&["x.one"]).into();
     Arc::make_mut(&mut b.steps)[1].when = Some(when_parked());
     let mut c = rule("c", &["*"], vec![push("c", 700)]);
     c.concurrency = Concurrency::Drop;
-    c.debounce_ns = 300_000_000;
-    c.cooldown_ns = 1_000_000_000;
-    c.repeat = Repeat {
+    c.options_mut().debounce_ns = 300_000_000;
+    c.options_mut().cooldown_ns = 1_000_000_000;
+    c.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 400_000_000,
     };
@@ -1806,12 +1806,12 @@ fn a_dry_run_follows_cancel_cooldown_debounce_and_the_queue_backlog() {
         ..Event::default()
     };
     let mut cooled = rule("cooled", &["go"], vec![push("c", 0)]);
-    cooled.cooldown_ns = 10_000 * 1_000_000;
+    cooled.options_mut().cooldown_ns = 10_000 * 1_000_000;
     let mut quiet = rule("quiet", &["go"], vec![push("q", 0)]);
-    quiet.debounce_ns = 500 * 1_000_000;
+    quiet.options_mut().debounce_ns = 500 * 1_000_000;
     let mut queued = rule("queued", &["go"], vec![push("x", 0), push("y", 60_000)]);
     queued.concurrency = Concurrency::Queue;
-    queued.cancel_on = pats(&["stop"]).into();
+    queued.options_mut().cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![cooled, quiet, queued]);
     h.event("go");
     h.to(3_000);
@@ -2057,7 +2057,7 @@ fn a_replayed_step_waits_only_what_is_left_of_the_window() {
 #[test]
 fn cancel_on_and_restart_end_a_run_waiting_in_the_due_backlog_and_drop_its_record() {
     let mut cancelled = rule("c", &["go"], vec![push("on", 1_000)]);
-    cancelled.cancel_on = pats(&["stop"]).into();
+    cancelled.options_mut().cancel_on = pats(&["stop"]).into();
     let mut restarted = rule("r", &["go"], vec![push("on", 1_000)]);
     restarted.concurrency = Concurrency::Restart;
     let mut h = H::new(vec![cancelled, restarted]).manual();
@@ -2112,7 +2112,7 @@ fn a_backlog_step_queued_at_stop_keeps_its_record_and_one_still_waiting_too() {
 #[test]
 fn the_due_backlog_holds_one_entry_per_waiting_run_whatever_the_churn() {
     let mut c = rule("c", &["go"], vec![push("on", 1_000)]);
-    c.cancel_on = pats(&["stop"]).into();
+    c.options_mut().cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![c]).manual();
     for round in 0..100u64 {
         h.event("go");
@@ -2280,7 +2280,7 @@ fn reload_lets_a_running_action_finish_and_takes_later_steps_from_the_new_bundle
 #[test]
 fn reload_carries_cooldown_debounce_and_counters_and_a_lower_repeat_ends_the_run() {
     let mut r = other("a");
-    r.cooldown_ns = 10_000_000_000;
+    r.options_mut().cooldown_ns = 10_000_000_000;
     let mut h = H::new(vec![r.clone()]);
     h.event("x");
     let mut changed = r.clone();
@@ -2292,7 +2292,7 @@ fn reload_carries_cooldown_debounce_and_counters_and_a_lower_repeat_ends_the_run
     assert_eq!(h.counters().dispatched, 1);
 
     let mut d = other("a");
-    d.debounce_ns = 1_000_000_000;
+    d.options_mut().debounce_ns = 1_000_000_000;
     let mut h = H::new(vec![d.clone()]);
     h.event("x");
     h.to(500);
@@ -2307,14 +2307,14 @@ fn reload_carries_cooldown_debounce_and_counters_and_a_lower_repeat_ends_the_run
     );
 
     let mut rep = other("a");
-    rep.repeat = Repeat {
+    rep.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 1_000_000_000,
     };
     let mut h = H::new(vec![rep.clone()]);
     h.event("x");
     h.take();
-    rep.repeat.count = 1;
+    rep.options_mut().repeat.count = 1;
     h.reload(vec![rep]);
     assert_eq!(h.take(), lines(&["0 run-end other#t-1 done"]));
     assert_eq!(h.counters().pending, 0);

@@ -29,7 +29,7 @@ fn hazards_pushing(later: &str) -> Rule {
         pats(&["alarm.triggered"]),
         vec![push("both", 0), push(later, 30_000)],
     );
-    rule.cancel_on = pats(&["alarm.disarmed"]).into();
+    rule.options_mut().cancel_on = pats(&["alarm.disarmed"]).into();
     rule
 }
 
@@ -615,12 +615,12 @@ fn fail_targets_a_step_and_ends_at_until() {
 #[test]
 fn a_repeat_gap_and_a_debounce_window_do_not_survive_a_restart() {
     let mut rep = go("rep", vec![push("x", 0)]);
-    rep.repeat = Repeat {
+    rep.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 2_000_000_000,
     };
     let mut deb = go("deb", vec![push("y", 0)]);
-    deb.debounce_ns = 3_000_000_000;
+    deb.options_mut().debounce_ns = 3_000_000_000;
     let out = run(
         vec![rep, deb],
         r#"
@@ -768,7 +768,7 @@ fn every_kind_outcomes() -> Vec<Outcome> {
     queuer.concurrency = rulecore::bundle::Concurrency::Queue;
     let mut cool = go("cool", vec![push("c", 0)]);
     cool.on = pats(&["c"]).into();
-    cool.cooldown_ns = 10_000_000_000;
+    cool.options_mut().cooldown_ns = 10_000_000_000;
     let mut shell = go("shell", vec![exec("/bin/true"), can()]);
     shell.on = pats(&["x"]).into();
     let failing = go("failing", vec![push("f", 0)]);

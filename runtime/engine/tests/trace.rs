@@ -95,7 +95,7 @@ fn a_false_step_when_a_refused_trigger_and_a_cooldown_show_in_the_traces() {
     Arc::make_mut(&mut steps.steps)[1].when = Some(when_parked());
     steps.concurrency = Concurrency::Queue;
     let mut cool = rule("cool", vec![push("x", 0)]);
-    cool.cooldown_ns = 60_000_000_000;
+    cool.options_mut().cooldown_ns = 60_000_000_000;
     let config = EngineConfig {
         queue_backlog: 1,
         ..EngineConfig::default()

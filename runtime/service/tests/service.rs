@@ -191,7 +191,8 @@ fn cancel_on_stops_the_waiting_step() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let mut rule = hazards(3_000);
-    rule.cancel_on = vec![rulecore::TopicPattern::parse("alarm.disarmed").unwrap()].into();
+    rule.options_mut().cancel_on =
+        vec![rulecore::TopicPattern::parse("alarm.disarmed").unwrap()].into();
     let bundle = bundles::write(dir.path(), "b", &single(rule));
     let ruled = Ruled::ready(&redis, &bundle, &[]);
     publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
@@ -1208,13 +1209,13 @@ fn pending_counts_debounce_windows_and_repeat_gaps() {
         &["d.go"],
         vec![bundles::redis_step("debounced", "x", 0)],
     );
-    debounced.debounce_ns = 60_000 * bundles::MS;
+    debounced.options_mut().debounce_ns = 60_000 * bundles::MS;
     let mut repeated = bundles::rule(
         "repeated",
         &["r.go"],
         vec![bundles::redis_step("repeated", "x", 0)],
     );
-    repeated.repeat = rulecore::bundle::Repeat {
+    repeated.options_mut().repeat = rulecore::bundle::Repeat {
         count: 2,
         every_ns: 60_000 * bundles::MS,
     };
@@ -1422,7 +1423,7 @@ fn durable_record_is_removed_before_its_action() {
 #[test]
 fn last_fire_is_the_last_trigger_past_the_cooldown() {
     let mut rule = bundles::rule("cool", &["go"], vec![bundles::redis_step("cool", "x", 0)]);
-    rule.cooldown_ns = 60_000 * bundles::MS;
+    rule.options_mut().cooldown_ns = 60_000 * bundles::MS;
     let Setup {
         redis,
         dir: _dir,

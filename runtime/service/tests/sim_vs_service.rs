@@ -227,9 +227,9 @@ fn scaled(d: Dur) -> Dur {
 /// turned into recorders in `dir`, fingerprints recomputed.
 fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
     for rule in &mut payload.rules {
-        rule.cooldown_ns = scaled_ns(rule.cooldown_ns);
-        rule.debounce_ns = scaled_ns(rule.debounce_ns);
-        rule.repeat.every_ns = scaled_ns(rule.repeat.every_ns);
+        rule.options_mut().cooldown_ns = scaled_ns(rule.cooldown_ns());
+        rule.options_mut().debounce_ns = scaled_ns(rule.debounce_ns());
+        rule.options_mut().repeat.every_ns = scaled_ns(rule.repeat().every_ns);
         for (index, step) in Arc::make_mut(&mut rule.steps).iter_mut().enumerate() {
             step.after_ns = scaled_ns(step.after_ns);
             let (tag, timeout_ns) = match &*step.action {
