@@ -92,7 +92,7 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
             enabled: rule.enabled,
             concurrency: rule.concurrency,
             on: rule.on.as_slice().into(),
-            when: lower_opt(&rule.when),
+            when: lower_opt(&rule.when).map(Box::new),
             options: RuleOptions {
                 cancel_on: rule.cancel_on.as_slice().into(),
                 cooldown_ns: rule.cooldown_ns,

@@ -349,7 +349,7 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
     {
         writeln!(out, "  input        {}", input_text(input))?;
     }
-    write_when(out, "  ", rule.when.as_ref(), payload)?;
+    write_when(out, "  ", rule.when.as_deref(), payload)?;
     for (index, step) in rule.steps.iter().enumerate() {
         write_step(out, index, step, payload)?;
     }
@@ -564,8 +564,8 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "hold_ns": rule.hold_ns(),
         "inputs": rule.inputs(),
         "repeat": {"count": rule.repeat().count, "every_ns": rule.repeat().every_ns},
-        "when": when(rule.when.as_ref()),
-        "when_expr": when_expr(rule.when.as_ref()),
+        "when": when(rule.when.as_deref()),
+        "when_expr": when_expr(rule.when.as_deref()),
         "steps": rule.steps.iter().map(|step| json!({
             "action": action_json(&step.action),
             "after_ns": step.after_ns,

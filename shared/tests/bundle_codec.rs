@@ -60,7 +60,7 @@ fn sample() -> Payload {
         steps,
     );
     rule.options_mut().cancel_on = vec![topic("alarm.disarmed")].into();
-    rule.when = Some(Program {
+    rule.when = Some(Box::new(Program {
         ops: vec![
             Op::Field(EventField::To),
             Op::Const(0),
@@ -72,7 +72,7 @@ fn sample() -> Payload {
             Op::AssertBool,
             Op::AssertBool,
         ],
-    });
+    }));
     // Computes the exec step's fingerprint against the pools.
     Payload::new("0.1.0", vec![rule], state_pairs, consts)
 }
@@ -221,9 +221,9 @@ fn a_bad_program_fails_verification_naming_rule_and_step() {
     }
 
     let mut payload = sample();
-    payload.rules[0].when = Some(Program {
+    payload.rules[0].when = Some(Box::new(Program {
         ops: vec![Op::Const(1)],
-    });
+    }));
     assert!(matches!(
         decode(&encode(&payload).unwrap()),
         Err(BundleError::Invalid(PayloadError::Program {
@@ -233,9 +233,9 @@ fn a_bad_program_fails_verification_naming_rule_and_step() {
     ));
 
     let mut payload = sample();
-    payload.rules[0].when = Some(Program {
+    payload.rules[0].when = Some(Box::new(Program {
         ops: vec![Op::Const(2), Op::Const(2), Op::Call(Builtin::Len, 2)],
-    });
+    }));
     assert!(matches!(
         decode(&encode(&payload).unwrap()),
         Err(BundleError::Invalid(PayloadError::Program {

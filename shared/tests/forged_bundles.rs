@@ -51,7 +51,7 @@ fn sample() -> Payload {
         every_ns: 2_000_000_000,
     };
     rule.options_mut().cancel_on = vec![TopicPattern::parse("alarm.disarmed").unwrap()].into();
-    rule.when = Some(Program {
+    rule.when = Some(Box::new(Program {
         ops: vec![
             Op::Data(0),
             Op::Data(0),
@@ -62,7 +62,7 @@ fn sample() -> Payload {
             Op::Const(1),
             Op::Eq,
         ],
-    });
+    }));
     Payload::new("0.1.0", vec![rule], state_pairs, consts)
 }
 
@@ -92,7 +92,8 @@ fn assert_bounded(payload: &Payload, event: &Event) {
         }
         let programs = rule
             .when
-            .iter()
+            .as_deref()
+            .into_iter()
             .chain(rule.steps.iter().filter_map(|s| s.when.as_ref()));
         for program in programs {
             let result = eval_bool(program, &payload.consts, event, &state);
@@ -163,7 +164,7 @@ fn mutate_fields(rng: &mut Rng, payload: &Payload) -> Vec<u8> {
                 ops.extend([Op::Const(1), Op::Add]);
             }
             ops.extend([Op::Const(1), Op::Eq]);
-            rule.when = Some(Program { ops });
+            rule.when = Some(Box::new(Program { ops }));
         }
         5 => {
             let mut ops = vec![Op::Data(0)];
@@ -171,7 +172,7 @@ fn mutate_fields(rng: &mut Rng, payload: &Payload) -> Vec<u8> {
                 ops.extend([Op::Data(0), Op::Add]);
             }
             ops.extend([Op::Const(1), Op::Eq]);
-            rule.when = Some(Program { ops });
+            rule.when = Some(Box::new(Program { ops }));
         }
         _ => Arc::make_mut(&mut rule.steps)[0].durable = rng.one_in(2),
     }

@@ -24,10 +24,8 @@ fn decoded_vec<T>(len: usize) -> usize {
     capacity * size_of::<T>()
 }
 
-fn program(program: &Option<Program>) -> usize {
-    program
-        .as_ref()
-        .map_or(0, |p| decoded_vec::<Op>(p.ops.len()))
+fn program(program: Option<&Program>) -> usize {
+    program.map_or(0, |p| decoded_vec::<Op>(p.ops.len()))
 }
 
 fn pattern(pattern: &TopicPattern) -> usize {
@@ -46,7 +44,7 @@ fn action(action: &Action) -> usize {
 }
 
 fn step(step: &Step) -> usize {
-    action(&step.action) + program(&step.when)
+    action(&step.action) + program(step.when.as_ref())
 }
 
 fn rule(rule: &Rule) -> usize {
@@ -56,7 +54,7 @@ fn rule(rule: &Rule) -> usize {
     rule.name.len()
         + patterns(&rule.on)
         + patterns(rule.cancel_on())
-        + program(&rule.when)
+        + program(rule.when.as_deref())
         + decoded_vec::<Step>(rule.steps.len())
         + rule.steps.iter().map(step).sum::<usize>()
 }

@@ -653,9 +653,9 @@ fn disabled_rules_neither_match_nor_cancel() {
 #[test]
 fn rule_when_gates_and_an_eval_error_counts_as_not_met() {
     let mut gated = rule("gated", &["go"], vec![push("x", 0)]);
-    gated.when = Some(when_parked());
+    gated.when = Some(Box::new(when_parked()));
     let mut broken = rule("broken", &["go"], vec![push("y", 0)]);
-    broken.when = Some(when_broken());
+    broken.when = Some(Box::new(when_broken()));
     let mut h = H::new(vec![gated, broken]);
     h.event("go");
     assert!(h.take().is_empty());
@@ -1450,7 +1450,7 @@ fn chaos_rules() -> Vec<Rule> {
         every_ns: 400_000_000,
     };
     let mut d = rule("d", &["y"], vec![push("d", 1_500)]);
-    d.when = Some(when_parked());
+    d.when = Some(Box::new(when_parked()));
     Arc::make_mut(&mut d.steps)[0].durable = false;
     vec![a, b, c, d]
 }
@@ -1764,7 +1764,7 @@ fn inspection_reports_waiting_steps_with_their_wall_clock_due_time() {
 fn a_dry_run_judges_policies_and_changes_nothing() {
     use ruled_engine::{Verdict, WhenResult};
     let mut gated = rule("gated", &["go"], vec![push("x", 0), push("y", 1000)]);
-    gated.when = Some(when_parked());
+    gated.when = Some(Box::new(when_parked()));
     Arc::make_mut(&mut gated.steps)[1].when = Some(when_broken());
     gated.concurrency = Concurrency::Drop;
     let mut h = H::new(vec![gated]).manual();

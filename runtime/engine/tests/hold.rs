@@ -42,7 +42,7 @@ fn battery(when: Program) -> Rule {
         vec![TopicPattern::parse("battery.charge.changed").unwrap()],
         vec![step],
     );
-    rule.when = Some(when);
+    rule.when = Some(Box::new(when));
     rule.options_mut().hold_ns = FOR_NS;
     rule.options_mut().cancel_on = vec![TopicPattern::parse("battery.removed").unwrap()].into();
     rule

@@ -97,7 +97,7 @@ fn varied(n: usize) -> Payload {
             let mut rule = Rule::new(format!("varied-rule-{i}"), "varied.toml", on, steps);
             rule.options_mut().cancel_on =
                 vec![topic("alarm.disarmed"), topic(&format!("device.{i}.*"))].into();
-            rule.when = Some(when.clone());
+            rule.when = Some(Box::new(when.clone()));
             rule.enabled = i % 7 != 0;
             if i % 3 == 0 {
                 rule.options_mut().repeat = Repeat {

@@ -167,9 +167,9 @@ fn changed_rules_after_a_restart_drop_the_record_by_fingerprint() {
 #[test]
 fn same_instant_order_is_clock_state_fail_restart_event_after_due_deadlines() {
     let mut gated = go("gated", vec![push("x", 0)]);
-    gated.when = Some(Program {
+    gated.when = Some(Box::new(Program {
         ops: vec![Op::State(0), Op::Const(0), Op::Eq],
-    });
+    }));
     // The event is listed first but the state at the same instant applies
     // before it; the fail too.
     let out = run(

@@ -174,9 +174,9 @@ fn a_false_step_when_a_refused_trigger_and_a_cooldown_show_in_the_traces() {
 fn errors_are_kept_with_their_text_and_a_rule_keeps_its_last_runs() {
     let mut broken = rule("broken", vec![push("x", 0)]);
     // `!topic`: a type error at run time.
-    broken.when = Some(Program {
+    broken.when = Some(Box::new(Program {
         ops: vec![Op::Field(rulecore::bytecode::EventField::Topic), Op::Not],
-    });
+    }));
     let fails = rule("fails", vec![push("x", 0)]);
     let config = EngineConfig {
         traces: 2,

@@ -465,7 +465,7 @@ fn idle_costs_nothing() {
     let (program, consts) = bundles::state_equals("parked");
     let mut disabled = hazards(300);
     disabled.enabled = false;
-    disabled.when = Some(program);
+    disabled.when = Some(Box::new(program));
     let pairs = vec![StatePair {
         hash: "vehicle".into(),
         field: "state".into(),
@@ -503,7 +503,7 @@ fn when_parked() -> rulecore::bundle::Payload {
         &["seat.opened"],
         vec![bundles::redis_step("parked", "yes", 0)],
     );
-    conditioned.when = Some(program);
+    conditioned.when = Some(Box::new(program));
     let marker = bundles::rule(
         "marker",
         &["seat.opened"],

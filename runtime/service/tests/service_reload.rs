@@ -73,7 +73,7 @@ fn unrelated_change(hazards_rule: Rule) -> Payload {
         &["button.*"],
         vec![redis_step("scooter:horn", "honk", 0)],
     );
-    horn.when = Some(when);
+    horn.when = Some(Box::new(when));
     let pairs = vec![StatePair {
         hash: "vehicle".into(),
         field: "state".into(),
