@@ -17,7 +17,8 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// files are named once, in a table, and each rule by its index there
 /// (docs/bundle.md#what-the-payload-holds). 5: the keys most rules leave
 /// at their defaults (`cancel_on`, cooldown, debounce, `for`, repeat,
-/// inputs) are one optional field of a rule ([`RuleOptions`]).
+/// inputs) are one optional field of a rule ([`RuleOptions`]), and the
+/// rules' files runs of consecutive rules ([`SourceRun`]).
 pub const FORMAT_VERSION: u16 = 5;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
@@ -58,23 +59,26 @@ impl Payload {
         payload
     }
 
-    /// The rule files named once each, in order of first use, and the
-    /// index of each rule's file in that table: how the payload stores
-    /// them (docs/bundle.md#what-the-payload-holds).
-    pub fn source_table(&self) -> (Vec<&str>, Vec<usize>) {
+    /// The rule files named once each, in order of first use, and which
+    /// file the rules are in, as runs of consecutive rules of one file: how
+    /// the payload stores them (docs/bundle.md#what-the-payload-holds).
+    /// Rules come file by file, so a bundle has one run per file.
+    pub fn source_table(&self) -> (Vec<&str>, Vec<SourceRun>) {
         let mut files: Vec<&str> = Vec::new();
-        let mut index: HashMap<&str, usize> = HashMap::new();
-        let rule_files = self
-            .rules
-            .iter()
-            .map(|rule| {
-                *index.entry(&rule.source).or_insert_with(|| {
-                    files.push(&rule.source);
-                    files.len() - 1
-                })
-            })
-            .collect();
-        (files, rule_files)
+        let mut index: HashMap<&str, u32> = HashMap::new();
+        let mut runs: Vec<SourceRun> = Vec::new();
+        for rule in &self.rules {
+            let file = *index.entry(&rule.source).or_insert_with(|| {
+                files.push(&rule.source);
+                // A bundle file cannot hold 2^32 rule files.
+                u32::try_from(files.len() - 1).unwrap_or(u32::MAX)
+            });
+            match runs.last_mut() {
+                Some(run) if run.file == file => run.rules += 1,
+                _ => runs.push(SourceRun { file, rules: 1 }),
+            }
+        }
+        (files, runs)
     }
 
     /// Recomputes every step's fingerprint with
@@ -89,21 +93,30 @@ impl Payload {
     }
 }
 
+/// `rules` consecutive rules of the payload, all in rule file `file` (an
+/// index into the payload's file table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRun {
+    pub file: u32,
+    pub rules: u32,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct StatePair {
     pub hash: String,
     pub field: String,
 }
 
-/// The payload as encoded (format 4): [`Payload`]'s fields, with the rule
-/// files in a table (`sources`) and each rule's index in it (`rule_sources`,
-/// one per rule, before the rules so the decoder names each rule's file as
-/// it reads it).
+/// The payload as encoded (format 5): [`Payload`]'s fields, with the rule
+/// files in a table (`sources`) and runs of consecutive rules of one file
+/// (`source_runs`, before the rules so the decoder names each rule's file
+/// as it reads it, and keeps a few bytes per file while it does, not 8 per
+/// rule).
 #[derive(Debug, Serialize)]
 pub struct PayloadWire<'a> {
     pub compiler_version: &'a str,
     pub sources: Vec<&'a str>,
-    pub rule_sources: Vec<usize>,
+    pub source_runs: Vec<SourceRun>,
     pub rules: &'a [Rule],
     pub state_pairs: &'a [StatePair],
     pub consts: &'a [Const],
@@ -112,11 +125,11 @@ pub struct PayloadWire<'a> {
 
 impl Serialize for Payload {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let (sources, rule_sources) = self.source_table();
+        let (sources, source_runs) = self.source_table();
         PayloadWire {
             compiler_version: &self.compiler_version,
             sources,
-            rule_sources,
+            source_runs,
             rules: &self.rules,
             state_pairs: &self.state_pairs,
             consts: &self.consts,

@@ -11,7 +11,7 @@
 //! checked, so it is believed only as far as the bytes can back it: each
 //! rule takes at least [`MIN_RULE_BYTES`] of payload.
 
-use crate::bundle::{Action, Input, Payload, Rule, StatePair, Step};
+use crate::bundle::{Action, Input, Payload, Rule, SourceRun, StatePair, Step};
 use crate::bytecode::Const;
 use serde::de::{DeserializeSeed, Deserializer, Error, SeqAccess, Visitor};
 use std::cell::Cell;
@@ -29,8 +29,8 @@ pub const MIN_RULE_BYTES: usize = 7;
 pub enum Refusal {
     #[error("it declares more rules than its {bytes} bytes can hold (at most {most})")]
     TooManyRules { bytes: usize, most: usize },
-    #[error("it names the files of {indices} rules, but holds {rules}")]
-    SourceCount { indices: usize, rules: usize },
+    #[error("it names the files of {named} rules, but holds {rules}")]
+    SourceCount { named: u64, rules: usize },
     #[error("rule {rule} names file {index} of a table of {files}")]
     SourceIndex {
         rule: usize,
@@ -85,7 +85,7 @@ impl PayloadSeed<'_> {
 const FIELDS: [&str; 7] = [
     "compiler_version",
     "sources",
-    "rule_sources",
+    "source_runs",
     "rules",
     "state_pairs",
     "consts",
@@ -112,12 +112,12 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
         let compiler_version: String = seq.next_element()?.ok_or_else(|| missing(0))?;
         let sources: Vec<&str> = seq.next_element()?.ok_or_else(|| missing(1))?;
         let sources: Vec<Arc<str>> = sources.into_iter().map(Arc::from).collect();
-        let rule_sources: Vec<usize> = seq.next_element()?.ok_or_else(|| missing(2))?;
+        let source_runs: Vec<SourceRun> = seq.next_element()?.ok_or_else(|| missing(2))?;
         let rules = seq
             .next_element_seed(ExactRules {
                 payload: &self,
                 sources: &sources,
-                rule_sources: &rule_sources,
+                source_runs: &source_runs,
             })?
             .ok_or_else(|| missing(3))?;
         let state_pairs: Vec<StatePair> = seq.next_element()?.ok_or_else(|| missing(4))?;
@@ -138,7 +138,7 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
 struct ExactRules<'a> {
     payload: &'a PayloadSeed<'a>,
     sources: &'a [Arc<str>],
-    rule_sources: &'a [usize],
+    source_runs: &'a [SourceRun],
 }
 
 impl<'de> DeserializeSeed<'de> for ExactRules<'_> {
@@ -165,9 +165,14 @@ impl<'de> Visitor<'de> for ExactRules<'_> {
             Some(declared) if declared <= most => declared,
             _ => return Err(self.payload.refuse(Refusal::TooManyRules { bytes, most })),
         };
-        if declared != self.rule_sources.len() {
+        let named: u64 = self
+            .source_runs
+            .iter()
+            .map(|run| u64::from(run.rules))
+            .sum();
+        if usize::try_from(named) != Ok(declared) {
             return Err(self.payload.refuse(Refusal::SourceCount {
-                indices: self.rule_sources.len(),
+                named,
                 rules: declared,
             }));
         }
@@ -176,20 +181,23 @@ impl<'de> Visitor<'de> for ExactRules<'_> {
             A::Error::custom(format_args!("cannot reserve memory for {declared} rules"))
         })?;
         let mut shared = Shared::default();
-        for (rule, &index) in self.rule_sources.iter().enumerate() {
+        for run in self.source_runs {
+            let index = run.file as usize;
             let Some(source) = self.sources.get(index) else {
                 return Err(self.payload.refuse(Refusal::SourceIndex {
-                    rule,
+                    rule: rules.len(),
                     index,
                     files: self.sources.len(),
                 }));
             };
-            let Some(mut decoded) = seq.next_element::<Rule>()? else {
-                break;
-            };
-            decoded.source = Arc::clone(source);
-            decoded.steps = shared.steps(decoded.steps);
-            rules.push(decoded);
+            for _ in 0..run.rules {
+                let Some(mut decoded) = seq.next_element::<Rule>()? else {
+                    return Ok(rules);
+                };
+                decoded.source = Arc::clone(source);
+                decoded.steps = shared.steps(decoded.steps);
+                rules.push(decoded);
+            }
         }
         Ok(rules)
     }
@@ -394,15 +402,16 @@ mod tests {
     }
 
     #[test]
-    fn a_file_index_per_rule_into_the_table() {
+    fn runs_of_rules_name_their_file_in_the_table() {
         let payload = rules(3);
-        let (_, rule_sources) = payload.source_table();
-        assert_eq!(rule_sources, [0, 1, 0]);
-        let wire = |sources: Vec<&str>, rule_sources: Vec<usize>| {
+        let (_, source_runs) = payload.source_table();
+        let run = |file, rules| SourceRun { file, rules };
+        assert_eq!(source_runs, [run(0, 1), run(1, 1), run(0, 1)]);
+        let wire = |sources: Vec<&str>, source_runs: Vec<SourceRun>| {
             let wire = crate::bundle::PayloadWire {
                 compiler_version: "test",
                 sources,
-                rule_sources,
+                source_runs,
                 rules: &payload.rules,
                 state_pairs: &[],
                 consts: &[],
@@ -410,16 +419,25 @@ mod tests {
             };
             postcard::to_allocvec(&wire).unwrap()
         };
-        let body = wire(vec!["a.toml"], vec![0, 0]);
+        let body = wire(vec!["a.toml"], vec![run(0, 2)]);
+        assert_eq!(refusal(&body), Refusal::SourceCount { named: 2, rules: 3 });
+        // Counts that would wrap a u32 sum do not.
+        let body = wire(vec!["a.toml"], vec![run(0, u32::MAX), run(0, 4)]);
         assert_eq!(
             refusal(&body),
             Refusal::SourceCount {
-                indices: 2,
+                named: u64::from(u32::MAX) + 4,
                 rules: 3
             }
         );
-        let body = wire(vec!["a.toml", "b.toml"], vec![0, 1, 2]);
+        let body = wire(
+            vec!["a.toml", "b.toml"],
+            vec![run(0, 1), run(1, 1), run(2, 1)],
+        );
         let refused = refusal(&body);
         assert_eq!(refused.to_string(), "rule 2 names file 2 of a table of 2");
+        // One run per file, however many rules it holds.
+        let (decoded, _) = decode_payload(&wire(vec!["a.toml"], vec![run(0, 3)])).unwrap();
+        assert!(decoded.rules.iter().all(|rule| &*rule.source == "a.toml"));
     }
 }

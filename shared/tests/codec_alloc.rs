@@ -87,21 +87,24 @@ const LIMIT: usize = 4 << 20;
 fn huge_length_prefixes_allocate_little() {
     let claims = [u64::from(u32::MAX), 1 << 32, 1 << 62];
     // Where the lie sits: the compiler version string, the file table, the
-    // rules' file indices, the rules vector, the first rule's name, its
-    // `on` patterns, its `when` ops.
-    let prefixes: [&[u8]; 7] = [
+    // runs of rules per file, the rules vector, the first rule's name, its
+    // `on` patterns, its `when` ops, its options' `cancel_on` patterns.
+    let prefixes: [&[u8]; 8] = [
         &[],
         &[0x00],
         &[0x00, 0x00],
         &[0x00, 0x00, 0x00],
-        // version "", files [""], indices [0], 1 rule
-        &[0x00, 0x01, 0x00, 0x01, 0x00, 0x01],
-        &[0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01],
-        // ... name "", enabled, on [], cancel_on [], Restart, cooldown 0,
-        // debounce 0, for 0, repeat {1, 0}, when Some(..)
+        // version "", files [""], runs [1 rule in file 0], 1 rule
+        &[0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x01],
+        // ... name "", enabled, Restart
+        &[0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x01, 0x00, 0x01, 0x00],
+        // ... on [], when Some(..)
         &[
-            0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-            0x01, 0x00, 0x01,
+            0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x01, 0x00, 0x01, 0x00, 0x00, 0x01,
+        ],
+        // ... on [], no when, steps [], options Some(..)
+        &[
+            0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x01,
         ],
     ];
     for prefix in prefixes {
