@@ -1,0 +1,104 @@
+//! The decoded payload's heap per one-step rule, pinned
+//! (docs/engine.md#the-decoded-payload-and-replay): a change that makes it
+//! grow past its bound fails here. Counted with a per-thread allocator,
+//! which counts the bytes asked for, so the figure depends neither on the
+//! allocator nor on the machine.
+
+#![allow(unsafe_code)] // a GlobalAlloc impl is unsafe by definition; it only forwards to System
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
+
+use rulecore::bundle::{Action, Payload, Rule, Step};
+use rulecore::codec::{decode, encode};
+use rulecore::topic::TopicPattern;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+struct Counting;
+
+thread_local! {
+    static LIVE: Cell<usize> = const { Cell::new(0) };
+    static PEAK: Cell<usize> = const { Cell::new(0) };
+}
+
+fn grow(by: usize) {
+    let live = LIVE.with(|l| {
+        l.set(l.get() + by);
+        l.get()
+    });
+    PEAK.with(|p| p.set(p.get().max(live)));
+}
+
+fn shrink(by: usize) {
+    LIVE.with(|l| l.set(l.get().saturating_sub(by)));
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counters are const-initialised thread-local `Cell`s, which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        grow(layout.size());
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        shrink(layout.size());
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        grow(new_size);
+        shrink(layout.size());
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Bytes of decoded payload per one-step rule, at most (measured: 146).
+const PER_RULE_BOUND: usize = 160;
+/// What decoding holds at its peak beyond what it keeps, per rule, at most
+/// (measured: 9, most of it verification sorting the rule names).
+const TRANSIENT_PER_RULE_BOUND: usize = 16;
+
+const RULES: usize = 10_000;
+
+/// `count` rules as `rulec build` makes them from a typical file: one
+/// exact topic, one redis step 30 s after the trigger (bench-box's rules).
+fn payload(count: usize) -> Payload {
+    let rules = (0..count)
+        .map(|i| {
+            let topic = TopicPattern::parse(&format!("vehicle.thing{i}.changed")).unwrap();
+            let off = Step::new(Action::redis("scooter:blinker", "off"), 30_000_000_000);
+            Rule::new(
+                format!("rule-{i}"),
+                "rules/blinkers.toml",
+                vec![topic],
+                vec![off],
+            )
+        })
+        .collect();
+    Payload::new("test", rules, vec![], vec![])
+}
+
+#[test]
+fn decoded_payload_per_rule_stays_under_its_bound() {
+    let bytes = encode(&payload(RULES)).unwrap();
+    let before = LIVE.with(Cell::get);
+    PEAK.with(|p| p.set(before));
+    let bundle = decode(&bytes).unwrap();
+    let peak = PEAK.with(Cell::get) - before;
+    // The id is the bundle's, not the payload's.
+    let kept = LIVE.with(Cell::get) - before - bundle.id.capacity();
+    let per_rule = kept / RULES;
+    let transient = (peak - kept) / RULES;
+    println!("decoded payload: {per_rule} bytes per rule, {transient} more at the peak");
+    assert!(
+        per_rule <= PER_RULE_BOUND,
+        "the decoded payload keeps {per_rule} bytes per one-step rule, over the bound of \
+         {PER_RULE_BOUND} (docs/engine.md#the-decoded-payload-and-replay)"
+    );
+    assert!(
+        transient <= TRANSIENT_PER_RULE_BOUND,
+        "decoding holds {transient} bytes per rule beyond what it keeps, over the bound of \
+         {TRANSIENT_PER_RULE_BOUND}"
+    );
+}
