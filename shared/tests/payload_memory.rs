@@ -10,48 +10,10 @@
 use rulecore::bundle::{Action, Payload, Rule, Step};
 use rulecore::codec::{decode, encode};
 use rulecore::topic::TopicPattern;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<usize> = const { Cell::new(0) };
-    static PEAK: Cell<usize> = const { Cell::new(0) };
-}
-
-fn grow(by: usize) {
-    let live = LIVE.with(|l| {
-        l.set(l.get() + by);
-        l.get()
-    });
-    PEAK.with(|p| p.set(p.get().max(live)));
-}
-
-fn shrink(by: usize) {
-    LIVE.with(|l| l.set(l.get().saturating_sub(by)));
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the
-// counters are const-initialised thread-local `Cell`s, which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grow(layout.size());
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        shrink(layout.size());
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        grow(new_size);
-        shrink(layout.size());
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+mod counting;
+use counting::{LIVE, PEAK};
 
 /// Bytes of decoded payload per one-step rule, at most (measured: 146).
 const PER_RULE_BOUND: usize = 160;
