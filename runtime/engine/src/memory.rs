@@ -46,7 +46,7 @@ fn action(action: &Action) -> usize {
 /// An `Arc`'s two counts.
 const ARC_COUNTS: usize = 2 * size_of::<usize>();
 
-/// The decoder keeps one list of each distinct run of steps and one of
+/// The decoder keeps one of each distinct step list and one of
 /// each distinct action (rulecore::payload_decode): this counts each once.
 #[derive(Default)]
 struct SharedSteps<'a> {
