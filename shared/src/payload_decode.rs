@@ -1,6 +1,6 @@
 //! Decoding a bundle's payload (docs/bundle.md#the-loaders-memory): the
 //! rule files read once into shared names, equal step lists and equal
-//! actions shared ([`Shared`]), and the rules vector reserved once, at the
+//! actions shared (`Shared`), and the rules vector reserved once, at the
 //! exact length the payload declares, and only when that many rules fit in
 //! the bytes left.
 //!
