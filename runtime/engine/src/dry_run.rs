@@ -96,7 +96,7 @@ impl Engine {
         let spec = &self.payload.rules[rule];
         let state = &self.rules[rule];
         let matched = spec.on.iter().any(|pattern| pattern.matches(&event.topic));
-        let cancels = state.enabled && spec.cancel_on.iter().any(|p| p.matches(&event.topic));
+        let cancels = state.enabled && spec.cancel_on().iter().any(|p| p.matches(&event.topic));
         let when = spec.when.as_ref().map(|program| self.judge(program, event));
         let steps = spec
             .steps
@@ -139,21 +139,21 @@ impl Engine {
     fn policy_verdict(&self, rule: usize, cancels: bool, now: Time) -> Verdict {
         let spec = &self.payload.rules[rule];
         let state = &self.rules[rule];
-        if spec.hold_ns > 0 {
+        if spec.hold_ns() > 0 {
             return Verdict::Hold {
-                for_ms: spec.hold_ns / 1_000_000,
+                for_ms: spec.hold_ns() / 1_000_000,
             };
         }
-        if spec.debounce_ns > 0 {
+        if spec.debounce_ns() > 0 {
             return Verdict::Debounce {
-                window_ms: spec.debounce_ns / 1_000_000,
+                window_ms: spec.debounce_ns() / 1_000_000,
             };
         }
         if let Some(last) = state.last_fire() {
             let since = now.since(last.time);
-            if spec.cooldown_ns > 0 && since < spec.cooldown_ns {
+            if spec.cooldown_ns() > 0 && since < spec.cooldown_ns() {
                 return Verdict::Cooldown {
-                    left_ms: (spec.cooldown_ns - since).div_ceil(1_000_000),
+                    left_ms: (spec.cooldown_ns() - since).div_ceil(1_000_000),
                 };
             }
         }

@@ -44,7 +44,7 @@ impl Hold {
 pub(crate) fn watchers(payload: &Payload) -> Vec<Vec<u32>> {
     let mut watchers = vec![Vec::new(); payload.state_pairs.len()];
     for (index, rule) in payload.rules.iter().enumerate() {
-        let (true, Some(program)) = (rule.hold_ns > 0, rule.when.as_ref()) else {
+        let (true, Some(program)) = (rule.hold_ns() > 0, rule.when.as_ref()) else {
             continue;
         };
         let rule = u32::try_from(index).unwrap_or(u32::MAX);
@@ -69,7 +69,7 @@ impl Engine {
         match (met, state.take_hold()) {
             // The first true event starts the hold and its clock.
             (true, None) => {
-                let deadline = now.time.plus_nanos(self.payload.rules[rule].hold_ns);
+                let deadline = now.time.plus_nanos(self.payload.rules[rule].hold_ns());
                 let token = self.arm(deadline, rule, TimerKind::Hold);
                 self.non_fire(rule, NonFireReason::HoldPending, &event, now, None);
                 self.rules[rule].set_hold(Hold::Running { event, token });

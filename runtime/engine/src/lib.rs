@@ -88,7 +88,7 @@ pub fn refusal_without_clock(
         return Some(ReplayDropReason::StepGone);
     };
     // Only a durable wait writes a record, on a pass the rule makes.
-    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat.count {
+    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat().count {
         return Some(ReplayDropReason::NeverWritten);
     }
     None
@@ -344,7 +344,7 @@ impl Engine {
             .zip(&self.rules)
             .filter(|(_, state)| state.enabled)
             .map(|(rule, _)| rule)
-            .flat_map(|rule| rule.on.iter().chain(rule.cancel_on.iter()).cloned())
+            .flat_map(|rule| rule.on.iter().chain(rule.cancel_on().iter()).cloned())
             .collect();
         patterns.sort();
         patterns.dedup();
@@ -417,7 +417,7 @@ impl Engine {
             }
             None => true,
         };
-        if spec.hold_ns > 0 {
+        if spec.hold_ns() > 0 {
             // `for`: a false `when` matters too (docs/semantics.md#hold).
             self.hold_match(rule, Arc::clone(event), met, now);
             return;
@@ -426,7 +426,7 @@ impl Engine {
             return;
         }
         let event = Arc::clone(event);
-        if spec.debounce_ns > 0 {
+        if spec.debounce_ns() > 0 {
             // 3. Debounce: hold the latest, restart the quiet window.
             let reason = if self.rules[rule].take_debounce().is_some() {
                 self.timers.disarm();
@@ -436,7 +436,7 @@ impl Engine {
             };
             self.non_fire(rule, reason, &event, now, None);
             let token = self.arm(
-                now.time.plus_nanos(spec.debounce_ns),
+                now.time.plus_nanos(spec.debounce_ns()),
                 rule,
                 TimerKind::Debounce,
             );
@@ -747,7 +747,7 @@ impl Engine {
             .map(|record| (record.rule.as_str(), None))
             .collect();
         for (index, rule) in payload.rules.iter().enumerate() {
-            if let Some(slot @ None) = by_name.get_mut(rule.name.as_str()) {
+            if let Some(slot @ None) = by_name.get_mut(&*rule.name) {
                 *slot = Some(index);
             }
         }
@@ -970,7 +970,7 @@ impl Engine {
             .iter()
             .zip(self.payload.rules.iter())
             .filter(|(state, _)| state.debounce().is_some())
-            .map(|(_, rule)| rule.name.as_str())
+            .map(|(_, rule)| &*rule.name)
     }
 
     /// Per-rule stats, by bundle position.
@@ -980,7 +980,7 @@ impl Engine {
 
     /// The position of a rule in the bundle by name.
     pub fn rule_index(&self, name: &str) -> Option<usize> {
-        self.payload.rules.iter().position(|rule| rule.name == name)
+        self.payload.rules.iter().position(|rule| &*rule.name == name)
     }
 
     /// Rule `name`'s traces (docs/semantics.md#traces): its last runs and
@@ -1024,7 +1024,7 @@ impl Engine {
         Arc::clone(
             state
                 .name
-                .get_or_insert_with(|| payload.rules[rule].name.as_str().into()),
+                .get_or_insert_with(|| (&*payload.rules[rule].name).into()),
         )
     }
 
@@ -1036,7 +1036,7 @@ impl Engine {
                 .payload
                 .rules
                 .get(rule)
-                .map_or_else(|| "".into(), |spec| spec.name.as_str().into()),
+                .map_or_else(|| "".into(), |spec| (&*spec.name).into()),
         }
     }
 
@@ -1167,9 +1167,9 @@ impl Engine {
         let payload = Arc::clone(&self.payload);
         let spec = &payload.rules[rule];
         let state = &mut self.rules[rule];
-        if spec.cooldown_ns > 0 {
+        if spec.cooldown_ns() > 0 {
             if let Some(last) = state.last_fire() {
-                if now.time.since(last.time) < spec.cooldown_ns {
+                if now.time.since(last.time) < spec.cooldown_ns() {
                     self.trigger_note(rule, TriggerOutcome::Suppressed, &event, now);
                     return;
                 }
@@ -1449,15 +1449,15 @@ impl Engine {
         if (run.step as usize) + 1 < spec.steps.len() {
             run.step += 1;
             self.enter_step(rule, now);
-        } else if run.pass.saturating_add(1) < spec.repeat.count {
-            if spec.repeat.every_ns == 0 {
+        } else if run.pass.saturating_add(1) < spec.repeat().count {
+            if spec.repeat().every_ns == 0 {
                 run.pass += 1;
                 run.step = 0;
                 self.enter_step(rule, now);
             } else {
                 // The gap between passes is a plain timer: not durable.
                 let token = self.arm(
-                    now.time.plus_nanos(spec.repeat.every_ns),
+                    now.time.plus_nanos(spec.repeat().every_ns),
                     rule,
                     TimerKind::Run,
                 );

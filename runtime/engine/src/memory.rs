@@ -7,11 +7,11 @@
 
 use super::key_table::KeyTable;
 use super::RuleState;
-use rulecore::bundle::{Action, Payload, Rule, Step};
+use rulecore::bundle::{Action, Fingerprint, Payload, Rule, RuleOptions, Step};
 use rulecore::bytecode::{Const, Op, Program};
 use rulecore::topic::TopicPattern;
 use std::collections::{HashMap, HashSet};
-use std::mem::size_of;
+use std::mem::{size_of, size_of_val};
 
 /// What the decoder reserves for a sequence of `len` values: all of it up
 /// to 1 MiB (serde's cautious pre-allocation), then doubling from there.
@@ -24,10 +24,8 @@ fn decoded_vec<T>(len: usize) -> usize {
     capacity * size_of::<T>()
 }
 
-fn program(program: &Option<Program>) -> usize {
-    program
-        .as_ref()
-        .map_or(0, |p| decoded_vec::<Op>(p.ops.len()))
+fn program(program: Option<&Program>) -> usize {
+    program.map_or(0, |p| decoded_vec::<Op>(p.ops.len()))
 }
 
 fn pattern(pattern: &TopicPattern) -> usize {
@@ -45,20 +43,51 @@ fn action(action: &Action) -> usize {
     }
 }
 
-fn step(step: &Step) -> usize {
-    action(&step.action) + program(&step.when)
+/// An `Arc`'s two counts.
+const ARC_COUNTS: usize = 2 * size_of::<usize>();
+
+/// The decoder keeps one of each distinct step list and one of
+/// each distinct action (rulecore::payload_decode): this counts each once.
+#[derive(Default)]
+struct SharedSteps<'a> {
+    lists: HashSet<Vec<Fingerprint>>,
+    actions: HashSet<&'a Action>,
 }
 
-fn rule(rule: &Rule) -> usize {
+impl<'a> SharedSteps<'a> {
+    fn steps(&mut self, steps: &'a [Step]) -> usize {
+        let list = steps.iter().map(|step| step.fingerprint).collect();
+        if !self.lists.insert(list) {
+            return 0;
+        }
+        ARC_COUNTS + size_of_val(steps) + steps.iter().map(|step| self.step(step)).sum::<usize>()
+    }
+
+    fn step(&mut self, step: &'a Step) -> usize {
+        let action_bytes = if self.actions.insert(&step.action) {
+            ARC_COUNTS + size_of::<Action>() + action(&step.action)
+        } else {
+            0
+        };
+        action_bytes + program(step.when.as_ref())
+    }
+}
+
+fn rule<'a>(rule: &'a Rule, shared: &mut SharedSteps<'a>) -> usize {
     let patterns = |list: &[TopicPattern]| {
         decoded_vec::<TopicPattern>(list.len()) + list.iter().map(pattern).sum::<usize>()
     };
+    let options = rule.options.as_ref().map_or(0, |options| {
+        size_of::<RuleOptions>() + patterns(&options.cancel_on) + size_of_val(&*options.inputs)
+    });
     rule.name.len()
         + patterns(&rule.on)
-        + patterns(&rule.cancel_on)
-        + program(&rule.when)
-        + decoded_vec::<Step>(rule.steps.len())
-        + rule.steps.iter().map(step).sum::<usize>()
+        + rule
+            .when
+            .as_ref()
+            .map_or(0, |when| size_of::<Program>() + program(Some(when)))
+        + options
+        + shared.steps(&rule.steps)
 }
 
 fn constant(constant: &Const) -> usize {
@@ -84,7 +113,10 @@ fn payload(payload: &Payload) -> usize {
             .sum::<usize>()
         // Reserved at its exact length (rulecore::payload_decode).
         + payload.rules.len() * size_of::<Rule>()
-        + payload.rules.iter().map(rule).sum::<usize>()
+        + {
+            let mut shared = SharedSteps::default();
+            payload.rules.iter().map(|r| rule(r, &mut shared)).sum::<usize>()
+        }
         + decoded_vec::<rulecore::bundle::StatePair>(payload.state_pairs.len())
         + payload
             .state_pairs
@@ -119,7 +151,7 @@ fn engine(payload: &Payload) -> usize {
     let mut total = payload.rules.len() * size_of::<RuleState>()
         + payload.state_pairs.len() * size_of::<String>();
     let on: fn(&Rule) -> &[TopicPattern] = |r| &r.on;
-    let cancel_on: fn(&Rule) -> &[TopicPattern] = |r| &r.cancel_on;
+    let cancel_on: fn(&Rule) -> &[TopicPattern] = |r| r.cancel_on();
     for list in [on, cancel_on] {
         let (mut exact, mut prefix) = (HashMap::new(), HashMap::new());
         let mut any = 0usize;
@@ -129,8 +161,8 @@ fn engine(payload: &Payload) -> usize {
             for p in list(rule).iter().filter(|p| seen.insert(*p)) {
                 match p {
                     TopicPattern::Any => any += 1,
-                    TopicPattern::Prefix(text) => *prefix.entry(text.as_str()).or_insert(0) += 1,
-                    TopicPattern::Exact(text) => *exact.entry(text.as_str()).or_insert(0) += 1,
+                    TopicPattern::Prefix(text) => *prefix.entry(&**text).or_insert(0) += 1,
+                    TopicPattern::Exact(text) => *exact.entry(&**text).or_insert(0) += 1,
                 }
             }
         }

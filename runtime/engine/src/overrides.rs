@@ -35,7 +35,7 @@ pub(crate) fn indexes(payload: &Payload, enabled: impl Fn(usize) -> bool) -> Ind
             for pattern in &rule.on {
                 indexes.on.insert(pattern, index);
             }
-            for pattern in &rule.cancel_on {
+            for pattern in rule.cancel_on() {
                 indexes.cancel.insert(pattern, index);
             }
         } else {

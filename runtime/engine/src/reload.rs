@@ -146,8 +146,8 @@ impl Engine {
             let spec = &payload.rules[target];
             let carried = match entry.kind {
                 TimerKind::Run => true,
-                TimerKind::Debounce => spec.debounce_ns > 0,
-                TimerKind::Hold => spec.hold_ns > 0,
+                TimerKind::Debounce => spec.debounce_ns() > 0,
+                TimerKind::Hold => spec.hold_ns() > 0,
             };
             (carried && self.timer_is_live(entry)).then_some(target as u32)
         });
@@ -166,8 +166,8 @@ impl Engine {
             let spec = &payload.rules[target];
             let settings = (
                 spec.concurrency == Concurrency::Queue,
-                spec.debounce_ns > 0,
-                spec.hold_ns > 0,
+                spec.debounce_ns() > 0,
+                spec.hold_ns() > 0,
             );
             self.rules[rule].carry_into(&mut next.rules[target], settings);
         }
@@ -218,7 +218,7 @@ impl Engine {
             match &state.run {
                 Some(run) => {
                     let gap = matches!(run.phase, Phase::Gap { .. });
-                    if gap && run.pass.saturating_add(1) >= spec.repeat.count {
+                    if gap && run.pass.saturating_add(1) >= spec.repeat().count {
                         self.end_run(rule, EndReason::Done, now);
                     }
                 }
@@ -280,23 +280,23 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
             .rules
             .iter()
             .enumerate()
-            .map(|(index, rule)| (rule.name.as_str(), index))
+            .map(|(index, rule)| (&*rule.name, index))
             .collect();
         old.rules
             .iter()
-            .map(|rule| by_name.get(rule.name.as_str()).copied())
+            .map(|rule| by_name.get(&*rule.name).copied())
             .collect()
     };
     let mut summary = ReloadSummary::default();
     let mut found = vec![false; new.rules.len()];
     for (rule, target) in old.rules.iter().zip(&targets) {
         let Some(target) = *target else {
-            summary.removed.push(rule.name.clone());
+            summary.removed.push(rule.name.to_string());
             continue;
         };
         found[target] = true;
         if *rule != new.rules[target] {
-            summary.changed.push(rule.name.clone());
+            summary.changed.push(rule.name.to_string());
         }
     }
     summary.added = new
@@ -304,7 +304,7 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
         .iter()
         .zip(&found)
         .filter(|(_, found)| !**found)
-        .map(|(rule, _)| rule.name.clone())
+        .map(|(rule, _)| rule.name.to_string())
         .collect();
     Diff {
         summary,

@@ -714,7 +714,7 @@ async fn write_all_rules(con: &mut ConnectionManager, keys: &Keys, all: &AllRule
     let rules = all.payload.rules.iter().zip(all.stats.iter());
     let mut chunk = Vec::with_capacity(RULE_STATS_CHUNK);
     for (rule, stats) in rules {
-        chunk.push((rule.name.as_str(), crate::stats::rule_stats_json(stats)));
+        chunk.push((&*rule.name, crate::stats::rule_stats_json(stats)));
         if chunk.len() == RULE_STATS_CHUNK {
             let full = std::mem::replace(&mut chunk, Vec::with_capacity(RULE_STATS_CHUNK));
             hset(&mut pipe, &keys.rules, full);

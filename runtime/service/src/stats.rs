@@ -161,7 +161,7 @@ impl StatsPublisher {
         {
             let current = engine.rule_stats(index).unwrap_or_default();
             if current != *old {
-                rules.push((rule.name.clone(), rule_stats_json(&current)));
+                rules.push((rule.name.to_string(), rule_stats_json(&current)));
                 *old = current;
             }
         }

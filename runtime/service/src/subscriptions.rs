@@ -43,7 +43,7 @@ impl Subscriptions {
         let mut prefixes: Vec<&str> = patterns
             .clone()
             .filter_map(|p| match p {
-                TopicPattern::Prefix(prefix) => Some(prefix.as_str()),
+                TopicPattern::Prefix(prefix) => Some(&**prefix),
                 _ => None,
             })
             .collect();
@@ -59,7 +59,7 @@ impl Subscriptions {
         }
         let covered = |pattern: &TopicPattern| match pattern {
             TopicPattern::Any => false,
-            TopicPattern::Prefix(prefix) => !kept.contains(&prefix.as_str()),
+            TopicPattern::Prefix(prefix) => !kept.contains(&&**prefix),
             TopicPattern::Exact(topic) => kept.iter().any(|k| topic.starts_with(k)),
         };
         let mut out = Self::default();

@@ -380,7 +380,7 @@ fn live_patterns(engine: &Engine) -> impl Iterator<Item = &TopicPattern> + Clone
         .iter()
         .enumerate()
         .filter(|(index, _)| engine.is_enabled(*index))
-        .flat_map(|(_, rule)| rule.on.iter().chain(&rule.cancel_on))
+        .flat_map(|(_, rule)| rule.on.iter().chain(rule.cancel_on()))
 }
 
 /// The state hashes whose change notifications are subscribed. With no
