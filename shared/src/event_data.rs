@@ -38,13 +38,22 @@ pub const ENTRY_BYTES: usize = std::mem::size_of::<(DataKey, DataValue)>();
 /// A key of a `data` object. Keys are short names: held inline, they cost
 /// no allocation when an event is decoded.
 #[derive(Clone)]
-enum DataKey {
+pub(crate) enum DataKey {
     Inline { len: u8, bytes: [u8; INLINE_KEY] },
     Heap(Box<str>),
 }
 
+impl Default for DataKey {
+    fn default() -> Self {
+        DataKey::Inline {
+            len: 0,
+            bytes: [0; INLINE_KEY],
+        }
+    }
+}
+
 impl DataKey {
-    fn new(key: &str) -> Self {
+    pub(crate) fn new(key: &str) -> Self {
         match u8::try_from(key.len()) {
             Ok(len) if key.len() <= INLINE_KEY => {
                 let mut bytes = [0; INLINE_KEY];
@@ -119,23 +128,32 @@ impl DataObject {
     }
 
     fn from_keyed(mut entries: Vec<(DataKey, DataValue)>) -> Self {
+        Self::from_read(&mut entries)
+    }
+
+    /// Takes the entries out of `read` (an object as read, in input
+    /// order) into an object of exactly their number: sorted by key, the
+    /// last of a repeated key kept. One allocation, none for `{}`.
+    pub(crate) fn from_read(read: &mut [(DataKey, DataValue)]) -> Self {
         // Stable, so equal keys keep their input order and the last of a
-        // run is the one written last.
-        entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        if !entries.windows(2).any(|pair| pair[0].0 == pair[1].0) {
-            return Self {
-                entries: entries.into_boxed_slice(),
-            };
+        // run is the one written last. Publishers often write keys in
+        // order already; a short slice sorts without allocating.
+        if !read.is_sorted_by(|a, b| a.0.as_bytes() <= b.0.as_bytes()) {
+            read.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         }
-        let mut kept: Vec<(DataKey, DataValue)> = Vec::with_capacity(entries.len());
-        for entry in entries {
-            match kept.last_mut() {
-                Some(last) if last.0 == entry.0 => *last = entry,
-                _ => kept.push(entry),
+        let repeated = read
+            .windows(2)
+            .filter(|pair| pair[0].0 == pair[1].0)
+            .count();
+        let mut entries = Vec::with_capacity(read.len() - repeated);
+        for at in 0..read.len() {
+            let superseded = read.get(at + 1).is_some_and(|next| next.0 == read[at].0);
+            if !superseded {
+                entries.push(std::mem::take(&mut read[at]));
             }
         }
         Self {
-            entries: kept.into_boxed_slice(),
+            entries: entries.into_boxed_slice(),
         }
     }
 
