@@ -110,6 +110,10 @@ impl<'de> Deserialize<'de> for DataKey {
     }
 }
 
+/// The most entries of an object sorted through an index array on the
+/// stack.
+const SMALL_OBJECT: usize = 16;
+
 /// A JSON object: its entries sorted by key, each key once.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DataObject {
@@ -135,21 +139,39 @@ impl DataObject {
     /// order) into an object of exactly their number: sorted by key, the
     /// last of a repeated key kept. One allocation, none for `{}`.
     pub(crate) fn from_read(read: &mut [(DataKey, DataValue)]) -> Self {
+        // The order, as indices: sorting them moves bytes, not entries.
         // Stable, so equal keys keep their input order and the last of a
-        // run is the one written last. Publishers often write keys in
-        // order already; a short slice sorts without allocating.
-        if !read.is_sorted_by(|a, b| a.0.as_bytes() <= b.0.as_bytes()) {
-            read.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        // run is the one written last. A short slice sorts without
+        // allocating.
+        let key = |at: usize| read.get(at).map_or(&[][..], |entry| entry.0.as_bytes());
+        if read.len() <= SMALL_OBJECT {
+            let mut order = [0u8; SMALL_OBJECT];
+            for (at, slot) in order.iter_mut().enumerate() {
+                *slot = at as u8;
+            }
+            let order = order.get_mut(..read.len()).unwrap_or_default();
+            order.sort_by(|&a, &b| key(a.into()).cmp(key(b.into())));
+            Self::take_in_order(read, order.iter().map(|&at| usize::from(at)))
+        } else {
+            let mut order: Vec<usize> = (0..read.len()).collect();
+            order.sort_by(|&a, &b| key(a).cmp(key(b)));
+            Self::take_in_order(read, order.into_iter())
         }
-        let repeated = read
-            .windows(2)
-            .filter(|pair| pair[0].0 == pair[1].0)
-            .count();
-        let mut entries = Vec::with_capacity(read.len() - repeated);
-        for at in 0..read.len() {
-            let superseded = read.get(at + 1).is_some_and(|next| next.0 == read[at].0);
-            if !superseded {
-                entries.push(std::mem::take(&mut read[at]));
+    }
+
+    /// Takes the entries of `read` out in `order` (sorted by key), the
+    /// last of a repeated key kept.
+    fn take_in_order(
+        read: &mut [(DataKey, DataValue)],
+        order: impl Iterator<Item = usize>,
+    ) -> Self {
+        let mut entries = Vec::with_capacity(read.len());
+        let mut order = order.peekable();
+        while let Some(at) = order.next() {
+            let key = |at: usize| read.get(at).map(|entry| &entry.0);
+            let superseded = order.peek().is_some_and(|&next| key(next) == key(at));
+            if let (false, Some(entry)) = (superseded, read.get_mut(at)) {
+                entries.push(std::mem::take(entry));
             }
         }
         Self {
