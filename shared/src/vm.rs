@@ -346,6 +346,26 @@ fn fast_binary<'a>(op: Op, a: Slot<'a>, b: Slot<'a>) -> Option<Slot<'a>> {
     })
 }
 
+/// Whether `op` is one of the binary operators (`[a, b] -> [a op b]`).
+#[inline(always)]
+fn is_binary(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::Div
+            | Op::Mod
+            | Op::Pow
+            | Op::Eq
+            | Op::Ne
+            | Op::Lt
+            | Op::Le
+            | Op::Gt
+            | Op::Ge
+    )
+}
+
 /// A stack slot. `Copy`, so the stack has no drop glue; a string built
 /// during the evaluation lives in the scratch list and is named by index.
 #[derive(Debug, Clone, Copy)]
@@ -488,7 +508,26 @@ impl<'a> Machine<'a, '_> {
         while let Some(op) = ops.get(pc) {
             let mut next = pc + 1;
             match *op {
-                Op::Const(i) => push(stack, &mut len, self.constant(pc, i)?)?,
+                Op::Const(i) => {
+                    let constant = self.constant(pc, i)?;
+                    // `x <op> constant`, the commonest shape of a condition,
+                    // in one step when the fast path takes it: no push, no
+                    // dispatch of the operator (callgrind: a fifth of
+                    // `data.v > 10 && data.v < 50`).
+                    let top = len.checked_sub(1).and_then(|top| stack.get_mut(top));
+                    match (ops.get(pc + 1), top) {
+                        (Some(&operator), Some(top)) if is_binary(operator) => {
+                            match fast_binary(operator, *top, constant) {
+                                Some(slot) => {
+                                    *top = slot;
+                                    next = pc + 2;
+                                }
+                                None => push(stack, &mut len, constant)?,
+                            }
+                        }
+                        _ => push(stack, &mut len, constant)?,
+                    }
+                }
                 Op::Field(field) => push(stack, &mut len, Slot::Str(self.field(field)))?,
                 Op::Data(i) => push(stack, &mut len, self.data(pc, i)?)?,
                 Op::State(i) => push(stack, &mut len, self.state_slot(pc, i)?)?,
@@ -596,8 +635,9 @@ impl<'a> Machine<'a, '_> {
             return Err(malformed(pc, "Data does not name a path constant"));
         };
         // Most paths are one key (`data.v`): no iterator to set up.
-        let value = match path.as_slice() {
-            [key] => self.event.data.as_object().and_then(|o| o.get(key)),
+        let value = match (path.as_slice(), &self.event.data) {
+            ([key], DataValue::Object(object)) => object.get(key),
+            ([_], _) => None,
             _ => self.event.data_at(path.iter().map(String::as_str)),
         };
         Ok(data_to_slot(value, path)?)
