@@ -52,7 +52,7 @@ pub enum EventError {
 impl Event {
     /// Decodes an event given whole (its `topic` required). `data`, when
     /// present, must be an object. Read by hand, in one pass
-    /// ([`read`]; docs/engine.md#the-events-data), with serde's rules.
+    /// (`event/read.rs`; docs/engine.md#reading-the-envelope), with serde's rules.
     pub fn decode(payload: &[u8]) -> Result<Self, EventError> {
         let envelope = read::envelope(payload)?;
         let topic = envelope.topic.ok_or(EventError::MissingTopic)?;

@@ -1,7 +1,7 @@
 //! Reads an event envelope (docs/events.md#the-envelope) in one pass over
 //! the payload's bytes: the seven known keys straight into their fields,
 //! `data` straight into a [`DataValue`], every other key checked and
-//! skipped (docs/engine.md#the-events-data).
+//! skipped (docs/engine.md#reading-the-envelope).
 //!
 //! It accepts and refuses exactly what `serde_json` did when it read the
 //! envelope through serde's derive (the tests in `event.rs` hold the two
