@@ -54,8 +54,13 @@ impl Event {
     /// present, must be an object. Read by hand, in one pass
     /// (`event/read.rs`; docs/engine.md#reading-the-envelope), with serde's rules.
     pub fn decode(payload: &[u8]) -> Result<Self, EventError> {
-        let envelope = read::envelope(payload)?;
-        let topic = envelope.topic.ok_or(EventError::MissingTopic)?;
+        let mut envelope = read::envelope(payload)?;
+        let topic = envelope.topic.take().ok_or(EventError::MissingTopic)?;
+        Self::from_envelope(envelope, topic)
+    }
+
+    /// The event of an envelope read whole, with its topic decided.
+    fn from_envelope(envelope: read::Envelope, topic: String) -> Result<Self, EventError> {
         if !(envelope.data.is_null() || envelope.data.is_object()) {
             return Err(EventError::DataNotObject);
         }
@@ -75,24 +80,17 @@ impl Event {
     /// the channel's; one that differs is refused, so a publisher on one
     /// channel cannot speak for another topic.
     pub fn decode_on_channel(channel_topic: &str, payload: &[u8]) -> Result<Self, EventError> {
-        let envelope = read::envelope(payload)?;
+        let mut envelope = read::envelope(payload)?;
+        // `data` is checked before the topic, as it always was.
         if !(envelope.data.is_null() || envelope.data.is_object()) {
             return Err(EventError::DataNotObject);
         }
-        let topic = match envelope.topic {
+        let topic = match envelope.topic.take() {
             None => channel_topic.to_string(),
             Some(topic) if topic == channel_topic => topic,
             Some(topic) => return Err(EventError::TopicMismatch { topic }),
         };
-        Ok(Self {
-            id: envelope.id,
-            ts: envelope.ts,
-            topic,
-            src: envelope.src,
-            from: envelope.from,
-            to: envelope.to,
-            data: envelope.data,
-        })
+        Self::from_envelope(envelope, topic)
     }
 
     /// The `src` of every event an input makes (docs/rules.md#inputs).
