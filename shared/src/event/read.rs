@@ -4,14 +4,14 @@
 //! skipped (docs/engine.md#reading-the-envelope).
 //!
 //! It accepts and refuses exactly what `serde_json` did when it read the
-//! envelope through serde's derive (the tests in `event.rs` hold the two
-//! together): JSON's grammar and white space, a string's escapes and
-//! UTF-8, at most 127 nested arrays and objects in everything read as a
-//! value (unknown keys are only checked, not nested against that bound),
-//! a known key given twice refused. A string is copied once; it is
+//! envelope through serde's derive (`shared/tests/event_decode.rs` holds
+//! the two together): JSON's grammar and white space, a string's escapes
+//! and UTF-8, at most 127 nested arrays and objects in everything read as
+//! a value (unknown keys are only checked, not nested against that
+//! bound), a known key given twice refused. A string is copied once; it is
 //! unescaped only when it holds a `\`. A number that is not a short
-//! integer goes to `serde_json` itself, so that every float and every
-//! integer beyond `i64` reads exactly as it did.
+//! integer or decimal fraction goes to `serde_json` itself, so that every
+//! other float and every integer beyond `i64` reads exactly as it did.
 //!
 //! The release build optimises for size; the small steps of the scan are
 //! `#[inline(always)]`, as in the VM, since a call each cost about a third
@@ -105,7 +105,7 @@ pub(super) fn envelope(payload: &[u8]) -> Result<Envelope, EventError> {
     }
     r.ws();
     if r.at != r.bytes.len() {
-        return Err(r.syntax("trailing characters after the envelope"));
+        return Err(r.syntax("the end of the payload after the envelope"));
     }
     Ok(envelope)
 }
