@@ -91,7 +91,7 @@ fn topic(i: usize) -> String {
 
 fn event(topic: String) -> Event {
     Event {
-        topic,
+        topic: topic.into(),
         ..Event::default()
     }
 }

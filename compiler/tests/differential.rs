@@ -165,10 +165,10 @@ fn random_inputs(
     }
     Inputs {
         event: Event {
-            topic,
-            src,
-            from,
-            to,
+            topic: topic.into(),
+            src: src.map(Into::into),
+            from: from.map(Into::into),
+            to: to.map(Into::into),
             data: data.into(),
             ..Event::default()
         },

@@ -1,25 +1,27 @@
 //! The event envelope (docs/events.md), as published on `ev:<topic>`.
 
 use crate::event_data::DataValue;
+pub use crate::small_str::SmallStr;
 use serde::{Deserialize, Serialize};
 
 mod read;
 
 /// One event. Every field but `topic` may be absent; absent strings read as
-/// `""` in `when` expressions.
+/// `""` in `when` expressions. Its strings are [`SmallStr`]s: the short
+/// ones, most of them, inline (docs/engine.md#reading-the-envelope).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Event {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
+    pub id: Option<SmallStr>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ts: Option<i64>,
-    pub topic: String,
+    pub topic: SmallStr,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub src: Option<String>,
+    pub src: Option<SmallStr>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
+    pub from: Option<SmallStr>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
+    pub to: Option<SmallStr>,
     /// The `data` object, parsed once (docs/engine.md#the-48-mb-box);
     /// `Null` when absent.
     #[serde(default, skip_serializing_if = "DataValue::is_null")]
@@ -60,7 +62,7 @@ impl Event {
     }
 
     /// The event of an envelope read whole, with its topic decided.
-    fn from_envelope(envelope: read::Envelope, topic: String) -> Result<Self, EventError> {
+    fn from_envelope(envelope: read::Envelope, topic: SmallStr) -> Result<Self, EventError> {
         if !(envelope.data.is_null() || envelope.data.is_object()) {
             return Err(EventError::DataNotObject);
         }
@@ -86,9 +88,13 @@ impl Event {
             return Err(EventError::DataNotObject);
         }
         let topic = match envelope.topic.take() {
-            None => channel_topic.to_string(),
+            None => SmallStr::new(channel_topic),
             Some(topic) if topic == channel_topic => topic,
-            Some(topic) => return Err(EventError::TopicMismatch { topic }),
+            Some(topic) => {
+                return Err(EventError::TopicMismatch {
+                    topic: topic.into(),
+                })
+            }
         };
         Self::from_envelope(envelope, topic)
     }
@@ -101,10 +107,10 @@ impl Event {
     /// (docs/rules.md#inputs). The one place such an event is built.
     pub fn hash_input(topic: &str, hash: &str, field: &str, from: &str, to: &str) -> Event {
         Event {
-            topic: topic.to_string(),
-            src: Some(Self::INPUT_SRC.to_string()),
-            from: Some(from.to_string()),
-            to: Some(to.to_string()),
+            topic: topic.into(),
+            src: Some(Self::INPUT_SRC.into()),
+            from: Some(from.into()),
+            to: Some(to.into()),
             data: DataValue::object([
                 ("hash", DataValue::Str(hash.into())),
                 ("field", DataValue::Str(field.into())),
@@ -118,8 +124,8 @@ impl Event {
     /// string or the decoded JSON value (docs/rules.md#inputs).
     pub fn channel_input(topic: &str, channel: &str, payload: serde_json::Value) -> Event {
         Event {
-            topic: topic.to_string(),
-            src: Some(Self::INPUT_SRC.to_string()),
+            topic: topic.into(),
+            src: Some(Self::INPUT_SRC.into()),
             data: DataValue::object([
                 ("channel", DataValue::Str(channel.into())),
                 ("payload", DataValue::from(&payload)),

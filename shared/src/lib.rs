@@ -25,6 +25,7 @@ pub mod fuzz;
 pub mod input_file;
 pub mod limits;
 pub mod payload_decode;
+pub mod small_str;
 pub mod suggest;
 pub mod topic;
 pub mod verify;

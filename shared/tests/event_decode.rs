@@ -86,12 +86,12 @@ fn reference_on_channel(channel: &str, payload: &[u8]) -> Outcome {
         Some(topic) => return Outcome::TopicMismatch(topic),
     };
     outcome(Ok(Event {
-        id: e.id,
+        id: e.id.map(Into::into),
         ts: e.ts,
-        topic,
-        src: e.src,
-        from: e.from,
-        to: e.to,
+        topic: topic.into(),
+        src: e.src.map(Into::into),
+        from: e.from.map(Into::into),
+        to: e.to.map(Into::into),
         data: e.data,
     }))
 }

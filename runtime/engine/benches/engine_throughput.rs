@@ -70,7 +70,7 @@ fn main() {
         // of a large rule set stays in the cache.
         let events: Vec<Event> = (0..count.max(1_000))
             .map(|n| Event {
-                topic: topic((n * 7919) % count),
+                topic: topic((n * 7919) % count).into(),
                 ..Event::default()
             })
             .collect();

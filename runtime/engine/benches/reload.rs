@@ -46,7 +46,7 @@ fn parked() -> (Engine, Vec<PendingRecord>) {
     let mut records = Vec::new();
     for i in 0..WAITING {
         let event = Event {
-            topic: format!("t{}", i * (RULES / WAITING)),
+            topic: format!("t{}", i * (RULES / WAITING)).into(),
             ..Event::default()
         };
         engine.handle_event(now, event);

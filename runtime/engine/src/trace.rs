@@ -18,7 +18,7 @@ pub use view::{
 };
 
 use crate::{EndReason, NonFireReason, Time};
-use rulecore::event::Event;
+use rulecore::event::{Event, SmallStr};
 use rulecore::event_data::{DataValue, ENTRY_BYTES, INLINE_KEY};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -103,10 +103,10 @@ pub(crate) fn cut(text: &str, max: usize) -> &str {
 /// The heap an event's `Arc` holds (counts, struct, strings, `data`), or
 /// `None` once past [`TRACE_EVENT_MAX`]: the walk stops there.
 fn event_bytes(event: &Event) -> Option<usize> {
-    let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    let text = |s: &Option<SmallStr>| s.as_ref().map_or(0, SmallStr::heap_bytes);
     let bytes = 2 * size_of::<usize>()
         + size_of::<Event>()
-        + event.topic.len()
+        + event.topic.heap_bytes()
         + text(&event.id)
         + text(&event.src)
         + text(&event.from)

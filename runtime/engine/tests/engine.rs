@@ -725,7 +725,7 @@ fn queue_holds_eight_refuses_the_ninth_and_starts_the_oldest_when_the_run_ends()
     for n in 0..10 {
         h.event_with(Event {
             topic: "go".into(),
-            id: Some(format!("e{n}")),
+            id: Some(format!("e{n}").into()),
             ..Event::default()
         });
     }

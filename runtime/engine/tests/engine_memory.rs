@@ -75,7 +75,7 @@ fn heap_per_parked_run() -> isize {
     // them); measure what the engine adds.
     let events: Vec<Event> = (0..RUNS)
         .map(|i| Event {
-            topic: format!("t.{i}"),
+            topic: format!("t.{i}").into(),
             ..Event::default()
         })
         .collect();

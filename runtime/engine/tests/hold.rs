@@ -96,7 +96,7 @@ impl H {
         self.to(ms);
         let event = Event {
             topic: "battery.charge.changed".into(),
-            id: Some(format!("{ms}")),
+            id: Some(format!("{ms}").into()),
             data: json!({ "charge": charge }).into(),
             ..Event::default()
         };
@@ -108,7 +108,7 @@ impl H {
         self.to(ms);
         let event = Event {
             topic: topic.into(),
-            id: Some(format!("{ms}")),
+            id: Some(format!("{ms}").into()),
             ..Event::default()
         };
         self.engine.handle_event(self.at(), event);

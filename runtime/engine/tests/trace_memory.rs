@@ -51,8 +51,8 @@ fn measure(payload: &Arc<Payload>, traces: usize) -> (isize, isize, usize, usize
     // them); each carries a few fields, as a real one does.
     let mut events: Vec<Event> = (0..RULES)
         .map(|i| Event {
-            topic: format!("t.{i}"),
-            id: Some(format!("{i:032x}")),
+            topic: format!("t.{i}").into(),
+            id: Some(format!("{i:032x}").into()),
             src: Some("vehicle".into()),
             data: serde_json::json!({ "level": i }).into(),
             ..Event::default()

@@ -114,7 +114,7 @@ fn kill_group(pgid: i32) {
 /// The `LS_*` variables for an event (docs/semantics.md#worker-pool-and-actions).
 fn event_env(event: &Event) -> Vec<(String, String)> {
     let mut vars = vec![
-        ("LS_TOPIC".to_string(), event.topic.clone()),
+        ("LS_TOPIC".to_string(), event.topic.to_string()),
         ("LS_SRC".to_string(), event.src().to_string()),
         ("LS_FROM".to_string(), event.from().to_string()),
         ("LS_TO".to_string(), event.to().to_string()),

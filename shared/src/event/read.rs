@@ -19,6 +19,7 @@
 
 use super::EventError;
 use crate::event_data::{DataKey, DataObject, DataValue};
+use crate::small_str::SmallStr;
 use std::borrow::Cow;
 
 /// `serde_json`'s bound on nested arrays and objects: its count starts at
@@ -36,12 +37,12 @@ const SHORT_DIGITS: usize = 15;
 /// The fields of an envelope as read; `topic` may be absent.
 #[derive(Debug, Default)]
 pub(super) struct Envelope {
-    pub id: Option<String>,
+    pub id: Option<SmallStr>,
     pub ts: Option<i64>,
-    pub topic: Option<String>,
-    pub src: Option<String>,
-    pub from: Option<String>,
-    pub to: Option<String>,
+    pub topic: Option<SmallStr>,
+    pub src: Option<SmallStr>,
+    pub from: Option<SmallStr>,
+    pub to: Option<SmallStr>,
     pub data: DataValue,
 }
 
@@ -342,9 +343,12 @@ impl<'b> Reader<'b> {
     }
 
     /// A string field: a string, or `null` for absent.
-    fn optional_string(&mut self, field: &'static str) -> Result<Option<String>, EventError> {
+    fn optional_string(&mut self, field: &'static str) -> Result<Option<SmallStr>, EventError> {
         match self.peek() {
-            Some(b'"') => Ok(Some(self.string()?.into_owned())),
+            Some(b'"') => Ok(Some(match self.string()? {
+                Cow::Borrowed(text) => SmallStr::new(text),
+                Cow::Owned(text) => SmallStr::from(text),
+            })),
             Some(b'n') => self.literal(b"null").map(|()| None),
             _ => Err(EventError::FieldType {
                 field,

@@ -2,7 +2,7 @@
 //! checks a file key by key first so that every problem names the entry
 //! (`[[event]] #3`), the key and the fix, the way rule files are checked.
 
-use rulecore::event::Event;
+use rulecore::event::{Event, SmallStr};
 use rulecore::event_data::DataValue;
 use rulecore::{parse_duration, DurationError};
 use serde::{Deserialize, Deserializer};
@@ -67,12 +67,12 @@ pub struct EventEntry {
 impl EventEntry {
     pub fn to_event(&self) -> Event {
         Event {
-            id: self.id.clone(),
+            id: self.id.as_deref().map(SmallStr::new),
             ts: None,
-            topic: self.topic.clone(),
-            src: self.src.clone(),
-            from: self.from.clone(),
-            to: self.to.clone(),
+            topic: SmallStr::new(&self.topic),
+            src: self.src.as_deref().map(SmallStr::new),
+            from: self.from.as_deref().map(SmallStr::new),
+            to: self.to.as_deref().map(SmallStr::new),
             data: self.data.as_ref().map_or(DataValue::Null, DataValue::from),
         }
     }
