@@ -3,6 +3,7 @@
 //! inline they cost no allocation when an event is decoded or cloned
 //! (docs/engine.md#reading-the-envelope).
 
+use arrayvec::ArrayString;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use std::borrow::Borrow;
@@ -13,7 +14,7 @@ use std::ops::Deref;
 
 /// The longest text held inline: with its length and the variant's tag it
 /// fills the 24 bytes a `String` takes, and `Option<SmallStr>` stays 24.
-pub const INLINE_LEN: usize = 22;
+pub const INLINE_LEN: usize = 16;
 
 /// Immutable text: up to [`INLINE_LEN`] bytes inline, longer text boxed.
 /// It reads as a `str` (`Deref`), compares with `str`, `&str` and
@@ -23,72 +24,49 @@ pub struct SmallStr(Repr);
 
 #[derive(Clone)]
 enum Repr {
-    /// Always the UTF-8 of a `str` cut at its own length.
-    Inline {
-        len: u8,
-        bytes: [u8; INLINE_LEN],
-    },
+    /// `ArrayString` reads as a `str` without checking its UTF-8 again
+    /// (a safe check would cost about a hundred instructions per read).
+    Inline(ArrayString<INLINE_LEN>),
     Heap(Box<str>),
 }
 
 impl SmallStr {
     /// The empty string (inline, so no allocation).
-    pub const EMPTY: SmallStr = SmallStr(Repr::Inline {
-        len: 0,
-        bytes: [0; INLINE_LEN],
-    });
+    pub const EMPTY: SmallStr = SmallStr(Repr::Inline(ArrayString::new_const()));
 
     /// `text`, inline when it is short enough.
     #[inline]
     pub fn new(text: &str) -> Self {
-        match Self::inline(text) {
-            Some(inline) => inline,
-            None => SmallStr(Repr::Heap(text.into())),
+        match ArrayString::from(text) {
+            Ok(inline) => SmallStr(Repr::Inline(inline)),
+            Err(_) => SmallStr(Repr::Heap(text.into())),
         }
     }
 
-    #[inline(always)]
-    fn inline(text: &str) -> Option<Self> {
-        let len = u8::try_from(text.len())
-            .ok()
-            .filter(|&len| usize::from(len) <= INLINE_LEN)?;
-        let mut bytes = [0; INLINE_LEN];
-        bytes
-            .get_mut(..text.len())?
-            .copy_from_slice(text.as_bytes());
-        Some(SmallStr(Repr::Inline { len, bytes }))
-    }
-
-    /// The text's bytes, without the UTF-8 check [`SmallStr::as_str`]
-    /// makes of inline text: comparisons and hashing use these.
+    /// The text's bytes.
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
-        match &self.0 {
-            Repr::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or_default(),
-            Repr::Heap(text) => text.as_bytes(),
-        }
+        self.as_str().as_bytes()
     }
 
     /// The text.
     #[inline]
     pub fn as_str(&self) -> &str {
         match &self.0 {
-            // Inline bytes were a whole `str`, so they are UTF-8 and the
-            // fallback is never taken; the check keeps this safe code.
-            Repr::Inline { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            Repr::Inline(text) => text,
             Repr::Heap(text) => text,
         }
     }
 
     /// Whether the text is held inline (no allocation).
     pub fn is_inline(&self) -> bool {
-        matches!(self.0, Repr::Inline { .. })
+        matches!(self.0, Repr::Inline(_))
     }
 
     /// The bytes this string holds on the heap: none when inline.
     pub fn heap_bytes(&self) -> usize {
         match &self.0 {
-            Repr::Inline { .. } => 0,
+            Repr::Inline(_) => 0,
             Repr::Heap(text) => text.len(),
         }
     }
@@ -136,18 +114,18 @@ impl From<&String> for SmallStr {
 impl From<String> for SmallStr {
     /// Long text keeps its buffer (shrunk to its length).
     fn from(text: String) -> Self {
-        match Self::inline(&text) {
-            Some(inline) => inline,
-            None => SmallStr(Repr::Heap(text.into_boxed_str())),
+        match ArrayString::from(&text) {
+            Ok(inline) => SmallStr(Repr::Inline(inline)),
+            Err(_) => SmallStr(Repr::Heap(text.into_boxed_str())),
         }
     }
 }
 
 impl From<Box<str>> for SmallStr {
     fn from(text: Box<str>) -> Self {
-        match Self::inline(&text) {
-            Some(inline) => inline,
-            None => SmallStr(Repr::Heap(text)),
+        match ArrayString::from(&text) {
+            Ok(inline) => SmallStr(Repr::Inline(inline)),
+            Err(_) => SmallStr(Repr::Heap(text)),
         }
     }
 }
@@ -156,7 +134,7 @@ impl From<SmallStr> for String {
     fn from(text: SmallStr) -> Self {
         match text.0 {
             Repr::Heap(text) => text.into_string(),
-            Repr::Inline { .. } => text.as_str().to_owned(),
+            Repr::Inline(inline) => inline.as_str().to_owned(),
         }
     }
 }
