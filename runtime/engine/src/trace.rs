@@ -103,10 +103,10 @@ pub(crate) fn cut(text: &str, max: usize) -> &str {
 /// The heap an event's `Arc` holds (counts, struct, strings, `data`), or
 /// `None` once past [`TRACE_EVENT_MAX`]: the walk stops there.
 fn event_bytes(event: &Event) -> Option<usize> {
-    let text = |s: &Option<SmallStr>| s.as_ref().map_or(0, SmallStr::heap_bytes);
+    let text = |s: &Option<SmallStr>| s.as_deref().map_or(0, str::len);
     let bytes = 2 * size_of::<usize>()
         + size_of::<Event>()
-        + event.topic.heap_bytes()
+        + event.topic.len()
         + text(&event.id)
         + text(&event.src)
         + text(&event.from)
