@@ -253,9 +253,13 @@ mod tests {
     fn compares_orders_and_hashes_as_its_text() {
         let short = SmallStr::from("parked");
         let long = SmallStr::from("a.topic.longer.than.twenty-two.bytes");
-        assert!(short == "parked" && "parked" == short);
-        assert!(short == *"parked" && *"parked" == short);
-        assert!(short == String::from("parked") && String::from("parked") == short);
+        let owned = String::from("parked");
+        assert_eq!(short, "parked");
+        assert_eq!("parked", short);
+        assert_eq!(short, *"parked");
+        assert_eq!(*"parked", short);
+        assert_eq!(short, owned);
+        assert_eq!(owned, short);
         assert!(short != "parke" && short != long);
         assert_eq!(long, SmallStr::new(long.as_str()));
         assert!(long < short, "bytes' order, not inline before boxed");
