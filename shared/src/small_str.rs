@@ -12,8 +12,8 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 
-/// The longest text held inline: with its length and the variant's tag it
-/// fills the 24 bytes a `String` takes, and `Option<SmallStr>` stays 24.
+/// The longest text held inline: with its 4-byte length and the variant's
+/// tag it fills the 24 bytes a `String` takes, and `Option<SmallStr>` stays 24.
 pub const INLINE_LEN: usize = 16;
 
 /// Immutable text: up to [`INLINE_LEN`] bytes inline, longer text boxed.
@@ -61,14 +61,6 @@ impl SmallStr {
     /// Whether the text is held inline (no allocation).
     pub fn is_inline(&self) -> bool {
         matches!(self.0, Repr::Inline(_))
-    }
-
-    /// The bytes this string holds on the heap: none when inline.
-    pub fn heap_bytes(&self) -> usize {
-        match &self.0 {
-            Repr::Inline(_) => 0,
-            Repr::Heap(text) => text.len(),
-        }
     }
 }
 
@@ -236,8 +228,6 @@ mod tests {
             assert_eq!(text.len(), len);
             for small in [SmallStr::new(&text), SmallStr::from(text.clone())] {
                 assert_eq!(small.is_inline(), len <= INLINE_LEN, "{len}");
-                let heap = if small.is_inline() { 0 } else { len };
-                assert_eq!(small.heap_bytes(), heap);
                 assert_eq!(small.as_str(), text);
                 assert_eq!(&*small, text.as_str());
                 assert_eq!(small.len(), len);
