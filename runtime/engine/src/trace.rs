@@ -37,16 +37,14 @@ pub const TRACE_ERROR_MAX: usize = 1024;
 pub const TRACE_STEPS_MAX: usize = 32;
 
 /// The event a trace holds: shared with the engine when small (taking it
-/// costs a reference count), else the start of its JSON; a finished run's
-/// shared event becomes its JSON when that is smaller and room is short.
+/// costs a reference count, and the trace frees it only when evicted),
+/// else the start of its JSON.
 #[derive(Debug)]
 pub(crate) enum TracedEvent {
     Shared {
         event: Arc<Event>,
         bytes: usize,
     },
-    /// The whole event's JSON.
-    Json(Box<str>),
     /// The first [`TRACE_EVENT_MAX`] bytes of the event's JSON.
     Cut(Box<str>),
 }
@@ -71,19 +69,7 @@ impl TracedEvent {
     fn heap(&self) -> usize {
         match self {
             Self::Shared { bytes, .. } => *bytes,
-            Self::Json(json) | Self::Cut(json) => json.len(),
-        }
-    }
-
-    /// Once its run ended, the trace is likely an event's last owner: its
-    /// JSON is several times smaller than the decoded event.
-    fn compact(&mut self) {
-        if let Self::Shared { event, bytes } = self {
-            if let Ok(json) = serde_json::to_string(&**event) {
-                if json.len() < *bytes {
-                    *self = Self::Json(json.into_boxed_str());
-                }
-            }
+            Self::Cut(json) => json.len(),
         }
     }
 }
@@ -478,17 +464,13 @@ impl Traces {
     }
 
     /// The run ended: its reason, also the end of the step it was at when
-    /// that step has none yet. Once the traces hold half their budget, the
-    /// run's event is compacted: serialising costs more than the rest of
-    /// the trace, and is only worth it when room runs short.
+    /// that step has none yet. The event stays shared: turning it into
+    /// JSON here would cost more than the rest of the trace on every run,
+    /// to save room only for the traces that are not evicted anyway.
     pub(crate) fn run_ended(&mut self, rule: usize, serial: u64, now: Time, reason: EndReason) {
         self.seen(now);
-        let compact = self.bytes() > self.budget / 2;
         self.update_run(rule, serial, |run| {
             run.end = Some((now, reason));
-            if compact {
-                run.event.compact();
-            }
             if let Some(step) = run.steps.last_mut().filter(|step| step.end.is_none()) {
                 step.end = Some((now, reason, None));
             }
@@ -736,7 +718,7 @@ mod tests {
         });
         match TracedEvent::new(&big) {
             TracedEvent::Cut(json) => assert!(json.len() <= TRACE_EVENT_MAX && json.len() > 4000),
-            TracedEvent::Shared { .. } | TracedEvent::Json(_) => panic!("not cut"),
+            TracedEvent::Shared { .. } => panic!("not cut"),
         }
         assert_eq!(cut("aé", 2), "a");
     }
