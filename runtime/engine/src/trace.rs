@@ -724,6 +724,24 @@ mod tests {
     }
 
     #[test]
+    fn a_finished_run_keeps_sharing_its_event_however_full_the_budget() {
+        // A budget this small is over half full with one trace: the end
+        // of a run still leaves its event shared, not turned into JSON.
+        let mut traces = Traces::new(5, 1024);
+        let id: Arc<str> = "r#1".into();
+        let shared = event("t");
+        traces.run_started(0, 1, &id, &shared, Time::ZERO, false);
+        assert!(traces.bytes() > 512, "{}", traces.bytes());
+        traces.run_ended(0, 1, Time::from_millis(5), EndReason::Done);
+        assert_eq!(Arc::strong_count(&shared), 2);
+        let view = traces
+            .view(0, "r", Time::from_millis(5), 5)
+            .unwrap_or_else(|| panic!("traced"));
+        assert_eq!(view.runs[0].event.as_ref(), Some(&*shared));
+        assert!(view.runs[0].end.is_some());
+    }
+
+    #[test]
     fn remap_moves_traces_with_their_rule_and_drops_a_gone_rules() {
         let mut traces = Traces::new(5, 1 << 20);
         let id: Arc<str> = "r#1".into();
