@@ -465,8 +465,9 @@ impl Traces {
 
     /// The run ended: its reason, also the end of the step it was at when
     /// that step has none yet. The event stays shared: turning it into
-    /// JSON here would cost more than the rest of the trace on every run,
-    /// to save room only for the traces that are not evicted anyway.
+    /// JSON here cost more than the rest of the trace on every run, and
+    /// the room it saved kept only about a tenth more traces
+    /// (docs/engine.md#the-48-mb-box).
     pub(crate) fn run_ended(&mut self, rule: usize, serial: u64, now: Time, reason: EndReason) {
         self.seen(now);
         self.update_run(rule, serial, |run| {
