@@ -595,7 +595,7 @@ mod tests {
             .map(|(i, (on, cancel_on))| {
                 let step = Step::new(Action::redis("list", "x"), 0);
                 let mut rule = Rule::new(
-                    &format!("r{i}"),
+                    format!("r{i}"),
                     "test.toml",
                     on.iter().map(|t| p(t)).collect(),
                     vec![step],
