@@ -168,6 +168,11 @@ impl Subscriptions {
             .any(|channel| &channel[name.prefix.len()..] == name.rest)
     }
 
+    /// Whether glob `name` is subscribed.
+    fn has_pattern(&self, name: Name<'_>) -> bool {
+        name.prefix.is_empty() && self.patterns.contains(name.rest)
+    }
+
     fn find_topic(&self, wanted: &str) -> Option<usize> {
         self.topics
             .binary_search_by(|at| self.topic(*at).cmp(wanted))
@@ -388,58 +393,44 @@ impl SubscriptionHandle {
             }
             return;
         };
-        let sent = [
-            (
-                "UNSUBSCRIBE",
-                commands
-                    .send_chunked(
-                        "UNSUBSCRIBE",
-                        subscribed.channels().filter(|n| !next.has_channel(*n)),
-                    )
-                    .await,
-            ),
-            (
-                "PUNSUBSCRIBE",
-                commands
-                    .send_chunked(
-                        "PUNSUBSCRIBE",
-                        subscribed
-                            .patterns()
-                            .filter(|n| !next.patterns.contains(n.rest)),
-                    )
-                    .await,
-            ),
-            (
-                "SUBSCRIBE",
-                commands
-                    .send_chunked(
-                        "SUBSCRIBE",
-                        next.channels().filter(|n| !subscribed.has_channel(*n)),
-                    )
-                    .await,
-            ),
-            (
-                "PSUBSCRIBE",
-                commands
-                    .send_chunked(
-                        "PSUBSCRIBE",
-                        next.patterns()
-                            .filter(|n| !subscribed.patterns.contains(n.rest)),
-                    )
-                    .await,
-            ),
-        ];
-        for (command, result) in sent {
-            if let Err(e) = result {
-                tracing::warn!("cannot change the subscription ({command}: {e}); it is reopened");
-            }
-        }
+        let (old, new) = (&**subscribed, &*next);
+        send_missing(commands, "UNSUBSCRIBE", old.channels(), |n| {
+            new.has_channel(n)
+        })
+        .await;
+        send_missing(commands, "PUNSUBSCRIBE", old.patterns(), |n| {
+            new.has_pattern(n)
+        })
+        .await;
+        send_missing(commands, "SUBSCRIBE", new.channels(), |n| {
+            old.has_channel(n)
+        })
+        .await;
+        send_missing(commands, "PSUBSCRIBE", new.patterns(), |n| {
+            old.has_pattern(n)
+        })
+        .await;
         *subscribed = next;
     }
 
     /// What is to be subscribed now.
     pub fn subscriptions(&self) -> Arc<Subscriptions> {
         self.0.target()
+    }
+}
+
+/// Sends `command` for the `names` that `other_has` says the other set
+/// lacks. A failure is logged: the connection is then broken, and its
+/// reconnect subscribes what is to be subscribed.
+async fn send_missing<'a>(
+    commands: &Commands,
+    command: &str,
+    names: impl Iterator<Item = Name<'a>> + Send,
+    other_has: impl Fn(Name<'a>) -> bool + Send,
+) {
+    let missing = names.filter(|name| !other_has(*name));
+    if let Err(e) = commands.send_chunked(command, missing).await {
+        tracing::warn!("cannot change the subscription ({command}: {e}); it is reopened");
     }
 }
 
