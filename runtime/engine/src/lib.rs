@@ -980,7 +980,10 @@ impl Engine {
 
     /// The position of a rule in the bundle by name.
     pub fn rule_index(&self, name: &str) -> Option<usize> {
-        self.payload.rules.iter().position(|rule| &*rule.name == name)
+        self.payload
+            .rules
+            .iter()
+            .position(|rule| &*rule.name == name)
     }
 
     /// Rule `name`'s traces (docs/semantics.md#traces): its last runs and
