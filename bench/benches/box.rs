@@ -142,6 +142,20 @@ fn memory() {
     PEAK.store(live(), Ordering::Relaxed);
     let before = live();
     let bundle = decode(&bytes).unwrap();
+    let decode_peak = (PEAK.load(Ordering::Relaxed) - before) as f64;
+    let decoded = (live() - before) as f64;
+    report(
+        "decoding 100,000 rules, peak heap over the file",
+        format!("{:.1} MB", decode_peak / 1e6),
+        "",
+        true,
+        &format!(
+            "{:.1} MB kept ({:.0} B per rule), bundle file {:.1} MB",
+            decoded / 1e6,
+            decoded / 100_000.0,
+            bytes.len() as f64 / 1e6
+        ),
+    );
     let mut engine = Engine::new(Arc::new(bundle.payload), EngineConfig::default());
     for event in events {
         engine.handle_event(Now::new(Time::ZERO, 0), event);

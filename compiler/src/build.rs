@@ -12,7 +12,7 @@ use crate::check::{check_and_print, plural, Format};
 use crate::cli::{Console, Exit};
 use crate::validate::{CheckedExpr, CheckedRule};
 use crate::when::{lower, ConstPool};
-use rulecore::bundle::{Payload, Rule, Step};
+use rulecore::bundle::{Payload, Rule, RuleOptions, Step};
 use rulecore::codec::{self, BundleError};
 use std::io;
 use std::path::PathBuf;
@@ -87,18 +87,21 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
     let rules_out: Vec<Rule> = rules
         .iter()
         .map(|rule| Rule {
-            name: rule.name.clone(),
+            name: rule.name.as_str().into(),
             source: source_of(&rule.source),
             enabled: rule.enabled,
-            on: rule.on.clone(),
-            cancel_on: rule.cancel_on.clone(),
             concurrency: rule.concurrency,
-            cooldown_ns: rule.cooldown_ns,
-            debounce_ns: rule.debounce_ns,
-            hold_ns: rule.hold_ns,
-            repeat: rule.repeat,
-            when: lower_opt(&rule.when),
-            inputs: Vec::new(),
+            on: rule.on.as_slice().into(),
+            when: lower_opt(&rule.when).map(Box::new),
+            options: RuleOptions {
+                cancel_on: rule.cancel_on.as_slice().into(),
+                cooldown_ns: rule.cooldown_ns,
+                debounce_ns: rule.debounce_ns,
+                hold_ns: rule.hold_ns,
+                repeat: rule.repeat,
+                inputs: Box::default(),
+            }
+            .boxed(),
             steps: rule
                 .steps
                 .iter()
@@ -122,6 +125,7 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
 /// shared. Part of no fingerprint.
 fn add_inputs(payload: &mut Payload, rules: &[CheckedRule]) {
     for (out, rule) in payload.rules.iter_mut().zip(rules) {
+        let mut inputs: Vec<u32> = Vec::with_capacity(rule.inputs.len());
         for checked in &rule.inputs {
             let index = match payload.inputs.iter().position(|i| *i == checked.input) {
                 Some(index) => index,
@@ -132,11 +136,15 @@ fn add_inputs(payload: &mut Payload, rules: &[CheckedRule]) {
             };
             // At most 64 inputs (checked), so the index fits.
             let index = u32::try_from(index).unwrap_or(u32::MAX);
-            if !out.inputs.contains(&index) {
-                out.inputs.push(index);
+            if !inputs.contains(&index) {
+                inputs.push(index);
             }
         }
-        out.inputs.sort_unstable();
+        inputs.sort_unstable();
+        // Only a rule with inputs needs its options boxed for them.
+        if !inputs.is_empty() {
+            out.options_mut().inputs = inputs.into();
+        }
     }
 }
 

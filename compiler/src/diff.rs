@@ -123,7 +123,7 @@ fn verdict(
     iter: u32,
     fingerprint: &str,
 ) -> Option<ReplayDropReason> {
-    let new_rule = new.rules.iter().find(|r| r.name == rule);
+    let new_rule = new.rules.iter().find(|r| *r.name == *rule);
     refusal_without_clock(new_rule, step, iter, |_, new_step| {
         new_step.fingerprint.to_string() == fingerprint
     })
@@ -135,12 +135,12 @@ pub fn diff(old: &Payload, new: &Payload, pending: Option<&[PendingRecord]>) -> 
     let mut out = Diff::default();
     for rule in &new.rules {
         if !old.rules.iter().any(|r| r.name == rule.name) {
-            out.added.push(rule.name.clone());
+            out.added.push(rule.name.to_string());
         }
     }
     for rule in &old.rules {
         let Some(new_rule) = new.rules.iter().find(|r| r.name == rule.name) else {
-            out.removed.push(rule.name.clone());
+            out.removed.push(rule.name.to_string());
             continue;
         };
         let (before, after) = (keyed(rule, old), keyed(new_rule, new));
@@ -168,7 +168,7 @@ pub fn diff(old: &Payload, new: &Payload, pending: Option<&[PendingRecord]>) -> 
             }
         }
         if !changes.is_empty() {
-            out.changed.push((rule.name.clone(), changes));
+            out.changed.push((rule.name.to_string(), changes));
         }
         for (index, step) in rule.steps.iter().enumerate() {
             let index = u32::try_from(index).unwrap_or(u32::MAX);
@@ -177,7 +177,7 @@ pub fn diff(old: &Payload, new: &Payload, pending: Option<&[PendingRecord]>) -> 
                 .get(index as usize)
                 .is_some_and(|s| s.fingerprint != step.fingerprint)
             {
-                out.fingerprints.push((rule.name.clone(), index));
+                out.fingerprints.push((rule.name.to_string(), index));
             }
         }
     }
@@ -217,7 +217,7 @@ fn waiting_drops(old: &Payload, new: &Payload) -> Vec<Drop> {
             let fingerprint = step.fingerprint.to_string();
             if let Some(reason) = verdict(new, &rule.name, index, 0, &fingerprint) {
                 drops.push(Drop {
-                    rule: rule.name.clone(),
+                    rule: rule.name.to_string(),
                     step: index,
                     reason,
                     record: None,

@@ -42,7 +42,7 @@ fn fingerprints(bytes: &[u8]) -> BTreeMap<String, Vec<String>> {
                 .iter()
                 .map(|s| s.fingerprint.to_string())
                 .collect();
-            (rule.name.clone(), fps)
+            (rule.name.to_string(), fps)
         })
         .collect()
 }

@@ -85,7 +85,7 @@ fn pending_lists_exactly_the_records_that_would_go() {
             .payload
             .rules
             .iter()
-            .find(|r| r.name == rule)
+            .find(|r| *r.name == *rule)
             .unwrap();
         rule.steps[step].fingerprint.to_string()
     };

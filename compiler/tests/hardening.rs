@@ -254,7 +254,7 @@ fn a_forged_endless_repeat_is_refused_by_dump_and_simulate() {
     let dir = tempfile::tempdir().unwrap();
     build_fixture_bundle(dir.path());
     let mut bundle = rulecore::codec::read(&dir.path().join("rules.bundle")).unwrap();
-    bundle.payload.rules[0].repeat = rulecore::bundle::Repeat {
+    bundle.payload.rules[0].options_mut().repeat = rulecore::bundle::Repeat {
         count: u32::MAX,
         every_ns: 0,
     };
@@ -289,8 +289,8 @@ fn build_prints_the_memory_estimate_and_warns_over_the_budget() {
         "{stderr}"
     );
     assert!(!stderr.contains("warning:"), "{stderr}");
-    // About 480 bytes per such rule once loaded: 40,000 are over 16 MiB.
-    let body: String = (0..40_000).map(|i| rule(&format!("r{i}"), "")).collect();
+    // About 310 bytes per such rule once loaded: 60,000 are over 16 MiB.
+    let body: String = (0..60_000).map(|i| rule(&format!("r{i}"), "")).collect();
     std::fs::write(dir.path().join("rules/big.toml"), body).unwrap();
     let out = rulec(
         dir.path(),

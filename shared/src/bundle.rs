@@ -15,8 +15,11 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// `redis` action its reply `timeout_ns`. 3: the payload carries `inputs`
 /// and each rule the indices of its own (docs/rules.md#inputs). 4: rule
 /// files are named once, in a table, and each rule by its index there
-/// (docs/bundle.md#what-the-payload-holds).
-pub const FORMAT_VERSION: u16 = 4;
+/// (docs/bundle.md#what-the-payload-holds). 5: the keys most rules leave
+/// at their defaults (`cancel_on`, cooldown, debounce, `for`, repeat,
+/// inputs) are one optional field of a rule ([`RuleOptions`]), and the
+/// rules' files runs of consecutive rules ([`SourceRun`]).
+pub const FORMAT_VERSION: u16 = 5;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
 /// [`crate::payload_decode`].
@@ -56,33 +59,46 @@ impl Payload {
         payload
     }
 
-    /// The rule files named once each, in order of first use, and the
-    /// index of each rule's file in that table: how the payload stores
-    /// them (docs/bundle.md#what-the-payload-holds).
-    pub fn source_table(&self) -> (Vec<&str>, Vec<usize>) {
+    /// The rule files named once each, in order of first use, and which
+    /// file the rules are in, as runs of consecutive rules of one file: how
+    /// the payload stores them (docs/bundle.md#what-the-payload-holds).
+    /// Rules come file by file, so a bundle has one run per file.
+    pub fn source_table(&self) -> (Vec<&str>, Vec<SourceRun>) {
         let mut files: Vec<&str> = Vec::new();
-        let mut index: HashMap<&str, usize> = HashMap::new();
-        let rule_files = self
-            .rules
-            .iter()
-            .map(|rule| {
-                *index.entry(&rule.source).or_insert_with(|| {
-                    files.push(&rule.source);
-                    files.len() - 1
-                })
-            })
-            .collect();
-        (files, rule_files)
+        let mut index: HashMap<&str, u32> = HashMap::new();
+        let mut runs: Vec<SourceRun> = Vec::new();
+        for rule in &self.rules {
+            let file = *index.entry(&rule.source).or_insert_with(|| {
+                files.push(&rule.source);
+                // A bundle file cannot hold 2^32 rule files.
+                u32::try_from(files.len() - 1).unwrap_or(u32::MAX)
+            });
+            match runs.last_mut() {
+                Some(run) if run.file == file => run.rules += 1,
+                _ => runs.push(SourceRun { file, rules: 1 }),
+            }
+        }
+        (files, runs)
     }
 
     /// Recomputes every step's fingerprint with
     /// [`fingerprint_of`] against this payload's pools. Call it after
     /// changing a step's action, timing or `when`, or the pools.
     pub fn refresh_fingerprints(&mut self) {
-        for step in self.rules.iter_mut().flat_map(|rule| rule.steps.iter_mut()) {
-            step.fingerprint = fingerprint_of(step, &self.consts, &self.state_pairs);
+        for rule in &mut self.rules {
+            for step in Arc::make_mut(&mut rule.steps) {
+                step.fingerprint = fingerprint_of(step, &self.consts, &self.state_pairs);
+            }
         }
     }
+}
+
+/// `rules` consecutive rules of the payload, all in rule file `file` (an
+/// index into the payload's file table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRun {
+    pub file: u32,
+    pub rules: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -91,15 +107,16 @@ pub struct StatePair {
     pub field: String,
 }
 
-/// The payload as encoded (format 4): [`Payload`]'s fields, with the rule
-/// files in a table (`sources`) and each rule's index in it (`rule_sources`,
-/// one per rule, before the rules so the decoder names each rule's file as
-/// it reads it).
+/// The payload as encoded (format 5): [`Payload`]'s fields, with the rule
+/// files in a table (`sources`) and runs of consecutive rules of one file
+/// (`source_runs`, before the rules so the decoder names each rule's file
+/// as it reads it, and keeps a few bytes per file while it does, not 8 per
+/// rule).
 #[derive(Debug, Serialize)]
 pub struct PayloadWire<'a> {
     pub compiler_version: &'a str,
     pub sources: Vec<&'a str>,
-    pub rule_sources: Vec<usize>,
+    pub source_runs: Vec<SourceRun>,
     pub rules: &'a [Rule],
     pub state_pairs: &'a [StatePair],
     pub consts: &'a [Const],
@@ -108,11 +125,11 @@ pub struct PayloadWire<'a> {
 
 impl Serialize for Payload {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let (sources, rule_sources) = self.source_table();
+        let (sources, source_runs) = self.source_table();
         PayloadWire {
             compiler_version: &self.compiler_version,
             sources,
-            rule_sources,
+            source_runs,
             rules: &self.rules,
             state_pairs: &self.state_pairs,
             consts: &self.consts,
@@ -124,7 +141,7 @@ impl Serialize for Payload {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rule {
-    pub name: String,
+    pub name: Box<str>,
     /// The rule file's name relative to the rules directory. Rules of one
     /// file share it: the payload names each file once
     /// ([`Payload::source_table`]), and the decoder hands every rule of a
@@ -133,9 +150,25 @@ pub struct Rule {
     pub source: Arc<str>,
     /// `false`: replay-only (docs/rules.md#disabled-rules).
     pub enabled: bool,
-    pub on: Vec<TopicPattern>,
-    pub cancel_on: Vec<TopicPattern>,
     pub concurrency: Concurrency,
+    pub on: Box<[TopicPattern]>,
+    /// Boxed: a rule without one keeps 8 bytes for it instead of 24.
+    pub when: Option<Box<Program>>,
+    /// Shared: the decoder hands rules with equal steps one list
+    /// ([`crate::payload_decode`]); change them with [`Arc::make_mut`].
+    pub steps: Arc<[Step]>,
+    /// `None` when every key of [`RuleOptions`] has its default: most rules
+    /// set none of them, and the box keeps their 72 bytes out of every
+    /// rule. Read through [`Rule::cooldown_ns`] and the other getters,
+    /// change with [`Rule::options_mut`].
+    pub options: Option<Box<RuleOptions>>,
+}
+
+/// The rule keys most rules leave at their defaults
+/// (docs/rules.md#rule-keys); [`Rule::options`] holds them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RuleOptions {
+    pub cancel_on: Box<[TopicPattern]>,
     /// Nanoseconds; 0 means none.
     pub cooldown_ns: u64,
     /// Nanoseconds; 0 means none.
@@ -145,11 +178,16 @@ pub struct Rule {
     /// fingerprint: a hold is not durable.
     pub hold_ns: u64,
     pub repeat: Repeat,
-    pub when: Option<Program>,
-    pub steps: Vec<Step>,
     /// Indices into [`Payload::inputs`] of the inputs this rule declares,
     /// ascending, without repeats.
-    pub inputs: Vec<u32>,
+    pub inputs: Box<[u32]>,
+}
+
+impl RuleOptions {
+    /// As [`Rule::options`] holds them: `None` when all are defaults.
+    pub fn boxed(self) -> Option<Box<RuleOptions>> {
+        (self != RuleOptions::default()).then(|| Box::new(self))
+    }
 }
 
 impl Rule {
@@ -157,7 +195,7 @@ impl Rule {
     /// concurrency, no `cancel_on`, no cooldown or debounce, one pass, no
     /// `when`. Set other fields on the result.
     pub fn new(
-        name: impl Into<String>,
+        name: impl Into<Box<str>>,
         source: impl Into<Arc<str>>,
         on: Vec<TopicPattern>,
         steps: Vec<Step>,
@@ -166,17 +204,45 @@ impl Rule {
             name: name.into(),
             source: source.into(),
             enabled: true,
-            on,
-            cancel_on: Vec::new(),
             concurrency: Concurrency::Restart,
-            cooldown_ns: 0,
-            debounce_ns: 0,
-            hold_ns: 0,
-            repeat: Repeat::ONCE,
+            on: on.into(),
             when: None,
-            steps,
-            inputs: Vec::new(),
+            steps: steps.into(),
+            options: None,
         }
+    }
+
+    /// This rule's options, boxed first if it had none.
+    pub fn options_mut(&mut self) -> &mut RuleOptions {
+        self.options.get_or_insert_with(Box::default)
+    }
+
+    pub fn cancel_on(&self) -> &[TopicPattern] {
+        self.options.as_ref().map_or(&[], |o| &o.cancel_on)
+    }
+
+    /// Nanoseconds; 0 means none.
+    pub fn cooldown_ns(&self) -> u64 {
+        self.options.as_ref().map_or(0, |o| o.cooldown_ns)
+    }
+
+    /// Nanoseconds; 0 means none.
+    pub fn debounce_ns(&self) -> u64 {
+        self.options.as_ref().map_or(0, |o| o.debounce_ns)
+    }
+
+    /// `for` (docs/semantics.md#hold). Nanoseconds; 0 means none.
+    pub fn hold_ns(&self) -> u64 {
+        self.options.as_ref().map_or(0, |o| o.hold_ns)
+    }
+
+    pub fn repeat(&self) -> Repeat {
+        self.options.as_ref().map_or(Repeat::ONCE, |o| o.repeat)
+    }
+
+    /// Indices into [`Payload::inputs`], ascending, without repeats.
+    pub fn inputs(&self) -> &[u32] {
+        self.options.as_ref().map_or(&[], |o| &o.inputs)
     }
 }
 
@@ -246,9 +312,17 @@ impl Repeat {
     };
 }
 
+impl Default for Repeat {
+    fn default() -> Repeat {
+        Repeat::ONCE
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
-    pub action: Action,
+    /// Shared: the decoder hands equal actions one `Arc`
+    /// ([`crate::payload_decode`]).
+    pub action: Arc<Action>,
     pub when: Option<Program>,
     pub after_ns: u64,
     pub durable: bool,
@@ -265,7 +339,7 @@ impl Step {
         let durable = after_ns > 0;
         Step {
             fingerprint: step_fingerprint(&action, None, after_ns, durable, &[], &[]),
-            action,
+            action: Arc::new(action),
             when: None,
             after_ns,
             durable,
@@ -290,7 +364,7 @@ impl std::fmt::Display for Fingerprint {
 /// (docs/rules.md#step-keys).
 pub const DEFAULT_TIMEOUT_NS: u64 = 10_000_000_000;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Action {
     /// `LPUSH list push`, waiting at most `timeout_ns` for Redis' reply
     /// (docs/semantics.md#worker-pool-and-actions).
@@ -317,7 +391,7 @@ impl Action {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CanFrame {
     pub iface: String,
     /// At most 0x1FFFFFFF.
@@ -356,14 +430,14 @@ mod tests {
     fn rule_new_defaults() {
         let on = vec![TopicPattern::parse("alarm.*").unwrap()];
         let rule = Rule::new("r", "a.toml", on.clone(), vec![Step::new(blink("x"), 0)]);
-        assert_eq!((rule.name.as_str(), &*rule.source), ("r", "a.toml"));
+        assert_eq!((&*rule.name, &*rule.source), ("r", "a.toml"));
         assert!(rule.enabled);
-        assert_eq!(rule.on, on);
-        assert!(rule.cancel_on.is_empty());
+        assert_eq!(*rule.on, on);
+        assert!(rule.cancel_on().is_empty());
         assert_eq!(rule.concurrency, Concurrency::Restart);
-        assert_eq!((rule.cooldown_ns, rule.debounce_ns), (0, 0));
+        assert_eq!((rule.cooldown_ns(), rule.debounce_ns()), (0, 0));
         assert_eq!(
-            rule.repeat,
+            rule.repeat(),
             Repeat {
                 count: 1,
                 every_ns: 0

@@ -303,7 +303,7 @@ fn write_step(out: &mut impl Write, index: usize, step: &Step, payload: &Payload
         "    durable      {}",
         if step.durable { "yes" } else { "no" }
     )?;
-    if let Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } = step.action {
+    if let Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } = *step.action {
         writeln!(out, "    timeout      {}", duration(timeout_ns))?;
     }
     writeln!(out, "    fingerprint  {}", step.fingerprint)?;
@@ -319,37 +319,37 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
     };
     writeln!(out, "  enabled      {status}")?;
     writeln!(out, "  on           {}", patterns(&rule.on))?;
-    writeln!(out, "  cancel-on    {}", patterns(&rule.cancel_on))?;
+    writeln!(out, "  cancel-on    {}", patterns(rule.cancel_on()))?;
     writeln!(out, "  concurrency  {}", concurrency(rule.concurrency))?;
     writeln!(
         out,
         "  cooldown     {}",
-        optional_duration(rule.cooldown_ns)
+        optional_duration(rule.cooldown_ns())
     )?;
     writeln!(
         out,
         "  debounce     {}",
-        optional_duration(rule.debounce_ns)
+        optional_duration(rule.debounce_ns())
     )?;
-    writeln!(out, "  for          {}", optional_duration(rule.hold_ns))?;
-    let repeat = if rule.repeat.count <= 1 {
+    writeln!(out, "  for          {}", optional_duration(rule.hold_ns()))?;
+    let repeat = if rule.repeat().count <= 1 {
         "once".to_string()
     } else {
         format!(
             "{} passes, every {}",
-            rule.repeat.count,
-            duration(rule.repeat.every_ns)
+            rule.repeat().count,
+            duration(rule.repeat().every_ns)
         )
     };
     writeln!(out, "  repeat       {repeat}")?;
     for input in rule
-        .inputs
+        .inputs()
         .iter()
         .filter_map(|&i| payload.inputs.get(i as usize))
     {
         writeln!(out, "  input        {}", input_text(input))?;
     }
-    write_when(out, "  ", rule.when.as_ref(), payload)?;
+    write_when(out, "  ", rule.when.as_deref(), payload)?;
     for (index, step) in rule.steps.iter().enumerate() {
         write_step(out, index, step, payload)?;
     }
@@ -557,15 +557,15 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "source": &*rule.source,
         "enabled": rule.enabled,
         "on": pats(&rule.on),
-        "cancel_on": pats(&rule.cancel_on),
+        "cancel_on": pats(rule.cancel_on()),
         "concurrency": concurrency(rule.concurrency),
-        "cooldown_ns": rule.cooldown_ns,
-        "debounce_ns": rule.debounce_ns,
-        "hold_ns": rule.hold_ns,
-        "inputs": rule.inputs,
-        "repeat": {"count": rule.repeat.count, "every_ns": rule.repeat.every_ns},
-        "when": when(rule.when.as_ref()),
-        "when_expr": when_expr(rule.when.as_ref()),
+        "cooldown_ns": rule.cooldown_ns(),
+        "debounce_ns": rule.debounce_ns(),
+        "hold_ns": rule.hold_ns(),
+        "inputs": rule.inputs(),
+        "repeat": {"count": rule.repeat().count, "every_ns": rule.repeat().every_ns},
+        "when": when(rule.when.as_deref()),
+        "when_expr": when_expr(rule.when.as_deref()),
         "steps": rule.steps.iter().map(|step| json!({
             "action": action_json(&step.action),
             "after_ns": step.after_ns,

@@ -3,6 +3,8 @@
 use crate::event_data::DataValue;
 use serde::{Deserialize, Serialize};
 
+mod read;
+
 /// One event. Every field but `topic` may be absent; absent strings read as
 /// `""` in `when` expressions.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -24,10 +26,20 @@ pub struct Event {
     pub data: DataValue,
 }
 
-#[derive(Debug, thiserror::Error)]
+/// Why a payload is not an event (docs/events.md#the-envelope).
+#[derive(Debug, PartialEq, thiserror::Error)]
 pub enum EventError {
-    #[error("not an event: {0}")]
-    Json(#[from] serde_json::Error),
+    #[error("not an event: expected {expected} at byte {at}")]
+    Syntax { at: usize, expected: &'static str },
+    #[error("not an event: `{field}` must be {expected}")]
+    FieldType {
+        field: &'static str,
+        expected: &'static str,
+    },
+    #[error("not an event: `{field}` given twice")]
+    RepeatedField { field: &'static str },
+    #[error("not an event: it has no `topic`")]
+    MissingTopic,
     #[error("`data` must be an object")]
     DataNotObject,
     #[error("an event must be a JSON object")]
@@ -37,55 +49,21 @@ pub enum EventError {
     TopicMismatch { topic: String },
 }
 
-/// The envelope as it arrives on the bus: `topic` may be absent, the
-/// channel gives it.
-#[derive(Deserialize)]
-struct BusEnvelope {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    ts: Option<i64>,
-    #[serde(default)]
-    topic: Option<String>,
-    #[serde(default)]
-    src: Option<String>,
-    #[serde(default)]
-    from: Option<String>,
-    #[serde(default)]
-    to: Option<String>,
-    #[serde(default)]
-    data: DataValue,
-}
-
 impl Event {
-    /// Decodes a pub/sub payload. `data`, when present, must be an object.
+    /// Decodes an event given whole (its `topic` required). `data`, when
+    /// present, must be an object. Read by hand, in one pass
+    /// (`event/read.rs`; docs/engine.md#reading-the-envelope), with serde's rules.
     pub fn decode(payload: &[u8]) -> Result<Self, EventError> {
-        let event: Event = serde_json::from_slice(payload)?;
-        if !(event.data.is_null() || event.data.is_object()) {
-            return Err(EventError::DataNotObject);
-        }
-        Ok(event)
+        let mut envelope = read::envelope(payload)?;
+        let topic = envelope.topic.take().ok_or(EventError::MissingTopic)?;
+        Self::from_envelope(envelope, topic)
     }
 
-    /// Decodes a payload published on the channel of `channel_topic`
-    /// (docs/events.md#the-channel-decides-the-topic): an absent `topic` is
-    /// the channel's; one that differs is refused, so a publisher on one
-    /// channel cannot speak for another topic.
-    pub fn decode_on_channel(channel_topic: &str, payload: &[u8]) -> Result<Self, EventError> {
-        // serde would also read a struct from an array (`[]`: every field
-        // absent); an envelope is an object.
-        if payload.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(EventError::NotAnObject);
-        }
-        let envelope: BusEnvelope = serde_json::from_slice(payload)?;
+    /// The event of an envelope read whole, with its topic decided.
+    fn from_envelope(envelope: read::Envelope, topic: String) -> Result<Self, EventError> {
         if !(envelope.data.is_null() || envelope.data.is_object()) {
             return Err(EventError::DataNotObject);
         }
-        let topic = match envelope.topic {
-            None => channel_topic.to_string(),
-            Some(topic) if topic == channel_topic => topic,
-            Some(topic) => return Err(EventError::TopicMismatch { topic }),
-        };
         Ok(Self {
             id: envelope.id,
             ts: envelope.ts,
@@ -95,6 +73,24 @@ impl Event {
             to: envelope.to,
             data: envelope.data,
         })
+    }
+
+    /// Decodes a payload published on the channel of `channel_topic`
+    /// (docs/events.md#the-channel-decides-the-topic): an absent `topic` is
+    /// the channel's; one that differs is refused, so a publisher on one
+    /// channel cannot speak for another topic.
+    pub fn decode_on_channel(channel_topic: &str, payload: &[u8]) -> Result<Self, EventError> {
+        let mut envelope = read::envelope(payload)?;
+        // `data` is checked before the topic, as it always was.
+        if !(envelope.data.is_null() || envelope.data.is_object()) {
+            return Err(EventError::DataNotObject);
+        }
+        let topic = match envelope.topic.take() {
+            None => channel_topic.to_string(),
+            Some(topic) if topic == channel_topic => topic,
+            Some(topic) => return Err(EventError::TopicMismatch { topic }),
+        };
+        Self::from_envelope(envelope, topic)
     }
 
     /// The `src` of every event an input makes (docs/rules.md#inputs).

@@ -38,13 +38,22 @@ pub const ENTRY_BYTES: usize = std::mem::size_of::<(DataKey, DataValue)>();
 /// A key of a `data` object. Keys are short names: held inline, they cost
 /// no allocation when an event is decoded.
 #[derive(Clone)]
-enum DataKey {
+pub(crate) enum DataKey {
     Inline { len: u8, bytes: [u8; INLINE_KEY] },
     Heap(Box<str>),
 }
 
+impl Default for DataKey {
+    fn default() -> Self {
+        DataKey::Inline {
+            len: 0,
+            bytes: [0; INLINE_KEY],
+        }
+    }
+}
+
 impl DataKey {
-    fn new(key: &str) -> Self {
+    pub(crate) fn new(key: &str) -> Self {
         match u8::try_from(key.len()) {
             Ok(len) if key.len() <= INLINE_KEY => {
                 let mut bytes = [0; INLINE_KEY];
@@ -61,6 +70,23 @@ impl DataKey {
         match self {
             DataKey::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or(&[]),
             DataKey::Heap(key) => key.as_bytes(),
+        }
+    }
+
+    /// Whether this key is `key`: the length and the first byte first,
+    /// which tell most keys of an object apart without comparing the rest.
+    #[inline(always)]
+    fn is(&self, key: &[u8]) -> bool {
+        match self {
+            DataKey::Inline { len, bytes } => {
+                usize::from(*len) == key.len()
+                    && match key {
+                        [] => true,
+                        [only] => bytes[0] == *only,
+                        [first, ..] => bytes[0] == *first && bytes.get(..key.len()) == Some(key),
+                    }
+            }
+            DataKey::Heap(own) => own.as_bytes() == key,
         }
     }
 
@@ -101,6 +127,10 @@ impl<'de> Deserialize<'de> for DataKey {
     }
 }
 
+/// The most entries of an object sorted through an index array on the
+/// stack.
+const SMALL_OBJECT: usize = 16;
+
 /// A JSON object: its entries sorted by key, each key once.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DataObject {
@@ -119,36 +149,61 @@ impl DataObject {
     }
 
     fn from_keyed(mut entries: Vec<(DataKey, DataValue)>) -> Self {
+        Self::from_read(&mut entries)
+    }
+
+    /// Takes the entries out of `read` (an object as read, in input
+    /// order) into an object of exactly their number: sorted by key, the
+    /// last of a repeated key kept. One allocation, none for `{}`.
+    pub(crate) fn from_read(read: &mut [(DataKey, DataValue)]) -> Self {
+        // The order, as indices: sorting them moves bytes, not entries.
         // Stable, so equal keys keep their input order and the last of a
-        // run is the one written last.
-        entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        if !entries.windows(2).any(|pair| pair[0].0 == pair[1].0) {
-            return Self {
-                entries: entries.into_boxed_slice(),
-            };
+        // run is the one written last. A short slice sorts without
+        // allocating.
+        let key = |at: usize| read.get(at).map_or(&[][..], |entry| entry.0.as_bytes());
+        if read.len() <= SMALL_OBJECT {
+            let mut order = [0u8; SMALL_OBJECT];
+            for (at, slot) in order.iter_mut().enumerate() {
+                *slot = at as u8;
+            }
+            let order = order.get_mut(..read.len()).unwrap_or_default();
+            order.sort_by(|&a, &b| key(a.into()).cmp(key(b.into())));
+            Self::take_in_order(read, order.iter().map(|&at| usize::from(at)))
+        } else {
+            let mut order: Vec<usize> = (0..read.len()).collect();
+            order.sort_by(|&a, &b| key(a).cmp(key(b)));
+            Self::take_in_order(read, order.into_iter())
         }
-        let mut kept: Vec<(DataKey, DataValue)> = Vec::with_capacity(entries.len());
-        for entry in entries {
-            match kept.last_mut() {
-                Some(last) if last.0 == entry.0 => *last = entry,
-                _ => kept.push(entry),
+    }
+
+    /// Takes the entries of `read` out in `order` (sorted by key), the
+    /// last of a repeated key kept.
+    fn take_in_order(
+        read: &mut [(DataKey, DataValue)],
+        order: impl Iterator<Item = usize>,
+    ) -> Self {
+        let mut entries = Vec::with_capacity(read.len());
+        let mut order = order.peekable();
+        while let Some(at) = order.next() {
+            let key = |at: usize| read.get(at).map(|entry| &entry.0);
+            let superseded = order.peek().is_some_and(|&next| key(next) == key(at));
+            if let (false, Some(entry)) = (superseded, read.get_mut(at)) {
+                entries.push(std::mem::take(entry));
             }
         }
         Self {
-            entries: kept.into_boxed_slice(),
+            entries: entries.into_boxed_slice(),
         }
     }
 
     /// The value under `key`. Objects in events are small: a scan that
-    /// compares lengths first beats a binary search until a dozen keys.
-    #[inline]
+    /// compares lengths and first bytes first beats a binary search until
+    /// a dozen keys.
+    #[inline(always)]
     pub fn get(&self, key: &str) -> Option<&DataValue> {
         if self.entries.len() <= 12 {
-            return self
-                .entries
-                .iter()
-                .find(|(k, _)| k.as_bytes() == key.as_bytes())
-                .map(|(_, v)| v);
+            let key = key.as_bytes();
+            return self.entries.iter().find(|(k, _)| k.is(key)).map(|(_, v)| v);
         }
         let at = self
             .entries

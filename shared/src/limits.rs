@@ -117,14 +117,14 @@ pub fn check_inputs(payload: &Payload) -> Result<(), LimitError> {
         }
     }
     for rule in &payload.rules {
-        if rule.inputs.len() > MAX_INPUTS_PER_RULE {
+        if rule.inputs().len() > MAX_INPUTS_PER_RULE {
             return fail(
                 0,
-                format!("rule `{}` has {} inputs", rule.name, rule.inputs.len()),
+                format!("rule `{}` has {} inputs", rule.name, rule.inputs().len()),
             );
         }
         if let Some(&bad) = rule
-            .inputs
+            .inputs()
             .iter()
             .find(|&&i| usize::try_from(i).map_or(true, |i| i >= payload.inputs.len()))
         {
@@ -158,7 +158,7 @@ pub fn check_rule(rule: &Rule) -> Result<(), LimitError> {
     if rule.name.trim().is_empty() {
         return Err(LimitError::EmptyName);
     }
-    for (list, patterns) in [("on", &rule.on), ("cancel-on", &rule.cancel_on)] {
+    for (list, patterns) in [("on", &*rule.on), ("cancel-on", rule.cancel_on())] {
         if patterns.len() > MAX_PATTERNS {
             return Err(LimitError::TooManyPatterns {
                 list,
@@ -166,20 +166,20 @@ pub fn check_rule(rule: &Rule) -> Result<(), LimitError> {
             });
         }
     }
-    if rule.repeat.count > 1 && rule.repeat.every_ns == 0 {
+    if rule.repeat().count > 1 && rule.repeat().every_ns == 0 {
         return Err(LimitError::RepeatWithoutGap {
-            count: rule.repeat.count,
+            count: rule.repeat().count,
         });
     }
     let durations = [
-        ("`cooldown`", rule.cooldown_ns),
-        ("`debounce`", rule.debounce_ns),
-        ("`repeat.every`", rule.repeat.every_ns),
-        ("`for`", rule.hold_ns),
+        ("`cooldown`", rule.cooldown_ns()),
+        ("`debounce`", rule.debounce_ns()),
+        ("`repeat.every`", rule.repeat().every_ns),
+        ("`for`", rule.hold_ns()),
     ];
     let steps = rule.steps.iter().enumerate();
     let step_durations = steps.clone().flat_map(|(index, step)| {
-        let timeout = match step.action {
+        let timeout = match *step.action {
             Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } => Some(timeout_ns),
             Action::Can(_) => None,
         };
@@ -243,6 +243,7 @@ mod tests {
     use crate::codec::{decode, encode, BundleError};
     use crate::topic::TopicPattern;
     use crate::verify::PayloadError;
+    use std::sync::Arc;
 
     fn valid() -> Payload {
         let step = Step::new(Action::redis("scooter:horn", "on"), 0);
@@ -272,7 +273,7 @@ mod tests {
             source,
             topic: topic.map(str::to_string),
         }];
-        payload.rules[0].inputs = vec![0];
+        payload.rules[0].options_mut().inputs = vec![0].into();
         payload
     }
 
@@ -316,7 +317,7 @@ mod tests {
             );
         }
         let mut out_of_range = with_input(hash("vehicle", 1), None);
-        out_of_range.rules[0].inputs = vec![1];
+        out_of_range.rules[0].options_mut().inputs = vec![1].into();
         assert!(matches!(load(&out_of_range), Err(LimitError::Input { .. })));
         let mut too_many = with_input(hash("vehicle", 1), None);
         too_many.inputs = (0..=MAX_INPUTS)
@@ -342,7 +343,7 @@ mod tests {
     fn forged_bundles_over_the_checker_limits_are_refused_at_load() {
         assert_eq!(load(&valid()), Ok(()));
         let mut endless = valid();
-        endless.rules[0].repeat = Repeat {
+        endless.rules[0].options_mut().repeat = Repeat {
             count: u32::MAX,
             every_ns: 0,
         };
@@ -351,17 +352,17 @@ mod tests {
             Err(LimitError::RepeatWithoutGap { count: u32::MAX })
         );
         let mut far = valid();
-        far.rules[0].steps[0].after_ns = u64::MAX;
-        far.rules[0].steps[0].durable = true;
+        Arc::make_mut(&mut far.rules[0].steps)[0].after_ns = u64::MAX;
+        Arc::make_mut(&mut far.rules[0].steps)[0].durable = true;
         assert!(matches!(load(&far), Err(LimitError::Duration { .. })));
         let mut every = valid();
-        every.rules[0].repeat = Repeat {
+        every.rules[0].options_mut().repeat = Repeat {
             count: 2,
             every_ns: u64::MAX,
         };
         assert!(matches!(load(&every), Err(LimitError::Duration { .. })));
         let mut many = valid();
-        many.rules[0].cancel_on = (0..=MAX_PATTERNS)
+        many.rules[0].options_mut().cancel_on = (0..=MAX_PATTERNS)
             .map(|i| TopicPattern::parse(&format!("t{i}")).unwrap())
             .collect();
         assert_eq!(
@@ -381,7 +382,7 @@ mod tests {
             Err(LimitError::StateChannel { .. })
         ));
         let mut shell = valid();
-        shell.rules[0].steps[0] = Step::new(
+        Arc::make_mut(&mut shell.rules[0].steps)[0] = Step::new(
             Action::Exec {
                 command: "/bin/sh -c reboot".into(),
                 timeout_ns: 1,
@@ -393,7 +394,7 @@ mod tests {
             Err(LimitError::Action { step: 0, .. })
         ));
         let mut durable = valid();
-        durable.rules[0].steps[0].durable = true;
+        Arc::make_mut(&mut durable.rules[0].steps)[0].durable = true;
         assert_eq!(
             load(&durable),
             Err(LimitError::DurableWithoutAfter { step: 0 })

@@ -1,7 +1,8 @@
 //! Decoding a bundle's payload (docs/bundle.md#the-loaders-memory): the
-//! rule files read once into shared names, and the rules vector reserved
-//! once, at the exact length the payload declares, and only when that many
-//! rules fit in the bytes left.
+//! rule files read once into shared names, equal step lists and equal
+//! actions shared (`Shared`), and the rules vector reserved once, at the
+//! exact length the payload declares, and only when that many rules fit in
+//! the bytes left.
 //!
 //! serde's own `Vec` decoding trusts a declared length only up to 1 MiB
 //! of elements and grows by doubling past it: for 10,000 rules a vector of
@@ -10,25 +11,26 @@
 //! checked, so it is believed only as far as the bytes can back it: each
 //! rule takes at least [`MIN_RULE_BYTES`] of payload.
 
-use crate::bundle::{Input, Payload, Rule, StatePair};
+use crate::bundle::{Action, Input, Payload, Rule, SourceRun, StatePair, Step};
 use crate::bytecode::Const;
 use serde::de::{DeserializeSeed, Deserializer, Error, SeqAccess, Visitor};
 use std::cell::Cell;
+use std::collections::HashSet;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// The fewest payload bytes a rule can take: one byte for each of its
-/// name, `enabled`, `on`, `cancel_on`, concurrency, cooldown, debounce,
-/// `for`, `when`, steps and inputs, two for its repeat.
-pub const MIN_RULE_BYTES: usize = 13;
+/// name, `enabled`, concurrency, `on`, `when`, steps and options.
+pub const MIN_RULE_BYTES: usize = 7;
 
 /// Why a payload does not decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     #[error("it declares more rules than its {bytes} bytes can hold (at most {most})")]
     TooManyRules { bytes: usize, most: usize },
-    #[error("it names the files of {indices} rules, but holds {rules}")]
-    SourceCount { indices: usize, rules: usize },
+    #[error("it names the files of {named} rules, but holds {rules}")]
+    SourceCount { named: u64, rules: usize },
     #[error("rule {rule} names file {index} of a table of {files}")]
     SourceIndex {
         rule: usize,
@@ -83,7 +85,7 @@ impl PayloadSeed<'_> {
 const FIELDS: [&str; 7] = [
     "compiler_version",
     "sources",
-    "rule_sources",
+    "source_runs",
     "rules",
     "state_pairs",
     "consts",
@@ -110,12 +112,12 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
         let compiler_version: String = seq.next_element()?.ok_or_else(|| missing(0))?;
         let sources: Vec<&str> = seq.next_element()?.ok_or_else(|| missing(1))?;
         let sources: Vec<Arc<str>> = sources.into_iter().map(Arc::from).collect();
-        let rule_sources: Vec<usize> = seq.next_element()?.ok_or_else(|| missing(2))?;
+        let source_runs: Vec<SourceRun> = seq.next_element()?.ok_or_else(|| missing(2))?;
         let rules = seq
             .next_element_seed(ExactRules {
                 payload: &self,
                 sources: &sources,
-                rule_sources: &rule_sources,
+                source_runs: &source_runs,
             })?
             .ok_or_else(|| missing(3))?;
         let state_pairs: Vec<StatePair> = seq.next_element()?.ok_or_else(|| missing(4))?;
@@ -136,7 +138,7 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
 struct ExactRules<'a> {
     payload: &'a PayloadSeed<'a>,
     sources: &'a [Arc<str>],
-    rule_sources: &'a [usize],
+    source_runs: &'a [SourceRun],
 }
 
 impl<'de> DeserializeSeed<'de> for ExactRules<'_> {
@@ -163,9 +165,14 @@ impl<'de> Visitor<'de> for ExactRules<'_> {
             Some(declared) if declared <= most => declared,
             _ => return Err(self.payload.refuse(Refusal::TooManyRules { bytes, most })),
         };
-        if declared != self.rule_sources.len() {
+        let named: u64 = self
+            .source_runs
+            .iter()
+            .map(|run| u64::from(run.rules))
+            .sum();
+        if usize::try_from(named) != Ok(declared) {
             return Err(self.payload.refuse(Refusal::SourceCount {
-                indices: self.rule_sources.len(),
+                named,
                 rules: declared,
             }));
         }
@@ -173,23 +180,88 @@ impl<'de> Visitor<'de> for ExactRules<'_> {
         rules.try_reserve_exact(declared).map_err(|_| {
             A::Error::custom(format_args!("cannot reserve memory for {declared} rules"))
         })?;
-        for (rule, &index) in self.rule_sources.iter().enumerate() {
+        let mut shared = Shared::default();
+        for run in self.source_runs {
+            let index = run.file as usize;
             let Some(source) = self.sources.get(index) else {
                 return Err(self.payload.refuse(Refusal::SourceIndex {
-                    rule,
+                    rule: rules.len(),
                     index,
                     files: self.sources.len(),
                 }));
             };
-            let Some(mut decoded) = seq.next_element::<Rule>()? else {
-                break;
-            };
-            decoded.source = Arc::clone(source);
-            rules.push(decoded);
+            for _ in 0..run.rules {
+                let Some(mut decoded) = seq.next_element::<Rule>()? else {
+                    return Ok(rules);
+                };
+                decoded.source = Arc::clone(source);
+                decoded.steps = shared.steps(decoded.steps);
+                rules.push(decoded);
+            }
         }
         Ok(rules)
     }
 }
+
+/// The step lists and actions decoded so far, one `Arc` each: a rule whose
+/// steps equal an earlier rule's gets that rule's list, and a step whose
+/// action equals an earlier one's gets that action. Typical bundles repeat
+/// both (the same `blinker off` after the same wait), and a one-step rule
+/// then keeps its name and patterns of its own and nothing more. Kept only
+/// while decoding.
+#[derive(Default)]
+struct Shared {
+    steps: HashSet<StepList>,
+    actions: HashSet<Arc<Action>>,
+}
+
+impl Shared {
+    fn steps(&mut self, mut steps: Arc<[Step]>) -> Arc<[Step]> {
+        let list = StepList(steps);
+        if let Some(earlier) = self.steps.get(&list) {
+            return Arc::clone(&earlier.0);
+        }
+        steps = list.0;
+        // Just decoded, so not shared yet: `make_mut` does not copy.
+        for step in Arc::make_mut(&mut steps) {
+            step.action = self.action(&step.action);
+        }
+        self.steps.insert(StepList(Arc::clone(&steps)));
+        steps
+    }
+
+    fn action(&mut self, action: &Arc<Action>) -> Arc<Action> {
+        match self.actions.get(action) {
+            Some(earlier) => Arc::clone(earlier),
+            None => {
+                self.actions.insert(Arc::clone(action));
+                Arc::clone(action)
+            }
+        }
+    }
+}
+
+/// A step list as a set key: hashed by its fingerprints and waits (cheap,
+/// and equal lists hash alike), compared in full, so lists are shared only
+/// when they are equal whatever their fingerprints say.
+struct StepList(Arc<[Step]>);
+
+impl Hash for StepList {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for step in self.0.iter() {
+            step.fingerprint.hash(state);
+            step.after_ns.hash(state);
+        }
+    }
+}
+
+impl PartialEq for StepList {
+    fn eq(&self, other: &StepList) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for StepList {}
 
 #[cfg(test)]
 mod tests {
@@ -239,9 +311,77 @@ mod tests {
     }
 
     #[test]
+    fn equal_step_lists_and_equal_actions_are_shared() {
+        let off = || Action::redis("scooter:blinker", "off");
+        let on = |topic: &str| vec![TopicPattern::parse(topic).unwrap()];
+        let rules = vec![
+            Rule::new("a", "f.toml", on("a"), vec![Step::new(off(), 30)]),
+            Rule::new("b", "f.toml", on("b"), vec![Step::new(off(), 30)]),
+            // The same action after another wait: its own list, the
+            // shared action.
+            Rule::new("c", "f.toml", on("c"), vec![Step::new(off(), 40)]),
+            Rule::new(
+                "d",
+                "f.toml",
+                on("d"),
+                vec![Step::new(Action::redis("x", "off"), 30)],
+            ),
+        ];
+        let payload = Payload::new("test", rules, vec![], vec![]);
+        let body = postcard::to_allocvec(&payload).unwrap();
+        let (decoded, _) = decode_payload(&body).unwrap();
+        assert_eq!(decoded, payload);
+        let [a, b, c, d] = &decoded.rules[..] else {
+            panic!("four rules")
+        };
+        assert!(Arc::ptr_eq(&a.steps, &b.steps));
+        assert!(!Arc::ptr_eq(&a.steps, &c.steps));
+        assert!(Arc::ptr_eq(&a.steps[0].action, &c.steps[0].action));
+        assert!(!Arc::ptr_eq(&a.steps[0].action, &d.steps[0].action));
+        // Shared, the lists still change one rule at a time.
+        let mut changed = decoded.clone();
+        Arc::make_mut(&mut changed.rules[1].steps)[0].after_ns = 50;
+        assert_eq!(changed.rules[0].steps[0].after_ns, 30);
+    }
+
+    #[test]
+    fn lists_that_share_fingerprints_but_differ_are_not_shared() {
+        // A forged bundle may give two different lists the same
+        // fingerprints (verification refuses it later): each keeps its own.
+        let on = vec![TopicPattern::parse("a").unwrap()];
+        let mut one = Rule::new(
+            "one",
+            "f.toml",
+            on.clone(),
+            vec![Step::new(Action::redis("l", "1"), 0)],
+        );
+        let two = Rule::new(
+            "two",
+            "f.toml",
+            on,
+            vec![Step::new(Action::redis("l", "2"), 0)],
+        );
+        Arc::make_mut(&mut one.steps)[0].fingerprint = two.steps[0].fingerprint;
+        let payload = Payload {
+            compiler_version: "test".into(),
+            rules: vec![one, two],
+            state_pairs: vec![],
+            consts: vec![],
+            inputs: vec![],
+        };
+        let body = postcard::to_allocvec(&payload).unwrap();
+        let (decoded, _) = decode_payload(&body).unwrap();
+        assert_eq!(decoded, payload);
+        assert!(!Arc::ptr_eq(
+            &decoded.rules[0].steps,
+            &decoded.rules[1].steps
+        ));
+    }
+
+    #[test]
     fn more_rules_than_the_bytes_can_hold_are_refused_before_reserving() {
         // Version "", no files, no indices, then 100 rules declared in 200
-        // bytes (at most 15).
+        // bytes (at most 28).
         let mut body = vec![0x00, 0x00, 0x00, 100];
         body.resize(200, 0);
         let refused = refusal(&body);
@@ -249,12 +389,12 @@ mod tests {
             refused,
             Refusal::TooManyRules {
                 bytes: 200,
-                most: 15
+                most: 28
             }
         );
         assert_eq!(
             refused.to_string(),
-            "it declares more rules than its 200 bytes can hold (at most 15)"
+            "it declares more rules than its 200 bytes can hold (at most 28)"
         );
         // A count past the bytes left: postcard gives no hint.
         let body = [0x00, 0x00, 0x00, 0xff, 0xff, 0x03, 0x00];
@@ -262,15 +402,16 @@ mod tests {
     }
 
     #[test]
-    fn a_file_index_per_rule_into_the_table() {
+    fn runs_of_rules_name_their_file_in_the_table() {
         let payload = rules(3);
-        let (_, rule_sources) = payload.source_table();
-        assert_eq!(rule_sources, [0, 1, 0]);
-        let wire = |sources: Vec<&str>, rule_sources: Vec<usize>| {
+        let (_, source_runs) = payload.source_table();
+        let run = |file, rules| SourceRun { file, rules };
+        assert_eq!(source_runs, [run(0, 1), run(1, 1), run(0, 1)]);
+        let wire = |sources: Vec<&str>, source_runs: Vec<SourceRun>| {
             let wire = crate::bundle::PayloadWire {
                 compiler_version: "test",
                 sources,
-                rule_sources,
+                source_runs,
                 rules: &payload.rules,
                 state_pairs: &[],
                 consts: &[],
@@ -278,16 +419,25 @@ mod tests {
             };
             postcard::to_allocvec(&wire).unwrap()
         };
-        let body = wire(vec!["a.toml"], vec![0, 0]);
+        let body = wire(vec!["a.toml"], vec![run(0, 2)]);
+        assert_eq!(refusal(&body), Refusal::SourceCount { named: 2, rules: 3 });
+        // Counts that would wrap a u32 sum do not.
+        let body = wire(vec!["a.toml"], vec![run(0, u32::MAX), run(0, 4)]);
         assert_eq!(
             refusal(&body),
             Refusal::SourceCount {
-                indices: 2,
+                named: u64::from(u32::MAX) + 4,
                 rules: 3
             }
         );
-        let body = wire(vec!["a.toml", "b.toml"], vec![0, 1, 2]);
+        let body = wire(
+            vec!["a.toml", "b.toml"],
+            vec![run(0, 1), run(1, 1), run(2, 1)],
+        );
         let refused = refusal(&body);
         assert_eq!(refused.to_string(), "rule 2 names file 2 of a table of 2");
+        // One run per file, however many rules it holds.
+        let (decoded, _) = decode_payload(&wire(vec!["a.toml"], vec![run(0, 3)])).unwrap();
+        assert!(decoded.rules.iter().all(|rule| &*rule.source == "a.toml"));
     }
 }

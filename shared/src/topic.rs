@@ -14,9 +14,9 @@ pub enum TopicPattern {
     /// `*`
     Any,
     /// `prefix.*`; holds the prefix *with* its trailing dot (`button.`).
-    Prefix(String),
+    Prefix(Box<str>),
     /// A literal topic.
-    Exact(String),
+    Exact(Box<str>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,10 +35,10 @@ impl TopicPattern {
         }
         if let Some(prefix) = text.strip_suffix('*') {
             if prefix.ends_with('.') && !prefix.contains('*') {
-                return Ok(Self::Prefix(prefix.to_string()));
+                return Ok(Self::Prefix(prefix.into()));
             }
         }
-        Ok(Self::Exact(text.to_string()))
+        Ok(Self::Exact(text.into()))
     }
 
     /// A `*` that is neither the whole pattern nor a trailing `.*` makes the
@@ -54,8 +54,8 @@ impl TopicPattern {
     pub fn matches(&self, topic: &str) -> bool {
         match self {
             Self::Any => true,
-            Self::Prefix(prefix) => topic.starts_with(prefix.as_str()),
-            Self::Exact(exact) => exact == topic,
+            Self::Prefix(prefix) => topic.starts_with(&**prefix),
+            Self::Exact(exact) => **exact == *topic,
         }
     }
 

@@ -488,7 +488,27 @@ impl<'a> Machine<'a, '_> {
         while let Some(op) = ops.get(pc) {
             let mut next = pc + 1;
             match *op {
-                Op::Const(i) => push(stack, &mut len, self.constant(pc, i)?)?,
+                Op::Const(i) => {
+                    let constant = self.constant(pc, i)?;
+                    // `x <op> constant`, the commonest shape of a condition,
+                    // in one step when the fast path takes it (it takes
+                    // binary operators only): no push, no dispatch of the
+                    // operator (callgrind: a fifth of `data.v > 10 &&
+                    // data.v < 50`).
+                    let top = len.checked_sub(1).and_then(|top| stack.get_mut(top));
+                    match (ops.get(pc + 1), top) {
+                        (Some(&operator), Some(top)) => {
+                            match fast_binary(operator, *top, constant) {
+                                Some(slot) => {
+                                    *top = slot;
+                                    next = pc + 2;
+                                }
+                                None => push(stack, &mut len, constant)?,
+                            }
+                        }
+                        _ => push(stack, &mut len, constant)?,
+                    }
+                }
                 Op::Field(field) => push(stack, &mut len, Slot::Str(self.field(field)))?,
                 Op::Data(i) => push(stack, &mut len, self.data(pc, i)?)?,
                 Op::State(i) => push(stack, &mut len, self.state_slot(pc, i)?)?,
@@ -596,8 +616,9 @@ impl<'a> Machine<'a, '_> {
             return Err(malformed(pc, "Data does not name a path constant"));
         };
         // Most paths are one key (`data.v`): no iterator to set up.
-        let value = match path.as_slice() {
-            [key] => self.event.data.as_object().and_then(|o| o.get(key)),
+        let value = match (path.as_slice(), &self.event.data) {
+            ([key], DataValue::Object(object)) => object.get(key),
+            ([_], _) => None,
             _ => self.event.data_at(path.iter().map(String::as_str)),
         };
         Ok(data_to_slot(value, path)?)

@@ -10,6 +10,7 @@ use rulecore::fingerprint::fingerprint_of;
 use rulecore::fuzz::Fuzz;
 use rulecore::verify::{PayloadError, VerifyError};
 use rulecore::TopicPattern;
+use std::sync::Arc;
 
 fn topic(p: &str) -> TopicPattern {
     TopicPattern::parse(p).unwrap()
@@ -58,8 +59,8 @@ fn sample() -> Payload {
         vec![topic("alarm.*")],
         steps,
     );
-    rule.cancel_on = vec![topic("alarm.disarmed")];
-    rule.when = Some(Program {
+    rule.options_mut().cancel_on = vec![topic("alarm.disarmed")].into();
+    rule.when = Some(Box::new(Program {
         ops: vec![
             Op::Field(EventField::To),
             Op::Const(0),
@@ -71,7 +72,7 @@ fn sample() -> Payload {
             Op::AssertBool,
             Op::AssertBool,
         ],
-    });
+    }));
     // Computes the exec step's fingerprint against the pools.
     Payload::new("0.1.0", vec![rule], state_pairs, consts)
 }
@@ -84,7 +85,7 @@ fn round_trip_is_exact_and_deterministic() {
     let bundle = decode(&bytes).unwrap();
     assert_eq!(bundle.payload, sample());
     let p = &bundle.payload;
-    for step in &p.rules[0].steps {
+    for step in p.rules[0].steps.iter() {
         assert_eq!(
             step.fingerprint,
             fingerprint_of(step, &p.consts, &p.state_pairs)
@@ -199,7 +200,7 @@ fn payload_checks_after_the_digest() {
 #[test]
 fn a_bad_program_fails_verification_naming_rule_and_step() {
     let mut payload = sample();
-    payload.rules[0].steps[1].when = Some(Program {
+    Arc::make_mut(&mut payload.rules[0].steps)[1].when = Some(Program {
         ops: vec![Op::State(7), Op::Const(3), Op::Eq],
     });
     let bytes = encode(&payload).unwrap();
@@ -220,9 +221,9 @@ fn a_bad_program_fails_verification_naming_rule_and_step() {
     }
 
     let mut payload = sample();
-    payload.rules[0].when = Some(Program {
+    payload.rules[0].when = Some(Box::new(Program {
         ops: vec![Op::Const(1)],
-    });
+    }));
     assert!(matches!(
         decode(&encode(&payload).unwrap()),
         Err(BundleError::Invalid(PayloadError::Program {
@@ -232,9 +233,9 @@ fn a_bad_program_fails_verification_naming_rule_and_step() {
     ));
 
     let mut payload = sample();
-    payload.rules[0].when = Some(Program {
+    payload.rules[0].when = Some(Box::new(Program {
         ops: vec![Op::Const(2), Op::Const(2), Op::Call(Builtin::Len, 2)],
-    });
+    }));
     assert!(matches!(
         decode(&encode(&payload).unwrap()),
         Err(BundleError::Invalid(PayloadError::Program {
@@ -244,13 +245,15 @@ fn a_bad_program_fails_verification_naming_rule_and_step() {
     ));
 
     for bad in [
-        TopicPattern::Exact(String::new()),
+        TopicPattern::Exact("".into()),
         TopicPattern::Prefix("alarm".into()),
         TopicPattern::Prefix("a*.".into()),
         TopicPattern::Exact("alarm.*".into()),
     ] {
         let mut payload = sample();
-        payload.rules[0].cancel_on.push(bad.clone());
+        let mut cancel_on = payload.rules[0].cancel_on().to_vec();
+        cancel_on.push(bad.clone());
+        payload.rules[0].options_mut().cancel_on = cancel_on.into();
         assert!(
             matches!(
                 decode(&encode(&payload).unwrap()),
@@ -343,7 +346,7 @@ fn bad_can_frames_are_refused_naming_the_step() {
     ];
     for (frame, want) in cases {
         let mut payload = sample();
-        payload.rules[0].steps[2].action = Action::Can(frame.clone());
+        Arc::make_mut(&mut payload.rules[0].steps)[2].action = Arc::new(Action::Can(frame.clone()));
         match decode(&encode(&payload).unwrap()) {
             Err(BundleError::Invalid(PayloadError::CanFrame { rule, step, reason })) => {
                 assert_eq!((rule.as_str(), step, reason), ("hazards-on-alarm", 2, want));
@@ -372,7 +375,7 @@ fn bad_can_frames_are_refused_naming_the_step() {
         },
     ] {
         let mut payload = sample();
-        payload.rules[0].steps[2].action = Action::Can(frame.clone());
+        Arc::make_mut(&mut payload.rules[0].steps)[2].action = Arc::new(Action::Can(frame.clone()));
         assert!(decode(&encode(&payload).unwrap()).is_ok(), "{frame:?}");
     }
 }

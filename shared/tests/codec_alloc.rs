@@ -7,48 +7,10 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use rulecore::codec::{decode, frame, BundleError};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<usize> = const { Cell::new(0) };
-    static PEAK: Cell<usize> = const { Cell::new(0) };
-}
-
-fn grow(by: usize) {
-    let live = LIVE.with(|l| {
-        l.set(l.get() + by);
-        l.get()
-    });
-    PEAK.with(|p| p.set(p.get().max(live)));
-}
-
-fn shrink(by: usize) {
-    LIVE.with(|l| l.set(l.get().saturating_sub(by)));
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the
-// counters are const-initialised thread-local `Cell`s, which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grow(layout.size());
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        shrink(layout.size());
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        grow(new_size);
-        shrink(layout.size());
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+mod counting;
+use counting::{LIVE, PEAK};
 
 /// The most heap `f` holds at once, beyond what was live before.
 fn peak_during(f: impl FnOnce()) -> usize {
@@ -87,21 +49,24 @@ const LIMIT: usize = 4 << 20;
 fn huge_length_prefixes_allocate_little() {
     let claims = [u64::from(u32::MAX), 1 << 32, 1 << 62];
     // Where the lie sits: the compiler version string, the file table, the
-    // rules' file indices, the rules vector, the first rule's name, its
-    // `on` patterns, its `when` ops.
-    let prefixes: [&[u8]; 7] = [
+    // runs of rules per file, the rules vector, the first rule's name, its
+    // `on` patterns, its `when` ops, its options' `cancel_on` patterns.
+    let prefixes: [&[u8]; 8] = [
         &[],
         &[0x00],
         &[0x00, 0x00],
         &[0x00, 0x00, 0x00],
-        // version "", files [""], indices [0], 1 rule
-        &[0x00, 0x01, 0x00, 0x01, 0x00, 0x01],
-        &[0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01],
-        // ... name "", enabled, on [], cancel_on [], Restart, cooldown 0,
-        // debounce 0, for 0, repeat {1, 0}, when Some(..)
+        // version "", files [""], runs [1 rule in file 0], 1 rule
+        &[0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x01],
+        // ... name "", enabled, Restart
+        &[0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x01, 0x00, 0x01, 0x00],
+        // ... on [], when Some(..)
         &[
-            0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-            0x01, 0x00, 0x01,
+            0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x01, 0x00, 0x01, 0x00, 0x00, 0x01,
+        ],
+        // ... on [], no when, steps [], options Some(..)
+        &[
+            0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x01,
         ],
     ];
     for prefix in prefixes {

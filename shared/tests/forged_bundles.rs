@@ -14,6 +14,7 @@ use rulecore::fuzz::{Fuzz, Rng};
 use rulecore::limits::MAX_PATTERNS;
 use rulecore::vm::{eval_bool, EvalError};
 use rulecore::TopicPattern;
+use std::sync::Arc;
 
 /// A payload with every part a forger could inflate: repeats, durations,
 /// patterns, constants and a `when` that joins strings.
@@ -45,12 +46,12 @@ fn sample() -> Payload {
         TopicPattern::parse("b").unwrap(),
     ];
     let mut rule = Rule::new("horn", "a.toml", on, steps);
-    rule.repeat = Repeat {
+    rule.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 2_000_000_000,
     };
-    rule.cancel_on = vec![TopicPattern::parse("alarm.disarmed").unwrap()];
-    rule.when = Some(Program {
+    rule.options_mut().cancel_on = vec![TopicPattern::parse("alarm.disarmed").unwrap()].into();
+    rule.when = Some(Box::new(Program {
         ops: vec![
             Op::Data(0),
             Op::Data(0),
@@ -61,7 +62,7 @@ fn sample() -> Payload {
             Op::Const(1),
             Op::Eq,
         ],
-    });
+    }));
     Payload::new("0.1.0", vec![rule], state_pairs, consts)
 }
 
@@ -78,16 +79,21 @@ fn assert_bounded(payload: &Payload, event: &Event) {
     let state = vec![String::new(); payload.state_pairs.len()];
     for rule in &payload.rules {
         assert!(
-            rule.repeat.count == 1 || rule.repeat.every_ns > 0,
+            rule.repeat().count == 1 || rule.repeat().every_ns > 0,
             "{rule:?}"
         );
-        assert!(rule.on.len() <= MAX_PATTERNS && rule.cancel_on.len() <= MAX_PATTERNS);
-        for ns in [rule.cooldown_ns, rule.debounce_ns, rule.repeat.every_ns] {
+        assert!(rule.on.len() <= MAX_PATTERNS && rule.cancel_on().len() <= MAX_PATTERNS);
+        for ns in [
+            rule.cooldown_ns(),
+            rule.debounce_ns(),
+            rule.repeat().every_ns,
+        ] {
             assert!(ns <= i64::MAX as u64);
         }
         let programs = rule
             .when
-            .iter()
+            .as_deref()
+            .into_iter()
             .chain(rule.steps.iter().filter_map(|s| s.when.as_ref()));
         for program in programs {
             let result = eval_bool(program, &payload.consts, event, &state);
@@ -96,7 +102,7 @@ fn assert_bounded(payload: &Payload, event: &Event) {
                 "a verified program malformed: {program:?}"
             );
         }
-        for step in &rule.steps {
+        for step in rule.steps.iter() {
             assert!(step.after_ns <= i64::MAX as u64);
             assert!(!step.durable || step.after_ns > 0);
         }
@@ -136,10 +142,13 @@ fn mutate_fields(rng: &mut Rng, payload: &Payload) -> Vec<u8> {
     let rule = &mut payload.rules[0];
     match rng.below(7) {
         0 => {
-            rule.repeat.count = *rng.pick(&[0, 1, 2, u32::MAX]);
-            rule.repeat.every_ns = *rng.pick(&[0, 1, u64::MAX]);
+            rule.options_mut().repeat.count = *rng.pick(&[0, 1, 2, u32::MAX]);
+            rule.options_mut().repeat.every_ns = *rng.pick(&[0, 1, u64::MAX]);
         }
-        1 => rule.steps[1].after_ns = *rng.pick(&[0, 1, i64::MAX as u64, u64::MAX]),
+        1 => {
+            Arc::make_mut(&mut rule.steps)[1].after_ns =
+                *rng.pick(&[0, 1, i64::MAX as u64, u64::MAX])
+        }
         2 => {
             let n = *rng.pick(&[MAX_PATTERNS, MAX_PATTERNS + 1]);
             rule.on = (0..n)
@@ -155,7 +164,7 @@ fn mutate_fields(rng: &mut Rng, payload: &Payload) -> Vec<u8> {
                 ops.extend([Op::Const(1), Op::Add]);
             }
             ops.extend([Op::Const(1), Op::Eq]);
-            rule.when = Some(Program { ops });
+            rule.when = Some(Box::new(Program { ops }));
         }
         5 => {
             let mut ops = vec![Op::Data(0)];
@@ -163,9 +172,9 @@ fn mutate_fields(rng: &mut Rng, payload: &Payload) -> Vec<u8> {
                 ops.extend([Op::Data(0), Op::Add]);
             }
             ops.extend([Op::Const(1), Op::Eq]);
-            rule.when = Some(Program { ops });
+            rule.when = Some(Box::new(Program { ops }));
         }
-        _ => rule.steps[0].durable = rng.one_in(2),
+        _ => Arc::make_mut(&mut rule.steps)[0].durable = rng.one_in(2),
     }
     encode(&payload).unwrap()
 }

@@ -410,7 +410,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                 .with_help(literal_star_help(text)),
             );
         }
-        if *pattern == TopicPattern::Prefix(".".to_string()) {
+        if *pattern == TopicPattern::Prefix(".".into()) {
             self.push(
                 Diagnostic::warning(
                     Code::PatternEmptyPrefix,

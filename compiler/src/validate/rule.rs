@@ -431,9 +431,7 @@ impl<'i> RuleChecker<'_, 'i> {
 fn covers(outer: &TopicPattern, inner: &TopicPattern) -> bool {
     match (outer, inner) {
         (TopicPattern::Any, _) => true,
-        (TopicPattern::Prefix(prefix), TopicPattern::Prefix(sub)) => {
-            sub.starts_with(prefix.as_str())
-        }
+        (TopicPattern::Prefix(prefix), TopicPattern::Prefix(sub)) => sub.starts_with(&**prefix),
         (_, TopicPattern::Exact(topic)) => outer.matches(topic),
         _ => false,
     }

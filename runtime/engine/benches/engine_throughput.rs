@@ -30,7 +30,8 @@ fn rules(count: usize) -> Vec<Rule> {
                 vec![TopicPattern::parse(&on).unwrap()],
                 vec![Step::new(both, 0)],
             );
-            rule.cancel_on = vec![TopicPattern::parse(&format!("cancel.{i}")).unwrap()];
+            rule.options_mut().cancel_on =
+                vec![TopicPattern::parse(&format!("cancel.{i}")).unwrap()].into();
             rule
         })
         .collect()
@@ -101,7 +102,7 @@ fn main() {
                 let event = black_box(event.clone());
                 let mut matched = 0usize;
                 for rule in &payload.rules {
-                    if rule.cancel_on.iter().any(|p| p.matches(&event.topic)) {
+                    if rule.cancel_on().iter().any(|p| p.matches(&event.topic)) {
                         matched += 1;
                     }
                     if rule.on.iter().any(|p| p.matches(&event.topic)) {

@@ -135,7 +135,7 @@ impl Engine {
             run.phase = Phase::Due { token };
         }
         self.due.insert(fire_at, Arc::clone(&id), rule as u32);
-        let name = Arc::clone(&self.rules[rule].name);
+        let name = self.name(rule);
         self.note(Note::DueWait {
             run: id,
             rule: name,
@@ -147,8 +147,8 @@ impl Engine {
     /// The step waited in the due backlog past the replay window: its
     /// record goes (`too-late`) and its run ends (`too-late`).
     pub(crate) fn due_too_late(&mut self, rule: usize, now: Now) {
-        let state = &mut self.rules[rule];
-        let Some(run) = state.run.as_mut() else {
+        let name = self.name(rule);
+        let Some(run) = self.rules[rule].run.as_mut() else {
             return;
         };
         self.due.remove(run.fire_at, &run.id);
@@ -157,7 +157,7 @@ impl Engine {
         if std::mem::take(&mut run.owns_record) {
             self.effects.push_back(Effect::DropRecord {
                 id: Arc::clone(&run.id),
-                rule: Some(Arc::clone(&state.name)),
+                rule: Some(name),
                 reason: DropReason::TooLate,
             });
         }

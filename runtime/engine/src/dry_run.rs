@@ -96,7 +96,7 @@ impl Engine {
         let spec = &self.payload.rules[rule];
         let state = &self.rules[rule];
         let matched = spec.on.iter().any(|pattern| pattern.matches(&event.topic));
-        let cancels = state.enabled && spec.cancel_on.iter().any(|p| p.matches(&event.topic));
+        let cancels = state.enabled && spec.cancel_on().iter().any(|p| p.matches(&event.topic));
         let when = spec.when.as_ref().map(|program| self.judge(program, event));
         let steps = spec
             .steps
@@ -117,7 +117,7 @@ impl Engine {
             _ => self.policy_verdict(rule, cancels, now.time),
         };
         Some(DryRun {
-            rule: Arc::clone(&state.name),
+            rule: self.name_of(rule),
             enabled: state.enabled,
             matched,
             cancels,
@@ -139,21 +139,21 @@ impl Engine {
     fn policy_verdict(&self, rule: usize, cancels: bool, now: Time) -> Verdict {
         let spec = &self.payload.rules[rule];
         let state = &self.rules[rule];
-        if spec.hold_ns > 0 {
+        if spec.hold_ns() > 0 {
             return Verdict::Hold {
-                for_ms: spec.hold_ns / 1_000_000,
+                for_ms: spec.hold_ns() / 1_000_000,
             };
         }
-        if spec.debounce_ns > 0 {
+        if spec.debounce_ns() > 0 {
             return Verdict::Debounce {
-                window_ms: spec.debounce_ns / 1_000_000,
+                window_ms: spec.debounce_ns() / 1_000_000,
             };
         }
-        if let Some(last) = state.last_fire {
-            let since = now.since(last);
-            if spec.cooldown_ns > 0 && since < spec.cooldown_ns {
+        if let Some(last) = state.last_fire() {
+            let since = now.since(last.time);
+            if spec.cooldown_ns() > 0 && since < spec.cooldown_ns() {
                 return Verdict::Cooldown {
-                    left_ms: (spec.cooldown_ns - since).div_ceil(1_000_000),
+                    left_ms: (spec.cooldown_ns() - since).div_ceil(1_000_000),
                 };
             }
         }
@@ -165,13 +165,13 @@ impl Engine {
         match spec.concurrency {
             Concurrency::Restart => Verdict::Restart { run },
             Concurrency::Drop => Verdict::Drop { run },
-            Concurrency::Queue if state.backlog.len() < self.config.queue_backlog => {
+            Concurrency::Queue if state.backlog_len() < self.config.queue_backlog => {
                 Verdict::Queue {
-                    position: state.backlog.len() + 1,
+                    position: state.backlog_len() + 1,
                 }
             }
             Concurrency::Queue => Verdict::Refused {
-                backlog: state.backlog.len(),
+                backlog: state.backlog_len(),
             },
         }
     }

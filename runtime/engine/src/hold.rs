@@ -44,7 +44,7 @@ impl Hold {
 pub(crate) fn watchers(payload: &Payload) -> Vec<Vec<u32>> {
     let mut watchers = vec![Vec::new(); payload.state_pairs.len()];
     for (index, rule) in payload.rules.iter().enumerate() {
-        let (true, Some(program)) = (rule.hold_ns > 0, rule.when.as_ref()) else {
+        let (true, Some(program)) = (rule.hold_ns() > 0, rule.when.as_ref()) else {
             continue;
         };
         let rule = u32::try_from(index).unwrap_or(u32::MAX);
@@ -66,22 +66,22 @@ impl Engine {
     /// (an evaluation error counts as not met).
     pub(crate) fn hold_match(&mut self, rule: usize, event: Arc<Event>, met: bool, now: Now) {
         let state = &mut self.rules[rule];
-        match (met, state.hold.take()) {
+        match (met, state.take_hold()) {
             // The first true event starts the hold and its clock.
             (true, None) => {
-                let deadline = now.time.plus_nanos(self.payload.rules[rule].hold_ns);
+                let deadline = now.time.plus_nanos(self.payload.rules[rule].hold_ns());
                 let token = self.arm(deadline, rule, TimerKind::Hold);
                 self.non_fire(rule, NonFireReason::HoldPending, &event, now, None);
-                self.rules[rule].hold = Some(Hold::Running { event, token });
+                self.rules[rule].set_hold(Hold::Running { event, token });
             }
             // Later true events replace the held event, not the clock.
             (true, Some(Hold::Running { token, .. })) => {
                 self.non_fire(rule, NonFireReason::HoldPending, &event, now, None);
-                self.rules[rule].hold = Some(Hold::Running { event, token });
+                self.rules[rule].set_hold(Hold::Running { event, token });
             }
             // Still true after firing: nothing until `when` is false once.
             (true, Some(fired @ Hold::Fired { .. })) => {
-                state.hold = Some(fired);
+                state.set_hold(fired);
                 self.non_fire(rule, NonFireReason::HoldFired, &event, now, None);
             }
             // False (or an error) ends a running hold and re-arms the rule.
@@ -94,8 +94,8 @@ impl Engine {
     /// on to cooldown and concurrency.
     pub(crate) fn hold_due(&mut self, rule: usize, now: Now) {
         let state = &mut self.rules[rule];
-        if let Some(Hold::Running { event, .. }) = state.hold.take() {
-            state.hold = Some(Hold::Fired {
+        if let Some(Hold::Running { event, .. }) = state.take_hold() {
+            state.set_hold(Hold::Fired {
                 event: Arc::clone(&event),
             });
             self.dispatch(rule, event, now);
@@ -105,7 +105,7 @@ impl Engine {
     /// A `cancel-on` event (or a stop) ends a running hold without firing
     /// and re-arms the rule at once.
     pub(crate) fn hold_cancel(&mut self, rule: usize) {
-        if let Some(Hold::Running { .. }) = self.rules[rule].hold.take() {
+        if let Some(Hold::Running { .. }) = self.rules[rule].take_hold() {
             self.timers.disarm();
         }
     }
@@ -118,10 +118,9 @@ impl Engine {
         let count = self.hold_watchers.get(pair).map_or(0, Vec::len);
         for i in 0..count {
             let rule = self.hold_watchers[pair][i] as usize;
-            let (Some(hold), Some(program)) = (
-                self.rules[rule].hold.as_ref(),
-                payload.rules[rule].when.as_ref(),
-            ) else {
+            let (Some(hold), Some(program)) =
+                (self.rules[rule].hold(), payload.rules[rule].when.as_ref())
+            else {
                 continue;
             };
             let event = Arc::clone(hold.event());

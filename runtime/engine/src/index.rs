@@ -2,72 +2,41 @@
 //! `*` list, so an event costs what the rules it can match cost, not a scan
 //! of every rule.
 
-use crate::fast_hash::FastMap;
+use crate::key_table::KeyTable;
 use rulecore::topic::TopicPattern;
 
 /// Maps topics to rule indices (positions in the bundle).
 #[derive(Debug, Default)]
 pub(crate) struct TopicIndex {
-    exact: FastMap<Box<str>, RuleList>,
+    exact: KeyTable,
     /// Keyed by the prefix with its trailing dot (`button.`).
-    prefix: FastMap<Box<str>, RuleList>,
+    prefix: KeyTable,
     /// The longest key of `prefix`: no longer part of a topic can match.
     longest_prefix: usize,
     any: Vec<u32>,
 }
 
-/// The rules of one key, ascending. Most keys name one rule, kept inline:
-/// no list allocated per rule (docs/engine.md#memory-measured).
-#[derive(Debug)]
-pub(crate) enum RuleList {
-    One(u32),
-    Many(Vec<u32>),
-}
-
-impl RuleList {
-    /// Adds `rule`, which is never below the last one; a rule listing two
-    /// patterns of the same key must still be found once.
-    fn push(&mut self, rule: u32) {
-        match self {
-            Self::One(only) if *only == rule => {}
-            Self::One(only) => *self = Self::Many(vec![*only, rule]),
-            Self::Many(list) => {
-                if list.last() != Some(&rule) {
-                    list.push(rule);
-                }
-            }
-        }
-    }
-
-    fn as_slice(&self) -> &[u32] {
-        match self {
-            Self::One(only) => std::slice::from_ref(only),
-            Self::Many(list) => list,
-        }
-    }
-}
-
 impl TopicIndex {
     pub fn insert(&mut self, pattern: &TopicPattern, rule: u32) {
-        let (map, key) = match pattern {
+        match pattern {
             TopicPattern::Any => {
                 if self.any.last() != Some(&rule) {
                     self.any.push(rule);
                 }
-                return;
             }
             TopicPattern::Prefix(prefix) => {
                 self.longest_prefix = self.longest_prefix.max(prefix.len());
-                (&mut self.prefix, prefix)
+                self.prefix.insert(prefix, rule);
             }
-            TopicPattern::Exact(topic) => (&mut self.exact, topic),
-        };
-        match map.get_mut(key.as_str()) {
-            Some(list) => list.push(rule),
-            None => {
-                map.insert(key.as_str().into(), RuleList::One(rule));
-            }
+            TopicPattern::Exact(topic) => self.exact.insert(topic, rule),
         }
+    }
+
+    /// Gives back what building reserved beyond what the index holds.
+    pub fn shrink(&mut self) {
+        self.exact.shrink();
+        self.prefix.shrink();
+        self.any.shrink_to_fit();
     }
 
     /// Rule indices whose patterns match `topic`, ascending (bundle order),
@@ -75,8 +44,12 @@ impl TopicIndex {
     pub fn lookup(&self, topic: &str, out: &mut Vec<u32>) {
         out.clear();
         out.extend_from_slice(&self.any);
-        if let Some(list) = self.exact.get(topic) {
-            out.extend_from_slice(list.as_slice());
+        if !self.exact.is_empty() {
+            match self.exact.get(topic) {
+                // The common case, without a copy call.
+                [only] => out.push(*only),
+                rules => out.extend_from_slice(rules),
+            }
         }
         if !self.prefix.is_empty() {
             // Every prefix of the topic that ends in a dot is a candidate key,
@@ -85,13 +58,13 @@ impl TopicIndex {
             // otherwise hash 64 KiB prefixes 64 Ki times), nor by the rules.
             let dots = topic.match_indices('.');
             for (at, _) in dots.take_while(|(at, _)| *at < self.longest_prefix) {
-                if let Some(list) = self.prefix.get(&topic[..=at]) {
-                    out.extend_from_slice(list.as_slice());
-                }
+                out.extend_from_slice(self.prefix.get(&topic[..=at]));
             }
         }
-        out.sort_unstable();
-        out.dedup();
+        if out.len() > 1 {
+            out.sort_unstable();
+            out.dedup();
+        }
     }
 }
 

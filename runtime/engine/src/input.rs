@@ -57,7 +57,7 @@ impl Inputs {
             .rules
             .iter()
             .filter(|rule| rule.enabled)
-            .flat_map(|rule| rule.inputs.iter())
+            .flat_map(|rule| rule.inputs().iter())
             .filter_map(|&index| usize::try_from(index).ok())
             .collect();
         live.sort_unstable();
@@ -210,7 +210,7 @@ mod tests {
             vec![Step::new(Action::redis("l", "x"), 0)],
         );
         rule.enabled = enabled;
-        rule.inputs = (0..inputs.len())
+        rule.options_mut().inputs = (0..inputs.len())
             .filter_map(|i| u32::try_from(i).ok())
             .collect();
         let mut payload = Payload::new(

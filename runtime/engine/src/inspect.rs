@@ -143,13 +143,13 @@ impl Engine {
             },
         });
         Some(RuleView {
-            name: Arc::clone(&state.name),
+            name: self.name_of(rule),
             source: spec.source.to_string(),
             enabled: state.enabled,
             bundle_enabled: spec.enabled,
             run,
-            backlog: state.backlog.len(),
-            debounce_held: state.debounce.is_some(),
+            backlog: state.backlog_len(),
+            debounce_held: state.debounce().is_some(),
             stats: self.rule_stats(rule).unwrap_or_default(),
         })
     }

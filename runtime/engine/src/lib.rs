@@ -23,10 +23,12 @@ mod hold;
 mod index;
 mod input;
 mod inspect;
+mod key_table;
 mod memory;
 mod overrides;
 mod record;
 mod reload;
+mod rule_state;
 mod run_id;
 mod time;
 mod timers;
@@ -55,6 +57,7 @@ pub use trace::{
 
 use index::TopicIndex;
 use record::RecordRef;
+use rule_state::{Debounce, Fired, RuleState};
 use rulecore::bundle::{Concurrency, Payload, Rule, Step};
 use rulecore::bytecode::Program;
 use rulecore::event::Event;
@@ -84,7 +87,7 @@ pub fn refusal_without_clock(
         return Some(ReplayDropReason::StepGone);
     };
     // Only a durable wait writes a record, on a pass the rule makes.
-    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat.count {
+    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat().count {
         return Some(ReplayDropReason::NeverWritten);
     }
     None
@@ -242,48 +245,6 @@ struct JobOwner {
     pass: u32,
 }
 
-#[derive(Debug)]
-struct Debounce {
-    event: Arc<Event>,
-    token: u64,
-}
-
-#[derive(Debug)]
-struct RuleState {
-    name: Arc<str>,
-    /// On now: the bundle's `enabled`, or an override's
-    /// ([`Engine::set_enabled`]).
-    enabled: bool,
-    /// Boxed: a rule without a live run (most of them) keeps 8 bytes.
-    run: Option<Box<Run>>,
-    backlog: VecDeque<Arc<Event>>,
-    debounce: Option<Debounce>,
-    /// `for` (docs/semantics.md#hold): `None` while armed and idle.
-    hold: Option<hold::Hold>,
-    last_fire: Option<Time>,
-    stats: RuleStats,
-}
-
-impl RuleState {
-    /// The state of a rule nothing has happened to yet.
-    fn for_rule(rule: &Rule) -> Self {
-        Self::idle(rule.name.as_str().into(), rule.enabled)
-    }
-
-    fn idle(name: Arc<str>, enabled: bool) -> Self {
-        Self {
-            name,
-            enabled,
-            run: None,
-            backlog: VecDeque::new(),
-            debounce: None,
-            hold: None,
-            last_fire: None,
-            stats: RuleStats::default(),
-        }
-    }
-}
-
 /// The engine. See the module documentation.
 #[derive(Debug)]
 pub struct Engine {
@@ -316,6 +277,8 @@ pub struct Engine {
     scratch: Vec<u32>,
     /// Disabled rules an event matches (explain and traces only).
     scratch_disabled: Vec<u32>,
+    /// Where run ids are written before they are shared.
+    id_scratch: String,
     traces: Traces,
 }
 
@@ -329,10 +292,11 @@ impl Engine {
             disabled: disabled_index,
             live_rules,
         } = overrides::indexes(&payload, |position| payload.rules[position].enabled);
-        let mut rules = Vec::with_capacity(payload.rules.len());
-        for rule in &payload.rules {
-            rules.push(RuleState::for_rule(rule));
-        }
+        let rules = payload
+            .rules
+            .iter()
+            .map(|rule| RuleState::idle(rule.enabled))
+            .collect();
         let inputs = input::Inputs::new(&payload);
         let state = vec![String::new(); inputs.watched().len()];
         let hold_watchers = hold::watchers(&payload);
@@ -360,6 +324,7 @@ impl Engine {
             replayed: false,
             scratch: Vec::new(),
             scratch_disabled: Vec::new(),
+            id_scratch: String::new(),
             traces,
         }
     }
@@ -434,7 +399,7 @@ impl Engine {
             }
             None => true,
         };
-        if spec.hold_ns > 0 {
+        if spec.hold_ns() > 0 {
             // `for`: a false `when` matters too (docs/semantics.md#hold).
             self.hold_match(rule, Arc::clone(event), met, now);
             return;
@@ -443,9 +408,9 @@ impl Engine {
             return;
         }
         let event = Arc::clone(event);
-        if spec.debounce_ns > 0 {
+        if spec.debounce_ns() > 0 {
             // 3. Debounce: hold the latest, restart the quiet window.
-            let reason = if self.rules[rule].debounce.take().is_some() {
+            let reason = if self.rules[rule].take_debounce().is_some() {
                 self.timers.disarm();
                 NonFireReason::DebounceReset
             } else {
@@ -453,11 +418,11 @@ impl Engine {
             };
             self.non_fire(rule, reason, &event, now, None);
             let token = self.arm(
-                now.time.plus_nanos(spec.debounce_ns),
+                now.time.plus_nanos(spec.debounce_ns()),
                 rule,
                 TimerKind::Debounce,
             );
-            self.rules[rule].debounce = Some(Debounce { event, token });
+            self.rules[rule].set_debounce(Debounce { event, token });
         } else {
             self.dispatch(rule, event, now);
         }
@@ -477,7 +442,7 @@ impl Engine {
             let rule = fired.rule as usize;
             match fired.kind {
                 TimerKind::Debounce => {
-                    if let Some(held) = self.rules[rule].debounce.take() {
+                    if let Some(held) = self.rules[rule].take_debounce() {
                         self.dispatch(rule, held.event, now);
                     }
                 }
@@ -533,12 +498,7 @@ impl Engine {
         if let Err(message) = &result {
             self.counters.failed += 1;
             let (rule, step) = match owner {
-                Some(owner) => (
-                    self.rules
-                        .get(owner.rule as usize)
-                        .map(|state| Arc::clone(&state.name)),
-                    Some(owner.step),
-                ),
+                Some(owner) => (self.rule_name(owner.rule as usize), Some(owner.step)),
                 None => (None, None),
             };
             self.log(Level::Warn, rule, step, format!("action failed: {message}"));
@@ -769,7 +729,7 @@ impl Engine {
             .map(|record| (record.rule.as_str(), None))
             .collect();
         for (index, rule) in payload.rules.iter().enumerate() {
-            if let Some(slot @ None) = by_name.get_mut(rule.name.as_str()) {
+            if let Some(slot @ None) = by_name.get_mut(&*rule.name) {
                 *slot = Some(index);
             }
         }
@@ -888,11 +848,9 @@ impl Engine {
         self.due.clear();
         for rule in 0..self.rules.len() {
             let state = &mut self.rules[rule];
-            state.backlog.clear();
-            state.debounce = None;
-            state.hold = None;
+            state.drop_waiting();
             if let Some(run) = state.run.take() {
-                let name = Arc::clone(&state.name);
+                let name = self.name(rule);
                 self.traces.run_stopped(rule, run.serial);
                 if run.owns_record {
                     self.note(Note::RecordKept {
@@ -978,9 +936,9 @@ impl Engine {
     /// repeat gap, acting, or queued in the pool (for the simulator's `end`
     /// line, docs/simulation.md#output).
     pub fn live_runs(&self) -> impl Iterator<Item = LiveRun> + '_ {
-        self.rules.iter().filter_map(|state| {
+        self.rules.iter().enumerate().filter_map(|(rule, state)| {
             state.run.as_ref().map(|run| LiveRun {
-                rule: Arc::clone(&state.name),
+                rule: self.name_of(rule),
                 run: Arc::clone(&run.id),
                 step: run.step,
                 pass: run.pass,
@@ -992,21 +950,22 @@ impl Engine {
     pub fn held(&self) -> impl Iterator<Item = &str> + '_ {
         self.rules
             .iter()
-            .filter(|state| state.debounce.is_some())
-            .map(|state| &*state.name)
+            .zip(self.payload.rules.iter())
+            .filter(|(state, _)| state.debounce().is_some())
+            .map(|(_, rule)| &*rule.name)
     }
 
     /// Per-rule stats, by bundle position.
     pub fn rule_stats(&self, rule: usize) -> Option<RuleStats> {
-        self.rules.get(rule).map(|state| RuleStats {
-            active_runs: u64::from(state.run.is_some()),
-            ..state.stats
-        })
+        self.rules.get(rule).map(RuleState::stats)
     }
 
     /// The position of a rule in the bundle by name.
     pub fn rule_index(&self, name: &str) -> Option<usize> {
-        self.rules.iter().position(|state| &*state.name == name)
+        self.payload
+            .rules
+            .iter()
+            .position(|rule| &*rule.name == name)
     }
 
     /// Rule `name`'s traces (docs/semantics.md#traces): its last runs and
@@ -1024,7 +983,7 @@ impl Engine {
             .traced_rules()
             .into_iter()
             .filter_map(|rule| {
-                let name = &self.rules.get(rule)?.name;
+                let name = &self.payload.rules.get(rule)?.name;
                 self.traces.view(rule, name, now.time, now.wall_ms)
             })
             .collect()
@@ -1042,9 +1001,38 @@ impl Engine {
         self.effects.push_back(Effect::Note(note));
     }
 
+    /// Rule `rule`'s name as its notes and effects share it, made once
+    /// (see [`RuleState::name`]).
+    fn name(&mut self, rule: usize) -> Arc<str> {
+        let payload = &self.payload;
+        let state = &mut self.rules[rule];
+        Arc::clone(
+            state
+                .name
+                .get_or_insert_with(|| (&*payload.rules[rule].name).into()),
+        )
+    }
+
+    /// [`Engine::name`] for a caller that cannot keep it: a view.
+    fn name_of(&self, rule: usize) -> Arc<str> {
+        match self.rules.get(rule).and_then(|state| state.name.as_ref()) {
+            Some(name) => Arc::clone(name),
+            None => self
+                .payload
+                .rules
+                .get(rule)
+                .map_or_else(|| "".into(), |spec| (&*spec.name).into()),
+        }
+    }
+
+    /// [`Engine::name`] of a rule that may be out of range.
+    fn rule_name(&mut self, rule: usize) -> Option<Arc<str>> {
+        (rule < self.rules.len()).then(|| self.name(rule))
+    }
+
     /// A trigger that did not start a run: its note, and the non-fire.
     fn trigger_note(&mut self, rule: usize, outcome: TriggerOutcome, event: &Arc<Event>, now: Now) {
-        let name = Arc::clone(&self.rules[rule].name);
+        let name = self.name(rule);
         self.note(Note::Trigger {
             rule: name,
             outcome,
@@ -1065,7 +1053,7 @@ impl Engine {
     ) {
         self.traces.non_fire(rule, now.time, event, reason, error);
         if self.config.explain {
-            let rule = Arc::clone(&self.rules[rule].name);
+            let rule = self.name(rule);
             self.note(Note::NonFire { rule, reason });
         }
     }
@@ -1104,8 +1092,8 @@ impl Engine {
             Ok(met) => Ok(met),
             Err(error) => {
                 let error = error.to_string();
-                self.rules[rule].stats.errors += 1;
-                let name = Arc::clone(&self.rules[rule].name);
+                self.rules[rule].count_error();
+                let name = self.name(rule);
                 self.effects.push_back(Effect::Log(LogLine {
                     level: Level::Warn,
                     rule: Some(name),
@@ -1122,8 +1110,8 @@ impl Engine {
     fn timer_is_live(&self, entry: &timers::Entry) -> bool {
         let state = &self.rules[entry.rule as usize];
         match entry.kind {
-            TimerKind::Debounce => state.debounce.as_ref().map(|d| d.token) == Some(entry.token),
-            TimerKind::Hold => state.hold.as_ref().and_then(hold::Hold::token) == Some(entry.token),
+            TimerKind::Debounce => state.debounce().map(|d| d.token) == Some(entry.token),
+            TimerKind::Hold => state.hold().and_then(hold::Hold::token) == Some(entry.token),
             TimerKind::Run => state.run.as_ref().is_some_and(|run| match run.phase {
                 Phase::Waiting { token } | Phase::Gap { token } | Phase::Due { token } => {
                     token == entry.token
@@ -1153,7 +1141,7 @@ impl Engine {
         // A cancel ends a hold and re-arms the rule (docs/semantics.md#hold).
         self.hold_cancel(rule);
         // The backlog goes first so ending the run does not start a held trigger.
-        self.rules[rule].backlog.clear();
+        self.rules[rule].clear_backlog();
         if self.rules[rule].run.is_some() {
             self.end_run(rule, EndReason::Cancelled, now);
         }
@@ -1164,21 +1152,22 @@ impl Engine {
         let payload = Arc::clone(&self.payload);
         let spec = &payload.rules[rule];
         let state = &mut self.rules[rule];
-        if spec.cooldown_ns > 0 {
-            if let Some(last) = state.last_fire {
-                if now.time.since(last) < spec.cooldown_ns {
+        if spec.cooldown_ns() > 0 {
+            if let Some(last) = state.last_fire() {
+                if now.time.since(last.time) < spec.cooldown_ns() {
                     self.trigger_note(rule, TriggerOutcome::Suppressed, &event, now);
                     return;
                 }
             }
         }
-        state.last_fire = Some(now.time);
-        state.stats.last_fire_ms = Some(now.wall_ms);
+        state.set_last_fire(Fired {
+            time: now.time,
+            wall_ms: now.wall_ms,
+        });
         if state.run.is_none() {
             self.start_run(rule, event, now);
             return;
         }
-        let name = Arc::clone(&state.name);
         match spec.concurrency {
             Concurrency::Restart => {
                 self.end_run(rule, EndReason::Restarted, now);
@@ -1186,13 +1175,14 @@ impl Engine {
             }
             Concurrency::Drop => self.trigger_note(rule, TriggerOutcome::Dropped, &event, now),
             Concurrency::Queue => {
-                if state.backlog.len() < self.config.queue_backlog {
-                    state.backlog.push_back(Arc::clone(&event));
+                if state.backlog_len() < self.config.queue_backlog {
+                    state.push_backlog(Arc::clone(&event));
                     self.trigger_note(rule, TriggerOutcome::Queued, &event, now);
                 } else {
                     self.counters.refused += 1;
                     self.trigger_note(rule, TriggerOutcome::Refused, &event, now);
                     let cap = self.config.queue_backlog;
+                    let name = self.name(rule);
                     self.log(
                         Level::Warn,
                         Some(name),
@@ -1207,10 +1197,9 @@ impl Engine {
     fn start_run(&mut self, rule: usize, event: Arc<Event>, now: Now) {
         let n = self.next_run;
         self.next_run += 1;
-        let state = &self.rules[rule];
-        let id = run_id::run_id(&state.name, &self.config.epoch, n);
+        let name = self.name(rule);
+        let id = run_id::run_id(&name, &self.config.epoch, n, &mut self.id_scratch);
         self.install_run(rule, id, event, 0, 0);
-        let name = Arc::clone(&self.rules[rule].name);
         if let Some(run) = &self.rules[rule].run {
             let run = Arc::clone(&run.id);
             self.note(Note::RunStart { run, rule: name });
@@ -1223,7 +1212,7 @@ impl Engine {
         let serial = self.next_serial;
         self.next_serial += 1;
         let state = &mut self.rules[rule];
-        state.stats.runs_started += 1;
+        state.runs_started += 1;
         state.run = Some(Box::new(Run {
             serial,
             id,
@@ -1280,6 +1269,7 @@ impl Engine {
     /// owns it from here. A record that does not serialise is logged, and
     /// the step runs without restart protection.
     fn put_record(&mut self, rule: usize, source: &str, fire_at: i64, write: RecordWrite) {
+        let name = self.name(rule);
         let state = &self.rules[rule];
         let Some(run) = state.run.as_ref() else {
             return;
@@ -1291,7 +1281,7 @@ impl Engine {
         let fingerprint = step.fingerprint.to_string();
         let record = RecordRef {
             id: &run.id,
-            rule: &state.name,
+            rule: &name,
             source,
             step: run.step,
             iter: run.pass,
@@ -1303,7 +1293,7 @@ impl Engine {
             Ok(json) => {
                 let effect = Effect::PutRecord {
                     id: Arc::clone(&run.id),
-                    rule: Arc::clone(&state.name),
+                    rule: name,
                     step: run.step,
                     pass: run.pass,
                     fire_at,
@@ -1317,7 +1307,7 @@ impl Engine {
                 }
             }
             Err(error) => {
-                let (name, index) = (Arc::clone(&state.name), run.step);
+                let index = run.step;
                 self.log(
                     Level::Error,
                     Some(name),
@@ -1374,8 +1364,8 @@ impl Engine {
         };
         let job = self.next_job;
         self.next_job += 1;
-        let state = &mut self.rules[rule];
-        let Some(run) = state.run.as_mut() else {
+        let name = self.name(rule);
+        let Some(run) = self.rules[rule].run.as_mut() else {
             return;
         };
         run.phase = Phase::Acting { job };
@@ -1398,7 +1388,7 @@ impl Engine {
         let submit = Job {
             id: JobId(job),
             run: Arc::clone(&run.id),
-            rule: Arc::clone(&state.name),
+            rule: name,
             step: index,
             pass,
             action,
@@ -1411,15 +1401,11 @@ impl Engine {
     /// The step's `when` was false at fire time: the run ends, and the
     /// record it owns goes (the step will never run).
     fn skip_step(&mut self, rule: usize, now: Now) {
-        let state = &mut self.rules[rule];
-        let Some(run) = state.run.as_mut() else {
+        let name = self.name(rule);
+        let Some(run) = self.rules[rule].run.as_mut() else {
             return;
         };
-        let (id, name, owned) = (
-            Arc::clone(&run.id),
-            Arc::clone(&state.name),
-            std::mem::take(&mut run.owns_record),
-        );
+        let (id, owned) = (Arc::clone(&run.id), std::mem::take(&mut run.owns_record));
         let (step, pass) = (run.step, run.pass);
         self.note(Note::StepSkipped {
             run: Arc::clone(&id),
@@ -1448,15 +1434,15 @@ impl Engine {
         if (run.step as usize) + 1 < spec.steps.len() {
             run.step += 1;
             self.enter_step(rule, now);
-        } else if run.pass.saturating_add(1) < spec.repeat.count {
-            if spec.repeat.every_ns == 0 {
+        } else if run.pass.saturating_add(1) < spec.repeat().count {
+            if spec.repeat().every_ns == 0 {
                 run.pass += 1;
                 run.step = 0;
                 self.enter_step(rule, now);
             } else {
                 // The gap between passes is a plain timer: not durable.
                 let token = self.arm(
-                    now.time.plus_nanos(spec.repeat.every_ns),
+                    now.time.plus_nanos(spec.repeat().every_ns),
                     rule,
                     TimerKind::Run,
                 );
@@ -1472,9 +1458,10 @@ impl Engine {
     /// Ends the rule's live run. Cancel and restart drop its timer and its
     /// record; a `queue` rule then starts its oldest held trigger.
     fn end_run(&mut self, rule: usize, reason: EndReason, now: Now) {
-        let state = &mut self.rules[rule];
-        let Some(run) = state.run.take() else { return };
-        let name = Arc::clone(&state.name);
+        let Some(run) = self.rules[rule].run.take() else {
+            return;
+        };
+        let name = self.name(rule);
         self.traces.run_ended(rule, run.serial, now.time, reason);
         match run.phase {
             Phase::Waiting { .. } | Phase::Gap { .. } => self.timers.disarm(),
@@ -1508,7 +1495,7 @@ impl Engine {
             // restart starts its own new run.
             return;
         }
-        if let Some(next) = self.rules[rule].backlog.pop_front() {
+        if let Some(next) = self.rules[rule].pop_backlog() {
             self.start_run(rule, next, now);
         }
     }
@@ -1548,7 +1535,7 @@ impl Engine {
             record.step,
             record.iter,
         );
-        let name = Arc::clone(&self.rules[rule].name);
+        let name = self.name(rule);
         self.note(Note::ReplayResume {
             run: id,
             rule: name,

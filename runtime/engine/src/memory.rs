@@ -5,13 +5,13 @@
 //! the scooter. A model of this crate's and the decoder's allocations, not
 //! a measurement; a test keeps it within 20 % of the measured heap.
 
-use super::index::RuleList;
+use super::key_table::KeyTable;
 use super::RuleState;
-use rulecore::bundle::{Action, Payload, Rule, Step};
+use rulecore::bundle::{Action, Fingerprint, Payload, Rule, RuleOptions, Step};
 use rulecore::bytecode::{Const, Op, Program};
 use rulecore::topic::TopicPattern;
 use std::collections::{HashMap, HashSet};
-use std::mem::size_of;
+use std::mem::{size_of, size_of_val};
 
 /// What the decoder reserves for a sequence of `len` values: all of it up
 /// to 1 MiB (serde's cautious pre-allocation), then doubling from there.
@@ -24,10 +24,8 @@ fn decoded_vec<T>(len: usize) -> usize {
     capacity * size_of::<T>()
 }
 
-fn program(program: &Option<Program>) -> usize {
-    program
-        .as_ref()
-        .map_or(0, |p| decoded_vec::<Op>(p.ops.len()))
+fn program(program: Option<&Program>) -> usize {
+    program.map_or(0, |p| decoded_vec::<Op>(p.ops.len()))
 }
 
 fn pattern(pattern: &TopicPattern) -> usize {
@@ -45,20 +43,51 @@ fn action(action: &Action) -> usize {
     }
 }
 
-fn step(step: &Step) -> usize {
-    action(&step.action) + program(&step.when)
+/// An `Arc`'s two counts.
+const ARC_COUNTS: usize = 2 * size_of::<usize>();
+
+/// The decoder keeps one of each distinct step list and one of
+/// each distinct action (rulecore::payload_decode): this counts each once.
+#[derive(Default)]
+struct SharedSteps<'a> {
+    lists: HashSet<Vec<Fingerprint>>,
+    actions: HashSet<&'a Action>,
 }
 
-fn rule(rule: &Rule) -> usize {
+impl<'a> SharedSteps<'a> {
+    fn steps(&mut self, steps: &'a [Step]) -> usize {
+        let list = steps.iter().map(|step| step.fingerprint).collect();
+        if !self.lists.insert(list) {
+            return 0;
+        }
+        ARC_COUNTS + size_of_val(steps) + steps.iter().map(|step| self.step(step)).sum::<usize>()
+    }
+
+    fn step(&mut self, step: &'a Step) -> usize {
+        let action_bytes = if self.actions.insert(&step.action) {
+            ARC_COUNTS + size_of::<Action>() + action(&step.action)
+        } else {
+            0
+        };
+        action_bytes + program(step.when.as_ref())
+    }
+}
+
+fn rule<'a>(rule: &'a Rule, shared: &mut SharedSteps<'a>) -> usize {
     let patterns = |list: &[TopicPattern]| {
         decoded_vec::<TopicPattern>(list.len()) + list.iter().map(pattern).sum::<usize>()
     };
+    let options = rule.options.as_ref().map_or(0, |options| {
+        size_of::<RuleOptions>() + patterns(&options.cancel_on) + size_of_val(&*options.inputs)
+    });
     rule.name.len()
         + patterns(&rule.on)
-        + patterns(&rule.cancel_on)
-        + program(&rule.when)
-        + decoded_vec::<Step>(rule.steps.len())
-        + rule.steps.iter().map(step).sum::<usize>()
+        + rule
+            .when
+            .as_ref()
+            .map_or(0, |when| size_of::<Program>() + program(Some(when)))
+        + options
+        + shared.steps(&rule.steps)
 }
 
 fn constant(constant: &Const) -> usize {
@@ -84,7 +113,10 @@ fn payload(payload: &Payload) -> usize {
             .sum::<usize>()
         // Reserved at its exact length (rulecore::payload_decode).
         + payload.rules.len() * size_of::<Rule>()
-        + payload.rules.iter().map(rule).sum::<usize>()
+        + {
+            let mut shared = SharedSteps::default();
+            payload.rules.iter().map(|r| rule(r, &mut shared)).sum::<usize>()
+        }
         + decoded_vec::<rulecore::bundle::StatePair>(payload.state_pairs.len())
         + payload
             .state_pairs
@@ -95,45 +127,31 @@ fn payload(payload: &Payload) -> usize {
         + payload.consts.iter().map(constant).sum::<usize>()
 }
 
-/// A `FastMap<Box<str>, RuleList>` of `keys` (their lengths) holding
-/// `entries` rule indices in all: the table at its final size, the keys,
-/// and each list of more than one rule.
+/// A [`KeyTable`] of `keys` (each key's text, and how many rules list it).
 fn index_map(keys: &HashMap<&str, usize>) -> usize {
-    if keys.is_empty() {
-        return 0;
-    }
-    let buckets = if keys.len() < 4 {
-        4
-    } else if keys.len() < 8 {
-        8
-    } else {
-        (keys.len() * 8 / 7).next_power_of_two()
-    };
-    let slot = size_of::<(Box<str>, RuleList)>();
-    // One rule inline; two in a list of two, then four, then doubling.
+    let text = keys.keys().map(|key| key.len()).sum();
+    // One rule inline; more in a list of two, then four, then doubling.
     let lists: usize = keys
         .values()
         .map(|&n| match n {
             1 => 0,
-            2 => 2 * size_of::<u32>(),
-            _ => n.max(4).next_power_of_two() * size_of::<u32>(),
+            2 => 2,
+            _ => n.max(4).next_power_of_two(),
         })
         .sum();
-    buckets * (slot + 1) + 16 + keys.keys().map(|k| k.len()).sum::<usize>() + lists
+    let list_count = keys.values().filter(|&&n| n > 1).count();
+    KeyTable::heap(keys.len(), text, lists, list_count)
 }
 
 /// The engine's own tables for `payload`: a state per rule, the topic
 /// indexes of the enabled rules, the state shadow.
 fn engine(payload: &Payload) -> usize {
+    // A rule's name is made as a shared string only once it fires; steps
+    // (actions, fingerprints) are read from the payload, not copied.
     let mut total = payload.rules.len() * size_of::<RuleState>()
         + payload.state_pairs.len() * size_of::<String>();
-    // The name, shared as an `Arc<str>`; steps (actions, fingerprints) are
-    // read from the payload, not copied.
-    for rule in &payload.rules {
-        total += 2 * size_of::<usize>() + rule.name.len();
-    }
     let on: fn(&Rule) -> &[TopicPattern] = |r| &r.on;
-    let cancel_on: fn(&Rule) -> &[TopicPattern] = |r| &r.cancel_on;
+    let cancel_on: fn(&Rule) -> &[TopicPattern] = |r| r.cancel_on();
     for list in [on, cancel_on] {
         let (mut exact, mut prefix) = (HashMap::new(), HashMap::new());
         let mut any = 0usize;
@@ -143,15 +161,13 @@ fn engine(payload: &Payload) -> usize {
             for p in list(rule).iter().filter(|p| seen.insert(*p)) {
                 match p {
                     TopicPattern::Any => any += 1,
-                    TopicPattern::Prefix(text) => *prefix.entry(text.as_str()).or_insert(0) += 1,
-                    TopicPattern::Exact(text) => *exact.entry(text.as_str()).or_insert(0) += 1,
+                    TopicPattern::Prefix(text) => *prefix.entry(&**text).or_insert(0) += 1,
+                    TopicPattern::Exact(text) => *exact.entry(&**text).or_insert(0) += 1,
                 }
             }
         }
         total += index_map(&exact) + index_map(&prefix);
-        if any > 0 {
-            total += any.max(4).next_power_of_two() * size_of::<u32>();
-        }
+        total += any * size_of::<u32>();
     }
     total
 }

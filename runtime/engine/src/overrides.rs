@@ -35,7 +35,7 @@ pub(crate) fn indexes(payload: &Payload, enabled: impl Fn(usize) -> bool) -> Ind
             for pattern in &rule.on {
                 indexes.on.insert(pattern, index);
             }
-            for pattern in &rule.cancel_on {
+            for pattern in rule.cancel_on() {
                 indexes.cancel.insert(pattern, index);
             }
         } else {
@@ -44,6 +44,9 @@ pub(crate) fn indexes(payload: &Payload, enabled: impl Fn(usize) -> bool) -> Ind
             }
         }
     }
+    indexes.on.shrink();
+    indexes.cancel.shrink();
+    indexes.disabled.shrink();
     indexes
 }
 
@@ -77,8 +80,8 @@ impl Engine {
         if !enabled {
             self.hold_cancel(rule);
             let state = &mut self.rules[rule];
-            state.backlog.clear();
-            if state.debounce.take().is_some() {
+            state.clear_backlog();
+            if state.take_debounce().is_some() {
                 self.timers.disarm();
             }
         }

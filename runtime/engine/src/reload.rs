@@ -104,9 +104,10 @@ impl Engine {
     /// runs (its report is then only counted). The rule's backlog is kept
     /// for [`Engine::after_reload`].
     fn end_for_reload(&mut self, rule: usize, reason: ReplayDropReason) {
-        let state = &mut self.rules[rule];
-        let Some(run) = state.run.take() else { return };
-        let name = Arc::clone(&state.name);
+        let Some(run) = self.rules[rule].run.take() else {
+            return;
+        };
+        let name = self.name(rule);
         if let Phase::Waiting { .. } | Phase::Gap { .. } | Phase::Due { .. } = run.phase {
             self.timers.disarm();
         }
@@ -145,8 +146,8 @@ impl Engine {
             let spec = &payload.rules[target];
             let carried = match entry.kind {
                 TimerKind::Run => true,
-                TimerKind::Debounce => spec.debounce_ns > 0,
-                TimerKind::Hold => spec.hold_ns > 0,
+                TimerKind::Debounce => spec.debounce_ns() > 0,
+                TimerKind::Hold => spec.hold_ns() > 0,
             };
             (carried && self.timer_is_live(entry)).then_some(target as u32)
         });
@@ -163,19 +164,12 @@ impl Engine {
         for (rule, target) in targets.iter().enumerate() {
             let Some(target) = *target else { continue };
             let spec = &payload.rules[target];
-            let (old, new) = (&mut self.rules[rule], &mut next.rules[target]);
-            new.run = old.run.take();
-            new.last_fire = old.last_fire;
-            new.stats = old.stats;
-            if spec.concurrency == Concurrency::Queue {
-                new.backlog = std::mem::take(&mut old.backlog);
-            }
-            if spec.debounce_ns > 0 {
-                new.debounce = old.debounce.take();
-            }
-            if spec.hold_ns > 0 {
-                new.hold = old.hold.take();
-            }
+            let settings = (
+                spec.concurrency == Concurrency::Queue,
+                spec.debounce_ns() > 0,
+                spec.hold_ns() > 0,
+            );
+            self.rules[rule].carry_into(&mut next.rules[target], settings);
         }
         next.jobs = self
             .jobs
@@ -224,12 +218,12 @@ impl Engine {
             match &state.run {
                 Some(run) => {
                     let gap = matches!(run.phase, Phase::Gap { .. });
-                    if gap && run.pass.saturating_add(1) >= spec.repeat.count {
+                    if gap && run.pass.saturating_add(1) >= spec.repeat().count {
                         self.end_run(rule, EndReason::Done, now);
                     }
                 }
                 None => {
-                    if let Some(event) = self.rules[rule].backlog.pop_front() {
+                    if let Some(event) = self.rules[rule].pop_backlog() {
                         self.start_run(rule, event, now);
                     }
                 }
@@ -286,23 +280,23 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
             .rules
             .iter()
             .enumerate()
-            .map(|(index, rule)| (rule.name.as_str(), index))
+            .map(|(index, rule)| (&*rule.name, index))
             .collect();
         old.rules
             .iter()
-            .map(|rule| by_name.get(rule.name.as_str()).copied())
+            .map(|rule| by_name.get(&*rule.name).copied())
             .collect()
     };
     let mut summary = ReloadSummary::default();
     let mut found = vec![false; new.rules.len()];
     for (rule, target) in old.rules.iter().zip(&targets) {
         let Some(target) = *target else {
-            summary.removed.push(rule.name.clone());
+            summary.removed.push(rule.name.to_string());
             continue;
         };
         found[target] = true;
         if *rule != new.rules[target] {
-            summary.changed.push(rule.name.clone());
+            summary.changed.push(rule.name.to_string());
         }
     }
     summary.added = new
@@ -310,7 +304,7 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
         .iter()
         .zip(&found)
         .filter(|(_, found)| !**found)
-        .map(|(rule, _)| rule.name.clone())
+        .map(|(rule, _)| rule.name.to_string())
         .collect();
     Diff {
         summary,

@@ -1,39 +1,27 @@
 //! A run's id, `<rule>#<epoch>-<n>` (docs/semantics.md#durability-and-replay),
-//! built on the stack and allocated once, as the shared string every
-//! effect and note of the run holds: starting a run is on the event path
-//! (docs/engine.md#the-48-mb-box), and `format!` would allocate twice.
+//! written into the engine's reused scratch string and allocated once, as
+//! the shared string every effect and note of the run holds: starting a
+//! run is on the event path (docs/engine.md#the-48-mb-box), and `format!`
+//! would allocate twice (and a stack buffer needs a UTF-8 check to become
+//! a `str`; appending `str`s to a `String` needs none).
 
 use std::sync::Arc;
 
-/// Room for a rule name and an epoch of 100 bytes together beside a
-/// 20-digit number; a longer id takes the slower path.
-const ON_STACK: usize = 128;
-
-/// `<name>#<epoch>-<n>`.
-pub(crate) fn run_id(name: &str, epoch: &str, n: u64) -> Arc<str> {
-    let mut buffer = [0u8; ON_STACK];
-    let mut len = 0;
-    let mut put = |bytes: &[u8]| -> bool {
-        let Some(room) = buffer.get_mut(len..len + bytes.len()) else {
-            return false;
-        };
-        room.copy_from_slice(bytes);
-        len += bytes.len();
-        true
-    };
+/// `<name>#<epoch>-<n>`; `scratch` is only a buffer, left holding the id.
+pub(crate) fn run_id(name: &str, epoch: &str, n: u64, scratch: &mut String) -> Arc<str> {
+    scratch.clear();
+    scratch.push_str(name);
+    scratch.push('#');
+    scratch.push_str(epoch);
+    scratch.push('-');
     let mut digits = [0u8; 20];
-    let fits = put(name.as_bytes())
-        && put(b"#")
-        && put(epoch.as_bytes())
-        && put(b"-")
-        && put(decimal(n, &mut digits));
-    match std::str::from_utf8(&buffer[..len]) {
-        Ok(id) if fits => Arc::from(id),
-        _ => format!("{name}#{epoch}-{n}").into(),
+    for &digit in decimal(n, &mut digits) {
+        scratch.push(char::from(digit));
     }
+    Arc::from(scratch.as_str())
 }
 
-/// `value` in decimal, written at the end of `digits`.
+/// `value` in decimal ASCII digits, written at the end of `digits`.
 fn decimal(mut value: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut start = digits.len();
     loop {
@@ -52,17 +40,17 @@ mod tests {
 
     #[test]
     fn reads_like_format() {
+        let mut scratch = String::from("left over");
         for (name, epoch, n) in [
             ("hazards-on-alarm", "1712345678", 1),
             ("r", "0", 0),
             ("r", "18446744073709551615", u64::MAX),
             ("ünïcode-rule", "42", 1_000_000),
         ] {
-            assert_eq!(&*run_id(name, epoch, n), format!("{name}#{epoch}-{n}"));
+            let id = run_id(name, epoch, n, &mut scratch);
+            assert_eq!(&*id, format!("{name}#{epoch}-{n}"));
         }
         let long = "x".repeat(200);
-        assert_eq!(&*run_id(&long, "7", 9), format!("{long}#7-9"));
-        let edge = "y".repeat(ON_STACK - 4);
-        assert_eq!(&*run_id(&edge, "7", 9), format!("{edge}#7-9"));
+        assert_eq!(&*run_id(&long, "7", 9, &mut scratch), format!("{long}#7-9"));
     }
 }

@@ -9,6 +9,7 @@
 //! what is allocated: each record's own heap, the per-rule deques, the
 //! map's buckets and the age queue.
 
+mod steps;
 mod view;
 
 pub use view::{
@@ -181,6 +182,17 @@ struct StepRecord {
 }
 
 impl StepRecord {
+    fn new(step: u32, pass: u32) -> Self {
+        Self {
+            step,
+            pass,
+            wait: None,
+            when: None,
+            submit: None,
+            end: None,
+        }
+    }
+
     fn heap(&self) -> usize {
         let when = match &self.when {
             Some(WhenResult::Error(text)) => text.len(),
@@ -200,7 +212,7 @@ struct RunRecord {
     replayed: bool,
     event: TracedEvent,
     start: Time,
-    steps: Vec<StepRecord>,
+    steps: steps::StepRecords,
     /// Step records dropped from the front ([`TRACE_STEPS_MAX`]).
     steps_left_out: u32,
     end: Option<(Time, EndReason)>,
@@ -213,34 +225,17 @@ impl RunRecord {
         2 * size_of::<usize>()
             + self.id.len()
             + self.event.heap()
-            + self.steps.capacity() * size_of::<StepRecord>()
+            + self.steps.allocated()
             + self.steps.iter().map(StepRecord::heap).sum::<usize>()
     }
 
     /// The record of step `step` on pass `pass`: the latest, or a new one.
     fn step(&mut self, step: u32, pass: u32) -> &mut StepRecord {
-        let current = self
-            .steps
-            .last()
-            .is_some_and(|last| last.step == step && last.pass == pass);
-        if !current {
-            if self.steps.len() >= TRACE_STEPS_MAX {
-                self.steps.remove(0);
-                self.steps_left_out = self.steps_left_out.saturating_add(1);
-            }
-            // Exactly what is kept: most runs have one or two steps.
-            self.steps.reserve_exact(1);
-            self.steps.push(StepRecord {
-                step,
-                pass,
-                wait: None,
-                when: None,
-                submit: None,
-                end: None,
-            });
+        let (record, dropped) = self.steps.at(step, pass, TRACE_STEPS_MAX);
+        if dropped {
+            self.steps_left_out = self.steps_left_out.saturating_add(1);
         }
-        let last = self.steps.len() - 1;
-        &mut self.steps[last]
+        record
     }
 }
 
@@ -372,7 +367,7 @@ impl Traces {
             replayed,
             event: TracedEvent::new(event),
             start: now,
-            steps: Vec::new(),
+            steps: steps::StepRecords::default(),
             steps_left_out: 0,
             end: None,
             counted: 0,
@@ -413,9 +408,14 @@ impl Traces {
         };
         change(run);
         let now = run.heap();
+        let grew = now > run.counted;
         self.records = self.records + now - run.counted;
         run.counted = now;
-        self.fit();
+        // Most updates (a pool start, a finish, an end) add nothing: only
+        // growth can cross the budget.
+        if grew {
+            self.fit();
+        }
     }
 
     /// Changes the record of `step` on `pass` of the run.

@@ -49,7 +49,7 @@ fn hazards() -> Rule {
         &["alarm.triggered"],
         vec![push("both", 0), push("off", 30_000)],
     );
-    r.cancel_on = pats(&["alarm.disarmed"]);
+    r.options_mut().cancel_on = pats(&["alarm.disarmed"]).into();
     r
 }
 
@@ -344,7 +344,7 @@ fn cancel_drops_timer_and_record_and_no_later_step_runs() {
 #[test]
 fn cancel_between_record_write_and_timer_arm_leaves_no_record() {
     let mut r = hazards();
-    r.steps = vec![push("off", 30_000)];
+    r.steps = vec![push("off", 30_000)].into();
     let mut h = H::new(vec![r]);
     // Both events reach the engine before the driver performs anything.
     h.engine.handle_event(
@@ -487,7 +487,7 @@ fn a_queue_rule_starts_its_oldest_held_trigger_when_the_run_fails() {
 #[test]
 fn a_refused_non_durable_step_ends_the_run_and_counts_dropped() {
     let mut rule = hazards();
-    rule.steps[1].durable = false;
+    Arc::make_mut(&mut rule.steps)[1].durable = false;
     let mut h = H::new(vec![rule]).manual();
     h.event("alarm.triggered");
     let job = h.last_job();
@@ -509,7 +509,7 @@ fn stop_keeps_records_of_waiting_runs_and_an_abandoned_step_keeps_its_record() {
     a.name = "a".into();
     let mut b = hazards();
     b.name = "b".into();
-    b.on = pats(&["b"]);
+    b.on = pats(&["b"]).into();
     let mut h = H::new(vec![a, b]).manual();
     h.event("alarm.triggered");
     let j = h.last_job();
@@ -564,7 +564,7 @@ fn stop_keeps_records_and_a_job_started_after_stop_still_drops_its_record() {
 fn cancel_on_and_on_with_the_same_topic_stops_then_starts_again() {
     let mut r = hazards();
     r.concurrency = Concurrency::Drop;
-    r.cancel_on = pats(&["alarm.triggered"]);
+    r.options_mut().cancel_on = pats(&["alarm.triggered"]).into();
     let mut h = H::new(vec![r]);
     h.event("alarm.triggered");
     h.take();
@@ -586,7 +586,7 @@ fn cancel_on_and_on_with_the_same_topic_stops_then_starts_again() {
 fn one_event_cancels_one_rule_and_fires_another() {
     let mut first = hazards();
     first.name = "first".into();
-    first.cancel_on = pats(&["button.*"]);
+    first.options_mut().cancel_on = pats(&["button.*"]).into();
     let second = rule("second", &["button.brake"], vec![push("x", 0)]);
     let mut h = H::new(vec![first, second]);
     h.event("alarm.triggered");
@@ -637,10 +637,10 @@ fn disabled_rules_neither_match_nor_cancel() {
     off.enabled = false;
     let mut other = hazards();
     other.name = "other".into();
-    other.cancel_on = pats(&["x"]);
+    other.options_mut().cancel_on = pats(&["x"]).into();
     let mut canceller = rule("canceller", &["y"], vec![push("y", 0)]);
     canceller.enabled = false;
-    canceller.cancel_on = pats(&["alarm.triggered"]);
+    canceller.options_mut().cancel_on = pats(&["alarm.triggered"]).into();
     let mut h = H::new(vec![off, other, canceller]);
     h.event("alarm.triggered");
     let out = h.take();
@@ -653,9 +653,9 @@ fn disabled_rules_neither_match_nor_cancel() {
 #[test]
 fn rule_when_gates_and_an_eval_error_counts_as_not_met() {
     let mut gated = rule("gated", &["go"], vec![push("x", 0)]);
-    gated.when = Some(when_parked());
+    gated.when = Some(Box::new(when_parked()));
     let mut broken = rule("broken", &["go"], vec![push("y", 0)]);
-    broken.when = Some(when_broken());
+    broken.when = Some(Box::new(when_broken()));
     let mut h = H::new(vec![gated, broken]);
     h.event("go");
     assert!(h.take().is_empty());
@@ -760,7 +760,7 @@ fn queue_holds_eight_refuses_the_ninth_and_starts_the_oldest_when_the_run_ends()
 fn cancel_throws_the_queue_backlog_away() {
     let mut r = rule("q", &["go"], vec![push("x", 1_000)]);
     r.concurrency = Concurrency::Queue;
-    r.cancel_on = pats(&["stop"]);
+    r.options_mut().cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![r]);
     h.event("go");
     h.event("go");
@@ -774,7 +774,7 @@ fn cancel_throws_the_queue_backlog_away() {
 #[test]
 fn cooldown_suppresses_triggers_within_it() {
     let mut r = rule("c", &["go"], vec![push("x", 0)]);
-    r.cooldown_ns = 10_000_000_000;
+    r.options_mut().cooldown_ns = 10_000_000_000;
     let mut h = H::new(vec![r]);
     h.event("go");
     h.to(9_999);
@@ -798,8 +798,8 @@ fn cooldown_suppresses_triggers_within_it() {
 #[test]
 fn debounce_fires_once_with_the_latest_event_after_the_quiet_window() {
     let mut r = rule("d", &["go"], vec![push("x", 0)]);
-    r.debounce_ns = 500_000_000;
-    r.cancel_on = pats(&["stop"]);
+    r.options_mut().debounce_ns = 500_000_000;
+    r.options_mut().cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![r]).manual();
     for (at, id) in [(0, "a"), (100, "b"), (400, "c")] {
         h.to(at);
@@ -828,8 +828,8 @@ fn debounce_fires_once_with_the_latest_event_after_the_quiet_window() {
 #[test]
 fn explain_notes_every_non_fire_decision() {
     let mut r = rule("d", &["go"], vec![push("x", 0)]);
-    r.debounce_ns = 500_000_000;
-    r.cooldown_ns = 60_000_000_000;
+    r.options_mut().debounce_ns = 500_000_000;
+    r.options_mut().cooldown_ns = 60_000_000_000;
     let mut off = rule("off", &["go"], vec![push("y", 0)]);
     off.enabled = false;
     let config = EngineConfig {
@@ -868,8 +868,8 @@ fn explain_notes_every_non_fire_decision() {
 #[test]
 fn debounce_then_cooldown_checks_cooldown_at_the_debounced_dispatch() {
     let mut r = rule("dc", &["go"], vec![push("x", 0)]);
-    r.debounce_ns = 1_000_000_000;
-    r.cooldown_ns = 5_000_000_000;
+    r.options_mut().debounce_ns = 1_000_000_000;
+    r.options_mut().cooldown_ns = 5_000_000_000;
     let mut h = H::new(vec![r]);
     h.event("go"); // dispatch at 1000
     h.to(2_000);
@@ -895,7 +895,7 @@ fn debounce_then_cooldown_checks_cooldown_at_the_debounced_dispatch() {
 #[test]
 fn step_when_is_evaluated_at_fire_time_not_schedule_time() {
     let mut r = hazards();
-    r.steps[1].when = Some(when_parked());
+    Arc::make_mut(&mut r.steps)[1].when = Some(when_parked());
     let mut h = H::new(vec![r]);
     // Not parked when scheduled, parked when due: the step runs.
     h.event("alarm.triggered");
@@ -928,7 +928,7 @@ fn step_when_is_evaluated_at_fire_time_not_schedule_time() {
 #[test]
 fn a_step_when_error_ends_the_run_and_counts_an_error() {
     let mut r = hazards();
-    r.steps[0].when = Some(when_broken());
+    Arc::make_mut(&mut r.steps)[0].when = Some(when_broken());
     let mut h = H::new(vec![r]);
     h.event("alarm.triggered");
     assert_eq!(
@@ -945,7 +945,7 @@ fn a_step_when_error_ends_the_run_and_counts_an_error() {
 #[test]
 fn repeat_walks_the_steps_again_with_iter_in_records() {
     let mut r = rule("rep", &["go"], vec![push("on", 0), push("off", 2_000)]);
-    r.repeat = Repeat {
+    r.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 1_000_000_000,
     };
@@ -977,13 +977,13 @@ fn repeat_walks_the_steps_again_with_iter_in_records() {
 #[test]
 fn pending_counts_step_waits_repeat_gaps_and_debounce_windows() {
     let mut a = rule("a", &["a"], vec![push("x", 0)]);
-    a.repeat = Repeat {
+    a.options_mut().repeat = Repeat {
         count: 2,
         every_ns: 1_000_000_000,
     };
     let b = rule("b", &["b"], vec![push("y", 5_000)]);
     let mut c = rule("c", &["c"], vec![push("z", 0)]);
-    c.debounce_ns = 1_000_000_000;
+    c.options_mut().debounce_ns = 1_000_000_000;
     let mut h = H::new(vec![a, b, c]);
     h.event("a");
     h.event("b");
@@ -1232,7 +1232,7 @@ fn a_clock_jumped_backwards_makes_records_too_early() {
 #[test]
 fn a_replayed_run_continues_on_its_pass_and_keeps_its_id() {
     let mut r = rule("rep", &["go"], vec![push("on", 0), push("off", 2_000)]);
-    r.repeat = Repeat {
+    r.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 1_000_000_000,
     };
@@ -1335,7 +1335,7 @@ fn a_cancel_after_replay_drops_the_replayed_record() {
 #[test]
 fn stale_timers_do_not_pile_up_under_a_stream_of_debounced_events() {
     let mut r = rule("d", &["go"], vec![push("x", 0)]);
-    r.debounce_ns = 10_000_000_000;
+    r.options_mut().debounce_ns = 10_000_000_000;
     let mut h = H::new(vec![r]);
     for at in 0..10_000 {
         h.now = at;
@@ -1431,27 +1431,27 @@ impl Rng {
 fn chaos_rules() -> Vec<Rule> {
     let mut a = hazards();
     a.name = "a".into();
-    a.on = pats(&["x.*"]);
-    a.cancel_on = pats(&["stop"]);
+    a.on = pats(&["x.*"]).into();
+    a.options_mut().cancel_on = pats(&["stop"]).into();
     let mut b = rule(
         "b",
         &["x.one", "y"],
         vec![push("1", 500), push("2", 0), push("3", 2_000)],
     );
     b.concurrency = Concurrency::Queue;
-    b.cancel_on = pats(&["x.one"]);
-    b.steps[1].when = Some(when_parked());
+    b.options_mut().cancel_on = pats(&["x.one"]).into();
+    Arc::make_mut(&mut b.steps)[1].when = Some(when_parked());
     let mut c = rule("c", &["*"], vec![push("c", 700)]);
     c.concurrency = Concurrency::Drop;
-    c.debounce_ns = 300_000_000;
-    c.cooldown_ns = 1_000_000_000;
-    c.repeat = Repeat {
+    c.options_mut().debounce_ns = 300_000_000;
+    c.options_mut().cooldown_ns = 1_000_000_000;
+    c.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 400_000_000,
     };
     let mut d = rule("d", &["y"], vec![push("d", 1_500)]);
-    d.when = Some(when_parked());
-    d.steps[0].durable = false;
+    d.when = Some(Box::new(when_parked()));
+    Arc::make_mut(&mut d.steps)[0].durable = false;
     vec![a, b, c, d]
 }
 
@@ -1806,8 +1806,8 @@ fn inspection_reports_waiting_steps_with_their_wall_clock_due_time() {
 fn a_dry_run_judges_policies_and_changes_nothing() {
     use ruled_engine::{Verdict, WhenResult};
     let mut gated = rule("gated", &["go"], vec![push("x", 0), push("y", 1000)]);
-    gated.when = Some(when_parked());
-    gated.steps[1].when = Some(when_broken());
+    gated.when = Some(Box::new(when_parked()));
+    Arc::make_mut(&mut gated.steps)[1].when = Some(when_broken());
     gated.concurrency = Concurrency::Drop;
     let mut h = H::new(vec![gated]).manual();
     let go = Event {
@@ -1848,12 +1848,12 @@ fn a_dry_run_follows_cancel_cooldown_debounce_and_the_queue_backlog() {
         ..Event::default()
     };
     let mut cooled = rule("cooled", &["go"], vec![push("c", 0)]);
-    cooled.cooldown_ns = 10_000 * 1_000_000;
+    cooled.options_mut().cooldown_ns = 10_000 * 1_000_000;
     let mut quiet = rule("quiet", &["go"], vec![push("q", 0)]);
-    quiet.debounce_ns = 500 * 1_000_000;
+    quiet.options_mut().debounce_ns = 500 * 1_000_000;
     let mut queued = rule("queued", &["go"], vec![push("x", 0), push("y", 60_000)]);
     queued.concurrency = Concurrency::Queue;
-    queued.cancel_on = pats(&["stop"]);
+    queued.options_mut().cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![cooled, quiet, queued]);
     h.event("go");
     h.to(3_000);
@@ -2001,7 +2001,7 @@ fn a_durable_step_due_while_others_wait_goes_behind_them_without_a_submit() {
 #[test]
 fn a_non_durable_step_does_not_wait_in_the_due_backlog() {
     let mut rules = durable_rules(&[1_000, 0]);
-    rules[1].on = pats(&["now"]);
+    rules[1].on = pats(&["now"]).into();
     let mut h = H::new(rules).manual();
     h.event("go");
     h.to(1_000);
@@ -2099,7 +2099,7 @@ fn a_replayed_step_waits_only_what_is_left_of_the_window() {
 #[test]
 fn cancel_on_and_restart_end_a_run_waiting_in_the_due_backlog_and_drop_its_record() {
     let mut cancelled = rule("c", &["go"], vec![push("on", 1_000)]);
-    cancelled.cancel_on = pats(&["stop"]);
+    cancelled.options_mut().cancel_on = pats(&["stop"]).into();
     let mut restarted = rule("r", &["go"], vec![push("on", 1_000)]);
     restarted.concurrency = Concurrency::Restart;
     let mut h = H::new(vec![cancelled, restarted]).manual();
@@ -2154,7 +2154,7 @@ fn a_backlog_step_queued_at_stop_keeps_its_record_and_one_still_waiting_too() {
 #[test]
 fn the_due_backlog_holds_one_entry_per_waiting_run_whatever_the_churn() {
     let mut c = rule("c", &["go"], vec![push("on", 1_000)]);
-    c.cancel_on = pats(&["stop"]);
+    c.options_mut().cancel_on = pats(&["stop"]).into();
     let mut h = H::new(vec![c]).manual();
     for round in 0..100u64 {
         h.event("go");
@@ -2251,9 +2251,11 @@ fn reload_keeps_a_run_whose_step_is_unchanged() {
 #[test]
 fn reload_ends_a_run_whose_step_changed_or_went() {
     let mut changed = hazards();
-    changed.steps[1] = push("left", 30_000);
+    Arc::make_mut(&mut changed.steps)[1] = push("left", 30_000);
     let mut shorter = hazards();
-    shorter.steps.truncate(1);
+    let mut steps = shorter.steps.to_vec();
+    steps.truncate(1);
+    shorter.steps = steps.into();
     for (rules, reason) in [
         (vec![changed], "fingerprint"),
         (vec![shorter], "step-gone"),
@@ -2287,7 +2289,7 @@ fn reload_lets_a_running_action_finish_and_takes_later_steps_from_the_new_bundle
     h.start(job);
     h.take();
     let mut later = hazards();
-    later.steps[1] = push("later", 5_000);
+    Arc::make_mut(&mut later.steps)[1] = push("later", 5_000);
     h.reload(vec![later]);
     assert!(h.take().is_empty());
     h.finish(job, Ok(()));
@@ -2309,7 +2311,7 @@ fn reload_lets_a_running_action_finish_and_takes_later_steps_from_the_new_bundle
     let job = h.last_job();
     h.start(job);
     let mut first = hazards();
-    first.steps[0] = push("left", 0);
+    Arc::make_mut(&mut first.steps)[0] = push("left", 0);
     h.reload(vec![first]);
     h.take();
     h.finish(job, Err("boom".into()));
@@ -2320,11 +2322,11 @@ fn reload_lets_a_running_action_finish_and_takes_later_steps_from_the_new_bundle
 #[test]
 fn reload_carries_cooldown_debounce_and_counters_and_a_lower_repeat_ends_the_run() {
     let mut r = other("a");
-    r.cooldown_ns = 10_000_000_000;
+    r.options_mut().cooldown_ns = 10_000_000_000;
     let mut h = H::new(vec![r.clone()]);
     h.event("x");
     let mut changed = r.clone();
-    changed.steps[0] = push("b", 0);
+    Arc::make_mut(&mut changed.steps)[0] = push("b", 0);
     h.reload(vec![changed]);
     h.take();
     h.event("x");
@@ -2332,12 +2334,12 @@ fn reload_carries_cooldown_debounce_and_counters_and_a_lower_repeat_ends_the_run
     assert_eq!(h.counters().dispatched, 1);
 
     let mut d = other("a");
-    d.debounce_ns = 1_000_000_000;
+    d.options_mut().debounce_ns = 1_000_000_000;
     let mut h = H::new(vec![d.clone()]);
     h.event("x");
     h.to(500);
     let mut d2 = d.clone();
-    d2.steps[0] = push("b", 0);
+    Arc::make_mut(&mut d2.steps)[0] = push("b", 0);
     h.reload(vec![d2]);
     h.to(2_000);
     let out = h.take();
@@ -2347,14 +2349,14 @@ fn reload_carries_cooldown_debounce_and_counters_and_a_lower_repeat_ends_the_run
     );
 
     let mut rep = other("a");
-    rep.repeat = Repeat {
+    rep.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 1_000_000_000,
     };
     let mut h = H::new(vec![rep.clone()]);
     h.event("x");
     h.take();
-    rep.repeat.count = 1;
+    rep.options_mut().repeat.count = 1;
     h.reload(vec![rep]);
     assert_eq!(h.take(), lines(&["0 run-end other#t-1 done"]));
     assert_eq!(h.counters().pending, 0);
@@ -2369,7 +2371,7 @@ fn reload_starts_a_queue_rules_held_trigger_when_it_ends_the_run() {
     h.event("alarm.triggered");
     h.take();
     let mut changed = q;
-    changed.steps[1] = push("left", 30_000);
+    Arc::make_mut(&mut changed.steps)[1] = push("left", 30_000);
     let summary = h.reload(vec![changed.clone()]);
     assert_eq!(summary.changed, ["hazards"]);
     assert_eq!(
@@ -2388,7 +2390,7 @@ fn reload_starts_a_queue_rules_held_trigger_when_it_ends_the_run() {
     h.event("alarm.triggered");
     let mut restart = changed;
     restart.concurrency = Concurrency::Restart;
-    restart.steps[1] = push("right", 30_000);
+    Arc::make_mut(&mut restart.steps)[1] = push("right", 30_000);
     h.reload(vec![restart]);
     h.take();
     assert_eq!(h.counters().runs_active, 0);

@@ -42,9 +42,9 @@ fn battery(when: Program) -> Rule {
         vec![TopicPattern::parse("battery.charge.changed").unwrap()],
         vec![step],
     );
-    rule.when = Some(when);
-    rule.hold_ns = FOR_NS;
-    rule.cancel_on = vec![TopicPattern::parse("battery.removed").unwrap()];
+    rule.when = Some(Box::new(when));
+    rule.options_mut().hold_ns = FOR_NS;
+    rule.options_mut().cancel_on = vec![TopicPattern::parse("battery.removed").unwrap()].into();
     rule
 }
 
@@ -285,7 +285,7 @@ fn a_cancel_on_event_ends_a_hold_and_re_arms_a_rule_that_fired() {
 #[test]
 fn a_hold_suppressed_by_cooldown_still_counts_as_a_fire() {
     let mut rule = battery(data_low());
-    rule.cooldown_ns = 60_000_000_000;
+    rule.options_mut().cooldown_ns = 60_000_000_000;
     let mut h = H::new(rule);
     h.reading(0, json!(19));
     h.to(5_000);
@@ -322,7 +322,7 @@ fn a_restart_re_arms_and_a_stop_drops_the_hold() {
 #[test]
 fn without_for_a_rule_fires_on_every_true_event() {
     let mut rule = battery(data_low());
-    rule.hold_ns = 0;
+    rule.options_mut().hold_ns = 0;
     let mut h = H::new(rule);
     h.reading(0, json!(19));
     h.reading(2_000, json!(19));

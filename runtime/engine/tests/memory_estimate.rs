@@ -95,11 +95,12 @@ fn varied(n: usize) -> Payload {
                 topic("alarm.triggered"),
             ];
             let mut rule = Rule::new(format!("varied-rule-{i}"), "varied.toml", on, steps);
-            rule.cancel_on = vec![topic("alarm.disarmed"), topic(&format!("device.{i}.*"))];
-            rule.when = Some(when.clone());
+            rule.options_mut().cancel_on =
+                vec![topic("alarm.disarmed"), topic(&format!("device.{i}.*"))].into();
+            rule.when = Some(Box::new(when.clone()));
             rule.enabled = i % 7 != 0;
             if i % 3 == 0 {
-                rule.repeat = Repeat {
+                rule.options_mut().repeat = Repeat {
                     count: 3,
                     every_ns: 2_000_000_000,
                 };

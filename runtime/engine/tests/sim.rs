@@ -6,6 +6,7 @@ use rulecore::bundle::{Action, Repeat, Rule, Step};
 use rulecore::bytecode::{Op, Program};
 use ruled_engine::sim::{parse, simulate, LineKind, LineReason, Outcome, Timeline};
 use ruled_engine::{EndReason, NoteReason};
+use std::sync::Arc;
 
 mod support;
 use support::{go, pats, payload, push};
@@ -28,7 +29,7 @@ fn hazards_pushing(later: &str) -> Rule {
         pats(&["alarm.triggered"]),
         vec![push("both", 0), push(later, 30_000)],
     );
-    rule.cancel_on = pats(&["alarm.disarmed"]);
+    rule.options_mut().cancel_on = pats(&["alarm.disarmed"]).into();
     rule
 }
 
@@ -166,9 +167,9 @@ fn changed_rules_after_a_restart_drop_the_record_by_fingerprint() {
 #[test]
 fn same_instant_order_is_clock_state_fail_restart_event_after_due_deadlines() {
     let mut gated = go("gated", vec![push("x", 0)]);
-    gated.when = Some(Program {
+    gated.when = Some(Box::new(Program {
         ops: vec![Op::State(0), Op::Const(0), Op::Eq],
-    });
+    }));
     // The event is listed first but the state at the same instant applies
     // before it; the fail too.
     let out = run(
@@ -224,7 +225,7 @@ fn deadlines_due_at_an_entry_come_before_it() {
 #[test]
 fn state_changes_while_down_are_read_at_start() {
     let mut r = hazards();
-    r.steps[1].when = Some(Program {
+    Arc::make_mut(&mut r.steps)[1].when = Some(Program {
         ops: vec![Op::State(0), Op::Const(0), Op::Eq],
     });
     let out = run(
@@ -471,7 +472,9 @@ fn a_fail_step_out_of_range_or_an_empty_window_is_refused() {
     assert_eq!(refused(vec![hazards()], "step = 1", None), None);
     // A step the rule has only after the restart counts.
     let mut longer = hazards();
-    longer.steps.push(push("again", 0));
+    let mut steps = longer.steps.to_vec();
+    steps.push(push("again", 0));
+    longer.steps = steps.into();
     assert_eq!(
         refused(vec![hazards()], "step = 2", Some(vec![longer])),
         None
@@ -577,7 +580,7 @@ fn bad_timelines_are_refused() {
 #[test]
 fn fail_targets_a_step_and_ends_at_until() {
     let mut r = hazards();
-    r.steps[1].after_ns = 1_000_000_000;
+    Arc::make_mut(&mut r.steps)[1].after_ns = 1_000_000_000;
     let out = run(
         vec![r],
         r#"
@@ -612,12 +615,12 @@ fn fail_targets_a_step_and_ends_at_until() {
 #[test]
 fn a_repeat_gap_and_a_debounce_window_do_not_survive_a_restart() {
     let mut rep = go("rep", vec![push("x", 0)]);
-    rep.repeat = Repeat {
+    rep.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 2_000_000_000,
     };
     let mut deb = go("deb", vec![push("y", 0)]);
-    deb.debounce_ns = 3_000_000_000;
+    deb.options_mut().debounce_ns = 3_000_000_000;
     let out = run(
         vec![rep, deb],
         r#"
@@ -652,7 +655,8 @@ fn can_actions_show_iface_id_and_data() {
             data: vec![0x01, 0xFF],
         }),
         0,
-    )];
+    )]
+    .into();
     let out = run(
         vec![r],
         "[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n",
@@ -752,21 +756,21 @@ fn can() -> Step {
 /// Timelines that between them make every kind and every reason.
 fn every_kind_outcomes() -> Vec<Outcome> {
     let mut gate = go("gate", vec![push("g", 1_000)]);
-    gate.steps[0].when = Some(Program {
+    Arc::make_mut(&mut gate.steps)[0].when = Some(Program {
         ops: vec![Op::State(0), Op::Const(0), Op::Eq],
     });
-    gate.on = pats(&["gate"]);
+    gate.on = pats(&["gate"]).into();
     let mut dropper = go("dropper", vec![push("d", 5_000)]);
-    dropper.on = pats(&["d"]);
+    dropper.on = pats(&["d"]).into();
     dropper.concurrency = rulecore::bundle::Concurrency::Drop;
     let mut queuer = go("queuer", vec![push("q", 5_000)]);
-    queuer.on = pats(&["q"]);
+    queuer.on = pats(&["q"]).into();
     queuer.concurrency = rulecore::bundle::Concurrency::Queue;
     let mut cool = go("cool", vec![push("c", 0)]);
-    cool.on = pats(&["c"]);
-    cool.cooldown_ns = 10_000_000_000;
+    cool.on = pats(&["c"]).into();
+    cool.options_mut().cooldown_ns = 10_000_000_000;
     let mut shell = go("shell", vec![exec("/bin/true"), can()]);
-    shell.on = pats(&["x"]);
+    shell.on = pats(&["x"]).into();
     let failing = go("failing", vec![push("f", 0)]);
     let main = run(
         vec![hazards(), gate, dropper, queuer, cool, shell, failing],
@@ -822,7 +826,9 @@ fn every_kind_outcomes() -> Vec<Outcome> {
     let mut gone = hazards();
     gone.name = "gone".into();
     let mut short_after = short.clone();
-    short_after.steps.truncate(1);
+    let mut steps = short_after.steps.to_vec();
+    steps.truncate(1);
+    short_after.steps = steps.into();
     let changed = run(
         vec![hazards(), short, gone],
         "[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n[[restart]]\nat = \"1s\"\ndown = \"1s\"\n",

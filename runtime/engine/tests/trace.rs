@@ -10,6 +10,7 @@ use ruled_engine::{
     Effect, Engine, EngineConfig, Now, PendingRecord, RuleTrace, SubmitOutcome, Time, TimeStyle,
     WhenTrace,
 };
+use std::sync::Arc;
 
 mod support;
 use support::{go as rule, pats, payload, push};
@@ -91,10 +92,10 @@ impl Harness {
 #[test]
 fn a_false_step_when_a_refused_trigger_and_a_cooldown_show_in_the_traces() {
     let mut steps = rule("steps", vec![push("both", 0), push("off", 10_000)]);
-    steps.steps[1].when = Some(when_parked());
+    Arc::make_mut(&mut steps.steps)[1].when = Some(when_parked());
     steps.concurrency = Concurrency::Queue;
     let mut cool = rule("cool", vec![push("x", 0)]);
-    cool.cooldown_ns = 60_000_000_000;
+    cool.options_mut().cooldown_ns = 60_000_000_000;
     let config = EngineConfig {
         queue_backlog: 1,
         ..EngineConfig::default()
@@ -173,9 +174,9 @@ fn a_false_step_when_a_refused_trigger_and_a_cooldown_show_in_the_traces() {
 fn errors_are_kept_with_their_text_and_a_rule_keeps_its_last_runs() {
     let mut broken = rule("broken", vec![push("x", 0)]);
     // `!topic`: a type error at run time.
-    broken.when = Some(Program {
+    broken.when = Some(Box::new(Program {
         ops: vec![Op::Field(rulecore::bytecode::EventField::Topic), Op::Not],
-    });
+    }));
     let fails = rule("fails", vec![push("x", 0)]);
     let config = EngineConfig {
         traces: 2,
@@ -280,7 +281,7 @@ fn traces_off_keep_nothing() {
     let mut h = Harness::new(
         vec![rule("r", vec![push("x", 0)]), {
             let mut quiet = rule("quiet", vec![push("x", 0)]);
-            quiet.on = pats(&["other"]);
+            quiet.on = pats(&["other"]).into();
             quiet
         }],
         EngineConfig::default(),

@@ -208,7 +208,7 @@ fn live_patterns<'p, L: Fn(usize) -> bool>(
         .filter(move |(index, _)| live(*index as usize))
         .flat_map(|(rule, r)| {
             (0u32..)
-                .zip(r.on.iter().chain(r.cancel_on.iter()))
+                .zip(r.on.iter().chain(r.cancel_on().iter()))
                 .map(move |(slot, pattern)| (TopicAt { rule, slot }, pattern))
         })
 }
@@ -222,10 +222,10 @@ fn topic(payload: &Payload, at: TopicAt) -> &str {
     let slot = at.slot as usize;
     let pattern = match slot.checked_sub(rule.on.len()) {
         None => rule.on.get(slot),
-        Some(cancel) => rule.cancel_on.get(cancel),
+        Some(cancel) => rule.cancel_on().get(cancel),
     };
     match pattern {
-        Some(TopicPattern::Exact(topic)) => topic,
+        Some(TopicPattern::Exact(topic)) => &**topic,
         _ => "",
     }
 }
@@ -591,7 +591,7 @@ mod tests {
                     on.iter().map(|t| p(t)).collect(),
                     vec![step],
                 );
-                rule.cancel_on = cancel_on.iter().map(|t| p(t)).collect();
+                rule.options_mut().cancel_on = cancel_on.iter().map(|t| p(t)).collect();
                 rule
             })
             .collect();

@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::sync::Arc;
 use support::bundles::{self, hazards, payload, single};
 use support::{list, now_ms, poll, wait_for, RedisServer, Ruled, Setup};
 
@@ -190,7 +191,8 @@ fn cancel_on_stops_the_waiting_step() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let mut rule = hazards(3_000);
-    rule.cancel_on = vec![rulecore::TopicPattern::parse("alarm.disarmed").unwrap()];
+    rule.options_mut().cancel_on =
+        vec![rulecore::TopicPattern::parse("alarm.disarmed").unwrap()].into();
     let bundle = bundles::write(dir.path(), "b", &single(rule));
     let ruled = Ruled::ready(&redis, &bundle, &[]);
     publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
@@ -321,7 +323,7 @@ fn changed_fingerprint_drops_the_record() {
     let dir = tempfile::tempdir().unwrap();
     let old = bundles::write(dir.path(), "old", &single(hazards(5_000)));
     let mut changed = hazards(5_000);
-    changed.steps[1] = bundles::redis_step("scooter:blinker", "left", 5_000);
+    Arc::make_mut(&mut changed.steps)[1] = bundles::redis_step("scooter:blinker", "left", 5_000);
     let new = bundles::write(dir.path(), "new", &single(changed));
 
     let mut ruled = Ruled::ready(&redis, &old, &[]);
@@ -463,7 +465,7 @@ fn idle_costs_nothing() {
     let (program, consts) = bundles::state_equals("parked");
     let mut disabled = hazards(300);
     disabled.enabled = false;
-    disabled.when = Some(program);
+    disabled.when = Some(Box::new(program));
     let pairs = vec![StatePair {
         hash: "vehicle".into(),
         field: "state".into(),
@@ -501,7 +503,7 @@ fn when_parked() -> rulecore::bundle::Payload {
         &["seat.opened"],
         vec![bundles::redis_step("parked", "yes", 0)],
     );
-    conditioned.when = Some(program);
+    conditioned.when = Some(Box::new(program));
     let marker = bundles::rule(
         "marker",
         &["seat.opened"],
@@ -1207,13 +1209,13 @@ fn pending_counts_debounce_windows_and_repeat_gaps() {
         &["d.go"],
         vec![bundles::redis_step("debounced", "x", 0)],
     );
-    debounced.debounce_ns = 60_000 * bundles::MS;
+    debounced.options_mut().debounce_ns = 60_000 * bundles::MS;
     let mut repeated = bundles::rule(
         "repeated",
         &["r.go"],
         vec![bundles::redis_step("repeated", "x", 0)],
     );
-    repeated.repeat = rulecore::bundle::Repeat {
+    repeated.options_mut().repeat = rulecore::bundle::Repeat {
         count: 2,
         every_ns: 60_000 * bundles::MS,
     };
@@ -1421,7 +1423,7 @@ fn durable_record_is_removed_before_its_action() {
 #[test]
 fn last_fire_is_the_last_trigger_past_the_cooldown() {
     let mut rule = bundles::rule("cool", &["go"], vec![bundles::redis_step("cool", "x", 0)]);
-    rule.cooldown_ns = 60_000 * bundles::MS;
+    rule.options_mut().cooldown_ns = 60_000 * bundles::MS;
     let Setup {
         redis,
         dir: _dir,

@@ -20,7 +20,7 @@ fn recording(dir: &Path, topic: &str, inputs: Vec<Input>) -> Payload {
         &format!("cat >> {0}\necho >> {0}", out.display()),
     );
     let mut rule = rule("record", &[topic], vec![exec_step(&command, 5_000, 0)]);
-    rule.inputs = (0..inputs.len()).map(|i| i as u32).collect();
+    rule.options_mut().inputs = (0..inputs.len()).map(|i| i as u32).collect();
     let mut payload = single(rule);
     payload.inputs = inputs;
     payload

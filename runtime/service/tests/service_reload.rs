@@ -8,6 +8,7 @@ mod support;
 use nix::sys::signal::Signal;
 use rulecore::bundle::{Payload, Rule, StatePair};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use support::bundles::{self, hazards, payload, redis_step, rule, state_equals};
 use support::{replace_by_rename, wait_for, RedisServer, Ruled};
 
@@ -72,7 +73,7 @@ fn unrelated_change(hazards_rule: Rule) -> Payload {
         &["button.*"],
         vec![redis_step("scooter:horn", "honk", 0)],
     );
-    horn.when = Some(when);
+    horn.when = Some(Box::new(when));
     let pairs = vec![StatePair {
         hash: "vehicle".into(),
         field: "state".into(),
@@ -162,7 +163,7 @@ fn sighup_reloads_keeping_unchanged_waits_and_ending_changed_ones() {
     assert_eq!(publish(&redis, "alarm.triggered"), 1);
     wait_for("the second run's record", || pending(&redis).len() == 1);
     let mut changed = hazards(WAIT_MS);
-    changed.steps[1] = redis_step("scooter:blinker", "left", WAIT_MS);
+    Arc::make_mut(&mut changed.steps)[1] = redis_step("scooter:blinker", "left", WAIT_MS);
     reload(
         &ruled,
         &bundle,

@@ -227,12 +227,12 @@ fn scaled(d: Dur) -> Dur {
 /// turned into recorders in `dir`, fingerprints recomputed.
 fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
     for rule in &mut payload.rules {
-        rule.cooldown_ns = scaled_ns(rule.cooldown_ns);
-        rule.debounce_ns = scaled_ns(rule.debounce_ns);
-        rule.repeat.every_ns = scaled_ns(rule.repeat.every_ns);
-        for (index, step) in rule.steps.iter_mut().enumerate() {
+        rule.options_mut().cooldown_ns = scaled_ns(rule.cooldown_ns());
+        rule.options_mut().debounce_ns = scaled_ns(rule.debounce_ns());
+        rule.options_mut().repeat.every_ns = scaled_ns(rule.repeat().every_ns);
+        for (index, step) in Arc::make_mut(&mut rule.steps).iter_mut().enumerate() {
             step.after_ns = scaled_ns(step.after_ns);
-            let (tag, timeout_ns) = match &step.action {
+            let (tag, timeout_ns) = match &*step.action {
                 Action::Redis { .. } => continue,
                 Action::Exec {
                     command,
@@ -252,10 +252,10 @@ fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
                     (tag, 10_000_000_000)
                 }
             };
-            step.action = Action::Exec {
+            step.action = Arc::new(Action::Exec {
                 command: recorder(dir, &rule.name, index, &tag, action_time_ns),
                 timeout_ns: scaled_ns(timeout_ns),
-            };
+            });
         }
     }
     payload.refresh_fingerprints();
@@ -439,14 +439,14 @@ struct Failing {
 fn failing(fail: &sim::FailEntry, payloads: &[&Payload]) -> Failing {
     let mut out = Failing::default();
     for payload in payloads {
-        for rule in payload.rules.iter().filter(|r| r.name == fail.rule) {
+        for rule in payload.rules.iter().filter(|r| *r.name == *fail.rule) {
             for (index, step) in rule.steps.iter().enumerate() {
                 let index = u32::try_from(index).expect("step index");
                 if fail.step.is_some_and(|s| s != index) {
                     continue;
                 }
-                out.steps.insert((rule.name.clone(), index));
-                match &step.action {
+                out.steps.insert((rule.name.to_string(), index));
+                match &*step.action {
                     Action::Redis { list, .. } => {
                         out.lists.insert(list.clone());
                     }

@@ -93,7 +93,7 @@ pub fn simulate_reloading(
         let steps = std::iter::once(&payload)
             .chain(after_restart.as_ref())
             .chain(reloads.iter())
-            .filter_map(|payload| payload.rules.iter().find(|rule| rule.name == fail.rule))
+            .filter_map(|payload| payload.rules.iter().find(|rule| *rule.name == *fail.rule))
             .map(|rule| rule.steps.len())
             .max();
         match (steps, fail.step) {

@@ -297,12 +297,7 @@ fn phase_json(line: &mut Value, phase: RunPhase) {
 }
 
 fn no_rule(engine: &Engine, name: &str) -> String {
-    let names: Vec<&str> = engine
-        .payload()
-        .rules
-        .iter()
-        .map(|r| r.name.as_str())
-        .collect();
+    let names: Vec<&str> = engine.payload().rules.iter().map(|r| &*r.name).collect();
     match rulecore::suggest::did_you_mean(name, &names) {
         Some(near) => format!("the bundle has no rule `{name}`; did you mean `{near}`?"),
         None => format!("the bundle has no rule `{name}`"),

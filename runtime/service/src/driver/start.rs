@@ -376,7 +376,7 @@ pub(super) fn subscriptions_for(
 /// the values seeded at start.
 pub(super) fn watched_hashes(engine: &Engine) -> BTreeSet<String> {
     let any_live = (engine.payload().rules.iter().enumerate()).any(|(index, rule)| {
-        engine.is_enabled(index) && !(rule.on.is_empty() && rule.cancel_on.is_empty())
+        engine.is_enabled(index) && !(rule.on.is_empty() && rule.cancel_on().is_empty())
     });
     if !any_live {
         return BTreeSet::new();

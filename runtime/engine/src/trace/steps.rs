@@ -1,0 +1,102 @@
+//! A run trace's step records, oldest first. Most runs have one step: its
+//! record is kept inline, so tracing a run allocates nothing for it
+//! (starting a run is on the event path, docs/engine.md#the-48-mb-box).
+
+use super::StepRecord;
+
+#[derive(Debug, Default)]
+pub(super) struct StepRecords {
+    first: Option<StepRecord>,
+    /// The records after `first`; empty while `first` is `None`.
+    rest: Vec<StepRecord>,
+}
+
+impl StepRecords {
+    pub fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    pub fn last(&self) -> Option<&StepRecord> {
+        self.rest.last().or(self.first.as_ref())
+    }
+
+    pub fn last_mut(&mut self) -> Option<&mut StepRecord> {
+        match self.rest.last_mut() {
+            Some(last) => Some(last),
+            None => self.first.as_mut(),
+        }
+    }
+
+    /// The record of `step` on `pass`: the latest, or a new one after it,
+    /// the oldest going first when `max` are kept; `true` when one went.
+    pub fn at(&mut self, step: u32, pass: u32, max: usize) -> (&mut StepRecord, bool) {
+        let current = self
+            .last()
+            .is_some_and(|last| last.step == step && last.pass == pass);
+        let mut dropped = false;
+        if !current {
+            if self.len() >= max {
+                self.drop_oldest();
+                dropped = true;
+            }
+            if self.first.is_some() {
+                // Exactly what is kept: a second step is rare enough.
+                self.rest.reserve_exact(1);
+                self.rest.push(StepRecord::new(step, pass));
+            } else {
+                self.first = Some(StepRecord::new(step, pass));
+            }
+        }
+        let record = match self.rest.len() {
+            0 => self
+                .first
+                .get_or_insert_with(|| StepRecord::new(step, pass)),
+            len => &mut self.rest[len - 1],
+        };
+        (record, dropped)
+    }
+
+    /// Drops the oldest record.
+    pub fn drop_oldest(&mut self) {
+        self.first = if self.rest.is_empty() {
+            None
+        } else {
+            Some(self.rest.remove(0))
+        };
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &StepRecord> {
+        self.first.iter().chain(&self.rest)
+    }
+
+    /// The bytes allocated beyond the inline record.
+    pub fn allocated(&self) -> usize {
+        self.rest.capacity() * std::mem::size_of::<StepRecord>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_record_is_inline_and_the_order_holds() {
+        let mut steps = StepRecords::default();
+        assert!(steps.last().is_none() && steps.len() == 0);
+        steps.at(0, 0, 3);
+        assert_eq!((steps.len(), steps.allocated()), (1, 0));
+        steps.at(0, 0, 3).0.end = None;
+        assert_eq!(steps.len(), 1);
+        steps.at(1, 0, 3);
+        steps.at(2, 0, 3);
+        // A fourth with three kept drops the oldest.
+        assert!(steps.at(3, 0, 3).1);
+        steps.drop_oldest();
+        let order: Vec<u32> = steps.iter().map(|s| s.step).collect();
+        assert_eq!(order, [2, 3]);
+        assert_eq!(steps.last_mut().map(|s| s.step), Some(3));
+        steps.drop_oldest();
+        steps.drop_oldest();
+        assert_eq!(steps.len(), 0);
+    }
+}
