@@ -123,7 +123,7 @@ impl std::fmt::Debug for Commands {
 
 impl Commands {
     /// Sends `command` (`SUBSCRIBE`, `PUNSUBSCRIBE`, ...) for `names`, in
-    /// as many commands of at most [`NAMES_PER_COMMAND`] names as it takes
+    /// as many commands of at most `NAMES_PER_COMMAND` (1,024) names as it takes
     /// (none for no names: an empty `UNSUBSCRIBE` would drop every channel).
     pub async fn send_chunked<'a>(
         &self,

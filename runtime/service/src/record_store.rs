@@ -389,7 +389,7 @@ impl StoreOp {
 
 /// Every rule's statistics, for a full write of `NS:rules`: the loaded
 /// payload (the rules' names) and the statistics in the same order. The
-/// writer formats [`RULE_STATS_CHUNK`] fields at a time, so the whole
+/// writer formats `RULE_STATS_CHUNK` (1,024) fields at a time, so the whole
 /// hash (about 150 bytes a rule as field strings and again as the encoded
 /// command) is never held at once.
 #[derive(Debug)]

@@ -225,7 +225,7 @@ fn topic(payload: &Payload, at: TopicAt) -> &str {
         Some(cancel) => rule.cancel_on().get(cancel),
     };
     match pattern {
-        Some(TopicPattern::Exact(topic)) => &**topic,
+        Some(TopicPattern::Exact(topic)) => topic,
         _ => "",
     }
 }
