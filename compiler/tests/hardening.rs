@@ -289,8 +289,17 @@ fn build_prints_the_memory_estimate_and_warns_over_the_budget() {
         "{stderr}"
     );
     assert!(!stderr.contains("warning:"), "{stderr}");
-    // About 310 bytes per such rule once loaded: 60,000 are over 16 MiB.
-    let body: String = (0..60_000).map(|i| rule(&format!("r{i}"), "")).collect();
+    // Each rule pushes its own value, so no two share a step: about 420
+    // bytes per rule once loaded (docs/engine.md#the-48-mb-box), and
+    // 60,000 are over 16 MiB. Rules that share one step cost less than
+    // 300 bytes and would need about twice as many.
+    let body: String = (0..60_000)
+        .map(|i| {
+            format!(
+                "[[rule]]\nname = \"r{i}\"\non = [\"a\"]\n[[rule.step]]\ndo = \"redis\"\nlist = \"l\"\npush = \"p{i}\"\n"
+            )
+        })
+        .collect();
     std::fs::write(dir.path().join("rules/big.toml"), body).unwrap();
     let out = rulec(
         dir.path(),

@@ -61,7 +61,6 @@ use rule_state::{Debounce, Fired, RuleState};
 use rulecore::bundle::{Concurrency, Payload, Rule, Step};
 use rulecore::bytecode::Program;
 use rulecore::event::Event;
-use rulecore::topic::TopicPattern;
 use rulecore::vm::eval_bool;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -332,23 +331,6 @@ impl Engine {
 
     pub fn payload(&self) -> &Arc<Payload> {
         &self.payload
-    }
-
-    /// Every `on` and `cancel-on` pattern of the live rules, deduplicated
-    /// and sorted: what the service subscribes to (docs/semantics.md#events).
-    pub fn live_patterns(&self) -> Vec<TopicPattern> {
-        let mut patterns: Vec<TopicPattern> = self
-            .payload
-            .rules
-            .iter()
-            .zip(&self.rules)
-            .filter(|(_, state)| state.enabled)
-            .map(|(rule, _)| rule)
-            .flat_map(|rule| rule.on.iter().chain(rule.cancel_on().iter()).cloned())
-            .collect();
-        patterns.sort();
-        patterns.dedup();
-        patterns
     }
 
     // ----- inputs -------------------------------------------------------

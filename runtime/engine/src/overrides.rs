@@ -67,8 +67,8 @@ pub struct UnknownRule(pub String);
 impl Engine {
     /// Turns rule `name` on or off from now on. Its live run (if any) is
     /// left to finish; a held debounce, a running hold and a `queue`
-    /// backlog are dropped when it goes off. The service subscribes to what
-    /// [`Engine::live_patterns`] says afterwards.
+    /// backlog are dropped when it goes off. The service then subscribes to
+    /// the patterns of the rules [`Engine::is_enabled`] says are on.
     pub fn set_enabled(&mut self, name: &str, enabled: bool) -> Result<EnableChange, UnknownRule> {
         let rule = self
             .rule_index(name)

@@ -37,16 +37,14 @@ pub const TRACE_ERROR_MAX: usize = 1024;
 pub const TRACE_STEPS_MAX: usize = 32;
 
 /// The event a trace holds: shared with the engine when small (taking it
-/// costs a reference count), else the start of its JSON; a finished run's
-/// shared event becomes its JSON when that is smaller and room is short.
+/// costs a reference count, and the trace frees it only when evicted),
+/// else the start of its JSON.
 #[derive(Debug)]
 pub(crate) enum TracedEvent {
     Shared {
         event: Arc<Event>,
         bytes: usize,
     },
-    /// The whole event's JSON.
-    Json(Box<str>),
     /// The first [`TRACE_EVENT_MAX`] bytes of the event's JSON.
     Cut(Box<str>),
 }
@@ -71,19 +69,7 @@ impl TracedEvent {
     fn heap(&self) -> usize {
         match self {
             Self::Shared { bytes, .. } => *bytes,
-            Self::Json(json) | Self::Cut(json) => json.len(),
-        }
-    }
-
-    /// Once its run ended, the trace is likely an event's last owner: its
-    /// JSON is several times smaller than the decoded event.
-    fn compact(&mut self) {
-        if let Self::Shared { event, bytes } = self {
-            if let Ok(json) = serde_json::to_string(&**event) {
-                if json.len() < *bytes {
-                    *self = Self::Json(json.into_boxed_str());
-                }
-            }
+            Self::Cut(json) => json.len(),
         }
     }
 }
@@ -478,17 +464,14 @@ impl Traces {
     }
 
     /// The run ended: its reason, also the end of the step it was at when
-    /// that step has none yet. Once the traces hold half their budget, the
-    /// run's event is compacted: serialising costs more than the rest of
-    /// the trace, and is only worth it when room runs short.
+    /// that step has none yet. The event stays shared: turning it into
+    /// JSON here cost more than the rest of the trace on every run, and
+    /// the room it saved kept only about a tenth more traces
+    /// (docs/engine.md#the-48-mb-box).
     pub(crate) fn run_ended(&mut self, rule: usize, serial: u64, now: Time, reason: EndReason) {
         self.seen(now);
-        let compact = self.bytes() > self.budget / 2;
         self.update_run(rule, serial, |run| {
             run.end = Some((now, reason));
-            if compact {
-                run.event.compact();
-            }
             if let Some(step) = run.steps.last_mut().filter(|step| step.end.is_none()) {
                 step.end = Some((now, reason, None));
             }
@@ -736,9 +719,27 @@ mod tests {
         });
         match TracedEvent::new(&big) {
             TracedEvent::Cut(json) => assert!(json.len() <= TRACE_EVENT_MAX && json.len() > 4000),
-            TracedEvent::Shared { .. } | TracedEvent::Json(_) => panic!("not cut"),
+            TracedEvent::Shared { .. } => panic!("not cut"),
         }
         assert_eq!(cut("aé", 2), "a");
+    }
+
+    #[test]
+    fn a_finished_run_keeps_sharing_its_event_however_full_the_budget() {
+        // A budget this small is over half full with one trace: the end
+        // of a run still leaves its event shared, not turned into JSON.
+        let mut traces = Traces::new(5, 1024);
+        let id: Arc<str> = "r#1".into();
+        let shared = event("t");
+        traces.run_started(0, 1, &id, &shared, Time::ZERO, false);
+        assert!(traces.bytes() > 512, "{}", traces.bytes());
+        traces.run_ended(0, 1, Time::from_millis(5), EndReason::Done);
+        assert_eq!(Arc::strong_count(&shared), 2);
+        let view = traces
+            .view(0, "r", Time::from_millis(5), 5)
+            .unwrap_or_else(|| panic!("traced"));
+        assert_eq!(view.runs[0].event.as_ref(), Some(&*shared));
+        assert!(view.runs[0].end.is_some());
     }
 
     #[test]

@@ -33,6 +33,33 @@ const MAX_ELEMENTS: i64 = 16;
 /// queued in Redis before the first is read.
 const NAMES_PER_COMMAND: usize = 1024;
 
+/// A channel or glob name as sent: `prefix`, then `rest`. An event
+/// channel is `ev:` and a topic borrowed from the payload, so no name is
+/// built to subscribe it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Name<'a> {
+    pub prefix: &'static str,
+    pub rest: &'a str,
+}
+
+impl<'a> Name<'a> {
+    /// A name sent as it is.
+    pub fn plain(name: &'a str) -> Self {
+        Self {
+            prefix: "",
+            rest: name,
+        }
+    }
+}
+
+/// The next at most [`NAMES_PER_COMMAND`] of `names`, in `chunk`
+/// (emptied first); false when there are none.
+fn next_chunk<'a>(names: &mut impl Iterator<Item = Name<'a>>, chunk: &mut Vec<Name<'a>>) -> bool {
+    chunk.clear();
+    chunk.extend(names.take(NAMES_PER_COMMAND));
+    !chunk.is_empty()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PubSubError {
     #[error("{0}")]
@@ -96,20 +123,28 @@ impl std::fmt::Debug for Commands {
 
 impl Commands {
     /// Sends `command` (`SUBSCRIBE`, `PUNSUBSCRIBE`, ...) for `names`, in
-    /// as many commands of at most [`NAMES_PER_COMMAND`] names as it takes
+    /// as many commands of at most `NAMES_PER_COMMAND` (1,024) names as it takes
     /// (none for no names: an empty `UNSUBSCRIBE` would drop every channel).
-    pub async fn send_chunked(&self, command: &str, names: &[&str]) -> Result<(), PubSubError> {
-        for chunk in names.chunks(NAMES_PER_COMMAND) {
-            self.send_names(command, chunk).await?;
+    pub async fn send_chunked<'a>(
+        &self,
+        command: &str,
+        names: impl IntoIterator<Item = Name<'a>>,
+    ) -> Result<(), PubSubError> {
+        let mut names = names.into_iter();
+        let mut chunk = Vec::new();
+        while next_chunk(&mut names, &mut chunk) {
+            self.send_names(command, &chunk).await?;
         }
         Ok(())
     }
 
-    async fn send_names(&self, command: &str, names: &[&str]) -> Result<(), PubSubError> {
-        let mut args = Vec::with_capacity(names.len() + 1);
-        args.push(command.as_bytes());
-        args.extend(names.iter().map(|name| name.as_bytes()));
-        self.send(&args).await
+    async fn send_names(&self, command: &str, names: &[Name<'_>]) -> Result<(), PubSubError> {
+        let mut bytes = format!("*{}\r\n", names.len() + 1).into_bytes();
+        push_bulk(&mut bytes, &[command]);
+        for name in names {
+            push_bulk(&mut bytes, &[name.prefix, name.rest]);
+        }
+        self.write(&bytes).await
     }
 
     /// Sends one command (`SUBSCRIBE a b`, `PUNSUBSCRIBE x`, ...).
@@ -120,11 +155,25 @@ impl Commands {
             bytes.extend_from_slice(arg);
             bytes.extend_from_slice(b"\r\n");
         }
+        self.write(&bytes).await
+    }
+
+    async fn write(&self, bytes: &[u8]) -> Result<(), PubSubError> {
         let mut stream = self.0.lock().await;
-        stream.write_all(&bytes).await?;
+        stream.write_all(bytes).await?;
         stream.flush().await?;
         Ok(())
     }
+}
+
+/// Appends one bulk string, the concatenation of `parts`, to `bytes`.
+fn push_bulk(bytes: &mut Vec<u8>, parts: &[&str]) {
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    bytes.extend(format!("${len}\r\n").into_bytes());
+    for part in parts {
+        bytes.extend_from_slice(part.as_bytes());
+    }
+    bytes.extend_from_slice(b"\r\n");
 }
 
 impl std::fmt::Debug for PubSub {
@@ -144,11 +193,11 @@ impl PubSub {
     /// Connects to the server `info` names (over TLS with `tls` for a
     /// `rediss://` URL), authenticates, and subscribes to `channels` and
     /// `patterns`, waiting for every confirmation.
-    pub async fn open(
+    pub async fn open<'a>(
         info: &ConnectionInfo,
         tls: &Tls,
-        channels: &[&str],
-        patterns: &[&str],
+        channels: impl Iterator<Item = Name<'a>> + Send,
+        patterns: impl Iterator<Item = Name<'a>> + Send,
     ) -> Result<Self, PubSubError> {
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect(info.addr(), tls))
             .await
@@ -172,12 +221,19 @@ impl PubSub {
         // A command's confirmations are read before the next is sent, so
         // neither side holds more than one command's worth.
         let subscribe = async {
-            for (command, names) in [("SUBSCRIBE", channels), ("PSUBSCRIBE", patterns)] {
-                for chunk in names.chunks(NAMES_PER_COMMAND) {
-                    pubsub.commands.send_names(command, chunk).await?;
-                    for _ in chunk {
-                        pubsub.confirmation().await?;
-                    }
+            let mut chunk = Vec::new();
+            let mut channels = channels;
+            while next_chunk(&mut channels, &mut chunk) {
+                pubsub.commands.send_names("SUBSCRIBE", &chunk).await?;
+                for _ in &chunk {
+                    pubsub.confirmation().await?;
+                }
+            }
+            let mut patterns = patterns;
+            while next_chunk(&mut patterns, &mut chunk) {
+                pubsub.commands.send_names("PSUBSCRIBE", &chunk).await?;
+                for _ in &chunk {
+                    pubsub.confirmation().await?;
                 }
             }
             Ok::<(), PubSubError>(())

@@ -5,9 +5,10 @@
 use crate::connection::{describe, query, query_pipe, wake_commands};
 use crate::logging;
 use crate::namespace::Namespace;
+use crate::stats::RuleStatsTable;
 use redis::aio::ConnectionManager;
 use rulecore::bundle::Payload;
-use ruled_engine::{PendingRecord, RecordWrite, RuleStats};
+use ruled_engine::{PendingRecord, RecordWrite};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -388,13 +389,13 @@ impl StoreOp {
 
 /// Every rule's statistics, for a full write of `NS:rules`: the loaded
 /// payload (the rules' names) and the statistics in the same order. The
-/// writer formats [`RULE_STATS_CHUNK`] fields at a time, so the whole
+/// writer formats `RULE_STATS_CHUNK` (1,024) fields at a time, so the whole
 /// hash (about 150 bytes a rule as field strings and again as the encoded
 /// command) is never held at once.
 #[derive(Debug)]
 pub struct AllRules {
     pub payload: Arc<Payload>,
-    pub stats: Arc<Vec<RuleStats>>,
+    pub stats: Arc<RuleStatsTable>,
 }
 
 /// Fields of `NS:rules` per `HSET` (and per round trip) in a full write.
@@ -711,10 +712,10 @@ async fn write_all_rules(con: &mut ConnectionManager, keys: &Keys, all: &AllRule
     let mut pipe = redis::pipe();
     let mut written = vec![Written::RuleStats];
     pipe.cmd("DEL").arg(&keys.rules);
-    let rules = all.payload.rules.iter().zip(all.stats.iter());
+    let rules = (all.payload.rules.iter()).zip(all.stats.first(all.payload.rules.len()));
     let mut chunk = Vec::with_capacity(RULE_STATS_CHUNK);
     for (rule, stats) in rules {
-        chunk.push((&*rule.name, crate::stats::rule_stats_json(stats)));
+        chunk.push((&rule.name[..], crate::stats::rule_stats_json(&stats)));
         if chunk.len() == RULE_STATS_CHUNK {
             let full = std::mem::replace(&mut chunk, Vec::with_capacity(RULE_STATS_CHUNK));
             hset(&mut pipe, &keys.rules, full);

@@ -42,7 +42,7 @@ pub struct StatsPublisher {
     counters: Counters,
     /// Shared with a queued full write ([`AllRules`]), which formats its
     /// fields a chunk at a time from these.
-    rules: Arc<Vec<RuleStats>>,
+    rules: Arc<RuleStatsTable>,
     bundle_id: String,
     /// `state`, `pid`, `host`, `started-at`: written with every full write.
     owner: Owner,
@@ -60,7 +60,7 @@ impl StatsPublisher {
     pub fn new(engine: &Engine, bundle_id: String, owner: &Owner) -> Self {
         Self {
             counters: engine.counters(),
-            rules: Arc::new(all_rule_stats(engine)),
+            rules: Arc::new(RuleStatsTable::of(engine)),
             bundle_id,
             owner: owner.clone(),
             stale: false,
@@ -119,7 +119,7 @@ impl StatsPublisher {
     /// Writes the counters and every rule's statistics in full.
     pub fn write_all(&mut self, engine: &Engine, writer: &StoreWriter) {
         self.counters = engine.counters();
-        self.rules = Arc::new(all_rule_stats(engine));
+        self.rules = Arc::new(RuleStatsTable::of(engine));
         let mut fields = self.owner.fields();
         fields.extend(full_counters(&self.counters, &self.bundle_id));
         fields.push(("overflow", self.overflow.all()));
@@ -149,22 +149,8 @@ impl StatsPublisher {
             self.stale |= !writer.send(StoreOp::Counters(changed));
             self.counters = counters;
         }
-        let mut rules = Vec::new();
         // Copies the statistics only while a full write still holds them.
-        let written = Arc::make_mut(&mut self.rules);
-        for (index, (rule, old)) in engine
-            .payload()
-            .rules
-            .iter()
-            .zip(written.iter_mut())
-            .enumerate()
-        {
-            let current = engine.rule_stats(index).unwrap_or_default();
-            if current != *old {
-                rules.push((rule.name.to_string(), rule_stats_json(&current)));
-                *old = current;
-            }
-        }
+        let rules = Arc::make_mut(&mut self.rules).update(engine);
         if !rules.is_empty() {
             self.stale |= !writer.send(StoreOp::RuleStats(rules));
         }
@@ -179,10 +165,88 @@ impl StatsPublisher {
     }
 }
 
-fn all_rule_stats(engine: &Engine) -> Vec<RuleStats> {
-    (0..engine.payload().rules.len())
-        .map(|index| engine.rule_stats(index).unwrap_or_default())
-        .collect()
+/// The rule statistics last written, by rule index, of the rules whose
+/// statistics are not all zero: with 100,000 rules most never fire, and a
+/// full vector took 4 MB (40 bytes a rule).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleStatsTable {
+    /// Sorted by rule index, each index once.
+    entries: Vec<(usize, RuleStats)>,
+}
+
+impl RuleStatsTable {
+    /// The engine's statistics now.
+    pub fn of(engine: &Engine) -> Self {
+        let entries = (0..engine.payload().rules.len())
+            .filter_map(|index| {
+                let stats = engine.rule_stats(index).unwrap_or_default();
+                (stats != RuleStats::default()).then_some((index, stats))
+            })
+            .collect();
+        Self { entries }
+    }
+
+    /// The statistics of the first `count` rules, in rule order.
+    pub fn first(&self, count: usize) -> impl Iterator<Item = RuleStats> + '_ {
+        let mut entries = self.entries.iter().peekable();
+        (0..count).map(move |index| {
+            entries
+                .next_if(|(at, _)| *at == index)
+                .map_or_else(RuleStats::default, |(_, stats)| *stats)
+        })
+    }
+
+    /// Takes the engine's statistics now; returns the `NS:rules` fields of
+    /// the rules whose statistics changed.
+    fn update(&mut self, engine: &Engine) -> Vec<(String, String)> {
+        let names = engine.payload().rules.iter().map(|rule| &rule.name[..]);
+        self.take(names, |index| engine.rule_stats(index).unwrap_or_default())
+    }
+
+    /// [`Self::update`] for the rules named by `names`, in rule order,
+    /// whose statistics `stats` says.
+    fn take<'a>(
+        &mut self,
+        names: impl Iterator<Item = &'a str>,
+        stats: impl Fn(usize) -> RuleStats,
+    ) -> Vec<(String, String)> {
+        let mut fields = Vec::new();
+        let mut added = Vec::new();
+        let mut at = 0;
+        for (index, name) in names.enumerate() {
+            let current = stats(index);
+            // Past entries of rules no longer there (none: a reload writes
+            // all again).
+            while self
+                .entries
+                .get(at)
+                .is_some_and(|(entry, _)| *entry < index)
+            {
+                at += 1;
+            }
+            let old = match self.entries.get_mut(at) {
+                Some((entry, stats)) if *entry == index => {
+                    at += 1;
+                    stats
+                }
+                _ if current == RuleStats::default() => continue,
+                _ => {
+                    added.push((index, current));
+                    fields.push((name.to_string(), rule_stats_json(&current)));
+                    continue;
+                }
+            };
+            if current != *old {
+                fields.push((name.to_string(), rule_stats_json(&current)));
+                *old = current;
+            }
+        }
+        if !added.is_empty() {
+            self.entries.extend(added);
+            self.entries.sort_unstable_by_key(|(index, _)| *index);
+        }
+        fields
+    }
 }
 
 /// A rule's field in `NS:rules` (docs/semantics.md#counters).
@@ -254,5 +318,39 @@ mod tests {
         let full = full_counters(&new, "abc");
         assert_eq!(full.len(), 9);
         assert_eq!(full[8], ("bundle", "abc".to_string()));
+    }
+
+    fn ran(runs: u64, active: u64) -> RuleStats {
+        RuleStats {
+            runs_started: runs,
+            last_fire_ms: Some(1_000),
+            errors: 0,
+            active_runs: active,
+        }
+    }
+
+    #[test]
+    fn rule_statistics_keep_only_rules_that_ran_and_write_what_changed() {
+        let names = ["a", "b", "c", "d"];
+        let mut now = vec![RuleStats::default(); 4];
+        let mut table = RuleStatsTable::default();
+        let take = |table: &mut RuleStatsTable, now: &[RuleStats]| {
+            let fields = table.take(names.iter().copied(), |index| now[index]);
+            fields.into_iter().map(|(name, _)| name).collect::<Vec<_>>()
+        };
+        assert!(take(&mut table, &now).is_empty());
+        assert!(table.entries.is_empty());
+
+        now[2] = ran(1, 1);
+        assert_eq!(take(&mut table, &now), ["c"]);
+        now[0] = ran(1, 1);
+        now[2] = ran(1, 0);
+        now[3] = ran(2, 1);
+        assert_eq!(take(&mut table, &now), ["a", "c", "d"]);
+        assert!(take(&mut table, &now).is_empty());
+        let indices: Vec<usize> = table.entries.iter().map(|(index, _)| *index).collect();
+        assert_eq!(indices, [0, 2, 3]);
+        assert_eq!(table.first(4).collect::<Vec<_>>(), now);
+        assert_eq!(table.first(2).collect::<Vec<_>>(), now[..2]);
     }
 }

@@ -3,47 +3,66 @@
 //! after a lost connection.
 
 use crate::connection::Backoff;
-use crate::pubsub::{Commands, Delivery, PubSub, PubSubError, MAX_MESSAGE_BYTES};
+use crate::pubsub::{Commands, Delivery, Name, PubSub, PubSubError, MAX_MESSAGE_BYTES};
 use crate::tls::Tls;
+use rulecore::bundle::Payload;
 use rulecore::event::{Event, EventError};
 use rulecore::topic::{Subscription, TopicPattern, EVENT_CHANNEL_PREFIX};
 use std::collections::BTreeSet;
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// The longest topic handled (docs/service.md#subscriptions); vehicle
 /// topics are a few dozen bytes.
 const MAX_TOPIC_BYTES: usize = 1024;
 
+/// Where an exact topic sits in the payload: rule `rule`, pattern `slot`
+/// of its `on` patterns followed by its `cancel-on` patterns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TopicAt {
+    rule: u32,
+    slot: u32,
+}
+
 /// What to subscribe to: exact channels (SUBSCRIBE) and globs (PSUBSCRIBE).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// The event channels of exact topics, one per rule in a large bundle,
+/// are held as positions in the payload that owns their topics (8 bytes
+/// each, sorted by topic), never as copies: 100,000 of them as strings in
+/// a set took some 8 MB. The set keeps that payload alive while it is
+/// subscribed (until a reload's change is sent).
+#[derive(Debug, Clone, Default)]
 pub struct Subscriptions {
-    pub channels: BTreeSet<String>,
-    pub patterns: BTreeSet<String>,
+    /// The owner of `topics`' topics (`None` with no topics).
+    payload: Option<Arc<Payload>>,
+    /// Exact event topics, sorted by topic, each once; channel `ev:<topic>`.
+    topics: Box<[TopicAt]>,
+    /// Other channels, subscribed exactly: state hashes, input channels.
+    channels: BTreeSet<String>,
+    /// Globs (PSUBSCRIBE).
+    patterns: BTreeSet<String>,
 }
 
 impl Subscriptions {
-    /// The subscriptions for the live rules' `on` + `cancel-on` patterns
-    /// (docs/semantics.md#events) and the watched state hashes (docs/semantics.md#state).
+    /// The subscriptions for the `on` + `cancel-on` patterns of `payload`'s
+    /// rules that `live` says are on (docs/semantics.md#events), and the
+    /// `channels` subscribed as they are (watched state hashes,
+    /// docs/semantics.md#state, and input channels).
     ///
     /// Redis delivers a message once per matching subscription, so a topic
     /// covered by two subscriptions would reach the engine twice. Channels
     /// and globs that a broader glob already covers are therefore left out:
     /// every topic matches at most one subscription.
-    ///
-    /// `patterns` borrow from the payload (walked three times, never
-    /// copied): a copy of 100,000 rules' topics would cost megabytes for
-    /// a moment at every start.
-    pub fn compute<'a, I>(patterns: I, state_hashes: &BTreeSet<String>) -> Self
-    where
-        I: IntoIterator<Item = &'a TopicPattern>,
-        I::IntoIter: Clone,
-    {
-        let patterns = patterns.into_iter();
-        let any = patterns.clone().any(|p| matches!(p, TopicPattern::Any));
-        let mut prefixes: Vec<&str> = patterns
-            .clone()
-            .filter_map(|p| match p {
-                TopicPattern::Prefix(prefix) => Some(&**prefix),
+    pub fn compute(
+        payload: &Arc<Payload>,
+        live: impl Fn(usize) -> bool,
+        channels: BTreeSet<String>,
+    ) -> Self {
+        let patterns = || live_patterns(payload, &live);
+        let any = patterns().any(|(_, p)| matches!(p, TopicPattern::Any));
+        let mut prefixes: Vec<&str> = patterns()
+            .filter_map(|(_, p)| match p {
+                TopicPattern::Prefix(prefix) => Some(&prefix[..]),
                 _ => None,
             })
             .collect();
@@ -57,32 +76,159 @@ impl Subscriptions {
                 kept.push(prefix);
             }
         }
-        let covered = |pattern: &TopicPattern| match pattern {
-            TopicPattern::Any => false,
-            TopicPattern::Prefix(prefix) => !kept.contains(&&**prefix),
-            TopicPattern::Exact(topic) => kept.iter().any(|k| topic.starts_with(k)),
-        };
-        let mut out = Self::default();
-        let mut add = |pattern: &TopicPattern| match pattern.subscription() {
-            Subscription::Channel(channel) => out.channels.insert(channel),
-            Subscription::Pattern(glob) => out.patterns.insert(glob),
+        let mut out = Self {
+            channels,
+            ..Self::default()
         };
         if any {
-            add(&TopicPattern::Any);
-        } else {
-            patterns.filter(|p| !covered(p)).for_each(|p| {
-                add(p);
-            });
+            if let Subscription::Pattern(glob) = TopicPattern::Any.subscription() {
+                out.patterns.insert(glob);
+            }
+            return out;
         }
-        out.channels.extend(state_hashes.iter().cloned());
+        for prefix in &kept {
+            if let Subscription::Pattern(glob) =
+                TopicPattern::Prefix((*prefix).into()).subscription()
+            {
+                out.patterns.insert(glob);
+            }
+        }
+        let mut topics: Vec<TopicAt> = patterns()
+            .filter(|(_, p)| match p {
+                TopicPattern::Exact(topic) => !kept.iter().any(|k| topic.starts_with(k)),
+                _ => false,
+            })
+            .map(|(at, _)| at)
+            .collect();
+        topics.sort_unstable_by(|a, b| topic(payload, *a).cmp(topic(payload, *b)));
+        topics.dedup_by(|a, b| topic(payload, *a) == topic(payload, *b));
+        if !topics.is_empty() {
+            out.topics = topics.into_boxed_slice();
+            out.payload = Some(Arc::clone(payload));
+        }
+        // A channel named like a subscribed event channel is subscribed once.
+        let mut channels = std::mem::take(&mut out.channels);
+        channels.retain(|channel| {
+            channel
+                .strip_prefix(EVENT_CHANNEL_PREFIX)
+                .is_none_or(|t| out.find_topic(t).is_none())
+        });
+        out.channels = channels;
         out
     }
 
     pub fn is_empty(&self) -> bool {
-        self.channels.is_empty() && self.patterns.is_empty()
+        self.topics.is_empty() && self.channels.is_empty() && self.patterns.is_empty()
+    }
+
+    /// How many channels are subscribed exactly.
+    pub fn channel_count(&self) -> usize {
+        self.topics.len() + self.channels.len()
+    }
+
+    /// How many globs are subscribed.
+    pub fn pattern_count(&self) -> usize {
+        self.patterns.len()
+    }
+
+    /// Every channel subscribed exactly: event channels in topic order,
+    /// then the others.
+    pub fn channels(&self) -> impl Iterator<Item = Name<'_>> + Clone + Send {
+        let event = self.topics.iter().map(|at| Name {
+            prefix: EVENT_CHANNEL_PREFIX,
+            rest: self.topic(*at),
+        });
+        event.chain(self.channels.iter().map(|c| Name::plain(c)))
+    }
+
+    /// Every glob.
+    pub fn patterns(&self) -> impl Iterator<Item = Name<'_>> + Clone + Send {
+        self.patterns.iter().map(|p| Name::plain(p))
+    }
+
+    /// Whether channel `name` is subscribed exactly.
+    fn has_channel(&self, name: Name<'_>) -> bool {
+        let event_topic = if name.prefix == EVENT_CHANNEL_PREFIX {
+            Some(name.rest)
+        } else if name.prefix.is_empty() {
+            name.rest.strip_prefix(EVENT_CHANNEL_PREFIX)
+        } else {
+            None
+        };
+        if event_topic.is_some_and(|topic| self.find_topic(topic).is_some()) {
+            return true;
+        }
+        if name.prefix.is_empty() {
+            return self.channels.contains(name.rest);
+        }
+        // Compared in parts: no name is built for the lookup.
+        self.channels
+            .range::<str, _>((Bound::Included(name.prefix), Bound::Unbounded))
+            .take_while(|channel| channel.starts_with(name.prefix))
+            .any(|channel| &channel[name.prefix.len()..] == name.rest)
+    }
+
+    /// Whether glob `name` is subscribed.
+    fn has_pattern(&self, name: Name<'_>) -> bool {
+        name.prefix.is_empty() && self.patterns.contains(name.rest)
+    }
+
+    fn find_topic(&self, wanted: &str) -> Option<usize> {
+        self.topics
+            .binary_search_by(|at| self.topic(*at).cmp(wanted))
+            .ok()
+    }
+
+    fn topic(&self, at: TopicAt) -> &str {
+        self.payload
+            .as_deref()
+            .map_or("", |payload| topic(payload, at))
     }
 }
 
+/// The same channels and globs, wherever their names are held.
+impl PartialEq for Subscriptions {
+    fn eq(&self, other: &Self) -> bool {
+        self.channel_count() == other.channel_count()
+            && self.patterns == other.patterns
+            && self.channels().all(|name| other.has_channel(name))
+    }
+}
+
+impl Eq for Subscriptions {}
+
+/// The `on` and `cancel-on` patterns of the rules `live` says are on, with
+/// where each sits (repeats included).
+fn live_patterns<'p, L: Fn(usize) -> bool>(
+    payload: &'p Payload,
+    live: &'p L,
+) -> impl Iterator<Item = (TopicAt, &'p TopicPattern)> + 'p {
+    (0u32..)
+        .zip(&payload.rules)
+        .filter(move |(index, _)| live(*index as usize))
+        .flat_map(|(rule, r)| {
+            (0u32..)
+                .zip(r.on.iter().chain(r.cancel_on().iter()))
+                .map(move |(slot, pattern)| (TopicAt { rule, slot }, pattern))
+        })
+}
+
+/// The exact topic at `at` ("" for any other place: never the case for a
+/// place [`Subscriptions::compute`] took from the same payload).
+fn topic(payload: &Payload, at: TopicAt) -> &str {
+    let Some(rule) = payload.rules.get(at.rule as usize) else {
+        return "";
+    };
+    let slot = at.slot as usize;
+    let pattern = match slot.checked_sub(rule.on.len()) {
+        None => rule.on.get(slot),
+        Some(cancel) => rule.cancel_on().get(cancel),
+    };
+    match pattern {
+        Some(TopicPattern::Exact(topic)) => topic,
+        _ => "",
+    }
+}
 /// Opens a pub/sub connection ([`PubSub`]) to `client`'s server (over
 /// `tls` for a `rediss://` URL) and subscribes to `subs`.
 pub async fn open_pubsub(
@@ -90,9 +236,13 @@ pub async fn open_pubsub(
     tls: &Tls,
     subs: &Subscriptions,
 ) -> Result<PubSub, PubSubError> {
-    let channels: Vec<&str> = subs.channels.iter().map(String::as_str).collect();
-    let patterns: Vec<&str> = subs.patterns.iter().map(String::as_str).collect();
-    PubSub::open(client.get_connection_info(), tls, &channels, &patterns).await
+    PubSub::open(
+        client.get_connection_info(),
+        tls,
+        subs.channels(),
+        subs.patterns(),
+    )
+    .await
 }
 
 /// What the bus said.
@@ -243,21 +393,23 @@ impl SubscriptionHandle {
             }
             return;
         };
-        let diff = [
-            ("UNSUBSCRIBE", minus(&subscribed.channels, &next.channels)),
-            ("PUNSUBSCRIBE", minus(&subscribed.patterns, &next.patterns)),
-            ("SUBSCRIBE", minus(&next.channels, &subscribed.channels)),
-            ("PSUBSCRIBE", minus(&next.patterns, &subscribed.patterns)),
-        ];
-        for (command, names) in diff {
-            // An empty UNSUBSCRIBE would drop every channel.
-            if names.is_empty() {
-                continue;
-            }
-            if let Err(e) = commands.send_chunked(command, &names).await {
-                tracing::warn!("cannot change the subscription ({command}: {e}); it is reopened");
-            }
-        }
+        let (old, new) = (&**subscribed, &*next);
+        send_missing(commands, "UNSUBSCRIBE", old.channels(), |n| {
+            new.has_channel(n)
+        })
+        .await;
+        send_missing(commands, "PUNSUBSCRIBE", old.patterns(), |n| {
+            new.has_pattern(n)
+        })
+        .await;
+        send_missing(commands, "SUBSCRIBE", new.channels(), |n| {
+            old.has_channel(n)
+        })
+        .await;
+        send_missing(commands, "PSUBSCRIBE", new.patterns(), |n| {
+            old.has_pattern(n)
+        })
+        .await;
         *subscribed = next;
     }
 
@@ -267,12 +419,19 @@ impl SubscriptionHandle {
     }
 }
 
-/// The names in `a` and not in `b`.
-fn minus<'a>(a: &'a BTreeSet<String>, b: &BTreeSet<String>) -> Vec<&'a str> {
-    a.iter()
-        .filter(|name| !b.contains(*name))
-        .map(String::as_str)
-        .collect()
+/// Sends `command` for the `names` that `other_has` says the other set
+/// lacks. A failure is logged: the connection is then broken, and its
+/// reconnect subscribes what is to be subscribed.
+async fn send_missing<'a>(
+    commands: &Commands,
+    command: &str,
+    names: impl Iterator<Item = Name<'a>> + Send,
+    other_has: impl Fn(Name<'a>) -> bool + Send,
+) {
+    let missing = names.filter(|name| !other_has(*name));
+    if let Err(e) = commands.send_chunked(command, missing).await {
+        tracing::warn!("cannot change the subscription ({command}: {e}); it is reopened");
+    }
 }
 
 impl std::fmt::Debug for Subscriber {
@@ -409,6 +568,7 @@ impl Subscriber {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rulecore::bundle::{Action, Rule, Step};
 
     fn p(text: &str) -> TopicPattern {
         TopicPattern::parse(text).unwrap()
@@ -416,6 +576,39 @@ mod tests {
 
     fn set(items: &[&str]) -> BTreeSet<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// One rule per entry: its `on` patterns, then its `cancel-on` ones.
+    fn payload(rules: &[(&[&str], &[&str])]) -> Arc<Payload> {
+        let rules = rules
+            .iter()
+            .enumerate()
+            .map(|(i, (on, cancel_on))| {
+                let step = Step::new(Action::redis("list", "x"), 0);
+                let mut rule = Rule::new(
+                    format!("r{i}"),
+                    "test.toml",
+                    on.iter().map(|t| p(t)).collect(),
+                    vec![step],
+                );
+                rule.options_mut().cancel_on = cancel_on.iter().map(|t| p(t)).collect();
+                rule
+            })
+            .collect();
+        Arc::new(Payload::new("test", rules, Vec::new(), Vec::new()))
+    }
+
+    fn on(patterns: &[&[&str]]) -> Arc<Payload> {
+        let rules: Vec<(&[&str], &[&str])> = patterns.iter().map(|on| (*on, &[][..])).collect();
+        payload(&rules)
+    }
+
+    fn all(_: usize) -> bool {
+        true
+    }
+
+    fn names<'a>(names: impl Iterator<Item = Name<'a>>) -> Vec<String> {
+        names.map(|n| format!("{}{}", n.prefix, n.rest)).collect()
     }
 
     #[test]
@@ -427,37 +620,71 @@ mod tests {
 
     #[test]
     fn nothing_when_nothing_is_live() {
-        let subs = Subscriptions::compute([].iter(), &BTreeSet::new());
+        let subs = Subscriptions::compute(&on(&[]), all, BTreeSet::new());
         assert!(subs.is_empty());
+        let off = Subscriptions::compute(&on(&[&["a"], &["b.*"]]), |_| false, BTreeSet::new());
+        assert!(off.is_empty());
+        assert_eq!(off.channel_count() + off.pattern_count(), 0);
     }
 
     #[test]
     fn exact_topics_subscribe_and_globs_psubscribe() {
-        let subs = Subscriptions::compute(
-            [p("alarm.triggered"), p("button.*"), p("a?[b].*")].iter(),
-            &set(&["vehicle"]),
-        );
-        assert_eq!(subs.channels, set(&["ev:alarm.triggered", "vehicle"]));
-        assert_eq!(subs.patterns, set(&["ev:a\\?\\[b\\].*", "ev:button.*"]));
+        let payload = on(&[&["alarm.triggered", "button.*"], &["a?[b].*"]]);
+        let subs = Subscriptions::compute(&payload, all, set(&["vehicle"]));
+        assert_eq!(names(subs.channels()), ["ev:alarm.triggered", "vehicle"]);
+        assert_eq!(names(subs.patterns()), ["ev:a\\?\\[b\\].*", "ev:button.*"]);
+        assert_eq!((subs.channel_count(), subs.pattern_count()), (2, 2));
     }
 
     #[test]
     fn covered_subscriptions_are_left_out() {
-        let subs = Subscriptions::compute(
-            [
-                p("button.brake.*"),
-                p("button.*"),
-                p("button.seat"),
-                p("buttons.x"),
-            ]
-            .iter(),
-            &BTreeSet::new(),
-        );
-        assert_eq!(subs.patterns, set(&["ev:button.*"]));
-        assert_eq!(subs.channels, set(&["ev:buttons.x"]));
+        let payload = on(&[
+            &["button.brake.*", "button.*"],
+            &["button.seat"],
+            &["buttons.x"],
+        ]);
+        let subs = Subscriptions::compute(&payload, all, BTreeSet::new());
+        assert_eq!(names(subs.patterns()), ["ev:button.*"]);
+        assert_eq!(names(subs.channels()), ["ev:buttons.x"]);
 
-        let any = Subscriptions::compute([p("x"), p("*"), p("y.*")].iter(), &set(&["vehicle"]));
-        assert_eq!(any.patterns, set(&["ev:*"]));
-        assert_eq!(any.channels, set(&["vehicle"]));
+        let payload = on(&[&["x"], &["*"], &["y.*"]]);
+        let any = Subscriptions::compute(&payload, all, set(&["vehicle"]));
+        assert_eq!(names(any.patterns()), ["ev:*"]);
+        assert_eq!(names(any.channels()), ["vehicle"]);
+    }
+
+    #[test]
+    fn each_topic_once_in_order_from_live_rules_only() {
+        let payload = payload(&[
+            (&["c", "a"], &["b"]),
+            (&["b"], &["d", "a"]),
+            (&["off"], &["also-off"]),
+        ]);
+        let subs = Subscriptions::compute(&payload, |rule| rule != 2, set(&["ev:a", "ev:z"]));
+        // `ev:a` the channel is the topic's channel: subscribed once.
+        assert_eq!(
+            names(subs.channels()),
+            ["ev:a", "ev:b", "ev:c", "ev:d", "ev:z"]
+        );
+        assert!(subs.has_channel(Name::plain("ev:c")));
+        assert!(subs.has_channel(Name {
+            prefix: EVENT_CHANNEL_PREFIX,
+            rest: "z"
+        }));
+        assert!(!subs.has_channel(Name::plain("ev:off")));
+        assert!(!subs.has_channel(Name::plain("z")));
+    }
+
+    #[test]
+    fn equal_whichever_payload_holds_the_topics() {
+        let one = Subscriptions::compute(&on(&[&["a"], &["b"]]), all, set(&["h"]));
+        let other = Subscriptions::compute(&on(&[&["b", "a"]]), all, set(&["h"]));
+        assert_eq!(one, other);
+        // The same channel as a topic or as a channel given apart.
+        let apart = Subscriptions::compute(&on(&[&["b"]]), all, set(&["ev:a", "h"]));
+        assert_eq!(one, apart);
+        let fewer = Subscriptions::compute(&on(&[&["a"]]), all, set(&["h"]));
+        assert_ne!(one, fewer);
+        assert_ne!(fewer, one);
     }
 }

@@ -132,11 +132,15 @@ fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
 #[test]
 fn overlapping_patterns_deliver_each_event_once() {
     let redis = RedisServer::start();
-    let patterns: Vec<rulecore::TopicPattern> = ["button.*", "button.seat", "alarm.triggered"]
-        .iter()
-        .map(|p| rulecore::TopicPattern::parse(p).unwrap())
-        .collect();
-    let subs = Subscriptions::compute(&patterns, &BTreeSet::new());
+    let payload = std::sync::Arc::new(support::bundles::payload(
+        vec![
+            support::bundles::rule("a", &["button.*", "button.seat"], vec![]),
+            support::bundles::rule("b", &["alarm.triggered"], vec![]),
+        ],
+        vec![],
+        vec![],
+    ));
+    let subs = Subscriptions::compute(&payload, |_| true, BTreeSet::new());
     runtime().block_on(async {
         let client = redis::Client::open(redis.url()).unwrap();
         let mut stream = open_pubsub(&client, &ruled::tls::Tls::default(), &subs)

@@ -206,12 +206,6 @@ impl Clock {
 fn event(traced: &TracedEvent) -> (Option<Event>, Option<String>) {
     match traced {
         TracedEvent::Shared { event, .. } => (Some((**event).clone()), None),
-        TracedEvent::Json(json) => match serde_json::from_str(json) {
-            Ok(event) => (Some(event), None),
-            // Written from an `Event` by the trace itself; shown as text if
-            // it ever does not read back.
-            Err(_) => (None, Some(json.to_string())),
-        },
         TracedEvent::Cut(json) => (None, Some(json.to_string())),
     }
 }

@@ -7,7 +7,7 @@
 use super::render;
 use super::wire::{self, ControlKeys, Reply, Request};
 use crate::connection::{describe, CONNECT_TIMEOUT};
-use crate::pubsub::{Delivery, PubSub};
+use crate::pubsub::{Delivery, Name, PubSub};
 use crate::tls::Tls;
 use serde_json::{json, Value};
 use std::io::Read;
@@ -65,9 +65,14 @@ pub async fn call(target: &Target, method: &str, payload: Value) -> Result<Value
     let unreachable =
         |e: String| CallError::Redis(format!("cannot reach redis at {}: {e}", target.url));
     let info = target.client.get_connection_info();
-    let mut replies = PubSub::open(info, &target.tls, &[reply_channel.as_str()], &[])
-        .await
-        .map_err(|e| unreachable(e.to_string()))?;
+    let mut replies = PubSub::open(
+        info,
+        &target.tls,
+        std::iter::once(Name::plain(&reply_channel)),
+        std::iter::empty(),
+    )
+    .await
+    .map_err(|e| unreachable(e.to_string()))?;
     replies.set_limit(wire::MAX_REPLY_BYTES);
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))

@@ -57,8 +57,8 @@ impl Reloaded {
             "changed": changes.changed,
             "runs-kept": changes.runs_kept,
             "runs-ended": changes.runs_ended,
-            "channels": self.subscriptions.channels.len(),
-            "patterns": self.subscriptions.patterns.len(),
+            "channels": self.subscriptions.channel_count(),
+            "patterns": self.subscriptions.pattern_count(),
         })
     }
 }
@@ -134,8 +134,8 @@ impl Service {
                     changed = changes.changed.len(),
                     runs_kept = changes.runs_kept,
                     runs_ended = changes.runs_ended,
-                    channels = reloaded.subscriptions.channels.len(),
-                    patterns = reloaded.subscriptions.patterns.len(),
+                    channels = reloaded.subscriptions.channel_count(),
+                    patterns = reloaded.subscriptions.pattern_count(),
                     path = %self.bundle_path.display(),
                     "bundle reloaded"
                 );

@@ -21,7 +21,6 @@ use crate::subscriptions::{Subscriber, Subscriptions};
 use crate::tls::Tls;
 use redis::aio::ConnectionManager;
 use rulecore::bundle::Payload;
-use rulecore::topic::TopicPattern;
 use ruled_engine::pool::PoolConfig;
 use ruled_engine::{Engine, EngineConfig};
 use std::collections::BTreeSet;
@@ -260,8 +259,8 @@ impl Service {
         // `subscribed=false` with channels > 0: the first SUBSCRIBE failed
         // and is being retried (logged just before).
         tracing::info!(
-            channels = subs.channels.len(),
-            patterns = subs.patterns.len(),
+            channels = subs.channel_count(),
+            patterns = subs.pattern_count(),
             subscribed = subscriber.is_open(),
             "ruled ready"
         );
@@ -364,23 +363,11 @@ pub(super) fn subscriptions_for(
     engine: &Engine,
     state_hashes: &BTreeSet<String>,
 ) -> (Subscriptions, BTreeSet<String>) {
-    let mut subs = Subscriptions::compute(live_patterns(engine), state_hashes);
     let input_channels: BTreeSet<String> = engine.input_channels().into_iter().collect();
-    subs.channels.extend(input_channels.iter().cloned());
+    let mut channels = state_hashes.clone();
+    channels.extend(input_channels.iter().cloned());
+    let subs = Subscriptions::compute(engine.payload(), |rule| engine.is_enabled(rule), channels);
     (subs, input_channels)
-}
-
-/// The `on` and `cancel-on` patterns of the rules that are on, borrowed
-/// from the payload (repeats included: [`Subscriptions::compute`] keeps
-/// each once), where [`Engine::live_patterns`] would copy them all.
-fn live_patterns(engine: &Engine) -> impl Iterator<Item = &TopicPattern> + Clone {
-    engine
-        .payload()
-        .rules
-        .iter()
-        .enumerate()
-        .filter(|(index, _)| engine.is_enabled(*index))
-        .flat_map(|(_, rule)| rule.on.iter().chain(rule.cancel_on()))
 }
 
 /// The state hashes whose change notifications are subscribed. With no
@@ -388,7 +375,10 @@ fn live_patterns(engine: &Engine) -> impl Iterator<Item = &TopicPattern> + Clone
 /// state: a replay-only tail resumed at start evaluates its `when` against
 /// the values seeded at start.
 pub(super) fn watched_hashes(engine: &Engine) -> BTreeSet<String> {
-    if live_patterns(engine).next().is_none() {
+    let any_live = (engine.payload().rules.iter().enumerate()).any(|(index, rule)| {
+        engine.is_enabled(index) && !(rule.on.is_empty() && rule.cancel_on().is_empty())
+    });
+    if !any_live {
         return BTreeSet::new();
     }
     engine
