@@ -33,6 +33,7 @@ mod run_id;
 mod time;
 mod timers;
 mod trace;
+mod when_plans;
 
 pub mod pool;
 pub mod sim;
@@ -281,6 +282,8 @@ pub struct Engine {
     /// Where run ids are written before they are shared.
     id_scratch: String,
     traces: Traces,
+    /// Each rule's `when` in the VM's faster form.
+    when_plans: when_plans::WhenPlans,
 }
 
 impl Engine {
@@ -302,6 +305,7 @@ impl Engine {
         let state = vec![String::new(); inputs.watched().len()];
         let hold_watchers = hold::watchers(&payload);
         let traces = Traces::new(config.traces, config.trace_memory);
+        let when_plans = when_plans::WhenPlans::new(&payload);
         Self {
             payload,
             config,
@@ -327,6 +331,7 @@ impl Engine {
             scratch_disabled: Vec::new(),
             id_scratch: String::new(),
             traces,
+            when_plans,
         }
     }
 
@@ -980,7 +985,10 @@ impl Engine {
 
     /// The position of a rule in the bundle by name.
     pub fn rule_index(&self, name: &str) -> Option<usize> {
-        self.payload.rules.iter().position(|rule| &*rule.name == name)
+        self.payload
+            .rules
+            .iter()
+            .position(|rule| &*rule.name == name)
     }
 
     /// Rule `name`'s traces (docs/semantics.md#traces): its last runs and
@@ -1103,7 +1111,13 @@ impl Engine {
         program: &Program,
         event: &Event,
     ) -> Result<bool, String> {
-        match eval_bool(program, &self.payload.consts, event, &self.state) {
+        // A rule's own `when` (`step` is `None`) has its plan, if any.
+        let plan = step.map_or_else(|| self.when_plans.get(rule), |_| None);
+        let result = match plan {
+            Some(plan) => plan.eval_bool(&self.payload.consts, event, &self.state),
+            None => eval_bool(program, &self.payload.consts, event, &self.state),
+        };
+        match result {
             Ok(met) => Ok(met),
             Err(error) => {
                 let error = error.to_string();
