@@ -402,3 +402,107 @@ impl<'a> Machine<'a, '_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytecode::Op::{Add, AndJump, AssertBool, Data, Eq, Field, Gt, Lt, Not, OrJump};
+
+    fn event() -> Event {
+        Event::decode(br#"{"topic":"t","to":"parked","data":{"v":20,"s":"x"}}"#).unwrap()
+    }
+
+    fn consts() -> Vec<Const> {
+        vec![
+            Const::Path(vec!["v".into()]),
+            Const::Int(10),
+            Const::Str("parked".into()),
+            Const::Int(50),
+            Const::Path(vec!["s".into()]),
+        ]
+    }
+
+    fn both(ops: Vec<Op>) -> (Result<bool, EvalError>, Result<bool, EvalError>) {
+        let (program, consts, event) = (Program { ops }, consts(), event());
+        let plan = Plan::new(&program, &consts).unwrap();
+        (
+            plan.eval_bool(&consts, &event, &[]),
+            super::super::eval_bool(&program, &consts, &event, &[]),
+        )
+    }
+
+    #[test]
+    fn fused_steps_answer_as_the_bytecode() {
+        // data.v > 10 && data.v < 50
+        let range = vec![
+            Data(0),
+            Op::Const(1),
+            Gt,
+            AndJump(7),
+            Data(0),
+            Op::Const(3),
+            Lt,
+        ];
+        assert_eq!(both(range), (Ok(true), Ok(true)));
+        // to == "parked"
+        assert_eq!(
+            both(vec![Field(EventField::To), Op::Const(2), Eq]),
+            (Ok(true), Ok(true))
+        );
+        // data.s > 10: a type error, the same in both
+        let (plan, bytecode) = both(vec![Data(4), Op::Const(1), Gt]);
+        assert!(plan.is_err());
+        assert_eq!(plan, bytecode);
+        // !(data.v + 10 > 10): the plain ops
+        assert_eq!(
+            both(vec![Data(0), Op::Const(1), Add, Op::Const(1), Gt, Not]),
+            (Ok(false), Ok(false))
+        );
+    }
+
+    #[test]
+    fn a_jump_into_a_group_keeps_it_apart() {
+        // `OrJump` lands on the `Const` of `Data, Const, Gt`: fused into one
+        // step, the jump would run the `data` read again.
+        for (a, b) in [(1, 3), (3, 1)] {
+            let ops = vec![
+                Op::Const(a),
+                Op::Const(b),
+                Lt,
+                OrJump(5),
+                Data(0),
+                Op::Const(1),
+                Gt,
+                AssertBool,
+            ];
+            let (plan, bytecode) = both(ops);
+            assert_eq!(plan, bytecode, "{a} {b}");
+        }
+    }
+
+    #[test]
+    fn malformed_programs_get_no_plan() {
+        let c = consts();
+        for ops in [
+            vec![Gt],
+            vec![Op::Const(0)],
+            vec![Data(1)],
+            vec![Op::Const(9)],
+            vec![Op::Const(1), Op::Const(1)],
+            vec![Op::Const(1), AndJump(0)],
+            vec![Op::Const(1), AndJump(9)],
+            vec![],
+        ] {
+            assert!(
+                Plan::new(&Program { ops: ops.clone() }, &c).is_none(),
+                "{ops:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_step_is_at_most_32_bytes() {
+        // The engine's memory estimate counts plans by this size.
+        assert!(std::mem::size_of::<Step>() <= 32);
+    }
+}
