@@ -16,7 +16,7 @@
 //! malformation as it always has.
 
 use super::{fast_binary, neg, not, push, top_mut, type_error, Machine, Slot, Stop};
-use crate::bytecode::{Const, EventField, Op, Program};
+use crate::bytecode::{Builtin, Const, EventField, Op, Program};
 use crate::event::Event;
 use crate::vm::{EvalError, INLINE_STACK};
 
@@ -43,6 +43,9 @@ enum Step {
     DataWithLit(u32, Op, Lit),
     /// `Field(field)`, `Const`, a binary operator.
     FieldWithLit(EventField, Op, Lit),
+    /// `Data(path)`, then a binary operator: the top becomes
+    /// `top <op> data`.
+    WithData(Op, u32),
     /// `AndJump` / `OrJump` to a step index.
     AndJump(u32),
     OrJump(u32),
@@ -143,6 +146,16 @@ fn max_depth(program: &Program, consts: &[Const]) -> Option<u8> {
     u8::try_from(deepest).ok()
 }
 
+/// Whether a step's result is always a boolean (or an error): a comparison
+/// of the value with a constant.
+fn compares(step: &Step) -> bool {
+    let op = match *step {
+        Step::WithLit(op, _) | Step::DataWithLit(_, op, _) | Step::FieldWithLit(_, op, _) => op,
+        _ => return false,
+    };
+    matches!(op, Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge)
+}
+
 fn lit(consts: &[Const], i: u32) -> Option<Lit> {
     Some(match consts.get(i as usize)? {
         Const::Str(_) => Lit::Str(i),
@@ -183,6 +196,7 @@ impl Plan {
                 (Op::Field(field), Some(Op::Const(c)), Some(bin)) if is_binary(bin) => {
                     (Step::FieldWithLit(field, bin, lit(consts, c)?), 3)
                 }
+                (Op::Data(path), Some(bin), _) if is_binary(bin) => (Step::WithData(bin, path), 2),
                 (Op::Const(c), Some(bin), _) if is_binary(bin) => {
                     (Step::WithLit(bin, lit(consts, c)?), 2)
                 }
@@ -194,6 +208,12 @@ impl Plan {
                 (Op::OrJump(t), _, _) => {
                     jumps.push(steps.len());
                     (Step::OrJump(t), 1)
+                }
+                // The right side of `&&` / `||` is a comparison, which
+                // only ever gives a boolean: its check has nothing to do.
+                (Op::AssertBool, _, _) if !landed(pc) && steps.last().is_some_and(compares) => {
+                    pc += 1;
+                    continue;
                 }
                 (op, _, _) => (Step::Op(op), 1),
             };
@@ -310,6 +330,12 @@ impl<'a> Machine<'a, '_> {
                     let result = self.apply(op, a, b)?;
                     *top_mut(stack, len, pc)? = result;
                 }
+                Step::WithData(op, path) => {
+                    let b = self.data(pc, path)?;
+                    let a = *top_mut(stack, len, pc)?;
+                    let result = self.apply(op, a, b)?;
+                    *top_mut(stack, len, pc)? = result;
+                }
                 Step::Push(lit) => {
                     let slot = self.lit(pc, lit)?;
                     push(stack, &mut len, slot)?;
@@ -347,6 +373,14 @@ impl<'a> Machine<'a, '_> {
                     let result = self.apply(op, x, y)?;
                     len -= 1;
                     *top_mut(stack, len, pc)? = result;
+                }
+                // `len(string)`, the one call conditions commonly make.
+                Step::Op(Op::Call(Builtin::Len, 1)) => {
+                    let top = top_mut(stack, len, pc)?;
+                    match (*top, i64::try_from(self.text(*top).map_or(0, str::len))) {
+                        (Slot::Str(_) | Slot::Owned(_), Ok(n)) => *top = Slot::Int(n),
+                        _ => self.plain(Op::Call(Builtin::Len, 1), pc, stack, &mut len)?,
+                    }
                 }
                 Step::Op(op) => self.plain(op, pc, stack, &mut len)?,
             }
