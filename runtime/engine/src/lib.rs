@@ -1111,8 +1111,12 @@ impl Engine {
         program: &Program,
         event: &Event,
     ) -> Result<bool, String> {
-        // A rule's own `when` (`step` is `None`) has its plan, if any.
-        let plan = step.map_or_else(|| self.when_plans.get(rule), |_| None);
+        // A rule's own `when` (`step` is `None`: `program` is that `when`)
+        // runs from its plan, made at load (docs/engine.md#the-when-plan).
+        let plan = match step {
+            None => self.when_plans.get(rule),
+            Some(_) => None,
+        };
         let result = match plan {
             Some(plan) => plan.eval_bool(&self.payload.consts, event, &self.state),
             None => eval_bool(program, &self.payload.consts, event, &self.state),
