@@ -2,11 +2,13 @@
 //! fewer steps (docs/engine.md#the-when-plan). The bundle's bytecode stays
 //! as it is (it is fingerprinted); the plan is the engine's own copy.
 //!
-//! - `x <op> constant` is one step, and so is `data.k <op> constant` and
-//!   `field <op> constant`: the shapes nearly every condition is made of.
+//! - `x <op> constant` is one step, and so are `data.k <op> constant`,
+//!   `field <op> constant` and `x <op> data.k`: the shapes nearly every
+//!   condition is made of.
 //! - A constant is decoded once: ints, floats and booleans are held in the
 //!   step, strings by their pool index.
-//! - Jumps name step indices.
+//! - Jumps name step indices; the boolean check after a comparison is
+//!   dropped (a comparison gives a boolean or an error).
 //!
 //! Each step does what its ops do in the bytecode interpreter, through the
 //! same functions, so results and errors are the same (a differential test
@@ -172,8 +174,8 @@ impl Plan {
     pub fn new(program: &Program, consts: &[Const]) -> Option<Plan> {
         let ops = &program.ops;
         let depth = max_depth(program, consts)?;
-        // Op indices a jump lands on: a fused group must not start past its
-        // first op's index, or the jump would land inside it.
+        // Op indices a jump lands on: only the first op of a fused group
+        // may be one, or the jump would land inside the group.
         let mut target = vec![false; ops.len() + 1];
         for op in ops {
             if let Op::AndJump(t) | Op::OrJump(t) = op {
