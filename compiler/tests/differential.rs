@@ -122,6 +122,7 @@ fn insert(data: &mut serde_json::Value, path: &[&str], value: serde_json::Value)
     }
 }
 
+#[derive(Debug)]
 struct Inputs {
     event: Event,
     state: HashMap<(String, String), String>,
@@ -580,8 +581,18 @@ fn run_compiled(
             inputs.state.get(&key).cloned().unwrap_or_default()
         })
         .collect();
-    let vm =
-        rulecore::vm::eval_bool(program, consts, &inputs.event, &state).map_err(|e| e.to_string());
+    let vm = rulecore::vm::eval_bool(program, consts, &inputs.event, &state);
+    // The engine's load-time form of the same program (docs/engine.md#the-when-plan):
+    // every program the compiler emits gets one, and it gives exactly the
+    // bytecode's answer or error.
+    let plan = rulecore::vm::Plan::new(program, consts)
+        .unwrap_or_else(|| panic!("no plan for the compiled `{text}`: {program:?}"));
+    assert_eq!(
+        plan.eval_bool(consts, &inputs.event, &state),
+        vm,
+        "the plan and the bytecode differ on `{text}` with {inputs:?}"
+    );
+    let vm = vm.map_err(|e| e.to_string());
 
     let tree = evalexpr::build_operator_tree::<DefaultNumericTypes>(text)
         .unwrap_or_else(|e| panic!("accepted but evalexpr cannot parse {text}: {e}"));

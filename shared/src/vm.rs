@@ -44,6 +44,9 @@ use crate::event_data::DataValue;
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
+mod plan;
+pub use plan::Plan;
+
 /// How many values fit the stack that lives on the native stack; deeper
 /// programs (never produced by the compiler for a readable `when`) run again
 /// with a heap-allocated stack.

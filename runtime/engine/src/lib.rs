@@ -33,6 +33,7 @@ mod run_id;
 mod time;
 mod timers;
 mod trace;
+mod when_plans;
 
 pub mod pool;
 pub mod sim;
@@ -280,6 +281,8 @@ pub struct Engine {
     /// Where run ids are written before they are shared.
     id_scratch: String,
     traces: Traces,
+    /// Each rule's `when` in the VM's faster form.
+    when_plans: when_plans::WhenPlans,
 }
 
 impl Engine {
@@ -301,6 +304,7 @@ impl Engine {
         let state = vec![String::new(); inputs.watched().len()];
         let hold_watchers = hold::watchers(&payload);
         let traces = Traces::new(config.traces, config.trace_memory);
+        let when_plans = when_plans::WhenPlans::new(&payload);
         Self {
             payload,
             config,
@@ -326,6 +330,7 @@ impl Engine {
             scratch_disabled: Vec::new(),
             id_scratch: String::new(),
             traces,
+            when_plans,
         }
     }
 
@@ -1088,7 +1093,17 @@ impl Engine {
         program: &Program,
         event: &Event,
     ) -> Result<bool, String> {
-        match eval_bool(program, &self.payload.consts, event, &self.state) {
+        // A rule's own `when` (`step` is `None`: `program` is that `when`)
+        // runs from its plan, made at load (docs/engine.md#the-when-plan).
+        let plan = match step {
+            None => self.when_plans.get(rule),
+            Some(_) => None,
+        };
+        let result = match plan {
+            Some(plan) => plan.eval_bool(&self.payload.consts, event, &self.state),
+            None => eval_bool(program, &self.payload.consts, event, &self.state),
+        };
+        match result {
             Ok(met) => Ok(met),
             Err(error) => {
                 let error = error.to_string();

@@ -169,7 +169,7 @@ fn engine(payload: &Payload) -> usize {
         total += index_map(&exact) + index_map(&prefix);
         total += any * size_of::<u32>();
     }
-    total
+    total + super::when_plans::WhenPlans::heap(payload)
 }
 
 /// The estimated heap, in bytes, of `payload` loaded and the engine built

@@ -1,0 +1,544 @@
+//! A `when` program translated once, at load, into a form the VM runs with
+//! fewer steps (docs/engine.md#the-when-plan). The bundle's bytecode stays
+//! as it is (it is fingerprinted); the plan is the engine's own copy.
+//!
+//! - `x <op> constant` is one step, and so are `data.k <op> constant`,
+//!   `field <op> constant` and `x <op> data.k`: the shapes nearly every
+//!   condition is made of.
+//! - A constant is decoded once: ints, floats and booleans are held in the
+//!   step, strings by their pool index.
+//! - Jumps name step indices; the boolean check after a comparison is
+//!   dropped (a comparison gives a boolean or an error).
+//!
+//! Each step does what its ops do in the bytecode interpreter, through the
+//! same functions, so results and errors are the same (a differential test
+//! in compiler/tests/differential.rs holds the two together). A program the
+//! translation cannot prove well formed (stack depth, constant kinds, jump
+//! targets) gets no plan: the engine runs its bytecode, which reports the
+//! malformation as it always has.
+
+use super::{fast_binary, neg, not, push, top_mut, type_error, Machine, Slot, Stop};
+use crate::bytecode::{Builtin, Const, EventField, Op, Program};
+use crate::event::Event;
+use crate::vm::{EvalError, INLINE_STACK};
+
+/// A constant, decoded.
+#[derive(Debug, Clone, Copy)]
+enum Lit {
+    /// The pool index of a `Const::Str`.
+    Str(u32),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// An op the plan runs as the bytecode does (never `Const` or a jump).
+    Op(Op),
+    /// `Const`: push the constant.
+    Push(Lit),
+    /// `Const`, then a binary operator: the top becomes `top <op> constant`.
+    WithLit(Op, Lit),
+    /// `Data(path)`, `Const`, a binary operator.
+    DataWithLit(u32, Op, Lit),
+    /// `Field(field)`, `Const`, a binary operator.
+    FieldWithLit(EventField, Op, Lit),
+    /// `Data(path)`, then a binary operator: the top becomes
+    /// `top <op> data`.
+    WithData(Op, u32),
+    /// `AndJump` / `OrJump` to a step index.
+    AndJump(u32),
+    OrJump(u32),
+}
+
+/// A translated `when` program (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    steps: Box<[Step]>,
+    /// The most values on the stack at once: most conditions need two, and
+    /// a small stack is cheaper to set up.
+    depth: u8,
+}
+
+/// The stack of a plan of at most this depth is this long.
+const SHALLOW: usize = 4;
+
+fn is_binary(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::Div
+            | Op::Mod
+            | Op::Pow
+            | Op::Eq
+            | Op::Ne
+            | Op::Lt
+            | Op::Le
+            | Op::Gt
+            | Op::Ge
+    )
+}
+
+/// The most values on the stack at once, if the program is well formed:
+/// no underflow, at most [`INLINE_STACK`] values, forward jumps in range that
+/// arrive with the depth the fall-through has, one value at the end, and
+/// every constant of the kind its op wants. `None` otherwise.
+fn max_depth(program: &Program, consts: &[Const]) -> Option<u8> {
+    let ops = &program.ops;
+    // The depth on entry to each op index (and to the end, `ops.len()`);
+    // `None` while no path reaches it.
+    let mut entry: Vec<Option<usize>> = vec![None; ops.len() + 1];
+    *entry.first_mut()? = Some(0);
+    let mut deepest = 0;
+    let arrive = |entry: &mut Vec<Option<usize>>, at: usize, depth: usize| -> Option<()> {
+        let slot = entry.get_mut(at)?;
+        match *slot {
+            Some(known) if known != depth => None,
+            _ => {
+                *slot = Some(depth);
+                Some(())
+            }
+        }
+    };
+    for (pc, op) in ops.iter().enumerate() {
+        // Every op is reached: jumps only skip forward over code that the
+        // fall-through also runs on the other branch.
+        let depth = (*entry.get(pc)?)?;
+        let after = match *op {
+            Op::Const(i) => {
+                lit(consts, i)?;
+                depth + 1
+            }
+            Op::Data(i) => {
+                let Const::Path(_) = consts.get(i as usize)? else {
+                    return None;
+                };
+                depth + 1
+            }
+            // A state index out of range is an evaluation-time error the
+            // bytecode reports; the plan leaves it to the same code.
+            Op::Field(_) | Op::State(_) => depth + 1,
+            Op::Not | Op::Neg | Op::AssertBool => depth.checked_sub(1)? + 1,
+            op if is_binary(op) => depth.checked_sub(2)? + 1,
+            Op::AndJump(target) | Op::OrJump(target) => {
+                let target = target as usize;
+                if target <= pc || target > ops.len() {
+                    return None;
+                }
+                depth.checked_sub(1)?;
+                arrive(&mut entry, target, depth)?;
+                depth - 1
+            }
+            Op::Call(_, n) => depth.checked_sub(usize::from(n))? + 1,
+            _ => return None,
+        };
+        if after > INLINE_STACK {
+            return None;
+        }
+        deepest = deepest.max(after);
+        arrive(&mut entry, pc + 1, after)?;
+    }
+    if *entry.last()? != Some(1) {
+        return None;
+    }
+    u8::try_from(deepest).ok()
+}
+
+/// Whether a step's result is always a boolean (or an error): a comparison
+/// of the value with a constant.
+fn compares(step: &Step) -> bool {
+    let op = match *step {
+        Step::WithLit(op, _) | Step::DataWithLit(_, op, _) | Step::FieldWithLit(_, op, _) => op,
+        _ => return false,
+    };
+    matches!(op, Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge)
+}
+
+fn lit(consts: &[Const], i: u32) -> Option<Lit> {
+    Some(match consts.get(i as usize)? {
+        Const::Str(_) => Lit::Str(i),
+        Const::Int(n) => Lit::Int(*n),
+        Const::Float(f) => Lit::Float(*f),
+        Const::Bool(b) => Lit::Bool(*b),
+        Const::Path(_) => return None,
+    })
+}
+
+impl Plan {
+    /// Translates `program` (whose constants are in `consts`); `None` if it
+    /// is not well formed (see the module docs).
+    pub fn new(program: &Program, consts: &[Const]) -> Option<Plan> {
+        let ops = &program.ops;
+        let depth = max_depth(program, consts)?;
+        // Op indices a jump lands on: only the first op of a fused group
+        // may be one, or the jump would land inside the group.
+        let mut target = vec![false; ops.len() + 1];
+        for op in ops {
+            if let Op::AndJump(t) | Op::OrJump(t) = op {
+                *target.get_mut(*t as usize)? = true;
+            }
+        }
+        let landed = |at: usize| target.get(at).copied().unwrap_or(false);
+        // The step index each op index starts (for jumps).
+        let mut step_of = vec![0u32; ops.len() + 1];
+        let mut steps = Vec::with_capacity(ops.len());
+        let mut jumps = Vec::new();
+        let mut pc = 0;
+        while let Some(&op) = ops.get(pc) {
+            *step_of.get_mut(pc)? = u32::try_from(steps.len()).ok()?;
+            let next = |k: usize| ops.get(pc + k).copied().filter(|_| !landed(pc + k));
+            let (step, width) = match (op, next(1), next(2)) {
+                (Op::Data(path), Some(Op::Const(c)), Some(bin)) if is_binary(bin) => {
+                    (Step::DataWithLit(path, bin, lit(consts, c)?), 3)
+                }
+                (Op::Field(field), Some(Op::Const(c)), Some(bin)) if is_binary(bin) => {
+                    (Step::FieldWithLit(field, bin, lit(consts, c)?), 3)
+                }
+                (Op::Data(path), Some(bin), _) if is_binary(bin) => (Step::WithData(bin, path), 2),
+                (Op::Const(c), Some(bin), _) if is_binary(bin) => {
+                    (Step::WithLit(bin, lit(consts, c)?), 2)
+                }
+                (Op::Const(c), _, _) => (Step::Push(lit(consts, c)?), 1),
+                (Op::AndJump(t), _, _) => {
+                    jumps.push(steps.len());
+                    (Step::AndJump(t), 1)
+                }
+                (Op::OrJump(t), _, _) => {
+                    jumps.push(steps.len());
+                    (Step::OrJump(t), 1)
+                }
+                // The right side of `&&` / `||` is a comparison, which
+                // only ever gives a boolean: its check has nothing to do.
+                (Op::AssertBool, _, _) if !landed(pc) && steps.last().is_some_and(compares) => {
+                    pc += 1;
+                    continue;
+                }
+                (op, _, _) => (Step::Op(op), 1),
+            };
+            // The ops a group swallows are never jumped to: record them
+            // anyway, so that a lookup cannot read a stale index.
+            for k in 1..width {
+                *step_of.get_mut(pc + k)? = u32::try_from(steps.len()).ok()?;
+            }
+            steps.push(step);
+            pc += width;
+        }
+        *step_of.last_mut()? = u32::try_from(steps.len()).ok()?;
+        for at in jumps {
+            let step = steps.get_mut(at)?;
+            *step = match *step {
+                Step::AndJump(t) => Step::AndJump(*step_of.get(t as usize)?),
+                Step::OrJump(t) => Step::OrJump(*step_of.get(t as usize)?),
+                other => other,
+            };
+        }
+        Some(Plan {
+            steps: steps.into_boxed_slice(),
+            depth,
+        })
+    }
+
+    /// The heap this plan holds (docs/engine.md#the-when-plan).
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.steps)
+    }
+
+    /// Evaluates the plan to a boolean, as [`super::eval_bool`] evaluates
+    /// the program it was made from.
+    pub fn eval_bool(
+        &self,
+        consts: &[Const],
+        event: &Event,
+        state: &[String],
+    ) -> Result<bool, EvalError> {
+        let mut scratch = Vec::new();
+        let mut machine = Machine {
+            consts,
+            event,
+            state,
+            scratch: &mut scratch,
+            built: 0,
+        };
+        let result = if usize::from(self.depth) <= SHALLOW {
+            machine.run_plan(&self.steps, &mut [Slot::Empty; SHALLOW])
+        } else {
+            machine.run_plan(&self.steps, &mut [Slot::Empty; INLINE_STACK])
+        };
+        let result = match result {
+            Ok(Slot::Bool(b)) => Ok(b),
+            Ok(other) => Err(EvalError::NotBool {
+                found: other.type_name(),
+            }),
+            Err(stop) => Err(stop.into_eval_error()),
+        };
+        // Nearly every evaluation builds no string: its empty list owns no
+        // memory, and skipping its drop saves a call into the allocator's
+        // code (a tenth of a one-comparison condition, callgrind).
+        if scratch.capacity() == 0 {
+            std::mem::forget(scratch);
+        }
+        result
+    }
+}
+
+impl<'a> Machine<'a, '_> {
+    #[inline(always)]
+    fn lit(&self, pc: usize, lit: Lit) -> Result<Slot<'a>, Stop> {
+        Ok(match lit {
+            Lit::Str(i) => self.constant(pc, i)?,
+            Lit::Int(n) => Slot::Int(n),
+            Lit::Float(f) => Slot::Float(f),
+            Lit::Bool(b) => Slot::Bool(b),
+        })
+    }
+
+    /// `a <op> b` as the bytecode's binary operators compute it.
+    #[inline(always)]
+    fn apply(&mut self, op: Op, a: Slot<'a>, b: Slot<'a>) -> Result<Slot<'a>, Stop> {
+        match fast_binary(op, a, b) {
+            Some(slot) => Ok(slot),
+            None => Ok(self.binary(op, a, b)?),
+        }
+    }
+
+    // Inlined into its two call sites, each with its own stack length:
+    // the call and the register saves were a tenth of a short plan.
+    #[inline(always)]
+    fn run_plan(&mut self, steps: &[Step], stack: &mut [Slot<'a>]) -> Result<Slot<'a>, Stop> {
+        let mut len = 0usize;
+        let mut pc = 0usize;
+        while let Some(step) = steps.get(pc) {
+            let mut next = pc + 1;
+            match *step {
+                Step::DataWithLit(path, op, lit) => {
+                    let a = self.data(pc, path)?;
+                    let b = self.lit(pc, lit)?;
+                    let result = self.apply(op, a, b)?;
+                    push(stack, &mut len, result)?;
+                }
+                Step::FieldWithLit(field, op, lit) => {
+                    let a = Slot::Str(self.field(field));
+                    let b = self.lit(pc, lit)?;
+                    let result = self.apply(op, a, b)?;
+                    push(stack, &mut len, result)?;
+                }
+                Step::WithLit(op, lit) => {
+                    let b = self.lit(pc, lit)?;
+                    let a = *top_mut(stack, len, pc)?;
+                    let result = self.apply(op, a, b)?;
+                    *top_mut(stack, len, pc)? = result;
+                }
+                Step::WithData(op, path) => {
+                    let b = self.data(pc, path)?;
+                    let a = *top_mut(stack, len, pc)?;
+                    let result = self.apply(op, a, b)?;
+                    *top_mut(stack, len, pc)? = result;
+                }
+                Step::Push(lit) => {
+                    let slot = self.lit(pc, lit)?;
+                    push(stack, &mut len, slot)?;
+                }
+                Step::AndJump(target) | Step::OrJump(target) => {
+                    let jump_on = matches!(step, Step::OrJump(_));
+                    let top = *top_mut(stack, len, pc)?;
+                    let Slot::Bool(b) = top else {
+                        let name = if jump_on { "||" } else { "&&" };
+                        return Err(type_error(name, "a boolean", top).into());
+                    };
+                    if b == jump_on {
+                        next = target as usize;
+                    } else {
+                        len -= 1;
+                    }
+                }
+                Step::Op(Op::AssertBool) => {
+                    let top = *top_mut(stack, len, pc)?;
+                    if !matches!(top, Slot::Bool(_)) {
+                        return Err(type_error("&&/||", "a boolean", top).into());
+                    }
+                }
+                Step::Op(Op::Data(i)) => {
+                    let slot = self.data(pc, i)?;
+                    push(stack, &mut len, slot)?;
+                }
+                Step::Op(op) if is_binary(op) => {
+                    let (Some(b), Some(at)) = (len.checked_sub(1), len.checked_sub(2)) else {
+                        return Err(super::malformed(pc, "stack underflow"));
+                    };
+                    let (Some(&x), Some(&y)) = (stack.get(at), stack.get(b)) else {
+                        return Err(super::malformed(pc, "stack underflow"));
+                    };
+                    let result = self.apply(op, x, y)?;
+                    len -= 1;
+                    *top_mut(stack, len, pc)? = result;
+                }
+                // `len(string)`, the one call conditions commonly make.
+                Step::Op(Op::Call(Builtin::Len, 1)) => {
+                    let top = top_mut(stack, len, pc)?;
+                    match (*top, i64::try_from(self.text(*top).map_or(0, str::len))) {
+                        (Slot::Str(_) | Slot::Owned(_), Ok(n)) => *top = Slot::Int(n),
+                        _ => self.plain(Op::Call(Builtin::Len, 1), pc, stack, &mut len)?,
+                    }
+                }
+                Step::Op(op) => self.plain(op, pc, stack, &mut len)?,
+            }
+            pc = next;
+        }
+        match (len, stack.first()) {
+            (1, Some(&slot)) => Ok(slot),
+            _ => Err(super::malformed(
+                pc,
+                "the program must leave exactly one value",
+            )),
+        }
+    }
+
+    /// The ops a plan runs one by one, as the bytecode interpreter does.
+    #[inline(always)]
+    fn plain(
+        &mut self,
+        op: Op,
+        pc: usize,
+        stack: &mut [Slot<'a>],
+        len: &mut usize,
+    ) -> Result<(), Stop> {
+        match op {
+            Op::Field(field) => push(stack, len, Slot::Str(self.field(field))),
+            Op::State(i) => {
+                let slot = self.state_slot(pc, i)?;
+                push(stack, len, slot)
+            }
+            Op::Not => {
+                let top = top_mut(stack, *len, pc)?;
+                *top = not(*top)?;
+                Ok(())
+            }
+            Op::Neg => {
+                let top = top_mut(stack, *len, pc)?;
+                *top = neg(*top)?;
+                Ok(())
+            }
+            Op::Call(builtin, n) => {
+                let n = usize::from(n);
+                let args = len
+                    .checked_sub(n)
+                    .and_then(|from| stack.get(from..*len))
+                    .ok_or_else(|| super::malformed(pc, "stack underflow"))?;
+                let result = self.call(builtin, args)?;
+                *len -= n;
+                push(stack, len, result)
+            }
+            // `Const`, `Data`, the binary operators, the jumps and
+            // `AssertBool` are taken in `run_plan`.
+            _ => Err(super::malformed(pc, "not a plain op")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytecode::Op::{Add, AndJump, AssertBool, Data, Eq, Field, Gt, Lt, Not, OrJump};
+
+    fn event() -> Event {
+        Event::decode(br#"{"topic":"t","to":"parked","data":{"v":20,"s":"x"}}"#).unwrap()
+    }
+
+    fn consts() -> Vec<Const> {
+        vec![
+            Const::Path(vec!["v".into()]),
+            Const::Int(10),
+            Const::Str("parked".into()),
+            Const::Int(50),
+            Const::Path(vec!["s".into()]),
+        ]
+    }
+
+    fn both(ops: Vec<Op>) -> (Result<bool, EvalError>, Result<bool, EvalError>) {
+        let (program, consts, event) = (Program { ops }, consts(), event());
+        let plan = Plan::new(&program, &consts).unwrap();
+        (
+            plan.eval_bool(&consts, &event, &[]),
+            super::super::eval_bool(&program, &consts, &event, &[]),
+        )
+    }
+
+    #[test]
+    fn fused_steps_answer_as_the_bytecode() {
+        // data.v > 10 && data.v < 50
+        let range = vec![
+            Data(0),
+            Op::Const(1),
+            Gt,
+            AndJump(7),
+            Data(0),
+            Op::Const(3),
+            Lt,
+        ];
+        assert_eq!(both(range), (Ok(true), Ok(true)));
+        // to == "parked"
+        assert_eq!(
+            both(vec![Field(EventField::To), Op::Const(2), Eq]),
+            (Ok(true), Ok(true))
+        );
+        // data.s > 10: a type error, the same in both
+        let (plan, bytecode) = both(vec![Data(4), Op::Const(1), Gt]);
+        assert!(plan.is_err());
+        assert_eq!(plan, bytecode);
+        // !(data.v + 10 > 10): the plain ops
+        assert_eq!(
+            both(vec![Data(0), Op::Const(1), Add, Op::Const(1), Gt, Not]),
+            (Ok(false), Ok(false))
+        );
+    }
+
+    #[test]
+    fn a_jump_into_a_group_keeps_it_apart() {
+        // `OrJump` lands on the `Const` of `Data, Const, Gt`: fused into one
+        // step, the jump would run the `data` read again.
+        for (a, b) in [(1, 3), (3, 1)] {
+            let ops = vec![
+                Op::Const(a),
+                Op::Const(b),
+                Lt,
+                OrJump(5),
+                Data(0),
+                Op::Const(1),
+                Gt,
+                AssertBool,
+            ];
+            let (plan, bytecode) = both(ops);
+            assert_eq!(plan, bytecode, "{a} {b}");
+        }
+    }
+
+    #[test]
+    fn malformed_programs_get_no_plan() {
+        let c = consts();
+        for ops in [
+            vec![Gt],
+            vec![Op::Const(0)],
+            vec![Data(1)],
+            vec![Op::Const(9)],
+            vec![Op::Const(1), Op::Const(1)],
+            vec![Op::Const(1), AndJump(0)],
+            vec![Op::Const(1), AndJump(9)],
+            vec![],
+        ] {
+            assert!(
+                Plan::new(&Program { ops: ops.clone() }, &c).is_none(),
+                "{ops:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_step_is_at_most_32_bytes() {
+        // The engine's memory estimate counts plans by this size.
+        assert!(std::mem::size_of::<Step>() <= 32);
+    }
+}
