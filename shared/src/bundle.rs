@@ -18,8 +18,10 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// (docs/bundle.md#what-the-payload-holds). 5: the keys most rules leave
 /// at their defaults (`cancel_on`, cooldown, debounce, `for`, repeat,
 /// inputs) are one optional field of a rule ([`RuleOptions`]), and the
-/// rules' files runs of consecutive rules ([`SourceRun`]).
-pub const FORMAT_VERSION: u16 = 5;
+/// rules' files runs of consecutive rules ([`SourceRun`]). 6: the payload
+/// carries the bus profile it was built with ([`crate::profile::Profile`],
+/// docs/sources.md).
+pub const FORMAT_VERSION: u16 = 6;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
 /// [`crate::payload_decode`].
@@ -36,6 +38,9 @@ pub struct Payload {
     /// in order of first declaration; rules refer to them by index. Part of
     /// no fingerprint.
     pub inputs: Vec<Input>,
+    /// The bus profile (docs/sources.md); `None` for `--profile none`.
+    /// Part of no fingerprint.
+    pub profile: Option<crate::profile::Profile>,
 }
 
 impl Payload {
@@ -54,6 +59,7 @@ impl Payload {
             state_pairs,
             consts,
             inputs: Vec::new(),
+            profile: None,
         };
         payload.refresh_fingerprints();
         payload
@@ -121,6 +127,7 @@ pub struct PayloadWire<'a> {
     pub state_pairs: &'a [StatePair],
     pub consts: &'a [Const],
     pub inputs: &'a [Input],
+    pub profile: &'a Option<crate::profile::Profile>,
 }
 
 impl Serialize for Payload {
@@ -134,6 +141,7 @@ impl Serialize for Payload {
             state_pairs: &self.state_pairs,
             consts: &self.consts,
             inputs: &self.inputs,
+            profile: &self.profile,
         }
         .serialize(serializer)
     }

@@ -225,6 +225,7 @@ mod tests {
             state_pairs: vec![],
             consts: vec![],
             inputs: vec![],
+            profile: None,
         }
     }
 

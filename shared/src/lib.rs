@@ -25,9 +25,11 @@ pub mod fuzz;
 pub mod input_file;
 pub mod limits;
 pub mod payload_decode;
+pub mod profile;
 pub mod small_str;
 pub mod suggest;
 pub mod topic;
+pub mod value_pattern;
 pub mod verify;
 pub mod vm;
 

@@ -13,6 +13,7 @@
 
 use crate::bundle::{Action, Input, Payload, Rule, SourceRun, StatePair, Step};
 use crate::bytecode::Const;
+use crate::profile::Profile;
 use serde::de::{DeserializeSeed, Deserializer, Error, SeqAccess, Visitor};
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -82,7 +83,7 @@ impl PayloadSeed<'_> {
     }
 }
 
-const FIELDS: [&str; 7] = [
+const FIELDS: [&str; 8] = [
     "compiler_version",
     "sources",
     "source_runs",
@@ -90,6 +91,7 @@ const FIELDS: [&str; 7] = [
     "state_pairs",
     "consts",
     "inputs",
+    "profile",
 ];
 
 impl<'de> DeserializeSeed<'de> for PayloadSeed<'_> {
@@ -108,7 +110,7 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Payload, A::Error> {
-        let missing = |index: usize| A::Error::invalid_length(index, &"7 payload fields");
+        let missing = |index: usize| A::Error::invalid_length(index, &"8 payload fields");
         let compiler_version: String = seq.next_element()?.ok_or_else(|| missing(0))?;
         let sources: Vec<&str> = seq.next_element()?.ok_or_else(|| missing(1))?;
         let sources: Vec<Arc<str>> = sources.into_iter().map(Arc::from).collect();
@@ -123,12 +125,14 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
         let state_pairs: Vec<StatePair> = seq.next_element()?.ok_or_else(|| missing(4))?;
         let consts: Vec<Const> = seq.next_element()?.ok_or_else(|| missing(5))?;
         let inputs: Vec<Input> = seq.next_element()?.ok_or_else(|| missing(6))?;
+        let profile: Option<Profile> = seq.next_element()?.ok_or_else(|| missing(7))?;
         Ok(Payload {
             compiler_version,
             rules,
             state_pairs,
             consts,
             inputs,
+            profile,
         })
     }
 }
@@ -368,6 +372,7 @@ mod tests {
             state_pairs: vec![],
             consts: vec![],
             inputs: vec![],
+            profile: None,
         };
         let body = postcard::to_allocvec(&payload).unwrap();
         let (decoded, _) = decode_payload(&body).unwrap();
@@ -416,6 +421,7 @@ mod tests {
                 state_pairs: &[],
                 consts: &[],
                 inputs: &[],
+                profile: &None,
             };
             postcard::to_allocvec(&wire).unwrap()
         };
