@@ -32,6 +32,7 @@ pub mod dump;
 pub mod fix;
 pub mod keys;
 pub mod load;
+pub mod profile;
 pub mod rule_test;
 pub mod rulefile;
 pub mod schema;
