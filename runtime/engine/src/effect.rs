@@ -123,6 +123,18 @@ pub enum Effect {
     },
     Log(LogLine),
     Note(Note),
+    /// Publish events the bus profile derived (docs/sources.md), in order,
+    /// in one round trip: each as an entry of stream `events` (its `id` is
+    /// the entry id) and on `ev:<topic>`. The engine has already handed
+    /// them to its own rules.
+    Publish(Vec<Event>),
+    /// Read these watched pairs of `hash` (one `HMGET`) for a poll
+    /// (docs/sources.md#polls), and hand the values to
+    /// [`crate::Engine::fields_read`] with [`crate::ReadCause::Reread`].
+    Poll {
+        hash: String,
+        pairs: Vec<usize>,
+    },
 }
 
 /// Why a pending record is removed: by the engine itself, or (`Started`)

@@ -35,6 +35,9 @@ pub(crate) struct Inputs {
     topics: Vec<Vec<Arc<str>>>,
     /// The live rules' channel inputs by channel, distinct.
     channels: BTreeMap<Box<str>, Vec<ChannelInput>>,
+    /// How many of `watched` are the state pairs and inputs' fields; the
+    /// profile's fields follow (docs/sources.md).
+    own_pairs: usize,
 }
 
 impl Inputs {
@@ -93,7 +96,17 @@ impl Inputs {
                 }
             }
         }
+        inputs.own_pairs = inputs.watched.len();
+        for pair in crate::derive::profile_pairs(payload) {
+            inputs.watch(&pair.hash, &pair.field);
+        }
         inputs
+    }
+
+    /// How many watched pairs are the bundle's state pairs and its
+    /// inputs' fields (always watched); the profile's fields follow.
+    pub(crate) fn own_pairs(&self) -> usize {
+        self.own_pairs
     }
 
     /// The index of `(hash, field)` among the watched pairs, added if new.

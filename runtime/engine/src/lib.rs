@@ -16,6 +16,8 @@
 //! See docs/engine.md for the driver's contract.
 
 mod backlog;
+mod bus;
+pub mod derive;
 mod dry_run;
 mod effect;
 mod fast_hash;
@@ -38,6 +40,7 @@ mod when_plans;
 pub mod pool;
 pub mod sim;
 
+pub use derive::{BusMode, Notified, PollPlan, ReadCause, SourceSet};
 pub use dry_run::{DryRun, StepCheck, Verdict, WhenResult};
 pub use effect::{
     DropReason, Effect, EndReason, Job, JobId, Level, LogLine, NonFireReason, Note, NoteFields,
@@ -139,6 +142,10 @@ pub struct EngineConfig {
     pub traces: usize,
     /// The byte budget of all traces together; the oldest go first.
     pub trace_memory: usize,
+    /// `--bus own|follow` (docs/service.md#the-bus).
+    pub bus: BusMode,
+    /// `--sources all|used` (docs/sources.md#choosing-a-profile).
+    pub sources: SourceSet,
 }
 
 impl Default for EngineConfig {
@@ -149,6 +156,8 @@ impl Default for EngineConfig {
             epoch: "0".to_string(),
             explain: false,
             traces: DEFAULT_TRACES,
+            bus: BusMode::default(),
+            sources: SourceSet::default(),
             trace_memory: DEFAULT_TRACE_MEMORY,
         }
     }
@@ -261,6 +270,8 @@ pub struct Engine {
     /// value; the first `state_pairs.len()` are what `state()` reads.
     state: Vec<String>,
     inputs: input::Inputs,
+    /// The bus profile's sources, polls and event ids (docs/sources.md).
+    bus: bus::BusState,
     /// Per state pair, the rules with `for` whose `when` reads it.
     hold_watchers: Vec<Vec<u32>>,
     timers: Timers,
@@ -302,6 +313,7 @@ impl Engine {
             .collect();
         let inputs = input::Inputs::new(&payload);
         let state = vec![String::new(); inputs.watched().len()];
+        let bus = bus::BusState::new(&payload, &config, &inputs);
         let hold_watchers = hold::watchers(&payload);
         let traces = Traces::new(config.traces, config.trace_memory);
         let when_plans = when_plans::WhenPlans::new(&payload);
@@ -315,6 +327,7 @@ impl Engine {
             live_rules,
             state,
             inputs,
+            bus,
             hold_watchers,
             timers: Timers::default(),
             jobs: fast_hash::FastMap::default(),
@@ -438,6 +451,7 @@ impl Engine {
         if self.stopped {
             return;
         }
+        self.polls_due(now);
         while let Some(fired) = self.timers.pop_due(now.time) {
             if !self.timer_is_live(&fired) {
                 // Cancelled lazily: the owner moved on.
@@ -476,13 +490,14 @@ impl Engine {
     /// The earliest armed timer, if any (stale, cancelled entries are
     /// discarded on the way, so a driver never wakes for nothing).
     pub fn next_deadline(&mut self) -> Option<Time> {
+        let polls = self.poll_deadline().filter(|_| !self.stopped);
         while let Some(entry) = self.timers.peek() {
             if self.timer_is_live(&entry) {
-                return Some(entry.deadline);
+                return Some(polls.map_or(entry.deadline, |poll| poll.min(entry.deadline)));
             }
             self.timers.pop();
         }
-        None
+        polls
     }
 
     /// A job's action started on a worker (the driver has removed or is
@@ -576,6 +591,7 @@ impl Engine {
     pub fn state_changed(&mut self, index: usize, value: String) {
         if let Some(slot) = self.state.get_mut(index) {
             *slot = value;
+            self.bus.present[index] = true;
             self.hold_state_changed(index);
         }
     }
@@ -606,6 +622,7 @@ impl Engine {
         for event in events {
             self.handle_event(now, event);
         }
+        self.channel_derived(now, channel, payload);
     }
 
     /// Every pair the service seeds and keeps current: the bundle's
@@ -618,7 +635,15 @@ impl Engine {
     /// The raw channels the live rules' inputs read, sorted: subscribed
     /// to exactly (docs/semantics.md#inputs).
     pub fn input_channels(&self) -> Vec<String> {
-        self.inputs.channels().map(str::to_string).collect()
+        let mut channels: Vec<String> = self
+            .inputs
+            .channels()
+            .chain(self.source_channels())
+            .map(str::to_string)
+            .collect();
+        channels.sort_unstable();
+        channels.dedup();
+        channels
     }
 
     /// The index of `(hash, field)` in [`Engine::watched_pairs`].

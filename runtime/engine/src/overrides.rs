@@ -107,5 +107,6 @@ impl Engine {
         self.cancel_index = cancel;
         self.disabled_index = disabled;
         self.live_rules = live_rules;
+        self.bus_follow_rules();
     }
 }

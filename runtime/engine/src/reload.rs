@@ -54,7 +54,8 @@ impl Engine {
         // with other pools still behave differently.
         let same_pools = self.payload.state_pairs == payload.state_pairs
             && self.payload.consts == payload.consts
-            && self.payload.inputs == payload.inputs;
+            && self.payload.inputs == payload.inputs
+            && self.payload.profile == payload.profile;
         if summary.is_empty() && in_order && same_pools {
             // Only the compiler version differs.
             self.payload = payload;
@@ -180,7 +181,8 @@ impl Engine {
                 Some((job, JobOwner { rule, ..owner }))
             })
             .collect();
-        carry_state(self.inputs.watched(), &self.state, next);
+        carry_state(self.inputs.watched(), &self.state, &self.bus.present, next);
+        next.bus.last_id = self.bus.last_id;
         // Steps waiting for room keep their place (docs/semantics.md#due-steps-the-pool-refused),
         // under their rule's new position.
         for (rule, state) in next.rules.iter().enumerate() {
@@ -242,12 +244,21 @@ impl ReloadSummary {
 /// The last values of pairs both bundles watch (`state()` pairs and input
 /// fields), by (hash, field): an input field keeps its last value, so an
 /// unchanged value after a reload does not fire.
-fn carry_state(old_pairs: &[StatePair], old_values: &[String], next: &mut Engine) {
-    let old: HashMap<&StatePair, &String> = old_pairs.iter().zip(old_values).collect();
+fn carry_state(
+    old_pairs: &[StatePair],
+    old_values: &[String],
+    old_present: &[bool],
+    next: &mut Engine,
+) {
+    let old: HashMap<&StatePair, (&String, bool)> = old_pairs
+        .iter()
+        .zip(old_values.iter().zip(old_present.iter().copied()))
+        .collect();
     let watched = next.inputs.watched().to_vec();
     for (index, pair) in watched.iter().enumerate() {
-        if let (Some(value), Some(slot)) = (old.get(pair), next.state.get_mut(index)) {
+        if let (Some((value, present)), Some(slot)) = (old.get(pair), next.state.get_mut(index)) {
             slot.clone_from(value);
+            next.bus.present[index] = *present;
         }
     }
 }

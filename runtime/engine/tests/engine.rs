@@ -192,7 +192,7 @@ impl H {
                 Effect::DropRecord { id, .. } => {
                     self.records.remove(&*id);
                 }
-                Effect::Log(_) | Effect::Note(_) => {}
+                Effect::Log(_) | Effect::Note(_) | Effect::Publish(_) | Effect::Poll { .. } => {}
             }
         }
         for job in ready {
@@ -257,6 +257,11 @@ fn describe(effect: &Effect) -> String {
             Note::DueWait { run, step, .. } => format!("due-wait {run} s{step}"),
             Note::NonFire { rule, reason } => format!("non-fire {rule} {}", reason.as_str()),
         },
+        Effect::Publish(events) => {
+            let topics: Vec<&str> = events.iter().map(|e| &*e.topic).collect();
+            format!("publish {}", topics.join(" "))
+        }
+        Effect::Poll { hash, pairs } => format!("poll {hash} {pairs:?}"),
     }
 }
 

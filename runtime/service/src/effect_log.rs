@@ -37,6 +37,13 @@ pub fn log_effect(effect: &Effect, throttle: &mut Throttle) {
         }
         Effect::PutRecord { id, .. } => tracing::debug!(run = %id, "record not written: stopping"),
         Effect::DropRecord { id, .. } => tracing::debug!(run = %id, "record not removed: stopping"),
+        Effect::Publish(events) => {
+            tracing::debug!(
+                events = events.len(),
+                "derived events not published: stopping"
+            )
+        }
+        Effect::Poll { hash, .. } => tracing::debug!(hash = %hash, "poll not read: stopping"),
     }
 }
 

@@ -805,12 +805,15 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
         match entry {
             Entry::State(i) => {
                 let e = &timeline.state[i];
-                let _: i64 = redis.query(&["HSET", &e.hash, &e.field, &e.value]);
+                let (Some(field), Some(value)) = (&e.field, &e.value) else {
+                    panic!("{name}: this test plays [[state]] entries of one field and value only");
+                };
+                let _: i64 = redis.query(&["HSET", &e.hash, field, value]);
                 let (at_us, seen) = driver.publish(
-                    [&e.hash, &e.field],
-                    watches(&driver.current, &e.hash, &e.field),
-                    &format!("the change of {}.{}", e.hash, e.field),
-                    is_state_change(&e.hash, &e.field),
+                    [&e.hash, field],
+                    watches(&driver.current, &e.hash, field),
+                    &format!("the change of {}.{field}", e.hash),
+                    is_state_change(&e.hash, field),
                 );
                 played.state.push(sim::StateEntry {
                     at: when(at_us, seen),

@@ -22,6 +22,10 @@ pub enum LineKind {
     Reload,
     /// A `when` failed to evaluate (counted as false).
     EvalError,
+    /// An event the bus profile derived from a `[[state]]` or
+    /// `[[message]]` and published (docs/sources.md), after the rules it
+    /// reached.
+    Derived,
     /// The last line of every simulation: what is still waiting or held.
     End,
 }
@@ -37,6 +41,7 @@ impl LineKind {
             Self::Restart => "restart",
             Self::Reload => "reload",
             Self::EvalError => "eval-error",
+            Self::Derived => "derived",
             Self::End => "end",
         }
     }
@@ -105,6 +110,10 @@ pub struct Line {
     pub held: Option<Vec<String>>,
     /// `reload` only: the bundle as the timeline names it.
     pub bundle: Option<String>,
+    /// `derived` only: the event's topic, `from` and `to`.
+    pub topic: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
 }
 
 /// One present field's value.
@@ -137,6 +146,9 @@ impl Line {
             waiting: None,
             held: None,
             bundle: None,
+            topic: None,
+            from: None,
+            to: None,
         }
     }
 
@@ -147,6 +159,9 @@ impl Line {
             value.as_deref().map(Value::Str)
         }
         [
+            ("topic", text(&self.topic)),
+            ("from", text(&self.from)),
+            ("to", text(&self.to)),
             ("rule", text(&self.rule)),
             ("step", self.step.map(Value::Num)),
             ("pass", self.pass.map(Value::Num)),

@@ -17,8 +17,10 @@ use crate::{
     DropReason, Effect, Engine, EngineConfig, Job, LogLine, Note, Now, PendingRecord, RuleTrace,
     Time, DEFAULT_REPLAY_WINDOW_MS, DEFAULT_TRACES, EVAL_ERROR_CODE,
 };
+use crate::{Notified, ReadCause};
 use line::action_line;
 use rulecore::bundle::Payload;
+use rulecore::event::Event;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -162,6 +164,8 @@ struct Sim<'t> {
     fails: Vec<&'t FailEntry>,
     /// The datastore's hash fields: survive restarts.
     datastore: HashMap<(String, String), String>,
+    /// When each expiring hash goes (virtual ns).
+    expiries: Vec<(u64, String)>,
     /// The bundle of each `[[reload]]`, in file order.
     reloads: Vec<Arc<Payload>>,
     /// A bundle deployed while the service was down: the next start loads it
@@ -203,6 +207,7 @@ impl<'t> Sim<'t> {
             seq: 0,
             fails: Vec::new(),
             datastore: HashMap::new(),
+            expiries: Vec::new(),
             reloads: Vec::new(),
             deployed: None,
             outcome: Outcome::default(),
@@ -245,7 +250,20 @@ impl<'t> Sim<'t> {
             );
         };
         schedule(Kind::Clock, &mut timeline.clock.iter().map(|e| e.at));
-        schedule(Kind::State, &mut timeline.state.iter().map(|e| e.at));
+        // Written before the service starts: what its start reads.
+        for entry in timeline.state.iter().filter(|e| e.before_start) {
+            self.write_store(entry);
+            for (field, value) in entry.written() {
+                self.engine.set_state(&entry.hash, field, value.to_string());
+            }
+        }
+        schedule(
+            Kind::State,
+            &mut timeline
+                .state
+                .iter()
+                .map(|e| if e.before_start { Dur(-1) } else { e.at }),
+        );
         schedule(Kind::Message, &mut timeline.message.iter().map(|e| e.at));
         schedule(Kind::Fail, &mut timeline.fail.iter().map(|e| e.at));
         schedule(Kind::Reload, &mut timeline.reload.iter().map(|e| e.at));
@@ -256,6 +274,9 @@ impl<'t> Sim<'t> {
         for (at, kind, index) in entries {
             if end.is_some_and(|end| at > end) {
                 break;
+            }
+            if kind == Kind::State && timeline.state[index].before_start {
+                continue;
             }
             self.run_until(at);
             match kind {
@@ -270,21 +291,7 @@ impl<'t> Sim<'t> {
                         self.perform();
                     }
                 }
-                Kind::State => {
-                    let entry = &timeline.state[index];
-                    self.datastore.insert(
-                        (entry.hash.clone(), entry.field.clone()),
-                        entry.value.clone(),
-                    );
-                    // A live change: a watched input field makes its event
-                    // (docs/simulation.md#inputs).
-                    if self.up_at.is_none() {
-                        let now = self.clocks();
-                        self.engine
-                            .set_field(now, &entry.hash, &entry.field, entry.value.clone());
-                        self.perform();
-                    }
-                }
+                Kind::State => self.write_state(&timeline.state[index]),
                 Kind::Message => {
                     // While the service is down nobody is subscribed.
                     if self.up_at.is_none() {
@@ -449,6 +456,7 @@ impl<'t> Sim<'t> {
             payload,
             Self::config(self.replay_window_ms, self.restarts, self.options),
         );
+        self.expire_due();
         let mut pairs: Vec<_> = self.datastore.iter().collect();
         pairs.sort();
         for ((hash, field), value) in pairs {
@@ -514,8 +522,105 @@ impl<'t> Sim<'t> {
                     self.outcome.logs.push((at, log));
                 }
                 Effect::Note(note) => self.note(note),
+                Effect::Publish(events) => {
+                    for event in events {
+                        self.derived_line(&event);
+                    }
+                }
+                Effect::Poll { pairs, .. } => {
+                    self.expire_due();
+                    let values = self.read_pairs(&pairs);
+                    let now = self.clocks();
+                    self.engine.fields_read(now, ReadCause::Reread, &values);
+                }
             }
         }
+    }
+
+    /// One `[[state]]` (docs/simulation.md#state-entries): the datastore
+    /// written, then each published name handled as the service handles a
+    /// notification (nobody hears them while the service is down).
+    fn write_state(&mut self, entry: &StateEntry) {
+        self.write_store(entry);
+        if self.up_at.is_some() {
+            return;
+        }
+        for name in entry.published() {
+            let now = self.clocks();
+            match self.engine.notified(&entry.hash, name) {
+                Notified::Ignore => {}
+                Notified::Cleared => self.engine.hash_cleared(&entry.hash),
+                Notified::Read(pairs) => {
+                    let values = self.read_pairs(&pairs);
+                    self.engine.fields_read(now, ReadCause::Notified, &values);
+                }
+                Notified::Reread(pairs) => {
+                    let values = self.read_pairs(&pairs);
+                    self.engine.fields_read(now, ReadCause::Reread, &values);
+                }
+            }
+            self.perform();
+        }
+    }
+
+    /// The datastore side of a `[[state]]`.
+    fn write_store(&mut self, entry: &StateEntry) {
+        self.expire_due();
+        let hash = &entry.hash;
+        if entry.clear || entry.replace {
+            self.datastore.retain(|(h, _), _| h != hash);
+        }
+        if entry.delete {
+            if let Some(field) = &entry.field {
+                self.datastore.remove(&(hash.clone(), field.clone()));
+            }
+        }
+        for (field, value) in entry.written() {
+            self.datastore
+                .insert((hash.clone(), field.to_string()), value.to_string());
+        }
+        if let Some(expire) = entry.expire {
+            let at = self.now.saturating_add(expire.0.unsigned_abs());
+            self.expiries.retain(|(_, h)| h != hash);
+            self.expiries.push((at, hash.clone()));
+        }
+    }
+
+    /// Hashes whose expiry has come are gone (silently, as Redis expires).
+    fn expire_due(&mut self) {
+        let now = self.now;
+        let (due, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.expiries)
+            .into_iter()
+            .partition(|(at, _)| *at <= now);
+        self.expiries = kept;
+        for (_, hash) in due {
+            self.datastore.retain(|(h, _), _| *h != hash);
+        }
+    }
+
+    /// The current values of watched pairs (`None`: absent), as `HMGET`.
+    fn read_pairs(&self, pairs: &[usize]) -> Vec<(usize, Option<String>)> {
+        let watched = self.engine.watched_pairs();
+        pairs
+            .iter()
+            .filter_map(|&index| {
+                let pair = watched.get(index)?;
+                let key = (pair.hash.clone(), pair.field.clone());
+                Some((index, self.datastore.get(&key).cloned()))
+            })
+            .collect()
+    }
+
+    /// A `derived` line: an event the profile derived and published.
+    fn derived_line(&mut self, event: &Event) {
+        let data = (!event.data.is_null()).then(|| event.data.to_json().to_string());
+        self.line(Line {
+            topic: Some(event.topic.to_string()),
+            from: event.from.as_deref().map(str::to_string),
+            to: event.to.as_deref().map(str::to_string),
+            data,
+            ..Line::new(LineKind::Derived)
+        });
     }
 
     fn submit(&mut self, job: Job) {

@@ -78,14 +78,104 @@ impl EventEntry {
     }
 }
 
-/// `[[state]]`: a hash field changing in the datastore.
+/// `[[state]]`: a write to a hash in the datastore, and what the writer
+/// publishes after it (docs/simulation.md#state-entries).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct StateEntry {
     pub at: Dur,
     pub hash: String,
-    pub field: String,
-    pub value: String,
+    pub field: Option<String>,
+    pub value: Option<String>,
+    /// Several fields written at once (`HMSET`, `SetManyPublishOne`).
+    #[serde(default)]
+    pub fields: std::collections::BTreeMap<String, String>,
+    /// `field` is deleted (`HDEL`) instead of written.
+    #[serde(default)]
+    pub delete: bool,
+    /// The hash is deleted, then `cleared` published.
+    #[serde(default)]
+    pub clear: bool,
+    /// The hash is rewritten with `fields`, then `replaced` published.
+    #[serde(default)]
+    pub replace: bool,
+    /// The name published after the write; default `field`, else each of
+    /// `fields`.
+    pub publish: Option<String>,
+    /// `false`: written without a notification.
+    pub notify: Option<bool>,
+    /// The whole hash expires this long after the write.
+    pub expire: Option<Dur>,
+    /// Written before the service starts: read as seeding, emitting nothing.
+    #[serde(default)]
+    pub before_start: bool,
+}
+
+impl StateEntry {
+    /// The (field, value) pairs written, `field` first.
+    pub fn written(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        let single = match (&self.field, &self.value) {
+            (Some(field), Some(value)) => Some((field.as_str(), value.as_str())),
+            _ => None,
+        };
+        single.into_iter().chain(
+            self.fields
+                .iter()
+                .map(|(field, value)| (field.as_str(), value.as_str())),
+        )
+    }
+
+    /// Checks that the keys make one write.
+    fn check(&self, index: usize) -> Result<(), TimelineError> {
+        let problem = |problem| TimelineError::StateShape {
+            number: index + 1,
+            problem,
+        };
+        let single = self.field.is_some();
+        if self.value.is_some() && !single {
+            return Err(problem("`value` needs a `field`"));
+        }
+        if single && self.value.is_some() == self.delete {
+            return Err(problem(
+                "a `field` takes a `value` or `delete = true`, one of them",
+            ));
+        }
+        if self.clear && (single || !self.fields.is_empty() || self.replace) {
+            return Err(problem(
+                "`clear = true` deletes the whole hash: it takes no fields",
+            ));
+        }
+        if !self.clear && !single && self.fields.is_empty() {
+            return Err(problem("nothing is written"));
+        }
+        if self.replace && self.delete {
+            return Err(problem("`replace` rewrites the hash: nothing to delete"));
+        }
+        if self.before_start && (self.at.0 != 0 || self.clear || self.delete) {
+            return Err(problem(
+                "`before-start` writes at \"0s\" (seeding): a value, not a deletion",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The names published after the write, in order (none without a
+    /// notification or before the start).
+    pub fn published(&self) -> Vec<&str> {
+        if self.notify == Some(false) || self.before_start {
+            return Vec::new();
+        }
+        if self.clear {
+            return vec!["cleared"];
+        }
+        if self.replace {
+            return vec!["replaced"];
+        }
+        match (&self.publish, &self.field) {
+            (Some(name), _) | (None, Some(name)) => vec![name.as_str()],
+            (None, None) => self.fields.keys().map(String::as_str).collect(),
+        }
+    }
 }
 
 /// `[[message]]`: a raw message on a pub/sub channel, for a channel
@@ -197,6 +287,12 @@ pub enum TimelineError {
     Negative { place: Place, key: &'static str },
     #[error("[[event]] #{number}: `data` must be a table")]
     DataNotTable { number: usize },
+    /// A `[[state]]` whose keys do not make one write.
+    #[error("[[state]] #{number}: {problem}")]
+    StateShape {
+        number: usize,
+        problem: &'static str,
+    },
     #[error("top level: `workers` must be at least 1")]
     NoWorkers,
     #[error("[[fail]] #{number}: `until` ({until}) is not after `at` ({at}): nothing would fail")]
@@ -308,6 +404,10 @@ impl TimelineError {
                     .to_string(),
                 _ => "only a [[clock]] `jump` may be negative".to_string(),
             },
+            TimelineError::StateShape { .. } => "write `field` and `value` (or `delete = true`), \
+                 `fields = { ... }`, `clear = true`, or `replace = true` with `fields`: see \
+                 docs/simulation.md#state-entries"
+                .to_string(),
             TimelineError::DataNotTable { .. } => {
                 "write `data = { level = 2 }`: the event's data fields".to_string()
             }
@@ -345,6 +445,7 @@ enum Ty {
     /// A whole number from 0 (to u32::MAX).
     Count,
     Table,
+    Bool,
 }
 
 /// The top-level settings.
@@ -376,8 +477,16 @@ const KINDS: &[(&str, Keys)] = &[
         &[
             ("at", Ty::Duration, true),
             ("hash", Ty::Text, true),
-            ("field", Ty::Text, true),
-            ("value", Ty::Text, true),
+            ("field", Ty::Text, false),
+            ("value", Ty::Text, false),
+            ("fields", Ty::Table, false),
+            ("delete", Ty::Bool, false),
+            ("clear", Ty::Bool, false),
+            ("replace", Ty::Bool, false),
+            ("publish", Ty::Text, false),
+            ("notify", Ty::Bool, false),
+            ("expire", Ty::Duration, false),
+            ("before-start", Ty::Bool, false),
         ],
     ),
     (
@@ -452,6 +561,8 @@ fn check_value(
         (Ty::Count, _) => Err(wrong("a whole number from 0")),
         (Ty::Table, toml::Value::Table(_)) => Ok(()),
         (Ty::Table, _) => Err(wrong("a table such as { level = 2 }")),
+        (Ty::Bool, toml::Value::Boolean(_)) => Ok(()),
+        (Ty::Bool, _) => Err(wrong("true or false")),
     }
 }
 
@@ -539,6 +650,7 @@ impl Timeline {
         }
         for (index, entry) in self.state.iter().enumerate() {
             at("state", index, entry.at)?;
+            entry.check(index)?;
         }
         for (index, entry) in self.message.iter().enumerate() {
             at("message", index, entry.at)?;

@@ -1,0 +1,468 @@
+//! The bus derivation (docs/sources.md#changes), driven through the
+//! engine's API on virtual time: seeding, distinct and every changes,
+//! first values, `cleared`, `replaced`, non-field names, `read` fields,
+//! channel sources, ids, owned topics, `--sources used`, polls.
+#![allow(clippy::unwrap_used)]
+
+use rulecore::bundle::{Action, Payload, Rule, StatePair, Step};
+use rulecore::bytecode::{Const, Op, Program};
+use rulecore::event::Event;
+use rulecore::event_data::DataValue;
+use rulecore::profile::{Changes, DataSpec, Emit, Origin, Poll, Profile, Source};
+use rulecore::topic::TopicPattern;
+use rulecore::value_pattern::ValuePattern;
+use ruled_engine::{
+    BusMode, Effect, Engine, EngineConfig, Notified, Now, ReadCause, SourceSet, Time,
+};
+use std::sync::Arc;
+
+const WALL0: i64 = 1_700_000_000_000;
+
+fn at(ms: u64) -> Now {
+    Now::new(Time::from_millis(ms), WALL0 + ms as i64)
+}
+
+fn pats(list: &[&str]) -> Vec<ValuePattern> {
+    list.iter()
+        .map(|p| ValuePattern::parse(p).unwrap())
+        .collect()
+}
+
+fn emit(topic: &str, from: &[&str], to: &[&str]) -> Emit {
+    Emit {
+        topic: topic.into(),
+        from: pats(from),
+        to: pats(to),
+        payload: Vec::new(),
+        when: None,
+        data: Vec::new(),
+        from_to: true,
+    }
+}
+
+fn field(hash: &str, name: &str, read: &[&str], changes: Changes, emits: Vec<Emit>) -> Source {
+    Source {
+        origin: Origin::Field {
+            hash: hash.into(),
+            field: name.into(),
+            read: read.iter().map(|r| r.to_string()).collect(),
+        },
+        changes,
+        emits,
+    }
+}
+
+fn profile() -> Profile {
+    let mut passed = emit("keycard.auth.passed", &[], &["passed"]);
+    passed.data = vec![("uid".into(), DataSpec::Field("uid".into()))];
+    let mut charge = emit("battery.charge.changed", &[], &["<int>"]);
+    charge.data = vec![("slot".into(), DataSpec::Int(0))];
+    let mut seatbox = emit("button.seatbox.press", &[], &[]);
+    seatbox.payload = pats(&["seatbox:press"]);
+    seatbox.from_to = false;
+    Profile {
+        name: "test".into(),
+        digest: "00".into(),
+        sources: vec![
+            field(
+                "vehicle",
+                "state",
+                &[],
+                Changes::Distinct,
+                vec![
+                    emit("vehicle.state.changed", &[], &[]),
+                    emit("vehicle.unlocked", &["stand-by"], &["parked"]),
+                    emit("ride.ended", &["ready-to-drive"], &[]),
+                ],
+            ),
+            field(
+                "keycard",
+                "authentication",
+                &["uid"],
+                Changes::Every,
+                vec![passed],
+            ),
+            field("battery:0", "charge", &[], Changes::Distinct, vec![charge]),
+            Source {
+                origin: Origin::Channel {
+                    channel: "input-events".into(),
+                },
+                changes: Changes::Distinct,
+                emits: vec![seatbox],
+            },
+        ],
+        polls: vec![Poll {
+            hash: "engine-ecu".into(),
+            fields: vec!["speed".into()],
+            every_ns: 1_000_000_000,
+        }],
+    }
+}
+
+fn rule(name: &str, on: &str) -> Rule {
+    Rule::new(
+        name,
+        "r.toml",
+        vec![TopicPattern::parse(on).unwrap()],
+        vec![Step::new(Action::redis("scooter:blinker", "both"), 0)],
+    )
+}
+
+/// Rules on `on`; with `speed`, one more that reads `state("engine-ecu", "speed")`.
+fn payload(on: &[&str], speed: bool) -> Arc<Payload> {
+    let mut rules: Vec<Rule> = on
+        .iter()
+        .enumerate()
+        .map(|(i, on)| rule(&format!("r{i}"), on))
+        .collect();
+    let mut pairs = Vec::new();
+    if speed {
+        let mut reader = rule("fast", "never.sent");
+        reader.when = Some(Box::new(Program {
+            ops: vec![Op::State(0), Op::Const(0), Op::Eq],
+        }));
+        rules.push(reader);
+        pairs.push(StatePair {
+            hash: "engine-ecu".into(),
+            field: "speed".into(),
+        });
+    }
+    let mut payload = Payload::new("test", rules, pairs, vec![Const::Str("30".into())]);
+    payload.profile = Some(profile());
+    Arc::new(payload)
+}
+
+fn engine(payload: Arc<Payload>, bus: BusMode, sources: SourceSet) -> Engine {
+    Engine::new(
+        payload,
+        EngineConfig {
+            bus,
+            sources,
+            ..EngineConfig::default()
+        },
+    )
+}
+
+/// What a notification reads, read from `values` (field -> value).
+fn notify(engine: &mut Engine, now: Now, hash: &str, name: &str, values: &[(&str, Option<&str>)]) {
+    let value = |index: usize| {
+        let pair = &engine.watched_pairs()[index];
+        values
+            .iter()
+            .find(|(field, _)| *field == pair.field)
+            .and_then(|(_, value)| value.map(str::to_string))
+    };
+    match engine.notified(hash, name) {
+        Notified::Read(pairs) => {
+            let read: Vec<_> = pairs.iter().map(|&i| (i, value(i))).collect();
+            engine.fields_read(now, ReadCause::Notified, &read);
+        }
+        Notified::Reread(pairs) => {
+            let read: Vec<_> = pairs.iter().map(|&i| (i, value(i))).collect();
+            engine.fields_read(now, ReadCause::Reread, &read);
+        }
+        Notified::Cleared => engine.hash_cleared(hash),
+        Notified::Ignore => {}
+    }
+}
+
+/// The events published since the last call, and the rules submitted.
+fn drain(engine: &mut Engine) -> (Vec<Event>, Vec<String>) {
+    let (mut published, mut submitted) = (Vec::new(), Vec::new());
+    while let Some(effect) = engine.poll_effect() {
+        match effect {
+            Effect::Publish(events) => published.extend(events),
+            Effect::Submit(job) => submitted.push(job.rule.to_string()),
+            _ => {}
+        }
+    }
+    (published, submitted)
+}
+
+fn topics(events: &[Event]) -> Vec<&str> {
+    events.iter().map(|e| &*e.topic).collect()
+}
+
+fn seed(engine: &mut Engine, hash: &str, field: &str, value: &str) {
+    assert!(
+        engine.set_state(hash, field, value.into()),
+        "{hash}.{field} watched"
+    );
+}
+
+#[test]
+fn a_change_emits_its_topics_in_order_after_the_rules_had_them() {
+    let mut e = engine(
+        payload(&["vehicle.unlocked"], false),
+        BusMode::Own,
+        SourceSet::All,
+    );
+    seed(&mut e, "vehicle", "state", "stand-by");
+    notify(
+        &mut e,
+        at(10),
+        "vehicle",
+        "state",
+        &[("state", Some("parked"))],
+    );
+    let (events, submitted) = drain(&mut e);
+    assert_eq!(
+        topics(&events),
+        ["vehicle.state.changed", "vehicle.unlocked"]
+    );
+    assert_eq!(submitted, ["r0"]);
+    let first = &events[0];
+    assert_eq!(
+        (first.from(), first.to(), first.src()),
+        ("stand-by", "parked", "adapter")
+    );
+    assert_eq!(first.ts, Some(WALL0 + 10));
+    // Ids are stream ids: ms, then a sequence within the ms.
+    let ids: Vec<&str> = events.iter().map(|e| e.id()).collect();
+    assert_eq!(
+        ids,
+        [format!("{}-0", WALL0 + 10), format!("{}-1", WALL0 + 10)]
+    );
+    // The rule's event is the published one, id and all.
+    notify(
+        &mut e,
+        at(20),
+        "vehicle",
+        "state",
+        &[("state", Some("ready-to-drive"))],
+    );
+    notify(
+        &mut e,
+        at(30),
+        "vehicle",
+        "state",
+        &[("state", Some("parked"))],
+    );
+    let (events, _) = drain(&mut e);
+    assert_eq!(
+        topics(&events),
+        [
+            "vehicle.state.changed",
+            "vehicle.state.changed",
+            "ride.ended"
+        ]
+    );
+    assert_eq!(e.state_value("vehicle", "state"), Some("parked"));
+}
+
+#[test]
+fn equal_values_first_values_and_deleted_fields_emit_nothing() {
+    let mut e = engine(payload(&["*"], false), BusMode::Own, SourceSet::All);
+    // Absent at start: the first value is the baseline.
+    notify(
+        &mut e,
+        at(1),
+        "vehicle",
+        "state",
+        &[("state", Some("parked"))],
+    );
+    assert!(drain(&mut e).0.is_empty(), "first value");
+    notify(
+        &mut e,
+        at(2),
+        "vehicle",
+        "state",
+        &[("state", Some("parked"))],
+    );
+    assert!(drain(&mut e).0.is_empty(), "equal value");
+    notify(&mut e, at(3), "vehicle", "state", &[("state", None)]);
+    assert!(drain(&mut e).0.is_empty(), "deleted field");
+    notify(
+        &mut e,
+        at(4),
+        "vehicle",
+        "state",
+        &[("state", Some("stand-by"))],
+    );
+    assert!(drain(&mut e).0.is_empty(), "first value after the deletion");
+    notify(
+        &mut e,
+        at(5),
+        "vehicle",
+        "state",
+        &[("state", Some("parked"))],
+    );
+    assert_eq!(
+        topics(&drain(&mut e).0),
+        ["vehicle.state.changed", "vehicle.unlocked"]
+    );
+    // Not a field: ignored without a read.
+    assert_eq!(e.notified("vehicle", "seatbox:opened"), Notified::Ignore);
+}
+
+#[test]
+fn cleared_makes_fields_absent_and_replaced_emits_real_changes() {
+    let mut e = engine(payload(&["*"], false), BusMode::Own, SourceSet::All);
+    seed(&mut e, "vehicle", "state", "stand-by");
+    assert_eq!(e.notified("vehicle", "cleared"), Notified::Cleared);
+    notify(&mut e, at(1), "vehicle", "cleared", &[]);
+    assert_eq!(e.state_value("vehicle", "state"), Some(""));
+    notify(
+        &mut e,
+        at(2),
+        "vehicle",
+        "state",
+        &[("state", Some("parked"))],
+    );
+    assert!(drain(&mut e).0.is_empty(), "a first value after cleared");
+    notify(
+        &mut e,
+        at(3),
+        "vehicle",
+        "replaced",
+        &[("state", Some("stand-by"))],
+    );
+    assert_eq!(topics(&drain(&mut e).0), ["vehicle.state.changed"]);
+    notify(
+        &mut e,
+        at(4),
+        "vehicle",
+        "replaced",
+        &[("state", Some("stand-by"))],
+    );
+    assert!(drain(&mut e).0.is_empty(), "replaced with the same value");
+}
+
+#[test]
+fn every_notification_of_an_every_source_emits_with_its_read_fields() {
+    let mut e = engine(
+        payload(&["keycard.auth.passed"], false),
+        BusMode::Own,
+        SourceSet::All,
+    );
+    let tap = [("authentication", Some("passed")), ("uid", Some("04a1"))];
+    for ms in [1, 2] {
+        notify(&mut e, at(ms), "keycard", "authentication", &tap);
+    }
+    let (events, submitted) = drain(&mut e);
+    assert_eq!(
+        topics(&events),
+        ["keycard.auth.passed", "keycard.auth.passed"]
+    );
+    assert_eq!(submitted.len(), 2);
+    assert_eq!(events[0].from, None, "no value before the first tap");
+    assert_eq!(events[1].from(), "passed");
+    assert_eq!(
+        events[0].data_at(["uid"]),
+        Some(&DataValue::Str("04a1".into()))
+    );
+    // The hash expired: no uid, so no `data.uid`.
+    notify(
+        &mut e,
+        at(3),
+        "keycard",
+        "authentication",
+        &[("authentication", Some("passed"))],
+    );
+    let (events, _) = drain(&mut e);
+    assert_eq!(events[0].data_at(["uid"]), None);
+}
+
+#[test]
+fn value_patterns_constants_and_channel_sources() {
+    let mut e = engine(payload(&["*"], false), BusMode::Own, SourceSet::All);
+    seed(&mut e, "battery:0", "charge", "80");
+    notify(
+        &mut e,
+        at(1),
+        "battery:0",
+        "charge",
+        &[("charge", Some("79"))],
+    );
+    notify(
+        &mut e,
+        at(2),
+        "battery:0",
+        "charge",
+        &[("charge", Some("n/a"))],
+    );
+    let (events, _) = drain(&mut e);
+    assert_eq!(
+        topics(&events),
+        ["battery.charge.changed"],
+        "only to an integer"
+    );
+    assert_eq!(events[0].data_at(["slot"]), Some(&DataValue::Int(0)));
+    assert_eq!(e.input_channels(), ["input-events"]);
+    e.channel_message(at(3), "input-events", b"seatbox:press");
+    e.channel_message(at(4), "input-events", b"seatbox:wiggle");
+    let (events, _) = drain(&mut e);
+    assert_eq!(topics(&events), ["button.seatbox.press"]);
+    assert_eq!(
+        (events[0].from.as_deref(), events[0].to.as_deref()),
+        (None, None)
+    );
+}
+
+#[test]
+fn owned_and_input_topics_are_refused_from_the_bus_in_own_mode_only() {
+    let own = engine(payload(&["*"], false), BusMode::Own, SourceSet::All);
+    assert!(
+        own.refuses_from_bus("alarm.disarmed") == own.owned_topics().contains(&"alarm.disarmed")
+    );
+    assert!(own.refuses_from_bus("vehicle.unlocked"));
+    assert!(own.refuses_from_bus("input.anything"));
+    assert!(!own.refuses_from_bus("accessory.report"));
+    let mut follow = engine(payload(&["*"], false), BusMode::Follow, SourceSet::All);
+    assert!(!follow.refuses_from_bus("vehicle.unlocked"));
+    assert!(follow.refuses_from_bus("input.anything"));
+    seed(&mut follow, "vehicle", "state", "stand-by");
+    notify(
+        &mut follow,
+        at(1),
+        "vehicle",
+        "state",
+        &[("state", Some("parked"))],
+    );
+    assert!(drain(&mut follow).0.is_empty(), "follow derives nothing");
+    assert!(follow.watched_hashes().is_empty(), "and watches no source");
+}
+
+#[test]
+fn sources_used_watches_only_what_live_rules_need() {
+    let none = engine(payload(&[], false), BusMode::Own, SourceSet::Used);
+    assert!(none.live_pairs().is_empty());
+    assert!(none.watched_hashes().is_empty());
+    assert!(none.input_channels().is_empty());
+    assert!(none.polls().is_empty());
+    let mut some = engine(payload(&["button.*"], false), BusMode::Own, SourceSet::Used);
+    assert!(some.watched_hashes().is_empty());
+    assert_eq!(some.input_channels(), ["input-events"]);
+    // Turning a rule off changes the set live.
+    some.set_enabled("r0", false).unwrap();
+    assert!(some.input_channels().is_empty());
+    let all = engine(payload(&[], false), BusMode::Own, SourceSet::All);
+    assert_eq!(all.watched_hashes(), ["battery:0", "keycard", "vehicle"]);
+}
+
+#[test]
+fn polls_run_only_while_a_rule_reads_their_fields() {
+    let mut idle = engine(payload(&["*"], false), BusMode::Own, SourceSet::All);
+    assert!(idle.polls().is_empty(), "nothing reads engine-ecu speed");
+    assert_eq!(idle.next_deadline(), None);
+    let mut e = engine(payload(&[], true), BusMode::Own, SourceSet::All);
+    assert_eq!(e.polls().len(), 1);
+    assert_eq!(e.next_deadline(), Some(Time::ZERO));
+    e.handle_timeout(at(0));
+    let mut polled = Vec::new();
+    while let Some(effect) = e.poll_effect() {
+        if let Effect::Poll { hash, pairs } = effect {
+            polled.push((hash, pairs));
+        }
+    }
+    assert_eq!(polled, [("engine-ecu".to_string(), vec![0])]);
+    assert_eq!(e.next_deadline(), Some(Time::from_millis(1_000)));
+    e.fields_read(at(5), ReadCause::Reread, &[(0, Some("30".into()))]);
+    assert_eq!(e.state_value("engine-ecu", "speed"), Some("30"));
+    assert_eq!(
+        e.notified("engine-ecu", "speed"),
+        Notified::Ignore,
+        "polled, not read"
+    );
+    drop(idle.poll_effect());
+}
