@@ -466,3 +466,117 @@ fn polls_run_only_while_a_rule_reads_their_fields() {
     );
     drop(idle.poll_effect());
 }
+
+/// The simulator's `[[state]]` forms, with the profile: seeding before
+/// the start, a keycard write announced once with its expiry, a silent
+/// write, a hash cleared and replaced, a poll picking up a silent field.
+#[test]
+fn the_simulator_writes_and_announces_as_the_services_do() {
+    use ruled_engine::sim::{parse, simulate, LineKind};
+    let timeline = parse(
+        r#"
+end = "20s"
+
+[[event]]
+at = "19s"
+topic = "never.sent"
+
+[[state]]
+at = "0s"
+hash = "vehicle"
+field = "state"
+value = "stand-by"
+before-start = true
+
+[[state]]
+at = "1s"
+hash = "vehicle"
+field = "state"
+value = "parked"
+
+[[state]]
+at = "2s"
+hash = "keycard"
+fields = { authentication = "passed", uid = "04a1" }
+publish = "authentication"
+expire = "10s"
+
+[[state]]
+at = "13s"
+hash = "keycard"
+field = "authentication"
+value = "passed"
+
+[[state]]
+at = "14s"
+hash = "vehicle"
+field = "state"
+value = "ready-to-drive"
+notify = false
+
+[[state]]
+at = "15s"
+hash = "vehicle"
+clear = true
+
+[[state]]
+at = "16s"
+hash = "vehicle"
+replace = true
+fields = { state = "parked" }
+
+[[state]]
+at = "17s"
+hash = "vehicle"
+replace = true
+fields = { state = "stand-by" }
+
+[[state]]
+at = "18s"
+hash = "engine-ecu"
+field = "speed"
+value = "30"
+notify = false
+"#,
+    )
+    .unwrap();
+    let outcome = simulate(payload(&["*"], true), &timeline, None).unwrap();
+    let derived: Vec<String> = outcome
+        .lines
+        .iter()
+        .filter(|line| line.kind == LineKind::Derived)
+        .map(|line| {
+            format!(
+                "{} {} {}->{} {}",
+                line.at_ms,
+                line.topic.as_deref().unwrap_or(""),
+                line.from.as_deref().unwrap_or("-"),
+                line.to.as_deref().unwrap_or("-"),
+                line.data.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        derived,
+        [
+            "1000 vehicle.state.changed stand-by->parked ",
+            "1000 vehicle.unlocked stand-by->parked ",
+            "2000 keycard.auth.passed -->passed {\"uid\":\"04a1\"}",
+            // The hash expired at 12 s: the tap has no uid, and its `from`
+            // is the last value seen.
+            "13000 keycard.auth.passed passed->passed ",
+            // The silent write at 14 s is not seen; cleared at 15 s makes
+            // the 16 s value a first one; 17 s is a real change.
+            "17000 vehicle.state.changed parked->stand-by ",
+        ]
+    );
+    // The poll of the silent speed, which a rule reads, saw 30.
+    assert!(
+        outcome
+            .lines
+            .iter()
+            .any(|line| line.kind == LineKind::Action && line.rule.as_deref() == Some("fast")),
+        "{:#?}",
+        outcome.lines
+    );
+}
