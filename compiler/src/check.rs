@@ -9,7 +9,8 @@
 use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text_with, to_json_with, Code, Diagnostic, Severity, Sources};
 use crate::load::{load_dir, LoadError, SourceFile};
-use crate::validate::{validate_with, CheckedRule};
+use crate::profile::Catalogue;
+use crate::validate::{validate_against, CheckedRule};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -133,8 +134,20 @@ pub fn check_dir(dir: &Path) -> Result<CheckReport, LoadError> {
 /// [`check_dir`], with `--deny-warnings`: every warning is an error and
 /// rejects its rule (docs/rules.md#errors-and-warnings).
 fn check_dir_with(dir: &Path, deny_warnings: bool) -> Result<CheckReport, LoadError> {
+    check_dir_with_catalogue(dir, deny_warnings, None)
+}
+
+/// [`check_dir`] with `--deny-warnings` and a bus profile's catalogue:
+/// the rules are held against the profile's topics, values, hashes and
+/// lists too (docs/rules.md#checks-against-the-profile). `None`: checked
+/// as without a profile.
+pub fn check_dir_with_catalogue(
+    dir: &Path,
+    deny_warnings: bool,
+    catalogue: Option<&Catalogue>,
+) -> Result<CheckReport, LoadError> {
     let loaded = load_dir(dir)?;
-    let validated = validate_with(&loaded.files, deny_warnings);
+    let validated = validate_against(&loaded.files, deny_warnings, catalogue);
     let mut diagnostics = loaded.diagnostics;
     diagnostics.extend(validated.diagnostics);
     // Report in file order (docs/rules.md: byte-wise by name), a file's

@@ -83,6 +83,12 @@ codes! {
     UnknownDataKey => "rulec::unknown-data-key",
     /// A `data.*` key used against its declared type (`data.charge > "25"`).
     DataType => "rulec::data-type",
+    /// `to` or `from` compared with a value the profile's topics never carry.
+    EventValue => "rulec::event-value",
+    /// `state()` of a profile field compared with a value outside the field's values.
+    StateValue => "rulec::state-value",
+    /// A redis `push` onto a profile list of a value the list does not accept.
+    ListValue => "rulec::list-value",
     /// `repeat` without `count`, a `count` out of range, or `every` missing or not positive.
     Repeat => "rulec::repeat",
     /// `durable` on a step whose `after` is absent or zero.
@@ -157,6 +163,10 @@ codes! {
     NameCharacters => "rulec::name-characters",
     /// (warning) A disabled rule whose name another rule also uses: left out.
     DisabledDuplicateName => "rulec::disabled-duplicate-name",
+    /// (warning) `state()` of a field the profile's hash does not have.
+    UnknownStateField => "rulec::unknown-state-field",
+    /// (warning) `state()` of a field written without a notification that no poll reads.
+    SilentState => "rulec::silent-state",
 
     // `when` expressions (docs/when-language.md).
     /// The expression does not parse (unmatched parentheses, ...).

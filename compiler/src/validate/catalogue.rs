@@ -5,11 +5,18 @@
 //! you mean"), and, for a rule whose `on` patterns match only declared
 //! topics, every `data.*` key its conditions read (an undeclared key or a
 //! type mismatch is an error). The catalogue is not in the bundle.
+//!
+//! With a bus profile, its derived topics join the declarations (a
+//! directory's own `[[topic]]` of the same name wins), and a rule whose
+//! `on` matches only profile topics has its `to`/`from` comparisons held
+//! against their values (`super::profile`).
 
 use super::{CheckedExpr, CheckedRule, Validated};
 use crate::diagnostic::{Code, Diagnostic, Severity};
 use crate::keys::DATA_TYPES;
 use crate::load::SourceFile;
+use crate::profile::catalogue::{DataType, TopicShape};
+use crate::profile::Catalogue;
 use crate::rulefile::RawTopic;
 use crate::span::StringMap;
 use crate::when::{BinOp, Expr, ExprKind, Ty};
@@ -61,6 +68,8 @@ pub(super) struct Topic {
     data: BTreeMap<String, DataTy>,
     file: String,
     span: Range<usize>,
+    /// The profile's shape, for a topic the profile derives.
+    shape: Option<TopicShape>,
 }
 
 /// The topics `raw` declares in `file`; a malformed declaration is an error
@@ -140,6 +149,7 @@ fn declaration(
         data,
         file: file.name.clone(),
         span: raw.span.clone(),
+        shape: None,
     })
 }
 
@@ -167,22 +177,30 @@ fn type_help(written: Option<&str>) -> String {
 /// rejected like any other.
 pub(super) fn check_rules(
     topics: &[Topic],
+    profile: Option<&Catalogue>,
     files: &[SourceFile],
     deny_warnings: bool,
     candidates: &mut Vec<(CheckedRule, Range<usize>)>,
     out: &mut Validated,
 ) {
     let implicit = input_topics(candidates);
-    if topics.is_empty() && implicit.is_empty() {
+    let derived = profile.map(profile_topics).unwrap_or_default();
+    if topics.is_empty() && implicit.is_empty() && derived.is_empty() {
         return;
     }
     let mut topics = unique(topics, &mut out.diagnostics);
-    // An explicit declaration of an input topic wins over the generated one.
-    for topic in &implicit {
+    // An explicit declaration of an input topic wins over the generated
+    // one, and of a derived topic over the profile's.
+    for topic in implicit.iter().chain(&derived) {
         if !topics.iter().any(|declared| declared.name == topic.name) {
             topics.push(topic);
         }
     }
+    let known = if derived.is_empty() {
+        "declared"
+    } else {
+        "known"
+    };
     candidates.retain(|(rule, _)| {
         if !rule.enabled {
             // Replay-only: it matches nothing, so its topics do not matter.
@@ -192,7 +210,7 @@ pub(super) fn check_rules(
             return true;
         };
         let mut found = Vec::new();
-        let typed = patterns(&topics, rule, &mut found);
+        let typed = patterns(&topics, known, rule, &mut found);
         if let Some(matched) = typed {
             for expr in rule
                 .when
@@ -200,6 +218,27 @@ pub(super) fn check_rules(
                 .chain(rule.steps.iter().flat_map(|s| &s.when))
             {
                 data_uses(&matched, file, expr, &mut found);
+            }
+            // `to`/`from` are known only when every matched topic is the
+            // profile's.
+            let shapes: Option<Vec<&TopicShape>> =
+                matched.iter().map(|topic| topic.shape.as_ref()).collect();
+            if let Some(shapes) = shapes {
+                let exprs = rule.when.iter().map(|expr| (None, expr)).chain(
+                    rule.steps
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, s)| s.when.as_ref().map(|expr| (Some(i), expr))),
+                );
+                for (step, expr) in exprs {
+                    let map = StringMap::new(&file.text, expr.span.clone(), &expr.source);
+                    for mut diagnostic in
+                        super::profile::event_values(&shapes, &expr.checked.expr, &map)
+                    {
+                        diagnostic.step = step;
+                        found.push(diagnostic);
+                    }
+                }
             }
         }
         let rejected = found
@@ -236,10 +275,41 @@ fn input_topics(candidates: &[(CheckedRule, Range<usize>)]) -> Vec<Topic> {
                 data,
                 file: rule.source.clone(),
                 span: checked.span.clone(),
+                shape: None,
             });
         }
     }
     topics
+}
+
+/// The topics a profile derives, as declarations with their shapes: the
+/// `data` types as `[[topic]]` writes them (a type known only at run time
+/// is `any`).
+fn profile_topics(catalogue: &Catalogue) -> Vec<Topic> {
+    catalogue
+        .topics
+        .iter()
+        .map(|shape| Topic {
+            name: shape.name.clone(),
+            data: shape
+                .data
+                .iter()
+                .map(|(key, ty)| {
+                    let ty = match ty {
+                        Some(DataType::Str) => DataTy::Str,
+                        Some(DataType::Int) => DataTy::Int,
+                        Some(DataType::Float) => DataTy::Float,
+                        Some(DataType::Bool) => DataTy::Bool,
+                        None => DataTy::Any,
+                    };
+                    (key.clone(), ty)
+                })
+                .collect(),
+            file: String::new(),
+            span: 0..0,
+            shape: Some(shape.clone()),
+        })
+        .collect()
 }
 
 /// The declarations, the first of each name: a second one is an error.
@@ -268,6 +338,7 @@ fn unique<'t>(topics: &'t [Topic], diagnostics: &mut Vec<Diagnostic>) -> Vec<&'t
 /// of its `on` patterns matches at least one (then `data.*` is typed).
 fn patterns<'t>(
     topics: &[&'t Topic],
+    known: &str,
     rule: &CheckedRule,
     found: &mut Vec<Diagnostic>,
 ) -> Option<Vec<&'t Topic>> {
@@ -285,7 +356,7 @@ fn patterns<'t>(
                 .filter(|topic| pattern.matches(&topic.name))
                 .collect();
             if hits.is_empty() {
-                found.push(unknown_topic(topics, key, pattern, span.clone()));
+                found.push(unknown_topic(topics, known, key, pattern, span.clone()));
                 typed &= key != "on";
             } else if key == "on" {
                 matched.extend(hits);
@@ -297,6 +368,7 @@ fn patterns<'t>(
 
 fn unknown_topic(
     topics: &[&Topic],
+    known: &str,
     key: &str,
     pattern: &TopicPattern,
     span: Range<usize>,
@@ -328,9 +400,9 @@ fn unknown_topic(
     };
     Diagnostic::warning(
         Code::UnknownTopic,
-        format!("`{key}` pattern `{pattern}` matches no declared topic"),
+        format!("`{key}` pattern `{pattern}` matches no {known} topic"),
     )
-    .at(span, "no declared topic matches")
+    .at(span, format!("no {known} topic matches"))
     .with_help(help)
 }
 

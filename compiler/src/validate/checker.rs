@@ -6,6 +6,7 @@
 use super::CheckedExpr;
 use crate::diagnostic::{Code, Diagnostic};
 use crate::load::SourceFile;
+use crate::profile::Catalogue;
 use crate::rulefile::{RawRule, Spanned, Table};
 use crate::span::StringMap;
 use crate::when;
@@ -57,10 +58,16 @@ pub(super) struct RuleChecker<'a, 'i> {
     /// The step being checked, for diagnostics.
     pub(super) step: Option<usize>,
     pub(super) diagnostics: Vec<Diagnostic>,
+    /// The bus profile's catalogue the rule is held against, if any.
+    pub(super) catalogue: Option<&'a Catalogue>,
 }
 
 impl<'a, 'i> RuleChecker<'a, 'i> {
-    pub(super) fn new(file: &'a SourceFile, raw: &'a RawRule<'i>) -> Self {
+    pub(super) fn new(
+        file: &'a SourceFile,
+        raw: &'a RawRule<'i>,
+        catalogue: Option<&'a Catalogue>,
+    ) -> Self {
         let enabled = !matches!(
             entry(&raw.table, "enabled").map(|e| e.value.get_ref()),
             Some(DeValue::Boolean(false))
@@ -73,6 +80,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             enabled,
             step: None,
             diagnostics: Vec::new(),
+            catalogue,
         }
     }
 
@@ -270,6 +278,13 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                         .at(map.map(warning.span.clone()), warning.label.clone());
                     diagnostic.help = warning.help.clone();
                     self.push(diagnostic);
+                }
+                if let Some(catalogue) = self.catalogue {
+                    for diagnostic in
+                        super::profile::state_uses(catalogue, &checked.expr, &text, &map)
+                    {
+                        self.push(diagnostic);
+                    }
                 }
                 Ok(Some(CheckedExpr {
                     source: text,

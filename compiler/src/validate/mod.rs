@@ -16,6 +16,7 @@ mod catalogue;
 mod checker;
 mod duration;
 mod input;
+mod profile;
 mod rule;
 mod step;
 
@@ -24,6 +25,7 @@ pub use input::CheckedInput;
 
 use crate::diagnostic::{Code, Diagnostic, Severity};
 use crate::load::SourceFile;
+use crate::profile::Catalogue;
 use crate::rulefile;
 use crate::when::CheckedWhen;
 use checker::RuleChecker;
@@ -114,6 +116,19 @@ pub fn validate(files: &[SourceFile]) -> Validated {
 /// rejected like a rule with any other error, and warnings tied to no
 /// surviving rule are errors too.
 pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
+    validate_against(files, deny_warnings, None)
+}
+
+/// [`validate_with`], holding the rules against a bus profile's catalogue
+/// too (docs/rules.md#checks-against-the-profile): its derived topics join
+/// the topic catalogue (a directory's `[[topic]]` of the same name wins),
+/// and `to`/`from`, `state()` and redis `push` values are checked against
+/// the values it declares. `None` checks exactly as without a profile.
+pub fn validate_against(
+    files: &[SourceFile],
+    deny_warnings: bool,
+    catalogue: Option<&Catalogue>,
+) -> Validated {
     let mut out = Validated::default();
     // Rules that passed their own checks, before names are settled.
     let mut candidates: Vec<(CheckedRule, Range<usize>)> = Vec::new();
@@ -131,7 +146,7 @@ pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
             out.rules_read += raw_rules.len();
         }
         for raw in &raw_rules {
-            let mut checker = RuleChecker::new(file, raw);
+            let mut checker = RuleChecker::new(file, raw, catalogue);
             let checked = checker.check();
             let has_errors = checker
                 .diagnostics
@@ -160,7 +175,14 @@ pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
     }
     let across = input::check_across_rules(&mut candidates);
     out.diagnostics.extend(across);
-    catalogue::check_rules(&topics, files, deny_warnings, &mut candidates, &mut out);
+    catalogue::check_rules(
+        &topics,
+        catalogue,
+        files,
+        deny_warnings,
+        &mut candidates,
+        &mut out,
+    );
     settle_names(candidates, &mut out);
     if deny_warnings {
         for diagnostic in &mut out.diagnostics {

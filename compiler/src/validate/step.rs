@@ -303,6 +303,15 @@ impl<'i> RuleChecker<'_, 'i> {
                 );
             }
         }
+        if let (Some(catalogue), Some((list, _)), Some((push, span))) =
+            (self.catalogue, &list, &push)
+        {
+            if let Some(diagnostic) =
+                super::profile::list_value(catalogue, list, push, span.clone())
+            {
+                self.push(diagnostic);
+            }
+        }
         let timeout_ns = self.action_timeout(step, "how long to wait for Redis' reply");
         Some(Action::Redis {
             list: list?.0,

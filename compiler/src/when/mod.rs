@@ -175,6 +175,20 @@ impl BinOp {
     }
 }
 
+/// The string literals inside `text[span]` (quotes included), as byte
+/// ranges into `text`, in order: the arguments of a `state("hash",
+/// "field")` call, whose node keeps only the whole call's span.
+pub fn string_literals(text: &str, span: Range<usize>) -> Vec<Range<usize>> {
+    let Some(part) = text.get(span.clone()) else {
+        return Vec::new();
+    };
+    lex::tokenize(part)
+        .into_iter()
+        .filter(|tok| tok.kind == lex::TokKind::Str)
+        .map(|tok| tok.span.start + span.start..tok.span.end + span.start)
+        .collect()
+}
+
 /// Checks one expression. All problems found are returned, not just the first.
 pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     check::check(text)

@@ -1,0 +1,371 @@
+//! The checks of rules against a bus profile's [`Catalogue`]
+//! (docs/rules.md#checks-against-the-profile): values the profile says a
+//! `to`, `from` or `state()` can never hold, fields of a known hash that do
+//! not exist or are never seen to change, and values a command list does
+//! not accept. The derived topics themselves join the topic catalogue in
+//! `super::catalogue`.
+//!
+//! Each check is a pure function from the catalogue and what the rule
+//! says to diagnostics without file, rule or step; the callers add those.
+
+use crate::diagnostic::{Code, Diagnostic};
+use crate::profile::catalogue::{Catalogue, TopicShape};
+use crate::span::StringMap;
+use crate::when::{self, BinOp, Expr, ExprKind, Lit};
+use rulecore::bundle::StatePair;
+use rulecore::bytecode::{Builtin, EventField};
+use rulecore::suggest::did_you_mean;
+use rulecore::value_pattern::{any_matches, ValuePattern};
+use std::ops::Range;
+
+/// How many values a help line lists before "...".
+const LISTED: usize = 12;
+
+/// How a literal meets the value it is held against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    Eq,
+    Ne,
+    /// An element of `contains((...), value)`.
+    Member,
+}
+
+impl How {
+    fn outcome(self) -> &'static str {
+        match self {
+            How::Eq => "so this comparison can never be true",
+            How::Ne => "so this comparison is always true",
+            How::Member => "so this element of `contains` never matches",
+        }
+    }
+}
+
+/// `value == "lit"`, `"lit" == value`, `value != "lit"` or
+/// `contains((..., "lit", ...), value)`: one literal against one value.
+struct Comparison<'e> {
+    value: &'e Expr,
+    literal: &'e str,
+    /// In the expression text, quotes included.
+    literal_span: Range<usize>,
+    how: How,
+}
+
+/// Every comparison of a value with a string literal in `expr`.
+fn comparisons(expr: &Expr) -> Vec<Comparison<'_>> {
+    let mut found = Vec::new();
+    collect(expr, &mut found);
+    found
+}
+
+fn collect<'e>(expr: &'e Expr, found: &mut Vec<Comparison<'e>>) {
+    match &expr.kind {
+        ExprKind::Binary(op, left, right) => {
+            let how = match op {
+                BinOp::Eq => Some(How::Eq),
+                BinOp::Ne => Some(How::Ne),
+                _ => None,
+            };
+            if let Some(how) = how {
+                for (value, other) in [(left, right), (right, left)] {
+                    if let ExprKind::Lit(Lit::Str(literal)) = &other.kind {
+                        found.push(Comparison {
+                            value,
+                            literal,
+                            literal_span: other.span.clone(),
+                            how,
+                        });
+                    }
+                }
+            }
+            collect(left, found);
+            collect(right, found);
+        }
+        ExprKind::Call(Builtin::TupleContains, args) => {
+            if let Some((value, elements)) = args.split_last() {
+                for element in elements {
+                    if let ExprKind::Lit(Lit::Str(literal)) = &element.kind {
+                        found.push(Comparison {
+                            value,
+                            literal,
+                            literal_span: element.span.clone(),
+                            how: How::Member,
+                        });
+                    }
+                }
+            }
+            args.iter().for_each(|arg| collect(arg, found));
+        }
+        ExprKind::Call(_, args) => args.iter().for_each(|arg| collect(arg, found)),
+        ExprKind::Unary(_, inner) => collect(inner, found),
+        ExprKind::Lit(_) | ExprKind::Field(_) | ExprKind::Data(_) | ExprKind::State(_) => {}
+    }
+}
+
+/// Every `state()` read in `expr`, in order.
+fn state_reads<'e>(expr: &'e Expr, found: &mut Vec<(&'e StatePair, Range<usize>)>) {
+    match &expr.kind {
+        ExprKind::State(pair) => found.push((pair, expr.span.clone())),
+        ExprKind::Binary(_, left, right) => {
+            state_reads(left, found);
+            state_reads(right, found);
+        }
+        ExprKind::Call(_, args) => args.iter().for_each(|arg| state_reads(arg, found)),
+        ExprKind::Unary(_, inner) => state_reads(inner, found),
+        ExprKind::Lit(_) | ExprKind::Field(_) | ExprKind::Data(_) => {}
+    }
+}
+
+/// `` `a`, `b`, `c` ``, at most [`LISTED`] of them.
+fn listed(patterns: &[String]) -> String {
+    let mut text: Vec<String> = patterns
+        .iter()
+        .take(LISTED)
+        .map(|p| format!("`{p}`"))
+        .collect();
+    if patterns.len() > LISTED {
+        text.push("...".into());
+    }
+    text.join(", ")
+}
+
+/// "did you mean `x`?" from the literal values among `patterns`, else the
+/// values, with `what` naming whose they are.
+fn values_help(literal: &str, patterns: &[&ValuePattern], what: &str) -> String {
+    let literals: Vec<&str> = patterns.iter().filter_map(|p| p.as_literal()).collect();
+    if let Some(near) = did_you_mean(literal, &literals) {
+        return format!("did you mean `{near}`?");
+    }
+    // In the profile's order, each once.
+    let mut all: Vec<String> = Vec::new();
+    for pattern in patterns {
+        let text = pattern.to_string();
+        if !all.contains(&text) {
+            all.push(text);
+        }
+    }
+    format!("{what} {}", listed(&all))
+}
+
+/// The `state()` reads of one expression against the profile's hashes
+/// (DESIGN 14.5): for a hash the profile declares, a field it does not
+/// have (a warning), a comparison with a value outside the field's values
+/// (an error), and a silent field no poll reads (a warning). Hashes the
+/// profile does not declare are not checked. `source` is the expression
+/// text, `map` maps its bytes into the rule file.
+pub(super) fn state_uses(
+    catalogue: &Catalogue,
+    expr: &Expr,
+    source: &str,
+    map: &StringMap,
+) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    let mut reads = Vec::new();
+    state_reads(expr, &mut reads);
+    let mut seen: Vec<&StatePair> = Vec::new();
+    for (pair, span) in reads {
+        if seen.contains(&pair) {
+            continue;
+        }
+        seen.push(pair);
+        let Some(hash) = catalogue.hashes.get(&pair.hash) else {
+            continue;
+        };
+        let call = format!("state(\"{}\", \"{}\")", pair.hash, pair.field);
+        if !hash.fields.contains_key(&pair.field) {
+            let field_span = when::string_literals(source, span.clone())
+                .get(1)
+                .cloned()
+                .unwrap_or(span);
+            let fields: Vec<&str> = hash.fields.keys().map(String::as_str).collect();
+            let help = match did_you_mean(&pair.field, &fields) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => {
+                    let names: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+                    format!(
+                        "the profile's `{}` fields are {}",
+                        pair.hash,
+                        listed(&names)
+                    )
+                }
+            };
+            found.push(
+                Diagnostic::warning(
+                    Code::UnknownStateField,
+                    format!(
+                        "the profile's hash `{}` has no field `{}`: `{call}` reads a field no service writes",
+                        pair.hash, pair.field
+                    ),
+                )
+                .at(map.map(field_span), "not a field of this hash")
+                .with_help(help),
+            );
+            continue;
+        }
+        if !hash.is_live(&pair.field) {
+            found.push(
+                Diagnostic::warning(
+                    Code::SilentState,
+                    format!(
+                        "`{call}` would hold the value read at start: `{}` is written without a notification and no poll reads it",
+                        pair.field
+                    ),
+                )
+                .at(map.map(span), "never seen to change")
+                .with_help(format!(
+                    "take the value from an event instead, or have the profile poll the field (`poll` and `polled` on its `[[hash]]` `{}`, docs/sources.md#polls)",
+                    pair.hash
+                )),
+            );
+        }
+    }
+    for comparison in comparisons(expr) {
+        let ExprKind::State(pair) = &comparison.value.kind else {
+            continue;
+        };
+        let Some(patterns) = catalogue
+            .hashes
+            .get(&pair.hash)
+            .and_then(|hash| hash.fields.get(&pair.field))
+        else {
+            continue;
+        };
+        // `""` is what an absent field reads as: a test for absence.
+        if comparison.literal.is_empty() || any_matches(patterns, comparison.literal) {
+            continue;
+        }
+        let call = format!("state(\"{}\", \"{}\")", pair.hash, pair.field);
+        let refs: Vec<&ValuePattern> = patterns.iter().collect();
+        let help = values_help(
+            comparison.literal,
+            &refs,
+            &format!(
+                "the profile's values of `{}` `{}` are",
+                pair.hash, pair.field
+            ),
+        );
+        found.push(
+            Diagnostic::error(
+                Code::StateValue,
+                format!(
+                    "`{call}` is never `\"{}\"`, {}",
+                    comparison.literal,
+                    comparison.how.outcome()
+                ),
+            )
+            .at(
+                map.map(comparison.literal_span.clone()),
+                format!("not a value of `{}` `{}`", pair.hash, pair.field),
+            )
+            .with_help(help),
+        );
+    }
+    found
+}
+
+/// `to` and `from` compared with a literal that none of the rule's topics
+/// ever carries (DESIGN 14.5): an error. `shapes` are the profile shapes
+/// of every topic the rule's `on` matches (all of them profile topics).
+pub(super) fn event_values(
+    shapes: &[&TopicShape],
+    expr: &Expr,
+    map: &StringMap,
+) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    if shapes.is_empty() {
+        return found;
+    }
+    for comparison in comparisons(expr) {
+        let (name, field) = match &comparison.value.kind {
+            ExprKind::Field(EventField::To) => ("to", EventField::To),
+            ExprKind::Field(EventField::From) => ("from", EventField::From),
+            _ => continue,
+        };
+        // `from == ""`: no previous value, a real case.
+        if comparison.literal.is_empty() {
+            continue;
+        }
+        let sets: Vec<Option<&Vec<ValuePattern>>> = shapes
+            .iter()
+            .map(|shape| match field {
+                EventField::From => shape.from.as_ref(),
+                _ => shape.to.as_ref(),
+            })
+            .collect();
+        let possible = sets
+            .iter()
+            .any(|set| set.is_some_and(|patterns| any_matches(patterns, comparison.literal)));
+        if possible {
+            continue;
+        }
+        let mut topics: Vec<&str> = shapes.iter().map(|shape| shape.name.as_str()).collect();
+        topics.sort_unstable();
+        topics.dedup();
+        let named = match topics.as_slice() {
+            [one] => format!("`{one}` events"),
+            some if some.len() <= 3 => format!(
+                "{} events",
+                some.iter()
+                    .map(|t| format!("`{t}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => "the rule's topics".to_string(),
+        };
+        let patterns: Vec<&ValuePattern> =
+            sets.iter().flatten().flat_map(|set| set.iter()).collect();
+        let help = if patterns.is_empty() {
+            format!("{named} carry no `{name}`")
+        } else {
+            values_help(
+                comparison.literal,
+                &patterns,
+                &format!("`{name}` of {named} is one of"),
+            )
+        };
+        found.push(
+            Diagnostic::error(
+                Code::EventValue,
+                format!(
+                    "`{name}` is never `\"{}\"` in {named}, {}",
+                    comparison.literal,
+                    comparison.how.outcome()
+                ),
+            )
+            .at(
+                map.map(comparison.literal_span.clone()),
+                format!("not a value of `{name}` for the rule's topics"),
+            )
+            .with_help(help),
+        );
+    }
+    found
+}
+
+/// A redis step's `push` onto a list the profile declares, of a value
+/// none of the list's patterns accepts: an error (DESIGN 14.5). Lists the
+/// profile does not declare, and values with `${` (a template), are not
+/// checked. `span` is the `push` string in the rule file.
+pub(super) fn list_value(
+    catalogue: &Catalogue,
+    list: &str,
+    push: &str,
+    span: Range<usize>,
+) -> Option<Diagnostic> {
+    let patterns = catalogue.lists.get(list)?;
+    if push.contains("${") || push.trim().is_empty() || any_matches(patterns, push) {
+        return None;
+    }
+    let refs: Vec<&ValuePattern> = patterns.iter().collect();
+    let help = values_help(push, &refs, &format!("`{list}` accepts"));
+    Some(
+        Diagnostic::error(
+            Code::ListValue,
+            format!("`push = \"{push}\"` is not a value `{list}` accepts"),
+        )
+        .at(span, "not accepted by this list")
+        .with_help(help),
+    )
+}
+
+#[cfg(test)]
+mod tests;
