@@ -160,13 +160,22 @@ fn unwritable_output_names_the_output() {
 fn partial_writes_what_compiled_and_still_fails() {
     let dir = scratch(&[("a.toml", GOOD), ("b.toml", BAD)]);
     let out = rulec(dir.path())
-        .args(["build", "rules", "-o", "out.bundle", "--partial"])
+        // Without a profile: the size is the rules' alone.
+        .args([
+            "build",
+            "rules",
+            "-o",
+            "out.bundle",
+            "--partial",
+            "--profile",
+            "none",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         last_line(&out.stderr),
-        "2 files, 2 rules: 1 error, 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 145 bytes"
+        "2 files, 2 rules: 1 error, 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 146 bytes"
     );
     assert_eq!(rule_names(&dir.path().join("out.bundle")), ["good"]);
 }
@@ -336,6 +345,8 @@ fn denied_warnings_reject_their_rule_under_partial() {
             "out.bundle",
             "--deny-warnings",
             "--partial",
+            "--profile",
+            "none",
         ])
         .output()
         .unwrap();
@@ -344,7 +355,7 @@ fn denied_warnings_reject_their_rule_under_partial() {
     assert!(stderr.contains("  x rule `warns`"), "{stderr}");
     assert_eq!(
         last_line(&out.stderr),
-        "2 files, 2 rules: 1 error (1 denied warning), 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 145 bytes"
+        "2 files, 2 rules: 1 error (1 denied warning), 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 146 bytes"
     );
     assert_eq!(rule_names(&dir.path().join("out.bundle")), ["good"]);
 }
