@@ -609,9 +609,7 @@ impl Ctx {
             }
             Some((_, value)) => self.string(file, "name", value),
         };
-        let Some((name, name_span)) = name else {
-            return None;
-        };
+        let (name, name_span) = name?;
         if let Some(rest) = name.strip_prefix("ev:") {
             self.error(
                 file,
@@ -1302,7 +1300,7 @@ impl Ctx {
                 }
             }
             "field" => {
-                if names.read.iter().any(|r| *r == text) {
+                if names.read.contains(&text) {
                     return Some(DataDecl::Field(text));
                 }
                 let read: Vec<&str> = names.read.iter().map(String::as_str).collect();
