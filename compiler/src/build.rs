@@ -8,8 +8,9 @@
 //! verified again before the file is written, so a lowering bug fails the
 //! build here rather than the service on the scooter.
 
-use crate::check::{check_and_print, plural, Format};
+use crate::check::{check_and_print, plural, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
+use crate::profile::LoadedProfile;
 use crate::validate::{CheckedExpr, CheckedRule};
 use crate::when::{lower, ConstPool};
 use rulecore::bundle::{Payload, Rule, RuleOptions, Step};
@@ -55,6 +56,8 @@ pub struct BuildArgs {
     /// of failing with exit 2).
     #[arg(long)]
     pub allow_empty: bool,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
 }
 
 /// The compiler version written into every bundle.
@@ -63,6 +66,16 @@ pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Turns checked rules into a bundle payload: one constant pool for every
 /// expression, fingerprints computed against the final pools.
 pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
+    assemble_with(rules, None, compiler_version)
+}
+
+/// [`assemble`] with a bus profile (docs/sources.md): its programs share
+/// the rules' constant pool and state pairs, and the payload carries it.
+pub fn assemble_with(
+    rules: &[CheckedRule],
+    profile: Option<&LoadedProfile>,
+    compiler_version: &str,
+) -> Payload {
     let whens = || {
         rules.iter().flat_map(|rule| {
             rule.when
@@ -72,7 +85,9 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
     };
     // Registering every pair first makes the bundle's list sorted.
     let mut pool = ConstPool::with_state_pairs(
-        whens().flat_map(|expr| expr.checked.state_pairs.iter().cloned()),
+        whens()
+            .flat_map(|expr| expr.checked.state_pairs.iter().cloned())
+            .chain(profile.into_iter().flat_map(LoadedProfile::state_pairs)),
     );
     let mut lower_opt =
         |expr: &Option<CheckedExpr>| expr.as_ref().map(|e| lower(&e.checked, &mut pool));
@@ -113,10 +128,13 @@ pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
                 .collect(),
         })
         .collect();
+    // After the rules: `--profile none` leaves their pool as it was.
+    let lowered = profile.map(|profile| profile.lower(&mut pool));
     let (consts, state_pairs) = pool.finish();
     // Fingerprints are computed here, against the final pools.
     let mut payload = Payload::new(compiler_version, rules_out, state_pairs, consts);
     add_inputs(&mut payload, rules);
+    payload.profile = lowered;
     payload
 }
 
@@ -171,7 +189,15 @@ impl Built {
 
 /// Assembles, encodes, and verifies by decoding the bytes again.
 pub fn build(rules: &[CheckedRule]) -> Result<Built, BundleError> {
-    let payload = assemble(rules, COMPILER_VERSION);
+    build_with(rules, None)
+}
+
+/// [`build`] with a bus profile.
+pub fn build_with(
+    rules: &[CheckedRule],
+    profile: Option<&LoadedProfile>,
+) -> Result<Built, BundleError> {
+    let payload = assemble_with(rules, profile, COMPILER_VERSION);
     let bytes = codec::encode(&payload)?;
     let id = codec::decode(&bytes)?.id;
     Ok(Built { bytes, id, payload })
@@ -246,7 +272,13 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         )?;
         return Ok(Exit::Usage);
     }
-    let report = match check_and_print(&args.dir, args.deny_warnings, args.format, console)? {
+    let report = match check_and_print(
+        &args.dir,
+        args.deny_warnings,
+        args.format,
+        &args.profile.profile,
+        console,
+    )? {
         Ok(report) => report,
         Err(exit) => return Ok(exit),
     };
@@ -277,7 +309,16 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         )?;
         return Ok(Exit::Failure);
     }
-    let built = match build(&report.rules) {
+    // A profile with errors fails the build even with --partial: a bundle
+    // must not derive events from a half-read profile.
+    if report.profile.as_ref().is_some_and(|p| p.errors() > 0) {
+        writeln!(
+            console.err,
+            "{check_summary}; nothing written: the profile has errors"
+        )?;
+        return Ok(Exit::Failure);
+    }
+    let built = match build_with(&report.rules, report.profile.as_deref()) {
         Ok(built) => built,
         Err(error) => {
             // The compiler produced a bundle its own loader refuses: a bug.

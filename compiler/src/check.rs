@@ -9,10 +9,21 @@
 use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text_with, to_json_with, Code, Diagnostic, Severity, Sources};
 use crate::load::{load_dir, LoadError, SourceFile};
-use crate::profile::Catalogue;
+use crate::profile::{LoadedProfile, ProfileChoice};
 use crate::validate::{validate_against, CheckedRule};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `--profile`, shared by `check`, `build`, `simulate`, `test` and `diff`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProfileArgs {
+    /// The bus profile (docs/sources.md): `librescoot` (built in), `none`
+    /// (no sources: events only from the bus), or a profile directory
+    /// (`./librescoot` for a directory of that name).
+    #[arg(long, value_name = "librescoot|none|DIR", default_value = "librescoot")]
+    pub profile: ProfileChoice,
+}
 
 /// Output format of `rulec check`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -54,6 +65,8 @@ pub struct CheckArgs {
     /// Make every warning an error (exit 1).
     #[arg(long)]
     pub deny_warnings: bool,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
 }
 
 /// Everything `check` learned about a rules directory; `build` starts here.
@@ -74,6 +87,9 @@ pub struct CheckReport {
     pub diagnostics: Vec<Diagnostic>,
     /// Warnings that `--deny-warnings` made errors (counted in `errors`).
     pub denied_warnings: usize,
+    /// The bus profile the rules are checked against and built with
+    /// (`None`: `--profile none`); its diagnostics point into its own files.
+    pub profile: Option<Arc<LoadedProfile>>,
 }
 
 impl CheckReport {
@@ -85,9 +101,21 @@ impl CheckReport {
         self.count(Severity::Warning)
     }
 
-    fn count(&self, severity: Severity) -> usize {
-        self.diagnostics
+    /// The profile's catalogue, which checks rules against the bus.
+    pub fn catalogue(&self) -> Option<&crate::profile::Catalogue> {
+        self.profile.as_deref().map(|profile| &profile.catalogue)
+    }
+
+    /// The profile's diagnostics, and the rules' (in that order).
+    fn all_diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.profile
             .iter()
+            .flat_map(|profile| &profile.diagnostics)
+            .chain(&self.diagnostics)
+    }
+
+    fn count(&self, severity: Severity) -> usize {
+        self.all_diagnostics()
             .filter(|d| d.severity == severity)
             .count()
     }
@@ -125,28 +153,30 @@ pub fn plural(count: usize, noun: &str) -> String {
     }
 }
 
-/// Loads and validates `dir`. Only an unreadable directory or file is an
-/// `Err`; problems in the rules are diagnostics.
+/// Loads and validates `dir` without a profile (`--profile none`). Only an
+/// unreadable directory or file is an `Err`; problems in the rules are
+/// diagnostics.
 pub fn check_dir(dir: &Path) -> Result<CheckReport, LoadError> {
-    check_dir_with(dir, false)
+    check_dir_with(dir, false, None)
 }
 
-/// [`check_dir`], with `--deny-warnings`: every warning is an error and
-/// rejects its rule (docs/rules.md#errors-and-warnings).
-fn check_dir_with(dir: &Path, deny_warnings: bool) -> Result<CheckReport, LoadError> {
-    check_dir_with_catalogue(dir, deny_warnings, None)
+/// [`check_dir`] against a profile already loaded ([`crate::profile::load`]).
+pub fn check_dir_profile(
+    dir: &Path,
+    profile: Option<Arc<LoadedProfile>>,
+) -> Result<CheckReport, LoadError> {
+    check_dir_with(dir, false, profile)
 }
 
-/// [`check_dir`] with `--deny-warnings` and a bus profile's catalogue:
-/// the rules are held against the profile's topics, values, hashes and
-/// lists too (docs/rules.md#checks-against-the-profile). `None`: checked
-/// as without a profile.
-pub fn check_dir_with_catalogue(
+/// [`check_dir_profile`], with `--deny-warnings`: every warning is an
+/// error and rejects its rule (docs/rules.md#errors-and-warnings).
+fn check_dir_with(
     dir: &Path,
     deny_warnings: bool,
-    catalogue: Option<&Catalogue>,
+    profile: Option<Arc<LoadedProfile>>,
 ) -> Result<CheckReport, LoadError> {
     let loaded = load_dir(dir)?;
+    let catalogue = profile.as_deref().map(|profile| &profile.catalogue);
     let validated = validate_against(&loaded.files, deny_warnings, catalogue);
     let mut diagnostics = loaded.diagnostics;
     diagnostics.extend(validated.diagnostics);
@@ -166,6 +196,7 @@ pub fn check_dir_with_catalogue(
         rules: validated.rules,
         diagnostics,
         denied_warnings: validated.denied_warnings,
+        profile,
     })
 }
 
@@ -183,9 +214,20 @@ pub(crate) fn check_and_print(
     dir: &Path,
     deny_warnings: bool,
     format: Format,
+    profile: &ProfileChoice,
     console: &mut Console<'_>,
 ) -> io::Result<Result<CheckReport, Exit>> {
-    let report = match check_dir_with(dir, deny_warnings) {
+    let profile = match crate::profile::load(profile) {
+        Ok(profile) => profile.map(Arc::new),
+        Err(error) => {
+            writeln!(console.err, "error: {error}")?;
+            return Ok(Err(Exit::Usage));
+        }
+    };
+    if let Some(profile) = &profile {
+        print_profile(profile, format, console)?;
+    }
+    let report = match check_dir_with(dir, deny_warnings, profile) {
         Ok(report) => report,
         Err(error) => {
             writeln!(console.err, "error: {error}")?;
@@ -201,7 +243,13 @@ pub(crate) fn check_and_print(
 
 /// Runs `rulec check`.
 pub fn run(args: &CheckArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let report = match check_and_print(&args.dir, args.deny_warnings, args.format, console)? {
+    let report = match check_and_print(
+        &args.dir,
+        args.deny_warnings,
+        args.format,
+        &args.profile.profile,
+        console,
+    )? {
         Ok(report) => report,
         Err(exit) => return Ok(exit),
     };
@@ -268,6 +316,35 @@ pub(crate) fn shown(
         })
         .collect();
     (diagnostics, files)
+}
+
+/// Prints a profile's diagnostics (its files are named as they are shown).
+fn print_profile(
+    profile: &LoadedProfile,
+    format: Format,
+    console: &mut Console<'_>,
+) -> io::Result<()> {
+    let sources = Sources::new(&profile.files);
+    match format {
+        Format::Text => {
+            let text = render_text_with(&profile.diagnostics, &sources, console.style);
+            console.err.write_all(text.as_bytes())?;
+        }
+        Format::Json => {
+            for diagnostic in &profile.diagnostics {
+                writeln!(console.out, "{}", to_json_with(diagnostic, &sources))?;
+            }
+        }
+    }
+    if profile.errors() > 0 {
+        writeln!(
+            console.err,
+            "profile `{}`: {}: the rules are not built with it",
+            profile.name,
+            plural(profile.errors(), "error")
+        )?;
+    }
+    Ok(())
 }
 
 /// How many diagnostics of one file are printed; the rest are counted in

@@ -48,6 +48,9 @@ pub struct DiffArgs {
     /// `text` or `json` (one object).
     #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,
+    /// For rules directories; a bundle carries its own profile.
+    #[command(flatten)]
+    pub profile: crate::check::ProfileArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -359,11 +362,11 @@ impl Diff {
 
 /// Runs `rulec diff`.
 pub fn run(args: &DiffArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let old = match load_rules(&args.old, console)? {
+    let old = match load_rules(&args.old, &args.profile.profile, console)? {
         Ok(payload) => payload,
         Err(exit) => return Ok(exit),
     };
-    let new = match load_rules(&args.new, console)? {
+    let new = match load_rules(&args.new, &args.profile.profile, console)? {
         Ok(payload) => payload,
         Err(exit) => return Ok(exit),
     };

@@ -58,6 +58,8 @@ pub struct TestArgs {
     /// Also write the results as JUnit XML, for CI systems.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    #[command(flatten)]
+    pub profile: crate::check::ProfileArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -151,6 +153,7 @@ type Loaded = HashMap<PathBuf, Option<Arc<Payload>>>;
 fn run_file(
     file: &Path,
     rules: &Path,
+    profile: &crate::profile::ProfileChoice,
     loaded: &mut Loaded,
     console: &mut Console<'_>,
 ) -> io::Result<Option<TestResult>> {
@@ -185,7 +188,7 @@ fn run_file(
         Err(e) => return Ok(error(e.to_string())),
     };
     if !loaded.contains_key(rules) {
-        let payload = load_rules(rules, console)?.ok().map(Arc::new);
+        let payload = load_rules(rules, profile, console)?.ok().map(Arc::new);
         loaded.insert(rules.to_path_buf(), payload);
     }
     let Some(Some(payload)) = loaded.get(rules) else {
@@ -257,7 +260,7 @@ pub fn run(args: &TestArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     let mut results = Vec::new();
     let mut loaded = Loaded::new();
     for (file, rules) in &plan {
-        match run_file(file, rules, &mut loaded, console)? {
+        match run_file(file, rules, &args.profile.profile, &mut loaded, console)? {
             Some(result) => results.push(result),
             None => writeln!(
                 console.err,

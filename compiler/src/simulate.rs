@@ -2,9 +2,10 @@
 //! runtime's own engine (`ruled_engine::sim`) on a virtual clock and prints what
 //! the vehicle would see, one line per thing that happened.
 
-use crate::build::{assemble, COMPILER_VERSION};
-use crate::check::{check_and_print, Format};
+use crate::build::{assemble_with, COMPILER_VERSION};
+use crate::check::{check_and_print, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
+use crate::profile::ProfileChoice;
 use rulecore::bundle::Payload;
 use rulecore::codec::{self, BundleError};
 use rulecore::input_file::read_bounded;
@@ -69,6 +70,8 @@ pub struct SimulateArgs {
     /// submit and end, the run's end reason) and its last non-fire.
     #[arg(long)]
     pub trace: bool,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -94,11 +97,12 @@ pub fn read_timeline(path: &Path) -> Result<String, String> {
 /// `Err(exit)` after the problem was printed.
 pub(crate) fn load_rules(
     path: &Path,
+    profile: &ProfileChoice,
     console: &mut Console<'_>,
 ) -> io::Result<Result<Payload, Exit>> {
     let rule_file = path.extension().is_some_and(|ext| ext == "toml");
     if path.is_dir() || rule_file {
-        let report = match check_and_print(path, false, Format::Text, console)? {
+        let report = match check_and_print(path, false, Format::Text, profile, console)? {
             Ok(report) => report,
             Err(exit) => return Ok(Err(exit)),
         };
@@ -111,7 +115,11 @@ pub(crate) fn load_rules(
             )?;
             return Ok(Err(Exit::Failure));
         }
-        return Ok(Ok(assemble(&report.rules, COMPILER_VERSION)));
+        return Ok(Ok(assemble_with(
+            &report.rules,
+            report.profile.as_deref(),
+            COMPILER_VERSION,
+        )));
     }
     match codec::read(path) {
         Ok(bundle) => Ok(Ok(bundle.payload)),
@@ -128,12 +136,12 @@ pub(crate) fn load_rules(
 
 /// Runs `rulec simulate`.
 pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let payload = match load_rules(&args.input, console)? {
+    let payload = match load_rules(&args.input, &args.profile.profile, console)? {
         Ok(payload) => payload,
         Err(exit) => return Ok(exit),
     };
     let after = match &args.bundle_after_restart {
-        Some(path) => match load_rules(path, console)? {
+        Some(path) => match load_rules(path, &args.profile.profile, console)? {
             Ok(payload) => Some(Arc::new(payload)),
             Err(exit) => return Ok(exit),
         },
@@ -161,7 +169,7 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
             return Ok(Exit::Failure);
         }
     };
-    let reloads = match load_reloads(&args.timeline, &timeline, console)? {
+    let reloads = match load_reloads(&args.timeline, &timeline, &args.profile.profile, console)? {
         Ok(reloads) => reloads,
         Err(exit) => return Ok(exit),
     };
@@ -198,13 +206,14 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
 fn load_reloads(
     timeline_path: &Path,
     timeline: &Timeline,
+    profile: &ProfileChoice,
     console: &mut Console<'_>,
 ) -> io::Result<Result<Vec<Arc<Payload>>, Exit>> {
     let base = timeline_path.parent().unwrap_or(Path::new(""));
     let mut reloads = Vec::with_capacity(timeline.reload.len());
     for (index, entry) in timeline.reload.iter().enumerate() {
         let path = base.join(&entry.bundle);
-        match load_rules(&path, console)? {
+        match load_rules(&path, profile, console)? {
             Ok(payload) => reloads.push(Arc::new(payload)),
             Err(exit) => {
                 writeln!(

@@ -337,3 +337,29 @@ fn fingerprints_do_not_depend_on_the_index() {
     let with_drop = fingerprints(&build_dir(dir.path()));
     assert_eq!(with_drop["hazards-on-alarm"], hazards[1..].to_vec());
 }
+
+/// The example rules built with the built-in profile: its sources and
+/// polls in the dump's stable form (docs/rulec.md#rulec-dump), and the
+/// bundle verifies (every source program, every poll interval).
+#[test]
+fn dump_with_the_builtin_profile() {
+    use rulec::profile::{load, ProfileChoice};
+    let profile = load(&ProfileChoice::Builtin)
+        .unwrap()
+        .map(std::sync::Arc::new);
+    let report = rulec::check::check_dir_profile(&fixtures().join("rules"), profile).unwrap();
+    assert_eq!(report.errors(), 0, "{:#?}", report.diagnostics);
+    let built = rulec::build::build_with(&report.rules, report.profile.as_deref()).unwrap();
+    let bundle = decode(&built.bytes).unwrap();
+    let profile = bundle.payload.profile.as_ref().unwrap();
+    assert_eq!(profile.name, "librescoot");
+    let text = render_text(&bundle);
+    let from = text.find("profile  ").unwrap();
+    let to = text[from..]
+        .find("\n\n")
+        .map_or(text.len(), |end| from + end);
+    insta::assert_snapshot!("dump-builtin-profile", &text[from..to]);
+    let json = render_json(&bundle);
+    assert_eq!(json["profile"]["name"], "librescoot");
+    assert_eq!(json["profile"]["digest"], profile.digest.as_str());
+}

@@ -160,7 +160,16 @@ fn unwritable_output_names_the_output() {
 fn partial_writes_what_compiled_and_still_fails() {
     let dir = scratch(&[("a.toml", GOOD), ("b.toml", BAD)]);
     let out = rulec(dir.path())
-        .args(["build", "rules", "-o", "out.bundle", "--partial"])
+        // Without a profile: the size is the rules' alone.
+        .args([
+            "build",
+            "rules",
+            "-o",
+            "out.bundle",
+            "--partial",
+            "--profile",
+            "none",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -336,6 +345,8 @@ fn denied_warnings_reject_their_rule_under_partial() {
             "out.bundle",
             "--deny-warnings",
             "--partial",
+            "--profile",
+            "none",
         ])
         .output()
         .unwrap();

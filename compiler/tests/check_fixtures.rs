@@ -8,10 +8,10 @@
 //! output of every case are snapshotted together, and the JSON is checked
 //! against the text (every diagnostic's `file:line:column` appears there).
 //!
-//! A case with a `# profile: librescoot` line is about the checks against
-//! the bus profile (docs/rules.md#checks-against-the-profile): until
-//! `rulec check` loads the built-in profile, tests/check_profile.rs runs
-//! those cases against a hand-built catalogue, and they are skipped here.
+//! `rulec check` runs with its default, the built-in Librescoot profile,
+//! so every case is also held against the bus (a `# profile: librescoot`
+//! line marks the cases about those checks,
+//! docs/rules.md#checks-against-the-profile).
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -84,17 +84,6 @@ fn expected_codes(files: &[PathBuf]) -> Vec<String> {
         }
     }
     codes
-}
-
-/// Whether a case's files name the profile it is checked against (see
-/// the module documentation).
-fn needs_profile(files: &[PathBuf]) -> bool {
-    files.iter().any(|file| {
-        let bytes = std::fs::read(file).unwrap();
-        String::from_utf8_lossy(&bytes)
-            .lines()
-            .any(|line| line.starts_with("# profile:"))
-    })
 }
 
 /// Runs one case: returns (snapshot text, exit code, parsed JSON lines).
@@ -184,9 +173,6 @@ fn every_invalid_case() {
             std::fs::copy(&path, &copy).unwrap();
             (temp.path().to_path_buf(), vec![copy])
         };
-        if needs_profile(&files) {
-            continue;
-        }
         let (snapshot, code, values) = run_case(&dir);
         insta::assert_snapshot!(format!("invalid__{case}"), snapshot);
 

@@ -10,6 +10,8 @@ use crate::bundle::{
 use crate::bytecode::{Builtin, Const, EventField, Op, Program};
 use crate::codec::Bundle;
 use crate::duration::format_duration;
+use crate::profile::{Changes, DataSpec, Origin, Profile};
+use crate::value_pattern::ValuePattern;
 use crate::vm::builtin_name;
 use serde_json::{json, Value as Json};
 use std::fmt::{self, Write};
@@ -428,7 +430,175 @@ fn write_header(out: &mut impl Write, bundle: &Bundle) -> fmt::Result {
             writeln!(out, "  {}", input_text(input))?;
         }
     }
+    // Only a bundle built with a profile: `--profile none` dumps as before.
+    if let Some(profile) = &payload.profile {
+        write_profile(out, profile, payload)?;
+    }
     Ok(())
+}
+
+/// The profile part of the text form (docs/sources.md): name and digest,
+/// then each source with its emits in order, then the polls.
+fn write_profile(out: &mut impl Write, profile: &Profile, payload: &Payload) -> fmt::Result {
+    writeln!(out, "profile  {} {}", profile.name, profile.digest)?;
+    writeln!(
+        out,
+        "sources  {} ({} emits)",
+        profile.sources.len(),
+        profile.sources.iter().map(|s| s.emits.len()).sum::<usize>()
+    )?;
+    for source in &profile.sources {
+        let changes = match source.changes {
+            Changes::Distinct => "",
+            Changes::Every => " every",
+        };
+        match &source.origin {
+            Origin::Field { hash, field, read } if read.is_empty() => {
+                writeln!(out, "  hash {hash:?} {field:?}{changes}")?
+            }
+            Origin::Field { hash, field, read } => {
+                writeln!(out, "  hash {hash:?} {field:?}{changes} read {read:?}")?
+            }
+            Origin::Channel { channel } => writeln!(out, "  channel {channel:?}")?,
+        }
+        for emit in &source.emits {
+            write!(out, "    -> {}", emit.topic)?;
+            for (key, patterns) in [
+                ("from", &emit.from),
+                ("to", &emit.to),
+                ("payload", &emit.payload),
+            ] {
+                if !patterns.is_empty() {
+                    write!(out, " {key} {}", patterns_text(patterns))?;
+                }
+            }
+            if let Some(when) = &emit.when {
+                write!(out, " when {}", program_text(when, payload))?;
+            }
+            if !emit.data.is_empty() {
+                let data: Vec<String> = emit
+                    .data
+                    .iter()
+                    .map(|(key, spec)| format!("{key} = {}", data_text(spec, payload)))
+                    .collect();
+                write!(out, " data {{ {} }}", data.join(", "))?;
+            }
+            out.write_char('\n')?;
+        }
+    }
+    writeln!(out, "polls    {}", profile.polls.len())?;
+    for poll in &profile.polls {
+        writeln!(
+            out,
+            "  {:?} every {} {:?}",
+            poll.hash,
+            duration(poll.every_ns),
+            poll.fields
+        )?;
+    }
+    Ok(())
+}
+
+fn patterns_text(patterns: &[ValuePattern]) -> String {
+    let texts: Vec<String> = patterns
+        .iter()
+        .map(|p| format!("{:?}", p.to_string()))
+        .collect();
+    format!("[{}]", texts.join(", "))
+}
+
+/// A program as its source text, or its ops when it does not decompile.
+fn program_text(program: &Program, payload: &Payload) -> String {
+    decompile(program, &payload.consts, &payload.state_pairs).unwrap_or_else(|| {
+        let ops: Vec<String> = disassemble(program, &payload.consts, &payload.state_pairs)
+            .into_iter()
+            .map(|line| line.trim().to_string())
+            .collect();
+        format!("[{}]", ops.join("; "))
+    })
+}
+
+fn data_text(spec: &DataSpec, payload: &Payload) -> String {
+    match spec {
+        DataSpec::Str(text) => format!("{text:?}"),
+        DataSpec::Int(number) => number.to_string(),
+        DataSpec::Float(number) => format!("{number:?}"),
+        DataSpec::Bool(value) => value.to_string(),
+        DataSpec::From => "from".into(),
+        DataSpec::To => "to".into(),
+        DataSpec::Payload => "payload".into(),
+        DataSpec::Field(field) => format!("field {field:?}"),
+        DataSpec::Expr(program) => format!("expr {}", program_text(program, payload)),
+    }
+}
+
+/// One `data` value as the profile file writes it: a constant, or
+/// `{"value": "to"}`, `{"field": ...}`, `{"expr": ...}`.
+fn data_json(spec: &DataSpec, payload: &Payload) -> Json {
+    match spec {
+        DataSpec::Str(text) => json!(text),
+        DataSpec::Int(number) => json!(number),
+        DataSpec::Float(number) => json!(number),
+        DataSpec::Bool(value) => json!(value),
+        DataSpec::From => json!({"value": "from"}),
+        DataSpec::To => json!({"value": "to"}),
+        DataSpec::Payload => json!({"value": "payload"}),
+        DataSpec::Field(field) => json!({ "field": field }),
+        DataSpec::Expr(program) => json!({ "expr": program_text(program, payload) }),
+    }
+}
+
+fn profile_json(profile: &Profile, payload: &Payload) -> Json {
+    let patterns =
+        |list: &[ValuePattern]| -> Vec<String> { list.iter().map(|p| p.to_string()).collect() };
+    let sources: Vec<Json> = profile
+        .sources
+        .iter()
+        .map(|source| {
+            let mut value = match &source.origin {
+                Origin::Field { hash, field, read } => {
+                    json!({"kind": "hash", "hash": hash, "field": field, "read": read})
+                }
+                Origin::Channel { channel } => json!({"kind": "channel", "channel": channel}),
+            };
+            value["changes"] = json!(match source.changes {
+                Changes::Distinct => "distinct",
+                Changes::Every => "every",
+            });
+            value["emits"] = source
+                .emits
+                .iter()
+                .map(|emit| {
+                    let data: serde_json::Map<String, Json> = emit
+                        .data
+                        .iter()
+                        .map(|(key, spec)| (key.clone(), data_json(spec, payload)))
+                        .collect();
+                    json!({
+                        "topic": emit.topic,
+                        "from": patterns(&emit.from),
+                        "to": patterns(&emit.to),
+                        "payload": patterns(&emit.payload),
+                        "when": emit.when.as_ref().map(|p| program_text(p, payload)),
+                        "data": data,
+                        "from_to": emit.from_to,
+                    })
+                })
+                .collect();
+            value
+        })
+        .collect();
+    let polls: Vec<Json> = profile
+        .polls
+        .iter()
+        .map(|poll| json!({"hash": poll.hash, "fields": poll.fields, "every_ns": poll.every_ns}))
+        .collect();
+    json!({
+        "name": profile.name,
+        "digest": profile.digest,
+        "sources": sources,
+        "polls": polls,
+    })
 }
 
 /// One input as the text form shows it (docs/bundle.md#rulec-dump-text):
@@ -519,11 +689,16 @@ impl serde::Serialize for JsonDump<'_> {
             .map(|p| json!({"hash": p.hash, "field": p.field}))
             .collect();
         let inputs: Vec<Json> = payload.inputs.iter().map(input_json).collect();
-        let mut map = serializer.serialize_map(Some(6))?;
+        let entries = 6 + usize::from(payload.profile.is_some());
+        let mut map = serializer.serialize_map(Some(entries))?;
         map.serialize_entry("compiler_version", &payload.compiler_version)?;
         map.serialize_entry("format_version", &FORMAT_VERSION)?;
         map.serialize_entry("id", &bundle.id)?;
         map.serialize_entry("inputs", &inputs)?;
+        // Only a bundle built with a profile: `--profile none` dumps as before.
+        if let Some(profile) = &payload.profile {
+            map.serialize_entry("profile", &profile_json(profile, payload))?;
+        }
         map.serialize_entry("rules", &JsonRules(payload))?;
         map.serialize_entry("state_pairs", &state_pairs)?;
         map.end()

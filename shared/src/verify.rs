@@ -92,6 +92,17 @@ pub enum PayloadError {
         #[source]
         error: VerifyError,
     },
+    #[error("profile source {source_index}, emit `{topic}`, {place}: {error}")]
+    ProfileProgram {
+        source_index: usize,
+        topic: String,
+        /// "`when`" or "data `KEY`".
+        place: String,
+        #[source]
+        error: VerifyError,
+    },
+    #[error("profile poll of `{hash}` every {every_ns} ns: the shortest interval is 100ms")]
+    PollTooShort { hash: String, every_ns: u64 },
     #[error("rule `{name}` appears twice")]
     DuplicateRule { name: String },
     #[error("rule `{rule}` has no steps")]
@@ -217,6 +228,46 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
             }
         }
     }
+    if let Some(profile) = &payload.profile {
+        verify_profile(profile, consts, states)?;
+    }
+    Ok(())
+}
+
+/// A profile's programs (each emit's `when` and `data` expressions, against
+/// the bundle's pools) and its polls' intervals (docs/sources.md#polls).
+fn verify_profile(
+    profile: &crate::profile::Profile,
+    consts: &[Const],
+    states: usize,
+) -> Result<(), PayloadError> {
+    for (source_index, source) in profile.sources.iter().enumerate() {
+        for emit in &source.emits {
+            let error = |place: String, error| PayloadError::ProfileProgram {
+                source_index,
+                topic: emit.topic.clone(),
+                place,
+                error,
+            };
+            if let Some(when) = &emit.when {
+                verify_program(when, consts, states).map_err(|e| error("`when`".into(), e))?;
+            }
+            for (key, spec) in &emit.data {
+                if let crate::profile::DataSpec::Expr(program) = spec {
+                    verify_value_program(program, consts, states)
+                        .map_err(|e| error(format!("data `{key}`"), e))?;
+                }
+            }
+        }
+    }
+    for poll in &profile.polls {
+        if poll.every_ns < crate::profile::MIN_POLL_NS {
+            return Err(PayloadError::PollTooShort {
+                hash: poll.hash.clone(),
+                every_ns: poll.every_ns,
+            });
+        }
+    }
     Ok(())
 }
 
@@ -293,6 +344,25 @@ pub fn verify_program(
     consts: &[Const],
     state_pairs: usize,
 ) -> Result<ProgramInfo, VerifyError> {
+    verify_program_as(program, consts, state_pairs, true)
+}
+
+/// [`verify_program`] for a program whose value is used as it is (a
+/// profile's `data` expression, docs/sources.md): one value of any type.
+pub fn verify_value_program(
+    program: &Program,
+    consts: &[Const],
+    state_pairs: usize,
+) -> Result<ProgramInfo, VerifyError> {
+    verify_program_as(program, consts, state_pairs, false)
+}
+
+fn verify_program_as(
+    program: &Program,
+    consts: &[Const],
+    state_pairs: usize,
+    boolean: bool,
+) -> Result<ProgramInfo, VerifyError> {
     let ops = &program.ops;
     if ops.is_empty() {
         return Err(VerifyError::Empty);
@@ -336,7 +406,7 @@ pub fn verify_program(
         stack = merge(ops.len(), stack, jumped)?;
     }
     match stack.as_slice() {
-        [t] if t.may_be_bool() => Ok(ProgramInfo { max_stack }),
+        [t] if !boolean || t.may_be_bool() => Ok(ProgramInfo { max_stack }),
         [t] => Err(VerifyError::ResultNotBool { found: t.name() }),
         other => Err(VerifyError::ResultCount { found: other.len() }),
     }

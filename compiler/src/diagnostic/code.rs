@@ -206,6 +206,26 @@ codes! {
     WhenAlwaysFails => "rulec::when::always-fails",
     /// A `state` hash named like an event channel (`ev:...`).
     WhenStateChannel => "rulec::when::state-channel",
+
+    // Profiles (docs/sources.md).
+    /// No `profile.toml`, or its `name`, `extends` or `description` malformed.
+    Profile => "rulec::profile",
+    /// A malformed `[[hash]]`: its name, a field, or a `silent`/`polled` entry that is no field of it.
+    ProfileHash => "rulec::profile::hash",
+    /// A `poll` under 100ms, a `poll` without `polled` fields, or `polled` without `poll`.
+    ProfilePoll => "rulec::profile::poll",
+    /// A source on an undeclared hash or field, with neither or both of `hash` and `channel`, a channel under `ev:`, an undeclared `read` field, or a bad `changes`.
+    ProfileSource => "rulec::profile::source",
+    /// An emit without a plain topic, with a condition for the other kind of source, or a bad `data` value.
+    ProfileEmit => "rulec::profile::emit",
+    /// A literal `from`/`to` value the field never takes.
+    ProfileValue => "rulec::profile::value",
+    /// A value pattern that does not parse (`<seconds>`, `<int`, `<int><text>`).
+    ValuePattern => "rulec::profile::value-pattern",
+    /// A malformed `[[list]]`: its key, or `values` missing.
+    ProfileList => "rulec::profile::list",
+    /// A hash or list declared twice, or two sources on one field or channel emitting one topic.
+    ProfileDuplicate => "rulec::profile::duplicate",
 }
 
 impl fmt::Display for Code {

@@ -104,6 +104,12 @@ pub const MAX_TOKENS: usize = 256;
 /// alone show, evalexpr's parse, the typed walk, the parts that fail on
 /// every event, and last that the result is a boolean.
 pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
+    check_as(text, true)
+}
+
+/// [`check`], with `boolean = false` for an expression whose value is
+/// used as it is (a profile's `data = { expr = ... }`): any type is fine.
+pub fn check_as(text: &str, boolean: bool) -> Result<CheckedWhen, Vec<WhenProblem>> {
     let toks = tokenize(text);
     if let Some(first_over) = toks.get(MAX_TOKENS) {
         return Err(vec![too_long(text, toks.len(), first_over.span.start)]);
@@ -133,7 +139,7 @@ pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
         && constant_failures(text, &tree, &spans, &context, &mut problems);
     match expr {
         Some(expr) if problems.is_empty() => {
-            if !matches!(expr.ty, Ty::Bool | Ty::Any) {
+            if boolean && !matches!(expr.ty, Ty::Bool | Ty::Any) {
                 return Err(vec![not_boolean(text, expr.ty)]);
             }
             Ok(CheckedWhen {

@@ -193,3 +193,9 @@ pub fn string_literals(text: &str, span: Range<usize>) -> Vec<Range<usize>> {
 pub fn check(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
     check::check(text)
 }
+
+/// Checks an expression whose value is used as it is, of any type (a
+/// profile's `data = { expr = '...' }`, docs/sources.md).
+pub fn check_value(text: &str) -> Result<CheckedWhen, Vec<WhenProblem>> {
+    check::check_as(text, false)
+}
