@@ -188,7 +188,7 @@ fn behaviour_changes_change_that_fingerprint_only() {
         ),
         (
             "command",
-            |t| t.replacen("log-charge-event\"", "log-charge-events\"", 1),
+            |t| t.replacen("log-battery-state\"", "log-battery-states\"", 1),
             1,
         ),
         (
@@ -205,7 +205,7 @@ fn behaviour_changes_change_that_fingerprint_only() {
         // past it, so it is not part of any step's fingerprint.
         (
             "rule when",
-            |t| t.replacen("data.charge < 15", "data.charge < 16", 1),
+            |t| t.replacen("int(to) < 15", "int(to) < 16", 1),
             0,
         ),
         // Neither are names nor rule settings.

@@ -85,21 +85,24 @@ fn the_alarm_rule_as_build_sees_it() {
     );
 
     let battery = rule(&report, "low-battery-warning");
-    assert_eq!(battery.on, [TopicPattern::Prefix("battery.".into())]);
+    assert_eq!(
+        battery.on,
+        [TopicPattern::Exact("battery.charge.changed".into())]
+    );
     assert_eq!((battery.debounce_ns, battery.cooldown_ns), (5 * S, 600 * S));
     let when = battery.when.as_ref().unwrap();
     assert_eq!(
         when.source,
-        r#"data.charge < 15 && state("vehicle", "state") == "ready-to-drive""#
+        r#"int(to) < 15 && state("vehicle", "state") == "ready-to-drive""#
     );
     assert_eq!(when.checked.state_pairs.len(), 1);
 
-    let charger = rule(&report, "charger-log");
-    assert_eq!(charger.concurrency, Concurrency::Queue);
+    let log = rule(&report, "battery-state-log");
+    assert_eq!(log.concurrency, Concurrency::Queue);
     assert_eq!(
-        charger.steps[0].action,
+        log.steps[0].action,
         Action::Exec {
-            command: "/usr/local/bin/log-charge-event".into(),
+            command: "/usr/local/bin/log-battery-state".into(),
             timeout_ns: 5 * S
         }
     );

@@ -177,7 +177,7 @@ fn membership_it_cannot_rewrite_is_reported_and_the_rest_is_fixed() {
     assert_only_when_changed(&before, &files(&rules));
     let text = std::fs::read_to_string(rules.join("10-left.toml")).unwrap();
     assert!(
-        text.contains(r#"when = "to in [] || from == \"driving\"""#),
+        text.contains(r#"when = "to in [] || from == \"ready-to-drive\"""#),
         "{text}"
     );
 }

@@ -57,7 +57,7 @@ const PLAIN: &[&str] = &[
     "hazards-restart",
     "alarm-horn-pulses",
     "low-battery-warning",
-    "charger-log",
+    "battery-state-log",
     "parked-brake-blink",
     "ask-bms-status",
     "hazards-on-kickstand",
@@ -122,10 +122,10 @@ fn parked_backlog_runs_every_overdue_record_in_fire_at_order() {
     assert_eq!(
         order,
         [
-            "lights-off",
             "blinker-off",
-            "horn-chirp",
-            "seatbox-check",
+            "handlebar-lock",
+            "horn-off",
+            "engine-off",
             "dashboard-off"
         ],
         "{text}"
@@ -257,7 +257,11 @@ fn bad_input_is_reported() {
 fn json_lines(input: &str, name: &str, extra: &[&std::ffi::OsStr]) -> Vec<serde_json::Value> {
     let mut args: Vec<&std::ffi::OsStr> = vec!["--format".as_ref(), "json".as_ref()];
     args.extend_from_slice(extra);
-    let text = simulate(input, name, &args);
+    parse_json_lines(&simulate(input, name, &args))
+}
+
+/// The stdout lines of a `simulate` text as JSON (exit 0 asserted).
+fn parse_json_lines(text: &str) -> Vec<serde_json::Value> {
     assert!(text.starts_with("exit: 0\n"), "{text}");
     let stdout = &text[text.find("--- stdout\n").unwrap() + 11..text.find("--- stderr").unwrap()];
     stdout
@@ -489,6 +493,11 @@ fn every_rule_in_fixtures_rules_acts_in_some_timeline() {
 /// `rulec simulate` on a timeline written to a temp file: exit code,
 /// stdout, stderr (the temp path replaced by `TIMELINE`).
 fn simulate_text(timeline: &str) -> String {
+    simulate_timeline(timeline, &[])
+}
+
+/// [`simulate_text`] with more flags.
+fn simulate_timeline(timeline: &str, extra: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.toml");
     std::fs::write(&path, timeline).unwrap();
@@ -496,6 +505,7 @@ fn simulate_text(timeline: &str) -> String {
         .current_dir(root())
         .args(["simulate", "fixtures/rules", "--timeline"])
         .arg(&path)
+        .args(extra)
         .output()
         .unwrap();
     format!(
@@ -685,16 +695,15 @@ fn explain_says_why_the_rule_stayed_quiet() {
     let text = simulate("fixtures/rules", "low-battery-explain", &explain);
     insta::assert_snapshot!("low-battery-explain", text);
     let lines = json_lines("fixtures/rules", "low-battery-explain", &explain);
-    let non_fires: Vec<(u64, &str)> = lines
-        .iter()
-        .filter(|l| l["kind"] == "non-fire")
-        .map(|l| {
-            assert_eq!(l["rule"], "low-battery-warning", "{l}");
-            (l["at_ms"].as_u64().unwrap(), l["reason"].as_str().unwrap())
-        })
-        .collect();
+    let non_fires = |rule: &str| -> Vec<(u64, &str)> {
+        lines
+            .iter()
+            .filter(|l| l["kind"] == "non-fire" && l["rule"] == rule)
+            .map(|l| (l["at_ms"].as_u64().unwrap(), l["reason"].as_str().unwrap()))
+            .collect()
+    };
     assert_eq!(
-        non_fires,
+        non_fires("low-battery-warning"),
         [
             (0, "when-false"),
             (1000, "debounce-held"),
@@ -703,41 +712,61 @@ fn explain_says_why_the_rule_stayed_quiet() {
             (25000, "cooldown"),
         ]
     );
+    // The same readings reach battery-still-low, whose slot 0 is at 50 %.
+    assert_eq!(
+        non_fires("battery-still-low"),
+        [
+            (0, "when-false"),
+            (1000, "when-false"),
+            (2000, "when-false"),
+            (20000, "when-false"),
+        ]
+    );
     let plain = json_lines("fixtures/rules", "low-battery-explain", &[]);
     assert!(plain.iter().all(|l| l["kind"] != "non-fire"));
-    assert_eq!(plain.len() + 5, lines.len());
+    assert_eq!(plain.len() + 9, lines.len());
 }
 
 /// A `when` that fails to evaluate is a line of the output, in text and
-/// JSON, and not on stderr (charger events carry no `charge`, which
-/// low-battery-warning's `when` compares).
+/// JSON, and not on stderr. Here the battery in slot 1 reports while
+/// nothing is known of `battery:0` (no `[[state]]` for it): battery-still-low
+/// converts that unknown charge, and `int("")` fails.
 #[test]
 fn evaluation_errors_are_eval_error_lines() {
-    let text = simulate("fixtures/rules", "charger-log", &[]);
+    let reading = |at: &str, charge: u32| {
+        format!(
+            "[[event]]\nat = \"{at}\"\ntopic = \"battery.charge.changed\"\n\
+             from = \"{}\"\nto = \"{charge}\"\ndata = {{ slot = 1 }}\n",
+            charge + 1
+        )
+    };
+    let timeline = [reading("0s", 40), reading("1s", 39), reading("2s", 38)].concat();
+    let text = simulate_text(&timeline);
     assert!(
-        text.contains("eval-error         rule=low-battery-warning message="),
+        text.contains("eval-error         rule=battery-still-low message="),
         "{text}"
     );
     assert!(text.ends_with("--- stderr\n"), "{text}");
-    let lines = json_lines("fixtures/rules", "charger-log", &[]);
+    let lines = parse_json_lines(&simulate_timeline(&timeline, &["--format", "json"]));
     let errors: Vec<_> = lines.iter().filter(|l| l["kind"] == "eval-error").collect();
     assert_eq!(errors.len(), 3, "{lines:?}");
+    assert!(errors.iter().all(|e| e["rule"] == "battery-still-low"));
     assert!(errors[0]["message"]
         .as_str()
         .unwrap()
-        .contains("expects a number"));
+        .contains("cannot convert a string that is not a decimal integer"));
     // Exactly one `end` line, the last.
     assert_eq!(lines.iter().filter(|l| l["kind"] == "end").count(), 1);
     assert_eq!(lines.last().unwrap()["kind"], "end");
     // With --explain, each is also a non-fire with reason `when-error`.
-    let explained = json_lines("fixtures/rules", "charger-log", &["--explain".as_ref()]);
+    let explained = parse_json_lines(&simulate_timeline(
+        &timeline,
+        &["--format", "json", "--explain"],
+    ));
     let reasons: Vec<&str> = explained
         .iter()
-        .filter(|l| l["kind"] == "non-fire")
+        .filter(|l| l["kind"] == "non-fire" && l["rule"] == "battery-still-low")
         .map(|l| l["reason"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        reasons,
-        ["when-error", "when-error", "queued", "when-error", "queued"]
-    );
+    assert_eq!(reasons, ["when-error", "when-error", "when-error"]);
 }

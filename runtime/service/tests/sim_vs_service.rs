@@ -151,7 +151,7 @@ played! {
     hazards_changed => "hazards-changed" from "fixtures/rules" then "fixtures/rules-changed";
     alarm_horn_pulses => "alarm-horn-pulses" from "fixtures/rules";
     ask_bms_status => "ask-bms-status" from "fixtures/rules";
-    charger_log => "charger-log" from "fixtures/rules";
+    battery_state_log => "battery-state-log" from "fixtures/rules";
     hazards_on_kickstand => "hazards-on-kickstand" from "fixtures/rules";
     low_battery_warning => "low-battery-warning" from "fixtures/rules";
     low_battery_explain => "low-battery-explain" from "fixtures/rules";
