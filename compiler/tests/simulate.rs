@@ -312,7 +312,7 @@ fn every_timeline_json_has_only_design_8_fields() {
     ));
     let fields = [
         "at_ms", "kind", "rule", "step", "pass", "action", "list", "push", "command", "iface",
-        "id", "data", "run", "reason", "message", "waiting", "held", "bundle",
+        "id", "data", "run", "reason", "message", "waiting", "held", "bundle", "topic", "from", "to",
     ];
     let end_reasons = [
         "done",
@@ -383,6 +383,7 @@ fn every_timeline_json_has_only_design_8_fields() {
                     assert!(object.contains_key("held"), "{name}: {line}");
                 }
                 "eval-error" => assert!(object.contains_key("message"), "{name}: {line}"),
+                "derived" => assert!(object.contains_key("topic"), "{name}: {line}"),
                 other => panic!("{name}: kind {other} in {line}"),
             }
         }
