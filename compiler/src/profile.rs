@@ -12,6 +12,7 @@
 pub mod builtin;
 pub mod catalogue;
 mod lower;
+pub mod markdown;
 mod parse;
 pub mod read;
 

@@ -312,7 +312,8 @@ fn every_timeline_json_has_only_design_8_fields() {
     ));
     let fields = [
         "at_ms", "kind", "rule", "step", "pass", "action", "list", "push", "command", "iface",
-        "id", "data", "run", "reason", "message", "waiting", "held", "bundle", "topic", "from", "to",
+        "id", "data", "run", "reason", "message", "waiting", "held", "bundle", "topic", "from",
+        "to",
     ];
     let end_reasons = [
         "done",

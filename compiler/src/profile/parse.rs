@@ -89,6 +89,8 @@ pub struct EmitDecl {
     pub to: Vec<ValuePattern>,
     pub payload: Vec<ValuePattern>,
     pub when: Option<CheckedWhen>,
+    /// The `when` as written, for the generated docs.
+    pub when_text: Option<String>,
     /// In key order.
     pub data: Vec<(String, DataDecl)>,
     /// The `topic` value.
@@ -1139,6 +1141,7 @@ impl Ctx {
         let to = conditions(self, "to", is_field);
         let payload = conditions(self, "payload", !is_field);
         let names = Names { is_field, read };
+        let mut when_text = None;
         let when = match entry(table, "when") {
             None => None,
             Some((_, value)) => match self.string(file, "when", value) {
@@ -1149,6 +1152,7 @@ impl Ctx {
                 Some((text, span)) => {
                     let checked = self.expression(file, &text, span, &names, true);
                     good &= checked.is_some();
+                    when_text = Some(text);
                     checked
                 }
             },
@@ -1182,6 +1186,7 @@ impl Ctx {
             to,
             payload,
             when,
+            when_text,
             data,
             span: topic_span,
         })
