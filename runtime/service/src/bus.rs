@@ -679,6 +679,34 @@ pub async fn start_checks(
     Ok(())
 }
 
+/// How many of our latest event ids [`RecentIds`] keeps.
+const RECENT_IDS: usize = 1024;
+
+/// The ids of the events this ruled published lately (bounded): an `ev:`
+/// glob delivers them back, and they are ours, not forged.
+#[derive(Debug, Default)]
+pub struct RecentIds {
+    order: VecDeque<Box<str>>,
+    set: std::collections::HashSet<Box<str>>,
+}
+
+impl RecentIds {
+    pub fn insert(&mut self, id: Option<&str>) {
+        let Some(id) = id else { return };
+        if self.order.len() >= RECENT_IDS {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        self.order.push_back(id.into());
+        self.set.insert(id.into());
+    }
+
+    pub fn contains(&self, id: Option<&str>) -> bool {
+        id.is_some_and(|id| self.set.contains(id))
+    }
+}
+
 /// A stream entry id `<ms>-<seq>`.
 pub fn parse_id(id: &str) -> Option<(i64, u64)> {
     let (ms, seq) = id.split_once('-')?;

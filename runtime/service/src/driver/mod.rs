@@ -97,6 +97,9 @@ struct Service {
     publisher_task: JoinHandle<()>,
     /// `--sources all|used`, for the status.
     sources: ruled_engine::SourceSet,
+    /// The ids of the events we published lately: heard back through an
+    /// `ev:` glob, they are dropped without counting them as forged.
+    own_ids: crate::bus::RecentIds,
     /// Changes the subscription at a reload, once it is open.
     subscriptions: Option<SubscriptionHandle>,
     /// The bundle file, read again at a reload, and the loaded bundle's id.
@@ -217,6 +220,10 @@ impl Service {
             // An owned topic (derived here, `--bus own`) or an `input.*` one
             // never comes from the bus (docs/service.md#the-bus).
             Inbound::Event(event) if self.engine.refuses_from_bus(&event.topic) => {
+                if self.own_ids.contains(event.id.as_deref()) {
+                    tracing::trace!(channel, "our own derived event, heard back: dropped");
+                    return;
+                }
                 self.stats.count_rejected();
                 let why = if event.topic.starts_with("input.") {
                     "on an `input.*` topic: an input event comes only from its input, never from the bus"
@@ -349,7 +356,12 @@ impl Service {
                     let id = id.to_string();
                     self.writer.send(StoreOp::Put { id, json, write });
                 }
-                Effect::Publish(events) => self.publisher.publish(events),
+                Effect::Publish(events) => {
+                    for event in &events {
+                        self.own_ids.insert(event.id.as_deref());
+                    }
+                    self.publisher.publish(events);
+                }
                 Effect::Poll { hash, pairs } => self.reader.poll(&hash, pairs),
                 Effect::DropRecord { id, reason, rule } => {
                     effect_log::log_record_drop(&id, rule.as_deref(), reason);

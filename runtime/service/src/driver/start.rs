@@ -178,6 +178,7 @@ impl Service {
             publisher,
             publisher_task,
             sources: config.sources,
+            own_ids: bus::RecentIds::default(),
             subscriptions: None,
             bundle_path: config.bundle.clone(),
             bundle_id,
