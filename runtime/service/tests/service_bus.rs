@@ -435,3 +435,68 @@ fn status_shows_the_profile_and_the_bus() {
     assert_eq!(status["bus"]["watched-hashes"], 1, "{status}");
     assert_eq!(status["bus"]["polls"], 0);
 }
+
+fn ctl(redis: &RedisServer, args: &[&str]) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .args(["ctl", "--redis", &redis.url()])
+        .args(args)
+        .env_remove("RULED_NAMESPACE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ruled ctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn channels(redis: &RedisServer) -> Vec<String> {
+    let mut channels: Vec<String> = redis.query(&["PUBSUB", "CHANNELS"]);
+    channels.sort();
+    channels
+}
+
+/// `--sources used` follows a rule turned off and on (`v1.set-enabled`):
+/// its source's hash is unsubscribed and subscribed again, and the field
+/// is read again when it becomes live, emitting nothing for what changed
+/// meanwhile.
+#[test]
+fn a_rule_turned_off_and_on_changes_what_is_watched() {
+    let payload = bundle_of(vec![
+        pusher("unlocked", &["vehicle.unlocked"], "blinks"),
+        pusher("other", &["other.topic"], "others"),
+    ]);
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&payload);
+    let bus = Services::new(&redis);
+    bus.set("vehicle", "state", "stand-by");
+    let ruled = Ruled::ready(&redis, &bundle, &["--sources", "used"]);
+    assert_eq!(channels(&redis), ["ev:other.topic", "vehicle"]);
+    ctl(&redis, &["set-enabled", "unlocked", "off"]);
+    assert_eq!(channels(&redis), ["ev:other.topic"]);
+    bus.set_with_timestamp("vehicle", "state", "parked");
+    ctl(&redis, &["set-enabled", "unlocked", "on"]);
+    assert_eq!(channels(&redis), ["ev:other.topic", "vehicle"]);
+    let listener = Listener::start(&redis);
+    bus.set_with_timestamp("vehicle", "state", "ready-to-drive");
+    let got = rows(&redis, &listener, &ruled, 2);
+    assert_eq!(
+        got,
+        [
+            row(
+                "vehicle.state.changed",
+                "parked",
+                "ready-to-drive",
+                Value::Null
+            ),
+            row("ride.started", "parked", "ready-to-drive", Value::Null),
+        ]
+    );
+    assert!(
+        list(&redis, "blinks").is_empty(),
+        "stand-by -> parked was not seen"
+    );
+}
