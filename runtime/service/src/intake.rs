@@ -2,15 +2,16 @@
 //! subscription as fast as Redis delivers and holds what waits for the
 //! engine in a queue bounded by count and bytes. Past the bound an event is
 //! dropped, counted in `overflow` and logged (rate-limited): a flood costs
-//! events, never memory. Change notifications of watched state never queue:
-//! they mark their pair for a re-read ([`StateReader::reread`]), coalesced.
+//! events, never memory. Change notifications of watched hashes never
+//! queue: they go to the bus reader ([`BusReader::notified`]), which judges
+//! them by the engine's snapshot and coalesces the reads.
 
+use crate::bus::BusReader;
 use crate::effect_log::log_skipped_event;
 use crate::logging::Throttle;
 use crate::pubsub::MAX_MESSAGE_BYTES;
-use crate::state_shadow::StateReader;
 use crate::subscriptions::{Bus, Subscriber};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -29,11 +30,10 @@ const READ_TURN: u32 = 256;
 /// At most one overflow line per this long.
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
-/// The watched state pairs by (hash, field), and who re-reads them.
+/// The watched hashes, and who reads what their notifications ask for.
 #[derive(Debug, Clone)]
 pub struct StateWatch {
-    pub reader: StateReader,
-    pub pairs: HashMap<(String, String), usize>,
+    pub reader: BusReader,
     pub hashes: std::collections::BTreeSet<String>,
 }
 
@@ -242,13 +242,10 @@ impl StateWatch {
         self.hashes.contains(channel)
     }
 
-    /// `PUBLISH <hash> <field>`: re-read the field if it is watched.
+    /// `PUBLISH <hash> <payload>`: what the engine's snapshot asks for.
     fn notified(&self, message: &redis::Msg) {
         let hash = message.get_channel_name();
-        let field = String::from_utf8_lossy(message.get_payload_bytes());
-        match self.pairs.get(&(hash.to_string(), field.to_string())) {
-            Some(&index) => self.reader.reread(index),
-            None => tracing::trace!(channel = hash, field = %field, "change of an unwatched field"),
-        }
+        let payload = String::from_utf8_lossy(message.get_payload_bytes());
+        self.reader.notified(hash, &payload);
     }
 }

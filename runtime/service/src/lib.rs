@@ -2,6 +2,7 @@
 //! the pure [`ruled_engine`] and performing its effects (docs/semantics.md).
 
 pub mod bundle;
+pub mod bus;
 pub mod can;
 pub mod clock;
 pub mod connection;

@@ -25,7 +25,7 @@ use std::time::Duration;
     version,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  ruled ctl status\n  ruled ctl list\n  ruled ctl pending\n  ruled ctl trace RULE\n\nDeploy a new bundle without a restart (replace the file by rename, then):\n  ruled ctl reload      # or: kill -HUP $(pidof ruled), systemctl reload ruled\n\nBeside Librescoot's Go event-service on one Redis:\n  ruled --namespace ruled --bundle rules.bundle"
+    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  ruled ctl status\n  ruled ctl list\n  ruled ctl pending\n  ruled ctl trace RULE\n\nDeploy a new bundle without a restart (replace the file by rename, then):\n  ruled ctl reload      # or: kill -HUP $(pidof ruled), systemctl reload ruled\n\nBeside Librescoot's Go event-service on one Redis (it keeps publishing the bus):\n  ruled --namespace ruled --bus follow --bundle rules.bundle"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -141,10 +141,40 @@ struct Args {
     #[arg(long, env = "RULED_TRACE_MEMORY", value_name = "BYTES", default_value = "1MiB", value_parser = parse_bytes, allow_hyphen_values = true)]
     trace_memory: usize,
 
+    /// How ruled stands to the Librescoot bus (a bundle built with a
+    /// profile): `own` derives the events from the watched hashes and
+    /// channels, hands them to its rules and publishes them (stream `events`
+    /// and `ev:<topic>`), refusing its derived topics from anyone else;
+    /// `follow` derives and publishes nothing (the Go event-service still
+    /// publishes the bus) and takes `ev:*` from the bus.
+    #[arg(long, env = "RULED_BUS", value_enum, default_value_t = BusArg::Own)]
+    bus: BusArg,
+
+    /// Which of the profile's sources are watched: `all` (every one, as
+    /// event-service does) or `used` (only those whose topics a live rule
+    /// can match or whose fields a rule's state() reads; the rest cost
+    /// nothing, and are not published).
+    #[arg(long, env = "RULED_SOURCES", value_enum, default_value_t = SourcesArg::All)]
+    sources: SourcesArg,
+
     /// Log filter: error, warn, info, debug, trace, or tracing directives
     /// such as `info,ruled=debug`.
     #[arg(long, env = "RULED_LOG_LEVEL", default_value = "info", value_parser = parse_log_level)]
     log_level: String,
+}
+
+/// `--bus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BusArg {
+    Own,
+    Follow,
+}
+
+/// `--sources`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SourcesArg {
+    All,
+    Used,
 }
 
 fn parse_namespace(text: &str) -> Result<Namespace, String> {
@@ -292,6 +322,14 @@ fn run(args: Args) -> Result<()> {
         namespace: args.namespace,
         traces: usize::try_from(args.traces).unwrap_or(usize::MAX),
         trace_memory: args.trace_memory,
+        bus: match args.bus {
+            BusArg::Own => ruled_engine::BusMode::Own,
+            BusArg::Follow => ruled_engine::BusMode::Follow,
+        },
+        sources: match args.sources {
+            SourcesArg::All => ruled_engine::SourceSet::All,
+            SourcesArg::Used => ruled_engine::SourceSet::Used,
+        },
     };
     // One thread: the target has one core, and the engine is single-owner.
     let runtime = tokio::runtime::Builder::new_current_thread()

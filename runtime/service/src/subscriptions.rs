@@ -58,6 +58,19 @@ impl Subscriptions {
         live: impl Fn(usize) -> bool,
         channels: BTreeSet<String>,
     ) -> Self {
+        Self::compute_refusing(payload, live, channels, |_| false)
+    }
+
+    /// [`Subscriptions::compute`], leaving out the exact topics `refused`
+    /// says never come from the bus (owned and `input.*` topics,
+    /// docs/service.md#the-bus); globs stay, and what they deliver of
+    /// those topics is dropped by the driver.
+    pub fn compute_refusing(
+        payload: &Arc<Payload>,
+        live: impl Fn(usize) -> bool,
+        channels: BTreeSet<String>,
+        refused: impl Fn(&str) -> bool,
+    ) -> Self {
         let patterns = || live_patterns(payload, &live);
         let any = patterns().any(|(_, p)| matches!(p, TopicPattern::Any));
         let mut prefixes: Vec<&str> = patterns()
@@ -95,7 +108,9 @@ impl Subscriptions {
         }
         let mut topics: Vec<TopicAt> = patterns()
             .filter(|(_, p)| match p {
-                TopicPattern::Exact(topic) => !kept.iter().any(|k| topic.starts_with(k)),
+                TopicPattern::Exact(topic) => {
+                    !kept.iter().any(|k| topic.starts_with(k)) && !refused(topic)
+                }
                 _ => false,
             })
             .map(|(at, _)| at)

@@ -26,6 +26,10 @@ pub struct ServiceFacts {
     pub queue_capacity: usize,
     /// Events the intake dropped at its bound.
     pub overflow: u64,
+    /// `--sources all|used`.
+    pub sources: &'static str,
+    /// Hashes whose notifications are subscribed.
+    pub watched_hashes: usize,
 }
 
 /// What a method may read and change.
@@ -187,6 +191,14 @@ fn status(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         "queue": {"depth": facts.queue_depth, "capacity": facts.queue_capacity},
         "rules": {"total": payload.rules.len()},
         "counters": counters_json(&ctx.engine.counters(), facts.overflow),
+        "profile": ctx.engine.profile().map(|(name, digest)| json!({"name": name, "digest": digest})),
+        "bus": {
+            "mode": crate::bus::bus_word(ctx.engine.bus_mode()),
+            "sources": facts.sources,
+            "watched-hashes": facts.watched_hashes,
+            "polls": ctx.engine.polls().len(),
+            "owned-topics": ctx.engine.owned_topics().len(),
+        },
     })
     .into())
 }

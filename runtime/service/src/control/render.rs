@@ -85,6 +85,29 @@ fn status(out: &mut String, reply: &Value) -> std::fmt::Result {
         "rules      {} in the bundle",
         plain(&reply["rules"]["total"])
     )?;
+    let profile = &reply["profile"];
+    if profile.is_object() {
+        writeln!(
+            out,
+            "profile    {} {}",
+            plain(&profile["name"]),
+            plain(&profile["digest"])
+        )?;
+    } else {
+        writeln!(out, "profile    none")?;
+    }
+    let bus = &reply["bus"];
+    if bus.is_object() {
+        writeln!(
+            out,
+            "bus        {}, sources {}: {} hashes watched, {} polls, {} owned topics",
+            plain(&bus["mode"]),
+            plain(&bus["sources"]),
+            plain(&bus["watched-hashes"]),
+            plain(&bus["polls"]),
+            plain(&bus["owned-topics"])
+        )?;
+    }
     if let Some(counters) = reply["counters"].as_object() {
         for (name, value) in counters {
             writeln!(out, "  {name:<12} {}", plain(value))?;

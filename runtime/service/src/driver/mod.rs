@@ -13,6 +13,7 @@ mod stop;
 pub use reload::{ReloadError, Reloaded};
 pub use start::{open_client, Secret, ServiceConfig, ServiceError};
 
+use crate::bus::{BusReader, Publisher, ReadOutcome};
 use crate::clock::ServiceClock;
 use crate::control::methods::{self, Context, ServiceFacts};
 use crate::control::overrides::Overrides;
@@ -22,7 +23,6 @@ use crate::intake::Intake;
 use crate::logging::{self, Throttle};
 use crate::pool::{Pool, Report};
 use crate::record_store::{StoreOp, StoreWriter};
-use crate::state_shadow::StateReader;
 use crate::stats::StatsPublisher;
 use crate::subscriptions::{Bus, Inbound, Subscriber, SubscriptionHandle};
 use redis::aio::ConnectionManager;
@@ -88,9 +88,18 @@ struct Service {
     state_hashes: BTreeSet<String>,
     /// The raw channels the live rules' inputs read (docs/semantics.md#inputs).
     input_channels: BTreeSet<String>,
-    reader: Option<StateReader>,
-    reader_task: Option<JoinHandle<()>>,
-    state_values: mpsc::UnboundedReceiver<(usize, String)>,
+    /// The reads of watched hashes and polls (docs/service.md#the-bus).
+    reader: BusReader,
+    reader_task: JoinHandle<()>,
+    reads: mpsc::Receiver<ReadOutcome>,
+    /// Publishes derived events (stream `events` and `ev:<topic>`).
+    publisher: Publisher,
+    publisher_task: JoinHandle<()>,
+    /// `--sources all|used`, for the status.
+    sources: ruled_engine::SourceSet,
+    /// The ids of the events we published lately: heard back through an
+    /// `ev:` glob, they are dropped without counting them as forged.
+    own_ids: crate::bus::RecentIds,
     /// Changes the subscription at a reload, once it is open.
     subscriptions: Option<SubscriptionHandle>,
     /// The bundle file, read again at a reload, and the loaded bundle's id.
@@ -153,15 +162,7 @@ impl Service {
                     }
                 },
                 Some(()) = reloads.recv() => self.reload_logged().await,
-                Some((index, value)) = self.state_values.recv() => {
-                    if let Some(pair) = self.engine.watched_pairs().get(index) {
-                        tracing::debug!(hash = %pair.hash, field = %pair.field, "state changed");
-                    }
-                    // A re-read after a notification or a reconnect: a live
-                    // value, which a hash input compares with the last one.
-                    let now = self.now();
-                    self.engine.field_changed(now, index, value);
-                },
+                Some(outcome) = self.reads.recv() => self.on_read(outcome),
                 () = &mut sleep, if deadline.is_some() => {
                     let now = self.now();
                     self.engine.handle_timeout(now);
@@ -216,6 +217,21 @@ impl Service {
             return;
         }
         match Inbound::read(message) {
+            // An owned topic (derived here, `--bus own`) or an `input.*` one
+            // never comes from the bus (docs/service.md#the-bus).
+            Inbound::Event(event) if self.engine.refuses_from_bus(&event.topic) => {
+                if self.own_ids.contains(event.id.as_deref()) {
+                    tracing::trace!(channel, "our own derived event, heard back: dropped");
+                    return;
+                }
+                self.stats.count_rejected();
+                let why = if event.topic.starts_with("input.") {
+                    "on an `input.*` topic: an input event comes only from its input, never from the bus"
+                } else {
+                    "on a topic ruled derives and publishes itself (`--bus own`): only ruled publishes it"
+                };
+                effect_log::log_skipped_event(channel, why, &mut self.throttle);
+            }
             Inbound::Event(event) => {
                 let now = self.now();
                 self.engine.handle_event(now, event);
@@ -244,8 +260,27 @@ impl Service {
         }
         // Change notifications were missed too: the state reader reads the
         // watched pairs again, in order with later notifications.
-        if let Some(reader) = &self.reader {
-            reader.reread_all();
+        self.reader.reread_all();
+    }
+
+    /// What the bus reader read (docs/sources.md#changes): live values,
+    /// which feed `state()` before anything derived from them is
+    /// dispatched, or a hash cleared.
+    fn on_read(&mut self, outcome: ReadOutcome) {
+        let now = self.now();
+        match outcome {
+            ReadOutcome::Fields { cause, values } => {
+                if let Some((index, value)) = values.first() {
+                    if let Some(pair) = self.engine.watched_pairs().get(*index) {
+                        tracing::debug!(hash = %pair.hash, field = %pair.field, value = ?value, ?cause, "state changed");
+                    }
+                }
+                self.engine.fields_read(now, cause, &values);
+            }
+            ReadOutcome::Cleared(hash) => {
+                tracing::debug!(hash = %hash, "hash cleared");
+                self.engine.hash_cleared(&hash);
+            }
         }
     }
 
@@ -276,6 +311,8 @@ impl Service {
             queue_depth,
             queue_capacity: pool.queue,
             overflow: self.stats.overflow_count(),
+            sources: crate::bus::sources_word(self.sources),
+            watched_hashes: self.state_hashes.len(),
         };
         let mut context = Context {
             now: self.now(),
@@ -319,6 +356,13 @@ impl Service {
                     let id = id.to_string();
                     self.writer.send(StoreOp::Put { id, json, write });
                 }
+                Effect::Publish(events) => {
+                    for event in &events {
+                        self.own_ids.insert(event.id.as_deref());
+                    }
+                    self.publisher.publish(events);
+                }
+                Effect::Poll { hash, pairs } => self.reader.poll(&hash, pairs),
                 Effect::DropRecord { id, reason, rule } => {
                     effect_log::log_record_drop(&id, rule.as_deref(), reason);
                     self.writer.send(StoreOp::Drop {

@@ -7,18 +7,17 @@
 //! bundle id. `SIGHUP` and the control protocol's `v1.reload` both call
 //! [`Service::reload`].
 
-use super::start::{start_reader, subscriptions_for, watched_hashes};
+use super::start::{subscriptions_for, watched_hashes};
 use super::Service;
 use crate::bundle::{self, LoadError, LoadedBundle};
+use crate::bus::{self, BusReader, Watch};
 use crate::control::methods;
 use crate::control::wire::Reply;
 use crate::control::{Answer, Call};
-use crate::state_shadow;
 use crate::subscriptions::Subscriptions;
 use rulecore::bundle::StatePair;
 use ruled_engine::ReloadSummary;
 use std::sync::Arc;
-use tokio::sync::mpsc;
 
 /// What a reload did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,20 +144,30 @@ impl Service {
     }
 
     /// After the live rules changed (a reload, a rule turned on or off):
-    /// the state watch and the subscription become what the engine needs
-    /// now, changed on the open connection (what both need is never
-    /// interrupted); newly watched state is read. Returns what is
-    /// subscribed.
+    /// the bus watch (hashes, notifications, live pairs), the channels and
+    /// the subscription become what the engine needs now, changed on the
+    /// open connection (what both need is never interrupted); pairs that
+    /// became live are read, emitting nothing (docs/service.md#the-bus).
+    /// Returns what is subscribed.
     pub(super) async fn follow_rules(&mut self, old_pairs: &[StatePair]) -> Arc<Subscriptions> {
-        let rewatched = self.rewatch_state(old_pairs);
+        let old_live = self.reader.watch().live.clone();
+        let restarted = self.rewatch_state(old_pairs);
         let (subscriptions, input_channels) = subscriptions_for(&self.engine, &self.state_hashes);
         let subscriptions = Arc::new(subscriptions);
         self.input_channels = input_channels;
         if let Some(handle) = &self.subscriptions {
             handle.change(Arc::clone(&subscriptions)).await;
         }
-        if rewatched {
-            self.seed_state().await;
+        let live = self.reader.watch().live.clone();
+        let seed: Vec<usize> = if restarted {
+            live
+        } else {
+            live.into_iter()
+                .filter(|pair| !old_live.contains(pair))
+                .collect()
+        };
+        if !seed.is_empty() {
+            self.seed_state(&seed).await;
         }
         subscriptions
     }
@@ -170,41 +179,35 @@ impl Service {
             .unwrap_or_default()
     }
 
-    /// A new state reader and watch when the watched pairs or hashes
-    /// changed (indices into the pairs are the bundle's); values the old
-    /// reader still had on the way are dropped with it, so the caller reads
-    /// every pair again. Returns whether it did.
+    /// The bus watch for the engine as it is now. With the same watched
+    /// pairs the reader keeps running (its asks still hold); otherwise
+    /// (indices into the pairs are the bundle's) a new reader replaces it,
+    /// values the old one still had on the way dropped with it, so the
+    /// caller reads every live pair again. Returns whether it did.
     fn rewatch_state(&mut self, old_pairs: &[StatePair]) -> bool {
         let hashes = watched_hashes(&self.engine);
-        if old_pairs == self.engine.watched_pairs() && hashes == self.state_hashes {
-            return false;
-        }
-        if let Some(task) = self.reader_task.take() {
-            task.abort();
-        }
-        let (values_tx, values) = mpsc::unbounded_channel();
-        (self.reader, self.reader_task) = start_reader(&self.con, &self.engine, &hashes, values_tx);
-        self.state_values = values;
+        let watch = Watch::of(&self.engine, hashes.clone());
         self.state_hashes = hashes;
+        let restarted = old_pairs != self.engine.watched_pairs();
+        if restarted {
+            self.reader_task.abort();
+            (self.reader, self.reader_task, self.reads) = BusReader::start(self.con.clone(), watch);
+        } else {
+            self.reader.set_watch(watch);
+        }
         self.intake.set_state_watch(self.state_watch());
-        true
+        restarted
     }
 
-    /// Reads every watched pair (after the subscription changed, so no
-    /// change notification is missed in between). A lost connection is
-    /// logged: the values stay as carried over until the next change or
-    /// reconnect.
-    async fn seed_state(&mut self) {
-        let watched = self.engine.watched_pairs().to_vec();
-        match state_shadow::seed_state(&mut self.con, &watched).await {
-            Ok(values) => {
-                for (index, value) in values {
-                    self.engine.state_changed(index, value);
-                }
-                self.perform_effects();
-            }
+    /// Reads the pairs `indices` (after the subscription changed, so no
+    /// change notification is missed in between), emitting nothing. A lost
+    /// connection is logged: the values stay as carried over until the
+    /// next change or reconnect.
+    async fn seed_state(&mut self, indices: &[usize]) {
+        match bus::seed(&mut self.con, &mut self.engine, indices).await {
+            Ok(_) => self.perform_effects(),
             Err(e) => tracing::warn!(
-                "reload: reading the watched state failed ({e}); values read before stay until the next change"
+                "reading the watched state failed ({e}); values read before stay until the next change"
             ),
         }
     }

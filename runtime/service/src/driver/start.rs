@@ -4,6 +4,7 @@
 
 use super::Service;
 use crate::bundle::{self, LoadedBundle};
+use crate::bus::{self, BusReader, Publisher, Watch};
 use crate::can::CanSockets;
 use crate::clock::{wall_ms, ServiceClock};
 use crate::connection;
@@ -15,7 +16,6 @@ use crate::notify;
 use crate::owner::{self, Owner};
 use crate::pool::{Performers, Pool, Report};
 use crate::record_store::{self, StoreWriter};
-use crate::state_shadow::{self, StateReader};
 use crate::stats::StatsPublisher;
 use crate::subscriptions::{Subscriber, Subscriptions};
 use crate::tls::Tls;
@@ -53,6 +53,10 @@ pub struct ServiceConfig {
     pub traces: usize,
     /// The byte budget of all traces together.
     pub trace_memory: usize,
+    /// `--bus own|follow` (docs/service.md#the-bus).
+    pub bus: ruled_engine::BusMode,
+    /// `--sources all|used` (docs/service.md#the-bus).
+    pub sources: ruled_engine::SourceSet,
 }
 
 /// A password: never shown, not even in `Debug`.
@@ -124,19 +128,13 @@ impl Service {
                 epoch: wall_ms().to_string(),
                 traces: config.traces,
                 trace_memory: config.trace_memory,
+                bus: config.bus,
+                sources: config.sources,
                 ..EngineConfig::default()
             },
         );
-        // Seeding: the watched pairs' values as they are, making no input
-        // event (docs/semantics.md#inputs).
-        let watched = engine.watched_pairs().to_vec();
-        let seeded = state_shadow::seed_state(&mut con, &watched)
-            .await
-            .map_err(ServiceError::Seed)?;
-        for (index, value) in seeded {
-            engine.state_changed(index, value);
-        }
-        // Before anything is subscribed: a rule turned off stays off.
+        // Before anything is subscribed or seeded: a rule turned off stays
+        // off, and what it alone needed is neither read nor watched.
         let keys = ControlKeys::for_namespace(&config.namespace);
         let overrides = Overrides::load(&mut con, &keys.overrides)
             .await
@@ -145,6 +143,12 @@ impl Service {
                 source,
             })?;
         overrides.apply(&mut engine);
+        // Seeding: the live pairs' values as they are, emitting nothing
+        // (docs/sources.md#changes, docs/semantics.md#inputs).
+        let live = engine.live_pairs();
+        bus::seed(&mut con, &mut engine, &live)
+            .await
+            .map_err(ServiceError::Seed)?;
         let (writer, writer_task) = StoreWriter::start(con.clone(), &config.namespace);
         // The actions' own connection: no reply timeout of its own, each
         // push waits as long as its step's `timeout`
@@ -152,8 +156,9 @@ impl Service {
         let actions = connection::connect_manager_with(&client, None).await;
         let (pool, reports) = start_pool(config.pool, &actions, &writer);
         let state_hashes = watched_hashes(&engine);
-        let (state_tx, state_values) = mpsc::unbounded_channel();
-        let (reader, reader_task) = start_reader(&con, &engine, &state_hashes, state_tx);
+        let (reader, reader_task, reads) =
+            BusReader::start(con.clone(), Watch::of(&engine, state_hashes.clone()));
+        let (publisher, publisher_task) = Publisher::start(con.clone());
         let (subs, input_channels) = subscriptions_for(&engine, &state_hashes);
         let stats = StatsPublisher::new(&engine, bundle_id.clone(), &owner);
         let mut service = Self {
@@ -169,7 +174,11 @@ impl Service {
             input_channels,
             reader,
             reader_task,
-            state_values,
+            reads,
+            publisher,
+            publisher_task,
+            sources: config.sources,
+            own_ids: bus::RecentIds::default(),
             subscriptions: None,
             bundle_path: config.bundle.clone(),
             bundle_id,
@@ -183,6 +192,7 @@ impl Service {
             started,
         };
         service.check_owner().await?;
+        service.check_bus().await?;
         service.replay().await?;
         service.stats.write_all(&service.engine, &service.writer);
         service.subscribe().await;
@@ -248,6 +258,40 @@ impl Service {
         })
     }
 
+    /// The bus at start (docs/service.md#the-bus): our event ids above the
+    /// stream's newest, the warning when another adapter publishes, and
+    /// one line saying how ruled stands to the bus.
+    async fn check_bus(&mut self) -> Result<(), ServiceError> {
+        let known = self.stats.known_fields();
+        let me = self.stats.owner().clone();
+        bus::start_checks(
+            &mut self.con,
+            &mut self.engine,
+            &known,
+            &me,
+            self.stats_interval,
+        )
+        .await
+        .map_err(|source| ServiceError::Counters {
+            key: format!("{} (and stream `{}`)", Namespace::default(), bus::STREAM),
+            source,
+        })?;
+        let profile = self
+            .engine
+            .profile()
+            .map(|(name, digest)| format!("{name} {digest}"));
+        tracing::info!(
+            bus = bus::bus_word(self.engine.bus_mode()),
+            sources = bus::sources_word(self.sources),
+            profile = profile.as_deref().unwrap_or("none"),
+            owned_topics = self.engine.owned_topics().len(),
+            watched_hashes = self.state_hashes.len(),
+            polls = self.engine.polls().len(),
+            "bus"
+        );
+        Ok(())
+    }
+
     /// Opens the subscription (nothing at all with nothing to watch) and
     /// hands it to the intake.
     async fn subscribe(&mut self) {
@@ -274,15 +318,8 @@ impl Service {
     /// What the intake needs to tell change notifications of watched state
     /// from events, for the loaded bundle.
     pub(super) fn state_watch(&self) -> Option<StateWatch> {
-        self.reader.clone().map(|reader| StateWatch {
-            reader,
-            pairs: self
-                .engine
-                .watched_pairs()
-                .iter()
-                .enumerate()
-                .map(|(index, pair)| ((pair.hash.clone(), pair.field.clone()), index))
-                .collect(),
+        Some(StateWatch {
+            reader: self.reader.clone(),
             hashes: self.state_hashes.clone(),
         })
     }
@@ -341,21 +378,6 @@ fn start_pool(
     (Pool::start(config, performers, report_tx), reports)
 }
 
-/// The state reader for the engine's watched pairs (`state()` pairs and
-/// input fields), when any hash is watched; its task, to end it at a reload.
-pub(super) fn start_reader(
-    con: &ConnectionManager,
-    engine: &Engine,
-    state_hashes: &BTreeSet<String>,
-    values: mpsc::UnboundedSender<(usize, String)>,
-) -> (Option<StateReader>, Option<tokio::task::JoinHandle<()>>) {
-    if state_hashes.is_empty() {
-        return (None, None);
-    }
-    let (reader, task) = StateReader::start(con.clone(), engine.watched_pairs().to_vec(), values);
-    (Some(reader), Some(task))
-}
-
 /// What the engine's rules need subscribed: their topics, the watched
 /// state hashes, and input channels exactly (docs/semantics.md#inputs);
 /// with the input channels apart, to tell their messages from events.
@@ -366,24 +388,31 @@ pub(super) fn subscriptions_for(
     let input_channels: BTreeSet<String> = engine.input_channels().into_iter().collect();
     let mut channels = state_hashes.clone();
     channels.extend(input_channels.iter().cloned());
-    let subs = Subscriptions::compute(engine.payload(), |rule| engine.is_enabled(rule), channels);
+    // An owned or `input.*` topic never comes from the bus: not subscribed
+    // exactly (docs/service.md#the-bus).
+    let subs = Subscriptions::compute_refusing(
+        engine.payload(),
+        |rule| engine.is_enabled(rule),
+        channels,
+        |topic| engine.refuses_from_bus(topic),
+    );
     (subs, input_channels)
 }
 
-/// The state hashes whose change notifications are subscribed. With no
-/// live rule, nothing at all is subscribed (docs/semantics.md#events), not even
-/// state: a replay-only tail resumed at start evaluates its `when` against
-/// the values seeded at start.
+/// The hashes whose change notifications are subscribed: those of the
+/// engine's live pairs, polled-only hashes left out. With no live rule,
+/// only the sources' hashes (`--sources all` publishes the bus for
+/// everyone, docs/service.md#the-bus): a replay-only tail resumed at start
+/// evaluates its `when` against the values seeded at start
+/// (docs/semantics.md#events).
 pub(super) fn watched_hashes(engine: &Engine) -> BTreeSet<String> {
     let any_live = (engine.payload().rules.iter().enumerate()).any(|(index, rule)| {
         engine.is_enabled(index) && !(rule.on.is_empty() && rule.cancel_on().is_empty())
     });
-    if !any_live {
-        return BTreeSet::new();
-    }
     engine
-        .watched_pairs()
-        .iter()
-        .map(|pair| pair.hash.clone())
+        .watched_hashes()
+        .into_iter()
+        .filter(|hash| any_live || Watch::is_source_hash(engine, hash))
+        .map(str::to_string)
         .collect()
 }

@@ -32,6 +32,17 @@ impl Service {
         self.check_clock();
         self.engine.stop();
         self.perform_effects();
+        self.reader_task.abort();
+        // Derived events already queued still go out, bounded.
+        self.publisher.close();
+        if tokio::time::timeout(STOP_FLUSH, &mut self.publisher_task)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "derived events still unpublished at stop were dropped (Redis slow or gone)"
+            );
+        }
         let abandoned = self.pool.stop(STOP_GRACE).await;
         self.settle_reports();
         if abandoned > 0 {

@@ -5,6 +5,7 @@
 
 pub mod bundles;
 pub mod go_service;
+pub mod librescoot;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,781 @@
+//! The Librescoot bus inside `ruled` (docs/service.md#the-bus,
+//! docs/sources.md): watching, reading, polling and publishing, doing
+//! only what the engine decides.
+//!
+//! - [`Watch`]: a snapshot of what the engine says about every
+//!   notification on a watched hash ([`Engine::notified`]), which the
+//!   intake task consults without the engine.
+//! - [`BusReader`]: a task that performs the reads the notifications,
+//!   polls and reconnects ask for, one `HMGET` each, coalesced (a flood of
+//!   notifications costs no memory), and hands the values back in order
+//!   ([`ReadOutcome`]) for [`Engine::fields_read`] / [`Engine::hash_cleared`].
+//! - [`Publisher`]: a task that publishes each [`Effect::Publish`]
+//!   (ruled_engine::Effect) in one round trip: per event an entry of stream
+//!   `events` and a message on `ev:<topic>`.
+//! - [`start_checks`]: the stream's newest id at start (our ids stay above
+//!   it) and the warning when another adapter seems to publish the bus.
+
+use crate::connection::{describe, is_transport, query, query_pipe};
+use crate::logging::Throttle;
+use crate::namespace::Namespace;
+use redis::aio::ConnectionManager;
+use rulecore::bundle::StatePair;
+use rulecore::event::Event;
+use ruled_engine::{BusMode, Engine, Notified, ReadCause, SourceSet};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
+
+/// The stream every derived event is an entry of (docs/service.md#the-bus).
+pub const STREAM: &str = "events";
+/// `XADD events MAXLEN ~ 2000`.
+pub const STREAM_MAXLEN: u64 = 2000;
+/// Reads asked for and not started yet, beyond which they collapse into
+/// one re-read of every live pair (a flood of alternating notifications).
+const MAX_ASKED: usize = 1024;
+/// Outcomes read and not yet taken by the driver.
+const OUTCOMES: usize = 16;
+/// Publish effects waiting for Redis; more are dropped, logged.
+const PUBLISH_QUEUE: usize = 1024;
+
+/// `--bus own|follow` as the flag spells it.
+pub fn bus_word(mode: BusMode) -> &'static str {
+    match mode {
+        BusMode::Own => "own",
+        BusMode::Follow => "follow",
+    }
+}
+
+/// `--sources all|used` as the flag spells it.
+pub fn sources_word(set: SourceSet) -> &'static str {
+    match set {
+        SourceSet::All => "all",
+        SourceSet::Used => "used",
+    }
+}
+
+/// What the engine says about the notifications of the watched hashes,
+/// and the pairs it wants read now (docs/sources.md#changes).
+#[derive(Debug, Clone, Default)]
+pub struct Watch {
+    /// The engine's watched pairs (indices below refer to them).
+    pub pairs: Arc<[StatePair]>,
+    /// [`Engine::live_pairs`]: seeded, re-read after a reconnect.
+    pub live: Vec<usize>,
+    /// The hashes whose channels are subscribed.
+    pub hashes: BTreeSet<String>,
+    /// Per hash, per payload, what a notification asks for (absent:
+    /// [`Notified::Ignore`]).
+    notify: HashMap<String, HashMap<String, Notified>>,
+}
+
+impl Watch {
+    /// The snapshot of `engine` for the subscribed `hashes`: every watched
+    /// field of them, `cleared` and `replaced`, as [`Engine::notified`]
+    /// judges them (any other payload is ignored without a read).
+    pub fn of(engine: &Engine, hashes: BTreeSet<String>) -> Self {
+        let pairs: Arc<[StatePair]> = engine.watched_pairs().into();
+        let mut notify: HashMap<String, HashMap<String, Notified>> = HashMap::new();
+        for hash in &hashes {
+            let names = pairs
+                .iter()
+                .filter(|pair| pair.hash == *hash)
+                .map(|pair| pair.field.as_str())
+                .chain([
+                    ruled_engine::derive::CLEARED,
+                    ruled_engine::derive::REPLACED,
+                ]);
+            let by_name = notify.entry(hash.clone()).or_default();
+            for name in names {
+                let asked = engine.notified(hash, name);
+                if asked != Notified::Ignore {
+                    by_name.insert(name.to_string(), asked);
+                }
+            }
+        }
+        Self {
+            pairs,
+            live: engine.live_pairs(),
+            hashes,
+            notify,
+        }
+    }
+
+    /// What `PUBLISH <hash> <payload>` asks for.
+    pub fn notified(&self, hash: &str, payload: &str) -> Notified {
+        self.notify
+            .get(hash)
+            .and_then(|names| names.get(payload))
+            .cloned()
+            .unwrap_or(Notified::Ignore)
+    }
+
+    /// Whether `hash` is a source's (a `cleared` on it means something):
+    /// such hashes are watched even while no rule is live.
+    pub fn is_source_hash(engine: &Engine, hash: &str) -> bool {
+        engine.notified(hash, ruled_engine::derive::CLEARED) == Notified::Cleared
+    }
+}
+
+/// What the reader read, in the order it was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// For [`Engine::fields_read`].
+    Fields {
+        cause: ReadCause,
+        values: Vec<(usize, Option<String>)>,
+    },
+    /// `PUBLISH <hash> cleared`, in order with the reads around it.
+    Cleared(String),
+}
+
+/// One read asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Request {
+    /// After a notification: the notified pair first.
+    Read(Vec<usize>),
+    /// After `replaced`, or a poll: each real change emits.
+    Reread(Vec<usize>),
+    Cleared(String),
+    /// Every live pair (a reconnect, or asks collapsed under a flood).
+    All,
+}
+
+/// What makes two asks the same (the later is not queued again).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Read(usize),
+    Reread(String),
+    Cleared(String),
+}
+
+/// The asks not started yet, in order; each key at most once since the
+/// last barrier (`cleared`/`replaced`) of its hash.
+#[derive(Debug, Default)]
+struct Asked {
+    queue: VecDeque<(u64, Request)>,
+    keys: HashMap<Key, u64>,
+    next: u64,
+    /// Collapsed into [`Request::All`] since the last log line.
+    collapsed: u64,
+}
+
+impl Asked {
+    fn push(&mut self, key: Option<Key>, request: Request) {
+        if let Some(key) = &key {
+            if self.keys.contains_key(key) {
+                return;
+            }
+        }
+        if self.queue.len() >= MAX_ASKED {
+            // A flood: one re-read of everything live says as much.
+            self.queue.clear();
+            self.keys.clear();
+            self.collapsed += 1;
+            self.queue.push_back((self.next, Request::All));
+            self.next += 1;
+            return;
+        }
+        if let Some(key) = key {
+            self.keys.insert(key, self.next);
+        }
+        self.queue.push_back((self.next, request));
+        self.next += 1;
+    }
+
+    /// Drops the keys of `hash` (its reads, and its other barrier): asks
+    /// after a `cleared` or `replaced` are queued behind it.
+    fn barrier(&mut self, hash: &str, pairs: &[StatePair]) {
+        self.keys.retain(|key, _| match key {
+            Key::Read(pair) => pairs.get(*pair).is_none_or(|p| p.hash != hash),
+            Key::Reread(h) | Key::Cleared(h) => h != hash,
+        });
+    }
+
+    fn pop(&mut self) -> Option<Request> {
+        let (seq, request) = self.queue.pop_front()?;
+        self.keys.retain(|_, at| *at != seq);
+        Some(request)
+    }
+}
+
+#[derive(Debug, Default)]
+struct ReaderShared {
+    asked: Mutex<Asked>,
+    watch: Mutex<Arc<Watch>>,
+    ready: Notify,
+}
+
+impl ReaderShared {
+    fn asked(&self) -> MutexGuard<'_, Asked> {
+        // Never held across an await or a panic-prone call.
+        self.asked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn watch(&self) -> Arc<Watch> {
+        Arc::clone(&self.watch.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// Performs the reads of the bus and of `state()` (docs/sources.md#changes):
+/// one `HMGET` per ask, asks coalesced, outcomes in the order asked.
+#[derive(Debug, Clone)]
+pub struct BusReader {
+    shared: Arc<ReaderShared>,
+}
+
+impl BusReader {
+    /// Starts the reader task; its outcomes go to `out` (bounded: while the
+    /// driver is behind, asks coalesce here instead).
+    pub fn start(
+        con: ConnectionManager,
+        watch: Watch,
+    ) -> (Self, JoinHandle<()>, mpsc::Receiver<ReadOutcome>) {
+        let shared = Arc::new(ReaderShared::default());
+        *shared.watch.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(watch);
+        let (tx, rx) = mpsc::channel(OUTCOMES);
+        let task = tokio::spawn(reader_task(con, Arc::clone(&shared), tx));
+        (Self { shared }, task, rx)
+    }
+
+    /// The snapshot the reader and the intake judge by.
+    pub fn watch(&self) -> Arc<Watch> {
+        self.shared.watch()
+    }
+
+    /// Replaces the snapshot (the same watched pairs: a rule turned on or
+    /// off). Asks already queued stay: their indices still hold.
+    pub fn set_watch(&self, watch: Watch) {
+        *self
+            .shared
+            .watch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(watch);
+    }
+
+    /// `PUBLISH <hash> <payload>` arrived on a watched hash's channel.
+    pub fn notified(&self, hash: &str, payload: &str) {
+        let watch = self.shared.watch();
+        let (key, request) = match watch.notified(hash, payload) {
+            Notified::Ignore => {
+                tracing::trace!(channel = hash, payload, "notification not read");
+                return;
+            }
+            Notified::Read(pairs) => match pairs.first() {
+                Some(&first) => (Key::Read(first), Request::Read(pairs)),
+                None => return,
+            },
+            Notified::Reread(pairs) => (Key::Reread(hash.into()), Request::Reread(pairs)),
+            Notified::Cleared => (Key::Cleared(hash.into()), Request::Cleared(hash.into())),
+        };
+        let mut asked = self.shared.asked();
+        if matches!(request, Request::Reread(_) | Request::Cleared(_)) {
+            asked.barrier(hash, &watch.pairs);
+        }
+        asked.push(Some(key), request);
+        drop(asked);
+        self.shared.ready.notify_one();
+    }
+
+    /// An [`Effect::Poll`](ruled_engine::Effect::Poll): read `pairs` of
+    /// `hash` (a poll still waiting is not asked again).
+    pub fn poll(&self, hash: &str, pairs: Vec<usize>) {
+        let key = Key::Reread(format!("poll:{hash}"));
+        self.shared.asked().push(Some(key), Request::Reread(pairs));
+        self.shared.ready.notify_one();
+    }
+
+    /// Every live pair again (after a reconnect: notifications were missed).
+    pub fn reread_all(&self) {
+        let mut asked = self.shared.asked();
+        asked.queue.clear();
+        asked.keys.clear();
+        asked.push(None, Request::All);
+        drop(asked);
+        self.shared.ready.notify_one();
+    }
+}
+
+async fn reader_task(
+    mut con: ConnectionManager,
+    shared: Arc<ReaderShared>,
+    out: mpsc::Sender<ReadOutcome>,
+) {
+    loop {
+        let next = {
+            let mut asked = shared.asked();
+            if asked.collapsed > 0 {
+                tracing::info!(
+                    times = std::mem::take(&mut asked.collapsed),
+                    max = MAX_ASKED,
+                    "state notifications arrive faster than they are read: the reads \
+                     waiting were replaced by one re-read of every watched field"
+                );
+            }
+            asked.pop()
+        };
+        let Some(request) = next else {
+            shared.ready.notified().await;
+            continue;
+        };
+        let watch = shared.watch();
+        let outcome = match request {
+            Request::Cleared(hash) => Some(ReadOutcome::Cleared(hash)),
+            Request::Read(pairs) => {
+                read_outcome(&mut con, &watch.pairs, &pairs, ReadCause::Notified).await
+            }
+            Request::Reread(pairs) => {
+                read_outcome(&mut con, &watch.pairs, &pairs, ReadCause::Reread).await
+            }
+            Request::All => {
+                read_outcome(&mut con, &watch.pairs, &watch.live, ReadCause::Reread).await
+            }
+        };
+        if let Some(outcome) = outcome {
+            if out.send(outcome).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// One read as an outcome; `None` when Redis was not reached (the value
+/// is not known to have changed: the reconnect's re-read settles it).
+async fn read_outcome(
+    con: &mut ConnectionManager,
+    pairs: &[StatePair],
+    indices: &[usize],
+    cause: ReadCause,
+) -> Option<ReadOutcome> {
+    match read_pairs(con, pairs, indices).await {
+        Ok(values) => Some(ReadOutcome::Fields { cause, values }),
+        Err(e) => {
+            tracing::warn!(
+                error = %describe(&e),
+                "reading watched fields failed (connection); keeping the old values until the \
+                 reconnect re-reads them"
+            );
+            None
+        }
+    }
+}
+
+/// Reads the pairs `indices` of `pairs`, one `HMGET` per hash, in the
+/// order given within a hash (the first of a notification stays first).
+/// A hash Redis refuses to read (WRONGTYPE, a value that is not UTF-8) is
+/// logged, naming it, and its fields read as absent; only a lost
+/// connection is an error.
+pub async fn read_pairs(
+    con: &mut ConnectionManager,
+    pairs: &[StatePair],
+    indices: &[usize],
+) -> redis::RedisResult<Vec<(usize, Option<String>)>> {
+    let mut hashes: Vec<&str> = Vec::new();
+    for &index in indices {
+        if let Some(pair) = pairs.get(index) {
+            if !hashes.contains(&pair.hash.as_str()) {
+                hashes.push(&pair.hash);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(indices.len());
+    for hash in hashes {
+        let fields: Vec<(usize, &str)> = indices
+            .iter()
+            .filter_map(|&index| {
+                let pair = pairs.get(index)?;
+                (pair.hash == hash).then_some((index, pair.field.as_str()))
+            })
+            .collect();
+        let mut command = redis::cmd("HMGET");
+        command.arg(hash);
+        for (_, field) in &fields {
+            command.arg(*field);
+        }
+        let values: Vec<Option<String>> = match query(con, &command).await {
+            Ok(values) => values,
+            Err(e) if !is_transport(&e) => {
+                tracing::warn!(
+                    hash = %hash,
+                    error = %describe(&e),
+                    "cannot read the state hash; each of its fields reads as absent (\"\")"
+                );
+                vec![None; fields.len()]
+            }
+            Err(e) => return Err(e),
+        };
+        out.extend(fields.iter().map(|(index, _)| *index).zip(values));
+    }
+    Ok(out)
+}
+
+/// Seeding (docs/sources.md#changes): the live pairs' values as they are,
+/// fed to `state()` without emitting anything. Returns how many were read.
+pub async fn seed(
+    con: &mut ConnectionManager,
+    engine: &mut Engine,
+    indices: &[usize],
+) -> redis::RedisResult<usize> {
+    let pairs = engine.watched_pairs().to_vec();
+    let values = read_pairs(con, &pairs, indices).await?;
+    let mut seeded = 0;
+    for (index, value) in values {
+        if let Some(value) = value {
+            engine.state_changed(index, value);
+            seeded += 1;
+        }
+    }
+    Ok(seeded)
+}
+
+/// The envelopes of one event (docs/events.md#the-envelope): the stream
+/// entry's `e` (without `id`: the entry id is it) and the `ev:` message
+/// (with it).
+pub fn envelopes(event: &Event) -> Result<(String, String), serde_json::Error> {
+    let with_id = serde_json::to_string(event)?;
+    let mut without = event.clone();
+    without.id = None;
+    Ok((serde_json::to_string(&without)?, with_id))
+}
+
+/// The publisher of derived events: its own task, in order, one round trip
+/// per effect (docs/service.md#the-bus).
+#[derive(Debug, Clone)]
+pub struct Publisher {
+    /// `None` once closed (at stop).
+    tx: Option<mpsc::Sender<Vec<Event>>>,
+    /// Effects dropped at the queue's bound since the last log line.
+    dropped: Arc<Mutex<(u64, Option<Instant>)>>,
+}
+
+impl Publisher {
+    pub fn start(con: ConnectionManager) -> (Self, JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(PUBLISH_QUEUE);
+        let task = tokio::spawn(publish_task(con, rx));
+        let dropped = Arc::new(Mutex::new((0, None)));
+        (
+            Self {
+                tx: Some(tx),
+                dropped,
+            },
+            task,
+        )
+    }
+
+    /// Queues one effect's events. Past the bound (Redis far behind) they
+    /// are dropped, logged at most every 10 s: our rules had them already.
+    pub fn publish(&self, events: Vec<Event>) {
+        let count = events.len();
+        let Some(tx) = &self.tx else {
+            tracing::debug!(events = count, "derived events not published: stopping");
+            return;
+        };
+        match tx.try_send(events) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let mut dropped = self.dropped.lock().unwrap_or_else(PoisonError::into_inner);
+                dropped.0 += count as u64;
+                if dropped
+                    .1
+                    .is_none_or(|at| at.elapsed() >= Duration::from_secs(10))
+                {
+                    tracing::warn!(
+                        events = dropped.0,
+                        queue = PUBLISH_QUEUE,
+                        "derived events not published: Redis is behind (the publish queue \
+                         is full); ruled's own rules had them"
+                    );
+                    *dropped = (0, Some(Instant::now()));
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                tracing::debug!(events = count, "derived events not published: stopping");
+            }
+        }
+    }
+}
+
+impl Publisher {
+    /// No more events: the task ends once it published those queued.
+    pub fn close(&mut self) {
+        self.tx = None;
+    }
+}
+
+async fn publish_task(mut con: ConnectionManager, mut rx: mpsc::Receiver<Vec<Event>>) {
+    let mut refusals = Refusals::default();
+    while let Some(events) = rx.recv().await {
+        let Some(pipe) = publish_pipe(&events) else {
+            continue;
+        };
+        let replies: redis::RedisResult<Vec<redis::RedisResult<redis::Value>>> =
+            query_pipe(&mut con, &pipe).await;
+        match replies {
+            Ok(replies) => {
+                // XADD, PUBLISH, XADD, PUBLISH, ...
+                for (event, reply) in events.iter().zip(replies.chunks(2)) {
+                    if let Some(Err(e)) = reply.first() {
+                        refusals.refused(event, e);
+                    }
+                    if let Some(Err(e)) = reply.get(1) {
+                        tracing::warn!(topic = %event.topic, error = %describe(e), "PUBLISH of a derived event refused");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(
+                events = events.len(),
+                error = %describe(&e),
+                "derived events not published (connection); ruled's own rules had them"
+            ),
+        }
+    }
+}
+
+/// The pipeline of one effect; `None` (logged) when an event does not
+/// encode, which a derived event always does.
+fn publish_pipe(events: &[Event]) -> Option<redis::Pipeline> {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for event in events {
+        let (entry, message) = match envelopes(event) {
+            Ok(both) => both,
+            Err(e) => {
+                tracing::error!(topic = %event.topic, "a derived event does not encode ({e}); not published");
+                return None;
+            }
+        };
+        let id = event.id.as_deref().unwrap_or("*");
+        pipe.cmd("XADD")
+            .arg(STREAM)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(STREAM_MAXLEN)
+            .arg(id)
+            .arg("topic")
+            .arg(&*event.topic)
+            .arg("e")
+            .arg(entry);
+        pipe.cmd("PUBLISH")
+            .arg(format!(
+                "{}{}",
+                rulecore::topic::EVENT_CHANNEL_PREFIX,
+                event.topic
+            ))
+            .arg(message);
+    }
+    Some(pipe)
+}
+
+/// Refused `XADD`s: logged through a budget, the `--bus follow` advice once.
+#[derive(Debug)]
+struct Refusals {
+    throttle: Throttle,
+    advised: bool,
+}
+
+impl Default for Refusals {
+    fn default() -> Self {
+        Self {
+            throttle: Throttle::new(Instant::now()),
+            advised: false,
+        }
+    }
+}
+
+impl Refusals {
+    fn refused(&mut self, event: &Event, error: &redis::RedisError) {
+        let id = event.id.as_deref().unwrap_or("");
+        crate::logging::log_held(&self.throttle.roll(Instant::now()));
+        let too_small = error.to_string().contains("equal or smaller");
+        let cause = if too_small {
+            "its id is not above the stream's newest entry: someone else writes stream `events`"
+        } else {
+            "Redis refused it"
+        };
+        if self.throttle.admit(None, tracing::Level::WARN) {
+            tracing::warn!(
+                topic = %event.topic, id, error = %describe(error),
+                "derived event not added to stream `{STREAM}` ({cause}); still published on ev:"
+            );
+        } else {
+            tracing::debug!(topic = %event.topic, id, "derived event not added to stream `{STREAM}` ({cause})");
+        }
+        if too_small && !self.advised {
+            self.advised = true;
+            tracing::warn!(
+                "another adapter (the Go event-service?) writes the bus: if it is to keep \
+                 publishing, run ruled with --bus follow (RULED_BUS=follow)"
+            );
+        }
+    }
+}
+
+/// At start, in `own` mode with a profile: sets the engine's id floor to
+/// the stream's newest entry, and warns when another adapter seems to
+/// publish the bus: the Go event-service's counters in hash `extensions`,
+/// or an entry of stream `events` newer than two stats intervals (this
+/// process has written none yet). A failed read is logged; only a lost
+/// connection is an error.
+pub async fn start_checks(
+    con: &mut ConnectionManager,
+    engine: &mut Engine,
+    known: &BTreeSet<&'static str>,
+    me: &crate::owner::Owner,
+    stats_interval: Duration,
+) -> redis::RedisResult<()> {
+    if engine.bus_mode() != BusMode::Own || engine.owned_topics().is_empty() {
+        return Ok(());
+    }
+    let newest: redis::RedisResult<Vec<(String, HashMap<String, String>)>> = query(
+        con,
+        redis::cmd("XREVRANGE")
+            .arg(STREAM)
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1),
+    )
+    .await;
+    let newest = match newest {
+        Ok(entries) => entries.into_iter().next(),
+        Err(e) if is_transport(&e) => return Err(e),
+        Err(e) => {
+            tracing::warn!(error = %describe(&e), "cannot read stream `{STREAM}`; event ids start at the clock");
+            None
+        }
+    };
+    if let Some((id, fields)) = &newest {
+        if let Some((ms, seq)) = parse_id(id) {
+            engine.set_bus_floor(ms, seq);
+            let age_ms = crate::clock::wall_ms().saturating_sub(ms);
+            let window =
+                i64::try_from(stats_interval.saturating_mul(2).as_millis()).unwrap_or(i64::MAX);
+            if age_ms <= window {
+                tracing::warn!(
+                    id = %id,
+                    topic = %fields.get("topic").map_or("", String::as_str),
+                    age_ms,
+                    "stream `{STREAM}` has an entry this ruled did not write, {age_ms} ms old: \
+                     another adapter (the Go event-service, another ruled, or this ruled before a \
+                     restart) publishes the bus. If it is to keep publishing, run ruled with \
+                     --bus follow (RULED_BUS=follow)"
+                );
+            }
+        }
+    }
+    let go = crate::owner::read(con, &Namespace::default()).await?;
+    if let Some(crate::owner::Collision::ForeignFields(fields)) =
+        crate::owner::judge(&go, me, known, stats_interval)
+    {
+        tracing::warn!(
+            fields = %fields.join(","),
+            "the counters hash `extensions` looks written by the Go event-service, which \
+             publishes the bus itself: with both, every event is published twice. Run ruled with \
+             --bus follow (RULED_BUS=follow) while it runs, or stop it"
+        );
+    }
+    Ok(())
+}
+
+/// How many of our latest event ids [`RecentIds`] keeps.
+const RECENT_IDS: usize = 1024;
+
+/// The ids of the events this ruled published lately (bounded): an `ev:`
+/// glob delivers them back, and they are ours, not forged.
+#[derive(Debug, Default)]
+pub struct RecentIds {
+    order: VecDeque<Box<str>>,
+    set: std::collections::HashSet<Box<str>>,
+}
+
+impl RecentIds {
+    pub fn insert(&mut self, id: Option<&str>) {
+        let Some(id) = id else { return };
+        if self.order.len() >= RECENT_IDS {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        self.order.push_back(id.into());
+        self.set.insert(id.into());
+    }
+
+    pub fn contains(&self, id: Option<&str>) -> bool {
+        id.is_some_and(|id| self.set.contains(id))
+    }
+}
+
+/// A stream entry id `<ms>-<seq>`.
+pub fn parse_id(id: &str) -> Option<(i64, u64)> {
+    let (ms, seq) = id.split_once('-')?;
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs() -> Vec<StatePair> {
+        ["a", "b"]
+            .iter()
+            .map(|field| StatePair {
+                hash: "h".into(),
+                field: (*field).into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn asks_coalesce_until_a_barrier_and_stay_bounded() {
+        let pairs = pairs();
+        let mut asked = Asked::default();
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
+        assert_eq!(asked.queue.len(), 1);
+        asked.barrier("h", &pairs);
+        asked.push(Some(Key::Cleared("h".into())), Request::Cleared("h".into()));
+        asked.push(Some(Key::Cleared("h".into())), Request::Cleared("h".into()));
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
+        assert_eq!(asked.queue.len(), 3);
+        assert_eq!(asked.pop(), Some(Request::Read(vec![0])));
+        assert_eq!(asked.pop(), Some(Request::Cleared("h".into())));
+        // The read queued behind the barrier is still coalescing.
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
+        assert_eq!(asked.queue.len(), 1);
+        for i in 0..(3 * MAX_ASKED) {
+            asked.barrier("h", &pairs);
+            asked.push(
+                Some(Key::Cleared(format!("{i}"))),
+                Request::Cleared("h".into()),
+            );
+        }
+        assert!(asked.queue.len() <= MAX_ASKED);
+        assert!(asked.collapsed > 0);
+    }
+
+    #[test]
+    fn ids_parse() {
+        assert_eq!(parse_id("1700000000000-3"), Some((1_700_000_000_000, 3)));
+        assert_eq!(parse_id("x"), None);
+    }
+
+    #[test]
+    fn the_stream_entry_has_no_id_and_the_message_has_it() {
+        let event = Event {
+            id: Some("5-0".into()),
+            ts: Some(5),
+            topic: "a.b".into(),
+            src: Some("adapter".into()),
+            to: Some("x".into()),
+            ..Event::default()
+        };
+        let (entry, message) = envelopes(&event).unwrap();
+        assert_eq!(entry, r#"{"ts":5,"topic":"a.b","src":"adapter","to":"x"}"#);
+        assert_eq!(
+            message,
+            r#"{"id":"5-0","ts":5,"topic":"a.b","src":"adapter","to":"x"}"#
+        );
+    }
+}
