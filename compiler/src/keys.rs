@@ -537,10 +537,10 @@ pub const KEYS: &[Key] = &[
         "data",
         Level::Topic,
         Ty::DataTypes,
-        "The keys of the event's `data` and their types, e.g. `{ charge = \"int\" }`; a rule on declared topics may read only these.",
+        "The keys of the event's `data` and their types, e.g. `{ slot = \"int\" }`; a rule on declared topics may read only these.",
     )
     .default(DefaultValue::Prose("no data keys"))
-    .example(r#"data = { charge = "int", slot = "int" }"#),
+    .example(r#"data = { slot = "int", level = "int" }"#),
 ];
 
 /// The keys of `level`, in table order.

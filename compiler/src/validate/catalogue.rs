@@ -130,7 +130,7 @@ fn declaration(
                 span,
                 "wrong type",
                 match key {
-                    "data" => "write `data = { charge = \"int\" }`".into(),
+                    "data" => "write `data = { slot = \"int\" }`".into(),
                     _ => format!("write `{key} = true` or `{key} = false`"),
                 },
             )),
@@ -533,7 +533,7 @@ impl DataWalk<'_> {
         let key = path.join(".");
         let help = match (ty, other.ty) {
             (DataTy::Int | DataTy::Float, Ty::Str) => {
-                "compare with a number: `data.charge > 25`, not `\"25\"`".to_string()
+                "compare with a number: `data.level > 1`, not `\"1\"`".to_string()
             }
             (DataTy::Str, _) if number => {
                 format!("convert it first: `int(data.{key})` (or `float(...)` for a decimal)")
