@@ -30,7 +30,7 @@ pub(crate) struct BusState {
 
 impl BusState {
     pub(crate) fn new(
-        payload: &Payload,
+        payload: &std::sync::Arc<Payload>,
         engine: &crate::EngineConfig,
         inputs: &crate::input::Inputs,
     ) -> Self {

@@ -88,7 +88,8 @@ struct Live {
 /// The derivation of one bundle.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Derive {
-    profile: Option<Arc<Profile>>,
+    /// The bundle, when it has a profile: its sources are read in place.
+    payload: Option<Arc<Payload>>,
     mode: BusMode,
     set: SourceSet,
     sources: Vec<Live>,
@@ -109,7 +110,7 @@ impl Derive {
     /// (every field a source names must be among them: see
     /// [`profile_pairs`]).
     pub(crate) fn new(
-        payload: &Payload,
+        payload: &Arc<Payload>,
         watched: &[StatePair],
         mode: BusMode,
         set: SourceSet,
@@ -127,7 +128,7 @@ impl Derive {
                 .position(|pair| pair.hash == hash && pair.field == field)
         };
         let mut derive = Derive {
-            profile: Some(Arc::new(profile.clone())),
+            payload: Some(Arc::clone(payload)),
             mode,
             set,
             ..Derive::default()
@@ -162,7 +163,10 @@ impl Derive {
     /// rule `i` is on) and rebuilds the lookups; called at load and when
     /// a rule is turned on or off.
     pub(crate) fn follow_rules(&mut self, payload: &Payload, live_rule: impl Fn(usize) -> bool) {
-        let Some(profile) = self.profile.clone() else {
+        let Some(bundle) = self.payload.clone() else {
+            return;
+        };
+        let Some(profile) = &bundle.profile else {
             return;
         };
         self.by_pair.clear();
@@ -213,7 +217,7 @@ impl Derive {
     }
 
     pub(crate) fn profile(&self) -> Option<&Profile> {
-        self.profile.as_deref()
+        self.payload.as_deref()?.profile.as_ref()
     }
 
     /// Whether `topic` is owned: derived here, so never taken from the bus.
@@ -280,7 +284,7 @@ impl Derive {
         watched: &[StatePair],
         live_rule: impl Fn(usize) -> bool,
     ) -> Vec<PollPlan> {
-        let Some(profile) = &self.profile else {
+        let Some(profile) = self.profile() else {
             return Vec::new();
         };
         let reads = state_reads(payload, live_rule);
@@ -320,7 +324,8 @@ impl Derive {
         state: &[String],
         field_value: impl Fn(usize) -> Option<String>,
     ) -> Vec<Event> {
-        let (Some(profile), Some(sources)) = (&self.profile, self.by_pair.get(&change.pair)) else {
+        let (Some(profile), Some(sources)) = (self.profile(), self.by_pair.get(&change.pair))
+        else {
             return Vec::new();
         };
         let Some(new) = change.new else {
@@ -371,7 +376,7 @@ impl Derive {
         consts: &[Const],
         state: &[String],
     ) -> Vec<Event> {
-        let (Some(profile), Some(sources)) = (&self.profile, self.channels.get(channel)) else {
+        let (Some(profile), Some(sources)) = (self.profile(), self.channels.get(channel)) else {
             return Vec::new();
         };
         let text = String::from_utf8_lossy(payload);

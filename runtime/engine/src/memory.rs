@@ -175,5 +175,84 @@ fn engine(payload: &Payload) -> usize {
 /// The estimated heap, in bytes, of `payload` loaded and the engine built
 /// from it, with no run live yet.
 pub fn estimated_heap(payload_: &Payload) -> usize {
-    payload(payload_) + engine(payload_)
+    payload(payload_) + engine(payload_) + profile(payload_)
+}
+
+/// The bus profile decoded (docs/sources.md), and what the engine keeps
+/// for it: a watched pair, its value and presence per field, and the
+/// lookups of the live sources.
+fn profile(payload: &Payload) -> usize {
+    use rulecore::profile::{DataSpec, Emit, Origin, Poll, Source};
+    use rulecore::value_pattern::{Part, ValuePattern};
+    let Some(profile) = &payload.profile else {
+        return 0;
+    };
+    let patterns = |list: &[ValuePattern]| {
+        decoded_vec::<ValuePattern>(list.len())
+            + list
+                .iter()
+                .flat_map(ValuePattern::parts)
+                .map(|part| {
+                    size_of::<Part>()
+                        + match part {
+                            Part::Lit(text) => text.len(),
+                            _ => 0,
+                        }
+                })
+                .sum::<usize>()
+    };
+    let emit = |emit: &Emit| {
+        emit.topic.len()
+            + patterns(&emit.from)
+            + patterns(&emit.to)
+            + patterns(&emit.payload)
+            + program(emit.when.as_ref())
+            + decoded_vec::<(String, DataSpec)>(emit.data.len())
+            + emit
+                .data
+                .iter()
+                .map(|(key, spec)| {
+                    key.len()
+                        + match spec {
+                            DataSpec::Str(text) | DataSpec::Field(text) => text.len(),
+                            DataSpec::Expr(program) => decoded_vec::<Op>(program.ops.len()),
+                            _ => 0,
+                        }
+                })
+                .sum::<usize>()
+    };
+    let source = |source: &Source| {
+        let origin = match &source.origin {
+            Origin::Field { hash, field, read } => {
+                hash.len()
+                    + field.len()
+                    + decoded_vec::<String>(read.len())
+                    + read.iter().map(String::len).sum::<usize>()
+            }
+            Origin::Channel { channel } => channel.len(),
+        };
+        origin
+            + decoded_vec::<Emit>(source.emits.len())
+            + source.emits.iter().map(emit).sum::<usize>()
+    };
+    let pairs = super::derive::profile_pairs(payload);
+    profile.name.len()
+        + profile.digest.len()
+        + decoded_vec::<Source>(profile.sources.len())
+        + profile.sources.iter().map(source).sum::<usize>()
+        + decoded_vec::<Poll>(profile.polls.len())
+        + profile
+            .polls
+            .iter()
+            .map(|poll| poll.hash.len() + poll.fields.iter().map(String::len).sum::<usize>())
+            .sum::<usize>()
+        // Per field: its watched pair, its value and presence, and its
+        // place in the lookups.
+        + pairs
+            .iter()
+            .map(|pair| {
+                size_of::<rulecore::bundle::StatePair>() + pair.hash.len() + pair.field.len()
+                    + size_of::<String>() + 1 + 4 * size_of::<usize>()
+            })
+            .sum::<usize>()
 }

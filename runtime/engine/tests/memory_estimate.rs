@@ -111,6 +111,63 @@ fn varied(n: usize) -> Payload {
     Payload::new("test", rules, state_pairs, consts)
 }
 
+/// `simple(n)` with a bus profile the size of the Librescoot one: 60
+/// field sources of three emits (patterns, constant and field data), a
+/// channel source of 24 emits, two polls.
+fn with_profile(n: usize) -> Payload {
+    use rulecore::profile::{Changes, DataSpec, Emit, Origin, Poll, Profile, Source};
+    use rulecore::value_pattern::ValuePattern;
+    let pattern = |text: &str| ValuePattern::parse(text).unwrap();
+    let emit = |topic: String, to: &[&str], payload: &[&str]| Emit {
+        topic,
+        from: Vec::new(),
+        to: to.iter().map(|t| pattern(t)).collect(),
+        payload: payload.iter().map(|t| pattern(t)).collect(),
+        when: None,
+        data: vec![
+            ("slot".into(), DataSpec::Int(1)),
+            ("uid".into(), DataSpec::Field("uid".into())),
+        ],
+        from_to: payload.is_empty(),
+    };
+    let mut sources: Vec<Source> = (0..60)
+        .map(|i| Source {
+            origin: Origin::Field {
+                hash: format!("hash-{}", i / 6),
+                field: format!("field-{i}"),
+                read: vec!["uid".into()],
+            },
+            changes: Changes::Distinct,
+            emits: vec![
+                emit(format!("thing{i}.changed"), &[], &[]),
+                emit(format!("thing{i}.on"), &["on", "start:<int>"], &[]),
+                emit(format!("thing{i}.off"), &["off"], &[]),
+            ],
+        })
+        .collect();
+    sources.push(Source {
+        origin: Origin::Channel {
+            channel: "input-events".into(),
+        },
+        changes: Changes::Distinct,
+        emits: (0..24)
+            .map(|i| emit(format!("button.b{i}.press"), &[], &["b:press"]))
+            .collect(),
+    });
+    let mut payload = simple(n);
+    payload.profile = Some(Profile {
+        name: "librescoot".into(),
+        digest: "0".repeat(64),
+        sources,
+        polls: vec![Poll {
+            hash: "engine-ecu".into(),
+            fields: (0..12).map(|i| format!("f{i}")).collect(),
+            every_ns: 1_000_000_000,
+        }],
+    });
+    payload
+}
+
 /// The heap of decoding `payload`'s bundle and building the engine.
 fn measured(payload: &Payload) -> usize {
     let bytes = encode(payload).unwrap();
@@ -130,6 +187,7 @@ fn the_estimate_is_within_a_fifth_of_the_measured_heap() {
         ("20,000 simple rules", simple(20_000)),
         ("300 varied rules", varied(300)),
         ("20,000 varied rules", varied(20_000)),
+        ("10 rules and a bus profile", with_profile(10)),
     ] {
         let estimate = estimated_heap(&payload);
         let heap = measured(&payload);
