@@ -203,11 +203,6 @@ fn bench(args: &[String]) -> Result<()> {
     if args.first().map(String::as_str) == Some("box") {
         return bench_box();
     }
-    // The bus bench builds its bundles with the release `rulec`, which
-    // `cargo bench` puts beside the release `ruled` only if asked.
-    let mut rulec = cargo();
-    rulec.args(["build", "--release", "--package", "rulec"]);
-    run("the release rulec (for the bus bench)", rulec)?;
     let mut command = cargo();
     command.args(["bench", "--workspace", "--all-features"]);
     if let Some(name) = args.first() {

@@ -30,33 +30,25 @@ use support::{RedisServer, Ruled};
 const WARMUP: usize = 300;
 const SAMPLES: usize = 5_000;
 
-/// The release `rulec` beside the release `ruled`, or `$RULEC`.
-fn rulec() -> PathBuf {
-    if let Some(path) = std::env::var_os("RULEC") {
-        return PathBuf::from(path);
-    }
-    let ruled = PathBuf::from(env!("CARGO_BIN_EXE_ruled"));
-    let path = ruled.with_file_name("rulec");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo xtask bench bus`, or `cargo build --release -p rulec` first",
-        path.display()
-    );
-    path
-}
-
-/// `rulec build DIR -o OUT --profile PROFILE`.
+/// Builds `rules` as `rulec build --profile PROFILE` does (the `rulec`
+/// library, a dev-dependency only), into `out`.
 fn build(rules: &Path, out: &Path, profile: &str) -> PathBuf {
-    let status = Command::new(rulec())
-        .arg("build")
-        .arg(rules)
-        .arg("-o")
-        .arg(out)
-        .args(["--profile", profile])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("run rulec");
-    assert!(status.success(), "rulec build {} failed", rules.display());
+    use rulec::profile::{self, ProfileChoice};
+    let choice = match profile {
+        "none" => ProfileChoice::None,
+        _ => ProfileChoice::Builtin,
+    };
+    let loaded = profile::load(&choice).unwrap().map(std::sync::Arc::new);
+    let report = rulec::check::check_dir_profile(rules, loaded.clone()).unwrap();
+    assert_eq!(
+        report.errors(),
+        0,
+        "{}: {:?}",
+        rules.display(),
+        report.diagnostics
+    );
+    let built = rulec::build::build_with(&report.rules, loaded.as_deref()).unwrap();
+    std::fs::write(out, &built.bytes).unwrap();
     out.to_path_buf()
 }
 
