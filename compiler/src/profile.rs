@@ -5,8 +5,8 @@
 //!
 //! In the order a profile travels: [`read`] finds its files (a directory,
 //! or the files embedded from `profiles/librescoot/`, [`builtin`]) and
-//! digests them; [`parse`] reads every table with spans and checks it,
-//! leaving [`Decls`]; [`lower`] turns those into the bundle's profile (its
+//! digests them; `parse` reads every table with spans and checks it,
+//! leaving [`Decls`]; `lower` turns those into the bundle's profile (its
 //! programs in the bundle's constant pool) and the [`Catalogue`].
 
 pub mod builtin;

@@ -9,7 +9,7 @@
 //!   polls and reconnects ask for, one `HMGET` each, coalesced (a flood of
 //!   notifications costs no memory), and hands the values back in order
 //!   ([`ReadOutcome`]) for [`Engine::fields_read`] / [`Engine::hash_cleared`].
-//! - [`Publisher`]: a task that publishes each [`Effect::Publish`]
+//! - [`Publisher`]: a task that publishes each [`ruled_engine::Effect::Publish`]
 //!   (ruled_engine::Effect) in one round trip: per event an entry of stream
 //!   `events` and a message on `ev:<topic>`.
 //! - [`start_checks`]: the stream's newest id at start (our ids stay above
