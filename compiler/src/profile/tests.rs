@@ -39,7 +39,7 @@ fn codes(profile: &LoadedProfile) -> Vec<&'static str> {
 const HASH: &str =
     "[[hash]]\nname = \"h\"\n[hash.fields]\ns = [\"on\", \"off\"]\nn = [\"<int>\"]\nu = []\n";
 
-/// DESIGN 14.2's table: every topic, in the order one change emits them.
+/// docs/librescoot.md's table of events: every topic, in the order one change emits them.
 const TOPICS: &[&str] = &[
     "vehicle.state.changed",
     "vehicle.unlocked",
