@@ -75,7 +75,12 @@
 //! simulator's store holds. `record-put`/`record-drop` lines are not
 //! compared one by one (the service does not log its record writes);
 //! `action-failed` compares rule and step (the service's line has no pass;
-//! the `action` line before it has).
+//! the `action` line before it has). The simulator's `derived` lines are
+//! compared with the events ruled published, read back from stream
+//! `events` (`XRANGE`) at the end: topic, from, to and data exactly, in
+//! order, the event's `ts` within [`TOLERANCE_MS`] of the line; and every
+//! entry of the stream must have been published on `ev:<topic>` too (seen
+//! by MONITOR), as the same envelope with its id, in the same order.
 //!
 //! **Times as played.** A loaded 2-core machine delays the driver and the
 //! service by a few ms now and then; a chain of steps runs late by what
@@ -1146,17 +1151,26 @@ fn play(name: &str, rules: &str, after: Option<&str>, profile: Profile) {
     );
     driver.logs.push(driver.ruled.log());
     let got = service_lines(&driver.logs, driver.t0_us, true);
+    let want_derived: Vec<Derived> = expected
+        .lines
+        .iter()
+        .filter_map(Derived::from_sim)
+        .collect();
+    let got_derived = service_derived(&redis, driver.t0_us);
     let report = Report {
         name,
         played: &played,
         want: &want,
         got: &got,
+        want_derived: &want_derived,
+        got_derived: &got_derived,
         logs: &driver.logs,
     };
     if std::env::var_os("SIM_VS_SERVICE_SHOW").is_some() {
         eprintln!("{name}:\n{}", report.context());
     }
     report.compare();
+    check_published(&report, &redis, &monitor);
     check_effects(&report, &expected.lines, &monitor, driver.t0_us);
     check_records(&report, &redis, &expected.records);
 }
@@ -1509,6 +1523,9 @@ struct Report<'a> {
     played: &'a Timeline,
     want: &'a [Seen],
     got: &'a [Seen],
+    /// The simulator's `derived` lines and the events ruled published.
+    want_derived: &'a [Derived],
+    got_derived: &'a [Derived],
     logs: &'a [Vec<String>],
 }
 
@@ -1523,6 +1540,14 @@ impl Report<'_> {
         let _ = writeln!(out, "--- service ({} lines)", self.got.len());
         for seen in self.got {
             let _ = writeln!(out, "{}", seen.text());
+        }
+        let _ = writeln!(out, "--- simulator: derived ({})", self.want_derived.len());
+        for derived in self.want_derived {
+            let _ = writeln!(out, "{}", derived.text());
+        }
+        let _ = writeln!(out, "--- service: published ({})", self.got_derived.len());
+        for derived in self.got_derived {
+            let _ = writeln!(out, "{}", derived.text());
         }
         let _ = writeln!(out, "--- timeline as played (scaled ms)");
         for entry in self.played.state.iter().filter(|e| e.before_start) {
@@ -1569,7 +1594,171 @@ impl Report<'_> {
                 self.context()
             );
         }
+        self.compare_derived();
     }
+
+    /// The simulator's `derived` lines against the events ruled published
+    /// (stream `events`), in order: topic, from, to, data exactly, times
+    /// within the tolerance.
+    fn compare_derived(&self) {
+        let (want, got) = (self.want_derived, self.got_derived);
+        let first_difference = want
+            .iter()
+            .zip(got)
+            .position(|(w, g)| w.key() != g.key())
+            .or((want.len() != got.len()).then(|| want.len().min(got.len())));
+        if let Some(i) = first_difference {
+            let show = |side: &[Derived]| side.get(i).map_or("(nothing)".into(), Derived::text);
+            panic!(
+                "{}: the derived events differ at event {}:\n  simulator: {}\n  service:   {}\n{}",
+                self.name,
+                i + 1,
+                show(want),
+                show(got),
+                self.context()
+            );
+        }
+        for (w, g) in want.iter().zip(got) {
+            assert!(
+                (w.at_us - g.at_us).abs() <= TOLERANCE_MS * 1_000,
+                "{}: derived `{}` at {} in the simulator, {} in the service (tolerance \
+                 {TOLERANCE_MS} ms)\n{}",
+                self.name,
+                w.key(),
+                w.text(),
+                g.text(),
+                self.context()
+            );
+        }
+    }
+}
+
+/// One derived event, as compared: topic, from, to and data; its time
+/// (scaled µs since the start: the simulator's line, the event's `ts`,
+/// whole ms both).
+#[derive(Debug, Clone, PartialEq)]
+struct Derived {
+    at_us: i64,
+    topic: String,
+    from: Option<String>,
+    to: Option<String>,
+    data: Option<serde_json::Value>,
+}
+
+impl Derived {
+    fn from_sim(line: &Line) -> Option<Self> {
+        if line.kind != LineKind::Derived {
+            return None;
+        }
+        let data = line.data.as_deref().map(|text| {
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("derived data {text:?}: {e}"))
+        });
+        Some(Derived {
+            at_us: i64::try_from(line.at_ms).expect("ms") * 1_000,
+            topic: line.topic.clone().expect("a derived line has a topic"),
+            from: line.from.clone(),
+            to: line.to.clone(),
+            data,
+        })
+    }
+
+    /// An envelope (docs/events.md#the-envelope) as ruled published it.
+    fn from_envelope(envelope: &serde_json::Value, t0_us: i64) -> Self {
+        let text = |key: &str| {
+            envelope
+                .get(key)
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        let ts = envelope["ts"].as_i64().expect("a derived event has a ts");
+        Derived {
+            at_us: ts * 1_000 - t0_us,
+            topic: text("topic").expect("an envelope has a topic"),
+            from: text("from"),
+            to: text("to"),
+            data: envelope.get("data").filter(|d| !d.is_null()).cloned(),
+        }
+    }
+
+    fn key(&self) -> String {
+        let mut out = format!("derived topic={}", self.topic);
+        for (key, value) in [("from", &self.from), ("to", &self.to)] {
+            if let Some(value) = value {
+                let _ = write!(out, " {key}={value}");
+            }
+        }
+        if let Some(data) = &self.data {
+            let _ = write!(out, " data={data}");
+        }
+        out
+    }
+
+    fn text(&self) -> String {
+        format!("{:>9.3} ms  {}", self.at_us as f64 / 1e3, self.key())
+    }
+}
+
+/// Stream `events` as ruled wrote it (`XADD`, every process in order):
+/// each entry's envelope, which has no `id` (the entry id is it).
+fn stream_entries(redis: &RedisServer) -> Vec<(String, serde_json::Value)> {
+    let entries: Vec<(String, BTreeMap<String, String>)> =
+        redis.query(&["XRANGE", "events", "-", "+"]);
+    entries
+        .into_iter()
+        .map(|(id, fields)| {
+            let e = fields.get("e").expect("a stream entry has `e`");
+            let envelope: serde_json::Value =
+                serde_json::from_str(e).unwrap_or_else(|err| panic!("entry {id}: {e:?}: {err}"));
+            assert_eq!(
+                fields.get("topic").map(String::as_str),
+                envelope["topic"].as_str(),
+                "entry {id}: field `topic` and the envelope's"
+            );
+            (id, envelope)
+        })
+        .collect()
+}
+
+/// The events ruled published, in the simulator's terms.
+fn service_derived(redis: &RedisServer, t0_us: i64) -> Vec<Derived> {
+    stream_entries(redis)
+        .iter()
+        .map(|(_, envelope)| Derived::from_envelope(envelope, t0_us))
+        .collect()
+}
+
+/// Every entry of stream `events` was also published on `ev:<topic>`,
+/// as the same envelope with its id, in the same order
+/// (docs/service.md#the-bus); and ruled published no other event.
+fn check_published(report: &Report<'_>, redis: &RedisServer, monitor: &Monitor) {
+    let want: Vec<(String, serde_json::Value)> = stream_entries(redis)
+        .into_iter()
+        .map(|(id, mut envelope)| {
+            let topic = envelope["topic"].as_str().unwrap_or_default().to_string();
+            envelope["id"] = id.into();
+            (format!("ev:{topic}"), envelope)
+        })
+        .collect();
+    // The test's own `[[event]]`s are published without `src = "adapter"`
+    // (the fixtures give none), ruled's always with it.
+    let got: Vec<(String, serde_json::Value)> = monitor
+        .commands()
+        .into_iter()
+        .filter(|(_, args)| {
+            args.len() == 3 && args[0].eq_ignore_ascii_case("PUBLISH") && args[1].starts_with("ev:")
+        })
+        .filter_map(|(_, args)| {
+            let envelope: serde_json::Value = serde_json::from_str(&args[2]).ok()?;
+            (envelope["src"] == "adapter").then(|| (args[1].clone(), envelope))
+        })
+        .collect();
+    assert!(
+        want == got,
+        "{}: stream `events` and the derived events published on ev:<topic> differ:\n\
+         stream:    {want:?}\npublished: {got:?}\n{}",
+        report.name,
+        report.context()
+    );
 }
 
 /// Every action the service logged really happened: its `LPUSH` (seen by
