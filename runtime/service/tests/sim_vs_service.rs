@@ -185,6 +185,7 @@ played! {
     low_battery_explain => "low-battery-explain" from "fixtures/rules", profile none;
     battery_low_for => "battery-low-for" from "fixtures/rules";
     engine_power_input => "engine-power-input" from "fixtures/rules";
+    bus_librescoot => "bus-librescoot" from "fixtures/rules";
     traces => "traces" from "fixtures/rules", profile none;
     parked_brake_blink => "parked-brake-blink" from "fixtures/rules", profile none;
     winter_seat_heater => "winter-seat-heater" from "fixtures/rules-winter" then "fixtures/rules", profile none;
