@@ -65,6 +65,7 @@ const PLAIN: &[&str] = &[
     "battery-low-for",
     "engine-power-input",
     "hazards-reload",
+    "bus-librescoot",
 ];
 
 #[test]

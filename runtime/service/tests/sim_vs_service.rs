@@ -8,15 +8,24 @@
 //! `hazards-on-alarm` take 1.2 s). The rules are compiled from
 //! `fixtures/rules*` with the `rulec` library (a dev-dependency only), and
 //! the compiled payload is scaled before it is encoded: `after`, `cooldown`,
-//! `debounce`, `repeat.every` and exec timeouts, then every step's
+//! `debounce`, `for`, `repeat.every` and exec timeouts, then every step's
 //! fingerprint is recomputed (`Payload::refresh_fingerprints`, rulecore's
 //! own fingerprint function). Scaling the payload rather than the TOML
 //! text keeps the compiler's checks and lowering exactly as `rulec build`
 //! does them and needs no duration printer. The timeline's times (`at`,
-//! `down`, `until`) and settings (`replay-window`, `action-time`) are
+//! `down`, `until`, a `[[state]]`'s `expire`) and settings
+//! (`replay-window`, `action-time`) are
 //! scaled by the same factor; `--replay-window` of `ruled` gets the scaled
 //! window. Both sides run the same scaled payload: the sim gets it as a
-//! value, `ruled` as the bundle file encoded from it.
+//! value, `ruled` as the bundle file encoded from it. A profile's poll
+//! intervals are not scaled (a scaled one would be below the 100 ms
+//! minimum): a bundle with a live poll is refused.
+//!
+//! **The profile.** Bundles are built with the built-in `librescoot`
+//! profile, as `rulec build` builds them, so both sides derive events from
+//! the hash writes and channel messages and ruled publishes them. A
+//! timeline that gives an `[[event]]` on a topic the profile owns is
+//! played with `profile none` instead ([`Profile`] says why).
 //!
 //! **Actions the test box cannot perform.** There is no CAN interface, and
 //! the fixtures' `exec` commands (`/usr/local/bin/...`) do not exist here.
@@ -27,9 +36,19 @@
 //! flag file exists, and takes the timeline's `action-time`. `redis` steps
 //! stay real `LPUSH`es.
 //!
-//! **Playing.** `[[event]]`: `PUBLISH ev:<topic> <json>`; `[[state]]`:
-//! `HSET` then `PUBLISH <hash> <field>` (acknowledged by the `state changed`
-//! line when the field is a state pair or an input field); `[[message]]`:
+//! **Playing.** `[[event]]`: `PUBLISH ev:<topic> <json>`; `[[state]]`: the
+//! write as the services make it, one `MULTI` of `DEL` (`clear`, and
+//! `replace` before its `fields`), `HDEL` (`delete`), one `HSET` of every
+//! field written (`field`/`value` and `fields`) and `PEXPIRE` (`expire`),
+//! then a `PUBLISH <hash> <name>` for each name `StateEntry::published`
+//! gives (none with `notify = false`), back to back. Each publish is
+//! acknowledged by what ruled logs when it takes it, judged as the service
+//! judges it (`Engine::notified`, which its bus reader consults): the read
+//! of the notified field (or, for `replaced`, of the hash's first watched
+//! field) as `state changed`, or `hash cleared`; an ignored name has no
+//! acknowledgement. `before-start` entries are written before the first
+//! `ruled` starts and stay at "0s", before the start, in the timeline
+//! given to the simulator. `[[message]]`:
 //! `PUBLISH <channel> <payload>` (acknowledged by `input message`);
 //! `[[restart]]`: SIGTERM, wait for
 //! the exit, start a new `ruled` after `down` (with the after-restart
@@ -56,7 +75,12 @@
 //! simulator's store holds. `record-put`/`record-drop` lines are not
 //! compared one by one (the service does not log its record writes);
 //! `action-failed` compares rule and step (the service's line has no pass;
-//! the `action` line before it has).
+//! the `action` line before it has). The simulator's `derived` lines are
+//! compared with the events ruled published, read back from stream
+//! `events` (`XRANGE`) at the end: topic, from, to and data exactly, in
+//! order, the event's `ts` within [`TOLERANCE_MS`] of the line; and every
+//! entry of the stream must have been published on `ev:<topic>` too (seen
+//! by MONITOR), as the same envelope with its id, in the same order.
 //!
 //! **Times as played.** A loaded 2-core machine delays the driver and the
 //! service by a few ms now and then; a chain of steps runs late by what
@@ -102,6 +126,7 @@ mod support;
 
 use rulecore::bundle::{Action, Payload};
 use ruled_engine::sim::{self, Dur, EventEntry, Line, LineKind, Timeline};
+use ruled_engine::{Engine, EngineConfig, Notified};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -130,38 +155,72 @@ const EXCLUDED: &[(&str, &str)] = &[(
 )];
 
 /// One `#[test]` per played timeline: `test => "timeline" from "rules dir"`,
-/// with `then "rules dir"` for the bundle after every restart.
+/// with `then "rules dir"` for the bundle after every restart, and
+/// `profile none` for a timeline that gives events on topics the built-in
+/// profile owns (see [`Profile`]).
 macro_rules! played {
-    ($($test:ident => $name:literal from $rules:literal $(then $after:literal)?;)*) => {
+    ($($test:ident => $name:literal from $rules:literal $(then $after:literal)? $(, profile $profile:ident)?;)*) => {
         /// The timelines played, each by the test of its name.
         const PLAYED: &[&str] = &[$($name),*];
         $(
             #[test]
             fn $test() {
-                play($name, $rules, None$(.or(Some($after)))?);
+                let profile = Profile::named(stringify!($($profile)?));
+                play($name, $rules, None$(.or(Some($after)))?, profile);
             }
         )*
     };
 }
 
 played! {
-    hazards => "hazards" from "fixtures/rules";
-    hazards_cancel => "hazards-cancel" from "fixtures/rules";
-    hazards_restart => "hazards-restart" from "fixtures/rules";
-    hazards_changed => "hazards-changed" from "fixtures/rules" then "fixtures/rules-changed";
-    alarm_horn_pulses => "alarm-horn-pulses" from "fixtures/rules";
-    ask_bms_status => "ask-bms-status" from "fixtures/rules";
-    battery_state_log => "battery-state-log" from "fixtures/rules";
-    hazards_on_kickstand => "hazards-on-kickstand" from "fixtures/rules";
-    low_battery_warning => "low-battery-warning" from "fixtures/rules";
-    low_battery_explain => "low-battery-explain" from "fixtures/rules";
+    hazards => "hazards" from "fixtures/rules", profile none;
+    hazards_cancel => "hazards-cancel" from "fixtures/rules", profile none;
+    hazards_restart => "hazards-restart" from "fixtures/rules", profile none;
+    hazards_changed => "hazards-changed" from "fixtures/rules" then "fixtures/rules-changed", profile none;
+    alarm_horn_pulses => "alarm-horn-pulses" from "fixtures/rules", profile none;
+    ask_bms_status => "ask-bms-status" from "fixtures/rules", profile none;
+    battery_state_log => "battery-state-log" from "fixtures/rules", profile none;
+    hazards_on_kickstand => "hazards-on-kickstand" from "fixtures/rules", profile none;
+    low_battery_warning => "low-battery-warning" from "fixtures/rules", profile none;
+    low_battery_explain => "low-battery-explain" from "fixtures/rules", profile none;
     battery_low_for => "battery-low-for" from "fixtures/rules";
     engine_power_input => "engine-power-input" from "fixtures/rules";
-    traces => "traces" from "fixtures/rules";
-    parked_brake_blink => "parked-brake-blink" from "fixtures/rules";
-    winter_seat_heater => "winter-seat-heater" from "fixtures/rules-winter" then "fixtures/rules";
-    parked_backlog => "parked-backlog" from "fixtures/rules-parked";
-    hazards_reload => "hazards-reload" from "fixtures/rules";
+    bus_librescoot => "bus-librescoot" from "fixtures/rules";
+    traces => "traces" from "fixtures/rules", profile none;
+    parked_brake_blink => "parked-brake-blink" from "fixtures/rules", profile none;
+    winter_seat_heater => "winter-seat-heater" from "fixtures/rules-winter" then "fixtures/rules", profile none;
+    parked_backlog => "parked-backlog" from "fixtures/rules-parked", profile none;
+    hazards_reload => "hazards-reload" from "fixtures/rules", profile none;
+}
+
+/// The bus profile a timeline's bundles are built with.
+///
+/// `Librescoot` is what `rulec build` uses by default: both sides derive
+/// events from the hash writes and channel messages, and ruled (`--bus
+/// own`, its default) publishes them. An `[[event]]` on a topic the
+/// profile owns cannot be played so: ruled never subscribes
+/// `ev:<owned topic>` (docs/service.md#the-bus), while the simulator hands
+/// the entry to the rules anyway. Such a timeline is played with `None`
+/// (`rulec build --profile none`: the bus before profiles, every event from
+/// `ev:<topic>`); [`check_profile`] refuses either choice where the other
+/// is the one that fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Profile {
+    Librescoot,
+    None,
+}
+
+impl Profile {
+    /// `played!`'s word: none for the built-in profile, `none`.
+    fn named(word: &str) -> Self {
+        match word {
+            "" => Profile::Librescoot,
+            "none" => Profile::None,
+            other => {
+                panic!("unknown profile `{other}` in played!: write `profile none` or nothing")
+            }
+        }
+    }
 }
 
 #[test]
@@ -208,11 +267,25 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Compiles a rules directory as `rulec build` does (no file written).
-fn compile(rules: &str) -> Payload {
-    let report = rulec::check::check_dir(&root().join(rules)).expect("read the rules directory");
+/// Compiles a rules directory as `rulec build --profile <profile>` does
+/// (no file written).
+fn compile(rules: &str, profile: Profile) -> Payload {
+    let loaded = match profile {
+        Profile::Librescoot => {
+            let choice = rulec::profile::ProfileChoice::Builtin;
+            let loaded = rulec::profile::load(&choice).expect("read the built-in profile");
+            Some(Arc::new(loaded.expect("the built-in profile")))
+        }
+        Profile::None => None,
+    };
+    let report = rulec::check::check_dir_profile(&root().join(rules), loaded)
+        .expect("read the rules directory");
     assert!(!report.failed(false), "{rules}: {}", report.summary());
-    rulec::build::assemble(&report.rules, rulec::build::COMPILER_VERSION)
+    rulec::build::assemble_with(
+        &report.rules,
+        report.profile.as_deref(),
+        rulec::build::COMPILER_VERSION,
+    )
 }
 
 fn scaled_ns(ns: u64) -> u64 {
@@ -229,6 +302,7 @@ fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
     for rule in &mut payload.rules {
         rule.options_mut().cooldown_ns = scaled_ns(rule.cooldown_ns());
         rule.options_mut().debounce_ns = scaled_ns(rule.debounce_ns());
+        rule.options_mut().hold_ns = scaled_ns(rule.hold_ns());
         rule.options_mut().repeat.every_ns = scaled_ns(rule.repeat().every_ns);
         for (index, step) in Arc::make_mut(&mut rule.steps).iter_mut().enumerate() {
             step.after_ns = scaled_ns(step.after_ns);
@@ -295,6 +369,7 @@ fn scale_timeline(nominal: &Timeline) -> Timeline {
     }
     for e in &mut t.state {
         e.at = scaled(e.at);
+        e.expire = e.expire.map(scaled);
     }
     for e in &mut t.message {
         e.at = scaled(e.at);
@@ -334,10 +409,12 @@ enum Entry {
 
 fn schedule(t: &Timeline) -> Vec<(i64, Entry)> {
     let mut entries = Vec::new();
+    // `before-start` entries are written before ruled starts, not played.
     entries.extend(
         t.state
             .iter()
             .enumerate()
+            .filter(|(_, e)| !e.before_start)
             .map(|(i, e)| (e.at.0, Entry::State(i))),
     );
     entries.extend(
@@ -464,6 +541,15 @@ fn failing(fail: &sim::FailEntry, payloads: &[&Payload]) -> Failing {
 /// Panics with the reason when the real service cannot play `timeline` as
 /// the simulator means it (checked on the nominal, scaled plan).
 fn check_playable(name: &str, timeline: &Timeline, plan: &[Line], payloads: &[&Payload]) {
+    for payload in payloads {
+        let engine = Engine::new(Arc::new((*payload).clone()), EngineConfig::default());
+        let polls: Vec<_> = engine.polls().iter().map(|p| p.hash.clone()).collect();
+        assert!(
+            polls.is_empty(),
+            "{name}: the profile's polls of {polls:?} are live; their intervals are not scaled \
+             (a scaled one would be below the 100 ms minimum); list it in EXCLUDED"
+        );
+    }
     if timeline.action_time.is_some_and(|d| d.0 > 0) {
         let instant: Vec<_> = plan
             .iter()
@@ -605,6 +691,34 @@ impl Driver<'_> {
         self.ruled.log().iter().filter(|l| matches(l)).count()
     }
 
+    /// One `[[state]]`: written as its service writes it, then each name
+    /// it publishes (`StateEntry::published`), back to back as a service
+    /// does; then each acknowledged as ruled handles it ([`Heard`]). The
+    /// time and log position of the first acknowledgement (the service
+    /// took the entry then); else, when ruled hears none of it (`notify =
+    /// false`, an ignored name, a hash nobody watches), now.
+    fn write_and_publish(&self, entry: &sim::StateEntry) -> (i64, Option<usize>) {
+        write_state(self.redis, entry);
+        let engine = Engine::new(Arc::clone(&self.current), EngineConfig::default());
+        let mut waiting = Vec::new();
+        for name in entry.published() {
+            let heard = Heard::of(&engine, &entry.hash, name);
+            let before = heard.as_ref().map_or(0, |h| self.count(|l| h.matches(l)));
+            let receivers: i64 = self.redis.query(&["PUBLISH", &entry.hash, name]);
+            if let Some(heard) = heard.filter(|_| receivers > 0) {
+                waiting.push((name, heard, before));
+            }
+        }
+        let now = wall_us();
+        let mut first = None;
+        for (name, heard, before) in waiting {
+            let what = format!("`PUBLISH {} {name}`", entry.hash);
+            let (at_us, seen) = self.ack(before, &what, |l| heard.matches(l));
+            first.get_or_insert((at_us, Some(seen)));
+        }
+        first.unwrap_or((now, None))
+    }
+
     /// `PUBLISH channel payload`, then, when someone received it and
     /// `acked` says the service handles it, the time and log position of
     /// the line `matches` finds (`what` names it in a failure); else now.
@@ -662,14 +776,6 @@ fn is_event(topic: &str) -> impl Fn(&str) -> bool + '_ {
     }
 }
 
-fn is_state_change<'a>(hash: &'a str, key: &'a str) -> impl Fn(&str) -> bool + 'a {
-    move |line: &str| {
-        message(line).is_some_and(|m| m.starts_with("state changed "))
-            && field(line, "hash").as_deref() == Some(hash)
-            && field(line, "field").as_deref() == Some(key)
-    }
-}
-
 /// A message on an input's raw channel, as the driver logs it.
 fn is_input_message(channel: &str) -> impl Fn(&str) -> bool + '_ {
     move |line: &str| {
@@ -678,26 +784,116 @@ fn is_input_message(channel: &str) -> impl Fn(&str) -> bool + '_ {
     }
 }
 
-/// Whether the service watches `hash`/`field`: a state pair, or a field
-/// of an input (docs/semantics.md#inputs).
-fn watches(payload: &Payload, hash: &str, field: &str) -> bool {
-    let pair = payload
-        .state_pairs
-        .iter()
-        .any(|p| p.hash == hash && p.field == field);
-    pair || payload.inputs.iter().any(|input| match &input.source {
-        rulecore::bundle::InputSource::Hash { hash: h, fields } => {
-            h == hash && fields.iter().any(|f| f == field)
+/// What ruled logs when it takes `PUBLISH <hash> <name>`, as the engine
+/// judges the notification ([`Engine::notified`](ruled_engine::Engine),
+/// the snapshot the service's bus reader consults): the read of the
+/// notified field (`Read`), or of the hash's first watched field
+/// (`replaced`), as `state changed`; `hash cleared`. `None`: ignored, no
+/// line (a field nobody watches, a polled one, `seatbox:opened`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Heard {
+    Read { hash: String, field: String },
+    Cleared { hash: String },
+}
+
+impl Heard {
+    fn of(engine: &Engine, hash: &str, name: &str) -> Option<Self> {
+        let read = |pairs: &[usize]| {
+            let pair = &engine.watched_pairs()[*pairs.first()?];
+            Some(Heard::Read {
+                hash: pair.hash.clone(),
+                field: pair.field.clone(),
+            })
+        };
+        match engine.notified(hash, name) {
+            Notified::Ignore => None,
+            Notified::Read(pairs) | Notified::Reread(pairs) => read(&pairs),
+            Notified::Cleared => Some(Heard::Cleared { hash: hash.into() }),
         }
-        rulecore::bundle::InputSource::Channel { .. } => false,
-    })
+    }
+
+    fn matches(&self, line: &str) -> bool {
+        let Some(text) = message(line) else {
+            return false;
+        };
+        match self {
+            Heard::Read { hash, field: key } => {
+                text.starts_with("state changed ")
+                    && field(line, "hash").as_deref() == Some(hash)
+                    && field(line, "field").as_deref() == Some(key)
+            }
+            Heard::Cleared { hash } => {
+                text.starts_with("hash cleared ") && field(line, "hash").as_deref() == Some(hash)
+            }
+        }
+    }
+}
+
+/// The write of one `[[state]]` as its service makes it
+/// (docs/simulation.md#state-entries), one `MULTI`: `DEL` (`clear`,
+/// `replace`), `HDEL` (`delete`), one `HSET` of every field written,
+/// `PEXPIRE` (`expire`, scaled: below a second, which `EXPIRE` cannot
+/// say). What is published after it is the caller's.
+fn write_state(redis: &RedisServer, entry: &sim::StateEntry) {
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    if entry.clear || entry.replace {
+        pipe.cmd("DEL").arg(&entry.hash).ignore();
+    }
+    if let Some(field) = entry.field.as_ref().filter(|_| entry.delete) {
+        pipe.cmd("HDEL").arg(&entry.hash).arg(field).ignore();
+    }
+    let written: Vec<(&str, &str)> = entry.written().collect();
+    if !written.is_empty() {
+        let hset = pipe.cmd("HSET").arg(&entry.hash);
+        for (field, value) in written {
+            hset.arg(field).arg(value);
+        }
+        hset.ignore();
+    }
+    if let Some(expire) = entry.expire {
+        let ms = (expire.0 / 1_000_000).max(1);
+        pipe.cmd("PEXPIRE").arg(&entry.hash).arg(ms).ignore();
+    }
+    let () = pipe
+        .query(&mut redis.con())
+        .unwrap_or_else(|e| panic!("writing {entry:?}: {e}"));
+}
+
+/// A timeline's `[[event]]`s and its profile must fit (see [`Profile`]):
+/// with the built-in profile no event on a topic it owns (ruled would
+/// never hear it); `profile none` only for a timeline that has one (else
+/// it is played with the profile, derivation and all).
+fn check_profile(name: &str, timeline: &Timeline, rules: &str, profile: Profile) {
+    let builtin = Arc::new(compile(rules, Profile::Librescoot));
+    let engine = Engine::new(builtin, EngineConfig::default());
+    let owned: BTreeSet<&str> = timeline
+        .event
+        .iter()
+        .map(|e| e.topic.as_str())
+        .filter(|topic| !topic.starts_with("input.") && engine.refuses_from_bus(topic))
+        .collect();
+    match profile {
+        Profile::Librescoot => assert!(
+            owned.is_empty(),
+            "{name}: [[event]]s on topics the built-in profile owns ({owned:?}): `ruled --bus \
+             own` never subscribes ev:<owned topic>, the simulator hands them to the rules \
+             anyway. Write the [[state]] or [[message]] the service writes, or play it with \
+             `profile none` in played!"
+        ),
+        Profile::None => assert!(
+            !owned.is_empty(),
+            "{name}: `profile none`, but no [[event]] is on a topic the built-in profile owns: \
+             play it with the profile (drop `profile none` in played!)"
+        ),
+    }
 }
 
 fn is_message(text: &'static str) -> impl Fn(&str) -> bool {
     move |line: &str| message(line).is_some_and(|m| m == text || m.starts_with(&format!("{text} ")))
 }
 
-fn play(name: &str, rules: &str, after: Option<&str>) {
+fn play(name: &str, rules: &str, after: Option<&str>, profile: Profile) {
     let path = root().join(format!("fixtures/timelines/{name}.toml"));
     let text = std::fs::read_to_string(&path).expect("read the timeline");
     let nominal = sim::parse(&text).expect("a valid timeline");
@@ -712,15 +908,15 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
     let timeline = scale_timeline(&nominal);
     let dir = tempfile::tempdir().expect("temp dir");
     let action_ns = timeline.action_time.map_or(0, |d| d.0.unsigned_abs());
-    let first = Arc::new(prepare(compile(rules), dir.path(), action_ns));
-    let second = after.map(|a| Arc::new(prepare(compile(a), dir.path(), action_ns)));
+    let first = Arc::new(prepare(compile(rules, profile), dir.path(), action_ns));
+    let second = after.map(|a| Arc::new(prepare(compile(a, profile), dir.path(), action_ns)));
     // Each `[[reload]]` bundle, named relative to the timeline.
     let reloads: Vec<Arc<Payload>> = timeline
         .reload
         .iter()
         .map(|e| {
             let rules = format!("fixtures/timelines/{}", e.bundle);
-            Arc::new(prepare(compile(&rules), dir.path(), action_ns))
+            Arc::new(prepare(compile(&rules, profile), dir.path(), action_ns))
         })
         .collect();
     let payloads: Vec<&Payload> = std::iter::once(&*first)
@@ -729,12 +925,23 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
         .collect();
     let plan = simulate(&first, &timeline, &second, reloads.clone());
     check_playable(name, &timeline, &plan.lines, &payloads);
+    check_profile(name, &timeline, rules, profile);
     let plan_seen: Vec<Seen> = plan.lines.iter().filter_map(Seen::from_sim).collect();
 
     let redis = RedisServer::start();
     let bundle = dir.path().join("rules.bundle");
     write_bundle(&bundle, &first);
     let monitor = Monitor::start(&redis, dir.path().join("monitor.txt"));
+    // What the services wrote before ruled started: its start reads it.
+    let before_start: Vec<sim::StateEntry> = timeline
+        .state
+        .iter()
+        .filter(|e| e.before_start)
+        .cloned()
+        .collect();
+    for entry in &before_start {
+        write_state(&redis, entry);
+    }
     let window_ms = timeline.replay_window.map_or(0, |d| d.0 / 1_000_000);
     let mut flags = vec![
         "--replay-window".to_string(),
@@ -765,7 +972,8 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
     // The timeline as played so far: entries are added as they are played.
     let mut played = Timeline {
         event: Vec::new(),
-        state: Vec::new(),
+        // Kept as they are: at "0s", before the start.
+        state: before_start,
         message: Vec::new(),
         restart: Vec::new(),
         fail: Vec::new(),
@@ -805,16 +1013,7 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
         match entry {
             Entry::State(i) => {
                 let e = &timeline.state[i];
-                let (Some(field), Some(value)) = (&e.field, &e.value) else {
-                    panic!("{name}: this test plays [[state]] entries of one field and value only");
-                };
-                let _: i64 = redis.query(&["HSET", &e.hash, field, value]);
-                let (at_us, seen) = driver.publish(
-                    [&e.hash, field],
-                    watches(&driver.current, &e.hash, field),
-                    &format!("the change of {}.{field}", e.hash),
-                    is_state_change(&e.hash, field),
-                );
+                let (at_us, seen) = driver.write_and_publish(e);
                 played.state.push(sim::StateEntry {
                     at: when(at_us, seen),
                     ..e.clone()
@@ -953,17 +1152,26 @@ fn play(name: &str, rules: &str, after: Option<&str>) {
     );
     driver.logs.push(driver.ruled.log());
     let got = service_lines(&driver.logs, driver.t0_us, true);
+    let want_derived: Vec<Derived> = expected
+        .lines
+        .iter()
+        .filter_map(Derived::from_sim)
+        .collect();
+    let got_derived = service_derived(&redis, driver.t0_us);
     let report = Report {
         name,
         played: &played,
         want: &want,
         got: &got,
+        want_derived: &want_derived,
+        got_derived: &got_derived,
         logs: &driver.logs,
     };
     if std::env::var_os("SIM_VS_SERVICE_SHOW").is_some() {
         eprintln!("{name}:\n{}", report.context());
     }
     report.compare();
+    check_published(&report, &redis, &monitor);
     check_effects(&report, &expected.lines, &monitor, driver.t0_us);
     check_records(&report, &redis, &expected.records);
 }
@@ -1316,6 +1524,9 @@ struct Report<'a> {
     played: &'a Timeline,
     want: &'a [Seen],
     got: &'a [Seen],
+    /// The simulator's `derived` lines and the events ruled published.
+    want_derived: &'a [Derived],
+    got_derived: &'a [Derived],
     logs: &'a [Vec<String>],
 }
 
@@ -1331,7 +1542,18 @@ impl Report<'_> {
         for seen in self.got {
             let _ = writeln!(out, "{}", seen.text());
         }
+        let _ = writeln!(out, "--- simulator: derived ({})", self.want_derived.len());
+        for derived in self.want_derived {
+            let _ = writeln!(out, "{}", derived.text());
+        }
+        let _ = writeln!(out, "--- service: published ({})", self.got_derived.len());
+        for derived in self.got_derived {
+            let _ = writeln!(out, "{}", derived.text());
+        }
         let _ = writeln!(out, "--- timeline as played (scaled ms)");
+        for entry in self.played.state.iter().filter(|e| e.before_start) {
+            let _ = writeln!(out, "  before the start: {entry:?}");
+        }
         for (at, entry) in schedule(self.played) {
             let _ = writeln!(out, "{:>7.1} ms  {entry:?}", at as f64 / 1e6);
         }
@@ -1373,7 +1595,171 @@ impl Report<'_> {
                 self.context()
             );
         }
+        self.compare_derived();
     }
+
+    /// The simulator's `derived` lines against the events ruled published
+    /// (stream `events`), in order: topic, from, to, data exactly, times
+    /// within the tolerance.
+    fn compare_derived(&self) {
+        let (want, got) = (self.want_derived, self.got_derived);
+        let first_difference = want
+            .iter()
+            .zip(got)
+            .position(|(w, g)| w.key() != g.key())
+            .or((want.len() != got.len()).then(|| want.len().min(got.len())));
+        if let Some(i) = first_difference {
+            let show = |side: &[Derived]| side.get(i).map_or("(nothing)".into(), Derived::text);
+            panic!(
+                "{}: the derived events differ at event {}:\n  simulator: {}\n  service:   {}\n{}",
+                self.name,
+                i + 1,
+                show(want),
+                show(got),
+                self.context()
+            );
+        }
+        for (w, g) in want.iter().zip(got) {
+            assert!(
+                (w.at_us - g.at_us).abs() <= TOLERANCE_MS * 1_000,
+                "{}: derived `{}` at {} in the simulator, {} in the service (tolerance \
+                 {TOLERANCE_MS} ms)\n{}",
+                self.name,
+                w.key(),
+                w.text(),
+                g.text(),
+                self.context()
+            );
+        }
+    }
+}
+
+/// One derived event, as compared: topic, from, to and data; its time
+/// (scaled µs since the start: the simulator's line, the event's `ts`,
+/// whole ms both).
+#[derive(Debug, Clone, PartialEq)]
+struct Derived {
+    at_us: i64,
+    topic: String,
+    from: Option<String>,
+    to: Option<String>,
+    data: Option<serde_json::Value>,
+}
+
+impl Derived {
+    fn from_sim(line: &Line) -> Option<Self> {
+        if line.kind != LineKind::Derived {
+            return None;
+        }
+        let data = line.data.as_deref().map(|text| {
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("derived data {text:?}: {e}"))
+        });
+        Some(Derived {
+            at_us: i64::try_from(line.at_ms).expect("ms") * 1_000,
+            topic: line.topic.clone().expect("a derived line has a topic"),
+            from: line.from.clone(),
+            to: line.to.clone(),
+            data,
+        })
+    }
+
+    /// An envelope (docs/events.md#the-envelope) as ruled published it.
+    fn from_envelope(envelope: &serde_json::Value, t0_us: i64) -> Self {
+        let text = |key: &str| {
+            envelope
+                .get(key)
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        let ts = envelope["ts"].as_i64().expect("a derived event has a ts");
+        Derived {
+            at_us: ts * 1_000 - t0_us,
+            topic: text("topic").expect("an envelope has a topic"),
+            from: text("from"),
+            to: text("to"),
+            data: envelope.get("data").filter(|d| !d.is_null()).cloned(),
+        }
+    }
+
+    fn key(&self) -> String {
+        let mut out = format!("derived topic={}", self.topic);
+        for (key, value) in [("from", &self.from), ("to", &self.to)] {
+            if let Some(value) = value {
+                let _ = write!(out, " {key}={value}");
+            }
+        }
+        if let Some(data) = &self.data {
+            let _ = write!(out, " data={data}");
+        }
+        out
+    }
+
+    fn text(&self) -> String {
+        format!("{:>9.3} ms  {}", self.at_us as f64 / 1e3, self.key())
+    }
+}
+
+/// Stream `events` as ruled wrote it (`XADD`, every process in order):
+/// each entry's envelope, which has no `id` (the entry id is it).
+fn stream_entries(redis: &RedisServer) -> Vec<(String, serde_json::Value)> {
+    let entries: Vec<(String, BTreeMap<String, String>)> =
+        redis.query(&["XRANGE", "events", "-", "+"]);
+    entries
+        .into_iter()
+        .map(|(id, fields)| {
+            let e = fields.get("e").expect("a stream entry has `e`");
+            let envelope: serde_json::Value =
+                serde_json::from_str(e).unwrap_or_else(|err| panic!("entry {id}: {e:?}: {err}"));
+            assert_eq!(
+                fields.get("topic").map(String::as_str),
+                envelope["topic"].as_str(),
+                "entry {id}: field `topic` and the envelope's"
+            );
+            (id, envelope)
+        })
+        .collect()
+}
+
+/// The events ruled published, in the simulator's terms.
+fn service_derived(redis: &RedisServer, t0_us: i64) -> Vec<Derived> {
+    stream_entries(redis)
+        .iter()
+        .map(|(_, envelope)| Derived::from_envelope(envelope, t0_us))
+        .collect()
+}
+
+/// Every entry of stream `events` was also published on `ev:<topic>`,
+/// as the same envelope with its id, in the same order
+/// (docs/service.md#the-bus); and ruled published no other event.
+fn check_published(report: &Report<'_>, redis: &RedisServer, monitor: &Monitor) {
+    let want: Vec<(String, serde_json::Value)> = stream_entries(redis)
+        .into_iter()
+        .map(|(id, mut envelope)| {
+            let topic = envelope["topic"].as_str().unwrap_or_default().to_string();
+            envelope["id"] = id.into();
+            (format!("ev:{topic}"), envelope)
+        })
+        .collect();
+    // The test's own `[[event]]`s are published without `src = "adapter"`
+    // (the fixtures give none), ruled's always with it.
+    let got: Vec<(String, serde_json::Value)> = monitor
+        .commands()
+        .into_iter()
+        .filter(|(_, args)| {
+            args.len() == 3 && args[0].eq_ignore_ascii_case("PUBLISH") && args[1].starts_with("ev:")
+        })
+        .filter_map(|(_, args)| {
+            let envelope: serde_json::Value = serde_json::from_str(&args[2]).ok()?;
+            (envelope["src"] == "adapter").then(|| (args[1].clone(), envelope))
+        })
+        .collect();
+    assert!(
+        want == got,
+        "{}: stream `events` and the derived events published on ev:<topic> differ:\n\
+         stream:    {want:?}\npublished: {got:?}\n{}",
+        report.name,
+        report.context()
+    );
 }
 
 /// Every action the service logged really happened: its `LPUSH` (seen by

@@ -569,6 +569,8 @@ impl<'t> Sim<'t> {
         let hash = &entry.hash;
         if entry.clear || entry.replace {
             self.datastore.retain(|(h, _), _| h != hash);
+            // `DEL` takes the key's expiry with it.
+            self.expiries.retain(|(_, h)| h != hash);
         }
         if entry.delete {
             if let Some(field) = &entry.field {
@@ -583,6 +585,11 @@ impl<'t> Sim<'t> {
             let at = self.now.saturating_add(expire.0.unsigned_abs());
             self.expiries.retain(|(_, h)| h != hash);
             self.expiries.push((at, hash.clone()));
+        }
+        // A hash with no field left is no key (Redis deletes an emptied
+        // hash, and an expiry on no key sets nothing): no expiry either.
+        if !self.datastore.keys().any(|(h, _)| h == hash) {
+            self.expiries.retain(|(_, h)| h != hash);
         }
     }
 
