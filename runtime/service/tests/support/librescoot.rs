@@ -205,6 +205,11 @@ impl<'a> Services<'a> {
         Self { redis }
     }
 
+    /// The Redis written to (for a write no service helper covers).
+    pub fn redis(&self) -> &'a RedisServer {
+        self.redis
+    }
+
     fn run(&self, pipe: &redis::Pipeline) {
         let _: redis::Value = pipe.query(&mut self.redis.con()).expect("pipeline");
     }
@@ -436,4 +441,53 @@ pub fn published(
 pub fn id_key(id: &str) -> (i64, u64) {
     let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
     (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+/// The `rulec` binary beside `ruled` (the same target dir: `cargo nextest
+/// run --workspace` builds every binary of the workspace). A `cargo test
+/// -p ruled` alone does not build it: then this fails, saying what to do.
+pub fn rulec() -> std::path::PathBuf {
+    let ruled = std::path::Path::new(env!("CARGO_BIN_EXE_ruled"));
+    let rulec = ruled.with_file_name(format!("rulec{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        rulec.is_file(),
+        "these tests build their bundles with the real `rulec`, expected at {} (beside \
+         `ruled`), which is not there: run `cargo build -p rulec` first (or `cargo nextest run \
+         --workspace`, which builds every binary)",
+        rulec.display()
+    );
+    rulec
+}
+
+/// Writes `files` (name, TOML) into the new directory `dir/name` and builds
+/// it with the real `rulec build` and its built-in `librescoot` profile;
+/// returns the bundle `dir/name.bundle`. Panics with rulec's output when
+/// the build fails.
+pub fn build_rules(
+    dir: &std::path::Path,
+    name: &str,
+    files: &[(&str, &str)],
+) -> std::path::PathBuf {
+    let rules = dir.join(name);
+    std::fs::create_dir_all(&rules).expect("rules dir");
+    for (file, text) in files {
+        std::fs::write(rules.join(file), text).expect("write a rule file");
+    }
+    let bundle = dir.join(format!("{name}.bundle"));
+    let out = std::process::Command::new(rulec())
+        .arg("build")
+        .arg(&rules)
+        .arg("-o")
+        .arg(&bundle)
+        .output()
+        .expect("run rulec build");
+    assert!(
+        out.status.success() && bundle.is_file(),
+        "rulec build {} failed ({}):\n{}\n{}",
+        rules.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bundle
 }
