@@ -14,9 +14,10 @@ use rulecore::profile::{Changes, DataSpec, Emit, Origin, Poll, Profile, Source};
 use rulecore::value_pattern::ValuePattern;
 use std::sync::{Arc, Mutex};
 
-/// The profile the test bundles are built with: the one place to switch
-/// to the compiler's `profiles/librescoot` once its loader lands (then:
-/// `rulec build` of the test rules, or the loader's output here).
+/// The hand-built profile of the tests that build their bundles by hand
+/// (`service_bus.rs`): a few rows of DESIGN 14.2 under the name
+/// `librescoot-test`. The built-in `profiles/librescoot` itself is tested
+/// through [`build_rules`] (the real `rulec`), in `librescoot_profile.rs`.
 pub fn profile() -> Profile {
     hand_built_profile()
 }
@@ -460,9 +461,10 @@ pub fn rulec() -> std::path::PathBuf {
 }
 
 /// Writes `files` (name, TOML) into the new directory `dir/name` and builds
-/// it with the real `rulec build` and its built-in `librescoot` profile;
-/// returns the bundle `dir/name.bundle`. Panics with rulec's output when
-/// the build fails.
+/// it with the real `rulec build --deny-warnings` and its built-in
+/// `librescoot` profile (a test rule rulec warns about, such as an `on`
+/// pattern matching no topic, would test nothing); returns the bundle
+/// `dir/name.bundle`. Panics with rulec's output when the build fails.
 pub fn build_rules(
     dir: &std::path::Path,
     name: &str,
@@ -476,6 +478,7 @@ pub fn build_rules(
     let bundle = dir.join(format!("{name}.bundle"));
     let out = std::process::Command::new(rulec())
         .arg("build")
+        .arg("--deny-warnings")
         .arg(&rules)
         .arg("-o")
         .arg(&bundle)
