@@ -14,9 +14,10 @@ use rulecore::profile::{Changes, DataSpec, Emit, Origin, Poll, Profile, Source};
 use rulecore::value_pattern::ValuePattern;
 use std::sync::{Arc, Mutex};
 
-/// The profile the test bundles are built with: the one place to switch
-/// to the compiler's `profiles/librescoot` once its loader lands (then:
-/// `rulec build` of the test rules, or the loader's output here).
+/// The hand-built profile of the tests that build their bundles by hand
+/// (`service_bus.rs`): a few rows of DESIGN 14.2 under the name
+/// `librescoot-test`. The built-in `profiles/librescoot` itself is tested
+/// through [`build_rules`] (the real `rulec`), in `librescoot_profile.rs`.
 pub fn profile() -> Profile {
     hand_built_profile()
 }
@@ -203,6 +204,11 @@ pub struct Services<'a> {
 impl<'a> Services<'a> {
     pub fn new(redis: &'a RedisServer) -> Self {
         Self { redis }
+    }
+
+    /// The Redis written to (for a write no service helper covers).
+    pub fn redis(&self) -> &'a RedisServer {
+        self.redis
     }
 
     fn run(&self, pipe: &redis::Pipeline) {
@@ -436,4 +442,55 @@ pub fn published(
 pub fn id_key(id: &str) -> (i64, u64) {
     let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
     (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+/// The `rulec` binary beside `ruled` (the same target dir: `cargo nextest
+/// run --workspace` builds every binary of the workspace). A `cargo test
+/// -p ruled` alone does not build it: then this fails, saying what to do.
+pub fn rulec() -> std::path::PathBuf {
+    let ruled = std::path::Path::new(env!("CARGO_BIN_EXE_ruled"));
+    let rulec = ruled.with_file_name(format!("rulec{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        rulec.is_file(),
+        "these tests build their bundles with the real `rulec`, expected at {} (beside \
+         `ruled`), which is not there: run `cargo build -p rulec` first (or `cargo nextest run \
+         --workspace`, which builds every binary)",
+        rulec.display()
+    );
+    rulec
+}
+
+/// Writes `files` (name, TOML) into the new directory `dir/name` and builds
+/// it with the real `rulec build --deny-warnings` and its built-in
+/// `librescoot` profile (a test rule rulec warns about, such as an `on`
+/// pattern matching no topic, would test nothing); returns the bundle
+/// `dir/name.bundle`. Panics with rulec's output when the build fails.
+pub fn build_rules(
+    dir: &std::path::Path,
+    name: &str,
+    files: &[(&str, &str)],
+) -> std::path::PathBuf {
+    let rules = dir.join(name);
+    std::fs::create_dir_all(&rules).expect("rules dir");
+    for (file, text) in files {
+        std::fs::write(rules.join(file), text).expect("write a rule file");
+    }
+    let bundle = dir.join(format!("{name}.bundle"));
+    let out = std::process::Command::new(rulec())
+        .arg("build")
+        .arg("--deny-warnings")
+        .arg(&rules)
+        .arg("-o")
+        .arg(&bundle)
+        .output()
+        .expect("run rulec build");
+    assert!(
+        out.status.success() && bundle.is_file(),
+        "rulec build {} failed ({}):\n{}\n{}",
+        rules.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bundle
 }
