@@ -1,4 +1,4 @@
-//! DESIGN 14.2 row by row, with the real pieces: rule files in a temp dir,
+//! docs/librescoot.md's table of events row by row, with the real pieces: rule files in a temp dir,
 //! built by the real `rulec` with its built-in `librescoot` profile
 //! (`profiles/librescoot/`), run by the real `ruled` against its own
 //! `redis-server`, driven by the Librescoot bus emulator

@@ -1,4 +1,4 @@
-//! The bus end to end (docs/service.md#the-bus, DESIGN 14.2-14.4): the
+//! The bus end to end (docs/service.md#the-bus, docs/sources.md): the
 //! real `ruled` against its own `redis-server`, driven by a Librescoot bus
 //! emulator (`support/librescoot.rs`) that writes as each service does;
 //! every envelope `ruled` publishes is read from `PSUBSCRIBE ev:*` and

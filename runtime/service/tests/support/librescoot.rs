@@ -1,5 +1,5 @@
-//! A Librescoot bus emulator for the integration tests (DESIGN 14.6,
-//! ../shared/LIBRESCOOT-BUS.md): writes into the test's Redis as each
+//! A Librescoot bus emulator for the integration tests (docs/librescoot.md,
+//! docs/sources.md#changes): writes into the test's Redis as each
 //! service does (redis-ipc's pipelined `HSET` + `PUBLISH`,
 //! `SetWithTimestamp`, `SetManyPublishOne` with the keycard hash's expiry,
 //! battery-service's `MULTI`, `Clear`, `ReplaceAll`, raw channels), the
@@ -15,7 +15,7 @@ use rulecore::value_pattern::ValuePattern;
 use std::sync::{Arc, Mutex};
 
 /// The hand-built profile of the tests that build their bundles by hand
-/// (`service_bus.rs`): a few rows of DESIGN 14.2 under the name
+/// (`service_bus.rs`): a few rows of docs/librescoot.md's events under the name
 /// `librescoot-test`. The built-in `profiles/librescoot` itself is tested
 /// through [`build_rules`] (the real `rulec`), in `librescoot_profile.rs`.
 pub fn profile() -> Profile {
@@ -74,7 +74,7 @@ fn button(source: &str, gesture: &str) -> Emit {
     emit
 }
 
-/// The rows of DESIGN 14.2 the tests exercise, by hand.
+/// The rows of docs/librescoot.md's events the tests exercise, by hand.
 fn hand_built_profile() -> Profile {
     let distinct = Changes::Distinct;
     let slot = |n: i64| vec![("slot", DataSpec::Int(n))];
