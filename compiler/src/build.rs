@@ -8,7 +8,7 @@
 //! verified again before the file is written, so a lowering bug fails the
 //! build here rather than the service on the scooter.
 
-use crate::check::{check_and_print, plural, Format, ProfileArgs};
+use crate::check::{check_and_print, plural, CheckReport, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
 use crate::profile::LoadedProfile;
 use crate::validate::{CheckedExpr, CheckedRule};
@@ -262,15 +262,8 @@ fn report_memory(estimate: usize, console: &mut Console<'_>) -> io::Result<()> {
 
 /// Runs `rulec build`.
 pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    // `-o -` reads as "to stdout" to most users, but stdout carries the
-    // bundle id (and JSON lines): refuse instead of writing a file named `-`.
-    if args.output.as_os_str() == "-" {
-        writeln!(
-            console.err,
-            "error: the bundle is written to a file, not to stdout (which gets its id): \
-             give a file name, e.g. `-o rules.bundle`"
-        )?;
-        return Ok(Exit::Usage);
+    if let Some(exit) = refuse_stdout(args, console)? {
+        return Ok(exit);
     }
     let report = match check_and_print(
         &args.dir,
@@ -282,41 +275,13 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         Ok(report) => report,
         Err(exit) => return Ok(exit),
     };
-    if report.missing_dir && !args.allow_empty {
-        // A misspelt path must not become a bundle that, deployed, removes
-        // every rule (docs/rulec.md#rulec-build).
-        writeln!(
-            console.err,
-            "error: {} does not exist: nothing written (use --allow-empty to write a bundle \
-             with no rules)",
-            args.dir.display()
-        )?;
-        return Ok(Exit::Usage);
-    }
-    if report.missing_dir {
-        writeln!(
-            console.err,
-            "note: {} does not exist: the bundle has no rules (--allow-empty)",
-            args.dir.display()
-        )?;
+    if let Some(exit) = refuse_missing_dir(args, &report, console)? {
+        return Ok(exit);
     }
     let failed = report.failed(args.deny_warnings);
     let check_summary = report.summary();
-    if failed && !args.partial {
-        writeln!(
-            console.err,
-            "{check_summary}; nothing written (use --partial to write the rules that compiled)"
-        )?;
-        return Ok(Exit::Failure);
-    }
-    // A profile with errors fails the build even with --partial: a bundle
-    // must not derive events from a half-read profile.
-    if report.profile.as_ref().is_some_and(|p| p.errors() > 0) {
-        writeln!(
-            console.err,
-            "{check_summary}; nothing written: the profile has errors"
-        )?;
-        return Ok(Exit::Failure);
+    if let Some(exit) = refuse_failed(args, &report, failed, &check_summary, console)? {
+        return Ok(exit);
     }
     let built = match build_with(&report.rules, report.profile.as_deref()) {
         Ok(built) => built,
@@ -329,21 +294,125 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
             return Ok(Exit::Failure);
         }
     };
-    if let Err(error) = codec::write_atomic(&args.output, &built.bytes) {
-        // Name the file the user asked for, not the temporary file next to
-        // it that the atomic write failed on (a random name, never seen).
-        let reason = match &error {
-            BundleError::Io { source, .. } => source.to_string(),
-            other => other.to_string(),
-        };
-        writeln!(
-            console.err,
-            "error: cannot write the bundle {}: {reason}",
-            args.output.display()
-        )?;
-        return Ok(Exit::Usage);
+    if let Some(exit) = write_bundle(args, &built, console)? {
+        return Ok(exit);
     }
     let estimate = ruled_engine::estimated_heap(&built.payload);
+    print_id(args, &built, estimate, failed, console)?;
+    report_memory(estimate, console)?;
+    let partial = if failed { " (partial)" } else { "" };
+    writeln!(
+        console.err,
+        "{check_summary}; wrote {}{partial}: {}",
+        args.output.display(),
+        summary(&built)
+    )?;
+    Ok(if failed { Exit::Failure } else { Exit::Success })
+}
+
+/// `-o -` reads as "to stdout" to most users, but stdout carries the
+/// bundle id (and JSON lines): refuse instead of writing a file named `-`.
+fn refuse_stdout(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Option<Exit>> {
+    if args.output.as_os_str() != "-" {
+        return Ok(None);
+    }
+    writeln!(
+        console.err,
+        "error: the bundle is written to a file, not to stdout (which gets its id): \
+         give a file name, e.g. `-o rules.bundle`"
+    )?;
+    Ok(Some(Exit::Usage))
+}
+
+/// A rules path that does not exist: refused unless `--allow-empty`, then
+/// noted.
+fn refuse_missing_dir(
+    args: &BuildArgs,
+    report: &CheckReport,
+    console: &mut Console<'_>,
+) -> io::Result<Option<Exit>> {
+    if !report.missing_dir {
+        return Ok(None);
+    }
+    if !args.allow_empty {
+        // A misspelt path must not become a bundle that, deployed, removes
+        // every rule (docs/rulec.md#rulec-build).
+        writeln!(
+            console.err,
+            "error: {} does not exist: nothing written (use --allow-empty to write a bundle \
+             with no rules)",
+            args.dir.display()
+        )?;
+        return Ok(Some(Exit::Usage));
+    }
+    writeln!(
+        console.err,
+        "note: {} does not exist: the bundle has no rules (--allow-empty)",
+        args.dir.display()
+    )?;
+    Ok(None)
+}
+
+/// Errors in the rules (without `--partial`) or in the profile: nothing
+/// is written.
+fn refuse_failed(
+    args: &BuildArgs,
+    report: &CheckReport,
+    failed: bool,
+    check_summary: &str,
+    console: &mut Console<'_>,
+) -> io::Result<Option<Exit>> {
+    if failed && !args.partial {
+        writeln!(
+            console.err,
+            "{check_summary}; nothing written (use --partial to write the rules that compiled)"
+        )?;
+        return Ok(Some(Exit::Failure));
+    }
+    // A profile with errors fails the build even with --partial: a bundle
+    // must not derive events from a half-read profile.
+    if report.profile.as_ref().is_some_and(|p| p.errors() > 0) {
+        writeln!(
+            console.err,
+            "{check_summary}; nothing written: the profile has errors"
+        )?;
+        return Ok(Some(Exit::Failure));
+    }
+    Ok(None)
+}
+
+/// Writes the bundle atomically to `-o`; on failure, says why (exit 2).
+fn write_bundle(
+    args: &BuildArgs,
+    built: &Built,
+    console: &mut Console<'_>,
+) -> io::Result<Option<Exit>> {
+    let Err(error) = codec::write_atomic(&args.output, &built.bytes) else {
+        return Ok(None);
+    };
+    // Name the file the user asked for, not the temporary file next to
+    // it that the atomic write failed on (a random name, never seen).
+    let reason = match &error {
+        BundleError::Io { source, .. } => source.to_string(),
+        other => other.to_string(),
+    };
+    writeln!(
+        console.err,
+        "error: cannot write the bundle {}: {reason}",
+        args.output.display()
+    )?;
+    Ok(Some(Exit::Usage))
+}
+
+/// The bundle id on stdout: a bare line, or with `--format json` one JSON
+/// object.
+fn print_id(
+    args: &BuildArgs,
+    built: &Built,
+    estimate: usize,
+    failed: bool,
+    console: &mut Console<'_>,
+) -> io::Result<()> {
     match args.format {
         Format::Text => writeln!(console.out, "{}", built.id)?,
         // stdout is JSON lines in this mode: the id is one more object,
@@ -363,13 +432,5 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
             writeln!(console.out, "{line}")?;
         }
     }
-    report_memory(estimate, console)?;
-    let partial = if failed { " (partial)" } else { "" };
-    writeln!(
-        console.err,
-        "{check_summary}; wrote {}{partial}: {}",
-        args.output.display(),
-        summary(&built)
-    )?;
-    Ok(if failed { Exit::Failure } else { Exit::Success })
+    Ok(())
 }

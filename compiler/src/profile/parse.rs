@@ -13,6 +13,7 @@ use rulecore::profile::{Changes, DataSpec, Origin, MIN_POLL_NS};
 use rulecore::suggest::did_you_mean;
 use rulecore::value_pattern::{any_matches, ValuePattern};
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::ops::Range;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
@@ -63,6 +64,10 @@ pub struct HashDecl {
 }
 
 impl HashDecl {
+    fn field_names(&self) -> Vec<&str> {
+        self.fields.iter().map(|(f, _)| f.as_str()).collect()
+    }
+
     pub fn field(&self, name: &str) -> Option<&[ValuePattern]> {
         self.fields
             .iter()
@@ -146,7 +151,69 @@ pub fn parse(files: &[SourceFile], own_from: usize, dir: Option<&str>) -> Parsed
         diagnostics: Vec::new(),
     };
     let mut parsed = Parsed::default();
-    let documents: Vec<Option<DeTable<'_>>> = files
+    let documents = read_documents(&mut ctx, files);
+    let tables = ctx.top_level(files, &documents, own_from, &mut parsed);
+    if !files.iter().skip(own_from).any(is_profile_toml) {
+        ctx.push(no_profile_toml(dir));
+    }
+    let empty = Vec::new();
+    ctx.hashes(tables.get("hash").unwrap_or(&empty), &mut parsed.decls);
+    ctx.sources(tables.get("source").unwrap_or(&empty), &mut parsed.decls);
+    ctx.lists(tables.get("list").unwrap_or(&empty), &mut parsed.decls);
+    parsed.diagnostics = ctx.diagnostics;
+    parsed
+}
+
+/// The `[[hash]]`, `[[source]]` and `[[list]]` tables of every file, by
+/// kind, each with its file.
+type Tables<'a, 'i> = HashMap<&'static str, Vec<(&'a SourceFile, &'a Value<'i>)>>;
+
+/// Where each name (or topic) was first declared, to point a second
+/// declaration of it at.
+struct FirstSeen<K> {
+    /// "declared" or "emitted", for the labels.
+    verb: &'static str,
+    seen: HashMap<K, (String, Range<usize>)>,
+}
+
+impl<K: Eq + Hash> FirstSeen<K> {
+    fn new(verb: &'static str) -> Self {
+        FirstSeen {
+            verb,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Records `key` as first declared at `file` and `span`; when it was
+    /// declared before, reports this declaration instead and returns false.
+    fn is_first(
+        &mut self,
+        ctx: &mut Ctx,
+        key: K,
+        file: &str,
+        span: &Range<usize>,
+        message: String,
+        help: &str,
+    ) -> bool {
+        let verb = self.verb;
+        if let Some((file0, span0)) = self.seen.get(&key) {
+            ctx.push(
+                Diagnostic::error(Code::ProfileDuplicate, message)
+                    .in_file(file)
+                    .at(span.clone(), format!("{verb} again here"))
+                    .with_related(file0, span0.clone(), format!("first {verb} here"))
+                    .with_help(help),
+            );
+            return false;
+        }
+        self.seen.insert(key, (file.to_string(), span.clone()));
+        true
+    }
+}
+
+/// Each file's TOML, or `None` (reported) where it does not parse.
+fn read_documents<'i>(ctx: &mut Ctx, files: &'i [SourceFile]) -> Vec<Option<DeTable<'i>>> {
+    files
         .iter()
         .map(|file| match DeTable::parse(&file.text) {
             Ok(document) => Some(document.into_inner()),
@@ -155,148 +222,34 @@ pub fn parse(files: &[SourceFile], own_from: usize, dir: Option<&str>) -> Parsed
                 None
             }
         })
-        .collect();
-    // Tables by kind, each with its file.
-    let mut tables: HashMap<&str, Vec<(&SourceFile, &Value<'_>)>> = HashMap::new();
-    for (index, (file, document)) in files.iter().zip(&documents).enumerate() {
-        let Some(document) = document else { continue };
-        let bare = file.name.rsplit('/').next().unwrap_or(&file.name);
-        let is_profile_toml = bare == "profile.toml";
-        let own = index >= own_from;
-        if is_profile_toml && own {
-            profile_keys(&mut ctx, file, document, &mut parsed);
-        }
-        for (key, value) in document.iter() {
-            let name = key.get_ref().as_ref();
-            if TABLE_KEYS.contains(&name) {
-                let DeValue::Array(items) = value.get_ref() else {
-                    ctx.push(
-                        Diagnostic::error(
-                            Code::Type,
-                            format!("`{name}` must be an array of tables"),
-                        )
-                        .in_file(&file.name)
-                        .at(value.span(), format!("expected `[[{name}]]` tables"))
-                        .with_help(format!("start each with a `[[{name}]]` header")),
-                    );
-                    continue;
-                };
-                let kind: &'static str = match name {
-                    "hash" => "hash",
-                    "source" => "source",
-                    _ => "list",
-                };
-                let kind = tables.entry(kind).or_default();
-                for item in items {
-                    kind.push((file, item));
-                }
-            } else if !(is_profile_toml && TOP_KEYS.contains(&name)) {
-                let allowed: &[&str] = if is_profile_toml {
-                    TOP_KEYS
-                } else {
-                    TABLE_KEYS
-                };
-                let place = if is_profile_toml {
-                    "in profile.toml"
-                } else {
-                    "at the top of a profile file (`name`, `extends` and `description` belong in profile.toml)"
-                };
-                ctx.unknown_key(file, key.get_ref(), key.span(), place, allowed);
-            }
-        }
-    }
-    let own_has_profile_toml = files
-        .iter()
-        .skip(own_from)
-        .any(|file| file.name.rsplit('/').next() == Some("profile.toml"));
-    if !own_has_profile_toml {
-        let mut diagnostic = Diagnostic::error(
-            Code::Profile,
-            "the profile has no `profile.toml`: nothing names it",
-        )
-        .with_help(
-            "a profile is a directory of `*.toml` files, one of them `profile.toml` \
+        .collect()
+}
+
+fn is_profile_toml(file: &SourceFile) -> bool {
+    file.name.rsplit('/').next() == Some("profile.toml")
+}
+
+/// Without a `profile.toml` of its own, nothing names the profile.
+fn no_profile_toml(dir: Option<&str>) -> Diagnostic {
+    let mut diagnostic = Diagnostic::error(
+        Code::Profile,
+        "the profile has no `profile.toml`: nothing names it",
+    )
+    .with_help(
+        "a profile is a directory of `*.toml` files, one of them `profile.toml` \
                      with `name = \"my-profile\"`",
-        );
-        diagnostic.file = dir.map(str::to_string);
-        ctx.push(diagnostic);
+    );
+    diagnostic.file = dir.map(str::to_string);
+    diagnostic
+}
+
+/// `help`, led by "did you mean `x`?" when `word` is close to one of
+/// `names`.
+fn suggesting(help: String, word: &str, names: &[&str]) -> String {
+    match did_you_mean(word, names) {
+        Some(close) => format!("did you mean `{close}`? {help}"),
+        None => help,
     }
-    let empty = Vec::new();
-    let mut first_hash: HashMap<String, (String, Range<usize>)> = HashMap::new();
-    for (file, item) in tables.get("hash").unwrap_or(&empty) {
-        if let Some(hash) = ctx.hash(file, item) {
-            if let Some((file0, span0)) = first_hash.get(&hash.name) {
-                ctx.push(
-                    Diagnostic::error(
-                        Code::ProfileDuplicate,
-                        format!("hash `{}` is declared twice", hash.name),
-                    )
-                    .in_file(&hash.file)
-                    .at(hash.span.clone(), "declared again here")
-                    .with_related(file0, span0.clone(), "first declared here")
-                    .with_help("declare each hash once, with all its fields"),
-                );
-                continue;
-            }
-            first_hash.insert(hash.name.clone(), (hash.file.clone(), hash.span.clone()));
-            parsed.decls.hashes.push(hash);
-        }
-    }
-    let mut first_topic: HashMap<(String, String), (String, Range<usize>)> = HashMap::new();
-    for (file, item) in tables.get("source").unwrap_or(&empty) {
-        let Some(source) = ctx.source(file, item, &parsed.decls) else {
-            continue;
-        };
-        let origin = match &source.origin {
-            Origin::Field { hash, field, .. } => format!("field `{field}` of hash `{hash}`"),
-            Origin::Channel { channel } => format!("channel `{channel}`"),
-        };
-        let mut seen_here: Vec<&str> = Vec::new();
-        for emit in &source.emits {
-            if seen_here.contains(&emit.topic.as_str()) {
-                continue;
-            }
-            seen_here.push(&emit.topic);
-            let key = (origin.clone(), emit.topic.clone());
-            if let Some((file0, span0)) = first_topic.get(&key) {
-                ctx.push(
-                    Diagnostic::error(
-                        Code::ProfileDuplicate,
-                        format!("two sources on the {origin} emit `{}`", emit.topic),
-                    )
-                    .in_file(&source.file)
-                    .at(emit.span.clone(), "emitted again here")
-                    .with_related(file0, span0.clone(), "first emitted here")
-                    .with_help("put both emits in one `[[source]]`, or give one another topic"),
-                );
-            } else {
-                first_topic.insert(key, (source.file.clone(), emit.span.clone()));
-            }
-        }
-        parsed.decls.sources.push(source);
-    }
-    let mut first_list: HashMap<String, (String, Range<usize>)> = HashMap::new();
-    for (file, item) in tables.get("list").unwrap_or(&empty) {
-        if let Some(list) = ctx.list(file, item) {
-            if let Some((file0, span0)) = first_list.get(&list.key) {
-                ctx.push(
-                    Diagnostic::error(
-                        Code::ProfileDuplicate,
-                        format!("list `{}` is declared twice", list.key),
-                    )
-                    .in_file(&list.file)
-                    .at(list.span.clone(), "declared again here")
-                    .with_related(file0, span0.clone(), "first declared here")
-                    .with_help("declare each list once, with all its values"),
-                );
-                continue;
-            }
-            first_list.insert(list.key.clone(), (list.file.clone(), list.span.clone()));
-            parsed.decls.lists.push(list);
-        }
-    }
-    parsed.diagnostics = ctx.diagnostics;
-    parsed
 }
 
 /// `name`, `extends` and `description` of the profile's own `profile.toml`.
@@ -596,6 +549,171 @@ impl Ctx {
         }
     }
 
+    /// The top level of every file: the profile's own `profile.toml` keys,
+    /// the tables by kind, and a report of every key that belongs nowhere.
+    fn top_level<'a, 'i>(
+        &mut self,
+        files: &'a [SourceFile],
+        documents: &'a [Option<DeTable<'i>>],
+        own_from: usize,
+        parsed: &mut Parsed,
+    ) -> Tables<'a, 'i> {
+        let mut tables: Tables<'a, 'i> = HashMap::new();
+        for (index, (file, document)) in files.iter().zip(documents).enumerate() {
+            let Some(document) = document else { continue };
+            let is_profile_toml = is_profile_toml(file);
+            let own = index >= own_from;
+            if is_profile_toml && own {
+                profile_keys(self, file, document, parsed);
+            }
+            for (key, value) in document.iter() {
+                let name = key.get_ref().as_ref();
+                if TABLE_KEYS.contains(&name) {
+                    self.table_array(file, name, value, &mut tables);
+                } else if !(is_profile_toml && TOP_KEYS.contains(&name)) {
+                    let allowed: &[&str] = if is_profile_toml {
+                        TOP_KEYS
+                    } else {
+                        TABLE_KEYS
+                    };
+                    let place = if is_profile_toml {
+                        "in profile.toml"
+                    } else {
+                        "at the top of a profile file (`name`, `extends` and `description` belong in profile.toml)"
+                    };
+                    self.unknown_key(file, key.get_ref(), key.span(), place, allowed);
+                }
+            }
+        }
+        tables
+    }
+
+    /// Files the items of a top-level `hash`, `source` or `list` array
+    /// under their kind.
+    fn table_array<'a, 'i>(
+        &mut self,
+        file: &'a SourceFile,
+        name: &str,
+        value: &'a Value<'i>,
+        tables: &mut Tables<'a, 'i>,
+    ) {
+        let DeValue::Array(items) = value.get_ref() else {
+            self.push(
+                Diagnostic::error(Code::Type, format!("`{name}` must be an array of tables"))
+                    .in_file(&file.name)
+                    .at(value.span(), format!("expected `[[{name}]]` tables"))
+                    .with_help(format!("start each with a `[[{name}]]` header")),
+            );
+            return;
+        };
+        let kind: &'static str = match name {
+            "hash" => "hash",
+            "source" => "source",
+            _ => "list",
+        };
+        let kind = tables.entry(kind).or_default();
+        for item in items {
+            kind.push((file, item));
+        }
+    }
+
+    /// Every `[[hash]]` in order; one whose name is already declared is
+    /// reported and dropped.
+    fn hashes(&mut self, items: &[(&SourceFile, &Value<'_>)], decls: &mut Decls) {
+        let mut first = FirstSeen::new("declared");
+        for (file, item) in items {
+            let Some(hash) = self.hash(file, item) else {
+                continue;
+            };
+            if first.is_first(
+                self,
+                hash.name.clone(),
+                &hash.file,
+                &hash.span,
+                format!("hash `{}` is declared twice", hash.name),
+                "declare each hash once, with all its fields",
+            ) {
+                decls.hashes.push(hash);
+            }
+        }
+    }
+
+    /// Every `[[source]]` in order, against the hashes in `decls`.
+    fn sources(&mut self, items: &[(&SourceFile, &Value<'_>)], decls: &mut Decls) {
+        let mut first = FirstSeen::new("emitted");
+        for (file, item) in items {
+            let Some(source) = self.source(file, item, decls) else {
+                continue;
+            };
+            self.topics_once(&source, &mut first);
+            decls.sources.push(source);
+        }
+    }
+
+    /// Reports an emit whose topic an earlier source on the same hash
+    /// field or channel already emits (a source repeating its own topic
+    /// is left alone).
+    fn topics_once(&mut self, source: &SourceDecl, first: &mut FirstSeen<(String, String)>) {
+        let origin = match &source.origin {
+            Origin::Field { hash, field, .. } => format!("field `{field}` of hash `{hash}`"),
+            Origin::Channel { channel } => format!("channel `{channel}`"),
+        };
+        let mut seen_here: Vec<&str> = Vec::new();
+        for emit in &source.emits {
+            if seen_here.contains(&emit.topic.as_str()) {
+                continue;
+            }
+            seen_here.push(&emit.topic);
+            first.is_first(
+                self,
+                (origin.clone(), emit.topic.clone()),
+                &source.file,
+                &emit.span,
+                format!("two sources on the {origin} emit `{}`", emit.topic),
+                "put both emits in one `[[source]]`, or give one another topic",
+            );
+        }
+    }
+
+    /// Every `[[list]]` in order; one whose key is already declared is
+    /// reported and dropped.
+    fn lists(&mut self, items: &[(&SourceFile, &Value<'_>)], decls: &mut Decls) {
+        let mut first = FirstSeen::new("declared");
+        for (file, item) in items {
+            let Some(list) = self.list(file, item) else {
+                continue;
+            };
+            if first.is_first(
+                self,
+                list.key.clone(),
+                &list.file,
+                &list.span,
+                format!("list `{}` is declared twice", list.key),
+                "declare each list once, with all its values",
+            ) {
+                decls.lists.push(list);
+            }
+        }
+    }
+
+    /// The string at `key`, which `table` must have: `what` says what it is.
+    fn required_string(
+        &mut self,
+        file: &SourceFile,
+        table: &DeTable<'_>,
+        key: &str,
+        span: &Range<usize>,
+        what: &str,
+    ) -> Option<(String, Range<usize>)> {
+        match entry(table, key) {
+            None => {
+                self.missing(file, key, span.clone(), what);
+                None
+            }
+            Some((_, value)) => self.string(file, key, value),
+        }
+    }
+
     fn hash(&mut self, file: &SourceFile, item: &Value<'_>) -> Option<HashDecl> {
         let span = item.span();
         let DeValue::Table(table) = item.get_ref() else {
@@ -604,33 +722,56 @@ impl Ctx {
         };
         self.keys(file, table, "in a `[[hash]]`", HASH_KEYS);
         let mut good = true;
-        let name = match entry(table, "name") {
-            None => {
-                self.missing(file, "name", span.clone(), "the hash's key");
-                None
-            }
-            Some((_, value)) => self.string(file, "name", value),
-        };
-        let (name, name_span) = name?;
+        let (name, name_span) =
+            self.required_string(file, table, "name", &span, "the hash's key")?;
+        good &= self.hash_name(file, &name, name_span);
+        let fields = self.hash_fields(file, table, &span, &mut good);
+        let field_names: Vec<&str> = fields.iter().map(|(f, _)| f.as_str()).collect();
+        let silent = self
+            .named_fields(file, table, "silent", &name, &field_names)
+            .map(|(f, _)| f)
+            .unwrap_or_default();
+        let polled = self.named_fields(file, table, "polled", &name, &field_names);
+        let poll = self.poll(file, table, &mut good);
+        let polled = self.polled(file, table, &name, poll.as_ref(), polled, &mut good);
+        good.then(|| HashDecl {
+            name,
+            fields,
+            silent,
+            polled,
+            poll_ns: poll.map(|(ns, _)| ns),
+            file: file.name.clone(),
+            span,
+        })
+    }
+
+    /// A hash's name: a valid name, and not under `ev:`.
+    fn hash_name(&mut self, file: &SourceFile, name: &str, span: Range<usize>) -> bool {
+        let mut good = true;
         if let Some(rest) = name.strip_prefix("ev:") {
             self.error(
                 file,
                 Code::ProfileHash,
                 format!("hash `{name}` is named like an event channel"),
-                name_span.clone(),
+                span.clone(),
                 "under `ev:`",
                 &format!("`ev:{rest}` carries the bus's events; a hash's notifications come on its own name"),
             );
             good = false;
         }
-        good &= self.name(
-            file,
-            Code::ProfileHash,
-            "hash name",
-            &name,
-            name_span.clone(),
-        );
-        let mut fields: Vec<(String, Vec<ValuePattern>)> = Vec::new();
+        good & self.name(file, Code::ProfileHash, "hash name", name, span)
+    }
+
+    /// `[hash.fields]`, in the file's order. A field with a bad name is
+    /// kept (`good` says so), so that `silent` and `polled` can name it.
+    fn hash_fields(
+        &mut self,
+        file: &SourceFile,
+        table: &DeTable<'_>,
+        span: &Range<usize>,
+        good: &mut bool,
+    ) -> Vec<(String, Vec<ValuePattern>)> {
+        let mut fields = Vec::new();
         match entry(table, "fields") {
             None => {
                 self.missing(
@@ -639,94 +780,122 @@ impl Ctx {
                     span.clone(),
                     "the hash's fields and their values",
                 );
-                good = false;
+                *good = false;
             }
             Some((_, value)) => match value.get_ref() {
                 DeValue::Table(inner) => {
                     for (key, values) in inner.iter() {
                         let field = key.get_ref().to_string();
-                        good &=
+                        *good &=
                             self.name(file, Code::ProfileHash, "field name", &field, key.span());
                         match self.patterns(file, &field, values, false) {
                             Some(patterns) => {
                                 fields.push((field, patterns.into_iter().map(|(p, _)| p).collect()))
                             }
-                            None => good = false,
+                            None => *good = false,
                         }
                     }
                 }
                 _ => {
                     self.wrong_type(file, "fields", value, "a table of field = [values]");
-                    good = false;
+                    *good = false;
                 }
             },
         }
-        let field_names: Vec<&str> = fields.iter().map(|(f, _)| f.as_str()).collect();
-        let listed = |ctx: &mut Ctx, key: &str| -> Option<(Vec<String>, Range<usize>)> {
-            let (key_span, value) = entry(table, key)?;
-            let names = ctx.strings(file, key, value)?;
-            let mut out = Vec::new();
-            for (field, span) in names {
-                if field_names.contains(&field.as_str()) {
-                    out.push(field);
-                    continue;
-                }
-                let mut help = format!("`{key}` names fields of `[hash.fields]`");
-                if let Some(close) = did_you_mean(&field, &field_names) {
-                    help = format!("did you mean `{close}`? {help}");
-                }
-                ctx.error(
-                    file,
-                    Code::ProfileHash,
-                    format!("`{key}` names field `{field}`, which hash `{name}` does not declare"),
-                    span,
-                    "not a field of this hash",
-                    &help,
-                );
+        fields
+    }
+
+    /// `silent` or `polled` (`key`): fields of hash `name`, each reported
+    /// unless one of `field_names`; the known ones, with the key's span.
+    fn named_fields(
+        &mut self,
+        file: &SourceFile,
+        table: &DeTable<'_>,
+        key: &str,
+        name: &str,
+        field_names: &[&str],
+    ) -> Option<(Vec<String>, Range<usize>)> {
+        let (key_span, value) = entry(table, key)?;
+        let names = self.strings(file, key, value)?;
+        let mut out = Vec::new();
+        for (field, span) in names {
+            if field_names.contains(&field.as_str()) {
+                out.push(field);
+                continue;
             }
-            Some((out, key_span))
+            let help = suggesting(
+                format!("`{key}` names fields of `[hash.fields]`"),
+                &field,
+                field_names,
+            );
+            self.error(
+                file,
+                Code::ProfileHash,
+                format!("`{key}` names field `{field}`, which hash `{name}` does not declare"),
+                span,
+                "not a field of this hash",
+                &help,
+            );
+        }
+        Some((out, key_span))
+    }
+
+    /// `poll`: the interval in nanoseconds (at least [`MIN_POLL_NS`]) and
+    /// its span; `None` when there is none or it is wrong.
+    fn poll(
+        &mut self,
+        file: &SourceFile,
+        table: &DeTable<'_>,
+        good: &mut bool,
+    ) -> Option<(u64, Range<usize>)> {
+        let (_, value) = entry(table, "poll")?;
+        let Some((text, span)) = self.string(file, "poll", value) else {
+            *good = false;
+            return None;
         };
-        let silent = listed(self, "silent").map(|(f, _)| f).unwrap_or_default();
-        let polled = listed(self, "polled");
-        let poll = match entry(table, "poll") {
-            None => None,
-            Some((_, value)) => match self.string(file, "poll", value) {
-                None => {
-                    good = false;
-                    None
-                }
-                Some((text, span)) => match rulecore::parse_duration(&text) {
-                    Ok(ns) if u64::try_from(ns).is_ok_and(|ns| ns >= MIN_POLL_NS) => {
-                        u64::try_from(ns).ok().map(|ns| (ns, span))
-                    }
-                    Ok(_) => {
-                        self.error(
-                            file,
-                            Code::ProfilePoll,
-                            format!("poll interval `{text}` is below the shortest, 100ms"),
-                            span,
-                            "under 100ms",
-                            "poll at least every `100ms`; most fields need `1s` or more",
-                        );
-                        good = false;
-                        None
-                    }
-                    Err(error) => {
-                        self.error(
-                            file,
-                            Code::Duration,
-                            format!("invalid duration `{text}` for `poll`: {error}"),
-                            span,
-                            "not a duration",
-                            "durations use Go syntax: `500ms`, `1s`, `5s`",
-                        );
-                        good = false;
-                        None
-                    }
-                },
-            },
-        };
-        let polled = match (poll.as_ref(), polled) {
+        match rulecore::parse_duration(&text) {
+            Ok(ns) if u64::try_from(ns).is_ok_and(|ns| ns >= MIN_POLL_NS) => {
+                u64::try_from(ns).ok().map(|ns| (ns, span))
+            }
+            Ok(_) => {
+                self.error(
+                    file,
+                    Code::ProfilePoll,
+                    format!("poll interval `{text}` is below the shortest, 100ms"),
+                    span,
+                    "under 100ms",
+                    "poll at least every `100ms`; most fields need `1s` or more",
+                );
+                *good = false;
+                None
+            }
+            Err(error) => {
+                self.error(
+                    file,
+                    Code::Duration,
+                    format!("invalid duration `{text}` for `poll`: {error}"),
+                    span,
+                    "not a duration",
+                    "durations use Go syntax: `500ms`, `1s`, `5s`",
+                );
+                *good = false;
+                None
+            }
+        }
+    }
+
+    /// The fields a poll reads: a `poll` needs `polled` fields, and
+    /// `polled` fields need a `poll`.
+    fn polled(
+        &mut self,
+        file: &SourceFile,
+        table: &DeTable<'_>,
+        name: &str,
+        poll: Option<&(u64, Range<usize>)>,
+        polled: Option<(Vec<String>, Range<usize>)>,
+        good: &mut bool,
+    ) -> Vec<String> {
+        match (poll, polled) {
             (Some(_), Some((fields, _))) if !fields.is_empty() => fields,
             (Some((_, span)), _) => {
                 self.error(
@@ -737,7 +906,7 @@ impl Ctx {
                     "polls nothing",
                     "list the fields the poll reads: `polled = [\"speed\"]`",
                 );
-                good = false;
+                *good = false;
                 Vec::new()
             }
             (None, Some((_, key_span))) if entry(table, "poll").is_none() => {
@@ -749,20 +918,11 @@ impl Ctx {
                     "no interval",
                     "add `poll = \"1s\"` (at least `100ms`)",
                 );
-                good = false;
+                *good = false;
                 Vec::new()
             }
             (None, _) => Vec::new(),
-        };
-        good.then(|| HashDecl {
-            name,
-            fields,
-            silent,
-            polled,
-            poll_ns: poll.map(|(ns, _)| ns),
-            file: file.name.clone(),
-            span,
-        })
+        }
     }
 
     fn list(&mut self, file: &SourceFile, item: &Value<'_>) -> Option<ListDecl> {
@@ -818,112 +978,15 @@ impl Ctx {
             .clone()
             .and_then(|(_, v)| self.strings(file, "read", v));
         let mut good = true;
-        let origin_of_field = |ctx: &mut Ctx,
-                               hash: (String, Range<usize>),
-                               field: Option<(String, Range<usize>)>|
-         -> Option<(Origin, Option<&HashDecl>)> {
-            let (hash, hash_span) = hash;
-            let Some((field, field_span)) = field else {
-                ctx.error(
-                    file,
-                    Code::ProfileSource,
-                    format!("the source on hash `{hash}` names no `field`"),
-                    hash_span,
-                    "which field?",
-                    "add `field = \"...\"`: the field whose notifications it reads",
-                );
-                return None;
-            };
-            let Some(declared) = decls.hash(&hash) else {
-                let names: Vec<&str> = decls.hashes.iter().map(|h| h.name.as_str()).collect();
-                let mut help =
-                    "declare the hash with a `[[hash]]` table, its fields and their values"
-                        .to_string();
-                if let Some(close) = did_you_mean(&hash, &names) {
-                    help = format!("did you mean `{close}`? {help}");
-                }
-                ctx.error(
-                    file,
-                    Code::ProfileSource,
-                    format!("the source's hash `{hash}` is not declared"),
-                    hash_span,
-                    "no `[[hash]]` declares it",
-                    &help,
-                );
-                return None;
-            };
-            if declared.field(&field).is_none() {
-                let names: Vec<&str> = declared.fields.iter().map(|(f, _)| f.as_str()).collect();
-                let mut help = format!("add it to `[hash.fields]` of hash `{hash}`");
-                if let Some(close) = did_you_mean(&field, &names) {
-                    help = format!("did you mean `{close}`? {help}");
-                }
-                ctx.error(
-                    file,
-                    Code::ProfileSource,
-                    format!("hash `{hash}` declares no field `{field}`"),
-                    field_span,
-                    "not a declared field",
-                    &help,
-                );
-                return None;
+        let (origin, declared) = match (hash, channel) {
+            (Some(hash), None) => {
+                let (origin, declared) = self.field_origin(file, decls, hash, field, read)?;
+                (origin, Some(declared))
             }
-            let mut read_fields = Vec::new();
-            for (name, span) in read.clone().unwrap_or_default() {
-                if declared.field(&name).is_none() {
-                    let names: Vec<&str> =
-                        declared.fields.iter().map(|(f, _)| f.as_str()).collect();
-                    let mut help = format!("`read` names other fields of hash `{hash}`");
-                    if let Some(close) = did_you_mean(&name, &names) {
-                        help = format!("did you mean `{close}`? {help}");
-                    }
-                    ctx.error(
-                        file,
-                        Code::ProfileSource,
-                        format!("hash `{hash}` declares no field `{name}` to read"),
-                        span,
-                        "not a declared field",
-                        &help,
-                    );
-                    return None;
-                }
-                if name != field && !read_fields.contains(&name) {
-                    read_fields.push(name);
-                }
-            }
-            Some((
-                Origin::Field {
-                    hash,
-                    field,
-                    read: read_fields,
-                },
-                Some(declared),
-            ))
-        };
-        let origin = match (hash, channel) {
-            (Some(hash), None) => origin_of_field(self, hash, field)?,
-            (None, Some((channel, channel_span))) => {
-                if let Some((_, field_span)) = field {
-                    self.error(file, Code::ProfileSource, "a channel source has no `field`".into(), field_span, "only with `hash`", "remove `field`, or watch a hash field with `hash` and `field` instead of `channel`");
-                    good = false;
-                }
-                if let Some((key_span, _)) = read_key {
-                    self.error(
-                        file,
-                        Code::ProfileSource,
-                        "a channel source reads no fields".into(),
-                        key_span,
-                        "only with `hash`",
-                        "remove `read`: a channel's message is the whole change",
-                    );
-                    good = false;
-                }
-                if channel.starts_with("ev:") {
-                    self.error(file, Code::ProfileSource, format!("channel `{channel}` is under `ev:`"), channel_span.clone(), "an event channel", "`ev:*` carries the bus's events, which `ruled` publishes itself: a source on one would feed back; name the raw channel a service publishes on");
-                    good = false;
-                }
-                good &= self.name(file, Code::ProfileSource, "channel", &channel, channel_span);
-                (Origin::Channel { channel }, None)
+            (None, Some(channel)) => {
+                let read_span = read_key.map(|(key_span, _)| key_span);
+                let origin = self.channel_origin(file, channel, field, read_span, &mut good);
+                (origin, None)
             }
             (Some((_, hash_span)), Some((_, channel_span))) => {
                 self.push(
@@ -950,48 +1013,8 @@ impl Ctx {
                 return None;
             }
         };
-        let (origin, declared) = origin;
         let is_field = declared.is_some();
-        let changes = match entry(table, "changes") {
-            None => Changes::Distinct,
-            Some((_, value)) => match self.string(file, "changes", value) {
-                Some((text, _)) if text == "distinct" => Changes::Distinct,
-                Some((text, span)) if text == "every" => {
-                    if !is_field {
-                        self.error(
-                            file,
-                            Code::ProfileSource,
-                            "`changes` is for hash sources".into(),
-                            span,
-                            "on a channel",
-                            "remove it: every message on a channel is a change",
-                        );
-                        good = false;
-                    }
-                    Changes::Every
-                }
-                Some((text, span)) => {
-                    let mut help = "write `\"distinct\"` (the default: only a real change emits) or `\"every\"` (every notification)".to_string();
-                    if let Some(close) = did_you_mean(&text, &["distinct", "every"]) {
-                        help = format!("did you mean `{close}`? {help}");
-                    }
-                    self.error(
-                        file,
-                        Code::ProfileSource,
-                        format!("unknown `changes` value `{text}`"),
-                        span,
-                        "not `distinct` or `every`",
-                        &help,
-                    );
-                    good = false;
-                    Changes::Distinct
-                }
-                None => {
-                    good = false;
-                    Changes::Distinct
-                }
-            },
-        };
+        let changes = self.changes(file, table, is_field, &mut good);
         let values: &[ValuePattern] = match (&origin, declared) {
             (Origin::Field { field, .. }, Some(hash)) => hash.field(field).unwrap_or(&[]),
             _ => &[],
@@ -1000,43 +1023,11 @@ impl Ctx {
             Origin::Field { read, .. } => read,
             Origin::Channel { .. } => &[],
         };
-        let mut emits = Vec::new();
-        match entry(table, "emit") {
-            None => {
-                self.missing(
-                    file,
-                    "emit",
-                    span.clone(),
-                    "the events the source emits (`[[source.emit]]`)",
-                );
-                good = false;
-            }
-            Some((_, value)) => match value.get_ref() {
-                DeValue::Array(items) if !items.is_empty() => {
-                    for item in items {
-                        match self.emit(file, item, is_field, values, read_fields) {
-                            Some(emit) => emits.push(emit),
-                            None => good = false,
-                        }
-                    }
-                }
-                DeValue::Array(_) => {
-                    self.error(
-                        file,
-                        Code::ProfileEmit,
-                        "`emit` is empty: the source emits nothing".into(),
-                        value.span(),
-                        "no events",
-                        "add `[[source.emit]]` tables with a `topic`",
-                    );
-                    good = false;
-                }
-                _ => {
-                    self.wrong_type(file, "emit", value, "`[[source.emit]]` tables");
-                    good = false;
-                }
-            },
-        }
+        let names = Names {
+            is_field,
+            read: read_fields,
+        };
+        let emits = self.emits(file, table, &span, &names, values, &mut good);
         good.then(|| SourceDecl {
             origin,
             changes,
@@ -1046,13 +1037,230 @@ impl Ctx {
         })
     }
 
+    /// The origin of a source on a hash field: a declared hash, one of its
+    /// fields, and the other fields it `read`s (each once).
+    fn field_origin<'d>(
+        &mut self,
+        file: &SourceFile,
+        decls: &'d Decls,
+        (hash, hash_span): (String, Range<usize>),
+        field: Option<(String, Range<usize>)>,
+        read: Option<Vec<(String, Range<usize>)>>,
+    ) -> Option<(Origin, &'d HashDecl)> {
+        let Some((field, field_span)) = field else {
+            self.error(
+                file,
+                Code::ProfileSource,
+                format!("the source on hash `{hash}` names no `field`"),
+                hash_span,
+                "which field?",
+                "add `field = \"...\"`: the field whose notifications it reads",
+            );
+            return None;
+        };
+        let Some(declared) = decls.hash(&hash) else {
+            let names: Vec<&str> = decls.hashes.iter().map(|h| h.name.as_str()).collect();
+            let help = suggesting(
+                "declare the hash with a `[[hash]]` table, its fields and their values".to_string(),
+                &hash,
+                &names,
+            );
+            self.error(
+                file,
+                Code::ProfileSource,
+                format!("the source's hash `{hash}` is not declared"),
+                hash_span,
+                "no `[[hash]]` declares it",
+                &help,
+            );
+            return None;
+        };
+        if declared.field(&field).is_none() {
+            let help = suggesting(
+                format!("add it to `[hash.fields]` of hash `{hash}`"),
+                &field,
+                &declared.field_names(),
+            );
+            self.error(
+                file,
+                Code::ProfileSource,
+                format!("hash `{hash}` declares no field `{field}`"),
+                field_span,
+                "not a declared field",
+                &help,
+            );
+            return None;
+        }
+        let mut read_fields = Vec::new();
+        for (name, span) in read.unwrap_or_default() {
+            if declared.field(&name).is_none() {
+                let help = suggesting(
+                    format!("`read` names other fields of hash `{hash}`"),
+                    &name,
+                    &declared.field_names(),
+                );
+                self.error(
+                    file,
+                    Code::ProfileSource,
+                    format!("hash `{hash}` declares no field `{name}` to read"),
+                    span,
+                    "not a declared field",
+                    &help,
+                );
+                return None;
+            }
+            if name != field && !read_fields.contains(&name) {
+                read_fields.push(name);
+            }
+        }
+        let origin = Origin::Field {
+            hash,
+            field,
+            read: read_fields,
+        };
+        Some((origin, declared))
+    }
+
+    /// The origin of a source on a raw channel, which has no `field` and
+    /// reads nothing (`read_span`: the `read` key's).
+    fn channel_origin(
+        &mut self,
+        file: &SourceFile,
+        (channel, channel_span): (String, Range<usize>),
+        field: Option<(String, Range<usize>)>,
+        read_span: Option<Range<usize>>,
+        good: &mut bool,
+    ) -> Origin {
+        if let Some((_, field_span)) = field {
+            self.error(file, Code::ProfileSource, "a channel source has no `field`".into(), field_span, "only with `hash`", "remove `field`, or watch a hash field with `hash` and `field` instead of `channel`");
+            *good = false;
+        }
+        if let Some(key_span) = read_span {
+            self.error(
+                file,
+                Code::ProfileSource,
+                "a channel source reads no fields".into(),
+                key_span,
+                "only with `hash`",
+                "remove `read`: a channel's message is the whole change",
+            );
+            *good = false;
+        }
+        if channel.starts_with("ev:") {
+            self.error(file, Code::ProfileSource, format!("channel `{channel}` is under `ev:`"), channel_span.clone(), "an event channel", "`ev:*` carries the bus's events, which `ruled` publishes itself: a source on one would feed back; name the raw channel a service publishes on");
+            *good = false;
+        }
+        *good &= self.name(file, Code::ProfileSource, "channel", &channel, channel_span);
+        Origin::Channel { channel }
+    }
+
+    /// `changes`: `distinct` (the default) or, on a hash source, `every`.
+    fn changes(
+        &mut self,
+        file: &SourceFile,
+        table: &DeTable<'_>,
+        is_field: bool,
+        good: &mut bool,
+    ) -> Changes {
+        let Some((_, value)) = entry(table, "changes") else {
+            return Changes::Distinct;
+        };
+        match self.string(file, "changes", value) {
+            Some((text, _)) if text == "distinct" => Changes::Distinct,
+            Some((text, span)) if text == "every" => {
+                if !is_field {
+                    self.error(
+                        file,
+                        Code::ProfileSource,
+                        "`changes` is for hash sources".into(),
+                        span,
+                        "on a channel",
+                        "remove it: every message on a channel is a change",
+                    );
+                    *good = false;
+                }
+                Changes::Every
+            }
+            Some((text, span)) => {
+                let help = suggesting(
+                    "write `\"distinct\"` (the default: only a real change emits) or `\"every\"` (every notification)".to_string(),
+                    &text,
+                    &["distinct", "every"],
+                );
+                self.error(
+                    file,
+                    Code::ProfileSource,
+                    format!("unknown `changes` value `{text}`"),
+                    span,
+                    "not `distinct` or `every`",
+                    &help,
+                );
+                *good = false;
+                Changes::Distinct
+            }
+            None => {
+                *good = false;
+                Changes::Distinct
+            }
+        }
+    }
+
+    /// The source's `[[source.emit]]` tables (at least one), checked
+    /// against the names of its change and its field's `values`.
+    fn emits(
+        &mut self,
+        file: &SourceFile,
+        table: &DeTable<'_>,
+        span: &Range<usize>,
+        names: &Names<'_>,
+        values: &[ValuePattern],
+        good: &mut bool,
+    ) -> Vec<EmitDecl> {
+        let mut emits = Vec::new();
+        let Some((_, value)) = entry(table, "emit") else {
+            self.missing(
+                file,
+                "emit",
+                span.clone(),
+                "the events the source emits (`[[source.emit]]`)",
+            );
+            *good = false;
+            return emits;
+        };
+        match value.get_ref() {
+            DeValue::Array(items) if !items.is_empty() => {
+                for item in items {
+                    match self.emit(file, item, names, values) {
+                        Some(emit) => emits.push(emit),
+                        None => *good = false,
+                    }
+                }
+            }
+            DeValue::Array(_) => {
+                self.error(
+                    file,
+                    Code::ProfileEmit,
+                    "`emit` is empty: the source emits nothing".into(),
+                    value.span(),
+                    "no events",
+                    "add `[[source.emit]]` tables with a `topic`",
+                );
+                *good = false;
+            }
+            _ => {
+                self.wrong_type(file, "emit", value, "`[[source.emit]]` tables");
+                *good = false;
+            }
+        }
+        emits
+    }
+
     fn emit(
         &mut self,
         file: &SourceFile,
         item: &Value<'_>,
-        is_field: bool,
+        names: &Names<'_>,
         values: &[ValuePattern],
-        read: &[String],
     ) -> Option<EmitDecl> {
         let span = item.span();
         let DeValue::Table(table) = item.get_ref() else {
@@ -1061,14 +1269,8 @@ impl Ctx {
         };
         self.keys(file, table, "in a `[[source.emit]]`", EMIT_KEYS);
         let mut good = true;
-        let topic = match entry(table, "topic") {
-            None => {
-                self.missing(file, "topic", span.clone(), "the event's topic");
-                None
-            }
-            Some((_, value)) => self.string(file, "topic", value),
-        };
-        let (topic, topic_span) = topic?;
+        let (topic, topic_span) =
+            self.required_string(file, table, "topic", &span, "the event's topic")?;
         if let Some(why) = topic_problem(&topic) {
             self.error(
                 file,
@@ -1080,106 +1282,11 @@ impl Ctx {
             );
             good = false;
         }
-        let mut conditions = |ctx: &mut Ctx, key: &str, allowed: bool| -> Vec<ValuePattern> {
-            let Some((key_span, value)) = entry(table, key) else {
-                return Vec::new();
-            };
-            if !allowed {
-                let help = if is_field {
-                    "a hash source's emit matches the field's values with `from` and `to`"
-                } else {
-                    "a channel source's emit matches the message with `payload`; it has no `from` or `to`"
-                };
-                ctx.error(
-                    file,
-                    Code::ProfileEmit,
-                    format!("`{key}` does not apply to this kind of source"),
-                    key_span,
-                    "not for this source",
-                    help,
-                );
-                good = false;
-                return Vec::new();
-            }
-            let Some(patterns) = ctx.patterns(file, key, value, true) else {
-                good = false;
-                return Vec::new();
-            };
-            if key != "payload" && !values.is_empty() {
-                let literals: Vec<&str> =
-                    values.iter().filter_map(ValuePattern::as_literal).collect();
-                for (pattern, span) in &patterns {
-                    let Some(literal) = pattern.as_literal() else {
-                        continue;
-                    };
-                    if any_matches(values, literal) {
-                        continue;
-                    }
-                    let set = values
-                        .iter()
-                        .map(|v| format!("`{v}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    let mut help = format!("the field takes {set}");
-                    if let Some(close) = did_you_mean(literal, &literals) {
-                        help = format!("did you mean `{close}`? {help}");
-                    }
-                    ctx.error(
-                        file,
-                        Code::ProfileValue,
-                        format!("`{key} = \"{literal}\"` is a value the field never takes"),
-                        span.clone(),
-                        "not one of the field's values",
-                        &help,
-                    );
-                    good = false;
-                }
-            }
-            patterns.into_iter().map(|(p, _)| p).collect()
-        };
-        let from = conditions(self, "from", is_field);
-        let to = conditions(self, "to", is_field);
-        let payload = conditions(self, "payload", !is_field);
-        let names = Names { is_field, read };
-        let mut when_text = None;
-        let when = match entry(table, "when") {
-            None => None,
-            Some((_, value)) => match self.string(file, "when", value) {
-                None => {
-                    good = false;
-                    None
-                }
-                Some((text, span)) => {
-                    let checked = self.expression(file, &text, span, &names, true);
-                    good &= checked.is_some();
-                    when_text = Some(text);
-                    checked
-                }
-            },
-        };
-        let mut data = Vec::new();
-        if let Some((_, value)) = entry(table, "data") {
-            match value.get_ref() {
-                DeValue::Table(inner) => {
-                    for (key, value) in inner.iter() {
-                        match self.data_value(file, key.get_ref(), value, &names) {
-                            Some(spec) => data.push((key.get_ref().to_string(), spec)),
-                            None => good = false,
-                        }
-                    }
-                }
-                _ => {
-                    self.wrong_type(
-                        file,
-                        "data",
-                        value,
-                        "an inline table (`data = { key = ... }`)",
-                    );
-                    good = false;
-                }
-            }
-        }
-        data.sort_by(|a, b| a.0.cmp(&b.0));
+        let from = self.conditions(file, table, "from", names, values, &mut good);
+        let to = self.conditions(file, table, "to", names, values, &mut good);
+        let payload = self.conditions(file, table, "payload", names, values, &mut good);
+        let (when, when_text) = self.when(file, table, names, &mut good);
+        let data = self.data(file, table, names, &mut good);
         good.then_some(EmitDecl {
             topic,
             from,
@@ -1190,6 +1297,139 @@ impl Ctx {
             data,
             span: topic_span,
         })
+    }
+
+    /// An emit's `from`, `to` (hash sources) or `payload` (channel
+    /// sources): value patterns; a literal `from` or `to` must be one of
+    /// the field's `values`.
+    fn conditions(
+        &mut self,
+        file: &SourceFile,
+        table: &DeTable<'_>,
+        key: &str,
+        names: &Names<'_>,
+        values: &[ValuePattern],
+        good: &mut bool,
+    ) -> Vec<ValuePattern> {
+        let Some((key_span, value)) = entry(table, key) else {
+            return Vec::new();
+        };
+        let allowed = (key == "payload") != names.is_field;
+        if !allowed {
+            let help = if names.is_field {
+                "a hash source's emit matches the field's values with `from` and `to`"
+            } else {
+                "a channel source's emit matches the message with `payload`; it has no `from` or `to`"
+            };
+            self.error(
+                file,
+                Code::ProfileEmit,
+                format!("`{key}` does not apply to this kind of source"),
+                key_span,
+                "not for this source",
+                help,
+            );
+            *good = false;
+            return Vec::new();
+        }
+        let Some(patterns) = self.patterns(file, key, value, true) else {
+            *good = false;
+            return Vec::new();
+        };
+        if key != "payload" && !values.is_empty() {
+            self.field_takes(file, key, &patterns, values, good);
+        }
+        patterns.into_iter().map(|(p, _)| p).collect()
+    }
+
+    /// Reports each literal of `patterns` (at `key`) that none of the
+    /// field's `values` matches.
+    fn field_takes(
+        &mut self,
+        file: &SourceFile,
+        key: &str,
+        patterns: &[(ValuePattern, Range<usize>)],
+        values: &[ValuePattern],
+        good: &mut bool,
+    ) {
+        let literals: Vec<&str> = values.iter().filter_map(ValuePattern::as_literal).collect();
+        for (pattern, span) in patterns {
+            let Some(literal) = pattern.as_literal() else {
+                continue;
+            };
+            if any_matches(values, literal) {
+                continue;
+            }
+            let set = values
+                .iter()
+                .map(|v| format!("`{v}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let help = suggesting(format!("the field takes {set}"), literal, &literals);
+            self.error(
+                file,
+                Code::ProfileValue,
+                format!("`{key} = \"{literal}\"` is a value the field never takes"),
+                span.clone(),
+                "not one of the field's values",
+                &help,
+            );
+            *good = false;
+        }
+    }
+
+    /// An emit's `when`, checked, and its text as written.
+    fn when(
+        &mut self,
+        file: &SourceFile,
+        table: &DeTable<'_>,
+        names: &Names<'_>,
+        good: &mut bool,
+    ) -> (Option<CheckedWhen>, Option<String>) {
+        let Some((_, value)) = entry(table, "when") else {
+            return (None, None);
+        };
+        let Some((text, span)) = self.string(file, "when", value) else {
+            *good = false;
+            return (None, None);
+        };
+        let checked = self.expression(file, &text, span, names, true);
+        *good &= checked.is_some();
+        (checked, Some(text))
+    }
+
+    /// An emit's `data`, in key order.
+    fn data(
+        &mut self,
+        file: &SourceFile,
+        table: &DeTable<'_>,
+        names: &Names<'_>,
+        good: &mut bool,
+    ) -> Vec<(String, DataDecl)> {
+        let mut data = Vec::new();
+        if let Some((_, value)) = entry(table, "data") {
+            match value.get_ref() {
+                DeValue::Table(inner) => {
+                    for (key, value) in inner.iter() {
+                        match self.data_value(file, key.get_ref(), value, names) {
+                            Some(spec) => data.push((key.get_ref().to_string(), spec)),
+                            None => *good = false,
+                        }
+                    }
+                }
+                _ => {
+                    self.wrong_type(
+                        file,
+                        "data",
+                        value,
+                        "an inline table (`data = { key = ... }`)",
+                    );
+                    *good = false;
+                }
+            }
+        }
+        data.sort_by(|a, b| a.0.cmp(&b.0));
+        data
     }
 
     fn data_value(
@@ -1288,10 +1528,8 @@ impl Ctx {
                             .map(|a| format!("`{a}`"))
                             .collect::<Vec<_>>()
                             .join(" or ");
-                        let mut help = format!("this source's values are {list}");
-                        if let Some(close) = did_you_mean(&text, allowed) {
-                            help = format!("did you mean `{close}`? {help}");
-                        }
+                        let help =
+                            suggesting(format!("this source's values are {list}"), &text, allowed);
                         self.error(
                             file,
                             Code::ProfileEmit,
@@ -1309,10 +1547,11 @@ impl Ctx {
                     return Some(DataDecl::Field(text));
                 }
                 let read: Vec<&str> = names.read.iter().map(String::as_str).collect();
-                let mut help = "a `data` field must be one of the source's `read` fields, read with the notification".to_string();
-                if let Some(close) = did_you_mean(&text, &read) {
-                    help = format!("did you mean `{close}`? {help}");
-                }
+                let help = suggesting(
+                    "a `data` field must be one of the source's `read` fields, read with the notification".to_string(),
+                    &text,
+                    &read,
+                );
                 self.error(
                     file,
                     Code::ProfileEmit,

@@ -9,7 +9,7 @@
 //! says to diagnostics without file, rule or step; the callers add those.
 
 use crate::diagnostic::{Code, Diagnostic};
-use crate::profile::catalogue::{Catalogue, TopicShape};
+use crate::profile::catalogue::{Catalogue, HashInfo, TopicShape};
 use crate::span::StringMap;
 use crate::when::{self, BinOp, Expr, ExprKind, Lit};
 use rulecore::bundle::StatePair;
@@ -158,6 +158,24 @@ pub(super) fn state_uses(
     source: &str,
     map: &StringMap,
 ) -> Vec<Diagnostic> {
+    let mut found = state_fields(catalogue, expr, source, map);
+    found.extend(state_values(catalogue, expr, map));
+    found
+}
+
+/// `state("hash", "field")` as written, for messages.
+fn state_call(pair: &StatePair) -> String {
+    format!("state(\"{}\", \"{}\")", pair.hash, pair.field)
+}
+
+/// The fields `state()` reads, each pair once, against the profile's
+/// hashes: a field the hash does not have, or one never seen to change.
+fn state_fields(
+    catalogue: &Catalogue,
+    expr: &Expr,
+    source: &str,
+    map: &StringMap,
+) -> Vec<Diagnostic> {
     let mut found = Vec::new();
     let mut reads = Vec::new();
     state_reads(expr, &mut reads);
@@ -170,54 +188,74 @@ pub(super) fn state_uses(
         let Some(hash) = catalogue.hashes.get(&pair.hash) else {
             continue;
         };
-        let call = format!("state(\"{}\", \"{}\")", pair.hash, pair.field);
         if !hash.fields.contains_key(&pair.field) {
-            let field_span = when::string_literals(source, span.clone())
-                .get(1)
-                .cloned()
-                .unwrap_or(span);
-            let fields: Vec<&str> = hash.fields.keys().map(String::as_str).collect();
-            let help = match did_you_mean(&pair.field, &fields) {
-                Some(near) => format!("did you mean `{near}`?"),
-                None => {
-                    let names: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
-                    format!(
-                        "the profile's `{}` fields are {}",
-                        pair.hash,
-                        listed(&names)
-                    )
-                }
-            };
-            found.push(
-                Diagnostic::warning(
-                    Code::UnknownStateField,
-                    format!(
-                        "the profile's hash `{}` has no field `{}`: `{call}` reads a field no service writes",
-                        pair.hash, pair.field
-                    ),
-                )
-                .at(map.map(field_span), "not a field of this hash")
-                .with_help(help),
-            );
-            continue;
-        }
-        if !hash.is_live(&pair.field) {
-            found.push(
-                Diagnostic::warning(
-                    Code::SilentState,
-                    format!(
-                        "`{call}` would hold the value read at start: `{}` is written without a notification and no poll reads it",
-                        pair.field
-                    ),
-                )
-                .at(map.map(span), "never seen to change")
-                .with_help(format!(
-                    "take the value from an event instead, or have the profile poll the field (`poll` and `polled` on its `[[hash]]` `{}`, docs/sources.md#polls)",
-                    pair.hash
-                )),
-            );
+            found.push(unknown_state_field(hash, pair, span, source, map));
+        } else if !hash.is_live(&pair.field) {
+            found.push(silent_state(pair, span, map));
         }
     }
+    found
+}
+
+/// A `state()` read of a field the profile's hash does not have (a
+/// warning), pointing at the field's literal in the call.
+fn unknown_state_field(
+    hash: &HashInfo,
+    pair: &StatePair,
+    span: Range<usize>,
+    source: &str,
+    map: &StringMap,
+) -> Diagnostic {
+    let call = state_call(pair);
+    let field_span = when::string_literals(source, span.clone())
+        .get(1)
+        .cloned()
+        .unwrap_or(span);
+    let fields: Vec<&str> = hash.fields.keys().map(String::as_str).collect();
+    let help = match did_you_mean(&pair.field, &fields) {
+        Some(near) => format!("did you mean `{near}`?"),
+        None => {
+            let names: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+            format!(
+                "the profile's `{}` fields are {}",
+                pair.hash,
+                listed(&names)
+            )
+        }
+    };
+    Diagnostic::warning(
+        Code::UnknownStateField,
+        format!(
+            "the profile's hash `{}` has no field `{}`: `{call}` reads a field no service writes",
+            pair.hash, pair.field
+        ),
+    )
+    .at(map.map(field_span), "not a field of this hash")
+    .with_help(help)
+}
+
+/// A `state()` read of a field written without a notification and read by
+/// no poll (a warning): it would hold the value read at start.
+fn silent_state(pair: &StatePair, span: Range<usize>, map: &StringMap) -> Diagnostic {
+    let call = state_call(pair);
+    Diagnostic::warning(
+        Code::SilentState,
+        format!(
+            "`{call}` would hold the value read at start: `{}` is written without a notification and no poll reads it",
+            pair.field
+        ),
+    )
+    .at(map.map(span), "never seen to change")
+    .with_help(format!(
+        "take the value from an event instead, or have the profile poll the field (`poll` and `polled` on its `[[hash]]` `{}`, docs/sources.md#polls)",
+        pair.hash
+    ))
+}
+
+/// `state()` compared with a literal outside the field's values (an
+/// error).
+fn state_values(catalogue: &Catalogue, expr: &Expr, map: &StringMap) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
     for comparison in comparisons(expr) {
         let ExprKind::State(pair) = &comparison.value.kind else {
             continue;
@@ -233,7 +271,7 @@ pub(super) fn state_uses(
         if comparison.literal.is_empty() || any_matches(patterns, comparison.literal) {
             continue;
         }
-        let call = format!("state(\"{}\", \"{}\")", pair.hash, pair.field);
+        let call = state_call(pair);
         let refs: Vec<&ValuePattern> = patterns.iter().collect();
         let help = values_help(
             comparison.literal,
