@@ -147,7 +147,7 @@ fn values_help(literal: &str, patterns: &[&ValuePattern], what: &str) -> String 
 }
 
 /// The `state()` reads of one expression against the profile's hashes
-/// (DESIGN 14.5): for a hash the profile declares, a field it does not
+/// (docs/rules.md#checks-against-the-profile): for a hash the profile declares, a field it does not
 /// have (a warning), a comparison with a value outside the field's values
 /// (an error), and a silent field no poll reads (a warning). Hashes the
 /// profile does not declare are not checked. `source` is the expression
@@ -301,7 +301,7 @@ fn state_values(catalogue: &Catalogue, expr: &Expr, map: &StringMap) -> Vec<Diag
 }
 
 /// `to` and `from` compared with a literal that none of the rule's topics
-/// ever carries (DESIGN 14.5): an error. `shapes` are the profile shapes
+/// ever carries (docs/rules.md#checks-against-the-profile): an error. `shapes` are the profile shapes
 /// of every topic the rule's `on` matches (all of them profile topics).
 pub(super) fn event_values(
     shapes: &[&TopicShape],
@@ -380,7 +380,7 @@ pub(super) fn event_values(
 }
 
 /// A redis step's `push` onto a list the profile declares, of a value
-/// none of the list's patterns accepts: an error (DESIGN 14.5). Lists the
+/// none of the list's patterns accepts: an error (docs/rules.md#checks-against-the-profile). Lists the
 /// profile does not declare, and values with `${` (a template), are not
 /// checked. `span` is the `push` string in the rule file.
 pub(super) fn list_value(
