@@ -19,7 +19,6 @@ pub mod pool;
 pub mod pubsub;
 pub mod record_store;
 pub mod signals;
-pub mod state_shadow;
 pub mod stats;
 pub mod subscriptions;
 pub mod tls;

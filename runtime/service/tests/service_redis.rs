@@ -6,11 +6,11 @@
 mod support;
 
 use rulecore::bundle::StatePair;
+use ruled::bus::read_pairs;
 use ruled::connection::connect_manager;
 use ruled::namespace::Namespace;
 use ruled::pubsub::Delivery;
 use ruled::record_store::{read_pending, StoreOp, StoreWriter};
-use ruled::state_shadow::seed_state;
 use ruled::subscriptions::{open_pubsub, Subscriptions};
 use ruled_engine::{PendingRecord, RecordWrite};
 use std::collections::BTreeSet;
@@ -99,7 +99,7 @@ fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
     let (seeded, pending) = runtime().block_on(async {
         let mut con = manager(&redis).await;
         let before = commandstat(&redis, "hmget");
-        let seeded = seed_state(&mut con, &pairs).await.unwrap();
+        let seeded = read_pairs(&mut con, &pairs, &[0, 1, 2, 3]).await.unwrap();
         assert_eq!(commandstat(&redis, "hmget") - before, 2, "one per hash");
         (
             seeded,
@@ -111,9 +111,10 @@ fn seeds_state_with_one_hmget_per_hash_and_reads_pending() {
     assert_eq!(
         seeded,
         vec![
-            (0, "80".to_string()),
-            (1, "down".to_string()),
-            (3, "parked".to_string())
+            (0, Some("80".to_string())),
+            (1, Some("down".to_string())),
+            (2, None),
+            (3, Some("parked".to_string()))
         ]
     );
     // A value that is not a record is removed while reading.
