@@ -140,9 +140,6 @@ const EMIT_KEYS: &[&str] = &["topic", "from", "to", "payload", "when", "data"];
 const DATA_KEYS: &[&str] = &["value", "field", "expr"];
 const LIST_KEYS: &[&str] = &["key", "values"];
 
-/// The longest hash, field, channel or list name (as for inputs).
-const MAX_NAME: usize = 128;
-
 /// Parses and checks `files`, of which those from `own_from` on are the
 /// profile's own (the earlier ones the built-in it extends). `dir` names
 /// the directory in a diagnostic about it (no `profile.toml`).
@@ -313,33 +310,6 @@ fn entry<'t, 'i>(table: &'t DeTable<'i>, key: &str) -> Option<(Range<usize>, &'t
         .map(|(k, value)| (k.span(), value))
 }
 
-fn type_name(value: &DeValue<'_>) -> &'static str {
-    match value {
-        DeValue::String(_) => "a string",
-        DeValue::Integer(_) => "an integer",
-        DeValue::Float(_) => "a float",
-        DeValue::Boolean(_) => "a boolean",
-        DeValue::Datetime(_) => "a date-time",
-        DeValue::Array(_) => "an array",
-        DeValue::Table(_) => "a table",
-    }
-}
-
-/// Why `name` cannot be a hash, field, channel or list name, if it cannot.
-fn name_problem(name: &str) -> Option<&'static str> {
-    if name.is_empty() {
-        Some("it is empty")
-    } else if name.len() > MAX_NAME {
-        Some("it is longer than 128 bytes")
-    } else if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        Some("it holds white space or a control character")
-    } else if name.contains(['*', '?', '[', ']', '\\']) {
-        Some("it holds a glob character (`*`, `?`, `[`, `]`, `\\`): names are exact")
-    } else {
-        None
-    }
-}
-
 /// Why `topic` cannot be an emitted topic, if it cannot.
 fn topic_problem(topic: &str) -> Option<&'static str> {
     if topic.is_empty() {
@@ -429,7 +399,7 @@ impl Ctx {
                 Code::Type,
                 format!(
                     "`{key}` must be {expected}, found {}",
-                    type_name(value.get_ref())
+                    crate::validate::type_name(value.get_ref())
                 ),
             )
             .in_file(&file.name)
@@ -533,12 +503,13 @@ impl Ctx {
         name: &str,
         span: Range<usize>,
     ) -> bool {
-        match name_problem(name) {
+        // The same names as an input's (docs/rules.md#inputs).
+        match rulecore::limits::input_name_problem(name) {
             Some(why) => {
                 self.error(
                     file,
                     code,
-                    format!("{what} `{name}` is not allowed: {why}"),
+                    format!("{what} `{name}` is not allowed: it {why}"),
                     span,
                     why,
                     "write the exact name the services use",

@@ -36,7 +36,7 @@ pub(super) fn entry<'t, 'i>(table: &'t Table<'i>, key: &str) -> Option<Entry<'t,
         })
 }
 
-pub(super) fn type_name(value: &DeValue<'_>) -> &'static str {
+pub(crate) fn type_name(value: &DeValue<'_>) -> &'static str {
     match value {
         DeValue::String(_) => "a string",
         DeValue::Integer(_) => "an integer",

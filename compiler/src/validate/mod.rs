@@ -21,6 +21,7 @@ mod rule;
 mod step;
 
 pub use can::parse_can_data;
+pub(crate) use checker::type_name;
 pub use input::CheckedInput;
 
 use crate::diagnostic::{Code, Diagnostic, Severity};
