@@ -1,7 +1,8 @@
 //! The scooter build's smoke test (docs/scooter-build.md#the-smoke-test):
 //! the cross-built `ruled` runs under qemu-user against a throwaway
 //! redis-server, with the bundle the host's `rulec` built from
-//! `fixtures/rules`, and the hazards rule turns the blinkers on.
+//! `fixtures/rules` (the Librescoot profile), and the alarm service's
+//! `HSET alarm status` + `PUBLISH alarm status` turns the blinkers on.
 //!
 //! `cargo xtask dist-smoke` builds both, then runs this test with:
 //! `RULES_SMOKE_RULED` (the cross-built binary), `RULES_SMOKE_EMULATOR`
@@ -66,6 +67,8 @@ fn wait_within(what: &str, mut check: impl FnMut() -> bool) {
 fn cross_built_ruled_turns_the_hazards_on_under_qemu() {
     let smoke = Smoke::from_env();
     let redis = RedisServer::start();
+    // The alarm service's hash as it stands before ruled starts: armed.
+    let _: i64 = redis.query(&["HSET", "alarm", "status", "armed"]);
     let started = Instant::now();
     let mut ruled = Ruled::start_program(
         smoke.command(),
@@ -81,13 +84,12 @@ fn cross_built_ruled_turns_the_hazards_on_under_qemu() {
         started.elapsed().as_secs_f64()
     );
 
+    // What the alarm service does on the real bus: HSET, then PUBLISH the
+    // hash's name with the field; ruled derives `alarm.triggered`.
     let published = Instant::now();
-    let receivers: i64 = redis.query(&[
-        "PUBLISH",
-        "ev:alarm.triggered",
-        r#"{"topic":"alarm.triggered","to":"level-2-triggered"}"#,
-    ]);
-    assert_eq!(receivers, 1, "ruled is subscribed to ev:alarm.triggered");
+    let _: i64 = redis.query(&["HSET", "alarm", "status", "level-2-triggered"]);
+    let receivers: i64 = redis.query(&["PUBLISH", "alarm", "status"]);
+    assert_eq!(receivers, 1, "ruled is subscribed to the `alarm` channel");
     wait_within("scooter:blinker receives `both`", || {
         list(&redis, "scooter:blinker") == ["both"]
     });
