@@ -11,10 +11,11 @@
 use crate::check::{check_and_print, plural, CheckReport, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
 use crate::profile::LoadedProfile;
-use crate::validate::{CheckedExpr, CheckedRule};
+use crate::validate::{CheckedExpr, CheckedPart, CheckedRule, CheckedStep};
 use crate::when::{lower, ConstPool};
-use rulecore::bundle::{Payload, Rule, RuleOptions, Step};
+use rulecore::bundle::{Action, Payload, Rule, RuleOptions, Step, Text};
 use rulecore::codec::{self, BundleError};
+use rulecore::template::Part;
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -80,7 +81,7 @@ pub fn assemble_with(
         rules.iter().flat_map(|rule| {
             rule.when
                 .iter()
-                .chain(rule.steps.iter().filter_map(|step| step.when.as_ref()))
+                .chain(rule.steps.iter().flat_map(CheckedStep::exprs))
         })
     };
     // Registering every pair first makes the bundle's list sorted.
@@ -89,8 +90,9 @@ pub fn assemble_with(
             .flat_map(|expr| expr.checked.state_pairs.iter().cloned())
             .chain(profile.into_iter().flat_map(LoadedProfile::state_pairs)),
     );
-    let mut lower_opt =
-        |expr: &Option<CheckedExpr>| expr.as_ref().map(|e| lower(&e.checked, &mut pool));
+    let lower_opt = |expr: &Option<CheckedExpr>, pool: &mut ConstPool| {
+        expr.as_ref().map(|e| lower(&e.checked, pool))
+    };
     // Rules come file by file: the rules of one file share its name.
     let mut file: Arc<str> = Arc::from("");
     let mut source_of = |name: &str| {
@@ -107,7 +109,7 @@ pub fn assemble_with(
             enabled: rule.enabled,
             concurrency: rule.concurrency,
             on: rule.on.as_slice().into(),
-            when: lower_opt(&rule.when).map(Box::new),
+            when: lower_opt(&rule.when, &mut pool).map(Box::new),
             options: RuleOptions {
                 cancel_on: rule.cancel_on.as_slice().into(),
                 cooldown_ns: rule.cooldown_ns,
@@ -121,9 +123,9 @@ pub fn assemble_with(
                 .steps
                 .iter()
                 .map(|step| Step {
-                    when: lower_opt(&step.when),
+                    when: lower_opt(&step.when, &mut pool),
                     durable: step.durable,
-                    ..Step::new(step.action.clone(), step.after_ns)
+                    ..Step::new(lower_values(step, &mut pool), step.after_ns)
                 })
                 .collect(),
         })
@@ -136,6 +138,30 @@ pub fn assemble_with(
     add_inputs(&mut payload, rules);
     payload.profile = lowered;
     payload
+}
+
+/// The step's action with each computed value's expressions lowered into
+/// the bundle's pools, in the order [`Action::texts`] gives them.
+fn lower_values(step: &CheckedStep, pool: &mut ConstPool) -> Action {
+    let mut action = step.action.clone();
+    let mut values = step.values.iter();
+    for text in action.texts_mut() {
+        let Text::Computed(template) = text else {
+            continue;
+        };
+        let Some(checked) = values.next() else {
+            break;
+        };
+        template.parts = checked
+            .parts
+            .iter()
+            .map(|part| match part {
+                CheckedPart::Literal(text) => Part::Literal(text.clone()),
+                CheckedPart::Expr(expr) => Part::Expr(lower(&expr.checked, pool)),
+            })
+            .collect();
+    }
+    action
 }
 
 /// Every distinct input once, in order of first declaration, and each

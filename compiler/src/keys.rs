@@ -5,6 +5,7 @@
 //! action kind" warning ([`crate::validate`]), `rulec schema`
 //! ([`crate::schema`]) and [`markdown`], an author reference.
 
+use rulecore::bundle::Severity;
 use std::fmt::Write as _;
 
 /// Where a key is written.
@@ -64,18 +65,28 @@ impl Level {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActionKind {
     Redis,
+    Publish,
+    Notify,
     Exec,
     Can,
 }
 
 impl ActionKind {
-    pub const ALL: [ActionKind; 3] = [ActionKind::Redis, ActionKind::Exec, ActionKind::Can];
+    pub const ALL: [ActionKind; 5] = [
+        ActionKind::Redis,
+        ActionKind::Publish,
+        ActionKind::Notify,
+        ActionKind::Exec,
+        ActionKind::Can,
+    ];
     /// The values of `do`, in the order of [`ActionKind::ALL`].
-    pub const NAMES: &'static [&'static str] = &["redis", "exec", "can"];
+    pub const NAMES: &'static [&'static str] = &["redis", "publish", "notify", "exec", "can"];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ActionKind::Redis => "redis",
+            ActionKind::Publish => "publish",
+            ActionKind::Notify => "notify",
             ActionKind::Exec => "exec",
             ActionKind::Can => "can",
         }
@@ -128,8 +139,10 @@ pub enum Ty {
     Command,
     /// A SocketCAN interface name (docs/rules.md#the-can-action).
     CanIface,
-    /// A CAN frame id in hex, at most 0x1FFFFFFF.
-    CanId,
+    /// `id`: a CAN frame id in hex, at most 0x1FFFFFFF; a notify's toast id.
+    StepId,
+    /// A string, possibly empty.
+    AnyText,
     /// CAN payload bytes in hex.
     CanData,
     /// A table of `data` keys, each naming its type (docs/rules.md#the-topic-catalogue).
@@ -163,7 +176,10 @@ impl Ty {
             Ty::Integer { min, max } => format!("integer, {min} to {max}"),
             Ty::Command => "string: a program name or path".to_string(),
             Ty::CanIface => "string: an interface name".to_string(),
-            Ty::CanId => "hex string (a decimal TOML integer warns)".to_string(),
+            Ty::StepId => {
+                "can: hex string (a decimal TOML integer warns); notify: string".to_string()
+            }
+            Ty::AnyText => "string".to_string(),
             Ty::CanData => "hex string".to_string(),
             Ty::Names { .. } => "array of names".to_string(),
             Ty::Name => "string: an exact name".to_string(),
@@ -206,6 +222,9 @@ pub struct Key {
     /// For a step key: the only action kinds it applies to; empty for
     /// every kind (and for keys of other levels).
     pub actions: &'static [ActionKind],
+    /// For a required key of several action kinds: the kinds it is
+    /// required on (empty: all of `actions`); the others use `default`.
+    pub required_kinds: &'static [ActionKind],
     /// What the key does, one or two sentences (the schema's description).
     pub doc: &'static str,
     /// The key as an author writes it, for the reference (docs/rules.md).
@@ -220,6 +239,7 @@ const fn key(name: &'static str, level: Level, ty: Ty, doc: &'static str) -> Key
         required: false,
         default: None,
         actions: &[],
+        required_kinds: &[],
         doc,
         example: "",
     }
@@ -229,6 +249,20 @@ impl Key {
     const fn required(mut self) -> Key {
         self.required = true;
         self
+    }
+
+    /// Required only on steps of `kinds`.
+    const fn required_for(mut self, kinds: &'static [ActionKind]) -> Key {
+        self.required = true;
+        self.required_kinds = kinds;
+        self
+    }
+
+    /// Whether a step of `kind` must set the key.
+    pub fn required_on(&self, kind: ActionKind) -> bool {
+        self.required
+            && self.actions.contains(&kind)
+            && (self.required_kinds.is_empty() || self.required_kinds.contains(&kind))
     }
 
     const fn default(mut self, default: DefaultValue) -> Key {
@@ -371,7 +405,7 @@ pub const KEYS: &[Key] = &[
         "do",
         Level::Step,
         Ty::Choice(ActionKind::NAMES),
-        "The action: `redis` (LPUSH list push), `exec` (run a program), `can` (send one CAN frame).",
+        "The action: `redis` (LPUSH list push), `publish` (PUBLISH channel message), `notify` (a toast on the dashboard), `exec` (run a program), `can` (send one CAN frame).",
     )
     .required()
     .example(r#"do = "redis""#),
@@ -411,11 +445,76 @@ pub const KEYS: &[Key] = &[
         "push",
         Level::Step,
         Ty::Text,
-        "redis: the value to LPUSH, e.g. `both`.",
+        "redis: the value to LPUSH, e.g. `both`; may compute parts with `${...}`.",
     )
     .required()
     .only(&[ActionKind::Redis])
     .example(r#"push = "both""#),
+    // docs/rules.md#the-publish-action
+    key(
+        "channel",
+        Level::Step,
+        Ty::Name,
+        "publish: the exact channel to PUBLISH on; not under `ev:`.",
+    )
+    .required()
+    .only(&[ActionKind::Publish])
+    .example(r#"channel = "my:events""#),
+    key(
+        "message",
+        Level::Step,
+        Ty::Text,
+        "publish: the message; may compute parts with `${...}`.",
+    )
+    .required()
+    .only(&[ActionKind::Publish])
+    .example(r#"message = "charge ${int(to)}""#),
+    // docs/rules.md#the-notify-action
+    key(
+        "title",
+        Level::Step,
+        Ty::Text,
+        "notify: the toast's title; may compute parts with `${...}`.",
+    )
+    .required()
+    .only(&[ActionKind::Notify])
+    .example(r#"title = "Battery low""#),
+    key(
+        "body",
+        Level::Step,
+        Ty::AnyText,
+        "notify: the toast's text; may compute parts with `${...}`. Default empty.",
+    )
+    .default(DefaultValue::Str(""))
+    .only(&[ActionKind::Notify])
+    .example(r#"body = "Battery ${data.slot + 1} at ${int(to)} %""#),
+    key(
+        "severity",
+        Level::Step,
+        Ty::Choice(Severity::NAMES),
+        "notify: how the dashboard shows the toast. Default info.",
+    )
+    .default(DefaultValue::Str("info"))
+    .only(&[ActionKind::Notify])
+    .example(r#"severity = "warning""#),
+    key(
+        "ttl",
+        Level::Step,
+        Ty::Duration(Sign::Positive),
+        "notify: how long the toast shows, 1s to 60s. Default 10s.",
+    )
+    .default(DefaultValue::Str("10s"))
+    .only(&[ActionKind::Notify])
+    .example(r#"ttl = "5s""#),
+    key(
+        "dismiss",
+        Level::Step,
+        Ty::Bool,
+        "notify: remove the toast `id` instead of showing one. Default false.",
+    )
+    .default(DefaultValue::Bool(false))
+    .only(&[ActionKind::Notify])
+    .example("dismiss = true"),
     key(
         "command",
         Level::Step,
@@ -429,10 +528,10 @@ pub const KEYS: &[Key] = &[
         "timeout",
         Level::Step,
         Ty::Duration(Sign::Positive),
-        "exec: kill the command after this long; redis: wait this long for the reply. Default 10s; must be positive.",
+        "exec: kill the command after this long; redis, publish, notify: wait this long for the reply. Default 10s; must be positive.",
     )
     .default(DefaultValue::Str("10s"))
-    .only(&[ActionKind::Exec, ActionKind::Redis])
+    .only(&[ActionKind::Exec, ActionKind::Redis, ActionKind::Publish, ActionKind::Notify])
     .example(r#"timeout = "5s""#),
     // docs/rules.md#the-can-action
     key(
@@ -447,11 +546,12 @@ pub const KEYS: &[Key] = &[
     key(
         "id",
         Level::Step,
-        Ty::CanId,
-        "can: the frame id in hex (`\"0x123\"`), at most 0x1FFFFFFF; above 0x7FF the frame is extended.",
+        Ty::StepId,
+        "can: the frame id in hex (`\"0x123\"`), at most 0x1FFFFFFF; above 0x7FF the frame is extended. notify: the toast's id: a later notify with the same id replaces the toast.",
     )
-    .required()
-    .only(&[ActionKind::Can])
+    .required_for(&[ActionKind::Can])
+    .default(DefaultValue::Prose("on `notify` steps, the rule's name"))
+    .only(&[ActionKind::Can, ActionKind::Notify])
     .example(r#"id = "0x3A1""#),
     key(
         "data",
@@ -594,6 +694,9 @@ pub fn markdown_table(level: Level) -> String {
 
 /// What the reference says for a key's default.
 pub fn default_cell(key: &Key) -> String {
+    if let ([_, ..], Some(DefaultValue::Prose(text))) = (key.required_kinds, key.default) {
+        return format!("required on {} steps; {text}", kinds(key.required_kinds));
+    }
     match (key.required, key.default) {
         (true, _) => "required".to_string(),
         (false, Some(DefaultValue::Str(value))) => format!("`\"{value}\"`"),
@@ -603,16 +706,22 @@ pub fn default_cell(key: &Key) -> String {
     }
 }
 
+/// "`exec`, `redis` and `publish`".
+fn kinds(kinds: &[ActionKind]) -> String {
+    let names: Vec<String> = kinds
+        .iter()
+        .map(|kind| format!("`{}`", kind.as_str()))
+        .collect();
+    match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 fn applies_to(key: &Key) -> String {
     match (key.level, key.actions) {
-        (_, [_, ..]) => {
-            let kinds: Vec<String> = key
-                .actions
-                .iter()
-                .map(|kind| format!("`{}`", kind.as_str()))
-                .collect();
-            format!("{} steps", kinds.join(" and "))
-        }
+        (_, [_, ..]) => format!("{} steps", kinds(key.actions)),
         (Level::Step, []) => "every step".to_string(),
         _ => String::new(),
     }
@@ -675,12 +784,16 @@ mod tests {
         }
         assert!(
             text.contains(
-                "| `timeout` | duration, positive | `\"10s\"` | `exec` and `redis` steps |"
+                "| `timeout` | duration, positive | `\"10s\"` | `exec`, `redis`, `publish` and `notify` steps |"
             ),
             "{text}"
         );
         assert!(
             text.contains("| `list` | string, not empty | required | `redis` steps |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| required on `can` steps; on `notify` steps, the rule's name | `can` and `notify` steps |"),
             "{text}"
         );
         assert!(

@@ -111,13 +111,9 @@ fn property(key: &Key) -> Value {
         Ty::CanIface => json!({
             "type": "string", "minLength": 1, "maxLength": 15, "pattern": "^[^\\s/\\u0000]+$"
         }),
-        Ty::CanId => json!({
-            "type": ["string", "integer"],
-            // at most 0x1FFFFFFF: up to 7 hex digits, or 8 starting with `1`
-            "pattern": "^(0[xX])?0*1?[0-9a-fA-F]{1,7}$",
-            "minimum": 0,
-            "maximum": 0x1FFF_FFFF_u32,
-        }),
+        // What a CAN id must be is in the `do = "can"` constraint.
+        Ty::StepId => json!({ "type": ["string", "integer"], "minLength": 1 }),
+        Ty::AnyText => json!({ "type": "string" }),
         Ty::CanData => json!({ "type": "string", "pattern": CAN_DATA_PATTERN }),
         Ty::Names { non_empty } => json!({
             "type": "array",
@@ -226,12 +222,16 @@ fn step_constraints() -> Value {
         .into_iter()
         .map(|kind| {
             let required: Vec<&str> = keys::keys(Level::Step)
-                .filter(|key| key.required && key.actions.contains(&kind))
+                .filter(|key| key.required_on(kind))
                 .map(|key| key.name)
                 .collect();
+            let mut then = json!({ "required": required });
+            if kind == ActionKind::Can {
+                then["properties"] = json!({ "id": can_id() });
+            }
             json!({
                 "if": { "properties": { "do": { "const": kind.as_str() } }, "required": ["do"] },
-                "then": { "required": required },
+                "then": then,
             })
         })
         .collect();
@@ -242,6 +242,17 @@ fn step_constraints() -> Value {
         json!({ "if": { "required": ["rtr"], "properties": { "rtr": { "const": true } } }, "then": { "not": { "required": ["data"] } } }),
     ]);
     Value::Array(constraints)
+}
+
+/// A CAN frame id (docs/rules.md#the-can-action).
+fn can_id() -> Value {
+    json!({
+        "type": ["string", "integer"],
+        // at most 0x1FFFFFFF: up to 7 hex digits, or 8 starting with `1`
+        "pattern": "^(0[xX])?0*1?[0-9a-fA-F]{1,7}$",
+        "minimum": 0,
+        "maximum": 0x1FFF_FFFF_u32,
+    })
 }
 
 /// `every` is required and positive once `count` > 1 (docs/rules.md#rule-keys).

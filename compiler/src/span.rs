@@ -119,6 +119,24 @@ impl StringMap {
         }
     }
 
+    /// The map of a part of the decoded value (`${...}`'s expression in a
+    /// computed value): offsets into that part map as the whole would.
+    pub fn sub(&self, part: Range<usize>) -> StringMap {
+        if !self.exact {
+            return self.clone();
+        }
+        let content_end = self
+            .origin
+            .get(part.end)
+            .map_or(self.content_end, |origin| origin.start);
+        StringMap {
+            origin: self.origin.get(part).unwrap_or_default().to_vec(),
+            content_end,
+            whole: self.whole.clone(),
+            exact: true,
+        }
+    }
+
     /// Whether ranges map to their exact bytes (else to the whole value).
     pub fn is_exact(&self) -> bool {
         self.exact

@@ -234,6 +234,7 @@ const EXPRESSIBLE: &[&str] = &[
     "rulec::input-name",
     "rulec::input-format",
     "rulec::input-max-bytes",
+    "rulec::notify-severity",
 ];
 
 /// Cases with an expressible code that the schema still cannot see: a

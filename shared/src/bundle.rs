@@ -5,6 +5,7 @@
 
 use crate::bytecode::{Const, Program};
 use crate::fingerprint::{fingerprint_of, step_fingerprint};
+pub use crate::template::Text;
 use crate::topic::TopicPattern;
 use serde::{Deserialize, Serialize, Serializer};
 use std::collections::HashMap;
@@ -21,7 +22,7 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// rules' files runs of consecutive rules ([`SourceRun`]). 6: the payload
 /// carries the bus profile it was built with ([`crate::profile::Profile`],
 /// docs/sources.md).
-pub const FORMAT_VERSION: u16 = 6;
+pub const FORMAT_VERSION: u16 = 7;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
 /// [`crate::payload_decode`].
@@ -368,8 +369,8 @@ impl std::fmt::Display for Fingerprint {
     }
 }
 
-/// The `timeout` of an `exec` or `redis` step that does not set one
-/// (docs/rules.md#step-keys).
+/// The `timeout` of an `exec`, `redis`, `publish` or `notify` step that
+/// does not set one (docs/rules.md#step-keys).
 pub const DEFAULT_TIMEOUT_NS: u64 = 10_000_000_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -378,7 +379,7 @@ pub enum Action {
     /// (docs/semantics.md#worker-pool-and-actions).
     Redis {
         list: String,
-        push: String,
+        push: Text,
         timeout_ns: u64,
     },
     /// Run `command` (no arguments, no shell); killed with its process group
@@ -386,6 +387,17 @@ pub enum Action {
     Exec { command: String, timeout_ns: u64 },
     /// One raw SocketCAN frame.
     Can(CanFrame),
+    /// `PUBLISH channel message`, waiting as a `redis` step does
+    /// (docs/rules.md#the-publish-action).
+    Publish {
+        channel: String,
+        message: Text,
+        timeout_ns: u64,
+    },
+    /// A toast on the dashboard: the engine turns it into a `Publish` of
+    /// its JSON on [`NOTIFY_CHANNEL`] when the step is submitted
+    /// (docs/rules.md#the-notify-action). Boxed: it is the largest action.
+    Notify(Box<Notification>),
 }
 
 impl Action {
@@ -393,8 +405,153 @@ impl Action {
     pub fn redis(list: impl Into<String>, push: impl Into<String>) -> Action {
         Action::Redis {
             list: list.into(),
-            push: push.into(),
+            push: Text::Plain(push.into()),
             timeout_ns: DEFAULT_TIMEOUT_NS,
+        }
+    }
+
+    /// The reply or run timeout, for the kinds that have one.
+    pub fn timeout_ns(&self) -> Option<u64> {
+        match self {
+            Action::Redis { timeout_ns, .. }
+            | Action::Exec { timeout_ns, .. }
+            | Action::Publish { timeout_ns, .. } => Some(*timeout_ns),
+            Action::Notify(notification) => Some(notification.timeout_ns),
+            Action::Can(_) => None,
+        }
+    }
+
+    /// The values it computes when submitted, in order (`push`, `message`,
+    /// `title`, `body`).
+    pub fn texts(&self) -> impl Iterator<Item = &Text> {
+        let texts: [Option<&Text>; 2] = match self {
+            Action::Redis { push, .. } => [Some(push), None],
+            Action::Publish { message, .. } => [Some(message), None],
+            Action::Notify(notification) => [Some(&notification.title), Some(&notification.body)],
+            Action::Exec { .. } | Action::Can(_) => [None, None],
+        };
+        texts.into_iter().flatten()
+    }
+}
+
+impl Action {
+    /// [`Action::texts`], to change them (the compiler's lowering).
+    pub fn texts_mut(&mut self) -> impl Iterator<Item = &mut Text> {
+        let texts: [Option<&mut Text>; 2] = match self {
+            Action::Redis { push, .. } => [Some(push), None],
+            Action::Publish { message, .. } => [Some(message), None],
+            Action::Notify(notification) => {
+                let Notification { title, body, .. } = &mut **notification;
+                [Some(title), Some(body)]
+            }
+            Action::Exec { .. } | Action::Can(_) => [None, None],
+        };
+        texts.into_iter().flatten()
+    }
+}
+
+/// The channel the dashboard (scootui) reads toasts from.
+pub const NOTIFY_CHANNEL: &str = "scootui:notification";
+
+/// The most bytes the dashboard accepts in one notification message.
+pub const MAX_NOTIFICATION_BYTES: usize = 4096;
+
+/// A `notify` step (docs/rules.md#the-notify-action).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Notification {
+    /// The toast's id: a later notification with the same id replaces it;
+    /// the rule's name unless the step sets one.
+    pub id: String,
+    pub title: Text,
+    pub body: Text,
+    pub severity: Severity,
+    /// 1,000 to 60,000.
+    pub ttl_ms: u32,
+    /// Remove the toast `id` instead of showing one.
+    pub dismiss: bool,
+    pub timeout_ns: u64,
+}
+
+/// How the dashboard shows a toast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Severity {
+    Debug,
+    Info,
+    Success,
+    Warning,
+    Error,
+    Critical,
+}
+
+impl Severity {
+    pub const ALL: [Severity; 6] = [
+        Severity::Debug,
+        Severity::Info,
+        Severity::Success,
+        Severity::Warning,
+        Severity::Error,
+        Severity::Critical,
+    ];
+    /// The values of `severity`, in the order of [`Severity::ALL`].
+    pub const NAMES: &'static [&'static str] =
+        &["debug", "info", "success", "warning", "error", "critical"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Debug => "debug",
+            Severity::Info => "info",
+            Severity::Success => "success",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+            Severity::Critical => "critical",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Severity> {
+        Severity::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+impl Notification {
+    /// The message the dashboard reads, for a title and body already
+    /// computed: `{"source":"rules","id",...}`. A body that would take the
+    /// message past [`MAX_NOTIFICATION_BYTES`] is cut (at a character
+    /// boundary) to fit; the second value says how many bytes of it went.
+    /// `None` when even an empty body does not fit (a title computed too
+    /// long).
+    pub fn message(&self, title: &str, body: &str) -> Option<(String, usize)> {
+        // In the order the dashboard documents its fields.
+        let string = |text: &str| serde_json::Value::from(text).to_string();
+        let (id, title) = (string(&self.id), string(title));
+        let action = if self.dismiss { "dismiss" } else { "show" };
+        let (severity, ttl_ms) = (self.severity.as_str(), self.ttl_ms);
+        let json = |body: &str| {
+            format!(
+                r#"{{"source":"rules","id":{id},"action":"{action}","title":{title},"body":{},"severity":"{severity}","ttl_ms":{ttl_ms}}}"#,
+                string(body)
+            )
+        };
+        let full = json(body);
+        if full.len() <= MAX_NOTIFICATION_BYTES {
+            return Some((full, 0));
+        }
+        let empty = json("").len();
+        if empty > MAX_NOTIFICATION_BYTES {
+            return None;
+        }
+        // Escaping only grows a character, so a body that fits escaped
+        // fits raw: search for the longest prefix that fits.
+        let mut keep = body.len().min(MAX_NOTIFICATION_BYTES - empty);
+        loop {
+            while !body.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            let message = json(&body[..keep]);
+            if message.len() <= MAX_NOTIFICATION_BYTES {
+                return Some((message, body.len() - keep));
+            }
+            let over = message.len() - MAX_NOTIFICATION_BYTES;
+            keep = keep.saturating_sub(over.max(1));
         }
     }
 }

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One compiled `when` expression.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Program {
     pub ops: Vec<Op>,
 }
@@ -78,7 +78,7 @@ pub enum Builtin {
 }
 
 /// One instruction. Stack effects are given as `[before] -> [after]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Op {
     /// `[] -> [pool[i]]`; the pool entry must not be a `Path`.
     Const(u32),

@@ -11,6 +11,7 @@ use crate::bytecode::{Builtin, Const, EventField, Op, Program};
 use crate::codec::Bundle;
 use crate::duration::format_duration;
 use crate::profile::{Changes, DataSpec, Origin, Profile};
+use crate::template::{self, Text};
 use crate::value_pattern::ValuePattern;
 use crate::vm::builtin_name;
 use serde_json::{json, Value as Json};
@@ -260,7 +261,7 @@ fn call_text(builtin: Builtin, args: Vec<Part>) -> String {
 
 fn action_text(action: &Action) -> String {
     match action {
-        Action::Redis { list, push, .. } => format!("redis LPUSH {list:?} {push:?}"),
+        Action::Redis { list, push, .. } => format!("redis LPUSH {list:?} {:?}", push.source()),
         Action::Exec { command, .. } => format!("exec {command:?}"),
         Action::Can(frame) => {
             let mut text = format!("can {} id {:#x}", frame.iface, frame.id);
@@ -274,6 +275,65 @@ fn action_text(action: &Action) -> String {
             }
             text
         }
+        Action::Publish {
+            channel, message, ..
+        } => format!("publish {channel:?} {:?}", message.source()),
+        Action::Notify(n) => {
+            let verb = if n.dismiss { "dismiss" } else { "show" };
+            format!(
+                "notify {verb} id {:?} title {:?} body {:?} severity {} ttl {}",
+                n.id,
+                n.title.source(),
+                n.body.source(),
+                n.severity.as_str(),
+                duration(u64::from(n.ttl_ms) * 1_000_000)
+            )
+        }
+    }
+}
+
+/// The keys of an action's values, in the order of [`Action::texts`].
+fn text_keys(action: &Action) -> [&'static str; 2] {
+    match action {
+        Action::Redis { .. } => ["push", ""],
+        Action::Publish { .. } => ["message", ""],
+        Action::Notify(_) => ["title", "body"],
+        Action::Exec { .. } | Action::Can(_) => ["", ""],
+    }
+}
+
+/// Each computed value's expressions with their bytecode.
+fn write_texts(out: &mut impl Write, action: &Action, payload: &Payload) -> fmt::Result {
+    for (key, text) in text_keys(action).into_iter().zip(action.texts()) {
+        for program in text.programs() {
+            let expr = decompile(program, &payload.consts, &payload.state_pairs);
+            writeln!(out, "    {key:<12} ${{{}}}", expr.unwrap_or_default())?;
+            for line in disassemble(program, &payload.consts, &payload.state_pairs) {
+                writeln!(out, "      {line}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A value in the JSON form: the string itself when plain; its source and
+/// parts (each expression with its bytecode) when computed.
+fn text_json(text: &Text, payload: &Payload) -> Json {
+    match text {
+        Text::Plain(text) => json!(text),
+        Text::Computed(template) => json!({
+            "source": template.source,
+            "parts": template.parts.iter().map(|part| match part {
+                template::Part::Literal(text) => json!({"text": text}),
+                template::Part::Expr(program) => json!({
+                    "expr": decompile(program, &payload.consts, &payload.state_pairs),
+                    "ops": disassemble(program, &payload.consts, &payload.state_pairs)
+                        .into_iter()
+                        .map(|line| line.trim_start().to_string())
+                        .collect::<Vec<_>>(),
+                }),
+            }).collect::<Vec<_>>(),
+        }),
     }
 }
 
@@ -305,9 +365,10 @@ fn write_step(out: &mut impl Write, index: usize, step: &Step, payload: &Payload
         "    durable      {}",
         if step.durable { "yes" } else { "no" }
     )?;
-    if let Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } = *step.action {
+    if let Some(timeout_ns) = step.action.timeout_ns() {
         writeln!(out, "    timeout      {}", duration(timeout_ns))?;
     }
+    write_texts(out, &step.action, payload)?;
     writeln!(out, "    fingerprint  {}", step.fingerprint)?;
     write_when(out, "    ", step.when.as_ref(), payload)
 }
@@ -638,13 +699,15 @@ fn input_json(input: &Input) -> Json {
     value
 }
 
-fn action_json(action: &Action) -> Json {
+fn action_json(action: &Action, payload: &Payload) -> Json {
     match action {
         Action::Redis {
             list,
             push,
             timeout_ns,
-        } => json!({"kind": "redis", "list": list, "push": push, "timeout_ns": timeout_ns}),
+        } => {
+            json!({"kind": "redis", "list": list, "push": text_json(push, payload), "timeout_ns": timeout_ns})
+        }
         Action::Exec {
             command,
             timeout_ns,
@@ -657,6 +720,23 @@ fn action_json(action: &Action) -> Json {
             "rtr": frame.rtr,
             "dlc": frame.dlc,
             "data": hex(&frame.data),
+        }),
+        Action::Publish {
+            channel,
+            message,
+            timeout_ns,
+        } => json!({
+            "kind": "publish", "channel": channel, "message": text_json(message, payload), "timeout_ns": timeout_ns
+        }),
+        Action::Notify(n) => json!({
+            "kind": "notify",
+            "id": n.id,
+            "title": text_json(&n.title, payload),
+            "body": text_json(&n.body, payload),
+            "severity": n.severity.as_str(),
+            "ttl_ms": n.ttl_ms,
+            "dismiss": n.dismiss,
+            "timeout_ns": n.timeout_ns,
         }),
     }
 }
@@ -742,7 +822,7 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "when": when(rule.when.as_deref()),
         "when_expr": when_expr(rule.when.as_deref()),
         "steps": rule.steps.iter().map(|step| json!({
-            "action": action_json(&step.action),
+            "action": action_json(&step.action, payload),
             "after_ns": step.after_ns,
             "durable": step.durable,
             "fingerprint": step.fingerprint.to_string(),

@@ -15,6 +15,7 @@
 
 use crate::bundle::{Action, Fingerprint, StatePair, Step};
 use crate::bytecode::{Builtin, Const, EventField, Op, Program};
+use crate::template::{Part, Text};
 
 /// Domain separation and encoding version.
 pub const DOMAIN: &[u8] = b"scooter-rules step fingerprint v1";
@@ -34,11 +35,20 @@ pub fn step_fingerprint(
     match action {
         // The reply timeout is left out: it says how long to wait for
         // Redis, not what the step does, so changing it keeps records.
-        Action::Redis { list, push, .. } => {
-            enc.u8(1);
-            enc.str(list);
-            enc.str(push);
-        }
+        // A plain `push` keeps the encoding it had before values could
+        // be computed, so existing records keep matching.
+        Action::Redis { list, push, .. } => match push {
+            Text::Plain(push) => {
+                enc.u8(1);
+                enc.str(list);
+                enc.str(push);
+            }
+            Text::Computed(_) => {
+                enc.u8(6);
+                enc.str(list);
+                enc.text(push, consts, state_pairs);
+            }
+        },
         Action::Exec {
             command,
             timeout_ns,
@@ -55,6 +65,23 @@ pub fn step_fingerprint(
             enc.u8(u8::from(frame.rtr));
             enc.u8(frame.dlc);
             enc.bytes(&frame.data);
+        }
+        // As for `redis`, the reply timeout is not what the step does.
+        Action::Publish {
+            channel, message, ..
+        } => {
+            enc.u8(4);
+            enc.str(channel);
+            enc.text(message, consts, state_pairs);
+        }
+        Action::Notify(notification) => {
+            enc.u8(5);
+            enc.str(&notification.id);
+            enc.text(&notification.title, consts, state_pairs);
+            enc.text(&notification.body, consts, state_pairs);
+            enc.str(notification.severity.as_str());
+            enc.u32(notification.ttl_ms);
+            enc.u8(u8::from(notification.dismiss));
         }
     }
     match when {
@@ -103,6 +130,34 @@ impl Encoder {
     }
     fn str(&mut self, v: &str) {
         self.bytes(v.as_bytes());
+    }
+
+    /// A `publish`/`notify` value: a tag, then the plain text, or each
+    /// literal and program of a template (its source is not hashed: the
+    /// parts are what it does).
+    fn text(&mut self, text: &Text, consts: &[Const], state_pairs: &[StatePair]) {
+        match text {
+            Text::Plain(text) => {
+                self.u8(0);
+                self.str(text);
+            }
+            Text::Computed(template) => {
+                self.u8(1);
+                self.u64(template.parts.len() as u64);
+                for part in template.parts.iter() {
+                    match part {
+                        Part::Literal(text) => {
+                            self.u8(0);
+                            self.str(text);
+                        }
+                        Part::Expr(program) => {
+                            self.u8(1);
+                            self.program(program, consts, state_pairs);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     fn program(&mut self, program: &Program, consts: &[Const], state_pairs: &[StatePair]) {

@@ -8,7 +8,8 @@
 //! payload decoded with exact-size vectors) and [`fingerprint`] (what a
 //! step does, hashed). A `when` (docs/when-language.md) is a [`bytecode`] program,
 //! checked once at load by [`verify`] (with the rule format's [`limits`]) and
-//! run by [`vm`]. The rest is small
+//! run by [`vm`]; a step's computed values (`${...}`) are [`template`]s run by
+//! the same VM. The rest is small
 //! shared vocabulary: Go [`duration`]s, [`topic`] patterns, the [`event`]
 //! envelope and its parsed-once [`event_data`], [`suggest`] for "did you mean", and [`fuzz`] for the
 //! randomized tests' seeds and generator.
@@ -28,6 +29,7 @@ pub mod payload_decode;
 pub mod profile;
 pub mod small_str;
 pub mod suggest;
+pub mod template;
 pub mod topic;
 pub mod value_pattern;
 pub mod verify;

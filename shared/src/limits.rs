@@ -48,6 +48,12 @@ pub const MAX_INPUT_NAME_BYTES: usize = 128;
 /// What an input topic starts with.
 pub const INPUT_TOPIC_PREFIX: &str = "input.";
 
+/// A `notify` step's `ttl` range and default (docs/rules.md#the-notify-action),
+/// in milliseconds, as the dashboard takes it.
+pub const MIN_NOTIFY_TTL_MS: u32 = 1_000;
+pub const MAX_NOTIFY_TTL_MS: u32 = 60_000;
+pub const DEFAULT_NOTIFY_TTL_MS: u32 = 10_000;
+
 /// What is wrong with a hash, channel or field name of an input, if
 /// anything (docs/rules.md#inputs): empty, longer than
 /// [`MAX_INPUT_NAME_BYTES`], or holding white space, a control character
@@ -179,10 +185,7 @@ pub fn check_rule(rule: &Rule) -> Result<(), LimitError> {
     ];
     let steps = rule.steps.iter().enumerate();
     let step_durations = steps.clone().flat_map(|(index, step)| {
-        let timeout = match *step.action {
-            Action::Exec { timeout_ns, .. } | Action::Redis { timeout_ns, .. } => Some(timeout_ns),
-            Action::Can(_) => None,
-        };
+        let timeout = step.action.timeout_ns();
         [
             Some((format!("step {index} `after`"), step.after_ns)),
             timeout.map(|ns| (format!("step {index} `timeout`"), ns)),
@@ -215,10 +218,19 @@ pub fn check_rule(rule: &Rule) -> Result<(), LimitError> {
 fn action_problem(action: &Action) -> Option<&'static str> {
     let bad_char = |c: char| c.is_whitespace() || c == '\0';
     match action {
-        Action::Redis { list, push, .. } if list.is_empty() || push.is_empty() => {
+        Action::Redis { list, push, .. } if list.is_empty() || push.source().is_empty() => {
             Some("an empty redis `list` or `push`")
         }
         Action::Redis { timeout_ns: 0, .. } => Some("a redis `timeout` of zero"),
+        Action::Publish { channel, .. } if channel.is_empty() || channel.starts_with("ev:") => {
+            Some("a publish `channel` that is empty or under `ev:`")
+        }
+        Action::Publish { timeout_ns: 0, .. } => Some("a publish `timeout` of zero"),
+        Action::Notify(n) if n.timeout_ns == 0 => Some("a notify `timeout` of zero"),
+        Action::Notify(n) if !(MIN_NOTIFY_TTL_MS..=MAX_NOTIFY_TTL_MS).contains(&n.ttl_ms) => {
+            Some("a notify `ttl` outside 1s to 60s")
+        }
+        Action::Notify(n) if n.id.is_empty() => Some("a notify `id` that is empty"),
         Action::Exec { command, .. } if command.is_empty() || command.contains(bad_char) => {
             Some("an exec `command` that is empty or has white space or NUL")
         }

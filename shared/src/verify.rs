@@ -202,6 +202,11 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
                 verify_program(when, consts, states)
                     .map_err(|e| program_error(format!("step {index} `when`"), e))?;
             }
+            for (part, program) in step.action.texts().flat_map(|t| t.programs()).enumerate() {
+                verify_value_program(program, consts, states).map_err(|e| {
+                    program_error(format!("step {index} value `${{...}}` {part}"), e)
+                })?;
+            }
             if let crate::bundle::Action::Can(frame) = &*step.action {
                 let reason = if frame.id > 0x1FFF_FFFF {
                     Some("id above 0x1FFFFFFF")

@@ -111,6 +111,16 @@ codes! {
     CanDlc => "rulec::can-dlc",
     /// `data` on a remote frame (`rtr = true`), even `data = ""`.
     CanRtrData => "rulec::can-rtr-data",
+    /// A publish `channel` that is not one exact name, or is under `ev:`.
+    PublishChannel => "rulec::publish-channel",
+    /// A notify `severity` that is not one of the dashboard's.
+    NotifySeverity => "rulec::notify-severity",
+    /// A notify `ttl` outside 1s to 60s.
+    NotifyTtl => "rulec::notify-ttl",
+    /// A notification with nothing computed that is over the dashboard's 4096 bytes.
+    NotificationSize => "rulec::notification-size",
+    /// A `${` never closed, or an empty `${}`, in a computed value.
+    Template => "rulec::template",
     /// An input with neither or both of `hash` and `channel`, or keys of the other kind.
     InputSource => "rulec::input-source",
     /// A hash input without `fields`, with none, or with more than 64.

@@ -11,7 +11,7 @@
 //! `on` matches only profile topics has its `to`/`from` comparisons held
 //! against their values (`super::profile`).
 
-use super::{CheckedExpr, CheckedRule, Validated};
+use super::{CheckedExpr, CheckedRule, CheckedStep, Validated};
 use crate::diagnostic::{Code, Diagnostic, Severity};
 use crate::keys::DATA_TYPES;
 use crate::load::SourceFile;
@@ -215,7 +215,7 @@ pub(super) fn check_rules(
             for expr in rule
                 .when
                 .iter()
-                .chain(rule.steps.iter().flat_map(|s| &s.when))
+                .chain(rule.steps.iter().flat_map(CheckedStep::exprs))
             {
                 data_uses(&matched, file, expr, &mut found);
             }
@@ -228,10 +228,10 @@ pub(super) fn check_rules(
                     rule.steps
                         .iter()
                         .enumerate()
-                        .filter_map(|(i, s)| s.when.as_ref().map(|expr| (Some(i), expr))),
+                        .flat_map(|(i, s)| s.exprs().map(move |expr| (Some(i), expr))),
                 );
                 for (step, expr) in exprs {
-                    let map = StringMap::new(&file.text, expr.span.clone(), &expr.source);
+                    let map = expr.map(&file.text);
                     for mut diagnostic in
                         super::profile::event_values(&shapes, &expr.checked.expr, &map)
                     {
@@ -415,7 +415,7 @@ fn data_uses(
     expr: &CheckedExpr,
     found: &mut Vec<Diagnostic>,
 ) {
-    let map = StringMap::new(&file.text, expr.span.clone(), &expr.source);
+    let map = expr.map(&file.text);
     let mut walk = DataWalk {
         matched,
         map: &map,

@@ -287,6 +287,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                     }
                 }
                 Ok(Some(CheckedExpr {
+                    part: 0..text.len(),
                     source: text,
                     checked,
                     span,

@@ -9,7 +9,8 @@
 //!
 //! Layout: this module holds the output types, the driver and the name
 //! rules across files; `checker` the per-rule state and typed value
-//! accessors; `rule`, `step` and `can` the checks of each level.
+//! accessors; `rule`, `step` and `can` the checks of each level;
+//! `template` the computed values (`${...}`) of a step.
 
 mod can;
 mod catalogue;
@@ -19,6 +20,7 @@ mod input;
 mod profile;
 mod rule;
 mod step;
+mod template;
 
 pub use can::parse_can_data;
 pub(crate) use checker::type_name;
@@ -28,6 +30,7 @@ use crate::diagnostic::{Code, Diagnostic, Severity};
 use crate::load::SourceFile;
 use crate::profile::Catalogue;
 use crate::rulefile;
+use crate::span::StringMap;
 use crate::when::CheckedWhen;
 use checker::RuleChecker;
 use rulecore::bundle::{Action, Concurrency, Repeat};
@@ -35,15 +38,44 @@ use rulecore::TopicPattern;
 use std::collections::HashMap;
 use std::ops::Range;
 
-/// A `when` expression that type-checked, with its source text.
+/// A `when` expression, or one `${...}` of a computed value, that
+/// type-checked, with its source text.
 #[derive(Debug, Clone)]
 pub struct CheckedExpr {
-    /// The decoded expression text, as written (TOML quoting removed).
+    /// The decoded string value, as written (TOML quoting removed): the
+    /// whole expression for a `when`, the whole value for a `${...}`.
     pub source: String,
     /// What the `when` checker made of it.
     pub checked: CheckedWhen,
     /// The string value in the rule file, quotes included.
     pub span: Range<usize>,
+    /// The expression's bytes in `source` (all of it for a `when`).
+    pub part: Range<usize>,
+}
+
+impl CheckedExpr {
+    /// The expression's text.
+    pub fn text(&self) -> &str {
+        self.source.get(self.part.clone()).unwrap_or_default()
+    }
+
+    /// Maps offsets into [`Self::text`] to the rule file `file_text`.
+    pub fn map(&self, file_text: &str) -> StringMap {
+        StringMap::new(file_text, self.span.clone(), &self.source).sub(self.part.clone())
+    }
+}
+
+/// A computed value's pieces, in order; `build` lowers each expression.
+#[derive(Debug, Clone)]
+pub struct CheckedTemplate {
+    pub parts: Vec<CheckedPart>,
+}
+
+/// One piece of a [`CheckedTemplate`].
+#[derive(Debug, Clone)]
+pub enum CheckedPart {
+    Literal(String),
+    Expr(CheckedExpr),
 }
 
 /// One step that passed every check; `build` turns it into a
@@ -60,6 +92,21 @@ pub struct CheckedStep {
     pub durable: bool,
     /// The `[[rule.step]]` header (or inline table) in the rule file.
     pub span: Range<usize>,
+    /// One per computed value of `action`, in the order of
+    /// [`Action::texts`]' computed ones.
+    pub values: Vec<CheckedTemplate>,
+}
+
+impl CheckedStep {
+    /// Every expression of the step: its `when`, then those of its values.
+    pub fn exprs(&self) -> impl Iterator<Item = &CheckedExpr> {
+        self.when.iter().chain(self.values.iter().flat_map(|value| {
+            value.parts.iter().filter_map(|part| match part {
+                CheckedPart::Expr(expr) => Some(expr),
+                CheckedPart::Literal(_) => None,
+            })
+        }))
+    }
 }
 
 /// One rule that passed every check, ready for `build` to turn into a

@@ -2,12 +2,16 @@
 //! and exec actions; keys of another action kind.
 
 use super::checker::{entry, RuleChecker};
-use super::CheckedStep;
+use super::{CheckedStep, CheckedTemplate};
 use crate::diagnostic::{Code, Diagnostic};
 use crate::keys::{self, ActionKind, Level};
 use crate::rulefile::Table;
-use rulecore::bundle::Action;
-use rulecore::bundle::DEFAULT_TIMEOUT_NS;
+use rulecore::bundle::{
+    Action, Notification, Severity, Text, DEFAULT_TIMEOUT_NS, MAX_NOTIFICATION_BYTES,
+};
+use rulecore::limits::{
+    input_name_problem, DEFAULT_NOTIFY_TTL_MS, MAX_NOTIFY_TTL_MS, MIN_NOTIFY_TTL_MS,
+};
 use rulecore::suggest::did_you_mean;
 use std::ops::Range;
 use toml::de::DeValue;
@@ -116,7 +120,7 @@ impl<'i> RuleChecker<'_, 'i> {
         ok: bool,
     ) -> Option<CheckedStep> {
         let timing = self.timing(step);
-        let action = self.action(step, &span)?;
+        let (action, values) = self.action(step, &span)?;
         let (after_ns, durable) = timing?;
         ok.then_some(CheckedStep {
             action,
@@ -124,6 +128,7 @@ impl<'i> RuleChecker<'_, 'i> {
             after_ns,
             durable,
             span,
+            values,
         })
     }
 
@@ -166,24 +171,24 @@ impl<'i> RuleChecker<'_, 'i> {
         after_ok.then_some((after_ns, durable))
     }
 
-    /// `do` and the keys of its action kind (docs/rules.md#step-keys, docs/rules.md#the-can-action).
-    fn action(&mut self, step: &Table<'i>, span: &Range<usize>) -> Option<Action> {
+    /// `do` and the keys of its action kind (docs/rules.md#step-keys,
+    /// docs/rules.md#the-can-action), with its computed values.
+    fn action(
+        &mut self,
+        step: &Table<'i>,
+        span: &Range<usize>,
+    ) -> Option<(Action, Vec<CheckedTemplate>)> {
         let Some(e) = entry(step, "do") else {
             self.missing(
                 "do",
                 span.clone(),
                 "every step needs an action",
-                "add `do = \"redis\"`, `do = \"exec\"` or `do = \"can\"`",
+                "add `do = \"redis\"`, `do = \"publish\"`, `do = \"notify\"`, `do = \"exec\"` or `do = \"can\"`",
             );
             return None;
         };
         let DeValue::String(kind) = e.value.get_ref() else {
-            self.wrong_type(
-                "do",
-                e.value,
-                "a string",
-                Some("`do` is one of \"redis\", \"exec\" or \"can\""),
-            );
+            self.wrong_type("do", e.value, "a string", Some(DO_VALUES));
             return None;
         };
         let kind: &str = kind;
@@ -192,8 +197,10 @@ impl<'i> RuleChecker<'_, 'i> {
                 self.other_kind_keys(step, kind);
                 match action {
                     ActionKind::Redis => self.redis(step, span),
-                    ActionKind::Exec => self.exec(step, span),
-                    ActionKind::Can => self.can(step, span),
+                    ActionKind::Exec => self.exec(step, span).map(|a| (a, Vec::new())),
+                    ActionKind::Can => self.can(step, span).map(|a| (a, Vec::new())),
+                    ActionKind::Publish => self.publish(step, span),
+                    ActionKind::Notify => self.notify(step, span),
                 }
             }
             None if matches!(kind, "lua" | "http") => {
@@ -202,7 +209,7 @@ impl<'i> RuleChecker<'_, 'i> {
                     format!("`{kind}` actions are not supported yet"),
                     e.value.span(),
                     "not supported yet",
-                    "supported actions are \"redis\", \"exec\" and \"can\"; an `exec` step can run a script",
+                    "supported actions are \"redis\", \"publish\", \"notify\", \"exec\" and \"can\"; an `exec` step can run a script",
                 );
                 None
             }
@@ -216,7 +223,7 @@ impl<'i> RuleChecker<'_, 'i> {
                     format!("unknown action `{kind}`"),
                     e.value.span(),
                     &label,
-                    "`do` is one of \"redis\", \"exec\" or \"can\"",
+                    DO_VALUES,
                 );
                 None
             }
@@ -278,7 +285,11 @@ impl<'i> RuleChecker<'_, 'i> {
         Some((text, span))
     }
 
-    pub(super) fn redis(&mut self, step: &Table<'i>, header: &Range<usize>) -> Option<Action> {
+    pub(super) fn redis(
+        &mut self,
+        step: &Table<'i>,
+        header: &Range<usize>,
+    ) -> Option<(Action, Vec<CheckedTemplate>)> {
         let list = self.required_string(step, "list", "redis", header, "\"scooter:blinker\"");
         let push = self.required_string(step, "push", "redis", header, "\"both\"");
         for (key, value) in [("list", &list), ("push", &push)] {
@@ -303,21 +314,196 @@ impl<'i> RuleChecker<'_, 'i> {
                 );
             }
         }
-        if let (Some(catalogue), Some((list, _)), Some((push, span))) =
-            (self.catalogue, &list, &push)
+        let push_span = push.as_ref().map(|(_, span)| span.clone());
+        let push = push.and_then(|(text, span)| self.text("push", text, span));
+        // A computed value is only known at run time.
+        if let (Some(catalogue), Some((list, _)), Some((Text::Plain(push), _)), Some(span)) =
+            (self.catalogue, &list, &push, push_span)
         {
-            if let Some(diagnostic) =
-                super::profile::list_value(catalogue, list, push, span.clone())
-            {
+            if let Some(diagnostic) = super::profile::list_value(catalogue, list, push, span) {
                 self.push(diagnostic);
             }
         }
         let timeout_ns = self.action_timeout(step, "how long to wait for Redis' reply");
-        Some(Action::Redis {
-            list: list?.0,
-            push: push?.0,
+        let (push, value) = push?;
+        Some((
+            Action::Redis {
+                list: list?.0,
+                push,
+                timeout_ns: timeout_ns?,
+            },
+            value.into_iter().collect(),
+        ))
+    }
+
+    /// `do = "publish"` (docs/rules.md#the-publish-action): an exact
+    /// channel, never one of the bus' `ev:` channels, and a message.
+    pub(super) fn publish(
+        &mut self,
+        step: &Table<'i>,
+        header: &Range<usize>,
+    ) -> Option<(Action, Vec<CheckedTemplate>)> {
+        let channel = self.required_string(step, "channel", "publish", header, "\"my:channel\"");
+        let channel = channel.filter(|(name, span)| {
+            let problem = input_name_problem(name).or_else(|| {
+                name.starts_with("ev:")
+                    .then_some("is one of the bus' `ev:` channels: rules do not forge bus events")
+            });
+            let Some(problem) = problem else {
+                return true;
+            };
+            self.push(
+                Diagnostic::error(
+                    Code::PublishChannel,
+                    format!("the publish `channel` `{}` {problem}", name.escape_debug()),
+                )
+                .at(span.clone(), "not a channel a step may publish on")
+                .with_help("name one exact channel (no white space or `*`), outside `ev:`; to tell other rules, publish on a channel an input reads"),
+            );
+            false
+        });
+        let message = self.required_string(step, "message", "publish", header, "\"hello\"");
+        let message = message.and_then(|(text, span)| self.text("message", text, span));
+        let timeout_ns = self.action_timeout(step, "how long to wait for Redis' reply");
+        let (message, value) = message?;
+        Some((
+            Action::Publish {
+                channel: channel?.0,
+                message,
+                timeout_ns: timeout_ns?,
+            },
+            value.into_iter().collect(),
+        ))
+    }
+
+    /// `do = "notify"` (docs/rules.md#the-notify-action): a toast on the
+    /// dashboard, at most 4096 bytes when nothing in it is computed.
+    pub(super) fn notify(
+        &mut self,
+        step: &Table<'i>,
+        header: &Range<usize>,
+    ) -> Option<(Action, Vec<CheckedTemplate>)> {
+        let title = self.required_string(step, "title", "notify", header, "\"Battery low\"");
+        // Where a too long notification is pointed at: its body, else its title.
+        let mut size_span = title.as_ref().map(|(_, span)| span.clone());
+        let title = title.and_then(|(text, span)| self.text("title", text, span));
+        let body = match self.string_or_fail(step, "body") {
+            Ok(Some((text, span))) => {
+                size_span = Some(span.clone());
+                self.text("body", text, span)
+            }
+            Ok(None) => Some((Text::Plain(String::new()), None)),
+            Err(()) => None,
+        };
+        let severity = self.severity(step);
+        let ttl_ms = self.notify_ttl(step);
+        let id = match self.string_or_fail(step, "id") {
+            Ok(Some((id, span))) if id.trim().is_empty() => {
+                self.error_help(
+                    Code::EmptyValue,
+                    "the notify `id` is empty".to_string(),
+                    span,
+                    "empty id",
+                    "leave `id` out to use the rule's name, or name the toast, e.g. `id = \"battery\"`",
+                );
+                None
+            }
+            Ok(Some((id, _))) => Some(id),
+            Ok(None) => self.name.clone(),
+            Err(()) => None,
+        };
+        let dismiss = match self.boolean(step, "dismiss") {
+            Some((dismiss, _)) => Some(dismiss),
+            None => entry(step, "dismiss").is_none().then_some(false),
+        };
+        let timeout_ns = self.action_timeout(step, "how long to wait for Redis' reply");
+        let ((title, title_value), (body, body_value)) = (title?, body?);
+        let notification = Notification {
+            id: id?,
+            title,
+            body,
+            severity: severity?,
+            ttl_ms: ttl_ms?,
+            dismiss: dismiss?,
             timeout_ns: timeout_ns?,
-        })
+        };
+        self.notification_size(&notification, size_span.unwrap_or_else(|| header.clone()))?;
+        let values = title_value.into_iter().chain(body_value).collect();
+        Some((Action::Notify(Box::new(notification)), values))
+    }
+
+    /// `severity`, `info` when absent.
+    fn severity(&mut self, step: &Table<'i>) -> Option<Severity> {
+        let Some((name, span)) = self.string_or_fail(step, "severity").ok()? else {
+            return Some(Severity::Info);
+        };
+        if let Some(severity) = Severity::from_name(&name) {
+            return Some(severity);
+        }
+        // `warn` is too far from `warning` for an edit distance to find.
+        let prefix_of = Severity::NAMES
+            .iter()
+            .copied()
+            .find(|known| !name.is_empty() && known.starts_with(name.as_str()));
+        let label = match prefix_of.or_else(|| did_you_mean(&name, Severity::NAMES)) {
+            Some(close) => format!("unknown severity; did you mean `{close}`?"),
+            None => "unknown severity".to_string(),
+        };
+        self.error_help(
+            Code::NotifySeverity,
+            format!("unknown notify `severity` `{}`", name.escape_debug()),
+            span,
+            &label,
+            "`severity` is one of \"debug\", \"info\", \"success\", \"warning\", \"error\" or \"critical\"",
+        );
+        None
+    }
+
+    /// `ttl`: how long the toast shows, 1 s to 60 s, 10 s when absent.
+    fn notify_ttl(&mut self, step: &Table<'i>) -> Option<u32> {
+        let help =
+            "write how long the toast shows, from `\"1s\"` to `\"60s\"` (the default is 10s)";
+        let ttl_ns = self.bounded_duration(step, "ttl", true, help).ok()?;
+        let Some(ttl_ns) = ttl_ns else {
+            return Some(DEFAULT_NOTIFY_TTL_MS);
+        };
+        let ttl_ms = ttl_ns / 1_000_000;
+        let range = u64::from(MIN_NOTIFY_TTL_MS)..=u64::from(MAX_NOTIFY_TTL_MS);
+        if range.contains(&ttl_ms) && ttl_ns % 1_000_000 == 0 {
+            return u32::try_from(ttl_ms).ok();
+        }
+        let span = entry(step, "ttl").map_or(0..0, |e| e.value.span());
+        self.error_help(
+            Code::NotifyTtl,
+            "a notify `ttl` must be from 1s to 60s, in whole milliseconds".to_string(),
+            span,
+            "outside 1s to 60s",
+            help,
+        );
+        None
+    }
+
+    /// A notification with nothing computed must fit the dashboard's
+    /// 4096 bytes; a computed one is cut to fit at run time.
+    fn notification_size(&mut self, notification: &Notification, span: Range<usize>) -> Option<()> {
+        let (Some(title), Some(body)) = (notification.title.plain(), notification.body.plain())
+        else {
+            return Some(());
+        };
+        // Its JSON uncut: the bytes the body was cut by, added back.
+        let size = match notification.message(title, body) {
+            Some((_, 0)) => return Some(()),
+            Some((message, cut)) => message.len() + cut,
+            None => notification.message(title, "").map_or(0, |(m, _)| m.len()) + body.len(),
+        };
+        self.error_help(
+            Code::NotificationSize,
+            format!("this notification is {size} bytes or more as JSON; the dashboard takes at most {MAX_NOTIFICATION_BYTES}"),
+            span,
+            "too long for the dashboard",
+            "shorten `title` or `body`; a computed value is cut to fit instead",
+        );
+        None
     }
 
     pub(super) fn exec(&mut self, step: &Table<'i>, header: &Range<usize>) -> Option<Action> {
@@ -378,6 +564,9 @@ impl<'i> RuleChecker<'_, 'i> {
         .map(|timeout| timeout.unwrap_or(DEFAULT_TIMEOUT_NS))
     }
 }
+
+/// The help for a `do` that is not a string or not an action.
+const DO_VALUES: &str = "`do` is one of \"redis\", \"publish\", \"notify\", \"exec\" or \"can\"";
 
 /// "an" before a vowel sound: an `exec` step, a `redis` step, a `can` step.
 pub(super) fn article(word: &str) -> &'static str {

@@ -24,6 +24,10 @@ pub struct Job {
     pub pass: u32,
     /// The step's action, read from the loaded bundle (not a copy).
     pub action: StepAction,
+    /// The action as it is performed when the step computes something: its
+    /// `${...}` values filled in, a `notify` turned into the `publish` of
+    /// its JSON (docs/rules.md#computed-values). `None`: `action` as it is.
+    pub computed: Option<Box<Action>>,
     /// The event that triggered the run.
     pub event: Arc<Event>,
     /// The pending record this job now owns (docs/semantics.md#durability-and-replay): the driver
@@ -73,6 +77,11 @@ impl fmt::Debug for StepAction {
 }
 
 impl Job {
+    /// What a worker performs: the computed action, or the bundle's.
+    pub fn performed(&self) -> &Action {
+        self.computed.as_deref().unwrap_or(&self.action)
+    }
+
     /// The pending record to remove when this job's action starts: a
     /// worker (real or virtual) removes it right then, before the action
     /// runs, with reason [`DropReason::Started`] (docs/semantics.md#durability-and-replay). The other
@@ -157,6 +166,9 @@ pub enum DropReason {
     Reloaded(ReplayDropReason),
     /// The stored value did not decode.
     Undecodable,
+    /// The step's `${...}` value failed to compute: the step failed
+    /// (docs/rules.md#computed-values).
+    ValueFailed,
 }
 
 impl DropReason {
@@ -169,6 +181,7 @@ impl DropReason {
             Self::Replay(reason) | Self::Reloaded(reason) => reason.as_str(),
             Self::TooLate => "too-late",
             Self::Undecodable => "undecodable",
+            Self::ValueFailed => "value-failed",
         }
     }
 }

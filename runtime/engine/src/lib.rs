@@ -35,6 +35,7 @@ mod run_id;
 mod time;
 mod timers;
 mod trace;
+mod values;
 mod when_plans;
 
 pub mod pool;
@@ -1402,6 +1403,13 @@ impl Engine {
             self.end_run(rule, EndReason::Done, now);
             return;
         };
+        let computed = match self.run_values(rule, &action) {
+            Ok(computed) => computed,
+            Err(error) => {
+                self.value_failed(rule, &error, now);
+                return;
+            }
+        };
         let job = self.next_job;
         self.next_job += 1;
         let name = self.name(rule);
@@ -1432,10 +1440,74 @@ impl Engine {
             step: index,
             pass,
             action,
+            computed,
             event,
             drop_record,
         };
         self.effects.push_back(Effect::Submit(submit));
+    }
+
+    /// The live run's step's values, computed against its event and the
+    /// state now (docs/rules.md#computed-values); a body cut to fit the
+    /// dashboard is logged.
+    fn run_values(
+        &mut self,
+        rule: usize,
+        action: &rulecore::bundle::Action,
+    ) -> Result<Option<Box<rulecore::bundle::Action>>, String> {
+        let Some(run) = self.rules[rule].run.as_ref() else {
+            return Ok(None);
+        };
+        let step = run.step;
+        let values = values::compute(action, &self.payload.consts, &run.event, &self.state)?;
+        if let Some((computed, cut)) = values {
+            if cut > 0 {
+                let name = self.name(rule);
+                self.log(
+                    Level::Info,
+                    Some(name),
+                    Some(step),
+                    format!("the notification's body was cut by {cut} bytes to fit the dashboard's 4096"),
+                );
+            }
+            return Ok(Some(computed));
+        }
+        Ok(None)
+    }
+
+    /// A value failed to compute: the step fails as an action does
+    /// (counted in `failed`, logged with the rule and step), nothing is
+    /// performed, and the record the run owns goes: the step has run its
+    /// course.
+    fn value_failed(&mut self, rule: usize, error: &str, now: Now) {
+        self.counters.failed += 1;
+        self.rules[rule].count_error();
+        let name = self.name(rule);
+        let Some(run) = self.rules[rule].run.as_mut() else {
+            return;
+        };
+        let (step, pass, serial) = (run.step, run.pass, run.serial);
+        let owned = std::mem::take(&mut run.owns_record).then(|| Arc::clone(&run.id));
+        self.effects.push_back(Effect::Log(LogLine {
+            level: Level::Warn,
+            rule: Some(Arc::clone(&name)),
+            step: Some(step),
+            run: None,
+            code: Some(EVAL_ERROR_CODE),
+            message: format!("a `${{...}}` value failed to compute, the step fails: {error}"),
+        }));
+        if let Some(id) = owned {
+            self.effects.push_back(Effect::DropRecord {
+                id,
+                rule: Some(name),
+                reason: DropReason::ValueFailed,
+            });
+        }
+        self.traces
+            .step_submitted(rule, serial, (step, pass), now.time);
+        self.traces
+            .step_finished(rule, serial, (step, pass), now.time, Err(error));
+        self.end_run(rule, EndReason::Failed, now);
     }
 
     /// The step's `when` was false at fire time: the run ends, and the

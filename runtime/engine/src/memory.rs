@@ -7,8 +7,9 @@
 
 use super::key_table::KeyTable;
 use super::RuleState;
-use rulecore::bundle::{Action, Fingerprint, Payload, Rule, RuleOptions, Step};
+use rulecore::bundle::{Action, Fingerprint, Notification, Payload, Rule, RuleOptions, Step, Text};
 use rulecore::bytecode::{Const, Op, Program};
+use rulecore::template::{Part, Template};
 use rulecore::topic::TopicPattern;
 use std::collections::{HashMap, HashSet};
 use std::mem::{size_of, size_of_val};
@@ -36,10 +37,33 @@ fn pattern(pattern: &TopicPattern) -> usize {
 }
 
 fn action(action: &Action) -> usize {
-    match action {
-        Action::Redis { list, push, .. } => list.len() + push.len(),
+    let own = match action {
+        Action::Redis { list, .. } => list.len(),
         Action::Exec { command, .. } => command.len(),
         Action::Can(frame) => frame.iface.len() + frame.data.len(),
+        Action::Publish { channel, .. } => channel.len(),
+        Action::Notify(notification) => size_of::<Notification>() + notification.id.len(),
+    };
+    own + action.texts().map(text).sum::<usize>()
+}
+
+/// A value's heap: the plain text, or the template with its parts.
+fn text(text: &Text) -> usize {
+    match text {
+        Text::Plain(plain) => plain.len(),
+        Text::Computed(template) => {
+            size_of::<Template>()
+                + template.source.len()
+                + decoded_vec::<Part>(template.parts.len())
+                + template
+                    .parts
+                    .iter()
+                    .map(|part| match part {
+                        Part::Literal(literal) => literal.len(),
+                        Part::Expr(expr) => program(Some(expr)),
+                    })
+                    .sum::<usize>()
+        }
     }
 }
 

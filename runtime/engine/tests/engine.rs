@@ -220,7 +220,7 @@ fn describe(effect: &Effect) -> String {
     match effect {
         Effect::Submit(job) => {
             let what = match &*job.action {
-                Action::Redis { push, .. } => push.clone(),
+                Action::Redis { push, .. } => push.source().to_string(),
                 other => format!("{other:?}"),
             };
             let owns = job

@@ -10,7 +10,7 @@ use crate::can::CanSockets;
 use crate::connection::{describe, is_definite_failure, query};
 use crate::exec::{self, ExecError, RunningGroups};
 use crate::record_store::StoreWriter;
-use rulecore::bundle::Action;
+use rulecore::bundle::{Action, Text};
 use ruled_engine::pool::Admission;
 use ruled_engine::{Job, JobId};
 use std::collections::VecDeque;
@@ -318,12 +318,9 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 
 /// How long `action` waits for Redis: its `timeout`, or [`DEFAULT_WAIT`].
 fn redis_wait(action: &Action) -> Duration {
-    match action {
-        Action::Redis { timeout_ns, .. } | Action::Exec { timeout_ns, .. } => {
-            Duration::from_nanos(*timeout_ns)
-        }
-        Action::Can(_) => DEFAULT_WAIT,
-    }
+    action
+        .timeout_ns()
+        .map_or(DEFAULT_WAIT, Duration::from_nanos)
 }
 
 /// Removes a durable step's pending record and waits until Redis has
@@ -349,15 +346,15 @@ async fn remove_record_first(store: &StoreWriter, id: &str, wait: Duration) {
     }
 }
 
-/// `LPUSH list push`, waiting at most `timeout` for the reply. Only a
-/// definite failure fails the action ([`is_definite_failure`]); with the
-/// outcome unknown (no reply in time, a connection broken while the reply
-/// was awaited) Redis may still run it, so the run goes on and the line
-/// says so (docs/semantics.md#worker-pool-and-actions).
-async fn push(
+/// One Redis command of an action (`LPUSH list push`, `PUBLISH channel
+/// message`), waiting at most `timeout` for the reply. Only a definite
+/// failure fails the action ([`is_definite_failure`]); with the outcome
+/// unknown (no reply in time, a connection broken while the reply was
+/// awaited) Redis may still run it, so the run goes on and the line says
+/// so (docs/semantics.md#worker-pool-and-actions).
+async fn redis_action(
     con: &mut redis::aio::ConnectionManager,
-    list: &str,
-    value: &str,
+    [verb, key, value]: [&str; 3],
     timeout: Duration,
     job: &Job,
 ) -> Result<(), String> {
@@ -365,39 +362,73 @@ async fn push(
     // timeout): the first attempt then never reached it. Should the
     // server have run it before dropping the connection, the push lands
     // twice (docs/service.md#actions).
-    let command = redis::cmd("LPUSH").arg(list).arg(value).clone();
+    let command = redis::cmd(verb).arg(key).arg(value).clone();
     let reply = tokio::time::timeout(timeout, query::<i64>(con, &command)).await;
     let unknown = match reply {
         Ok(Ok(_)) => return Ok(()),
         Ok(Err(e)) if is_definite_failure(&e) => {
-            return Err(format!("LPUSH {list}: {}", describe(&e)));
+            return Err(format!("{verb} {key}: {}", describe(&e)));
         }
         Ok(Err(e)) => describe(&e),
         Err(_) => format!("no reply within {}ms", timeout.as_millis()),
     };
     tracing::warn!(
-        rule = %job.rule, step = job.step, run = %job.run, list,
-        "LPUSH outcome unknown ({unknown}): Redis may still perform it; the run goes on"
+        rule = %job.rule, step = job.step, run = %job.run, key,
+        "{verb} outcome unknown ({unknown}): Redis may still perform it; the run goes on"
     );
     Ok(())
 }
 
-async fn perform(
+async fn perform<'a>(
+    performers: &mut Performers,
+    groups: &RunningGroups,
+    job: &'a Job,
+) -> Result<(), String> {
+    // The engine computed every value (docs/rules.md#computed-values): a
+    // template left here would be a bug, and fails rather than sending
+    // its source.
+    let plain = |text: &'a Text| {
+        text.plain()
+            .ok_or_else(|| "internal: a value was not computed before the step ran".to_string())
+    };
+    let (verb, key, value, timeout_ns) = match job.performed() {
+        Action::Redis {
+            list,
+            push,
+            timeout_ns,
+        } => ("LPUSH", list, plain(push)?, timeout_ns),
+        Action::Publish {
+            channel,
+            message,
+            timeout_ns,
+        } => ("PUBLISH", channel, plain(message)?, timeout_ns),
+        other => return perform_other(performers, groups, job, other).await,
+    };
+    let Some(con) = performers.redis.as_mut() else {
+        return Err(format!("no redis connection for the {verb}"));
+    };
+    redis_action(
+        con,
+        [verb, key, value],
+        Duration::from_nanos(*timeout_ns),
+        job,
+    )
+    .await
+}
+
+/// The actions that are not one Redis command.
+async fn perform_other(
     performers: &mut Performers,
     groups: &RunningGroups,
     job: &Job,
+    action: &Action,
 ) -> Result<(), String> {
-    match &*job.action {
-        Action::Redis {
-            list,
-            push: value,
-            timeout_ns,
-        } => {
-            let Some(con) = performers.redis.as_mut() else {
-                return Err("no redis connection for the redis action".to_string());
-            };
-            push(con, list, value, Duration::from_nanos(*timeout_ns), job).await
+    match action {
+        Action::Redis { .. } | Action::Publish { .. } => {
+            Err("internal: a redis command reached perform_other".to_string())
         }
+        // The engine makes every notify a publish.
+        Action::Notify(_) => Err("internal: a notify was not made into its publish".to_string()),
         Action::Exec {
             command,
             timeout_ns,

@@ -42,6 +42,7 @@ fn job(id: u64, action: Action, event: Arc<Event>) -> Job {
         step: 0,
         pass: 0,
         action,
+        computed: None,
         event,
         drop_record: None,
     }

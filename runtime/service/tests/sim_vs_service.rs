@@ -297,7 +297,8 @@ fn scaled(d: Dur) -> Dur {
 }
 
 /// The payload both sides run: durations scaled, `exec` and `can` steps
-/// turned into recorders in `dir`, fingerprints recomputed.
+/// turned into recorders in `dir` (and `publish`, `notify` steps: what their
+/// messages say is the engine's one rendering), fingerprints recomputed.
 fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
     for rule in &mut payload.rules {
         rule.options_mut().cooldown_ns = scaled_ns(rule.cooldown_ns());
@@ -325,6 +326,10 @@ fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
                     // `exec`'s default timeout (docs/rules.md#step-keys).
                     (tag, 10_000_000_000)
                 }
+                // Recorders too: both sides run the engine's one rendering
+                // of the message; what is compared is that the step ran.
+                Action::Publish { channel, .. } => (format!("publish-{channel}"), 10_000_000_000),
+                Action::Notify(n) => (format!("notify-{}", n.id), 10_000_000_000),
             };
             step.action = Arc::new(Action::Exec {
                 command: recorder(dir, &rule.name, index, &tag, action_time_ns),
@@ -530,7 +535,9 @@ fn failing(fail: &sim::FailEntry, payloads: &[&Payload]) -> Failing {
                     Action::Exec { command, .. } => {
                         out.flags.insert(PathBuf::from(format!("{command}.fail")));
                     }
-                    Action::Can(_) => unreachable!("can steps are recorders here"),
+                    Action::Can(_) | Action::Publish { .. } | Action::Notify(_) => {
+                        unreachable!("can, publish and notify steps are recorders here")
+                    }
                 }
             }
         }

@@ -95,13 +95,17 @@ pub struct Line {
     pub action: Option<&'static str>,
     pub list: Option<String>,
     pub push: Option<String>,
+    /// `publish` and `notify` actions: the channel (their message is in
+    /// `message`).
+    pub channel: Option<String>,
     pub command: Option<String>,
     pub iface: Option<String>,
     pub id: Option<String>,
     pub data: Option<String>,
     pub run: Option<String>,
     pub reason: Option<LineReason>,
-    /// `eval-error` only: the evaluation error.
+    /// `eval-error`: the evaluation error; a `publish` or `notify`
+    /// action: the message published.
     pub message: Option<String>,
     /// `end` only: the live runs, `<rule>:<step>` (while the service is
     /// down: the records its start would replay).
@@ -136,6 +140,7 @@ impl Line {
             action: None,
             list: None,
             push: None,
+            channel: None,
             command: None,
             iface: None,
             id: None,
@@ -168,6 +173,7 @@ impl Line {
             ("action", self.action.map(Value::Str)),
             ("list", text(&self.list)),
             ("push", text(&self.push)),
+            ("channel", text(&self.channel)),
             ("command", text(&self.command)),
             ("iface", text(&self.iface)),
             ("id", text(&self.id)),
@@ -248,12 +254,23 @@ pub(super) fn action_line(at_ms: u64, kind: LineKind, job: &Job) -> Line {
         run: Some(job.run.to_string()),
         ..Line::new(kind)
     };
-    match &*job.action {
+    if let Action::Notify(_) = &*job.action {
+        line.action = Some("notify");
+    }
+    match job.performed() {
         Action::Redis { list, push, .. } => {
             line.action = Some("redis");
             line.list = Some(list.clone());
-            line.push = Some(push.clone());
+            line.push = Some(push.source().to_string());
         }
+        Action::Publish {
+            channel, message, ..
+        } => {
+            line.action = line.action.or(Some("publish"));
+            line.channel = Some(channel.clone());
+            line.message = Some(message.source().to_string());
+        }
+        Action::Notify(_) => {}
         Action::Exec { command, .. } => {
             line.action = Some("exec");
             line.command = Some(command.clone());
