@@ -9,7 +9,7 @@
   const lines = data.lines;
   const rules = new Map(data.rules.map((rule) => [rule.name, rule]));
   const LEFT = 210, RIGHT = 110, AXIS = 36; // RIGHT: room for the last labels
-  const RULE_H = 56, BUS_H = 60;
+  const RULE_H = 56, BUS_H = 58;
   // Where each kind of line is drawn: [row, shape]; a kind not listed gets
   // the generic mark, so a kind added later is still drawn and counted.
   const STYLE = {
@@ -22,7 +22,7 @@
     'trigger-refused': ['bot', 'cross'], 'trigger-suppressed': ['bot', 'dot'],
     'derived': ['out', 'diamond'], 'restart': ['out', 'rule'], 'reload': ['out', 'rule'], 'end': ['out', 'rule'],
   };
-  const ROW_Y = { top: 23, bar: 24, bot: 42, in: 16, out: 42 };
+  const ROW_Y = { top: 23, bar: 24, bot: 42, in: 14, ev: 30, out: 47 };
   const BAND = { run: [17, 14], wait: [19.5, 9], window: [16, 16] }; // [top, height] in a rule's lane
   const ENDED = new Set(['cancelled', 'stopped', 'restarted', 'reloaded', 'refused', 'failed', 'too-late']);
 
@@ -70,7 +70,7 @@
   function actionLabel(line) {
     if (line.action === 'redis') return line.list + ' ← ' + line.push;
     if (line.action === 'exec') return 'exec ' + String(line.command).split('/').pop();
-    if (line.action === 'can') return 'can ' + line.iface + ' ' + line.id + '#' + line.data;
+    if (line.action === 'can') return 'can ' + line.iface + ' ' + line.id + (line.data ? '#' + line.data : '');
     return line.action || line.kind;
   }
   // A `finally` step's lines carry the field `finally`.
@@ -132,23 +132,36 @@
     const t0 = cut ? run.last : Math.max(run.last, t - next.wait);
     if (t > t0) span(run.lane, t0, t, 'wait volatile', waitText(run, next.step, false) + (cut ? ', cut short' : ''));
   }
-  const windows = new Map(); // lane -> open debounce or hold window
+  // Debounce windows and `for` holds (docs/semantics.md#hold): opened by
+  // explain's non-fire lines, closed by the decision after them, never
+  // longer than the rule allows (a cancel ends a hold without a line).
+  const windows = new Map(); // lane -> {t0, last, kind}
+  const OPENS = { 'debounce-held': 'debounce', 'debounce-reset': 'debounce', 'hold-pending': 'hold' };
+  const DECIDES = new Set(['cooldown', 'dropped', 'queued', 'refused', 'rule-disabled']);
+  const WORDS = { debounce: 'a debounce window', hold: 'a `for` hold' };
+  const windowEnd = (rule, w) => w.last + (rule ? (w.kind === 'debounce' ? rule.debounce_ns : rule.hold_ns) / 1e6 : Infinity);
+  function closeWindow(lane, rule, w, t, why) {
+    span(lane, w.t0, Math.min(t, windowEnd(rule, w)), 'window ' + w.kind, WORDS[w.kind] + why);
+    windows.delete(lane);
+  }
   function trackWindow(lane, line) {
-    const rule = rules.get(line.rule);
-    const open = windows.get(lane);
-    const t = line.at_ms;
-    if (line.kind === 'non-fire') {
-      if ((line.reason === 'debounce-held' || line.reason === 'debounce-reset') && !open) windows.set(lane, { t0: t, kind: 'debounce' });
-      if (line.reason === 'hold-pending' && !open) windows.set(lane, { t0: t, kind: 'hold' });
-      if (line.reason === 'when-false' && open && open.kind === 'hold') {
-        span(lane, open.t0, t, 'window hold', 'a `for` hold, broken: `when` went false');
-        windows.delete(lane);
+    const rule = rules.get(line.rule), t = line.at_ms;
+    let open = windows.get(lane);
+    if (open && t > windowEnd(rule, open)) { closeWindow(lane, rule, open, t, ''); open = null; }
+    const opens = line.kind === 'non-fire' && OPENS[line.reason];
+    if (opens) {
+      if (!open) windows.set(lane, { t0: t, last: t, kind: opens });
+      else if (opens === 'debounce') open.last = t; // a reset: the window starts again
+    } else if (line.kind === 'run-start') {
+      if (open) closeWindow(lane, rule, open, t, ', then its run');
+      else if (rule && (rule.debounce_ns > 0 || rule.hold_ns > 0)) {
+        const kind = rule.debounce_ns > 0 ? 'debounce' : 'hold';
+        span(lane, t - (rule.debounce_ns + rule.hold_ns) / 1e6, t, 'window ' + kind, WORDS[kind] + ', then its run');
       }
-    } else if (line.kind === 'run-start' && rule) {
-      const held = open ? open.t0 : t - Math.max(rule.debounce_ns, rule.hold_ns) / 1e6;
-      const kind = open ? open.kind : rule.debounce_ns > 0 ? 'debounce' : 'hold';
-      if (held < t) span(lane, held, t, 'window ' + kind, kind === 'debounce' ? 'a debounce window' : 'a `for` hold');
-      windows.delete(lane);
+    } else if (open && open.kind === 'hold' && line.kind === 'non-fire' && /^when-/.test(line.reason)) {
+      closeWindow(lane, rule, open, t, ', broken: ' + line.reason);
+    } else if (open && (line.kind.startsWith('trigger-') || (line.kind === 'non-fire' && DECIDES.has(line.reason)))) {
+      closeWindow(lane, rule, open, t, ', then ' + (line.reason || line.kind));
     }
   }
 
@@ -207,7 +220,10 @@
   // At `end`: what is still running or waiting, and the windows still held.
   function finish(t) {
     for (const run of runs.values()) { closeWait(run, t, true); closeRun(run, t, 'live'); }
-    for (const [lane, open] of windows) span(lane, open.t0, t, 'window ' + open.kind, 'still held at the end', true);
+    for (const [lane, open] of windows) {
+      const rule = rules.get(lane.name), until = windowEnd(rule, open);
+      span(lane, open.t0, Math.min(t, until), 'window ' + open.kind, WORDS[open.kind] + (until > t ? ', still open at the end' : ''), until > t);
+    }
   }
 
   // --- the timeline's own entries ------------------------------------------
@@ -218,7 +234,7 @@
     tMax = Math.max(tMax, t + (entry.down_ms || 0));
     const lost = downs.some(([from, to]) => t >= from && t < to);
     const add = (shape, label) => {
-      const m = { entry, kind: entry.entry, lane: bus, row: 'in', t, shape, label, lost };
+      const m = { entry, kind: entry.entry, lane: bus, row: entry.entry === 'event' ? 'ev' : 'in', t, shape, label, lost };
       marks.push(m); bus.marks.push(m);
       return m;
     };
@@ -254,7 +270,18 @@
   const LAYER = { down: 0, fail: 0, expected: 0, run: 1, wait: 2, window: 3 };
   spans.sort((a, b) => LAYER[a.cls.split(' ')[0]] - LAYER[b.cls.split(' ')[0]]);
   let y = 0;
-  for (const lane of lanes) { lane.y = y; y += lane.height; lane.marks.sort((a, b) => a.t - b.t); }
+  for (const lane of lanes) {
+    lane.y = y; y += lane.height;
+    lane.marks.sort((a, b) => a.t - b.t);
+    // Each mark's next neighbour in its row: a label stops before it.
+    const next = {};
+    for (let k = lane.marks.length - 1; k >= 0; k--) {
+      const m = lane.marks[k];
+      const later = next[m.row];
+      m.nextT = later && later.t > m.t ? later.t : later ? later.nextT : Infinity;
+      next[m.row] = m;
+    }
+  }
   const height = y;
 
   // --- drawing -------------------------------------------------------------
@@ -351,9 +378,15 @@
         if (!m.label || x < LEFT || m.shape === 'rule') continue;
         const lx = m.row === 'top' ? x + 2 : x + 7;
         if (lx <= (ends[m.row] || 0) || lx > w) continue;
-        ends[m.row] = lx + m.label.length * 6.2 + 6;
+        // Up to the next mark of the row (a tick's label may run over the
+        // ticks after it: they sit below it).
+        const room = m.row === 'top' ? Infinity : xOf(m.nextT) - lx - 6;
+        const fits = Math.floor(room / 6.2);
+        if (fits < 4) continue;
+        const label = m.label.length > fits ? m.label.slice(0, fits - 1) + '…' : m.label;
+        ends[m.row] = lx + label.length * 6.2 + 6;
         const ly = lane.y + (m.row === 'top' ? 11 : ROW_Y[m.row] + 4);
-        labels.push('<text class="l' + (m.fin ? ' fin' : '') + '" x="' + lx + '" y="' + ly + '">' + esc(m.label) + '</text>');
+        labels.push('<text class="l' + (m.fin ? ' fin' : '') + '" x="' + lx + '" y="' + ly + '">' + esc(label) + '</text>');
       }
     }
     rings.draw(out);
@@ -375,8 +408,10 @@
     lanes.forEach((lane, k) => out.push('<rect class="lane' + (k % 2 ? ' odd' : '') + (lane === bus ? ' bus' : '') + '" x="0" y="' + lane.y + '" width="' + w + '" height="' + lane.height + '"/>'));
     out.push('<g clip-path="url(#clip)">', grid.join(''));
     drawSpans(out, w);
-    const labels = [];
-    drawMarks(out, labels, w);
+    // Labels under the marks: a label never hides a mark.
+    const labels = [], drawn = [];
+    drawMarks(drawn, labels, w);
+    out.push(labels.join(''), drawn.join(''));
     const ruleEnds = [0, 0]; // two rows of labels above the axis
     for (const r of vrules.sort((a, b) => a.t - b.t)) {
       if (r.t < tOf(LEFT) || r.t > tOf(w)) continue;
@@ -387,7 +422,7 @@
       ticks.push('<text class="vl ' + r.cls + '" x="' + (x + 3) + '" y="' + (10 + row * 10) + '">' + esc(r.label) + '</text>');
       ruleEnds[row] = x + r.label.length * 6.2 + 8;
     }
-    out.push(labels.join(''), '</g>');
+    out.push('</g>');
     for (const lane of lanes) {
       out.push('<text class="name' + (lane === bus ? ' bus' : '') + '" x="8" y="' + (lane.y + 20) + '">' + esc(lane.name.length > 30 ? lane.name.slice(0, 29) + '…' : lane.name) + '</text>');
       if (lane === bus) out.push('<text class="sub" x="8" y="' + (lane.y + 36) + '">timeline in, derived out</text>');
