@@ -61,8 +61,8 @@ pub struct TestArgs {
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
     /// Also write one HTML page per failing test into DIR (made if
-    /// missing): the timeline picture of `rulec simulate --html`, with the
-    /// lines in question ringed.
+    /// missing): the timeline picture of `rulec simulate --html`, the
+    /// expectation above it, the lines in question ringed.
     #[arg(long, value_name = "DIR")]
     pub html: Option<PathBuf>,
     #[command(flatten)]

@@ -77,7 +77,8 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub trace: bool,
     /// Also write the output lines as a picture: one self-contained HTML
-    /// page (no network), besides the usual output on stdout.
+    /// page (no network; docs/simulation.md, "The timeline picture");
+    /// stdout is unchanged.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
     #[command(flatten)]

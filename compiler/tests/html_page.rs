@@ -114,8 +114,10 @@ fn body_attr(dom: &str, name: &str) -> Option<String> {
     )
 }
 
-/// A count per kind written by the page as a JSON object.
+/// A count per kind written by the page as a JSON object (after checking
+/// that no script error was).
 fn counts(dom: &str, name: &str) -> BTreeMap<String, u64> {
+    assert_eq!(body_attr(dom, "data-error"), None, "a script error");
     let text = body_attr(dom, name)
         .unwrap_or_else(|| panic!("no {name} on <body>: the script did not finish"));
     let object: BTreeMap<String, u64> = serde_json::from_str(&text).unwrap();

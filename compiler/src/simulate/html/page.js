@@ -3,6 +3,8 @@
 // `data-kind`), one per drawn timeline entry (`data-entry`); the counts of
 // both are written to <body> after the first drawing, for the CI test.
 'use strict';
+// A script error anywhere (a handler included) is written down for the test.
+window.addEventListener('error', (e) => { document.body.dataset.error = e.message; });
 (function () {
   const started = performance.now();
   const data = JSON.parse(document.getElementById('timeline-data').textContent);
@@ -36,7 +38,7 @@
   let tMax = 0;
 
   function addLane(name, kind, height) {
-    const lane = { name, kind, height, y: 0, marks: [], rows: {} };
+    const lane = { name, kind, height, y: 0, marks: [] };
     lanes.push(lane);
     return lane;
   }
@@ -228,10 +230,15 @@
 
   // --- the timeline's own entries ------------------------------------------
   const downs = [];
+  // The simulation stops at `end`: entries after it never happened.
+  const endLine = lines.find((line) => line.kind === 'end');
+  const endAt = endLine ? endLine.at_ms : Infinity;
   function placeEntry(entry) {
     const t = entry.at_ms;
     const f = entry.fields;
-    tMax = Math.max(tMax, t + (entry.down_ms || 0));
+    if (t > endAt) return null;
+    const upAgain = Math.min(endAt, t + (entry.down_ms || 0));
+    tMax = Math.max(tMax, upAgain);
     const lost = downs.some(([from, to]) => t >= from && t < to);
     const add = (shape, label) => {
       const m = { entry, kind: entry.entry, lane: bus, row: entry.entry === 'event' ? 'ev' : 'in', t, shape, label, lost };
@@ -248,10 +255,10 @@
       }
       case 'clock': return vrules.push({ t, cls: 'k-clock', label: 'clock ' + (entry.jump_ms >= 0 ? '+' : '') + fmt(entry.jump_ms), entry });
       case 'restart':
-        downs.push([t, t + (entry.down_ms || 0)]);
-        return span(null, t, t + (entry.down_ms || 0), 'down', 'the service is down: ' + fmt(t) + ' to ' + fmt(t + (entry.down_ms || 0)) + ' (' + entryText(entry) + ')');
+        downs.push([t, upAgain]);
+        return span(null, t, upAgain, 'down', 'the service is down: ' + fmt(t) + ' to ' + fmt(upAgain) + ' (' + entryText(entry) + ')');
       case 'fail': {
-        const until = entry.until_ms !== undefined ? entry.until_ms : null;
+        const until = entry.until_ms !== undefined ? Math.min(entry.until_ms, endAt) : null;
         spans.push({ lane: ruleLane(f.rule), t0: t, t1: until, cls: 'fail', text: entryText(entry) + ': its actions fail', open: until === null });
         return null;
       }
