@@ -9,9 +9,10 @@ pub use expect::{ExpectError, Expectation, When};
 
 use crate::check::plural;
 use crate::cli::{Console, Exit};
+use crate::simulate::html;
 use crate::simulate::load_rules;
 use rulecore::bundle::Payload;
-use ruled_engine::sim::{parse, simulate_with, Options};
+use ruled_engine::sim::{parse, simulate_with, Line, Options};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io;
@@ -25,6 +26,7 @@ Examples:
   rulec test fixtures/rules
   rulec test fixtures/rules/tests/hazards.toml --format json
   rulec test rules/ --junit report.xml
+  rulec test rules/ --html failed/     # a picture of each failing test
 
 A test is a timeline (see `rulec simulate --help`) with expectations:
 
@@ -58,6 +60,11 @@ pub struct TestArgs {
     /// Also write the results as JUnit XML, for CI systems.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Also write one HTML page per failing test into DIR (made if
+    /// missing): the timeline picture of `rulec simulate --html`, the
+    /// expectation above it, the lines in question ringed.
+    #[arg(long, value_name = "DIR")]
+    pub html: Option<PathBuf>,
     #[command(flatten)]
     pub profile: crate::check::ProfileArgs,
 }
@@ -76,6 +83,8 @@ pub struct TestResult {
     pub file: String,
     pub expectations: usize,
     pub outcome: Outcome,
+    /// With `--html`, a failed test's page.
+    pub page: Option<String>,
 }
 
 /// How one test file went.
@@ -155,6 +164,7 @@ fn run_file(
     rules: &Path,
     profile: &crate::profile::ProfileChoice,
     loaded: &mut Loaded,
+    draw: bool,
     console: &mut Console<'_>,
 ) -> io::Result<Option<TestResult>> {
     let name = file.display().to_string();
@@ -163,6 +173,7 @@ fn run_file(
             file: name.clone(),
             expectations: 0,
             outcome: Outcome::Error { message },
+            page: None,
         })
     };
     let text = match crate::simulate::read_timeline(file) {
@@ -210,20 +221,42 @@ fn run_file(
         .iter()
         .map(|line| serde_json::from_str(&line.to_json()).unwrap_or(Value::Null))
         .collect();
-    let outcome = judge(&expectations, &json, &outcome.lines);
+    let unmet = first_unmet(&expectations, &json);
+    let page = match &unmet {
+        Some(unmet) if draw => Some(failure_page(&name, &table, payload, &outcome.lines, unmet)),
+        _ => None,
+    };
+    let outcome = match unmet {
+        None => Outcome::Pass,
+        Some(Unmet {
+            expectation,
+            problem,
+            marked,
+        }) => Outcome::Fail {
+            expectation: expectation.to_string(),
+            problem,
+            output: outcome.lines.iter().map(Line::to_text).collect(),
+            marked,
+        },
+    };
     Ok(Some(TestResult {
         file: name,
         expectations: expectations.len(),
         outcome,
+        page,
     }))
 }
 
+/// An expectation the output does not meet: what was wrong, and the lines
+/// to point at.
+struct Unmet<'a> {
+    expectation: &'a Expectation,
+    problem: String,
+    marked: Vec<usize>,
+}
+
 /// The first expectation the output does not meet, if any.
-fn judge(
-    expectations: &[Expectation],
-    json: &[Value],
-    lines: &[ruled_engine::sim::Line],
-) -> Outcome {
+fn first_unmet<'a>(expectations: &'a [Expectation], json: &[Value]) -> Option<Unmet<'a>> {
     for expectation in expectations {
         let selected = expectation.select(json);
         let Some(problem) = expectation.judge(selected.len()) else {
@@ -238,14 +271,85 @@ fn judge(
         } else {
             selected
         };
-        return Outcome::Fail {
-            expectation: expectation.to_string(),
+        return Some(Unmet {
+            expectation,
             problem,
-            output: lines.iter().map(ruled_engine::sim::Line::to_text).collect(),
             marked,
-        };
+        });
     }
-    Outcome::Pass
+    None
+}
+
+/// A failed test's page (docs/rulec.md#rulec-test): its timeline picture,
+/// the expectation's rule and time drawn, the lines in question ringed.
+fn failure_page(
+    file: &str,
+    timeline: &toml::Table,
+    payload: &Payload,
+    lines: &[Line],
+    unmet: &Unmet<'_>,
+) -> String {
+    let expectation = unmet.expectation;
+    let rule = expectation
+        .fields
+        .iter()
+        .find(|(key, _)| key == "rule")
+        .and_then(|(_, value)| value.as_str().map(str::to_string));
+    let window = match expectation.when {
+        When::Any => None,
+        When::At(at) => Some((at, at)),
+        When::Between(from, to) => Some((from, to)),
+    };
+    html::render(&html::Page {
+        title: format!("rulec test {file}"),
+        lines,
+        bundles: vec![payload],
+        timeline,
+        failure: Some(html::Failure {
+            file: file.to_string(),
+            expectation: expectation.to_string(),
+            problem: unmet.problem.clone(),
+            marked: unmet.marked.clone(),
+            rule,
+            window,
+        }),
+    })
+}
+
+/// `--html DIR`: each failed test's page as `DIR/<test file name>.html`.
+fn write_pages(dir: &Path, results: &[TestResult], console: &mut Console<'_>) -> io::Result<Exit> {
+    if let Err(error) = std::fs::create_dir_all(dir) {
+        writeln!(console.err, "error: cannot make {}: {error}", dir.display())?;
+        return Ok(Exit::Usage);
+    }
+    let mut names = std::collections::HashSet::new();
+    for result in results {
+        let Some(page) = &result.page else {
+            continue;
+        };
+        let stem = Path::new(&result.file)
+            .file_stem()
+            .map_or_else(|| "test".into(), |stem| stem.to_string_lossy());
+        // Two failing tests of one name (from two folders) get two pages.
+        let mut name = format!("{stem}.html");
+        for n in 2.. {
+            if names.insert(name.clone()) {
+                break;
+            }
+            name = format!("{stem}-{n}.html");
+        }
+        let path = dir.join(&name);
+        if let Err(error) = std::fs::write(&path, page) {
+            writeln!(
+                console.err,
+                "error: cannot write {}: {error}",
+                path.display()
+            )?;
+            return Ok(Exit::Usage);
+        }
+        writeln!(console.err, "wrote {}", path.display())?;
+    }
+    Ok(Exit::Success)
 }
 
 /// Runs `rulec test`.
@@ -260,7 +364,15 @@ pub fn run(args: &TestArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     let mut results = Vec::new();
     let mut loaded = Loaded::new();
     for (file, rules) in &plan {
-        match run_file(file, rules, &args.profile.profile, &mut loaded, console)? {
+        let draw = args.html.is_some();
+        match run_file(
+            file,
+            rules,
+            &args.profile.profile,
+            &mut loaded,
+            draw,
+            console,
+        )? {
             Some(result) => results.push(result),
             None => writeln!(
                 console.err,
@@ -292,6 +404,12 @@ pub fn run(args: &TestArgs, console: &mut Console<'_>) -> io::Result<Exit> {
                 path.display()
             )?;
             return Ok(Exit::Usage);
+        }
+    }
+    if let Some(dir) = &args.html {
+        let exit = write_pages(dir, &results, console)?;
+        if exit != Exit::Success {
+            return Ok(exit);
         }
     }
     if results.is_empty() {

@@ -1,6 +1,9 @@
 //! `rulec simulate DIR|BUNDLE --timeline FILE` (docs/rulec.md, docs/simulation.md): runs the
 //! runtime's own engine (`ruled_engine::sim`) on a virtual clock and prints what
-//! the vehicle would see, one line per thing that happened.
+//! the vehicle would see, one line per thing that happened; `--html FILE`
+//! also draws it ([`html`]).
+
+pub mod html;
 
 use crate::build::{assemble_with, COMPILER_VERSION};
 use crate::check::{check_and_print, Format, ProfileArgs};
@@ -23,6 +26,7 @@ Examples:
   rulec simulate rules.bundle --timeline t.toml --bundle-after-restart new.bundle --format json
   rulec simulate rules/ --timeline t.toml --explain
   rulec simulate rules/ --timeline t.toml --trace
+  rulec simulate rules/ --timeline t.toml --explain --html timeline.html
 
 A timeline lists entries at virtual times since the start; actions are
 recorded, never performed:
@@ -42,7 +46,9 @@ action-time. The format and every output line are described in
 docs/simulation.md. A `when` that fails to evaluate prints an `eval-error`
 line; the last line, `end`, lists the runs still waiting and the rules
 still holding a debounced event. `--trace` then prints each rule's traces:
-its last runs step by step, and its last non-fire.
+its last runs step by step, and its last non-fire. `--html FILE` also
+writes the output as a picture: one self-contained HTML page (a lane for
+the bus and one per rule; point at a mark for its line; zoom and pan).
 
 Exit status: 0 simulated, 1 bad rules, bundle or timeline, 2 usage or I/O
 error.")]
@@ -70,6 +76,11 @@ pub struct SimulateArgs {
     /// submit and end, the run's end reason) and its last non-fire.
     #[arg(long)]
     pub trace: bool,
+    /// Also write the output lines as a picture: one self-contained HTML
+    /// page (no network; docs/simulation.md, "The timeline picture");
+    /// stdout is unchanged.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     #[command(flatten)]
     pub profile: ProfileArgs,
 }
@@ -173,7 +184,11 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         Ok(reloads) => reloads,
         Err(exit) => return Ok(exit),
     };
-    let outcome = match simulate_reloading(Arc::new(payload), &timeline, after, reloads, options) {
+    let payload = Arc::new(payload);
+    let mut bundles = vec![Arc::clone(&payload)];
+    bundles.extend(after.iter().cloned());
+    bundles.extend(reloads.iter().cloned());
+    let outcome = match simulate_reloading(payload, &timeline, after, reloads, options) {
         Ok(outcome) => outcome,
         Err(error) => {
             report_timeline_error(&args.timeline, &error, console)?;
@@ -197,6 +212,57 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     for (at_ms, log) in &outcome.logs {
         writeln!(console.err, "{at_ms} ms: {log}")?;
     }
+    match &args.html {
+        Some(path) => write_page(path, args, &text, &bundles, &outcome.lines, console),
+        None => Ok(Exit::Success),
+    }
+}
+
+/// `--html FILE`: the page of this simulation (docs/simulation.md#the-timeline-picture).
+fn write_page(
+    path: &Path,
+    args: &SimulateArgs,
+    timeline_text: &str,
+    bundles: &[Arc<Payload>],
+    lines: &[ruled_engine::sim::Line],
+    console: &mut Console<'_>,
+) -> io::Result<Exit> {
+    let table: toml::Table = match toml::from_str(timeline_text) {
+        Ok(table) => table,
+        Err(error) => {
+            writeln!(console.err, "error: {}: {error}", args.timeline.display())?;
+            return Ok(Exit::Failure);
+        }
+    };
+    let mut title = format!(
+        "rulec simulate {} --timeline {}",
+        args.input.display(),
+        args.timeline.display()
+    );
+    if args.explain {
+        title.push_str(" --explain");
+    }
+    let page = html::Page {
+        title,
+        lines,
+        bundles: bundles.iter().map(|payload| &**payload).collect(),
+        timeline: &table,
+        failure: None,
+    };
+    if let Err(error) = std::fs::write(path, html::render(&page)) {
+        writeln!(
+            console.err,
+            "error: cannot write {}: {error}",
+            path.display()
+        )?;
+        return Ok(Exit::Usage);
+    }
+    writeln!(
+        console.err,
+        "wrote {} ({} lines drawn)",
+        path.display(),
+        lines.len()
+    )?;
     Ok(Exit::Success)
 }
 

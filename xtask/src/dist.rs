@@ -319,7 +319,7 @@ fn build(target: &Target, binaries: &[&str], tls: bool) -> Result<Vec<PathBuf>> 
 
 /// Cargo's target folder: `CARGO_TARGET_DIR`, else `target/` in the
 /// repository.
-fn target_dir() -> Result<PathBuf> {
+pub(crate) fn target_dir() -> Result<PathBuf> {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => Ok(PathBuf::from(dir)),
         None => Ok(repository_root()?.join("target")),

@@ -196,6 +196,14 @@ fn ci() -> Result<()> {
     tests.env("INSTA_UPDATE", "no").env("CI", "true");
     run("tests", tests)?;
 
+    // compiler/tests/html_page.rs's screenshot (docs/simulation.md#the-timeline-picture).
+    let screenshot = dist::target_dir()?.join("ci-artifacts/timeline.png");
+    if screenshot.is_file() {
+        eprintln!(
+            "CI artefact: {} (the timeline page of fixtures/timelines/hazards-clock-jump.toml)",
+            screenshot.display()
+        );
+    }
     Ok(())
 }
 
