@@ -9,8 +9,8 @@ use std::fmt;
 /// The output fields an expectation may select on, besides `kind`
 /// (docs/simulation.md#output).
 pub const FIELDS: &[&str] = &[
-    "rule", "step", "pass", "action", "list", "push", "command", "iface", "id", "data", "run",
-    "reason", "message",
+    "rule", "step", "pass", "action", "list", "push", "channel", "command", "iface", "id", "data",
+    "run", "reason", "message",
 ];
 
 /// When a selected line must have happened.

@@ -73,6 +73,12 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
     if (line.action === 'redis') return line.list + ' ← ' + line.push;
     if (line.action === 'exec') return 'exec ' + String(line.command).split('/').pop();
     if (line.action === 'can') return 'can ' + line.iface + ' ' + line.id + (line.data ? '#' + line.data : '');
+    if (line.action === 'notify') {
+      let toast = {};
+      try { toast = JSON.parse(line.message); } catch (e) { /* shown raw below */ }
+      return 'notify ' + (toast.title !== undefined ? '“' + toast.title + '”' : line.message);
+    }
+    if (line.action === 'publish') return line.channel + ' ⇐ ' + line.message;
     return line.action || line.kind;
   }
   // A `finally` step's lines carry the field `finally`.
