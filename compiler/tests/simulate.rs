@@ -312,9 +312,9 @@ fn every_timeline_json_has_only_design_8_fields() {
         vec!["--bundle-after-restart".as_ref(), rules.as_os_str()],
     ));
     let fields = [
-        "at_ms", "kind", "rule", "step", "pass", "action", "list", "push", "command", "iface",
-        "id", "data", "run", "reason", "message", "waiting", "held", "bundle", "topic", "from",
-        "to",
+        "at_ms", "kind", "rule", "step", "pass", "action", "list", "push", "channel", "command",
+        "iface", "id", "data", "run", "reason", "message", "waiting", "held", "bundle", "topic",
+        "from", "to",
     ];
     let end_reasons = [
         "done",
@@ -360,6 +360,7 @@ fn every_timeline_json_has_only_design_8_fields() {
                         "redis" => &["list", "push"],
                         "exec" => &["command"],
                         "can" => &["iface", "id", "data"],
+                        "publish" | "notify" => &["channel", "message"],
                         other => panic!("{name}: action {other}"),
                     };
                     for key in ["rule", "step", "pass", "run"].iter().chain(needs) {
@@ -658,6 +659,7 @@ fn trace_prints_each_rules_runs_and_last_non_fire() {
             "hazards-on-alarm",
             "alarm-horn-pulses",
             "low-battery-warning",
+            "low-battery-toast",
             "battery-still-low",
             "winter-seat-heater"
         ],
@@ -669,9 +671,10 @@ fn trace_prints_each_rules_runs_and_last_non_fire() {
     assert_eq!(battery["at_ms"], lines[end]["at_ms"]);
     assert_eq!(battery["runs"][0]["event"]["id"], "low-1");
     assert_eq!(battery["last_non_fire"]["reason"], "cooldown");
-    assert_eq!(traces[3]["last_non_fire"]["reason"], "hold-fired");
-    assert_eq!(traces[4]["runs"].as_array().unwrap().len(), 0);
-    assert_eq!(traces[4]["last_non_fire"]["reason"], "rule-disabled");
+    assert_eq!(traces[3]["last_non_fire"]["reason"], "cooldown");
+    assert_eq!(traces[4]["last_non_fire"]["reason"], "hold-fired");
+    assert_eq!(traces[5]["runs"].as_array().unwrap().len(), 0);
+    assert_eq!(traces[5]["last_non_fire"]["reason"], "rule-disabled");
     let hazards = &traces[0]["runs"];
     assert_eq!(hazards[0]["end"]["reason"], "restarted");
     assert_eq!(hazards[1]["steps"][1]["wait"]["durable"], true);
@@ -727,7 +730,7 @@ fn explain_says_why_the_rule_stayed_quiet() {
     );
     let plain = json_lines("fixtures/rules", "low-battery-explain", &[]);
     assert!(plain.iter().all(|l| l["kind"] != "non-fire"));
-    assert_eq!(plain.len() + 9, lines.len());
+    assert_eq!(plain.len() + 14, lines.len());
 }
 
 /// A `when` that fails to evaluate is a line of the output, in text and

@@ -302,14 +302,19 @@ fn text_keys(action: &Action) -> [&'static str; 2] {
     }
 }
 
-/// Each computed value's expressions with their bytecode.
+/// Each computed value as written, then each of its expressions with its
+/// bytecode (nested under the value, so each value is one key).
 fn write_texts(out: &mut impl Write, action: &Action, payload: &Payload) -> fmt::Result {
     for (key, text) in text_keys(action).into_iter().zip(action.texts()) {
+        if !text.is_computed() {
+            continue;
+        }
+        writeln!(out, "    {key:<12} {:?}", text.source())?;
         for program in text.programs() {
             let expr = decompile(program, &payload.consts, &payload.state_pairs);
-            writeln!(out, "    {key:<12} ${{{}}}", expr.unwrap_or_default())?;
+            writeln!(out, "      ${{{}}}", expr.unwrap_or_default())?;
             for line in disassemble(program, &payload.consts, &payload.state_pairs) {
-                writeln!(out, "      {line}")?;
+                writeln!(out, "        {line}")?;
             }
         }
     }
