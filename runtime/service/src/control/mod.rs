@@ -6,6 +6,7 @@
 //! reply. `ruled ctl` is the client ([`client`]).
 
 pub mod client;
+pub mod definition;
 pub mod methods;
 pub mod overrides;
 pub mod render;
