@@ -80,7 +80,8 @@ fn every_method_answers_through_ruled_ctl() {
 
     let status = json_ctl(&redis, &["status"]);
     assert_eq!(status["namespace"], "extensions");
-    assert_eq!(status["workers"]["total"], 2);
+    assert_eq!(status["workers"], 2);
+    assert_eq!(status["worker-pool"]["total"], 2);
     assert_eq!(status["queue"]["capacity"], 256);
     assert_eq!(status["rules"]["total"], 1);
     assert!(status["bundle"].as_str().is_some_and(|id| !id.is_empty()));
@@ -101,7 +102,7 @@ fn every_method_answers_through_ruled_ctl() {
     assert_eq!(paged["rules"], json!([]));
 
     let shown = json_ctl(&redis, &["show", "hazards-on-alarm"]);
-    assert_eq!(shown["rule"]["steps"][1]["after_ns"], 60_000_000_000u64);
+    assert_eq!(shown["dump"]["steps"][1]["after_ns"], 60_000_000_000u64);
     assert!(
         shown["text"]
             .as_str()

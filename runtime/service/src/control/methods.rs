@@ -180,17 +180,29 @@ fn status(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
     args::<Empty>(payload)?;
     let facts = &ctx.facts;
     let payload = ctx.engine.payload();
+    let counters = counters_json(&ctx.engine.counters(), facts.overflow);
     Ok(json!({
+        // The fields `lsc ext status` reads (docs/operating.md#the-fields-lsc-reads).
         "version": env!("CARGO_PKG_VERSION"),
+        "api_version": API_VERSION,
+        "revision": revision(facts),
+        "applied_revision": revision(facts),
+        "pending_restart": false,
+        "queue_depth": facts.queue_depth,
+        "queue_capacity": facts.queue_capacity,
+        "workers": facts.workers,
+        "busy_workers": facts.workers_busy,
+        "counters": counter_strings(&counters),
+        // Ours.
         "bundle": facts.bundle_id,
         "compiler": payload.compiler_version,
         "namespace": facts.namespace,
         "pid": std::process::id(),
         "uptime-ms": facts.uptime_ms,
-        "workers": {"busy": facts.workers_busy, "total": facts.workers},
+        "worker-pool": {"busy": facts.workers_busy, "total": facts.workers},
         "queue": {"depth": facts.queue_depth, "capacity": facts.queue_capacity},
         "rules": {"total": payload.rules.len()},
-        "counters": counters_json(&ctx.engine.counters(), facts.overflow),
+        "counter-values": counters,
         "profile": ctx.engine.profile().map(|(name, digest)| json!({"name": name, "digest": digest})),
         "bus": {
             "mode": crate::bus::bus_word(ctx.engine.bus_mode()),
@@ -201,6 +213,27 @@ fn status(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         },
     })
     .into())
+}
+
+/// The protocol version `v1.status` reports as `api_version`.
+const API_VERSION: u32 = 1;
+
+/// The revision of the loaded rules (docs/operating.md#revisions): the
+/// bundle's id, a digest of its contents. Changes apply live, so it is
+/// also the applied revision.
+fn revision(facts: &ServiceFacts) -> &str {
+    &facts.bundle_id
+}
+
+/// The counters with every value as a string, as `lsc` decodes them.
+fn counter_strings(counters: &Value) -> Value {
+    let strings: serde_json::Map<String, Value> = counters
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, value)| (name.clone(), Value::String(value.to_string())))
+        .collect();
+    Value::Object(strings)
 }
 
 #[derive(Deserialize)]
@@ -236,11 +269,27 @@ fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         .filter(|(rule, _)| ctx.engine.rule_index(rule).is_none())
         .map(|(rule, on)| json!({"name": rule, "override": overrides::word(on)}))
         .collect();
+    // Stored overrides naming no rule: said in words where `lsc` shows them.
+    let diagnostics: Vec<String> = ctx
+        .overrides
+        .iter()
+        .filter(|(rule, _)| ctx.engine.rule_index(rule).is_none())
+        .map(|(rule, on)| {
+            format!(
+                "override `{rule}` = {} names no rule of the loaded bundle (kept)",
+                overrides::word(on)
+            )
+        })
+        .collect();
     Ok(json!({
+        "rules": rules,
         "total": total,
+        "revision": revision(&ctx.facts),
+        "applied_revision": revision(&ctx.facts),
+        "pending_restart": false,
+        "diagnostics": diagnostics,
         "offset": page.offset,
         "limit": page.limit,
-        "rules": rules,
         "overrides-without-rule": unknown,
     })
     .into())
@@ -255,16 +304,23 @@ fn rule_line(view: &RuleView, override_of: Option<bool>) -> Value {
         )
     });
     json!({
+        // `lsc`'s RuleSummary (docs/operating.md#the-fields-lsc-reads).
         "name": &*view.name,
         "source": view.source,
         "enabled": view.enabled,
+        // Every rule listed is one of the loaded bundle.
+        "loaded": true,
+        "last_fire": view.stats.last_fire_ms.unwrap_or(0),
+        "errors": view.stats.errors,
+        "active_runs": u8::from(view.run.is_some()),
+        "diagnostics": Vec::<String>::new(),
+        // Ours.
         "bundle-enabled": view.bundle_enabled,
         "override": override_of.map(overrides::word),
         "live-runs": u8::from(view.run.is_some()),
         "waiting-steps": u8::from(waiting),
         "last-fire": view.stats.last_fire_ms,
         "runs": view.stats.runs_started,
-        "errors": view.stats.errors,
     })
 }
 
@@ -282,11 +338,17 @@ fn show(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         phase_json(&mut line, run.phase);
         line
     });
+    let line = rule_line(&view, ctx.overrides.get(&name));
     Ok(json!({
+        // What `lsc ext show` reads (docs/operating.md#the-fields-lsc-reads).
+        "rule": line,
+        "definition": super::definition::rule_toml(rule, payload),
+        "revision": revision(&ctx.facts),
+        "pending_restart": false,
         // As `rulec dump` shows it, in both of its forms.
-        "rule": rule_json(rule, payload),
+        "dump": rule_json(rule, payload),
         "text": rule_text(rule, payload),
-        "state": rule_line(&view, ctx.overrides.get(&name)),
+        "state": line,
         "run": run,
         "backlog": view.backlog,
         "debounce-held": view.debounce_held,
@@ -331,7 +393,8 @@ fn test(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         .engine
         .dry_run(&name, &event, ctx.now)
         .ok_or_else(|| no_rule(ctx.engine, &name))?;
-    Ok(dry_run_json(&dry).into())
+    let index = ctx.engine.rule_index(&name).unwrap_or_default();
+    Ok(dry_run_json(&dry, &ctx.engine.payload().rules[index]).into())
 }
 
 fn when_json(when: Option<&WhenResult>) -> Value {
@@ -343,20 +406,44 @@ fn when_json(when: Option<&WhenResult>) -> Value {
     }
 }
 
-fn dry_run_json(dry: &DryRun) -> Value {
+/// `lsc`'s reading of a `when`: `condition` only when there is one and it
+/// gave a boolean, `error` (a string, empty when none) when it failed.
+fn lsc_when(line: &mut Value, when: Option<&WhenResult>) {
+    match when {
+        None => {}
+        Some(WhenResult::True) => line["condition"] = json!(true),
+        Some(WhenResult::False) => line["condition"] = json!(false),
+        Some(WhenResult::Error(error)) => line["error"] = json!(error),
+    }
+}
+
+fn dry_run_json(dry: &DryRun, rule: &rulecore::bundle::Rule) -> Value {
     let steps: Vec<Value> = dry
         .steps
         .iter()
         .map(|step| {
-            json!({
+            let kind = usize::try_from(step.index)
+                .ok()
+                .and_then(|i| rule.steps.get(i))
+                .map(|spec| super::definition::kind(&spec.action));
+            let mut line = json!({
                 "index": step.index,
-                "after-ms": step.after_ms,
+                "kind": kind,
                 "durable": step.durable,
+                "after-ms": step.after_ms,
                 "when": when_json(step.when.as_ref()),
-            })
+            });
+            lsc_when(&mut line, step.when.as_ref());
+            line
         })
         .collect();
-    json!({
+    let mut reply = json!({
+        // What `lsc ext test` reads (docs/operating.md#the-fields-lsc-reads).
+        "name": &*dry.rule,
+        "enabled": dry.enabled,
+        "matched": dry.matched,
+        "note": verdict_note(&dry.verdict),
+        // Ours.
         "rule": &*dry.rule,
         "enabled": dry.enabled,
         "matched": dry.matched,
@@ -364,7 +451,31 @@ fn dry_run_json(dry: &DryRun) -> Value {
         "when": when_json(dry.when.as_ref()),
         "steps": steps,
         "verdict": verdict_json(&dry.verdict),
-    })
+    });
+    if let Some(WhenResult::Error(error)) = &dry.when {
+        reply["error"] = json!(format!("when: {error}"));
+    }
+    reply
+}
+
+/// The verdict in words, `lsc`'s `note`.
+fn verdict_note(verdict: &Verdict) -> String {
+    match verdict {
+        Verdict::Disabled => "the rule is off: nothing would happen".to_string(),
+        Verdict::NotMatched => "no `on` pattern matches the topic".to_string(),
+        Verdict::WhenFalse => "`when` is false: no run would start".to_string(),
+        Verdict::WhenError => "`when` fails: no run would start".to_string(),
+        Verdict::Hold { for_ms } => format!("would fire once `when` stays true for {for_ms} ms"),
+        Verdict::Debounce { window_ms } => {
+            format!("would fire after {window_ms} ms without a newer match")
+        }
+        Verdict::Cooldown { left_ms } => format!("in its cooldown for {left_ms} ms more"),
+        Verdict::Start => "would start a run".to_string(),
+        Verdict::Restart { run } => format!("would end run {run} and start a new one"),
+        Verdict::Drop { run } => format!("would be dropped: run {run} goes on"),
+        Verdict::Queue { position } => format!("would be queued at position {position}"),
+        Verdict::Refused { backlog } => format!("would be refused: the backlog holds {backlog}"),
+    }
 }
 
 fn verdict_json(verdict: &Verdict) -> Value {

@@ -65,20 +65,21 @@ fn status(out: &mut String, reply: &Value) -> std::fmt::Result {
         plain(&reply["pid"])
     )?;
     writeln!(out, "bundle     {}", plain(&reply["bundle"]))?;
+    writeln!(out, "revision   {}", plain(&reply["revision"]))?;
     writeln!(out, "namespace  {}", plain(&reply["namespace"]))?;
     let uptime = reply["uptime-ms"].as_u64().unwrap_or(0) / 1000;
     writeln!(out, "uptime     {}s", uptime)?;
     writeln!(
         out,
         "workers    {} busy of {}",
-        plain(&reply["workers"]["busy"]),
-        plain(&reply["workers"]["total"])
+        plain(&reply["busy_workers"]),
+        plain(&reply["workers"])
     )?;
     writeln!(
         out,
         "queue      {} of {}",
-        plain(&reply["queue"]["depth"]),
-        plain(&reply["queue"]["capacity"])
+        plain(&reply["queue_depth"]),
+        plain(&reply["queue_capacity"])
     )?;
     writeln!(
         out,

@@ -1,0 +1,290 @@
+//! The replies Librescoot's `lsc ext` decodes (docs/operating.md#the-fields-lsc-reads):
+//! a real `redis-server`, a real `ruled`, requests pushed as `lsc` pushes
+//! them (`LPUSH`), and each reply decoded into structs with exactly the
+//! field names and JSON types `lsc` reads. Extra fields are allowed (no
+//! `deny_unknown_fields`); a field that goes missing or changes type fails
+//! here.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod support;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use support::{wait_for, RedisServer, Ruled, Setup};
+
+#[derive(Debug, Deserialize)]
+struct Status {
+    version: String,
+    api_version: i64,
+    revision: String,
+    applied_revision: String,
+    pending_restart: bool,
+    queue_depth: i64,
+    queue_capacity: i64,
+    workers: i64,
+    busy_workers: i64,
+    counters: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RuleSummary {
+    name: String,
+    source: String,
+    enabled: bool,
+    loaded: bool,
+    last_fire: i64,
+    errors: i64,
+    active_runs: i64,
+    diagnostics: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct List {
+    rules: Vec<RuleSummary>,
+    total: i64,
+    revision: String,
+    applied_revision: String,
+    pending_restart: bool,
+    diagnostics: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Show {
+    rule: RuleSummary,
+    definition: String,
+    revision: String,
+    pending_restart: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct TestStep {
+    index: i64,
+    kind: String,
+    condition: Option<bool>,
+    durable: bool,
+    #[serde(default)]
+    error: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Test {
+    name: String,
+    enabled: bool,
+    matched: bool,
+    steps: Vec<TestStep>,
+    #[serde(default)]
+    error: String,
+    note: String,
+}
+
+/// The answer as published: `{ok, payload, error}`.
+#[derive(Debug, Deserialize)]
+struct Reply {
+    ok: bool,
+    payload: Value,
+    error: String,
+}
+
+/// The Redis server's clock, Unix ms.
+fn server_ms(redis: &RedisServer) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut redis.con()).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// A fresh 32-hex-character request id.
+fn request_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "{:016x}{:016x}",
+        u64::from(std::process::id()),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// `method` as `lsc` asks it: subscribe to the reply channel, `LPUSH` the
+/// request, wait for the one reply.
+fn call(redis: &RedisServer, method: &str, payload: Value) -> Reply {
+    let id = request_id();
+    let channel = format!("extensions:rpc:reply:{id}");
+    let mut watcher = redis.con();
+    let mut replies = watcher.as_pubsub();
+    replies.subscribe(&channel).unwrap();
+    replies
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let request = json!({
+        "id": id, "method": method, "reply_channel": channel,
+        "deadline": server_ms(redis) + 5_000, "payload": payload,
+    });
+    let _: i64 = redis.query(&["LPUSH", "extensions:rpc", &request.to_string()]);
+    let message = replies.get_message().expect("a reply within 10 s");
+    let text: String = message.get_payload().unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not a reply ({e}): {text}"))
+}
+
+/// The payload of a successful `method`, decoded as `T`.
+fn decoded<T: for<'de> Deserialize<'de>>(redis: &RedisServer, method: &str, payload: Value) -> T {
+    let reply = call(redis, method, payload);
+    assert!(reply.ok, "{method}: {}", reply.error);
+    serde_json::from_value(reply.payload.clone())
+        .unwrap_or_else(|e| panic!("{method}: {e} in {}", reply.payload))
+}
+
+const RULES: &str = r#"
+[[rule]]
+name = "hazards-on-alarm"
+on = ["alarm.triggered"]
+when = 'data.level > 1'
+
+[[rule.step]]
+do = "redis"
+list = "scooter:blinker"
+push = "both"
+
+[[rule.step]]
+do = "redis"
+after = "1m"
+when = 'data.level > 2'
+list = "scooter:blinker"
+push = "off"
+
+[[rule]]
+name = "horn"
+on = ["button.horn"]
+
+[[rule.step]]
+do = "exec"
+command = "/bin/true"
+"#;
+
+fn compiled(toml: &str) -> rulecore::bundle::Payload {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rules.toml"), toml).unwrap();
+    let report = rulec::check::check_dir(dir.path()).unwrap();
+    assert_eq!(report.errors(), 0, "{}", report.summary());
+    rulec::build::assemble(&report.rules, "test")
+}
+
+/// A live run on `hazards-on-alarm`: its first step done, the second
+/// waiting.
+fn running() -> (Setup, Ruled) {
+    let setup = Setup::new(&compiled(RULES));
+    let ruled = Ruled::ready(&setup.redis, &setup.bundle, &[]);
+    let event = json!({"topic": "alarm.triggered", "data": {"level": 2}}).to_string();
+    let _: i64 = setup
+        .redis
+        .query(&["PUBLISH", "ev:alarm.triggered", &event]);
+    wait_for("the first step", || {
+        setup.redis.list("scooter:blinker") == ["both"]
+    });
+    (setup, ruled)
+}
+
+/// The bundle id `ruled` reports: what `revision` is.
+fn bundle_id(redis: &RedisServer) -> String {
+    let reply = call(redis, "v1.status", json!({}));
+    reply.payload["bundle"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn status_has_lsc_s_fields_and_types() {
+    let (setup, _ruled) = running();
+    let status: Status = decoded(&setup.redis, "v1.status", json!({}));
+    assert_eq!(status.version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(status.api_version, 1);
+    assert_eq!(status.revision, bundle_id(&setup.redis));
+    assert_eq!(status.applied_revision, status.revision);
+    assert!(!status.pending_restart);
+    assert_eq!((status.workers, status.queue_capacity), (2, 256));
+    assert!((0..=2).contains(&status.busy_workers), "{status:?}");
+    assert!(status.queue_depth >= 0);
+    let dispatched: u64 = status.counters["dispatched"].parse().unwrap();
+    assert!(dispatched >= 1, "{status:?}");
+    assert_eq!(status.counters["runs-active"], "1", "{status:?}");
+}
+
+#[test]
+fn list_has_lsc_s_fields_and_types() {
+    let (setup, _ruled) = running();
+    let _: i64 = setup
+        .redis
+        .query(&["HSET", "extensions:overrides", "ghost", "disabled"]);
+    let list: List = decoded(&setup.redis, "v1.list", json!({"offset": 0, "limit": 100}));
+    assert_eq!(list.total, 2);
+    assert_eq!(list.revision, bundle_id(&setup.redis));
+    assert_eq!(list.applied_revision, list.revision);
+    assert!(!list.pending_restart);
+    // Read at start only: the override stored now is not in the list yet.
+    assert!(list.diagnostics.is_empty(), "{list:?}");
+    let hazards = &list.rules[0];
+    assert_eq!(hazards.name, "hazards-on-alarm");
+    assert_eq!(hazards.source, "rules.toml");
+    assert!(hazards.enabled && hazards.loaded, "{hazards:?}");
+    assert_eq!(hazards.active_runs, 1);
+    assert_eq!(hazards.errors, 0);
+    assert!(hazards.last_fire > 1_600_000_000_000, "{hazards:?}");
+    assert!(hazards.diagnostics.is_empty());
+    let horn = &list.rules[1];
+    assert_eq!((horn.active_runs, horn.last_fire), (0, 0), "{horn:?}");
+    assert!(horn.loaded);
+}
+
+#[test]
+fn show_has_lsc_s_fields_and_a_definition_rulec_checks() {
+    let (setup, _ruled) = running();
+    let show: Show = decoded(&setup.redis, "v1.show", json!({"name": "hazards-on-alarm"}));
+    assert_eq!(show.rule.name, "hazards-on-alarm");
+    assert_eq!(show.rule.active_runs, 1);
+    assert_eq!(show.revision, bundle_id(&setup.redis));
+    assert!(!show.pending_restart);
+    // The definition is a rule file the compiler takes back.
+    let again = compiled(&show.definition);
+    assert_eq!(again.rules.len(), 1, "{}", show.definition);
+    assert_eq!(&*again.rules[0].name, "hazards-on-alarm");
+    assert_eq!(again.rules[0].steps.len(), 2, "{}", show.definition);
+    assert!(
+        show.definition.contains("when = 'data.level > 1'"),
+        "{}",
+        show.definition
+    );
+}
+
+#[test]
+fn test_has_lsc_s_fields_and_a_condition_only_where_a_step_has_when() {
+    let (setup, _ruled) = running();
+    let event = json!({"topic": "alarm.triggered", "data": {"level": 2}});
+    let test: Test = decoded(
+        &setup.redis,
+        "v1.test",
+        json!({"name": "hazards-on-alarm", "event": event}),
+    );
+    assert_eq!(test.name, "hazards-on-alarm");
+    assert!(test.enabled && test.matched, "{test:?}");
+    assert!(test.error.is_empty(), "{test:?}");
+    assert!(test.note.contains("would end run"), "{test:?}");
+    assert_eq!(test.steps.len(), 2);
+    assert_eq!((test.steps[0].index, test.steps[1].index), (0, 1));
+    assert_eq!(test.steps[0].kind, "redis");
+    assert_eq!(test.steps[0].condition, None, "no `when`: no condition");
+    assert_eq!(test.steps[1].condition, Some(false), "{test:?}");
+    assert!(test.steps[1].durable);
+    assert!(test.steps[1].error.is_empty());
+    let horn: Test = decoded(
+        &setup.redis,
+        "v1.test",
+        json!({"name": "horn", "event": {"topic": "button.horn"}}),
+    );
+    assert_eq!(horn.name, "horn");
+    assert_eq!(horn.steps[0].kind, "exec");
+    assert_eq!(horn.steps[0].condition, None);
+    // A `when` that fails says so in `error`.
+    let failing: Test = decoded(
+        &setup.redis,
+        "v1.test",
+        json!({"name": "hazards-on-alarm", "event": {"topic": "alarm.triggered", "data": {"level": "x"}}}),
+    );
+    assert!(!failing.error.is_empty(), "{failing:?}");
+}
