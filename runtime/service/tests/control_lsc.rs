@@ -288,3 +288,53 @@ fn test_has_lsc_s_fields_and_a_condition_only_where_a_step_has_when() {
     );
     assert!(!failing.error.is_empty(), "{failing:?}");
 }
+
+#[derive(Debug, Deserialize)]
+struct Mutation {
+    name: String,
+    revision: String,
+    pending_restart: bool,
+    message: String,
+}
+
+#[test]
+fn set_enabled_takes_the_revision_lsc_read_applies_live_and_refuses_a_stale_one() {
+    let (setup, _ruled) = running();
+    let redis = &setup.redis;
+    let show: Show = decoded(redis, "v1.show", json!({"name": "horn"}));
+    let off: Mutation = decoded(
+        redis,
+        "v1.set-enabled",
+        json!({"name": "horn", "enabled": false, "expected_revision": show.revision}),
+    );
+    assert_eq!(off.name, "horn");
+    assert_eq!(off.revision, show.revision);
+    assert!(!off.pending_restart);
+    assert!(off.message.contains("turned off now"), "{off:?}");
+    // Live: the list says so at once.
+    let list: List = decoded(redis, "v1.list", json!({}));
+    assert!(!list.rules[1].enabled, "{list:?}");
+    // A revision that is not the loaded one is refused and changes nothing.
+    let stale = call(
+        redis,
+        "v1.set-enabled",
+        json!({"name": "horn", "enabled": true, "expected_revision": "0".repeat(64)}),
+    );
+    assert!(!stale.ok);
+    assert!(
+        stale
+            .error
+            .contains("the rules changed since they were read"),
+        "{}",
+        stale.error
+    );
+    let list: List = decoded(redis, "v1.list", json!({}));
+    assert!(!list.rules[1].enabled, "{list:?}");
+    // Without one (as `ruled ctl` asks), no check.
+    let on: Mutation = decoded(
+        redis,
+        "v1.set-enabled",
+        json!({"name": "horn", "enabled": true}),
+    );
+    assert!(on.message.contains("turned on now"), "{on:?}");
+}

@@ -523,10 +523,26 @@ fn pending(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
 struct SetEnabled {
     name: String,
     enabled: bool,
+    /// The revision the client read (docs/operating.md#revisions); absent
+    /// or empty: no check.
+    #[serde(default)]
+    expected_revision: String,
 }
 
 fn set_enabled(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
-    let SetEnabled { name, enabled } = args(payload)?;
+    let SetEnabled {
+        name,
+        enabled,
+        expected_revision,
+    } = args(payload)?;
+    let loaded = revision(&ctx.facts);
+    if !expected_revision.is_empty() && expected_revision != loaded {
+        return Err(format!(
+            "the rules changed since they were read: expected revision `{}`, the loaded \
+             revision is `{loaded}`; nothing was changed, read them again and retry",
+            expected_revision.chars().take(100).collect::<String>()
+        ));
+    }
     let changed = match ctx.engine.set_enabled(&name, enabled) {
         Ok(change) => change == ruled_engine::EnableChange::Changed,
         Err(_) => return Err(no_rule(ctx.engine, &name)),
@@ -540,13 +556,32 @@ fn set_enabled(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
     tracing::info!(rule = %name, state = overrides::word(enabled), changed, "override set");
     Ok(Done {
         payload: json!({
+            // `lsc`'s mutation reply (docs/operating.md#the-fields-lsc-reads).
             "name": name,
+            "revision": revision(&ctx.facts),
+            "pending_restart": false,
+            "message": set_enabled_message(enabled, changed, live_run.as_deref()),
+            // Ours.
             "enabled": enabled,
             "changed": changed,
             "live-run": live_run,
         }),
         keep: Some((name, enabled)),
     })
+}
+
+/// What `v1.set-enabled` did, in words.
+fn set_enabled_message(enabled: bool, changed: bool, live_run: Option<&str>) -> String {
+    let state = if enabled { "on" } else { "off" };
+    let mut message = if changed {
+        format!("turned {state} now, no restart needed; kept across restarts")
+    } else {
+        format!("already {state}; kept across restarts")
+    };
+    if let (false, Some(run)) = (enabled, live_run) {
+        message.push_str(&format!("; its live run {run} finishes"));
+    }
+    message
 }
 
 fn add(_: &mut Context<'_>, _: &Value) -> Result<Done, String> {
