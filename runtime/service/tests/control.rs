@@ -264,7 +264,7 @@ fn requests_past_their_deadline_malformed_or_oversized_are_ignored() {
         "not json",
         oversized.as_str(),
     ] {
-        let _: i64 = redis.query(&["RPUSH", "extensions:rpc", request]);
+        let _: i64 = redis.query(&["LPUSH", "extensions:rpc", request]);
     }
     // Served in order: once this one is answered, the others were seen.
     let status = json_ctl(&redis, &["status"]);
@@ -293,7 +293,7 @@ fn a_full_queue_refuses_the_33rd_request() {
     let now = server_ms(&redis);
     for n in 0..32 {
         let request = raw_request(&format!("{n:032x}"), now + 5_000);
-        let _: i64 = redis.query(&["RPUSH", "extensions:rpc", &request]);
+        let _: i64 = redis.query(&["LPUSH", "extensions:rpc", &request]);
     }
     let refused = ctl(&redis, &["status"]);
     assert_eq!(refused.code, 3, "{}", refused.stderr);
@@ -306,7 +306,7 @@ fn a_full_queue_refuses_the_33rd_request() {
     assert_eq!(waiting, 32);
     // Below the bound the push goes in, expires with the list, and a
     // request nobody answered is taken back.
-    let _: String = redis.query(&["LPOP", "extensions:rpc"]);
+    let _: String = redis.query(&["RPOP", "extensions:rpc"]);
     let unanswered = ctl(&redis, &["--timeout", "300ms", "status"]);
     assert_eq!(unanswered.code, 3, "{}", unanswered.stderr);
     let waiting: i64 = redis.query(&["LLEN", "extensions:rpc"]);

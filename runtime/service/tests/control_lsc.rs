@@ -338,3 +338,90 @@ fn set_enabled_takes_the_revision_lsc_read_applies_live_and_refuses_a_stale_one(
     );
     assert!(on.message.contains("turned on now"), "{on:?}");
 }
+
+/// `lsc` pushes with `LPUSH`: three requests queued while `ruled` is down
+/// are answered in the order they were pushed.
+#[test]
+fn requests_queued_while_ruled_is_down_are_answered_first_in_first_out() {
+    let setup = Setup::new(&compiled(RULES));
+    let redis = &setup.redis;
+    let ids: Vec<String> = (0..3).map(|_| request_id()).collect();
+    let mut watcher = redis.con();
+    let mut replies = watcher.as_pubsub();
+    for id in &ids {
+        replies
+            .subscribe(format!("extensions:rpc:reply:{id}"))
+            .unwrap();
+    }
+    replies
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let deadline = server_ms(redis) + DOWN_DEADLINE_MS;
+    for id in &ids {
+        let request = json!({
+            "id": id, "method": "v1.status",
+            "reply_channel": format!("extensions:rpc:reply:{id}"),
+            "deadline": deadline, "payload": {},
+        });
+        let _: i64 = redis.query(&["LPUSH", "extensions:rpc", &request.to_string()]);
+    }
+    let _ruled = Ruled::ready(redis, &setup.bundle, &[]);
+    let order: Vec<String> = (0..3)
+        .map(|_| {
+            let message = replies.get_message().expect("three replies");
+            let channel = message.get_channel_name().to_string();
+            channel.rsplit(':').next().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(order, ids);
+}
+
+/// How far ahead the requests queued before `ruled` starts are stamped.
+const DOWN_DEADLINE_MS: i64 = 5_000;
+
+/// `ruled ctl` pushes at the same end as `lsc`: a request it queues after
+/// another client's is answered after it.
+#[test]
+fn ruled_ctl_queues_behind_a_request_pushed_before_it() {
+    let setup = Setup::new(&compiled(RULES));
+    let redis = &setup.redis;
+    let mut watcher = redis.con();
+    let mut replies = watcher.as_pubsub();
+    replies.psubscribe("extensions:rpc:reply:*").unwrap();
+    replies
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let first = request_id();
+    let request = json!({
+        "id": first, "method": "v1.status",
+        "reply_channel": format!("extensions:rpc:reply:{first}"),
+        "deadline": server_ms(redis) + DOWN_DEADLINE_MS, "payload": {},
+    });
+    let _: i64 = redis.query(&["LPUSH", "extensions:rpc", &request.to_string()]);
+    let url = redis.url();
+    let ctl = std::thread::spawn(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ruled"))
+            .args(["ctl", "--redis", &url, "status", "--format", "json"])
+            .env_remove("RULED_NAMESPACE")
+            .output()
+            .unwrap()
+    });
+    wait_for("ruled ctl's request queued", || {
+        redis.query::<i64>(&["LLEN", "extensions:rpc"]) == 2
+    });
+    let _ruled = Ruled::ready(redis, &setup.bundle, &[]);
+    let order: Vec<String> = (0..2)
+        .map(|_| {
+            let message = replies.get_message().expect("two replies");
+            let channel = message.get_channel_name().to_string();
+            channel.rsplit(':').next().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(order[0], first, "{order:?}");
+    let out = ctl.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

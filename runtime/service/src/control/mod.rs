@@ -114,7 +114,9 @@ async fn serve_on(
     calls: &mpsc::Sender<Call>,
 ) -> String {
     loop {
-        let popped: redis::RedisResult<Option<(String, Vec<u8>)>> = redis::cmd("BLPOP")
+        let popped: redis::RedisResult<Option<(String, Vec<u8>)>> = // The tail: clients push at the head (`LPUSH`, as `lsc` does), so
+        // the oldest request is served first.
+        redis::cmd("BRPOP")
             .arg(&keys.rpc)
             .arg(0)
             .query_async(con)

@@ -19,14 +19,16 @@ pub const MAX_REPLY_BYTES: usize = 512 * 1024;
 /// How far past the server's clock a deadline may be.
 pub const MAX_AHEAD_MS: i64 = 5_000;
 
-/// Pushes `ARGV[1]` onto the list `KEYS[1]` unless `ARGV[2]` requests
-/// already wait; sets the list's expiry to `ARGV[3]` seconds. Returns 1
-/// when pushed, 0 when refused.
+/// Pushes `ARGV[1]` onto the head of the list `KEYS[1]` unless `ARGV[2]`
+/// requests already wait; sets the list's expiry to `ARGV[3]` seconds.
+/// Returns 1 when pushed, 0 when refused. The head, as `lsc` pushes
+/// (`LPUSH`): the server pops the tail, so requests are served first in,
+/// first out.
 pub const PUSH_SCRIPT: &str = r"
 if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then
   return 0
 end
-redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('LPUSH', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 return 1
 ";
