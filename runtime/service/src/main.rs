@@ -60,7 +60,7 @@ struct CtlArgs {
     #[arg(long, value_enum, default_value_t = Format::Text, global = true)]
     format: Format,
 
-    /// How long to wait for the answer (Go duration, at most 5s: ruled
+    /// How long to wait for the answer (Go duration, at most 30s: ruled
     /// ignores a request whose deadline is further ahead).
     #[arg(long, default_value = "5s", value_parser = parse_ctl_timeout, allow_hyphen_values = true, global = true)]
     timeout: Duration,

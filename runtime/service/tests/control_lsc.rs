@@ -377,7 +377,7 @@ fn requests_queued_while_ruled_is_down_are_answered_first_in_first_out() {
 }
 
 /// How far ahead the requests queued before `ruled` starts are stamped.
-const DOWN_DEADLINE_MS: i64 = 5_000;
+const DOWN_DEADLINE_MS: i64 = 20_000;
 
 /// `ruled ctl` pushes at the same end as `lsc`: a request it queues after
 /// another client's is answered after it.
@@ -424,4 +424,41 @@ fn ruled_ctl_queues_behind_a_request_pushed_before_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A `v1.status` request for `id` as `lsc` would push it, stamped `ahead_ms`
+/// past the Redis server's clock.
+fn stamped(redis: &RedisServer, id: &str, ahead_ms: i64) -> String {
+    json!({
+        "id": id, "method": "v1.status",
+        "reply_channel": format!("extensions:rpc:reply:{id}"),
+        "deadline": server_ms(redis) + ahead_ms, "payload": {},
+    })
+    .to_string()
+}
+
+/// `lsc`'s clock may run ahead of Redis': a deadline 20 s ahead is
+/// answered; one past, or more than 30 s ahead, is not.
+#[test]
+fn a_deadline_up_to_30_s_ahead_is_answered_one_past_is_not() {
+    let (setup, ruled) = running();
+    let redis = &setup.redis;
+    let ids: Vec<String> = (0..3).map(|_| request_id()).collect();
+    let mut watcher = redis.con();
+    let mut replies = watcher.as_pubsub();
+    replies.psubscribe("extensions:rpc:reply:*").unwrap();
+    replies
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    for (id, ahead) in ids.iter().zip([-1_000, 40_000, 20_000]) {
+        let _: i64 = redis.query(&["LPUSH", "extensions:rpc", &stamped(redis, id, ahead)]);
+    }
+    // Served in order: the one answered is the last pushed.
+    let message = replies.get_message().expect("a reply");
+    assert_eq!(
+        message.get_channel_name(),
+        format!("extensions:rpc:reply:{}", ids[2])
+    );
+    ruled.wait_log(&["control request ignored", "past its deadline"]);
+    ruled.wait_log(&["control request ignored", "more than 30000 ms"]);
 }
