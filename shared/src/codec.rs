@@ -170,7 +170,9 @@ pub fn read(path: &Path) -> Result<Bundle, BundleError> {
 ///
 /// The temporary file is created exclusively (`O_EXCL`) under a random
 /// name: a file or link planted at a name we chose ahead of time could
-/// otherwise redirect the write to the link's target.
+/// otherwise redirect the write to the link's target. The new file gets
+/// the ordinary mode under the umask (0644 with umask 022), or the mode of
+/// the file it replaces (docs/bundle.md#building).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
     let io = |p: &Path| {
         let p = p.to_path_buf();
@@ -188,10 +190,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
     prefix.push(name);
     prefix.push(".tmp-");
     // Dropped on any error before `persist`, the temporary file is removed.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&prefix)
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix);
+    // The ordinary mode under the umask (0644 with umask 022), not
+    // tempfile's 0600: a bundle the service user cannot read is a deploy
+    // that silently fails.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let mut tmp = builder
         .tempfile_in(&dir)
         .map_err(|error| io(&dir)(without_temp_path(error)))?;
+    // A file it replaces keeps its mode.
+    if let Ok(existing) = fs::metadata(path) {
+        if existing.is_file() {
+            tmp.as_file()
+                .set_permissions(existing.permissions())
+                .map_err(io(tmp.path()))?;
+        }
+    }
     tmp.write_all(bytes).map_err(io(tmp.path()))?;
     tmp.as_file().sync_all().map_err(io(tmp.path()))?;
     tmp.persist(path).map_err(|error| BundleError::Io {

@@ -1,0 +1,102 @@
+//! Every file `rulec` writes gets the ordinary mode under the umask (0644
+//! with umask 022), and a file it replaces keeps its mode
+//! (docs/bundle.md#building): a bundle the service user cannot read is a
+//! deploy that silently fails.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+mod support;
+
+use insta_cmd::get_cargo_bin;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use support::root;
+
+/// `rulec ARGS` run from `dir` under `umask`; its exit code and stderr.
+fn rulec_under(umask: &str, dir: &Path, args: &[&str]) -> (i32, String) {
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+        .arg(get_cargo_bin("rulec"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// A temp dir holding a copy of fixtures/`from` as `rules/`.
+fn copy(from: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    fs::create_dir_all(&rules).unwrap();
+    for entry in fs::read_dir(root().join("fixtures").join(from)).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            fs::copy(&path, rules.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    dir
+}
+
+#[test]
+fn a_bundle_gets_the_umask_s_mode_and_a_replaced_one_keeps_its_own() {
+    let dir = copy("rules");
+    let bundle = dir.path().join("rules.bundle");
+    let (code, err) = rulec_under("022", dir.path(), &["build", "rules", "-o", "rules.bundle"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(mode(&bundle), 0o644, "umask 022");
+    let (code, err) = rulec_under("027", dir.path(), &["build", "rules", "-o", "other.bundle"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(mode(&dir.path().join("other.bundle")), 0o640, "umask 027");
+    // Replaced: the mode an operator gave it stays.
+    fs::set_permissions(&bundle, fs::Permissions::from_mode(0o640)).unwrap();
+    let (code, err) = rulec_under("077", dir.path(), &["build", "rules", "-o", "rules.bundle"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(mode(&bundle), 0o640, "replaced");
+}
+
+#[test]
+fn a_fix_rewrite_keeps_the_file_s_mode() {
+    let dir = copy("fix/go-service");
+    let rules = dir.path().join("rules");
+    let readable = rules.join("20-battery.toml");
+    let private = rules.join("30-lights.toml");
+    fs::set_permissions(&readable, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o600)).unwrap();
+    let before = (fs::read(&readable).unwrap(), fs::read(&private).unwrap());
+    let (code, err) = rulec_under("022", dir.path(), &["fix", "rules"]);
+    assert_eq!(code, 0, "{err}");
+    assert_ne!(fs::read(&readable).unwrap(), before.0, "rewritten");
+    assert_ne!(fs::read(&private).unwrap(), before.1, "rewritten");
+    assert_eq!(mode(&readable), 0o644);
+    assert_eq!(mode(&private), 0o600);
+}
+
+#[test]
+fn a_junit_report_gets_the_umask_s_mode() {
+    let dir = copy("rules");
+    let tests = dir.path().join("rules/tests");
+    fs::create_dir_all(&tests).unwrap();
+    for entry in fs::read_dir(root().join("fixtures/rules/tests")).unwrap() {
+        let path = entry.unwrap().path();
+        fs::copy(&path, tests.join(path.file_name().unwrap())).unwrap();
+    }
+    let (code, err) = rulec_under(
+        "022",
+        dir.path(),
+        &["test", "rules", "--junit", "report.xml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(mode(&dir.path().join("report.xml")), 0o644);
+}
