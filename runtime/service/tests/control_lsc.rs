@@ -63,6 +63,7 @@ struct Show {
 struct TestStep {
     index: i64,
     kind: String,
+    description: String,
     condition: Option<bool>,
     durable: bool,
     #[serde(default)]
@@ -72,6 +73,7 @@ struct TestStep {
 #[derive(Debug, Deserialize)]
 struct Test {
     name: String,
+    repeat_count: i64,
     enabled: bool,
     matched: bool,
     steps: Vec<TestStep>,
@@ -268,6 +270,11 @@ fn test_has_lsc_s_fields_and_a_condition_only_where_a_step_has_when() {
     assert_eq!(test.steps.len(), 2);
     assert_eq!((test.steps[0].index, test.steps[1].index), (0, 1));
     assert_eq!(test.steps[0].kind, "redis");
+    assert_eq!(
+        test.steps[0].description,
+        "redis: list = 'scooter:blinker', push = 'both'"
+    );
+    assert_eq!(test.repeat_count, 1);
     assert_eq!(test.steps[0].condition, None, "no `when`: no condition");
     assert_eq!(test.steps[1].condition, Some(false), "{test:?}");
     assert!(test.steps[1].durable);

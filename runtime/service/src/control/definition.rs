@@ -128,6 +128,16 @@ pub fn kind(action: &Action) -> &'static str {
     }
 }
 
+/// What a step does, in one line (`v1.test`'s `description`): the
+/// action's keys as the rule file writes them.
+pub fn describe(action: &Action) -> String {
+    let mut keys = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_action(&mut keys, action);
+    let keys: Vec<&str> = keys.lines().collect();
+    format!("{}: {}", kind(action), keys.join(", "))
+}
+
 fn write_action(out: &mut String, action: &Action) -> std::fmt::Result {
     match action {
         Action::Redis { list, push, .. } => {

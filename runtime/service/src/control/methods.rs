@@ -422,13 +422,13 @@ fn dry_run_json(dry: &DryRun, rule: &rulecore::bundle::Rule) -> Value {
         .steps
         .iter()
         .map(|step| {
-            let kind = usize::try_from(step.index)
+            let spec = usize::try_from(step.index)
                 .ok()
-                .and_then(|i| rule.steps.get(i))
-                .map(|spec| super::definition::kind(&spec.action));
+                .and_then(|i| rule.steps.get(i));
             let mut line = json!({
                 "index": step.index,
-                "kind": kind,
+                "kind": spec.map(|spec| super::definition::kind(&spec.action)),
+                "description": spec.map(|spec| super::definition::describe(&spec.action)),
                 "durable": step.durable,
                 "after-ms": step.after_ms,
                 "when": when_json(step.when.as_ref()),
@@ -443,6 +443,7 @@ fn dry_run_json(dry: &DryRun, rule: &rulecore::bundle::Rule) -> Value {
         "enabled": dry.enabled,
         "matched": dry.matched,
         "note": verdict_note(&dry.verdict),
+        "repeat_count": rule.repeat().count,
         // Ours.
         "rule": &*dry.rule,
         "enabled": dry.enabled,
