@@ -142,6 +142,19 @@ impl StringMap {
     }
 }
 
+impl StringMap {
+    /// A fix that writes `replacement` over the decoded bytes `decoded`
+    /// (a name, or the inside of a literal's quotes), as file bytes: `None`
+    /// when the map is not exact or the replacement would need escaping
+    /// inside the TOML string (a quote, a backslash, a control character).
+    pub fn fix(&self, decoded: Range<usize>, replacement: &str) -> Option<(Range<usize>, String)> {
+        let plain = !replacement
+            .chars()
+            .any(|c| matches!(c, '"' | '\\' | '\'') || c.is_control());
+        (self.exact && plain).then(|| (self.map(decoded), replacement.to_string()))
+    }
+}
+
 /// Decodes one raw TOML string token (delimiters included). Returns the
 /// text, the raw range of every decoded byte, and the raw offset where the
 /// content ends. `None` if the token is not a well-formed string.

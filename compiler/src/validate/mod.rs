@@ -21,6 +21,7 @@ mod rule;
 mod step;
 
 pub use can::parse_can_data;
+pub use catalogue::{CatalogueTopic, TopicOrigin};
 pub(crate) use checker::type_name;
 pub use input::CheckedInput;
 
@@ -105,6 +106,10 @@ pub struct Validated {
     pub rules_read: usize,
     /// Warnings made errors by `deny_warnings`.
     pub denied_warnings: usize,
+    /// The topic catalogue the rules were held against, in the order it is
+    /// searched (the directory's `[[topic]]`, the inputs', the profile's);
+    /// empty when there is none.
+    pub topics: Vec<CatalogueTopic>,
 }
 
 /// Validates every file, in order.

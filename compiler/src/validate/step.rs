@@ -207,17 +207,19 @@ impl<'i> RuleChecker<'_, 'i> {
                 None
             }
             None => {
-                let label = match did_you_mean(kind, ActionKind::NAMES) {
+                let close = did_you_mean(kind, ActionKind::NAMES);
+                let label = match close {
                     Some(close) => format!("unknown action; did you mean `{close}`?"),
                     None => "unknown action".to_string(),
                 };
-                self.error_help(
-                    Code::UnknownAction,
-                    format!("unknown action `{kind}`"),
-                    e.value.span(),
-                    &label,
-                    "`do` is one of \"redis\", \"exec\" or \"can\"",
-                );
+                let diagnostic =
+                    Diagnostic::error(Code::UnknownAction, format!("unknown action `{kind}`"))
+                        .at(e.value.span(), label)
+                        .with_help("`do` is one of \"redis\", \"exec\" or \"can\"");
+                self.push(match close {
+                    Some(close) => diagnostic.with_fix(e.value.span(), format!("\"{close}\"")),
+                    None => diagnostic,
+                });
                 None
             }
         }

@@ -10,7 +10,7 @@
 //! The language is documented for rule authors in `docs/when-language.md`.
 
 mod check;
-mod lex;
+pub(crate) mod lex;
 mod lower;
 pub mod reference;
 mod spans;
@@ -34,6 +34,9 @@ pub struct WhenProblem {
     pub label: String,
     /// How to fix it, where that is known.
     pub help: Option<String>,
+    /// What to write over `span` instead, when the help is one edit ("did
+    /// you mean").
+    pub fix: Option<String>,
 }
 
 /// A `when` expression that parsed and type-checked to a boolean.
