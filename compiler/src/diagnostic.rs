@@ -178,7 +178,7 @@ impl Diagnostic {
 
     /// The message with its context, as shown in text output:
     /// ``rule `x`, step 0: message``.
-    fn headline(&self) -> String {
+    pub fn headline(&self) -> String {
         match (&self.rule, self.step) {
             (Some(rule), Some(step)) => format!(
                 "rule `{}`, step {step}: {}",

@@ -88,7 +88,7 @@ const UNSUPPORTED_BUILTINS: &[&str] = &[
     "shr",
 ];
 
-const FIELDS: &[(&str, EventField)] = &[
+pub(crate) const FIELDS: &[(&str, EventField)] = &[
     ("topic", EventField::Topic),
     ("src", EventField::Src),
     ("from", EventField::From),

@@ -16,6 +16,7 @@ pub mod reference;
 mod spans;
 
 use crate::diagnostic::Code;
+pub(crate) use check::{FIELDS, FUNCTIONS};
 pub use lower::{lower, ConstPool};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Builtin, EventField};

@@ -587,6 +587,13 @@ fn check_value(
     }
 }
 
+/// The kinds of entry a timeline holds (`event`, `state`, ...), in the
+/// reference's order; the expectations of `rulec test` are
+/// [`EXPECTATION_KINDS`].
+pub fn entry_kinds() -> impl Iterator<Item = &'static str> {
+    KINDS.iter().map(|(kind, _)| *kind)
+}
+
 /// The entries `rulec test` reads (docs/rulec.md#rulec-test): a timeline
 /// may carry them, and the simulator leaves them alone.
 pub const EXPECTATION_KINDS: [&str; 2] = ["expect", "expect-none"];
