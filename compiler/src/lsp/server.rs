@@ -96,10 +96,12 @@ pub fn serve(connection: &Connection, workspace: Workspace) -> Result<(), ServeE
         }
         for message in batch {
             match message {
+                // Answered again if asked again (Neovim 0.7 may); then
+                // only `exit`, or the client closing the pipe, ends it.
+                Message::Request(request) if request.method == req::Shutdown::METHOD => {
+                    server.send(Response::new_ok(request.id, ()))?;
+                }
                 Message::Request(request) => {
-                    if connection.handle_shutdown(&request)? {
-                        return Ok(());
-                    }
                     server.flush()?;
                     server.answer(request)?;
                 }
@@ -381,7 +383,16 @@ impl Server<'_> {
     }
 
     fn code_actions(&self, params: Value) -> Result<Value, String> {
-        let params: lsp_types::CodeActionParams = parse(params)?;
+        // Only the document and the range: the fixes are those published,
+        // and some clients send incomplete diagnostics in the context
+        // (Neovim 0.7 sends only their `code` and `data`).
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Asked {
+            text_document: lsp_types::TextDocumentIdentifier,
+            range: lsp_types::Range,
+        }
+        let params: Asked = parse(params)?;
         let Some(path) = file_path(&params.text_document.uri) else {
             return Ok(Value::Null);
         };
