@@ -168,8 +168,10 @@ pub fn on_patterns(text: &str, rule: &Table) -> Vec<rulecore::TopicPattern> {
 /// The key characters just before `offset`.
 fn word_before(text: &str, offset: usize) -> Range<usize> {
     let start = text[..offset]
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-')))
-        .map_or(0, |at| at + 1);
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-')))
+        .map_or(0, |(at, c)| at + c.len_utf8());
     start..offset
 }
 
@@ -300,7 +302,11 @@ impl InWhen {
                 }
             }
             TokKind::Ident(_) | TokKind::Bool => WhenPart::Name {
-                written: self.source[tok.span.start..self.offset].to_string(),
+                written: self
+                    .source
+                    .get(tok.span.start..self.offset)
+                    .unwrap_or_default()
+                    .to_string(),
                 token: tok.span.clone(),
             },
             _ => WhenPart::Other,

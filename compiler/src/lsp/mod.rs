@@ -82,3 +82,6 @@ pub fn run(args: &LspArgs, err: &mut dyn Write) -> io::Result<Exit> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

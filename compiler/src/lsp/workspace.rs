@@ -271,6 +271,12 @@ impl Workspace {
             .iter()
             .map(|file| (dir.join(&file.name), file.text.as_str()))
             .collect();
+        // An open timeline among the rule files speaks for itself.
+        problems.retain(|path, _| {
+            self.documents
+                .get(path)
+                .is_none_or(|document| document.kind == DocKind::Rules)
+        });
         for path in &self.touched {
             let is_rules = self
                 .documents
