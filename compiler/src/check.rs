@@ -10,7 +10,7 @@ use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text_with, to_json_with, Code, Diagnostic, Severity, Sources};
 use crate::load::{load_dir, LoadError, Loaded, SourceFile};
 use crate::profile::{LoadedProfile, ProfileChoice};
-use crate::validate::{validate_against, CheckedRule};
+use crate::validate::{validate_cached, CheckedRule, FileChecks};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -188,8 +188,19 @@ pub fn check_loaded(
     deny_warnings: bool,
     profile: Option<Arc<LoadedProfile>>,
 ) -> CheckReport {
+    check_loaded_cached(loaded, deny_warnings, profile, &mut FileChecks::default())
+}
+
+/// [`check_loaded`], reusing the checks of the files whose text `cache`
+/// saw before (the same profile each time).
+pub fn check_loaded_cached(
+    loaded: Loaded,
+    deny_warnings: bool,
+    profile: Option<Arc<LoadedProfile>>,
+    cache: &mut FileChecks,
+) -> CheckReport {
     let catalogue = profile.as_deref().map(|profile| &profile.catalogue);
-    let validated = validate_against(&loaded.files, deny_warnings, catalogue);
+    let validated = validate_cached(&loaded.files, deny_warnings, catalogue, cache);
     let mut diagnostics = loaded.diagnostics;
     diagnostics.extend(validated.diagnostics);
     // Report in file order (docs/rules.md: byte-wise by name), a file's

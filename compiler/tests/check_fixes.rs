@@ -87,3 +87,51 @@ fn every_did_you_mean_is_a_fix_that_works() {
         );
     }
 }
+
+/// `rulec lsp` reuses each file's own checks while its text is the same
+/// (docs/editors.md#how-fast): the report is the fresh check's.
+#[test]
+fn a_cached_check_is_the_fresh_check() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/rules");
+    let profile = load(&ProfileChoice::Builtin).unwrap().map(Arc::new);
+    let mut cache = rulec::validate::FileChecks::default();
+    let loaded = load_dir(&dir).unwrap();
+    let mut edits = vec![loaded.clone()];
+    let mut changed = loaded.clone();
+    let alarm = &loaded
+        .files
+        .iter()
+        .find(|f| f.name == "10-alarm.toml")
+        .unwrap()
+        .text;
+    changed.overlay(
+        "10-alarm.toml",
+        &alarm.replace("alarm.triggered", "alarm.trigered"),
+    );
+    edits.push(changed);
+    let mut duplicated = loaded.clone();
+    duplicated.overlay("50-copy.toml", alarm);
+    edits.push(duplicated);
+    edits.push(loaded);
+    for (step, files) in edits.iter().enumerate() {
+        let cached =
+            rulec::check::check_loaded_cached(files.clone(), false, profile.clone(), &mut cache);
+        let fresh = check_loaded(files.clone(), false, profile.clone());
+        assert_eq!(cached.diagnostics, fresh.diagnostics, "step {step}");
+        assert_eq!(cached.topics, fresh.topics, "step {step}");
+        let names = |r: &CheckReport| {
+            r.rules
+                .iter()
+                .map(|rule| rule.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&cached), names(&fresh), "step {step}");
+        assert_eq!(cached.rules_read, fresh.rules_read, "step {step}");
+    }
+    assert!(!check_loaded(edits[1].clone(), false, profile.clone())
+        .diagnostics
+        .is_empty());
+    assert!(!check_loaded(edits[2].clone(), false, profile)
+        .diagnostics
+        .is_empty());
+}

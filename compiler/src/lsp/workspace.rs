@@ -6,10 +6,11 @@
 //! disk until a file is saved, closed or reported changed.
 
 use super::diagnostics::{to_lsp, Problem};
-use crate::check::{check_loaded, CheckReport};
+use crate::check::{check_loaded_cached, CheckReport};
 use crate::load::{load_dir, Loaded};
 use crate::profile::LoadedProfile;
 use crate::span::Lines;
+use crate::validate::FileChecks;
 use lsp_types::{PublishDiagnosticsParams, Url};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -71,6 +72,8 @@ struct Dir {
     disk: Option<Result<Loaded, String>>,
     /// The last check, buffers laid over.
     report: Option<CheckReport>,
+    /// Each file's own checks, reused while its text is the same.
+    cache: FileChecks,
 }
 
 /// The open documents and the directories they are in.
@@ -240,7 +243,8 @@ impl Workspace {
                 loaded.overlay(&name, &document.text);
             }
         }
-        let report = check_loaded(loaded, false, self.profile.clone());
+        let cache = &mut self.dirs.entry(dir.to_path_buf()).or_default().cache;
+        let report = check_loaded_cached(loaded, false, self.profile.clone(), cache);
         let mut problems: HashMap<PathBuf, Vec<Problem>> = HashMap::new();
         for diagnostic in &report.diagnostics {
             let problem = Problem::of(diagnostic, dir);
