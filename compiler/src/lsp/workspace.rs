@@ -16,6 +16,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The code of a directory that cannot be read (`rulec check`'s exit 2,
+/// which has no code of its own).
+pub const IO_CODE: &str = "rulec::io";
+
 /// What a document holds, which decides how it is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocKind {
@@ -245,51 +249,7 @@ impl Workspace {
         }
         let cache = &mut self.dirs.entry(dir.to_path_buf()).or_default().cache;
         let report = check_loaded_cached(loaded, false, self.profile.clone(), cache);
-        let mut problems: HashMap<PathBuf, Vec<Problem>> = HashMap::new();
-        for diagnostic in &report.diagnostics {
-            let problem = Problem::of(diagnostic, dir);
-            match &diagnostic.file {
-                Some(file) => problems.entry(dir.join(file)).or_default().push(problem),
-                // About the directory itself: shown in every open file of it.
-                None => self.for_open_rules(dir, |path| {
-                    problems.entry(path).or_default().push(problem.clone())
-                }),
-            }
-        }
-        if let Some(error) = unreadable {
-            let problem = Problem {
-                span: 0..0,
-                severity: crate::diagnostic::Severity::Error,
-                code: crate::diagnostic::Code::Encoding.as_str(),
-                message: error,
-                help: Some("only the open files are checked".into()),
-                fix: None,
-                related: Vec::new(),
-            };
-            self.for_open_rules(dir, |path| {
-                problems.entry(path).or_default().push(problem.clone())
-            });
-        }
-        let texts: HashMap<PathBuf, &str> = report
-            .files
-            .iter()
-            .map(|file| (dir.join(&file.name), file.text.as_str()))
-            .collect();
-        // An open timeline among the rule files speaks for itself.
-        problems.retain(|path, _| {
-            self.documents
-                .get(path)
-                .is_none_or(|document| document.kind == DocKind::Rules)
-        });
-        for path in &self.touched {
-            let is_rules = self
-                .documents
-                .get(path)
-                .is_some_and(|d| d.kind == DocKind::Rules);
-            if is_rules && path.parent() == Some(dir) {
-                problems.entry(path.clone()).or_default();
-            }
-        }
+        let problems = self.problems(dir, &report, unreadable);
         let stale: Vec<PathBuf> = self
             .published
             .keys()
@@ -300,6 +260,11 @@ impl Workspace {
                     .is_none_or(|d| d.kind == DocKind::Rules)
             })
             .cloned()
+            .collect();
+        let texts: HashMap<PathBuf, &str> = report
+            .files
+            .iter()
+            .map(|file| (dir.join(&file.name), file.text.as_str()))
             .collect();
         let by_path: HashMap<&Path, &str> = texts.iter().map(|(p, t)| (p.as_path(), *t)).collect();
         for (path, problems) in &problems {
@@ -317,6 +282,59 @@ impl Workspace {
         if let Some(state) = self.dirs.get_mut(dir) {
             state.report = Some(report);
         }
+    }
+
+    /// The problems of a directory's check by file: each file's own, the
+    /// directory's (and one that it could not be read) in every open file
+    /// of it, and none yet for a document just changed (it is answered
+    /// all the same). An open timeline among the files speaks for itself.
+    fn problems(
+        &self,
+        dir: &Path,
+        report: &CheckReport,
+        unreadable: Option<String>,
+    ) -> HashMap<PathBuf, Vec<Problem>> {
+        let mut problems: HashMap<PathBuf, Vec<Problem>> = HashMap::new();
+        let mut everywhere = Vec::new();
+        for diagnostic in &report.diagnostics {
+            let problem = Problem::of(diagnostic, dir);
+            match &diagnostic.file {
+                Some(file) => problems.entry(dir.join(file)).or_default().push(problem),
+                None => everywhere.push(problem),
+            }
+        }
+        if let Some(error) = unreadable {
+            everywhere.push(Problem {
+                span: 0..0,
+                severity: crate::diagnostic::Severity::Error,
+                code: IO_CODE,
+                message: error,
+                help: Some("only the open files are checked".into()),
+                fix: None,
+                related: Vec::new(),
+            });
+        }
+        self.for_open_rules(dir, |path| {
+            problems
+                .entry(path)
+                .or_default()
+                .extend(everywhere.iter().cloned());
+        });
+        problems.retain(|path, _| {
+            self.documents
+                .get(path)
+                .is_none_or(|document| document.kind == DocKind::Rules)
+        });
+        for path in &self.touched {
+            let is_rules = self
+                .documents
+                .get(path)
+                .is_some_and(|d| d.kind == DocKind::Rules);
+            if is_rules && path.parent() == Some(dir) {
+                problems.entry(path.clone()).or_default();
+            }
+        }
+        problems
     }
 
     fn for_open_rules(&self, dir: &Path, mut each: impl FnMut(PathBuf)) {
