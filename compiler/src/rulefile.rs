@@ -261,20 +261,25 @@ fn unknown_key(
         };
         help = format!("`{name}` belongs to a rule: write {header}; {help}");
     }
-    let label = match did_you_mean(name, &expected) {
+    let close = did_you_mean(name, &expected);
+    let label = match close {
         Some(close) => {
             help = format!("did you mean `{close}`? {help}");
             format!("unknown key; did you mean `{close}`?")
         }
         None => "unknown key".to_string(),
     };
-    Diagnostic::error(
+    let diagnostic = Diagnostic::error(
         Code::UnknownKey,
         format!("unknown key `{name}` {place}: the whole file is ignored"),
     )
     .in_file(&file.name)
     .at(key.span(), label)
-    .with_help(help)
+    .with_help(help);
+    match close {
+        Some(close) => diagnostic.with_fix(key.span(), close),
+        None => diagnostic,
+    }
 }
 
 /// The most common syntax error in a rule file: a value written without

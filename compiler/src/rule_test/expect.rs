@@ -71,11 +71,16 @@ pub enum ExpectError {
     CountOnNone { number: usize },
 }
 
-fn suggestion(key: &str) -> String {
+/// The key of an expectation close to `key`, for a "did you mean".
+pub fn close_key(key: &str) -> Option<&'static str> {
     let known = ["kind", "at", "between", "count"]
         .into_iter()
         .chain(FIELDS.iter().copied());
-    match rulecore::suggest::closest_within(key, known, 2) {
+    rulecore::suggest::closest_within(key, known, 2)
+}
+
+fn suggestion(key: &str) -> String {
+    match close_key(key) {
         Some(close) => format!(" (did you mean `{close}`?)"),
         None => format!(
             "; an expectation takes kind, at, between, count and the output fields {}",

@@ -224,13 +224,16 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                 } else {
                     map.map(at)
                 };
-                self.error_help(
+                let mut diagnostic = Diagnostic::error(
                     Code::Duration,
                     format!("invalid duration `{text}` for `{key}`"),
-                    span,
-                    &label,
-                    &help,
-                );
+                )
+                .at(span, label)
+                .with_help(help);
+                if let Some(fixed) = rulecore::suggest::duration_spelling(text) {
+                    diagnostic = diagnostic.with_fix(entry.value.span(), format!("\"{fixed}\""));
+                }
+                self.push(diagnostic);
                 None
             }
         }
@@ -296,8 +299,12 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             Err(problems) => {
                 let map = StringMap::new(&self.file.text, span, &text);
                 for problem in problems {
+                    let fix = problem
+                        .fix
+                        .and_then(|fix| map.fix(problem.span.clone(), &fix));
                     let mut diagnostic = Diagnostic::error(problem.code, problem.message)
-                        .at(map.map(problem.span), problem.label);
+                        .at(map.map(problem.span), problem.label)
+                        .with_fix_opt(fix);
                     diagnostic.help = problem.help;
                     self.push(diagnostic);
                 }

@@ -215,11 +215,14 @@ impl<'i> RuleChecker<'_, 'i> {
                     Some(close) => format!("unknown policy; did you mean `{close}`?"),
                     None => "unknown policy".to_string(),
                 };
-                self.push(
+                let diagnostic =
                     Diagnostic::error(Code::Concurrency, format!("unknown concurrency `{other}`"))
-                        .at(span, label)
-                        .with_help("`concurrency` is one of \"restart\" (the default: a new trigger restarts the run), \"drop\" (ignore triggers while a run is live) or \"queue\" (run them one after another)"),
-                );
+                        .at(span.clone(), label)
+                        .with_help("`concurrency` is one of \"restart\" (the default: a new trigger restarts the run), \"drop\" (ignore triggers while a run is live) or \"queue\" (run them one after another)");
+                self.push(match close {
+                    Some(close) => diagnostic.with_fix(span, format!("\"{close}\"")),
+                    None => diagnostic,
+                });
                 None
             }
         }

@@ -214,17 +214,19 @@ impl<'i> RuleChecker<'_, 'i> {
                 None
             }
             None => {
-                let label = match did_you_mean(kind, ActionKind::NAMES) {
+                let close = did_you_mean(kind, ActionKind::NAMES);
+                let label = match close {
                     Some(close) => format!("unknown action; did you mean `{close}`?"),
                     None => "unknown action".to_string(),
                 };
-                self.error_help(
-                    Code::UnknownAction,
-                    format!("unknown action `{kind}`"),
-                    e.value.span(),
-                    &label,
-                    DO_VALUES,
-                );
+                let diagnostic =
+                    Diagnostic::error(Code::UnknownAction, format!("unknown action `{kind}`"))
+                        .at(e.value.span(), label)
+                        .with_help(DO_VALUES);
+                self.push(match close {
+                    Some(close) => diagnostic.with_fix(e.value.span(), format!("\"{close}\"")),
+                    None => diagnostic,
+                });
                 None
             }
         }
@@ -445,16 +447,20 @@ impl<'i> RuleChecker<'_, 'i> {
             .iter()
             .copied()
             .find(|known| !name.is_empty() && known.starts_with(name.as_str()));
-        let label = match prefix_of.or_else(|| did_you_mean(&name, Severity::NAMES)) {
+        let close = prefix_of.or_else(|| did_you_mean(&name, Severity::NAMES));
+        let label = match close {
             Some(close) => format!("unknown severity; did you mean `{close}`?"),
             None => "unknown severity".to_string(),
         };
-        self.error_help(
-            Code::NotifySeverity,
-            format!("unknown notify `severity` `{}`", name.escape_debug()),
-            span,
-            &label,
-            "`severity` is one of \"debug\", \"info\", \"success\", \"warning\", \"error\" or \"critical\"",
+        let fix = close.map(|close| (span.clone(), format!("\"{close}\"")));
+        self.push(
+            Diagnostic::error(
+                Code::NotifySeverity,
+                format!("unknown notify `severity` `{}`", name.escape_debug()),
+            )
+            .at(span, label)
+            .with_help("`severity` is one of \"debug\", \"info\", \"success\", \"warning\", \"error\" or \"critical\"")
+            .with_fix_opt(fix),
         );
         None
     }
