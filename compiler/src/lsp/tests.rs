@@ -92,7 +92,7 @@ fn completion_at_each_level() {
     let durations = labels_at(&format!("{STEP}do = \"redis\"\nafter = \"|\"\n"));
     assert!(durations.contains(&"30s".to_string()), "{durations:?}");
     let kinds = labels_at(&format!("{STEP}do = \"|\"\n"));
-    assert_eq!(kinds, ["redis", "exec", "can"]);
+    assert_eq!(kinds, ["redis", "publish", "notify", "exec", "can"]);
     let lists = labels_at(&format!("{STEP}do = \"redis\"\nlist = \"|\"\n"));
     assert!(lists.contains(&"scooter:blinker".to_string()), "{lists:?}");
     let fields =
