@@ -11,7 +11,7 @@
 use crate::check::{check_and_print, plural, CheckReport, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
 use crate::profile::LoadedProfile;
-use crate::validate::{CheckedExpr, CheckedRule};
+use crate::validate::{CheckedRule, CheckedStep};
 use crate::when::{lower, ConstPool};
 use rulecore::bundle::{Payload, Rule, RuleOptions, Step};
 use rulecore::codec::{self, BundleError};
@@ -80,7 +80,7 @@ pub fn assemble_with(
         rules.iter().flat_map(|rule| {
             rule.when
                 .iter()
-                .chain(rule.steps.iter().filter_map(|step| step.when.as_ref()))
+                .chain(rule.step_whens().map(|(_, _, when)| when))
         })
     };
     // Registering every pair first makes the bundle's list sorted.
@@ -89,8 +89,7 @@ pub fn assemble_with(
             .flat_map(|expr| expr.checked.state_pairs.iter().cloned())
             .chain(profile.into_iter().flat_map(LoadedProfile::state_pairs)),
     );
-    let mut lower_opt =
-        |expr: &Option<CheckedExpr>| expr.as_ref().map(|e| lower(&e.checked, &mut pool));
+
     // Rules come file by file: the rules of one file share its name.
     let mut file: Arc<str> = Arc::from("");
     let mut source_of = |name: &str| {
@@ -101,31 +100,40 @@ pub fn assemble_with(
     };
     let rules_out: Vec<Rule> = rules
         .iter()
-        .map(|rule| Rule {
-            name: rule.name.as_str().into(),
-            source: source_of(&rule.source),
-            enabled: rule.enabled,
-            concurrency: rule.concurrency,
-            on: rule.on.as_slice().into(),
-            when: lower_opt(&rule.when).map(Box::new),
-            options: RuleOptions {
-                cancel_on: rule.cancel_on.as_slice().into(),
-                cooldown_ns: rule.cooldown_ns,
-                debounce_ns: rule.debounce_ns,
-                hold_ns: rule.hold_ns,
-                repeat: rule.repeat,
-                inputs: Box::default(),
+        .map(|rule| {
+            // The rule's `when` first, then its steps, then its finally
+            // steps: the order constants are interned in.
+            let when = rule
+                .when
+                .as_ref()
+                .map(|e| Box::new(lower(&e.checked, &mut pool)));
+            Rule {
+                name: rule.name.as_str().into(),
+                source: source_of(&rule.source),
+                enabled: rule.enabled,
+                concurrency: rule.concurrency,
+                on: rule.on.as_slice().into(),
+                when,
+                steps: rule
+                    .steps
+                    .iter()
+                    .map(|s| lower_step(s, &mut pool))
+                    .collect(),
+                options: RuleOptions {
+                    cancel_on: rule.cancel_on.as_slice().into(),
+                    cooldown_ns: rule.cooldown_ns,
+                    debounce_ns: rule.debounce_ns,
+                    hold_ns: rule.hold_ns,
+                    repeat: rule.repeat,
+                    inputs: Box::default(),
+                    finally: rule
+                        .finally
+                        .iter()
+                        .map(|s| lower_step(s, &mut pool))
+                        .collect(),
+                }
+                .boxed(),
             }
-            .boxed(),
-            steps: rule
-                .steps
-                .iter()
-                .map(|step| Step {
-                    when: lower_opt(&step.when),
-                    durable: step.durable,
-                    ..Step::new(step.action.clone(), step.after_ns)
-                })
-                .collect(),
         })
         .collect();
     // After the rules: `--profile none` leaves their pool as it was.
@@ -136,6 +144,16 @@ pub fn assemble_with(
     add_inputs(&mut payload, rules);
     payload.profile = lowered;
     payload
+}
+
+/// One checked step in the bundle's form, its `when` lowered into `pool`:
+/// steps and finally steps (docs/rules.md#finally) alike.
+fn lower_step(step: &CheckedStep, pool: &mut ConstPool) -> Step {
+    Step {
+        when: step.when.as_ref().map(|e| lower(&e.checked, pool)),
+        durable: step.durable,
+        ..Step::new(step.action.clone(), step.after_ns)
+    }
 }
 
 /// Every distinct input once, in order of first declaration, and each

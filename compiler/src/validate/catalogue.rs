@@ -215,7 +215,7 @@ pub(super) fn check_rules(
             for expr in rule
                 .when
                 .iter()
-                .chain(rule.steps.iter().flat_map(|s| &s.when))
+                .chain(rule.step_whens().map(|(_, _, expr)| expr))
             {
                 data_uses(&matched, file, expr, &mut found);
             }
@@ -225,17 +225,16 @@ pub(super) fn check_rules(
                 matched.iter().map(|topic| topic.shape.as_ref()).collect();
             if let Some(shapes) = shapes {
                 let exprs = rule.when.iter().map(|expr| (None, expr)).chain(
-                    rule.steps
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, s)| s.when.as_ref().map(|expr| (Some(i), expr))),
+                    rule.step_whens()
+                        .map(|(index, finally, expr)| (Some((index, finally)), expr)),
                 );
                 for (step, expr) in exprs {
                     let map = StringMap::new(&file.text, expr.span.clone(), &expr.source);
                     for mut diagnostic in
                         super::profile::event_values(&shapes, &expr.checked.expr, &map)
                     {
-                        diagnostic.step = step;
+                        diagnostic.step = step.map(|(index, _)| index);
+                        diagnostic.finally = step.is_some_and(|(_, finally)| finally);
                         found.push(diagnostic);
                     }
                 }
