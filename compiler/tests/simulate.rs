@@ -424,9 +424,17 @@ fn hazards_pushes_both_at_0_and_off_at_30000() {
 }
 
 #[test]
-fn hazards_with_a_cancel_at_5s_never_pushes_off() {
+fn hazards_with_a_cancel_at_5s_pushes_off_at_once_from_its_finally_step() {
     let lines = json_lines("fixtures/rules", "hazards-cancel", &[]);
-    assert_eq!(hazard_pushes(&lines), [at(0, "both")]);
+    assert_eq!(hazard_pushes(&lines), [at(0, "both"), at(5_000, "off")]);
+    let off = lines
+        .iter()
+        .find(|l| l["push"] == "off" && l["rule"] == "hazards-on-alarm")
+        .unwrap();
+    assert_eq!(
+        (off["step"].as_u64(), off["finally"].as_bool()),
+        (Some(0), Some(true))
+    );
     assert!(lines.iter().any(|l| l["at_ms"] == 5_000
         && l["kind"] == "run-end"
         && l["rule"] == "hazards-on-alarm"
