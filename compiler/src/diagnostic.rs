@@ -85,6 +85,8 @@ pub struct Diagnostic {
     pub rule: Option<String>,
     /// 0-based index of the step the problem is in.
     pub step: Option<usize>,
+    /// `step` counts the rule's `[[rule.finally]]` steps (docs/rules.md#finally).
+    pub finally: bool,
     /// The primary span in `file` and what is wrong there.
     pub label: Option<Label>,
     /// How to fix it, where that is known.
@@ -117,6 +119,7 @@ impl Diagnostic {
             file: None,
             rule: None,
             step: None,
+            finally: false,
             label: None,
             help: None,
             related: Vec::new(),
@@ -179,14 +182,15 @@ impl Diagnostic {
     /// The message with its context, as shown in text output:
     /// ``rule `x`, step 0: message``.
     pub fn headline(&self) -> String {
+        let list = if self.finally { "finally step" } else { "step" };
         match (&self.rule, self.step) {
             (Some(rule), Some(step)) => format!(
-                "rule `{}`, step {step}: {}",
+                "rule `{}`, {list} {step}: {}",
                 escape_controls(rule),
                 self.message
             ),
             (Some(rule), None) => format!("rule `{}`: {}", escape_controls(rule), self.message),
-            (None, Some(step)) => format!("step {step}: {}", self.message),
+            (None, Some(step)) => format!("{list} {step}: {}", self.message),
             (None, None) => self.message.clone(),
         }
     }
@@ -309,7 +313,7 @@ pub fn to_json_with(diagnostic: &Diagnostic, sources: &Sources<'_>) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut object = json!({
         "file": diagnostic.file,
         "rule": diagnostic.rule,
         "step": diagnostic.step,
@@ -322,7 +326,12 @@ pub fn to_json_with(diagnostic: &Diagnostic, sources: &Sources<'_>) -> Value {
         "line": line,
         "column": column,
         "related": related,
-    })
+    });
+    // Only a problem in a finally step says so: other lines read as before.
+    if diagnostic.finally {
+        object["finally"] = json!(true);
+    }
+    object
 }
 
 /// The file `name` as a snippet source for a label at `span`, unless a line

@@ -11,7 +11,7 @@
 //! `on` matches only profile topics has its `to`/`from` comparisons held
 //! against their values (`super::profile`).
 
-use super::{CheckedExpr, CheckedRule, CheckedStep, Validated};
+use super::{CheckedExpr, CheckedRule, Validated};
 use crate::diagnostic::{Code, Diagnostic, Severity};
 use crate::keys::DATA_TYPES;
 use crate::load::SourceFile;
@@ -285,7 +285,7 @@ pub(super) fn check_rules(
             for expr in rule
                 .when
                 .iter()
-                .chain(rule.steps.iter().flat_map(CheckedStep::exprs))
+                .chain(rule.step_whens().map(|(_, _, expr)| expr))
             {
                 data_uses(&matched, file, expr, &mut found);
             }
@@ -295,17 +295,16 @@ pub(super) fn check_rules(
                 matched.iter().map(|topic| topic.shape.as_ref()).collect();
             if let Some(shapes) = shapes {
                 let exprs = rule.when.iter().map(|expr| (None, expr)).chain(
-                    rule.steps
-                        .iter()
-                        .enumerate()
-                        .flat_map(|(i, s)| s.exprs().map(move |expr| (Some(i), expr))),
+                    rule.step_whens()
+                        .map(|(index, finally, expr)| (Some((index, finally)), expr)),
                 );
                 for (step, expr) in exprs {
                     let map = expr.map(&file.text);
                     for mut diagnostic in
                         super::profile::event_values(&shapes, &expr.checked.expr, &map)
                     {
-                        diagnostic.step = step;
+                        diagnostic.step = step.map(|(index, _)| index);
+                        diagnostic.finally = step.is_some_and(|(_, finally)| finally);
                         found.push(diagnostic);
                     }
                 }

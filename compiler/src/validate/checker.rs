@@ -57,6 +57,8 @@ pub(super) struct RuleChecker<'a, 'i> {
     pub(super) enabled: bool,
     /// The step being checked, for diagnostics.
     pub(super) step: Option<usize>,
+    /// `step` counts `[[rule.finally]]` steps (docs/rules.md#finally).
+    pub(super) finally: bool,
     pub(super) diagnostics: Vec<Diagnostic>,
     /// The bus profile's catalogue the rule is held against, if any.
     pub(super) catalogue: Option<&'a Catalogue>,
@@ -79,6 +81,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             name_span: None,
             enabled,
             step: None,
+            finally: false,
             diagnostics: Vec::new(),
             catalogue,
         }
@@ -88,6 +91,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
         diagnostic.file = Some(self.file.name.clone());
         diagnostic.rule = self.name.clone();
         diagnostic.step = self.step;
+        diagnostic.finally = self.finally && self.step.is_some();
         self.diagnostics.push(diagnostic);
     }
 

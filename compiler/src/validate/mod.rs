@@ -136,10 +136,33 @@ pub struct CheckedRule {
     pub repeat: Repeat,
     pub when: Option<CheckedExpr>,
     pub steps: Vec<CheckedStep>,
+    /// `[[rule.finally]]`, never durable (docs/rules.md#finally).
+    pub finally: Vec<CheckedStep>,
     /// `[[rule.input]]`, in file order (docs/rules.md#inputs).
     pub inputs: Vec<CheckedInput>,
     /// The `[[rule]]` header in the rule file.
     pub span: Range<usize>,
+}
+
+impl CheckedRule {
+    /// Every step's `when`, the steps' then the finally steps'
+    /// (docs/rules.md#finally), each with its index and whether it is a
+    /// finally step's.
+    pub fn step_whens(&self) -> impl Iterator<Item = (usize, bool, &CheckedExpr)> {
+        whens_of(&self.steps, false).chain(whens_of(&self.finally, true))
+    }
+}
+
+/// The expressions of one list of steps (each `when`, then those of its
+/// computed values), with their step's index and `finally`.
+fn whens_of(
+    steps: &[CheckedStep],
+    finally: bool,
+) -> impl Iterator<Item = (usize, bool, &CheckedExpr)> {
+    steps
+        .iter()
+        .enumerate()
+        .flat_map(move |(index, step)| step.exprs().map(move |expr| (index, finally, expr)))
 }
 
 /// The outcome of validating a rules directory.
