@@ -11,7 +11,7 @@
 use crate::check::{check_and_print, plural, CheckReport, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
 use crate::profile::LoadedProfile;
-use crate::validate::{CheckedExpr, CheckedPart, CheckedRule, CheckedStep};
+use crate::validate::{CheckedPart, CheckedRule, CheckedStep};
 use crate::when::{lower, ConstPool};
 use rulecore::bundle::{Action, Payload, Rule, RuleOptions, Step, Text};
 use rulecore::codec::{self, BundleError};
@@ -81,7 +81,7 @@ pub fn assemble_with(
         rules.iter().flat_map(|rule| {
             rule.when
                 .iter()
-                .chain(rule.steps.iter().flat_map(CheckedStep::exprs))
+                .chain(rule.step_whens().map(|(_, _, when)| when))
         })
     };
     // Registering every pair first makes the bundle's list sorted.
@@ -90,9 +90,7 @@ pub fn assemble_with(
             .flat_map(|expr| expr.checked.state_pairs.iter().cloned())
             .chain(profile.into_iter().flat_map(LoadedProfile::state_pairs)),
     );
-    let lower_opt = |expr: &Option<CheckedExpr>, pool: &mut ConstPool| {
-        expr.as_ref().map(|e| lower(&e.checked, pool))
-    };
+
     // Rules come file by file: the rules of one file share its name.
     let mut file: Arc<str> = Arc::from("");
     let mut source_of = |name: &str| {
@@ -103,31 +101,40 @@ pub fn assemble_with(
     };
     let rules_out: Vec<Rule> = rules
         .iter()
-        .map(|rule| Rule {
-            name: rule.name.as_str().into(),
-            source: source_of(&rule.source),
-            enabled: rule.enabled,
-            concurrency: rule.concurrency,
-            on: rule.on.as_slice().into(),
-            when: lower_opt(&rule.when, &mut pool).map(Box::new),
-            options: RuleOptions {
-                cancel_on: rule.cancel_on.as_slice().into(),
-                cooldown_ns: rule.cooldown_ns,
-                debounce_ns: rule.debounce_ns,
-                hold_ns: rule.hold_ns,
-                repeat: rule.repeat,
-                inputs: Box::default(),
+        .map(|rule| {
+            // The rule's `when` first, then its steps, then its finally
+            // steps: the order constants are interned in.
+            let when = rule
+                .when
+                .as_ref()
+                .map(|e| Box::new(lower(&e.checked, &mut pool)));
+            Rule {
+                name: rule.name.as_str().into(),
+                source: source_of(&rule.source),
+                enabled: rule.enabled,
+                concurrency: rule.concurrency,
+                on: rule.on.as_slice().into(),
+                when,
+                steps: rule
+                    .steps
+                    .iter()
+                    .map(|s| lower_step(s, &mut pool))
+                    .collect(),
+                options: RuleOptions {
+                    cancel_on: rule.cancel_on.as_slice().into(),
+                    cooldown_ns: rule.cooldown_ns,
+                    debounce_ns: rule.debounce_ns,
+                    hold_ns: rule.hold_ns,
+                    repeat: rule.repeat,
+                    inputs: Box::default(),
+                    finally: rule
+                        .finally
+                        .iter()
+                        .map(|s| lower_step(s, &mut pool))
+                        .collect(),
+                }
+                .boxed(),
             }
-            .boxed(),
-            steps: rule
-                .steps
-                .iter()
-                .map(|step| Step {
-                    when: lower_opt(&step.when, &mut pool),
-                    durable: step.durable,
-                    ..Step::new(lower_values(step, &mut pool), step.after_ns)
-                })
-                .collect(),
         })
         .collect();
     // After the rules: `--profile none` leaves their pool as it was.
@@ -138,6 +145,16 @@ pub fn assemble_with(
     add_inputs(&mut payload, rules);
     payload.profile = lowered;
     payload
+}
+
+/// One checked step in the bundle's form, its `when` lowered into `pool`:
+/// steps and finally steps (docs/rules.md#finally) alike.
+fn lower_step(step: &CheckedStep, pool: &mut ConstPool) -> Step {
+    Step {
+        when: step.when.as_ref().map(|e| lower(&e.checked, pool)),
+        durable: step.durable,
+        ..Step::new(lower_values(step, pool), step.after_ns)
+    }
 }
 
 /// The step's action with each computed value's expressions lowered into

@@ -8,9 +8,9 @@
 
 use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text_with, to_json_with, Code, Diagnostic, Severity, Sources};
-use crate::load::{load_dir, LoadError, SourceFile};
+use crate::load::{load_dir, LoadError, Loaded, SourceFile};
 use crate::profile::{LoadedProfile, ProfileChoice};
-use crate::validate::{validate_against, CheckedRule};
+use crate::validate::{validate_cached, CheckedRule, FileChecks};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -87,6 +87,8 @@ pub struct CheckReport {
     pub diagnostics: Vec<Diagnostic>,
     /// Warnings that `--deny-warnings` made errors (counted in `errors`).
     pub denied_warnings: usize,
+    /// The topic catalogue the rules were held against (for editors).
+    pub topics: Vec<crate::validate::CatalogueTopic>,
     /// The bus profile the rules are checked against and built with
     /// (`None`: `--profile none`); its diagnostics point into its own files.
     pub profile: Option<Arc<LoadedProfile>>,
@@ -175,9 +177,30 @@ fn check_dir_with(
     deny_warnings: bool,
     profile: Option<Arc<LoadedProfile>>,
 ) -> Result<CheckReport, LoadError> {
-    let loaded = load_dir(dir)?;
+    Ok(check_loaded(load_dir(dir)?, deny_warnings, profile))
+}
+
+/// Validates rule files already read (by [`load_dir`], perhaps with an
+/// editor's buffers laid over them, [`crate::load::Loaded::overlay`]):
+/// the one path of `rulec check` and of `rulec lsp`.
+pub fn check_loaded(
+    loaded: Loaded,
+    deny_warnings: bool,
+    profile: Option<Arc<LoadedProfile>>,
+) -> CheckReport {
+    check_loaded_cached(loaded, deny_warnings, profile, &mut FileChecks::default())
+}
+
+/// [`check_loaded`], reusing the checks of the files whose text `cache`
+/// saw before (the same profile each time).
+pub fn check_loaded_cached(
+    loaded: Loaded,
+    deny_warnings: bool,
+    profile: Option<Arc<LoadedProfile>>,
+    cache: &mut FileChecks,
+) -> CheckReport {
     let catalogue = profile.as_deref().map(|profile| &profile.catalogue);
-    let validated = validate_against(&loaded.files, deny_warnings, catalogue);
+    let validated = validate_cached(&loaded.files, deny_warnings, catalogue, cache);
     let mut diagnostics = loaded.diagnostics;
     diagnostics.extend(validated.diagnostics);
     // Report in file order (docs/rules.md: byte-wise by name), a file's
@@ -187,7 +210,7 @@ fn check_dir_with(
         let name = |d: &Diagnostic| d.file.as_ref().map(|f| f.as_bytes().to_vec());
         name(a).cmp(&name(b))
     });
-    Ok(CheckReport {
+    CheckReport {
         file_count: loaded.files.len() + diagnostics_for_unreadable(&diagnostics),
         files: loaded.files,
         rules_read: validated.rules_read,
@@ -196,8 +219,9 @@ fn check_dir_with(
         rules: validated.rules,
         diagnostics,
         denied_warnings: validated.denied_warnings,
+        topics: validated.topics,
         profile,
-    })
+    }
 }
 
 fn diagnostics_for_unreadable(diagnostics: &[Diagnostic]) -> usize {

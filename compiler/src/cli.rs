@@ -22,6 +22,7 @@ Examples:
   rulec test rules/
   rulec diff deployed.bundle rules/ --deny-drops
   rulec fix rules/ --dry-run
+  rulec lsp                       (for editors: docs/editors.md)
 
 Each command's --help shows its options and more examples."
 )]
@@ -48,6 +49,8 @@ pub enum Command {
     Fix(crate::fix::FixArgs),
     /// Run the timelines with expectations under DIR/tests/ and report pass or fail.
     Test(crate::rule_test::TestArgs),
+    /// Serve editors as a language server on stdin/stdout (LSP).
+    Lsp(crate::lsp::LspArgs),
 }
 
 /// Where a subcommand writes: data to `out` (stdout), people-facing text and

@@ -53,6 +53,23 @@ pub struct Related {
     pub text: String,
 }
 
+/// The edit a "did you mean" stands for: replace `span` of the
+/// diagnostic's file with `replacement` (TOML text, quotes included when
+/// the span includes them). Editors offer it as a quick fix
+/// (docs/editors.md#quick-fixes); the text and JSON output do not show it,
+/// the help line says it in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fix {
+    pub span: Range<usize>,
+    pub replacement: String,
+}
+
+/// `text` as a TOML string value, quotes included: the replacement of a
+/// fix that rewrites a whole string value.
+pub fn toml_string(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
+}
+
 /// One problem found in the rules directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
@@ -68,11 +85,15 @@ pub struct Diagnostic {
     pub rule: Option<String>,
     /// 0-based index of the step the problem is in.
     pub step: Option<usize>,
+    /// `step` counts the rule's `[[rule.finally]]` steps (docs/rules.md#finally).
+    pub finally: bool,
     /// The primary span in `file` and what is wrong there.
     pub label: Option<Label>,
     /// How to fix it, where that is known.
     pub help: Option<String>,
     pub related: Vec<Related>,
+    /// The fix the help suggests, where it is one edit.
+    pub fix: Option<Fix>,
 }
 
 /// `text` with its control characters escaped (`\n`, `\u{0}`), so that a
@@ -98,9 +119,11 @@ impl Diagnostic {
             file: None,
             rule: None,
             step: None,
+            finally: false,
             label: None,
             help: None,
             related: Vec::new(),
+            fix: None,
         }
     }
 
@@ -125,6 +148,23 @@ impl Diagnostic {
         self
     }
 
+    /// The one edit that fixes it: `replacement` for `span`.
+    pub fn with_fix(mut self, span: Range<usize>, replacement: impl Into<String>) -> Self {
+        self.fix = Some(Fix {
+            span,
+            replacement: replacement.into(),
+        });
+        self
+    }
+
+    /// [`Diagnostic::with_fix`] when there is one.
+    pub fn with_fix_opt(self, fix: Option<(Range<usize>, String)>) -> Self {
+        match fix {
+            Some((span, replacement)) => self.with_fix(span, replacement),
+            None => self,
+        }
+    }
+
     pub fn in_file(mut self, file: &str) -> Self {
         self.file = Some(file.to_string());
         self
@@ -141,15 +181,16 @@ impl Diagnostic {
 
     /// The message with its context, as shown in text output:
     /// ``rule `x`, step 0: message``.
-    fn headline(&self) -> String {
+    pub fn headline(&self) -> String {
+        let list = if self.finally { "finally step" } else { "step" };
         match (&self.rule, self.step) {
             (Some(rule), Some(step)) => format!(
-                "rule `{}`, step {step}: {}",
+                "rule `{}`, {list} {step}: {}",
                 escape_controls(rule),
                 self.message
             ),
             (Some(rule), None) => format!("rule `{}`: {}", escape_controls(rule), self.message),
-            (None, Some(step)) => format!("step {step}: {}", self.message),
+            (None, Some(step)) => format!("{list} {step}: {}", self.message),
             (None, None) => self.message.clone(),
         }
     }
@@ -272,7 +313,7 @@ pub fn to_json_with(diagnostic: &Diagnostic, sources: &Sources<'_>) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut object = json!({
         "file": diagnostic.file,
         "rule": diagnostic.rule,
         "step": diagnostic.step,
@@ -285,7 +326,12 @@ pub fn to_json_with(diagnostic: &Diagnostic, sources: &Sources<'_>) -> Value {
         "line": line,
         "column": column,
         "related": related,
-    })
+    });
+    // Only a problem in a finally step says so: other lines read as before.
+    if diagnostic.finally {
+        object["finally"] = json!(true);
+    }
+    object
 }
 
 /// The file `name` as a snippet source for a label at `span`, unless a line

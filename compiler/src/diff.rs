@@ -91,15 +91,17 @@ pub struct Diff {
 }
 
 /// A rule's dump, key by key: `(key, value)` in order, a step's keys
-/// prefixed `step N `, a `when`'s disassembly part of its value.
+/// prefixed `step N ` (a finally step's `finally N `), a `when`'s
+/// disassembly part of its value.
 fn keyed(rule: &Rule, payload: &Payload) -> Vec<(String, String)> {
     let mut keys: Vec<(String, String)> = Vec::new();
     let mut step = String::new();
     for line in rule_text(rule, payload).lines().skip(1) {
         let depth = line.len() - line.trim_start().len();
         let text = line.trim();
-        if let Some(index) = text.strip_prefix("step ").filter(|_| depth == 2) {
-            step = format!("step {index} ");
+        // `step N`, or a finally step's `finally N` (docs/rules.md#finally).
+        if depth == 2 && (text.starts_with("step ") || text.starts_with("finally ")) {
+            step = format!("{text} ");
             continue;
         }
         let own = if step.is_empty() { 2 } else { 4 };

@@ -118,6 +118,9 @@ pub enum Ty {
     },
     /// One table of the keys of `level`.
     Table(Level),
+    /// `[[rule.finally]]` (docs/rules.md#finally): tables with the keys of
+    /// a step, `durable` excepted.
+    Finally,
     /// A non-empty string.
     Text,
     /// Topic patterns (docs/rules.md#topic-patterns); `non_empty`: at least one.
@@ -156,11 +159,25 @@ pub enum Ty {
 }
 
 impl Ty {
+    /// The level of each table of an array of tables (a finally table is a
+    /// step's); `None` for any other type.
+    pub fn tables_of(self) -> Option<Level> {
+        match self {
+            Ty::Tables { level, .. } => Some(level),
+            Ty::Finally => Some(Level::Step),
+            _ => None,
+        }
+    }
+
     /// The type as the reference shows it.
     pub fn describe(self) -> String {
         match self {
             Ty::Tables { level, .. } => format!("array of {} tables", level.header()),
             Ty::Table(_) => "table".to_string(),
+            Ty::Finally => format!(
+                "array of tables with the keys of {}, without `durable`",
+                Level::Step.header()
+            ),
             Ty::Text => "string, not empty".to_string(),
             Ty::Patterns { .. } => "array of topic patterns".to_string(),
             Ty::When => "`when` expression (string)".to_string(),
@@ -384,6 +401,13 @@ pub const KEYS: &[Key] = &[
     )
     .required()
     .example("[[rule.step]]"),
+    key(
+        "finally",
+        Level::Rule,
+        Ty::Finally,
+        "Steps that still run, in order, when `cancel-on` ends a run before its last step finished, after the action it was running; never durable. One `[[rule.finally]]` table each.",
+    )
+    .example("[[rule.finally]]"),
     // docs/rules.md#rule-keys, `repeat`
     key(
         "count",

@@ -21,7 +21,8 @@
 //! 5. The tools for authors and CI: [`rule_test`] (`rulec test`) checks
 //!    timelines' expectations,
 //!    [`diff`] compares two rule sets for a deploy, [`fix`] rewrites `when`
-//!    written for the Go event-service.
+//!    written for the Go event-service; [`lsp`] is the language server
+//!    that editors start (`rulec lsp`), on the same checks.
 
 pub mod build;
 pub mod check;
@@ -32,6 +33,7 @@ pub mod dump;
 pub mod fix;
 pub mod keys;
 pub mod load;
+pub mod lsp;
 pub mod profile;
 pub mod rule_test;
 pub mod rulefile;

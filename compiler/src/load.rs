@@ -40,6 +40,28 @@ pub struct Loaded {
     pub skipped: Vec<Skipped>,
 }
 
+impl Loaded {
+    /// Puts `text` in place of the rule file `name` (an editor's buffer,
+    /// saved or not, over what the directory holds), or adds it in its
+    /// byte-wise place when the directory has no such file; a problem
+    /// reading the file from the directory no longer applies.
+    pub fn overlay(&mut self, name: &str, text: &str) {
+        self.diagnostics
+            .retain(|diagnostic| diagnostic.file.as_deref() != Some(name));
+        let file = SourceFile {
+            name: name.to_string(),
+            text: text.to_string(),
+        };
+        match self
+            .files
+            .binary_search_by(|other| other.name.as_bytes().cmp(name.as_bytes()))
+        {
+            Ok(at) => self.files[at] = file,
+            Err(at) => self.files.insert(at, file),
+        }
+    }
+}
+
 /// A directory entry `load_dir` did not read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {

@@ -9,6 +9,14 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The language server writes stdout from a thread of its own: it must
+    // start before stdout is locked here.
+    if let Command::Lsp(args) = &cli.command {
+        return match rulec::lsp::run(args, &mut std::io::stderr()) {
+            Ok(exit) => exit.into(),
+            Err(_) => Exit::Usage.into(),
+        };
+    }
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     // https://no-color.org: colour only on a terminal, and never when asked not to.
@@ -32,6 +40,8 @@ fn main() -> ExitCode {
         Command::Diff(args) => rulec::diff::run(&args, &mut console),
         Command::Fix(args) => rulec::fix::run(&args, &mut console),
         Command::Test(args) => rulec::rule_test::run(&args, &mut console),
+        // Served above, before stdout was locked.
+        Command::Lsp(_) => Ok(Exit::Success),
     };
     match result {
         Ok(exit) => exit.into(),

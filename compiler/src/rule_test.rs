@@ -5,6 +5,7 @@
 mod expect;
 mod junit;
 
+pub use expect::{close_key as close_expectation_key, parse as parse_expectations};
 pub use expect::{ExpectError, Expectation, When};
 
 use crate::check::plural;

@@ -162,9 +162,13 @@ fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Dia
             continue;
         };
         // A value of the wrong type is the validator's `rulec::type`.
-        match (known.ty, value.get_ref()) {
-            (Ty::Table(level), DeValue::Table(table)) => check_keys(file, table, level, problems),
-            (Ty::Tables { level, .. }, DeValue::Array(items)) => {
+        // docs/rules.md#finally: steps, numbered in their own list.
+        let finally = known.ty == Ty::Finally;
+        match (known.ty, known.ty.tables_of(), value.get_ref()) {
+            (Ty::Table(level), _, DeValue::Table(table)) => {
+                check_keys(file, table, level, problems)
+            }
+            (_, Some(level), DeValue::Array(items)) => {
                 for (index, item) in items.iter().enumerate() {
                     if let DeValue::Table(table) = item.get_ref() {
                         let before = problems.len();
@@ -175,6 +179,7 @@ fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Dia
                             .filter(|_| level == Level::Step)
                         {
                             problem.step = Some(index);
+                            problem.finally = finally;
                         }
                     }
                 }
@@ -208,9 +213,9 @@ fn respell(table: &mut DeTable<'_>, level: Level) {
             _ => key,
         };
         if let Some(known) = keys::find(level, key.get_ref()) {
-            match (known.ty, value.get_mut()) {
-                (Ty::Table(sub), DeValue::Table(inner)) => respell(inner, sub),
-                (Ty::Tables { level: sub, .. }, DeValue::Array(items)) => {
+            match (known.ty, known.ty.tables_of(), value.get_mut()) {
+                (Ty::Table(sub), _, DeValue::Table(inner)) => respell(inner, sub),
+                (_, Some(sub), DeValue::Array(items)) => {
                     for item in items.iter_mut() {
                         if let DeValue::Table(inner) = item.get_mut() {
                             respell(inner, sub);
@@ -261,20 +266,25 @@ fn unknown_key(
         };
         help = format!("`{name}` belongs to a rule: write {header}; {help}");
     }
-    let label = match did_you_mean(name, &expected) {
+    let close = did_you_mean(name, &expected);
+    let label = match close {
         Some(close) => {
             help = format!("did you mean `{close}`? {help}");
             format!("unknown key; did you mean `{close}`?")
         }
         None => "unknown key".to_string(),
     };
-    Diagnostic::error(
+    let diagnostic = Diagnostic::error(
         Code::UnknownKey,
         format!("unknown key `{name}` {place}: the whole file is ignored"),
     )
     .in_file(&file.name)
     .at(key.span(), label)
-    .with_help(help)
+    .with_help(help);
+    match close {
+        Some(close) => diagnostic.with_fix(key.span(), close),
+        None => diagnostic,
+    }
 }
 
 /// The most common syntax error in a rule file: a value written without

@@ -90,6 +90,13 @@ fn property(key: &Key) -> Value {
             tables
         }
         Ty::Table(level) => object(level),
+        Ty::Finally => {
+            // A step, never durable (docs/rules.md#finally): `rulec check`
+            // reports `rulec::finally-durable`.
+            let mut step = object(Level::Step);
+            step["not"] = json!({ "required": ["durable"] });
+            json!({ "type": "array", "items": step })
+        }
         Ty::Text => json!({ "type": "string", "minLength": 1 }),
         Ty::Patterns { non_empty } => {
             let patterns = patterns(key.doc);
@@ -306,5 +313,8 @@ mod tests {
             keys_of(&rule["properties"]["repeat"]),
             sorted(Level::Repeat)
         );
+        let finally = &rule["properties"]["finally"]["items"];
+        assert_eq!(keys_of(finally), sorted(Level::Step));
+        assert_eq!(finally["not"], json!({ "required": ["durable"] }));
     }
 }

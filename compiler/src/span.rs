@@ -160,6 +160,54 @@ impl StringMap {
     }
 }
 
+impl StringMap {
+    /// Decodes the string value at `value_span` itself, also one still
+    /// being typed (`closed` false: read as if its closing quote followed):
+    /// the text and the map. `None` when the bytes are not a string.
+    pub fn read(file_text: &str, value_span: Range<usize>, closed: bool) -> Option<(String, Self)> {
+        let raw = file_text.get(value_span.clone())?;
+        let delim = ["\"\"\"", "'''", "\"", "'"]
+            .into_iter()
+            .find(|delim| raw.starts_with(delim))?;
+        let owned;
+        let raw = if closed {
+            raw
+        } else {
+            owned = format!("{raw}{delim}");
+            owned.as_str()
+        };
+        let (text, origin, content_end) = decode(raw)?;
+        let map = Self {
+            origin: origin
+                .into_iter()
+                .map(|r| r.start + value_span.start..r.end + value_span.start)
+                .collect(),
+            content_end: (content_end + value_span.start).min(value_span.end),
+            whole: value_span,
+            exact: true,
+        };
+        Some((text, map))
+    }
+
+    /// The decoded offset of a file offset inside the string: how many
+    /// decoded bytes come before it.
+    pub fn decoded_offset(&self, file_offset: usize) -> usize {
+        self.origin
+            .partition_point(|origin| origin.start < file_offset)
+    }
+
+    /// A fix that writes `replacement` over the decoded bytes `decoded`
+    /// (a name, or the inside of a literal's quotes), as file bytes: `None`
+    /// when the map is not exact or the replacement would need escaping
+    /// inside the TOML string (a quote, a backslash, a control character).
+    pub fn fix(&self, decoded: Range<usize>, replacement: &str) -> Option<(Range<usize>, String)> {
+        let plain = !replacement
+            .chars()
+            .any(|c| matches!(c, '"' | '\\' | '\'') || c.is_control());
+        (self.exact && plain).then(|| (self.map(decoded), replacement.to_string()))
+    }
+}
+
 /// Decodes one raw TOML string token (delimiters included). Returns the
 /// text, the raw range of every decoded byte, and the raw offset where the
 /// content ends. `None` if the token is not a well-formed string.

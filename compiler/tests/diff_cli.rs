@@ -155,3 +155,42 @@ fn help_has_an_example() {
         "{help}"
     );
 }
+
+/// A changed finally step (docs/rules.md#finally) is a changed key of its
+/// rule, named `finally N`, never a step's, and drops no waiting step.
+#[test]
+fn a_changed_finally_step_is_keyed_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("new");
+    std::fs::create_dir(&new).unwrap();
+    let finally = "[[rule.finally]]\ndo = \"redis\"\nlist = \"scooter:blinker\"\npush = \"off\"";
+    let alarm = std::fs::read_to_string(root().join("fixtures/rules/10-alarm.toml")).unwrap();
+    assert!(alarm.contains(finally), "the fixture's finally step");
+    let changed = alarm.replace(finally, &finally.replace("\"off\"", "\"left\""));
+    std::fs::write(new.join("10-alarm.toml"), changed).unwrap();
+    let old = dir.path().join("old");
+    std::fs::create_dir(&old).unwrap();
+    std::fs::write(old.join("10-alarm.toml"), alarm).unwrap();
+    let (code, json, err) = rulec(
+        dir.path(),
+        &[
+            "diff",
+            "old",
+            "new",
+            "--format",
+            "json",
+            "--profile",
+            "none",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let keys: Vec<&str> = value["changed"][0]["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|key| key["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["finally 0 action"], "{value}");
+    assert_eq!(value["dropped"], serde_json::json!([]));
+}

@@ -312,9 +312,9 @@ fn every_timeline_json_has_only_design_8_fields() {
         vec!["--bundle-after-restart".as_ref(), rules.as_os_str()],
     ));
     let fields = [
-        "at_ms", "kind", "rule", "step", "pass", "action", "list", "push", "channel", "command",
-        "iface", "id", "data", "run", "reason", "message", "waiting", "held", "bundle", "topic",
-        "from", "to",
+        "at_ms", "kind", "rule", "step", "finally", "pass", "action", "list", "push", "channel",
+        "command", "iface", "id", "data", "run", "reason", "message", "waiting", "held", "bundle",
+        "topic", "from", "to",
     ];
     let end_reasons = [
         "done",
@@ -350,6 +350,11 @@ fn every_timeline_json_has_only_design_8_fields() {
             for value in object.values() {
                 assert!(!value.is_null(), "{name}: null in {line}");
             }
+            // docs/simulation.md#output: present only on a finally step's line.
+            if let Some(finally) = object.get("finally") {
+                assert_eq!(finally, &serde_json::Value::Bool(true), "{name}: {line}");
+                assert!(object.contains_key("step"), "{name}: {line}");
+            }
             let at = line["at_ms"].as_u64().unwrap();
             assert!(at >= last, "{name}: out of order at {line}");
             last = at;
@@ -373,7 +378,7 @@ fn every_timeline_json_has_only_design_8_fields() {
                 }
                 "action-failed" | "step-skipped" | "run-start" | "trigger-dropped"
                 | "trigger-queued" | "trigger-refused" | "trigger-suppressed" | "record-put"
-                | "record-drop" | "replay-resume" => {
+                | "record-drop" | "replay-resume" | "finally-start" => {
                     assert!(object.contains_key("rule"), "{name}: no rule in {line}")
                 }
                 "restart" => assert_eq!(object.len(), 2, "{name}: {line}"),
@@ -420,9 +425,17 @@ fn hazards_pushes_both_at_0_and_off_at_30000() {
 }
 
 #[test]
-fn hazards_with_a_cancel_at_5s_never_pushes_off() {
+fn hazards_with_a_cancel_at_5s_pushes_off_at_once_from_its_finally_step() {
     let lines = json_lines("fixtures/rules", "hazards-cancel", &[]);
-    assert_eq!(hazard_pushes(&lines), [at(0, "both")]);
+    assert_eq!(hazard_pushes(&lines), [at(0, "both"), at(5_000, "off")]);
+    let off = lines
+        .iter()
+        .find(|l| l["push"] == "off" && l["rule"] == "hazards-on-alarm")
+        .unwrap();
+    assert_eq!(
+        (off["step"].as_u64(), off["finally"].as_bool()),
+        (Some(0), Some(true))
+    );
     assert!(lines.iter().any(|l| l["at_ms"] == 5_000
         && l["kind"] == "run-end"
         && l["rule"] == "hazards-on-alarm"

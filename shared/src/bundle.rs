@@ -21,7 +21,10 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// inputs) are one optional field of a rule ([`RuleOptions`]), and the
 /// rules' files runs of consecutive rules ([`SourceRun`]). 6: the payload
 /// carries the bus profile it was built with ([`crate::profile::Profile`],
-/// docs/sources.md).
+/// docs/sources.md). 7: a rule's options carry its `finally` steps
+/// ([`RuleOptions::finally`], docs/rules.md#finally), and a step's action
+/// may publish, notify and compute its values ([`Text`],
+/// docs/rules.md#computed-values).
 pub const FORMAT_VERSION: u16 = 7;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
@@ -96,6 +99,10 @@ impl Payload {
             for step in Arc::make_mut(&mut rule.steps) {
                 step.fingerprint = fingerprint_of(step, &self.consts, &self.state_pairs);
             }
+            let finally = rule.options.as_mut().map(|options| &mut options.finally);
+            for step in finally.into_iter().flat_map(Arc::make_mut) {
+                step.fingerprint = fingerprint_of(step, &self.consts, &self.state_pairs);
+            }
         }
     }
 }
@@ -114,7 +121,7 @@ pub struct StatePair {
     pub field: String,
 }
 
-/// The payload as encoded (format 6): [`Payload`]'s fields, with the rule
+/// The payload as encoded (format 7): [`Payload`]'s fields, with the rule
 /// files in a table (`sources`) and runs of consecutive rules of one file
 /// (`source_runs`, before the rules so the decoder names each rule's file
 /// as it reads it, and keeps a few bytes per file while it does, not 8 per
@@ -167,7 +174,7 @@ pub struct Rule {
     /// ([`crate::payload_decode`]); change them with [`Arc::make_mut`].
     pub steps: Arc<[Step]>,
     /// `None` when every key of [`RuleOptions`] has its default: most rules
-    /// set none of them, and the box keeps their 72 bytes out of every
+    /// set none of them, and the box keeps their 88 bytes out of every
     /// rule. Read through [`Rule::cooldown_ns`] and the other getters,
     /// change with [`Rule::options_mut`].
     pub options: Option<Box<RuleOptions>>,
@@ -175,7 +182,7 @@ pub struct Rule {
 
 /// The rule keys most rules leave at their defaults
 /// (docs/rules.md#rule-keys); [`Rule::options`] holds them.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct RuleOptions {
     pub cancel_on: Box<[TopicPattern]>,
     /// Nanoseconds; 0 means none.
@@ -190,6 +197,10 @@ pub struct RuleOptions {
     /// Indices into [`Payload::inputs`] of the inputs this rule declares,
     /// ascending, without repeats.
     pub inputs: Box<[u32]>,
+    /// `[[rule.finally]]` (docs/rules.md#finally): the steps a run still
+    /// walks when `cancel-on` ends it before its last step finished. Never
+    /// durable. Shared like [`Rule::steps`].
+    pub finally: Arc<[Step]>,
 }
 
 impl RuleOptions {
@@ -252,6 +263,11 @@ impl Rule {
     /// Indices into [`Payload::inputs`], ascending, without repeats.
     pub fn inputs(&self) -> &[u32] {
         self.options.as_ref().map_or(&[], |o| &o.inputs)
+    }
+
+    /// The `finally` steps (docs/rules.md#finally); empty for most rules.
+    pub fn finally(&self) -> &[Step] {
+        self.options.as_ref().map_or(&[], |o| &o.finally)
     }
 }
 

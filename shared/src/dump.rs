@@ -361,8 +361,15 @@ fn write_when(
     Ok(())
 }
 
-fn write_step(out: &mut impl Write, index: usize, step: &Step, payload: &Payload) -> fmt::Result {
-    writeln!(out, "  step {index}")?;
+/// One step; `list` is `step`, or `finally` for a finally step
+/// (docs/rules.md#finally).
+fn write_step(
+    out: &mut impl Write,
+    (list, index): (&str, usize),
+    step: &Step,
+    payload: &Payload,
+) -> fmt::Result {
+    writeln!(out, "  {list} {index}")?;
     writeln!(out, "    action       {}", action_text(&step.action))?;
     writeln!(out, "    after        {}", duration(step.after_ns))?;
     writeln!(
@@ -419,7 +426,11 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
     }
     write_when(out, "  ", rule.when.as_deref(), payload)?;
     for (index, step) in rule.steps.iter().enumerate() {
-        write_step(out, index, step, payload)?;
+        write_step(out, ("step", index), step, payload)?;
+    }
+    // Only a rule with finally steps shows them: the others read as before.
+    for (index, step) in rule.finally().iter().enumerate() {
+        write_step(out, ("finally", index), step, payload)?;
     }
     Ok(())
 }
@@ -812,6 +823,16 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
     let pats = |list: &[crate::TopicPattern]| -> Vec<String> {
         list.iter().map(|p| p.to_string()).collect()
     };
+    let step_json = |step: &Step| {
+        json!({
+            "action": action_json(&step.action, payload),
+            "after_ns": step.after_ns,
+            "durable": step.durable,
+            "fingerprint": step.fingerprint.to_string(),
+            "when": when(step.when.as_ref()),
+            "when_expr": when_expr(step.when.as_ref()),
+        })
+    };
     json!({
         "name": rule.name,
         "source": &*rule.source,
@@ -826,13 +847,7 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "repeat": {"count": rule.repeat().count, "every_ns": rule.repeat().every_ns},
         "when": when(rule.when.as_deref()),
         "when_expr": when_expr(rule.when.as_deref()),
-        "steps": rule.steps.iter().map(|step| json!({
-            "action": action_json(&step.action, payload),
-            "after_ns": step.after_ns,
-            "durable": step.durable,
-            "fingerprint": step.fingerprint.to_string(),
-            "when": when(step.when.as_ref()),
-            "when_expr": when_expr(step.when.as_ref()),
-        })).collect::<Vec<_>>(),
+        "steps": rule.steps.iter().map(&step_json).collect::<Vec<_>>(),
+        "finally": rule.finally().iter().map(&step_json).collect::<Vec<_>>(),
     })
 }

@@ -29,6 +29,11 @@ pub enum LimitError {
     DurableWithoutAfter { step: usize },
     #[error("step {step}: {reason}")]
     Action { step: usize, reason: &'static str },
+    /// docs/rules.md#finally: a finally step never waits for a restart.
+    #[error("finally step {step}: `durable`: a finally step is never durable")]
+    DurableFinally { step: usize },
+    #[error("finally step {step}: {reason}")]
+    FinallyAction { step: usize, reason: &'static str },
     #[error("the state hash `{hash}` is named like an event channel (`ev:`)")]
     StateChannel { hash: String },
     #[error("input {index}: {problem}")]
@@ -184,15 +189,24 @@ pub fn check_rule(rule: &Rule) -> Result<(), LimitError> {
         ("`for`", rule.hold_ns()),
     ];
     let steps = rule.steps.iter().enumerate();
-    let step_durations = steps.clone().flat_map(|(index, step)| {
-        let timeout = step.action.timeout_ns();
-        [
-            Some((format!("step {index} `after`"), step.after_ns)),
-            timeout.map(|ns| (format!("step {index} `timeout`"), ns)),
-        ]
-        .into_iter()
-        .flatten()
-    });
+    let finally = rule.finally().iter().enumerate();
+    let step_durations = steps
+        .clone()
+        .map(|(index, step)| (format!("step {index}"), step));
+    let finally_durations = finally
+        .clone()
+        .map(|(index, step)| (format!("finally step {index}"), step));
+    let step_durations = step_durations
+        .chain(finally_durations)
+        .flat_map(|(place, step)| {
+            let timeout = step.action.timeout_ns();
+            [
+                Some((format!("{place} `after`"), step.after_ns)),
+                timeout.map(|ns| (format!("{place} `timeout`"), ns)),
+            ]
+            .into_iter()
+            .flatten()
+        });
     let all = durations
         .into_iter()
         .map(|(what, ns)| (what.to_string(), ns))
@@ -208,6 +222,14 @@ pub fn check_rule(rule: &Rule) -> Result<(), LimitError> {
         }
         if let Some(reason) = action_problem(&spec.action) {
             return Err(LimitError::Action { step, reason });
+        }
+    }
+    for (step, spec) in finally {
+        if spec.durable {
+            return Err(LimitError::DurableFinally { step });
+        }
+        if let Some(reason) = action_problem(&spec.action) {
+            return Err(LimitError::FinallyAction { step, reason });
         }
     }
     Ok(())
@@ -414,5 +436,45 @@ mod tests {
         let mut nameless = valid();
         nameless.rules[0].name = " ".into();
         assert_eq!(load(&nameless), Err(LimitError::EmptyName));
+    }
+
+    #[test]
+    fn finally_steps_are_held_to_the_step_limits_and_never_durable() {
+        let with_finally = |step: Step| {
+            let mut payload = valid();
+            payload.rules[0].options_mut().finally = vec![step].into();
+            payload
+        };
+        let off = || Step::new(Action::redis("scooter:blinker", "off"), 0);
+        assert_eq!(load(&with_finally(off())), Ok(()));
+        // `Step::new` makes a waiting step durable; a finally step never is.
+        let waiting = Step::new(Action::redis("scooter:blinker", "off"), 1_000_000_000);
+        assert_eq!(
+            load(&with_finally(waiting.clone())),
+            Err(LimitError::DurableFinally { step: 0 })
+        );
+        assert_eq!(
+            LimitError::DurableFinally { step: 0 }.to_string(),
+            "finally step 0: `durable`: a finally step is never durable"
+        );
+        let not_durable = Step {
+            durable: false,
+            ..waiting
+        };
+        assert_eq!(load(&with_finally(not_durable)), Ok(()));
+        let far = Step {
+            after_ns: u64::MAX,
+            durable: false,
+            ..off()
+        };
+        assert!(matches!(
+            load(&with_finally(far)),
+            Err(LimitError::Duration { what, .. }) if what == "finally step 0 `after`"
+        ));
+        let empty = Step::new(Action::redis("scooter:blinker", ""), 0);
+        assert!(matches!(
+            load(&with_finally(empty)),
+            Err(LimitError::FinallyAction { step: 0, .. })
+        ));
     }
 }

@@ -200,6 +200,12 @@ impl<'de> Visitor<'de> for ExactRules<'_> {
                 };
                 decoded.source = Arc::clone(source);
                 decoded.steps = shared.steps(decoded.steps);
+                if let Some(options) = decoded.options.as_mut() {
+                    // Finally lists are shared like step lists; the empty
+                    // one of every rule without finally steps too.
+                    let finally = std::mem::take(&mut options.finally);
+                    options.finally = shared.steps(finally);
+                }
                 rules.push(decoded);
             }
         }
@@ -346,6 +352,36 @@ mod tests {
         let mut changed = decoded.clone();
         Arc::make_mut(&mut changed.rules[1].steps)[0].after_ns = 50;
         assert_eq!(changed.rules[0].steps[0].after_ns, 30);
+    }
+
+    #[test]
+    fn finally_lists_are_shared_with_equal_lists() {
+        let off = || Step::new(Action::redis("scooter:blinker", "off"), 0);
+        let on = |topic: &str| vec![TopicPattern::parse(topic).unwrap()];
+        let mut a = Rule::new("a", "f.toml", on("a"), vec![off()]);
+        a.options_mut().finally = vec![off()].into();
+        let mut b = Rule::new(
+            "b",
+            "f.toml",
+            on("b"),
+            vec![Step::new(off().action.as_ref().clone(), 5)],
+        );
+        b.options_mut().finally = vec![off()].into();
+        // Options, but no finally steps.
+        let mut c = Rule::new("c", "f.toml", on("c"), vec![off()]);
+        c.options_mut().cooldown_ns = 1;
+        let mut d = c.clone();
+        d.name = "d".into();
+        let payload = Payload::new("test", vec![a, b, c, d], vec![], vec![]);
+        let body = postcard::to_allocvec(&payload).unwrap();
+        let (decoded, _) = decode_payload(&body).unwrap();
+        assert_eq!(decoded, payload);
+        let finally = |rule: usize| &decoded.rules[rule].options.as_ref().unwrap().finally;
+        // The same list as `a`'s steps, and as `b`'s finally steps.
+        assert!(Arc::ptr_eq(finally(0), &decoded.rules[0].steps));
+        assert!(Arc::ptr_eq(finally(0), finally(1)));
+        assert!(Arc::ptr_eq(finally(2), finally(3)));
+        assert!(finally(2).is_empty());
     }
 
     #[test]

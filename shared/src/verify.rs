@@ -121,9 +121,11 @@ pub enum PayloadError {
     StateChannel(#[source] crate::limits::LimitError),
     #[error("{0}")]
     Input(#[source] crate::limits::LimitError),
-    #[error("rule `{rule}`, step {step}: CAN frame {reason}")]
+    #[error("rule `{rule}`, {list} {step}: CAN frame {reason}")]
     CanFrame {
         rule: String,
+        /// `"step"`, or `"finally step"` (docs/rules.md#finally).
+        list: &'static str,
         step: usize,
         reason: &'static str,
     },
@@ -198,43 +200,65 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
             verify_program(when, consts, states).map_err(|e| program_error("`when`".into(), e))?;
         }
         for (index, step) in rule.steps.iter().enumerate() {
-            if let Some(when) = &step.when {
-                verify_program(when, consts, states)
-                    .map_err(|e| program_error(format!("step {index} `when`"), e))?;
-            }
-            for (part, program) in step.action.texts().flat_map(|t| t.programs()).enumerate() {
-                verify_value_program(program, consts, states).map_err(|e| {
-                    program_error(format!("step {index} value `${{...}}` {part}"), e)
-                })?;
-            }
-            if let crate::bundle::Action::Can(frame) = &*step.action {
-                let reason = if frame.id > 0x1FFF_FFFF {
-                    Some("id above 0x1FFFFFFF")
-                } else if frame.id > 0x7FF && !frame.extended {
-                    // docs/rules.md#the-can-action: such an id only exists as an extended
-                    // frame; sent as a standard one it would lose its top bits.
-                    Some("id above 0x7FF without the extended flag")
-                } else if frame.data.len() > 8 || frame.dlc > 8 {
-                    Some("longer than 8 bytes")
-                } else if frame.rtr && !frame.data.is_empty() {
-                    Some("is a remote frame with data")
-                } else if !frame.rtr && usize::from(frame.dlc) != frame.data.len() {
-                    Some("length code differs from its data length")
-                } else {
-                    None
-                };
-                if let Some(reason) = reason {
-                    return Err(PayloadError::CanFrame {
-                        rule: rule.name.to_string(),
-                        step: index,
-                        reason,
-                    });
-                }
-            }
+            verify_step(rule, step, consts, states, (index, "step"))?;
+        }
+        for (index, step) in rule.finally().iter().enumerate() {
+            verify_step(rule, step, consts, states, (index, "finally step"))?;
         }
     }
     if let Some(profile) = &payload.profile {
         verify_profile(profile, consts, states)?;
+    }
+    Ok(())
+}
+
+/// One step's `when` and CAN frame; `place` is its index and list
+/// (`"step"`, or `"finally step"`, docs/rules.md#finally), for the error.
+fn verify_step(
+    rule: &crate::bundle::Rule,
+    step: &crate::bundle::Step,
+    consts: &[Const],
+    states: usize,
+    (index, list): (usize, &'static str),
+) -> Result<(), PayloadError> {
+    if let Some(when) = &step.when {
+        verify_program(when, consts, states).map_err(|error| PayloadError::Program {
+            rule: rule.name.to_string(),
+            place: format!("{list} {index} `when`"),
+            error,
+        })?;
+    }
+    for (part, program) in step.action.texts().flat_map(|t| t.programs()).enumerate() {
+        verify_value_program(program, consts, states).map_err(|error| PayloadError::Program {
+            rule: rule.name.to_string(),
+            place: format!("{list} {index} value `${{...}}` {part}"),
+            error,
+        })?;
+    }
+    if let crate::bundle::Action::Can(frame) = &*step.action {
+        let reason = if frame.id > 0x1FFF_FFFF {
+            Some("id above 0x1FFFFFFF")
+        } else if frame.id > 0x7FF && !frame.extended {
+            // docs/rules.md#the-can-action: such an id only exists as an extended
+            // frame; sent as a standard one it would lose its top bits.
+            Some("id above 0x7FF without the extended flag")
+        } else if frame.data.len() > 8 || frame.dlc > 8 {
+            Some("longer than 8 bytes")
+        } else if frame.rtr && !frame.data.is_empty() {
+            Some("is a remote frame with data")
+        } else if !frame.rtr && usize::from(frame.dlc) != frame.data.len() {
+            Some("length code differs from its data length")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(PayloadError::CanFrame {
+                rule: rule.name.to_string(),
+                list,
+                step: index,
+                reason,
+            });
+        }
     }
     Ok(())
 }

@@ -60,6 +60,14 @@ fn sample() -> Payload {
         steps,
     );
     rule.options_mut().cancel_on = vec![topic("alarm.disarmed")].into();
+    // docs/rules.md#finally: off at once on a cancel, unless parked.
+    rule.options_mut().finally = vec![Step {
+        when: Some(Program {
+            ops: vec![Op::State(0), Op::Const(3), Op::Ne],
+        }),
+        ..Step::new(Action::redis("scooter:blinker", "off"), 0)
+    }]
+    .into();
     rule.when = Some(Box::new(Program {
         ops: vec![
             Op::Field(EventField::To),
@@ -85,7 +93,8 @@ fn round_trip_is_exact_and_deterministic() {
     let bundle = decode(&bytes).unwrap();
     assert_eq!(bundle.payload, sample());
     let p = &bundle.payload;
-    for step in p.rules[0].steps.iter() {
+    assert_eq!(p.rules[0].finally().len(), 1);
+    for step in p.rules[0].steps.iter().chain(p.rules[0].finally()) {
         assert_eq!(
             step.fingerprint,
             fingerprint_of(step, &p.consts, &p.state_pairs)
@@ -221,6 +230,35 @@ fn a_bad_program_fails_verification_naming_rule_and_step() {
     }
 
     let mut payload = sample();
+    let options = payload.rules[0].options_mut();
+    Arc::make_mut(&mut options.finally)[0].when = Some(Program {
+        ops: vec![Op::State(7), Op::Const(3), Op::Eq],
+    });
+    match decode(&encode(&payload).unwrap()) {
+        Err(BundleError::Invalid(PayloadError::Program { place, .. })) => {
+            assert_eq!(place, "finally step 0 `when`");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let mut payload = sample();
+    Arc::make_mut(&mut payload.rules[0].options_mut().finally)[0].action =
+        Arc::new(Action::Can(CanFrame {
+            iface: "can0".into(),
+            id: 0x800,
+            extended: false,
+            rtr: false,
+            dlc: 0,
+            data: vec![],
+        }));
+    let error = decode(&encode(&payload).unwrap()).unwrap_err();
+    assert!(
+        error.to_string().contains(
+            "rule `hazards-on-alarm`, finally step 0: CAN frame id above 0x7FF without the extended flag"
+        ),
+        "{error}"
+    );
+
+    let mut payload = sample();
     payload.rules[0].when = Some(Box::new(Program {
         ops: vec![Op::Const(1)],
     }));
@@ -348,8 +386,16 @@ fn bad_can_frames_are_refused_naming_the_step() {
         let mut payload = sample();
         Arc::make_mut(&mut payload.rules[0].steps)[2].action = Arc::new(Action::Can(frame.clone()));
         match decode(&encode(&payload).unwrap()) {
-            Err(BundleError::Invalid(PayloadError::CanFrame { rule, step, reason })) => {
-                assert_eq!((rule.as_str(), step, reason), ("hazards-on-alarm", 2, want));
+            Err(BundleError::Invalid(PayloadError::CanFrame {
+                rule,
+                list,
+                step,
+                reason,
+            })) => {
+                assert_eq!(
+                    (rule.as_str(), list, step, reason),
+                    ("hazards-on-alarm", "step", 2, want)
+                );
             }
             other => panic!("{frame:?}: unexpected {other:?}"),
         }

@@ -93,6 +93,8 @@ codes! {
     Repeat => "rulec::repeat",
     /// `durable` on a step whose `after` is absent or zero.
     DurableWithoutAfter => "rulec::durable-without-after",
+    /// `durable` on a `[[rule.finally]]` step: finally steps are never durable.
+    FinallyDurable => "rulec::finally-durable",
     /// An exec `command` with white space or NUL: one program, no arguments, no shell.
     ExecArguments => "rulec::exec-arguments",
     /// `do = "lua"` or `do = "http"`: not supported yet.
@@ -165,6 +167,8 @@ codes! {
     NeverFires => "rulec::never-fires",
     /// (warning) A step after a step whose `when` is always false.
     UnreachableStep => "rulec::unreachable-step",
+    /// (warning) `[[rule.finally]]` on a rule without `cancel-on`: it can never run.
+    FinallyWithoutCancelOn => "rulec::finally-without-cancel-on",
     /// (warning) A redis `list` or `push` of white space only.
     BlankValue => "rulec::blank-value",
     /// (warning) The pattern `.*`, which matches only topics starting with `.`.

@@ -1620,6 +1620,7 @@ impl Names<'_> {
                 span: expr.span.clone(),
                 label: "not a name of the change".into(),
                 help: Some(self.help()),
+                fix: None,
             }),
             ExprKind::Field(EventField::From | EventField::To) if !self.is_field => {
                 problems.push(WhenProblem {
@@ -1628,6 +1629,7 @@ impl Names<'_> {
                     span: expr.span.clone(),
                     label: "always absent here".into(),
                     help: Some(self.help()),
+                    fix: None,
                 })
             }
             ExprKind::Data(path) => {
@@ -1644,6 +1646,7 @@ impl Names<'_> {
                         span: expr.span.clone(),
                         label: "not a name of the change".into(),
                         help: Some(help),
+                        fix: None,
                     });
                 }
             }

@@ -9,8 +9,8 @@ use std::fmt;
 /// The output fields an expectation may select on, besides `kind`
 /// (docs/simulation.md#output).
 pub const FIELDS: &[&str] = &[
-    "rule", "step", "pass", "action", "list", "push", "channel", "command", "iface", "id", "data",
-    "run", "reason", "message",
+    "rule", "step", "finally", "pass", "action", "list", "push", "channel", "command", "iface",
+    "id", "data", "run", "reason", "message",
 ];
 
 /// When a selected line must have happened.
@@ -71,11 +71,16 @@ pub enum ExpectError {
     CountOnNone { number: usize },
 }
 
-fn suggestion(key: &str) -> String {
+/// The key of an expectation close to `key`, for a "did you mean".
+pub fn close_key(key: &str) -> Option<&'static str> {
     let known = ["kind", "at", "between", "count"]
         .into_iter()
         .chain(FIELDS.iter().copied());
-    match rulecore::suggest::closest_within(key, known, 2) {
+    rulecore::suggest::closest_within(key, known, 2)
+}
+
+fn suggestion(key: &str) -> String {
+    match close_key(key) {
         Some(close) => format!(" (did you mean `{close}`?)"),
         None => format!(
             "; an expectation takes kind, at, between, count and the output fields {}",
@@ -175,7 +180,8 @@ fn parse_one(
                 let value = match value {
                     toml::Value::String(text) => Value::from(text.as_str()),
                     toml::Value::Integer(n) => Value::from(*n),
-                    _ => return Err(wrong(key, "a string or a whole number")),
+                    toml::Value::Boolean(b) => Value::from(*b),
+                    _ => return Err(wrong(key, "a string, a whole number or a boolean")),
                 };
                 expectation.fields.push((field.to_string(), value));
             }
@@ -202,7 +208,11 @@ impl Expectation {
             && self
                 .fields
                 .iter()
-                .all(|(key, want)| line.get(key) == Some(want))
+                // An absent flag (`finally`) is false.
+                .all(|(key, want)| match line.get(key) {
+                    Some(have) => have == want,
+                    None => *want == Value::Bool(false),
+                })
     }
 
     /// Whether `at_ms` is in the expectation's time.
@@ -276,5 +286,34 @@ impl fmt::Display for Expectation {
             write!(f, " count={count}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Expectation {
+        let table: toml::Table = text.parse().unwrap_or_default();
+        match parse(&table) {
+            Ok(mut all) if all.len() == 1 => all.remove(0),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn finally_selects_the_lines_of_finally_steps_and_absent_reads_false() {
+        let finally = serde_json::json!({"at_ms": 0, "kind": "action", "step": 0, "finally": true});
+        let step = serde_json::json!({"at_ms": 0, "kind": "action", "step": 0});
+        let want = one("[[expect]]\nfinally = true\nstep = 0\n");
+        assert!(want.selects_fields(&finally));
+        assert!(!want.selects_fields(&step));
+        let not = one("[[expect]]\nfinally = false\n");
+        assert!(!not.selects_fields(&finally));
+        assert!(not.selects_fields(&step));
+        assert_eq!(
+            want.to_string(),
+            "[[expect]] #1: kind=action step=0 finally=true"
+        );
     }
 }

@@ -11,7 +11,7 @@
 //! `on` matches only profile topics has its `to`/`from` comparisons held
 //! against their values (`super::profile`).
 
-use super::{CheckedExpr, CheckedRule, CheckedStep, Validated};
+use super::{CheckedExpr, CheckedRule, Validated};
 use crate::diagnostic::{Code, Diagnostic, Severity};
 use crate::keys::DATA_TYPES;
 use crate::load::SourceFile;
@@ -50,6 +50,17 @@ impl DataTy {
         })
     }
 
+    /// As `[[topic]]` writes it.
+    fn keyword(self) -> &'static str {
+        match self {
+            DataTy::Str => "string",
+            DataTy::Int => "int",
+            DataTy::Float => "float",
+            DataTy::Bool => "bool",
+            DataTy::Any => "any",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             DataTy::Str => "a string",
@@ -59,6 +70,31 @@ impl DataTy {
             DataTy::Any => "any value",
         }
     }
+}
+
+/// Where a topic of the catalogue comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicOrigin {
+    /// A `[[topic]]` of the directory.
+    Declared,
+    /// A `[[rule.input]]`'s implicit topic (docs/rules.md#inputs).
+    Input,
+    /// The bus profile derives it (docs/sources.md).
+    Profile,
+}
+
+/// One topic of the catalogue the rules were held against: what editors
+/// complete and explain (docs/editors.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogueTopic {
+    pub name: String,
+    /// Each `data` key and its type as `[[topic]]` writes it (`int`, `any`).
+    pub data: Vec<(String, &'static str)>,
+    /// The rule file of its `[[topic]]` or input (empty for the profile's).
+    pub file: String,
+    /// That table in the file.
+    pub span: Range<usize>,
+    pub origin: TopicOrigin,
 }
 
 /// One declared topic.
@@ -116,12 +152,19 @@ fn declaration(
                         Some(ty) => {
                             data.insert(data_key.get_ref().to_string(), ty);
                         }
-                        None => diagnostics.push(error(
-                            format!("`data.{}` has no type `when` knows", data_key.get_ref()),
-                            ty_span,
-                            "not a type",
-                            type_help(ty.get_ref().as_str()),
-                        )),
+                        None => {
+                            let near = near_type(ty.get_ref().as_str());
+                            let diagnostic = error(
+                                format!("`data.{}` has no type `when` knows", data_key.get_ref()),
+                                ty_span.clone(),
+                                "not a type",
+                                type_help(near),
+                            );
+                            diagnostics.push(match near {
+                                Some(near) => diagnostic.with_fix(ty_span, format!("\"{near}\"")),
+                                None => diagnostic,
+                            });
+                        }
                     }
                 }
             }
@@ -157,15 +200,19 @@ fn valid_topic(text: &str) -> bool {
     !text.is_empty() && !text.contains('*') && !text.contains(char::is_whitespace)
 }
 
-fn type_help(written: Option<&str>) -> String {
-    let list = DATA_TYPES.join(", ");
-    let near = written.and_then(|w| match w {
+/// The type most likely meant by a `data` type `when` does not know.
+fn near_type(written: Option<&str>) -> Option<&'static str> {
+    written.and_then(|w| match w {
         "str" | "text" => Some("string"),
         "integer" | "number" => Some("int"),
         "boolean" => Some("bool"),
         "double" => Some("float"),
         other => did_you_mean(other, DATA_TYPES),
-    });
+    })
+}
+
+fn type_help(near: Option<&str>) -> String {
+    let list = DATA_TYPES.join(", ");
     match near {
         Some(near) => format!("did you mean `\"{near}\"`? the types are {list}"),
         None => format!("the types are {list} (`any` is not checked)"),
@@ -196,6 +243,29 @@ pub(super) fn check_rules(
             topics.push(topic);
         }
     }
+    out.topics = topics
+        .iter()
+        .map(|topic| {
+            let origin = if topic.shape.is_some() {
+                TopicOrigin::Profile
+            } else if implicit.iter().any(|input| std::ptr::eq(input, *topic)) {
+                TopicOrigin::Input
+            } else {
+                TopicOrigin::Declared
+            };
+            CatalogueTopic {
+                name: topic.name.clone(),
+                data: topic
+                    .data
+                    .iter()
+                    .map(|(key, ty)| (key.clone(), ty.keyword()))
+                    .collect(),
+                file: topic.file.clone(),
+                span: topic.span.clone(),
+                origin,
+            }
+        })
+        .collect();
     let known = if derived.is_empty() {
         "declared"
     } else {
@@ -215,7 +285,7 @@ pub(super) fn check_rules(
             for expr in rule
                 .when
                 .iter()
-                .chain(rule.steps.iter().flat_map(CheckedStep::exprs))
+                .chain(rule.step_whens().map(|(_, _, expr)| expr))
             {
                 data_uses(&matched, file, expr, &mut found);
             }
@@ -225,17 +295,16 @@ pub(super) fn check_rules(
                 matched.iter().map(|topic| topic.shape.as_ref()).collect();
             if let Some(shapes) = shapes {
                 let exprs = rule.when.iter().map(|expr| (None, expr)).chain(
-                    rule.steps
-                        .iter()
-                        .enumerate()
-                        .flat_map(|(i, s)| s.exprs().map(move |expr| (Some(i), expr))),
+                    rule.step_whens()
+                        .map(|(index, finally, expr)| (Some((index, finally)), expr)),
                 );
                 for (step, expr) in exprs {
                     let map = expr.map(&file.text);
                     for mut diagnostic in
                         super::profile::event_values(&shapes, &expr.checked.expr, &map)
                     {
-                        diagnostic.step = step;
+                        diagnostic.step = step.map(|(index, _)| index);
+                        diagnostic.finally = step.is_some_and(|(_, finally)| finally);
                         found.push(diagnostic);
                     }
                 }
@@ -374,8 +443,9 @@ fn unknown_topic(
     span: Range<usize>,
 ) -> Diagnostic {
     let names: Vec<&str> = topics.iter().map(|topic| topic.name.as_str()).collect();
+    // The pattern most likely meant, as it would be written.
     let near = match pattern {
-        TopicPattern::Exact(name) => did_you_mean(name, &names).map(|near| format!("`{near}`")),
+        TopicPattern::Exact(name) => did_you_mean(name, &names).map(str::to_string),
         TopicPattern::Prefix(prefix) => {
             // Prefixes of the declared topics, as patterns: `battery.*`.
             let mut prefixes: Vec<String> = names
@@ -388,22 +458,26 @@ fn unknown_topic(
             prefixes.sort();
             prefixes.dedup();
             let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-            did_you_mean(prefix, &refs).map(|near| format!("`{near}*`"))
+            did_you_mean(prefix, &refs).map(|near| format!("{near}*"))
         }
         TopicPattern::Any => None,
     };
-    let help = match near {
+    let help = match &near {
         Some(near) => {
-            format!("did you mean {near}? otherwise declare the topic in a `[[topic]]` table")
+            format!("did you mean `{near}`? otherwise declare the topic in a `[[topic]]` table")
         }
         None => "declare the topic in a `[[topic]]` table, or fix the pattern".into(),
     };
-    Diagnostic::warning(
+    let diagnostic = Diagnostic::warning(
         Code::UnknownTopic,
         format!("`{key}` pattern `{pattern}` matches no {known} topic"),
     )
-    .at(span, format!("no {known} topic matches"))
-    .with_help(help)
+    .at(span.clone(), format!("no {known} topic matches"))
+    .with_help(help);
+    match near {
+        Some(near) => diagnostic.with_fix(span, crate::diagnostic::toml_string(&near)),
+        None => diagnostic,
+    }
 }
 
 /// The `data.*` reads of one expression, against what the matched topics
@@ -466,7 +540,8 @@ impl DataWalk<'_> {
                 .collect();
             keys.sort_unstable();
             keys.dedup();
-            let help = match did_you_mean(key, &keys) {
+            let near = did_you_mean(key, &keys);
+            let help = match near {
                 Some(near) => format!("did you mean `data.{near}`?"),
                 None if keys.is_empty() => {
                     "the rule's topics declare no data; declare the key in their `[[topic]]`"
@@ -480,14 +555,17 @@ impl DataWalk<'_> {
                         .join(", ")
                 ),
             };
-            self.found.push(
-                Diagnostic::error(
-                    Code::UnknownDataKey,
-                    format!("`data.{key}` is not declared for the rule's topics"),
-                )
-                .at(self.map.map(span), "no declared topic has this key")
-                .with_help(help),
-            );
+            let mut diagnostic = Diagnostic::error(
+                Code::UnknownDataKey,
+                format!("`data.{key}` is not declared for the rule's topics"),
+            )
+            .at(self.map.map(span.clone()), "no declared topic has this key")
+            .with_help(help);
+            if let (Some(near), true) = (near, self.map.is_exact()) {
+                let rest: String = path.iter().skip(1).map(|part| format!(".{part}")).collect();
+                diagnostic = diagnostic.with_fix(self.map.map(span), format!("data.{near}{rest}"));
+            }
+            self.found.push(diagnostic);
             return None;
         };
         let agreed = types.iter().all(|ty| *ty == first);

@@ -57,6 +57,8 @@ pub(super) struct RuleChecker<'a, 'i> {
     pub(super) enabled: bool,
     /// The step being checked, for diagnostics.
     pub(super) step: Option<usize>,
+    /// `step` counts `[[rule.finally]]` steps (docs/rules.md#finally).
+    pub(super) finally: bool,
     pub(super) diagnostics: Vec<Diagnostic>,
     /// The bus profile's catalogue the rule is held against, if any.
     pub(super) catalogue: Option<&'a Catalogue>,
@@ -79,6 +81,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             name_span: None,
             enabled,
             step: None,
+            finally: false,
             diagnostics: Vec::new(),
             catalogue,
         }
@@ -88,6 +91,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
         diagnostic.file = Some(self.file.name.clone());
         diagnostic.rule = self.name.clone();
         diagnostic.step = self.step;
+        diagnostic.finally = self.finally && self.step.is_some();
         self.diagnostics.push(diagnostic);
     }
 
@@ -224,13 +228,16 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                 } else {
                     map.map(at)
                 };
-                self.error_help(
+                let mut diagnostic = Diagnostic::error(
                     Code::Duration,
                     format!("invalid duration `{text}` for `{key}`"),
-                    span,
-                    &label,
-                    &help,
-                );
+                )
+                .at(span, label)
+                .with_help(help);
+                if let Some(fixed) = rulecore::suggest::duration_spelling(text) {
+                    diagnostic = diagnostic.with_fix(entry.value.span(), format!("\"{fixed}\""));
+                }
+                self.push(diagnostic);
                 None
             }
         }
@@ -296,8 +303,12 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             Err(problems) => {
                 let map = StringMap::new(&self.file.text, span, &text);
                 for problem in problems {
+                    let fix = problem
+                        .fix
+                        .and_then(|fix| map.fix(problem.span.clone(), &fix));
                     let mut diagnostic = Diagnostic::error(problem.code, problem.message)
-                        .at(map.map(problem.span), problem.label);
+                        .at(map.map(problem.span), problem.label)
+                        .with_fix_opt(fix);
                     diagnostic.help = problem.help;
                     self.push(diagnostic);
                 }

@@ -23,6 +23,7 @@ mod step;
 mod template;
 
 pub use can::parse_can_data;
+pub use catalogue::{CatalogueTopic, TopicOrigin};
 pub(crate) use checker::type_name;
 pub use input::CheckedInput;
 
@@ -37,6 +38,7 @@ use rulecore::bundle::{Action, Concurrency, Repeat};
 use rulecore::TopicPattern;
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// A `when` expression, or one `${...}` of a computed value, that
 /// type-checked, with its source text.
@@ -134,10 +136,33 @@ pub struct CheckedRule {
     pub repeat: Repeat,
     pub when: Option<CheckedExpr>,
     pub steps: Vec<CheckedStep>,
+    /// `[[rule.finally]]`, never durable (docs/rules.md#finally).
+    pub finally: Vec<CheckedStep>,
     /// `[[rule.input]]`, in file order (docs/rules.md#inputs).
     pub inputs: Vec<CheckedInput>,
     /// The `[[rule]]` header in the rule file.
     pub span: Range<usize>,
+}
+
+impl CheckedRule {
+    /// Every step's `when`, the steps' then the finally steps'
+    /// (docs/rules.md#finally), each with its index and whether it is a
+    /// finally step's.
+    pub fn step_whens(&self) -> impl Iterator<Item = (usize, bool, &CheckedExpr)> {
+        whens_of(&self.steps, false).chain(whens_of(&self.finally, true))
+    }
+}
+
+/// The expressions of one list of steps (each `when`, then those of its
+/// computed values), with their step's index and `finally`.
+fn whens_of(
+    steps: &[CheckedStep],
+    finally: bool,
+) -> impl Iterator<Item = (usize, bool, &CheckedExpr)> {
+    steps
+        .iter()
+        .enumerate()
+        .flat_map(move |(index, step)| step.exprs().map(move |expr| (index, finally, expr)))
 }
 
 /// The outcome of validating a rules directory.
@@ -152,6 +177,10 @@ pub struct Validated {
     pub rules_read: usize,
     /// Warnings made errors by `deny_warnings`.
     pub denied_warnings: usize,
+    /// The topic catalogue the rules were held against, in the order it is
+    /// searched (the directory's `[[topic]]`, the inputs', the profile's);
+    /// empty when there is none.
+    pub topics: Vec<CatalogueTopic>,
 }
 
 /// Validates every file, in order.
@@ -177,50 +206,129 @@ pub fn validate_against(
     deny_warnings: bool,
     catalogue: Option<&Catalogue>,
 ) -> Validated {
+    validate_cached(files, deny_warnings, catalogue, &mut FileChecks::default())
+}
+
+/// What checking one file finds on its own: its rules' own checks, its
+/// topic declarations, what rejects it. The checks across files run on
+/// these every time; a file's own are reused while its text is the same.
+#[derive(Debug, Clone)]
+struct FileCheck {
+    /// The file's text, which the check is of.
+    text: String,
+    diagnostics: Vec<Diagnostic>,
+    /// A syntax error or an unknown key: nothing of it is compiled or
+    /// declared.
+    rejected: bool,
+    topics: Vec<catalogue::Topic>,
+    rules_read: usize,
+    /// Rules that passed their own checks, with the span of their name.
+    candidates: Vec<(CheckedRule, Range<usize>)>,
+}
+
+/// The checks of single files kept between runs over the same directory
+/// (`rulec lsp` checks it at every keystroke, docs/editors.md#how-fast):
+/// each is reused while its file's text, `deny_warnings` and the
+/// catalogue are the same. One cache serves one catalogue; it is cleared
+/// when `deny_warnings` changes.
+#[derive(Debug, Clone, Default)]
+pub struct FileChecks {
+    deny_warnings: bool,
+    files: HashMap<String, Arc<FileCheck>>,
+}
+
+impl FileChecks {
+    fn get(
+        &mut self,
+        file: &SourceFile,
+        deny_warnings: bool,
+        catalogue: Option<&Catalogue>,
+    ) -> Arc<FileCheck> {
+        if self.deny_warnings != deny_warnings {
+            self.files.clear();
+            self.deny_warnings = deny_warnings;
+        }
+        match self.files.get(&file.name) {
+            Some(check) if check.text == file.text => Arc::clone(check),
+            _ => {
+                let check = Arc::new(check_file(file, deny_warnings, catalogue));
+                self.files.insert(file.name.clone(), Arc::clone(&check));
+                check
+            }
+        }
+    }
+}
+
+/// One file's own checks.
+fn check_file(file: &SourceFile, deny_warnings: bool, catalogue: Option<&Catalogue>) -> FileCheck {
+    let mut found = Validated::default();
+    let mut candidates = Vec::new();
+    // A rejected file's rules and topics are still checked, for their
+    // problems, but none of them is compiled or declared.
+    let (parsed, rejecting) = rulefile::parse_all(file);
+    let rejected = !rejecting.is_empty();
+    found.diagnostics.extend(rejecting);
+    let topics = catalogue::declarations(file, &parsed.topics, &mut found);
+    for raw in &parsed.rules {
+        let mut checker = RuleChecker::new(file, raw, catalogue);
+        let checked = checker.check();
+        let has_errors = checker
+            .diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Error || deny_warnings);
+        if has_errors && !checker.enabled {
+            // docs/rules.md#disabled-rules: a disabled rule's problems do not fail the
+            // check; the rule is left out of the bundle instead.
+            for diagnostic in &mut checker.diagnostics {
+                if diagnostic.severity == Severity::Error {
+                    diagnostic.severity = Severity::Warning;
+                    let note = "this rule is disabled (`enabled = false`), so this is a warning and the rule is left out of the bundle";
+                    diagnostic.help = Some(match diagnostic.help.take() {
+                        Some(help) => format!("{help}\n{note}"),
+                        None => note.to_string(),
+                    });
+                }
+            }
+        }
+        found.diagnostics.append(&mut checker.diagnostics);
+        if let (Some(rule), false) = (checked, has_errors || rejected) {
+            let name_span = checker.name_span.clone().unwrap_or(raw.span.clone());
+            candidates.push((rule, name_span));
+        }
+    }
+    FileCheck {
+        text: file.text.clone(),
+        diagnostics: found.diagnostics,
+        rejected,
+        topics,
+        rules_read: parsed.rules.len(),
+        candidates,
+    }
+}
+
+/// [`validate_against`], reusing the checks of files `cache` holds.
+pub fn validate_cached(
+    files: &[SourceFile],
+    deny_warnings: bool,
+    catalogue: Option<&Catalogue>,
+    cache: &mut FileChecks,
+) -> Validated {
     let mut out = Validated::default();
     // Rules that passed their own checks, before names are settled.
     let mut candidates: Vec<(CheckedRule, Range<usize>)> = Vec::new();
     let mut topics = Vec::new();
     for file in files {
-        // A rejected file's rules and topics are still checked, for their
-        // problems, but none of them is compiled or declared.
-        let (parsed, rejecting) = rulefile::parse_all(file);
-        let rejected = !rejecting.is_empty();
-        out.diagnostics.extend(rejecting);
-        let declared = catalogue::declarations(file, &parsed.topics, &mut out);
-        let raw_rules = parsed.rules;
-        if !rejected {
-            topics.extend(declared);
-            out.rules_read += raw_rules.len();
+        let check = cache.get(file, deny_warnings, catalogue);
+        out.diagnostics.extend(check.diagnostics.iter().cloned());
+        if !check.rejected {
+            topics.extend(check.topics.iter().cloned());
+            out.rules_read += check.rules_read;
         }
-        for raw in &raw_rules {
-            let mut checker = RuleChecker::new(file, raw, catalogue);
-            let checked = checker.check();
-            let has_errors = checker
-                .diagnostics
-                .iter()
-                .any(|d| d.severity == Severity::Error || deny_warnings);
-            if has_errors && !checker.enabled {
-                // docs/rules.md#disabled-rules: a disabled rule's problems do not fail the
-                // check; the rule is left out of the bundle instead.
-                for diagnostic in &mut checker.diagnostics {
-                    if diagnostic.severity == Severity::Error {
-                        diagnostic.severity = Severity::Warning;
-                        let note = "this rule is disabled (`enabled = false`), so this is a warning and the rule is left out of the bundle";
-                        diagnostic.help = Some(match diagnostic.help.take() {
-                            Some(help) => format!("{help}\n{note}"),
-                            None => note.to_string(),
-                        });
-                    }
-                }
-            }
-            out.diagnostics.append(&mut checker.diagnostics);
-            if let (Some(rule), false) = (checked, has_errors || rejected) {
-                let name_span = checker.name_span.clone().unwrap_or(raw.span.clone());
-                candidates.push((rule, name_span));
-            }
-        }
+        candidates.extend(check.candidates.iter().cloned());
     }
+    // Files gone from the directory are forgotten.
+    let names: std::collections::HashSet<&str> = files.iter().map(|f| f.name.as_str()).collect();
+    cache.files.retain(|name, _| names.contains(name.as_str()));
     let across = input::check_across_rules(&mut candidates);
     out.diagnostics.extend(across);
     catalogue::check_rules(

@@ -130,10 +130,14 @@ fn listed(patterns: &[String]) -> String {
 
 /// "did you mean `x`?" from the literal values among `patterns`, else the
 /// values, with `what` naming whose they are.
-fn values_help(literal: &str, patterns: &[&ValuePattern], what: &str) -> String {
+fn values_help<'p>(
+    literal: &str,
+    patterns: &[&'p ValuePattern],
+    what: &str,
+) -> (String, Option<&'p str>) {
     let literals: Vec<&str> = patterns.iter().filter_map(|p| p.as_literal()).collect();
     if let Some(near) = did_you_mean(literal, &literals) {
-        return format!("did you mean `{near}`?");
+        return (format!("did you mean `{near}`?"), Some(near));
     }
     // In the profile's order, each once.
     let mut all: Vec<String> = Vec::new();
@@ -143,7 +147,18 @@ fn values_help(literal: &str, patterns: &[&ValuePattern], what: &str) -> String 
             all.push(text);
         }
     }
-    format!("{what} {}", listed(&all))
+    (format!("{what} {}", listed(&all)), None)
+}
+
+/// The fix of a literal compared with a value it never is: `near` inside
+/// its quotes.
+fn literal_fix(
+    map: &StringMap,
+    literal_span: &Range<usize>,
+    near: Option<&str>,
+) -> Option<(Range<usize>, String)> {
+    let inside = literal_span.start + 1..literal_span.end.saturating_sub(1);
+    map.fix(inside, near?)
 }
 
 /// The `state()` reads of one expression against the profile's hashes
@@ -207,12 +222,11 @@ fn unknown_state_field(
     map: &StringMap,
 ) -> Diagnostic {
     let call = state_call(pair);
-    let field_span = when::string_literals(source, span.clone())
-        .get(1)
-        .cloned()
-        .unwrap_or(span);
+    let field_literal = when::string_literals(source, span.clone()).get(1).cloned();
+    let field_span = field_literal.clone().unwrap_or(span);
     let fields: Vec<&str> = hash.fields.keys().map(String::as_str).collect();
-    let help = match did_you_mean(&pair.field, &fields) {
+    let near = did_you_mean(&pair.field, &fields);
+    let help = match near {
         Some(near) => format!("did you mean `{near}`?"),
         None => {
             let names: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
@@ -230,8 +244,9 @@ fn unknown_state_field(
             pair.hash, pair.field
         ),
     )
-    .at(map.map(field_span), "not a field of this hash")
+    .at(map.map(field_span.clone()), "not a field of this hash")
     .with_help(help)
+    .with_fix_opt(field_literal.and_then(|literal| literal_fix(map, &literal, near)))
 }
 
 /// A `state()` read of a field written without a notification and read by
@@ -273,7 +288,7 @@ fn state_values(catalogue: &Catalogue, expr: &Expr, map: &StringMap) -> Vec<Diag
         }
         let call = state_call(pair);
         let refs: Vec<&ValuePattern> = patterns.iter().collect();
-        let help = values_help(
+        let (help, near) = values_help(
             comparison.literal,
             &refs,
             &format!(
@@ -294,7 +309,8 @@ fn state_values(catalogue: &Catalogue, expr: &Expr, map: &StringMap) -> Vec<Diag
                 map.map(comparison.literal_span.clone()),
                 format!("not a value of `{}` `{}`", pair.hash, pair.field),
             )
-            .with_help(help),
+            .with_help(help)
+            .with_fix_opt(literal_fix(map, &comparison.literal_span, near)),
         );
     }
     found
@@ -351,8 +367,8 @@ pub(super) fn event_values(
         };
         let patterns: Vec<&ValuePattern> =
             sets.iter().flatten().flat_map(|set| set.iter()).collect();
-        let help = if patterns.is_empty() {
-            format!("{named} carry no `{name}`")
+        let (help, near) = if patterns.is_empty() {
+            (format!("{named} carry no `{name}`"), None)
         } else {
             values_help(
                 comparison.literal,
@@ -373,7 +389,8 @@ pub(super) fn event_values(
                 map.map(comparison.literal_span.clone()),
                 format!("not a value of `{name}` for the rule's topics"),
             )
-            .with_help(help),
+            .with_help(help)
+            .with_fix_opt(literal_fix(map, &comparison.literal_span, near)),
         );
     }
     found
@@ -394,14 +411,16 @@ pub(super) fn list_value(
         return None;
     }
     let refs: Vec<&ValuePattern> = patterns.iter().collect();
-    let help = values_help(push, &refs, &format!("`{list}` accepts"));
+    let (help, near) = values_help(push, &refs, &format!("`{list}` accepts"));
+    let fix = near.map(|near| (span.clone(), crate::diagnostic::toml_string(near)));
     Some(
         Diagnostic::error(
             Code::ListValue,
             format!("`push = \"{push}\"` is not a value `{list}` accepts"),
         )
         .at(span, "not accepted by this list")
-        .with_help(help),
+        .with_help(help)
+        .with_fix_opt(fix),
     )
 }
 

@@ -1,5 +1,6 @@
 //! Rule-level keys (docs/rules.md#rule-keys): name, on, when, concurrency,
-//! cancel-on, cooldown, debounce, repeat, enabled.
+//! cancel-on, cooldown, debounce, repeat, enabled; the steps and finally
+//! steps are `step`'s.
 
 use super::checker::{entry, Pattern, RuleChecker};
 use super::{CheckedExpr, CheckedRule};
@@ -44,6 +45,7 @@ impl<'i> RuleChecker<'_, 'i> {
         let repeat = self.repeat(table);
         let inputs = self.inputs(table);
         let steps = self.steps(table, &header);
+        let finally = self.finally_steps(table, !cancel_on.is_empty());
 
         let name = self.name.clone()?;
         ok &= on_ok && cancel_on_ok;
@@ -56,6 +58,7 @@ impl<'i> RuleChecker<'_, 'i> {
             Some(repeat),
             Some(inputs),
             Some(steps),
+            Some(finally),
         ) = (
             when,
             concurrency,
@@ -65,6 +68,7 @@ impl<'i> RuleChecker<'_, 'i> {
             repeat,
             inputs,
             steps,
+            finally,
         )
         else {
             return None;
@@ -87,6 +91,7 @@ impl<'i> RuleChecker<'_, 'i> {
             repeat,
             when,
             steps,
+            finally,
             inputs,
             span: header,
         })
@@ -215,11 +220,14 @@ impl<'i> RuleChecker<'_, 'i> {
                     Some(close) => format!("unknown policy; did you mean `{close}`?"),
                     None => "unknown policy".to_string(),
                 };
-                self.push(
+                let diagnostic =
                     Diagnostic::error(Code::Concurrency, format!("unknown concurrency `{other}`"))
-                        .at(span, label)
-                        .with_help("`concurrency` is one of \"restart\" (the default: a new trigger restarts the run), \"drop\" (ignore triggers while a run is live) or \"queue\" (run them one after another)"),
-                );
+                        .at(span.clone(), label)
+                        .with_help("`concurrency` is one of \"restart\" (the default: a new trigger restarts the run), \"drop\" (ignore triggers while a run is live) or \"queue\" (run them one after another)");
+                self.push(match close {
+                    Some(close) => diagnostic.with_fix(span, format!("\"{close}\"")),
+                    None => diagnostic,
+                });
                 None
             }
         }

@@ -51,13 +51,55 @@ impl<'i> RuleChecker<'_, 'i> {
             );
             return None;
         }
+        self.step_list(items)
+    }
+
+    /// `[[rule.finally]]` (docs/rules.md#finally): steps checked as the
+    /// rule's own, `durable` refused; absent, none. `None` on error in any.
+    pub(super) fn finally_steps(
+        &mut self,
+        table: &Table<'i>,
+        has_cancel_on: bool,
+    ) -> Option<Vec<CheckedStep>> {
+        let Some(e) = entry(table, "finally") else {
+            return Some(Vec::new());
+        };
+        let DeValue::Array(items) = e.value.get_ref() else {
+            self.wrong_type(
+                "finally",
+                e.value,
+                "an array of step tables",
+                Some("start each finally step with a `[[rule.finally]]` header (two brackets)"),
+            );
+            return None;
+        };
+        if !items.is_empty() && !has_cancel_on {
+            self.push(
+                Diagnostic::warning(
+                    Code::FinallyWithoutCancelOn,
+                    "`finally` steps can never run: the rule has no `cancel-on`",
+                )
+                .at(e.key_span, "runs only when `cancel-on` ends a run")
+                .with_help("add the topics that should stop the rule, e.g. `cancel-on = [\"alarm.disarmed\"]`, or make these ordinary steps"),
+            );
+        }
+        self.finally = true;
+        let steps = self.step_list(items);
+        self.finally = false;
+        steps
+    }
+
+    /// Each step of a list in order; `None` on error in any.
+    fn step_list(&mut self, items: &[toml::Spanned<DeValue<'i>>]) -> Option<Vec<CheckedStep>> {
+        let list = if self.finally { "finally step" } else { "step" };
         let mut steps = Vec::new();
         let mut ok = true;
         let mut never_past: Option<(usize, Range<usize>)> = None;
         for (index, item) in items.iter().enumerate() {
             self.step = Some(index);
             let DeValue::Table(step) = item.get_ref() else {
-                self.wrong_type("step", item, "a table", None);
+                let what = if self.finally { "finally" } else { "step" };
+                self.wrong_type(what, item, "a table", None);
                 ok = false;
                 continue;
             };
@@ -68,7 +110,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 self.push(
                     Diagnostic::warning(
                         Code::UnreachableStep,
-                        format!("this step can never run: step {false_step}'s `when` is always false"),
+                        format!("this step can never run: {list} {false_step}'s `when` is always false"),
                     )
                     .at(item.span(), "unreachable")
                     .with_related(&self.file.name, false_span, "always false: ends every run here")
@@ -147,9 +189,21 @@ impl<'i> RuleChecker<'_, 'i> {
             Ok(after) => (after.unwrap_or(0), true),
             Err(()) => (0, false),
         };
+        if let (true, Some(durable)) = (self.finally, entry(step, "durable")) {
+            self.error_help(
+                Code::FinallyDurable,
+                "`durable` on a finally step: finally steps are never durable".to_string(),
+                durable.key_span,
+                "not allowed in `[[rule.finally]]`",
+                "remove `durable`: a finally step's wait is a plain timer, which a restart of the service forgets",
+            );
+            return None;
+        }
         let Some((durable, durable_span)) = self.boolean(step, "durable") else {
             let durable_ok = entry(step, "durable").is_none();
-            return (after_ok && durable_ok).then_some((after_ns, after_ns > 0));
+            // A finally step never is durable (docs/rules.md#finally).
+            let durable = after_ns > 0 && !self.finally;
+            return (after_ok && durable_ok).then_some((after_ns, durable));
         };
         if after_ns == 0 && after_ok {
             let mut diagnostic = Diagnostic::error(
@@ -214,17 +268,19 @@ impl<'i> RuleChecker<'_, 'i> {
                 None
             }
             None => {
-                let label = match did_you_mean(kind, ActionKind::NAMES) {
+                let close = did_you_mean(kind, ActionKind::NAMES);
+                let label = match close {
                     Some(close) => format!("unknown action; did you mean `{close}`?"),
                     None => "unknown action".to_string(),
                 };
-                self.error_help(
-                    Code::UnknownAction,
-                    format!("unknown action `{kind}`"),
-                    e.value.span(),
-                    &label,
-                    DO_VALUES,
-                );
+                let diagnostic =
+                    Diagnostic::error(Code::UnknownAction, format!("unknown action `{kind}`"))
+                        .at(e.value.span(), label)
+                        .with_help(DO_VALUES);
+                self.push(match close {
+                    Some(close) => diagnostic.with_fix(e.value.span(), format!("\"{close}\"")),
+                    None => diagnostic,
+                });
                 None
             }
         }
@@ -445,16 +501,20 @@ impl<'i> RuleChecker<'_, 'i> {
             .iter()
             .copied()
             .find(|known| !name.is_empty() && known.starts_with(name.as_str()));
-        let label = match prefix_of.or_else(|| did_you_mean(&name, Severity::NAMES)) {
+        let close = prefix_of.or_else(|| did_you_mean(&name, Severity::NAMES));
+        let label = match close {
             Some(close) => format!("unknown severity; did you mean `{close}`?"),
             None => "unknown severity".to_string(),
         };
-        self.error_help(
-            Code::NotifySeverity,
-            format!("unknown notify `severity` `{}`", name.escape_debug()),
-            span,
-            &label,
-            "`severity` is one of \"debug\", \"info\", \"success\", \"warning\", \"error\" or \"critical\"",
+        let fix = close.map(|close| (span.clone(), format!("\"{close}\"")));
+        self.push(
+            Diagnostic::error(
+                Code::NotifySeverity,
+                format!("unknown notify `severity` `{}`", name.escape_debug()),
+            )
+            .at(span, label)
+            .with_help("`severity` is one of \"debug\", \"info\", \"success\", \"warning\", \"error\" or \"critical\"")
+            .with_fix_opt(fix),
         );
         None
     }

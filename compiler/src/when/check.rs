@@ -88,7 +88,7 @@ const UNSUPPORTED_BUILTINS: &[&str] = &[
     "shr",
 ];
 
-const FIELDS: &[(&str, EventField)] = &[
+pub(crate) const FIELDS: &[(&str, EventField)] = &[
     ("topic", EventField::Topic),
     ("src", EventField::Src),
     ("from", EventField::From),
@@ -232,12 +232,13 @@ fn whole_span(text: &str) -> Range<usize> {
 }
 
 /// What an unknown name most likely meant: a data key, a field or boolean
-/// with a typo, `data.` misspelt, or a null that `when` does not have.
-fn unknown_name_help(name: &str) -> String {
-    let misspelt_data = name.split_once('.').and_then(|(head, rest)| {
-        closest(head, ["data"]).map(|_| format!("did you mean `data.{rest}`?"))
-    });
-    if name == "data" {
+/// with a typo, `data.` misspelt, or a null that `when` does not have. The
+/// help, and the name to write instead when it is a "did you mean".
+fn unknown_name_help(name: &str) -> (String, Option<String>) {
+    let misspelt_data = name
+        .split_once('.')
+        .and_then(|(head, rest)| closest(head, ["data"]).map(|_| format!("data.{rest}")));
+    let help = if name == "data" {
         "name a key of the event's data: data.KEY".to_string()
     } else if ["null", "nil", "none", "undefined"].contains(&name.to_ascii_lowercase().as_str()) {
         // docs/when-language.md, "Data values": a missing key is empty.
@@ -250,9 +251,9 @@ fn unknown_name_help(name: &str) -> String {
     )
     .or_else(|| closest(&name.to_ascii_lowercase(), ["true", "false"]))
     {
-        format!("did you mean `{near}`?")
-    } else if let Some(help) = misspelt_data {
-        help
+        return (format!("did you mean `{near}`?"), Some(near.to_string()));
+    } else if let Some(near) = misspelt_data {
+        return (format!("did you mean `{near}`?"), Some(near));
     } else if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
         format!(
             "for a key of the event's data, write `data.{name}`; the other names are \
@@ -260,7 +261,8 @@ fn unknown_name_help(name: &str) -> String {
         )
     } else {
         "the names are topic, src, from, to, data.KEY and state(\"hash\", \"field\")".into()
-    }
+    };
+    (help, None)
 }
 
 /// How many arguments a built-in takes, that number in words, and how a
@@ -321,6 +323,7 @@ fn problem(
         span,
         label,
         help,
+        fix: None,
     }
 }
 
@@ -441,6 +444,13 @@ impl Checker<'_> {
     ) {
         self.problems
             .push(problem(code, message, span, label, help));
+    }
+
+    /// Gives the problem just reported the edit its "did you mean" names.
+    fn fix_last(&mut self, fix: Option<String>) {
+        if let Some(problem) = self.problems.last_mut() {
+            problem.fix = fix;
+        }
     }
 
     /// The top of the tree: an empty expression, or its one node.
@@ -933,6 +943,7 @@ impl Checker<'_> {
                  (`data.state == \"on\"` is false while it is missing)"
                     .into(),
             ),
+            fix: None,
         });
     }
 
@@ -970,13 +981,15 @@ impl Checker<'_> {
             self.hyphenated(name, word);
             return None;
         }
+        let (help, fix) = unknown_name_help(name);
         self.report(
             Code::WhenUnknownName,
             format!("unknown name `{name}`"),
             span,
             "not a name `when` knows".into(),
-            Some(unknown_name_help(name)),
+            Some(help),
         );
+        self.fix_last(fix);
         None
     }
 
@@ -1057,7 +1070,8 @@ impl Checker<'_> {
                 )),
             );
         } else {
-            let help = closest(name, supported())
+            let near = closest(name, supported());
+            let help = near
                 .map(|near| format!("did you mean `{near}`?"))
                 .unwrap_or_else(|| {
                     format!("the supported functions are {}", supported().join(", "))
@@ -1069,6 +1083,7 @@ impl Checker<'_> {
                 "not a function `when` knows".into(),
                 Some(help),
             );
+            self.fix_last(near.map(str::to_string));
         }
         for (node, spans) in raw_args {
             let _ = self.node(node, spans);

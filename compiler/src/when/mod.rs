@@ -10,12 +10,13 @@
 //! The language is documented for rule authors in `docs/when-language.md`.
 
 mod check;
-mod lex;
+pub(crate) mod lex;
 mod lower;
 pub mod reference;
 mod spans;
 
 use crate::diagnostic::Code;
+pub(crate) use check::{FIELDS, FUNCTIONS};
 pub use lower::{lower, ConstPool};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Builtin, EventField};
@@ -34,6 +35,9 @@ pub struct WhenProblem {
     pub label: String,
     /// How to fix it, where that is known.
     pub help: Option<String>,
+    /// What to write over `span` instead, when the help is one edit ("did
+    /// you mean").
+    pub fix: Option<String>,
 }
 
 /// A `when` expression that parsed and type-checked to a boolean.

@@ -2,6 +2,8 @@
 //! `rulec` binary.
 #![allow(dead_code, clippy::unwrap_used)] // each test binary uses a part
 
+pub mod lsp_client;
+
 use insta_cmd::get_cargo_bin;
 use std::path::{Path, PathBuf};
 use std::process::Command;

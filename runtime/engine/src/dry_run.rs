@@ -157,22 +157,22 @@ impl Engine {
                 };
             }
         }
-        // A cancel ends the live run (and the backlog) before the match.
-        let Some(run) = state.run.as_ref().filter(|_| !cancels) else {
+        // A cancel ends the live run (and the backlog) before the match; a
+        // run with finally steps goes on to them, and one in them is not
+        // cancelled (docs/semantics.md#finally).
+        let ended = |run: &crate::Run| cancels && !run.finally && spec.finally().is_empty();
+        let Some(run) = state.run.as_ref().filter(|run| !ended(run)) else {
             return Verdict::Start;
         };
         let run = Arc::clone(&run.id);
+        let backlog = if cancels { 0 } else { state.backlog_len() };
         match spec.concurrency {
             Concurrency::Restart => Verdict::Restart { run },
             Concurrency::Drop => Verdict::Drop { run },
-            Concurrency::Queue if state.backlog_len() < self.config.queue_backlog => {
-                Verdict::Queue {
-                    position: state.backlog_len() + 1,
-                }
-            }
-            Concurrency::Queue => Verdict::Refused {
-                backlog: state.backlog_len(),
+            Concurrency::Queue if backlog < self.config.queue_backlog => Verdict::Queue {
+                position: backlog + 1,
             },
+            Concurrency::Queue => Verdict::Refused { backlog },
         }
     }
 }

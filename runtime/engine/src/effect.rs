@@ -22,6 +22,8 @@ pub struct Job {
     pub step: u32,
     /// 0-based repeat pass.
     pub pass: u32,
+    /// `step` counts the rule's finally steps (docs/semantics.md#finally).
+    pub finally: bool,
     /// The step's action, read from the loaded bundle (not a copy).
     pub action: StepAction,
     /// The action as it is performed when the step computes something: its
@@ -45,6 +47,8 @@ pub struct StepAction {
     payload: Arc<Payload>,
     rule: u32,
     step: u32,
+    /// `step` is one of the rule's finally steps.
+    finally: bool,
 }
 
 impl StepAction {
@@ -56,6 +60,19 @@ impl StepAction {
             payload,
             rule: u32::try_from(rule).ok()?,
             step: u32::try_from(step).ok()?,
+            finally: false,
+        })
+    }
+
+    /// Finally step `step` of rule `rule` (docs/semantics.md#finally);
+    /// `None` when there is no such step.
+    pub fn of_finally(payload: Arc<Payload>, rule: usize, step: usize) -> Option<Self> {
+        payload.rules.get(rule)?.finally().get(step)?;
+        Some(Self {
+            payload,
+            rule: u32::try_from(rule).ok()?,
+            step: u32::try_from(step).ok()?,
+            finally: true,
         })
     }
 }
@@ -66,7 +83,13 @@ impl Deref for StepAction {
     fn deref(&self) -> &Action {
         // `new` checked both indices, and a payload behind an `Arc` never
         // changes.
-        &self.payload.rules[self.rule as usize].steps[self.step as usize].action
+        let rule = &self.payload.rules[self.rule as usize];
+        let steps = if self.finally {
+            rule.finally()
+        } else {
+            &rule.steps
+        };
+        &steps[self.step as usize].action
     }
 }
 
@@ -362,6 +385,7 @@ pub enum NoteKind {
     ReplayDrop,
     RecordKept,
     DueWait,
+    FinallyStart,
 }
 
 impl NoteKind {
@@ -376,6 +400,7 @@ impl NoteKind {
             Self::ReplayDrop => "replay-drop",
             Self::RecordKept => "record-kept",
             Self::DueWait => "due-wait",
+            Self::FinallyStart => "finally-start",
         }
     }
 }
@@ -423,6 +448,8 @@ pub enum Note {
         rule: Arc<str>,
         step: u32,
         pass: u32,
+        /// `step` counts the finally steps (docs/semantics.md#finally).
+        finally: bool,
     },
     Trigger {
         rule: Arc<str>,
@@ -456,6 +483,13 @@ pub enum Note {
         step: u32,
         pass: u32,
     },
+    /// `cancel-on` ended the run's steps: its finally steps run next,
+    /// after any action it handed over has finished
+    /// (docs/semantics.md#finally).
+    FinallyStart {
+        run: Arc<str>,
+        rule: Arc<str>,
+    },
 }
 
 /// The fields a note shows wherever it is printed (the simulator's line,
@@ -469,6 +503,8 @@ pub struct NoteFields<'a> {
     pub run: Option<&'a str>,
     pub step: Option<u32>,
     pub pass: Option<u32>,
+    /// `step` counts the rule's finally steps (docs/semantics.md#finally).
+    pub finally: bool,
     /// [`Note::ReplayResume`] only: when the step was due, Unix ms.
     pub fire_at: Option<i64>,
     pub reason: Option<NoteReason>,
@@ -481,6 +517,7 @@ impl<'a> NoteFields<'a> {
             run,
             step: None,
             pass: None,
+            finally: false,
             fire_at: None,
             reason: None,
         }
@@ -491,9 +528,9 @@ impl Note {
     /// The note's fields; see [`NoteFields`].
     pub fn fields(&self) -> NoteFields<'_> {
         match self {
-            Self::RunStart { run, rule } | Self::RecordKept { run, rule } => {
-                NoteFields::new(rule, Some(run))
-            }
+            Self::RunStart { run, rule }
+            | Self::RecordKept { run, rule }
+            | Self::FinallyStart { run, rule } => NoteFields::new(rule, Some(run)),
             Self::RunEnd { run, rule, reason } => NoteFields {
                 reason: Some(NoteReason::RunEnd(*reason)),
                 ..NoteFields::new(rule, Some(run))
@@ -503,8 +540,14 @@ impl Note {
                 rule,
                 step,
                 pass,
-            }
-            | Self::DueWait {
+                finally,
+            } => NoteFields {
+                step: Some(*step),
+                pass: Some(*pass),
+                finally: *finally,
+                ..NoteFields::new(rule, Some(run))
+            },
+            Self::DueWait {
                 run,
                 rule,
                 step,
@@ -558,6 +601,7 @@ impl Note {
             Self::ReplayDrop { .. } => NoteKind::ReplayDrop,
             Self::RecordKept { .. } => NoteKind::RecordKept,
             Self::DueWait { .. } => NoteKind::DueWait,
+            Self::FinallyStart { .. } => NoteKind::FinallyStart,
         }
     }
 }
@@ -576,6 +620,8 @@ pub struct LogLine {
     pub level: Level,
     pub rule: Option<Arc<str>>,
     pub step: Option<u32>,
+    /// `step` counts the rule's finally steps (docs/semantics.md#finally).
+    pub finally: bool,
     /// The run (or pending record) the line is about, for a log field; the
     /// message names it already where it matters.
     pub run: Option<Arc<str>>,
@@ -590,7 +636,8 @@ impl fmt::Display for LogLine {
         if let Some(rule) = &self.rule {
             write!(f, "rule {rule}")?;
             if let Some(step) = self.step {
-                write!(f, " step {step}")?;
+                let list = if self.finally { "finally step" } else { "step" };
+                write!(f, " {list} {step}")?;
             }
             f.write_str(": ")?;
         }

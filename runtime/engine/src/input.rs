@@ -180,6 +180,7 @@ impl Inputs {
                     level: Level::Warn,
                     rule: None,
                     step: None,
+                    finally: false,
                     run: None,
                     code: Some(INPUT_SKIPPED_CODE),
                     message: format!(

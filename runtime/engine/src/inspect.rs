@@ -31,6 +31,8 @@ pub struct RunView {
     pub run: Arc<str>,
     pub step: u32,
     pub pass: u32,
+    /// In its finally steps (docs/semantics.md#finally): `step` counts them.
+    pub finally: bool,
     pub phase: RunPhase,
 }
 
@@ -47,6 +49,10 @@ pub enum RunPhase {
     WaitingForRoom { due_ms: i64 },
     /// `step`'s action is queued in the pool or running.
     Acting,
+    /// Cancelled while its step's action was queued or running: its
+    /// finally steps start when that action finishes
+    /// (docs/semantics.md#finally).
+    Draining,
 }
 
 /// One waiting step, as `v1.pending` lists it.
@@ -56,6 +62,8 @@ pub struct WaitingStep {
     pub rule: Arc<str>,
     pub step: u32,
     pub pass: u32,
+    /// `step` counts the rule's finally steps (docs/semantics.md#finally).
+    pub finally: bool,
     /// Unix ms.
     pub due_ms: i64,
     pub durable: bool,
@@ -87,13 +95,14 @@ impl Engine {
                 let (due_ms, durable) = match run.phase {
                     RunPhase::Waiting { due_ms, durable } => (due_ms, durable),
                     RunPhase::WaitingForRoom { due_ms } => (due_ms, true),
-                    RunPhase::Gap { .. } | RunPhase::Acting => return None,
+                    RunPhase::Gap { .. } | RunPhase::Acting | RunPhase::Draining => return None,
                 };
                 Some(WaitingStep {
                     run: run.run,
                     rule: view.name,
                     step: run.step,
                     pass: run.pass,
+                    finally: run.finally,
                     due_ms,
                     durable,
                 })
@@ -127,19 +136,19 @@ impl Engine {
             run: Arc::clone(&run.id),
             step: run.step,
             pass: run.pass,
+            finally: run.finally,
             phase: match run.phase {
                 Phase::Waiting { token } => RunPhase::Waiting {
                     due_ms: due(token),
-                    durable: spec
-                        .steps
-                        .get(run.step as usize)
-                        .is_some_and(|step| step.durable),
+                    // A finally step never is (docs/semantics.md#finally).
+                    durable: !run.finally && run.step_of(spec).is_some_and(|step| step.durable),
                 },
                 Phase::Gap { token } => RunPhase::Gap { due_ms: due(token) },
                 Phase::Due { .. } => RunPhase::WaitingForRoom {
                     due_ms: run.fire_at,
                 },
                 Phase::Acting { .. } | Phase::Deciding => RunPhase::Acting,
+                Phase::Draining { .. } => RunPhase::Draining,
             },
         });
         Some(RuleView {

@@ -21,6 +21,7 @@ pub mod derive;
 mod dry_run;
 mod effect;
 mod fast_hash;
+mod finally;
 mod hold;
 mod index;
 mod input;
@@ -196,6 +197,8 @@ pub struct LiveRun {
     /// The step it waits at, acts on, or (between repeat passes) will start with.
     pub step: u32,
     pub pass: u32,
+    /// `step` counts the rule's finally steps (docs/semantics.md#finally).
+    pub finally: bool,
 }
 
 /// Per-rule statistics (docs/semantics.md#counters).
@@ -223,6 +226,9 @@ enum Phase {
     /// Due, refused by a full pool: waits in the due backlog, with its
     /// too-late timer `token` (docs/semantics.md#due-steps-the-pool-refused).
     Due { token: u64 },
+    /// Cancelled while its step's action was job `job`: the finally steps
+    /// start when it finishes (docs/semantics.md#finally).
+    Draining { job: u64 },
     /// Transient, while the engine decides (never observable between calls).
     Deciding,
 }
@@ -235,6 +241,9 @@ struct Run {
     event: Arc<Event>,
     step: u32,
     pass: u32,
+    /// In its finally steps (docs/semantics.md#finally): `step` counts
+    /// them.
+    finally: bool,
     phase: Phase,
     /// The run (not a job) owns a pending record in the store.
     owns_record: bool,
@@ -254,6 +263,41 @@ struct JobOwner {
     /// due backlog instead of ending its run.
     record: bool,
     pass: u32,
+    /// `step` is a finally step (docs/semantics.md#finally).
+    finally: bool,
+}
+
+impl JobOwner {
+    /// The step's trace record.
+    fn at(&self) -> trace::At {
+        trace::At {
+            step: self.step,
+            pass: self.pass,
+            finally: self.finally,
+        }
+    }
+}
+
+impl Run {
+    /// The step's trace record.
+    fn at(&self) -> trace::At {
+        trace::At {
+            step: self.step,
+            pass: self.pass,
+            finally: self.finally,
+        }
+    }
+
+    /// The step it is at: one of `spec`'s steps, or in its finally steps
+    /// one of those.
+    fn step_of<'p>(&self, spec: &'p Rule) -> Option<&'p Step> {
+        let list = if self.finally {
+            spec.finally()
+        } else {
+            &spec.steps
+        };
+        list.get(self.step as usize)
+    }
 }
 
 /// The engine. See the module documentation.
@@ -481,7 +525,7 @@ impl Engine {
                             self.enter_step(rule, now);
                         }
                         // A live run timer means a waiting or gap phase.
-                        Phase::Acting { .. } | Phase::Deciding => {}
+                        Phase::Acting { .. } | Phase::Draining { .. } | Phase::Deciding => {}
                     }
                 }
             }
@@ -507,7 +551,7 @@ impl Engine {
     pub fn action_started(&mut self, job: JobId) {
         self.counters.dispatched += 1;
         if let Some(owner) = self.jobs.get(&job.0) {
-            let (rule, at) = (owner.rule as usize, (owner.step, owner.pass));
+            let (rule, at) = (owner.rule as usize, owner.at());
             let started = SubmitOutcome::Started;
             self.traces.step_handled(rule, owner.serial, at, started);
         }
@@ -522,26 +566,32 @@ impl Engine {
                 Some(owner) => (self.rule_name(owner.rule as usize), Some(owner.step)),
                 None => (None, None),
             };
-            self.log(Level::Warn, rule, step, format!("action failed: {message}"));
+            self.effects.push_back(Effect::Log(LogLine {
+                level: Level::Warn,
+                rule,
+                step,
+                finally: owner.is_some_and(|owner| owner.finally),
+                run: None,
+                code: None,
+                message: format!("action failed: {message}"),
+            }));
         }
-        let Some(JobOwner {
-            rule,
-            serial,
-            step,
-            pass,
-            ..
-        }) = owner
-        else {
+        let Some(owner) = owner else {
             return;
         };
-        let rule = rule as usize;
+        let (rule, serial) = (owner.rule as usize, owner.serial);
+        if !self.stopped && self.is_draining(rule, serial, job) {
+            // Whatever its outcome: the finally steps follow it.
+            self.finally_after_drain(rule, now);
+            return;
+        }
         if self.stopped || !self.is_acting(rule, serial, job) {
             // The run was cancelled or restarted after handing the job over.
             return;
         }
         let outcome = result.as_ref().map(|_| ()).map_err(String::as_str);
         self.traces
-            .step_finished(rule, serial, (step, pass), now.time, outcome);
+            .step_finished(rule, serial, owner.at(), now.time, outcome);
         match result {
             Ok(()) => self.advance(rule, now),
             Err(_) => self.end_run(rule, EndReason::Failed, now),
@@ -561,7 +611,13 @@ impl Engine {
         let rule = owner.rule as usize;
         let refused = SubmitOutcome::Refused;
         self.traces
-            .step_handled(rule, owner.serial, (owner.step, owner.pass), refused);
+            .step_handled(rule, owner.serial, owner.at(), refused);
+        if !self.stopped && self.is_draining(rule, owner.serial, job) {
+            // The action never ran; its cleanup still does.
+            self.counters.dropped += 1;
+            self.finally_after_drain(rule, now);
+            return;
+        }
         let live = !self.stopped && self.is_acting(rule, owner.serial, job);
         if live && owner.record {
             // A durable step keeps its record and waits for room
@@ -699,6 +755,7 @@ impl Engine {
                         level: Level::Warn,
                         rule: None,
                         step: None,
+                        finally: false,
                         run: Some(field.as_str().into()),
                         code: Some(error.code()),
                         message: format!("removing pending record {field:?}: {error}"),
@@ -973,6 +1030,7 @@ impl Engine {
                 run: Arc::clone(&run.id),
                 step: run.step,
                 pass: run.pass,
+                finally: run.finally,
             })
         })
     }
@@ -1103,6 +1161,7 @@ impl Engine {
             level,
             rule,
             step,
+            finally: false,
             run: None,
             code: None,
             message,
@@ -1110,12 +1169,12 @@ impl Engine {
     }
 
     /// Evaluates a `when`; an evaluation error (`Err`, its text) counts as not met, is
-    /// logged with the rule (and step) and counted in the rule's errors
-    /// (docs/when-language.md).
+    /// logged with the rule (and step: its index, and whether it is a
+    /// finally step) and counted in the rule's errors (docs/when-language.md).
     fn eval(
         &mut self,
         rule: usize,
-        step: Option<u32>,
+        step: Option<(u32, bool)>,
         program: &Program,
         event: &Event,
     ) -> Result<bool, String> {
@@ -1138,7 +1197,8 @@ impl Engine {
                 self.effects.push_back(Effect::Log(LogLine {
                     level: Level::Warn,
                     rule: Some(name),
-                    step,
+                    step: step.map(|(index, _)| index),
+                    finally: step.is_some_and(|(_, finally)| finally),
                     run: None,
                     code: Some(EVAL_ERROR_CODE),
                     message: format!("`when` failed to evaluate, counted as not met: {error}"),
@@ -1157,7 +1217,7 @@ impl Engine {
                 Phase::Waiting { token } | Phase::Gap { token } | Phase::Due { token } => {
                     token == entry.token
                 }
-                Phase::Acting { .. } | Phase::Deciding => false,
+                Phase::Acting { .. } | Phase::Draining { .. } | Phase::Deciding => false,
             }),
         }
     }
@@ -1183,9 +1243,7 @@ impl Engine {
         self.hold_cancel(rule);
         // The backlog goes first so ending the run does not start a held trigger.
         self.rules[rule].clear_backlog();
-        if self.rules[rule].run.is_some() {
-            self.end_run(rule, EndReason::Cancelled, now);
-        }
+        self.cancel_run(rule, now);
     }
 
     /// Steps 4 and 5 of docs/semantics.md#handling-one-event: cooldown, then concurrency.
@@ -1260,6 +1318,7 @@ impl Engine {
             event,
             step,
             pass,
+            finally: false,
             phase: Phase::Deciding,
             owns_record: false,
             fire_at: 0,
@@ -1274,16 +1333,19 @@ impl Engine {
         let Some(run) = self.rules[rule].run.as_ref() else {
             return;
         };
-        let Some(step) = spec.steps.get(run.step as usize) else {
+        let Some(step) = run.step_of(spec) else {
             // Only a rule without steps gets here; the compiler forbids it.
-            self.end_run(rule, EndReason::Done, now);
+            let reason = finally::walked_past(run);
+            self.end_run(rule, reason, now);
             return;
         };
         if step.after_ns == 0 {
             self.submit_step(rule, now);
             return;
         }
-        if step.durable {
+        // A finally step is never durable (docs/semantics.md#finally).
+        let durable = step.durable && !run.finally;
+        if durable {
             // The record is written before the timer is armed (docs/semantics.md#durability-and-replay):
             // the effects are performed in order, so a crash between
             // the two leaves a record and no timer, which replay finishes.
@@ -1296,11 +1358,11 @@ impl Engine {
         let token = self.arm(due, rule, TimerKind::Run);
         if let Some(run) = self.rules[rule].run.as_mut() {
             run.phase = Phase::Waiting { token };
-            let (serial, at) = (run.serial, (run.step, run.pass));
+            let (serial, at) = (run.serial, run.at());
             let wait = trace::Wait {
                 start: now.time,
                 due,
-                durable: step.durable,
+                durable,
             };
             self.traces.step_waiting(rule, serial, at, wait);
         }
@@ -1367,17 +1429,18 @@ impl Engine {
         let Some(run) = self.rules[rule].run.as_ref() else {
             return;
         };
-        let (index, pass, event) = (run.step, run.pass, Arc::clone(&run.event));
-        let Some(step) = spec.steps.get(index as usize) else {
-            self.end_run(rule, EndReason::Done, now);
+        let (index, at, event) = (run.step, run.at(), Arc::clone(&run.event));
+        let Some(step) = run.step_of(spec) else {
+            let reason = finally::walked_past(run);
+            self.end_run(rule, reason, now);
             return;
         };
         if let Some(program) = &step.when {
-            let result = self.eval(rule, Some(index), program, &event);
+            let result = self.eval(rule, Some((index, at.finally)), program, &event);
             if let Some(run) = &self.rules[rule].run {
                 let serial = run.serial;
                 let when = TracedWhen::of(&result);
-                self.traces.step_when(rule, serial, (index, pass), when);
+                self.traces.step_when(rule, serial, at, when);
             }
             if result != Ok(true) {
                 self.skip_step(rule, now);
@@ -1395,12 +1458,19 @@ impl Engine {
     /// Hands the live run's current step to the pool (`when` already
     /// checked): the job takes over the run's record.
     fn hand_over(&mut self, rule: usize, now: Now) {
-        let step = self.rules[rule].run.as_ref().map(|run| run.step as usize);
-        let Some(action) =
-            step.and_then(|step| StepAction::new(Arc::clone(&self.payload), rule, step))
-        else {
+        let Some(run) = self.rules[rule].run.as_ref() else {
+            return;
+        };
+        let (step, finally) = (run.step as usize, run.finally);
+        let action = if finally {
+            StepAction::of_finally(Arc::clone(&self.payload), rule, step)
+        } else {
+            StepAction::new(Arc::clone(&self.payload), rule, step)
+        };
+        let Some(action) = action else {
             // No such step: the run has walked past its last.
-            self.end_run(rule, EndReason::Done, now);
+            let reason = finally::walked_past(run);
+            self.end_run(rule, reason, now);
             return;
         };
         let computed = match self.run_values(rule, &action) {
@@ -1418,6 +1488,7 @@ impl Engine {
         };
         run.phase = Phase::Acting { job };
         let (index, pass, event) = (run.step, run.pass, Arc::clone(&run.event));
+        let at = run.at();
         // The record's ownership moves to the job: it is removed when the
         // action starts, and kept if the action never does (docs/semantics.md#durability-and-replay).
         let drop_record = std::mem::take(&mut run.owns_record).then(|| Arc::clone(&run.id));
@@ -1429,16 +1500,17 @@ impl Engine {
                 step: index,
                 record: drop_record.is_some(),
                 pass,
+                finally,
             },
         );
-        self.traces
-            .step_submitted(rule, run.serial, (index, pass), now.time);
+        self.traces.step_submitted(rule, run.serial, at, now.time);
         let submit = Job {
             id: JobId(job),
             run: Arc::clone(&run.id),
             rule: name,
             step: index,
             pass,
+            finally,
             action,
             computed,
             event,
@@ -1486,12 +1558,13 @@ impl Engine {
         let Some(run) = self.rules[rule].run.as_mut() else {
             return;
         };
-        let (step, pass, serial) = (run.step, run.pass, run.serial);
+        let (step, serial, at) = (run.step, run.serial, run.at());
         let owned = std::mem::take(&mut run.owns_record).then(|| Arc::clone(&run.id));
         self.effects.push_back(Effect::Log(LogLine {
             level: Level::Warn,
             rule: Some(Arc::clone(&name)),
             step: Some(step),
+            finally: at.finally,
             run: None,
             code: Some(EVAL_ERROR_CODE),
             message: format!("a `${{...}}` value failed to compute, the step fails: {error}"),
@@ -1503,10 +1576,9 @@ impl Engine {
                 reason: DropReason::ValueFailed,
             });
         }
+        self.traces.step_submitted(rule, serial, at, now.time);
         self.traces
-            .step_submitted(rule, serial, (step, pass), now.time);
-        self.traces
-            .step_finished(rule, serial, (step, pass), now.time, Err(error));
+            .step_finished(rule, serial, at, now.time, Err(error));
         self.end_run(rule, EndReason::Failed, now);
     }
 
@@ -1518,12 +1590,13 @@ impl Engine {
             return;
         };
         let (id, owned) = (Arc::clone(&run.id), std::mem::take(&mut run.owns_record));
-        let (step, pass) = (run.step, run.pass);
+        let (step, pass, finally) = (run.step, run.pass, run.finally);
         self.note(Note::StepSkipped {
             run: Arc::clone(&id),
             rule: Arc::clone(&name),
             step,
             pass,
+            finally,
         });
         if owned {
             self.effects.push_back(Effect::DropRecord {
@@ -1543,7 +1616,11 @@ impl Engine {
             return;
         };
         run.phase = Phase::Deciding;
-        if (run.step as usize) + 1 < spec.steps.len() {
+        if run.finally {
+            // One walk of the finally steps, then the run ends.
+            run.step += 1;
+            self.enter_step(rule, now);
+        } else if (run.step as usize) + 1 < spec.steps.len() {
             run.step += 1;
             self.enter_step(rule, now);
         } else if run.pass.saturating_add(1) < spec.repeat().count {
@@ -1581,7 +1658,7 @@ impl Engine {
                 self.timers.disarm();
                 self.due.remove(run.fire_at, &run.id);
             }
-            Phase::Acting { .. } | Phase::Deciding => {}
+            Phase::Acting { .. } | Phase::Draining { .. } | Phase::Deciding => {}
         }
         // Only cancel and restart end a run that still owns its record (a
         // skipped step drops it itself; stop keeps it).
@@ -1602,9 +1679,10 @@ impl Engine {
             rule: name,
             reason,
         });
-        if matches!(reason, EndReason::Cancelled | EndReason::Restarted) {
-            // Nothing follows a cancel (its backlog is already cleared); a
-            // restart starts its own new run.
+        if reason == EndReason::Restarted {
+            // A restart starts its own new run. A cancel has cleared the
+            // backlog, but for triggers queued during finally steps, which
+            // start now (docs/semantics.md#finally).
             return;
         }
         if let Some(next) = self.rules[rule].pop_backlog() {
@@ -1672,7 +1750,7 @@ impl Engine {
             if let Some(run) = self.rules[rule].run.as_mut() {
                 run.phase = Phase::Waiting { token };
                 // Only a durable wait leaves a record to resume.
-                let (serial, at) = (run.serial, (run.step, run.pass));
+                let (serial, at) = (run.serial, run.at());
                 let wait = trace::Wait {
                     start: now.time,
                     due,

@@ -102,7 +102,10 @@ fn rule<'a>(rule: &'a Rule, shared: &mut SharedSteps<'a>) -> usize {
         decoded_vec::<TopicPattern>(list.len()) + list.iter().map(pattern).sum::<usize>()
     };
     let options = rule.options.as_ref().map_or(0, |options| {
-        size_of::<RuleOptions>() + patterns(&options.cancel_on) + size_of_val(&*options.inputs)
+        size_of::<RuleOptions>()
+            + patterns(&options.cancel_on)
+            + size_of_val(&*options.inputs)
+            + shared.steps(&options.finally)
     });
     rule.name.len()
         + patterns(&rule.on)

@@ -89,11 +89,24 @@ impl Engine {
     fn run_refusal(&self, rule: usize, new: Option<&Rule>) -> Option<ReplayDropReason> {
         let run = self.rules[rule].run.as_ref()?;
         let step = match run.phase {
-            Phase::Gap { .. } => 0,
+            // Draining: at the first finally step, which comes next.
+            Phase::Gap { .. } | Phase::Draining { .. } => 0,
             Phase::Waiting { .. } | Phase::Due { .. } | Phase::Acting { .. } | Phase::Deciding => {
                 run.step
             }
         };
+        if run.finally {
+            // The same checks against the finally steps (docs/semantics.md#finally).
+            let old = self.payload.rules[rule].finally().get(step as usize);
+            let Some(new) = new else {
+                return Some(ReplayDropReason::RuleGone);
+            };
+            return match new.finally().get(step as usize) {
+                None => Some(ReplayDropReason::StepGone),
+                Some(spec) if old.is_some_and(|old| old.fingerprint == spec.fingerprint) => None,
+                Some(_) => Some(ReplayDropReason::Fingerprint),
+            };
+        }
         let old = self.payload.rules[rule].steps.get(step as usize);
         step_refusal(new, step, |_, spec| {
             old.is_some_and(|old| old.fingerprint == spec.fingerprint)
@@ -126,6 +139,7 @@ impl Engine {
             level: Level::Info,
             rule: Some(Arc::clone(&name)),
             step: Some(run.step),
+            finally: run.finally,
             run: Some(Arc::clone(&run.id)),
             code: Some(reason.as_str()),
             message: format!("the reload ends this run: {}", reason.describe()),

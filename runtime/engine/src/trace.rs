@@ -157,10 +157,20 @@ pub(crate) struct Wait {
     pub durable: bool,
 }
 
+/// Which step a record is of: a step, or a finally step
+/// (docs/rules.md#finally), on a repeat pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct At {
+    pub step: u32,
+    pub pass: u32,
+    pub finally: bool,
+}
+
 #[derive(Debug)]
 struct StepRecord {
     step: u32,
     pass: u32,
+    finally: bool,
     wait: Option<Wait>,
     when: Option<WhenResult>,
     submit: Option<(Time, SubmitOutcome)>,
@@ -168,10 +178,11 @@ struct StepRecord {
 }
 
 impl StepRecord {
-    fn new(step: u32, pass: u32) -> Self {
+    fn new(at: At) -> Self {
         Self {
-            step,
-            pass,
+            step: at.step,
+            pass: at.pass,
+            finally: at.finally,
             wait: None,
             when: None,
             submit: None,
@@ -215,9 +226,9 @@ impl RunRecord {
             + self.steps.iter().map(StepRecord::heap).sum::<usize>()
     }
 
-    /// The record of step `step` on pass `pass`: the latest, or a new one.
-    fn step(&mut self, step: u32, pass: u32) -> &mut StepRecord {
-        let (record, dropped) = self.steps.at(step, pass, TRACE_STEPS_MAX);
+    /// The record of step `at`: the latest, or a new one.
+    fn step(&mut self, at: At) -> &mut StepRecord {
+        let (record, dropped) = self.steps.at(at, TRACE_STEPS_MAX);
         if dropped {
             self.steps_left_out = self.steps_left_out.saturating_add(1);
         }
@@ -404,27 +415,27 @@ impl Traces {
         }
     }
 
-    /// Changes the record of `step` on `pass` of the run.
+    /// Changes the record of step `at` of the run.
     fn update_step(
         &mut self,
         rule: usize,
         serial: u64,
-        (step, pass): (u32, u32),
+        at: At,
         change: impl FnOnce(&mut StepRecord),
     ) {
-        self.update_run(rule, serial, |run| change(run.step(step, pass)));
+        self.update_run(rule, serial, |run| change(run.step(at)));
     }
 
-    pub(crate) fn step_waiting(&mut self, rule: usize, serial: u64, at: (u32, u32), wait: Wait) {
+    pub(crate) fn step_waiting(&mut self, rule: usize, serial: u64, at: At, wait: Wait) {
         self.seen(wait.start);
         self.update_step(rule, serial, at, |step| step.wait = Some(wait));
     }
 
-    pub(crate) fn step_when(&mut self, rule: usize, serial: u64, at: (u32, u32), when: WhenResult) {
+    pub(crate) fn step_when(&mut self, rule: usize, serial: u64, at: At, when: WhenResult) {
         self.update_step(rule, serial, at, |step| step.when = Some(when));
     }
 
-    pub(crate) fn step_submitted(&mut self, rule: usize, serial: u64, at: (u32, u32), now: Time) {
+    pub(crate) fn step_submitted(&mut self, rule: usize, serial: u64, at: At, now: Time) {
         self.seen(now);
         self.update_step(rule, serial, at, |step| {
             step.submit = Some((now, SubmitOutcome::Submitted));
@@ -436,7 +447,7 @@ impl Traces {
         &mut self,
         rule: usize,
         serial: u64,
-        at: (u32, u32),
+        at: At,
         outcome: SubmitOutcome,
     ) {
         self.update_step(rule, serial, at, |step| {
@@ -451,7 +462,7 @@ impl Traces {
         &mut self,
         rule: usize,
         serial: u64,
-        at: (u32, u32),
+        at: At,
         now: Time,
         result: Result<(), &str>,
     ) {
@@ -474,6 +485,18 @@ impl Traces {
             run.end = Some((now, reason));
             if let Some(step) = run.steps.last_mut().filter(|step| step.end.is_none()) {
                 step.end = Some((now, reason, None));
+            }
+        });
+    }
+
+    /// `cancel-on` ended the run's steps, and its finally steps follow
+    /// (docs/semantics.md#finally): the step it was at ends `cancelled`,
+    /// the run goes on.
+    pub(crate) fn run_cancelled(&mut self, rule: usize, serial: u64, now: Time) {
+        self.seen(now);
+        self.update_run(rule, serial, |run| {
+            if let Some(step) = run.steps.last_mut().filter(|step| step.end.is_none()) {
+                step.end = Some((now, EndReason::Cancelled, None));
             }
         });
     }

@@ -228,8 +228,10 @@ fn describe(effect: &Effect) -> String {
                 .as_ref()
                 .map(|id| format!(" owns {id}"))
                 .unwrap_or_default();
+            // A finally step is `f0`, `f1`, ... (docs/semantics.md#finally).
+            let list = if job.finally { "f" } else { "s" };
             format!(
-                "submit {} s{} p{} {what}{owns}",
+                "submit {} {list}{} p{} {what}{owns}",
                 job.run, job.step, job.pass
             )
         }
@@ -245,7 +247,13 @@ fn describe(effect: &Effect) -> String {
         Effect::Note(note) => match note {
             Note::RunStart { run, .. } => format!("run-start {run}"),
             Note::RunEnd { run, reason, .. } => format!("run-end {run} {}", reason.as_str()),
-            Note::StepSkipped { run, step, .. } => format!("step-skipped {run} s{step}"),
+            Note::StepSkipped {
+                run, step, finally, ..
+            } => {
+                let list = if *finally { "f" } else { "s" };
+                format!("step-skipped {run} {list}{step}")
+            }
+            Note::FinallyStart { run, .. } => format!("finally-start {run}"),
             Note::Trigger { rule, outcome } => format!("{} {rule}", outcome.kind()),
             Note::ReplayResume {
                 run, step, pass, ..
@@ -1438,6 +1446,15 @@ fn chaos_rules() -> Vec<Rule> {
     a.name = "a".into();
     a.on = pats(&["x.*"]).into();
     a.options_mut().cancel_on = pats(&["stop"]).into();
+    // docs/semantics.md#finally: a cleanup that waits, and one at once.
+    a.options_mut().finally = vec![
+        Step {
+            durable: false,
+            ..push("a-off", 800)
+        },
+        push("a-left", 0),
+    ]
+    .into();
     let mut b = rule(
         "b",
         &["x.one", "y"],
@@ -2399,4 +2416,495 @@ fn reload_starts_a_queue_rules_held_trigger_when_it_ends_the_run() {
     h.reload(vec![restart]);
     h.take();
     assert_eq!(h.counters().runs_active, 0);
+}
+
+// ----- finally steps (docs/semantics.md#finally) ---------------------------
+
+/// A finally step pushing `value` after `after_ms`: never durable.
+fn finally_push(value: &str, after_ms: u64) -> Step {
+    Step {
+        durable: false,
+        ..push(value, after_ms)
+    }
+}
+
+/// README.md's hazards rule: off at once on a cancel.
+fn hazards_finally() -> Rule {
+    with_finally(hazards(), vec![finally_push("off", 0)])
+}
+
+fn with_finally(mut rule: Rule, steps: Vec<Step>) -> Rule {
+    rule.options_mut().finally = steps.into();
+    rule
+}
+
+#[test]
+fn finally_a_cancel_during_the_wait_drops_the_record_and_runs_the_finally_step_at_once() {
+    let mut h = H::new(vec![hazards_finally()]);
+    h.event("alarm.triggered");
+    h.to(5_000);
+    h.take();
+    h.event("alarm.disarmed");
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "5000 drop hazards#t-1 cancelled",
+            "5000 finally-start hazards#t-1",
+            "5000 submit hazards#t-1 f0 p0 off",
+            "5000 run-end hazards#t-1 cancelled",
+        ])
+    );
+    assert!(h.records.is_empty());
+    let c = h.counters();
+    assert_eq!((c.pending, c.runs_active, c.dispatched), (0, 0, 2));
+    h.to(60_000);
+    assert!(h.take().is_empty(), "the waiting step never runs");
+}
+
+#[test]
+fn finally_waits_for_the_action_still_queued_in_the_pool() {
+    let mut h = H::new(vec![hazards_finally()]).manual();
+    h.event("alarm.triggered");
+    let both = h.last_job();
+    h.take();
+    // `both` is handed over, not started: queued behind a busy worker.
+    h.event("alarm.disarmed");
+    assert_eq!(h.take(), lines(&["0 finally-start hazards#t-1"]));
+    assert_eq!(h.jobs.len(), 1, "no cleanup before `both` has run");
+    assert_eq!(h.counters().runs_active, 1);
+    h.to(1_000);
+    h.complete(both, Ok(()));
+    assert_eq!(h.take(), lines(&["1000 submit hazards#t-1 f0 p0 off"]));
+    let off = h.last_job();
+    h.complete(off, Ok(()));
+    assert_eq!(h.take(), lines(&["1000 run-end hazards#t-1 cancelled"]));
+    assert!(h.records.is_empty(), "step 1 never waited");
+}
+
+#[test]
+fn finally_waits_for_the_running_action_whatever_its_outcome() {
+    for outcome in [Ok(()), Err("no reply".to_string())] {
+        let mut h = H::new(vec![hazards_finally()]).manual();
+        h.event("alarm.triggered");
+        let both = h.last_job();
+        h.start(both);
+        h.to(500);
+        h.event("alarm.disarmed");
+        h.take();
+        assert!(h.jobs.len() == 1 && h.engine.next_deadline().is_none());
+        h.to(2_000);
+        h.finish(both, outcome.clone());
+        assert_eq!(
+            h.take(),
+            lines(&["2000 submit hazards#t-1 f0 p0 off"]),
+            "{outcome:?}"
+        );
+        let off = h.last_job();
+        h.complete(off, Ok(()));
+        assert_eq!(h.take(), lines(&["2000 run-end hazards#t-1 cancelled"]));
+    }
+}
+
+#[test]
+fn finally_follows_an_action_the_pool_refused_after_the_cancel() {
+    let mut h = H::new(vec![hazards_finally()]).manual();
+    h.event("alarm.triggered");
+    let both = h.last_job();
+    h.event("alarm.disarmed");
+    h.take();
+    h.refuse(both);
+    assert_eq!(h.take(), lines(&["0 submit hazards#t-1 f0 p0 off"]));
+    assert_eq!(h.counters().dropped, 1);
+}
+
+#[test]
+fn finally_steps_run_in_order_with_their_waits_and_are_never_durable() {
+    let rule = with_finally(
+        hazards(),
+        vec![finally_push("left", 0), finally_push("off", 2_000)],
+    );
+    let mut h = H::new(vec![rule]);
+    h.event("alarm.triggered");
+    h.to(1_000);
+    h.take();
+    h.event("alarm.disarmed");
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "1000 drop hazards#t-1 cancelled",
+            "1000 finally-start hazards#t-1",
+            "1000 submit hazards#t-1 f0 p0 left",
+        ])
+    );
+    assert!(
+        h.records.is_empty(),
+        "a finally step's wait writes no record"
+    );
+    assert_eq!(h.counters().pending, 1);
+    let waiting = h.engine.waiting_steps(now_of(&h));
+    assert_eq!(waiting.len(), 1);
+    assert!(waiting[0].finally && !waiting[0].durable && waiting[0].step == 1);
+    h.to(3_000);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "3000 submit hazards#t-1 f1 p0 off",
+            "3000 run-end hazards#t-1 cancelled",
+        ])
+    );
+}
+
+#[test]
+fn finally_a_stop_loses_a_waiting_finally_step() {
+    let rule = with_finally(hazards(), vec![finally_push("off", 2_000)]);
+    let mut h = H::new(vec![rule]);
+    h.event("alarm.triggered");
+    h.event("alarm.disarmed");
+    h.take();
+    h.engine.stop();
+    h.pump();
+    // No record to keep: the next start has nothing to replay.
+    assert_eq!(h.take(), lines(&["0 run-end hazards#t-1 stopped"]));
+    assert!(h.records.is_empty());
+}
+
+#[test]
+fn finally_further_cancels_do_not_cancel_the_finally_steps_but_clear_the_backlog() {
+    let mut rule = with_finally(hazards(), vec![finally_push("off", 2_000)]);
+    rule.concurrency = Concurrency::Queue;
+    let mut h = H::new(vec![rule]);
+    h.event("alarm.triggered");
+    h.event("alarm.disarmed");
+    h.to(500);
+    // A trigger during the finally steps waits in the backlog ...
+    h.event("alarm.triggered");
+    h.take();
+    // ... which a second cancel throws away, leaving the finally step.
+    h.event("alarm.disarmed");
+    h.event("alarm.disarmed");
+    assert!(h.take().is_empty());
+    h.to(2_000);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "2000 submit hazards#t-1 f0 p0 off",
+            "2000 run-end hazards#t-1 cancelled",
+        ])
+    );
+    h.to(60_000);
+    assert!(h.take().is_empty(), "the thrown-away trigger never starts");
+}
+
+#[test]
+fn finally_a_queue_rule_starts_a_trigger_held_during_its_finally_steps_when_they_end() {
+    let mut rule = with_finally(hazards(), vec![finally_push("off", 2_000)]);
+    rule.concurrency = Concurrency::Queue;
+    let mut h = H::new(vec![rule]);
+    h.event("alarm.triggered");
+    h.event("alarm.disarmed");
+    h.to(500);
+    h.take();
+    h.event("alarm.triggered");
+    assert_eq!(h.take(), lines(&["500 trigger-queued hazards"]));
+    h.to(2_000);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "2000 submit hazards#t-1 f0 p0 off",
+            "2000 run-end hazards#t-1 cancelled",
+            "2000 run-start hazards#t-2",
+            "2000 submit hazards#t-2 s0 p0 both",
+            "2000 put hazards#t-2 s1 p0 at+32000",
+        ])
+    );
+}
+
+#[test]
+fn finally_restart_and_drop_treat_the_finally_steps_as_the_live_run() {
+    // restart: a new trigger ends them before the wait is over.
+    let rule = with_finally(hazards(), vec![finally_push("off", 2_000)]);
+    let mut h = H::new(vec![rule.clone()]);
+    h.event("alarm.triggered");
+    h.event("alarm.disarmed");
+    h.to(500);
+    h.take();
+    h.event("alarm.triggered");
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "500 run-end hazards#t-1 restarted",
+            "500 run-start hazards#t-2",
+            "500 submit hazards#t-2 s0 p0 both",
+            "500 put hazards#t-2 s1 p0 at+30500",
+        ])
+    );
+    h.to(3_000);
+    assert!(h.take().is_empty(), "the ended finally step does not run");
+    // drop: the trigger is ignored, the finally step runs.
+    let mut dropping = rule;
+    dropping.concurrency = Concurrency::Drop;
+    let mut h = H::new(vec![dropping]);
+    h.event("alarm.triggered");
+    h.event("alarm.disarmed");
+    h.to(500);
+    h.take();
+    h.event("alarm.triggered");
+    assert_eq!(h.take(), lines(&["500 trigger-dropped hazards"]));
+    h.to(2_000);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "2000 submit hazards#t-1 f0 p0 off",
+            "2000 run-end hazards#t-1 cancelled",
+        ])
+    );
+}
+
+#[test]
+fn finally_steps_are_no_fire_the_cooldown_counts_from_the_trigger() {
+    let mut rule = with_finally(hazards(), vec![finally_push("off", 0)]);
+    rule.options_mut().cooldown_ns = 10_000_000_000;
+    let mut h = H::new(vec![rule]);
+    h.event("alarm.triggered");
+    h.to(4_000);
+    h.event("alarm.disarmed");
+    h.to(9_000);
+    h.take();
+    h.event("alarm.triggered");
+    assert_eq!(h.take(), lines(&["9000 trigger-suppressed hazards"]));
+    h.to(10_000);
+    h.event("alarm.triggered");
+    assert_eq!(h.take()[0], "10000 run-start hazards#t-2");
+}
+
+#[test]
+fn finally_a_false_when_or_a_failed_action_ends_the_finally_steps() {
+    let mut skipped = finally_push("left", 0);
+    skipped.when = Some(when_parked());
+    let rule = with_finally(hazards(), vec![skipped, finally_push("off", 0)]);
+    let mut h = H::new(vec![rule.clone()]);
+    h.event("alarm.triggered");
+    h.take();
+    h.event("alarm.disarmed");
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "0 drop hazards#t-1 cancelled",
+            "0 finally-start hazards#t-1",
+            "0 step-skipped hazards#t-1 f0",
+            "0 run-end hazards#t-1 when-false",
+        ])
+    );
+    let failing = with_finally(
+        hazards(),
+        vec![finally_push("left", 0), finally_push("off", 0)],
+    );
+    let mut h = H::new(vec![failing]).manual();
+    h.event("alarm.triggered");
+    let both = h.last_job();
+    h.complete(both, Ok(()));
+    h.event("alarm.disarmed");
+    let left = h.last_job();
+    h.take();
+    h.complete(left, Err("boom".into()));
+    assert_eq!(h.take(), lines(&["0 run-end hazards#t-1 failed"]));
+    assert!(h.jobs.is_empty(), "the second finally step does not run");
+    assert_eq!(h.counters().failed, 1);
+}
+
+#[test]
+fn finally_a_refused_finally_step_ends_the_run_refused() {
+    let mut h = H::new(vec![hazards_finally()]).manual();
+    h.event("alarm.triggered");
+    let both = h.last_job();
+    h.complete(both, Ok(()));
+    h.event("alarm.disarmed");
+    let off = h.last_job();
+    h.take();
+    h.refuse(off);
+    assert_eq!(h.take(), lines(&["0 run-end hazards#t-1 refused"]));
+    assert_eq!(h.counters().dropped, 1);
+}
+
+#[test]
+fn finally_steps_do_not_run_when_the_run_completes_fails_is_refused_or_restarted() {
+    // Completed: a later cancel finds no run.
+    let mut h = H::new(vec![hazards_finally()]);
+    h.event("alarm.triggered");
+    h.to(30_000);
+    h.event("alarm.disarmed");
+    assert!(!h
+        .take()
+        .iter()
+        .any(|l| l.contains("finally") || l.contains(" f0 ")));
+    // Failed.
+    let mut h = H::new(vec![hazards_finally()]).manual();
+    h.event("alarm.triggered");
+    let both = h.last_job();
+    h.complete(both, Err("boom".into()));
+    h.event("alarm.disarmed");
+    assert!(!h.take().iter().any(|l| l.contains("finally")));
+    assert!(h.jobs.is_empty());
+    // Refused.
+    let mut h = H::new(vec![hazards_finally()]).manual();
+    h.event("alarm.triggered");
+    let both = h.last_job();
+    h.refuse(both);
+    h.event("alarm.disarmed");
+    assert!(!h.take().iter().any(|l| l.contains("finally")));
+    assert!(h.jobs.is_empty());
+    // Restarted by a new trigger: only the new run's cancel runs them, once.
+    let mut h = H::new(vec![hazards_finally()]);
+    h.event("alarm.triggered");
+    h.to(1_000);
+    h.event("alarm.triggered");
+    h.event("alarm.disarmed");
+    let out = h.take();
+    assert!(out.contains(&"1000 run-end hazards#t-1 restarted".to_string()));
+    let cleanups: Vec<&String> = out.iter().filter(|l| l.contains(" f0 ")).collect();
+    assert_eq!(cleanups, ["1000 submit hazards#t-2 f0 p0 off"]);
+}
+
+#[test]
+fn finally_steps_do_not_run_when_a_reload_or_a_stop_ends_the_run() {
+    let mut changed = hazards_finally();
+    Arc::make_mut(&mut changed.steps)[1] = push("left", 30_000);
+    let mut h = H::new(vec![hazards_finally()]);
+    h.event("alarm.triggered");
+    h.to(5_000);
+    h.take();
+    h.reload(vec![changed]);
+    h.event("alarm.disarmed");
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "5000 drop hazards#t-1 fingerprint",
+            "5000 run-end hazards#t-1 reloaded",
+        ])
+    );
+    let mut h = H::new(vec![hazards_finally()]);
+    h.event("alarm.triggered");
+    h.take();
+    h.engine.stop();
+    h.pump();
+    h.event("alarm.disarmed");
+    assert_eq!(
+        h.take(),
+        lines(&["0 record-kept hazards#t-1", "0 run-end hazards#t-1 stopped"])
+    );
+}
+
+#[test]
+fn finally_a_reload_keeps_finally_steps_whose_fingerprint_stands() {
+    let slow = || with_finally(hazards(), vec![finally_push("off", 2_000)]);
+    let mut h = H::new(vec![slow()]);
+    h.event("alarm.triggered");
+    h.event("alarm.disarmed");
+    h.to(1_000);
+    h.take();
+    // Another main step, the same finally step: the finally step goes on.
+    let mut kept = slow();
+    Arc::make_mut(&mut kept.steps)[1] = push("left", 30_000);
+    let summary = h.reload(vec![kept]);
+    assert_eq!((summary.runs_kept, summary.runs_ended), (1, 0));
+    h.to(2_000);
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "2000 submit hazards#t-1 f0 p0 off",
+            "2000 run-end hazards#t-1 cancelled",
+        ])
+    );
+    // A changed finally step ends the run, with the replay reason.
+    let mut h = H::new(vec![slow()]);
+    h.event("alarm.triggered");
+    h.event("alarm.disarmed");
+    h.to(1_000);
+    h.take();
+    let changed = with_finally(hazards(), vec![finally_push("left", 2_000)]);
+    let summary = h.reload(vec![changed]);
+    assert_eq!((summary.runs_kept, summary.runs_ended), (0, 1));
+    assert_eq!(h.take(), lines(&["1000 run-end hazards#t-1 reloaded"]));
+    h.to(5_000);
+    assert!(h.take().is_empty());
+    assert_eq!(h.counters().pending, 0);
+}
+
+#[test]
+fn finally_a_cancel_between_repeat_passes_runs_the_finally_steps_on_that_pass() {
+    let mut rule = with_finally(
+        rule("horn", &["go"], vec![push("on", 0)]),
+        vec![finally_push("off", 0)],
+    );
+    rule.options_mut().cancel_on = pats(&["stop"]).into();
+    rule.options_mut().repeat = Repeat {
+        count: 3,
+        every_ns: 2_000_000_000,
+    };
+    let mut h = H::new(vec![rule]);
+    h.event("go");
+    h.to(3_000);
+    h.take();
+    h.event("stop");
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "3000 finally-start horn#t-1",
+            "3000 submit horn#t-1 f0 p1 off",
+            "3000 run-end horn#t-1 cancelled",
+        ])
+    );
+    assert_eq!(h.counters().pending, 0);
+}
+
+#[test]
+fn finally_steps_are_traced_as_such_and_inspected_while_draining() {
+    let mut h = H::new(vec![hazards_finally()]).manual();
+    h.event("alarm.triggered");
+    let both = h.last_job();
+    h.start(both);
+    h.event("alarm.disarmed");
+    let view = h.engine.rule_view("hazards", now_of(&h)).unwrap();
+    let run = view.run.unwrap();
+    assert!(run.finally && run.step == 0);
+    assert_eq!(run.phase, ruled_engine::RunPhase::Draining);
+    h.finish(both, Ok(()));
+    let off = h.last_job();
+    h.complete(off, Ok(()));
+    let trace = h.engine.trace("hazards", now_of(&h)).unwrap();
+    let steps: Vec<(u32, bool, Option<String>)> = trace.runs[0]
+        .steps
+        .iter()
+        .map(|s| (s.step, s.finally, s.end.as_ref().map(|e| e.reason.clone())))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (0, false, Some("cancelled".into())),
+            (0, true, Some("done".into())),
+        ]
+    );
+    assert_eq!(trace.runs[0].end.as_ref().unwrap().reason, "cancelled");
+    let text = trace.to_text(ruled_engine::TimeStyle::Millis);
+    assert!(text.contains("    finally 0 pass 0: submit"), "{text}");
+}
+
+#[test]
+fn finally_a_dry_run_sees_the_run_go_on_to_its_finally_steps() {
+    let mut rule = hazards_finally();
+    rule.on = pats(&["alarm.triggered", "alarm.disarmed"]).into();
+    rule.concurrency = Concurrency::Drop;
+    let mut h = H::new(vec![rule]);
+    h.event("alarm.triggered");
+    let disarm = Event {
+        topic: "alarm.disarmed".into(),
+        ..Event::default()
+    };
+    let dry = h.engine.dry_run("hazards", &disarm, now_of(&h)).unwrap();
+    assert!(dry.cancels);
+    assert!(
+        matches!(dry.verdict, ruled_engine::Verdict::Drop { .. }),
+        "{:?}",
+        dry.verdict
+    );
 }

@@ -37,7 +37,7 @@ fn simple(n: usize) -> Payload {
 }
 
 /// `n` rules with `when`s, shared and own prefixes, cancel-on lists, three
-/// kinds of steps, repeats, some disabled.
+/// kinds of steps, repeats, finally steps, some disabled.
 fn varied(n: usize) -> Payload {
     let consts = vec![
         Const::Path(vec!["level".into()]),
@@ -99,6 +99,11 @@ fn varied(n: usize) -> Payload {
                 vec![topic("alarm.disarmed"), topic(&format!("device.{i}.*"))].into();
             rule.when = Some(Box::new(when.clone()));
             rule.enabled = i % 7 != 0;
+            if i % 2 == 0 {
+                // docs/rules.md#finally: its own cleanup, counted like a step.
+                let clear = Action::redis("scooter:dashboard", format!("clear-{i}"));
+                rule.options_mut().finally = vec![Step::new(clear, 0)].into();
+            }
             if i % 3 == 0 {
                 rule.options_mut().repeat = Repeat {
                     count: 3,

@@ -63,6 +63,7 @@ fn log_note(note: &Note, throttle: &mut Throttle) {
                 rule = %fields.rule,
                 run,
                 step = fields.step,
+                finally = fields.finally.then_some(true),
                 pass = fields.pass,
                 fire_at = fields.fire_at,
                 reason = fields.reason.map(NoteReason::as_str),
@@ -95,6 +96,8 @@ fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
             EndReason::Done | EndReason::WhenFalse | EndReason::Stopped => (false, "run ended"),
         },
         Note::StepSkipped { .. } => (false, "step's `when` is false: run ends"),
+        // A cancel that a rule's finally steps answer (docs/semantics.md#finally).
+        Note::FinallyStart { .. } => (true, "run cancelled: its finally steps run"),
         Note::Trigger { outcome, .. } => match outcome {
             TriggerOutcome::Suppressed => (false, "trigger ignored: within cooldown"),
             TriggerOutcome::Dropped => {
@@ -162,6 +165,7 @@ pub fn log_refused(job: &Job, cause: Refused, throttle: &mut Throttle) {
             tracing::$level!(
                 rule = %job.rule,
                 step = job.step,
+                finally = job.finally.then_some(true),
                 pass = job.pass,
                 run = %job.run,
                 cause = %cause,

@@ -41,6 +41,7 @@ fn job(id: u64, action: Action, event: Arc<Event>) -> Job {
         rule: "r".into(),
         step: 0,
         pass: 0,
+        finally: false,
         action,
         computed: None,
         event,

@@ -124,7 +124,7 @@
 
 mod support;
 
-use rulecore::bundle::{Action, Payload};
+use rulecore::bundle::{Action, Payload, Step};
 use ruled_engine::sim::{self, Dur, EventEntry, Line, LineKind, Timeline};
 use ruled_engine::{Engine, EngineConfig, Notified};
 use std::collections::{BTreeMap, BTreeSet};
@@ -305,40 +305,62 @@ fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
         rule.options_mut().debounce_ns = scaled_ns(rule.debounce_ns());
         rule.options_mut().hold_ns = scaled_ns(rule.hold_ns());
         rule.options_mut().repeat.every_ns = scaled_ns(rule.repeat().every_ns);
-        for (index, step) in Arc::make_mut(&mut rule.steps).iter_mut().enumerate() {
-            step.after_ns = scaled_ns(step.after_ns);
-            let (tag, timeout_ns) = match &*step.action {
-                Action::Redis { .. } => continue,
-                Action::Exec {
-                    command,
-                    timeout_ns,
-                } => {
-                    let name = Path::new(command).file_name().unwrap_or_default();
-                    (name.to_string_lossy().into_owned(), *timeout_ns)
-                }
-                Action::Can(frame) => {
-                    let data: String = frame.data.iter().map(|b| format!("{b:02x}")).collect();
-                    let kind = if frame.rtr { "rtr" } else { "data" };
-                    let tag = format!(
-                        "can-{}-{:x}-{kind}{}-{data}",
-                        frame.iface, frame.id, frame.dlc
-                    );
-                    // `exec`'s default timeout (docs/rules.md#step-keys).
-                    (tag, 10_000_000_000)
-                }
-                // Recorders too: both sides run the engine's one rendering
-                // of the message; what is compared is that the step ran.
-                Action::Publish { channel, .. } => (format!("publish-{channel}"), 10_000_000_000),
-                Action::Notify(n) => (format!("notify-{}", n.id), 10_000_000_000),
-            };
-            step.action = Arc::new(Action::Exec {
-                command: recorder(dir, &rule.name, index, &tag, action_time_ns),
-                timeout_ns: scaled_ns(timeout_ns),
-            });
+        let name = rule.name.to_string();
+        let mut finally = std::mem::take(&mut rule.options_mut().finally);
+        // Finally steps (docs/semantics.md#finally) as steps, their
+        // recorders apart: `f0`, `f1`, ...
+        let lists = [
+            (Arc::make_mut(&mut rule.steps), ""),
+            (Arc::make_mut(&mut finally), "f"),
+        ];
+        for (steps, list) in lists {
+            for (index, step) in steps.iter_mut().enumerate() {
+                prepare_step(
+                    step,
+                    dir,
+                    (&name, &format!("{list}{index}")),
+                    action_time_ns,
+                );
+            }
         }
+        rule.options_mut().finally = finally;
     }
     payload.refresh_fingerprints();
     payload
+}
+
+/// One step of [`prepare`]: its wait scaled, an `exec` or `can` action made
+/// a recorder of its own (`at`: rule and step, as the recorder names it).
+fn prepare_step(step: &mut Step, dir: &Path, at: (&str, &str), action_time_ns: u64) {
+    step.after_ns = scaled_ns(step.after_ns);
+    let (tag, timeout_ns) = match &*step.action {
+        Action::Redis { .. } => return,
+        Action::Exec {
+            command,
+            timeout_ns,
+        } => {
+            let name = Path::new(command).file_name().unwrap_or_default();
+            (name.to_string_lossy().into_owned(), *timeout_ns)
+        }
+        Action::Can(frame) => {
+            let data: String = frame.data.iter().map(|b| format!("{b:02x}")).collect();
+            let kind = if frame.rtr { "rtr" } else { "data" };
+            let tag = format!(
+                "can-{}-{:x}-{kind}{}-{data}",
+                frame.iface, frame.id, frame.dlc
+            );
+            // `exec`'s default timeout (docs/rules.md#step-keys).
+            (tag, 10_000_000_000)
+        }
+        // Recorders too: both sides run the engine's one rendering of the
+        // message; what is compared is that the step ran.
+        Action::Publish { channel, .. } => (format!("publish-{channel}"), 10_000_000_000),
+        Action::Notify(n) => (format!("notify-{}", n.id), 10_000_000_000),
+    };
+    step.action = Arc::new(Action::Exec {
+        command: recorder(dir, at, &tag, action_time_ns),
+        timeout_ns: scaled_ns(timeout_ns),
+    });
 }
 
 fn safe(text: &str) -> String {
@@ -351,7 +373,7 @@ fn safe(text: &str) -> String {
 /// new `command`). Its invocations go to `<path>.calls` (start time in µs
 /// since the Unix epoch, one line each); it fails while `<path>.fail`
 /// exists.
-fn recorder(dir: &Path, rule: &str, step: usize, tag: &str, action_time_ns: u64) -> String {
+fn recorder(dir: &Path, (rule, step): (&str, &str), tag: &str, action_time_ns: u64) -> String {
     let scripts = dir.join("exec");
     std::fs::create_dir_all(&scripts).expect("create the recorder directory");
     let name = format!("{}.{step}.{}", safe(rule), safe(tag));
@@ -528,21 +550,32 @@ fn failing(fail: &sim::FailEntry, payloads: &[&Payload]) -> Failing {
                     continue;
                 }
                 out.steps.insert((rule.name.to_string(), index));
-                match &*step.action {
-                    Action::Redis { list, .. } => {
-                        out.lists.insert(list.clone());
-                    }
-                    Action::Exec { command, .. } => {
-                        out.flags.insert(PathBuf::from(format!("{command}.fail")));
-                    }
-                    Action::Can(_) | Action::Publish { .. } | Action::Notify(_) => {
-                        unreachable!("can, publish and notify steps are recorders here")
-                    }
-                }
+                out.fail_action(step);
+            }
+            // Without `step`, the finally steps fail too (docs/simulation.md#entries).
+            for step in rule.finally().iter().filter(|_| fail.step.is_none()) {
+                out.fail_action(step);
             }
         }
     }
     out
+}
+
+impl Failing {
+    /// What makes `step`'s action fail: its list, or its recorder's flag.
+    fn fail_action(&mut self, step: &Step) {
+        match &*step.action {
+            Action::Redis { list, .. } => {
+                self.lists.insert(list.clone());
+            }
+            Action::Exec { command, .. } => {
+                self.flags.insert(PathBuf::from(format!("{command}.fail")));
+            }
+            Action::Can(_) | Action::Publish { .. } | Action::Notify(_) => {
+                unreachable!("can, publish and notify steps are recorders here")
+            }
+        }
+    }
 }
 
 /// Panics with the reason when the real service cannot play `timeline` as
@@ -1279,6 +1312,8 @@ struct Seen {
     kind: String,
     rule: Option<String>,
     step: Option<u32>,
+    /// `step` counts the finally steps (docs/semantics.md#finally).
+    finally: bool,
     pass: Option<u32>,
     run: Option<String>,
     reason: Option<String>,
@@ -1292,13 +1327,14 @@ impl Seen {
             kind: line.kind.to_string(),
             rule: line.rule.clone(),
             step: line.step,
+            finally: line.finally,
             pass: line.pass,
             run: line.run.clone(),
             reason: line.reason.map(|r| r.to_string()),
         };
         match line.kind.as_str() {
             "action" | "run-start" | "run-end" | "step-skipped" | "replay-resume"
-            | "replay-drop" | "restart" => {}
+            | "replay-drop" | "restart" | "finally-start" => {}
             "trigger-dropped" | "trigger-queued" | "trigger-refused" | "trigger-suppressed" => {
                 seen.run = None;
             }
@@ -1318,6 +1354,7 @@ impl Seen {
         for (key, value) in [
             ("rule", self.rule.clone()),
             ("step", self.step.map(|s| s.to_string())),
+            ("finally", self.finally.then(|| "true".to_string())),
             ("pass", self.pass.map(|s| s.to_string())),
             ("run", self.run.clone()),
             ("reason", self.reason.clone()),
@@ -1420,6 +1457,7 @@ const NOTES: &[(&str, &str)] = &[
     ("trigger ignored: within cooldown", "trigger-suppressed"),
     ("trigger dropped:", "trigger-dropped"),
     ("trigger queued:", "trigger-queued"),
+    ("run cancelled: its finally steps run", "finally-start"),
 ];
 
 /// ruled's log messages (their start) that take back the `submitting
@@ -1460,6 +1498,7 @@ fn service_lines(logs: &[Vec<String>], t0_us: i64, final_stop: bool) -> Vec<Seen
                 kind: String::new(),
                 rule: field(line, "rule"),
                 step: field(line, "step").and_then(|s| s.parse().ok()),
+                finally: field(line, "finally").as_deref() == Some("true"),
                 pass: field(line, "pass").and_then(|s| s.parse().ok()),
                 run: field(line, "run").map(|r| normalise_run(&r, &epochs)),
                 reason: field(line, "reason"),
@@ -1485,14 +1524,16 @@ fn service_lines(logs: &[Vec<String>], t0_us: i64, final_stop: bool) -> Vec<Seen
                     kind: String::new(),
                     rule: None,
                     step: None,
+                    finally: false,
                     pass: None,
                     run: None,
                     reason: None,
                 };
                 "restart"
-            } else if let Some((rule, step, what)) = engine_log(text) {
+            } else if let Some((rule, step, finally, what)) = engine_log(text) {
                 seen.rule = Some(rule);
                 seen.step = step;
+                seen.finally = finally;
                 match what {
                     "action failed" => "action-failed",
                     "trigger refused" => "trigger-refused",
@@ -1514,16 +1555,21 @@ fn service_lines(logs: &[Vec<String>], t0_us: i64, final_stop: bool) -> Vec<Seen
     out
 }
 
-/// An engine log line `rule R step S: <what>: ...` -> (R, S, what).
-fn engine_log(text: &str) -> Option<(String, Option<u32>, &str)> {
+/// An engine log line `rule R step S: <what>: ...` (`rule R finally step
+/// S` for a finally step) -> (R, S, finally, what).
+fn engine_log(text: &str) -> Option<(String, Option<u32>, bool, &str)> {
     let rest = text.strip_prefix("rule ")?;
     let (head, message) = rest.split_once(": ")?;
     let (rule, step) = match head.split_once(" step ") {
         Some((rule, step)) => (rule, Some(step.parse().ok()?)),
         None => (head, None),
     };
+    let (rule, finally) = match rule.strip_suffix(" finally") {
+        Some(rule) => (rule, true),
+        None => (rule, false),
+    };
     let what = message.split(':').next()?;
-    Some((rule.to_string(), step, what))
+    Some((rule.to_string(), step, finally, what))
 }
 
 struct Report<'a> {

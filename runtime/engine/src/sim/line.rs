@@ -91,6 +91,9 @@ pub struct Line {
     pub kind: LineKind,
     pub rule: Option<String>,
     pub step: Option<u32>,
+    /// `step` counts the rule's finally steps (docs/semantics.md#finally):
+    /// shown as `finally=true`, absent otherwise.
+    pub finally: bool,
     pub pass: Option<u32>,
     pub action: Option<&'static str>,
     pub list: Option<String>,
@@ -123,6 +126,7 @@ pub struct Line {
 /// One present field's value.
 enum Value<'a> {
     Num(u32),
+    Bool(bool),
     Str(&'a str),
     List(&'a [String]),
 }
@@ -136,6 +140,7 @@ impl Line {
             kind,
             rule: None,
             step: None,
+            finally: false,
             pass: None,
             action: None,
             list: None,
@@ -169,6 +174,7 @@ impl Line {
             ("to", text(&self.to)),
             ("rule", text(&self.rule)),
             ("step", self.step.map(Value::Num)),
+            ("finally", self.finally.then_some(Value::Bool(true))),
             ("pass", self.pass.map(Value::Num)),
             ("action", self.action.map(Value::Str)),
             ("list", text(&self.list)),
@@ -203,6 +209,7 @@ impl Line {
         for (key, value) in self.fields() {
             let value = match value {
                 Value::Num(number) => number.to_string(),
+                Value::Bool(value) => value.to_string(),
                 Value::Str(text) => quoted(text),
                 Value::List(items) => serde_json::Value::from(items).to_string(),
             };
@@ -218,6 +225,7 @@ impl Line {
         for (key, value) in self.fields() {
             match value {
                 Value::Num(number) => out.push_str(&format!(" {key}={number}")),
+                Value::Bool(value) => out.push_str(&format!(" {key}={value}")),
                 Value::Str(text) => out.push_str(&format!(" {key}={text}")),
                 Value::List(items) => out.push_str(&format!(" {key}=[{}]", items.join(","))),
             }
@@ -250,6 +258,7 @@ pub(super) fn action_line(at_ms: u64, kind: LineKind, job: &Job) -> Line {
         at_ms,
         rule: Some(job.rule.to_string()),
         step: Some(job.step),
+        finally: job.finally,
         pass: Some(job.pass),
         run: Some(job.run.to_string()),
         ..Line::new(kind)
@@ -307,5 +316,16 @@ mod tests {
             line.to_text(),
             "       7 ms  action             rule=r step=1 push=say \"hi\""
         );
+        // A finally step's line says so, right after its step.
+        let finally = Line {
+            finally: true,
+            pass: Some(0),
+            ..line
+        };
+        assert_eq!(
+            finally.to_json(),
+            r#"{"at_ms":7,"kind":"action","rule":"r","step":1,"finally":true,"pass":0,"push":"say \"hi\"\n"}"#
+        );
+        assert!(finally.to_text().contains(" step=1 finally=true pass=0 "));
     }
 }

@@ -8,8 +8,8 @@ mod timeline;
 
 pub use line::{trace_json, Line, LineKind, LineReason};
 pub use timeline::{
-    parse, ClockEntry, Dur, EventEntry, FailEntry, MessageEntry, Place, ReloadEntry, RestartEntry,
-    StateEntry, Timeline, TimelineError, EXPECTATION_KINDS,
+    entry_kinds, parse, ClockEntry, Dur, EventEntry, FailEntry, MessageEntry, Place, ReloadEntry,
+    RestartEntry, StateEntry, Timeline, TimelineError, EXPECTATION_KINDS,
 };
 
 use crate::pool::{Admission, PoolConfig};
@@ -353,7 +353,11 @@ impl<'t> Sim<'t> {
             None => (
                 self.engine
                     .live_runs()
-                    .map(|run| format!("{}:{}", run.rule, run.step))
+                    .map(|run| {
+                        // docs/simulation.md#output: a run in its finally steps.
+                        let list = if run.finally { "finally." } else { "" };
+                        format!("{}:{list}{}", run.rule, run.step)
+                    })
                     .collect(),
                 self.engine.held().map(str::to_string).collect(),
                 None,
@@ -476,7 +480,8 @@ impl<'t> Sim<'t> {
         let now = self.now;
         self.fails.iter().any(|fail| {
             *job.rule == *fail.rule
-                && fail.step.is_none_or(|step| step == job.step)
+                // `step` names one of the rule's steps, never a finally step.
+                && fail.step.is_none_or(|step| !job.finally && step == job.step)
                 && fail.at.0.unsigned_abs() <= now
                 && fail.until.is_none_or(|until| now < until.0.unsigned_abs())
         })
@@ -513,6 +518,7 @@ impl<'t> Sim<'t> {
                     self.line(Line {
                         rule: log.rule.map(|rule| rule.to_string()),
                         step: log.step,
+                        finally: log.finally,
                         message: Some(log.message),
                         ..Line::new(LineKind::EvalError)
                     });
@@ -701,6 +707,7 @@ impl<'t> Sim<'t> {
         self.line(Line {
             rule: Some(fields.rule.to_string()),
             step: fields.step,
+            finally: fields.finally,
             pass: fields.pass,
             run: fields.run.map(str::to_string),
             reason: fields.reason.map(LineReason::Note),

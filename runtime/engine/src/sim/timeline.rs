@@ -337,11 +337,44 @@ fn duration_problem(text: &str, error: &DurationError) -> String {
 }
 
 impl TimelineError {
+    /// What to write instead, when the help names it: the known key close
+    /// to an unknown one, or the duration a misspelt one most likely meant
+    /// (for editors' quick fixes).
+    pub fn suggestion(&self) -> Option<String> {
+        match self {
+            TimelineError::UnknownSetting { key } => closest(
+                key,
+                SETTINGS
+                    .iter()
+                    .map(|(k, _)| *k)
+                    .chain(KINDS.iter().map(|(k, _)| *k)),
+            )
+            .map(str::to_string),
+            TimelineError::UnknownKey {
+                place: Place::Entry { kind, .. },
+                key,
+            } => {
+                let keys = KINDS
+                    .iter()
+                    .find(|(k, _)| k == kind)
+                    .map_or(&[][..], |(_, keys)| *keys);
+                closest(key, keys.iter().map(|(k, _, _)| *k)).map(str::to_string)
+            }
+            TimelineError::BadDuration { text, .. } => rulecore::suggest::duration_spelling(text),
+            _ => None,
+        }
+    }
+
     /// How to fix it, when there is more to say than the message.
     pub fn help(&self) -> Option<String> {
+        let did_you_mean = || {
+            self.suggestion()
+                .map(|k| format!("; did you mean `{k}`?"))
+                .unwrap_or_default()
+        };
         Some(match self {
             TimelineError::Syntax { .. } | TimelineError::Shape { .. } => return None,
-            TimelineError::UnknownSetting { key } => format!(
+            TimelineError::UnknownSetting { .. } => format!(
                 "a timeline holds [[event]], [[state]], [[restart]], [[fail]], [[clock]] \
                  and [[reload]] entries and the settings {}{}",
                 SETTINGS
@@ -349,20 +382,12 @@ impl TimelineError {
                     .map(|(k, _)| format!("`{k}`"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                closest(
-                    key,
-                    SETTINGS
-                        .iter()
-                        .map(|(k, _)| *k)
-                        .chain(KINDS.iter().map(|(k, _)| *k))
-                )
-                .map(|k| format!("; did you mean `{k}`?"))
-                .unwrap_or_default()
+                did_you_mean()
             ),
             TimelineError::NotEntries { kind } => {
                 format!("write each entry as a table under its own `[[{kind}]]` line")
             }
-            TimelineError::UnknownKey { place, key } => {
+            TimelineError::UnknownKey { place, .. } => {
                 let kind = match place {
                     Place::Entry { kind, .. } => *kind,
                     Place::TopLevel => return None,
@@ -377,9 +402,7 @@ impl TimelineError {
                         .map(|(k, _, _)| format!("`{k}`"))
                         .collect::<Vec<_>>()
                         .join(", "),
-                    closest(key, keys.iter().map(|(k, _, _)| *k))
-                        .map(|k| format!("; did you mean `{k}`?"))
-                        .unwrap_or_default()
+                    did_you_mean()
                 )
             }
             TimelineError::Missing { key, .. } => match *key {
@@ -393,12 +416,10 @@ impl TimelineError {
                 "quote the value: `value = \"2\"`, not `value = 2`".to_string()
             }
             TimelineError::WrongType { .. } => return None,
-            TimelineError::BadDuration { text, .. } => {
-                match rulecore::suggest::duration_spelling(text) {
-                    Some(fixed) => format!("write \"{fixed}\": {DURATION_SYNTAX}"),
-                    None => DURATION_SYNTAX.to_string(),
-                }
-            }
+            TimelineError::BadDuration { .. } => match self.suggestion() {
+                Some(fixed) => format!("write \"{fixed}\": {DURATION_SYNTAX}"),
+                None => DURATION_SYNTAX.to_string(),
+            },
             TimelineError::Negative { key, .. } => match *key {
                 "at" => "virtual time starts at \"0s\"; only a [[clock]] `jump` may be negative"
                     .to_string(),
@@ -564,6 +585,13 @@ fn check_value(
         (Ty::Bool, toml::Value::Boolean(_)) => Ok(()),
         (Ty::Bool, _) => Err(wrong("true or false")),
     }
+}
+
+/// The kinds of entry a timeline holds (`event`, `state`, ...), in the
+/// reference's order; the expectations of `rulec test` are
+/// [`EXPECTATION_KINDS`].
+pub fn entry_kinds() -> impl Iterator<Item = &'static str> {
+    KINDS.iter().map(|(kind, _)| *kind)
 }
 
 /// The entries `rulec test` reads (docs/rulec.md#rulec-test): a timeline

@@ -2,7 +2,7 @@
 //! record is kept inline, so tracing a run allocates nothing for it
 //! (starting a run is on the event path, docs/engine.md#the-48-mb-box).
 
-use super::StepRecord;
+use super::{At, StepRecord};
 
 #[derive(Debug, Default)]
 pub(super) struct StepRecords {
@@ -27,12 +27,12 @@ impl StepRecords {
         }
     }
 
-    /// The record of `step` on `pass`: the latest, or a new one after it,
-    /// the oldest going first when `max` are kept; `true` when one went.
-    pub fn at(&mut self, step: u32, pass: u32, max: usize) -> (&mut StepRecord, bool) {
-        let current = self
-            .last()
-            .is_some_and(|last| last.step == step && last.pass == pass);
+    /// The record of step `at`: the latest, or a new one after it, the
+    /// oldest going first when `max` are kept; `true` when one went.
+    pub fn at(&mut self, at: At, max: usize) -> (&mut StepRecord, bool) {
+        let current = self.last().is_some_and(|last| {
+            (last.step, last.pass, last.finally) == (at.step, at.pass, at.finally)
+        });
         let mut dropped = false;
         if !current {
             if self.len() >= max {
@@ -42,15 +42,13 @@ impl StepRecords {
             if self.first.is_some() {
                 // Exactly what is kept: a second step is rare enough.
                 self.rest.reserve_exact(1);
-                self.rest.push(StepRecord::new(step, pass));
+                self.rest.push(StepRecord::new(at));
             } else {
-                self.first = Some(StepRecord::new(step, pass));
+                self.first = Some(StepRecord::new(at));
             }
         }
         let record = match self.rest.len() {
-            0 => self
-                .first
-                .get_or_insert_with(|| StepRecord::new(step, pass)),
+            0 => self.first.get_or_insert_with(|| StepRecord::new(at)),
             len => &mut self.rest[len - 1],
         };
         (record, dropped)
@@ -79,18 +77,26 @@ impl StepRecords {
 mod tests {
     use super::*;
 
+    fn at(step: u32) -> At {
+        At {
+            step,
+            pass: 0,
+            finally: false,
+        }
+    }
+
     #[test]
     fn the_first_record_is_inline_and_the_order_holds() {
         let mut steps = StepRecords::default();
         assert!(steps.last().is_none() && steps.len() == 0);
-        steps.at(0, 0, 3);
+        steps.at(at(0), 3);
         assert_eq!((steps.len(), steps.allocated()), (1, 0));
-        steps.at(0, 0, 3).0.end = None;
+        steps.at(at(0), 3).0.end = None;
         assert_eq!(steps.len(), 1);
-        steps.at(1, 0, 3);
-        steps.at(2, 0, 3);
+        steps.at(at(1), 3);
+        steps.at(at(2), 3);
         // A fourth with three kept drops the oldest.
-        assert!(steps.at(3, 0, 3).1);
+        assert!(steps.at(at(3), 3).1);
         steps.drop_oldest();
         let order: Vec<u32> = steps.iter().map(|s| s.step).collect();
         assert_eq!(order, [2, 3]);
@@ -98,5 +104,19 @@ mod tests {
         steps.drop_oldest();
         steps.drop_oldest();
         assert_eq!(steps.len(), 0);
+    }
+
+    #[test]
+    fn a_finally_step_is_a_record_of_its_own() {
+        let mut steps = StepRecords::default();
+        steps.at(at(0), 3);
+        let finally = At {
+            finally: true,
+            ..at(0)
+        };
+        steps.at(finally, 3);
+        steps.at(finally, 3);
+        let kept: Vec<bool> = steps.iter().map(|s| s.finally).collect();
+        assert_eq!(kept, [false, true]);
     }
 }

@@ -42,6 +42,10 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunEndTrace {
     pub at_ms: i64,
@@ -53,6 +57,10 @@ pub struct RunEndTrace {
 pub struct StepTrace {
     pub step: u32,
     pub pass: u32,
+    /// `step` counts the rule's finally steps (docs/semantics.md#finally);
+    /// absent for the others.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub finally: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait: Option<WaitTrace>,
     /// Absent when the step has no `when` (or was not reached).
@@ -169,6 +177,7 @@ impl Clock {
         StepTrace {
             step: step.step,
             pass: step.pass,
+            finally: step.finally,
             wait: step.wait.map(|wait| WaitTrace {
                 start_ms: self.ms(wait.start),
                 due_ms: self.ms(wait.due),
@@ -313,7 +322,8 @@ impl RunTrace {
             ));
         }
         for step in &self.steps {
-            out.push_str(&format!("    step {} pass {}:", step.step, step.pass));
+            let list = if step.finally { "finally" } else { "step" };
+            out.push_str(&format!("    {list} {} pass {}:", step.step, step.pass));
             if let Some(wait) = &step.wait {
                 let durable = if wait.durable { " durable" } else { "" };
                 let (start, due) = (style.show(wait.start_ms), style.show(wait.due_ms));

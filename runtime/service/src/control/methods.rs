@@ -335,6 +335,10 @@ fn show(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
     let rule = &payload.rules[index];
     let run = view.run.as_ref().map(|run| {
         let mut line = json!({"id": &*run.run, "step": run.step, "pass": run.pass});
+        if run.finally {
+            // docs/semantics.md#finally: `step` counts the finally steps.
+            line["finally"] = json!(true);
+        }
         phase_json(&mut line, run.phase);
         line
     });
@@ -362,6 +366,7 @@ fn phase_json(line: &mut Value, phase: RunPhase) {
         RunPhase::Gap { due_ms } => ("repeat-gap", Some(due_ms), None),
         RunPhase::WaitingForRoom { due_ms } => ("waiting-for-room", Some(due_ms), Some(true)),
         RunPhase::Acting => ("acting", None, None),
+        RunPhase::Draining => ("draining", None, None),
     };
     line["state"] = json!(state);
     line["due"] = json!(due);
@@ -504,10 +509,14 @@ fn pending(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         .skip(page.offset)
         .take(page.limit)
         .map(|step: &WaitingStep| {
-            json!({
+            let mut line = json!({
                 "run": &*step.run, "rule": &*step.rule, "step": step.step,
                 "pass": step.pass, "due": step.due_ms, "durable": step.durable,
-            })
+            });
+            if step.finally {
+                line["finally"] = json!(true);
+            }
+            line
         })
         .collect();
     Ok(json!({

@@ -177,8 +177,9 @@ fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
         Value::Null => writeln!(out, "no live run")?,
         run => writeln!(
             out,
-            "live run {}  step {}  pass {}  {}  due {}",
+            "live run {}  {} {}  pass {}  {}  due {}",
             plain(&run["id"]),
+            step_word(run),
             plain(&run["step"]),
             plain(&run["pass"]),
             plain(&run["state"]),
@@ -192,6 +193,16 @@ fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
         plain(&state["errors"]),
         instant(&state["last-fire"])
     )
+}
+
+/// `step`, or `finally step` for a run in its finally steps
+/// (docs/semantics.md#finally).
+fn step_word(run: &Value) -> &'static str {
+    if run["finally"] == Value::Bool(true) {
+        "finally step"
+    } else {
+        "step"
+    }
 }
 
 fn when_text(when: &Value) -> String {
@@ -252,7 +263,16 @@ fn pending(out: &mut String, reply: &Value) -> std::fmt::Result {
             "{:<40} {:<24} {:>4} {:>4} {:<30} {}",
             plain(&step["run"]),
             plain(&step["rule"]),
-            plain(&step["step"]),
+            // A finally step (docs/semantics.md#finally) as `f0`.
+            format!(
+                "{}{}",
+                if step["finally"] == Value::Bool(true) {
+                    "f"
+                } else {
+                    ""
+                },
+                plain(&step["step"])
+            ),
             plain(&step["pass"]),
             instant(&step["due"]),
             plain(&step["durable"]),

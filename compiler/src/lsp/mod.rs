@@ -1,0 +1,87 @@
+//! `rulec lsp` (docs/editors.md): a language server for rules directories
+//! over stdio (LSP 3.17), on `lsp-server` and `lsp-types`: synchronous, so
+//! `rulec` links no async runtime (tower-lsp would bring tokio, which
+//! `cargo xtask invariants` keeps out of `rulec`).
+//!
+//! Every diagnostic is `rulec check`'s own ([`crate::check::check_loaded`]
+//! over the directory, the open buffers laid over its files) or, for a
+//! timeline or test, what the simulator's and `rulec test`'s parsers
+//! report; the server only places them and offers their fixes.
+//!
+//! Layout: `server` the message loop and the answers; `workspace` the open
+//! documents, the directories and what was published; `diagnostics`
+//! positions and quick fixes; `timeline` timeline and test files;
+//! `scan` and `context` where the cursor is; `facts` what hover and
+//! completion say; `hover`, `complete`, `definition`; `text` protocol
+//! positions.
+
+mod complete;
+mod context;
+mod definition;
+mod diagnostics;
+mod facts;
+mod hover;
+mod scan;
+mod server;
+mod text;
+mod timeline;
+mod workspace;
+
+use crate::check::ProfileArgs;
+use crate::cli::Exit;
+use std::io::{self, Write};
+use std::sync::Arc;
+
+/// `rulec lsp` flags.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "\
+Examples:
+  rulec lsp                       (started by an editor, which talks to it on stdin/stdout)
+  rulec lsp --profile none
+  rulec lsp --profile ./my-profile
+
+Diagnostics as you type (the same as `rulec check` on the file's directory,
+and for timelines and tests what `rulec simulate` and `rulec test` report),
+hover, completion, go to definition and quick fixes. Setting it up in VS
+Code, Neovim and Helix: docs/editors.md.
+
+Exit status: 0 after the editor's `shutdown` and `exit`, 2 when the profile
+cannot be read or the connection breaks.")]
+pub struct LspArgs {
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// Accepted for editors that always pass it: stdio is the only transport.
+    #[arg(long)]
+    pub stdio: bool,
+}
+
+/// Runs `rulec lsp` on stdin and stdout until the editor exits; problems
+/// starting it go to `err`.
+pub fn run(args: &LspArgs, err: &mut dyn Write) -> io::Result<Exit> {
+    let profile = match crate::profile::load(&args.profile.profile) {
+        Ok(profile) => profile.map(Arc::new),
+        Err(error) => {
+            writeln!(err, "error: {error}")?;
+            return Ok(Exit::Usage);
+        }
+    };
+    let (connection, threads) = lsp_server::Connection::stdio();
+    let served = server::serve(&connection, workspace::Workspace::new(profile));
+    // The writer thread ends once every sender is gone.
+    drop(connection);
+    let joined = threads.join();
+    match (served, joined) {
+        (Ok(()), Ok(())) => Ok(Exit::Success),
+        (Err(error), _) => {
+            writeln!(err, "rulec lsp: {error}")?;
+            Ok(Exit::Usage)
+        }
+        (Ok(()), Err(error)) => {
+            writeln!(err, "rulec lsp: {error}")?;
+            Ok(Exit::Usage)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,487 @@
+//! The message loop (docs/editors.md#the-protocol): one thread, requests
+//! answered in order. Notifications that are already waiting are applied
+//! together before one check, so a burst of keystrokes is checked once;
+//! before a request is answered, every pending check is done, so a code
+//! action or a hover always sees the text as it is.
+
+use super::complete::{self, What};
+use super::definition::{self, Target};
+use super::diagnostics::{quick_fixes, to_lsp, Problem};
+use super::facts::Facts;
+use super::workspace::{dir_and_name, DocKind, Workspace};
+use super::{hover, text};
+use crate::profile::LoadedProfile;
+use crate::span::Lines;
+use lsp_server::{Connection, ErrorCode, Message, Notification, ProtocolError, Request, Response};
+use lsp_types::notification::{self as notif, Notification as _};
+use lsp_types::request::{self as req, Request as _};
+use lsp_types::{
+    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionItem,
+    CompletionItemKind, CompletionList, CompletionOptions, CompletionTextEdit, Documentation,
+    GotoDefinitionResponse, Hover, HoverContents, HoverProviderCapability, InitializeParams,
+    Location, MarkupContent, MarkupKind, MessageType, OneOf, PositionEncodingKind,
+    PublishDiagnosticsParams, ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind,
+    TextDocumentSyncOptions, TextDocumentSyncSaveOptions, TextEdit, Url,
+};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// What the server offers (LSP 3.17).
+fn capabilities() -> ServerCapabilities {
+    ServerCapabilities {
+        position_encoding: Some(PositionEncodingKind::UTF16),
+        text_document_sync: Some(TextDocumentSyncCapability::Options(
+            TextDocumentSyncOptions {
+                open_close: Some(true),
+                change: Some(TextDocumentSyncKind::INCREMENTAL),
+                save: Some(TextDocumentSyncSaveOptions::Supported(true)),
+                ..TextDocumentSyncOptions::default()
+            },
+        )),
+        hover_provider: Some(HoverProviderCapability::Simple(true)),
+        completion_provider: Some(CompletionOptions {
+            trigger_characters: Some(["\"", "'", ".", "(", "[", ","].map(str::to_string).to_vec()),
+            ..CompletionOptions::default()
+        }),
+        definition_provider: Some(OneOf::Left(true)),
+        code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+            code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
+            ..CodeActionOptions::default()
+        })),
+        ..ServerCapabilities::default()
+    }
+}
+
+/// Why the server stopped before the client's `exit`.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error("bad initialize params: {0}")]
+    Initialize(serde_json::Error),
+    #[error("the client's connection closed")]
+    Closed,
+}
+
+/// The server's state: the workspace and the connection it answers on.
+struct Server<'c> {
+    connection: &'c Connection,
+    workspace: Workspace,
+}
+
+/// Runs the protocol on `connection` until the client says `exit`.
+pub fn serve(connection: &Connection, workspace: Workspace) -> Result<(), ServeError> {
+    let (id, params) = connection.initialize_start()?;
+    let params: InitializeParams =
+        serde_json::from_value(params).map_err(ServeError::Initialize)?;
+    let result = json!({
+        "capabilities": capabilities(),
+        "serverInfo": { "name": "rulec", "version": env!("CARGO_PKG_VERSION") },
+    });
+    connection.initialize_finish(id, result)?;
+    let mut server = Server {
+        connection,
+        workspace,
+    };
+    server.start(&params)?;
+    loop {
+        let Ok(first) = connection.receiver.recv() else {
+            return Ok(());
+        };
+        // Keystrokes already waiting are applied before one check.
+        let mut batch = vec![first];
+        while let Ok(more) = connection.receiver.try_recv() {
+            batch.push(more);
+        }
+        for message in batch {
+            match message {
+                // Answered again if asked again (Neovim 0.7 may); then
+                // only `exit`, or the client closing the pipe, ends it.
+                Message::Request(request) if request.method == req::Shutdown::METHOD => {
+                    server.send(Response::new_ok(request.id, ()))?;
+                }
+                Message::Request(request) => {
+                    server.flush()?;
+                    server.answer(request)?;
+                }
+                Message::Notification(notification)
+                    if notification.method == notif::Exit::METHOD =>
+                {
+                    return Ok(());
+                }
+                Message::Notification(notification) => server.notified(notification),
+                Message::Response(_) => {}
+            }
+        }
+        server.flush()?;
+    }
+}
+
+impl Server<'_> {
+    fn send(&self, message: impl Into<Message>) -> Result<(), ServeError> {
+        self.connection
+            .sender
+            .send(message.into())
+            .map_err(|_| ServeError::Closed)
+    }
+
+    /// A line in the client's log (`window/logMessage`).
+    fn log(&self, kind: MessageType, message: String) -> Result<(), ServeError> {
+        let params = lsp_types::LogMessageParams { typ: kind, message };
+        self.send(Notification::new(notif::LogMessage::METHOD.into(), params))
+    }
+
+    /// After `initialize`: watch rule files where the client can, and show
+    /// the profile's own diagnostics.
+    fn start(&mut self, params: &InitializeParams) -> Result<(), ServeError> {
+        let can_watch = params
+            .capabilities
+            .workspace
+            .as_ref()
+            .and_then(|w| w.did_change_watched_files.as_ref())
+            .and_then(|w| w.dynamic_registration)
+            .unwrap_or(false);
+        if can_watch {
+            let registration = lsp_types::Registration {
+                id: "rulec-toml".into(),
+                method: notif::DidChangeWatchedFiles::METHOD.into(),
+                register_options: Some(json!({ "watchers": [{ "globPattern": "**/*.toml" }] })),
+            };
+            let params = lsp_types::RegistrationParams {
+                registrations: vec![registration],
+            };
+            let id = lsp_server::RequestId::from("rulec-watch".to_string());
+            self.send(Request::new(
+                id,
+                req::RegisterCapability::METHOD.into(),
+                params,
+            ))?;
+        }
+        let profile = self.workspace.profile.clone();
+        let description = match &profile {
+            Some(profile) => format!("profile `{}` ({})", profile.name, profile.digest),
+            None => "no profile (--profile none)".to_string(),
+        };
+        self.log(MessageType::INFO, format!("rulec lsp: {description}"))?;
+        if let Some(profile) = profile {
+            for params in profile_diagnostics(&profile) {
+                self.send(Notification::new(
+                    notif::PublishDiagnostics::METHOD.into(),
+                    params,
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks what changed and publishes what differs.
+    fn flush(&mut self) -> Result<(), ServeError> {
+        for params in self.workspace.flush() {
+            self.send(Notification::new(
+                notif::PublishDiagnostics::METHOD.into(),
+                params,
+            ))?;
+        }
+        Ok(())
+    }
+
+    fn notified(&mut self, notification: Notification) {
+        let params = notification.params;
+        match notification.method.as_str() {
+            notif::DidOpenTextDocument::METHOD => {
+                if let Ok(p) =
+                    serde_json::from_value::<lsp_types::DidOpenTextDocumentParams>(params)
+                {
+                    if let Some(path) = file_path(&p.text_document.uri) {
+                        let doc = p.text_document;
+                        self.workspace.open(path, doc.uri, doc.text, doc.version);
+                    }
+                }
+            }
+            notif::DidChangeTextDocument::METHOD => {
+                if let Ok(p) =
+                    serde_json::from_value::<lsp_types::DidChangeTextDocumentParams>(params)
+                {
+                    if let Some(path) = file_path(&p.text_document.uri) {
+                        let version = p.text_document.version;
+                        self.workspace.change(&path, version, &p.content_changes);
+                    }
+                }
+            }
+            notif::DidSaveTextDocument::METHOD => {
+                if let Ok(p) =
+                    serde_json::from_value::<lsp_types::DidSaveTextDocumentParams>(params)
+                {
+                    if let Some(path) = file_path(&p.text_document.uri) {
+                        self.workspace.saved(&path);
+                    }
+                }
+            }
+            notif::DidCloseTextDocument::METHOD => {
+                if let Ok(p) =
+                    serde_json::from_value::<lsp_types::DidCloseTextDocumentParams>(params)
+                {
+                    if let Some(path) = file_path(&p.text_document.uri) {
+                        self.workspace.close(&path);
+                    }
+                }
+            }
+            notif::DidChangeWatchedFiles::METHOD => {
+                if let Ok(p) =
+                    serde_json::from_value::<lsp_types::DidChangeWatchedFilesParams>(params)
+                {
+                    let paths: Vec<PathBuf> =
+                        p.changes.iter().filter_map(|c| file_path(&c.uri)).collect();
+                    self.workspace.files_changed(&paths);
+                }
+            }
+            // `initialized`, `$/cancelRequest` (every answer is immediate),
+            // configuration: nothing to do.
+            _ => {}
+        }
+    }
+
+    fn answer(&mut self, request: Request) -> Result<(), ServeError> {
+        let id = request.id.clone();
+        let result = match request.method.as_str() {
+            req::HoverRequest::METHOD => self.hover(request.params),
+            req::Completion::METHOD => self.completion(request.params),
+            req::GotoDefinition::METHOD => self.definition(request.params),
+            req::CodeActionRequest::METHOD => self.code_actions(request.params),
+            method => {
+                let message = format!("rulec lsp does not answer {method}");
+                return self.send(Response::new_err(
+                    id,
+                    ErrorCode::MethodNotFound as i32,
+                    message,
+                ));
+            }
+        };
+        match result {
+            Ok(value) => self.send(Response::new_ok(id, value)),
+            Err(message) => self.send(Response::new_err(
+                id,
+                ErrorCode::InvalidParams as i32,
+                message,
+            )),
+        }
+    }
+
+    /// The open rule file at a request's position: its path, text and the
+    /// position as a byte offset.
+    fn at(&self, params: &lsp_types::TextDocumentPositionParams) -> Option<(PathBuf, &str, usize)> {
+        let path = file_path(&params.text_document.uri)?;
+        let document = self.workspace.document(&path)?;
+        if document.kind != DocKind::Rules {
+            return None;
+        }
+        let offset = text::offset(&Lines::new(&document.text), params.position);
+        Some((path, document.text.as_str(), offset))
+    }
+
+    fn facts(&self, path: &Path) -> Facts<'_> {
+        Facts {
+            profile: self.workspace.profile.as_deref(),
+            topics: self
+                .workspace
+                .report(path)
+                .map_or(&[], |report| &report.topics),
+        }
+    }
+
+    fn hover(&self, params: Value) -> Result<Value, String> {
+        let params: lsp_types::HoverParams = parse(params)?;
+        let Some((path, text, offset)) = self.at(&params.text_document_position_params) else {
+            return Ok(Value::Null);
+        };
+        let Some(markdown) = hover::hover(text, offset, self.facts(&path)) else {
+            return Ok(Value::Null);
+        };
+        let hover = Hover {
+            contents: HoverContents::Markup(MarkupContent {
+                kind: MarkupKind::Markdown,
+                value: markdown,
+            }),
+            range: None,
+        };
+        Ok(json!(hover))
+    }
+
+    fn completion(&self, params: Value) -> Result<Value, String> {
+        let params: lsp_types::CompletionParams = parse(params)?;
+        let Some((path, text, offset)) = self.at(&params.text_document_position) else {
+            return Ok(Value::Null);
+        };
+        let lines = Lines::new(text);
+        let items: Vec<CompletionItem> = complete::complete(text, offset, self.facts(&path))
+            .into_iter()
+            .map(|candidate| CompletionItem {
+                kind: Some(match candidate.what {
+                    What::Key => CompletionItemKind::PROPERTY,
+                    What::Header => CompletionItemKind::MODULE,
+                    What::Value => CompletionItemKind::VALUE,
+                    What::Topic => CompletionItemKind::EVENT,
+                    What::Function => CompletionItemKind::FUNCTION,
+                    What::Field => CompletionItemKind::FIELD,
+                }),
+                detail: candidate.detail,
+                documentation: candidate.doc.map(|value| {
+                    Documentation::MarkupContent(MarkupContent {
+                        kind: MarkupKind::Markdown,
+                        value,
+                    })
+                }),
+                text_edit: Some(CompletionTextEdit::Edit(TextEdit {
+                    range: text::range(&lines, &candidate.replace),
+                    new_text: candidate.insert,
+                })),
+                label: candidate.label,
+                ..CompletionItem::default()
+            })
+            .collect();
+        Ok(json!(CompletionList {
+            is_incomplete: false,
+            items,
+        }))
+    }
+
+    fn definition(&self, params: Value) -> Result<Value, String> {
+        let params: lsp_types::GotoDefinitionParams = parse(params)?;
+        let Some((path, text, offset)) = self.at(&params.text_document_position_params) else {
+            return Ok(Value::Null);
+        };
+        let facts = self.facts(&path);
+        let location = match definition::definition(text, offset, facts) {
+            Some(Target::Rules { file, span }) => self.rules_location(&path, &file, &span),
+            Some(Target::Profile { file, span }) => facts
+                .profile
+                .and_then(|profile| profile_location(profile, &file, &span)),
+            None => None,
+        };
+        Ok(match location {
+            Some(location) => json!(GotoDefinitionResponse::Scalar(location)),
+            None => Value::Null,
+        })
+    }
+
+    /// A place in a rule file of `path`'s directory.
+    fn rules_location(
+        &self,
+        path: &Path,
+        file: &str,
+        span: &std::ops::Range<usize>,
+    ) -> Option<Location> {
+        let (dir, _) = dir_and_name(path)?;
+        let report = self.workspace.report(path)?;
+        let source = report.files.iter().find(|f| f.name == file)?;
+        let uri = Url::from_file_path(dir.join(file)).ok()?;
+        Some(Location {
+            uri,
+            range: text::range(&Lines::new(&source.text), span),
+        })
+    }
+
+    fn code_actions(&self, params: Value) -> Result<Value, String> {
+        // Only the document and the range: the fixes are those published,
+        // and some clients send incomplete diagnostics in the context
+        // (Neovim 0.7 sends only their `code` and `data`).
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Asked {
+            text_document: lsp_types::TextDocumentIdentifier,
+            range: lsp_types::Range,
+        }
+        let params: Asked = parse(params)?;
+        let Some(path) = file_path(&params.text_document.uri) else {
+            return Ok(Value::Null);
+        };
+        let actions = quick_fixes(
+            &params.text_document.uri,
+            self.workspace.published(&path),
+            params.range,
+        );
+        Ok(json!(actions))
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, String> {
+    serde_json::from_value(params).map_err(|error| format!("bad params: {error}"))
+}
+
+/// The local file a `file:` URI names.
+fn file_path(uri: &Url) -> Option<PathBuf> {
+    uri.to_file_path().ok()
+}
+
+/// Where a profile file is on disk: as named (relative to the current
+/// directory) when that file holds the same text; else, for the built-in
+/// profile that lives only in the binary, a copy written once under the
+/// temporary directory, in a folder named by the profile's digest.
+fn profile_file(profile: &LoadedProfile, name: &str, text: &str) -> Option<PathBuf> {
+    let as_named = std::env::current_dir().ok()?.join(name);
+    if std::fs::read_to_string(&as_named).is_ok_and(|on_disk| on_disk == text) {
+        return Some(as_named);
+    }
+    let digest = profile.digest.get(..16).unwrap_or(&profile.digest);
+    let copy = std::env::temp_dir()
+        .join(format!("rulec-profile-{digest}"))
+        .join(name);
+    if std::fs::read_to_string(&copy).is_ok_and(|on_disk| on_disk == text) {
+        return Some(copy);
+    }
+    std::fs::create_dir_all(copy.parent()?).ok()?;
+    std::fs::write(&copy, text).ok()?;
+    Some(copy)
+}
+
+fn profile_location(
+    profile: &LoadedProfile,
+    file: &str,
+    span: &std::ops::Range<usize>,
+) -> Option<Location> {
+    let source = profile.files.iter().find(|f| f.name == file)?;
+    let path = profile_file(profile, file, &source.text)?;
+    Some(Location {
+        uri: Url::from_file_path(path).ok()?,
+        range: text::range(&Lines::new(&source.text), span),
+    })
+}
+
+/// The profile's own diagnostics, on its files (a profile directory's;
+/// the built-in profile has none).
+fn profile_diagnostics(profile: &LoadedProfile) -> Vec<PublishDiagnosticsParams> {
+    let Ok(cwd) = std::env::current_dir() else {
+        return Vec::new();
+    };
+    let mut by_file: HashMap<&str, Vec<Problem>> = HashMap::new();
+    for diagnostic in &profile.diagnostics {
+        let file = diagnostic.file.as_deref().unwrap_or("profile.toml");
+        by_file
+            .entry(file)
+            .or_default()
+            .push(Problem::of(diagnostic, &cwd));
+    }
+    let texts: HashMap<PathBuf, &str> = profile
+        .files
+        .iter()
+        .map(|f| (cwd.join(&f.name), f.text.as_str()))
+        .collect();
+    let by_path: HashMap<&Path, &str> = texts.iter().map(|(p, t)| (p.as_path(), *t)).collect();
+    by_file
+        .into_iter()
+        .filter_map(|(file, problems)| {
+            let path = cwd.join(file);
+            let text = by_path.get(path.as_path()).copied().unwrap_or_default();
+            let lines = Lines::new(text);
+            Some(PublishDiagnosticsParams {
+                uri: Url::from_file_path(&path).ok()?,
+                diagnostics: problems
+                    .iter()
+                    .map(|p| to_lsp(p, &lines, &by_path))
+                    .collect(),
+                version: None,
+            })
+        })
+        .collect()
+}

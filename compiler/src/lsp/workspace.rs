@@ -1,0 +1,400 @@
+//! What the server knows (docs/editors.md#what-the-server-does): the open
+//! documents, and for each rules directory one of them is in, its files as
+//! read from disk and the last check of them with the open buffers laid
+//! over (`rulec check`'s own path, [`crate::check::check_loaded`]). A
+//! keystroke re-checks its directory from memory: nothing is read from
+//! disk until a file is saved, closed or reported changed.
+
+use super::diagnostics::{to_lsp, Problem};
+use crate::check::{check_loaded_cached, CheckReport};
+use crate::load::{load_dir, Loaded};
+use crate::profile::LoadedProfile;
+use crate::span::Lines;
+use crate::validate::FileChecks;
+use lsp_types::{PublishDiagnosticsParams, Url};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The code of a directory that cannot be read (`rulec check`'s exit 2,
+/// which has no code of its own).
+pub const IO_CODE: &str = "rulec::io";
+
+/// What a document holds, which decides how it is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocKind {
+    /// A rule file: checked with its directory.
+    Rules,
+    /// A timeline or a test (docs/simulation.md): checked alone.
+    Timeline,
+}
+
+impl DocKind {
+    /// A file in a `tests/` folder is a test; otherwise the first table
+    /// header decides (`[[rule]]`, `[[topic]]` or a timeline's entries);
+    /// a file with neither is a rule file.
+    pub fn of(path: &Path, text: &str) -> DocKind {
+        let in_tests = path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|name| name == crate::load::TESTS_FOLDER);
+        if in_tests {
+            return DocKind::Timeline;
+        }
+        for line in text.lines() {
+            let Some(header) = line.trim_start().strip_prefix("[[") else {
+                continue;
+            };
+            let name = header.split(']').next().unwrap_or_default().trim();
+            if matches!(name, "rule" | "rule.step" | "rule.input" | "topic") {
+                return DocKind::Rules;
+            }
+            let timeline = ruled_engine::sim::entry_kinds()
+                .chain(ruled_engine::sim::EXPECTATION_KINDS)
+                .any(|kind| kind == name);
+            if timeline {
+                return DocKind::Timeline;
+            }
+        }
+        DocKind::Rules
+    }
+}
+
+/// One open document.
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub uri: Url,
+    pub text: String,
+    pub version: i32,
+    pub kind: DocKind,
+}
+
+/// A rules directory with an open document.
+#[derive(Debug, Default)]
+struct Dir {
+    /// Its files as on disk; the error when it could not be read.
+    disk: Option<Result<Loaded, String>>,
+    /// The last check, buffers laid over.
+    report: Option<CheckReport>,
+    /// Each file's own checks, reused while its text is the same.
+    cache: FileChecks,
+}
+
+/// The open documents and the directories they are in.
+#[derive(Debug, Default)]
+pub struct Workspace {
+    pub profile: Option<Arc<LoadedProfile>>,
+    documents: HashMap<PathBuf, Document>,
+    dirs: HashMap<PathBuf, Dir>,
+    /// What was last published for each file (with the quick fixes in
+    /// their `data`).
+    published: HashMap<PathBuf, Vec<lsp_types::Diagnostic>>,
+    /// Directories and timelines to check before answering.
+    dirty_dirs: BTreeSet<PathBuf>,
+    dirty_timelines: BTreeSet<PathBuf>,
+    /// Documents opened or changed since the last check: each is answered
+    /// with its diagnostics even when they stayed the same, so that the
+    /// client sees its version was checked.
+    touched: BTreeSet<PathBuf>,
+}
+
+/// The rules directory of a file, and its name in it.
+pub fn dir_and_name(path: &Path) -> Option<(PathBuf, String)> {
+    let name = path.file_name()?.to_str()?.to_string();
+    Some((path.parent()?.to_path_buf(), name))
+}
+
+impl Workspace {
+    pub fn new(profile: Option<Arc<LoadedProfile>>) -> Self {
+        Workspace {
+            profile,
+            ..Workspace::default()
+        }
+    }
+
+    pub fn document(&self, path: &Path) -> Option<&Document> {
+        self.documents.get(path)
+    }
+
+    /// The last check of the directory `path` is in.
+    pub fn report(&self, path: &Path) -> Option<&CheckReport> {
+        let (dir, _) = dir_and_name(path)?;
+        self.dirs.get(&dir)?.report.as_ref()
+    }
+
+    /// The diagnostics last published for `path`.
+    pub fn published(&self, path: &Path) -> &[lsp_types::Diagnostic] {
+        self.published.get(path).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn open(&mut self, path: PathBuf, uri: Url, text: String, version: i32) {
+        let kind = DocKind::of(&path, &text);
+        let document = Document {
+            uri,
+            text,
+            version,
+            kind,
+        };
+        self.documents.insert(path.clone(), document);
+        if let Some((dir, _)) = dir_and_name(&path) {
+            // A new file, or one changed on disk while it was closed.
+            self.read_disk(&dir);
+        }
+        self.mark(&path, kind);
+    }
+
+    /// Applies a client's changes to an open document.
+    pub fn change(
+        &mut self,
+        path: &Path,
+        version: i32,
+        changes: &[lsp_types::TextDocumentContentChangeEvent],
+    ) {
+        let Some(document) = self.documents.get_mut(path) else {
+            return;
+        };
+        for change in changes {
+            super::text::apply(&mut document.text, change);
+        }
+        document.version = version;
+        let before = document.kind;
+        document.kind = DocKind::of(path, &document.text);
+        let kind = document.kind;
+        if kind != before {
+            // It left the other kind's checks: both are redone.
+            self.mark(path, before);
+        }
+        self.mark(path, kind);
+    }
+
+    /// A document saved: the directory is read again (others may have
+    /// changed too).
+    pub fn saved(&mut self, path: &Path) {
+        self.files_changed(&[path.to_path_buf()]);
+    }
+
+    pub fn close(&mut self, path: &Path) {
+        let Some(document) = self.documents.remove(path) else {
+            return;
+        };
+        if let Some((dir, _)) = dir_and_name(path) {
+            // The file is what the disk says again.
+            self.read_disk(&dir);
+        }
+        self.mark(path, document.kind);
+    }
+
+    /// Files changed on disk (`workspace/didChangeWatchedFiles`, or a
+    /// save): the directories of theirs that are known are read again.
+    pub fn files_changed(&mut self, paths: &[PathBuf]) {
+        let dirs: BTreeSet<PathBuf> = paths
+            .iter()
+            .filter_map(|path| path.parent().map(Path::to_path_buf))
+            .filter(|dir| self.dirs.contains_key(dir))
+            .collect();
+        for dir in dirs {
+            self.read_disk(&dir);
+            self.dirty_dirs.insert(dir);
+        }
+    }
+
+    fn mark(&mut self, path: &Path, kind: DocKind) {
+        self.touched.insert(path.to_path_buf());
+        match kind {
+            DocKind::Rules => {
+                if let Some((dir, _)) = dir_and_name(path) {
+                    self.dirty_dirs.insert(dir);
+                }
+            }
+            DocKind::Timeline => {
+                self.dirty_timelines.insert(path.to_path_buf());
+            }
+        }
+    }
+
+    fn read_disk(&mut self, dir: &Path) {
+        let disk = load_dir(dir).map_err(|error| error.to_string());
+        self.dirs.entry(dir.to_path_buf()).or_default().disk = Some(disk);
+    }
+
+    /// Checks what changed since the last call; returns what to publish
+    /// (only the files whose diagnostics changed).
+    pub fn flush(&mut self) -> Vec<PublishDiagnosticsParams> {
+        let mut out = Vec::new();
+        for dir in std::mem::take(&mut self.dirty_dirs) {
+            self.check_dir(&dir, &mut out);
+        }
+        for path in std::mem::take(&mut self.dirty_timelines) {
+            self.check_timeline(&path, &mut out);
+        }
+        self.touched.clear();
+        out
+    }
+
+    /// Checks one directory with the open rule files laid over its files.
+    fn check_dir(&mut self, dir: &Path, out: &mut Vec<PublishDiagnosticsParams>) {
+        let state = self.dirs.entry(dir.to_path_buf()).or_default();
+        let (mut loaded, unreadable) = match &state.disk {
+            Some(Ok(loaded)) => (loaded.clone(), None),
+            Some(Err(error)) => (Loaded::default(), Some(error.clone())),
+            None => (Loaded::default(), None),
+        };
+        for (path, document) in &self.documents {
+            if document.kind != DocKind::Rules || path.parent() != Some(dir) {
+                continue;
+            }
+            if let Some((_, name)) = dir_and_name(path) {
+                loaded.overlay(&name, &document.text);
+            }
+        }
+        let cache = &mut self.dirs.entry(dir.to_path_buf()).or_default().cache;
+        let report = check_loaded_cached(loaded, false, self.profile.clone(), cache);
+        let problems = self.problems(dir, &report, unreadable);
+        let stale: Vec<PathBuf> = self
+            .published
+            .keys()
+            .filter(|path| path.parent() == Some(dir) && !problems.contains_key(*path))
+            .filter(|path| {
+                self.documents
+                    .get(*path)
+                    .is_none_or(|d| d.kind == DocKind::Rules)
+            })
+            .cloned()
+            .collect();
+        let texts: HashMap<PathBuf, &str> = report
+            .files
+            .iter()
+            .map(|file| (dir.join(&file.name), file.text.as_str()))
+            .collect();
+        let by_path: HashMap<&Path, &str> = texts.iter().map(|(p, t)| (p.as_path(), *t)).collect();
+        for (path, problems) in &problems {
+            let text = by_path.get(path.as_path()).copied().unwrap_or_default();
+            let lines = Lines::new(text);
+            let diagnostics = problems
+                .iter()
+                .map(|p| to_lsp(p, &lines, &by_path))
+                .collect();
+            self.publish(path, diagnostics, out);
+        }
+        for path in stale {
+            self.publish(&path, Vec::new(), out);
+        }
+        if let Some(state) = self.dirs.get_mut(dir) {
+            state.report = Some(report);
+        }
+    }
+
+    /// The problems of a directory's check by file: each file's own, the
+    /// directory's (and one that it could not be read) in every open file
+    /// of it, and none yet for a document just changed (it is answered
+    /// all the same). An open timeline among the files speaks for itself.
+    fn problems(
+        &self,
+        dir: &Path,
+        report: &CheckReport,
+        unreadable: Option<String>,
+    ) -> HashMap<PathBuf, Vec<Problem>> {
+        let mut problems: HashMap<PathBuf, Vec<Problem>> = HashMap::new();
+        let mut everywhere = Vec::new();
+        for diagnostic in &report.diagnostics {
+            let problem = Problem::of(diagnostic, dir);
+            match &diagnostic.file {
+                Some(file) => problems.entry(dir.join(file)).or_default().push(problem),
+                None => everywhere.push(problem),
+            }
+        }
+        if let Some(error) = unreadable {
+            everywhere.push(Problem {
+                span: 0..0,
+                severity: crate::diagnostic::Severity::Error,
+                code: IO_CODE,
+                message: error,
+                help: Some("only the open files are checked".into()),
+                fix: None,
+                related: Vec::new(),
+            });
+        }
+        self.for_open_rules(dir, |path| {
+            problems
+                .entry(path)
+                .or_default()
+                .extend(everywhere.iter().cloned());
+        });
+        problems.retain(|path, _| {
+            self.documents
+                .get(path)
+                .is_none_or(|document| document.kind == DocKind::Rules)
+        });
+        for path in &self.touched {
+            let is_rules = self
+                .documents
+                .get(path)
+                .is_some_and(|d| d.kind == DocKind::Rules);
+            if is_rules && path.parent() == Some(dir) {
+                problems.entry(path.clone()).or_default();
+            }
+        }
+        problems
+    }
+
+    fn for_open_rules(&self, dir: &Path, mut each: impl FnMut(PathBuf)) {
+        for (path, document) in &self.documents {
+            if document.kind == DocKind::Rules && path.parent() == Some(dir) {
+                each(path.clone());
+            }
+        }
+    }
+
+    fn check_timeline(&mut self, path: &Path, out: &mut Vec<PublishDiagnosticsParams>) {
+        let diagnostics = match self.documents.get(path) {
+            Some(document) if document.kind == DocKind::Timeline => {
+                let lines = Lines::new(&document.text);
+                super::timeline::problems(&document.text)
+                    .iter()
+                    .map(|problem| to_lsp(problem, &lines, &HashMap::new()))
+                    .collect()
+            }
+            // Closed, or a rule file now: its directory's check speaks.
+            _ => Vec::new(),
+        };
+        let rules_now = self
+            .documents
+            .get(path)
+            .is_some_and(|document| document.kind == DocKind::Rules);
+        if !rules_now {
+            self.publish(path, diagnostics, out);
+        }
+    }
+
+    /// Records and sends `diagnostics` for `path` unless they are what was
+    /// sent last.
+    fn publish(
+        &mut self,
+        path: &Path,
+        diagnostics: Vec<lsp_types::Diagnostic>,
+        out: &mut Vec<PublishDiagnosticsParams>,
+    ) {
+        let before = self.published.get(path).map_or(&[][..], Vec::as_slice);
+        let open = self.documents.get(path);
+        if before == diagnostics.as_slice() && !self.touched.contains(path) {
+            return;
+        }
+        let uri = match open {
+            Some(document) => document.uri.clone(),
+            None => match Url::from_file_path(path) {
+                Ok(uri) => uri,
+                Err(()) => return,
+            },
+        };
+        out.push(PublishDiagnosticsParams {
+            uri,
+            diagnostics: diagnostics.clone(),
+            version: open.map(|document| document.version),
+        });
+        if diagnostics.is_empty() {
+            self.published.remove(path);
+        } else {
+            self.published.insert(path.to_path_buf(), diagnostics);
+        }
+    }
+}
