@@ -12,7 +12,7 @@ pub use timeline::{
     StateEntry, Timeline, TimelineError, EXPECTATION_KINDS,
 };
 
-use crate::pool::{Admission, PoolConfig};
+use crate::pool::{Admission, Lane, PoolConfig};
 use crate::{
     DropReason, Effect, Engine, EngineConfig, Job, LogLine, Note, Now, PendingRecord, RuleTrace,
     Time, DEFAULT_REPLAY_WINDOW_MS, DEFAULT_TRACES, EVAL_ERROR_CODE,
@@ -141,6 +141,8 @@ struct Running {
     seq: u64,
     job: Job,
     fails: bool,
+    /// On the Redis lane, not on a worker.
+    lane: Lane,
 }
 
 #[derive(Debug)]
@@ -631,9 +633,16 @@ impl<'t> Sim<'t> {
     }
 
     fn submit(&mut self, job: Job) {
-        let idle = self.pool.workers.saturating_sub(self.running.len());
-        match self.pool.admit(idle, self.queued.len()) {
-            Admission::Worker => self.start_job(job),
+        let admission = match Lane::of(&job.action) {
+            Lane::Redis => self.pool.admit_to_lane(self.held(Lane::Redis)),
+            Lane::Workers => {
+                let idle = self.pool.workers.saturating_sub(self.held(Lane::Workers));
+                self.pool.admit(idle, self.queued.len())
+            }
+        };
+        match admission {
+            Admission::Worker => self.start_job(job, Lane::Workers),
+            Admission::Lane => self.start_job(job, Lane::Redis),
             Admission::Queue => self.queued.push_back(job),
             Admission::Refused => {
                 let now = self.clocks();
@@ -642,21 +651,30 @@ impl<'t> Sim<'t> {
         }
     }
 
+    /// Actions running on `lane`.
+    fn held(&self, lane: Lane) -> usize {
+        self.running.iter().filter(|r| r.lane == lane).count()
+    }
+
     /// Tells the engine how many submissions the pool accepts now, when
     /// due steps wait for room (docs/semantics.md#due-steps-the-pool-refused).
     fn offer_room(&mut self) {
         if self.engine.due_backlog_len() == 0 {
             return;
         }
-        let idle = self.pool.workers.saturating_sub(self.running.len());
-        let room = (idle + self.pool.queue).saturating_sub(self.queued.len());
-        if room > 0 {
+        let idle = self.pool.workers.saturating_sub(self.held(Lane::Workers));
+        let room = self
+            .pool
+            .room(idle, self.queued.len(), self.held(Lane::Redis));
+        if room.total() > 0 {
             let now = self.clocks();
             self.engine.pool_has_room(now, room);
         }
     }
 
-    fn start_job(&mut self, job: Job) {
+    /// Every Redis action the lane holds runs at once (its commands are
+    /// pipelined), each taking `action-time` like a worker's.
+    fn start_job(&mut self, job: Job, lane: Lane) {
         if let Some(id) = job.record_to_drop_at_start() {
             self.drop_record(id, Some(&job.rule), DropReason::Started);
         }
@@ -669,6 +687,7 @@ impl<'t> Sim<'t> {
             seq: self.seq,
             job,
             fails,
+            lane,
         });
     }
 
@@ -687,8 +706,11 @@ impl<'t> Sim<'t> {
         };
         let now = self.clocks();
         self.engine.action_finished(now, done.job.id, result);
-        if let Some(next) = self.queued.pop_front() {
-            self.start_job(next);
+        // A finished Redis action frees no worker.
+        if done.lane == Lane::Workers {
+            if let Some(next) = self.queued.pop_front() {
+                self.start_job(next, Lane::Workers);
+            }
         }
     }
 
