@@ -39,6 +39,9 @@ pub enum Admission {
     Lane,
 }
 
+/// The most Redis actions the lane sends in one batch.
+pub const LANE_BATCH: usize = 512;
+
 /// Which part of the pool performs an action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lane {
@@ -80,12 +83,17 @@ impl PoolConfig {
     }
 
     /// Where a Redis action submitted now goes, with `held` actions in the
-    /// lane: the lane, or refused when it is full.
-    pub fn admit_to_lane(&self, held: usize) -> Admission {
-        if held < self.lane_capacity() {
-            Admission::Lane
-        } else {
+    /// lane, `sending` whether it is sending a batch now: the lane's next
+    /// batch (at once when it is not sending, [`Admission::Lane`]; else it
+    /// waits for the batch being sent, [`Admission::Queue`]), or refused
+    /// when the lane is full.
+    pub fn admit_to_lane(&self, held: usize, sending: bool) -> Admission {
+        if held >= self.lane_capacity() {
             Admission::Refused
+        } else if sending {
+            Admission::Queue
+        } else {
+            Admission::Lane
         }
     }
 
@@ -159,8 +167,9 @@ mod tests {
             queue: 1,
         };
         assert_eq!(pool.lane_capacity(), 3);
-        assert_eq!(pool.admit_to_lane(2), Admission::Lane);
-        assert_eq!(pool.admit_to_lane(3), Admission::Refused);
+        assert_eq!(pool.admit_to_lane(2, false), Admission::Lane);
+        assert_eq!(pool.admit_to_lane(2, true), Admission::Queue);
+        assert_eq!(pool.admit_to_lane(3, false), Admission::Refused);
         assert_eq!(
             pool.room(2, 0, 0),
             Room {

@@ -17,7 +17,7 @@
 //! (docs/semantics.md#worker-pool-and-actions).
 
 use crate::connection::{describe, is_definite_failure, query_pipe};
-use crate::pool::Report;
+use crate::pool::{Handed, Report};
 use crate::record_store::StoreWriter;
 use redis::aio::ConnectionManager;
 use rulecore::bundle::Action;
@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 
 /// The most actions one batch sends: one `HDEL` of their records and one
 /// pipeline of their commands.
-pub const BATCH: usize = 512;
+pub use ruled_engine::pool::LANE_BATCH as BATCH;
 
 /// The one Redis command an action sends, and how long its reply may take.
 #[derive(Debug, Clone, Copy)]
@@ -74,16 +74,16 @@ fn timeout_of(job: &Job) -> Duration {
 
 /// Takes the next batch off `waiting`: the first action and those right
 /// behind it with the same timeout, at most [`BATCH`].
-pub fn take_batch(waiting: &mut VecDeque<Job>) -> Vec<Job> {
+pub(crate) fn take_batch(waiting: &mut VecDeque<Handed>) -> Vec<Handed> {
     let Some(first) = waiting.front() else {
         return Vec::new();
     };
-    let timeout = timeout_of(first);
+    let timeout = timeout_of(&first.job);
     let mut batch = Vec::with_capacity(waiting.len().min(BATCH));
     while batch.len() < BATCH
         && waiting
             .front()
-            .is_some_and(|job| timeout_of(job) == timeout)
+            .is_some_and(|handed| timeout_of(&handed.job) == timeout)
     {
         batch.extend(waiting.pop_front());
     }

@@ -70,11 +70,12 @@ impl std::fmt::Debug for Performers {
     }
 }
 
-/// A job handed over, and whether it had to wait for a busy worker.
+/// A job handed over, and whether it had to wait for a busy worker (or
+/// for the batch the Redis lane was sending).
 #[derive(Debug)]
-struct Handed {
-    job: Job,
-    waited: bool,
+pub(crate) struct Handed {
+    pub job: Job,
+    pub waited: bool,
 }
 
 #[derive(Debug, Default)]
@@ -90,7 +91,10 @@ struct Shared {
     lane_full: bool,
     /// Redis actions handed to the lane that it has not taken into a
     /// batch yet, in the order they were handed over.
-    lane: VecDeque<Job>,
+    lane: VecDeque<Handed>,
+    /// The lane is sending a batch: what is handed over now waits for the
+    /// next.
+    lane_sending: bool,
     /// Redis actions the lane holds: waiting in `lane`, or in the batch
     /// it is performing.
     lane_held: usize,
@@ -193,7 +197,9 @@ impl Pool {
         }
         let lane = Lane::of(&job.action);
         let admission = match lane {
-            Lane::Redis => self.config.admit_to_lane(shared.lane_held),
+            Lane::Redis => self
+                .config
+                .admit_to_lane(shared.lane_held, shared.lane_sending),
             // Jobs an idle worker will take wait in the queue too, briefly.
             Lane::Workers => self.config.admit(shared.idle, shared.queue.len()),
         };
@@ -201,15 +207,13 @@ impl Pool {
             *shared.full(lane) = true;
             return Err((Refused::QueueFull, job));
         }
+        let waited = admission == Admission::Queue;
         match lane {
             Lane::Redis => {
-                shared.lane.push_back(job);
+                shared.lane.push_back(Handed { job, waited });
                 shared.lane_held += 1;
             }
-            Lane::Workers => {
-                let waited = admission == Admission::Queue;
-                shared.queue.push_back(Handed { job, waited });
-            }
+            Lane::Workers => shared.queue.push_back(Handed { job, waited }),
         }
         // Full for this part: the part that makes room again reports it.
         if shared.room(self.config).of(lane) == 0 {
@@ -255,7 +259,7 @@ impl Pool {
         let abandoned: Vec<Job> = {
             let mut shared = lock(&self.shared);
             shared.stopping = true;
-            let lane: Vec<Job> = shared.lane.drain(..).collect();
+            let lane: Vec<Job> = shared.lane.drain(..).map(|handed| handed.job).collect();
             shared.lane_held -= lane.len();
             let queued = shared.queue.drain(..).map(|handed| handed.job);
             queued.chain(lane).collect()
@@ -333,14 +337,7 @@ async fn worker(pool: Worker, mut performers: Performers) {
             lock(&shared).idle -= 1;
             continue;
         };
-        if waited {
-            // The start of a job that waited for a busy worker; the
-            // driver said when it handed over the others.
-            tracing::debug!(
-                rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
-                "queued action started"
-            );
-        }
+        let job = started_from_queue(Handed { job, waited });
         if let (Some(id), Some(store)) = (job.record_to_drop_at_start(), &performers.store) {
             remove_record_first(store, id, redis_wait(&job.action)).await;
         }
@@ -375,6 +372,7 @@ async fn redis_lane(pool: Worker, mut performers: Performers) {
                 return;
             }
             let batch = lane::take_batch(&mut state.lane);
+            state.lane_sending = !batch.is_empty();
             if batch.is_empty() {
                 // Registered under the lock: no hand-over is missed.
                 notified.as_mut().enable();
@@ -385,6 +383,7 @@ async fn redis_lane(pool: Worker, mut performers: Performers) {
             notified.await;
             continue;
         }
+        let batch: Vec<Job> = batch.into_iter().map(started_from_queue).collect();
         let store = performers.store.as_ref();
         if !lane::perform(&batch, performers.redis.as_mut(), store, &reports).await {
             return;
@@ -392,12 +391,27 @@ async fn redis_lane(pool: Worker, mut performers: Performers) {
         let room = {
             let mut state = lock(&shared);
             state.lane_held -= batch.len();
+            state.lane_sending = false;
             state.room_to_report(config, Lane::Redis)
         };
         if room && reports.send(Report::Room).is_err() {
             return;
         }
     }
+}
+
+/// The job of `handed`, said to start now when it had to wait (for a busy
+/// worker, or for the lane's batch); the driver said when it handed over
+/// the others.
+fn started_from_queue(handed: Handed) -> Job {
+    let Handed { job, waited } = handed;
+    if waited {
+        tracing::debug!(
+            rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
+            "queued action started"
+        );
+    }
+    job
 }
 
 /// How long a step without a `timeout` of its own (`can`) waits for Redis

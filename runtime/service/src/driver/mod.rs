@@ -26,7 +26,7 @@ use crate::record_store::{StoreOp, StoreWriter};
 use crate::stats::StatsPublisher;
 use crate::subscriptions::{Bus, Inbound, Subscriber, SubscriptionHandle};
 use redis::aio::ConnectionManager;
-use ruled_engine::pool::Admission;
+use ruled_engine::pool::{Admission, Lane};
 use ruled_engine::{Effect, Engine, Job, Now};
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -421,8 +421,9 @@ impl Service {
             "submitting action"
         );
         let run = Arc::clone(&job.run);
+        let lane = Lane::of(&job.action);
         match self.pool.try_submit(job) {
-            Ok(Admission::Queue) => effect_log::log_queued(&run),
+            Ok(Admission::Queue) => effect_log::log_queued(&run, lane),
             // A worker, or the Redis lane: it starts at once.
             Ok(_) => {}
             Err((cause, job)) => {
