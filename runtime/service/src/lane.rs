@@ -26,8 +26,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// The most actions one batch sends: one `HDEL` of their records and one
-/// pipeline of their commands.
+/// The most actions one batch sends: one transaction of their records'
+/// removal and their commands.
 pub use ruled_engine::pool::LANE_BATCH as BATCH;
 
 /// The one Redis command an action sends, and how long its reply may take.

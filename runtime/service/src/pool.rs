@@ -189,7 +189,8 @@ impl Pool {
 
     /// [`Pool::submit`] that hands a refused job back, so that the caller
     /// can report it without keeping a copy of every job it submits, and
-    /// says where an accepted one went (an idle worker, or the queue).
+    /// says where an accepted one went (an idle worker or the queue, the
+    /// Redis lane's next batch or the one after the batch being sent).
     pub fn try_submit(&self, job: Job) -> Result<Admission, (Refused, Job)> {
         let mut shared = lock(&self.shared);
         if shared.stopping {
@@ -251,10 +252,11 @@ impl Pool {
         self.config
     }
 
-    /// Stops the pool: refuses new jobs, reports queued jobs as abandoned,
-    /// kills the process group of every running `exec`, and waits (at most
-    /// `grace`) for the workers to report what they were doing. Returns the
-    /// number of abandoned jobs.
+    /// Stops the pool: refuses new jobs, reports queued jobs (and those
+    /// waiting for the Redis lane) as abandoned, kills the process group of
+    /// every running `exec`, and waits (at most `grace`) for the workers
+    /// and the lane to report what they were doing. Returns the number of
+    /// abandoned jobs.
     pub async fn stop(&mut self, grace: Duration) -> usize {
         let abandoned: Vec<Job> = {
             let mut shared = lock(&self.shared);
