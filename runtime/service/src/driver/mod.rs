@@ -43,8 +43,10 @@ const INTAKE_TURN: u32 = 8;
 /// performs their effects and lets the store writer send their records
 /// (docs/service.md#durable-work-in-bulk): an event parking 10,000 runs
 /// has its first records in Redis within a millisecond, not once all
-/// 10,000 are decided.
+/// 10,000 are decided. The first part is smaller: its records go out
+/// after a handful of runs are decided.
 const EVENT_PART: usize = 64;
+const FIRST_EVENT_PART: usize = 8;
 /// Pool reports handled in one turn of the loop.
 const REPORT_TURN: usize = 256;
 
@@ -248,7 +250,8 @@ impl Service {
         }
     }
 
-    /// One event, [`EVENT_PART`] of its matched rules at a time: each
+    /// One event, [`EVENT_PART`] of its matched rules at a time (the first
+    /// part [`FIRST_EVENT_PART`]): each
     /// part's effects are performed (its records queued for the store
     /// writer, in order, before the timers they protect can fire) and the
     /// other tasks run before the next part. Nothing else reaches the
@@ -259,9 +262,11 @@ impl Service {
         let Some(mut parts) = self.engine.event_start(now, event) else {
             return;
         };
-        while self.engine.event_next(&mut parts, EVENT_PART) {
+        let mut part = FIRST_EVENT_PART;
+        while self.engine.event_next(&mut parts, part) {
             self.perform_effects();
             tokio::task::yield_now().await;
+            part = EVENT_PART;
         }
     }
 
