@@ -7,7 +7,7 @@
 //! - `invariants`: only the checks of ARCHITECTURE.md's invariants.
 //! - `bench`: the benchmarks, in release mode; `bench box` every figure of
 //!   the 48 MB box (peak RSS of the real `ruled`, heap, event path, `when`
-//!   vs its peers) in one run.
+//!   vs its peers) and of durable work in bulk in one run.
 //! - `fuzz`: the randomized tests in a loop with fresh seeds (docs/fuzzing.md).
 //! - `dist`, `dist-smoke`: the scooter build, and its cross-built `ruled`
 //!   run under qemu (docs/scooter-build.md).
@@ -61,7 +61,8 @@ fn usage() {
     eprintln!("              building alone, `unsafe` only where documented, no function");
     eprintln!("              over 100 lines");
     eprintln!("  bench  run the benchmarks in release mode (optionally one by name);");
-    eprintln!("         `bench box`: every figure of the 48 MB box (docs/engine.md)");
+    eprintln!("         `bench box`: every figure of the 48 MB box (docs/engine.md) and of");
+    eprintln!("         durable work in bulk (docs/service.md)");
     eprintln!("  fuzz   run the randomized tests (bundle decoder, VM + verifier, `when`");
     eprintln!("         checker, differential vs evalexpr, checker vs verifier, engine) in");
     eprintln!("         rounds, each with a fresh seed from the clock, optimised (cargo");
@@ -221,7 +222,8 @@ fn bench(args: &[String]) -> Result<()> {
 
 /// Every figure of the 48 MB box (docs/engine.md#the-48-mb-box) in one
 /// run: the peak RSS of the release `ruled` against a throwaway
-/// redis-server, then the in-process figures with their peers.
+/// redis-server, then the in-process figures with their peers, then the
+/// durable work in bulk (docs/service.md#durable-work-in-bulk) in PINGs.
 fn bench_box() -> Result<()> {
     let mut rss = cargo();
     rss.args(["bench", "--package", "ruled", "--bench", "box_rss"]);
@@ -231,6 +233,12 @@ fn bench_box() -> Result<()> {
     run(
         "heap, event path and `when` vs its peers (bench-box)",
         figures,
+    )?;
+    let mut durable = cargo();
+    durable.args(["bench", "--package", "ruled", "--bench", "durable"]);
+    run(
+        "durable work in bulk: a 10,000-run park, 10,000 overdue records (durable)",
+        durable,
     )
 }
 

@@ -1,13 +1,15 @@
 //! The due backlog (docs/semantics.md#due-steps-the-pool-refused): durable
-//! steps that came due while the worker pool was full. Each keeps its
-//! pending record and waits here, earliest `fire-at` first (ties by run id,
-//! the order replay takes records in), until the pool has room or the step
-//! is more than the replay window past due.
+//! steps that came due while their part of the pool (the workers, or the
+//! Redis lane: [`Lane`]) was full. Each keeps its pending record and waits
+//! here, earliest `fire-at` first (ties by run id, the order replay takes
+//! records in), until its part has room or the step is more than the
+//! replay window past due.
 //!
 //! Entries are removed eagerly when their run ends, so the backlog holds
 //! exactly the runs waiting in it: at most one per rule (a rule has at most
 //! one live run), each with a record in the store.
 
+use crate::pool::{Lane, Room};
 use crate::timers::TimerKind;
 use crate::{DropReason, Effect, EndReason, Engine, Note, Now, Phase};
 use std::collections::BTreeMap;
@@ -19,48 +21,70 @@ type Key = (i64, Arc<str>);
 
 #[derive(Debug, Default)]
 pub(crate) struct DueBacklog {
-    /// Waiting steps, in the order they are submitted; the value is the
-    /// rule's position in the bundle.
-    waiting: BTreeMap<Key, u32>,
+    /// Waiting steps of each part of the pool (workers, then the Redis
+    /// lane), in the order they are submitted; the value is the rule's
+    /// position in the bundle.
+    waiting: [BTreeMap<Key, u32>; 2],
+}
+
+fn part(lane: Lane) -> usize {
+    match lane {
+        Lane::Workers => 0,
+        Lane::Redis => 1,
+    }
 }
 
 impl DueBacklog {
-    pub fn insert(&mut self, fire_at: i64, run: Arc<str>, rule: u32) {
-        self.waiting.insert((fire_at, run), rule);
+    pub fn insert(&mut self, fire_at: i64, run: Arc<str>, rule: u32, lane: Lane) {
+        self.waiting[part(lane)].insert((fire_at, run), rule);
     }
 
     /// Forgets a waiting step (its run ended); whether it was there.
     pub fn remove(&mut self, fire_at: i64, run: &Arc<str>) -> bool {
-        self.waiting.remove(&(fire_at, Arc::clone(run))).is_some()
+        let key = (fire_at, Arc::clone(run));
+        self.waiting
+            .iter_mut()
+            .any(|part| part.remove(&key).is_some())
     }
 
-    /// The earliest waiting step, taken out: its rule and run id.
-    pub fn pop_first(&mut self) -> Option<(u32, Arc<str>)> {
-        self.waiting.pop_first().map(|((_, run), rule)| (rule, run))
+    /// The earliest waiting step of a part that has `room`, taken out: its
+    /// part, rule and run id.
+    pub fn pop_first(&mut self, room: &Room) -> Option<(Lane, u32, Arc<str>)> {
+        let lane = [Lane::Workers, Lane::Redis]
+            .into_iter()
+            .filter(|&lane| room.of(lane) > 0)
+            .filter_map(|lane| Some((self.waiting[part(lane)].first_key_value()?.0, lane)))
+            .min_by(|a, b| a.0.cmp(b.0))
+            .map(|(_, lane)| lane)?;
+        let ((_, run), rule) = self.waiting[part(lane)].pop_first()?;
+        Some((lane, rule, run))
     }
 
     pub fn len(&self) -> usize {
-        self.waiting.len()
+        self.waiting.iter().map(BTreeMap::len).sum()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.waiting.is_empty()
+    /// Whether no step of `lane` waits.
+    pub fn is_empty(&self, lane: Lane) -> bool {
+        self.waiting[part(lane)].is_empty()
     }
 
     /// Every record's `fire-at` moved by `delta_ms` (a wall clock jump):
     /// the order does not change, the keys do.
     pub fn shift(&mut self, delta_ms: i64) {
-        if delta_ms == 0 || self.waiting.is_empty() {
+        if delta_ms == 0 {
             return;
         }
-        self.waiting = std::mem::take(&mut self.waiting)
-            .into_iter()
-            .map(|((fire_at, run), rule)| ((fire_at.saturating_add(delta_ms), run), rule))
-            .collect();
+        for part in &mut self.waiting {
+            *part = std::mem::take(part)
+                .into_iter()
+                .map(|((fire_at, run), rule)| ((fire_at.saturating_add(delta_ms), run), rule))
+                .collect();
+        }
     }
 
     pub fn clear(&mut self) {
-        self.waiting.clear();
+        self.waiting.iter_mut().for_each(BTreeMap::clear);
     }
 }
 
@@ -71,18 +95,17 @@ impl Engine {
     }
 
     /// The pool accepts `room` more submissions now (an idle worker or a
-    /// free queue slot each): the earliest waiting due steps are handed
-    /// over, at most `room` of them. Drivers call it when the pool reports
-    /// room after it was full; with nothing waiting it does nothing.
-    pub fn pool_has_room(&mut self, now: Now, room: usize) {
+    /// free queue slot each for the workers, a free place each in the
+    /// Redis lane): the earliest waiting due steps of each part are handed
+    /// over, as many as it has room for, earliest `fire-at` first across
+    /// both. Drivers call it when the pool reports room after it was full;
+    /// with nothing waiting it does nothing.
+    pub fn pool_has_room(&mut self, now: Now, room: Room) {
         if self.stopped {
             return;
         }
         let mut left = room;
-        while left > 0 {
-            let Some((rule, run)) = self.due.pop_first() else {
-                return;
-            };
+        while let Some((lane, rule, run)) = self.due.pop_first(&left) {
             let rule = rule as usize;
             let Some(live) = self
                 .rules
@@ -99,15 +122,23 @@ impl Engine {
             live.phase = Phase::Deciding;
             self.timers.disarm();
             self.hand_over(rule, now);
-            left -= 1;
+            left.take(lane);
         }
     }
 
+    /// The part of the pool that performs the live run's current step.
+    pub(crate) fn step_lane(&self, rule: usize) -> Lane {
+        let step = self.rules[rule].run.as_ref().map(|run| run.step as usize);
+        let action = step.and_then(|step| self.payload.rules[rule].steps.get(step));
+        action.map_or(Lane::Workers, |step| Lane::of(&step.action))
+    }
+
     /// Whether the live run's durable step, due now, must wait behind the
-    /// steps already in the due backlog: the pool was full when they came
-    /// due and has not reported room since, and they are earlier.
+    /// steps already in the due backlog: its part of the pool was full
+    /// when they came due and has not reported room since, and they are
+    /// earlier.
     pub(crate) fn due_goes_behind(&self, rule: usize) -> bool {
-        !self.due.is_empty()
+        !self.due.is_empty(self.step_lane(rule))
             && self.rules[rule]
                 .run
                 .as_ref()
@@ -134,7 +165,8 @@ impl Engine {
         if let Some(run) = self.rules[rule].run.as_mut() {
             run.phase = Phase::Due { token };
         }
-        self.due.insert(fire_at, Arc::clone(&id), rule as u32);
+        let lane = self.step_lane(rule);
+        self.due.insert(fire_at, Arc::clone(&id), rule as u32, lane);
         let name = self.name(rule);
         self.note(Note::DueWait {
             run: id,
@@ -172,22 +204,53 @@ mod tests {
     #[test]
     fn earliest_fire_at_first_then_run_id() {
         let mut backlog = DueBacklog::default();
-        backlog.insert(20, "b#0-2".into(), 1);
-        backlog.insert(10, "z#0-3".into(), 2);
-        backlog.insert(20, "a#0-1".into(), 0);
+        backlog.insert(20, "b#0-2".into(), 1, Lane::Redis);
+        backlog.insert(10, "z#0-3".into(), 2, Lane::Redis);
+        backlog.insert(20, "a#0-1".into(), 0, Lane::Redis);
         assert!(backlog.remove(10, &"z#0-3".into()));
         assert!(!backlog.remove(10, &"z#0-3".into()));
-        backlog.insert(5, "c#0-4".into(), 3);
+        backlog.insert(5, "c#0-4".into(), 3, Lane::Redis);
         backlog.shift(100);
-        let order: Vec<_> = std::iter::from_fn(|| backlog.pop_first()).collect();
+        let room = Room {
+            workers: 0,
+            lane: 9,
+        };
+        let order: Vec<_> = std::iter::from_fn(|| backlog.pop_first(&room)).collect();
         assert_eq!(
             order,
             [
-                (3, "c#0-4".into()),
-                (0, "a#0-1".into()),
-                (1, "b#0-2".into())
+                (Lane::Redis, 3, "c#0-4".into()),
+                (Lane::Redis, 0, "a#0-1".into()),
+                (Lane::Redis, 1, "b#0-2".into())
             ]
         );
-        assert!(backlog.is_empty());
+        assert!(backlog.is_empty(Lane::Redis));
+    }
+
+    #[test]
+    fn each_part_of_the_pool_takes_its_own_earliest_steps() {
+        let mut backlog = DueBacklog::default();
+        backlog.insert(10, "exec#0-1".into(), 0, Lane::Workers);
+        backlog.insert(20, "redis#0-2".into(), 1, Lane::Redis);
+        backlog.insert(30, "exec#0-3".into(), 2, Lane::Workers);
+        // No worker: the Redis step goes, the earlier exec waits.
+        let lane_only = Room {
+            workers: 0,
+            lane: 5,
+        };
+        assert_eq!(
+            backlog.pop_first(&lane_only),
+            Some((Lane::Redis, 1, "redis#0-2".into()))
+        );
+        assert_eq!(backlog.pop_first(&lane_only), None);
+        let both = Room {
+            workers: 1,
+            lane: 1,
+        };
+        assert_eq!(
+            backlog.pop_first(&both),
+            Some((Lane::Workers, 0, "exec#0-1".into()))
+        );
+        assert_eq!(backlog.len(), 1);
     }
 }

@@ -127,6 +127,20 @@ pub const DEFAULT_REPLAY_WINDOW_MS: i64 = 5 * 60 * 1000;
 /// Default `queue` backlog per rule (docs/semantics.md#handling-one-event).
 pub const DEFAULT_QUEUE_BACKLOG: usize = 8;
 
+/// An event whose matched rules are handled a part at a time
+/// ([`Engine::event_start`], [`Engine::event_next`]): the rules still to
+/// handle, in the index's order.
+#[derive(Debug)]
+pub struct EventParts {
+    now: Now,
+    event: Arc<Event>,
+    /// The payload the matches index into.
+    payload: Arc<Payload>,
+    matches: Vec<u32>,
+    /// The next match to handle.
+    next: usize,
+}
+
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// How far past due a replayed record may be; negative means zero.
@@ -400,8 +414,23 @@ impl Engine {
 
     /// One event from the bus (docs/semantics.md#handling-one-event).
     pub fn handle_event(&mut self, now: Now, event: Event) {
+        if let Some(mut parts) = self.event_start(now, event) {
+            while self.event_next(&mut parts, usize::MAX) {}
+        }
+    }
+
+    /// [`Engine::handle_event`] a part at a time, so the caller can perform
+    /// each part's effects (the pending records of the runs it parks)
+    /// before the next part decides more: one event matching 10,000 rules
+    /// then has its first record in Redis at once, not once all 10,000 are
+    /// decided. Cancels the rules the event cancels now; returns the
+    /// matches still to handle ([`Engine::event_next`]), `None` when there
+    /// are none. Until they are all handled the caller gives the engine no
+    /// other input, so the outcome and the order of every effect are
+    /// [`Engine::handle_event`]'s.
+    pub fn event_start(&mut self, now: Now, event: Event) -> Option<EventParts> {
         if self.stopped {
-            return;
+            return None;
         }
         let mut cancels = std::mem::take(&mut self.scratch);
         self.cancel_index.lookup(&event.topic, &mut cancels);
@@ -421,7 +450,7 @@ impl Engine {
         if matches.is_empty() && disabled.is_empty() {
             self.scratch = matches;
             self.scratch_disabled = disabled;
-            return;
+            return None;
         }
         let event = Arc::new(event);
         for &rule in &disabled {
@@ -434,12 +463,33 @@ impl Engine {
             );
         }
         self.scratch_disabled = disabled;
-        let payload = Arc::clone(&self.payload);
-        for &rule in &matches {
-            self.match_rule(&payload.rules[rule as usize], rule as usize, &event, now);
+        Some(EventParts {
+            now,
+            event,
+            payload: Arc::clone(&self.payload),
+            matches,
+            next: 0,
+        })
+    }
+
+    /// Handles the next `count` rules `parts` matched (their `when`, hold,
+    /// debounce or dispatch, in the index's order); returns whether any
+    /// are left.
+    pub fn event_next(&mut self, parts: &mut EventParts, count: usize) -> bool {
+        let end = parts.next.saturating_add(count).min(parts.matches.len());
+        for position in parts.next..end {
+            let rule = parts.matches[position] as usize;
+            let payload = Arc::clone(&parts.payload);
+            self.match_rule(&payload.rules[rule], rule, &parts.event, parts.now);
         }
+        parts.next = end;
+        if end < parts.matches.len() {
+            return true;
+        }
+        let mut matches = std::mem::take(&mut parts.matches);
         matches.clear();
         self.scratch = matches;
+        false
     }
 
     /// Steps 2 and 3 of docs/semantics.md#handling-one-event for one rule

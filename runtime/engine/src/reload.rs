@@ -199,15 +199,15 @@ impl Engine {
         next.bus.last_id = self.bus.last_id;
         // Steps waiting for room keep their place (docs/semantics.md#due-steps-the-pool-refused),
         // under their rule's new position.
-        for (rule, state) in next.rules.iter().enumerate() {
-            if let Some(run) = state
-                .run
-                .as_ref()
-                .filter(|run| matches!(run.phase, Phase::Due { .. }))
-            {
-                next.due
-                    .insert(run.fire_at, Arc::clone(&run.id), rule as u32);
-            }
+        let waiting: Vec<_> = (next.rules.iter().enumerate())
+            .filter_map(|(rule, state)| {
+                let run = state.run.as_ref()?;
+                let due = matches!(run.phase, Phase::Due { .. });
+                due.then(|| (run.fire_at, Arc::clone(&run.id), rule, next.step_lane(rule)))
+            })
+            .collect();
+        for (fire_at, id, rule, lane) in waiting {
+            next.due.insert(fire_at, id, rule as u32, lane);
         }
         // Traces follow their rules; a removed rule's go.
         std::mem::swap(&mut next.traces, &mut self.traces);

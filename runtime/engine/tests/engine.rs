@@ -1932,9 +1932,14 @@ fn with_window(rules: Vec<Rule>, window_ms: i64) -> H {
 }
 
 impl H {
-    /// The driver's pool reports room for `room` submissions.
+    /// The driver's pool reports room for `room` submissions (of either
+    /// part: these rules' steps are all `redis`).
     fn room(&mut self, room: usize) {
         let (t, w) = (self.t(), self.wall());
+        let room = ruled_engine::pool::Room {
+            workers: room,
+            lane: room,
+        };
         self.engine.pool_has_room(Now::new(t, w), room);
         self.pump();
     }

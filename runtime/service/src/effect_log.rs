@@ -4,6 +4,7 @@
 
 use crate::logging::{self, Throttle};
 use crate::pool::Refused;
+use ruled_engine::pool::Lane;
 use ruled_engine::{DropReason, Effect, EndReason, Job, Level, Note, NoteReason, TriggerOutcome};
 use std::borrow::Cow;
 use std::time::Instant;
@@ -141,9 +142,13 @@ pub fn log_record_drop(id: &str, rule: Option<&str>, reason: DropReason) {
 }
 
 /// The line after `submitting action` when the job waits for a busy
-/// worker; the worker says `queued action started` when it takes it.
-pub fn log_queued(run: &str) {
-    tracing::debug!(run, "action queued: every worker is busy");
+/// worker (or for the batch the Redis lane is sending); the worker (the
+/// lane) says `queued action started` when it takes it.
+pub fn log_queued(run: &str, lane: Lane) {
+    match lane {
+        Lane::Workers => tracing::debug!(run, "action queued: every worker is busy"),
+        Lane::Redis => tracing::debug!(run, "action queued: the redis lane is sending a batch"),
+    }
 }
 
 /// One line for an action the pool refused, with the cause the engine

@@ -11,6 +11,7 @@ pub mod driver;
 pub mod effect_log;
 pub mod exec;
 pub mod intake;
+pub mod lane;
 pub mod logging;
 pub mod namespace;
 pub mod notify;

@@ -1,17 +1,20 @@
 //! The worker pool (docs/semantics.md#worker-pool-and-actions): `workers` tasks behind a bounded queue,
-//! admitting jobs as [`PoolConfig::admit`] says (the simulator's virtual
-//! pool follows the same rule). A job that finds the queue full, or the
-//! pool stopping, is refused at once: [`Pool::submit`] never waits. Every
-//! job's fate comes back to the driver on one channel as [`Report`]s, and
-//! so does room opening in a pool that was full ([`Report::Room`]: the
-//! engine's due backlog waits for it, docs/semantics.md#due-steps-the-pool-refused).
+//! admitting jobs as [`PoolConfig::admit`] says, and beside them the
+//! Redis lane (`crate::lane`), one task that pipelines the Redis actions,
+//! admitting them as [`PoolConfig::admit_to_lane`] says (the simulator's
+//! virtual pool follows the same rules). A job that finds its part full,
+//! or the pool stopping, is refused at once: [`Pool::submit`] never waits.
+//! Every job's fate comes back to the driver on one channel as
+//! [`Report`]s, and so does room opening in a pool that was full
+//! ([`Report::Room`]: the engine's due backlog waits for it,
+//! docs/semantics.md#due-steps-the-pool-refused).
 
 use crate::can::CanSockets;
-use crate::connection::{describe, is_definite_failure, query};
 use crate::exec::{self, ExecError, RunningGroups};
+use crate::lane;
 use crate::record_store::StoreWriter;
-use rulecore::bundle::{Action, Text};
-use ruled_engine::pool::Admission;
+use rulecore::bundle::Action;
+use ruled_engine::pool::{Admission, Lane, Room};
 use ruled_engine::{Job, JobId};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -48,7 +51,8 @@ pub enum Refused {
 /// What the workers need to perform actions.
 #[derive(Clone)]
 pub struct Performers {
-    /// For `redis` actions (one LPUSH each). `None` in tests of the other kinds.
+    /// For `redis` actions (one LPUSH each), on the Redis lane. `None` in
+    /// tests of the other kinds.
     pub redis: Option<redis::aio::ConnectionManager>,
     pub can: CanSockets,
     /// Removes a job's pending record before its action starts. `None` in
@@ -66,11 +70,12 @@ impl std::fmt::Debug for Performers {
     }
 }
 
-/// A job handed over, and whether it had to wait for a busy worker.
+/// A job handed over, and whether it had to wait for a busy worker (or
+/// for the batch the Redis lane was sending).
 #[derive(Debug)]
-struct Handed {
-    job: Job,
-    waited: bool,
+pub(crate) struct Handed {
+    pub job: Job,
+    pub waited: bool,
 }
 
 #[derive(Debug, Default)]
@@ -79,29 +84,50 @@ struct Shared {
     /// Workers waiting for a job (woken or about to be).
     idle: usize,
     stopping: bool,
-    /// Full since the last [`Report::Room`]: the next worker that makes
-    /// room reports it.
-    full: bool,
+    /// The workers' part full since its last [`Report::Room`]: the next
+    /// worker that makes room reports it.
+    workers_full: bool,
+    /// The same of the Redis lane.
+    lane_full: bool,
+    /// Redis actions handed to the lane that it has not taken into a
+    /// batch yet, in the order they were handed over.
+    lane: VecDeque<Handed>,
+    /// The lane is sending a batch: what is handed over now waits for the
+    /// next.
+    lane_sending: bool,
+    /// Redis actions the lane holds: waiting in `lane`, or in the batch
+    /// it is performing.
+    lane_held: usize,
 }
 
 impl Shared {
-    /// Submissions accepted now, by [`PoolConfig::admit`]'s rule: one per
-    /// idle worker and free queue slot.
-    fn room(&self, config: PoolConfig) -> usize {
+    /// Submissions accepted now, by [`PoolConfig::room`]'s rule: one per
+    /// idle worker, free queue slot and free place in the lane.
+    fn room(&self, config: PoolConfig) -> Room {
         if self.stopping {
-            return 0;
+            return Room::default();
         }
-        (self.idle + config.queue).saturating_sub(self.queue.len())
+        config.room(self.idle, self.queue.len(), self.lane_held)
     }
 
-    /// Whether a worker that just took a job or went idle must report
-    /// room; clears the flag when it must.
-    fn room_to_report(&mut self, config: PoolConfig) -> bool {
-        let report = self.full && self.room(config) > 0;
+    /// Whether `lane`'s part was full and has room now, so the worker
+    /// that just took a job or went idle, or the lane that finished a
+    /// batch, must report it; clears the flag when it must.
+    fn room_to_report(&mut self, config: PoolConfig, lane: Lane) -> bool {
+        let room = self.room(config).of(lane) > 0;
+        let full = self.full(lane);
+        let report = *full && room;
         if report {
-            self.full = false;
+            *full = false;
         }
         report
+    }
+
+    fn full(&mut self, lane: Lane) -> &mut bool {
+        match lane {
+            Lane::Workers => &mut self.workers_full,
+            Lane::Redis => &mut self.lane_full,
+        }
     }
 }
 
@@ -109,6 +135,8 @@ impl Shared {
 pub struct Pool {
     shared: Arc<Mutex<Shared>>,
     wake: Arc<Notify>,
+    /// Wakes the lane when a Redis action is handed over.
+    wake_lane: Arc<Notify>,
     config: PoolConfig,
     reports: mpsc::UnboundedSender<Report>,
     groups: RunningGroups,
@@ -122,7 +150,7 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 }
 
 impl Pool {
-    /// Starts the workers on the current tokio runtime.
+    /// Starts the workers and the Redis lane on the current tokio runtime.
     pub fn start(
         config: PoolConfig,
         performers: Performers,
@@ -130,24 +158,23 @@ impl Pool {
     ) -> Self {
         let shared = Arc::new(Mutex::new(Shared::default()));
         let wake = Arc::new(Notify::new());
+        let wake_lane = Arc::new(Notify::new());
         let groups = RunningGroups::default();
-        let workers = (0..config.workers.max(1))
-            .map(|_| {
-                tokio::spawn(worker(
-                    Worker {
-                        shared: Arc::clone(&shared),
-                        wake: Arc::clone(&wake),
-                        config,
-                        reports: reports.clone(),
-                        groups: groups.clone(),
-                    },
-                    performers.clone(),
-                ))
-            })
+        let worker_of = |wake: &Arc<Notify>| Worker {
+            shared: Arc::clone(&shared),
+            wake: Arc::clone(wake),
+            config,
+            reports: reports.clone(),
+            groups: groups.clone(),
+        };
+        let mut workers: Vec<JoinHandle<()>> = (0..config.workers.max(1))
+            .map(|_| tokio::spawn(worker(worker_of(&wake), performers.clone())))
             .collect();
+        workers.push(tokio::spawn(redis_lane(worker_of(&wake_lane), performers)));
         Self {
             shared,
             wake,
+            wake_lane,
             config,
             reports,
             groups,
@@ -162,30 +189,47 @@ impl Pool {
 
     /// [`Pool::submit`] that hands a refused job back, so that the caller
     /// can report it without keeping a copy of every job it submits, and
-    /// says where an accepted one went (an idle worker, or the queue).
+    /// says where an accepted one went (an idle worker or the queue, the
+    /// Redis lane's next batch or the one after the batch being sent).
     pub fn try_submit(&self, job: Job) -> Result<Admission, (Refused, Job)> {
         let mut shared = lock(&self.shared);
         if shared.stopping {
             return Err((Refused::Stopping, job));
         }
-        // Jobs an idle worker will take wait in the queue too, briefly.
-        let admission = self.config.admit(shared.idle, shared.queue.len());
+        let lane = Lane::of(&job.action);
+        let admission = match lane {
+            Lane::Redis => self
+                .config
+                .admit_to_lane(shared.lane_held, shared.lane_sending),
+            // Jobs an idle worker will take wait in the queue too, briefly.
+            Lane::Workers => self.config.admit(shared.idle, shared.queue.len()),
+        };
         if admission == Admission::Refused {
-            shared.full = true;
+            *shared.full(lane) = true;
             return Err((Refused::QueueFull, job));
         }
         let waited = admission == Admission::Queue;
-        shared.queue.push_back(Handed { job, waited });
-        if shared.room(self.config) == 0 {
-            shared.full = true;
+        match lane {
+            Lane::Redis => {
+                shared.lane.push_back(Handed { job, waited });
+                shared.lane_held += 1;
+            }
+            Lane::Workers => shared.queue.push_back(Handed { job, waited }),
+        }
+        // Full for this part: the part that makes room again reports it.
+        if shared.room(self.config).of(lane) == 0 {
+            *shared.full(lane) = true;
         }
         drop(shared);
-        self.wake.notify_one();
+        match lane {
+            Lane::Redis => self.wake_lane.notify_one(),
+            Lane::Workers => self.wake.notify_one(),
+        }
         Ok(admission)
     }
 
-    /// How many submissions the pool accepts now.
-    pub fn room(&self) -> usize {
+    /// How many submissions each part of the pool accepts now.
+    pub fn room(&self) -> Room {
         lock(&self.shared).room(self.config)
     }
 
@@ -208,15 +252,19 @@ impl Pool {
         self.config
     }
 
-    /// Stops the pool: refuses new jobs, reports queued jobs as abandoned,
-    /// kills the process group of every running `exec`, and waits (at most
-    /// `grace`) for the workers to report what they were doing. Returns the
-    /// number of abandoned jobs.
+    /// Stops the pool: refuses new jobs, reports queued jobs (and those
+    /// waiting for the Redis lane) as abandoned, kills the process group of
+    /// every running `exec`, and waits (at most `grace`) for the workers
+    /// and the lane to report what they were doing. Returns the number of
+    /// abandoned jobs.
     pub async fn stop(&mut self, grace: Duration) -> usize {
         let abandoned: Vec<Job> = {
             let mut shared = lock(&self.shared);
             shared.stopping = true;
-            shared.queue.drain(..).map(|handed| handed.job).collect()
+            let lane: Vec<Job> = shared.lane.drain(..).map(|handed| handed.job).collect();
+            shared.lane_held -= lane.len();
+            let queued = shared.queue.drain(..).map(|handed| handed.job);
+            queued.chain(lane).collect()
         };
         for job in &abandoned {
             // The receiver lives in the driver, which is waiting for us.
@@ -225,6 +273,7 @@ impl Pool {
             }
         }
         self.wake.notify_waiters();
+        self.wake_lane.notify_waiters();
         self.groups.kill_all();
         let mut workers = std::mem::take(&mut self.workers);
         let joined = tokio::time::timeout(grace, async {
@@ -280,7 +329,7 @@ async fn worker(pool: Worker, mut performers: Performers) {
                 // nor a stop between the unlock and the await is missed.
                 notified.as_mut().enable();
             }
-            (handed, state.room_to_report(config))
+            (handed, state.room_to_report(config, Lane::Workers))
         };
         if room && reports.send(Report::Room).is_err() {
             return;
@@ -290,14 +339,7 @@ async fn worker(pool: Worker, mut performers: Performers) {
             lock(&shared).idle -= 1;
             continue;
         };
-        if waited {
-            // The start of a job that waited for a busy worker; the
-            // driver said when it handed over the others.
-            tracing::debug!(
-                rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
-                "queued action started"
-            );
-        }
+        let job = started_from_queue(Handed { job, waited });
         if let (Some(id), Some(store)) = (job.record_to_drop_at_start(), &performers.store) {
             remove_record_first(store, id, redis_wait(&job.action)).await;
         }
@@ -309,6 +351,69 @@ async fn worker(pool: Worker, mut performers: Performers) {
             return;
         }
     }
+}
+
+/// The Redis lane: takes the Redis actions handed over in batches
+/// ([`lane::take_batch`]), performs each batch ([`lane::perform`]: its
+/// records' removal confirmed, then its commands in one pipeline), and
+/// makes room for as many as the batch held.
+async fn redis_lane(pool: Worker, mut performers: Performers) {
+    let Worker {
+        shared,
+        wake,
+        config,
+        reports,
+        ..
+    } = pool;
+    loop {
+        let notified = wake.notified();
+        tokio::pin!(notified);
+        let batch = {
+            let mut state = lock(&shared);
+            if state.stopping {
+                return;
+            }
+            let batch = lane::take_batch(&mut state.lane);
+            state.lane_sending = !batch.is_empty();
+            if batch.is_empty() {
+                // Registered under the lock: no hand-over is missed.
+                notified.as_mut().enable();
+            }
+            batch
+        };
+        if batch.is_empty() {
+            notified.await;
+            continue;
+        }
+        let batch: Vec<Job> = batch.into_iter().map(started_from_queue).collect();
+        let store = performers.store.as_ref();
+        if !lane::perform(&batch, performers.redis.as_mut(), store, &reports).await {
+            return;
+        }
+        let room = {
+            let mut state = lock(&shared);
+            state.lane_held -= batch.len();
+            state.lane_sending = false;
+            state.room_to_report(config, Lane::Redis)
+        };
+        if room && reports.send(Report::Room).is_err() {
+            return;
+        }
+    }
+}
+
+/// The job of `handed`, said to start now when it had to wait (for a busy
+/// worker, or for the lane's batch); the driver said when it handed over
+/// the others.
+fn started_from_queue(handed: Handed) -> Job {
+    let Handed { job, waited } = handed;
+    if waited {
+        tracing::debug!(
+            rule = %job.rule, step = job.step, pass = job.pass, run = %job.run,
+            "queued action started"
+        );
+    }
+    job
 }
 
 /// How long a step without a `timeout` of its own (`can`) waits for Redis
@@ -346,86 +451,19 @@ async fn remove_record_first(store: &StoreWriter, id: &str, wait: Duration) {
     }
 }
 
-/// One Redis command of an action (`LPUSH list push`, `PUBLISH channel
-/// message`), waiting at most `timeout` for the reply. Only a definite
-/// failure fails the action ([`is_definite_failure`]); with the outcome
-/// unknown (no reply in time, a connection broken while the reply was
-/// awaited) Redis may still run it, so the run goes on and the line says
-/// so (docs/semantics.md#worker-pool-and-actions).
-async fn redis_action(
-    con: &mut redis::aio::ConnectionManager,
-    [verb, key, value]: [&str; 3],
-    timeout: Duration,
-    job: &Job,
-) -> Result<(), String> {
-    // Once more when the server had closed the connection (an idle
-    // timeout): the first attempt then never reached it. Should the
-    // server have run it before dropping the connection, the push lands
-    // twice (docs/service.md#actions).
-    let command = redis::cmd(verb).arg(key).arg(value).clone();
-    let reply = tokio::time::timeout(timeout, query::<i64>(con, &command)).await;
-    let unknown = match reply {
-        Ok(Ok(_)) => return Ok(()),
-        Ok(Err(e)) if is_definite_failure(&e) => {
-            return Err(format!("{verb} {key}: {}", describe(&e)));
-        }
-        Ok(Err(e)) => describe(&e),
-        Err(_) => format!("no reply within {}ms", timeout.as_millis()),
-    };
-    tracing::warn!(
-        rule = %job.rule, step = job.step, run = %job.run, key,
-        "{verb} outcome unknown ({unknown}): Redis may still perform it; the run goes on"
-    );
-    Ok(())
-}
-
-async fn perform<'a>(
-    performers: &mut Performers,
-    groups: &RunningGroups,
-    job: &'a Job,
-) -> Result<(), String> {
-    // The engine computed every value (docs/rules.md#computed-values): a
-    // template left here would be a bug, and fails rather than sending
-    // its source.
-    let plain = |text: &'a Text| {
-        text.plain()
-            .ok_or_else(|| "internal: a value was not computed before the step ran".to_string())
-    };
-    let (verb, key, value, timeout_ns) = match job.performed() {
-        Action::Redis {
-            list,
-            push,
-            timeout_ns,
-        } => ("LPUSH", list, plain(push)?, timeout_ns),
-        Action::Publish {
-            channel,
-            message,
-            timeout_ns,
-        } => ("PUBLISH", channel, plain(message)?, timeout_ns),
-        other => return perform_other(performers, groups, job, other).await,
-    };
-    let Some(con) = performers.redis.as_mut() else {
-        return Err(format!("no redis connection for the {verb}"));
-    };
-    redis_action(
-        con,
-        [verb, key, value],
-        Duration::from_nanos(*timeout_ns),
-        job,
-    )
-    .await
-}
-
-/// The actions that are not one Redis command.
-async fn perform_other(
+async fn perform(
     performers: &mut Performers,
     groups: &RunningGroups,
     job: &Job,
-    action: &Action,
 ) -> Result<(), String> {
-    match action {
-        Action::Redis { .. } | Action::Publish { .. } => {
-            Err("internal: a redis command reached perform_other".to_string())
+    match job.performed() {
+        // The lane's (the pool hands it every Redis action); performed the
+        // same way here, as a batch of one.
+        action @ (Action::Redis { .. } | Action::Publish { .. }) => {
+            let timeout = action.timeout_ns().map_or(DEFAULT_WAIT, Duration::from_nanos);
+            let batch = std::slice::from_ref(job);
+            let outcome = lane::send(performers.redis.as_mut(), batch, timeout, None).await;
+            outcome.into_iter().next().unwrap_or(Ok(()))
         }
         // The engine makes every notify a publish.
         Action::Notify(_) => Err("internal: a notify was not made into its publish".to_string()),

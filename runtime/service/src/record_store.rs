@@ -354,6 +354,19 @@ pub enum StoreOp {
         id: String,
         ack: Option<oneshot::Sender<()>>,
     },
+    /// `HDEL NS:pending id1 id2 ...`: the records of a batch of the Redis
+    /// lane's actions, removed in one command, when the lane could not
+    /// remove them itself ([`StoreWriter::settle`] timed out). Records
+    /// whose write was refused are left out.
+    DropMany(Vec<String>),
+    /// Answers once every earlier op was performed, so the records `ids`
+    /// are written (or failed) and no write of them is still queued: the
+    /// Redis lane then removes them in the transaction of their actions
+    /// (`crate::lane`). Forgets the refused writes among them.
+    Settle {
+        ids: Vec<String>,
+        ack: oneshot::Sender<()>,
+    },
     /// `HSET NS f1 v1 f2 v2 ...`
     Counters(Vec<(&'static str, String)>),
     /// `HSET NS:rules name json ...`
@@ -377,6 +390,7 @@ impl StoreOp {
             + match self {
                 Self::Put { id, json, .. } => id.len() + json.len(),
                 Self::Drop { id, .. } => id.len(),
+                Self::DropMany(ids) | Self::Settle { ids, .. } => ids.iter().map(String::len).sum(),
                 Self::Counters(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
                 Self::RuleStats(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
                 // Shared with the engine and the publisher: only the
@@ -420,6 +434,8 @@ pub const STORE_QUEUE_LIMIT: usize = 8 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct StoreWriter {
     tx: mpsc::UnboundedSender<StoreOp>,
+    /// `NS:pending`.
+    pending: Arc<str>,
     /// Bytes waiting in the queue; the task subtracts what it takes.
     queued: Arc<AtomicUsize>,
     limit: usize,
@@ -457,9 +473,11 @@ impl StoreWriter {
             counters: namespace.counters().to_string(),
             rules: namespace.rules(),
         };
+        let pending = Arc::from(keys.pending.as_str());
         let handle = tokio::spawn(store_task(con, keys, rx, Arc::clone(&queued)));
         let writer = Self {
             tx,
+            pending,
             queued,
             limit,
             overflow: Arc::default(),
@@ -503,6 +521,23 @@ impl StoreWriter {
             StoreOp::Drop { id, .. } if overflow.unwritten.remove(id) => return true,
             _ => {}
         }
+        let op = match op {
+            StoreOp::DropMany(mut ids) if !overflow.unwritten.is_empty() => {
+                ids.retain(|id| !overflow.unwritten.remove(id));
+                if ids.is_empty() {
+                    return true;
+                }
+                StoreOp::DropMany(ids)
+            }
+            StoreOp::Settle { ids, ack } => {
+                for id in &ids {
+                    overflow.unwritten.remove(id);
+                }
+                StoreOp::Settle { ids, ack }
+            }
+            op => op,
+        };
+        let cost = op.cost();
         if !full && overflow.refused > 0 {
             tracing::info!(
                 refused = overflow.refused,
@@ -532,6 +567,27 @@ impl StoreWriter {
             ack: Some(ack),
         });
         done
+    }
+
+    /// Queues the removal of many records in one `HDEL` (not awaited).
+    pub fn drop_many(&self, ids: &[&str]) {
+        let ids = ids.iter().map(|id| id.to_string()).collect();
+        self.send(StoreOp::DropMany(ids));
+    }
+
+    /// Answers once every write queued so far was performed (or failed),
+    /// among them the writes of the records `ids`; at once when nothing is
+    /// queued. See [`StoreOp::Settle`].
+    pub fn settle(&self, ids: &[&str]) -> oneshot::Receiver<()> {
+        let (ack, done) = oneshot::channel();
+        let ids = ids.iter().map(|id| id.to_string()).collect();
+        self.send(StoreOp::Settle { ids, ack });
+        done
+    }
+
+    /// `NS:pending`, the hash of the records.
+    pub fn pending_key(&self) -> &str {
+        &self.pending
     }
 
     /// Waits until everything sent so far was written (or failed).
@@ -600,6 +656,8 @@ async fn store_task(
 enum Written {
     Put(String),
     Drop(String),
+    /// The first of the records, and how many.
+    Drops(String, usize),
     Counters,
     RuleStats,
 }
@@ -614,6 +672,11 @@ impl Written {
             Self::Drop(id) => tracing::error!(
                 run = %id,
                 "pending record not removed ({error}): its step will run again at the next start"
+            ),
+            Self::Drops(first, records) => tracing::error!(
+                run = %first,
+                records,
+                "pending records not removed ({error}): their steps will run again at the next start"
             ),
             Self::Counters => {
                 tracing::warn!("counters not written to `{}`: {error}", keys.counters)
@@ -642,6 +705,12 @@ async fn write_batch(con: &mut ConnectionManager, keys: &Keys, batch: &mut Vec<S
                 written.push(Written::Drop(id));
                 flushed.extend(ack);
             }
+            StoreOp::DropMany(ids) => {
+                pipe.cmd("HDEL").arg(&keys.pending).arg(&ids);
+                let first = ids.first().cloned().unwrap_or_default();
+                written.push(Written::Drops(first, ids.len()));
+            }
+            StoreOp::Settle { ack, .. } => flushed.push(ack),
             StoreOp::Counters(fields) if !fields.is_empty() => {
                 hset(&mut pipe, &keys.counters, fields);
                 written.push(Written::Counters);

@@ -67,6 +67,44 @@ fn a_paused_redis_does_not_split_on_off_pairs() {
     assert_eq!(failed.as_deref(), Some("0"), "{}", ruled.log_text());
 }
 
+/// A durable `redis` step that comes due while Redis is paused for longer
+/// than the step's `timeout`: the outcome is unknown, said at `warn`, and
+/// the run goes on; once Redis resumes, the record's removal and the push
+/// land together (one transaction, docs/service.md#durable-work-in-bulk):
+/// one push, no record left.
+#[test]
+fn a_durable_redis_step_in_a_stall_goes_on_unknown_and_lands_once() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut step = bundles::redis_step("stalled:out", "x", 1_000);
+    step.action = std::sync::Arc::new(rulecore::bundle::Action::Redis {
+        list: "stalled:out".into(),
+        push: "x".into(),
+        timeout_ns: 500 * bundles::MS,
+    });
+    let rule = bundles::rule("stalled", &["go"], vec![step]);
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![rule], vec![], vec![]));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    let _: i64 = redis.query(&["PUBLISH", "ev:go", r#"{"topic":"go"}"#]);
+    wait_for("the record", || {
+        let records: i64 = redis.query(&["HLEN", "extensions:pending"]);
+        records == 1
+    });
+    // Paused before the step comes due (a second after the event).
+    let _: () = redis.query(&["CLIENT", "PAUSE", "2500", "WRITE"]);
+    let line = ruled.wait_log(&["rule=stalled", "LPUSH outcome unknown"]);
+    assert!(line.contains("no reply within 500ms"), "{line}");
+    ruled.wait_log(&["rule=stalled", "reason=\"done\""]);
+    wait_for("the push after the stall", || {
+        list(&redis, "stalled:out") == ["x"]
+    });
+    wait_for("no record left", || {
+        let left: i64 = redis.query(&["HLEN", "extensions:pending"]);
+        left == 0
+    });
+    assert_eq!(list(&redis, "stalled:out"), ["x"], "pushed once");
+}
+
 /// Whatever `extensions:pending` holds, ruled starts: a field name that is
 /// not UTF-8 and an oversized record are removed with a log line (the
 /// name escaped), many records are read in bounded rounds, and a valid

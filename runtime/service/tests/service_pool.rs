@@ -8,6 +8,7 @@ use rulecore::bundle::Action;
 use rulecore::event::Event;
 use ruled::can::CanSockets;
 use ruled::pool::{Performers, Pool, PoolConfig, Refused, Report};
+use ruled_engine::pool::Admission;
 use ruled_engine::{Job, JobId, StepAction};
 use std::sync::Arc;
 use std::time::Duration;
@@ -286,10 +287,10 @@ fn a_full_pool_reports_room_once_when_a_worker_frees_a_slot() {
     let rt = runtime();
     rt.block_on(async {
         let (mut pool, mut rx) = idle_pool(1, 1).await;
-        assert_eq!(pool.room(), 2);
+        assert_eq!(pool.room().workers, 2);
         pool.submit(exec_job(1, &quick, 5_000)).unwrap();
         pool.submit(exec_job(2, &quick, 5_000)).unwrap();
-        assert_eq!(pool.room(), 0);
+        assert_eq!(pool.room().workers, 0);
         assert_eq!(
             pool.submit(exec_job(3, &quick, 5_000)),
             Err(Refused::QueueFull)
@@ -304,16 +305,108 @@ fn a_full_pool_reports_room_once_when_a_worker_frees_a_slot() {
                 Report::Started(JobId(2)),
             ]
         );
-        assert_eq!(pool.room(), 1, "the queue slot job 2 left");
+        assert_eq!(pool.room().workers, 1, "the queue slot job 2 left");
         // Job 2 ends and the worker goes idle: room grows, but the pool
         // was not full since the last report, so no second one.
         let got = reports(&mut rx, 1).await;
         assert_eq!(got, [Report::Finished(JobId(2), Ok(()))]);
         // The worker went idle before it let this task run (no await
         // between its report and that).
-        assert_eq!(pool.room(), 2);
+        assert_eq!(pool.room().workers, 2);
         assert!(rx.try_recv().is_err(), "no second room report");
         pool.stop(Duration::from_secs(5)).await;
-        assert_eq!(pool.room(), 0, "a stopping pool has no room");
+        assert_eq!(pool.room().total(), 0, "a stopping pool has no room");
     });
+}
+
+/// `redis` actions take no worker (docs/service.md#durable-work-in-bulk):
+/// with the only worker busy on an `exec`, they still run, all of them in
+/// one batch of the Redis lane, which holds as many as the workers and
+/// their queue (here 3) and refuses the next; once the batch is done the
+/// lane reports its room.
+#[test]
+fn redis_actions_take_no_worker_and_the_lane_holds_workers_plus_queue() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let slow = script(dir.path(), "slow.sh", "exec sleep 600");
+    let rt = runtime();
+    rt.block_on(async {
+        let client = redis::Client::open(redis.url()).unwrap();
+        let manager = redis::aio::ConnectionManager::new(client).await.unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let config = PoolConfig {
+            workers: 1,
+            queue: 2,
+        };
+        let performers = Performers {
+            redis: Some(manager),
+            ..no_redis()
+        };
+        let mut pool = Pool::start(config, performers, tx);
+        tokio::task::yield_now().await;
+        pool.submit(exec_job(1, &slow, 600_000)).unwrap();
+        let started = reports(&mut rx, 1).await;
+        assert_eq!(started, [Report::Started(JobId(1))]);
+        let push =
+            |id: u64, value: &str| job(id, Action::redis("lane", value), event(r#"{"topic":"t"}"#));
+        for (id, value) in [(2, "a"), (3, "b"), (4, "c")] {
+            assert_eq!(pool.try_submit(push(id, value)).ok(), Some(Admission::Lane));
+        }
+        assert_eq!(pool.room().lane, 0);
+        assert!(matches!(
+            pool.try_submit(push(5, "d")),
+            Err((Refused::QueueFull, _))
+        ));
+        let got = reports(&mut rx, 7).await;
+        assert_eq!(
+            got,
+            [
+                Report::Started(JobId(2)),
+                Report::Started(JobId(3)),
+                Report::Started(JobId(4)),
+                Report::Finished(JobId(2), Ok(())),
+                Report::Finished(JobId(3), Ok(())),
+                Report::Finished(JobId(4), Ok(())),
+                Report::Room,
+            ]
+        );
+        assert_eq!(pool.room().lane, 3);
+        pool.stop(Duration::from_secs(5)).await;
+    });
+    assert_eq!(redis.list("lane"), ["a", "b", "c"]);
+}
+
+/// In a batch each action has its own outcome: an error reply fails only
+/// its action (`WRONGTYPE` on a key that is not a list).
+#[test]
+fn an_error_reply_fails_only_its_own_action_of_the_batch() {
+    let redis = RedisServer::start();
+    let _: () = redis.query(&["SET", "not-a-list", "x"]);
+    let rt = runtime();
+    rt.block_on(async {
+        let client = redis::Client::open(redis.url()).unwrap();
+        let manager = redis::aio::ConnectionManager::new(client).await.unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let performers = Performers {
+            redis: Some(manager),
+            ..no_redis()
+        };
+        let mut pool = Pool::start(PoolConfig::default(), performers, tx);
+        let event = event(r#"{"topic":"t"}"#);
+        for (id, list) in [(1, "ok"), (2, "not-a-list"), (3, "ok")] {
+            let action = Action::redis(list, "v");
+            pool.submit(job(id, action, Arc::clone(&event))).unwrap();
+        }
+        let got = reports(&mut rx, 6).await;
+        let finished: Vec<_> = got
+            .into_iter()
+            .filter_map(|report| match report {
+                Report::Finished(id, outcome) => Some((id.0, outcome.is_ok())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(finished, [(1, true), (2, false), (3, true)]);
+        pool.stop(Duration::from_secs(1)).await;
+    });
+    assert_eq!(redis.list("ok"), ["v", "v"]);
 }

@@ -113,7 +113,7 @@
 //! **A busy pool.** The simulator's `action` line is the start of the
 //! action. The service logs `submitting action` when it hands a job over,
 //! which is its start when an idle worker takes it; a job that waits for a
-//! busy worker (`action queued`) or is refused (a durable step then waits
+//! busy worker or for the Redis lane's batch (`action queued`) or is refused (a durable step then waits
 //! in the due backlog and is submitted again later) has that line taken
 //! back, and its start is the worker's `queued action started`.
 //!
@@ -1465,7 +1465,7 @@ const NOTES: &[(&str, &str)] = &[
 const TAKEN_BACK: &[&str] = &[
     "worker pool refused the action",
     "worker pool full: the durable step waits for room",
-    "action queued: every worker is busy",
+    "action queued:",
 ];
 
 /// What the service's logs say happened, in the simulator's terms.

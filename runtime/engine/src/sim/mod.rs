@@ -3,6 +3,7 @@
 //! Actions are recorded, not performed. Pure: the caller parses the
 //! timeline and loads the bundles.
 
+mod lane;
 mod line;
 mod timeline;
 
@@ -12,7 +13,7 @@ pub use timeline::{
     RestartEntry, StateEntry, Timeline, TimelineError, EXPECTATION_KINDS,
 };
 
-use crate::pool::{Admission, PoolConfig};
+use crate::pool::{Admission, Lane, PoolConfig};
 use crate::{
     DropReason, Effect, Engine, EngineConfig, Job, LogLine, Note, Now, PendingRecord, RuleTrace,
     Time, DEFAULT_REPLAY_WINDOW_MS, DEFAULT_TRACES, EVAL_ERROR_CODE,
@@ -159,6 +160,8 @@ struct Sim<'t> {
     pool: PoolConfig,
     action_ns: u64,
     running: Vec<Running>,
+    /// The Redis lane's batch being sent and the actions waiting for it.
+    lane: lane::VirtualLane,
     queued: VecDeque<Job>,
     seq: u64,
     fails: Vec<&'t FailEntry>,
@@ -203,6 +206,7 @@ impl<'t> Sim<'t> {
                 .map(|d| d.0.unsigned_abs())
                 .unwrap_or(0),
             running: Vec::new(),
+            lane: lane::VirtualLane::default(),
             queued: VecDeque::new(),
             seq: 0,
             fails: Vec::new(),
@@ -377,12 +381,13 @@ impl<'t> Sim<'t> {
         loop {
             let up = self.up_at;
             let finish = self.running.iter().map(|r| (r.finish, r.seq)).min();
+            let batch = self.lane.finish();
             let deadline = if up.is_none() {
                 self.engine.next_deadline().map(Time::as_nanos)
             } else {
                 None
             };
-            let next = [up, finish.map(|f| f.0), deadline]
+            let next = [up, finish.map(|f| f.0), batch, deadline]
                 .into_iter()
                 .flatten()
                 .min();
@@ -397,6 +402,9 @@ impl<'t> Sim<'t> {
                 // The finished run's own next step first, as the service
                 // handles the report of the finish before the pool's room.
                 self.perform();
+                self.offer_room();
+            } else if batch == Some(next) {
+                self.finish_batch();
                 self.offer_room();
             } else {
                 let now = self.clocks();
@@ -421,7 +429,9 @@ impl<'t> Sim<'t> {
         // The pool stops: running actions are killed (their records went
         // when they started); queued ones are abandoned and keep theirs.
         self.running.clear();
-        for job in std::mem::take(&mut self.queued) {
+        self.lane.sending = None;
+        let waiting = std::mem::take(&mut self.lane.waiting);
+        for job in std::mem::take(&mut self.queued).into_iter().chain(waiting) {
             self.engine.action_abandoned(job.id);
         }
         self.perform();
@@ -637,9 +647,27 @@ impl<'t> Sim<'t> {
     }
 
     fn submit(&mut self, job: Job) {
-        let idle = self.pool.workers.saturating_sub(self.running.len());
-        match self.pool.admit(idle, self.queued.len()) {
+        let admission = match Lane::of(&job.action) {
+            Lane::Redis => {
+                let busy = self.lane.busy_at(self.now);
+                self.pool.admit_to_lane(self.lane.held(), busy)
+            }
+            Lane::Workers => {
+                let idle = self.pool.workers.saturating_sub(self.running.len());
+                self.pool.admit(idle, self.queued.len())
+            }
+        };
+        match admission {
             Admission::Worker => self.start_job(job),
+            Admission::Lane => {
+                let fails = self.begin(&job);
+                self.lane
+                    .joining(self.now, self.action_ns)
+                    .push((job, fails));
+            }
+            Admission::Queue if Lane::of(&job.action) == Lane::Redis => {
+                self.lane.waiting.push_back(job);
+            }
             Admission::Queue => self.queued.push_back(job),
             Admission::Refused => {
                 let now = self.clocks();
@@ -655,20 +683,26 @@ impl<'t> Sim<'t> {
             return;
         }
         let idle = self.pool.workers.saturating_sub(self.running.len());
-        let room = (idle + self.pool.queue).saturating_sub(self.queued.len());
-        if room > 0 {
+        let room = self.pool.room(idle, self.queued.len(), self.lane.held());
+        if room.total() > 0 {
             let now = self.clocks();
             self.engine.pool_has_room(now, room);
         }
     }
 
-    fn start_job(&mut self, job: Job) {
+    /// An action starts: its record goes, its line; whether it fails.
+    fn begin(&mut self, job: &Job) -> bool {
         if let Some(id) = job.record_to_drop_at_start() {
             self.drop_record(id, Some(&job.rule), DropReason::Started);
         }
-        let fails = self.fails(&job);
-        self.line(action_line(self.at_ms(), LineKind::Action, &job));
+        let fails = self.fails(job);
+        self.line(action_line(self.at_ms(), LineKind::Action, job));
         self.engine.action_started(job.id);
+        fails
+    }
+
+    fn start_job(&mut self, job: Job) {
+        let fails = self.begin(&job);
         self.seq += 1;
         self.running.push(Running {
             finish: self.now.saturating_add(self.action_ns),
@@ -678,13 +712,10 @@ impl<'t> Sim<'t> {
         });
     }
 
-    fn finish_job(&mut self, seq: u64) {
-        let Some(position) = self.running.iter().position(|r| r.seq == seq) else {
-            return;
-        };
-        let done = self.running.remove(position);
-        let result = if done.fails {
-            let mut line = action_line(self.at_ms(), LineKind::ActionFailed, &done.job);
+    /// An action ended: its failure line, if it fails, and the report.
+    fn end(&mut self, job: &Job, fails: bool) {
+        let result = if fails {
+            let mut line = action_line(self.at_ms(), LineKind::ActionFailed, job);
             line.reason = Some(LineReason::SimulatedFailure);
             self.line(line);
             Err(LineReason::SimulatedFailure.as_str().to_string())
@@ -692,9 +723,37 @@ impl<'t> Sim<'t> {
             Ok(())
         };
         let now = self.clocks();
-        self.engine.action_finished(now, done.job.id, result);
+        self.engine.action_finished(now, job.id, result);
+    }
+
+    fn finish_job(&mut self, seq: u64) {
+        let Some(position) = self.running.iter().position(|r| r.seq == seq) else {
+            return;
+        };
+        let done = self.running.remove(position);
+        self.end(&done.job, done.fails);
         if let Some(next) = self.queued.pop_front() {
             self.start_job(next);
+        }
+    }
+
+    /// The lane's batch ended: the actions that waited go as the next
+    /// batch, then the ended ones are reported, each with its effects, as
+    /// the service's lane takes the next batch before the driver reads
+    /// the reports of the last.
+    fn finish_batch(&mut self) {
+        let (done, next) = self.lane.turn();
+        let next: Vec<(Job, bool)> = next
+            .into_iter()
+            .map(|job| {
+                let fails = self.begin(&job);
+                (job, fails)
+            })
+            .collect();
+        self.lane.start(self.now, self.action_ns, next);
+        for (job, fails) in done.map(|batch| batch.jobs).unwrap_or_default() {
+            self.end(&job, fails);
+            self.perform();
         }
     }
 

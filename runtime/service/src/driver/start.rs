@@ -230,9 +230,12 @@ impl Service {
         // A part at a time, each part's effects and notes taken before the
         // next: the notes of every resumed run queued at once would stay
         // as the engine queue's capacity (docs/engine.md#the-decoded-payload-and-replay).
+        // Between parts the pool and the store writer run: the first
+        // overdue steps are under way while later ones are decided.
         if let Some(mut replay) = self.engine.replay_start(now, records) {
             while self.engine.replay_next(&mut replay, REPLAY_PART) {
                 self.perform_effects();
+                tokio::task::yield_now().await;
             }
         }
         self.perform_effects();

@@ -1,0 +1,299 @@
+//! The Redis lane (docs/service.md#durable-work-in-bulk): the actions that
+//! are one Redis command each (`redis`: `LPUSH list push`; `publish` and
+//! `notify`: `PUBLISH channel message`) are sent in
+//! batches on the actions connection, so they take no worker and a burst
+//! of them (10,000 overdue steps at start) runs at the network's pace.
+//!
+//! A batch is the actions the lane holds, in the order they were handed
+//! over (`fire-at` order for due steps), as many as [`BATCH`] of one
+//! `timeout`. Their pending records are removed in the same transaction
+//! as their commands: `MULTI`, one `HDEL` of every record, the commands in
+//! order, `EXEC`. Redis runs it whole or not at all, so each record is
+//! removed before its action runs, and a crash of ruled can neither run
+//! such a step twice nor lose it (docs/semantics.md#what-a-crash-or-a-power-loss-can-repeat).
+//! The transaction waits for the records' own writes first (the store
+//! writer's queue settled, [`StoreWriter::settle`]), so a removal never
+//! overtakes its record. Each reply is read on its own, waited for at
+//! most the timeout: the outcome rules of one action hold for each
+//! (docs/semantics.md#worker-pool-and-actions).
+
+use crate::connection::{describe, is_definite_failure, query_pipe};
+use crate::pool::{Handed, Report};
+use crate::record_store::StoreWriter;
+use redis::aio::ConnectionManager;
+use rulecore::bundle::Action;
+use ruled_engine::Job;
+use std::collections::VecDeque;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The most actions one batch sends: one transaction of their records'
+/// removal and their commands.
+pub use ruled_engine::pool::LANE_BATCH as BATCH;
+
+/// The one Redis command an action sends, and how long its reply may take.
+#[derive(Debug, Clone, Copy)]
+pub struct LaneCommand<'a> {
+    /// The command's name, as log lines and errors say it.
+    pub name: &'static str,
+    pub key: &'a str,
+    pub value: &'a str,
+    pub timeout: Duration,
+}
+
+impl<'a> LaneCommand<'a> {
+    /// The command of an action the lane performs; `None` for the others
+    /// (`exec`, `can`: the workers').
+    pub fn of(action: &'a Action) -> Option<Self> {
+        // The job's performed action: its values computed, a notify its
+        // publish (docs/rules.md#computed-values).
+        let (name, key, value, timeout_ns) = match action {
+            Action::Redis {
+                list,
+                push,
+                timeout_ns,
+            } => ("LPUSH", list, push, timeout_ns),
+            Action::Publish {
+                channel,
+                message,
+                timeout_ns,
+            } => ("PUBLISH", channel, message, timeout_ns),
+            Action::Exec { .. } | Action::Can(_) | Action::Notify(_) => return None,
+        };
+        Some(Self {
+            name,
+            key,
+            value: value.plain()?,
+            timeout: Duration::from_nanos(*timeout_ns),
+        })
+    }
+
+    fn cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd(self.name);
+        cmd.arg(self.key).arg(self.value);
+        cmd
+    }
+}
+
+/// How long `job`'s command may wait for its reply (and its record's
+/// removal for its confirmation).
+fn timeout_of(job: &Job) -> Duration {
+    LaneCommand::of(job.performed()).map_or(Duration::ZERO, |command| command.timeout)
+}
+
+/// Takes the next batch off `waiting`: the first action and those right
+/// behind it with the same timeout, at most [`BATCH`].
+pub(crate) fn take_batch(waiting: &mut VecDeque<Handed>) -> Vec<Handed> {
+    let Some(first) = waiting.front() else {
+        return Vec::new();
+    };
+    let timeout = timeout_of(&first.job);
+    let mut batch = Vec::with_capacity(waiting.len().min(BATCH));
+    while batch.len() < BATCH
+        && waiting
+            .front()
+            .is_some_and(|handed| timeout_of(&handed.job) == timeout)
+    {
+        batch.extend(waiting.pop_front());
+    }
+    batch
+}
+
+/// Performs `batch` ([`take_batch`]): waits for its records' writes,
+/// reports each action started, sends the removal of the records and the
+/// commands in one transaction, and reports each outcome. Returns false
+/// when the driver is gone.
+pub async fn perform(
+    batch: &[Job],
+    con: Option<&mut ConnectionManager>,
+    store: Option<&StoreWriter>,
+    reports: &mpsc::UnboundedSender<Report>,
+) -> bool {
+    let Some(first) = batch.first() else {
+        return true;
+    };
+    let timeout = timeout_of(first);
+    let records: Vec<&str> = batch
+        .iter()
+        .filter_map(|job| job.record_to_drop_at_start().map(|id| &**id))
+        .collect();
+    let removal = match store {
+        Some(store) if !records.is_empty() => removal(store, &records, timeout).await,
+        _ => None,
+    };
+    for job in batch {
+        if reports.send(Report::Started(job.id)).is_err() {
+            return false;
+        }
+    }
+    let outcomes = send(con, batch, timeout, removal.as_ref()).await;
+    for (job, outcome) in batch.iter().zip(outcomes) {
+        if reports.send(Report::Finished(job.id, outcome)).is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// The `HDEL` of `records` that goes in the transaction with their
+/// actions, once the store writer has written everything queued before
+/// (their records among it). With the writer stuck past `wait` (Redis
+/// stalled) the removal is queued behind the records' writes instead, as
+/// an `exec` step's is, and the actions go without it: the outcome of the
+/// removal is then unknown, and a crash before it lands runs the steps
+/// again at the next start.
+async fn removal(store: &StoreWriter, records: &[&str], wait: Duration) -> Option<redis::Cmd> {
+    let settled = store.settle(records);
+    // An error means the writer stopped (logged there): nothing queued
+    // can land any more, so nothing can overtake.
+    if tokio::time::timeout(wait, settled).await.is_ok() {
+        let mut hdel = redis::cmd("HDEL");
+        hdel.arg(store.pending_key()).arg(records);
+        return Some(hdel);
+    }
+    store.drop_many(records);
+    tracing::warn!(
+        run = %records.first().copied().unwrap_or_default(),
+        records = records.len(),
+        wait_ms = wait.as_millis(),
+        "pending record removal: no reply from Redis within the step's timeout, outcome \
+         unknown; running the step anyway (should the removal not land, a crash or \
+         restart runs the step again)"
+    );
+    None
+}
+
+/// Sends the commands of `batch` in one pipeline, after `removal` when
+/// there is one, all in one transaction (`MULTI` ... `EXEC`), waiting at most `timeout` for the
+/// replies; one outcome per action, in order. Only a definite failure
+/// fails an action ([`is_definite_failure`]: an error reply, a connection
+/// that cannot be opened); with the outcome unknown (no reply in time, a
+/// connection broken while the replies were awaited) Redis may still
+/// perform the commands, so the runs go on and one line says so. A
+/// connection the server had closed (an idle timeout) is replaced and the
+/// transaction sent once more (`query_pipe`): the first attempt then never
+/// reached Redis (docs/service.md#actions).
+pub async fn send(
+    con: Option<&mut ConnectionManager>,
+    batch: &[Job],
+    timeout: Duration,
+    removal: Option<&redis::Cmd>,
+) -> Vec<Result<(), String>> {
+    let commands: Vec<Option<LaneCommand<'_>>> = batch
+        .iter()
+        .map(|job| LaneCommand::of(job.performed()))
+        .collect();
+    let Some(con) = con else {
+        let error = "no redis connection for the redis action".to_string();
+        return vec![Err(error); batch.len()];
+    };
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    if let Some(hdel) = removal {
+        pipe.atomic().add_command(hdel.clone());
+    }
+    for command in commands.iter().flatten() {
+        pipe.add_command(command.cmd());
+    }
+    let replies: Result<redis::RedisResult<Vec<redis::RedisResult<redis::Value>>>, _> =
+        tokio::time::timeout(timeout, query_pipe(con, &pipe)).await;
+    let mut replies = match replies {
+        Ok(Ok(replies)) => replies.into_iter(),
+        Ok(Err(e)) if is_definite_failure(&e) => {
+            return commands
+                .iter()
+                .map(|command| Err(failure(command.as_ref(), Some(&e))))
+                .collect();
+        }
+        Ok(Err(e)) => {
+            unknown(batch, &commands, &describe(&e));
+            return vec![Ok(()); batch.len()];
+        }
+        Err(_) => {
+            let why = format!("no reply within {}ms", timeout.as_millis());
+            unknown(batch, &commands, &why);
+            return vec![Ok(()); batch.len()];
+        }
+    };
+    if removal.is_some() {
+        // The removal's reply; a removal Redis refused is logged here (the
+        // records stay, and their steps run again at the next start).
+        if let Some(Err(e)) = replies.next() {
+            tracing::error!(
+                records = batch.len(),
+                "pending records not removed ({}): their steps will run again at the next start",
+                describe(&e)
+            );
+        }
+    }
+    commands
+        .iter()
+        .map(|command| {
+            let command = command.as_ref().ok_or_else(|| failure(None, None))?;
+            match replies.next() {
+                Some(Ok(_)) => Ok(()),
+                Some(Err(e)) => Err(failure(Some(command), Some(&e))),
+                None => Err(format!("{} {}: no reply", command.name, command.key)),
+            }
+        })
+        .collect()
+}
+
+/// An action's error message: `LPUSH list: WRONGTYPE ...`.
+fn failure(command: Option<&LaneCommand<'_>>, error: Option<&redis::RedisError>) -> String {
+    match (command, error) {
+        (Some(command), Some(error)) => {
+            format!("{} {}: {}", command.name, command.key, describe(error))
+        }
+        (Some(command), None) => format!("{} {}: failed", command.name, command.key),
+        // The pool hands the lane only actions it performs.
+        (None, _) => "not an action the redis lane performs".to_string(),
+    }
+}
+
+/// One line for a batch whose outcome is unknown, naming its first action.
+fn unknown(batch: &[Job], commands: &[Option<LaneCommand<'_>>], why: &str) {
+    let (Some(job), Some(Some(command))) = (batch.first(), commands.first()) else {
+        return;
+    };
+    tracing::warn!(
+        rule = %job.rule, step = job.step, run = %job.run, key = command.key,
+        actions = batch.len(),
+        "{} outcome unknown ({why}): Redis may still perform it; the run goes on",
+        command.name
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ruled_engine::pool::Lane;
+
+    /// The pool routes by the engine's [`Lane::of`]; the lane performs
+    /// what [`LaneCommand::of`] knows: the two agree on every kind.
+    #[test]
+    fn the_lane_performs_exactly_the_actions_routed_to_it() {
+        let actions = [
+            Action::redis("list", "x"),
+            Action::Exec {
+                command: "/bin/true".into(),
+                timeout_ns: 1,
+            },
+            Action::Can(rulecore::bundle::CanFrame {
+                iface: "can0".into(),
+                id: 1,
+                extended: false,
+                rtr: false,
+                dlc: 0,
+                data: vec![],
+            }),
+        ];
+        for action in &actions {
+            assert_eq!(
+                Lane::of(action) == Lane::Redis,
+                LaneCommand::of(action).is_some(),
+                "{action:?}"
+            );
+        }
+    }
+}
