@@ -99,7 +99,7 @@ pub(crate) fn take_batch(waiting: &mut VecDeque<Handed>) -> Vec<Handed> {
     batch
 }
 
-/// Performs `batch` ([`take_batch`]): waits for its records' writes,
+/// Performs `batch` (`take_batch`): waits for its records' writes,
 /// reports each action started, sends the removal of the records and the
 /// commands in one transaction, and reports each outcome. Returns false
 /// when the driver is gone.
@@ -166,7 +166,7 @@ async fn removal(store: &StoreWriter, records: &[&str], wait: Duration) -> Optio
 /// Sends the commands of `batch` in one pipeline, after `removal` when
 /// there is one, all in one transaction (`MULTI` ... `EXEC`), waiting at most `timeout` for the
 /// replies; one outcome per action, in order. Only a definite failure
-/// fails an action ([`is_definite_failure`]: an error reply, a connection
+/// fails an action (`is_definite_failure`: an error reply, a connection
 /// that cannot be opened); with the outcome unknown (no reply in time, a
 /// connection broken while the replies were awaited) Redis may still
 /// perform the commands, so the runs go on and one line says so. A
