@@ -460,7 +460,9 @@ async fn perform(
         // The lane's (the pool hands it every Redis action); performed the
         // same way here, as a batch of one.
         action @ (Action::Redis { .. } | Action::Publish { .. }) => {
-            let timeout = action.timeout_ns().map_or(DEFAULT_WAIT, Duration::from_nanos);
+            let timeout = action
+                .timeout_ns()
+                .map_or(DEFAULT_WAIT, Duration::from_nanos);
             let batch = std::slice::from_ref(job);
             let outcome = lane::send(performers.redis.as_mut(), batch, timeout, None).await;
             outcome.into_iter().next().unwrap_or(Ok(()))
