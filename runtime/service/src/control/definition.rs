@@ -70,7 +70,11 @@ fn write_rule(out: &mut String, rule: &Rule, payload: &Payload) -> std::fmt::Res
         write_input(out, input)?;
     }
     for step in rule.steps.iter() {
-        write_step(out, step, payload)?;
+        write_step(out, "step", step, payload)?;
+    }
+    // docs/rules.md#finally: never durable, so `after` needs no `durable`.
+    for step in rule.finally().iter() {
+        write_step(out, "finally", step, payload)?;
     }
     Ok(())
 }
@@ -98,15 +102,15 @@ fn write_input(out: &mut String, input: &Input) -> std::fmt::Result {
     Ok(())
 }
 
-fn write_step(out: &mut String, step: &Step, payload: &Payload) -> std::fmt::Result {
-    writeln!(out, "\n[[rule.step]]")?;
+fn write_step(out: &mut String, table: &str, step: &Step, payload: &Payload) -> std::fmt::Result {
+    writeln!(out, "\n[[rule.{table}]]")?;
     writeln!(out, "do = \"{}\"", kind(&step.action))?;
     if let Some(when) = &step.when {
         writeln!(out, "when = {}", expression(when, payload))?;
     }
     if step.after_ns > 0 {
         writeln!(out, "after = {}", duration(step.after_ns))?;
-        if !step.durable {
+        if !step.durable && table == "step" {
             writeln!(out, "durable = false")?;
         }
     }
