@@ -147,6 +147,14 @@ push = '[${to}] $${to} ${"}" + from}!'
     assert_eq!(mixed.as_deref(), Ok("[b] ${to} }a!"));
 }
 
+/// A rules directory `rules` under `temp` holding one file of `rules`.
+fn rules_dir(temp: &Path, rules: &str) -> std::path::PathBuf {
+    let dir = temp.join("rules");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("r.toml"), rules).unwrap();
+    dir
+}
+
 fn simulate(dir: &Path, timeline: &str) -> Vec<Value> {
     let timeline_file = dir.with_extension("timeline.toml");
     std::fs::write(&timeline_file, timeline).unwrap();
@@ -174,10 +182,8 @@ fn simulate(dir: &Path, timeline: &str) -> Vec<Value> {
 #[test]
 fn a_value_reads_the_state_when_its_step_is_submitted() {
     let temp = tempfile::tempdir().unwrap();
-    let rules = temp.path().join("rules");
-    std::fs::create_dir(&rules).unwrap();
-    std::fs::write(
-        rules.join("r.toml"),
+    let rules = rules_dir(
+        temp.path(),
         r#"
 [[rule]]
 name = "report"
@@ -188,8 +194,7 @@ after = "30s"
 channel = "my:report"
 message = 'vehicle ${state("vehicle", "state")} after ${to}'
 "#,
-    )
-    .unwrap();
+    );
     let lines = simulate(
         &rules,
         r#"
@@ -229,10 +234,8 @@ value = "stand-by"
 #[test]
 fn a_failing_value_fails_the_step_and_performs_nothing() {
     let temp = tempfile::tempdir().unwrap();
-    let rules = temp.path().join("rules");
-    std::fs::create_dir(&rules).unwrap();
-    std::fs::write(
-        rules.join("r.toml"),
+    let rules = rules_dir(
+        temp.path(),
         r#"
 [[rule]]
 name = "slot"
@@ -243,8 +246,7 @@ after = "5s"
 list = "my:list"
 push = "slot ${data.slot + 1}"
 "#,
-    )
-    .unwrap();
+    );
     let lines = simulate(
         &rules,
         r#"
