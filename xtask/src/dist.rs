@@ -7,6 +7,8 @@
 //! `~/.cargo/config.toml`, and a host build of the workspace never sees a
 //! cross linker.
 
+mod archive;
+
 use crate::{cargo, invariants::repository_root, run};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -258,7 +260,8 @@ impl DistOptions {
 }
 
 /// `cargo xtask dist`: both binaries for every asked target, stripped, in
-/// `target/dist/<triple>/`, with their sizes.
+/// `target/dist/<triple>/`, with their sizes; then per target the
+/// installable archive, and beside the armv7 one its BitBake recipe.
 pub(crate) fn dist(options: &DistOptions) -> Result<()> {
     let missing: Vec<Missing> = options
         .targets
@@ -276,10 +279,24 @@ pub(crate) fn dist(options: &DistOptions) -> Result<()> {
     }
     let started = Instant::now();
     let mut built = Vec::new();
+    let mut made = Vec::new();
     for target in &options.targets {
         built.extend(build(target, BINARIES, options.tls)?);
+        let dist_dir = target_dir()?.join("dist").join(target.triple);
+        made.push(archive::assemble(
+            &repository_root()?,
+            &dist_dir,
+            target.triple,
+            &dist_dir,
+        )?);
     }
     print_sizes(&built)?;
+    for assembled in &made {
+        eprintln!("    {}", assembled.archive.display());
+        if let Some(recipe) = &assembled.recipe {
+            eprintln!("    {}", recipe.display());
+        }
+    }
     eprintln!("dist: done in {:.0} s", started.elapsed().as_secs_f64());
     Ok(())
 }

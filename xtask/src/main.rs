@@ -76,7 +76,9 @@ fn usage() {
     );
     eprintln!("           --seed N     one round with this RULES_FUZZ_SEED (replay), no loop");
     eprintln!("  dist   build stripped release `ruled` and `rulec` for the scooter into");
-    eprintln!("         target/dist/<triple>/ and print their sizes (docs/scooter-build.md)");
+    eprintln!("         target/dist/<triple>/, print their sizes, and pack each target's");
+    eprintln!("         installable archive (binaries, units, install.sh, docs), with the");
+    eprintln!("         BitBake recipe beside the armv7 one (docs/scooter-build.md)");
     eprintln!("           --target T   only this target (repeatable); default: every one of");
     eprintln!(
         "                        {}",
