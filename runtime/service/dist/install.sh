@@ -89,7 +89,7 @@ dir 0755 /data/extensions
 # build keeps the bundle there was.
 bundle=/var/lib/ruled/rules.bundle
 if "$root/usr/bin/rulec" --version >/dev/null 2>&1; then
-    if (umask 022 && "$root/usr/bin/rulec" build "$root/data/extensions" -o "$root$bundle"); then
+    if (umask 022 && "$root/usr/bin/rulec" build "$root/data/extensions" -o "$root$bundle" >&2); then
         chmod 0644 "$root$bundle"
         say "0644 $bundle (built from /data/extensions)"
     else
