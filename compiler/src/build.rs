@@ -10,6 +10,7 @@
 
 use crate::check::{check_and_print, plural, CheckReport, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
+use crate::diagnostic::{render_text, to_json, Code, Diagnostic, Severity};
 use crate::profile::LoadedProfile;
 use crate::validate::{CheckedPart, CheckedRule, CheckedStep};
 use crate::when::{lower, ConstPool};
@@ -281,26 +282,49 @@ fn mebibytes(bytes: usize) -> String {
     }
 }
 
-/// Prints the estimated heap of the bundle in `ruled`, and a warning over
-/// [`MEMORY_BUDGET`].
+/// Prints the estimated heap of the bundle in `ruled`.
 fn report_memory(estimate: usize, console: &mut Console<'_>) -> io::Result<()> {
     writeln!(
         console.err,
         "memory: about {} once loaded in ruled (budget {})",
         mebibytes(estimate),
         mebibytes(MEMORY_BUDGET)
-    )?;
-    if estimate > MEMORY_BUDGET {
-        writeln!(
-            console.err,
-            "warning: the bundle needs about {} in ruled, over the budget of {}: \
-             with the service's 48 MB cap, runs and queued jobs may not fit; \
-             fewer or smaller rules help",
-            mebibytes(estimate),
-            mebibytes(MEMORY_BUDGET)
-        )?;
+    )
+}
+
+/// `rulec::memory-budget` when the estimate is over [`MEMORY_BUDGET`]: a
+/// warning, an error with `--deny-warnings`.
+fn memory_diagnostic(estimate: usize, deny_warnings: bool) -> Option<Diagnostic> {
+    if estimate <= MEMORY_BUDGET {
+        return None;
     }
-    Ok(())
+    let message = format!(
+        "the bundle needs about {} in ruled, over the budget of {}",
+        mebibytes(estimate),
+        mebibytes(MEMORY_BUDGET)
+    );
+    let diagnostic = if deny_warnings {
+        Diagnostic::error(Code::MemoryBudget, message)
+    } else {
+        Diagnostic::warning(Code::MemoryBudget, message)
+    };
+    Some(diagnostic.with_help(
+        "with the service's 48 MB cap, runs and queued jobs may not fit; fewer or smaller rules help",
+    ))
+}
+
+/// Prints a diagnostic of the whole bundle (no file) in `format`.
+fn print_bundle_diagnostic(
+    diagnostic: &Diagnostic,
+    format: Format,
+    console: &mut Console<'_>,
+) -> io::Result<()> {
+    match format {
+        Format::Text => console.err.write_all(
+            render_text(std::slice::from_ref(diagnostic), &[], console.style).as_bytes(),
+        ),
+        Format::Json => writeln!(console.out, "{}", to_json(diagnostic, &[])),
+    }
 }
 
 /// Runs `rulec build`.
@@ -337,10 +361,21 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
             return Ok(Exit::Failure);
         }
     };
+    let estimate = ruled_engine::estimated_heap(&built.payload);
+    if let Some(over) = memory_diagnostic(estimate, args.deny_warnings) {
+        print_bundle_diagnostic(&over, args.format, console)?;
+        if over.severity == Severity::Error {
+            report_memory(estimate, console)?;
+            writeln!(
+                console.err,
+                "{check_summary}; the bundle is over the memory budget: not written (--deny-warnings)"
+            )?;
+            return Ok(Exit::Failure);
+        }
+    }
     if let Some(exit) = write_bundle(args, &built, console)? {
         return Ok(exit);
     }
-    let estimate = ruled_engine::estimated_heap(&built.payload);
     print_id(args, &built, estimate, failed, console)?;
     report_memory(estimate, console)?;
     let partial = if failed { " (partial)" } else { "" };

@@ -10,6 +10,7 @@ use crate::cli::{Console, Exit};
 use crate::dump::rule_text;
 use crate::simulate::load_rules;
 use rulecore::bundle::{Payload, Rule};
+use rulecore::input_file::{read_bounded, InputError};
 use ruled_engine::{refusal_without_clock, PendingRecord, ReplayDropReason};
 use serde_json::{json, Value};
 use std::io;
@@ -238,6 +239,11 @@ fn waiting_drops(old: &Payload, new: &Payload) -> Vec<Drop> {
 pub enum PendingError {
     #[error("cannot read {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
+    /// Not a regular file, or over [`MAX_PENDING_FILE_LEN`].
+    #[error("{0}")]
+    Input(InputError),
+    #[error("{}: not UTF-8 text", path.display())]
+    Encoding { path: PathBuf },
     #[error("{}: not JSON: {source}", path.display())]
     Json {
         path: PathBuf,
@@ -253,13 +259,20 @@ pub enum PendingError {
     Shape { path: PathBuf },
 }
 
+/// The largest `--pending` file read (docs/rulec.md#input-files): 16 MiB
+/// hold tens of thousands of records, more than a vehicle's pending hash.
+pub const MAX_PENDING_FILE_LEN: u64 = 16 << 20;
+
 /// Reads `--pending`: an object of field -> record (the record as a JSON
 /// string, as Redis holds it, or as an object), an array of records, or
 /// the flat `[field, value, ...]` array of a RESP2 `HGETALL`.
 pub fn read_pending(path: &Path) -> Result<Vec<PendingRecord>, PendingError> {
-    let text = std::fs::read_to_string(path).map_err(|source| PendingError::Io {
+    let bytes = read_bounded(path, MAX_PENDING_FILE_LEN).map_err(|error| match error {
+        InputError::Io { path, source } => PendingError::Io { path, source },
+        other => PendingError::Input(other),
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| PendingError::Encoding {
         path: path.to_path_buf(),
-        source,
     })?;
     let value: Value = serde_json::from_str(&text).map_err(|source| PendingError::Json {
         path: path.to_path_buf(),
@@ -377,7 +390,7 @@ pub fn run(args: &DiffArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         Err(error) => {
             writeln!(console.err, "error: {error}")?;
             return Ok(match error {
-                PendingError::Io { .. } => Exit::Usage,
+                PendingError::Io { .. } | PendingError::Input(_) => Exit::Usage,
                 _ => Exit::Failure,
             });
         }

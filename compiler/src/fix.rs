@@ -5,6 +5,7 @@
 //! wrong, is reported with the normal diagnostics of the fixed files.
 
 mod rewrite;
+mod udiff;
 
 pub use rewrite::{rewrite, Edit, Rewrite, Unrewritable, Why};
 
@@ -122,6 +123,8 @@ struct FileFix {
     changed: usize,
     /// Not rewritable, positioned in the fixed text.
     diagnostics: Vec<Diagnostic>,
+    /// Each replacement's bytes in the old text and in the new, in order.
+    changes: Vec<udiff::Change>,
 }
 
 /// A file range and the text that replaces it.
@@ -188,21 +191,24 @@ fn fix_file(file: &SourceFile) -> FileFix {
     }
     replacements.sort_by_key(|(range, _)| range.start);
     let mut text = String::with_capacity(file.text.len());
+    let mut changes = Vec::with_capacity(replacements.len());
     let mut at = 0;
     for (range, replacement) in &replacements {
         text.push_str(&file.text[at..range.start]);
+        let start = text.len();
         text.push_str(replacement);
+        changes.push((range.clone(), start..text.len()));
         at = range.end;
     }
     text.push_str(&file.text[at..]);
-    // Where an offset of the old text is in the new one.
+    // Where an offset of the old text is in the new one: after the last
+    // replacement that ends at or before it, shifted as that one's end is.
     let moved = |offset: usize| -> usize {
-        let delta: isize = replacements
-            .iter()
-            .filter(|(range, _)| range.end <= offset)
-            .map(|(range, new)| new.len() as isize - range.len() as isize)
-            .sum();
-        offset.saturating_add_signed(delta)
+        let before = changes.partition_point(|(old, _): &udiff::Change| old.end <= offset);
+        match before.checked_sub(1).and_then(|i| changes.get(i)) {
+            Some((old, new)) => offset - old.end + new.end,
+            None => offset,
+        }
     };
     let diagnostics = problems
         .into_iter()
@@ -223,7 +229,51 @@ fn fix_file(file: &SourceFile) -> FileFix {
         text,
         changed,
         diagnostics,
+        changes,
     }
+}
+
+/// Replaces each fixed file whole, the way a bundle is written (a random,
+/// exclusively created temporary file, then a rename), keeping its mode.
+/// A symbolic link is never replaced by a file: if any file to fix is one,
+/// nothing is written and the error names its target. `Some(exit)` after
+/// an error was printed.
+fn write_fixed(
+    writes: &[(PathBuf, usize)],
+    fixed: &[SourceFile],
+    console: &mut Console<'_>,
+) -> io::Result<Option<Exit>> {
+    for (path, _) in writes {
+        let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link {
+            let target = std::fs::read_link(path).map_or_else(
+                |error| format!("(unreadable: {error})"),
+                |t| t.display().to_string(),
+            );
+            writeln!(
+                console.err,
+                "error: {} is a symbolic link to {target}: not replaced, nothing written; \
+                 run rulec fix on {target} itself",
+                path.display()
+            )?;
+            return Ok(Some(Exit::Usage));
+        }
+    }
+    for (path, index) in writes {
+        if let Err(error) = write_atomic(path, fixed[*index].text.as_bytes()) {
+            let cause: &dyn std::fmt::Display = match &error {
+                BundleError::Io { source, .. } => source,
+                other => other,
+            };
+            writeln!(
+                console.err,
+                "error: cannot write {}: {cause}",
+                path.display()
+            )?;
+            return Ok(Some(Exit::Usage));
+        }
+    }
+    Ok(None)
 }
 
 /// Runs `rulec fix`.
@@ -243,6 +293,8 @@ pub fn run(args: &FixArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     let mut fixed_files = Vec::new();
     let mut problems = loaded.diagnostics.clone();
     let (mut strings, mut files) = (0, 0);
+    // Each file to replace, and its fixed text's index in `fixed_files`.
+    let mut writes = Vec::new();
     for file in &loaded.files {
         let shown_name = shown_path(&args.dir, &file.name);
         let fix = fix_file(file);
@@ -251,39 +303,25 @@ pub fn run(args: &FixArgs, console: &mut Console<'_>) -> io::Result<Exit> {
             strings += fix.changed;
             files += 1;
             if args.dry_run {
-                let diff = similar::TextDiff::from_lines(&file.text, &fix.text);
                 // Both headers name the file as given: `patch -p0` applies it.
-                let header = diff
-                    .unified_diff()
-                    .header(&shown_name, &shown_name)
-                    .to_string();
-                write!(console.out, "{header}")?;
+                let diff = udiff::unified_diff(&file.text, &fix.text, &fix.changes, &shown_name);
+                write!(console.out, "{diff}")?;
             } else {
                 let path = if single {
                     args.dir.clone()
                 } else {
                     args.dir.join(&file.name)
                 };
-                // Replaced whole, the way a bundle is written: a random,
-                // exclusively created temporary file, then a rename.
-                if let Err(error) = write_atomic(&path, fix.text.as_bytes()) {
-                    let cause: &dyn std::fmt::Display = match &error {
-                        BundleError::Io { source, .. } => source,
-                        other => other,
-                    };
-                    writeln!(
-                        console.err,
-                        "error: cannot write {}: {cause}",
-                        path.display()
-                    )?;
-                    return Ok(Exit::Usage);
-                }
+                writes.push((path, fixed_files.len()));
             }
         }
         fixed_files.push(SourceFile {
             name: file.name.clone(),
             text: fix.text,
         });
+    }
+    if let Some(exit) = write_fixed(&writes, &fixed_files, console)? {
+        return Ok(exit);
     }
     let validated = validate(&fixed_files);
     problems.extend(validated.diagnostics);

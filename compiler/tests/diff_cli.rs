@@ -147,6 +147,37 @@ fn pending_lists_exactly_the_records_that_would_go() {
     );
 }
 
+/// `--pending` is read like every other input file
+/// (docs/rulec.md#input-files): a file over 16 MiB is refused unread, a
+/// FIFO at once; both are usage errors.
+#[test]
+fn a_pending_file_is_read_only_up_to_its_bound() {
+    let dir = two_builds();
+    let big = std::fs::File::create(dir.path().join("big.json")).unwrap();
+    // Sparse: 17 MiB of NUL bytes, valid UTF-8 to a whole-file read.
+    big.set_len(17 << 20).unwrap();
+    let (code, _, err) = rulec(
+        dir.path(),
+        &["diff", "old.bundle", "new.bundle", "--pending", "big.json"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err, "error: big.json is larger than 16777216 bytes\n");
+    let status = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("fifo"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (code, _, err) = rulec(
+        dir.path(),
+        &["diff", "old.bundle", "new.bundle", "--pending", "fifo"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("fifo is a FIFO (named pipe), not a regular file"),
+        "{err}"
+    );
+}
+
 #[test]
 fn help_has_an_example() {
     let (_, help, _) = rulec(&root(), &["diff", "--help"]);

@@ -100,3 +100,38 @@ fn a_junit_report_gets_the_umask_s_mode() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(mode(&dir.path().join("report.xml")), 0o644);
 }
+
+/// A rule file that is a symbolic link is never replaced by a regular
+/// file (which would cut the link): `rulec fix` writes nothing and names
+/// the link's target. Through the link, `--dry-run` still shows the fix.
+#[test]
+fn fix_refuses_to_replace_a_symbolic_link_and_names_its_target() {
+    let dir = copy("fix/go-service");
+    let rules = dir.path().join("rules");
+    let shared = dir.path().join("shared.toml");
+    fs::rename(rules.join("30-lights.toml"), &shared).unwrap();
+    std::os::unix::fs::symlink(&shared, rules.join("30-lights.toml")).unwrap();
+    let before = (
+        fs::read(rules.join("20-battery.toml")).unwrap(),
+        fs::read(&shared).unwrap(),
+    );
+    let (code, err) = rulec_under("022", dir.path(), &["fix", "rules"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "error: rules/30-lights.toml is a symbolic link to {}: not replaced, nothing written",
+            shared.display()
+        )),
+        "{err}"
+    );
+    let link = fs::symlink_metadata(rules.join("30-lights.toml")).unwrap();
+    assert!(link.file_type().is_symlink(), "still a link");
+    assert_eq!(fs::read(&shared).unwrap(), before.1, "target untouched");
+    assert_eq!(
+        fs::read(rules.join("20-battery.toml")).unwrap(),
+        before.0,
+        "no other file written either"
+    );
+    let (code, err) = rulec_under("022", dir.path(), &["fix", "rules", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+}

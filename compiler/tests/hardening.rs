@@ -310,13 +310,34 @@ fn build_prints_the_memory_estimate_and_warns_over_the_budget() {
     );
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // A diagnostic with its code, as a JSON line before the bundle's.
+    let stdout = text(&out.stdout);
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert_eq!(lines[0]["code"], "rulec::memory-budget", "{stdout}");
+    assert_eq!(lines[0]["severity"], "warning", "{stdout}");
     assert!(
-        stderr.contains("warning: the bundle needs about"),
+        lines[1]["memory_estimate"].as_u64().unwrap() > 16 << 20,
+        "{stdout}"
+    );
+    assert!(dir.path().join("big.bundle").exists());
+    // With --deny-warnings: an error, and no bundle.
+    let out = rulec(
+        dir.path(),
+        &["build", "rules", "-o", "denied.bundle", "--deny-warnings"],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("rulec::memory-budget\n\n  x the bundle needs about"),
         "{stderr}"
     );
-    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
-        line["memory_estimate"].as_u64().unwrap() > 16 << 20,
-        "{line}"
+        stderr.contains("over the memory budget: not written (--deny-warnings)"),
+        "{stderr}"
     );
+    assert!(!dir.path().join("denied.bundle").exists());
 }

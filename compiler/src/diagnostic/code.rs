@@ -139,6 +139,8 @@ codes! {
     InputLimit => "rulec::input-limit",
     /// One channel read with two formats by two inputs.
     InputConflict => "rulec::input-conflict",
+    /// A channel input on the notification channel of a hash the profile or an input watches.
+    InputChannelHash => "rulec::input-channel-hash",
     /// A second enabled rule with a name already taken.
     DuplicateName => "rulec::duplicate-name",
 
@@ -181,6 +183,8 @@ codes! {
     UnknownStateField => "rulec::unknown-state-field",
     /// (warning) `state()` of a field written without a notification that no poll reads.
     SilentState => "rulec::silent-state",
+    /// (warning) `rulec build`: the bundle's estimated heap in ruled is over the budget (an error with `--deny-warnings`).
+    MemoryBudget => "rulec::memory-budget",
 
     // `when` expressions (docs/when-language.md).
     /// The expression does not parse (unmatched parentheses, ...).

@@ -91,6 +91,7 @@ impl<'i> RuleChecker<'_, 'i> {
                 let max_bytes = self.max_bytes(table);
                 self.not_here(table, &HASH_ONLY, "a channel input")?;
                 let channel = channel.ok()?;
+                self.not_a_watched_hash(table, &channel)?;
                 if let (Ok(None), Some(e)) = (&topic, entry(table, "channel")) {
                     self.error_help(
                         Code::InputTopic,
@@ -140,6 +141,27 @@ impl<'i> RuleChecker<'_, 'i> {
             },
             span,
         })
+    }
+
+    /// A channel input on a hash the profile declares: the channel carries
+    /// that hash's change notifications, which its watch reads.
+    fn not_a_watched_hash(&mut self, table: &Table<'i>, channel: &str) -> Option<()> {
+        let declared = self
+            .catalogue
+            .is_some_and(|catalogue| catalogue.hashes.contains_key(channel));
+        let (true, Some(e)) = (declared, entry(table, "channel")) else {
+            return Some(());
+        };
+        self.error_help(
+            Code::InputChannelHash,
+            format!(
+                "the channel `{channel}` is where the profile's hash `{channel}` announces its changed fields"
+            ),
+            e.value.span(),
+            "a watched hash's channel",
+            &watch_the_hash_help(channel),
+        );
+        None
     }
 
     /// `hash` or `channel`: `None` when absent; `Some(Err)` once reported.
@@ -325,8 +347,9 @@ impl<'i> RuleChecker<'_, 'i> {
 }
 
 /// Across the rules that survived, in bundle order: a channel read with
-/// two formats, or more than 64 distinct inputs, rejects the later rule
-/// with an error naming both places.
+/// two formats, a channel named like a watched hash, or more than 64
+/// distinct inputs, rejects the later rule with an error naming both
+/// places.
 pub(super) fn check_across_rules(
     candidates: &mut Vec<(CheckedRule, Range<usize>)>,
 ) -> Vec<Diagnostic> {
@@ -348,7 +371,9 @@ fn find_across_rules(
     for (index, (rule, _)) in candidates.iter().enumerate() {
         let before = seen.len();
         for checked in &rule.inputs {
-            if let Some(problem) = conflict(&seen, rule, checked) {
+            let problem =
+                conflict(&seen, rule, checked).or_else(|| channel_on_hash(&seen, rule, checked));
+            if let Some(problem) = problem {
                 found.push(problem);
                 rejected[index] = true;
             } else if !seen.iter().any(|(input, _, _)| **input == checked.input) {
@@ -422,5 +447,44 @@ fn conflict(
         .with_related(file, span.clone(), format!("format \"{}\"", other.as_str()))
         .with_help("one channel has one format: use the same `format` in both inputs")
         .named(&rule.name),
+    )
+}
+
+/// A channel input and a hash input of one name, the later of the two
+/// (in bundle order) reported: the channel carries the hash's change
+/// notifications, which the hash input's watch reads.
+fn channel_on_hash(
+    seen: &[(&Input, String, Range<usize>)],
+    rule: &CheckedRule,
+    checked: &CheckedInput,
+) -> Option<Diagnostic> {
+    let (name, other_kind) = match &checked.input.source {
+        InputSource::Channel { channel, .. } => (channel, "hash"),
+        InputSource::Hash { hash, .. } => (hash, "channel"),
+    };
+    let (_, file, span) = seen.iter().find(|(input, _, _)| match &input.source {
+        InputSource::Channel { channel, .. } => other_kind == "channel" && channel == name,
+        InputSource::Hash { hash, .. } => other_kind == "hash" && hash == name,
+    })?;
+    Some(
+        Diagnostic::error(
+            Code::InputChannelHash,
+            format!(
+                "the channel `{name}` is where the watched hash `{name}` announces its changed fields"
+            ),
+        )
+        .in_file(&rule.source)
+        .at(checked.span.clone(), format!("a {} input", if other_kind == "hash" { "channel" } else { "hash" }))
+        .with_related(file, span.clone(), format!("a {other_kind} input"))
+        .with_help(watch_the_hash_help(name))
+        .named(&rule.name),
+    )
+}
+
+/// What to do instead of reading a watched hash's channel.
+fn watch_the_hash_help(hash: &str) -> String {
+    format!(
+        "that channel carries the names of changed fields, not data: watch them with \
+         `hash = \"{hash}\"` and `fields = [...]`, or read a channel of its own"
     )
 }
