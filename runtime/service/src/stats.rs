@@ -79,11 +79,6 @@ impl StatsPublisher {
         &self.bundle_id
     }
 
-    /// Events the intake dropped at its bound so far.
-    pub fn overflow_count(&self) -> u64 {
-        self.overflow.count.load(Ordering::Relaxed)
-    }
-
     /// The bundle id the counters name from the next write on (a reload).
     pub fn set_bundle(&mut self, id: String) {
         self.bundle_id = id;
