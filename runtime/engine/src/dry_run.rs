@@ -40,10 +40,20 @@ pub enum Verdict {
     NotMatched,
     WhenFalse,
     WhenError,
-    /// `for`: the rule fires only once `when` has stayed true this long.
+    /// `for`: a hold would start; the rule fires only once `when` has
+    /// stayed true this long.
     Hold {
         for_ms: u64,
     },
+    /// `for`: a hold is running; the event would replace its held event,
+    /// and the rule fires in `left_ms` unless `when` turns false first.
+    Holding {
+        for_ms: u64,
+        left_ms: u64,
+    },
+    /// `for`: the hold completed already; no new one starts until `when`
+    /// was false once.
+    HoldFired,
     /// `debounce`: the event would be held for a quiet window this long.
     Debounce {
         window_ms: u64,
@@ -135,14 +145,35 @@ impl Engine {
         }
     }
 
+    /// What a met trigger does to a rule with `for`
+    /// (docs/semantics.md#hold). A cancel ends the hold first, whatever it
+    /// was, so the trigger starts a new one.
+    fn hold_verdict(&self, rule: usize, cancels: bool, now: Time) -> Verdict {
+        let for_ms = self.payload.rules[rule].hold_ns() / 1_000_000;
+        let hold = self.rules[rule].hold().filter(|_| !cancels);
+        match hold.map(|hold| hold.token()) {
+            None => Verdict::Hold { for_ms },
+            Some(None) => Verdict::HoldFired,
+            Some(Some(token)) => {
+                let left_ns = self
+                    .timers
+                    .entries()
+                    .find(|entry| entry.token == token)
+                    .map_or(0, |entry| entry.deadline.since(now));
+                Verdict::Holding {
+                    for_ms,
+                    left_ms: left_ns.div_ceil(1_000_000),
+                }
+            }
+        }
+    }
+
     /// Steps 3 to 5 of docs/semantics.md#handling-one-event for a met trigger.
     fn policy_verdict(&self, rule: usize, cancels: bool, now: Time) -> Verdict {
         let spec = &self.payload.rules[rule];
         let state = &self.rules[rule];
         if spec.hold_ns() > 0 {
-            return Verdict::Hold {
-                for_ms: spec.hold_ns() / 1_000_000,
-            };
+            return self.hold_verdict(rule, cancels, now);
         }
         if spec.debounce_ns() > 0 {
             return Verdict::Debounce {

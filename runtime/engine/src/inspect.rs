@@ -22,7 +22,30 @@ pub struct RuleView {
     pub backlog: usize,
     /// Whether a debounce window holds an event.
     pub debounce_held: bool,
+    /// Its `for` (docs/semantics.md#hold): running, or fired and waiting
+    /// for `when` to be false once; `None` while armed and idle.
+    pub hold: Option<HoldView>,
     pub stats: RuleStats,
+}
+
+/// A rule's hold, as `v1.show`, `v1.list` and `v1.pending` report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldView {
+    /// `when` has stayed true since the hold started; the rule fires at
+    /// `due_ms` (Unix ms), `left_ms` from now, unless it turns false first.
+    Running { due_ms: i64, left_ms: u64 },
+    /// The hold completed; a new one starts only after `when` was false
+    /// once.
+    Fired,
+}
+
+/// A running hold, as `v1.pending` lists it beside the waiting steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningHold {
+    pub rule: Arc<str>,
+    /// Unix ms.
+    pub due_ms: i64,
+    pub left_ms: u64,
 }
 
 /// A live run.
@@ -112,12 +135,30 @@ impl Engine {
         waiting
     }
 
-    /// The deadline of every live run timer, by token: one pass over the
-    /// deadline queue, however many runs wait.
+    /// Every running hold, earliest due first (ties by rule name).
+    pub fn running_holds(&self, now: Now) -> Vec<RunningHold> {
+        let mut holds: Vec<RunningHold> = self
+            .rule_views(now)
+            .into_iter()
+            .filter_map(|view| match view.hold? {
+                HoldView::Running { due_ms, left_ms } => Some(RunningHold {
+                    rule: view.name,
+                    due_ms,
+                    left_ms,
+                }),
+                HoldView::Fired => None,
+            })
+            .collect();
+        holds.sort_by(|a, b| a.due_ms.cmp(&b.due_ms).then_with(|| a.rule.cmp(&b.rule)));
+        holds
+    }
+
+    /// The deadline of every live run and hold timer, by token: one pass
+    /// over the deadline queue, however many runs wait.
     fn run_deadlines(&self) -> HashMap<u64, Time> {
         self.timers
             .entries()
-            .filter(|entry| entry.kind == TimerKind::Run)
+            .filter(|entry| matches!(entry.kind, TimerKind::Run | TimerKind::Hold))
             .map(|entry| (entry.token, entry.deadline))
             .collect()
     }
@@ -125,13 +166,22 @@ impl Engine {
     fn view(&self, rule: usize, now: Now, deadlines: &HashMap<u64, Time>) -> Option<RuleView> {
         let state = self.rules.get(rule)?;
         let spec = self.payload.rules.get(rule)?;
-        let due = |token: u64| {
-            let left = deadlines
+        let left = |token: u64| {
+            deadlines
                 .get(&token)
-                .map_or(0, |deadline| deadline.since(now.time));
-            now.wall_ms
-                .saturating_add(i64::try_from(left / 1_000_000).unwrap_or(i64::MAX))
+                .map_or(0, |deadline| deadline.since(now.time))
         };
+        let due = |token: u64| {
+            now.wall_ms
+                .saturating_add(i64::try_from(left(token) / 1_000_000).unwrap_or(i64::MAX))
+        };
+        let hold = state.hold().map(|hold| match hold.token() {
+            Some(token) => HoldView::Running {
+                due_ms: due(token),
+                left_ms: left(token).div_ceil(1_000_000),
+            },
+            None => HoldView::Fired,
+        });
         let run = state.run.as_ref().map(|run| RunView {
             run: Arc::clone(&run.id),
             step: run.step,
@@ -159,6 +209,7 @@ impl Engine {
             run,
             backlog: state.backlog_len(),
             debounce_held: state.debounce().is_some(),
+            hold,
             stats: self.rule_stats(rule).unwrap_or_default(),
         })
     }

@@ -49,7 +49,7 @@ pub use effect::{
     NoteKind, NoteReason, RecordWrite, ReplayDropReason, StepAction, TriggerOutcome,
 };
 pub use input::INPUT_SKIPPED_CODE;
-pub use inspect::{RuleView, RunPhase, RunView, WaitingStep};
+pub use inspect::{HoldView, RuleView, RunPhase, RunView, RunningHold, WaitingStep};
 pub use memory::estimated_heap;
 pub use overrides::{EnableChange, UnknownRule};
 use record::ReplayAction;

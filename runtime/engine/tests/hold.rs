@@ -8,7 +8,9 @@ use rulecore::bundle::{Action, Payload, Rule, StatePair, Step};
 use rulecore::bytecode::{Builtin, Const, Op, Program};
 use rulecore::event::Event;
 use rulecore::topic::TopicPattern;
-use ruled_engine::{Effect, Engine, EngineConfig, Note, Now, Time, TriggerOutcome};
+use ruled_engine::{
+    Effect, Engine, EngineConfig, HoldView, Note, Now, RunningHold, Time, TriggerOutcome, Verdict,
+};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -327,4 +329,107 @@ fn without_for_a_rule_fires_on_every_true_event() {
     h.reading(0, json!(19));
     h.reading(2_000, json!(19));
     assert_eq!(h.take(), lines(&["0 fire 0", "2000 fire 2000"]));
+}
+
+/// A reading as `v1.test` is given it.
+fn low_event() -> Event {
+    Event {
+        topic: "battery.charge.changed".into(),
+        data: json!({ "charge": 19 }).into(),
+        ..Event::default()
+    }
+}
+
+#[test]
+fn a_running_hold_is_reported_with_its_time_left_and_a_dry_run_says_it_runs() {
+    let mut h = H::new(battery(data_low()));
+    let verdict = |h: &H, event: &Event| {
+        h.engine
+            .dry_run("battery-low", event, h.at())
+            .unwrap()
+            .verdict
+    };
+    assert_eq!(verdict(&h, &low_event()), Verdict::Hold { for_ms: 5_000 });
+    assert_eq!(
+        h.engine.rule_view("battery-low", h.at()).unwrap().hold,
+        None
+    );
+    h.reading(0, json!(19));
+    h.to(2_000);
+    let running = HoldView::Running {
+        due_ms: WALL0 + 5_000,
+        left_ms: 3_000,
+    };
+    assert_eq!(
+        h.engine.rule_view("battery-low", h.at()).unwrap().hold,
+        Some(running)
+    );
+    assert_eq!(
+        h.engine.running_holds(h.at()),
+        vec![RunningHold {
+            rule: "battery-low".into(),
+            due_ms: WALL0 + 5_000,
+            left_ms: 3_000,
+        }]
+    );
+    assert_eq!(
+        verdict(&h, &low_event()),
+        Verdict::Holding {
+            for_ms: 5_000,
+            left_ms: 3_000
+        }
+    );
+    // A later true event keeps the clock: still due at 5 s.
+    h.reading(4_000, json!(18));
+    assert_eq!(
+        verdict(&h, &low_event()),
+        Verdict::Holding {
+            for_ms: 5_000,
+            left_ms: 1_000
+        }
+    );
+    // A cancel-on event would end it first: a new hold would start.
+    let mut cancel = low_event();
+    cancel.topic = "battery.removed".into();
+    assert!(
+        h.engine
+            .dry_run("battery-low", &cancel, h.at())
+            .unwrap()
+            .cancels
+    );
+    // Fired: not running, and no new hold until `when` is false once.
+    h.to(5_000);
+    assert_eq!(h.take(), lines(&["5000 fire 4000"]));
+    assert_eq!(
+        h.engine.rule_view("battery-low", h.at()).unwrap().hold,
+        Some(HoldView::Fired)
+    );
+    assert!(h.engine.running_holds(h.at()).is_empty());
+    assert_eq!(verdict(&h, &low_event()), Verdict::HoldFired);
+    // Nothing changed by asking.
+    h.to(20_000);
+    assert!(h.take().is_empty());
+    h.reading(21_000, json!(80));
+    assert_eq!(
+        h.engine.rule_view("battery-low", h.at()).unwrap().hold,
+        None
+    );
+    assert_eq!(verdict(&h, &low_event()), Verdict::Hold { for_ms: 5_000 });
+}
+
+#[test]
+fn a_cancel_in_the_dry_run_ends_a_fired_hold_first() {
+    let mut rule = battery(data_low());
+    // The same topic both matches and cancels.
+    rule.options_mut().cancel_on =
+        vec![TopicPattern::parse("battery.charge.changed").unwrap()].into();
+    let mut h = H::new(rule);
+    h.reading(0, json!(19));
+    h.to(1_000);
+    let dry = h
+        .engine
+        .dry_run("battery-low", &low_event(), h.at())
+        .unwrap();
+    assert!(dry.cancels);
+    assert_eq!(dry.verdict, Verdict::Hold { for_ms: 5_000 });
 }

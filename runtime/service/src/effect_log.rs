@@ -80,22 +80,16 @@ fn log_note(note: &Note, throttle: &mut Throttle) {
 }
 
 /// Whether a note is logged at `info` (else `debug`), and its message;
-/// `None`: not logged. `info` says that a rule fired or was stopped; the
-/// routine ends and ignored triggers are `debug`, to keep the journal
-/// (flash) quiet on a busy bus. Failures are logged by the engine at `warn`
+/// `None`: not logged. `info` says that a rule fired, or that a run ended
+/// other than `done`; a run's routine end and ignored triggers are
+/// `debug`, to keep the journal (flash) quiet on a busy bus. Failures are logged by the engine at `warn`
 /// already.
 fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
     let (info, message) = match note {
         Note::RunStart { .. } => (true, "run started"),
-        Note::RunEnd { reason, .. } => match reason {
-            EndReason::Cancelled
-            | EndReason::Restarted
-            | EndReason::Failed
-            | EndReason::Refused
-            | EndReason::TooLate => (true, "run ended"),
-            EndReason::Reloaded => (true, "run ended"),
-            EndReason::Done | EndReason::WhenFalse | EndReason::Stopped => (false, "run ended"),
-        },
+        // Every end but `done` says why at info (its `reason`): a run that
+        // did not walk all its steps is news (docs/service.md#logs).
+        Note::RunEnd { reason, .. } => (*reason != EndReason::Done, "run ended"),
         Note::StepSkipped { .. } => (false, "step's `when` is false: run ends"),
         // A cancel that a rule's finally steps answer (docs/semantics.md#finally).
         Note::FinallyStart { .. } => (true, "run cancelled: its finally steps run"),

@@ -79,14 +79,19 @@ impl StatsPublisher {
         &self.bundle_id
     }
 
-    /// Events the intake dropped at its bound so far.
-    pub fn overflow_count(&self) -> u64 {
-        self.overflow.count.load(Ordering::Relaxed)
-    }
-
     /// The bundle id the counters name from the next write on (a reload).
     pub fn set_bundle(&mut self, id: String) {
         self.bundle_id = id;
+    }
+
+    /// Every counter of the counters hash and its value now
+    /// ([`counter_values`]): what `v1.status` reports.
+    pub fn counters_now(&self, engine: &Engine) -> Vec<(&'static str, u64)> {
+        counter_values(
+            &engine.counters(),
+            self.overflow.count.load(Ordering::Relaxed),
+            self.rejected.count.load(Ordering::Relaxed),
+        )
     }
 
     /// The `overflow` counter, for the intake to count in.
@@ -112,7 +117,11 @@ impl StatsPublisher {
             .chain(self.owner.fields())
             .map(|(field, _)| field)
             .collect();
-        known.extend(["overflow", "rejected"]);
+        known.extend(
+            counter_values(&self.counters, 0, 0)
+                .into_iter()
+                .map(|(f, _)| f),
+        );
         known
     }
 
@@ -271,16 +280,34 @@ fn full_counters(counters: &Counters, bundle_id: &str) -> Vec<(&'static str, Str
     fields
 }
 
-fn counter_fields(c: &Counters) -> Vec<(&'static str, String)> {
-    vec![
-        ("rules", c.rules.to_string()),
-        ("dispatched", c.dispatched.to_string()),
-        ("dropped", c.dropped.to_string()),
-        ("refused", c.refused.to_string()),
-        ("failed", c.failed.to_string()),
-        ("pending", c.pending.to_string()),
-        ("runs-active", c.runs_active.to_string()),
+/// Every counter of the counters hash (docs/semantics.md#counters), in
+/// the hash's order: the engine's, then the service's own (`overflow`,
+/// `rejected`). The one list the writes and `v1.status` read.
+pub fn counter_values(c: &Counters, overflow: u64, rejected: u64) -> Vec<(&'static str, u64)> {
+    let mut values = engine_counters(c).to_vec();
+    values.extend([("overflow", overflow), ("rejected", rejected)]);
+    values
+}
+
+/// The engine's counters: the part of [`counter_values`] a stats tick
+/// compares with what it last wrote.
+fn engine_counters(c: &Counters) -> [(&'static str, u64); 7] {
+    [
+        ("rules", c.rules),
+        ("dispatched", c.dispatched),
+        ("dropped", c.dropped),
+        ("refused", c.refused),
+        ("failed", c.failed),
+        ("pending", c.pending),
+        ("runs-active", c.runs_active),
     ]
+}
+
+fn counter_fields(c: &Counters) -> Vec<(&'static str, String)> {
+    engine_counters(c)
+        .into_iter()
+        .map(|(field, value)| (field, value.to_string()))
+        .collect()
 }
 
 /// Only the fields that differ from what was last written.

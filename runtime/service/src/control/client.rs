@@ -212,12 +212,13 @@ pub enum CtlMethod {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
-    /// v1.set-enabled: turn a rule on or off (kept across restarts).
+    /// v1.set-enabled: turn a rule on or off (kept across restarts), or
+    /// `default`: remove its override, back to what the bundle says.
     SetEnabled {
         /// The rule's name.
         rule: String,
-        /// `on` or `off`.
-        #[arg(value_parser = ["on", "off"])]
+        /// `on`, `off`, or `default` (remove the override).
+        #[arg(value_parser = ["on", "off", "default"])]
         state: String,
     },
     /// v1.trace: RULE's last runs, step by step, and its last non-fire
@@ -265,7 +266,11 @@ impl CtlMethod {
             ),
             Self::SetEnabled { rule, state } => (
                 "v1.set-enabled".into(),
-                json!({"name": rule, "enabled": state == "on"}),
+                json!({"name": rule, "enabled": match state.as_str() {
+                    "on" => json!(true),
+                    "off" => json!(false),
+                    _ => Value::Null,
+                }}),
             ),
             Self::Trace { rule } => match rule {
                 Some(rule) => ("v1.trace".into(), json!({"name": rule})),

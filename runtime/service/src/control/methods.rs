@@ -9,7 +9,7 @@ use super::Answer;
 use rulecore::dump::{rule_json, rule_text};
 use rulecore::event::Event;
 use ruled_engine::{
-    Counters, DryRun, Engine, Now, RuleView, RunPhase, Verdict, WaitingStep, WhenResult,
+    DryRun, Engine, HoldView, Now, RuleView, RunPhase, Verdict, WaitingStep, WhenResult,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -24,8 +24,9 @@ pub struct ServiceFacts {
     pub workers: usize,
     pub queue_depth: usize,
     pub queue_capacity: usize,
-    /// Events the intake dropped at its bound.
-    pub overflow: u64,
+    /// Every counter of the counters hash and its value now, in the
+    /// hash's order (`overflow` and `rejected` included).
+    pub counters: Vec<(&'static str, u64)>,
     /// `--sources all|used`.
     pub sources: &'static str,
     /// Hashes whose notifications are subscribed.
@@ -41,10 +42,11 @@ pub struct Context<'a> {
     pub overrides: &'a mut Overrides,
 }
 
-/// A method's result: the reply payload, and an override to keep.
-struct Done {
-    payload: Value,
-    keep: Option<(String, bool)>,
+/// A method's result: the reply payload, and an override to keep (`None`
+/// for the rule: removed).
+pub(super) struct Done {
+    pub(super) payload: Value,
+    pub(super) keep: Option<(String, Option<bool>)>,
 }
 
 impl From<Value> for Done {
@@ -180,7 +182,7 @@ fn status(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
     args::<Empty>(payload)?;
     let facts = &ctx.facts;
     let payload = ctx.engine.payload();
-    let counters = counters_json(&ctx.engine.counters(), facts.overflow);
+    let counters = counters_json(&facts.counters);
     Ok(json!({
         // The fields `lsc ext status` reads (docs/operating.md#the-fields-lsc-reads).
         "version": env!("CARGO_PKG_VERSION"),
@@ -221,7 +223,7 @@ const API_VERSION: u32 = 1;
 /// The revision of the loaded rules (docs/operating.md#revisions): the
 /// bundle's id, a digest of its contents. Changes apply live, so it is
 /// also the applied revision.
-fn revision(facts: &ServiceFacts) -> &str {
+pub(super) fn revision(facts: &ServiceFacts) -> &str {
     &facts.bundle_id
 }
 
@@ -240,17 +242,12 @@ fn counter_strings(counters: &Value) -> Value {
 #[serde(deny_unknown_fields)]
 struct Empty {}
 
-fn counters_json(counters: &Counters, overflow: u64) -> Value {
-    json!({
-        "rules": counters.rules,
-        "dispatched": counters.dispatched,
-        "dropped": counters.dropped,
-        "refused": counters.refused,
-        "failed": counters.failed,
-        "pending": counters.pending,
-        "runs-active": counters.runs_active,
-        "overflow": overflow,
-    })
+fn counters_json(counters: &[(&'static str, u64)]) -> Value {
+    let map: serde_json::Map<String, Value> = counters
+        .iter()
+        .map(|&(name, value)| (name.to_string(), json!(value)))
+        .collect();
+    Value::Object(map)
 }
 
 fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
@@ -321,7 +318,19 @@ fn rule_line(view: &RuleView, override_of: Option<bool>) -> Value {
         "waiting-steps": u8::from(waiting),
         "last-fire": view.stats.last_fire_ms,
         "runs": view.stats.runs_started,
+        "hold": view.hold.map(hold_json),
     })
+}
+
+/// A rule's hold (`for`, docs/semantics.md#hold): running with its due
+/// time and what is left, or fired.
+fn hold_json(hold: HoldView) -> Value {
+    match hold {
+        HoldView::Running { due_ms, left_ms } => {
+            json!({"state": "running", "due": due_ms, "left-ms": left_ms})
+        }
+        HoldView::Fired => json!({"state": "fired"}),
+    }
 }
 
 fn show(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
@@ -375,7 +384,7 @@ fn phase_json(line: &mut Value, phase: RunPhase) {
     }
 }
 
-fn no_rule(engine: &Engine, name: &str) -> String {
+pub(super) fn no_rule(engine: &Engine, name: &str) -> String {
     let names: Vec<&str> = engine.payload().rules.iter().map(|r| &*r.name).collect();
     match rulecore::suggest::did_you_mean(name, &names) {
         Some(near) => format!("the bundle has no rule `{name}`; did you mean `{near}`?"),
@@ -472,6 +481,13 @@ fn verdict_note(verdict: &Verdict) -> String {
         Verdict::WhenFalse => "`when` is false: no run would start".to_string(),
         Verdict::WhenError => "`when` fails: no run would start".to_string(),
         Verdict::Hold { for_ms } => format!("would fire once `when` stays true for {for_ms} ms"),
+        Verdict::Holding { left_ms, .. } => format!(
+            "a hold is running: it fires in {left_ms} ms unless `when` turns false first \
+             (this event would be the held one)"
+        ),
+        Verdict::HoldFired => {
+            "the hold completed already: a new one starts once `when` was false".to_string()
+        }
         Verdict::Debounce { window_ms } => {
             format!("would fire after {window_ms} ms without a newer match")
         }
@@ -491,6 +507,10 @@ fn verdict_json(verdict: &Verdict) -> Value {
         Verdict::WhenFalse => json!({"kind": "when-false"}),
         Verdict::WhenError => json!({"kind": "when-error"}),
         Verdict::Hold { for_ms } => json!({"kind": "hold", "for-ms": for_ms}),
+        Verdict::Holding { for_ms, left_ms } => {
+            json!({"kind": "holding", "for-ms": for_ms, "left-ms": left_ms})
+        }
+        Verdict::HoldFired => json!({"kind": "hold-fired"}),
         Verdict::Debounce { window_ms } => json!({"kind": "debounce", "window-ms": window_ms}),
         Verdict::Cooldown { left_ms } => json!({"kind": "cooldown", "left-ms": left_ms}),
         Verdict::Start => json!({"kind": "start"}),
@@ -519,11 +539,20 @@ fn pending(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
             line
         })
         .collect();
+    // Running holds (`for`): not steps, but what the rule waits for.
+    let running = ctx.engine.running_holds(ctx.now);
+    let holds: Vec<Value> = running
+        .iter()
+        .take(MAX_LIMIT)
+        .map(|hold| json!({"rule": &*hold.rule, "due": hold.due_ms, "left-ms": hold.left_ms}))
+        .collect();
     Ok(json!({
         "total": waiting.len(),
         "offset": page.offset,
         "limit": page.limit,
         "steps": steps,
+        "holds": holds,
+        "holds-total": running.len(),
     })
     .into())
 }
@@ -532,7 +561,9 @@ fn pending(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
 #[serde(deny_unknown_fields)]
 struct SetEnabled {
     name: String,
-    enabled: bool,
+    /// `true`, `false`, or `null` to remove the override; required (a
+    /// `Value`, so an absent field is an error, not a removal).
+    enabled: Value,
     /// The revision the client read (docs/operating.md#revisions); absent
     /// or empty: no check.
     #[serde(default)]
@@ -553,16 +584,17 @@ fn set_enabled(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
             expected_revision.chars().take(100).collect::<String>()
         ));
     }
+    let enabled = match enabled {
+        Value::Bool(enabled) => enabled,
+        Value::Null => return super::override_removal::remove(ctx, name),
+        _ => return Err("`enabled` must be true, false, or null (remove the override)".into()),
+    };
     let changed = match ctx.engine.set_enabled(&name, enabled) {
         Ok(change) => change == ruled_engine::EnableChange::Changed,
         Err(_) => return Err(no_rule(ctx.engine, &name)),
     };
     ctx.overrides.set(&name, enabled);
-    let live_run = ctx
-        .engine
-        .rule_view(&name, ctx.now)
-        .and_then(|view| view.run)
-        .map(|run| run.run.to_string());
+    let live_run = live_run(ctx, &name);
     tracing::info!(rule = %name, state = overrides::word(enabled), changed, "override set");
     Ok(Done {
         payload: json!({
@@ -576,8 +608,16 @@ fn set_enabled(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
             "changed": changed,
             "live-run": live_run,
         }),
-        keep: Some((name, enabled)),
+        keep: Some((name, Some(enabled))),
     })
+}
+
+/// The id of `name`'s live run, if it has one.
+pub(super) fn live_run(ctx: &Context<'_>, name: &str) -> Option<String> {
+    ctx.engine
+        .rule_view(name, ctx.now)
+        .and_then(|view| view.run)
+        .map(|run| run.run.to_string())
 }
 
 /// What `v1.set-enabled` did, in words.

@@ -8,6 +8,7 @@
 pub mod client;
 pub mod definition;
 pub mod methods;
+mod override_removal;
 pub mod overrides;
 pub mod render;
 pub mod wire;
@@ -31,11 +32,12 @@ pub struct Call {
 }
 
 /// The driver's answer: the reply, and an override to keep in
-/// `NS:overrides` before the reply goes out.
+/// `NS:overrides` before the reply goes out (`None` for the rule: its
+/// override removed).
 #[derive(Debug)]
 pub struct Answer {
     pub reply: Reply,
-    pub keep: Option<(String, bool)>,
+    pub keep: Option<(String, Option<bool>)>,
 }
 
 /// The running server: its calls for the driver, and its task.
@@ -164,10 +166,13 @@ async fn reply(
     if let Some((rule, enabled)) = answer.keep {
         if let Err(e) = overrides::store(con, &keys.overrides, &rule, enabled).await {
             tracing::error!(rule = %rule, "override not kept in `{}`: {e}", keys.overrides);
+            let what = match enabled {
+                Some(enabled) => format!("is {} now", overrides::word(enabled)),
+                None => "has its override removed now".to_string(),
+            };
             reply = Reply::error(format!(
-                "rule `{rule}` is {} now, but the choice could not be kept in `{}` ({e}): \
+                "rule `{rule}` {what}, but the choice could not be kept in `{}` ({e}): \
                  it is lost at the next start",
-                overrides::word(enabled),
                 keys.overrides
             ));
         }

@@ -72,22 +72,89 @@ impl Overrides {
         self.by_rule.insert(rule.to_string(), enabled);
     }
 
+    /// Forgets the override of `rule`; returns what it was.
+    pub fn remove(&mut self, rule: &str) -> Option<bool> {
+        self.by_rule.remove(rule)
+    }
+
+    /// Every override against the loaded bundle, by rule name: what a
+    /// reload says is in force (docs/operating.md#turning-a-rule-off-or-on).
+    pub fn in_force(&self, engine: &Engine) -> Vec<InForce> {
+        self.iter()
+            .map(|(rule, enabled)| InForce {
+                rule: rule.to_string(),
+                enabled,
+                bundle: engine
+                    .rule_index(rule)
+                    .and_then(|index| engine.payload().rules.get(index))
+                    .map(|spec| spec.enabled),
+            })
+            .collect()
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&str, bool)> + '_ {
         self.by_rule.iter().map(|(rule, &on)| (rule.as_str(), on))
     }
 }
 
-/// `HSET key rule enabled|disabled`, as the control server keeps a change.
+/// One override against the loaded bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InForce {
+    pub rule: String,
+    /// What the override says.
+    pub enabled: bool,
+    /// What the bundle says; `None`: the bundle has no such rule.
+    pub bundle: Option<bool>,
+}
+
+impl InForce {
+    /// The override says otherwise than the bundle's `enabled`.
+    pub fn contradicts(&self) -> bool {
+        self.bundle.is_some_and(|bundle| bundle != self.enabled)
+    }
+
+    /// `name=enabled (bundle: off)`, as the reload's log line lists it.
+    pub fn describe(&self) -> String {
+        let bundle = match self.bundle {
+            Some(true) => "on",
+            Some(false) => "off",
+            None => "no such rule",
+        };
+        format!("{}={} (bundle: {bundle})", self.rule, word(self.enabled))
+    }
+
+    /// One entry of `v1.reload`'s `overrides`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.rule,
+            "override": word(self.enabled),
+            "bundle-enabled": self.bundle,
+            "contradicts": self.contradicts(),
+        })
+    }
+}
+
+/// Keeps a change in `key`: `HSET key rule enabled|disabled`, or `HDEL key
+/// rule` for an override removed (`enabled` is `None`).
 pub async fn store(
     con: &mut redis::aio::MultiplexedConnection,
     key: &str,
     rule: &str,
-    enabled: bool,
+    enabled: Option<bool>,
 ) -> Result<(), String> {
-    redis::cmd("HSET")
-        .arg(key)
-        .arg(rule)
-        .arg(word(enabled))
+    let command = match enabled {
+        Some(enabled) => {
+            let mut command = redis::cmd("HSET");
+            command.arg(key).arg(rule).arg(word(enabled));
+            command
+        }
+        None => {
+            let mut command = redis::cmd("HDEL");
+            command.arg(key).arg(rule);
+            command
+        }
+    };
+    command
         .query_async::<i64>(con)
         .await
         .map(drop)

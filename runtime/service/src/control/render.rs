@@ -120,21 +120,27 @@ fn status(out: &mut String, reply: &Value) -> std::fmt::Result {
 fn list(out: &mut String, reply: &Value) -> std::fmt::Result {
     writeln!(
         out,
-        "{:<28} {:<4} {:<9} {:>4} {:>4} {:>6} {:>6}  LAST FIRE (unix ms)",
-        "RULE", "ON", "OVERRIDE", "LIVE", "WAIT", "RUNS", "ERRORS"
+        "{:<28} {:<4} {:<6} {:<9} {:>4} {:>4} {:>6} {:>6}  LAST FIRE (unix ms)",
+        "RULE", "ON", "BUNDLE", "OVERRIDE", "LIVE", "WAIT", "RUNS", "ERRORS"
     )?;
     for rule in reply["rules"].as_array().into_iter().flatten() {
-        let on = if rule["enabled"] == Value::Bool(true) {
-            "on"
-        } else {
-            "off"
+        let word = |value: &Value| match value {
+            Value::Bool(true) => "on",
+            Value::Bool(false) => "off",
+            _ => "-",
+        };
+        let overridden = match &rule["override"] {
+            Value::Null => "none".to_string(),
+            other => plain(other),
         };
         writeln!(
             out,
-            "{:<28} {:<4} {:<9} {:>4} {:>4} {:>6} {:>6}  {}",
+            "{:<28} {:<4} {:<6} {:<9} {:>4} {:>4} {:>6} {:>6}  {}",
             plain(&rule["name"]),
-            on,
-            plain(&rule["override"]),
+            // ON is the result: the bundle's `enabled` unless overridden.
+            word(&rule["enabled"]),
+            word(&rule["bundle-enabled"]),
+            overridden,
             plain(&rule["live-runs"]),
             plain(&rule["waiting-steps"]),
             plain(&rule["runs"]),
@@ -186,6 +192,7 @@ fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
             instant(&run["due"])
         )?,
     }
+    hold_line(out, &state["hold"])?;
     writeln!(
         out,
         "runs {}  errors {}  last fire {}",
@@ -193,6 +200,28 @@ fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
         plain(&state["errors"]),
         instant(&state["last-fire"])
     )
+}
+
+/// A rule's hold (`for`), when it has one running or fired.
+fn hold_line(out: &mut String, hold: &Value) -> std::fmt::Result {
+    match hold["state"].as_str() {
+        Some("running") => writeln!(
+            out,
+            "hold running: fires at {}, {} left, unless `when` turns false first",
+            instant(&hold["due"]),
+            millis(&hold["left-ms"])
+        ),
+        Some("fired") => writeln!(out, "hold fired: a new one starts once `when` was false"),
+        _ => Ok(()),
+    }
+}
+
+/// A duration in ms as seconds (`3.2s`).
+fn millis(value: &Value) -> String {
+    match value.as_u64() {
+        Some(ms) => format!("{:.1}s", ms as f64 / 1000.0),
+        None => plain(value),
+    }
 }
 
 /// `step`, or `finally step` for a run in its finally steps
@@ -236,6 +265,10 @@ fn test(out: &mut String, reply: &Value) -> std::fmt::Result {
         )?;
     }
     let verdict = &reply["verdict"];
+    // A running or fired hold is now, not a would (docs/semantics.md#hold).
+    if matches!(verdict["kind"].as_str(), Some("holding" | "hold-fired")) {
+        return writeln!(out, "  now      {}", plain(&reply["note"]));
+    }
     let detail: Vec<String> = verdict
         .as_object()
         .into_iter()
@@ -278,7 +311,17 @@ fn pending(out: &mut String, reply: &Value) -> std::fmt::Result {
             plain(&step["durable"]),
         )?;
     }
-    writeln!(out, "{} waiting", plain(&reply["total"]))
+    writeln!(out, "{} waiting", plain(&reply["total"]))?;
+    for hold in reply["holds"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "hold of {} running: fires at {}, {} left, unless `when` turns false first",
+            plain(&hold["rule"]),
+            instant(&hold["due"]),
+            millis(&hold["left-ms"])
+        )?;
+    }
+    Ok(())
 }
 
 /// Each trace as `rulec simulate --trace` prints it, times in UTC.
@@ -335,10 +378,42 @@ fn reload(out: &mut String, reply: &Value) -> std::fmt::Result {
         plain(&reply["runs-ended"]),
         plain(&reply["channels"]),
         plain(&reply["patterns"])
-    )
+    )?;
+    reload_overrides(out, reply)
+}
+
+/// The overrides in force after a reload, one line each; one that
+/// contradicts the bundle says so, and how to remove it.
+fn reload_overrides(out: &mut String, reply: &Value) -> std::fmt::Result {
+    for entry in reply["overrides"].as_array().into_iter().flatten() {
+        let name = plain(&entry["name"]);
+        let state = plain(&entry["override"]);
+        match &entry["bundle-enabled"] {
+            Value::Bool(bundle) if entry["contradicts"] == Value::Bool(true) => writeln!(
+                out,
+                "override {name} = {state} in force, against the bundle's enabled = {bundle}; \
+                 `ruled ctl set-enabled {name} default` removes it"
+            )?,
+            Value::Bool(_) => writeln!(out, "override {name} = {state} in force")?,
+            _ => writeln!(
+                out,
+                "override {name} = {state} kept; the bundle has no such rule"
+            )?,
+        }
+    }
+    Ok(())
 }
 
 fn set_enabled(out: &mut String, reply: &Value) -> std::fmt::Result {
+    // An override removed (`set-enabled NAME default`) says it in words.
+    if reply.get("removed").is_some() {
+        return writeln!(
+            out,
+            "rule {}: {}",
+            plain(&reply["name"]),
+            plain(&reply["message"])
+        );
+    }
     let on = if reply["enabled"] == Value::Bool(true) {
         "on"
     } else {

@@ -13,6 +13,7 @@ mod stop;
 pub use reload::{ReloadError, Reloaded};
 pub use start::{open_client, Secret, ServiceConfig, ServiceError};
 
+use crate::action_log::ActionLine;
 use crate::bus::{BusReader, Publisher, ReadOutcome};
 use crate::clock::ServiceClock;
 use crate::control::methods::{self, Context, ServiceFacts};
@@ -337,7 +338,7 @@ impl Service {
             workers: pool.workers.max(1),
             queue_depth,
             queue_capacity: pool.queue,
-            overflow: self.stats.overflow_count(),
+            counters: self.stats.counters_now(&self.engine),
             sources: crate::bus::sources_word(self.sources),
             watched_hashes: self.state_hashes.len(),
         };
@@ -429,10 +430,16 @@ impl Service {
         );
         let run = Arc::clone(&job.run);
         let lane = Lane::of(&job.action);
+        // Said before it is handed over (the pool owns the job then); a
+        // refusal follows at `warn`.
+        let line = ActionLine::of(&job);
         match self.pool.try_submit(job) {
-            Ok(Admission::Queue) => effect_log::log_queued(&run, lane),
-            // A worker, or the Redis lane: it starts at once.
-            Ok(_) => {}
+            Ok(admission) => {
+                line.log(&mut self.throttle);
+                if admission == Admission::Queue {
+                    effect_log::log_queued(&run, lane);
+                }
+            }
             Err((cause, job)) => {
                 effect_log::log_refused(&job, cause, &mut self.throttle);
                 // The record stays: the step provably did not run (docs/semantics.md#durability-and-replay).

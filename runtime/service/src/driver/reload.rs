@@ -12,6 +12,7 @@ use super::Service;
 use crate::bundle::{self, LoadError, LoadedBundle};
 use crate::bus::{self, BusReader, Watch};
 use crate::control::methods;
+use crate::control::overrides::InForce;
 use crate::control::wire::Reply;
 use crate::control::{Answer, Call};
 use crate::subscriptions::Subscriptions;
@@ -31,6 +32,9 @@ pub struct Reloaded {
     pub changes: ReloadSummary,
     /// What is subscribed now (channels and globs).
     pub subscriptions: Arc<Subscriptions>,
+    /// Every override in force against the bundle loaded now
+    /// (docs/operating.md#turning-a-rule-off-or-on).
+    pub overrides: Vec<InForce>,
 }
 
 /// Why a reload was refused; the loaded rules keep running.
@@ -58,6 +62,7 @@ impl Reloaded {
             "runs-ended": changes.runs_ended,
             "channels": self.subscriptions.channel_count(),
             "patterns": self.subscriptions.pattern_count(),
+            "overrides": self.overrides.iter().map(InForce::to_json).collect::<Vec<_>>(),
         })
     }
 }
@@ -78,6 +83,7 @@ impl Service {
                     ..ReloadSummary::default()
                 },
                 subscriptions: self.current_subscriptions(),
+                overrides: self.overrides.in_force(&self.engine),
             });
         }
         let now = self.now();
@@ -95,6 +101,7 @@ impl Service {
             bundle: id,
             changes,
             subscriptions,
+            overrides: self.overrides.in_force(&self.engine),
         })
     }
 
@@ -119,6 +126,9 @@ impl Service {
     }
 
     fn log_reload(&self, outcome: &Result<Reloaded, ReloadError>) {
+        if let Ok(reloaded) = outcome {
+            log_overrides(&reloaded.overrides);
+        }
         match outcome {
             Ok(reloaded) if reloaded.changes.unchanged => {
                 tracing::info!(bundle = %reloaded.bundle, "reload: the bundle is unchanged; nothing to do");
@@ -135,6 +145,7 @@ impl Service {
                     runs_ended = changes.runs_ended,
                     channels = reloaded.subscriptions.channel_count(),
                     patterns = reloaded.subscriptions.pattern_count(),
+                    overrides = reloaded.overrides.len(),
                     path = %self.bundle_path.display(),
                     "bundle reloaded"
                 );
@@ -210,5 +221,26 @@ impl Service {
                 "reading the watched state failed ({e}); values read before stay until the next change"
             ),
         }
+    }
+}
+
+/// The overrides in force after a reload, named in the journal: all of
+/// them on one line, and each that contradicts the bundle's `enabled` on a
+/// warn line of its own, with how to remove it.
+fn log_overrides(in_force: &[InForce]) {
+    if in_force.is_empty() {
+        return;
+    }
+    let all: Vec<String> = in_force.iter().map(InForce::describe).collect();
+    tracing::info!(overrides = %all.join(", "), "reload: overrides in force");
+    for contradicting in in_force.iter().filter(|o| o.contradicts()) {
+        let state = if contradicting.enabled { "on" } else { "off" };
+        tracing::warn!(
+            rule = %contradicting.rule,
+            state = crate::control::overrides::word(contradicting.enabled),
+            "reload: the override keeps the rule {state}, against the bundle's `enabled`; \
+             `ruled ctl set-enabled {} default` removes it",
+            contradicting.rule
+        );
     }
 }
