@@ -111,8 +111,8 @@ async fn build(rebuild: &Rebuild) -> Outcome {
             return outcome;
         }
     };
-    read_build(&mut outcome, &output);
-    for (_, line) in rules_dir::diagnostics(&output.stdout) {
+    read_build(&mut outcome, &output, &rebuild.rules.dir);
+    for (_, line) in rules_dir::diagnostics(&output.stdout, &rebuild.rules.dir) {
         eprintln!("{line}");
     }
     eprint!("{}", output.stderr);
@@ -121,8 +121,8 @@ async fn build(rebuild: &Rebuild) -> Outcome {
 
 /// What `rulec build --format json` said: its diagnostics, the bundle
 /// line, and its exit code.
-fn read_build(outcome: &mut Outcome, output: &RulecOutput) {
-    let diagnostics = rules_dir::diagnostics(&output.stdout);
+fn read_build(outcome: &mut Outcome, output: &RulecOutput, dir: &std::path::Path) {
+    let diagnostics = rules_dir::diagnostics(&output.stdout, dir);
     outcome.errors = diagnostics.iter().filter(|(error, _)| *error).count();
     outcome.warnings = diagnostics.len() - outcome.errors;
     let bundle_line = output
@@ -264,7 +264,7 @@ mod tests {
             .to_string(),
             stderr: "2 files: 1 error\n".to_string(),
         };
-        read_build(&mut outcome, &output);
+        read_build(&mut outcome, &output, std::path::Path::new("/r"));
         assert!(!outcome.ok);
         assert_eq!((outcome.errors, outcome.warnings), (1, 1));
         assert_eq!(
@@ -276,7 +276,7 @@ mod tests {
             stdout: String::new(),
             stderr: "\nerror: rules/ does not exist\n".to_string(),
         };
-        read_build(&mut outcome, &usage);
+        read_build(&mut outcome, &usage, std::path::Path::new("/r"));
         assert_eq!(
             outcome.first_error.as_deref(),
             Some("error: rules/ does not exist")

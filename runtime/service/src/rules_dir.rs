@@ -224,14 +224,15 @@ pub async fn run_rulec(
 }
 
 /// One diagnostic line of `rulec --format json`, as people read it:
-/// `file:line: severity: message`.
-pub fn diagnostic_text(line: &serde_json::Value) -> Option<String> {
+/// `file:line: severity[code]: message`, the file named relative to the
+/// checked directory `dir`.
+pub fn diagnostic_text(line: &serde_json::Value, dir: &Path) -> Option<String> {
     let severity = line.get("severity")?.as_str()?;
     let message = line.get("message")?.as_str()?;
-    let mut place = line
-        .get("file")
-        .and_then(|f| f.as_str())
-        .unwrap_or("rules")
+    let file = line.get("file").and_then(|f| f.as_str()).unwrap_or("rules");
+    let mut place = Path::new(file)
+        .strip_prefix(dir)
+        .map_or(file, |inside| inside.to_str().unwrap_or(file))
         .to_string();
     if let Some(number) = line.get("line").and_then(serde_json::Value::as_u64) {
         place.push_str(&format!(":{number}"));
@@ -240,14 +241,15 @@ pub fn diagnostic_text(line: &serde_json::Value) -> Option<String> {
     Some(format!("{place}: {severity}[{code}]: {message}"))
 }
 
-/// The diagnostics of `rulec --format json`'s stdout, in order, as text.
-pub fn diagnostics(stdout: &str) -> Vec<(bool, String)> {
+/// The diagnostics of `rulec --format json`'s stdout for the directory
+/// `dir`, in order, as text; `true` for an error.
+pub fn diagnostics(stdout: &str, dir: &Path) -> Vec<(bool, String)> {
     stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter_map(|line| {
             let error = line.get("severity")?.as_str()? == "error";
-            Some((error, diagnostic_text(&line)?))
+            Some((error, diagnostic_text(&line, dir)?))
         })
         .collect()
 }
@@ -278,9 +280,9 @@ mod tests {
 
     #[test]
     fn rulec_json_lines_read_as_text() {
-        let out = "{\"file\":\"a.toml\",\"line\":3,\"severity\":\"error\",\"code\":\"rulec::x\",\"message\":\"bad\"}\n{\"bundle\":\"id\"}\n";
+        let out = "{\"file\":\"/r/a.toml\",\"line\":3,\"severity\":\"error\",\"code\":\"rulec::x\",\"message\":\"bad\"}\n{\"bundle\":\"id\"}\n";
         assert_eq!(
-            diagnostics(out),
+            diagnostics(out, Path::new("/r")),
             vec![(true, "a.toml:3: error[rulec::x]: bad".to_string())]
         );
     }

@@ -159,7 +159,7 @@ impl Deployed {
 
     fn ctl_status(&self) -> String {
         let out = Command::new(env!("CARGO_BIN_EXE_ruled"))
-            .args(["ctl", "status", "--redis", &self.redis.url()])
+            .args(["ctl", "--redis", &self.redis.url(), "status"])
             .env_remove("RULED_NAMESPACE")
             .output()
             .expect("run ruled ctl");
@@ -323,7 +323,7 @@ fn a_dropped_file_goes_live_and_a_broken_one_leaves_the_rules_running() {
     let before = std::fs::read(&d.bundle).unwrap();
     std::fs::write(
         d.rules.join("broken.toml"),
-        "[[rule]]\nname = \"broken\"\non = [\"test.ping\"]\nsoon = true\n",
+        "[[rule]]\nname = \"broken\"\non = [\"test.ping\"]\nsoon = true\n\n[[rule.step]]\ndo = \"redis\"\nlist = \"seen\"\npush = \"broken\"\n",
     )
     .unwrap();
     let failed = d.rebuild();
@@ -344,7 +344,7 @@ fn a_dropped_file_goes_live_and_a_broken_one_leaves_the_rules_running() {
         .find(|l| l.starts_with("rebuild "))
         .unwrap_or_default();
     assert!(line.contains("last rebuild failed at 20"), "{status}");
-    assert!(line.contains("broken.toml:4: error["), "{status}");
+    assert!(line.contains(": broken.toml:4: error[rulec::"), "{status}");
     let last = &ok(&d.redis, "v1.status", json!({}))["last-rebuild"];
     assert_eq!(last["ok"], json!(false), "{last}");
     assert_eq!(last["errors"], json!(1), "{last}");
@@ -365,7 +365,11 @@ fn event_service_s_waiting_records_are_dropped_as_foreign() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let base = ping_rule("ping-base", "base");
-    let bundle = build_rules(dir.path(), "rules", &[("base.toml", &base)]);
+    let bundle = build_rules(
+        dir.path(),
+        "rules",
+        &[("base.toml", &base), ("topics.toml", TOPICS)],
+    );
     let planted = json!({"rule": "ping-base", "step": 0, "due": 1_764_657_600_000_i64});
     let _: i64 = redis.query(&["HSET", "extensions:pending", "evs-1", &planted.to_string()]);
     let ruled = Ruled::ready(&redis, &bundle, &[]);

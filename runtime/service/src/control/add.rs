@@ -210,7 +210,7 @@ async fn check(rulec: &Path, dir: &Path) -> Result<(), String> {
     if output.code == Some(0) {
         return Ok(());
     }
-    let errors: Vec<String> = rules_dir::diagnostics(&output.stdout)
+    let errors: Vec<String> = rules_dir::diagnostics(&output.stdout, dir)
         .into_iter()
         .filter(|(error, _)| *error)
         .map(|(_, text)| text.chars().take(MAX_DIAGNOSTIC_CHARS).collect())
