@@ -26,7 +26,7 @@ use std::time::Duration;
     version,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  ruled ctl status\n  ruled ctl list\n  ruled ctl pending\n  ruled ctl trace RULE\n\nDeploy a new bundle without a restart (replace the file by rename, then):\n  ruled ctl reload      # or: kill -HUP $(pidof ruled), systemctl reload ruled\n\nBeside Librescoot's Go event-service on one Redis (it keeps publishing the bus):\n  ruled --namespace ruled --bus follow --bundle rules.bundle"
+    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  ruled ctl status\n  ruled ctl list\n  ruled ctl pending\n  ruled ctl trace RULE\n\nDeploy a new bundle without a restart (replace the file by rename, then):\n  ruled ctl reload      # or: kill -HUP $(pidof ruled), systemctl reload ruled\n\nBuilt on the device from a rules directory (what ruled-rules.service runs when it changes):\n  ruled --rules-dir /data/extensions --bundle /var/lib/ruled/rules.bundle\n  ruled rebuild --rules-dir /data/extensions --bundle /var/lib/ruled/rules.bundle\n\nBeside Librescoot's Go event-service on one Redis (it keeps publishing the bus):\n  ruled --namespace ruled --bus follow --bundle rules.bundle"
 )]
 struct Cli {
     #[command(subcommand)]
