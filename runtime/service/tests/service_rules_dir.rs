@@ -288,10 +288,24 @@ fn add_checks_with_rulec_against_the_directory_and_writes_a_managed_file() {
     );
     assert_ne!(again["revision"], json!(mutation.revision));
     assert!(std::fs::read_to_string(&file).unwrap().contains("twice"));
+    // `ruled ctl add FILE` sends the file's one rule.
+    let file = d.rules.parent().unwrap().join("ctl.toml");
+    std::fs::write(&file, ping_rule("ping-ctl", "ctl")).unwrap();
+    let url = redis.url();
+    let ctl = Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .args(["ctl", "--redis", &url, "--timeout", "25s", "add"])
+        .arg(&file)
+        .env_remove("RULED_NAMESPACE")
+        .output()
+        .expect("run ruled ctl add");
+    let said = text(&ctl);
+    assert!(ctl.status.success(), "{said}");
+    assert!(said.contains("added ping-ctl: written to "), "{said}");
+    assert!(d.rules.join("lsc-ping-ctl.toml").is_file());
     // Made live by the rebuild.
     let rebuilt = d.rebuild();
     assert!(rebuilt.status.success(), "{}", text(&rebuilt));
-    d.ping_fires(&["base", "twice"]);
+    d.ping_fires(&["base", "twice", "ctl"]);
     let scratch_left = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .filter_map(Result::ok)
