@@ -189,6 +189,10 @@ pub enum DropReason {
     Reloaded(ReplayDropReason),
     /// The stored value did not decode.
     Undecodable,
+    /// The stored value is another program's waiting step (the Go
+    /// event-service's, left by a migration): it names a rule but cannot
+    /// resume here (docs/service.md#migrating-from-event-service).
+    Foreign,
     /// The step's `${...}` value failed to compute: the step failed
     /// (docs/rules.md#computed-values).
     ValueFailed,
@@ -204,6 +208,7 @@ impl DropReason {
             Self::Replay(reason) | Self::Reloaded(reason) => reason.as_str(),
             Self::TooLate => "too-late",
             Self::Undecodable => "undecodable",
+            Self::Foreign => "foreign",
             Self::ValueFailed => "value-failed",
         }
     }

@@ -799,6 +799,10 @@ impl Engine {
             match PendingRecord::decode_field(&field, &value) {
                 Ok(record) => records.push(record),
                 Err(error) => {
+                    let reason = match &error {
+                        RecordError::Foreign { .. } => DropReason::Foreign,
+                        _ => DropReason::Undecodable,
+                    };
                     // The one report of the removal; the `DropRecord`
                     // below is not logged again.
                     self.effects.push_back(Effect::Log(LogLine {
@@ -813,7 +817,7 @@ impl Engine {
                     self.effects.push_back(Effect::DropRecord {
                         id: field.into(),
                         rule: None,
-                        reason: DropReason::Undecodable,
+                        reason,
                     });
                 }
             }

@@ -64,6 +64,11 @@ pub enum RecordError {
     IdMismatch { field: String, id: String },
     #[error("pending record's event `data` is not an object")]
     DataNotObject,
+    /// A JSON object in another program's format that names a rule: the
+    /// Go event-service's waiting step, left in `NS:pending` by a
+    /// migration (docs/service.md#migrating-from-event-service).
+    #[error("pending record in another program's format (event-service's?) for rule {rule:?}, due {due}: it cannot resume here")]
+    Foreign { rule: String, due: String },
 }
 
 impl RecordError {
@@ -73,6 +78,7 @@ impl RecordError {
             Self::Json(_) => "not-a-record",
             Self::IdMismatch { .. } => "id-mismatch",
             Self::DataNotObject => "data-not-object",
+            Self::Foreign { .. } => "foreign",
         }
     }
 }
@@ -83,7 +89,10 @@ impl PendingRecord {
     }
 
     pub fn decode(json: &[u8]) -> Result<Self, RecordError> {
-        let record: PendingRecord = serde_json::from_slice(json)?;
+        let record: PendingRecord = match serde_json::from_slice(json) {
+            Ok(record) => record,
+            Err(error) => return Err(foreign(json).unwrap_or(RecordError::Json(error))),
+        };
         if !(record.event.data.is_null() || record.event.data.is_object()) {
             return Err(RecordError::DataNotObject);
         }
@@ -102,6 +111,46 @@ impl PendingRecord {
         }
         Ok(record)
     }
+}
+
+/// The keys of another program's record naming its rule, and its due
+/// time, tried in this order (docs/service.md#migrating-from-event-service).
+const FOREIGN_RULE_KEYS: &[&str] = &["rule", "rule_name"];
+const FOREIGN_DUE_KEYS: &[&str] = &["due", "fire_at", "deadline"];
+/// How much of a foreign record's rule name and due time is kept.
+const FOREIGN_TEXT_CHARS: usize = 128;
+
+/// A value that is not our record but a JSON object without our own keys
+/// (`fire-at`, `fingerprint`) naming a rule as a string: another program's
+/// waiting step. Only read once our format failed.
+fn foreign(json: &[u8]) -> Option<RecordError> {
+    let serde_json::Value::Object(object) = serde_json::from_slice(json).ok()? else {
+        return None;
+    };
+    if object.contains_key("fire-at") || object.contains_key("fingerprint") {
+        return None;
+    }
+    let rule = FOREIGN_RULE_KEYS
+        .iter()
+        .find_map(|key| object.get(*key)?.as_str())?;
+    let due = FOREIGN_DUE_KEYS
+        .iter()
+        .find_map(|key| match object.get(*key)? {
+            serde_json::Value::String(text) => Some(text.clone()),
+            serde_json::Value::Number(number) => Some(number.to_string()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "unknown".to_string());
+    let cut = |text: &str| -> String {
+        text.chars()
+            .take(FOREIGN_TEXT_CHARS)
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect()
+    };
+    Some(RecordError::Foreign {
+        rule: cut(rule),
+        due: cut(&due),
+    })
 }
 
 /// Serialises like [`PendingRecord`] without cloning the event.
@@ -151,6 +200,36 @@ mod tests {
         let other = Fingerprint([0xab, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0x9d]);
         assert!(!same_fingerprint(&hex, &other));
         assert!(!same_fingerprint(&"zz".repeat(16), &fingerprint));
+    }
+
+    #[test]
+    fn another_program_s_record_naming_a_rule_is_foreign() {
+        let foreign = |json: &str| match PendingRecord::decode(json.as_bytes()) {
+            Err(RecordError::Foreign { rule, due }) => Some((rule, due)),
+            _ => None,
+        };
+        assert_eq!(
+            foreign(r#"{"rule":"a","due":12}"#),
+            Some(("a".into(), "12".into()))
+        );
+        assert_eq!(
+            foreign(r#"{"rule_name":"b","deadline":"soon"}"#),
+            Some(("b".into(), "soon".into()))
+        );
+        assert_eq!(
+            foreign(r#"{"rule":"c"}"#),
+            Some(("c".into(), "unknown".into()))
+        );
+        let long = format!(r#"{{"rule":"{}\n"}}"#, "x".repeat(500));
+        let (rule, _) = foreign(&long).unwrap_or_default();
+        assert_eq!(rule.chars().count(), FOREIGN_TEXT_CHARS);
+        // Not foreign: no rule named, not an object, or our own keys.
+        assert_eq!(foreign(r#"{"name":"a"}"#), None);
+        assert_eq!(foreign(r#"{"rule":7}"#), None);
+        assert_eq!(foreign(r#"["rule"]"#), None);
+        assert_eq!(foreign(r#"{"rule":"a","fire-at":1}"#), None);
+        let error = PendingRecord::decode(br#"{"rule":"a","due":1}"#).err();
+        assert_eq!(error.map(|e| e.code()), Some("foreign"));
     }
 
     #[test]

@@ -1326,6 +1326,51 @@ fn undecodable_records_are_logged_and_removed() {
     assert!(all.contains(&"0 replay-resume hazards#x-1 s1 p0".to_string()));
 }
 
+/// event-service's waiting records, left in `NS:pending` by a migration:
+/// dropped as `foreign`, one line naming the rule and the due time
+/// (docs/service.md#migrating-from-event-service); a broken record of our
+/// own format stays `undecodable`.
+#[test]
+fn foreign_records_are_dropped_as_foreign_naming_rule_and_due() {
+    let mut h = H::new(vec![hazards()]);
+    let (t, w) = (h.t(), h.wall());
+    h.engine.replay_raw(
+        Now::new(t, w),
+        vec![
+            (
+                "evs-1".into(),
+                br#"{"rule":"hazards","step":1,"due":1764657600000,"event":{}}"#.to_vec(),
+            ),
+            (
+                "evs-2".into(),
+                br#"{"rule_name":"lights","fire_at":"2026-12-02T07:00:00Z"}"#.to_vec(),
+            ),
+            (
+                "ours-broken".into(),
+                br#"{"id":"ours-broken","rule":"hazards","fire-at":5}"#.to_vec(),
+            ),
+        ],
+    );
+    h.pump();
+    let all = std::mem::take(&mut h.lines);
+    assert!(all.contains(&"0 drop evs-1 foreign".to_string()), "{all:?}");
+    assert!(all.contains(&"0 drop evs-2 foreign".to_string()), "{all:?}");
+    assert!(
+        all.contains(&"0 drop ours-broken undecodable".to_string()),
+        "{all:?}"
+    );
+    assert!(
+        all.iter()
+            .any(|l| l.contains("\"hazards\", due 1764657600000")),
+        "{all:?}"
+    );
+    assert!(
+        all.iter()
+            .any(|l| l.contains("\"lights\", due 2026-12-02T07:00:00Z")),
+        "{all:?}"
+    );
+}
+
 #[test]
 fn a_cancel_after_replay_drops_the_replayed_record() {
     let mut h = H::new(vec![hazards()]);

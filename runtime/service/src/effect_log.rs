@@ -125,7 +125,10 @@ fn note_message(note: &Note) -> Option<(bool, Cow<'static, str>)> {
 /// was logged by its note, at info, and an undecodable record by the
 /// engine's warn line.
 pub fn log_record_drop(id: &str, rule: Option<&str>, reason: DropReason) {
-    if !matches!(reason, DropReason::Replay(_) | DropReason::Undecodable) {
+    if !matches!(
+        reason,
+        DropReason::Replay(_) | DropReason::Undecodable | DropReason::Foreign
+    ) {
         tracing::debug!(
             run = %id,
             rule = rule.map(tracing::field::display),

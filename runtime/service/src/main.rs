@@ -10,6 +10,7 @@ use ruled::control::wire::{ControlKeys, MAX_AHEAD_MS};
 use ruled::driver::{self, Secret, ServiceConfig};
 use ruled::namespace::Namespace;
 use ruled::pool::PoolConfig;
+use ruled::rules_dir::{self, RulesDir};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ use std::time::Duration;
     version,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  ruled ctl status\n  ruled ctl list\n  ruled ctl pending\n  ruled ctl trace RULE\n\nDeploy a new bundle without a restart (replace the file by rename, then):\n  ruled ctl reload      # or: kill -HUP $(pidof ruled), systemctl reload ruled\n\nBeside Librescoot's Go event-service on one Redis (it keeps publishing the bus):\n  ruled --namespace ruled --bus follow --bundle rules.bundle"
+    after_help = "Example:\n  ruled --bundle /etc/scooter-rules/rules.bundle --redis redis+unix:///var/run/redis/redis.sock\n  RULED_BUNDLE=rules.bundle RULED_LOG_LEVEL=debug ruled\n\nWatch it work:\n  ruled ctl status\n  ruled ctl list\n  ruled ctl pending\n  ruled ctl trace RULE\n\nDeploy a new bundle without a restart (replace the file by rename, then):\n  ruled ctl reload      # or: kill -HUP $(pidof ruled), systemctl reload ruled\n\nBuilt on the device from a rules directory (what ruled-rules.service runs when it changes):\n  ruled --rules-dir /data/extensions --bundle /var/lib/ruled/rules.bundle\n  ruled rebuild --rules-dir /data/extensions --bundle /var/lib/ruled/rules.bundle\n\nBeside Librescoot's Go event-service on one Redis (it keeps publishing the bus):\n  ruled --namespace ruled --bus follow --bundle rules.bundle"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -44,6 +45,40 @@ enum Command {
         after_help = "Example:\n  ruled ctl status\n  ruled ctl list --limit 20\n  ruled ctl show hazards\n  ruled ctl test hazards '{\"topic\":\"alarm.triggered\"}'\n  ruled ctl pending --format json\n  ruled ctl set-enabled hazards off\n  ruled ctl trace hazards\n  ruled ctl reload\n  ruled ctl call v1.status"
     )]
     Ctl(CtlArgs),
+    /// Compile the rules directory into the bundle with the installed
+    /// `rulec build` (nothing is written when the rules have errors: the
+    /// loaded rules keep running), then have the running ruled reload it;
+    /// the outcome is kept in the hash `NS:rebuild`, which `ruled ctl
+    /// status` shows. What `ruled-rules.service` runs when the directory
+    /// changes. Exits 0 when the bundle was built (and reloaded, or ruled
+    /// is not running), 1 when not, with the diagnostics on stderr.
+    #[command(
+        after_help = "Example:\n  ruled rebuild --rules-dir /data/extensions --bundle /var/lib/ruled/rules.bundle\n  RULED_RULES_DIR=/data/extensions RULED_BUNDLE=/var/lib/ruled/rules.bundle ruled rebuild"
+    )]
+    Rebuild(RebuildArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RebuildArgs {
+    #[command(flatten)]
+    connect: RedisArgs,
+
+    /// The rules directory (its `*.toml` files, not recursive).
+    #[arg(long, env = "RULED_RULES_DIR", value_name = "DIR")]
+    rules_dir: PathBuf,
+
+    /// The bundle to write, the one the running ruled loads (`--bundle`).
+    #[arg(long, env = "RULED_BUNDLE", value_name = "FILE")]
+    bundle: PathBuf,
+
+    /// The `rulec` to run (default: the one beside this ruled, else
+    /// `rulec` on the PATH).
+    #[arg(long, env = "RULED_RULEC", value_name = "PATH")]
+    rulec: Option<PathBuf>,
+
+    /// The key namespace of the running ruled (its `NS:rpc`, `NS:rebuild`).
+    #[arg(long, env = "RULED_NAMESPACE", default_value = "extensions", value_name = "NS", value_parser = parse_namespace)]
+    namespace: Namespace,
 }
 
 #[derive(Debug, clap::Args)]
@@ -157,6 +192,18 @@ struct Args {
     #[arg(long, env = "RULED_SOURCES", value_enum, default_value_t = SourcesArg::All)]
     sources: SourcesArg,
 
+    /// The rules directory (`/data/extensions` on a Librescoot scooter):
+    /// with it, the revision the control protocol reports is a digest of
+    /// its rule files, and `v1.add` writes a checked rule there as a
+    /// managed file (`lsc-<rule>.toml`), which `ruled rebuild` makes live.
+    #[arg(long, env = "RULED_RULES_DIR", value_name = "DIR")]
+    rules_dir: Option<PathBuf>,
+
+    /// The `rulec` that checks a `v1.add` (default: the one beside this
+    /// ruled, else `rulec` on the PATH).
+    #[arg(long, env = "RULED_RULEC", value_name = "PATH")]
+    rulec: Option<PathBuf>,
+
     /// Log filter: error, warn, info, debug, trace, or tracing directives
     /// such as `info,ruled=debug`.
     #[arg(long, env = "RULED_LOG_LEVEL", default_value = "info", value_parser = parse_log_level)]
@@ -227,8 +274,10 @@ fn parse_positive_duration(text: &str) -> Result<Duration, String> {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    if let Some(Command::Ctl(ctl)) = cli.command {
-        std::process::exit(run_ctl(ctl));
+    match cli.command {
+        Some(Command::Ctl(ctl)) => std::process::exit(run_ctl(ctl)),
+        Some(Command::Rebuild(rebuild)) => std::process::exit(run_rebuild(rebuild)),
+        None => {}
     }
     let args = cli.service;
     ruled::logging::init(&args.log_level)?;
@@ -270,22 +319,7 @@ fn redis_password(file: Option<&std::path::Path>) -> Result<Option<Secret>> {
 #[allow(clippy::print_stdout, clippy::print_stderr)] // the client's output
 fn run_ctl(ctl: CtlArgs) -> i32 {
     let outcome = (|| {
-        let connect = &ctl.connect;
-        let password = redis_password(connect.redis_password_file.as_deref())
-            .map_err(|e| client::CallError::Usage(e.to_string()))?;
-        let (redis, tls) = driver::open_client(
-            &connect.redis,
-            password.as_ref(),
-            connect.redis_ca_file.as_deref(),
-        )
-        .map_err(|e| client::CallError::Usage(e.to_string()))?;
-        let target = Target {
-            client: redis,
-            tls,
-            url: ruled::connection::redact_url(&connect.redis),
-            keys: ControlKeys::for_namespace(&ctl.namespace),
-            timeout: ctl.timeout,
-        };
+        let target = target(&ctl.connect, &ctl.namespace, ctl.timeout)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -301,6 +335,72 @@ fn run_ctl(ctl: CtlArgs) -> i32 {
             eprintln!("ruled ctl: {e}");
             e.exit_code()
         }
+    }
+}
+
+/// How `ruled ctl` and `ruled rebuild` reach the running ruled.
+fn target(
+    connect: &RedisArgs,
+    namespace: &Namespace,
+    timeout: Duration,
+) -> Result<Target, client::CallError> {
+    let password = redis_password(connect.redis_password_file.as_deref())
+        .map_err(|e| client::CallError::Usage(e.to_string()))?;
+    let (redis, tls) = driver::open_client(
+        &connect.redis,
+        password.as_ref(),
+        connect.redis_ca_file.as_deref(),
+    )
+    .map_err(|e| client::CallError::Usage(e.to_string()))?;
+    Ok(Target {
+        client: redis,
+        tls,
+        url: ruled::connection::redact_url(&connect.redis),
+        keys: ControlKeys::for_namespace(namespace),
+        timeout,
+    })
+}
+
+/// `ruled rebuild` (docs/service.md#ruled-rebuild); returns the exit code.
+#[allow(clippy::print_stderr)] // the journal of `ruled-rules.service`
+fn run_rebuild(args: RebuildArgs) -> i32 {
+    // The longest a reload may be waited for: ruled ignores a request
+    // whose deadline is further ahead.
+    let reload_wait = Duration::from_millis(MAX_AHEAD_MS.unsigned_abs());
+    let target = match target(&args.connect, &args.namespace, reload_wait) {
+        Ok(target) => target,
+        Err(e) => {
+            eprintln!("ruled rebuild: {e}");
+            return 2;
+        }
+    };
+    let rebuild = ruled::rebuild::Rebuild {
+        rules: RulesDir {
+            dir: args.rules_dir,
+            rulec: args.rulec.unwrap_or_else(rules_dir::default_rulec),
+        },
+        bundle: args.bundle,
+        key: args.namespace.rebuild(),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("ruled rebuild: cannot start tokio: {e}");
+            return 2;
+        }
+    };
+    let outcome = runtime.block_on(ruled::rebuild::run(&rebuild, &target));
+    if outcome.ok {
+        0
+    } else {
+        eprintln!(
+            "ruled rebuild: failed: {}; the loaded rules keep running",
+            outcome.first_error.as_deref().unwrap_or("unknown")
+        );
+        1
     }
 }
 
@@ -330,6 +430,10 @@ fn run(args: Args) -> Result<()> {
             SourcesArg::All => ruled_engine::SourceSet::All,
             SourcesArg::Used => ruled_engine::SourceSet::Used,
         },
+        rules: args.rules_dir.map(|dir| RulesDir {
+            dir,
+            rulec: args.rulec.unwrap_or_else(rules_dir::default_rulec),
+        }),
     };
     // One thread: the target has one core, and the engine is single-owner.
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -93,6 +93,12 @@ impl Namespace {
         self.key("overrides")
     }
 
+    /// The last rebuild's outcome, `NS:rebuild`, written by `ruled rebuild`
+    /// and read by `v1.status` (docs/operating.md#the-last-rebuild).
+    pub fn rebuild(&self) -> String {
+        self.key("rebuild")
+    }
+
     fn key(&self, suffix: &str) -> String {
         format!("{}:{suffix}", self.0)
     }

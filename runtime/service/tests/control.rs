@@ -142,9 +142,11 @@ fn every_method_answers_through_ruled_ctl() {
         "{}",
         missing.stderr
     );
-    let add = ctl(&redis, &["add"]);
+    // Without `--rules-dir`: the protocol's "not available" answer.
+    let add = ctl(&redis, &["call", "v1.add", r#"{"definition":""}"#]);
     assert_eq!(add.code, 1);
     assert!(add.stderr.contains("rulec build"), "{}", add.stderr);
+    assert!(add.stderr.contains("--rules-dir"), "{}", add.stderr);
     let unknown = ctl(&redis, &["call", "v1.nope"]);
     assert_eq!(unknown.code, 1);
     assert!(

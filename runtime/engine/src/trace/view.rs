@@ -229,7 +229,8 @@ pub enum TimeStyle {
 }
 
 impl TimeStyle {
-    fn show(self, ms: i64) -> String {
+    /// `ms` in this style.
+    pub fn show(self, ms: i64) -> String {
         match self {
             Self::Millis => format!("{ms} ms"),
             Self::Utc => utc(ms),

@@ -231,8 +231,12 @@ pub enum CtlMethod {
     /// without a restart; a bad bundle is refused and the loaded one keeps
     /// running.
     Reload,
-    /// v1.add: answers how rules are deployed instead.
-    Add,
+    /// v1.add: check FILE (one rule) with rulec and write it into ruled's
+    /// rules directory (`--rules-dir`), where the rebuild makes it live.
+    Add {
+        /// A rule file holding one rule.
+        file: std::path::PathBuf,
+    },
     /// Any method with a JSON payload, e.g. `call v1.list '{"limit":5}'`.
     Call {
         /// The method, e.g. v1.status.
@@ -277,7 +281,14 @@ impl CtlMethod {
                 None => ("v1.trace".into(), json!({})),
             },
             Self::Reload => ("v1.reload".into(), json!({})),
-            Self::Add => ("v1.add".into(), json!({})),
+            Self::Add { file } => {
+                let max = super::add::MAX_DEFINITION_BYTES as u64;
+                let bytes = rulecore::input_file::read_bounded(file, max)
+                    .map_err(|e| CallError::Usage(e.to_string()))?;
+                let definition = String::from_utf8(bytes)
+                    .map_err(|_| CallError::Usage(format!("{} is not UTF-8", file.display())))?;
+                ("v1.add".into(), json!({"definition": definition}))
+            }
             Self::Call { method, payload } => (method.clone(), parse("the payload", payload)?),
         })
     }

@@ -18,6 +18,8 @@ use serde_json::{json, Value};
 #[derive(Debug, Clone)]
 pub struct ServiceFacts {
     pub bundle_id: String,
+    /// The rules directory's digest, with `--rules-dir`.
+    pub revision: Option<String>,
     pub namespace: String,
     pub uptime_ms: u64,
     pub workers_busy: usize,
@@ -220,11 +222,11 @@ fn status(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
 /// The protocol version `v1.status` reports as `api_version`.
 const API_VERSION: u32 = 1;
 
-/// The revision of the loaded rules (docs/operating.md#revisions): the
-/// bundle's id, a digest of its contents. Changes apply live, so it is
-/// also the applied revision.
+/// The revision of the loaded rules (docs/operating.md#revisions): with
+/// `--rules-dir` the directory's digest, else the bundle's id (a digest of
+/// its contents). Changes apply live, so it is also the applied revision.
 pub(super) fn revision(facts: &ServiceFacts) -> &str {
-    &facts.bundle_id
+    facts.revision.as_deref().unwrap_or(&facts.bundle_id)
 }
 
 /// The counters with every value as a string, as `lsc` decodes them.
@@ -634,11 +636,14 @@ fn set_enabled_message(enabled: bool, changed: bool, live_run: Option<&str>) -> 
     message
 }
 
+/// `v1.add` without `--rules-dir` (with one, the control server answers
+/// it: [`super::add`]).
 fn add(_: &mut Context<'_>, _: &Value) -> Result<Done, String> {
     Err(
         "rules are not added to a running ruled: write them as rule files, compile them \
          with `rulec build`, and deploy the bundle (replace the file `ruled --bundle` names \
-         by rename, then `ruled ctl reload`)"
+         by rename, then `ruled ctl reload`); a ruled started with `--rules-dir` takes \
+         `v1.add` into that directory"
             .to_string(),
     )
 }

@@ -5,8 +5,10 @@
 //! owns the engine and answers at once ([`methods`]), and publishes the one
 //! reply. `ruled ctl` is the client ([`client`]).
 
+pub mod add;
 pub mod client;
 pub mod definition;
+pub mod local;
 pub mod methods;
 mod override_removal;
 pub mod overrides;
@@ -14,6 +16,7 @@ pub mod render;
 pub mod wire;
 
 use crate::connection::{describe, Backoff, CONNECT_TIMEOUT};
+use local::Local;
 use redis::aio::MultiplexedConnection;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -48,11 +51,12 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
-    /// Starts serving `keys.rpc` on a connection of its own.
-    pub fn start(client: redis::Client, keys: ControlKeys) -> Self {
+    /// Starts serving `keys.rpc` on a connection of its own; `local` is
+    /// what the server answers itself ([`local`]).
+    pub fn start(client: redis::Client, keys: ControlKeys, local: Local) -> Self {
         // One request at a time: the server waits for each answer.
         let (tx, calls) = mpsc::channel(1);
-        let task = tokio::spawn(serve(client, keys, tx));
+        let task = tokio::spawn(serve(client, keys, tx, local));
         Self {
             calls,
             task: Some(task),
@@ -74,13 +78,13 @@ impl ControlServer {
     }
 }
 
-async fn serve(client: redis::Client, keys: ControlKeys, calls: mpsc::Sender<Call>) {
+async fn serve(client: redis::Client, keys: ControlKeys, calls: mpsc::Sender<Call>, local: Local) {
     let mut backoff = Backoff::default();
     loop {
         match connect(&client).await {
             Ok(mut con) => {
                 backoff = Backoff::default();
-                let error = serve_on(&mut con, &keys, &calls).await;
+                let error = serve_on(&mut con, &keys, &calls, &local).await;
                 if calls.is_closed() {
                     return;
                 }
@@ -114,6 +118,7 @@ async fn serve_on(
     con: &mut MultiplexedConnection,
     keys: &ControlKeys,
     calls: &mpsc::Sender<Call>,
+    local: &Local,
 ) -> String {
     loop {
         let popped: redis::RedisResult<Option<(String, Vec<u8>)>> = // The tail: clients push at the head (`LPUSH`, as `lsc` does), so
@@ -139,8 +144,15 @@ async fn serve_on(
                 continue;
             }
         };
-        let Some(answer) = ask_driver(calls, request.clone()).await else {
-            return "the service is stopping".to_string();
+        let answer = match local.answer(&request).await {
+            Some(reply) => Answer { reply, keep: None },
+            None => {
+                let Some(mut answer) = ask_driver(calls, request.clone()).await else {
+                    return "the service is stopping".to_string();
+                };
+                local.complete(con, &request, &mut answer.reply).await;
+                answer
+            }
         };
         if let Err(e) = bounded(reply(con, keys, &request, answer)).await {
             return e;

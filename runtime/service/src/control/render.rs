@@ -19,6 +19,13 @@ pub fn text(method: &str, reply: &Value) -> String {
         "v1.set-enabled" => set_enabled(&mut out, reply),
         "v1.trace" => trace(&mut out, reply),
         "v1.reload" => reload(&mut out, reply),
+        "v1.add" => writeln!(
+            out,
+            "added {}: {}\nrevision {}",
+            plain(&reply["name"]),
+            plain(&reply["message"]),
+            plain(&reply["revision"])
+        ),
         _ => writeln!(out, "{}", pretty(reply)),
     };
     out
@@ -66,6 +73,7 @@ fn status(out: &mut String, reply: &Value) -> std::fmt::Result {
     )?;
     writeln!(out, "bundle     {}", plain(&reply["bundle"]))?;
     writeln!(out, "revision   {}", plain(&reply["revision"]))?;
+    writeln!(out, "rebuild    {}", last_rebuild(&reply["last-rebuild"]))?;
     writeln!(out, "namespace  {}", plain(&reply["namespace"]))?;
     let uptime = reply["uptime-ms"].as_u64().unwrap_or(0) / 1000;
     writeln!(out, "uptime     {}s", uptime)?;
@@ -115,6 +123,29 @@ fn status(out: &mut String, reply: &Value) -> std::fmt::Result {
         }
     }
     Ok(())
+}
+
+/// `v1.status`'s `last-rebuild` in words (docs/operating.md#the-last-rebuild).
+fn last_rebuild(last: &Value) -> String {
+    let Some(at) = last["at-ms"].as_i64() else {
+        return match last["unreadable"].as_str() {
+            Some(why) => format!("not read: {why}"),
+            None => "none recorded".to_string(),
+        };
+    };
+    let at = TimeStyle::Utc.show(at);
+    if last["ok"] == Value::Bool(true) {
+        format!(
+            "last rebuild ok at {at}: bundle {}, {} rules",
+            plain(&last["bundle"]),
+            plain(&last["rules"])
+        )
+    } else {
+        format!(
+            "last rebuild failed at {at}: {}",
+            plain(&last["first-error"])
+        )
+    }
 }
 
 fn list(out: &mut String, reply: &Value) -> std::fmt::Result {

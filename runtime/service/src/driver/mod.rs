@@ -126,6 +126,9 @@ struct Service {
     control: Option<ControlServer>,
     overrides: Overrides,
     started: Instant,
+    /// `--rules-dir`, and its digest: the revision (docs/operating.md#revisions).
+    rules: Option<crate::rules_dir::RulesDir>,
+    revision: crate::rules_dir::Revision,
 }
 
 impl Service {
@@ -332,6 +335,7 @@ impl Service {
         let pool = self.pool.config();
         let facts = ServiceFacts {
             bundle_id: self.stats.bundle_id().to_string(),
+            revision: self.revision.get(),
             namespace: self.namespace.to_string(),
             uptime_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             workers_busy,

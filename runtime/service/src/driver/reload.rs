@@ -71,6 +71,7 @@ impl Service {
     /// Reloads the bundle (docs/service.md#live-reload); see the module
     /// documentation. The engine's effects are performed before it returns.
     pub async fn reload(&mut self) -> Result<Reloaded, ReloadError> {
+        self.refresh_revision();
         tracing::debug!(path = %self.bundle_path.display(), "reading the bundle again");
         let LoadedBundle { payload, id } = bundle::load(&self.bundle_path)?;
         let previous = self.bundle_id.clone();
@@ -103,6 +104,15 @@ impl Service {
             subscriptions,
             overrides: self.overrides.in_force(&self.engine),
         })
+    }
+
+    /// The rules directory's digest computed again, off the loop
+    /// (docs/operating.md#revisions): a reload follows a rebuild.
+    fn refresh_revision(&self) {
+        if let Some(rules) = &self.rules {
+            let (revision, dir) = (self.revision.clone(), rules.dir.clone());
+            tokio::spawn(async move { revision.refresh(&dir).await });
+        }
     }
 
     /// [`Service::reload`] for `SIGHUP`: the outcome goes to the log.

@@ -8,6 +8,8 @@ use crate::bus::{self, BusReader, Publisher, Watch};
 use crate::can::CanSockets;
 use crate::clock::{wall_ms, ServiceClock};
 use crate::connection;
+use crate::control::add::Adding;
+use crate::control::local::Local;
 use crate::control::{overrides::Overrides, wire::ControlKeys, ControlServer};
 use crate::intake::{Intake, StateWatch};
 use crate::logging::Throttle;
@@ -16,6 +18,7 @@ use crate::notify;
 use crate::owner::{self, Owner};
 use crate::pool::{Performers, Pool, Report};
 use crate::record_store::{self, StoreWriter};
+use crate::rules_dir::{Revision, RulesDir};
 use crate::stats::StatsPublisher;
 use crate::subscriptions::{Subscriber, Subscriptions};
 use crate::tls::Tls;
@@ -57,6 +60,9 @@ pub struct ServiceConfig {
     pub bus: ruled_engine::BusMode,
     /// `--sources all|used` (docs/service.md#the-bus).
     pub sources: ruled_engine::SourceSet,
+    /// `--rules-dir` and `--rulec` (docs/service.md#the-rules-directory):
+    /// the revision is the directory's digest, and `v1.add` writes there.
+    pub rules: Option<RulesDir>,
 }
 
 /// A password: never shown, not even in `Debug`.
@@ -161,6 +167,7 @@ impl Service {
         let (publisher, publisher_task) = Publisher::start(con.clone());
         let (subs, input_channels) = subscriptions_for(&engine, &state_hashes);
         let stats = StatsPublisher::new(&engine, bundle_id.clone(), &owner);
+        let (revision, local) = rules_dir_side(&config).await;
         let mut service = Self {
             engine,
             con,
@@ -190,13 +197,15 @@ impl Service {
             control: None,
             overrides,
             started,
+            rules: config.rules.clone(),
+            revision,
         };
         service.check_owner().await?;
         service.check_bus().await?;
         service.replay().await?;
         service.stats.write_all(&service.engine, &service.writer);
         service.subscribe().await;
-        service.control = Some(ControlServer::start(client, keys));
+        service.control = Some(ControlServer::start(client, keys, local));
         notify::notify("READY=1");
         Ok(service)
     }
@@ -418,4 +427,35 @@ pub(super) fn watched_hashes(engine: &Engine) -> BTreeSet<String> {
         .filter(|hash| any_live || Watch::is_source_hash(engine, hash))
         .map(str::to_string)
         .collect()
+}
+
+/// The revision of `--rules-dir`, computed off the loop, and what the
+/// control server answers itself (docs/operating.md#revisions).
+async fn rules_dir_side(config: &ServiceConfig) -> (Revision, Local) {
+    let rebuild_key = config.namespace.rebuild();
+    let Some(rules) = &config.rules else {
+        let local = Local {
+            adding: None,
+            rebuild_key,
+        };
+        return (Revision::default(), local);
+    };
+    let dir = rules.dir.clone();
+    let revision = tokio::task::spawn_blocking(move || Revision::of(&dir))
+        .await
+        .unwrap_or_default();
+    tracing::info!(
+        rules_dir = %rules.dir.display(),
+        revision = revision.get().as_deref().unwrap_or("-"),
+        "rules directory"
+    );
+    let adding = Adding {
+        rules: rules.clone(),
+        revision: revision.clone(),
+    };
+    let local = Local {
+        adding: Some(adding),
+        rebuild_key,
+    };
+    (revision, local)
 }

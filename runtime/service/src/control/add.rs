@@ -1,0 +1,282 @@
+//! `v1.add` with `--rules-dir` (docs/operating.md#adding-a-rule): one rule
+//! as TOML, checked by the installed `rulec check` on a scratch copy of the
+//! rules directory with the new file in it (so the directory's catalogue
+//! and rule names count), then written as the managed file
+//! `DIR/lsc-<rule>.toml`, which the rebuild (`ruled rebuild`,
+//! docs/service.md#ruled-rebuild) makes live. Runs in the control server's
+//! task, its file work and `rulec` off the engine's loop.
+
+use super::wire::Reply;
+use crate::rules_dir::{self, Revision, RulesDir, MAX_RULE_FILE_BYTES};
+use rulecore::input_file::read_bounded;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The largest definition taken.
+pub const MAX_DEFINITION_BYTES: usize = 32 * 1024;
+/// How long `rulec check` may take.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(20);
+/// Diagnostics a refusal lists, and how long each may be.
+const MAX_DIAGNOSTICS: usize = 20;
+const MAX_DIAGNOSTIC_CHARS: usize = 400;
+/// The longest rule name a managed file is named after.
+const MAX_NAME_BYTES: usize = 100;
+/// The first line of every managed file: only such a file is replaced.
+pub const MANAGED_HEADER: &str =
+    "# Written by ruled (v1.add); a later v1.add of this rule replaces it.";
+
+/// `v1.add`'s payload.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddArgs {
+    definition: String,
+    /// The revision the client read; absent or empty: no check.
+    #[serde(default)]
+    expected_revision: String,
+}
+
+/// What `v1.add` works on.
+#[derive(Debug, Clone)]
+pub struct Adding {
+    pub rules: RulesDir,
+    pub revision: Revision,
+}
+
+/// Answers one `v1.add`.
+pub async fn answer(adding: &Adding, payload: &Value) -> Reply {
+    match add(adding, payload).await {
+        Ok(payload) => Reply::ok(payload),
+        Err(error) => Reply::error(format!("v1.add: {error}")),
+    }
+}
+
+async fn add(adding: &Adding, payload: &Value) -> Result<Value, String> {
+    let AddArgs {
+        definition,
+        expected_revision,
+    } = AddArgs::deserialize(payload).map_err(|e| format!("bad payload: {e}"))?;
+    if definition.len() > MAX_DEFINITION_BYTES {
+        return Err(format!(
+            "the definition is {} bytes; at most {} KiB are taken",
+            definition.len(),
+            MAX_DEFINITION_BYTES / 1024
+        ));
+    }
+    let loaded = adding.revision.get().unwrap_or_default();
+    if !expected_revision.is_empty() && expected_revision != loaded {
+        return Err(format!(
+            "the rules changed since they were read: expected revision `{}`, the rules \
+             directory's revision is `{loaded}`; nothing was written, read them again and retry",
+            expected_revision.chars().take(100).collect::<String>()
+        ));
+    }
+    let name = rule_name(&definition)?;
+    let file_name = format!("lsc-{name}.toml");
+    let text = format!("{MANAGED_HEADER}\n{definition}\n");
+    let dir = adding.rules.dir.clone();
+    let scratch = {
+        let (file_name, text) = (file_name.clone(), text.clone());
+        blocking(move || scratch_copy(&dir, &file_name, &text)).await?
+    };
+    let checked = check(&adding.rules.rulec, &scratch.0).await;
+    // Removed off the loop too.
+    blocking(move || {
+        drop(scratch);
+        Ok(())
+    })
+    .await?;
+    checked?;
+    let path = adding.rules.dir.join(&file_name);
+    {
+        let path = path.clone();
+        blocking(move || write_managed(&path, &text)).await?;
+    }
+    let revision = adding.revision.refresh(&adding.rules.dir).await;
+    tracing::info!(rule = %name, file = %path.display(), "rule added (v1.add)");
+    Ok(json!({
+        // `lsc`'s mutation reply (docs/operating.md#the-fields-lsc-reads).
+        "name": name,
+        "revision": revision.unwrap_or_default(),
+        "pending_restart": false,
+        "message": format!(
+            "written to {}; the rebuild of the rules directory makes it live",
+            path.display()
+        ),
+        // Ours.
+        "file": path.display().to_string(),
+    }))
+}
+
+/// Runs `work` on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| format!("internal: {e}"))?
+}
+
+/// The name of the definition's one rule, if it is safe as a file name.
+fn rule_name(definition: &str) -> Result<String, String> {
+    let table: toml::Table = definition
+        .parse()
+        .map_err(|e: toml::de::Error| format!("the definition is not TOML: {}", e.message()))?;
+    let rules = table.get("rule").and_then(toml::Value::as_array);
+    let [rule] = rules.map(Vec::as_slice).unwrap_or_default() else {
+        return Err("the definition must hold exactly one rule (one `[[rule]]` table)".into());
+    };
+    let Some(name) = rule.get("name").and_then(toml::Value::as_str) else {
+        return Err("the rule has no `name` string".into());
+    };
+    let safe = !name.is_empty()
+        && name.len() <= MAX_NAME_BYTES
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if !safe {
+        return Err(format!(
+            "the rule name {:?} cannot name a file: v1.add takes names of at most \
+             {MAX_NAME_BYTES} letters, digits, `-`, `_` and `.`, not starting with `.`",
+            name.chars().take(100).collect::<String>()
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// A scratch directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            tracing::warn!("scratch directory {} not removed: {e}", self.0.display());
+        }
+    }
+}
+
+/// The rule files of `dir` copied into a fresh scratch directory, with
+/// `text` as `file_name` (over a managed file of that name; refused over
+/// a file nobody wrote through `v1.add`).
+fn scratch_copy(dir: &Path, file_name: &str, text: &str) -> Result<Scratch, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("ruled-add-{}-{n}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&path)
+        .map_err(|e| format!("cannot make a scratch directory {}: {e}", path.display()))?;
+    let scratch = Scratch(path);
+    let files = match rules_dir::rule_files(dir) {
+        Ok(files) => files,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            return Err(format!(
+                "cannot read the rules directory {}: {e}",
+                dir.display()
+            ))
+        }
+    };
+    for (name, from) in files {
+        let bytes = read_bounded(&from, MAX_RULE_FILE_BYTES).map_err(|e| e.to_string())?;
+        if name == file_name && !bytes.starts_with(MANAGED_HEADER.as_bytes()) {
+            return Err(format!(
+                "{} exists and was not written by v1.add: it is not replaced; rename the rule \
+                 or edit that file",
+                from.display()
+            ));
+        }
+        std::fs::write(scratch.0.join(&name), bytes).map_err(|e| format!("scratch copy: {e}"))?;
+    }
+    std::fs::write(scratch.0.join(file_name), text).map_err(|e| format!("scratch copy: {e}"))?;
+    Ok(scratch)
+}
+
+/// `rulec check --format json` of the scratch directory: `Ok` when it has
+/// no errors, else the diagnostics, bounded.
+async fn check(rulec: &Path, dir: &Path) -> Result<(), String> {
+    let args = [
+        "check".as_ref(),
+        dir.as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ];
+    let output = rules_dir::run_rulec(rulec, &args, CHECK_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    if output.code == Some(0) {
+        return Ok(());
+    }
+    let errors: Vec<String> = rules_dir::diagnostics(&output.stdout, dir)
+        .into_iter()
+        .filter(|(error, _)| *error)
+        .map(|(_, text)| text.chars().take(MAX_DIAGNOSTIC_CHARS).collect())
+        .collect();
+    let mut message = String::from("refused, nothing was written: rulec check found ");
+    if errors.is_empty() {
+        let said: String = output
+            .stderr
+            .trim()
+            .chars()
+            .take(MAX_DIAGNOSTIC_CHARS)
+            .collect();
+        message.push_str(&format!("a problem (exit {:?}): {said}", output.code));
+        return Err(message);
+    }
+    message.push_str(&format!("{} error(s)", errors.len()));
+    for line in errors.iter().take(MAX_DIAGNOSTICS) {
+        message.push_str("\n  ");
+        message.push_str(line);
+    }
+    if errors.len() > MAX_DIAGNOSTICS {
+        message.push_str(&format!(
+            "\n  ... and {} more",
+            errors.len() - MAX_DIAGNOSTICS
+        ));
+    }
+    Err(message)
+}
+
+/// Writes `text` to `path` atomically (a hidden temporary file beside it,
+/// then a rename), with the ordinary mode under the umask.
+fn write_managed(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        format!("cannot write {}: {e}", path.display())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_one_rule_names_the_file() {
+        let one = "[[rule]]\nname = \"horn-2\"\non = [\"x\"]\n";
+        assert_eq!(rule_name(one).as_deref(), Ok("horn-2"));
+        let two = format!("{one}{one}");
+        assert!(rule_name(&two).is_err_and(|e| e.contains("exactly one")));
+        assert!(rule_name("x = 1").is_err_and(|e| e.contains("exactly one")));
+        assert!(rule_name("[[rule]]\non = []").is_err_and(|e| e.contains("no `name`")));
+        for bad in ["../x", ".hidden", "a/b", "a b", ""] {
+            let text = format!("[[rule]]\nname = {bad:?}\n");
+            assert!(
+                rule_name(&text).is_err_and(|e| e.contains("cannot name a file")),
+                "{bad}"
+            );
+        }
+        assert!(rule_name("[[rule]\n").is_err_and(|e| e.contains("not TOML")));
+    }
+}
