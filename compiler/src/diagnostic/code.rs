@@ -182,6 +182,12 @@ codes! {
     /// (warning) `state()` of a field written without a notification that no poll reads.
     SilentState => "rulec::silent-state",
 
+    // Timeline and test files (docs/simulation.md#checks).
+    /// A timeline or test file entry that does not parse: an unknown or missing key, a wrong value.
+    Timeline => "rulec::timeline",
+    /// A timeline's `[[fail]]` or a test's expectation names a rule (or a step) the rules do not have.
+    UnknownRule => "rulec::unknown-rule",
+
     // `when` expressions (docs/when-language.md).
     /// The expression does not parse (unmatched parentheses, ...).
     WhenSyntax => "rulec::when::syntax",

@@ -89,32 +89,65 @@ fn suggestion(key: &str) -> String {
     }
 }
 
-/// Reads the `[[expect]]` and `[[expect-none]]` entries of a timeline file.
+/// Reads the `[[expect]]` and `[[expect-none]]` entries of a timeline file;
+/// the first problem of [`parse_all`].
 pub fn parse(table: &toml::Table) -> Result<Vec<Expectation>, ExpectError> {
+    parse_all(table).map_err(|mut problems| problems.swap_remove(0))
+}
+
+/// [`parse`], with every problem (never an empty list).
+pub fn parse_all(table: &toml::Table) -> Result<Vec<Expectation>, Vec<ExpectError>> {
     let mut all = Vec::new();
+    let mut problems = Vec::new();
     for (kind, none) in [("expect", false), ("expect-none", true)] {
         let Some(value) = table.get(kind) else {
             continue;
         };
         let toml::Value::Array(entries) = value else {
-            return Err(ExpectError::NotEntries { kind });
+            problems.push(ExpectError::NotEntries { kind });
+            continue;
         };
         for (index, entry) in entries.iter().enumerate() {
             let toml::Value::Table(entry) = entry else {
-                return Err(ExpectError::NotEntries { kind });
+                problems.push(ExpectError::NotEntries { kind });
+                break;
             };
-            all.push(parse_one(kind, none, index + 1, entry)?);
+            let mut expectation = Expectation {
+                none,
+                number: index + 1,
+                kind: "action".to_string(),
+                fields: Vec::new(),
+                when: When::Any,
+                count: None,
+            };
+            for (key, value) in entry {
+                if let Err(problem) = read_key(&mut expectation, kind, key, value) {
+                    problems.push(problem);
+                }
+            }
+            // In output order, whatever order the file wrote them in.
+            expectation
+                .fields
+                .sort_by_key(|(key, _)| FIELDS.iter().position(|field| field == key));
+            all.push(expectation);
         }
     }
-    Ok(all)
+    if problems.is_empty() {
+        Ok(all)
+    } else {
+        Err(problems)
+    }
 }
 
-fn parse_one(
+/// Reads one key of an expectation into it.
+fn read_key(
+    expectation: &mut Expectation,
     kind: &'static str,
-    none: bool,
-    number: usize,
-    entry: &toml::Table,
-) -> Result<Expectation, ExpectError> {
+    key: &str,
+    value: &toml::Value,
+) -> Result<(), ExpectError> {
+    let number = expectation.number;
+    let none = expectation.none;
     let wrong = |key: &str, expected| ExpectError::WrongType {
         kind,
         number,
@@ -134,71 +167,57 @@ fn parse_one(
         let nanos = parse_duration(text).map_err(|_| bad())?;
         u64::try_from(nanos / 1_000_000).map_err(|_| bad())
     };
-    let mut expectation = Expectation {
-        none,
-        number,
-        kind: "action".to_string(),
-        fields: Vec::new(),
-        when: When::Any,
-        count: None,
-    };
-    for (key, value) in entry {
-        match key.as_str() {
-            "kind" => match value {
-                toml::Value::String(text) => expectation.kind = text.clone(),
-                _ => return Err(wrong(key, "a string such as \"action\"")),
-            },
-            "at" => {
-                if expectation.when != When::Any {
-                    return Err(ExpectError::AtAndBetween { kind, number });
-                }
-                expectation.when = When::At(duration("at", value)?);
+    match key {
+        "kind" => match value {
+            toml::Value::String(text) => expectation.kind = text.clone(),
+            _ => return Err(wrong(key, "a string such as \"action\"")),
+        },
+        "at" => {
+            if expectation.when != When::Any {
+                return Err(ExpectError::AtAndBetween { kind, number });
             }
-            "between" => {
-                if expectation.when != When::Any {
-                    return Err(ExpectError::AtAndBetween { kind, number });
-                }
-                let pair = match value {
-                    toml::Value::Array(pair) if pair.len() == 2 => pair,
-                    _ => return Err(wrong(key, "two durations: [\"10s\", \"20s\"]")),
-                };
-                let (from, to) = (
-                    duration("between", &pair[0])?,
-                    duration("between", &pair[1])?,
-                );
-                if to < from {
-                    return Err(ExpectError::BetweenReversed { kind, number });
-                }
-                expectation.when = When::Between(from, to);
+            expectation.when = When::At(duration("at", value)?);
+        }
+        "between" => {
+            if expectation.when != When::Any {
+                return Err(ExpectError::AtAndBetween { kind, number });
             }
-            "count" if none => return Err(ExpectError::CountOnNone { number }),
-            "count" => match value {
-                toml::Value::Integer(n) if *n >= 0 => expectation.count = Some(n.unsigned_abs()),
-                _ => return Err(wrong(key, "a whole number from 0")),
-            },
-            field if FIELDS.contains(&field) => {
-                let value = match value {
-                    toml::Value::String(text) => Value::from(text.as_str()),
-                    toml::Value::Integer(n) => Value::from(*n),
-                    toml::Value::Boolean(b) => Value::from(*b),
-                    _ => return Err(wrong(key, "a string, a whole number or a boolean")),
-                };
-                expectation.fields.push((field.to_string(), value));
+            let pair = match value {
+                toml::Value::Array(pair) if pair.len() == 2 => pair,
+                _ => return Err(wrong(key, "two durations: [\"10s\", \"20s\"]")),
+            };
+            let (from, to) = (
+                duration("between", &pair[0])?,
+                duration("between", &pair[1])?,
+            );
+            if to < from {
+                return Err(ExpectError::BetweenReversed { kind, number });
             }
-            _ => {
-                return Err(ExpectError::UnknownKey {
-                    kind,
-                    number,
-                    key: key.clone(),
-                })
-            }
+            expectation.when = When::Between(from, to);
+        }
+        "count" if none => return Err(ExpectError::CountOnNone { number }),
+        "count" => match value {
+            toml::Value::Integer(n) if *n >= 0 => expectation.count = Some(n.unsigned_abs()),
+            _ => return Err(wrong(key, "a whole number from 0")),
+        },
+        field if FIELDS.contains(&field) => {
+            let value = match value {
+                toml::Value::String(text) => Value::from(text.as_str()),
+                toml::Value::Integer(n) => Value::from(*n),
+                toml::Value::Boolean(b) => Value::from(*b),
+                _ => return Err(wrong(key, "a string, a whole number or a boolean")),
+            };
+            expectation.fields.push((field.to_string(), value));
+        }
+        _ => {
+            return Err(ExpectError::UnknownKey {
+                kind,
+                number,
+                key: key.to_string(),
+            })
         }
     }
-    // In output order, whatever order the file wrote them in.
-    expectation
-        .fields
-        .sort_by_key(|(key, _)| FIELDS.iter().position(|field| field == key));
-    Ok(expectation)
+    Ok(())
 }
 
 impl Expectation {

@@ -9,8 +9,8 @@ mod timeline;
 
 pub use line::{trace_json, Line, LineKind, LineReason};
 pub use timeline::{
-    entry_kinds, parse, ClockEntry, Dur, EventEntry, FailEntry, MessageEntry, Place, ReloadEntry,
-    RestartEntry, StateEntry, Timeline, TimelineError, EXPECTATION_KINDS,
+    entry_kinds, parse, parse_all, ClockEntry, Dur, EventEntry, FailEntry, MessageEntry, Place,
+    ReloadEntry, RestartEntry, StateEntry, Timeline, TimelineError, EXPECTATION_KINDS,
 };
 
 use crate::pool::{Admission, Lane, PoolConfig};
