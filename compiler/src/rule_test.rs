@@ -9,7 +9,7 @@ pub use expect::{
     close_key as close_expectation_key, parse as parse_expectations,
     parse_all as parse_all_expectations,
 };
-pub use expect::{ExpectError, Expectation, When};
+pub use expect::{ExpectError, Expectation, When, FIELDS as EXPECTATION_FIELDS};
 
 use crate::check::plural;
 use crate::cli::{Console, Exit};

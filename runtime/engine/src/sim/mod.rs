@@ -12,6 +12,10 @@ pub use timeline::{
     entry_kinds, parse, parse_all, ClockEntry, Dur, EventEntry, FailEntry, MessageEntry, Place,
     ReloadEntry, RestartEntry, StateEntry, Timeline, TimelineError, EXPECTATION_KINDS,
 };
+/// The timeline format's keys, for its JSON Schema.
+pub use timeline::{
+    Keys as TimelineKeys, Ty as TimelineTy, KINDS as TIMELINE_KINDS, SETTINGS as TIMELINE_SETTINGS,
+};
 
 use crate::pool::{Admission, Lane, PoolConfig};
 use crate::{

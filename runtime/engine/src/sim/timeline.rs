@@ -458,9 +458,9 @@ fn closest<'k>(key: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k st
     rulecore::suggest::closest_within(key, known, 2)
 }
 
-/// What a key holds.
+/// What a timeline key holds (its JSON Schema: `rulec schema --timeline`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ty {
+pub enum Ty {
     Duration,
     Text,
     /// A whole number from 0 (to u32::MAX).
@@ -470,7 +470,7 @@ enum Ty {
 }
 
 /// The top-level settings.
-const SETTINGS: &[(&str, Ty)] = &[
+pub const SETTINGS: &[(&str, Ty)] = &[
     ("end", Ty::Duration),
     ("replay-window", Ty::Duration),
     ("workers", Ty::Count),
@@ -479,8 +479,9 @@ const SETTINGS: &[(&str, Ty)] = &[
 ];
 
 /// Each entry kind's keys: (key, type, required).
-type Keys = &'static [(&'static str, Ty, bool)];
-const KINDS: &[(&str, Keys)] = &[
+pub type Keys = &'static [(&'static str, Ty, bool)];
+/// Every entry kind with its keys, in the reference's order.
+pub const KINDS: &[(&str, Keys)] = &[
     (
         "event",
         &[
