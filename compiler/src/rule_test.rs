@@ -281,8 +281,9 @@ struct Unmet<'a> {
 
 /// The first expectation the output does not meet, if any.
 fn first_unmet<'a>(expectations: &'a [Expectation], json: &[Value]) -> Option<Unmet<'a>> {
+    let index = expect::LineIndex::new(json);
     for expectation in expectations {
-        let selected = expectation.select(json);
+        let selected = index.select(expectation);
         let Some(problem) = expectation.judge(selected.len()) else {
             continue;
         };

@@ -4,6 +4,7 @@
 
 use rulecore::parse_duration;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::fmt;
 
 /// The output fields an expectation may select on, besides `kind`
@@ -279,6 +280,72 @@ impl Expectation {
     }
 }
 
+/// The output lines by kind and by kind and rule, each list in time
+/// order: an expectation reads only the lines of its kind (and rule) in its
+/// time window, so `rulec test` stays linear in many expectations over a
+/// long output (each expectation scanning every line made it quadratic).
+pub struct LineIndex<'a> {
+    lines: &'a [Value],
+    by_kind: HashMap<&'a str, Vec<(u64, usize)>>,
+    by_rule: HashMap<(&'a str, &'a str), Vec<(u64, usize)>>,
+}
+
+impl<'a> LineIndex<'a> {
+    pub fn new(lines: &'a [Value]) -> Self {
+        let mut by_kind: HashMap<&str, Vec<(u64, usize)>> = HashMap::new();
+        let mut by_rule: HashMap<(&str, &str), Vec<(u64, usize)>> = HashMap::new();
+        for (index, line) in lines.iter().enumerate() {
+            let (Some(kind), Some(at)) = (line["kind"].as_str(), line["at_ms"].as_u64()) else {
+                continue;
+            };
+            by_kind.entry(kind).or_default().push((at, index));
+            if let Some(rule) = line["rule"].as_str() {
+                by_rule.entry((kind, rule)).or_default().push((at, index));
+            }
+        }
+        // The output is in time order already; a stable sort keeps it so.
+        for list in by_kind.values_mut().chain(by_rule.values_mut()) {
+            list.sort_by_key(|(at, _)| *at);
+        }
+        LineIndex {
+            lines,
+            by_kind,
+            by_rule,
+        }
+    }
+
+    /// The lines (indices, in output order) `expectation` selects: what
+    /// [`Expectation::select`] answers, without reading the other lines.
+    pub fn select(&self, expectation: &Expectation) -> Vec<usize> {
+        let rule = expectation
+            .fields
+            .iter()
+            .find(|(key, _)| key == "rule")
+            .and_then(|(_, value)| value.as_str());
+        let list = match rule {
+            Some(rule) => self.by_rule.get(&(expectation.kind.as_str(), rule)),
+            None => self.by_kind.get(expectation.kind.as_str()),
+        };
+        let Some(list) = list else {
+            return Vec::new();
+        };
+        let (from, to) = match expectation.when {
+            When::Any => (0, u64::MAX),
+            When::At(at) => (at, at),
+            When::Between(from, to) => (from, to),
+        };
+        let start = list.partition_point(|(at, _)| *at < from);
+        let mut selected: Vec<usize> = list[start..]
+            .iter()
+            .take_while(|(at, _)| *at <= to)
+            .map(|(_, index)| *index)
+            .filter(|&index| expectation.selects_fields(&self.lines[index]))
+            .collect();
+        selected.sort_unstable();
+        selected
+    }
+}
+
 impl fmt::Display for Expectation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let entry = if self.none { "expect-none" } else { "expect" };
@@ -317,6 +384,36 @@ mod tests {
         match parse(&table) {
             Ok(mut all) if all.len() == 1 => all.remove(0),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_index_selects_what_a_scan_selects() {
+        let lines: Vec<Value> = (0..40)
+            .map(|i| {
+                serde_json::json!({
+                    "at_ms": (i / 3) * 1000,
+                    "kind": if i % 4 == 0 { "run-start" } else { "action" },
+                    "rule": if i % 2 == 0 { "a" } else { "b" },
+                    "step": i % 3,
+                })
+            })
+            .collect();
+        let index = LineIndex::new(&lines);
+        for text in [
+            "[[expect]]\n",
+            "[[expect]]\nrule = \"a\"\n",
+            "[[expect]]\nrule = \"b\"\nat = \"3s\"\n",
+            "[[expect]]\nbetween = [\"2s\", \"7s\"]\nstep = 1\n",
+            "[[expect]]\nkind = \"run-start\"\nrule = \"a\"\nbetween = [\"0s\", \"5s\"]\n",
+            "[[expect]]\nrule = \"c\"\n",
+        ] {
+            let expectation = one(text);
+            assert_eq!(
+                index.select(&expectation),
+                expectation.select(&lines),
+                "{text}"
+            );
         }
     }
 
