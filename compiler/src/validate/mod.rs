@@ -403,6 +403,13 @@ pub fn validate_cached(
             d.label.as_ref().map_or(0, |label| label.span.start),
         )
     });
+    // One problem is reported once, however many checks came upon it.
+    out.diagnostics.dedup_by(|a, b| {
+        a.file == b.file
+            && a.code == b.code
+            && a.message == b.message
+            && a.label.as_ref().map(|l| &l.span) == b.label.as_ref().map(|l| &l.span)
+    });
     out
 }
 
