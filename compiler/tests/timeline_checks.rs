@@ -115,3 +115,38 @@ fn the_fixture_timelines_and_tests_are_clean() {
         assert!(!err.contains("rulec::"), "{name}: {err}");
     }
 }
+
+/// The note about a directory's skipped files is printed once per command,
+/// however often its rules are loaded (here: the simulated rules, the rules
+/// after the restart and two `[[reload]]`s, all one directory).
+#[test]
+fn the_skipped_files_note_is_printed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    std::fs::create_dir_all(&rules).unwrap();
+    for entry in std::fs::read_dir(root().join("fixtures/rules")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, rules.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::write(rules.join("notes.md"), "not a rule file\n").unwrap();
+    std::fs::write(
+        dir.path().join("t.toml"),
+        "[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n\n[[reload]]\nat = \"1s\"\nbundle = \"rules\"\n\n[[reload]]\nat = \"2s\"\nbundle = \"rules\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = rulec(
+        dir.path(),
+        &[
+            "simulate",
+            "rules",
+            "--timeline",
+            "t.toml",
+            "--bundle-after-restart",
+            "rules",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.matches("notes.md is not read").count(), 1, "{err}");
+}
