@@ -163,6 +163,30 @@ fn plan(args: &TestArgs) -> Result<Vec<(PathBuf, PathBuf)>, String> {
 /// with what their tests are checked against; `None`: it does not build.
 type Loaded = HashMap<PathBuf, Option<(Arc<Payload>, Arc<Known>)>>;
 
+/// The rules of `rules`, loaded (and their diagnostics printed) the first
+/// time they are asked for; `None`: they do not build.
+fn load_once(
+    rules: &Path,
+    profile: &crate::profile::ProfileChoice,
+    loaded: &mut Loaded,
+    console: &mut Console<'_>,
+) -> io::Result<Option<(Arc<Payload>, Arc<Known>)>> {
+    if !loaded.contains_key(rules) {
+        let rule_set = load_rules_known(rules, profile, console)?
+            .ok()
+            .map(|(payload, topics)| {
+                let mut known = Known {
+                    topics,
+                    ..Known::default()
+                };
+                known.add_rules(&payload);
+                (Arc::new(payload), Arc::new(known))
+            });
+        loaded.insert(rules.to_path_buf(), rule_set);
+    }
+    Ok(loaded.get(rules).cloned().flatten())
+}
+
 /// Runs one test file: `None` when it carries no expectations.
 fn run_file(
     file: &Path,
@@ -208,26 +232,13 @@ fn run_file(
     let Ok(timeline) = parse(&text) else {
         return broken(console, None);
     };
-    if !loaded.contains_key(rules) {
-        let rule_set = load_rules_known(rules, profile, console)?
-            .ok()
-            .map(|(payload, topics)| {
-                let mut known = Known {
-                    topics,
-                    ..Known::default()
-                };
-                known.add_rules(&payload);
-                (Arc::new(payload), Arc::new(known))
-            });
-        loaded.insert(rules.to_path_buf(), rule_set);
-    }
-    let Some(Some((payload, known))) = loaded.get(rules) else {
+    let Some((payload, known)) = load_once(rules, profile, loaded, console)? else {
         return Ok(error(format!(
             "the rules in {} do not build",
             rules.display()
         )));
     };
-    if problems(Some(known), console)? {
+    if problems(Some(&known), console)? {
         return Ok(error(
             "the test file has problems (shown above)".to_string(),
         ));
@@ -236,7 +247,7 @@ fn run_file(
         explain: true,
         ..Options::default()
     };
-    let outcome = match simulate_with(Arc::clone(payload), &timeline, None, options) {
+    let outcome = match simulate_with(Arc::clone(&payload), &timeline, None, options) {
         Ok(outcome) => outcome,
         Err(e) => return Ok(error(e.to_string())),
     };
@@ -247,7 +258,7 @@ fn run_file(
         .collect();
     let unmet = first_unmet(&expectations, &json);
     let page = match &unmet {
-        Some(unmet) if draw => Some(failure_page(&name, &table, payload, &outcome.lines, unmet)),
+        Some(unmet) if draw => Some(failure_page(&name, &table, &payload, &outcome.lines, unmet)),
         _ => None,
     };
     let outcome = match unmet {
