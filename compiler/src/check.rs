@@ -78,6 +78,8 @@ pub struct CheckReport {
     pub file_count: usize,
     /// Rule tables read from files that parsed.
     pub rules_read: usize,
+    /// [`Self::rules_read`] of each of [`Self::files`].
+    pub rules_read_by_file: Vec<usize>,
     /// The directory does not exist (no rules: not an error).
     pub missing_dir: bool,
     /// Directory entries that are not rule files, for notes.
@@ -177,7 +179,50 @@ fn check_dir_with(
     deny_warnings: bool,
     profile: Option<Arc<LoadedProfile>>,
 ) -> Result<CheckReport, LoadError> {
+    if dir.is_file() {
+        return check_file_in_directory(dir, deny_warnings, profile);
+    }
     Ok(check_loaded(load_dir(dir)?, deny_warnings, profile))
+}
+
+/// `rulec check FILE` (docs/rulec.md#one-file): the file is checked with
+/// its directory's other files (their topics, inputs and rule names) and
+/// the profile, and only its own diagnostics and rules are kept; so it
+/// gets exactly the answer checking the directory gives for it. A
+/// directory that cannot be read leaves the file checked alone.
+fn check_file_in_directory(
+    path: &Path,
+    deny_warnings: bool,
+    profile: Option<Arc<LoadedProfile>>,
+) -> Result<CheckReport, LoadError> {
+    let alone = load_dir(path)?;
+    let parent = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let (Some(file), Ok(mut loaded)) = (alone.files.first().cloned(), load_dir(parent)) else {
+        return Ok(check_loaded(alone, deny_warnings, profile));
+    };
+    // The file as read now, even when the directory would skip it (a
+    // hidden name, another extension).
+    loaded.overlay(&file.name, &file.text);
+    loaded.skipped.clear();
+    let mut report = check_loaded(loaded, deny_warnings, profile);
+    let position = report.files.iter().position(|f| f.name == file.name);
+    report.rules_read = position
+        .and_then(|at| report.rules_read_by_file.get(at).copied())
+        .unwrap_or(0);
+    report
+        .diagnostics
+        .retain(|d| d.file.as_deref() == Some(file.name.as_str()));
+    report.rules.retain(|rule| rule.source == file.name);
+    report.denied_warnings = report
+        .diagnostics
+        .iter()
+        .filter(|d| crate::validate::is_denied(d))
+        .count();
+    report.file_count = 1;
+    Ok(report)
 }
 
 /// Validates rule files already read (by [`load_dir`], perhaps with an
@@ -214,6 +259,7 @@ pub fn check_loaded_cached(
         file_count: loaded.files.len() + diagnostics_for_unreadable(&diagnostics),
         files: loaded.files,
         rules_read: validated.rules_read,
+        rules_read_by_file: validated.rules_read_by_file,
         missing_dir: loaded.missing,
         skipped: loaded.skipped,
         rules: validated.rules,
@@ -260,7 +306,10 @@ pub(crate) fn check_and_print(
     };
     print_report(&report, dir, format, console)?;
     for skipped in &report.skipped {
-        writeln!(console.err, "note: {}: {skipped}", dir.display())?;
+        let note = format!("note: {}: {skipped}", dir.display());
+        if console.noted.insert(note.clone()) {
+            writeln!(console.err, "{note}")?;
+        }
     }
     Ok(Ok(report))
 }
@@ -305,7 +354,15 @@ pub fn shown_path(dir: &Path, name: &str) -> String {
 /// names thousands of files, and each answer is a system call.
 fn shown_in(dir: &Path, dir_is_file: bool, name: &str) -> String {
     if dir_is_file {
-        return dir.display().to_string();
+        // The file as given; another file of its directory (a related
+        // label: the first definition of a name) beside it.
+        if dir.file_name() == Some(std::ffi::OsStr::new(name)) {
+            return dir.display().to_string();
+        }
+        return match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(parent) => parent.join(name).display().to_string(),
+            None => name.to_string(),
+        };
     }
     if dir.as_os_str() == "." {
         return name.to_string();

@@ -60,6 +60,9 @@ pub struct Console<'a> {
     pub err: &'a mut dyn Write,
     /// `Fancy` when stderr is a terminal.
     pub style: TextStyle,
+    /// Notes already printed (a directory's skipped files): each is
+    /// printed once per command, however often its directory is loaded.
+    pub noted: std::collections::HashSet<String>,
 }
 
 impl std::fmt::Debug for Console<'_> {

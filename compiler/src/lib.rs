@@ -40,5 +40,6 @@ pub mod rulefile;
 pub mod schema;
 pub mod simulate;
 pub mod span;
+pub mod timeline;
 pub mod validate;
 pub mod when;

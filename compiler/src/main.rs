@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         out: &mut out,
         err: &mut err,
         style,
+        noted: Default::default(),
     };
     let result = match cli.command {
         Command::Check(args) => rulec::check::run(&args, &mut console),

@@ -5,13 +5,17 @@
 mod expect;
 mod junit;
 
-pub use expect::{close_key as close_expectation_key, parse as parse_expectations};
-pub use expect::{ExpectError, Expectation, When};
+pub use expect::{
+    close_key as close_expectation_key, parse as parse_expectations,
+    parse_all as parse_all_expectations,
+};
+pub use expect::{ExpectError, Expectation, When, FIELDS as EXPECTATION_FIELDS};
 
 use crate::check::plural;
 use crate::cli::{Console, Exit};
 use crate::simulate::html;
-use crate::simulate::load_rules;
+use crate::simulate::{load_rules_known, print_timeline_problems};
+use crate::timeline::Known;
 use rulecore::bundle::Payload;
 use ruled_engine::sim::{parse, simulate_with, Line, Options};
 use serde_json::Value;
@@ -155,9 +159,33 @@ fn plan(args: &TestArgs) -> Result<Vec<(PathBuf, PathBuf)>, String> {
         .collect()
 }
 
-/// Rule sets by path, each loaded (and its diagnostics printed) once;
-/// `None`: it does not build.
-type Loaded = HashMap<PathBuf, Option<Arc<Payload>>>;
+/// Rule sets by path, each loaded (and its diagnostics printed) once,
+/// with what their tests are checked against; `None`: it does not build.
+type Loaded = HashMap<PathBuf, Option<(Arc<Payload>, Arc<Known>)>>;
+
+/// The rules of `rules`, loaded (and their diagnostics printed) the first
+/// time they are asked for; `None`: they do not build.
+fn load_once(
+    rules: &Path,
+    profile: &crate::profile::ProfileChoice,
+    loaded: &mut Loaded,
+    console: &mut Console<'_>,
+) -> io::Result<Option<(Arc<Payload>, Arc<Known>)>> {
+    if !loaded.contains_key(rules) {
+        let rule_set = load_rules_known(rules, profile, console)?
+            .ok()
+            .map(|(payload, topics)| {
+                let mut known = Known {
+                    topics,
+                    ..Known::default()
+                };
+                known.add_rules(&payload);
+                (Arc::new(payload), Arc::new(known))
+            });
+        loaded.insert(rules.to_path_buf(), rule_set);
+    }
+    Ok(loaded.get(rules).cloned().flatten())
+}
 
 /// Runs one test file: `None` when it carries no expectations.
 fn run_file(
@@ -181,39 +209,45 @@ fn run_file(
         Ok(text) => text,
         Err(reason) => return Ok(error(format!("cannot read the test: {reason}"))),
     };
-    let table: toml::Table = match toml::from_str(&text) {
-        Ok(table) => table,
-        Err(e) => {
-            return Ok(error(format!(
-                "not valid TOML: {}",
-                e.to_string().trim_end()
-            )))
-        }
+    // Every problem of the file, each at its line and column, on stderr
+    // (docs/simulation.md#checks); the result names how many.
+    let problems = |known: Option<&Known>, console: &mut Console<'_>| {
+        print_timeline_problems(file, &text, known, console)
     };
-    let expectations = match expect::parse(&table) {
+    let broken =
+        |console: &mut Console<'_>, known: Option<&Known>| -> io::Result<Option<TestResult>> {
+            problems(known, console)?;
+            Ok(error(
+                "the test file has problems (shown above)".to_string(),
+            ))
+        };
+    let Ok(table) = toml::from_str::<toml::Table>(&text) else {
+        return broken(console, None);
+    };
+    let expectations = match expect::parse_all(&table) {
         Ok(expectations) if expectations.is_empty() => return Ok(None),
         Ok(expectations) => expectations,
-        Err(e) => return Ok(error(e.to_string())),
+        Err(_) => return broken(console, None),
     };
-    let timeline = match parse(&text) {
-        Ok(timeline) => timeline,
-        Err(e) => return Ok(error(e.to_string())),
+    let Ok(timeline) = parse(&text) else {
+        return broken(console, None);
     };
-    if !loaded.contains_key(rules) {
-        let payload = load_rules(rules, profile, console)?.ok().map(Arc::new);
-        loaded.insert(rules.to_path_buf(), payload);
-    }
-    let Some(Some(payload)) = loaded.get(rules) else {
+    let Some((payload, known)) = load_once(rules, profile, loaded, console)? else {
         return Ok(error(format!(
             "the rules in {} do not build",
             rules.display()
         )));
     };
+    if problems(Some(&known), console)? {
+        return Ok(error(
+            "the test file has problems (shown above)".to_string(),
+        ));
+    }
     let options = Options {
         explain: true,
         ..Options::default()
     };
-    let outcome = match simulate_with(Arc::clone(payload), &timeline, None, options) {
+    let outcome = match simulate_with(Arc::clone(&payload), &timeline, None, options) {
         Ok(outcome) => outcome,
         Err(e) => return Ok(error(e.to_string())),
     };
@@ -224,7 +258,7 @@ fn run_file(
         .collect();
     let unmet = first_unmet(&expectations, &json);
     let page = match &unmet {
-        Some(unmet) if draw => Some(failure_page(&name, &table, payload, &outcome.lines, unmet)),
+        Some(unmet) if draw => Some(failure_page(&name, &table, &payload, &outcome.lines, unmet)),
         _ => None,
     };
     let outcome = match unmet {
@@ -258,8 +292,9 @@ struct Unmet<'a> {
 
 /// The first expectation the output does not meet, if any.
 fn first_unmet<'a>(expectations: &'a [Expectation], json: &[Value]) -> Option<Unmet<'a>> {
+    let index = expect::LineIndex::new(json);
     for expectation in expectations {
-        let selected = expectation.select(json);
+        let selected = index.select(expectation);
         let Some(problem) = expectation.judge(selected.len()) else {
             continue;
         };

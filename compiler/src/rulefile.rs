@@ -28,6 +28,11 @@ pub struct RawRule<'i> {
     /// The `[[rule]]` header (or the inline table).
     pub span: Range<usize>,
     pub table: DeTable<'i>,
+    /// The sub-tables (`repeat`, a step) in which a misspelt key is read
+    /// under its close spelling: a problem of such a table as a whole
+    /// (`repeat` needs `every`) rests on the guess, and is not reported
+    /// besides the unknown key (docs/rules.md#errors-and-warnings).
+    pub guessed: Vec<Range<usize>>,
 }
 
 /// One `[[topic]]` table of the catalogue (docs/rules.md#the-topic-catalogue), with no
@@ -117,10 +122,16 @@ pub fn parse_all(file: &SourceFile) -> (Parsed<'_>, Vec<Diagnostic>) {
             let misspelt = !rule_problems.is_empty();
             problems.append(&mut rule_problems);
             let mut table = table.clone();
+            let mut guessed = Vec::new();
             if misspelt {
-                respell(&mut table, Level::Rule);
+                respell(&mut table, Level::Rule, None, &mut guessed);
             }
-            rules.push(RawRule { index, span, table });
+            rules.push(RawRule {
+                index,
+                span,
+                table,
+                guessed,
+            });
         }
     }
     (Parsed { rules, topics }, problems)
@@ -193,7 +204,14 @@ fn check_rule_keys(file: &SourceFile, rule: &DeTable<'_>, problems: &mut Vec<Dia
 /// spelling that its table lacks is read under that spelling, so that the
 /// rule's other problems are reported in the same run and `evry = "10s"`
 /// does not also make "`repeat` needs `every`" (docs/rules.md#errors-and-warnings).
-fn respell(table: &mut DeTable<'_>, level: Level) {
+/// `span` is the table's own, for a sub-table; it joins `guessed` when a
+/// key of it is read under a guess.
+fn respell(
+    table: &mut DeTable<'_>,
+    level: Level,
+    span: Option<Range<usize>>,
+    guessed: &mut Vec<Range<usize>>,
+) {
     let names = keys::names(level);
     let entries: Vec<_> = std::mem::take(table).into_iter().collect();
     let mut present: Vec<String> = entries
@@ -208,17 +226,22 @@ fn respell(table: &mut DeTable<'_>, level: Level) {
             {
                 // Two misspellings of one key: only the first is read as it.
                 present.push(close.to_string());
+                guessed.extend(span.clone());
                 Spanned::new(key.span(), std::borrow::Cow::Owned(close.to_string()))
             }
             _ => key,
         };
         if let Some(known) = keys::find(level, key.get_ref()) {
+            let value_span = value.span();
             match (known.ty, known.ty.tables_of(), value.get_mut()) {
-                (Ty::Table(sub), _, DeValue::Table(inner)) => respell(inner, sub),
+                (Ty::Table(sub), _, DeValue::Table(inner)) => {
+                    respell(inner, sub, Some(value_span), guessed)
+                }
                 (_, Some(sub), DeValue::Array(items)) => {
                     for item in items.iter_mut() {
+                        let item_span = item.span();
                         if let DeValue::Table(inner) = item.get_mut() {
-                            respell(inner, sub);
+                            respell(inner, sub, Some(item_span), guessed);
                         }
                     }
                 }

@@ -11,15 +11,103 @@ use std::io;
 #[command(after_help = "\
 Example:
   rulec schema > rules.schema.json
+  rulec schema --timeline > timeline.schema.json
   # then in a rule file, for Taplo / Even Better TOML:
   #:schema ./rules.schema.json")]
-pub struct SchemaArgs {}
+pub struct SchemaArgs {
+    /// The schema of timeline and test files (docs/simulation.md) instead
+    /// of rule files.
+    #[arg(long)]
+    pub timeline: bool,
+}
 
 /// Prints the schema to stdout.
-pub fn run(_args: &SchemaArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let text = serde_json::to_string_pretty(&schema()).map_err(io::Error::other)?;
+pub fn run(args: &SchemaArgs, console: &mut Console<'_>) -> io::Result<Exit> {
+    let schema = if args.timeline {
+        timeline_schema()
+    } else {
+        schema()
+    };
+    let text = serde_json::to_string_pretty(&schema).map_err(io::Error::other)?;
     writeln!(console.out, "{text}")?;
     Ok(Exit::Success)
+}
+
+/// The JSON Schema of a timeline or test file (docs/simulation.md,
+/// docs/rulec.md#rulec-test), from the simulator's own table of keys and
+/// the expectations' fields.
+pub fn timeline_schema() -> serde_json::Value {
+    use ruled_engine::sim::{TimelineTy, TIMELINE_KINDS, TIMELINE_SETTINGS};
+    use serde_json::{json, Map, Value};
+    let of = |ty: TimelineTy| match ty {
+        TimelineTy::Duration => json!({ "type": "string", "pattern": DURATION_PATTERN }),
+        TimelineTy::Text => json!({ "type": "string" }),
+        TimelineTy::Count => json!({ "type": "integer", "minimum": 0, "maximum": u32::MAX }),
+        TimelineTy::Table => json!({ "type": "object" }),
+        TimelineTy::Bool => json!({ "type": "boolean" }),
+    };
+    let mut properties = Map::new();
+    for (key, ty) in TIMELINE_SETTINGS {
+        properties.insert((*key).to_string(), of(*ty));
+    }
+    for (kind, keys) in TIMELINE_KINDS {
+        let entry: Map<String, Value> = keys
+            .iter()
+            .map(|(key, ty, _)| ((*key).to_string(), of(*ty)))
+            .collect();
+        let required: Vec<&str> = keys
+            .iter()
+            .filter(|(_, _, required)| *required)
+            .map(|(key, _, _)| *key)
+            .collect();
+        properties.insert(
+            (*kind).to_string(),
+            json!({
+                "type": "array",
+                "description": format!("[[{kind}]] entries (docs/simulation.md#entries)"),
+                "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": required,
+                    "properties": entry,
+                }
+            }),
+        );
+    }
+    for (kind, none) in [("expect", false), ("expect-none", true)] {
+        let duration = json!({ "type": "string", "pattern": DURATION_PATTERN });
+        let mut keys = Map::new();
+        keys.insert("kind".into(), json!({ "type": "string" }));
+        keys.insert("at".into(), duration.clone());
+        keys.insert(
+            "between".into(),
+            json!({ "type": "array", "items": duration, "minItems": 2, "maxItems": 2 }),
+        );
+        if !none {
+            keys.insert("count".into(), json!({ "type": "integer", "minimum": 0 }));
+        }
+        for field in crate::rule_test::EXPECTATION_FIELDS {
+            keys.insert(
+                (*field).to_string(),
+                json!({ "type": ["string", "integer", "boolean"] }),
+            );
+        }
+        properties.insert(
+            kind.to_string(),
+            json!({
+                "type": "array",
+                "description": format!("[[{kind}]] expectations (docs/rulec.md#rulec-test)"),
+                "items": { "type": "object", "additionalProperties": false, "properties": keys }
+            }),
+        );
+    }
+    json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "rulec timeline or test file",
+        "type": "object",
+        "additionalProperties": false,
+        "properties": properties,
+    })
 }
 
 /// Go duration syntax (docs/rules.md#durations), as a regular expression: an optional

@@ -8,7 +8,10 @@ pub mod html;
 use crate::build::{assemble_with, COMPILER_VERSION};
 use crate::check::{check_and_print, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
+use crate::diagnostic::{render_text_with, Severity, Sources};
+use crate::load::SourceFile;
 use crate::profile::ProfileChoice;
+use crate::timeline::Known;
 use rulecore::bundle::Payload;
 use rulecore::codec::{self, BundleError};
 use rulecore::input_file::read_bounded;
@@ -111,6 +114,20 @@ pub(crate) fn load_rules(
     profile: &ProfileChoice,
     console: &mut Console<'_>,
 ) -> io::Result<Result<Payload, Exit>> {
+    Ok(load_rules_known(path, profile, console)?.map(|(payload, _)| payload))
+}
+
+/// The names of a catalogue's topics; `None`: no catalogue.
+pub(crate) type CatalogueNames = Option<Vec<String>>;
+
+/// [`load_rules`], with the names of the catalogue's topics the rules were
+/// checked against (`None` for a bundle file, or without a catalogue):
+/// what a timeline's topics are checked against.
+pub(crate) fn load_rules_known(
+    path: &Path,
+    profile: &ProfileChoice,
+    console: &mut Console<'_>,
+) -> io::Result<Result<(Payload, CatalogueNames), Exit>> {
     let rule_file = path.extension().is_some_and(|ext| ext == "toml");
     if path.is_dir() || rule_file {
         let report = match check_and_print(path, false, Format::Text, profile, console)? {
@@ -126,14 +143,12 @@ pub(crate) fn load_rules(
             )?;
             return Ok(Err(Exit::Failure));
         }
-        return Ok(Ok(assemble_with(
-            &report.rules,
-            report.profile.as_deref(),
-            COMPILER_VERSION,
-        )));
+        let topics: Vec<String> = report.topics.iter().map(|t| t.name.clone()).collect();
+        let payload = assemble_with(&report.rules, report.profile.as_deref(), COMPILER_VERSION);
+        return Ok(Ok((payload, (!topics.is_empty()).then_some(topics))));
     }
     match codec::read(path) {
-        Ok(bundle) => Ok(Ok(bundle.payload)),
+        Ok(bundle) => Ok(Ok((bundle.payload, None))),
         Err(error @ (BundleError::Io { .. } | BundleError::NotAFile { .. })) => {
             writeln!(console.err, "error: {error}")?;
             Ok(Err(Exit::Usage))
@@ -145,10 +160,31 @@ pub(crate) fn load_rules(
     }
 }
 
+/// Prints every problem of the timeline or test file `path`
+/// ([`crate::timeline::diagnostics`]) as rule files' are, in file order;
+/// `true` when one is an error.
+pub(crate) fn print_timeline_problems(
+    path: &Path,
+    text: &str,
+    known: Option<&Known>,
+    console: &mut Console<'_>,
+) -> io::Result<bool> {
+    let name = path.display().to_string();
+    let mut diagnostics = crate::timeline::diagnostics(&name, text, known);
+    diagnostics.sort_by_key(|d| d.label.as_ref().map_or(0, |label| label.span.start));
+    let files = [SourceFile {
+        name,
+        text: text.to_string(),
+    }];
+    let rendered = render_text_with(&diagnostics, &Sources::new(&files), console.style);
+    console.err.write_all(rendered.as_bytes())?;
+    Ok(diagnostics.iter().any(|d| d.severity == Severity::Error))
+}
+
 /// Runs `rulec simulate`.
 pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let payload = match load_rules(&args.input, &args.profile.profile, console)? {
-        Ok(payload) => payload,
+    let (payload, topics) = match load_rules_known(&args.input, &args.profile.profile, console)? {
+        Ok(loaded) => loaded,
         Err(exit) => return Ok(exit),
     };
     let after = match &args.bundle_after_restart {
@@ -173,17 +209,27 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         explain: args.explain,
         trace: args.trace,
     };
-    let timeline = match parse(&text) {
-        Ok(timeline) => timeline,
-        Err(error) => {
-            report_timeline_error(&args.timeline, &error, console)?;
-            return Ok(Exit::Failure);
-        }
+    let Ok(timeline) = parse(&text) else {
+        print_timeline_problems(&args.timeline, &text, None, console)?;
+        return Ok(Exit::Failure);
     };
     let reloads = match load_reloads(&args.timeline, &timeline, &args.profile.profile, console)? {
         Ok(reloads) => reloads,
         Err(exit) => return Ok(exit),
     };
+    let mut known = Known {
+        topics,
+        ..Known::default()
+    };
+    for bundle in std::iter::once(&payload).chain(after.as_deref()) {
+        known.add_rules(bundle);
+    }
+    for bundle in &reloads {
+        known.add_rules(bundle);
+    }
+    if print_timeline_problems(&args.timeline, &text, Some(&known), console)? {
+        return Ok(Exit::Failure);
+    }
     let payload = Arc::new(payload);
     let mut bundles = vec![Arc::clone(&payload)];
     bundles.extend(after.iter().cloned());

@@ -336,3 +336,29 @@ fn durations_and_can_data_edge_cases() {
         assert_eq!(valid(&schema, &rule(extra.clone())), ok, "{extra}");
     }
 }
+
+/// `rulec schema --timeline`: every fixture timeline and test validates,
+/// and a misspelt key or a missing `at` does not.
+#[test]
+fn the_timeline_schema_validates_the_fixture_timelines_and_tests() {
+    let output = Command::new(env!("CARGO_BIN_EXE_rulec"))
+        .args(["schema", "--timeline"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let schema: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mut files = toml_files(&fixtures().join("timelines"));
+    files.extend(toml_files(&fixtures().join("rules/tests")));
+    assert!(files.len() > 20, "{files:?}");
+    for path in &files {
+        let mut out = Vec::new();
+        errors(&schema, &as_json(path).unwrap(), "", &mut out);
+        assert!(out.is_empty(), "{}: {out:?}", path.display());
+    }
+    let bad = json!({ "event": [{ "at": "0s", "tpoic": "alarm.triggered" }] });
+    assert!(!valid(&schema, &bad));
+    let bad = json!({ "expect": [{ "rul": "x" }] });
+    assert!(!valid(&schema, &bad));
+    let bad = json!({ "event": [{ "at": "10 sec", "topic": "a" }] });
+    assert!(!valid(&schema, &bad));
+}

@@ -212,10 +212,12 @@ fn bad_expectations_are_errors_that_name_the_entry() {
     ];
     for (test, message) in cases {
         let dir = rules_with_test("bad", test);
-        let (code, out, _) = rulec_test(dir.path(), &["rules/tests/bad.toml"]);
+        let (code, out, err) = rulec_test(dir.path(), &["rules/tests/bad.toml"]);
         assert_eq!(code, 1, "{out}");
         assert!(out.starts_with("ERROR rules/tests/bad.toml\n"), "{out}");
-        assert!(out.contains(message), "{message}: {out}");
+        // The problem is shown like a rule file's, at its line and column.
+        assert!(err.contains(message), "{message}: {err}");
+        assert!(err.contains("[rules/tests/bad.toml:"), "{err}");
     }
 }
 

@@ -186,6 +186,12 @@ codes! {
     /// (warning) `rulec build`: the bundle's estimated heap in ruled is over the budget (an error with `--deny-warnings`).
     MemoryBudget => "rulec::memory-budget",
 
+    // Timeline and test files (docs/simulation.md#checks).
+    /// A timeline or test file entry that does not parse: an unknown or missing key, a wrong value.
+    Timeline => "rulec::timeline",
+    /// A timeline's `[[fail]]` or a test's expectation names a rule (or a step) the rules do not have.
+    UnknownRule => "rulec::unknown-rule",
+
     // `when` expressions (docs/when-language.md).
     /// The expression does not parse (unmatched parentheses, ...).
     WhenSyntax => "rulec::when::syntax",

@@ -15,10 +15,6 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-/// The code of a timeline or test file's problem (they have no `rulec::`
-/// code of their own: docs/editors.md#timelines-and-tests).
-pub const TIMELINE_CODE: &str = "rulec::timeline";
-
 /// A problem in one file, in bytes, before it is placed in protocol
 /// positions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,11 +31,6 @@ pub struct Problem {
 }
 
 impl Problem {
-    pub fn with_code(mut self, code: &'static str) -> Self {
-        self.code = code;
-        self
-    }
-
     /// A rule-file diagnostic; its related places are files of `dir`.
     pub fn of(diagnostic: &Diagnostic, dir: &Path) -> Self {
         Problem {

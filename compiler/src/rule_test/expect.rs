@@ -4,6 +4,7 @@
 
 use rulecore::parse_duration;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::fmt;
 
 /// The output fields an expectation may select on, besides `kind`
@@ -89,32 +90,65 @@ fn suggestion(key: &str) -> String {
     }
 }
 
-/// Reads the `[[expect]]` and `[[expect-none]]` entries of a timeline file.
+/// Reads the `[[expect]]` and `[[expect-none]]` entries of a timeline file;
+/// the first problem of [`parse_all`].
 pub fn parse(table: &toml::Table) -> Result<Vec<Expectation>, ExpectError> {
+    parse_all(table).map_err(|mut problems| problems.swap_remove(0))
+}
+
+/// [`parse`], with every problem (never an empty list).
+pub fn parse_all(table: &toml::Table) -> Result<Vec<Expectation>, Vec<ExpectError>> {
     let mut all = Vec::new();
+    let mut problems = Vec::new();
     for (kind, none) in [("expect", false), ("expect-none", true)] {
         let Some(value) = table.get(kind) else {
             continue;
         };
         let toml::Value::Array(entries) = value else {
-            return Err(ExpectError::NotEntries { kind });
+            problems.push(ExpectError::NotEntries { kind });
+            continue;
         };
         for (index, entry) in entries.iter().enumerate() {
             let toml::Value::Table(entry) = entry else {
-                return Err(ExpectError::NotEntries { kind });
+                problems.push(ExpectError::NotEntries { kind });
+                break;
             };
-            all.push(parse_one(kind, none, index + 1, entry)?);
+            let mut expectation = Expectation {
+                none,
+                number: index + 1,
+                kind: "action".to_string(),
+                fields: Vec::new(),
+                when: When::Any,
+                count: None,
+            };
+            for (key, value) in entry {
+                if let Err(problem) = read_key(&mut expectation, kind, key, value) {
+                    problems.push(problem);
+                }
+            }
+            // In output order, whatever order the file wrote them in.
+            expectation
+                .fields
+                .sort_by_key(|(key, _)| FIELDS.iter().position(|field| field == key));
+            all.push(expectation);
         }
     }
-    Ok(all)
+    if problems.is_empty() {
+        Ok(all)
+    } else {
+        Err(problems)
+    }
 }
 
-fn parse_one(
+/// Reads one key of an expectation into it.
+fn read_key(
+    expectation: &mut Expectation,
     kind: &'static str,
-    none: bool,
-    number: usize,
-    entry: &toml::Table,
-) -> Result<Expectation, ExpectError> {
+    key: &str,
+    value: &toml::Value,
+) -> Result<(), ExpectError> {
+    let number = expectation.number;
+    let none = expectation.none;
     let wrong = |key: &str, expected| ExpectError::WrongType {
         kind,
         number,
@@ -134,71 +168,57 @@ fn parse_one(
         let nanos = parse_duration(text).map_err(|_| bad())?;
         u64::try_from(nanos / 1_000_000).map_err(|_| bad())
     };
-    let mut expectation = Expectation {
-        none,
-        number,
-        kind: "action".to_string(),
-        fields: Vec::new(),
-        when: When::Any,
-        count: None,
-    };
-    for (key, value) in entry {
-        match key.as_str() {
-            "kind" => match value {
-                toml::Value::String(text) => expectation.kind = text.clone(),
-                _ => return Err(wrong(key, "a string such as \"action\"")),
-            },
-            "at" => {
-                if expectation.when != When::Any {
-                    return Err(ExpectError::AtAndBetween { kind, number });
-                }
-                expectation.when = When::At(duration("at", value)?);
+    match key {
+        "kind" => match value {
+            toml::Value::String(text) => expectation.kind = text.clone(),
+            _ => return Err(wrong(key, "a string such as \"action\"")),
+        },
+        "at" => {
+            if expectation.when != When::Any {
+                return Err(ExpectError::AtAndBetween { kind, number });
             }
-            "between" => {
-                if expectation.when != When::Any {
-                    return Err(ExpectError::AtAndBetween { kind, number });
-                }
-                let pair = match value {
-                    toml::Value::Array(pair) if pair.len() == 2 => pair,
-                    _ => return Err(wrong(key, "two durations: [\"10s\", \"20s\"]")),
-                };
-                let (from, to) = (
-                    duration("between", &pair[0])?,
-                    duration("between", &pair[1])?,
-                );
-                if to < from {
-                    return Err(ExpectError::BetweenReversed { kind, number });
-                }
-                expectation.when = When::Between(from, to);
+            expectation.when = When::At(duration("at", value)?);
+        }
+        "between" => {
+            if expectation.when != When::Any {
+                return Err(ExpectError::AtAndBetween { kind, number });
             }
-            "count" if none => return Err(ExpectError::CountOnNone { number }),
-            "count" => match value {
-                toml::Value::Integer(n) if *n >= 0 => expectation.count = Some(n.unsigned_abs()),
-                _ => return Err(wrong(key, "a whole number from 0")),
-            },
-            field if FIELDS.contains(&field) => {
-                let value = match value {
-                    toml::Value::String(text) => Value::from(text.as_str()),
-                    toml::Value::Integer(n) => Value::from(*n),
-                    toml::Value::Boolean(b) => Value::from(*b),
-                    _ => return Err(wrong(key, "a string, a whole number or a boolean")),
-                };
-                expectation.fields.push((field.to_string(), value));
+            let pair = match value {
+                toml::Value::Array(pair) if pair.len() == 2 => pair,
+                _ => return Err(wrong(key, "two durations: [\"10s\", \"20s\"]")),
+            };
+            let (from, to) = (
+                duration("between", &pair[0])?,
+                duration("between", &pair[1])?,
+            );
+            if to < from {
+                return Err(ExpectError::BetweenReversed { kind, number });
             }
-            _ => {
-                return Err(ExpectError::UnknownKey {
-                    kind,
-                    number,
-                    key: key.clone(),
-                })
-            }
+            expectation.when = When::Between(from, to);
+        }
+        "count" if none => return Err(ExpectError::CountOnNone { number }),
+        "count" => match value {
+            toml::Value::Integer(n) if *n >= 0 => expectation.count = Some(n.unsigned_abs()),
+            _ => return Err(wrong(key, "a whole number from 0")),
+        },
+        field if FIELDS.contains(&field) => {
+            let value = match value {
+                toml::Value::String(text) => Value::from(text.as_str()),
+                toml::Value::Integer(n) => Value::from(*n),
+                toml::Value::Boolean(b) => Value::from(*b),
+                _ => return Err(wrong(key, "a string, a whole number or a boolean")),
+            };
+            expectation.fields.push((field.to_string(), value));
+        }
+        _ => {
+            return Err(ExpectError::UnknownKey {
+                kind,
+                number,
+                key: key.to_string(),
+            })
         }
     }
-    // In output order, whatever order the file wrote them in.
-    expectation
-        .fields
-        .sort_by_key(|(key, _)| FIELDS.iter().position(|field| field == key));
-    Ok(expectation)
+    Ok(())
 }
 
 impl Expectation {
@@ -260,6 +280,72 @@ impl Expectation {
     }
 }
 
+/// The output lines by kind and by kind and rule, each list in time
+/// order: an expectation reads only the lines of its kind (and rule) in its
+/// time window, so `rulec test` stays linear in many expectations over a
+/// long output (each expectation scanning every line made it quadratic).
+pub struct LineIndex<'a> {
+    lines: &'a [Value],
+    by_kind: HashMap<&'a str, Vec<(u64, usize)>>,
+    by_rule: HashMap<(&'a str, &'a str), Vec<(u64, usize)>>,
+}
+
+impl<'a> LineIndex<'a> {
+    pub fn new(lines: &'a [Value]) -> Self {
+        let mut by_kind: HashMap<&str, Vec<(u64, usize)>> = HashMap::new();
+        let mut by_rule: HashMap<(&str, &str), Vec<(u64, usize)>> = HashMap::new();
+        for (index, line) in lines.iter().enumerate() {
+            let (Some(kind), Some(at)) = (line["kind"].as_str(), line["at_ms"].as_u64()) else {
+                continue;
+            };
+            by_kind.entry(kind).or_default().push((at, index));
+            if let Some(rule) = line["rule"].as_str() {
+                by_rule.entry((kind, rule)).or_default().push((at, index));
+            }
+        }
+        // The output is in time order already; a stable sort keeps it so.
+        for list in by_kind.values_mut().chain(by_rule.values_mut()) {
+            list.sort_by_key(|(at, _)| *at);
+        }
+        LineIndex {
+            lines,
+            by_kind,
+            by_rule,
+        }
+    }
+
+    /// The lines (indices, in output order) `expectation` selects: what
+    /// [`Expectation::select`] answers, without reading the other lines.
+    pub fn select(&self, expectation: &Expectation) -> Vec<usize> {
+        let rule = expectation
+            .fields
+            .iter()
+            .find(|(key, _)| key == "rule")
+            .and_then(|(_, value)| value.as_str());
+        let list = match rule {
+            Some(rule) => self.by_rule.get(&(expectation.kind.as_str(), rule)),
+            None => self.by_kind.get(expectation.kind.as_str()),
+        };
+        let Some(list) = list else {
+            return Vec::new();
+        };
+        let (from, to) = match expectation.when {
+            When::Any => (0, u64::MAX),
+            When::At(at) => (at, at),
+            When::Between(from, to) => (from, to),
+        };
+        let start = list.partition_point(|(at, _)| *at < from);
+        let mut selected: Vec<usize> = list[start..]
+            .iter()
+            .take_while(|(at, _)| *at <= to)
+            .map(|(_, index)| *index)
+            .filter(|&index| expectation.selects_fields(&self.lines[index]))
+            .collect();
+        selected.sort_unstable();
+        selected
+    }
+}
+
 impl fmt::Display for Expectation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let entry = if self.none { "expect-none" } else { "expect" };
@@ -298,6 +384,36 @@ mod tests {
         match parse(&table) {
             Ok(mut all) if all.len() == 1 => all.remove(0),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_index_selects_what_a_scan_selects() {
+        let lines: Vec<Value> = (0..40)
+            .map(|i| {
+                serde_json::json!({
+                    "at_ms": (i / 3) * 1000,
+                    "kind": if i % 4 == 0 { "run-start" } else { "action" },
+                    "rule": if i % 2 == 0 { "a" } else { "b" },
+                    "step": i % 3,
+                })
+            })
+            .collect();
+        let index = LineIndex::new(&lines);
+        for text in [
+            "[[expect]]\n",
+            "[[expect]]\nrule = \"a\"\n",
+            "[[expect]]\nrule = \"b\"\nat = \"3s\"\n",
+            "[[expect]]\nbetween = [\"2s\", \"7s\"]\nstep = 1\n",
+            "[[expect]]\nkind = \"run-start\"\nrule = \"a\"\nbetween = [\"0s\", \"5s\"]\n",
+            "[[expect]]\nrule = \"c\"\n",
+        ] {
+            let expectation = one(text);
+            assert_eq!(
+                index.select(&expectation),
+                expectation.select(&lines),
+                "{text}"
+            );
         }
     }
 

@@ -11,6 +11,7 @@
 //! `on` matches only profile topics has its `to`/`from` comparisons held
 //! against their values (`super::profile`).
 
+use super::checker::Pattern;
 use super::{CheckedExpr, CheckedRule, Validated};
 use crate::diagnostic::{Code, Diagnostic, Severity};
 use crate::keys::DATA_TYPES;
@@ -222,12 +223,13 @@ fn type_help(near: Option<&str>) -> String {
 /// Holds every enabled rule against the catalogue, once there is one. A
 /// rule with an error (or, with `deny_warnings`, a warning) from it is
 /// rejected like any other.
-pub(super) fn check_rules(
+pub(super) fn check_rules<'o>(
     topics: &[Topic],
     profile: Option<&Catalogue>,
     files: &[SourceFile],
     deny_warnings: bool,
     candidates: &mut Vec<(CheckedRule, Range<usize>)>,
+    others: impl Iterator<Item = &'o RuleUses>,
     out: &mut Validated,
 ) {
     let implicit = input_topics(candidates);
@@ -279,37 +281,7 @@ pub(super) fn check_rules(
         let Some(file) = files.iter().find(|file| file.name == rule.source) else {
             return true;
         };
-        let mut found = Vec::new();
-        let typed = patterns(&topics, known, rule, &mut found);
-        if let Some(matched) = typed {
-            for expr in rule
-                .when
-                .iter()
-                .chain(rule.step_whens().map(|(_, _, expr)| expr))
-            {
-                data_uses(&matched, file, expr, &mut found);
-            }
-            // `to`/`from` are known only when every matched topic is the
-            // profile's.
-            let shapes: Option<Vec<&TopicShape>> =
-                matched.iter().map(|topic| topic.shape.as_ref()).collect();
-            if let Some(shapes) = shapes {
-                let exprs = rule.when.iter().map(|expr| (None, expr)).chain(
-                    rule.step_whens()
-                        .map(|(index, finally, expr)| (Some((index, finally)), expr)),
-                );
-                for (step, expr) in exprs {
-                    let map = expr.map(&file.text);
-                    for mut diagnostic in
-                        super::profile::event_values(&shapes, &expr.checked.expr, &map)
-                    {
-                        diagnostic.step = step.map(|(index, _)| index);
-                        diagnostic.finally = step.is_some_and(|(_, finally)| finally);
-                        found.push(diagnostic);
-                    }
-                }
-            }
-        }
+        let found = check_uses(&topics, known, file, &View::of(rule));
         let rejected = found
             .iter()
             .any(|d| d.severity == Severity::Error || deny_warnings);
@@ -319,6 +291,159 @@ pub(super) fn check_rules(
         }
         !rejected
     });
+    // Rules with other errors are held against the catalogue too, so that
+    // one run tells all (docs/rules.md#errors-and-warnings).
+    for uses in others.filter(|uses| uses.enabled) {
+        let Some(file) = files.iter().find(|file| file.name == uses.source) else {
+            continue;
+        };
+        for mut diagnostic in check_uses(&topics, known, file, &View::of_uses(uses)) {
+            diagnostic.file = Some(uses.source.clone());
+            diagnostic.rule = uses.name.clone();
+            out.diagnostics.push(diagnostic);
+        }
+    }
+}
+
+/// What the catalogue checks read of a rule that was not compiled (it has
+/// other errors, or its file is rejected): the parts of it that parsed.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RuleUses {
+    pub(super) name: Option<String>,
+    pub(super) source: String,
+    pub(super) enabled: bool,
+    pub(super) on: Vec<Pattern>,
+    /// Every `on` pattern parsed, so the topics they match type `data.*`.
+    pub(super) on_complete: bool,
+    /// Its `[[rule.input]]` failed: the topics it would declare are
+    /// unknown, so `input.*` patterns are not held against the catalogue.
+    pub(super) inputs_failed: bool,
+    pub(super) cancel_on: Vec<Pattern>,
+    /// Every expression that type-checked, with its step (`None`: the
+    /// rule's `when`) and whether that is a finally step.
+    pub(super) exprs: Vec<(Option<(usize, bool)>, CheckedExpr)>,
+}
+
+impl RuleUses {
+    /// The uses of a rule that passed its own checks (in a rejected file).
+    pub(super) fn of_rule(rule: &CheckedRule) -> RuleUses {
+        let view = View::of(rule);
+        RuleUses {
+            name: Some(rule.name.clone()),
+            source: rule.source.clone(),
+            enabled: rule.enabled,
+            on: view
+                .on
+                .iter()
+                .map(|(p, s)| ((*p).clone(), (*s).clone()))
+                .collect(),
+            on_complete: true,
+            inputs_failed: false,
+            cancel_on: view
+                .cancel_on
+                .iter()
+                .map(|(p, s)| ((*p).clone(), (*s).clone()))
+                .collect(),
+            exprs: view
+                .exprs
+                .iter()
+                .map(|(step, expr)| (*step, (*expr).clone()))
+                .collect(),
+        }
+    }
+}
+
+/// A rule as the catalogue checks read it, borrowed from a
+/// [`CheckedRule`] or from [`RuleUses`].
+struct View<'r> {
+    on: Vec<(&'r TopicPattern, &'r Range<usize>)>,
+    on_complete: bool,
+    cancel_on: Vec<(&'r TopicPattern, &'r Range<usize>)>,
+    exprs: Vec<(Option<(usize, bool)>, &'r CheckedExpr)>,
+}
+
+impl<'r> View<'r> {
+    fn of(rule: &'r CheckedRule) -> View<'r> {
+        View {
+            on: rule.on.iter().zip(&rule.on_spans).collect(),
+            on_complete: true,
+            cancel_on: rule.cancel_on.iter().zip(&rule.cancel_on_spans).collect(),
+            exprs: rule
+                .when
+                .iter()
+                .map(|expr| (None, expr))
+                .chain(
+                    rule.step_whens()
+                        .map(|(index, finally, expr)| (Some((index, finally)), expr)),
+                )
+                .collect(),
+        }
+    }
+
+    fn of_uses(uses: &'r RuleUses) -> View<'r> {
+        // An input that failed declares nothing: its topics' patterns
+        // would be reported for that other error.
+        let kept = |(pattern, _): &&Pattern| !(uses.inputs_failed && covers_input(pattern));
+        View {
+            on: uses.on.iter().filter(kept).map(|(p, s)| (p, s)).collect(),
+            on_complete: uses.on_complete && !uses.inputs_failed,
+            cancel_on: uses
+                .cancel_on
+                .iter()
+                .filter(kept)
+                .map(|(p, s)| (p, s))
+                .collect(),
+            exprs: uses
+                .exprs
+                .iter()
+                .map(|(step, expr)| (*step, expr))
+                .collect(),
+        }
+    }
+}
+
+/// Whether `pattern` may match an input's topic (`input.*`).
+fn covers_input(pattern: &TopicPattern) -> bool {
+    match pattern {
+        TopicPattern::Exact(name) => name.starts_with("input."),
+        TopicPattern::Prefix(prefix) => {
+            prefix.starts_with("input.") || "input.".starts_with(&**prefix)
+        }
+        TopicPattern::Any => true,
+    }
+}
+
+/// One rule's catalogue checks: its topics, its `data.*` keys, and its
+/// `to`/`from` values against the profile's topics.
+fn check_uses(
+    topics: &[&Topic],
+    known: &str,
+    file: &SourceFile,
+    rule: &View<'_>,
+) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    let typed = patterns(topics, known, rule, &mut found);
+    let Some(matched) = typed.filter(|_| rule.on_complete) else {
+        return found;
+    };
+    for (_, expr) in &rule.exprs {
+        data_uses(&matched, file, expr, &mut found);
+    }
+    // `to`/`from` are known only when every matched topic is the
+    // profile's.
+    let shapes: Option<Vec<&TopicShape>> =
+        matched.iter().map(|topic| topic.shape.as_ref()).collect();
+    if let Some(shapes) = shapes {
+        for (step, expr) in &rule.exprs {
+            let map = expr.map(&file.text);
+            for mut diagnostic in super::profile::event_values(&shapes, &expr.checked.expr, &map) {
+                diagnostic.step = step.map(|(index, _)| index);
+                diagnostic.finally = step.is_some_and(|(_, finally)| finally);
+                found.push(diagnostic);
+            }
+        }
+    }
+    found
 }
 
 /// The topics the live rules' inputs declare implicitly, with the shape
@@ -408,17 +533,14 @@ fn unique<'t>(topics: &'t [Topic], diagnostics: &mut Vec<Diagnostic>) -> Vec<&'t
 fn patterns<'t>(
     topics: &[&'t Topic],
     known: &str,
-    rule: &CheckedRule,
+    rule: &View<'_>,
     found: &mut Vec<Diagnostic>,
 ) -> Option<Vec<&'t Topic>> {
     let mut matched = Vec::new();
     let mut typed = true;
-    let lists = [
-        ("on", &rule.on, &rule.on_spans),
-        ("cancel-on", &rule.cancel_on, &rule.cancel_on_spans),
-    ];
-    for (key, list, spans) in lists {
-        for (pattern, span) in list.iter().zip(spans) {
+    let lists = [("on", &rule.on), ("cancel-on", &rule.cancel_on)];
+    for (key, list) in lists {
+        for &(pattern, span) in list.iter() {
             let hits: Vec<&Topic> = topics
                 .iter()
                 .copied()

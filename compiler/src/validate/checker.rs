@@ -3,6 +3,7 @@
 //! returns `None` (docs/rules.md#errors-and-warnings: a problem names its file, rule and step
 //! and points at the value).
 
+use super::catalogue::RuleUses;
 use super::CheckedExpr;
 use crate::diagnostic::{Code, Diagnostic};
 use crate::load::SourceFile;
@@ -62,6 +63,10 @@ pub(super) struct RuleChecker<'a, 'i> {
     pub(super) diagnostics: Vec<Diagnostic>,
     /// The bus profile's catalogue the rule is held against, if any.
     pub(super) catalogue: Option<&'a Catalogue>,
+    /// What the catalogue checks read, kept whatever else fails: the
+    /// rule's checks across files run on a rule with other errors too
+    /// (docs/rules.md#errors-and-warnings).
+    pub(super) uses: RuleUses,
 }
 
 impl<'a, 'i> RuleChecker<'a, 'i> {
@@ -84,7 +89,19 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
             finally: false,
             diagnostics: Vec::new(),
             catalogue,
+            uses: RuleUses {
+                source: file.name.clone(),
+                enabled,
+                ..RuleUses::default()
+            },
         }
+    }
+
+    /// Keeps an expression that type-checked for the catalogue checks,
+    /// with the step it belongs to.
+    pub(super) fn keep_expr(&mut self, expr: &CheckedExpr) {
+        let step = self.step.map(|index| (index, self.finally));
+        self.uses.exprs.push((step, expr.clone()));
     }
 
     pub(super) fn push(&mut self, mut diagnostic: Diagnostic) {
@@ -293,12 +310,14 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
                         self.push(diagnostic);
                     }
                 }
-                Ok(Some(CheckedExpr {
+                let expr = CheckedExpr {
                     part: 0..text.len(),
                     source: text,
                     checked,
                     span,
-                }))
+                };
+                self.keep_expr(&expr);
+                Ok(Some(expr))
             }
             Err(problems) => {
                 let map = StringMap::new(&self.file.text, span, &text);

@@ -175,12 +175,25 @@ pub struct Validated {
     pub diagnostics: Vec<Diagnostic>,
     /// Rule tables read from files that parsed (whether or not they passed).
     pub rules_read: usize,
+    /// [`Self::rules_read`] of each file, in file order.
+    pub rules_read_by_file: Vec<usize>,
     /// Warnings made errors by `deny_warnings`.
     pub denied_warnings: usize,
     /// The topic catalogue the rules were held against, in the order it is
     /// searched (the directory's `[[topic]]`, the inputs', the profile's);
     /// empty when there is none.
     pub topics: Vec<CatalogueTopic>,
+}
+
+/// The note a warning made an error by `--deny-warnings` carries.
+pub(crate) const DENIED_NOTE: &str = "a warning, made an error by --deny-warnings";
+
+/// Whether `diagnostic` is a warning `--deny-warnings` made an error.
+pub(crate) fn is_denied(diagnostic: &Diagnostic) -> bool {
+    diagnostic
+        .help
+        .as_deref()
+        .is_some_and(|help| help.ends_with(DENIED_NOTE))
 }
 
 /// Validates every file, in order.
@@ -224,6 +237,8 @@ struct FileCheck {
     rules_read: usize,
     /// Rules that passed their own checks, with the span of their name.
     candidates: Vec<(CheckedRule, Range<usize>)>,
+    /// What the catalogue checks read of every other rule.
+    others: Vec<catalogue::RuleUses>,
 }
 
 /// The checks of single files kept between runs over the same directory
@@ -263,6 +278,7 @@ impl FileChecks {
 fn check_file(file: &SourceFile, deny_warnings: bool, catalogue: Option<&Catalogue>) -> FileCheck {
     let mut found = Validated::default();
     let mut candidates = Vec::new();
+    let mut others = Vec::new();
     // A rejected file's rules and topics are still checked, for their
     // problems, but none of them is compiled or declared.
     let (parsed, rejecting) = rulefile::parse_all(file);
@@ -272,6 +288,13 @@ fn check_file(file: &SourceFile, deny_warnings: bool, catalogue: Option<&Catalog
     for raw in &parsed.rules {
         let mut checker = RuleChecker::new(file, raw, catalogue);
         let checked = checker.check();
+        // A problem of a table as a whole where a key was read under a
+        // guess rests on the guess (docs/rules.md#errors-and-warnings).
+        checker.diagnostics.retain(|d| {
+            d.label
+                .as_ref()
+                .is_none_or(|label| !raw.guessed.contains(&label.span))
+        });
         let has_errors = checker
             .diagnostics
             .iter()
@@ -291,9 +314,13 @@ fn check_file(file: &SourceFile, deny_warnings: bool, catalogue: Option<&Catalog
             }
         }
         found.diagnostics.append(&mut checker.diagnostics);
-        if let (Some(rule), false) = (checked, has_errors || rejected) {
-            let name_span = checker.name_span.clone().unwrap_or(raw.span.clone());
-            candidates.push((rule, name_span));
+        match (checked, has_errors || rejected) {
+            (Some(rule), false) => {
+                let name_span = checker.name_span.clone().unwrap_or(raw.span.clone());
+                candidates.push((rule, name_span));
+            }
+            (Some(rule), true) => others.push(catalogue::RuleUses::of_rule(&rule)),
+            (None, _) => others.push(std::mem::take(&mut checker.uses)),
         }
     }
     FileCheck {
@@ -303,6 +330,7 @@ fn check_file(file: &SourceFile, deny_warnings: bool, catalogue: Option<&Catalog
         topics,
         rules_read: parsed.rules.len(),
         candidates,
+        others,
     }
 }
 
@@ -317,13 +345,19 @@ pub fn validate_cached(
     // Rules that passed their own checks, before names are settled.
     let mut candidates: Vec<(CheckedRule, Range<usize>)> = Vec::new();
     let mut topics = Vec::new();
+    let mut others = Vec::new();
     for file in files {
         let check = cache.get(file, deny_warnings, catalogue);
+        others.push(Arc::clone(&check));
         out.diagnostics.extend(check.diagnostics.iter().cloned());
-        if !check.rejected {
+        let rules_read = if check.rejected {
+            0
+        } else {
             topics.extend(check.topics.iter().cloned());
-            out.rules_read += check.rules_read;
-        }
+            check.rules_read
+        };
+        out.rules_read += rules_read;
+        out.rules_read_by_file.push(rules_read);
         candidates.extend(check.candidates.iter().cloned());
     }
     // Files gone from the directory are forgotten.
@@ -337,6 +371,7 @@ pub fn validate_cached(
         files,
         deny_warnings,
         &mut candidates,
+        others.iter().flat_map(|check| &check.others),
         &mut out,
     );
     settle_names(candidates, &mut out);
@@ -345,7 +380,7 @@ pub fn validate_cached(
             if diagnostic.severity == Severity::Warning {
                 diagnostic.severity = Severity::Error;
                 out.denied_warnings += 1;
-                let note = "a warning, made an error by --deny-warnings";
+                let note = DENIED_NOTE;
                 diagnostic.help = Some(match diagnostic.help.take() {
                     Some(help) => format!("{help}\n{note}"),
                     None => note.to_string(),
@@ -367,6 +402,13 @@ pub fn validate_cached(
                 .and_then(|name| file_order.get(name).copied()),
             d.label.as_ref().map_or(0, |label| label.span.start),
         )
+    });
+    // One problem is reported once, however many checks came upon it.
+    out.diagnostics.dedup_by(|a, b| {
+        a.file == b.file
+            && a.code == b.code
+            && a.message == b.message
+            && a.label.as_ref().map(|l| &l.span) == b.label.as_ref().map(|l| &l.span)
     });
     out
 }

@@ -29,6 +29,9 @@ impl<'i> RuleChecker<'_, 'i> {
             None => (Vec::new(), entry(table, "cancel-on").is_none()),
         };
         self.warn_cancel_on_overlaps(&on, &cancel_on, concurrency, entry(table, "when").is_some());
+        self.uses.on = on.clone();
+        self.uses.on_complete = on_ok;
+        self.uses.cancel_on = cancel_on.clone();
         let cooldown_ns = self.bounded_duration(
             table,
             "cooldown",
@@ -44,9 +47,11 @@ impl<'i> RuleChecker<'_, 'i> {
         let hold_ns = self.hold(table, &debounce_ns);
         let repeat = self.repeat(table);
         let inputs = self.inputs(table);
+        self.uses.inputs_failed = inputs.is_none();
         let steps = self.steps(table, &header);
         let finally = self.finally_steps(table, !cancel_on.is_empty());
 
+        self.uses.name = self.name.clone();
         let name = self.name.clone()?;
         ok &= on_ok && cancel_on_ok;
         let (

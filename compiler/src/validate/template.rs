@@ -176,12 +176,14 @@ impl RuleChecker<'_, '_> {
                         self.push(diagnostic);
                     }
                 }
-                Some(CheckedExpr {
+                let expr = CheckedExpr {
                     source: text.to_string(),
                     checked,
                     span: span.clone(),
                     part,
-                })
+                };
+                self.keep_expr(&expr);
+                Some(expr)
             }
             Err(problems) => {
                 for problem in problems {

@@ -789,9 +789,22 @@ impl Checker<'_> {
         }
         let (a, b) = (left.ty, right.ty);
         if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
-            let text = if a == Ty::Str { left } else { right };
-            let text = self.text.get(text.span.clone()).unwrap_or("x").trim();
-            let help = if sym == "+" {
+            let side = if a == Ty::Str { left } else { right };
+            let text = self.text.get(side.span.clone()).unwrap_or("x").trim();
+            // A number written as a string (`int(to) < "20"`): the fix is
+            // the number itself, not a conversion of the constant.
+            let quoted_number = match &side.kind {
+                ExprKind::Lit(Lit::Str(value)) if value.trim().parse::<f64>().is_ok() => {
+                    Some(value.trim())
+                }
+                _ => None,
+            };
+            let help = if let (Some(number), false) = (quoted_number, sym == "+") {
+                format!(
+                    "evalexpr never converts by itself: write the number itself, `{number}`, \
+                     instead of the string {text}"
+                )
+            } else if sym == "+" {
                 format!(
                     "evalexpr never converts by itself: write `int({text})` to add as \
                      numbers, or `str(...)` around the number to join as text"

@@ -643,6 +643,11 @@ fn in_and_string_ordering_get_the_help_that_fixes_them() {
         help.contains(r#"contains(("parked", "stand-by"), to)"#),
         "{help}"
     );
+    // A number written as a string: the number itself, not `int("20")`.
+    let (p, _) = one(r#"int(to) < "20""#);
+    let help = p.help.unwrap_or_default();
+    assert!(help.contains("`20`"), "{help}");
+    assert!(!help.contains(r#"int("20")"#), "{help}");
     let (p, _) = one(r#"state("battery:0", "charge") < 20"#);
     let help = p.help.unwrap_or_default();
     assert!(

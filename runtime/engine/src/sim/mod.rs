@@ -9,8 +9,12 @@ mod timeline;
 
 pub use line::{trace_json, Line, LineKind, LineReason};
 pub use timeline::{
-    entry_kinds, parse, ClockEntry, Dur, EventEntry, FailEntry, MessageEntry, Place, ReloadEntry,
-    RestartEntry, StateEntry, Timeline, TimelineError, EXPECTATION_KINDS,
+    entry_kinds, parse, parse_all, ClockEntry, Dur, EventEntry, FailEntry, MessageEntry, Place,
+    ReloadEntry, RestartEntry, StateEntry, Timeline, TimelineError, EXPECTATION_KINDS,
+};
+/// The timeline format's keys, for its JSON Schema.
+pub use timeline::{
+    Keys as TimelineKeys, Ty as TimelineTy, KINDS as TIMELINE_KINDS, SETTINGS as TIMELINE_SETTINGS,
 };
 
 use crate::pool::{Admission, Lane, PoolConfig};

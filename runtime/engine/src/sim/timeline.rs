@@ -458,9 +458,9 @@ fn closest<'k>(key: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k st
     rulecore::suggest::closest_within(key, known, 2)
 }
 
-/// What a key holds.
+/// What a timeline key holds (its JSON Schema: `rulec schema --timeline`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ty {
+pub enum Ty {
     Duration,
     Text,
     /// A whole number from 0 (to u32::MAX).
@@ -470,7 +470,7 @@ enum Ty {
 }
 
 /// The top-level settings.
-const SETTINGS: &[(&str, Ty)] = &[
+pub const SETTINGS: &[(&str, Ty)] = &[
     ("end", Ty::Duration),
     ("replay-window", Ty::Duration),
     ("workers", Ty::Count),
@@ -479,8 +479,9 @@ const SETTINGS: &[(&str, Ty)] = &[
 ];
 
 /// Each entry kind's keys: (key, type, required).
-type Keys = &'static [(&'static str, Ty, bool)];
-const KINDS: &[(&str, Keys)] = &[
+pub type Keys = &'static [(&'static str, Ty, bool)];
+/// Every entry kind with its keys, in the reference's order.
+pub const KINDS: &[(&str, Keys)] = &[
     (
         "event",
         &[
@@ -600,54 +601,96 @@ pub const EXPECTATION_KINDS: [&str; 2] = ["expect", "expect-none"];
 
 /// Parses a timeline file's text and checks it (docs/simulation.md): key by key
 /// first, for messages that name the entry, then [`Timeline::validate`].
+/// The first problem of [`parse_all`].
 pub fn parse(text: &str) -> Result<Timeline, TimelineError> {
-    let mut table: toml::Table = toml::from_str(text).map_err(|error| TimelineError::Syntax {
-        message: error.to_string().trim_end().to_string(),
+    parse_all(text).map_err(|mut problems| problems.swap_remove(0))
+}
+
+/// [`parse`], with every problem the key-by-key check finds (or, when the
+/// keys are sound, every one [`Timeline::validate_all`] finds): never an
+/// empty list (docs/simulation.md#checks).
+pub fn parse_all(text: &str) -> Result<Timeline, Vec<TimelineError>> {
+    let mut table: toml::Table = toml::from_str(text).map_err(|error| {
+        vec![TimelineError::Syntax {
+            message: error.to_string().trim_end().to_string(),
+        }]
     })?;
     for kind in EXPECTATION_KINDS {
         table.remove(kind);
     }
+    let mut problems = Vec::new();
     for (key, value) in &table {
         if let Some((kind, keys)) = KINDS.iter().find(|(k, _)| k == key) {
-            let toml::Value::Array(entries) = value else {
-                return Err(TimelineError::NotEntries { kind });
-            };
-            for (index, entry) in entries.iter().enumerate() {
-                let place = Place::entry(kind, index);
-                let toml::Value::Table(entry) = entry else {
-                    return Err(TimelineError::NotEntries { kind });
-                };
-                if let Some(unknown) = entry
-                    .keys()
-                    .find(|k| !keys.iter().any(|(known, _, _)| known == k))
-                {
-                    return Err(TimelineError::UnknownKey {
-                        place,
-                        key: unknown.clone(),
-                    });
-                }
-                for &(key, ty, required) in keys.iter() {
-                    match entry.get(key) {
-                        Some(value) => check_value(place, key, ty, value)?,
-                        None if required => return Err(TimelineError::Missing { place, key }),
-                        None => {}
-                    }
-                }
-            }
+            check_entries(kind, keys, value, &mut problems);
         } else if let Some(&(key, ty)) = SETTINGS.iter().find(|(k, _)| k == key) {
-            check_value(Place::TopLevel, key, ty, value)?;
+            problems.extend(check_value(Place::TopLevel, key, ty, value).err());
         } else {
-            return Err(TimelineError::UnknownSetting { key: key.clone() });
+            problems.push(TimelineError::UnknownSetting { key: key.clone() });
         }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
     }
     let timeline: Timeline =
         toml::Value::Table(table)
             .try_into()
-            .map_err(|error: toml::de::Error| TimelineError::Shape {
-                message: error.message().to_string(),
+            .map_err(|error: toml::de::Error| {
+                vec![TimelineError::Shape {
+                    message: error.message().to_string(),
+                }]
             })?;
-    timeline.validate()?;
+    let problems = timeline.validate_all();
+    if !problems.is_empty() {
+        return Err(problems);
+    }
     Ok(timeline)
+}
+
+/// Every problem of the `kind` entries `value` holds: unknown keys,
+/// missing ones, values of the wrong type.
+fn check_entries(
+    kind: &'static str,
+    keys: Keys,
+    value: &toml::Value,
+    problems: &mut Vec<TimelineError>,
+) {
+    let toml::Value::Array(entries) = value else {
+        problems.push(TimelineError::NotEntries { kind });
+        return;
+    };
+    for (index, entry) in entries.iter().enumerate() {
+        let place = Place::entry(kind, index);
+        let toml::Value::Table(entry) = entry else {
+            problems.push(TimelineError::NotEntries { kind });
+            return;
+        };
+        let unknown: Vec<&String> = entry
+            .keys()
+            .filter(|k| !keys.iter().any(|(known, _, _)| known == k))
+            .collect();
+        // A missing key that an unknown one misspells is not reported
+        // again: `tpoic` is one problem, not two.
+        let misspelt = |key: &str| {
+            unknown
+                .iter()
+                .any(|k| closest(k, keys.iter().map(|(known, _, _)| *known)) == Some(key))
+        };
+        for key in &unknown {
+            problems.push(TimelineError::UnknownKey {
+                place,
+                key: (*key).clone(),
+            });
+        }
+        for &(key, ty, required) in keys.iter() {
+            match entry.get(key) {
+                Some(value) => problems.extend(check_value(place, key, ty, value).err()),
+                None if required && !misspelt(key) => {
+                    problems.push(TimelineError::Missing { place, key })
+                }
+                None => {}
+            }
+        }
+    }
 }
 
 /// A duration as the timeline would write it, for messages.
@@ -657,45 +700,50 @@ fn go(duration: Dur) -> String {
 
 impl Timeline {
     /// Checks what the types cannot: signs, `data` being a table, a
-    /// `[[fail]]` window that is not empty.
+    /// `[[fail]]` window that is not empty. The first of
+    /// [`Self::validate_all`].
     pub fn validate(&self) -> Result<(), TimelineError> {
-        fn at(kind: &'static str, index: usize, at: Dur) -> Result<(), TimelineError> {
-            if at.0 < 0 {
-                return Err(TimelineError::Negative {
-                    place: Place::entry(kind, index),
-                    key: "at",
-                });
-            }
-            Ok(())
+        match self.validate_all().into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
         }
+    }
+
+    /// Every problem [`Self::validate`] looks for, in entry order.
+    pub fn validate_all(&self) -> Vec<TimelineError> {
+        fn at(kind: &'static str, index: usize, at: Dur) -> Option<TimelineError> {
+            (at.0 < 0).then_some(TimelineError::Negative {
+                place: Place::entry(kind, index),
+                key: "at",
+            })
+        }
+        let mut problems = Vec::new();
         for (index, entry) in self.event.iter().enumerate() {
-            at("event", index, entry.at)?;
-            if let Some(data) = &entry.data {
-                if !data.is_object() {
-                    return Err(TimelineError::DataNotTable { number: index + 1 });
-                }
+            problems.extend(at("event", index, entry.at));
+            if entry.data.as_ref().is_some_and(|data| !data.is_object()) {
+                problems.push(TimelineError::DataNotTable { number: index + 1 });
             }
         }
         for (index, entry) in self.state.iter().enumerate() {
-            at("state", index, entry.at)?;
-            entry.check(index)?;
+            problems.extend(at("state", index, entry.at));
+            problems.extend(entry.check(index).err());
         }
         for (index, entry) in self.message.iter().enumerate() {
-            at("message", index, entry.at)?;
+            problems.extend(at("message", index, entry.at));
         }
         for (index, entry) in self.restart.iter().enumerate() {
-            at("restart", index, entry.at)?;
+            problems.extend(at("restart", index, entry.at));
             if entry.down.0 < 0 {
-                return Err(TimelineError::Negative {
+                problems.push(TimelineError::Negative {
                     place: Place::entry("restart", index),
                     key: "down",
                 });
             }
         }
         for (index, entry) in self.fail.iter().enumerate() {
-            at("fail", index, entry.at)?;
+            problems.extend(at("fail", index, entry.at));
             if let Some(until) = entry.until.filter(|until| *until <= entry.at) {
-                return Err(TimelineError::FailUntilNotAfterAt {
+                problems.push(TimelineError::FailUntilNotAfterAt {
                     number: index + 1,
                     at: go(entry.at),
                     until: go(until),
@@ -703,22 +751,22 @@ impl Timeline {
             }
         }
         for (index, entry) in self.clock.iter().enumerate() {
-            at("clock", index, entry.at)?;
+            problems.extend(at("clock", index, entry.at));
         }
         for (index, entry) in self.reload.iter().enumerate() {
-            at("reload", index, entry.at)?;
+            problems.extend(at("reload", index, entry.at));
         }
         for (key, value) in [("end", self.end), ("action-time", self.action_time)] {
             if value.is_some_and(|d| d.0 < 0) {
-                return Err(TimelineError::Negative {
+                problems.push(TimelineError::Negative {
                     place: Place::TopLevel,
                     key,
                 });
             }
         }
         if self.workers == Some(0) {
-            return Err(TimelineError::NoWorkers);
+            problems.push(TimelineError::NoWorkers);
         }
-        Ok(())
+        problems
     }
 }
