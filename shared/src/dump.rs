@@ -149,34 +149,58 @@ fn operand((text, prec): Part, parent: i32, right: bool) -> String {
     }
 }
 
+/// The most text [`decompile`] builds for one program (every part it
+/// makes, counted once): far more than any rule file's `when`.
+pub const MAX_DECOMPILED_BYTES: usize = 256 * 1024;
+
 /// Reconstructs a readable expression from a program: every constant and
 /// state pair inline, parentheses only where evalexpr's precedence needs
 /// them. It reads like the rule's `when`, normalised (spacing, grouping), so
 /// an author can check what was compiled. `None` for a program that does
 /// not have the shape the compiler produces.
+///
+/// Bounded in time and memory whatever the program holds
+/// (docs/service.md#what-ruled-reads-and-its-bounds): once the text built
+/// so far passes [`MAX_DECOMPILED_BYTES`], the answer is a note saying so
+/// instead of the expression (a forged bundle's program of long constants
+/// combined many times would otherwise ask for gigabytes).
 pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair]) -> Option<String> {
+    let mut built = 0usize;
     let mut stack: Vec<Part> = Vec::new();
     // Open `&&` / `||`: (target, symbol, precedence, left operand, depth).
     let mut open: Vec<(usize, &'static str, i32, Part, usize)> = Vec::new();
-    let close =
-        |stack: &mut Vec<Part>, open: &mut Vec<(usize, &'static str, i32, Part, usize)>, pc| {
-            while open.last().is_some_and(|o| o.0 == pc) {
-                let (_, sym, prec, left, depth) = open.pop()?;
-                let right = stack.pop()?;
-                if stack.len() != depth {
-                    return None;
-                }
-                let text = format!(
-                    "{} {sym} {}",
-                    operand(left, prec, false),
-                    operand(right, prec, true)
-                );
-                stack.push((text, prec));
+    let too_long = || {
+        Some(format!(
+            "<an expression of {} instructions, over {} KiB as text: not shown>",
+            program.ops.len(),
+            MAX_DECOMPILED_BYTES / 1024
+        ))
+    };
+    let close = |stack: &mut Vec<Part>,
+                 open: &mut Vec<(usize, &'static str, i32, Part, usize)>,
+                 pc,
+                 built: &mut usize| {
+        while open.last().is_some_and(|o| o.0 == pc) {
+            let (_, sym, prec, left, depth) = open.pop()?;
+            let right = stack.pop()?;
+            if stack.len() != depth {
+                return None;
             }
-            Some(())
-        };
+            let text = format!(
+                "{} {sym} {}",
+                operand(left, prec, false),
+                operand(right, prec, true)
+            );
+            *built = built.saturating_add(text.len());
+            stack.push((text, prec));
+        }
+        Some(())
+    };
     for (pc, op) in program.ops.iter().enumerate() {
-        close(&mut stack, &mut open, pc)?;
+        close(&mut stack, &mut open, pc, &mut built)?;
+        if built > MAX_DECOMPILED_BYTES {
+            return too_long();
+        }
         match *op {
             Op::Const(i) => {
                 let c = consts.get(i as usize)?;
@@ -237,8 +261,15 @@ pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair])
                 stack.push((text, prec));
             }
         }
+        built = built.saturating_add(stack.last().map_or(0, |(text, _)| text.len()));
+        if built > MAX_DECOMPILED_BYTES {
+            return too_long();
+        }
     }
-    close(&mut stack, &mut open, program.ops.len())?;
+    close(&mut stack, &mut open, program.ops.len(), &mut built)?;
+    if built > MAX_DECOMPILED_BYTES {
+        return too_long();
+    }
     match (stack.pop(), stack.is_empty() && open.is_empty()) {
         (Some((text, _)), true) => Some(text),
         _ => None,

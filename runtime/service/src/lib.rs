@@ -1,6 +1,7 @@
 //! The service: tokio, Redis, the worker pool, processes and CAN, driving
 //! the pure [`ruled_engine`] and performing its effects (docs/semantics.md).
 
+pub mod bounded_read;
 pub mod bundle;
 pub mod bus;
 pub mod can;

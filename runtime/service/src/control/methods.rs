@@ -105,6 +105,12 @@ pub const METHODS: &[Method] = &[
 /// and changes the subscription (docs/operating.md#deploying-a-new-bundle).
 pub const RELOAD: &str = "v1.reload";
 
+/// `v1.reload`'s payload: `{}` (or none), refused with a field it does not
+/// know, as every method's.
+pub fn check_reload_payload(payload: &Value) -> Result<(), String> {
+    args::<Empty>(payload).map(drop)
+}
+
 /// Answers one request.
 pub fn answer(ctx: &mut Context<'_>, request: &Request) -> Answer {
     let Some(method) = METHODS.iter().find(|m| m.name == request.method) else {
@@ -290,6 +296,7 @@ fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         "diagnostics": diagnostics,
         "offset": page.offset,
         "limit": page.limit,
+        "overrides-without-rule-count": ctx.overrides.without_rule() + unknown.len(),
         "overrides-without-rule": unknown,
     })
     .into())
