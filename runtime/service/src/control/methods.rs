@@ -269,23 +269,33 @@ fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         .take(page.limit)
         .map(|view| rule_line(view, ctx.overrides.get(&view.name)))
         .collect();
-    let unknown: Vec<Value> = ctx
+    // Stored overrides naming no rule: the first few by name (the rest
+    // counted), said in words where `lsc` shows them.
+    let unknown: Vec<(&str, bool)> = ctx
         .overrides
         .iter()
         .filter(|(rule, _)| ctx.engine.rule_index(rule).is_none())
-        .map(|(rule, on)| json!({"name": rule, "override": overrides::word(on)}))
+        .chain(
+            ctx.overrides
+                .shown_without_rule()
+                .iter()
+                .map(|(rule, on)| (rule.as_str(), *on)),
+        )
+        .take(overrides::SHOWN_WITHOUT_RULE)
         .collect();
-    // Stored overrides naming no rule: said in words where `lsc` shows them.
-    let diagnostics: Vec<String> = ctx
-        .overrides
+    let diagnostics: Vec<String> = unknown
         .iter()
-        .filter(|(rule, _)| ctx.engine.rule_index(rule).is_none())
         .map(|(rule, on)| {
             format!(
                 "override `{rule}` = {} names no rule of the loaded bundle (kept)",
-                overrides::word(on)
+                overrides::word(*on)
             )
         })
+        .collect();
+    let without_rule_count = ctx.overrides.without_rule().max(unknown.len());
+    let unknown: Vec<Value> = unknown
+        .iter()
+        .map(|(rule, on)| json!({"name": rule, "override": overrides::word(*on)}))
         .collect();
     Ok(json!({
         "rules": rules,
@@ -296,7 +306,7 @@ fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         "diagnostics": diagnostics,
         "offset": page.offset,
         "limit": page.limit,
-        "overrides-without-rule-count": ctx.overrides.without_rule() + unknown.len(),
+        "overrides-without-rule-count": without_rule_count,
         "overrides-without-rule": unknown,
     })
     .into())

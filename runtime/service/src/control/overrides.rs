@@ -23,6 +23,27 @@ const NAMES_PER_READ: usize = 512;
 /// How much of a bad value a log line shows.
 const SHOWN_BYTES: usize = 200;
 
+/// Entries naming no rule of the bundle that `v1.list` shows by name (the
+/// rest are counted), and scan rounds spent finding them.
+pub const SHOWN_WITHOUT_RULE: usize = 100;
+const SCAN_ROUNDS: usize = 64;
+
+/// One `HSCAN` round of `KEYS[1]` from cursor `ARGV[1]`: the cursor, then
+/// name and value of each entry whose name is at most `ARGV[2]` bytes and
+/// value at most `ARGV[3]` (nothing else is sent).
+const SCAN_SCRIPT: &str = r"
+local scan = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', 100)
+local out = {scan[1]}
+local fields = scan[2]
+for i = 1, #fields, 2 do
+  if string.len(fields[i]) <= tonumber(ARGV[2]) and string.len(fields[i + 1]) <= tonumber(ARGV[3]) then
+    out[#out + 1] = fields[i]
+    out[#out + 1] = fields[i + 1]
+  end
+end
+return out
+";
+
 /// `HGET`s `KEYS[1]` for each name in `ARGV[2..]`: nil when absent, the
 /// value, or (removing the entry) the value's length when it is over
 /// `ARGV[1]` bytes. First comes `HLEN`.
@@ -62,6 +83,8 @@ pub fn word(enabled: bool) -> &'static str {
 pub struct Overrides {
     by_rule: BTreeMap<String, bool>,
     without_rule: usize,
+    /// The first [`SHOWN_WITHOUT_RULE`] of those, by name.
+    shown_without_rule: Vec<(String, bool)>,
 }
 
 /// What the read script said of one name.
@@ -101,7 +124,9 @@ impl Overrides {
             stored = query(con, redis::cmd("HLEN").arg(key)).await?;
         }
         let without_rule = stored.saturating_sub(found);
+        let mut shown_without_rule = Vec::new();
         if without_rule > 0 {
+            shown_without_rule = scan_without_rule(con, key, &names).await?;
             tracing::info!(
                 entries = without_rule,
                 "overrides in `{key}` name no rule of the bundle: kept, not applied, \
@@ -111,7 +136,13 @@ impl Overrides {
         Ok(Self {
             by_rule,
             without_rule,
+            shown_without_rule,
         })
+    }
+
+    /// The first few entries that name no rule of the bundle.
+    pub fn shown_without_rule(&self) -> &[(String, bool)] {
+        &self.shown_without_rule
     }
 
     /// Entries of the hash at start that named no rule of the bundle.
@@ -145,6 +176,50 @@ impl Overrides {
     pub fn iter(&self) -> impl Iterator<Item = (&str, bool)> + '_ {
         self.by_rule.iter().map(|(rule, &on)| (rule.as_str(), on))
     }
+}
+
+/// Up to [`SHOWN_WITHOUT_RULE`] entries of `key` with a short UTF-8 name
+/// that is none of `names` and a good word, in at most [`SCAN_ROUNDS`]
+/// bounded scan rounds.
+async fn scan_without_rule(
+    con: &mut ConnectionManager,
+    key: &str,
+    names: &[&str],
+) -> Result<Vec<(String, bool)>, redis::RedisError> {
+    let bundle: std::collections::HashSet<&str> = names.iter().copied().collect();
+    let mut shown = Vec::new();
+    let mut cursor = b"0".to_vec();
+    for _ in 0..SCAN_ROUNDS {
+        let mut script = redis::cmd("EVAL");
+        script
+            .arg(SCAN_SCRIPT)
+            .arg(1)
+            .arg(key)
+            .arg(&cursor)
+            .arg(SHOWN_BYTES)
+            .arg(MAX_VALUE_BYTES);
+        let round: Vec<Vec<u8>> = query(con, &script).await?;
+        let mut round = round.into_iter();
+        cursor = round.next().unwrap_or_else(|| b"0".to_vec());
+        while let (Some(name), Some(value)) = (round.next(), round.next()) {
+            let (Ok(name), Ok(value)) = (String::from_utf8(name), String::from_utf8(value)) else {
+                continue;
+            };
+            let enabled = match value.as_str() {
+                ENABLED => true,
+                DISABLED => false,
+                _ => continue,
+            };
+            if shown.len() < SHOWN_WITHOUT_RULE && !bundle.contains(name.as_str()) {
+                shown.push((name, enabled));
+            }
+        }
+        if cursor == b"0" || shown.len() >= SHOWN_WITHOUT_RULE {
+            break;
+        }
+    }
+    shown.sort();
+    Ok(shown)
 }
 
 /// One read script over `names`: `HLEN`, then each name's [`Read`].
