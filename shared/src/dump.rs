@@ -149,6 +149,82 @@ fn operand((text, prec): Part, parent: i32, right: bool) -> String {
     }
 }
 
+/// An open `&&` / `||`: (target, symbol, precedence, left operand, depth).
+type OpenJump = (usize, &'static str, i32, Part, usize);
+
+/// One instruction of [`decompile`]: its part pushed on `stack` (or its
+/// jump opened); `None` for a shape the compiler does not produce.
+fn decompile_op(
+    op: &Op,
+    pc: usize,
+    stack: &mut Vec<Part>,
+    open: &mut Vec<OpenJump>,
+    consts: &[Const],
+    state_pairs: &[StatePair],
+) -> Option<()> {
+    match *op {
+        Op::Const(i) => {
+            let c = consts.get(i as usize)?;
+            let negative = matches!(c, Const::Int(n) if *n < 0)
+                || matches!(c, Const::Float(f) if f.is_sign_negative());
+            let prec = if negative { UNARY } else { ATOM };
+            stack.push((constant(Some(c)), prec));
+        }
+        Op::Field(field) => stack.push((
+            match field {
+                EventField::Topic => "topic",
+                EventField::Src => "src",
+                EventField::From => "from",
+                EventField::To => "to",
+            }
+            .to_string(),
+            ATOM,
+        )),
+        Op::Data(i) => stack.push((constant(Some(consts.get(i as usize)?)), ATOM)),
+        Op::State(i) => {
+            let pair = state_pairs.get(i as usize)?;
+            stack.push((format!("state({:?}, {:?})", pair.hash, pair.field), ATOM));
+        }
+        Op::Not | Op::Neg => {
+            let inner = stack.pop()?;
+            let sym = if *op == Op::Not { "!" } else { "-" };
+            // Any operator below gets parentheses: `-(a ^ b)` reads
+            // unambiguously whatever the parser does with `-a ^ b`.
+            stack.push((format!("{sym}{}", operand(inner, ATOM, false)), UNARY));
+        }
+        Op::AndJump(target) | Op::OrJump(target) => {
+            let left = stack.pop()?;
+            let (sym, prec) = if matches!(op, Op::AndJump(_)) {
+                ("&&", 75)
+            } else {
+                ("||", 70)
+            };
+            let target = target as usize;
+            if target <= pc || open.last().is_some_and(|o| o.0 < target) {
+                return None;
+            }
+            open.push((target, sym, prec, left, stack.len()));
+        }
+        Op::AssertBool => {}
+        Op::Call(builtin, n) => {
+            let args = stack.split_off(stack.len().checked_sub(n as usize)?);
+            stack.push((call_text(builtin, args), ATOM));
+        }
+        binary => {
+            let (prec, sym) = binary_op(binary)?;
+            let right = stack.pop()?;
+            let left = stack.pop()?;
+            let text = format!(
+                "{} {sym} {}",
+                operand(left, prec, false),
+                operand(right, prec, true)
+            );
+            stack.push((text, prec));
+        }
+    }
+    Some(())
+}
+
 /// The most text [`decompile`] builds for one program (every part it
 /// makes, counted once): far more than any rule file's `when`.
 pub const MAX_DECOMPILED_BYTES: usize = 256 * 1024;
@@ -168,7 +244,7 @@ pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair])
     let mut built = 0usize;
     let mut stack: Vec<Part> = Vec::new();
     // Open `&&` / `||`: (target, symbol, precedence, left operand, depth).
-    let mut open: Vec<(usize, &'static str, i32, Part, usize)> = Vec::new();
+    let mut open: Vec<OpenJump> = Vec::new();
     let too_long = || {
         Some(format!(
             "<an expression of {} instructions, over {} KiB as text: not shown>",
@@ -176,10 +252,7 @@ pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair])
             MAX_DECOMPILED_BYTES / 1024
         ))
     };
-    let close = |stack: &mut Vec<Part>,
-                 open: &mut Vec<(usize, &'static str, i32, Part, usize)>,
-                 pc,
-                 built: &mut usize| {
+    let close = |stack: &mut Vec<Part>, open: &mut Vec<OpenJump>, pc, built: &mut usize| {
         while open.last().is_some_and(|o| o.0 == pc) {
             let (_, sym, prec, left, depth) = open.pop()?;
             let right = stack.pop()?;
@@ -201,66 +274,7 @@ pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair])
         if built > MAX_DECOMPILED_BYTES {
             return too_long();
         }
-        match *op {
-            Op::Const(i) => {
-                let c = consts.get(i as usize)?;
-                let negative = matches!(c, Const::Int(n) if *n < 0)
-                    || matches!(c, Const::Float(f) if f.is_sign_negative());
-                let prec = if negative { UNARY } else { ATOM };
-                stack.push((constant(Some(c)), prec));
-            }
-            Op::Field(field) => stack.push((
-                match field {
-                    EventField::Topic => "topic",
-                    EventField::Src => "src",
-                    EventField::From => "from",
-                    EventField::To => "to",
-                }
-                .to_string(),
-                ATOM,
-            )),
-            Op::Data(i) => stack.push((constant(Some(consts.get(i as usize)?)), ATOM)),
-            Op::State(i) => {
-                let pair = state_pairs.get(i as usize)?;
-                stack.push((format!("state({:?}, {:?})", pair.hash, pair.field), ATOM));
-            }
-            Op::Not | Op::Neg => {
-                let inner = stack.pop()?;
-                let sym = if *op == Op::Not { "!" } else { "-" };
-                // Any operator below gets parentheses: `-(a ^ b)` reads
-                // unambiguously whatever the parser does with `-a ^ b`.
-                stack.push((format!("{sym}{}", operand(inner, ATOM, false)), UNARY));
-            }
-            Op::AndJump(target) | Op::OrJump(target) => {
-                let left = stack.pop()?;
-                let (sym, prec) = if matches!(op, Op::AndJump(_)) {
-                    ("&&", 75)
-                } else {
-                    ("||", 70)
-                };
-                let target = target as usize;
-                if target <= pc || open.last().is_some_and(|o| o.0 < target) {
-                    return None;
-                }
-                open.push((target, sym, prec, left, stack.len()));
-            }
-            Op::AssertBool => {}
-            Op::Call(builtin, n) => {
-                let args = stack.split_off(stack.len().checked_sub(n as usize)?);
-                stack.push((call_text(builtin, args), ATOM));
-            }
-            binary => {
-                let (prec, sym) = binary_op(binary)?;
-                let right = stack.pop()?;
-                let left = stack.pop()?;
-                let text = format!(
-                    "{} {sym} {}",
-                    operand(left, prec, false),
-                    operand(right, prec, true)
-                );
-                stack.push((text, prec));
-            }
-        }
+        decompile_op(op, pc, &mut stack, &mut open, consts, state_pairs)?;
         built = built.saturating_add(stack.last().map_or(0, |(text, _)| text.len()));
         if built > MAX_DECOMPILED_BYTES {
             return too_long();
