@@ -896,3 +896,33 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "finally": rule.finally().iter().map(&step_json).collect::<Vec<_>>(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program joining one 64 KiB constant with itself 5,000 times would
+    /// be 320 MB of text; it is cut to a note after 256 KiB.
+    #[test]
+    fn a_huge_expression_is_cut_to_a_note() {
+        let consts = vec![Const::Str("x".repeat(64 * 1024).into())];
+        let mut ops = vec![Op::Const(0)];
+        for _ in 0..5_000 {
+            ops.extend([Op::Const(0), Op::Add]);
+        }
+        let text = decompile(&Program { ops }, &consts, &[]).unwrap_or_default();
+        assert!(
+            text.starts_with("<an expression of 10001 instructions"),
+            "{}",
+            &text[..text.len().min(100)]
+        );
+        let small = Program {
+            ops: vec![Op::Const(0), Op::Const(0), Op::Eq],
+        };
+        let small_consts = vec![Const::Int(1)];
+        assert_eq!(
+            decompile(&small, &small_consts, &[]).as_deref(),
+            Some("1 == 1")
+        );
+    }
+}
