@@ -905,7 +905,7 @@ mod tests {
     /// be 320 MB of text; it is cut to a note after 256 KiB.
     #[test]
     fn a_huge_expression_is_cut_to_a_note() {
-        let consts = vec![Const::Str("x".repeat(64 * 1024).into())];
+        let consts = vec![Const::Str("x".repeat(64 * 1024))];
         let mut ops = vec![Op::Const(0)];
         for _ in 0..5_000 {
             ops.extend([Op::Const(0), Op::Add]);
