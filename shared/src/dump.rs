@@ -149,96 +149,141 @@ fn operand((text, prec): Part, parent: i32, right: bool) -> String {
     }
 }
 
+/// An open `&&` / `||`: (target, symbol, precedence, left operand, depth).
+type OpenJump = (usize, &'static str, i32, Part, usize);
+
+/// One instruction of [`decompile`]: its part pushed on `stack` (or its
+/// jump opened); `None` for a shape the compiler does not produce.
+fn decompile_op(
+    op: &Op,
+    pc: usize,
+    stack: &mut Vec<Part>,
+    open: &mut Vec<OpenJump>,
+    consts: &[Const],
+    state_pairs: &[StatePair],
+) -> Option<()> {
+    match *op {
+        Op::Const(i) => {
+            let c = consts.get(i as usize)?;
+            let negative = matches!(c, Const::Int(n) if *n < 0)
+                || matches!(c, Const::Float(f) if f.is_sign_negative());
+            let prec = if negative { UNARY } else { ATOM };
+            stack.push((constant(Some(c)), prec));
+        }
+        Op::Field(field) => stack.push((
+            match field {
+                EventField::Topic => "topic",
+                EventField::Src => "src",
+                EventField::From => "from",
+                EventField::To => "to",
+            }
+            .to_string(),
+            ATOM,
+        )),
+        Op::Data(i) => stack.push((constant(Some(consts.get(i as usize)?)), ATOM)),
+        Op::State(i) => {
+            let pair = state_pairs.get(i as usize)?;
+            stack.push((format!("state({:?}, {:?})", pair.hash, pair.field), ATOM));
+        }
+        Op::Not | Op::Neg => {
+            let inner = stack.pop()?;
+            let sym = if *op == Op::Not { "!" } else { "-" };
+            // Any operator below gets parentheses: `-(a ^ b)` reads
+            // unambiguously whatever the parser does with `-a ^ b`.
+            stack.push((format!("{sym}{}", operand(inner, ATOM, false)), UNARY));
+        }
+        Op::AndJump(target) | Op::OrJump(target) => {
+            let left = stack.pop()?;
+            let (sym, prec) = if matches!(op, Op::AndJump(_)) {
+                ("&&", 75)
+            } else {
+                ("||", 70)
+            };
+            let target = target as usize;
+            if target <= pc || open.last().is_some_and(|o| o.0 < target) {
+                return None;
+            }
+            open.push((target, sym, prec, left, stack.len()));
+        }
+        Op::AssertBool => {}
+        Op::Call(builtin, n) => {
+            let args = stack.split_off(stack.len().checked_sub(n as usize)?);
+            stack.push((call_text(builtin, args), ATOM));
+        }
+        binary => {
+            let (prec, sym) = binary_op(binary)?;
+            let right = stack.pop()?;
+            let left = stack.pop()?;
+            let text = format!(
+                "{} {sym} {}",
+                operand(left, prec, false),
+                operand(right, prec, true)
+            );
+            stack.push((text, prec));
+        }
+    }
+    Some(())
+}
+
+/// The most text [`decompile`] builds for one program (every part it
+/// makes, counted once): far more than any rule file's `when`.
+pub const MAX_DECOMPILED_BYTES: usize = 256 * 1024;
+
 /// Reconstructs a readable expression from a program: every constant and
 /// state pair inline, parentheses only where evalexpr's precedence needs
 /// them. It reads like the rule's `when`, normalised (spacing, grouping), so
 /// an author can check what was compiled. `None` for a program that does
 /// not have the shape the compiler produces.
+///
+/// Bounded in time and memory whatever the program holds
+/// (docs/service.md#what-ruled-reads-and-its-bounds): once the text built
+/// so far passes [`MAX_DECOMPILED_BYTES`], the answer is a note saying so
+/// instead of the expression (a forged bundle's program of long constants
+/// combined many times would otherwise ask for gigabytes).
 pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair]) -> Option<String> {
+    let mut built = 0usize;
     let mut stack: Vec<Part> = Vec::new();
     // Open `&&` / `||`: (target, symbol, precedence, left operand, depth).
-    let mut open: Vec<(usize, &'static str, i32, Part, usize)> = Vec::new();
-    let close =
-        |stack: &mut Vec<Part>, open: &mut Vec<(usize, &'static str, i32, Part, usize)>, pc| {
-            while open.last().is_some_and(|o| o.0 == pc) {
-                let (_, sym, prec, left, depth) = open.pop()?;
-                let right = stack.pop()?;
-                if stack.len() != depth {
-                    return None;
-                }
-                let text = format!(
-                    "{} {sym} {}",
-                    operand(left, prec, false),
-                    operand(right, prec, true)
-                );
-                stack.push((text, prec));
+    let mut open: Vec<OpenJump> = Vec::new();
+    let too_long = || {
+        Some(format!(
+            "<an expression of {} instructions, over {} KiB as text: not shown>",
+            program.ops.len(),
+            MAX_DECOMPILED_BYTES / 1024
+        ))
+    };
+    let close = |stack: &mut Vec<Part>, open: &mut Vec<OpenJump>, pc, built: &mut usize| {
+        while open.last().is_some_and(|o| o.0 == pc) {
+            let (_, sym, prec, left, depth) = open.pop()?;
+            let right = stack.pop()?;
+            if stack.len() != depth {
+                return None;
             }
-            Some(())
-        };
+            let text = format!(
+                "{} {sym} {}",
+                operand(left, prec, false),
+                operand(right, prec, true)
+            );
+            *built = built.saturating_add(text.len());
+            stack.push((text, prec));
+        }
+        Some(())
+    };
     for (pc, op) in program.ops.iter().enumerate() {
-        close(&mut stack, &mut open, pc)?;
-        match *op {
-            Op::Const(i) => {
-                let c = consts.get(i as usize)?;
-                let negative = matches!(c, Const::Int(n) if *n < 0)
-                    || matches!(c, Const::Float(f) if f.is_sign_negative());
-                let prec = if negative { UNARY } else { ATOM };
-                stack.push((constant(Some(c)), prec));
-            }
-            Op::Field(field) => stack.push((
-                match field {
-                    EventField::Topic => "topic",
-                    EventField::Src => "src",
-                    EventField::From => "from",
-                    EventField::To => "to",
-                }
-                .to_string(),
-                ATOM,
-            )),
-            Op::Data(i) => stack.push((constant(Some(consts.get(i as usize)?)), ATOM)),
-            Op::State(i) => {
-                let pair = state_pairs.get(i as usize)?;
-                stack.push((format!("state({:?}, {:?})", pair.hash, pair.field), ATOM));
-            }
-            Op::Not | Op::Neg => {
-                let inner = stack.pop()?;
-                let sym = if *op == Op::Not { "!" } else { "-" };
-                // Any operator below gets parentheses: `-(a ^ b)` reads
-                // unambiguously whatever the parser does with `-a ^ b`.
-                stack.push((format!("{sym}{}", operand(inner, ATOM, false)), UNARY));
-            }
-            Op::AndJump(target) | Op::OrJump(target) => {
-                let left = stack.pop()?;
-                let (sym, prec) = if matches!(op, Op::AndJump(_)) {
-                    ("&&", 75)
-                } else {
-                    ("||", 70)
-                };
-                let target = target as usize;
-                if target <= pc || open.last().is_some_and(|o| o.0 < target) {
-                    return None;
-                }
-                open.push((target, sym, prec, left, stack.len()));
-            }
-            Op::AssertBool => {}
-            Op::Call(builtin, n) => {
-                let args = stack.split_off(stack.len().checked_sub(n as usize)?);
-                stack.push((call_text(builtin, args), ATOM));
-            }
-            binary => {
-                let (prec, sym) = binary_op(binary)?;
-                let right = stack.pop()?;
-                let left = stack.pop()?;
-                let text = format!(
-                    "{} {sym} {}",
-                    operand(left, prec, false),
-                    operand(right, prec, true)
-                );
-                stack.push((text, prec));
-            }
+        close(&mut stack, &mut open, pc, &mut built)?;
+        if built > MAX_DECOMPILED_BYTES {
+            return too_long();
+        }
+        decompile_op(op, pc, &mut stack, &mut open, consts, state_pairs)?;
+        built = built.saturating_add(stack.last().map_or(0, |(text, _)| text.len()));
+        if built > MAX_DECOMPILED_BYTES {
+            return too_long();
         }
     }
-    close(&mut stack, &mut open, program.ops.len())?;
+    close(&mut stack, &mut open, program.ops.len(), &mut built)?;
+    if built > MAX_DECOMPILED_BYTES {
+        return too_long();
+    }
     match (stack.pop(), stack.is_empty() && open.is_empty()) {
         (Some((text, _)), true) => Some(text),
         _ => None,
@@ -850,4 +895,34 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "steps": rule.steps.iter().map(&step_json).collect::<Vec<_>>(),
         "finally": rule.finally().iter().map(&step_json).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program joining one 64 KiB constant with itself 5,000 times would
+    /// be 320 MB of text; it is cut to a note after 256 KiB.
+    #[test]
+    fn a_huge_expression_is_cut_to_a_note() {
+        let consts = vec![Const::Str("x".repeat(64 * 1024))];
+        let mut ops = vec![Op::Const(0)];
+        for _ in 0..5_000 {
+            ops.extend([Op::Const(0), Op::Add]);
+        }
+        let text = decompile(&Program { ops }, &consts, &[]).unwrap_or_default();
+        assert!(
+            text.starts_with("<an expression of 10001 instructions"),
+            "{}",
+            &text[..text.len().min(100)]
+        );
+        let small = Program {
+            ops: vec![Op::Const(0), Op::Const(0), Op::Eq],
+        };
+        let small_consts = vec![Const::Int(1)];
+        assert_eq!(
+            decompile(&small, &small_consts, &[]).as_deref(),
+            Some("1 == 1")
+        );
+    }
 }

@@ -928,6 +928,40 @@ impl Engine {
         })
     }
 
+    /// What replay would refuse of `records` before looking at a clock
+    /// ([`refusal_without_clock`]: rule, step, fingerprint, never written),
+    /// one answer per record in their order. The service's pending read
+    /// removes such records as it reads them, so junk never counts against
+    /// the replay budget (docs/service.md#what-ruled-reads-and-its-bounds).
+    pub fn refusals_without_clock(
+        &self,
+        records: &[PendingRecord],
+    ) -> Vec<Option<ReplayDropReason>> {
+        let mut by_name: HashMap<&str, Option<usize>> = records
+            .iter()
+            .map(|record| (record.rule.as_str(), None))
+            .collect();
+        for (index, rule) in self.payload.rules.iter().enumerate() {
+            if let Some(slot @ None) = by_name.get_mut(&*rule.name) {
+                *slot = Some(index);
+            }
+        }
+        records
+            .iter()
+            .map(|record| {
+                let rule = by_name
+                    .get(record.rule.as_str())
+                    .copied()
+                    .flatten()
+                    .and_then(|index| self.payload.rules.get(index));
+                let same = |_: usize, step: &Step| {
+                    record::same_fingerprint(&record.fingerprint, &step.fingerprint)
+                };
+                refusal_without_clock(rule, record.step, record.iter, same)
+            })
+            .collect()
+    }
+
     /// Acts on the next `count` records of `replay` (resume or remove, in
     /// the order [`Engine::replay_start`] decided); returns whether any
     /// are left.

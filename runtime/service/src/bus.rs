@@ -362,9 +362,10 @@ async fn read_outcome(
     }
 }
 
-/// Reads the pairs `indices` of `pairs`, one `HMGET` per hash, in the
-/// order given within a hash (the first of a notification stays first).
-/// A hash Redis refuses to read (WRONGTYPE, a value that is not UTF-8) is
+/// Reads the pairs `indices` of `pairs`, one bounded `HMGET` per hash
+/// ([`crate::bounded_read::hmget`]: a value over 64 KiB or not UTF-8 reads
+/// as absent), in the order given within a hash (the first of a
+/// notification stays first). A hash Redis refuses to read (WRONGTYPE) is
 /// logged, naming it, and its fields read as absent; only a lost
 /// connection is an error.
 pub async fn read_pairs(
@@ -389,12 +390,9 @@ pub async fn read_pairs(
                 (pair.hash == hash).then_some((index, pair.field.as_str()))
             })
             .collect();
-        let mut command = redis::cmd("HMGET");
-        command.arg(hash);
-        for (_, field) in &fields {
-            command.arg(*field);
-        }
-        let values: Vec<Option<String>> = match query(con, &command).await {
+        let names: Vec<&str> = fields.iter().map(|(_, field)| *field).collect();
+        let values: Vec<Option<String>> = match crate::bounded_read::hmget(con, hash, &names).await
+        {
             Ok(values) => values,
             Err(e) if !is_transport(&e) => {
                 tracing::warn!(

@@ -2,6 +2,7 @@
 //! the pure [`ruled_engine`] and performing its effects (docs/semantics.md).
 
 pub mod action_log;
+pub mod bounded_read;
 pub mod bundle;
 pub mod bus;
 pub mod can;

@@ -77,7 +77,7 @@ pub enum PubSubError {
 /// One element of a reply: a bulk string read whole, or only its length
 /// when it was over [`MAX_MESSAGE_BYTES`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Element {
+pub(crate) enum Element {
     Bulk(Vec<u8>),
     Skipped(usize),
     Int(i64),
@@ -259,6 +259,15 @@ impl PubSub {
         self.commands.send(args).await
     }
 
+    /// Sends one command on a connection opened with nothing subscribed,
+    /// and reads its reply with this reader: a bulk string over the limit
+    /// comes back as [`Element::Skipped`], never read whole (the control
+    /// server's pop, docs/service.md#what-ruled-reads-and-its-bounds).
+    pub(crate) async fn call(&mut self, args: &[&[u8]]) -> Result<Reply, PubSubError> {
+        self.send(args).await?;
+        self.reply().await
+    }
+
     /// The connection's writing half, for later (un)subscribe commands.
     pub fn commands(&self) -> Commands {
         self.commands.clone()
@@ -290,6 +299,10 @@ impl PubSub {
         match line.split_first() {
             Some((b'*', count)) => {
                 let count = number(count)?;
+                if count == -1 {
+                    // A nil array (`BRPOP` timed out).
+                    return Ok(Reply::Single(Element::Nil));
+                }
                 if !(0..=MAX_ELEMENTS).contains(&count) {
                     return Err(PubSubError::Protocol(format!("an array of {count}")));
                 }
@@ -357,7 +370,7 @@ impl PubSub {
 }
 
 #[derive(Debug)]
-enum Reply {
+pub(crate) enum Reply {
     Array(Vec<Element>),
     Single(Element),
 }

@@ -8,7 +8,7 @@ use crate::namespace::Namespace;
 use crate::stats::RuleStatsTable;
 use redis::aio::ConnectionManager;
 use rulecore::bundle::Payload;
-use ruled_engine::{PendingRecord, RecordWrite};
+use ruled_engine::{PendingRecord, RecordWrite, ReplayDropReason};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -91,15 +91,25 @@ pub async fn read_pending(
     con: &mut ConnectionManager,
     namespace: &Namespace,
 ) -> redis::RedisResult<Vec<PendingRecord>> {
-    read_pending_scan(con, namespace)
+    let keep_all = |records: &[PendingRecord]| vec![None; records.len()];
+    read_pending_scan(con, namespace, &keep_all)
         .await
         .map(|(records, _)| records)
 }
 
-/// [`read_pending`], with what it removed and left.
+/// What replay would refuse of a batch of records before any clock (the
+/// engine's `refusals_without_clock`), one answer per record.
+pub type Refusals<'a> = &'a (dyn Fn(&[PendingRecord]) -> Vec<Option<ReplayDropReason>> + Sync);
+
+/// [`read_pending`], with what it removed and left. A record `refusals`
+/// refuses (no rule, step or fingerprint of this bundle) is removed as it
+/// is read, like a value that is no record: neither costs the replay
+/// budget (docs/service.md#what-ruled-reads-and-its-bounds), and the read
+/// goes on to the end of the store, so `left` is the true count.
 pub async fn read_pending_scan(
     con: &mut ConnectionManager,
     namespace: &Namespace,
+    refusals: Refusals<'_>,
 ) -> redis::RedisResult<(Vec<PendingRecord>, PendingScan)> {
     let pending = namespace.pending();
     let mut reader = PendingReader {
@@ -141,8 +151,8 @@ pub async fn read_pending_scan(
             tracing::error!("unexpected reply scanning `{pending}`; replaying what was read");
             break;
         };
-        reader.take(con, fields).await?;
-        if next == b"0" || reader.full() {
+        reader.take(con, fields, refusals).await?;
+        if next == b"0" {
             break;
         }
         cursor = next;
@@ -193,17 +203,15 @@ struct PendingReader {
 }
 
 impl PendingReader {
-    fn full(&self) -> bool {
-        self.scan.left > 0
-    }
-
     /// Takes one round's fields: logs the ones the script removed, removes
     /// those whose name is not UTF-8, and fetches the values of the rest
-    /// (in `HMGET`s of at most [`FETCH_BYTES`]) while the budget lasts.
+    /// (in `HMGET`s of at most [`FETCH_BYTES`]); [`PendingReader::fetch`]
+    /// keeps what fits the budget.
     async fn take(
         &mut self,
         con: &mut ConnectionManager,
         fields: Vec<Scanned>,
+        refusals: Refusals<'_>,
     ) -> redis::RedisResult<()> {
         let mut batch: Vec<String> = Vec::new();
         let mut batch_bytes = 0;
@@ -228,20 +236,15 @@ impl PendingReader {
                 }
             };
             let len = usize::try_from(field.value_len).unwrap_or(0);
-            let cost = len + name.len() + RECORD_OVERHEAD;
-            if self.bytes + cost > REPLAY_BUDGET_BYTES {
-                self.scan.left += 1;
-                continue;
-            }
-            self.bytes += cost;
             if batch_bytes + len > FETCH_BYTES {
-                self.fetch(con, std::mem::take(&mut batch)).await?;
+                self.fetch(con, std::mem::take(&mut batch), refusals)
+                    .await?;
                 batch_bytes = 0;
             }
             batch_bytes += len;
             batch.push(name);
         }
-        self.fetch(con, batch).await
+        self.fetch(con, batch, refusals).await
     }
 
     /// Counts a removal; whether to log it at `warn` (the first few).
@@ -268,11 +271,15 @@ impl PendingReader {
     /// `HMGET` of `names`; a field removed meanwhile is skipped, and a
     /// value that is not a record of its own run is removed here, with its
     /// reason (docs/service.md#pending-records-hash-extensionspending), so
-    /// any amount of junk is cleared in one start.
+    /// any amount of junk is cleared in one start. So is a record
+    /// `refusals` refuses. The rest is kept while the budget lasts (its
+    /// stored bytes and [`RECORD_OVERHEAD`] each), and counted as `left`
+    /// past it.
     async fn fetch(
         &mut self,
         con: &mut ConnectionManager,
         names: Vec<String>,
+        refusals: Refusals<'_>,
     ) -> redis::RedisResult<()> {
         if names.is_empty() {
             return Ok(());
@@ -281,10 +288,14 @@ impl PendingReader {
         command.arg(&self.pending).arg(&names);
         let values: Vec<Option<Vec<u8>>> = query(con, &command).await?;
         let mut junk: Vec<String> = Vec::new();
+        let (mut decoded, mut sizes) = (Vec::new(), Vec::new());
         for (name, value) in names.into_iter().zip(values) {
             let Some(value) = value else { continue };
             match PendingRecord::decode_field(&name, &value) {
-                Ok(record) => self.records.push(record),
+                Ok(record) => {
+                    decoded.push(record);
+                    sizes.push(value.len() + name.len());
+                }
                 Err(error) => {
                     log_removal!(
                         self.removal(),
@@ -295,8 +306,36 @@ impl PendingReader {
                 }
             }
         }
+        let verdicts = refusals(&decoded);
+        for ((record, stored), refused) in decoded.into_iter().zip(sizes).zip(verdicts) {
+            if let Some(reason) = refused {
+                self.refused(&record, reason);
+                junk.push(record.id);
+                continue;
+            }
+            let cost = stored + RECORD_OVERHEAD;
+            if self.bytes + cost > REPLAY_BUDGET_BYTES {
+                self.scan.left += 1;
+                continue;
+            }
+            self.bytes += cost;
+            self.records.push(record);
+        }
         let junk: Vec<&[u8]> = junk.iter().map(|name| name.as_bytes()).collect();
         remove(con, &self.pending, &junk).await
+    }
+
+    /// Logs a record removed for what replay would refuse anyway, as
+    /// replay words it; the first few at `info`, the rest at `debug`.
+    fn refused(&mut self, record: &PendingRecord, reason: ReplayDropReason) {
+        let (run, rule, why) = (&record.id, &record.rule, reason.describe());
+        if self.removal() {
+            tracing::info!(run = %run, rule = %rule, reason = reason.as_str(),
+                "pending record removed at replay: {why}");
+        } else {
+            tracing::debug!(run = %run, rule = %rule, reason = reason.as_str(),
+                "pending record removed at replay: {why}");
+        }
     }
 }
 

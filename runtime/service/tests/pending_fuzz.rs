@@ -91,9 +91,11 @@ fn random_pending_contents_never_stop_a_replay() {
                     .await
                     .unwrap();
             }
-            let (records, _) = read_pending_scan(&mut con, &ruled::namespace::Namespace::default())
-                .await
-                .unwrap();
+            let keep_all = |records: &[ruled_engine::PendingRecord]| vec![None; records.len()];
+            let (records, _) =
+                read_pending_scan(&mut con, &ruled::namespace::Namespace::default(), &keep_all)
+                    .await
+                    .unwrap();
             for record in &records {
                 assert!(record.id.len() <= 1024, "case {case}: {:?}", record.id);
             }

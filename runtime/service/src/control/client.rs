@@ -99,7 +99,7 @@ pub async fn call(target: &Target, method: &str, payload: Value) -> Result<Value
             wire::MAX_REQUEST_BYTES / 1024
         )));
     }
-    push(&mut con, &target.keys, &text).await?;
+    push(&mut con, &target.keys, &text, target.timeout).await?;
     match tokio::time::timeout(target.timeout + ARRIVAL_GRACE, replies.next()).await {
         Ok(Ok(Delivery::Message(message))) => read_reply(message.get_payload_bytes()),
         Ok(Ok(Delivery::Oversized { bytes, .. })) => Err(CallError::Redis(format!(
@@ -126,31 +126,53 @@ pub async fn call(target: &Target, method: &str, payload: Value) -> Result<Value
     }
 }
 
-/// Queues the request with the push script; refused when the queue is full.
+/// Queues the request with the push script. A full queue is tried again
+/// until `timeout` is over (ruled empties a list of junk at once,
+/// docs/service.md#what-ruled-reads-and-its-bounds); then refused, saying
+/// how many of the waiting items are not requests.
 async fn push(
     con: &mut redis::aio::MultiplexedConnection,
     keys: &ControlKeys,
     text: &str,
+    timeout: Duration,
 ) -> Result<(), CallError> {
-    let pushed: i64 = redis::cmd("EVAL")
-        .arg(wire::PUSH_SCRIPT)
-        .arg(1)
-        .arg(&keys.rpc)
-        .arg(text)
-        .arg(wire::MAX_WAITING)
-        .arg(wire::LIST_EXPIRY_SECS)
-        .query_async(con)
-        .await
-        .map_err(|e| CallError::Redis(format!("cannot queue the request: {}", describe(&e))))?;
-    if pushed == 0 {
-        return Err(CallError::NoAnswer(format!(
-            "the control queue `{}` is full ({} requests waiting): ruled is not taking \
-             requests (stopped, or stuck); nothing was sent",
-            keys.rpc,
-            wire::MAX_WAITING
-        )));
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let pushed: i64 = redis::cmd("EVAL")
+            .arg(wire::PUSH_SCRIPT)
+            .arg(1)
+            .arg(&keys.rpc)
+            .arg(text)
+            .arg(wire::MAX_WAITING)
+            .arg(wire::LIST_EXPIRY_SECS)
+            .query_async(con)
+            .await
+            .map_err(|e| CallError::Redis(format!("cannot queue the request: {}", describe(&e))))?;
+        if pushed != 0 {
+            return Ok(());
+        }
+        if started.elapsed() + pause >= timeout {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
     }
-    Ok(())
+    let seen = match super::list::survey(con, &keys.rpc).await {
+        Some((_, 0)) | None => String::new(),
+        Some((_, junk)) => format!(
+            "; {junk} of them are not requests (over {} KiB, not JSON, or without `id` and \
+             `method`): something other than a control client is pushing onto `{}`",
+            wire::MAX_REQUEST_BYTES / 1024,
+            keys.rpc
+        ),
+    };
+    Err(CallError::NoAnswer(format!(
+        "the control queue `{}` is full ({} requests waiting){seen}: ruled is not taking \
+         requests (stopped, or stuck); nothing was sent",
+        keys.rpc,
+        wire::MAX_WAITING
+    )))
 }
 
 fn read_reply(bytes: &[u8]) -> Result<Value, CallError> {

@@ -109,6 +109,12 @@ pub const METHODS: &[Method] = &[
 /// and changes the subscription (docs/operating.md#deploying-a-new-bundle).
 pub const RELOAD: &str = "v1.reload";
 
+/// `v1.reload`'s payload: `{}` (or none), refused with a field it does not
+/// know, as every method's.
+pub fn check_reload_payload(payload: &Value) -> Result<(), String> {
+    args::<Empty>(payload).map(drop)
+}
+
 /// Answers one request.
 pub fn answer(ctx: &mut Context<'_>, request: &Request) -> Answer {
     let Some(method) = METHODS.iter().find(|m| m.name == request.method) else {
@@ -262,23 +268,33 @@ fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         .take(page.limit)
         .map(|view| rule_line(view, ctx.overrides.get(&view.name)))
         .collect();
-    let unknown: Vec<Value> = ctx
+    // Stored overrides naming no rule: the first few by name (the rest
+    // counted), said in words where `lsc` shows them.
+    let unknown: Vec<(&str, bool)> = ctx
         .overrides
         .iter()
         .filter(|(rule, _)| ctx.engine.rule_index(rule).is_none())
-        .map(|(rule, on)| json!({"name": rule, "override": overrides::word(on)}))
+        .chain(
+            ctx.overrides
+                .shown_without_rule()
+                .iter()
+                .map(|(rule, on)| (rule.as_str(), *on)),
+        )
+        .take(overrides::SHOWN_WITHOUT_RULE)
         .collect();
-    // Stored overrides naming no rule: said in words where `lsc` shows them.
-    let diagnostics: Vec<String> = ctx
-        .overrides
+    let diagnostics: Vec<String> = unknown
         .iter()
-        .filter(|(rule, _)| ctx.engine.rule_index(rule).is_none())
         .map(|(rule, on)| {
             format!(
                 "override `{rule}` = {} names no rule of the loaded bundle (kept)",
-                overrides::word(on)
+                overrides::word(*on)
             )
         })
+        .collect();
+    let without_rule_count = ctx.overrides.without_rule().max(unknown.len());
+    let unknown: Vec<Value> = unknown
+        .iter()
+        .map(|(rule, on)| json!({"name": rule, "override": overrides::word(*on)}))
         .collect();
     Ok(json!({
         "rules": rules,
@@ -289,6 +305,7 @@ fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         "diagnostics": diagnostics,
         "offset": page.offset,
         "limit": page.limit,
+        "overrides-without-rule-count": without_rule_count,
         "overrides-without-rule": unknown,
     })
     .into())

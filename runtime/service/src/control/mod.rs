@@ -8,6 +8,7 @@
 pub mod add;
 pub mod client;
 pub mod definition;
+pub mod list;
 pub mod local;
 pub mod methods;
 mod override_removal;
@@ -16,9 +17,12 @@ pub mod render;
 pub mod wire;
 
 use crate::connection::{describe, Backoff, CONNECT_TIMEOUT};
+use crate::logging::{self, Throttle};
+use crate::tls::Tls;
+use list::{Item, RequestList};
 use local::Local;
 use redis::aio::MultiplexedConnection;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use wire::{ControlKeys, Reply, Request};
@@ -51,12 +55,13 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
-    /// Starts serving `keys.rpc` on a connection of its own; `local` is
-    /// what the server answers itself ([`local`]).
-    pub fn start(client: redis::Client, keys: ControlKeys, local: Local) -> Self {
+    /// Starts serving `keys.rpc` on connections of its own (`tls` for a
+    /// `rediss://` URL); `local` is what the server answers itself
+    /// ([`local`]).
+    pub fn start(client: redis::Client, tls: Tls, keys: ControlKeys, local: Local) -> Self {
         // One request at a time: the server waits for each answer.
         let (tx, calls) = mpsc::channel(1);
-        let task = tokio::spawn(serve(client, keys, tx, local));
+        let task = tokio::spawn(serve(client, tls, keys, tx, local));
         Self {
             calls,
             task: Some(task),
@@ -78,13 +83,21 @@ impl ControlServer {
     }
 }
 
-async fn serve(client: redis::Client, keys: ControlKeys, calls: mpsc::Sender<Call>, local: Local) {
+async fn serve(
+    client: redis::Client,
+    tls: Tls,
+    keys: ControlKeys,
+    calls: mpsc::Sender<Call>,
+    local: Local,
+) {
     let mut backoff = Backoff::default();
+    // Ignored requests are outside input: through a log budget of their own.
+    let mut throttle = Throttle::new(Instant::now());
     loop {
-        match connect(&client).await {
-            Ok(mut con) => {
+        match connect(&client, &tls).await {
+            Ok((mut con, mut list)) => {
                 backoff = Backoff::default();
-                let error = serve_on(&mut con, &keys, &calls, &local).await;
+                let error = serve_on(&mut con, &mut list, &keys, &calls, &local, &mut throttle).await;
                 if calls.is_closed() {
                     return;
                 }
@@ -93,8 +106,7 @@ async fn serve(client: redis::Client, keys: ControlKeys, calls: mpsc::Sender<Cal
             Err(e) => {
                 let delay = backoff.next_delay();
                 tracing::warn!(
-                    "cannot open the control connection ({}); retrying in {}ms",
-                    describe(&e),
+                    "cannot open the control connection ({e}); retrying in {}ms",
                     delay.as_millis()
                 );
                 tokio::time::sleep(delay).await;
@@ -103,60 +115,85 @@ async fn serve(client: redis::Client, keys: ControlKeys, calls: mpsc::Sender<Cal
     }
 }
 
-async fn connect(client: &redis::Client) -> redis::RedisResult<MultiplexedConnection> {
-    // No reply timeout: the pop blocks until a request comes.
+/// The command connection (clock, scripts, replies) and the one the
+/// blocking pop waits on.
+async fn connect(
+    client: &redis::Client,
+    tls: &Tls,
+) -> Result<(MultiplexedConnection, RequestList), String> {
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
-        .set_response_timeout(None);
-    client
+        .set_response_timeout(Some(COMMAND_TIMEOUT));
+    let con = client
         .get_multiplexed_async_connection_with_config(&config)
         .await
+        .map_err(|e| describe(&e))?;
+    let list = RequestList::open(client.get_connection_info(), tls)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((con, list))
 }
 
-/// Serves until the connection fails; returns why.
+/// Serves until a connection fails; returns why. Each blocking pop is
+/// followed by one script taking what waits behind it, so a list full of
+/// junk is emptied in one round trip.
 async fn serve_on(
     con: &mut MultiplexedConnection,
+    list: &mut RequestList,
     keys: &ControlKeys,
     calls: &mpsc::Sender<Call>,
     local: &Local,
+    throttle: &mut Throttle,
 ) -> String {
     loop {
-        let popped: redis::RedisResult<Option<(String, Vec<u8>)>> = // The tail: clients push at the head (`LPUSH`, as `lsc` does), so
+        // The tail: clients push at the head (`LPUSH`, as `lsc` does), so
         // the oldest request is served first.
-        redis::cmd("BRPOP")
-            .arg(&keys.rpc)
-            .arg(0)
-            .query_async(con)
-            .await;
-        let bytes = match popped {
-            Ok(Some((_, bytes))) => bytes,
+        let first = match list.wait(&keys.rpc).await {
+            Ok(Some(item)) => item,
             Ok(None) => continue,
-            Err(e) => return describe(&e),
+            Err(e) => return e.to_string(),
         };
-        let now_ms = match bounded(server_time_ms(con)).await {
-            Ok(now) => now,
-            Err(e) => return format!("TIME failed: {e}"),
+        let (now_ms, more) = match bounded(list::take_more(con, &keys.rpc)).await {
+            Ok(taken) => taken,
+            Err(e) => return format!("taking requests failed: {e}"),
         };
-        let request = match wire::read_request(&bytes, keys, now_ms) {
-            Ok(request) => request,
-            Err(why) => {
-                tracing::warn!("control request ignored: {why}");
-                continue;
+        for item in std::iter::once(first).chain(more) {
+            let read = match item {
+                Item::Oversized(bytes) => Err(wire::Ignored::TooLarge { bytes }),
+                Item::Request(bytes) => wire::read_request(&bytes, keys, now_ms),
+            };
+            let request = match read {
+                Ok(request) => request,
+                Err(why) => {
+                    log_ignored(throttle, &why);
+                    continue;
+                }
+            };
+            let answer = match local.answer(&request).await {
+                Some(reply) => Answer { reply, keep: None },
+                None => {
+                    let Some(mut answer) = ask_driver(calls, request.clone()).await else {
+                        return "the service is stopping".to_string();
+                    };
+                    local.complete(con, &request, &mut answer.reply).await;
+                    answer
+                }
+            };
+            if let Err(e) = bounded(reply(con, keys, &request, answer)).await {
+                return e;
             }
-        };
-        let answer = match local.answer(&request).await {
-            Some(reply) => Answer { reply, keep: None },
-            None => {
-                let Some(mut answer) = ask_driver(calls, request.clone()).await else {
-                    return "the service is stopping".to_string();
-                };
-                local.complete(con, &request, &mut answer.reply).await;
-                answer
-            }
-        };
-        if let Err(e) = bounded(reply(con, keys, &request, answer)).await {
-            return e;
         }
+    }
+}
+
+/// One ignored request's line, at `warn` while the budget lasts
+/// (docs/service.md#logs), else at `debug`.
+fn log_ignored(throttle: &mut Throttle, why: &wire::Ignored) {
+    logging::log_held(&throttle.roll(Instant::now()));
+    if throttle.admit(None, tracing::Level::WARN) {
+        tracing::warn!("control request ignored: {why}");
+    } else {
+        tracing::debug!("control request ignored: {why}");
     }
 }
 

@@ -112,10 +112,13 @@ pub fn read_request(bytes: &[u8], keys: &ControlKeys, now_ms: i64) -> Result<Req
             want,
         });
     }
+    // Saturating: a deadline of `i64::MIN` or `i64::MAX` must not wrap.
     if request.deadline < now_ms {
-        return Err(Ignored::PastDeadline(now_ms - request.deadline));
+        return Err(Ignored::PastDeadline(
+            now_ms.saturating_sub(request.deadline),
+        ));
     }
-    let ahead = request.deadline - now_ms;
+    let ahead = request.deadline.saturating_sub(now_ms);
     if ahead > MAX_AHEAD_MS {
         return Err(Ignored::TooFarAhead(ahead));
     }

@@ -90,7 +90,9 @@ impl Service {
         let now = self.now();
         let old_pairs = self.engine.watched_pairs().to_vec();
         let changes = self.engine.reload(Arc::new(payload), now);
-        // Overrides outlive bundles (docs/operating.md#turning-a-rule-off-or-on).
+        // Overrides outlive bundles (docs/operating.md#turning-a-rule-off-or-on):
+        // read again for the new bundle's names (only those are read).
+        self.read_overrides_again().await;
         self.overrides.apply(&mut self.engine);
         self.perform_effects();
         let subscriptions = self.follow_rules(&old_pairs).await;
@@ -125,6 +127,12 @@ impl Service {
     /// (docs/operating.md#deploying-a-new-bundle): logged as for `SIGHUP`,
     /// and answered with what changed or why the bundle was refused.
     pub(super) async fn answer_reload(&mut self, call: Call) {
+        // Unknown payload fields are refused, as by every method.
+        if let Err(e) = methods::check_reload_payload(&call.request.payload) {
+            let reply = Reply::error(format!("{}: {e}", methods::RELOAD));
+            let _ = call.answer.send(Answer { reply, keep: None });
+            return;
+        }
         let outcome = self.reload().await;
         self.log_reload(&outcome);
         let reply = match &outcome {
@@ -252,5 +260,23 @@ fn log_overrides(in_force: &[InForce]) {
              `ruled ctl set-enabled {} default` removes it",
             contradicting.rule
         );
+    }
+}
+
+impl Service {
+    /// Reads `NS:overrides` again for the rules of the bundle now loaded;
+    /// when Redis cannot say, the overrides known so far stay.
+    async fn read_overrides_again(&mut self) {
+        let key = self.namespace.overrides();
+        let read =
+            crate::control::overrides::Overrides::load(&mut self.con, &key, self.engine.payload())
+                .await;
+        match read {
+            Ok(read) => self.overrides = read,
+            Err(e) => tracing::warn!(
+                error = %crate::connection::describe(&e),
+                "cannot read `{key}` again; the overrides known before the reload stay"
+            ),
+        }
     }
 }

@@ -142,7 +142,7 @@ impl Service {
         // Before anything is subscribed or seeded: a rule turned off stays
         // off, and what it alone needed is neither read nor watched.
         let keys = ControlKeys::for_namespace(&config.namespace);
-        let overrides = Overrides::load(&mut con, &keys.overrides)
+        let overrides = Overrides::load(&mut con, &keys.overrides, engine.payload())
             .await
             .map_err(|source| ServiceError::Overrides {
                 key: keys.overrides.clone(),
@@ -175,7 +175,7 @@ impl Service {
             reports,
             writer,
             writer_task,
-            subscriber: Some(Subscriber::new(client.clone(), tls, subs)),
+            subscriber: Some(Subscriber::new(client.clone(), tls.clone(), subs)),
             intake: Intake::idle(stats.overflow(), stats.rejected()),
             state_hashes,
             input_channels,
@@ -205,7 +205,7 @@ impl Service {
         service.replay().await?;
         service.stats.write_all(&service.engine, &service.writer);
         service.subscribe().await;
-        service.control = Some(ControlServer::start(client, keys, local));
+        service.control = Some(ControlServer::start(client, tls, keys, local));
         notify::notify("READY=1");
         Ok(service)
     }
@@ -213,12 +213,16 @@ impl Service {
     /// Replays the pending store, before any subscription opens: a replayed
     /// run meets the live triggers' concurrency only afterwards.
     async fn replay(&mut self) -> Result<(), ServiceError> {
-        let (records, scan) = record_store::read_pending_scan(&mut self.con, &self.namespace)
-            .await
-            .map_err(|source| ServiceError::Replay {
-                key: self.namespace.pending(),
-                source,
-            })?;
+        let engine = &self.engine;
+        let refusals =
+            |records: &[ruled_engine::PendingRecord]| engine.refusals_without_clock(records);
+        let (records, scan) =
+            record_store::read_pending_scan(&mut self.con, &self.namespace, &refusals)
+                .await
+                .map_err(|source| ServiceError::Replay {
+                    key: self.namespace.pending(),
+                    source,
+                })?;
         if !records.is_empty() || scan.removed > 0 {
             tracing::info!(
                 records = records.len(),
