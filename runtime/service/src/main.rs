@@ -6,6 +6,8 @@
 use anyhow::Result;
 use clap::Parser;
 use ruled::control::client::{self, CtlMethod, Format, Target};
+use ruled::control::signing::ControlKey;
+use ruled::control::trust::Mutations;
 use ruled::control::wire::{ControlKeys, MAX_AHEAD_MS};
 use ruled::driver::{self, Secret, ServiceConfig};
 use ruled::namespace::Namespace;
@@ -64,6 +66,12 @@ struct CtlArgs {
     /// ignores a request whose deadline is further ahead).
     #[arg(long, default_value = "5s", value_parser = parse_ctl_timeout, allow_hyphen_values = true, global = true)]
     timeout: Duration,
+
+    /// The control key file (as ruled's --control-key): requests are
+    /// signed with it, and an answer not signed with it is an error (exit
+    /// 5): something other than ruled answered.
+    #[arg(long, env = "RULED_CONTROL_KEY", value_name = "FILE", global = true)]
+    control_key: Option<PathBuf>,
 
     #[command(subcommand)]
     method: CtlMethod,
@@ -161,6 +169,17 @@ struct Args {
     /// such as `info,ruled=debug`.
     #[arg(long, env = "RULED_LOG_LEVEL", default_value = "info", value_parser = parse_log_level)]
     log_level: String,
+
+    /// A key file (root's only: no access for group or others, 16 to 4096
+    /// bytes) that every control reply is signed with, so `ruled ctl
+    /// --control-key` can tell ruled's answers from anyone else's.
+    #[arg(long, env = "RULED_CONTROL_KEY", value_name = "FILE")]
+    control_key: Option<PathBuf>,
+
+    /// Which control requests that change state are served: `any` (as lsc
+    /// sends them) or `signed` (only those signed with --control-key).
+    #[arg(long, env = "RULED_CONTROL_MUTATIONS", value_enum, default_value_t = Mutations::Any)]
+    control_mutations: Mutations,
 }
 
 /// `--bus`.
@@ -285,6 +304,12 @@ fn run_ctl(ctl: CtlArgs) -> i32 {
             url: ruled::connection::redact_url(&connect.redis),
             keys: ControlKeys::for_namespace(&ctl.namespace),
             timeout: ctl.timeout,
+            key: ctl
+                .control_key
+                .as_deref()
+                .map(ControlKey::load)
+                .transpose()
+                .map_err(|e| client::CallError::Usage(e.to_string()))?,
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -298,7 +323,10 @@ fn run_ctl(ctl: CtlArgs) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("ruled ctl: {e}");
+            eprintln!(
+                "ruled ctl: {}",
+                ruled::control::escape::terminal(&e.to_string())
+            );
             e.exit_code()
         }
     }
@@ -308,7 +336,16 @@ fn run(args: Args) -> Result<()> {
     let bundle = args
         .bundle
         .ok_or_else(|| anyhow::anyhow!("--bundle (or RULED_BUNDLE) is required"))?;
+    let key = args
+        .control_key
+        .as_deref()
+        .map(ControlKey::load)
+        .transpose()?;
     let config = ServiceConfig {
+        trust: ruled::control::trust::TrustConfig {
+            key,
+            mutations: args.control_mutations,
+        },
         redis_password: redis_password(args.connect.redis_password_file.as_deref())?,
         redis_url: args.connect.redis,
         redis_ca_file: args.connect.redis_ca_file,

@@ -7,9 +7,12 @@
 
 pub mod client;
 pub mod definition;
+pub mod escape;
 pub mod methods;
 pub mod overrides;
 pub mod render;
+pub mod signing;
+pub mod trust;
 pub mod wire;
 
 use crate::connection::{describe, Backoff, CONNECT_TIMEOUT};
@@ -17,6 +20,7 @@ use redis::aio::MultiplexedConnection;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use trust::Trust;
 use wire::{ControlKeys, Reply, Request};
 
 /// How long one command besides the blocking pop may take before the
@@ -27,6 +31,8 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Call {
     pub request: Request,
+    /// Signed with the control key, and verified (docs/operating.md#trust).
+    pub signed: bool,
     pub answer: oneshot::Sender<Answer>,
 }
 
@@ -46,11 +52,11 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
-    /// Starts serving `keys.rpc` on a connection of its own.
-    pub fn start(client: redis::Client, keys: ControlKeys) -> Self {
+    /// Starts serving `keys.rpc` on a connection of its own, under `trust`.
+    pub fn start(client: redis::Client, keys: ControlKeys, trust: Trust) -> Self {
         // One request at a time: the server waits for each answer.
         let (tx, calls) = mpsc::channel(1);
-        let task = tokio::spawn(serve(client, keys, tx));
+        let task = tokio::spawn(serve(client, keys, trust, tx));
         Self {
             calls,
             task: Some(task),
@@ -72,13 +78,18 @@ impl ControlServer {
     }
 }
 
-async fn serve(client: redis::Client, keys: ControlKeys, calls: mpsc::Sender<Call>) {
+async fn serve(
+    client: redis::Client,
+    keys: ControlKeys,
+    mut trust: Trust,
+    calls: mpsc::Sender<Call>,
+) {
     let mut backoff = Backoff::default();
     loop {
         match connect(&client).await {
             Ok(mut con) => {
                 backoff = Backoff::default();
-                let error = serve_on(&mut con, &keys, &calls).await;
+                let error = serve_on(&mut con, &keys, &mut trust, &calls).await;
                 if calls.is_closed() {
                     return;
                 }
@@ -111,6 +122,7 @@ async fn connect(client: &redis::Client) -> redis::RedisResult<MultiplexedConnec
 async fn serve_on(
     con: &mut MultiplexedConnection,
     keys: &ControlKeys,
+    trust: &mut Trust,
     calls: &mpsc::Sender<Call>,
 ) -> String {
     loop {
@@ -137,20 +149,48 @@ async fn serve_on(
                 continue;
             }
         };
-        let Some(answer) = ask_driver(calls, request.clone()).await else {
-            return "the service is stopping".to_string();
+        let answer = match trust.judge(&bytes, &request, now_ms) {
+            Ok(signed) => match ask_driver(calls, request.clone(), signed).await {
+                Some(answer) => answer,
+                None => return "the service is stopping".to_string(),
+            },
+            Err(refusal) => {
+                tracing::warn!(method = %request.method, "control request refused: {}", refusal.error);
+                Answer {
+                    reply: refusal,
+                    keep: None,
+                }
+            }
         };
-        if let Err(e) = bounded(reply(con, keys, &request, answer)).await {
+        let sealed = Sealed {
+            trust,
+            bytes: &bytes,
+        };
+        if let Err(e) = bounded(reply(con, keys, &request, answer, sealed)).await {
             return e;
         }
     }
 }
 
 /// Hands the request to the driver; `None` once the driver stopped.
-async fn ask_driver(calls: &mpsc::Sender<Call>, request: Request) -> Option<Answer> {
+async fn ask_driver(calls: &mpsc::Sender<Call>, request: Request, signed: bool) -> Option<Answer> {
     let (answer, answered) = oneshot::channel();
-    calls.send(Call { request, answer }).await.ok()?;
+    calls
+        .send(Call {
+            request,
+            signed,
+            answer,
+        })
+        .await
+        .ok()?;
     answered.await.ok()
+}
+
+/// How a reply is sealed: the trust settings, and the request's bytes as
+/// popped, which a signature covers.
+struct Sealed<'a> {
+    trust: &'a Trust,
+    bytes: &'a [u8],
 }
 
 /// Keeps the answer's override (if any), then publishes the reply.
@@ -159,6 +199,7 @@ async fn reply(
     keys: &ControlKeys,
     request: &Request,
     answer: Answer,
+    sealed: Sealed<'_>,
 ) -> Result<(), String> {
     let mut reply = answer.reply;
     if let Some((rule, enabled)) = answer.keep {
@@ -175,7 +216,7 @@ async fn reply(
     tracing::debug!(method = %request.method, ok = reply.ok, "control request answered");
     redis::cmd("PUBLISH")
         .arg(&request.reply_channel)
-        .arg(reply.encode())
+        .arg(sealed.trust.seal(sealed.bytes, &reply))
         .query_async::<i64>(con)
         .await
         .map(drop)

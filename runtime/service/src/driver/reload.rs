@@ -110,6 +110,19 @@ impl Service {
     pub(super) async fn answer_reload(&mut self, call: Call) {
         let outcome = self.reload().await;
         self.log_reload(&outcome);
+        // docs/operating.md#trust: a change a request asked for, at `warn`.
+        match &outcome {
+            Ok(reloaded) => tracing::warn!(
+                signed = call.signed,
+                bundle = %reloaded.bundle,
+                previous = %reloaded.previous,
+                "control request v1.reload: bundle read again"
+            ),
+            Err(e) => tracing::warn!(
+                signed = call.signed,
+                "control request v1.reload refused: {e}"
+            ),
+        }
         let reply = match &outcome {
             Ok(reloaded) => Reply::ok(reloaded.to_json()),
             Err(e) => Reply::error(format!("{}: {e}", methods::RELOAD)),

@@ -8,6 +8,7 @@ use crate::bus::{self, BusReader, Publisher, Watch};
 use crate::can::CanSockets;
 use crate::clock::{wall_ms, ServiceClock};
 use crate::connection;
+use crate::control::trust::{Trust, TrustConfig};
 use crate::control::{overrides::Overrides, wire::ControlKeys, ControlServer};
 use crate::intake::{Intake, StateWatch};
 use crate::logging::Throttle;
@@ -57,6 +58,8 @@ pub struct ServiceConfig {
     pub bus: ruled_engine::BusMode,
     /// `--sources all|used` (docs/service.md#the-bus).
     pub sources: ruled_engine::SourceSet,
+    /// `--control-key`, `--control-mutations` (docs/operating.md#trust).
+    pub trust: TrustConfig,
 }
 
 /// A password: never shown, not even in `Debug`.
@@ -79,6 +82,8 @@ pub enum ServiceError {
     },
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Trust(#[from] crate::control::trust::TrustError),
     #[error(transparent)]
     Bundle(#[from] bundle::LoadError),
     #[error("reading the pending store `{key}` for replay: {source}")]
@@ -117,6 +122,7 @@ impl Service {
             config.redis_ca_file.as_deref(),
         )?;
         let (payload, bundle_id) = load_bundle(&config)?;
+        let trust = Trust::new(config.trust.clone())?;
         let mut con = connection::connect_manager(&client).await;
         tracing::info!(redis = %connection::redact_url(&config.redis_url), "connected to redis");
         let clock = ServiceClock::start();
@@ -136,7 +142,7 @@ impl Service {
         // Before anything is subscribed or seeded: a rule turned off stays
         // off, and what it alone needed is neither read nor watched.
         let keys = ControlKeys::for_namespace(&config.namespace);
-        let overrides = Overrides::load(&mut con, &keys.overrides)
+        let mut overrides = Overrides::load(&mut con, &keys.overrides)
             .await
             .map_err(|source| ServiceError::Overrides {
                 key: keys.overrides.clone(),
@@ -196,7 +202,7 @@ impl Service {
         service.replay().await?;
         service.stats.write_all(&service.engine, &service.writer);
         service.subscribe().await;
-        service.control = Some(ControlServer::start(client, keys));
+        service.control = Some(ControlServer::start(client, keys, trust));
         notify::notify("READY=1");
         Ok(service)
     }
