@@ -122,7 +122,7 @@ pub struct StatePair {
     pub field: String,
 }
 
-/// The payload as encoded (format 7): [`Payload`]'s fields, with the rule
+/// The payload as encoded (format 8): [`Payload`]'s fields, with the rule
 /// files in a table (`sources`) and runs of consecutive rules of one file
 /// (`source_runs`, before the rules so the decoder names each rule's file
 /// as it reads it, and keeps a few bytes per file while it does, not 8 per
