@@ -41,7 +41,8 @@ enum Command {
     /// Ask a running ruled what it does, and turn rules off or on, over the
     /// control protocol. Exits 0 on an answer, 1 when ruled answered with
     /// an error, 2 on bad usage, 3 when nothing answered in time (ruled
-    /// stopped, or serving another namespace), 4 when Redis is unreachable.
+    /// stopped, or serving another namespace), 4 when Redis is unreachable,
+    /// 5 when --control-key is given and the answer is not signed with it.
     #[command(
         after_help = "Example:\n  ruled ctl status\n  ruled ctl list --limit 20\n  ruled ctl show hazards\n  ruled ctl test hazards '{\"topic\":\"alarm.triggered\"}'\n  ruled ctl pending --format json\n  ruled ctl set-enabled hazards off\n  ruled ctl trace hazards\n  ruled ctl reload\n  ruled ctl call v1.status"
     )]
