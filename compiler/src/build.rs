@@ -133,6 +133,7 @@ pub fn assemble_with(
                         .iter()
                         .map(|s| lower_step(s, &mut pool))
                         .collect(),
+                    protected: rule.protected,
                 }
                 .boxed(),
             }

@@ -387,6 +387,14 @@ pub const KEYS: &[Key] = &[
     .default(DefaultValue::Bool(true))
     .example("enabled = false"),
     key(
+        "protected",
+        Level::Rule,
+        Ty::Bool,
+        "true: only a signed control request turns the rule off, and no stored override applies to it at start (docs/operating.md#trust).",
+    )
+    .default(DefaultValue::Bool(false))
+    .example("protected = true"),
+    key(
         "input",
         Level::Rule,
         Ty::Tables { level: Level::Input, non_empty: false },

@@ -363,3 +363,31 @@ fn dump_with_the_builtin_profile() {
     assert_eq!(json["profile"]["name"], "librescoot");
     assert_eq!(json["profile"]["digest"], profile.digest.as_str());
 }
+
+/// `protected = true` (docs/operating.md#trust) reaches the bundle and
+/// both dumps, changes no step fingerprint, and must be a boolean.
+#[test]
+fn protected_reaches_the_bundle_and_the_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = |extra: &str| {
+        format!(
+            "[[rule]]\nname = \"guard\"\non = [\"alarm.triggered\"]\n{extra}\n\
+             [[rule.step]]\ndo = \"redis\"\nlist = \"scooter:blinker\"\npush = \"both\"\n"
+        )
+    };
+    fs::write(dir.path().join("a.toml"), rule("")).unwrap();
+    let plain = build_dir(dir.path());
+    fs::write(dir.path().join("a.toml"), rule("protected = true")).unwrap();
+    let protected = build_dir(dir.path());
+    assert_eq!(fingerprints(&plain), fingerprints(&protected));
+    let bundle = decode(&protected).unwrap();
+    assert!(bundle.payload.rules[0].protected());
+    assert!(!decode(&plain).unwrap().payload.rules[0].protected());
+    let text = render_text(&bundle);
+    assert!(text.contains("  protected    yes"), "{text}");
+    assert_eq!(render_json(&bundle)["rules"][0]["protected"], true);
+
+    fs::write(dir.path().join("a.toml"), rule("protected = \"yes\"")).unwrap();
+    let report = check_dir(dir.path()).unwrap();
+    assert_eq!(report.errors(), 1, "{:#?}", report.diagnostics);
+}

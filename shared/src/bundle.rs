@@ -24,8 +24,9 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// docs/sources.md). 7: a rule's options carry its `finally` steps
 /// ([`RuleOptions::finally`], docs/rules.md#finally), and a step's action
 /// may publish, notify and compute its values ([`Text`],
-/// docs/rules.md#computed-values).
-pub const FORMAT_VERSION: u16 = 7;
+/// docs/rules.md#computed-values). 8: a rule's options carry `protected`
+/// ([`RuleOptions::protected`], docs/operating.md#trust).
+pub const FORMAT_VERSION: u16 = 8;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
 /// [`crate::payload_decode`].
@@ -121,7 +122,7 @@ pub struct StatePair {
     pub field: String,
 }
 
-/// The payload as encoded (format 7): [`Payload`]'s fields, with the rule
+/// The payload as encoded (format 8): [`Payload`]'s fields, with the rule
 /// files in a table (`sources`) and runs of consecutive rules of one file
 /// (`source_runs`, before the rules so the decoder names each rule's file
 /// as it reads it, and keeps a few bytes per file while it does, not 8 per
@@ -201,6 +202,10 @@ pub struct RuleOptions {
     /// walks when `cancel-on` ends it before its last step finished. Never
     /// durable. Shared like [`Rule::steps`].
     pub finally: Arc<[Step]>,
+    /// `protected = true` (docs/operating.md#trust): only a signed control
+    /// request turns the rule off, and no stored override applies to it at
+    /// start. Part of no fingerprint: it changes no step.
+    pub protected: bool,
 }
 
 impl RuleOptions {
@@ -268,6 +273,11 @@ impl Rule {
     /// The `finally` steps (docs/rules.md#finally); empty for most rules.
     pub fn finally(&self) -> &[Step] {
         self.options.as_ref().map_or(&[], |o| &o.finally)
+    }
+
+    /// `protected = true` (docs/operating.md#trust).
+    pub fn protected(&self) -> bool {
+        self.options.as_ref().is_some_and(|o| o.protected)
     }
 }
 

@@ -438,6 +438,8 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
         "no (replay-only)"
     };
     writeln!(out, "  enabled      {status}")?;
+    let protected = if rule.protected() { "yes" } else { "no" };
+    writeln!(out, "  protected    {protected}")?;
     writeln!(out, "  on           {}", patterns(&rule.on))?;
     writeln!(out, "  cancel-on    {}", patterns(rule.cancel_on()))?;
     writeln!(out, "  concurrency  {}", concurrency(rule.concurrency))?;
@@ -882,6 +884,7 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "name": rule.name,
         "source": &*rule.source,
         "enabled": rule.enabled,
+        "protected": rule.protected(),
         "on": pats(&rule.on),
         "cancel_on": pats(rule.cancel_on()),
         "concurrency": concurrency(rule.concurrency),

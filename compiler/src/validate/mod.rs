@@ -120,6 +120,8 @@ pub struct CheckedRule {
     pub source: String,
     /// `false`: compiled as replay-only (docs/rules.md#disabled-rules).
     pub enabled: bool,
+    /// `protected = true` (docs/operating.md#trust).
+    pub protected: bool,
     pub on: Vec<TopicPattern>,
     pub cancel_on: Vec<TopicPattern>,
     /// Where each `on` and `cancel-on` pattern is written, in order.

@@ -1,5 +1,5 @@
 //! Rule-level keys (docs/rules.md#rule-keys): name, on, when, concurrency,
-//! cancel-on, cooldown, debounce, repeat, enabled; the steps and finally
+//! cancel-on, cooldown, debounce, repeat, enabled, protected; the steps and finally
 //! steps are `step`'s.
 
 use super::checker::{entry, Pattern, RuleChecker};
@@ -21,6 +21,8 @@ impl<'i> RuleChecker<'_, 'i> {
         // name first, so later diagnostics can name the rule.
         let mut ok = self.check_name(table, &header);
         ok &= self.check_enabled(table);
+        let protected = self.protected(table);
+        ok &= protected.is_some();
         let (on, on_ok) = self.on(table, &header);
         let when = self.rule_when(table);
         let concurrency = self.concurrency(table);
@@ -85,6 +87,7 @@ impl<'i> RuleChecker<'_, 'i> {
             name,
             source: self.file.name.clone(),
             enabled: self.enabled,
+            protected: protected.unwrap_or(false),
             on_spans: on.iter().map(|(_, span)| span.clone()).collect(),
             cancel_on_spans: cancel_on.iter().map(|(_, span)| span.clone()).collect(),
             on: on.into_iter().map(|(p, _)| p).collect(),
@@ -159,6 +162,24 @@ impl<'i> RuleChecker<'_, 'i> {
             Some("write `enabled = false` (or `true`), without quotes"),
         );
         false
+    }
+
+    /// `protected` (docs/operating.md#trust): a boolean, `false` unless
+    /// written; `None` when it is not a boolean.
+    fn protected(&mut self, table: &Table<'i>) -> Option<bool> {
+        let Some(e) = entry(table, "protected") else {
+            return Some(false);
+        };
+        if let DeValue::Boolean(protected) = e.value.get_ref() {
+            return Some(*protected);
+        }
+        self.wrong_type(
+            "protected",
+            e.value,
+            "a boolean (`true` or `false`)",
+            Some("write `protected = true`, without quotes"),
+        );
+        None
     }
 
     /// `on`: required, not empty. The patterns that parsed, also on error

@@ -6,6 +6,8 @@
 use anyhow::Result;
 use clap::Parser;
 use ruled::control::client::{self, CtlMethod, Format, Target};
+use ruled::control::signing::ControlKey;
+use ruled::control::trust::Mutations;
 use ruled::control::wire::{ControlKeys, MAX_AHEAD_MS};
 use ruled::driver::{self, Secret, ServiceConfig};
 use ruled::namespace::Namespace;
@@ -40,7 +42,8 @@ enum Command {
     /// Ask a running ruled what it does, and turn rules off or on, over the
     /// control protocol. Exits 0 on an answer, 1 when ruled answered with
     /// an error, 2 on bad usage, 3 when nothing answered in time (ruled
-    /// stopped, or serving another namespace), 4 when Redis is unreachable.
+    /// stopped, or serving another namespace), 4 when Redis is unreachable,
+    /// 5 when --control-key is given and the answer is not signed with it.
     #[command(
         after_help = "Example:\n  ruled ctl status\n  ruled ctl list --limit 20\n  ruled ctl show hazards\n  ruled ctl test hazards '{\"topic\":\"alarm.triggered\"}'\n  ruled ctl pending --format json\n  ruled ctl set-enabled hazards off\n  ruled ctl trace hazards\n  ruled ctl reload\n  ruled ctl call v1.status"
     )]
@@ -76,6 +79,11 @@ struct RebuildArgs {
     #[arg(long, env = "RULED_RULEC", value_name = "PATH")]
     rulec: Option<PathBuf>,
 
+    /// The control key file (as ruled's --control-key): the reload request
+    /// is signed with it and its answer checked (docs/operating.md#trust).
+    #[arg(long, env = "RULED_CONTROL_KEY", value_name = "FILE")]
+    control_key: Option<PathBuf>,
+
     /// The key namespace of the running ruled (its `NS:rpc`, `NS:rebuild`).
     #[arg(long, env = "RULED_NAMESPACE", default_value = "extensions", value_name = "NS", value_parser = parse_namespace)]
     namespace: Namespace,
@@ -99,6 +107,12 @@ struct CtlArgs {
     /// ignores a request whose deadline is further ahead).
     #[arg(long, default_value = "5s", value_parser = parse_ctl_timeout, allow_hyphen_values = true, global = true)]
     timeout: Duration,
+
+    /// The control key file (as ruled's --control-key): requests are
+    /// signed with it, and an answer not signed with it is an error (exit
+    /// 5): something other than ruled answered.
+    #[arg(long, env = "RULED_CONTROL_KEY", value_name = "FILE", global = true)]
+    control_key: Option<PathBuf>,
 
     #[command(subcommand)]
     method: CtlMethod,
@@ -208,6 +222,17 @@ struct Args {
     /// such as `info,ruled=debug`.
     #[arg(long, env = "RULED_LOG_LEVEL", default_value = "info", value_parser = parse_log_level)]
     log_level: String,
+
+    /// A key file (root's only: no access for group or others, 16 to 4096
+    /// bytes) that every control reply is signed with, so `ruled ctl
+    /// --control-key` can tell ruled's answers from anyone else's.
+    #[arg(long, env = "RULED_CONTROL_KEY", value_name = "FILE")]
+    control_key: Option<PathBuf>,
+
+    /// Which control requests that change state are served: `any` (as lsc
+    /// sends them) or `signed` (only those signed with --control-key).
+    #[arg(long, env = "RULED_CONTROL_MUTATIONS", value_enum, default_value_t = Mutations::Any)]
+    control_mutations: Mutations,
 }
 
 /// `--bus`.
@@ -319,7 +344,13 @@ fn redis_password(file: Option<&std::path::Path>) -> Result<Option<Secret>> {
 #[allow(clippy::print_stdout, clippy::print_stderr)] // the client's output
 fn run_ctl(ctl: CtlArgs) -> i32 {
     let outcome = (|| {
-        let target = target(&ctl.connect, &ctl.namespace, ctl.timeout)?;
+        let key = ctl
+            .control_key
+            .as_deref()
+            .map(ControlKey::load)
+            .transpose()
+            .map_err(|e| client::CallError::Usage(e.to_string()))?;
+        let target = target(&ctl.connect, &ctl.namespace, ctl.timeout, key)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -332,7 +363,10 @@ fn run_ctl(ctl: CtlArgs) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("ruled ctl: {e}");
+            eprintln!(
+                "ruled ctl: {}",
+                ruled::control::escape::terminal(&e.to_string())
+            );
             e.exit_code()
         }
     }
@@ -343,6 +377,7 @@ fn target(
     connect: &RedisArgs,
     namespace: &Namespace,
     timeout: Duration,
+    key: Option<ControlKey>,
 ) -> Result<Target, client::CallError> {
     let password = redis_password(connect.redis_password_file.as_deref())
         .map_err(|e| client::CallError::Usage(e.to_string()))?;
@@ -358,6 +393,7 @@ fn target(
         url: ruled::connection::redact_url(&connect.redis),
         keys: ControlKeys::for_namespace(namespace),
         timeout,
+        key,
     })
 }
 
@@ -367,7 +403,14 @@ fn run_rebuild(args: RebuildArgs) -> i32 {
     // The longest a reload may be waited for: ruled ignores a request
     // whose deadline is further ahead.
     let reload_wait = Duration::from_millis(MAX_AHEAD_MS.unsigned_abs());
-    let target = match target(&args.connect, &args.namespace, reload_wait) {
+    let key = match args.control_key.as_deref().map(ControlKey::load).transpose() {
+        Ok(key) => key,
+        Err(e) => {
+            eprintln!("ruled rebuild: {e}");
+            return 2;
+        }
+    };
+    let target = match target(&args.connect, &args.namespace, reload_wait, key) {
         Ok(target) => target,
         Err(e) => {
             eprintln!("ruled rebuild: {e}");
@@ -408,7 +451,16 @@ fn run(args: Args) -> Result<()> {
     let bundle = args
         .bundle
         .ok_or_else(|| anyhow::anyhow!("--bundle (or RULED_BUNDLE) is required"))?;
+    let key = args
+        .control_key
+        .as_deref()
+        .map(ControlKey::load)
+        .transpose()?;
     let config = ServiceConfig {
+        trust: ruled::control::trust::TrustConfig {
+            key,
+            mutations: args.control_mutations,
+        },
         redis_password: redis_password(args.connect.redis_password_file.as_deref())?,
         redis_url: args.connect.redis,
         redis_ca_file: args.connect.redis_ca_file,

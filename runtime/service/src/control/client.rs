@@ -4,8 +4,9 @@
 //! request's deadline. No reply by then means no `ruled` serves the
 //! namespace: that is how an operator tells a dead `ruled` from an idle one.
 
-use super::render;
+use super::signing::{self, ControlKey};
 use super::wire::{self, ControlKeys, Reply, Request};
+use super::{escape, render};
 use crate::connection::{describe, CONNECT_TIMEOUT};
 use crate::pubsub::{Delivery, Name, PubSub};
 use crate::tls::Tls;
@@ -28,6 +29,10 @@ pub enum CallError {
     /// The request could not be made (exit 2).
     #[error("{0}")]
     Usage(String),
+    /// An answer came, but not signed with the control key: something
+    /// other than `ruled` may have answered (exit 5).
+    #[error("{0}")]
+    Untrusted(String),
 }
 
 impl CallError {
@@ -37,6 +42,7 @@ impl CallError {
             Self::Usage(_) => 2,
             Self::NoAnswer(_) => 3,
             Self::Redis(_) => 4,
+            Self::Untrusted(_) => 5,
         }
     }
 }
@@ -52,6 +58,9 @@ pub struct Target {
     /// How far ahead the request's deadline is (at most
     /// [`wire::MAX_AHEAD_MS`]).
     pub timeout: Duration,
+    /// `--control-key`: requests are signed, and only a reply signed with
+    /// it is believed (docs/operating.md#trust).
+    pub key: Option<ControlKey>,
 }
 
 /// How much longer than the deadline the client waits, for a reply sent
@@ -90,8 +99,12 @@ pub async fn call(target: &Target, method: &str, payload: Value) -> Result<Value
         reply_channel,
         deadline: now.saturating_add(timeout_ms),
         payload,
+        signature: None,
     };
-    let text = serde_json::to_string(&request).map_err(|e| CallError::Usage(e.to_string()))?;
+    let mut text = serde_json::to_string(&request).map_err(|e| CallError::Usage(e.to_string()))?;
+    if let Some(key) = &target.key {
+        text = signing::attach(&text, &key.sign_request(text.as_bytes()));
+    }
     if text.len() > wire::MAX_REQUEST_BYTES {
         return Err(CallError::Usage(format!(
             "the request is {} bytes; ruled reads at most {} KiB",
@@ -101,7 +114,9 @@ pub async fn call(target: &Target, method: &str, payload: Value) -> Result<Value
     }
     push(&mut con, &target.keys, &text, target.timeout).await?;
     match tokio::time::timeout(target.timeout + ARRIVAL_GRACE, replies.next()).await {
-        Ok(Ok(Delivery::Message(message))) => read_reply(message.get_payload_bytes()),
+        Ok(Ok(Delivery::Message(message))) => {
+            read_reply(message.get_payload_bytes(), &text, target)
+        }
         Ok(Ok(Delivery::Oversized { bytes, .. })) => Err(CallError::Redis(format!(
             "the reply was {bytes} bytes, over the {} KiB a reply may be",
             wire::MAX_REPLY_BYTES / 1024
@@ -175,13 +190,44 @@ async fn push(
     )))
 }
 
-fn read_reply(bytes: &[u8]) -> Result<Value, CallError> {
+fn read_reply(bytes: &[u8], request: &str, target: &Target) -> Result<Value, CallError> {
+    if let Some(key) = &target.key {
+        check_signature(bytes, request, key, &target.keys)?;
+    }
     let reply: Reply = serde_json::from_slice(bytes)
         .map_err(|e| CallError::Redis(format!("the reply is not a control reply: {e}")))?;
     if reply.ok {
         Ok(reply.payload)
     } else {
         Err(CallError::Refused(reply.error))
+    }
+}
+
+/// A reply is believed only when signed with `key` over the request that
+/// was sent: an unsigned or wrongly signed one may come from a competing
+/// consumer of `NS:rpc`, which took the request, so `ruled` never saw it.
+fn check_signature(
+    bytes: &[u8],
+    request: &str,
+    key: &ControlKey,
+    keys: &ControlKeys,
+) -> Result<(), CallError> {
+    let danger = format!(
+        "another client popping `{}` (a competing consumer) may have taken the request and          answered for ruled, so ruled may never have seen it; do not trust this answer, the          request may not have been carried out",
+        keys.rpc
+    );
+    match signing::detach(bytes) {
+        None => Err(CallError::Untrusted(format!(
+            "the answer is not signed with the control key {}: {danger} (or this ruled runs              without --control-key)",
+            key.path().display()
+        ))),
+        Some((body, signature)) if !key.verifies_reply(request.as_bytes(), &body, &signature) => {
+            Err(CallError::Untrusted(format!(
+                "the answer's signature does not verify with the control key {}: {danger} (or                  it altered the request on the way, or ruled has another key)",
+                key.path().display()
+            )))
+        }
+        Some(_) => Ok(()),
     }
 }
 
@@ -320,8 +366,10 @@ impl CtlMethod {
 pub async fn run(target: &Target, method: &CtlMethod, format: Format) -> Result<String, CallError> {
     let (name, payload) = method.request()?;
     let reply = call(target, &name, payload).await?;
-    Ok(match format {
+    let text = match format {
         Format::Json => reply.to_string(),
         Format::Text => render::text(&name, &reply),
-    })
+    };
+    // Whatever the reply holds, no control character reaches the terminal.
+    Ok(escape::terminal(&text))
 }

@@ -36,6 +36,9 @@ fn write_rule(out: &mut String, rule: &Rule, payload: &Payload) -> std::fmt::Res
     if !rule.enabled {
         writeln!(out, "enabled = false")?;
     }
+    if rule.protected() {
+        writeln!(out, "protected = true")?;
+    }
     match rule.concurrency {
         Concurrency::Restart => {}
         Concurrency::Drop => writeln!(out, "concurrency = \"drop\"")?,

@@ -42,6 +42,9 @@ pub struct Context<'a> {
     pub now: Now,
     pub facts: ServiceFacts,
     pub overrides: &'a mut Overrides,
+    /// The request was signed with the control key, and verified
+    /// (docs/operating.md#trust).
+    pub signed: bool,
 }
 
 /// A method's result: the reply payload, and an override to keep (`None`
@@ -129,7 +132,19 @@ pub fn answer(ctx: &mut Context<'_>, request: &Request) -> Answer {
             keep: None,
         };
     };
-    match (method.handle)(ctx, &request.payload) {
+    let outcome = (method.handle)(ctx, &request.payload);
+    // docs/operating.md#trust: every change a request asks for is logged at
+    // `warn`; `v1.set-enabled` logs its own, with the change.
+    if super::trust::changes_state(method.name) && method.name != "v1.set-enabled" {
+        tracing::warn!(
+            method = method.name,
+            rule = %named(&request.payload),
+            signed = ctx.signed,
+            ok = outcome.is_ok(),
+            "control request"
+        );
+    }
+    match outcome {
         Ok(done) => Answer {
             reply: Reply::ok(done.payload),
             keep: done.keep,
@@ -139,6 +154,14 @@ pub fn answer(ctx: &mut Context<'_>, request: &Request) -> Answer {
             keep: None,
         },
     }
+}
+
+/// The payload's `name`, escaped and clipped for a log line; `-` if none.
+fn named(payload: &Value) -> String {
+    payload["name"].as_str().map_or_else(
+        || "-".to_string(),
+        |name| crate::logging::escape_controls(&name.as_bytes()[..name.len().min(200)]),
+    )
 }
 
 /// The payload as `T`; `null` reads as `{}`.
@@ -266,7 +289,10 @@ fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         .iter()
         .skip(page.offset)
         .take(page.limit)
-        .map(|view| rule_line(view, ctx.overrides.get(&view.name)))
+        .map(|view| {
+            let protected = overrides::is_protected(ctx.engine, &view.name);
+            rule_line(view, ctx.overrides.get(&view.name), protected)
+        })
         .collect();
     // Stored overrides naming no rule: the first few by name (the rest
     // counted), said in words where `lsc` shows them.
@@ -312,7 +338,7 @@ fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
 }
 
 /// One rule's line in `v1.list` (and the state part of `v1.show`).
-fn rule_line(view: &RuleView, override_of: Option<bool>) -> Value {
+fn rule_line(view: &RuleView, override_of: Option<bool>, protected: bool) -> Value {
     let waiting = view.run.as_ref().is_some_and(|run| {
         matches!(
             run.phase,
@@ -324,6 +350,8 @@ fn rule_line(view: &RuleView, override_of: Option<bool>) -> Value {
         "name": &*view.name,
         "source": view.source,
         "enabled": view.enabled,
+        // docs/operating.md#trust.
+        "protected": protected,
         // Every rule listed is one of the loaded bundle.
         "loaded": true,
         "last_fire": view.stats.last_fire_ms.unwrap_or(0),
@@ -370,7 +398,7 @@ fn show(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         phase_json(&mut line, run.phase);
         line
     });
-    let line = rule_line(&view, ctx.overrides.get(&name));
+    let line = rule_line(&view, ctx.overrides.get(&name), rule.protected());
     Ok(json!({
         // What `lsc ext show` reads (docs/operating.md#the-fields-lsc-reads).
         "rule": line,
@@ -608,13 +636,31 @@ fn set_enabled(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         Value::Null => return super::override_removal::remove(ctx, name),
         _ => return Err("`enabled` must be true, false, or null (remove the override)".into()),
     };
+    if ctx.engine.rule_index(&name).is_none() {
+        return Err(no_rule(ctx.engine, &name));
+    }
+    let protected = overrides::is_protected(ctx.engine, &name);
+    if protected && !enabled && !ctx.signed {
+        tracing::warn!(rule = %name, "control request v1.set-enabled refused: turning a protected rule off, unsigned");
+        return Err(format!(
+            "rule `{name}` is protected (`protected = true`): only a request signed with the \
+             control key turns it off (`ruled ctl --control-key FILE`, and ruled started \
+             with --control-key); nothing was changed"
+        ));
+    }
     let changed = match ctx.engine.set_enabled(&name, enabled) {
         Ok(change) => change == ruled_engine::EnableChange::Changed,
         Err(_) => return Err(no_rule(ctx.engine, &name)),
     };
-    ctx.overrides.set(&name, enabled);
+    ctx.overrides.set(&name, enabled, ctx.signed && protected);
     let live_run = live_run(ctx, &name);
-    tracing::info!(rule = %name, state = overrides::word(enabled), changed, "override set");
+    tracing::warn!(
+        rule = %name,
+        state = overrides::word(enabled),
+        changed,
+        signed = ctx.signed,
+        "control request v1.set-enabled: override set"
+    );
     Ok(Done {
         payload: json!({
             // `lsc`'s mutation reply (docs/operating.md#the-fields-lsc-reads).

@@ -8,12 +8,15 @@
 pub mod add;
 pub mod client;
 pub mod definition;
+pub mod escape;
 pub mod list;
 pub mod local;
 pub mod methods;
 mod override_removal;
 pub mod overrides;
 pub mod render;
+pub mod signing;
+pub mod trust;
 pub mod wire;
 
 use crate::connection::{describe, Backoff, CONNECT_TIMEOUT};
@@ -25,6 +28,7 @@ use redis::aio::MultiplexedConnection;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use trust::Trust;
 use wire::{ControlKeys, Reply, Request};
 
 /// How long one command besides the blocking pop may take before the
@@ -35,6 +39,8 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Call {
     pub request: Request,
+    /// Signed with the control key, and verified (docs/operating.md#trust).
+    pub signed: bool,
     pub answer: oneshot::Sender<Answer>,
 }
 
@@ -56,12 +62,18 @@ pub struct ControlServer {
 
 impl ControlServer {
     /// Starts serving `keys.rpc` on connections of its own (`tls` for a
-    /// `rediss://` URL); `local` is what the server answers itself
-    /// ([`local`]).
-    pub fn start(client: redis::Client, tls: Tls, keys: ControlKeys, local: Local) -> Self {
+    /// `rediss://` URL), under `trust`; `local` is what the server answers
+    /// itself ([`local`]).
+    pub fn start(
+        client: redis::Client,
+        tls: Tls,
+        keys: ControlKeys,
+        trust: Trust,
+        local: Local,
+    ) -> Self {
         // One request at a time: the server waits for each answer.
         let (tx, calls) = mpsc::channel(1);
-        let task = tokio::spawn(serve(client, tls, keys, tx, local));
+        let task = tokio::spawn(serve(client, tls, keys, trust, tx, local));
         Self {
             calls,
             task: Some(task),
@@ -87,6 +99,7 @@ async fn serve(
     client: redis::Client,
     tls: Tls,
     keys: ControlKeys,
+    mut trust: Trust,
     calls: mpsc::Sender<Call>,
     local: Local,
 ) {
@@ -97,7 +110,16 @@ async fn serve(
         match connect(&client, &tls).await {
             Ok((mut con, mut list)) => {
                 backoff = Backoff::default();
-                let error = serve_on(&mut con, &mut list, &keys, &calls, &local, &mut throttle).await;
+                let error = serve_on(
+                    &mut con,
+                    &mut list,
+                    &keys,
+                    &mut trust,
+                    &calls,
+                    &local,
+                    &mut throttle,
+                )
+                .await;
                 if calls.is_closed() {
                     return;
                 }
@@ -141,6 +163,7 @@ async fn serve_on(
     con: &mut MultiplexedConnection,
     list: &mut RequestList,
     keys: &ControlKeys,
+    trust: &mut Trust,
     calls: &mpsc::Sender<Call>,
     local: &Local,
     throttle: &mut Throttle,
@@ -158,28 +181,29 @@ async fn serve_on(
             Err(e) => return format!("taking requests failed: {e}"),
         };
         for item in std::iter::once(first).chain(more) {
-            let read = match item {
-                Item::Oversized(bytes) => Err(wire::Ignored::TooLarge { bytes }),
-                Item::Request(bytes) => wire::read_request(&bytes, keys, now_ms),
+            let bytes = match item {
+                Item::Oversized(bytes) => {
+                    log_ignored(throttle, &wire::Ignored::TooLarge { bytes });
+                    continue;
+                }
+                Item::Request(bytes) => bytes,
             };
-            let request = match read {
+            let request = match wire::read_request(&bytes, keys, now_ms) {
                 Ok(request) => request,
                 Err(why) => {
                     log_ignored(throttle, &why);
                     continue;
                 }
             };
-            let answer = match local.answer(&request).await {
-                Some(reply) => Answer { reply, keep: None },
-                None => {
-                    let Some(mut answer) = ask_driver(calls, request.clone()).await else {
-                        return "the service is stopping".to_string();
-                    };
-                    local.complete(con, &request, &mut answer.reply).await;
-                    answer
-                }
+            let Some(answer) = answer(con, trust, calls, local, &bytes, &request, now_ms).await
+            else {
+                return "the service is stopping".to_string();
             };
-            if let Err(e) = bounded(reply(con, keys, &request, answer)).await {
+            let sealed = Sealed {
+                trust,
+                bytes: &bytes,
+            };
+            if let Err(e) = bounded(reply(con, keys, &request, answer, sealed)).await {
                 return e;
             }
         }
@@ -197,11 +221,65 @@ fn log_ignored(throttle: &mut Throttle, why: &wire::Ignored) {
     }
 }
 
+/// The answer to one request: refused by the trust settings
+/// (docs/operating.md#trust), answered in this task ([`local`]), or by the
+/// driver; `None` once the driver stopped.
+async fn answer(
+    con: &mut MultiplexedConnection,
+    trust: &mut Trust,
+    calls: &mpsc::Sender<Call>,
+    local: &Local,
+    bytes: &[u8],
+    request: &Request,
+    now_ms: i64,
+) -> Option<Answer> {
+    let signed = match trust.judge(bytes, request, now_ms) {
+        Ok(signed) => signed,
+        Err(refusal) => {
+            tracing::warn!(method = %request.method, "control request refused: {}", refusal.error);
+            return Some(Answer {
+                reply: refusal,
+                keep: None,
+            });
+        }
+    };
+    if let Some(reply) = local.answer(request).await {
+        // docs/operating.md#trust: a change asked for is logged at `warn`,
+        // here as the driver's methods do (`v1.add` is answered here).
+        if trust::changes_state(&request.method) {
+            tracing::warn!(
+                method = %logging::escape_controls(request.method.as_bytes()),
+                signed,
+                ok = reply.ok,
+                "control request"
+            );
+        }
+        return Some(Answer { reply, keep: None });
+    }
+    let mut answer = ask_driver(calls, request.clone(), signed).await?;
+    local.complete(con, request, &mut answer.reply).await;
+    Some(answer)
+}
+
 /// Hands the request to the driver; `None` once the driver stopped.
-async fn ask_driver(calls: &mpsc::Sender<Call>, request: Request) -> Option<Answer> {
+async fn ask_driver(calls: &mpsc::Sender<Call>, request: Request, signed: bool) -> Option<Answer> {
     let (answer, answered) = oneshot::channel();
-    calls.send(Call { request, answer }).await.ok()?;
+    calls
+        .send(Call {
+            request,
+            signed,
+            answer,
+        })
+        .await
+        .ok()?;
     answered.await.ok()
+}
+
+/// How a reply is sealed: the trust settings, and the request's bytes as
+/// popped, which a signature covers.
+struct Sealed<'a> {
+    trust: &'a Trust,
+    bytes: &'a [u8],
 }
 
 /// Keeps the answer's override (if any), then publishes the reply.
@@ -210,6 +288,7 @@ async fn reply(
     keys: &ControlKeys,
     request: &Request,
     answer: Answer,
+    sealed: Sealed<'_>,
 ) -> Result<(), String> {
     let mut reply = answer.reply;
     if let Some((rule, enabled)) = answer.keep {
@@ -229,7 +308,7 @@ async fn reply(
     tracing::debug!(method = %request.method, ok = reply.ok, "control request answered");
     redis::cmd("PUBLISH")
         .arg(&request.reply_channel)
-        .arg(reply.encode())
+        .arg(sealed.trust.seal(sealed.bytes, &reply))
         .query_async::<i64>(con)
         .await
         .map(drop)

@@ -8,13 +8,17 @@
 //! rule names are looked up, a few hundred per script, which sends a
 //! value's length instead of a value over [`MAX_VALUE_BYTES`] (and removes
 //! that entry); the rest of the hash is only counted (`HLEN`).
+//!
+//! A protected rule (docs/operating.md#trust) takes no stored override:
+//! anyone reaching Redis can write `NS:overrides`, so only a change a
+//! signed request made in this process still holds for it across a reload.
 
 use crate::connection::{describe, query};
 use crate::logging;
 use redis::aio::ConnectionManager;
 use rulecore::bundle::Payload;
 use ruled_engine::Engine;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The longest override value read: `enabled` and `disabled` are shorter.
 pub const MAX_VALUE_BYTES: usize = 16;
@@ -82,6 +86,8 @@ pub fn word(enabled: bool) -> &'static str {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Overrides {
     by_rule: BTreeMap<String, bool>,
+    /// Protected rules whose override a signed request set since the start.
+    signed: BTreeSet<String>,
     without_rule: usize,
     /// The first [`SHOWN_WITHOUT_RULE`] of those, by name.
     shown_without_rule: Vec<(String, bool)>,
@@ -135,6 +141,7 @@ impl Overrides {
         }
         Ok(Self {
             by_rule,
+            signed: BTreeSet::new(),
             without_rule,
             shown_without_rule,
         })
@@ -150,12 +157,29 @@ impl Overrides {
         self.without_rule
     }
 
-    /// Applies every override to the engine; one for a rule the bundle
-    /// lacks is logged and kept.
-    pub fn apply(&self, engine: &mut Engine) {
+    /// Applies every override to the engine, each logged at `warn` (a
+    /// stored override is a change someone made); one for a rule the bundle
+    /// lacks is logged and kept. One naming a protected rule is ignored,
+    /// and forgotten here (not in Redis), unless a signed request set it.
+    pub fn apply(&mut self, engine: &mut Engine) {
+        let ignored: Vec<String> = self
+            .by_rule
+            .keys()
+            .filter(|rule| is_protected(engine, rule) && !self.signed.contains(*rule))
+            .cloned()
+            .collect();
+        for rule in ignored {
+            let enabled = self.by_rule.remove(&rule).unwrap_or(true);
+            tracing::warn!(
+                rule = %rule,
+                state = word(enabled),
+                "override ignored: the rule is protected (`protected = true`); only a signed \
+                 control request changes it"
+            );
+        }
         for (rule, &enabled) in &self.by_rule {
             match engine.set_enabled(rule, enabled) {
-                Ok(_) => tracing::info!(rule = %rule, state = word(enabled), "override applied"),
+                Ok(_) => tracing::warn!(rule = %rule, state = word(enabled), "override applied"),
                 Err(e) => tracing::warn!(
                     rule = %rule,
                     state = word(enabled),
@@ -169,12 +193,30 @@ impl Overrides {
         self.by_rule.get(rule).copied()
     }
 
-    pub fn set(&mut self, rule: &str, enabled: bool) {
+    /// Keeps a change a control request made, `signed` or not.
+    pub fn set(&mut self, rule: &str, enabled: bool, signed: bool) {
         self.by_rule.insert(rule.to_string(), enabled);
+        if signed {
+            self.signed.insert(rule.to_string());
+        } else {
+            self.signed.remove(rule);
+        }
+    }
+
+    /// Keeps what signed requests set from `before` (a reload reads the
+    /// hash again; who wrote it there cannot be told).
+    pub fn keep_signed(&mut self, before: &Overrides) {
+        for rule in &before.signed {
+            if let Some(&enabled) = before.by_rule.get(rule) {
+                self.by_rule.insert(rule.clone(), enabled);
+                self.signed.insert(rule.clone());
+            }
+        }
     }
 
     /// Forgets the override of `rule`; returns what it was.
     pub fn remove(&mut self, rule: &str) -> Option<bool> {
+        self.signed.remove(rule);
         self.by_rule.remove(rule)
     }
 
@@ -196,6 +238,14 @@ impl Overrides {
     pub fn iter(&self) -> impl Iterator<Item = (&str, bool)> + '_ {
         self.by_rule.iter().map(|(rule, &on)| (rule.as_str(), on))
     }
+}
+
+/// Whether the loaded bundle's rule `rule` is protected.
+pub fn is_protected(engine: &Engine, rule: &str) -> bool {
+    engine
+        .rule_index(rule)
+        .and_then(|index| engine.payload().rules.get(index))
+        .is_some_and(rulecore::bundle::Rule::protected)
 }
 
 /// One override against the loaded bundle.

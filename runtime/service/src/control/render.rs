@@ -35,11 +35,12 @@ fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
 }
 
-/// A value as a person reads it: strings without quotes, null as `-`.
+/// A value as a person reads it: strings without quotes (their control
+/// characters and line breaks escaped, docs/operating.md#trust), null as `-`.
 fn plain(value: &Value) -> String {
     match value {
         Value::Null => "-".to_string(),
-        Value::String(text) => text.clone(),
+        Value::String(text) => super::escape::field(text),
         other => other.to_string(),
     }
 }
@@ -203,7 +204,9 @@ fn list(out: &mut String, reply: &Value) -> std::fmt::Result {
 
 fn show(out: &mut String, reply: &Value) -> std::fmt::Result {
     let state = &reply["state"];
-    write!(out, "{}", plain(&reply["text"]))?;
+    // Many lines: their control characters are escaped where all output
+    // is (`client::run`).
+    write!(out, "{}", reply["text"].as_str().unwrap_or_default())?;
     let on = if state["enabled"] == Value::Bool(true) {
         "on"
     } else {

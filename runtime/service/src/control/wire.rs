@@ -72,6 +72,10 @@ pub struct Request {
     pub deadline: i64,
     #[serde(default)]
     pub payload: Value,
+    /// The control key's signature of the request's text without this
+    /// field, which comes last (docs/operating.md#trust); `lsc` sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// Why the server ignored a request (it answers none of these: a reply
@@ -162,11 +166,16 @@ impl Reply {
     /// is replaced by an error reply that says how long it was and to ask
     /// for a page (`offset`/`limit`).
     pub fn encode(&self) -> String {
+        self.encode_within(MAX_REPLY_BYTES)
+    }
+
+    /// [`Reply::encode`] within `limit` bytes (the room a signature leaves).
+    pub fn encode_within(&self, limit: usize) -> String {
         let text = serde_json::to_string(self).unwrap_or_else(|e| {
             serde_json::json!({"ok": false, "payload": null, "error": format!("reply not encodable: {e}")})
                 .to_string()
         });
-        if text.len() <= MAX_REPLY_BYTES {
+        if text.len() <= limit {
             return text;
         }
         let too_long = Reply::error(format!(

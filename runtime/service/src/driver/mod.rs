@@ -351,6 +351,7 @@ impl Service {
             engine: &mut self.engine,
             facts,
             overrides: &mut self.overrides,
+            signed: call.signed,
         };
         methods::answer(&mut context, &call.request)
     }

@@ -135,6 +135,19 @@ impl Service {
         }
         let outcome = self.reload().await;
         self.log_reload(&outcome);
+        // docs/operating.md#trust: a change a request asked for, at `warn`.
+        match &outcome {
+            Ok(reloaded) => tracing::warn!(
+                signed = call.signed,
+                bundle = %reloaded.bundle,
+                previous = %reloaded.previous,
+                "control request v1.reload: bundle read again"
+            ),
+            Err(e) => tracing::warn!(
+                signed = call.signed,
+                "control request v1.reload refused: {e}"
+            ),
+        }
         let reply = match &outcome {
             Ok(reloaded) => Reply::ok(reloaded.to_json()),
             Err(e) => Reply::error(format!("{}: {e}", methods::RELOAD)),
@@ -272,7 +285,10 @@ impl Service {
             crate::control::overrides::Overrides::load(&mut self.con, &key, self.engine.payload())
                 .await;
         match read {
-            Ok(read) => self.overrides = read,
+            Ok(mut read) => {
+                read.keep_signed(&self.overrides);
+                self.overrides = read;
+            }
             Err(e) => tracing::warn!(
                 error = %crate::connection::describe(&e),
                 "cannot read `{key}` again; the overrides known before the reload stay"

@@ -10,6 +10,7 @@ use crate::clock::{wall_ms, ServiceClock};
 use crate::connection;
 use crate::control::add::Adding;
 use crate::control::local::Local;
+use crate::control::trust::{Trust, TrustConfig};
 use crate::control::{overrides::Overrides, wire::ControlKeys, ControlServer};
 use crate::intake::{Intake, StateWatch};
 use crate::logging::Throttle;
@@ -63,6 +64,8 @@ pub struct ServiceConfig {
     /// `--rules-dir` and `--rulec` (docs/service.md#the-rules-directory):
     /// the revision is the directory's digest, and `v1.add` writes there.
     pub rules: Option<RulesDir>,
+    /// `--control-key`, `--control-mutations` (docs/operating.md#trust).
+    pub trust: TrustConfig,
 }
 
 /// A password: never shown, not even in `Debug`.
@@ -85,6 +88,8 @@ pub enum ServiceError {
     },
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Trust(#[from] crate::control::trust::TrustError),
     #[error(transparent)]
     Bundle(#[from] bundle::LoadError),
     #[error("reading the pending store `{key}` for replay: {source}")]
@@ -123,6 +128,7 @@ impl Service {
             config.redis_ca_file.as_deref(),
         )?;
         let (payload, bundle_id) = load_bundle(&config)?;
+        let trust = Trust::new(config.trust.clone())?;
         let mut con = connection::connect_manager(&client).await;
         tracing::info!(redis = %connection::redact_url(&config.redis_url), "connected to redis");
         let clock = ServiceClock::start();
@@ -142,7 +148,7 @@ impl Service {
         // Before anything is subscribed or seeded: a rule turned off stays
         // off, and what it alone needed is neither read nor watched.
         let keys = ControlKeys::for_namespace(&config.namespace);
-        let overrides = Overrides::load(&mut con, &keys.overrides, engine.payload())
+        let mut overrides = Overrides::load(&mut con, &keys.overrides, engine.payload())
             .await
             .map_err(|source| ServiceError::Overrides {
                 key: keys.overrides.clone(),
@@ -205,7 +211,7 @@ impl Service {
         service.replay().await?;
         service.stats.write_all(&service.engine, &service.writer);
         service.subscribe().await;
-        service.control = Some(ControlServer::start(client, tls, keys, local));
+        service.control = Some(ControlServer::start(client, tls, keys, trust, local));
         notify::notify("READY=1");
         Ok(service)
     }
