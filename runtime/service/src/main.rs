@@ -403,7 +403,12 @@ fn run_rebuild(args: RebuildArgs) -> i32 {
     // The longest a reload may be waited for: ruled ignores a request
     // whose deadline is further ahead.
     let reload_wait = Duration::from_millis(MAX_AHEAD_MS.unsigned_abs());
-    let key = match args.control_key.as_deref().map(ControlKey::load).transpose() {
+    let key = match args
+        .control_key
+        .as_deref()
+        .map(ControlKey::load)
+        .transpose()
+    {
         Ok(key) => key,
         Err(e) => {
             eprintln!("ruled rebuild: {e}");
