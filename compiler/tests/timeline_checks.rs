@@ -130,7 +130,7 @@ fn the_skipped_files_note_is_printed_once() {
             std::fs::copy(&path, rules.join(path.file_name().unwrap())).unwrap();
         }
     }
-    std::fs::write(rules.join("notes.md"), "not a rule file\n").unwrap();
+    std::fs::write(rules.join("notes.txt"), "not a rule file\n").unwrap();
     std::fs::write(
         dir.path().join("t.toml"),
         "[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n\n[[reload]]\nat = \"1s\"\nbundle = \"rules\"\n\n[[reload]]\nat = \"2s\"\nbundle = \"rules\"\n",
@@ -148,5 +148,5 @@ fn the_skipped_files_note_is_printed_once() {
         ],
     );
     assert_eq!(code, 0, "{err}");
-    assert_eq!(err.matches("notes.md is not read").count(), 1, "{err}");
+    assert_eq!(err.matches("notes.txt is not read").count(), 1, "{err}");
 }

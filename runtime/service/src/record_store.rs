@@ -328,12 +328,14 @@ impl PendingReader {
     /// Logs a record removed for what replay would refuse anyway, as
     /// replay words it; the first few at `info`, the rest at `debug`.
     fn refused(&mut self, record: &PendingRecord, reason: ReplayDropReason) {
+        // The fields of the engine's own replay-drop line, so both read alike.
         let (run, rule, why) = (&record.id, &record.rule, reason.describe());
+        let (step, pass) = (record.step, record.iter);
         if self.removal() {
-            tracing::info!(run = %run, rule = %rule, reason = reason.as_str(),
+            tracing::info!(rule = %rule, step, pass, run = %run, reason = reason.as_str(),
                 "pending record removed at replay: {why}");
         } else {
-            tracing::debug!(run = %run, rule = %rule, reason = reason.as_str(),
+            tracing::debug!(rule = %rule, step, pass, run = %run, reason = reason.as_str(),
                 "pending record removed at replay: {why}");
         }
     }

@@ -50,9 +50,14 @@ return out
 
 /// `HGET`s `KEYS[1]` for each name in `ARGV[2..]`: nil when absent, the
 /// value, or (removing the entry) the value's length when it is over
-/// `ARGV[1]` bytes. First comes `HLEN`.
+/// `ARGV[1]` bytes. First comes `HLEN`; an empty hash is not looked into
+/// (no `HGET` at all: nothing of Redis is read for a namespace without
+/// overrides).
 const READ_SCRIPT: &str = r"
 local out = {redis.call('HLEN', KEYS[1])}
+if out[1] == 0 then
+  return out
+end
 for i = 2, #ARGV do
   local value = redis.call('HGET', KEYS[1], ARGV[i])
   if not value then
