@@ -1,6 +1,7 @@
 //! Live reload (docs/service.md#live-reload): the bundle at the configured
-//! path is read again and checked as at start; a bundle that fails a check
-//! is refused and the loaded rules keep running. Otherwise the engine takes
+//! path is read again and checked as at start; a bundle that fails a check,
+//! or that would not fit the memory budget beside the loaded one (both are
+//! held during the swap), is refused and the loaded rules keep running. Otherwise the engine takes
 //! the new rules ([`Engine::reload`](ruled_engine::Engine::reload) decides
 //! what each live run does), the state watch and the subscription are
 //! changed to what the new rules need, and the counters say the new
