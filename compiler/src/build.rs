@@ -17,6 +17,7 @@ use crate::when::{lower, ConstPool};
 use rulecore::bundle::{Action, Payload, Rule, RuleOptions, Step, Text};
 use rulecore::codec::{self, BundleError};
 use rulecore::template::Part;
+use ruled_engine::mebibytes;
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -267,21 +268,8 @@ pub fn summary(built: &Built) -> String {
     )
 }
 
-/// The heap a bundle may take in `ruled` before a warning (docs/bundle.md#building):
-/// a third of the service's 48 MB, leaving the rest to runs, queued jobs
-/// and the runtime itself.
-pub const MEMORY_BUDGET: usize = 16 << 20;
-
-/// `1.2 MiB`, `812 KiB`.
-fn mebibytes(bytes: usize) -> String {
-    if bytes < 1 << 20 {
-        format!("{} KiB", bytes.div_ceil(1024))
-    } else if bytes.is_multiple_of(1 << 20) {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
-    }
-}
+/// The heap a bundle may take in `ruled` before a warning (docs/bundle.md#building).
+pub use ruled_engine::MEMORY_BUDGET;
 
 /// Prints the estimated heap of the bundle in `ruled`.
 fn report_memory(estimate: usize, console: &mut Console<'_>) -> io::Result<()> {

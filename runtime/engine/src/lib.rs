@@ -50,7 +50,7 @@ pub use effect::{
 };
 pub use input::INPUT_SKIPPED_CODE;
 pub use inspect::{HoldView, RuleView, RunPhase, RunView, RunningHold, WaitingStep};
-pub use memory::estimated_heap;
+pub use memory::{estimated_heap, mebibytes, MEMORY_BUDGET};
 pub use overrides::{EnableChange, UnknownRule};
 use record::ReplayAction;
 pub use record::{PendingRecord, RecordError, Replay, PENDING_HASH};

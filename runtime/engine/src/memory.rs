@@ -199,6 +199,24 @@ fn engine(payload: &Payload) -> usize {
     total + super::when_plans::WhenPlans::heap(payload)
 }
 
+/// The heap a bundle may take in `ruled` (docs/bundle.md#building): a
+/// third of the service's 48 MB, leaving the rest to runs, queued jobs
+/// and the runtime itself. `rulec build` warns over it; a reload whose two
+/// bundles (both held during the swap) would exceed it is refused
+/// (docs/service.md#live-reload).
+pub const MEMORY_BUDGET: usize = 16 << 20;
+
+/// `1.2 MiB`, `812 KiB`: a heap figure as `rulec build` and `ruled` print it.
+pub fn mebibytes(bytes: usize) -> String {
+    if bytes < 1 << 20 {
+        format!("{} KiB", bytes.div_ceil(1024))
+    } else if bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+    }
+}
+
 /// The estimated heap, in bytes, of `payload` loaded and the engine built
 /// from it, with no run live yet.
 pub fn estimated_heap(payload_: &Payload) -> usize {

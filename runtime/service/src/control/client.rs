@@ -294,6 +294,13 @@ pub enum CtlMethod {
     Trace {
         /// The rule's name.
         rule: Option<String>,
+        /// The first run shown (the rule's, oldest first), or with no RULE
+        /// the first traced rule.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// Runs (or with no RULE, rules) shown, 1 to 1000.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
     },
     /// v1.reload: read the bundle file again and take its rules over
     /// without a restart; a bad bundle is refused and the loaded one keeps
@@ -344,9 +351,16 @@ impl CtlMethod {
                     _ => Value::Null,
                 }}),
             ),
-            Self::Trace { rule } => match rule {
-                Some(rule) => ("v1.trace".into(), json!({"name": rule})),
-                None => ("v1.trace".into(), json!({})),
+            Self::Trace {
+                rule,
+                offset,
+                limit,
+            } => match rule {
+                Some(rule) => (
+                    "v1.trace".into(),
+                    json!({"name": rule, "offset": offset, "limit": limit}),
+                ),
+                None => ("v1.trace".into(), json!({"offset": offset, "limit": limit})),
             },
             Self::Reload => ("v1.reload".into(), json!({})),
             Self::Add { file } => {

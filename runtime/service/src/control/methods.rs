@@ -9,7 +9,7 @@ use super::Answer;
 use rulecore::dump::{rule_json, rule_text};
 use rulecore::event::Event;
 use ruled_engine::{
-    DryRun, Engine, HoldView, Now, RuleView, RunPhase, Verdict, WaitingStep, WhenResult,
+    DryRun, Engine, HoldView, Now, RuleTrace, RuleView, RunPhase, Verdict, WaitingStep, WhenResult,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -715,21 +715,60 @@ fn add(_: &mut Context<'_>, _: &Value) -> Result<Done, String> {
 #[serde(deny_unknown_fields)]
 struct TraceArgs {
     name: Option<String>,
+    #[serde(default)]
+    offset: usize,
+    #[serde(default = "default_limit")]
+    limit: usize,
 }
 
-/// `v1.trace {name?}`: one rule's traces, or every traced rule's
-/// (docs/semantics.md#traces); `{"traces": [...]}` either way.
+/// `v1.trace {name?, offset?, limit?}`: one rule's traces, or every traced
+/// rule's (docs/semantics.md#traces); `{"traces": [...]}` either way, with
+/// `total`, `offset` and `limit`. With a name the page is over the rule's
+/// runs (oldest first; its last non-fire on every page), so a trace too
+/// long for one reply is read page by page; without, over the traced rules.
 fn trace(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
-    let TraceArgs { name } = args(payload)?;
-    let traces = match name {
+    let TraceArgs {
+        name,
+        offset,
+        limit,
+    } = args(payload)?;
+    let page = Page { offset, limit }.checked()?;
+    let paged = if name.is_some() { "runs" } else { "rules" };
+    let (traces, total): (Vec<RuleTrace>, usize) = match name {
         Some(name) => {
             if ctx.engine.rule_index(&name).is_none() {
                 return Err(no_rule(ctx.engine, &name));
             }
-            ctx.engine.trace(&name, ctx.now).into_iter().collect()
+            match ctx.engine.trace(&name, ctx.now) {
+                Some(mut trace) => {
+                    let total = trace.runs.len();
+                    trace.runs = trace
+                        .runs
+                        .into_iter()
+                        .skip(page.offset)
+                        .take(page.limit)
+                        .collect();
+                    (vec![trace], total)
+                }
+                None => (Vec::new(), 0),
+            }
         }
-        None => ctx.engine.traces(ctx.now),
+        None => {
+            let all = ctx.engine.traces(ctx.now);
+            let total = all.len();
+            (
+                all.into_iter().skip(page.offset).take(page.limit).collect(),
+                total,
+            )
+        }
     };
     let traces = serde_json::to_value(traces).map_err(|e| e.to_string())?;
-    Ok(json!({ "traces": traces }).into())
+    Ok(json!({
+        "traces": traces,
+        "paged": paged,
+        "total": total,
+        "offset": page.offset,
+        "limit": page.limit,
+    })
+    .into())
 }

@@ -373,6 +373,23 @@ fn trace(out: &mut String, reply: &Value) -> std::fmt::Result {
             Err(_) => writeln!(out, "{}", pretty(trace))?,
         }
     }
+    // Only a page short of the whole says so (docs/operating.md#what-happened-traces).
+    let shown = match reply["paged"].as_str() {
+        Some("runs") => traces
+            .iter()
+            .map(|trace| trace["runs"].as_array().map_or(0, Vec::len))
+            .sum(),
+        _ => traces.len(),
+    };
+    let total = reply["total"].as_u64().unwrap_or(0);
+    if u64::try_from(shown).unwrap_or(u64::MAX) < total {
+        writeln!(
+            out,
+            "{shown} of {total} {} shown from {}; --offset and --limit page on",
+            plain(&reply["paged"]),
+            plain(&reply["offset"])
+        )?;
+    }
     Ok(())
 }
 

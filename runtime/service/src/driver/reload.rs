@@ -1,6 +1,7 @@
 //! Live reload (docs/service.md#live-reload): the bundle at the configured
-//! path is read again and checked as at start; a bundle that fails a check
-//! is refused and the loaded rules keep running. Otherwise the engine takes
+//! path is read again and checked as at start; a bundle that fails a check,
+//! or that would not fit the memory budget beside the loaded one (both are
+//! held during the swap), is refused and the loaded rules keep running. Otherwise the engine takes
 //! the new rules ([`Engine::reload`](ruled_engine::Engine::reload) decides
 //! what each live run does), the state watch and the subscription are
 //! changed to what the new rules need, and the counters say the new
@@ -17,7 +18,7 @@ use crate::control::wire::Reply;
 use crate::control::{Answer, Call};
 use crate::subscriptions::Subscriptions;
 use rulecore::bundle::StatePair;
-use ruled_engine::ReloadSummary;
+use ruled_engine::{estimated_heap, mebibytes, ReloadSummary, MEMORY_BUDGET};
 use std::sync::Arc;
 
 /// What a reload did.
@@ -45,6 +46,22 @@ pub enum ReloadError {
     /// check.
     #[error("{0}; the loaded bundle keeps running")]
     Bundle(#[from] LoadError),
+    /// Both bundles are held while the engine swaps them: together they
+    /// would take more than the memory budget (docs/service.md#live-reload).
+    #[error(
+        "the new bundle needs about {} once loaded and the loaded one about {}: \
+         held together during the swap they are over the memory budget of {}; \
+         the loaded bundle keeps running (restart ruled to load the new one alone)",
+        mebibytes(*new),
+        mebibytes(*loaded),
+        mebibytes(MEMORY_BUDGET)
+    )]
+    OverBudget {
+        /// `estimated_heap` of the new bundle, in bytes.
+        new: usize,
+        /// `estimated_heap` of the loaded bundle, in bytes.
+        loaded: usize,
+    },
 }
 
 impl Reloaded {
@@ -87,6 +104,7 @@ impl Service {
                 overrides: self.overrides.in_force(&self.engine),
             });
         }
+        fits_with_loaded(&payload, self.engine.payload())?;
         let now = self.now();
         let old_pairs = self.engine.watched_pairs().to_vec();
         let changes = self.engine.reload(Arc::new(payload), now);
@@ -253,6 +271,19 @@ impl Service {
             ),
         }
     }
+}
+
+/// `Ok` when `new` and `loaded`, both held while the engine swaps them,
+/// fit the memory budget together.
+fn fits_with_loaded(
+    new: &rulecore::bundle::Payload,
+    loaded: &rulecore::bundle::Payload,
+) -> Result<(), ReloadError> {
+    let (new, loaded) = (estimated_heap(new), estimated_heap(loaded));
+    if new.saturating_add(loaded) > MEMORY_BUDGET {
+        return Err(ReloadError::OverBudget { new, loaded });
+    }
+    Ok(())
 }
 
 /// The overrides in force after a reload, named in the journal: all of
