@@ -214,15 +214,19 @@ fn decompile_op(
             let (prec, sym) = binary_op(binary)?;
             let right = stack.pop()?;
             let left = stack.pop()?;
-            let text = format!(
-                "{} {sym} {}",
-                operand(left, prec, false),
-                operand(right, prec, true)
-            );
-            stack.push((text, prec));
+            stack.push((joined(left, sym, prec, right), prec));
         }
     }
     Some(())
+}
+
+/// `left sym right`, each side in parentheses where `prec` needs them.
+fn joined(left: Part, sym: &str, prec: i32, right: Part) -> String {
+    format!(
+        "{} {sym} {}",
+        operand(left, prec, false),
+        operand(right, prec, true)
+    )
 }
 
 /// The most text [`decompile`] builds for one program (every part it
@@ -259,11 +263,7 @@ pub fn decompile(program: &Program, consts: &[Const], state_pairs: &[StatePair])
             if stack.len() != depth {
                 return None;
             }
-            let text = format!(
-                "{} {sym} {}",
-                operand(left, prec, false),
-                operand(right, prec, true)
-            );
+            let text = joined(left, sym, prec, right);
             *built = built.saturating_add(text.len());
             stack.push((text, prec));
         }

@@ -6,43 +6,16 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::process::Command;
 use std::time::Duration;
 use support::bundles::{hazards, payload, redis_step, rule, single};
+use support::ctl::{ctl, Ctl};
 use support::{poll, wait_for, RedisServer, Ruled, Setup};
-
-/// What one `ruled ctl` run printed, and how it exited.
-struct Ctl {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
 
 impl Ctl {
     fn json(&self) -> Value {
         assert_eq!(self.code, 0, "ruled ctl failed: {}", self.stderr);
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
-    }
-}
-
-fn ctl(redis: &RedisServer, args: &[&str]) -> Ctl {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ruled"));
-    command
-        .arg("ctl")
-        .arg("--redis")
-        .arg(redis.url())
-        .args(args);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("RULED_") {
-            command.env_remove(key);
-        }
-    }
-    let out = command.output().expect("run ruled ctl");
-    Ctl {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
 

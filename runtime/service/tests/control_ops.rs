@@ -8,37 +8,10 @@ mod support;
 
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 use support::bundles::{self, hazards, payload, redis_step, rule};
+use support::ctl::ctl;
 use support::{poll_within, wait_for, RedisServer, Ruled, Setup};
-
-/// What one `ruled ctl` run printed, and how it exited.
-struct Ctl {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn ctl(redis: &RedisServer, args: &[&str]) -> Ctl {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ruled"));
-    command
-        .arg("ctl")
-        .arg("--redis")
-        .arg(redis.url())
-        .args(args);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("RULED_") {
-            command.env_remove(key);
-        }
-    }
-    let out = command.output().expect("run ruled ctl");
-    Ctl {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 /// `ruled ctl ARGS` as text; fails the test unless it exits 0.
 fn text_ctl(redis: &RedisServer, args: &[&str]) -> String {

@@ -14,37 +14,10 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use support::bundles::hazards;
+use support::ctl::{ctl, ctl_at};
 use support::{wait_for, RedisServer, Ruled, Setup};
 
 const RULE: &str = "hazards-on-alarm";
-
-/// What one `ruled ctl` run printed, and how it exited.
-#[derive(Debug)]
-struct Ctl {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn ctl_at(url: &str, args: &[&str]) -> Ctl {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ruled"));
-    command.arg("ctl").arg("--redis").arg(url).args(args);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("RULED_") {
-            command.env_remove(key);
-        }
-    }
-    let out = command.output().expect("run ruled ctl");
-    Ctl {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn ctl(redis: &RedisServer, args: &[&str]) -> Ctl {
-    ctl_at(&redis.url(), args)
-}
 
 /// A control key file of mode 0600 in `dir`.
 fn key_file(dir: &Path) -> PathBuf {

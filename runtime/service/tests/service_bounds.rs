@@ -10,9 +10,9 @@ mod support;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 use support::bundles::{self, hazards, payload, single};
+use support::ctl::ctl;
 use support::{list, now_ms, poll_within, wait_for, RedisServer, Ruled};
 
 /// Peak resident memory of process `pid` (`VmHWM`), in KiB.
@@ -27,33 +27,6 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 /// What a bounded read may add to the peak: a few MiB of buffers.
 const PEAK_MARGIN_KIB: u64 = 8 * 1024;
-
-/// What one `ruled ctl` run printed, and how it exited.
-struct Ctl {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn ctl(redis: &RedisServer, args: &[&str]) -> Ctl {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ruled"));
-    command
-        .arg("ctl")
-        .arg("--redis")
-        .arg(redis.url())
-        .args(args);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("RULED_") {
-            command.env_remove(key);
-        }
-    }
-    let out = command.output().expect("run ruled ctl");
-    Ctl {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 fn hazards_bundle(dir: &Path) -> PathBuf {
     bundles::write(dir, "rules.bundle", &single(hazards(60_000)))

@@ -4,6 +4,7 @@
 #![allow(dead_code, clippy::expect_used, clippy::print_stderr)]
 
 pub mod bundles;
+pub mod ctl;
 pub mod go_service;
 pub mod librescoot;
 
