@@ -11,8 +11,8 @@ mod support;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use support::lsc::{call_within, request_id, server_ms, Reply};
 use support::{wait_for, RedisServer, Ruled, Setup};
 
 #[derive(Debug, Deserialize)]
@@ -82,49 +82,9 @@ struct Test {
     note: String,
 }
 
-/// The answer as published: `{ok, payload, error}`.
-#[derive(Debug, Deserialize)]
-struct Reply {
-    ok: bool,
-    payload: Value,
-    error: String,
-}
-
-/// The Redis server's clock, Unix ms.
-fn server_ms(redis: &RedisServer) -> i64 {
-    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut redis.con()).unwrap();
-    secs * 1000 + micros / 1000
-}
-
-/// A fresh 32-hex-character request id.
-fn request_id() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!(
-        "{:016x}{:016x}",
-        u64::from(std::process::id()),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// `method` as `lsc` asks it: subscribe to the reply channel, `LPUSH` the
-/// request, wait for the one reply.
+/// `method` as `lsc` asks it, with `lsc`'s 5 s deadline.
 fn call(redis: &RedisServer, method: &str, payload: Value) -> Reply {
-    let id = request_id();
-    let channel = format!("extensions:rpc:reply:{id}");
-    let mut watcher = redis.con();
-    let mut replies = watcher.as_pubsub();
-    replies.subscribe(&channel).unwrap();
-    replies
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let request = json!({
-        "id": id, "method": method, "reply_channel": channel,
-        "deadline": server_ms(redis) + 5_000, "payload": payload,
-    });
-    let _: i64 = redis.query(&["LPUSH", "extensions:rpc", &request.to_string()]);
-    let message = replies.get_message().expect("a reply within 10 s");
-    let text: String = message.get_payload().unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not a reply ({e}): {text}"))
+    call_within(redis, method, payload, Duration::from_secs(5))
 }
 
 /// The payload of a successful `method`, decoded as `T`.

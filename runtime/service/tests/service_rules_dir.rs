@@ -12,9 +12,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use support::librescoot::{build_rules, rulec};
+use support::lsc::{call_within, Reply};
 use support::{wait_for, RedisServer, Ruled};
 
 /// `lsc`'s mutation reply.
@@ -26,46 +26,10 @@ struct Mutation {
     message: String,
 }
 
-#[derive(Debug, Deserialize)]
-struct Reply {
-    ok: bool,
-    payload: Value,
-    error: String,
-}
-
-fn server_ms(redis: &RedisServer) -> i64 {
-    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut redis.con()).unwrap();
-    secs * 1000 + micros / 1000
-}
-
-fn request_id() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!(
-        "{:016x}{:016x}",
-        u64::from(std::process::id()),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// `method` as `lsc` asks it (`LPUSH`, one reply); `rulec check` may take
-/// a while on a busy machine: the deadline is 25 s out.
+/// `method` as `lsc` asks it; `rulec check` may take a while on a busy
+/// machine: the deadline is 25 s out.
 fn call(redis: &RedisServer, method: &str, payload: Value) -> Reply {
-    let id = request_id();
-    let channel = format!("extensions:rpc:reply:{id}");
-    let mut watcher = redis.con();
-    let mut replies = watcher.as_pubsub();
-    replies.subscribe(&channel).unwrap();
-    replies
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let request = json!({
-        "id": id, "method": method, "reply_channel": channel,
-        "deadline": server_ms(redis) + 25_000, "payload": payload,
-    });
-    let _: i64 = redis.query(&["LPUSH", "extensions:rpc", &request.to_string()]);
-    let message = replies.get_message().expect("a reply within 30 s");
-    let text: String = message.get_payload().unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not a reply ({e}): {text}"))
+    call_within(redis, method, payload, Duration::from_secs(25))
 }
 
 fn ok(redis: &RedisServer, method: &str, payload: Value) -> Value {

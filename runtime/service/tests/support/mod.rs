@@ -7,6 +7,7 @@ pub mod bundles;
 pub mod ctl;
 pub mod go_service;
 pub mod librescoot;
+pub mod lsc;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
