@@ -276,6 +276,19 @@ pub fn log_held(held: &[Held]) {
     }
 }
 
+/// Logs `line` at `warn` within `throttle`'s budget (lines of no rule),
+/// else at `debug`; first closes the window if it is over, logging what it
+/// held back. For lines about outside input that may come in a flood
+/// (a watched field that is not UTF-8, notified thousands of times).
+pub fn warn_within(throttle: &mut Throttle, line: fmt::Arguments<'_>) {
+    log_held(&throttle.roll(Instant::now()));
+    if throttle.admit(None, Level::WARN) {
+        tracing::warn!("{line}");
+    } else {
+        tracing::debug!("{line}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -99,6 +99,13 @@ impl Namespace {
         self.key("rebuild")
     }
 
+    /// The id of the last entry this ruled added to stream `events`,
+    /// `NS:bus-last-id`: after a restart, the newest entry that is its own
+    /// is no sign of another adapter (docs/service.md#the-bus).
+    pub fn bus_last_id(&self) -> String {
+        self.key("bus-last-id")
+    }
+
     fn key(&self, suffix: &str) -> String {
         format!("{}:{suffix}", self.0)
     }
