@@ -44,8 +44,8 @@
 //! gives (none with `notify = false`), back to back. Each publish is
 //! acknowledged by what ruled logs when it takes it, judged as the service
 //! judges it (`Engine::notified`, which its bus reader consults): the read
-//! of the notified field (or, for `replaced`, of the hash's first watched
-//! field) as `state changed`, or `hash cleared`; an ignored name has no
+//! of the notified field (or, for `replaced` and `cleared`, of the hash's
+//! first watched field) as `state changed`; an ignored name has no
 //! acknowledgement. `before-start` entries are written before the first
 //! `ruled` starts and stay at "0s", before the start, in the timeline
 //! given to the simulator. `[[message]]`:
