@@ -193,7 +193,8 @@ struct Args {
     /// How ruled stands to the Librescoot bus (a bundle built with a
     /// profile): `own` derives the events from the watched hashes and
     /// channels, hands them to its rules and publishes them (stream `events`
-    /// and `ev:<topic>`), refusing its derived topics from anyone else;
+    /// and `ev:<topic>`), refusing its derived topics and their families
+    /// (`alarm.*`) from anyone else; values over 1 KiB are cut on the bus;
     /// `follow` derives and publishes nothing (the Go event-service still
     /// publishes the bus) and takes `ev:*` from the bus.
     #[arg(long, env = "RULED_BUS", value_enum, default_value_t = BusArg::Own)]
