@@ -184,6 +184,18 @@ impl Engine {
         self.dispatch_derived(now, derived);
     }
 
+    /// The hashes whose expiry seeding reads ([`Engine::expiry_seen`]):
+    /// those of the live `every` sources (the keycard hash).
+    pub fn expiry_hashes(&self) -> Vec<&str> {
+        self.bus.derive.every_hashes()
+    }
+
+    /// Seeding: `hash`'s expiry as it is, the baseline the next
+    /// notification's is compared with ([`Engine::written_read`]).
+    pub fn expiry_seen(&mut self, hash: &str, expiry: Expiry) {
+        self.bus.expiries.insert(hash.into(), expiry);
+    }
+
     /// The values a [`Notified::ReadWritten`] asked for, with the hash's
     /// `expiry` read at the same time (docs/sources.md#changes). Written
     /// anew ([`written_anew`]): taken as [`ReadCause::Notified`], so an

@@ -325,6 +325,16 @@ impl Derive {
         }
     }
 
+    /// The hashes of the live `every` sources, sorted: their expiry is
+    /// read at seeding too, so a replay right after a start is refused.
+    pub(crate) fn every_hashes(&self) -> Vec<&str> {
+        self.hashes
+            .iter()
+            .filter(|(_, pairs)| pairs.iter().any(|&pair| self.every(pair)))
+            .map(|(hash, _)| &**hash)
+            .collect()
+    }
+
     /// Whether a live `every` source is on pair `pair`: its notifications
     /// are judged by the hash's expiry.
     fn every(&self, pair: usize) -> bool {

@@ -474,6 +474,31 @@ fn a_replayed_every_notification_is_refused() {
     assert_eq!(topics(&drain(&mut e).0), ["keycard.auth.passed"]);
 }
 
+/// Seeding reads the `every` sources' hashes' expiries: a tap from before
+/// the start, replayed after it, is refused.
+#[test]
+fn seeding_keeps_the_expiry_a_replay_is_judged_by() {
+    let mut e = engine(
+        payload(&["keycard.auth.passed"], false),
+        BusMode::Own,
+        SourceSet::All,
+    );
+    assert_eq!(e.expiry_hashes(), ["keycard"]);
+    seed(&mut e, "keycard", "authentication", "passed");
+    e.expiry_seen("keycard", Expiry::At(10_001));
+    let tap = [("authentication", Some("passed"))];
+    let replay = Expiry::At(10_001);
+    assert!(!notify_at(
+        &mut e,
+        at(1),
+        "keycard",
+        "authentication",
+        &tap,
+        replay
+    ));
+    assert!(drain(&mut e).0.is_empty());
+}
+
 /// Issue 29: a 63 KiB value made stream `events` grow to 263 MB. The bus
 /// gets each value cut at 1 KiB with a marker; the rules get it whole.
 #[test]

@@ -87,6 +87,21 @@ pub async fn hmget_with_expiry(
     Ok((judge_all(hash, fields, values, throttle), expiry))
 }
 
+/// The expiry of `hash` alone (seeding, docs/sources.md#changes);
+/// [`Expiry::Unknown`] when the server cannot say. Only a lost connection
+/// is an error.
+pub async fn expiry(con: &mut ConnectionManager, hash: &str) -> redis::RedisResult<Expiry> {
+    let at: redis::RedisResult<i64> = query(con, redis::cmd("PEXPIRETIME").arg(hash)).await;
+    Ok(match at {
+        Ok(-2) => Expiry::Absent,
+        Ok(-1) => Expiry::Persistent,
+        Ok(at) if at >= 0 => Expiry::At(at),
+        Ok(_) => Expiry::Unknown,
+        Err(e) if crate::connection::is_transport(&e) => return Err(e),
+        Err(_) => Expiry::Unknown,
+    })
+}
+
 async fn run(
     con: &mut ConnectionManager,
     source: &str,

@@ -496,7 +496,8 @@ async fn read_pairs_within(
 }
 
 /// Seeding (docs/sources.md#changes): the live pairs' values as they are,
-/// fed to `state()` without emitting anything. Returns how many were read.
+/// fed to `state()` without emitting anything, and the expiry of each
+/// `every` source's hash. Returns how many values were read.
 pub async fn seed(
     con: &mut ConnectionManager,
     engine: &mut Engine,
@@ -510,6 +511,15 @@ pub async fn seed(
             engine.state_changed(index, value);
             seeded += 1;
         }
+    }
+    let hashes: Vec<String> = engine
+        .expiry_hashes()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    for hash in hashes {
+        let expiry = crate::bounded_read::expiry(con, &hash).await?;
+        engine.expiry_seen(&hash, expiry);
     }
     Ok(seeded)
 }

@@ -1350,3 +1350,25 @@ fn a_large_value_is_cut_on_the_bus() {
     assert!(to.len() < 1100, "{} bytes", to.len());
     bus.ran("state");
 }
+
+/// A tap from before the start, replayed after it, runs nothing either:
+/// seeding reads the keycard hash's expiry with its values.
+#[test]
+fn a_tap_from_before_the_start_replayed_runs_nothing() {
+    let rules = pusher("tap", &["keycard.auth.passed"]);
+    let bus = Bus::start(&rules, &[], |s| {
+        s.keycard_tap("passed", "04a1b2c3", "scooter")
+    });
+    bus.quiet("keycard", "authentication", |s| {
+        s.message("keycard", "authentication")
+    });
+    let counted = poll(|| Some(counter(&bus.redis, "rejected")).filter(|n| *n >= 1));
+    assert_eq!(
+        (counted, list(&bus.redis, "test:tap").len()),
+        (Some(1), 0),
+        "log:\n{}",
+        bus.ruled.log_text()
+    );
+    bus.services().keycard_tap("passed", "04a1b2c3", "scooter");
+    bus.ran("tap");
+}

@@ -265,6 +265,7 @@ impl<'t> Sim<'t> {
                 self.engine.set_state(&entry.hash, field, value.to_string());
             }
         }
+        self.seed_expiries();
         schedule(
             Kind::State,
             &mut timeline
@@ -480,6 +481,7 @@ impl<'t> Sim<'t> {
         for ((hash, field), value) in pairs {
             self.engine.set_state(hash, field, value.clone());
         }
+        self.seed_expiries();
         let fields: Vec<(String, Vec<u8>)> = self
             .outcome
             .records
@@ -616,6 +618,21 @@ impl<'t> Sim<'t> {
         // hash, and an expiry on no key sets nothing): no expiry either.
         if !self.datastore.keys().any(|(h, _)| h == hash) {
             self.expiries.retain(|(_, h)| h != hash);
+        }
+    }
+
+    /// Seeding's read of the `every` sources' hashes' expiries, as the
+    /// service's.
+    fn seed_expiries(&mut self) {
+        let hashes: Vec<String> = self
+            .engine
+            .expiry_hashes()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for hash in hashes {
+            let expiry = self.expiry(&hash);
+            self.engine.expiry_seen(&hash, expiry);
         }
     }
 
