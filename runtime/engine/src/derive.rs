@@ -85,7 +85,8 @@ pub enum Expiry {
 }
 
 /// Whether a notification read with `now` means the hash was written anew
-/// since the read that saw `before` (`None`: none since the start): it
+/// since the read that saw `before` (`None`: not known, no read or seeding
+/// saw the hash since the bundle was loaded): it
 /// was absent, or its expiry moved later, or it lost its expiry (`HSET`
 /// keeps a key's expiry: only a new key has none). A hash without expiry
 /// before and now cannot prove it (docs/sources.md#changes).
