@@ -76,12 +76,11 @@ pub async fn hmget_with_expiry(
         Expiry::Unknown
     };
     if expiry == Expiry::Unknown {
-        logging::warn_within(
+        logging::warn_within!(
             throttle,
-            format_args!(
-                "cannot read the expiry of hash `{hash}` (PEXPIRETIME needs Redis 7): \
-                 every notification of its field counts, a replayed one too"
-            ),
+            hash = %hash,
+            "cannot read the hash's expiry (PEXPIRETIME needs Redis 7): every notification \
+             of its field counts, a replayed one too"
         );
     }
     Ok((judge_all(hash, fields, values, throttle), expiry))
@@ -140,23 +139,21 @@ fn judge(hash: &str, field: &str, value: redis::Value, throttle: &mut Throttle) 
             Err(e) => {
                 let bytes = e.as_bytes();
                 let shown = logging::escape_controls(&bytes[..bytes.len().min(200)]);
-                logging::warn_within(
+                logging::warn_within!(
                     throttle,
-                    format_args!(
-                        "watched field {hash} {field} `{shown}` is not UTF-8: read as absent (\"\")"
-                    ),
+                    hash = %hash, field = %field,
+                    "watched field `{shown}` is not UTF-8: read as absent (\"\")"
                 );
                 None
             }
         },
         redis::Value::Int(len) => {
-            logging::warn_within(
+            logging::warn_within!(
                 throttle,
-                format_args!(
-                    "watched field {hash} {field} is {len} bytes, over the {} KiB bound: read \
-                     as absent (\"\"), not read",
-                    MAX_FIELD_BYTES / 1024
-                ),
+                hash = %hash, field = %field,
+                "watched field is {len} bytes, over the {} KiB bound: read as absent (\"\"), \
+                 not read",
+                MAX_FIELD_BYTES / 1024
             );
             None
         }

@@ -409,12 +409,11 @@ impl Read<'_> {
                 None
             }
             Err(e) => {
-                crate::logging::warn_within(
+                crate::logging::warn_within!(
                     self.throttle,
-                    format_args!(
-                        "cannot read the state hash `{hash}` ({}); its fields keep their values",
-                        describe(&e)
-                    ),
+                    hash = %hash,
+                    error = %describe(&e),
+                    "cannot read the state hash; its fields keep their values"
                 );
                 None
             }
@@ -422,13 +421,11 @@ impl Read<'_> {
     }
 
     fn lost(&mut self, e: &redis::RedisError) {
-        crate::logging::warn_within(
+        crate::logging::warn_within!(
             self.throttle,
-            format_args!(
-                "reading watched fields failed (connection: {}); keeping the old values until \
-                 the reconnect re-reads them",
-                describe(e)
-            ),
+            error = %describe(e),
+            "reading watched fields failed (connection); keeping the old values until the \
+             reconnect re-reads them"
         );
     }
 }
@@ -478,13 +475,11 @@ async fn read_pairs_within(
         let values: Vec<Option<String>> = match read {
             Ok(values) => values,
             Err(e) if !is_transport(&e) => {
-                crate::logging::warn_within(
+                crate::logging::warn_within!(
                     throttle,
-                    format_args!(
-                        "cannot read the state hash `{hash}` ({}); each of its fields reads as \
-                         absent (\"\")",
-                        describe(&e)
-                    ),
+                    hash = %hash,
+                    error = %describe(&e),
+                    "cannot read the state hash; each of its fields reads as absent (\"\")"
                 );
                 vec![None; fields.len()]
             }
@@ -620,18 +615,21 @@ async fn publish_task(
                         refusals.refused(event, e);
                     }
                     if let Some(Err(e)) = reply.get(1) {
-                        refusals.other(&format!(
-                            "PUBLISH of a derived event on topic {} refused: {}",
-                            event.topic,
-                            describe(e)
-                        ));
+                        crate::logging::warn_within!(
+                            &mut refusals.throttle,
+                            topic = %event.topic,
+                            error = %describe(e),
+                            "PUBLISH of a derived event refused"
+                        );
                     }
                 }
                 if let Some(Err(e)) = replies.get(events.len() * 2) {
-                    refusals.other(&format!(
-                        "the last event id not kept in `{last_id}`: {}",
-                        describe(e)
-                    ));
+                    crate::logging::warn_within!(
+                        &mut refusals.throttle,
+                        key = %last_id,
+                        error = %describe(e),
+                        "the last event id not kept"
+                    );
                 }
             }
             Err(e) => tracing::warn!(
@@ -699,11 +697,6 @@ impl Default for Refusals {
 }
 
 impl Refusals {
-    /// Any other refusal of the pipeline, through the same budget.
-    fn other(&mut self, line: &str) {
-        crate::logging::warn_within(&mut self.throttle, format_args!("{line}"));
-    }
-
     fn refused(&mut self, event: &Event, error: &redis::RedisError) {
         let id = event.id.as_deref().unwrap_or("");
         crate::logging::log_held(&self.throttle.roll(Instant::now()));
