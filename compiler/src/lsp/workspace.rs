@@ -60,13 +60,63 @@ impl DocKind {
     }
 }
 
+/// The largest document kept and checked: a rule file's bound, 16 MiB
+/// (`rulec check` refuses a larger file too).
+pub const MAX_DOCUMENT_BYTES: u64 = crate::load::MAX_RULE_FILE_LEN;
+
 /// One open document.
 #[derive(Debug, Clone)]
 pub struct Document {
     pub uri: Url,
+    /// Empty while the document is over the bound.
     pub text: String,
     pub version: i32,
     pub kind: DocKind,
+    /// The document's length when it is over [`MAX_DOCUMENT_BYTES`]: its
+    /// text is not kept, and it is not checked.
+    pub too_large: Option<usize>,
+}
+
+impl Document {
+    /// Drops the text when it is over the bound.
+    fn bound(&mut self) {
+        if self.text.len() as u64 > MAX_DOCUMENT_BYTES {
+            self.too_large = Some(self.text.len());
+            self.text = String::new();
+        } else {
+            self.too_large = None;
+        }
+    }
+
+    /// Applies a client's changes. Over the bound the text is gone, so
+    /// only a whole new text (a change without a range) is applied.
+    fn apply(&mut self, changes: &[lsp_types::TextDocumentContentChangeEvent]) {
+        for change in changes {
+            if change.range.is_some() && self.too_large.is_some() {
+                continue;
+            }
+            super::text::apply(&mut self.text, change);
+            self.bound();
+        }
+    }
+
+    /// The error a document over the bound gets in place of its checks.
+    fn too_large_problem(&self) -> Option<Problem> {
+        let length = self.too_large?;
+        Some(Problem {
+            span: 0..0,
+            severity: crate::diagnostic::Severity::Error,
+            code: IO_CODE,
+            message: format!(
+                "the document is {length} bytes, over the {} MiB a rule file may have \
+                 ({MAX_DOCUMENT_BYTES} bytes): it is not kept or checked",
+                MAX_DOCUMENT_BYTES >> 20
+            ),
+            help: Some("`rulec check` refuses it too; split the file".into()),
+            fix: None,
+            related: Vec::new(),
+        })
+    }
 }
 
 /// A rules directory with an open document.
@@ -128,13 +178,16 @@ impl Workspace {
     }
 
     pub fn open(&mut self, path: PathBuf, uri: Url, text: String, version: i32) {
-        let kind = DocKind::of(&path, &text);
-        let document = Document {
+        let mut document = Document {
             uri,
             text,
             version,
-            kind,
+            kind: DocKind::Rules,
+            too_large: None,
         };
+        document.bound();
+        document.kind = DocKind::of(&path, &document.text);
+        let kind = document.kind;
         self.documents.insert(path.clone(), document);
         if let Some((dir, _)) = dir_and_name(&path) {
             // A new file, or one changed on disk while it was closed.
@@ -153,9 +206,7 @@ impl Workspace {
         let Some(document) = self.documents.get_mut(path) else {
             return;
         };
-        for change in changes {
-            super::text::apply(&mut document.text, change);
-        }
+        document.apply(changes);
         document.version = version;
         let before = document.kind;
         document.kind = DocKind::of(path, &document.text);
@@ -320,6 +371,13 @@ impl Workspace {
                 .or_default()
                 .extend(everywhere.iter().cloned());
         });
+        for (path, document) in &self.documents {
+            if let Some(problem) = document.too_large_problem() {
+                if path.parent() == Some(dir) {
+                    problems.entry(path.clone()).or_default().push(problem);
+                }
+            }
+        }
         problems.retain(|path, _| {
             self.documents
                 .get(path)
@@ -349,7 +407,11 @@ impl Workspace {
         let diagnostics = match self.documents.get(path) {
             Some(document) if document.kind == DocKind::Timeline => {
                 let lines = Lines::new(&document.text);
-                super::timeline::problems(&document.text)
+                let problems = match document.too_large_problem() {
+                    Some(problem) => vec![problem],
+                    None => super::timeline::problems(&document.text),
+                };
+                problems
                     .iter()
                     .map(|problem| to_lsp(problem, &lines, &HashMap::new()))
                     .collect()
