@@ -439,3 +439,35 @@ fn a_document_over_the_bound_is_not_kept_or_checked() {
     assert_eq!(back[0]["code"], "rulec::unknown-topic");
     assert!(client.stop().success());
 }
+
+#[test]
+fn a_toml_file_outside_a_rules_folder_is_not_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = dir.path().join("crate");
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&crate_dir).unwrap();
+    std::fs::create_dir(&rules).unwrap();
+    std::fs::write(rules.join("parked.toml"), RULE).unwrap();
+    let mut client = Client::start(&get_cargo_bin("rulec"), dir.path(), &[]);
+
+    // Editors that attach to every TOML file send a Cargo.toml too.
+    let cargo = url(&crate_dir.join("Cargo.toml"));
+    open(&mut client, &cargo, "[workspace]\nmembers = [\"x\"]\n");
+    assert_eq!(client.diagnostics(&cargo, Some(1)), Vec::<Value>::new());
+    let hover = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": cargo }, "position": { "line": 0, "character": 2 } }),
+    );
+    assert_eq!(hover, Value::Null);
+
+    // In a rules folder, every TOML file is a rule file (`rulec check`
+    // reads them all): one without a rule table yet is checked.
+    let extra = url(&rules.join("extra.toml"));
+    open(&mut client, &extra, "[workspace]\n");
+    let found = client.diagnostics(&extra, Some(1));
+    assert!(
+        found.iter().any(|d| d["code"] == "rulec::unknown-key"),
+        "{found:#?}"
+    );
+    assert!(client.stop().success());
+}

@@ -27,13 +27,16 @@ pub enum DocKind {
     Rules,
     /// A timeline or a test (docs/simulation.md): checked alone.
     Timeline,
+    /// A TOML file outside a rules folder (a `Cargo.toml`): not checked.
+    Other,
 }
 
 impl DocKind {
     /// A file in a `tests/` folder is a test; otherwise the first table
     /// header decides (`[[rule]]`, `[[topic]]` or a timeline's entries);
-    /// a file with neither is a rule file.
-    pub fn of(path: &Path, text: &str) -> DocKind {
+    /// a file with neither is a rule file in a rules folder
+    /// (`in_rules_folder`), else not one of ours.
+    pub fn of(path: &Path, text: &str, in_rules_folder: impl FnOnce() -> bool) -> DocKind {
         let in_tests = path
             .parent()
             .and_then(Path::file_name)
@@ -41,22 +44,31 @@ impl DocKind {
         if in_tests {
             return DocKind::Timeline;
         }
+        match DocKind::by_header(text) {
+            Some(kind) => kind,
+            None if in_rules_folder() => DocKind::Rules,
+            None => DocKind::Other,
+        }
+    }
+
+    /// What the first table header of a rule file or timeline says.
+    fn by_header(text: &str) -> Option<DocKind> {
         for line in text.lines() {
             let Some(header) = line.trim_start().strip_prefix("[[") else {
                 continue;
             };
             let name = header.split(']').next().unwrap_or_default().trim();
             if matches!(name, "rule" | "rule.step" | "rule.input" | "topic") {
-                return DocKind::Rules;
+                return Some(DocKind::Rules);
             }
             let timeline = ruled_engine::sim::entry_kinds()
                 .chain(ruled_engine::sim::EXPECTATION_KINDS)
                 .any(|kind| kind == name);
             if timeline {
-                return DocKind::Timeline;
+                return Some(DocKind::Timeline);
             }
         }
-        DocKind::Rules
+        None
     }
 }
 
@@ -139,9 +151,10 @@ pub struct Workspace {
     /// What was last published for each file (with the quick fixes in
     /// their `data`).
     published: HashMap<PathBuf, Vec<lsp_types::Diagnostic>>,
-    /// Directories and timelines to check before answering.
+    /// Directories to check before answering, and documents checked
+    /// alone (timelines; files not ours, which get no diagnostics).
     dirty_dirs: BTreeSet<PathBuf>,
-    dirty_timelines: BTreeSet<PathBuf>,
+    dirty_alone: BTreeSet<PathBuf>,
     /// Documents opened or changed since the last check: each is answered
     /// with its diagnostics even when they stayed the same, so that the
     /// client sees its version was checked.
@@ -186,13 +199,13 @@ impl Workspace {
             too_large: None,
         };
         document.bound();
-        document.kind = DocKind::of(&path, &document.text);
-        let kind = document.kind;
-        self.documents.insert(path.clone(), document);
         if let Some((dir, _)) = dir_and_name(&path) {
             // A new file, or one changed on disk while it was closed.
             self.read_disk(&dir);
         }
+        document.kind = DocKind::of(&path, &document.text, || self.in_rules_folder(&path));
+        let kind = document.kind;
+        self.documents.insert(path.clone(), document);
         self.mark(&path, kind);
     }
 
@@ -203,13 +216,17 @@ impl Workspace {
         version: i32,
         changes: &[lsp_types::TextDocumentContentChangeEvent],
     ) {
+        let in_rules_folder = self.in_rules_folder(path);
         let Some(document) = self.documents.get_mut(path) else {
             return;
         };
         document.apply(changes);
         document.version = version;
         let before = document.kind;
-        document.kind = DocKind::of(path, &document.text);
+        // Over the bound there is no text to tell: it stays what it was.
+        if document.too_large.is_none() {
+            document.kind = DocKind::of(path, &document.text, || in_rules_folder);
+        }
         let kind = document.kind;
         if kind != before {
             // It left the other kind's checks: both are redone.
@@ -236,7 +253,8 @@ impl Workspace {
     }
 
     /// Files changed on disk (`workspace/didChangeWatchedFiles`, or a
-    /// save): the directories of theirs that are known are read again.
+    /// save): the directories of theirs that are known are read again,
+    /// and checked when they are rules folders.
     pub fn files_changed(&mut self, paths: &[PathBuf]) {
         let dirs: BTreeSet<PathBuf> = paths
             .iter()
@@ -245,8 +263,36 @@ impl Workspace {
             .collect();
         for dir in dirs {
             self.read_disk(&dir);
-            self.dirty_dirs.insert(dir);
+            if self.is_rules_folder(&dir, None) {
+                self.dirty_dirs.insert(dir);
+            }
         }
+    }
+
+    /// Whether the folder of `path` is a rules folder by its other files.
+    fn in_rules_folder(&self, path: &Path) -> bool {
+        path.parent()
+            .is_some_and(|dir| self.is_rules_folder(dir, Some(path)))
+    }
+
+    /// A rules folder: one of its `*.toml` files (open or on disk, `except`
+    /// left out) has a rule file's table (`[[rule]]`, `[[topic]]`).
+    fn is_rules_folder(&self, dir: &Path, except: Option<&Path>) -> bool {
+        let is_rules = |path: &Path, text: &str| {
+            Some(path) != except && DocKind::by_header(text) == Some(DocKind::Rules)
+        };
+        let open = self
+            .documents
+            .iter()
+            .any(|(path, document)| path.parent() == Some(dir) && is_rules(path, &document.text));
+        let on_disk = match self.dirs.get(dir).and_then(|state| state.disk.as_ref()) {
+            Some(Ok(loaded)) => loaded
+                .files
+                .iter()
+                .any(|file| is_rules(&dir.join(&file.name), &file.text)),
+            _ => false,
+        };
+        open || on_disk
     }
 
     fn mark(&mut self, path: &Path, kind: DocKind) {
@@ -257,8 +303,9 @@ impl Workspace {
                     self.dirty_dirs.insert(dir);
                 }
             }
-            DocKind::Timeline => {
-                self.dirty_timelines.insert(path.to_path_buf());
+            // Another file is answered with no diagnostics.
+            DocKind::Timeline | DocKind::Other => {
+                self.dirty_alone.insert(path.to_path_buf());
             }
         }
     }
@@ -275,7 +322,7 @@ impl Workspace {
         for dir in std::mem::take(&mut self.dirty_dirs) {
             self.check_dir(&dir, &mut out);
         }
-        for path in std::mem::take(&mut self.dirty_timelines) {
+        for path in std::mem::take(&mut self.dirty_alone) {
             self.check_timeline(&path, &mut out);
         }
         self.touched.clear();
@@ -416,7 +463,8 @@ impl Workspace {
                     .map(|problem| to_lsp(problem, &lines, &HashMap::new()))
                     .collect()
             }
-            // Closed, or a rule file now: its directory's check speaks.
+            // Closed, not ours, or a rule file now: its directory's check
+            // speaks.
             _ => Vec::new(),
         };
         let rules_now = self
