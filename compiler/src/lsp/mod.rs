@@ -46,8 +46,11 @@ Examples:
 
 Diagnostics as you type (the same as `rulec check` on the file's directory,
 and for timelines and tests what `rulec simulate` and `rulec test` report),
-hover, completion, go to definition and quick fixes. Setting it up in VS
-Code, Neovim and Helix: docs/editors.md.
+hover, completion, go to definition and quick fixes. A TOML file outside
+a rules folder (a Cargo.toml) is left alone. Each message and each
+document is bounded at 16 MiB; a malformed message gets a JSON-RPC error
+and the server goes on. Setting it up in VS Code, Neovim and Helix:
+docs/editors.md.
 
 Exit status: 0 after the editor's `shutdown` and `exit`, 2 when the profile
 cannot be read or the connection breaks.")]
