@@ -216,7 +216,6 @@ impl Workspace {
         version: i32,
         changes: &[lsp_types::TextDocumentContentChangeEvent],
     ) {
-        let in_rules_folder = self.in_rules_folder(path);
         let Some(document) = self.documents.get_mut(path) else {
             return;
         };
@@ -224,9 +223,19 @@ impl Workspace {
         document.version = version;
         let before = document.kind;
         // Over the bound there is no text to tell: it stays what it was.
-        if document.too_large.is_none() {
-            document.kind = DocKind::of(path, &document.text, || in_rules_folder);
+        if document.too_large.is_some() {
+            self.mark(path, before);
+            return;
         }
+        // Its own header decides first; the folder's other files (looked
+        // at through `self`) only for a file without one.
+        let text = std::mem::take(&mut document.text);
+        let kind = DocKind::of(path, &text, || self.in_rules_folder(path));
+        let Some(document) = self.documents.get_mut(path) else {
+            return;
+        };
+        document.text = text;
+        document.kind = kind;
         let kind = document.kind;
         if kind != before {
             // It left the other kind's checks: both are redone.
