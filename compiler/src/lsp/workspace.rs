@@ -236,7 +236,6 @@ impl Workspace {
         };
         document.text = text;
         document.kind = kind;
-        let kind = document.kind;
         if kind != before {
             // It left the other kind's checks: both are redone.
             self.mark(path, before);
