@@ -468,7 +468,28 @@ fn an_unsigned_add_takes_only_redis_publish_and_notify_steps() {
     );
     let signed = ctl_add(&d, &file, true);
     assert!(signed.status.success(), "{}", text(&signed));
-    assert!(d.rules.join("lsc-shell.toml").is_file());
+    let written = std::fs::read_to_string(d.rules.join("lsc-shell.toml")).unwrap();
+    assert!(
+        written.starts_with("# Written by ruled (v1.add, signed)"),
+        "{written}"
+    );
+    // What the key's holder added, an unsigned request cannot replace.
+    let undo = call(
+        redis,
+        "v1.add",
+        json!({"definition": ping_rule("shell", "harmless")}),
+    );
+    assert!(
+        !undo.ok
+            && undo
+                .error
+                .contains("only a signed request (--control-key) replaces it"),
+        "{undo:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.rules.join("lsc-shell.toml")).unwrap(),
+        written
+    );
 }
 
 /// A managed file `lsc-<name>.toml` of `bytes` bytes, as `v1.add`

@@ -41,6 +41,32 @@ const MAX_NAME_BYTES: usize = 100;
 /// The first line of every managed file: only such a file is replaced.
 pub const MANAGED_HEADER: &str =
     "# Written by ruled (v1.add); a later v1.add of this rule replaces it.";
+/// The first line of a managed file a signed request wrote: only a signed
+/// request replaces it, so an unsigned one cannot undo what the key's
+/// holder added (docs/operating.md#trust).
+pub const SIGNED_HEADER: &str =
+    "# Written by ruled (v1.add, signed); only a signed v1.add of this rule replaces it.";
+
+/// Who wrote a rule file, by its first line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    /// Not `v1.add`: never replaced.
+    Other,
+    Unsigned,
+    Signed,
+}
+
+impl Writer {
+    fn of(bytes: &[u8]) -> Self {
+        if bytes.starts_with(SIGNED_HEADER.as_bytes()) {
+            Writer::Signed
+        } else if bytes.starts_with(MANAGED_HEADER.as_bytes()) {
+            Writer::Unsigned
+        } else {
+            Writer::Other
+        }
+    }
+}
 
 /// `v1.add`'s payload.
 #[derive(Deserialize)]
@@ -90,11 +116,16 @@ async fn add(adding: &Adding, payload: &Value, signed: bool) -> Result<Value, St
     }
     let name = rule_name(&definition)?;
     let file_name = format!("lsc-{name}.toml");
-    let text = format!("{MANAGED_HEADER}\n{definition}\n");
+    let header = if signed {
+        SIGNED_HEADER
+    } else {
+        MANAGED_HEADER
+    };
+    let text = format!("{header}\n{definition}\n");
     let dir = adding.rules.dir.clone();
     let scratch = {
         let (file_name, text) = (file_name.clone(), text.clone());
-        blocking(move || scratch_copy(&dir, &file_name, &text)).await?
+        blocking(move || scratch_copy(&dir, &file_name, &text, signed)).await?
     };
     let built = build(&adding.rules.rulec, &scratch.0).await;
     // Read back, and the scratch copy removed, off the loop too.
@@ -200,9 +231,9 @@ impl Drop for Scratch {
 
 /// The rule files of `dir` copied into a fresh scratch directory, with
 /// `text` as `file_name` (over a managed file of that name; refused over
-/// a file nobody wrote through `v1.add`, and when the managed files would
-/// pass their quota).
-fn scratch_copy(dir: &Path, file_name: &str, text: &str) -> Result<Scratch, String> {
+/// a file nobody wrote through `v1.add`, unsigned over one a signed
+/// request wrote, and when the managed files would pass their quota).
+fn scratch_copy(dir: &Path, file_name: &str, text: &str, signed: bool) -> Result<Scratch, String> {
     let scratch = scratch_dir()?;
     let files = match rules_dir::rule_files(dir) {
         Ok(files) => files,
@@ -217,16 +248,11 @@ fn scratch_copy(dir: &Path, file_name: &str, text: &str) -> Result<Scratch, Stri
     let mut managed = Managed::default();
     for (name, from) in files {
         let bytes = read_bounded(&from, MAX_RULE_FILE_BYTES).map_err(|e| e.to_string())?;
-        let is_managed = bytes.starts_with(MANAGED_HEADER.as_bytes());
-        if name == file_name && !is_managed {
-            return Err(format!(
-                "{} exists and was not written by v1.add: it is not replaced; rename the rule \
-                 or edit that file",
-                from.display()
-            ));
-        }
-        if name != file_name {
-            if is_managed {
+        let writer = Writer::of(&bytes);
+        if name == file_name {
+            replaceable(&from, writer, signed)?;
+        } else {
+            if writer != Writer::Other {
                 managed.count(bytes.len());
             }
             write_new(&scratch.0.join(&name), &bytes).map_err(|e| format!("scratch copy: {e}"))?;
@@ -237,6 +263,24 @@ fn scratch_copy(dir: &Path, file_name: &str, text: &str) -> Result<Scratch, Stri
     write_new(&scratch.0.join(file_name), text.as_bytes())
         .map_err(|e| format!("scratch copy: {e}"))?;
     Ok(scratch)
+}
+
+/// Whether the request may replace the rule file `path` its `writer`
+/// wrote.
+fn replaceable(path: &Path, writer: Writer, signed: bool) -> Result<(), String> {
+    match (writer, signed) {
+        (Writer::Other, _) => Err(format!(
+            "{} exists and was not written by v1.add: it is not replaced; rename the rule \
+             or edit that file",
+            path.display()
+        )),
+        (Writer::Signed, false) => Err(format!(
+            "refused, nothing was written: {} was written by a signed request, and only a \
+             signed request (--control-key) replaces it",
+            path.display()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A fresh scratch directory (mode 0700) under the temporary directory,
