@@ -262,6 +262,17 @@ fn test_has_lsc_s_fields_a_passing_condition_without_when_and_the_delay() {
         "{finally:?}"
     );
     assert!(finally.condition && !finally.durable, "{finally:?}");
+    // `ruled ctl test` names it as `pending` does: `f0`.
+    let shown = support::ctl::ctl(
+        &setup.redis,
+        &["test", "hazards-on-alarm", &event.to_string()],
+    );
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(
+        shown.stdout.contains("  step f0   when (none)"),
+        "{}",
+        shown.stdout
+    );
     let horn: Test = decoded(
         &setup.redis,
         "v1.test",
