@@ -38,7 +38,8 @@ const MAX_DIAGNOSTICS: usize = 20;
 const MAX_DIAGNOSTIC_CHARS: usize = 400;
 /// The longest rule name a managed file is named after.
 const MAX_NAME_BYTES: usize = 100;
-/// The first line of every managed file: only such a file is replaced.
+/// The first line of a managed file an unsigned request wrote; with
+/// [`SIGNED_HEADER`], the only files `v1.add` replaces and counts.
 pub const MANAGED_HEADER: &str =
     "# Written by ruled (v1.add); a later v1.add of this rule replaces it.";
 /// The first line of a managed file a signed request wrote: only a signed
