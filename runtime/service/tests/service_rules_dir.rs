@@ -561,9 +561,12 @@ fn add_keeps_at_most_64_managed_files_and_1_mib() {
 }
 
 /// DESIGN 23: every file `ruled` creates for `v1.add` is created
-/// exclusively, without following a symlink. The temporary file beside
-/// the managed one has a predictable name (`.lsc-<name>.toml.<pid>.tmp`):
-/// a symlink planted there must not make `ruled` write through it.
+/// exclusively, without following a symlink. Two names are predictable:
+/// the temporary file beside the managed one
+/// (`.lsc-<name>.toml.<pid>.tmp`) and the scratch directory
+/// (`$TMPDIR/ruled-add-<pid>-<n>`, the first add's `n` is 0); symlinks
+/// planted at both must not make `ruled` write through them, and the add
+/// still succeeds under other names.
 #[test]
 fn add_writes_through_no_planted_symlink() {
     let d = deployed();
@@ -573,6 +576,10 @@ fn add_writes_through_no_planted_symlink() {
         .rules
         .join(format!(".lsc-ping-sym.toml.{}.tmp", d.ruled.pid()));
     std::os::unix::fs::symlink(&outside, &planted).unwrap();
+    let outside_dir = d.rules.parent().unwrap().join("victim-dir");
+    std::fs::create_dir(&outside_dir).unwrap();
+    let scratch = std::env::temp_dir().join(format!("ruled-add-{}-0", d.ruled.pid()));
+    std::os::unix::fs::symlink(&outside_dir, &scratch).unwrap();
     let reply = call(
         &d.redis,
         "v1.add",
@@ -583,12 +590,16 @@ fn add_writes_through_no_planted_symlink() {
         "untouched\n",
         "written through the symlink: {reply:?}"
     );
+    std::fs::remove_file(&scratch).unwrap();
+    let copied: Vec<_> = std::fs::read_dir(&outside_dir).unwrap().collect();
+    assert!(copied.is_empty(), "copied through the symlink: {copied:?}");
+    assert!(reply.ok, "{reply:?}");
     let managed = d.rules.join("lsc-ping-sym.toml");
-    if reply.ok {
-        let meta = std::fs::symlink_metadata(&managed).unwrap();
-        assert!(meta.file_type().is_file(), "{meta:?}");
-    } else {
-        assert!(!managed.exists(), "{reply:?}");
-        assert!(reply.error.contains(".tmp"), "{}", reply.error);
-    }
+    let meta = std::fs::symlink_metadata(&managed).unwrap();
+    assert!(meta.file_type().is_file(), "{meta:?}");
+    assert!(std::fs::read_to_string(&managed)
+        .unwrap()
+        .contains("push = \"sym\""));
+    // The planted link is left alone: not ruled's to remove.
+    assert!(std::fs::symlink_metadata(&planted).is_ok());
 }
