@@ -78,6 +78,10 @@ struct TestStep {
 struct Test {
     name: String,
     repeat_count: i64,
+    /// `lsc` prints these as text: Go durations.
+    repeat_every: String,
+    cooldown: String,
+    debounce: String,
     enabled: bool,
     matched: bool,
     steps: Vec<TestStep>,
@@ -126,6 +130,7 @@ push = "off"
 [[rule]]
 name = "horn"
 on = ["button.horn"]
+cooldown = "5s"
 
 [[rule.step]]
 do = "exec"
@@ -245,6 +250,8 @@ fn test_has_lsc_s_fields_a_passing_condition_without_when_and_the_delay() {
         "redis: list = 'scooter:blinker', push = 'both'"
     );
     assert_eq!(test.repeat_count, 1);
+    let waits = (&*test.repeat_every, &*test.cooldown, &*test.debounce);
+    assert_eq!(waits, ("0s", "0s", "0s"), "{test:?}");
     assert!(test.steps[0].condition, "no `when`: it passes");
     assert_eq!(test.steps[0].after, "0s");
     assert!(!test.steps[1].condition, "{test:?}");
@@ -281,6 +288,7 @@ fn test_has_lsc_s_fields_a_passing_condition_without_when_and_the_delay() {
     assert_eq!(horn.name, "horn");
     assert_eq!(horn.steps.len(), 1);
     assert_eq!(horn.steps[0].kind, "exec");
+    assert_eq!(horn.cooldown, "5s", "{horn:?}");
     assert!(horn.steps[0].condition);
     // A `when` that fails says so in `error`.
     let failing: Test = decoded(
