@@ -37,8 +37,10 @@ impl HashInfo {
 }
 
 /// The shape of the events of one derived topic: what `from` and `to`
-/// can be (the values of the field, narrowed by the emits' conditions
-/// where those are literal), and the `data` keys with their types.
+/// can be, and the `data` keys with their types. `to` is the values of
+/// the field, narrowed by the emits' conditions; `from` is whatever the
+/// field held before (any value, also one outside the field's values,
+/// such as `n/a`), narrowed only by the emits' own `from` conditions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopicShape {
     pub name: String,

@@ -142,7 +142,11 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
         for emit in &source.emits {
             let shape = shapes.entry(emit.topic.clone()).or_default();
             if let Origin::Field { .. } = source.origin {
-                shape.from.add(&emit.from, field_values);
+                // `from` is whatever the field held before, also a value
+                // that is not among its declared ones or emits nothing
+                // (battery `charge` from `n/a` to `77`): only an emit's own
+                // `from` condition narrows it (DESIGN 24).
+                shape.from.add(&emit.from, &[]);
                 shape.to.add(&emit.to, field_values);
             }
             for (key, data) in &emit.data {
