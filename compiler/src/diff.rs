@@ -500,3 +500,46 @@ pub fn run(args: &DiffArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     }
     Ok(Exit::Success)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::KeyChange;
+
+    fn when(old: &str, new: &str) -> KeyChange {
+        KeyChange {
+            key: "step 0 when".into(),
+            old: old.into(),
+            new: new.into(),
+        }
+    }
+
+    /// Same text, another program (a forged or older bundle): said so,
+    /// not printed as a change of nothing.
+    #[test]
+    fn a_when_whose_text_is_the_same_says_its_bytecode_changed() {
+        let change = when(
+            "to == \"a\"\n0  field to\n1  const \"a\"",
+            "to == \"a\"\n0  field to\n1  const \"a\"\n2  not",
+        );
+        assert_eq!(
+            change.text(false),
+            "  step 0 when: to == \"a\" (same text, its bytecode changed: --bytecode shows it)\n"
+        );
+        assert!(change.text(true).ends_with(
+            "    bytecode after:\n      0  field to\n      1  const \"a\"\n      2  not\n"
+        ));
+        // A program that does not decompile has no text to show.
+        let change = when("\n0  field to", "always");
+        assert_eq!(
+            change.text(false),
+            "  step 0 when: (no source text: --bytecode shows its instructions) -> always\n"
+        );
+        // Other keys are as before, one line.
+        let change = KeyChange {
+            key: "cooldown".into(),
+            old: "0s".into(),
+            new: "10m".into(),
+        };
+        assert_eq!(change.text(true), "  cooldown: 0s -> 10m\n");
+    }
+}
