@@ -183,6 +183,8 @@ codes! {
     DisabledDuplicateName => "rulec::disabled-duplicate-name",
     /// (warning) `state()` of a field the profile's hash does not have.
     UnknownStateField => "rulec::unknown-state-field",
+    /// (warning) `from` compared with a value the profile lists for none of the topics' fields, close to one it lists.
+    UnlistedFrom => "rulec::unlisted-from",
     /// (warning) `state()` of a hash the profile does not declare, close to one it does.
     UnknownStateHash => "rulec::unknown-state-hash",
     /// (warning) A redis `list` the profile does not declare, close to one it does.

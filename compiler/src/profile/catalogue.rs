@@ -37,16 +37,20 @@ impl HashInfo {
 }
 
 /// The shape of the events of one derived topic: what `from` and `to`
-/// can be, and the `data` keys with their types. `to` is the values of
-/// the field, narrowed by the emits' conditions; `from` is whatever the
-/// field held before (any value, also one outside the field's values,
-/// such as `n/a`), narrowed only by the emits' own `from` conditions.
+/// can be (the values of the field, narrowed by the emits' conditions
+/// where those are literal), and the `data` keys with their types.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopicShape {
     pub name: String,
     /// `None`: the events carry no `from` / `to` (channel sources).
     /// `Some(empty)`: any value.
     pub from: Option<Vec<ValuePattern>>,
+    /// `from` may also be a value outside `from`: an emit of the topic
+    /// has no `from` condition, and `from` is whatever the field held
+    /// before, also a value the profile does not list (battery `charge`
+    /// from `n/a` to `77`, DESIGN 24). `from` then holds the field's
+    /// listed values: the usual ones, not all.
+    pub from_open: bool,
     pub to: Option<Vec<ValuePattern>>,
     /// Every `data` key any emit of the topic gives, with its type
     /// (`None`: the type is known only at run time, an `expr`).

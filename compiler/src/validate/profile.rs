@@ -2,7 +2,8 @@
 //! (docs/rules.md#checks-against-the-profile): values the profile says a
 //! `to`, `from` or `state()` can never hold, fields of a known hash that do
 //! not exist or are never seen to change, values a command list does not
-//! accept, and hashes and lists one typo from the profile's. The derived topics themselves join the topic catalogue in
+//! accept, and hashes, lists and `from` values one typo from the
+//! profile's. The derived topics themselves join the topic catalogue in
 //! `super::catalogue`.
 //!
 //! Each check is a pure function from the catalogue and what the rule
@@ -407,6 +408,10 @@ pub(super) fn event_values(
         if possible {
             continue;
         }
+        if field == EventField::From && shapes.iter().any(|shape| shape.from_open) {
+            found.extend(unlisted_from(&comparison, &sets, map));
+            continue;
+        }
         let mut topics: Vec<&str> = shapes.iter().map(|shape| shape.name.as_str()).collect();
         topics.sort_unstable();
         topics.dedup();
@@ -450,6 +455,42 @@ pub(super) fn event_values(
         );
     }
     found
+}
+
+/// `from` compared with a literal the profile lists for none of the
+/// fields, where `from` may hold unlisted values too (an emit without a
+/// `from` condition, DESIGN 24): `from == "n/a"` is real, so nothing is
+/// said unless the literal is close to a listed value (`from == "armd"`),
+/// and then it is a warning with "did you mean".
+fn unlisted_from(
+    comparison: &Comparison<'_>,
+    sets: &[Option<&Vec<ValuePattern>>],
+    map: &StringMap,
+) -> Option<Diagnostic> {
+    let listed: Vec<&str> = sets
+        .iter()
+        .flatten()
+        .flat_map(|set| set.iter())
+        .filter_map(ValuePattern::as_literal)
+        .collect();
+    let near = did_you_mean(comparison.literal, &listed)?;
+    Some(
+        Diagnostic::warning(
+            Code::UnlistedFrom,
+            format!(
+                "`from` is compared with `\"{}\"`, which the profile lists for none of the rule's topics",
+                comparison.literal
+            ),
+        )
+        .at(
+            map.map(comparison.literal_span.clone()),
+            format!("close to `{near}`"),
+        )
+        .with_help(format!(
+            "did you mean `{near}`? (`from` may hold a value the profile does not list, such as `n/a`, so this is not an error)"
+        ))
+        .with_fix_opt(literal_fix(map, &comparison.literal_span, Some(near))),
+    )
 }
 
 /// A redis step's `push` onto a list the profile declares, of a value

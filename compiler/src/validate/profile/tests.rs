@@ -37,6 +37,7 @@ fn topic(name: &str, from: Option<&[&str]>, to: Option<&[&str]>) -> TopicShape {
     TopicShape {
         name: name.to_string(),
         from: from.map(patterns),
+        from_open: false,
         to: to.map(patterns),
         data: BTreeMap::new(),
     }
@@ -562,4 +563,44 @@ fn a_pattern_one_edit_from_a_known_topic_is_an_error() {
         (d.code, d.severity),
         (Code::UnknownTopic, Severity::Warning)
     );
+}
+
+/// DESIGN 24: `from` is whatever the field held before, also a value the
+/// profile does not list (`n/a`): never an error when an emit has no
+/// `from` condition; a value close to a listed one is still a near miss,
+/// a warning.
+#[test]
+fn an_unlisted_from_is_possible_and_a_close_one_is_a_warning() {
+    let mut catalogue = librescoot();
+    for shape in &mut catalogue.topics {
+        shape.from_open = shape.name == "alarm.triggered";
+    }
+    let check = |text: &str| validate_against(&[file(text)], false, Some(&catalogue));
+    for when in [r#"from == "n/a""#, r#"from != "unknown""#] {
+        let text = rule(r#""alarm.triggered""#, when, "both");
+        let out = check(&text);
+        assert!(out.diagnostics.is_empty(), "{when}: {:#?}", out.diagnostics);
+    }
+    let text = rule(r#""alarm.triggered""#, r#"from == "armd""#, "both");
+    let out = check(&text);
+    let (d, at) = only(&out, &text);
+    assert_eq!(
+        (d.code, d.severity),
+        (Code::UnlistedFrom, Severity::Warning)
+    );
+    assert_eq!(at, r#""armd""#);
+    assert!(
+        d.help
+            .as_deref()
+            .is_some_and(|h| h.starts_with("did you mean `armed`?")),
+        "{:?}",
+        d.help
+    );
+    assert!(fixed(d, &text).contains(r#"from == "armed""#));
+    assert_eq!(out.rules.len(), 1, "a warning rejects nothing");
+    // A closed `from` (every emit has a `from` condition) is as before.
+    let text = rule(r#""vehicle.kickstand.down""#, r#"from == "n/a""#, "both");
+    let out = check(&text);
+    let (d, _) = only(&out, &text);
+    assert_eq!(d.code, Code::EventValue);
 }
