@@ -218,7 +218,7 @@ fn check_signature(
     );
     match signing::detach(bytes) {
         None => Err(CallError::Untrusted(format!(
-            "the answer is not signed with the control key {}: {danger} (or this ruled runs              without --control-key)",
+            "the answer is not signed with the control key {}: {danger} (or this ruled runs without --control-key)",
             key.path().display()
         ))),
         Some((body, signature)) if !key.verifies_reply(request.as_bytes(), &body, &signature) => {

@@ -191,12 +191,12 @@ pub async fn claim_once(
     match set {
         Ok(Some(_)) => Ok(()),
         Ok(None) => Err(Reply::error(format!(
-            "`{}` refused: a signed request with id {} was served already (a replay;              `{key}` records it until its deadline)",
+            "`{}` refused: a signed request with id {} was served already (a replay; `{key}` records it until its deadline)",
             clip(&request.method),
             request.id
         ))),
         Err(e) => Err(Reply::error(format!(
-            "`{}` refused: its id could not be kept in `{key}` ({}), and a signed request              is served only once it is recorded",
+            "`{}` refused: its id could not be kept in `{key}` ({}), and a signed request is served only once it is recorded",
             clip(&request.method),
             describe(&e)
         ))),
