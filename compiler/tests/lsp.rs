@@ -49,8 +49,9 @@ fn a_typo_its_fix_hover_and_completion() {
     let diagnostics = client.diagnostics(&uri, Some(1));
     assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
     let warning = &diagnostics[0];
-    assert_eq!(warning["code"], "rulec::unknown-topic");
-    assert_eq!(warning["severity"], 2, "a warning");
+    // One edit from a derived topic: an error (DESIGN 24).
+    assert_eq!(warning["code"], "rulec::near-miss-topic");
+    assert_eq!(warning["severity"], 1, "an error");
     assert_eq!(
         warning["range"]["start"],
         position(RULE, "\"vehicle.sate", 0)
@@ -246,7 +247,7 @@ fn still_serves(client: &mut Client, dir: &std::path::Path, version: i64) {
     );
     let diagnostics = client.diagnostics(&uri, Some(version));
     assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
-    assert_eq!(diagnostics[0]["code"], "rulec::unknown-topic");
+    assert_eq!(diagnostics[0]["code"], "rulec::near-miss-topic");
     client.notify(
         "textDocument/didClose",
         json!({ "textDocument": { "uri": uri } }),
@@ -436,7 +437,7 @@ fn a_document_over_the_bound_is_not_kept_or_checked() {
     );
     let back = client.diagnostics(&uri, Some(4));
     assert_eq!(back.len(), 1, "{back:#?}");
-    assert_eq!(back[0]["code"], "rulec::unknown-topic");
+    assert_eq!(back[0]["code"], "rulec::near-miss-topic");
     assert!(client.stop().success());
 }
 

@@ -106,8 +106,9 @@ fn neovim_gets_the_warning_and_applies_the_fix() {
     assert_eq!(
         lines,
         [
-            "diagnostic 3:7 rulec::unknown-topic rule `hazards-when-parked`: `on` pattern \
-             `vehicle.sate.changed` matches no known topic (no known topic matches)",
+            "diagnostic 3:7 rulec::near-miss-topic rule `hazards-when-parked`: `on` pattern \
+             `vehicle.sate.changed` matches no known topic, and is one edit from \
+             `vehicle.state.changed` (one edit from `vehicle.state.changed`)",
             "action Change to \"vehicle.state.changed\"",
             "line on = [\"vehicle.state.changed\"]",
             "diagnostics after the fix: 0",
