@@ -262,7 +262,7 @@ impl Server<'_> {
         match serde_json::from_value(params) {
             Ok(params) => Ok(Some(params)),
             Err(error) => {
-                let message = format!("rulec lsp: {method} ignored: bad params: {error}");
+                let message = format!("rulec lsp: {method} ignored: bad params: {}", clip(&error));
                 self.log(MessageType::WARNING, message)?;
                 Ok(None)
             }
@@ -533,7 +533,25 @@ impl Server<'_> {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, String> {
-    serde_json::from_value(params).map_err(|error| format!("bad params: {error}"))
+    serde_json::from_value(params).map_err(|error| format!("bad params: {}", clip(&error)))
+}
+
+/// The longest reason sent back about the client's params.
+const MAX_REASON: usize = 200;
+
+/// `error` in at most [`MAX_REASON`] bytes: serde quotes the value it did
+/// not expect, which may be as long as the message.
+fn clip(error: &serde_json::Error) -> String {
+    let mut text = error.to_string();
+    if text.len() > MAX_REASON {
+        let mut end = MAX_REASON;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("...");
+    }
+    text
 }
 
 /// The local file a `file:` URI names.
