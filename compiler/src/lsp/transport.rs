@@ -1,4 +1,5 @@
-//! Reading the client's messages (docs/editors.md#what-the-server-reads-and-its-bounds): the
+//! Reading the client's messages
+//! (docs/editors.md#what-the-server-reads-and-its-bounds): the
 //! `Content-Length` framing of LSP read with bounds, in place of
 //! `lsp-server`'s reader, which allocates whatever length a header
 //! announces and stops the server at the first message it cannot read.
