@@ -9,10 +9,14 @@
 //!   checkout (`rules/` with the example rules, the unit as shipped, and
 //!   this host's `ruled` where the cross-built one would be), with `rulec`
 //!   the host's;
-//! - a block that starts `# on the scooter` runs with every absolute path
-//!   but `/dev/...` moved into a scratch root;
-//! - `scp HOST:/DIR/` copies into the scratch root's `/DIR/`, and
-//!   `systemctl` only records what it was asked (shims on the `PATH`);
+//! - a block whose first line is a comment ending `as root` runs on the
+//!   scooter (or board): every absolute path but `/dev/...` moved into a
+//!   scratch root that has the folders every root has (`/tmp`, `/usr/bin`,
+//!   `/etc/systemd/system`, `/var/lib`), relative paths in the checkout;
+//! - `scp HOST:/DIR/` copies into the scratch root's `/DIR/`; `systemctl`,
+//!   `journalctl` and `cargo` (its build is already done: the host's
+//!   `ruled` is in place) only record what they were asked (shims on the
+//!   `PATH`);
 //! - `systemctl enable --now ruled` is then done by this test: the
 //!   installed unit's `ExecStart` with its `Environment=` lines (and its
 //!   `EnvironmentFile=` when there is one), paths in the scratch root, and
@@ -48,6 +52,14 @@ fn blocks(doc: &str) -> Vec<Vec<String>> {
         }
     }
     found
+}
+
+/// A block for the scooter (or board): its first line is a comment ending
+/// `as root`.
+fn runs_as_root(block: &[String]) -> bool {
+    block
+        .first()
+        .is_some_and(|line| line.starts_with('#') && line.trim_end().ends_with("as root"))
 }
 
 /// `line` with each absolute path (a `/` at the start of a word, or after
@@ -90,8 +102,11 @@ impl Scratch {
             dir.path().join("root"),
             dir.path().join("shims"),
         );
-        // The scooter has a /tmp, where the files are copied.
-        for made in [&host, &root.join("tmp"), &shims] {
+        // The folders every root has (the files are copied to /tmp).
+        for made in ["tmp", "usr/bin", "etc/systemd/system", "var/lib"] {
+            std::fs::create_dir_all(root.join(made)).unwrap();
+        }
+        for made in [&host, &shims] {
             std::fs::create_dir_all(made).unwrap();
         }
         // The checkout's files the commands name; the host's ruled stands
@@ -104,9 +119,14 @@ impl Scratch {
                 std::fs::copy(&path, rules.join(path.file_name().unwrap())).unwrap();
             }
         }
-        let dist = host.join("target/dist/armv7-unknown-linux-gnueabihf");
-        std::fs::create_dir_all(&dist).unwrap();
-        std::fs::copy(env!("CARGO_BIN_EXE_ruled"), dist.join("ruled")).unwrap();
+        for built in [
+            "target/dist/armv7-unknown-linux-gnueabihf",
+            "target/release",
+        ] {
+            let dir = host.join(built);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::copy(env!("CARGO_BIN_EXE_ruled"), dir.join("ruled")).unwrap();
+        }
         let units = host.join("runtime/service/dist");
         std::fs::create_dir_all(&units).unwrap();
         std::fs::copy(
@@ -125,13 +145,15 @@ impl Scratch {
                 root = root.display()
             ),
         );
-        write_script(
-            &shims.join("systemctl"),
-            &format!(
-                "#!/bin/sh\necho \"$*\" >> {}/systemctl.log\n",
-                dir.path().display()
-            ),
-        );
+        for recorded in ["systemctl", "journalctl", "cargo"] {
+            write_script(
+                &shims.join(recorded),
+                &format!(
+                    "#!/bin/sh\necho \"$0 $*\" >> {}/asked.log\n",
+                    dir.path().display()
+                ),
+            );
+        }
         Self {
             _dir: dir,
             host,
@@ -142,23 +164,21 @@ impl Scratch {
 
     /// Runs one block's lines, each with `sh -c`, stopping at a failure.
     fn run(&self, place: &str, block: &[String]) {
-        let on_scooter = block
-            .first()
-            .is_some_and(|line| line.contains("# on the scooter"));
+        let on_scooter = runs_as_root(block);
         let path = format!(
             "{}:{}",
             self.shims.display(),
             std::env::var("PATH").unwrap_or_default()
         );
         for line in block {
-            let (text, cwd) = if on_scooter {
-                (into_root(line, &self.root), &self.root)
+            let text = if on_scooter {
+                into_root(line, &self.root)
             } else {
-                (line.clone(), &self.host)
+                line.clone()
             };
             let out = Command::new("sh")
                 .args(["-c", &text])
-                .current_dir(cwd)
+                .current_dir(&self.host)
                 .env("PATH", &path)
                 .output()
                 .unwrap();
@@ -172,9 +192,9 @@ impl Scratch {
         }
     }
 
-    /// What `systemctl` was asked, one call a line.
-    fn systemctl_calls(&self) -> String {
-        std::fs::read_to_string(self._dir.path().join("systemctl.log")).unwrap_or_default()
+    /// What `systemctl`, `journalctl` and `cargo` were asked, one call a line.
+    fn asked(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("asked.log")).unwrap_or_default()
     }
 
     /// The installed unit's program and environment, in the scratch root.
@@ -222,17 +242,18 @@ fn install_by_hand(doc: &str) {
     .unwrap();
     let blocks = blocks(&text);
     assert!(
-        blocks.len() >= 2,
-        "{doc}: no marked install-by-hand blocks (one for your machine, one on the scooter)"
+        blocks.iter().any(|block| runs_as_root(block)),
+        "{doc}: no marked install-by-hand block that runs on the scooter (`# ..., as root`)"
     );
     let scratch = Scratch::new();
     for block in &blocks {
         scratch.run(doc, block);
     }
     assert!(
-        scratch.systemctl_calls().contains("enable --now ruled"),
-        "{doc}: the blocks end with `systemctl enable --now ruled`; systemctl was asked:\n{}",
-        scratch.systemctl_calls()
+        scratch.asked().contains("systemctl daemon-reload")
+            && scratch.asked().contains("systemctl enable --now ruled"),
+        "{doc}: the blocks run `systemctl enable --now ruled`; asked:\n{}",
+        scratch.asked()
     );
 
     let (program, env) = scratch.unit();
@@ -269,6 +290,11 @@ fn the_readme_install_by_hand_starts_ruled() {
 #[test]
 fn the_scooter_build_install_by_hand_starts_ruled() {
     install_by_hand("docs/scooter-build.md");
+}
+
+#[test]
+fn the_service_install_by_hand_starts_ruled() {
+    install_by_hand("docs/service.md");
 }
 
 #[test]
