@@ -87,7 +87,7 @@ fn write_script(path: &Path, body: &str) {
 /// A scratch machine: the host folder laid out as the checkout, the
 /// scooter's scratch root, and the shims.
 struct Scratch {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     host: PathBuf,
     root: PathBuf,
     shims: PathBuf,
@@ -155,7 +155,7 @@ impl Scratch {
             );
         }
         Self {
-            _dir: dir,
+            dir,
             host,
             root,
             shims,
@@ -194,7 +194,7 @@ impl Scratch {
 
     /// What `systemctl`, `journalctl` and `cargo` were asked, one call a line.
     fn asked(&self) -> String {
-        std::fs::read_to_string(self._dir.path().join("asked.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join("asked.log")).unwrap_or_default()
     }
 
     /// The installed unit's program and environment, in the scratch root.
