@@ -210,11 +210,13 @@ struct Args {
     /// The rules directory (`/data/extensions` on a Librescoot scooter):
     /// with it, the revision the control protocol reports is a digest of
     /// its rule files, and `v1.add` writes a checked rule there as a
-    /// managed file (`lsc-<rule>.toml`), which `ruled rebuild` makes live.
+    /// managed file (`lsc-<rule>.toml`, at most 64 of them, 1 MiB in all),
+    /// which `ruled rebuild` makes live. Unsigned, `v1.add` takes only
+    /// rules of `redis`, `publish` and `notify` steps.
     #[arg(long, env = "RULED_RULES_DIR", value_name = "DIR")]
     rules_dir: Option<PathBuf>,
 
-    /// The `rulec` that checks a `v1.add` (default: the one beside this
+    /// The `rulec` that builds a `v1.add` (default: the one beside this
     /// ruled, else `rulec` on the PATH).
     #[arg(long, env = "RULED_RULEC", value_name = "PATH")]
     rulec: Option<PathBuf>,

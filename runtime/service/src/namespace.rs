@@ -93,6 +93,13 @@ impl Namespace {
         self.key("overrides")
     }
 
+    /// Where a signed control request's id is kept until its deadline,
+    /// `NS:seen:<id>`, so it is served once, also across a restart
+    /// (docs/operating.md#the-control-key).
+    pub fn seen(&self, id: &str) -> String {
+        self.key(&format!("seen:{id}"))
+    }
+
     /// The last rebuild's outcome, `NS:rebuild`, written by `ruled rebuild`
     /// and read by `v1.status` (docs/operating.md#the-last-rebuild).
     pub fn rebuild(&self) -> String {
