@@ -227,13 +227,18 @@ fn ci() -> Result<()> {
     tests.env("INSTA_UPDATE", "no").env("CI", "true");
     let (status, counts) = summary::run_counted("tests", tests)?;
 
-    // compiler/tests/html_page.rs's screenshot (docs/simulation.md#the-timeline-picture).
-    let screenshot = dist::target_dir()?.join("ci-artifacts/timeline.png");
-    if screenshot.is_file() {
-        eprintln!(
-            "CI artefact: {} (the timeline page of fixtures/timelines/hazards-clock-jump.toml)",
-            screenshot.display()
-        );
+    // compiler/tests/html_page.rs's screenshots (docs/simulation.md#the-timeline-picture).
+    for (file, timeline) in [
+        ("timeline.png", "hazards-clock-jump"),
+        ("timeline-finally.png", "hazards-cancel"),
+    ] {
+        let screenshot = dist::target_dir()?.join("ci-artifacts").join(file);
+        if screenshot.is_file() {
+            eprintln!(
+                "CI artefact: {} (the timeline page of fixtures/timelines/{timeline}.toml)",
+                screenshot.display()
+            );
+        }
     }
     if !counts.seen {
         bail!("failed: tests ({status}), and the runner printed no summary to count");
