@@ -78,7 +78,8 @@ fn usage_text() -> String {
         "                    | dist [--target TRIPLE]... [--tls] | dist-smoke [--target TRIPLE]>"
     );
     line!("  ci          fmt --check, clippy -D warnings, invariants, cargo doc, dist-smoke,");
-    line!("              every test");
+    line!("              every test; the last line is their counts:");
+    line!("              `N passed, N failed, N skipped`");
     line!("  invariants  ARCHITECTURE.md's invariants: dependency trees, the engine");
     line!("              building alone, `unsafe` only where documented, no function");
     line!("              over 100 lines");
@@ -98,7 +99,8 @@ fn usage_text() -> String {
     line!("  dist   build stripped release `ruled` and `rulec` for the scooter into");
     line!("         target/dist/<triple>/, print their sizes, and pack each target's");
     line!("         installable archive (binaries, units, install.sh, docs), with the");
-    line!("         BitBake recipe beside the armv7 one (docs/scooter-build.md)");
+    line!("         BitBake recipe beside the armv7 one (docs/scooter-build.md);");
+    line!("         names a size that page states more than 3 % off what it built");
     line!("           --target T   only this target (repeatable); default: every one of");
     line!(
         "                        {}",
