@@ -213,6 +213,12 @@ fn ci() -> Result<()> {
     dist::dist_smoke(&dist::TARGETS[0])?;
 
     // The test runner goes last; its counts close the log.
+    every_test()
+}
+
+/// Every test of the workspace, then the artefacts they left, then the
+/// counts as the last line; exits 1 when a test failed.
+fn every_test() -> Result<()> {
     // Snapshots must match as committed: never write new ones in CI.
     let mut tests = cargo();
     if has_nextest() {
