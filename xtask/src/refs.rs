@@ -5,6 +5,9 @@
 //! `.rs`, `.md`, `.toml` and `.service` files (never `target/`) and reports,
 //! as `file:line: problem`:
 //!
+//! - in the docs, profiles and units (not Rust comments), a design
+//!   section cited by number (`DESIGN 14.4`: the design is not in the
+//!   repository);
 //! - any mention of `../shared` (beside the checkout, not in it), and any
 //!   path to a `.md` file that resolves outside the repository or to no
 //!   file in it: a specification kept elsewhere cannot be cited;
@@ -138,7 +141,7 @@ fn check(tree: &Tree) -> Vec<String> {
         };
         for (start, end) in regions(path, text) {
             let region = &text[start..end];
-            for (at, message) in outside_mentions(region) {
+            for (at, message) in outside_mentions(path, region) {
                 report(start + at, message);
             }
             for (at, token) in md_tokens(region) {
@@ -264,13 +267,33 @@ fn is_bare_file_name(text: &str) -> bool {
 }
 
 /// Mentions of files outside the repository that need no lookup.
-fn outside_mentions(region: &str) -> Vec<(usize, String)> {
+fn outside_mentions(path: &str, region: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
     for (at, _) in region.match_indices("../shared") {
         found.push((
             at,
             "refers to ../shared, outside the repository".to_string(),
         ));
+    }
+    // `DESIGN 14.4`: a section of the design, which lives outside. Looked
+    // for in what ships to users (docs, the profiles rulec embeds, units),
+    // not yet in Rust comments, some of which still cite it.
+    let shipped = !path.ends_with(".rs");
+    for (at, _) in region.match_indices("DESIGN ").filter(|_| shipped) {
+        let number: String = region[at + "DESIGN ".len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        let number = number.trim_end_matches('.');
+        if !number.is_empty() {
+            found.push((
+                at,
+                format!(
+                    "cites DESIGN {number}, a design section outside the repository: \
+                     point at the docs/ page that says it"
+                ),
+            ));
+        }
     }
     found
 }
@@ -617,6 +640,23 @@ mod tests {
         assert!(got
             .iter()
             .any(|p| p.starts_with("docs/a.md:4: STYLE.md: no such file")));
+    }
+
+    /// The design's sections are not in the repository: citing one by
+    /// number (a profile's comment did) points outside it.
+    #[test]
+    fn a_design_section_cited_by_number_is_outside() {
+        let toml = "# polled only while a live rule reads one (DESIGN 14.4).\n\
+                    # a DESIGNER's note, and DESIGNS in general, are no citation\n";
+        let got = problems(&[
+            ("profiles/p/ecu.toml", toml),
+            ("src/a.rs", "// DESIGN 23\n"),
+        ]);
+        assert_eq!(got.len(), 1, "{got:#?}");
+        assert!(
+            got[0].starts_with("profiles/p/ecu.toml:1: cites DESIGN 14.4"),
+            "{got:#?}"
+        );
     }
 
     #[test]

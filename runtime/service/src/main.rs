@@ -170,7 +170,8 @@ struct Args {
     #[arg(long, env = "RULED_REPLAY_WINDOW", default_value = "5m", value_parser = parse_signed_duration, allow_hyphen_values = true)]
     replay_window: i64,
 
-    /// How often changed counters are written to the hash `extensions`.
+    /// How often changed counters are written to the hash `NS` (the
+    /// `--namespace`: `extensions` by default).
     #[arg(long, env = "RULED_STATS_INTERVAL", default_value = "10s", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     stats_interval: Duration,
 
