@@ -159,7 +159,7 @@ fn topics(find: &Finder<'_, '_>, known: &Known) -> Vec<Diagnostic> {
 }
 
 /// `[[state]]` writes to a hash, or a field of it, that nothing watches
-/// (DESIGN 24): a warning with "did you mean", since the write changes
+///: a warning with "did you mean", since the write changes
 /// nothing the rules see and a test around it would check nothing.
 fn state_writes(find: &Finder<'_, '_>, known: &Known) -> Vec<Diagnostic> {
     let mut hashes: Vec<&str> = known.watched.iter().map(|p| p.hash.as_str()).collect();

@@ -402,7 +402,7 @@ fn a_bad_repeat_count_does_not_hide_a_bad_every() {
     assert_eq!(codes, ["rulec::repeat", "rulec::duration"]);
 }
 
-/// DESIGN 24: `from` of a derived topic is whatever the field held before,
+/// `from` of a derived topic is whatever the field held before,
 /// also a value that emits nothing: battery `charge` going 80 -> n/a -> 77
 /// derives `battery.charge.changed` with `from = "n/a"`, so the checker
 /// must not call `from == "n/a"` never true.

@@ -226,7 +226,7 @@ fn a_changed_finally_step_is_keyed_as_such() {
     assert_eq!(value["dropped"], serde_json::json!([]));
 }
 
-/// DESIGN 24: a changed `when` reads as its source text (as `rulec dump`
+/// a changed `when` reads as its source text (as `rulec dump`
 /// reconstructs it from the bundle), its bytecode only with `--bytecode`.
 #[test]
 fn a_changed_when_shows_its_source_text() {

@@ -49,7 +49,7 @@ fn a_typo_its_fix_hover_and_completion() {
     let diagnostics = client.diagnostics(&uri, Some(1));
     assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
     let warning = &diagnostics[0];
-    // One edit from a derived topic: an error (DESIGN 24).
+    // One edit from a derived topic: an error.
     assert_eq!(warning["code"], "rulec::near-miss-topic");
     assert_eq!(warning["severity"], 1, "an error");
     assert_eq!(

@@ -151,7 +151,7 @@ fn the_skipped_files_note_is_printed_once() {
     assert_eq!(err.matches("notes.txt is not read").count(), 1, "{err}");
 }
 
-/// DESIGN 24: a `[[state]]` write to a hash or field nothing watches (no
+/// a `[[state]]` write to a hash or field nothing watches (no
 /// rule's `state()`, no input, no profile source or poll) is a no-op, so a
 /// test could pass while checking nothing: a warning with "did you mean",
 /// and the timeline still runs.

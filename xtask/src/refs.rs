@@ -141,7 +141,7 @@ fn check(tree: &Tree) -> Vec<String> {
         };
         for (start, end) in regions(path, text) {
             let region = &text[start..end];
-            for (at, message) in outside_mentions(path, region) {
+            for (at, message) in outside_mentions(region) {
                 report(start + at, message);
             }
             for (at, token) in md_tokens(region) {
@@ -267,7 +267,7 @@ fn is_bare_file_name(text: &str) -> bool {
 }
 
 /// Mentions of files outside the repository that need no lookup.
-fn outside_mentions(path: &str, region: &str) -> Vec<(usize, String)> {
+fn outside_mentions(region: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
     for (at, _) in region.match_indices("../shared") {
         found.push((
@@ -275,11 +275,9 @@ fn outside_mentions(path: &str, region: &str) -> Vec<(usize, String)> {
             "refers to ../shared, outside the repository".to_string(),
         ));
     }
-    // `DESIGN 14.4`: a section of the design, which lives outside. Looked
-    // for in what ships to users (docs, the profiles rulec embeds, units),
-    // not yet in Rust comments, some of which still cite it.
-    let shipped = !path.ends_with(".rs");
-    for (at, _) in region.match_indices("DESIGN ").filter(|_| shipped) {
+    // `DESIGN 14.4`: a section of the design, which lives outside; in
+    // docs, the profiles rulec embeds, units and Rust comments alike.
+    for (at, _) in region.match_indices("DESIGN ") {
         let number: String = region[at + "DESIGN ".len()..]
             .chars()
             .take_while(|c| c.is_ascii_digit() || *c == '.')
@@ -652,9 +650,13 @@ mod tests {
             ("profiles/p/ecu.toml", toml),
             ("src/a.rs", "// DESIGN 23\n"),
         ]);
-        assert_eq!(got.len(), 1, "{got:#?}");
+        assert_eq!(got.len(), 2, "{got:#?}");
         assert!(
             got[0].starts_with("profiles/p/ecu.toml:1: cites DESIGN 14.4"),
+            "{got:#?}"
+        );
+        assert!(
+            got[1].starts_with("src/a.rs:1: cites DESIGN 23"),
             "{got:#?}"
         );
     }

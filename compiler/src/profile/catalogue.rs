@@ -48,7 +48,7 @@ pub struct TopicShape {
     /// `from` may also be a value outside `from`: an emit of the topic
     /// has no `from` condition, and `from` is whatever the field held
     /// before, also a value the profile does not list (battery `charge`
-    /// from `n/a` to `77`, DESIGN 24). `from` then holds the field's
+    /// from `n/a` to `77`). `from` then holds the field's
     /// listed values: the usual ones, not all.
     pub from_open: bool,
     pub to: Option<Vec<ValuePattern>>,

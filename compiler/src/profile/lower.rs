@@ -146,7 +146,7 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
                 shape.from.add(&emit.from, field_values);
                 // Without its own `from` condition an emit's `from` is
                 // whatever the field held before, also a value the
-                // profile does not list (`n/a`, DESIGN 24).
+                // profile does not list (`n/a`).
                 shape.from_open |= emit.from.is_empty();
                 shape.to.add(&emit.to, field_values);
             }

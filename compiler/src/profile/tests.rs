@@ -154,7 +154,7 @@ fn the_catalogue_narrows_values_and_types_data() {
         Some(lit(&["level-1-triggered", "level-2-triggered"]))
     );
     // The field's listed values, but `from` is whatever the field held
-    // before, also a value the profile does not list (`n/a`, DESIGN 24).
+    // before, also a value the profile does not list (`n/a`).
     assert_eq!(triggered.from.as_ref().map(Vec::len), Some(8));
     assert!(triggered.from_open);
     let unlocked = catalogue.topic("vehicle.unlocked").unwrap();

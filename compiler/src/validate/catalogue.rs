@@ -2,7 +2,7 @@
 //! declarations in any rule file, and what `rulec check` holds the rules
 //! against once a directory declares at least one topic: `on` and
 //! `cancel-on` patterns that match no declared topic (a warning, with "did
-//! you mean"; an error when one edit from a known topic, DESIGN 24), and, for a rule whose `on` patterns match only declared
+//! you mean"; an error when one edit from a known topic), and, for a rule whose `on` patterns match only declared
 //! topics, every `data.*` key its conditions read (an undeclared key or a
 //! type mismatch is an error). The catalogue is not in the bundle.
 //!

@@ -252,7 +252,7 @@ fn unknown_state_field(
 }
 
 /// A `state()` read of a hash the profile does not declare but one it
-/// declares is close to (a warning with "did you mean", DESIGN 24): the
+/// declares is close to (a warning with "did you mean"): the
 /// read would see no service's writes. A hash far from every declared one
 /// (an accessory's) gets nothing.
 fn unknown_state_hash(
@@ -282,7 +282,7 @@ fn unknown_state_hash(
 }
 
 /// A redis step's `list` the profile does not declare but one it declares
-/// is close to (a warning with "did you mean", DESIGN 24): nothing would
+/// is close to (a warning with "did you mean"): nothing would
 /// read the push. A list far from every declared one gets nothing. `span`
 /// is the `list` string in the rule file.
 pub(super) fn list_name(
@@ -459,7 +459,7 @@ pub(super) fn event_values(
 
 /// `from` compared with a literal the profile lists for none of the
 /// fields, where `from` may hold unlisted values too (an emit without a
-/// `from` condition, DESIGN 24): `from == "n/a"` is real, so nothing is
+/// `from` condition): `from == "n/a"` is real, so nothing is
 /// said unless the literal is close to a listed value (`from == "armd"`),
 /// and then it is a warning with "did you mean".
 fn unlisted_from(

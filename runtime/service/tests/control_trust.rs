@@ -249,7 +249,7 @@ fn a_replayed_or_wrongly_signed_request_is_refused() {
     ruled.wait_log(&["control request refused", "replay"]);
 }
 
-/// DESIGN 23: a signed request is served once, also across a restart:
+/// docs/operating.md#trust: a signed request is served once, also across a restart:
 /// its id is kept in Redis (`NS:seen:<id>`, expiring at its deadline)
 /// before it is acted on, so the same request pushed again after `ruled`
 /// restarted, within its deadline, is refused as a replay.

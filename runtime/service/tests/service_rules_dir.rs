@@ -404,7 +404,7 @@ fn rule_with(name: &str, table: &str, step: &str) -> String {
     )
 }
 
-/// DESIGN 23 (docs/operating.md#trust): an unsigned request gets no more
+/// docs/operating.md#trust: an unsigned request gets no more
 /// than Redis access gives. An unsigned `v1.add` of an `exec` or `can`
 /// step, also as a finally step, is refused naming the signature, and
 /// nothing is written; the same file signed is written; a rule of
@@ -502,7 +502,7 @@ fn plant_managed(rules: &Path, name: &str, bytes: usize) {
     std::fs::write(rules.join(format!("lsc-{name}.toml")), text).unwrap();
 }
 
-/// DESIGN 23: `v1.add` keeps at most 64 managed files and 1 MiB in all.
+/// docs/operating.md#trust: `v1.add` keeps at most 64 managed files and 1 MiB in all.
 /// With 64 there, a 65th is refused with the figures; replacing one of
 /// them is still taken. With 1 MiB nearly used, an add that would pass it
 /// is refused with the figures.
@@ -560,7 +560,7 @@ fn add_keeps_at_most_64_managed_files_and_1_mib() {
     assert!(!d.rules.join("lsc-ping-big.toml").exists());
 }
 
-/// DESIGN 23: every file `ruled` creates for `v1.add` is created
+/// docs/operating.md#trust: every file `ruled` creates for `v1.add` is created
 /// exclusively, without following a symlink. Two names are predictable:
 /// the temporary file beside the managed one
 /// (`.lsc-<name>.toml.<pid>.tmp`) and the scratch directory

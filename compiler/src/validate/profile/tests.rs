@@ -455,7 +455,7 @@ fn fixed(d: &Diagnostic, text: &str) -> String {
     out
 }
 
-/// DESIGN 24: `state("vehicel", "state")` reads a hash no service writes,
+/// `state("vehicel", "state")` reads a hash no service writes,
 /// one letter from the profile's `vehicle`: a warning with the fix.
 #[test]
 fn a_state_hash_close_to_a_profile_hash_gets_did_you_mean() {
@@ -487,7 +487,7 @@ fn a_state_hash_close_to_a_profile_hash_gets_did_you_mean() {
     assert_eq!(d.help.as_deref(), Some("did you mean `alarm`?"));
 }
 
-/// DESIGN 24: `list = "scooter:blinkers"` is a list no service reads.
+/// `list = "scooter:blinkers"` is a list no service reads.
 #[test]
 fn a_list_close_to_a_profile_list_gets_did_you_mean() {
     let text =
@@ -507,7 +507,7 @@ fn a_list_close_to_a_profile_list_gets_did_you_mean() {
     assert_eq!(d.code, Code::UnknownList);
 }
 
-/// DESIGN 24: an `on` or `cancel-on` pattern one edit from a known topic
+/// an `on` or `cancel-on` pattern one edit from a known topic
 /// is an error; declaring the topic silences it.
 #[test]
 fn a_pattern_one_edit_from_a_known_topic_is_an_error() {
@@ -565,7 +565,7 @@ fn a_pattern_one_edit_from_a_known_topic_is_an_error() {
     );
 }
 
-/// DESIGN 24: `from` is whatever the field held before, also a value the
+/// `from` is whatever the field held before, also a value the
 /// profile does not list (`n/a`): never an error when an emit has no
 /// `from` condition; a value close to a listed one is still a near miss,
 /// a warning.

@@ -203,14 +203,14 @@ pub async fn claim_once(
     }
 }
 
-/// What an unsigned request may change (DESIGN 23): nothing its sender
+/// What an unsigned request may change (docs/operating.md#trust): nothing its sender
 /// could not already do with plain Redis access. Any client of the
 /// datastore can `LPUSH` a list and `PUBLISH` on a channel itself, so a
 /// step that does only that (`redis`, `publish`, `notify`) gains it
 /// nothing; running a program as `ruled`'s user (`exec`) or writing a raw
 /// CAN frame (`can`) it cannot do, so those need a signed request. `Err`
 /// is the action's kind. The one place this is decided: once guards
-/// (DESIGN 20) exist, a list or channel a guard covers is refused here
+/// exist, a list or channel a guard covers is refused here
 /// too. Every kind is named, so a new action kind needs a decision.
 pub fn unsigned_may_perform(action: &Action) -> Result<(), &'static str> {
     match action {
