@@ -91,6 +91,15 @@ pub enum Subscription {
     Pattern(String),
 }
 
+/// A topic's family: its first segment (`alarm` of `alarm.triggered`),
+/// `None` for a topic of one segment. A profile that derives one topic of
+/// a family owns the whole family (docs/sources.md#owned-topics): the
+/// engine refuses the family's topics from the bus, and `rulec` warns
+/// about a declared topic in it.
+pub fn family(topic: &str) -> Option<&str> {
+    topic.split_once('.').map(|(first, _)| first)
+}
+
 /// Escapes the characters Redis glob patterns treat specially.
 pub fn escape_redis_glob(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

@@ -81,6 +81,8 @@ codes! {
     UnknownTopic => "rulec::unknown-topic",
     /// An `on` or `cancel-on` pattern that matches no known topic but is one edit from one (declare the topic to mean it).
     NearMissTopic => "rulec::near-miss-topic",
+    /// A declared topic of a family the profile derives, which `ruled --bus own` never takes from the bus.
+    OwnedFamily => "rulec::owned-family",
     /// A `data.*` key that none of the rule's declared topics has.
     UnknownDataKey => "rulec::unknown-data-key",
     /// A `data.*` key used against its declared type (`data.charge > "25"`).

@@ -24,7 +24,7 @@ use crate::when::{BinOp, Expr, ExprKind, Ty};
 use rulecore::bundle::InputSource;
 use rulecore::suggest::{did_you_mean, edit_distance};
 use rulecore::TopicPattern;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use toml::de::DeValue;
 
@@ -238,6 +238,7 @@ pub(super) fn check_rules<'o>(
         return;
     }
     let mut topics = unique(topics, &mut out.diagnostics);
+    owned_families(&topics, &derived, &mut out.diagnostics);
     // An explicit declaration of an input topic wins over the generated
     // one, and of a derived topic over the profile's.
     for topic in implicit.iter().chain(&derived) {
@@ -504,6 +505,43 @@ fn profile_topics(catalogue: &Catalogue) -> Vec<Topic> {
             shape: Some(shape.clone()),
         })
         .collect()
+}
+
+/// Warns on each declared topic of a family the profile derives that the
+/// profile does not derive itself (`vehicle.custom`): `ruled --bus own`
+/// takes no topic of an owned family from the bus
+/// (docs/sources.md#owned-topics), so a rule on it would never run.
+fn owned_families(declared: &[&Topic], derived: &[Topic], diagnostics: &mut Vec<Diagnostic>) {
+    let families: BTreeSet<&str> = derived
+        .iter()
+        .filter_map(|topic| rulecore::topic::family(&topic.name))
+        .collect();
+    for topic in declared {
+        let Some(family) = rulecore::topic::family(&topic.name) else {
+            continue;
+        };
+        if !families.contains(family) || derived.iter().any(|d| d.name == topic.name) {
+            continue;
+        }
+        let rest = &topic.name[family.len()..];
+        diagnostics.push(
+            Diagnostic::warning(
+                Code::OwnedFamily,
+                format!(
+                    "the topic `{}` is of the family `{family}.*`, which the profile derives",
+                    topic.name
+                ),
+            )
+            .in_file(&topic.file)
+            .at(topic.span.clone(), "in an owned family")
+            .with_help(format!(
+                "with `ruled --bus own` every `{family}.*` topic comes only from ruled's own \
+                 derivation, so a rule on `{}` never runs; name it outside the family \
+                 (e.g. `accessory{rest}`)",
+                topic.name
+            )),
+        );
+    }
 }
 
 /// The declarations, the first of each name: a second one is an error.

@@ -270,7 +270,7 @@ impl Derive {
                 .is_ok()
         };
         let family = || {
-            topic.split_once('.').is_some_and(|(first, _)| {
+            rulecore::topic::family(topic).is_some_and(|first| {
                 self.families
                     .binary_search_by(|owned| (**owned).cmp(first))
                     .is_ok()
@@ -588,8 +588,8 @@ fn value_to_data(value: Value<'_>) -> Option<DataValue> {
 fn families(owned: &[Box<str>]) -> Vec<Box<str>> {
     let mut families: Vec<Box<str>> = owned
         .iter()
-        .filter_map(|topic| topic.split_once('.'))
-        .map(|(first, _)| first.into())
+        .filter_map(|topic| rulecore::topic::family(topic))
+        .map(Box::from)
         .collect();
     families.sort_unstable();
     families.dedup();

@@ -548,13 +548,28 @@ fn a_pattern_one_edit_from_a_known_topic_is_an_error() {
         );
         assert!(out.rules.is_empty(), "{on}: the rule is rejected");
     }
-    // Declared, it is meant: silent.
+    // Declared, it is meant: silent, outside the profile's families.
+    let text = format!(
+        "[[topic]]\nname = \"alrm.triggered\"\n\n{}",
+        rule(r#""alrm.triggered""#, "true", "both")
+    );
+    let out = check(&text);
+    assert!(out.diagnostics.is_empty(), "{:#?}", out.diagnostics);
+    // Declared inside an owned family, it is no near miss any more, but
+    // `ruled --bus own` would never deliver it: that is said instead.
     let text = format!(
         "[[topic]]\nname = \"alarm.trigered\"\n\n{}",
         rule(r#""alarm.trigered""#, "true", "both")
     );
     let out = check(&text);
-    assert!(out.diagnostics.is_empty(), "{:#?}", out.diagnostics);
+    let (d, span) = only(&out, &text);
+    assert_eq!((d.code, d.severity), (Code::OwnedFamily, Severity::Warning));
+    assert!(span.starts_with("[[topic]]"), "{span}");
+    let help = d.help.as_deref().unwrap_or_default();
+    assert!(
+        help.contains("never runs") && help.contains("`accessory.trigered`"),
+        "{help}"
+    );
     // Two edits away: still the warning of an unknown topic.
     let text = rule(r#""alarm.trigerd""#, "true", "both");
     let out = check(&text);
