@@ -486,3 +486,261 @@ fn set_enabled(out: &mut String, reply: &Value) -> std::fmt::Result {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! Each method's text from a reply as the server writes it: the
+    //! layout `ruled ctl` printed before the replies were typed, kept to
+    //! the byte (an instant's "in 3.2s" part aside, which moves with the
+    //! clock).
+    use super::text;
+    use serde_json::json;
+
+    /// `text` with each instant's relative part cut: `5 (…)`.
+    fn steady(method: &str, reply: &serde_json::Value) -> String {
+        let mut out = String::new();
+        for line in text(method, reply).lines() {
+            let mut kept = String::new();
+            let mut rest = line;
+            while let Some(at) = rest.find(" (in ").or_else(|| rest.find("s ago)")) {
+                let open = rest[..at + 1].rfind(" (").unwrap_or(at);
+                let close = rest[open..].find(')').map_or(rest.len(), |c| open + c + 1);
+                kept.push_str(&rest[..open]);
+                kept.push_str(" (…)");
+                rest = &rest[close..];
+            }
+            kept.push_str(rest);
+            out.push_str(&kept);
+            out.push('\n');
+        }
+        out
+    }
+
+    fn status_reply() -> serde_json::Value {
+        json!({
+            "version": "0.1.0", "api_version": 1, "revision": "abc", "applied_revision": "abc",
+            "pending_restart": false, "queue_depth": 0, "queue_capacity": 256, "workers": 2,
+            "busy_workers": 1, "counters": {"fired": "3", "overflow": "0"},
+            "bundle": "b1", "compiler": "0.1.0", "namespace": "extensions", "pid": 42,
+            "uptime-ms": 12_345, "worker-pool": {"busy": 1, "total": 2},
+            "queue": {"depth": 0, "capacity": 256}, "rules": {"total": 1},
+            "counter-values": {"fired": 3, "overflow": 0},
+            "profile": {"name": "librescoot", "digest": "d"},
+            "bus": {"mode": "own", "sources": "used", "watched-hashes": 2, "polls": 0, "owned-topics": 3},
+            "last-rebuild": {"at-ms": 0, "ok": true, "first-error": null, "errors": 0,
+                             "warnings": 1, "bundle": "b1", "rules": 1},
+        })
+    }
+
+    #[test]
+    fn status_text() {
+        assert_eq!(
+            steady("v1.status", &status_reply()),
+            "ruled 0.1.0  pid 42\nbundle     b1\nrevision   abc\n\
+             rebuild    last rebuild ok at 1970-01-01T00:00:00.000Z: bundle b1, 1 rules\n\
+             namespace  extensions\nuptime     12s\nworkers    1 busy of 2\nqueue      0 of 256\n\
+             rules      1 in the bundle\nprofile    librescoot d\n\
+             bus        own, sources used: 2 hashes watched, 0 polls, 3 owned topics\n\
+             \x20 fired        3\n  overflow     0\n"
+        );
+        let mut failed = status_reply();
+        failed["last-rebuild"] = json!({"at-ms": 0, "ok": false, "first-error": "E0001 bad\nline",
+            "errors": 1, "warnings": 0, "bundle": null, "rules": null});
+        failed["profile"] = json!(null);
+        let text = steady("v1.status", &failed);
+        assert!(
+            text.contains(
+                "rebuild    last rebuild failed at 1970-01-01T00:00:00.000Z: E0001 bad\\nline\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("profile    none\n"), "{text}");
+        let mut unread = status_reply();
+        unread["last-rebuild"] = json!({"unreadable": "timed out"});
+        assert!(steady("v1.status", &unread).contains("rebuild    not read: timed out\n"));
+        unread["last-rebuild"] = json!(null);
+        assert!(steady("v1.status", &unread).contains("rebuild    none recorded\n"));
+    }
+
+    fn rule_line(
+        name: &str,
+        over: serde_json::Value,
+        hold: serde_json::Value,
+    ) -> serde_json::Value {
+        json!({
+            "name": name, "source": "a.toml", "enabled": over != json!("disabled"), "protected": false,
+            "loaded": true, "last_fire": 0, "errors": 0, "active_runs": 1, "diagnostics": [],
+            "bundle-enabled": true, "override": over, "live-runs": 1, "waiting-steps": 1,
+            "last-fire": null, "runs": 4, "hold": hold,
+        })
+    }
+
+    #[test]
+    fn list_text() {
+        let reply = json!({
+            "rules": [rule_line("hazards", json!(null), json!(null)),
+                      rule_line("quiet\u{1b}", json!("disabled"), json!({"state": "fired"}))],
+            "total": 3, "revision": "abc", "applied_revision": "abc", "pending_restart": false,
+            "diagnostics": ["override `ghost` = enabled names no rule of the loaded bundle (kept)"],
+            "offset": 0, "limit": 100, "overrides-without-rule-count": 1,
+            "overrides-without-rule": [{"name": "ghost", "override": "enabled"}],
+        });
+        assert_eq!(
+            steady("v1.list", &reply),
+            "RULE                         ON   BUNDLE OVERRIDE  LIVE WAIT   RUNS ERRORS  LAST FIRE (unix ms)\n\
+             hazards                      on   on     none         1    1      4      0  -\n\
+             quiet\\u{1b}                  off  on     disabled     1    1      4      0  -\n\
+             2 of 3 rules shown from 0\n\
+             override `ghost` = enabled names no rule of this bundle (kept)\n"
+        );
+    }
+
+    #[test]
+    fn show_text() {
+        let line = rule_line(
+            "hazards",
+            json!(null),
+            json!({"state": "running", "due": 5, "left-ms": 3200}),
+        );
+        let reply = json!({
+            "rule": line, "definition": "[rule]\n", "revision": "abc", "pending_restart": false,
+            "dump": {"name": "hazards"}, "text": "rule hazards\n", "state": line,
+            "run": {"id": "r1", "step": 1, "pass": 0, "finally": true, "state": "waiting", "due": 5, "durable": true},
+            "backlog": 0, "debounce-held": false,
+        });
+        assert_eq!(
+            steady("v1.show", &reply),
+            "rule hazards\nnow on (override: -)\n\
+             live run r1  finally step 1  pass 0  waiting  due 5 (…)\n\
+             hold running: fires at 5 (…), 3.2s left, unless `when` turns false first\n\
+             runs 4  errors 0  last fire -\n"
+        );
+        let mut idle = reply.clone();
+        idle["run"] = json!(null);
+        idle["state"]["hold"] = json!({"state": "fired"});
+        assert_eq!(
+            steady("v1.show", &idle),
+            "rule hazards\nnow on (override: -)\nno live run\n\
+             hold fired: a new one starts once `when` was false\nruns 4  errors 0  last fire -\n"
+        );
+    }
+
+    fn test_reply(verdict: serde_json::Value, note: &str) -> serde_json::Value {
+        json!({
+            "name": "hazards", "enabled": true, "matched": true, "note": note,
+            "repeat_count": 0, "repeat_every": "0s", "cooldown": "0s", "debounce": "0s",
+            "rule": "hazards", "cancels": true, "when": {"error": "no such field"},
+            "steps": [
+                {"index": 0, "kind": "redis", "description": "push", "durable": false, "after": "0s",
+                 "after-ms": 0, "when": null, "condition": true},
+                {"index": 1, "kind": "redis", "description": "finally: push", "durable": true,
+                 "after": "1m0s", "after-ms": 60000, "when": false, "finally": true,
+                 "finally-index": 0, "condition": false},
+            ],
+            "verdict": verdict, "error": "when: no such field",
+        })
+    }
+
+    #[test]
+    fn test_text() {
+        let holding = test_reply(
+            json!({"kind": "holding", "for-ms": 10, "left-ms": 4}),
+            "a hold is running",
+        );
+        assert_eq!(
+            steady("v1.test", &holding),
+            "rule hazards (dry run: nothing ran, nothing was written)\n  enabled  true\n  matched  true\n\
+             \x20 cancels  its live run and backlog first (cancel-on)\n  when     error: no such field\n\
+             \x20 step 0   when (none)\n  step f0   when false\n  now      a hold is running\n"
+        );
+        for (verdict, would) in [
+            (json!({"kind": "restart", "run": "r1"}), "restart run r1"),
+            (json!({"kind": "start"}), "start "),
+            (json!({"kind": "hold", "for-ms": 10}), "hold for-ms 10"),
+            (json!({"kind": "queue", "position": 2}), "queue position 2"),
+            (
+                json!({"kind": "cooldown", "left-ms": 7}),
+                "cooldown left-ms 7",
+            ),
+        ] {
+            let text = steady("v1.test", &test_reply(verdict, "n"));
+            assert!(text.ends_with(&format!("  would    {would}\n")), "{text}");
+        }
+    }
+
+    #[test]
+    fn pending_text() {
+        let reply = json!({
+            "total": 2, "offset": 0, "limit": 100,
+            "steps": [{"run": "r1", "rule": "hazards", "step": 1, "pass": 0, "due": 5, "durable": true},
+                      {"run": "r2", "rule": "other", "step": 0, "pass": 2, "due": 6, "durable": false, "finally": true}],
+            "holds": [{"rule": "held", "due": 7, "left-ms": 1500}], "holds-total": 1,
+        });
+        assert_eq!(
+            steady("v1.pending", &reply),
+            "RUN                                      RULE                     STEP PASS DUE (unix ms)                  DURABLE\n\
+             r1                                       hazards                     1    0 5 (…)          true\n\
+             r2                                       other                      f0    2 6 (…)          false\n\
+             2 waiting\n\
+             hold of held running: fires at 7 (…), 1.5s left, unless `when` turns false first\n"
+        );
+    }
+
+    #[test]
+    fn set_enabled_text() {
+        let set = json!({"name": "hazards", "revision": "abc", "pending_restart": false,
+            "message": "m", "enabled": false, "changed": false, "live-run": "r1"});
+        assert_eq!(
+            steady("v1.set-enabled", &set),
+            "rule hazards is off (already); kept across restarts\nits live run r1 finishes\n"
+        );
+        let removed = json!({"name": "hazards", "revision": "abc", "pending_restart": false,
+            "message": "had no override; on as its bundle says", "enabled": true, "changed": false,
+            "override": null, "removed": null, "live-run": null});
+        assert_eq!(
+            steady("v1.set-enabled", &removed),
+            "rule hazards: had no override; on as its bundle says\n"
+        );
+    }
+
+    #[test]
+    fn reload_and_add_text() {
+        let reload = json!({"bundle": "b2", "previous": "b1", "unchanged": false,
+            "added": ["new"], "removed": [], "changed": ["a", "b"], "runs-kept": 1, "runs-ended": 0,
+            "channels": 3, "patterns": 1,
+            "overrides": [
+                {"name": "a", "override": "disabled", "bundle-enabled": true, "contradicts": true},
+                {"name": "b", "override": "enabled", "bundle-enabled": true, "contradicts": false},
+                {"name": "c", "override": "enabled", "bundle-enabled": null, "contradicts": false}]});
+        assert_eq!(
+            steady("v1.reload", &reload),
+            "bundle b2 loaded (was b1)\nrules added: new\nrules changed: a, b\n\
+             runs kept 1, ended 0; subscribed 3 channels, 1 patterns\n\
+             override a = disabled in force, against the bundle's enabled = true; \
+             `ruled ctl set-enabled a default` removes it\n\
+             override b = enabled in force\n\
+             override c = enabled kept; the bundle has no such rule\n"
+        );
+        let mut same = reload.clone();
+        same["unchanged"] = json!(true);
+        assert_eq!(
+            steady("v1.reload", &same),
+            "bundle b2 is loaded already: nothing changed\n"
+        );
+        let add = json!({"name": "ping", "revision": "r", "pending_restart": false,
+            "message": "written to /x; the rebuild of the rules directory makes it live", "file": "/x"});
+        assert_eq!(
+            steady("v1.add", &add),
+            "added ping: written to /x; the rebuild of the rules directory makes it live\nrevision r\n"
+        );
+    }
+
+    #[test]
+    fn trace_text_says_when_a_page_is_short_of_the_whole() {
+        let empty = json!({"traces": [], "paged": "rules", "total": 0, "offset": 0, "limit": 100});
+        assert_eq!(
+            steady("v1.trace", &empty),
+            "no trace: nothing matched since the start (or traces are off)\n"
+        );
+    }
+}
