@@ -527,7 +527,7 @@ fn a_rule_off_at_start_turned_on_is_subscribed_at_once() {
 
 /// `raw` read through the protocol's reply type `T` and written again:
 /// the type describes every field of the wire JSON, with its wire name
-/// (docs/decisions.md#the-control-protocol-s-types-keep-the-wire).
+/// (docs/decisions.md, "The control protocol's types keep the wire").
 fn reads_back<T: serde::Serialize + serde::de::DeserializeOwned>(raw: &Value) -> T {
     let typed: T = serde_json::from_value(raw.clone())
         .unwrap_or_else(|e| panic!("not a {}: {e}\n{raw:#}", std::any::type_name::<T>()));
