@@ -7,7 +7,9 @@
 
 use crate::connection::describe;
 use crate::control::client::{self, CallError, Target};
+use crate::control::protocol::{RebuildRecord, ReloadReply};
 use crate::rules_dir::{self, RulecOutput, RulesDir};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -57,15 +59,18 @@ pub async fn run(rebuild: &Rebuild, target: &Target) -> Outcome {
     let mut outcome = build(rebuild).await;
     if outcome.ok {
         match client::call(target, "v1.reload", json!({})).await {
-            Ok(reply) => eprintln!(
-                "ruled reloaded: bundle {}{}",
-                reply["bundle"].as_str().unwrap_or("?"),
-                if reply["unchanged"] == json!(true) {
-                    " (unchanged)"
-                } else {
-                    ""
-                }
-            ),
+            Ok(reply) => {
+                let reply = ReloadReply::deserialize(&reply).ok();
+                eprintln!(
+                    "ruled reloaded: bundle {}{}",
+                    reply.as_ref().map_or("?", |reply| reply.bundle.as_str()),
+                    if reply.as_ref().is_some_and(|reply| reply.unchanged) {
+                        " (unchanged)"
+                    } else {
+                        ""
+                    }
+                );
+            }
             // Not running: it loads the new bundle when it starts.
             Err(CallError::NoAnswer(why)) => {
                 eprintln!("ruled did not answer ({why}); it loads the new bundle when it starts");
@@ -214,12 +219,12 @@ end
 return out
 ";
 
-/// The last rebuild, as `v1.status` reports it (`null`: none recorded),
+/// The last rebuild, as `v1.status` reports it (`None`: none recorded),
 /// read bounded from `key`.
 pub async fn read_last(
     con: &mut redis::aio::MultiplexedConnection,
     key: &str,
-) -> Result<Value, String> {
+) -> Result<Option<RebuildRecord>, String> {
     let values: Vec<Option<String>> = redis::cmd("EVAL")
         .arg(READ_SCRIPT)
         .arg(1)
@@ -234,17 +239,17 @@ pub async fn read_last(
         values.get(at).cloned().flatten()
     };
     let Some(at_ms) = field("at-ms").and_then(|at| at.parse::<i64>().ok()) else {
-        return Ok(Value::Null);
+        return Ok(None);
     };
     let number = |name: &str| field(name).and_then(|n| n.parse::<u64>().ok());
-    Ok(json!({
-        "at-ms": at_ms,
-        "ok": field("ok").as_deref() == Some("true"),
-        "first-error": field("first-error"),
-        "errors": number("errors"),
-        "warnings": number("warnings"),
-        "bundle": field("bundle"),
-        "rules": number("rules"),
+    Ok(Some(RebuildRecord {
+        at_ms,
+        ok: field("ok").as_deref() == Some("true"),
+        first_error: field("first-error"),
+        errors: number("errors"),
+        warnings: number("warnings"),
+        bundle: field("bundle"),
+        rules: number("rules"),
     }))
 }
 

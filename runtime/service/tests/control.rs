@@ -5,6 +5,10 @@
 
 mod support;
 
+use ruled::control::protocol::{
+    ListReply, PendingReply, ReloadReply, RunState, SetEnabledReply, ShowReply, StatusReply,
+    TestReply, TraceReply, Verdict,
+};
 use serde_json::{json, Value};
 use std::time::Duration;
 use support::bundles::{hazards, payload, redis_step, rule, single};
@@ -51,48 +55,47 @@ fn every_method_answers_through_ruled_ctl() {
         redis.list("scooter:blinker") == ["both"]
     });
 
-    let status = json_ctl(&redis, &["status"]);
-    assert_eq!(status["namespace"], "extensions");
-    assert_eq!(status["workers"], 2);
-    assert_eq!(status["worker-pool"]["total"], 2);
-    assert_eq!(status["queue"]["capacity"], 256);
-    assert_eq!(status["rules"]["total"], 1);
-    assert!(status["bundle"].as_str().is_some_and(|id| !id.is_empty()));
+    let status: StatusReply = reads_back(&json_ctl(&redis, &["status"]));
+    assert_eq!(status.namespace, "extensions");
+    assert_eq!(status.workers, 2);
+    assert_eq!(status.worker_pool.total, 2);
+    assert_eq!(status.queue.capacity, 256);
+    assert_eq!(status.rules.total, 1);
+    assert!(!status.bundle.is_empty());
     let text = ctl(&redis, &["status"]);
     assert_eq!(text.code, 0, "{}", text.stderr);
     assert!(text.stdout.contains("uptime"), "{}", text.stdout);
 
-    let listed = json_ctl(&redis, &["list"]);
-    assert_eq!(listed["total"], 1);
-    let line = &listed["rules"][0];
-    assert_eq!(line["name"], "hazards-on-alarm");
-    assert_eq!(line["enabled"], true);
-    assert_eq!(line["override"], Value::Null);
-    assert_eq!(line["live-runs"], 1);
-    assert_eq!(line["waiting-steps"], 1);
-    assert!(line["last-fire"].is_i64());
-    let paged = json_ctl(&redis, &["list", "--offset", "1"]);
-    assert_eq!(paged["rules"], json!([]));
+    let listed: ListReply = reads_back(&json_ctl(&redis, &["list"]));
+    assert_eq!(listed.total, 1);
+    let line = &listed.rules[0];
+    assert_eq!(line.name, "hazards-on-alarm");
+    assert!(line.enabled);
+    assert_eq!(line.override_state, None);
+    assert_eq!(line.live_runs, 1);
+    assert_eq!(line.waiting_steps, 1);
+    assert!(line.last_fire_ms.is_some());
+    let paged: ListReply = reads_back(&json_ctl(&redis, &["list", "--offset", "1"]));
+    assert!(paged.rules.is_empty());
 
-    let shown = json_ctl(&redis, &["show", "hazards-on-alarm"]);
-    assert_eq!(shown["dump"]["steps"][1]["after_ns"], 60_000_000_000u64);
+    let shown: ShowReply = reads_back(&json_ctl(&redis, &["show", "hazards-on-alarm"]));
+    // `dump` is `rulec dump --format json`'s own format.
+    assert_eq!(shown.dump["steps"][1]["after_ns"], 60_000_000_000u64);
     assert!(
-        shown["text"]
-            .as_str()
-            .unwrap()
-            .contains("rule \"hazards-on-alarm\" (test.toml)"),
-        "{shown}"
+        shown.text.contains("rule \"hazards-on-alarm\" (test.toml)"),
+        "{shown:?}"
     );
-    assert_eq!(shown["run"]["state"], "waiting");
-    assert_eq!(shown["run"]["step"], 1);
-    assert_eq!(shown["run"]["durable"], true);
+    let live = shown.run.unwrap();
+    assert_eq!(live.state, RunState::Waiting);
+    assert_eq!(live.step, 1);
+    assert_eq!(live.durable, Some(true));
 
-    let pending = json_ctl(&redis, &["pending"]);
-    assert_eq!(pending["total"], 1);
-    let waiting = &pending["steps"][0];
-    assert_eq!(waiting["rule"], "hazards-on-alarm");
-    let run = waiting["run"].as_str().unwrap().to_string();
-    let due = waiting["due"].as_i64().unwrap();
+    let pending: PendingReply = reads_back(&json_ctl(&redis, &["pending"]));
+    assert_eq!(pending.total, 1);
+    let waiting = &pending.steps[0];
+    assert_eq!(waiting.rule, "hazards-on-alarm");
+    let run = waiting.run.clone();
+    let due = waiting.due;
     assert!(due > server_ms(&redis) + 50_000, "due {due}");
 
     let tested = json_ctl(
@@ -157,9 +160,12 @@ fn overrides_are_applied_live_kept_and_read_at_start() {
         redis.list("scooter:blinker") == ["both"]
     });
     // Off while its run waits: the run finishes, new triggers do not start one.
-    let off = json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "off"]);
-    assert_eq!(off["changed"], true);
-    assert!(off["live-run"].is_string(), "{off}");
+    let off: SetEnabledReply = reads_back(&json_ctl(
+        &redis,
+        &["set-enabled", "hazards-on-alarm", "off"],
+    ));
+    assert!(off.changed);
+    assert!(off.live_run.is_some(), "{off:?}");
     let stored: Option<String> = redis.query(&["HGET", "extensions:overrides", "hazards-on-alarm"]);
     assert_eq!(stored.as_deref(), Some("disabled"));
     wait_for("the live run's last step", || {
@@ -176,21 +182,26 @@ fn overrides_are_applied_live_kept_and_read_at_start() {
     assert!(ruled.stop());
     let _ruled = Ruled::ready(&redis, &bundle, &[]);
     let listed = json_ctl(&redis, &["list"]);
-    assert_eq!(listed["rules"][0]["enabled"], false);
-    assert_eq!(listed["rules"][0]["bundle-enabled"], true);
+    // Raw, the wire's names: `override` in both places.
     assert_eq!(listed["rules"][0]["override"], "disabled");
     assert_eq!(
         listed["overrides-without-rule"],
         json!([{"name": "ghost", "override": "enabled"}])
     );
+    let listed: ListReply = reads_back(&listed);
+    assert!(!listed.rules[0].enabled);
+    assert!(listed.rules[0].bundle_enabled);
     publish(&redis, "alarm.triggered");
     wait_for("the witness saw the third trigger", || {
         redis.list("witness").len() == 3
     });
     assert_eq!(redis.list("scooter:blinker"), ["both", "off"]);
 
-    let on = json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "on"]);
-    assert_eq!(on["changed"], true);
+    let on: SetEnabledReply = reads_back(&json_ctl(
+        &redis,
+        &["set-enabled", "hazards-on-alarm", "on"],
+    ));
+    assert!(on.changed);
     publish(&redis, "alarm.triggered");
     wait_for("on again", || redis.list("scooter:blinker").len() == 3);
     let unknown = ctl(&redis, &["set-enabled", "nope", "on"]);
@@ -495,8 +506,11 @@ fn a_rule_off_at_start_turned_on_is_subscribed_at_once() {
         "{channels:?}"
     );
     assert_eq!(patterns, 0);
-    let on = json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "on"]);
-    assert_eq!(on["changed"], true);
+    let on: SetEnabledReply = reads_back(&json_ctl(
+        &redis,
+        &["set-enabled", "hazards-on-alarm", "on"],
+    ));
+    assert!(on.changed);
     let ev_channels = || -> Vec<String> { redis.query(&["PUBSUB", "CHANNELS", "ev:*"]) };
     // Nothing was subscribed at start: the subscription opens now.
     wait_for("the rule's topics subscribed", || {
@@ -509,4 +523,71 @@ fn a_rule_off_at_start_turned_on_is_subscribed_at_once() {
     // Off again: released.
     json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "off"]);
     wait_for("the topics released", || ev_channels().is_empty());
+}
+
+/// `raw` read through the protocol's reply type `T` and written again:
+/// the type describes every field of the wire JSON, with its wire name
+/// (docs/decisions.md, "The control protocol's types keep the wire").
+fn reads_back<T: serde::Serialize + serde::de::DeserializeOwned>(raw: &Value) -> T {
+    let typed: T = serde_json::from_value(raw.clone())
+        .unwrap_or_else(|e| panic!("not a {}: {e}\n{raw:#}", std::any::type_name::<T>()));
+    let again = serde_json::to_value(&typed).unwrap();
+    assert_eq!(
+        &again,
+        raw,
+        "{} loses or renames a field",
+        std::any::type_name::<T>()
+    );
+    typed
+}
+
+#[test]
+fn every_reply_reads_back_through_its_protocol_type() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(60_000)));
+    let _ruled = Ruled::ready(&redis, &bundle, &[]);
+    publish(&redis, "alarm.triggered");
+    wait_for("the first step", || {
+        redis.list("scooter:blinker") == ["both"]
+    });
+    let _: i64 = redis.query(&["HSET", "extensions:overrides", "ghost", "enabled"]);
+
+    let status: StatusReply = reads_back(&json_ctl(&redis, &["status"]));
+    assert_eq!(status.namespace, "extensions");
+    assert_eq!(status.worker_pool.total, status.workers);
+    let listed: ListReply = reads_back(&json_ctl(&redis, &["list"]));
+    assert_eq!(listed.rules[0].name, "hazards-on-alarm");
+    assert_eq!(listed.rules[0].live_runs, 1);
+    let shown: ShowReply = reads_back(&json_ctl(&redis, &["show", "hazards-on-alarm"]));
+    assert!(shown.run.is_some_and(|run| run.durable == Some(true)));
+    let pending: PendingReply = reads_back(&json_ctl(&redis, &["pending"]));
+    assert_eq!(pending.total, 1);
+    let tested: TestReply = reads_back(&json_ctl(
+        &redis,
+        &["test", "hazards-on-alarm", r#"{"topic":"alarm.triggered"}"#],
+    ));
+    assert!(matches!(tested.verdict, Verdict::Restart { .. }));
+    let other: TestReply = reads_back(&json_ctl(
+        &redis,
+        &["test", "hazards-on-alarm", "{\"topic\":\"x\"}"],
+    ));
+    assert!(matches!(other.verdict, Verdict::NotMatched));
+    let traced: TraceReply = reads_back(&json_ctl(&redis, &["trace"]));
+    assert_eq!(traced.total, traced.traces.len());
+    let off: SetEnabledReply = reads_back(&json_ctl(
+        &redis,
+        &["set-enabled", "hazards-on-alarm", "off"],
+    ));
+    assert_eq!(off.enabled, Some(false));
+    assert!(off.removed.is_none());
+    let removed: SetEnabledReply = reads_back(&json_ctl(
+        &redis,
+        &["set-enabled", "hazards-on-alarm", "default"],
+    ));
+    assert_eq!(removed.removed, Some(Some("disabled".to_string())));
+    let reloaded: ReloadReply = reads_back(&json_ctl(&redis, &["reload"]));
+    assert!(reloaded.unchanged);
 }

@@ -6,6 +6,10 @@
 
 mod support;
 
+use ruled::control::protocol::{
+    Hold, ListReply, PendingReply, ReloadReply, SetEnabledReply, ShowReply, StatusReply, TestReply,
+    Verdict,
+};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
@@ -26,6 +30,18 @@ fn json_ctl(redis: &RedisServer, args: &[&str]) -> Value {
     all.extend_from_slice(&["--format", "json"]);
     let text = text_ctl(redis, &all);
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// `ruled ctl ARGS --format json` read through the method's reply type
+/// (`ruled::control::protocol`), which must give back every field as it came.
+fn typed_ctl<T: serde::Serialize + serde::de::DeserializeOwned>(
+    redis: &RedisServer,
+    args: &[&str],
+) -> T {
+    let raw = json_ctl(redis, args);
+    let typed: T = serde_json::from_value(raw.clone()).unwrap_or_else(|e| panic!("{e}: {raw}"));
+    assert_eq!(serde_json::to_value(&typed).unwrap(), raw);
+    typed
 }
 
 fn publish(redis: &RedisServer, event: Value) {
@@ -74,10 +90,8 @@ fn set_enabled_default_removes_the_override_live_and_stored() {
         bundle,
     } = Setup::new(&both);
     let _ruled = Ruled::ready(&redis, &bundle, &[]);
-    assert_eq!(
-        json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "off"])["changed"],
-        true
-    );
+    let off: SetEnabledReply = typed_ctl(&redis, &["set-enabled", "hazards-on-alarm", "off"]);
+    assert!(off.changed);
     assert_eq!(
         stored_override(&redis, "hazards-on-alarm").as_deref(),
         Some("disabled")
@@ -88,14 +102,19 @@ fn set_enabled_default_removes_the_override_live_and_stored() {
         ["off", "on", "disabled"]
     );
 
-    let removed = json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "default"]);
-    assert_eq!(removed["enabled"], true, "{removed}");
-    assert_eq!(removed["changed"], true, "{removed}");
-    assert_eq!(removed["removed"], "disabled", "{removed}");
+    let removed: SetEnabledReply =
+        typed_ctl(&redis, &["set-enabled", "hazards-on-alarm", "default"]);
+    assert_eq!(removed.enabled, Some(true), "{removed:?}");
+    assert!(removed.changed, "{removed:?}");
+    assert_eq!(
+        removed.removed,
+        Some(Some("disabled".into())),
+        "{removed:?}"
+    );
     assert_eq!(stored_override(&redis, "hazards-on-alarm"), None);
-    let listed = json_ctl(&redis, &["list"]);
-    assert_eq!(listed["rules"][0]["override"], Value::Null, "{listed}");
-    assert_eq!(listed["rules"][0]["enabled"], true, "{listed}");
+    let listed: ListReply = typed_ctl(&redis, &["list"]);
+    assert_eq!(listed.rules[0].override_state, None, "{listed:?}");
+    assert!(listed.rules[0].enabled, "{listed:?}");
     assert_eq!(
         list_line(&redis, "hazards-on-alarm")[1..4],
         ["on", "on", "none"]
@@ -153,6 +172,7 @@ fn reload_names_every_override_above_all_one_against_the_bundle() {
         &payload(vec![off, changed_witness], Vec::new(), Vec::new()),
     );
     let reloaded = json_ctl(&redis, &["reload"]);
+    // Raw: the wire's names, which `ReloadReply` must read back.
     assert_eq!(
         reloaded["overrides"],
         json!([
@@ -161,6 +181,8 @@ fn reload_names_every_override_above_all_one_against_the_bundle() {
         ]),
         "{reloaded}"
     );
+    let typed: ReloadReply = serde_json::from_value(reloaded.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&typed).unwrap(), reloaded);
     ruled.wait_log(&[
         "reload: overrides in force",
         "hazards-on-alarm=enabled (bundle: off)",
@@ -196,8 +218,9 @@ fn reload_names_every_override_above_all_one_against_the_bundle() {
     );
 
     // Removed: the rule is what the new bundle says, off.
-    let removed = json_ctl(&redis, &["set-enabled", "hazards-on-alarm", "default"]);
-    assert_eq!(removed["enabled"], false, "{removed}");
+    let removed: SetEnabledReply =
+        typed_ctl(&redis, &["set-enabled", "hazards-on-alarm", "default"]);
+    assert_eq!(removed.enabled, Some(false), "{removed:?}");
     assert_eq!(
         list_line(&redis, "hazards-on-alarm")[1..4],
         ["off", "off", "none"]
@@ -236,29 +259,31 @@ fn a_running_hold_shows_in_show_pending_and_test_with_its_time_left() {
     let low = json!({"topic": "battery.changed", "data": {"charge": 10}});
     publish(&redis, low.clone());
     let hold = poll_within(support::DEADLINE, || {
-        let shown = json_ctl(&redis, &["show", "battery-low"]);
-        let hold = shown["state"]["hold"].clone();
-        hold.is_object().then_some(hold)
+        let shown: ShowReply = typed_ctl(&redis, &["show", "battery-low"]);
+        shown.state.hold
     })
     .expect("the hold in v1.show");
-    assert_eq!(hold["state"], "running", "{hold}");
-    let left = hold["left-ms"].as_u64().unwrap();
-    assert!(left > 0 && left <= 600_000, "{hold}");
+    let Hold::Running { left_ms: left, .. } = hold else {
+        panic!("not running: {hold:?}");
+    };
+    assert!(left > 0 && left <= 600_000, "{hold:?}");
 
     let shown = text_ctl(&redis, &["show", "battery-low"]);
     assert!(shown.contains("hold running: fires at"), "{shown}");
     assert!(shown.contains("unless `when` turns false first"), "{shown}");
 
-    let pending = json_ctl(&redis, &["pending"]);
-    assert_eq!(pending["holds"][0]["rule"], "battery-low", "{pending}");
-    assert!(pending["holds"][0]["left-ms"].as_u64().unwrap() <= 600_000);
+    let pending: PendingReply = typed_ctl(&redis, &["pending"]);
+    assert_eq!(pending.holds[0].rule, "battery-low", "{pending:?}");
+    assert!(pending.holds[0].left_ms <= 600_000);
     let pending = text_ctl(&redis, &["pending"]);
     assert!(pending.contains("hold of battery-low running"), "{pending}");
 
     let event = low.to_string();
-    let tested = json_ctl(&redis, &["test", "battery-low", &event]);
-    assert_eq!(tested["verdict"]["kind"], "holding", "{tested}");
-    assert!(tested["verdict"]["left-ms"].as_u64().unwrap() <= 600_000);
+    let tested: TestReply = typed_ctl(&redis, &["test", "battery-low", &event]);
+    let Verdict::Holding { left_ms, .. } = tested.verdict else {
+        panic!("not holding: {tested:?}");
+    };
+    assert!(left_ms <= 600_000);
     let tested = text_ctl(&redis, &["test", "battery-low", &event]);
     assert!(tested.contains("a hold is running"), "{tested}");
     assert!(!tested.contains("would    hold"), "{tested}");
@@ -269,11 +294,16 @@ fn a_running_hold_shows_in_show_pending_and_test_with_its_time_left() {
         json!({"topic": "battery.changed", "data": {"charge": 80}}),
     );
     wait_for("the hold ended", || {
-        json_ctl(&redis, &["show", "battery-low"])["state"]["hold"].is_null()
+        typed_ctl::<ShowReply>(&redis, &["show", "battery-low"])
+            .state
+            .hold
+            .is_none()
     });
-    let tested = json_ctl(&redis, &["test", "battery-low", &event]);
-    assert_eq!(tested["verdict"]["kind"], "hold", "{tested}");
-    assert_eq!(json_ctl(&redis, &["pending"])["holds"], json!([]));
+    let tested: TestReply = typed_ctl(&redis, &["test", "battery-low", &event]);
+    assert!(matches!(tested.verdict, Verdict::Hold { .. }), "{tested:?}");
+    assert!(typed_ctl::<PendingReply>(&redis, &["pending"])
+        .holds
+        .is_empty());
 }
 
 #[test]
@@ -296,7 +326,7 @@ fn status_shows_every_counter_of_the_counters_hash() {
         (hash.get("rejected").map(String::as_str) == Some("1")).then_some(hash)
     })
     .expect("`rejected` counted in the counters hash");
-    let status = json_ctl(&redis, &["status"]);
+    let status: StatusReply = typed_ctl(&redis, &["status"]);
     let text = text_ctl(&redis, &["status"]);
     // Every counter: the numeric fields, not who writes them or what runs.
     let not_counters = ["version", "bundle", "state", "pid", "host", "started-at"];
@@ -305,12 +335,12 @@ fn status_shows_every_counter_of_the_counters_hash() {
         .filter(|(field, _)| !not_counters.contains(&field.as_str()))
     {
         assert!(
-            status["counters"].get(field).is_some(),
-            "`{field}` missing from v1.status's counters: {status}"
+            status.counters.contains_key(field),
+            "`{field}` missing from v1.status's counters: {status:?}"
         );
         assert!(
-            status["counter-values"].get(field).is_some(),
-            "`{field}` missing from counter-values: {status}"
+            status.counter_values.contains_key(field),
+            "`{field}` missing from counter-values: {status:?}"
         );
         assert!(
             text.lines()
@@ -318,7 +348,7 @@ fn status_shows_every_counter_of_the_counters_hash() {
             "`{field}` ({value}) missing from ruled ctl status:\n{text}"
         );
     }
-    assert_eq!(status["counters"]["rejected"], "1", "{status}");
+    assert_eq!(status.counters["rejected"], "1", "{status:?}");
 }
 
 /// The shipped `fixtures/rules`, built as `rulec build` does.

@@ -7,6 +7,7 @@
 
 mod support;
 
+use ruled::control::protocol::ShowReply;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -34,8 +35,8 @@ fn enabled(redis: &RedisServer, key: &Path) -> bool {
         &["--control-key", key, "show", RULE, "--format", "json"],
     );
     assert_eq!(out.code, 0, "{out:?}");
-    let shown: Value = serde_json::from_str(&out.stdout).unwrap();
-    shown["state"]["enabled"] == json!(true)
+    let shown: ShowReply = serde_json::from_str(&out.stdout).unwrap();
+    shown.state.enabled
 }
 
 /// A competing consumer of `NS:rpc`: pops requests and answers each with

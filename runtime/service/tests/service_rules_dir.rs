@@ -8,6 +8,7 @@
 
 mod support;
 
+use ruled::control::protocol::{AddReply, LastRebuild, StatusReply};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
@@ -175,23 +176,32 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// A reply read through its `ruled::control::protocol` type, which must
+/// give back every field as it came.
+fn typed<T: serde::Serialize + serde::de::DeserializeOwned>(raw: Value) -> T {
+    let reply: T = serde_json::from_value(raw.clone()).unwrap_or_else(|e| panic!("{e}: {raw}"));
+    assert_eq!(serde_json::to_value(&reply).unwrap(), raw);
+    reply
+}
+
+fn status_of(redis: &RedisServer) -> StatusReply {
+    typed(ok(redis, "v1.status", json!({})))
+}
+
 fn revision(redis: &RedisServer) -> String {
-    ok(redis, "v1.status", json!({}))["revision"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    status_of(redis).revision
 }
 
 #[test]
 fn add_checks_with_rulec_against_the_directory_and_writes_a_managed_file() {
     let d = deployed();
     let redis = &d.redis;
-    let status = ok(redis, "v1.status", json!({}));
-    let read = status["revision"].as_str().unwrap().to_string();
+    let status = status_of(redis);
+    let read = status.revision.clone();
     // The directory's digest, not the bundle id.
-    assert_eq!(read.len(), 64, "{status}");
-    assert_ne!(status["bundle"], json!(read), "{status}");
-    assert_eq!(status["applied_revision"], json!(read));
+    assert_eq!(read.len(), 64, "{status:?}");
+    assert_ne!(status.bundle, read, "{status:?}");
+    assert_eq!(status.applied_revision, read);
     // Stale: refused, nothing written.
     let added = ping_rule("ping-added", "added");
     let stale = call(
@@ -264,12 +274,12 @@ fn add_checks_with_rulec_against_the_directory_and_writes_a_managed_file() {
     );
     assert!(written.contains("push = \"added\""), "{written}");
     // Again, changed: the managed file is replaced.
-    let again = ok(
+    let again: AddReply = typed(ok(
         redis,
         "v1.add",
         json!({"definition": ping_rule("ping-added", "twice")}),
-    );
-    assert_ne!(again["revision"], json!(mutation.revision));
+    ));
+    assert_ne!(again.revision, mutation.revision);
     assert!(std::fs::read_to_string(&file).unwrap().contains("twice"));
     // `ruled ctl add FILE` sends the file's one rule.
     let file = d.rules.parent().unwrap().join("ctl.toml");
@@ -342,17 +352,21 @@ fn a_dropped_file_goes_live_and_a_broken_one_leaves_the_rules_running() {
         .unwrap_or_default();
     assert!(line.contains("last rebuild failed at 20"), "{status}");
     assert!(line.contains(": broken.toml:4: error[rulec::"), "{status}");
-    let last = &ok(&d.redis, "v1.status", json!({}))["last-rebuild"];
-    assert_eq!(last["ok"], json!(false), "{last}");
-    assert_eq!(last["errors"], json!(1), "{last}");
-    assert!(last["at-ms"].as_i64().unwrap() > 1_600_000_000_000);
+    let Some(LastRebuild::Recorded(last)) = status_of(&d.redis).last_rebuild else {
+        panic!("no last rebuild recorded");
+    };
+    assert!(!last.ok, "{last:?}");
+    assert_eq!(last.errors, Some(1), "{last:?}");
+    assert!(last.at_ms > 1_600_000_000_000);
     // An oversized value planted in the hash is not read.
     let huge = "x".repeat(100_000);
     let _: i64 = d
         .redis
         .query(&["HSET", "extensions:rebuild", "first-error", &huge]);
-    let last = &ok(&d.redis, "v1.status", json!({}))["last-rebuild"];
-    assert_eq!(last["first-error"], Value::Null, "{last}");
+    let Some(LastRebuild::Recorded(last)) = status_of(&d.redis).last_rebuild else {
+        panic!("no last rebuild recorded");
+    };
+    assert_eq!(last.first_error, None, "{last:?}");
 }
 
 /// event-service's waiting steps in `extensions:pending`: each dropped at
@@ -442,12 +456,12 @@ fn an_unsigned_add_takes_only_redis_publish_and_notify_steps() {
         "ok=false",
     ]);
     // Unsigned, the redis-only rule is still taken.
-    let reply = ok(
+    let reply: AddReply = typed(ok(
         redis,
         "v1.add",
         json!({"definition": ping_rule("ping-lsc", "lsc")}),
-    );
-    assert_eq!(reply["name"], json!("ping-lsc"));
+    ));
+    assert_eq!(reply.name, "ping-lsc");
     let publish = rule_with(
         "toast",
         "rule.finally",

@@ -9,12 +9,13 @@
 //! task, its file work and `rulec` off the engine's loop. Every file it
 //! creates is created exclusively, never through a symlink.
 
+use super::protocol::{AddReply, AddRequest};
 use super::trust;
 use super::wire::Reply;
 use crate::rules_dir::{self, Revision, RulesDir, MAX_RULE_FILE_BYTES};
 use rulecore::input_file::read_bounded;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -69,16 +70,6 @@ impl Writer {
     }
 }
 
-/// `v1.add`'s payload.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AddArgs {
-    definition: String,
-    /// The revision the client read; absent or empty: no check.
-    #[serde(default)]
-    expected_revision: String,
-}
-
 /// What `v1.add` works on.
 #[derive(Debug, Clone)]
 pub struct Adding {
@@ -96,10 +87,10 @@ pub async fn answer(adding: &Adding, payload: &Value, signed: bool) -> Reply {
 }
 
 async fn add(adding: &Adding, payload: &Value, signed: bool) -> Result<Value, String> {
-    let AddArgs {
+    let AddRequest {
         definition,
         expected_revision,
-    } = AddArgs::deserialize(payload).map_err(|e| format!("bad payload: {e}"))?;
+    } = AddRequest::deserialize(payload).map_err(|e| format!("bad payload: {e}"))?;
     if definition.len() > MAX_DEFINITION_BYTES {
         return Err(format!(
             "the definition is {} bytes; at most {} KiB are taken",
@@ -146,18 +137,18 @@ async fn add(adding: &Adding, payload: &Value, signed: bool) -> Result<Value, St
     }
     let revision = adding.revision.refresh(&adding.rules.dir).await;
     tracing::info!(rule = %name, file = %path.display(), "rule added (v1.add)");
-    Ok(json!({
+    super::methods::encoded(&AddReply {
         // `lsc`'s mutation reply (docs/operating.md#the-fields-lsc-reads).
-        "name": name,
-        "revision": revision.unwrap_or_default(),
-        "pending_restart": false,
-        "message": format!(
+        name,
+        revision: revision.unwrap_or_default(),
+        pending_restart: false,
+        message: format!(
             "written to {}; the rebuild of the rules directory makes it live",
             path.display()
         ),
         // Ours.
-        "file": path.display().to_string(),
-    }))
+        file: path.display().to_string(),
+    })
 }
 
 /// Whether the request may add rule `name`, as `rulec` built it into the

@@ -4,13 +4,16 @@
 //! request's deadline. No reply by then means no `ruled` serves the
 //! namespace: that is how an operator tells a dead `ruled` from an idle one.
 
+use super::protocol::{
+    AddRequest, Empty, Named, Page, SetEnabledRequest, TestRequest, TraceRequest,
+};
 use super::signing::{self, ControlKey};
 use super::wire::{self, ControlKeys, Reply, Request};
 use super::{escape, render};
 use crate::connection::{describe, CONNECT_TIMEOUT};
 use crate::pubsub::{Delivery, Name, PubSub};
 use crate::tls::Tls;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::io::Read;
 use std::time::Duration;
 
@@ -332,50 +335,77 @@ impl CtlMethod {
                 .map_err(|e| CallError::Usage(format!("{what} is not JSON: {e}")))
         };
         Ok(match self {
-            Self::Status => ("v1.status".into(), json!({})),
-            Self::List { offset, limit } => {
-                ("v1.list".into(), json!({"offset": offset, "limit": limit}))
-            }
-            Self::Show { rule } => ("v1.show".into(), json!({"name": rule})),
+            Self::Status => ("v1.status".into(), payload(&Empty {})?),
+            Self::List { offset, limit } => (
+                "v1.list".into(),
+                payload(&Page {
+                    offset: *offset,
+                    limit: *limit,
+                })?,
+            ),
+            Self::Show { rule } => ("v1.show".into(), payload(&Named { name: rule.clone() })?),
             Self::Test { rule, event } => (
                 "v1.test".into(),
-                json!({"name": rule, "event": parse("the event", event)?}),
+                payload(&TestRequest {
+                    name: rule.clone(),
+                    event: parse("the event", event)?,
+                })?,
             ),
             Self::Pending { offset, limit } => (
                 "v1.pending".into(),
-                json!({"offset": offset, "limit": limit}),
+                payload(&Page {
+                    offset: *offset,
+                    limit: *limit,
+                })?,
             ),
             Self::SetEnabled { rule, state } => (
                 "v1.set-enabled".into(),
-                json!({"name": rule, "enabled": match state.as_str() {
-                    "on" => json!(true),
-                    "off" => json!(false),
-                    _ => Value::Null,
-                }}),
+                payload(&SetEnabledRequest {
+                    name: rule.clone(),
+                    enabled: match state.as_str() {
+                        "on" => Value::Bool(true),
+                        "off" => Value::Bool(false),
+                        _ => Value::Null,
+                    },
+                    expected_revision: String::new(),
+                })?,
             ),
             Self::Trace {
                 rule,
                 offset,
                 limit,
-            } => match rule {
-                Some(rule) => (
-                    "v1.trace".into(),
-                    json!({"name": rule, "offset": offset, "limit": limit}),
-                ),
-                None => ("v1.trace".into(), json!({"offset": offset, "limit": limit})),
-            },
-            Self::Reload => ("v1.reload".into(), json!({})),
+            } => (
+                "v1.trace".into(),
+                payload(&TraceRequest {
+                    name: rule.clone(),
+                    offset: *offset,
+                    limit: *limit,
+                })?,
+            ),
+            Self::Reload => ("v1.reload".into(), payload(&Empty {})?),
             Self::Add { file } => {
                 let max = super::add::MAX_DEFINITION_BYTES as u64;
                 let bytes = rulecore::input_file::read_bounded(file, max)
                     .map_err(|e| CallError::Usage(e.to_string()))?;
                 let definition = String::from_utf8(bytes)
                     .map_err(|_| CallError::Usage(format!("{} is not UTF-8", file.display())))?;
-                ("v1.add".into(), json!({"definition": definition}))
+                (
+                    "v1.add".into(),
+                    payload(&AddRequest {
+                        definition,
+                        expected_revision: String::new(),
+                    })?,
+                )
             }
             Self::Call { method, payload } => (method.clone(), parse("the payload", payload)?),
         })
     }
+}
+
+/// A typed request's payload as JSON.
+fn payload(request: &impl serde::Serialize) -> Result<Value, CallError> {
+    serde_json::to_value(request)
+        .map_err(|e| CallError::Usage(format!("request not encodable: {e}")))
 }
 
 /// Runs one `ruled ctl` command; the text to print on success.

@@ -5,6 +5,7 @@
 //! (docs/operating.md#the-last-rebuild).
 
 use super::add::{self, Adding};
+use super::protocol::LastRebuild;
 use super::wire::{Reply, Request};
 use redis::aio::MultiplexedConnection;
 
@@ -39,12 +40,16 @@ impl Local {
             return;
         }
         let last = super::bounded(crate::rebuild::read_last(con, &self.rebuild_key)).await;
-        reply.payload["last-rebuild"] = match last {
-            Ok(last) => last,
+        let last = match last {
+            Ok(last) => last.map(LastRebuild::Recorded),
             Err(e) => {
                 tracing::warn!("`{}` not read: {e}", self.rebuild_key);
-                serde_json::json!({"unreadable": e})
+                Some(LastRebuild::Unreadable { unreadable: e })
             }
         };
+        match super::methods::encoded(&last) {
+            Ok(last) => reply.payload["last-rebuild"] = last,
+            Err(e) => tracing::error!("the last rebuild not reported: {e}"),
+        }
     }
 }

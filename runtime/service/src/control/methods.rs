@@ -4,6 +4,12 @@
 //! once from what the engine holds; only `v1.set-enabled` changes anything.
 
 use super::overrides::{self, Overrides};
+use super::protocol::{
+    self, BusFacts, Empty, Hold, ListReply, Named, OverrideWithoutRule, Page, Paged, PendingHold,
+    PendingReply, PendingStep, ProfileFacts, QueueFacts, RuleCount, RuleLine, RunLine, RunState,
+    SetEnabledReply, SetEnabledRequest, ShowReply, StatusReply, StepLine, TestReply, TestRequest,
+    TraceReply, TraceRequest, When, WorkerPool, MAX_LIMIT,
+};
 use super::wire::{Reply, Request};
 use super::Answer;
 use rulecore::dump::{rule_json, rule_text};
@@ -12,8 +18,8 @@ use ruled_engine::{
     DryRun, Engine, HoldView, Now, RuleTrace, RuleView, RunPhase, StepCheck, Verdict, WaitingStep,
     WhenResult,
 };
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// What `v1.status` reports beside the engine's counters.
 #[derive(Debug, Clone)]
@@ -55,13 +61,20 @@ pub(super) struct Done {
     pub(super) keep: Option<(String, Option<bool>)>,
 }
 
-impl From<Value> for Done {
-    fn from(payload: Value) -> Self {
-        Self {
-            payload,
+impl Done {
+    /// A reply that keeps no override.
+    pub(super) fn reply(reply: &impl Serialize) -> Result<Self, String> {
+        Ok(Self {
+            payload: encoded(reply)?,
             keep: None,
-        }
+        })
     }
+}
+
+/// A typed reply as the payload's JSON: through `Value`, whose objects
+/// keep their keys sorted, so the wire text is as it always was.
+pub(super) fn encoded(reply: &impl Serialize) -> Result<Value, String> {
+    serde_json::to_value(reply).map_err(|e| format!("reply not encodable: {e}"))
 }
 
 type Handler = fn(&mut Context<'_>, &Value) -> Result<Done, String>;
@@ -167,86 +180,66 @@ fn named(payload: &Value) -> String {
 
 /// The payload as `T`; `null` reads as `{}`.
 fn args<T: for<'de> Deserialize<'de>>(payload: &Value) -> Result<T, String> {
-    let payload = if payload.is_null() {
-        &json!({})
-    } else {
-        payload
-    };
+    let empty = Value::Object(serde_json::Map::new());
+    let payload = if payload.is_null() { &empty } else { payload };
     T::deserialize(payload).map_err(|e| format!("bad payload: {e}"))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Page {
-    #[serde(default)]
-    offset: usize,
-    #[serde(default = "default_limit")]
-    limit: usize,
-}
-
-/// Rules or steps per page unless asked otherwise, and at most.
-const DEFAULT_LIMIT: usize = 100;
-const MAX_LIMIT: usize = 1000;
-
-fn default_limit() -> usize {
-    DEFAULT_LIMIT
-}
-
-impl Page {
-    fn checked(self) -> Result<Self, String> {
-        if self.limit == 0 || self.limit > MAX_LIMIT {
-            return Err(format!(
-                "`limit` must be 1 to {MAX_LIMIT}, not {}",
-                self.limit
-            ));
-        }
-        Ok(self)
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Named {
-    name: String,
 }
 
 fn status(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
     args::<Empty>(payload)?;
     let facts = &ctx.facts;
     let payload = ctx.engine.payload();
-    let counters = counters_json(&facts.counters);
-    Ok(json!({
+    let counters = &facts.counters;
+    Done::reply(&StatusReply {
         // The fields `lsc ext status` reads (docs/operating.md#the-fields-lsc-reads).
-        "version": env!("CARGO_PKG_VERSION"),
-        "api_version": API_VERSION,
-        "revision": revision(facts),
-        "applied_revision": revision(facts),
-        "pending_restart": false,
-        "queue_depth": facts.queue_depth,
-        "queue_capacity": facts.queue_capacity,
-        "workers": facts.workers,
-        "busy_workers": facts.workers_busy,
-        "counters": counter_strings(&counters),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        api_version: API_VERSION,
+        revision: revision(facts).to_string(),
+        applied_revision: revision(facts).to_string(),
+        pending_restart: false,
+        queue_depth: facts.queue_depth,
+        queue_capacity: facts.queue_capacity,
+        workers: facts.workers,
+        busy_workers: facts.workers_busy,
+        counters: counters
+            .iter()
+            .map(|&(name, value)| (name.to_string(), value.to_string()))
+            .collect(),
         // Ours.
-        "bundle": facts.bundle_id,
-        "compiler": payload.compiler_version,
-        "namespace": facts.namespace,
-        "pid": std::process::id(),
-        "uptime-ms": facts.uptime_ms,
-        "worker-pool": {"busy": facts.workers_busy, "total": facts.workers},
-        "queue": {"depth": facts.queue_depth, "capacity": facts.queue_capacity},
-        "rules": {"total": payload.rules.len()},
-        "counter-values": counters,
-        "profile": ctx.engine.profile().map(|(name, digest)| json!({"name": name, "digest": digest})),
-        "bus": {
-            "mode": crate::bus::bus_word(ctx.engine.bus_mode()),
-            "sources": facts.sources,
-            "watched-hashes": facts.watched_hashes,
-            "polls": ctx.engine.polls().len(),
-            "owned-topics": ctx.engine.owned_topics().len(),
+        bundle: facts.bundle_id.clone(),
+        compiler: payload.compiler_version.clone(),
+        namespace: facts.namespace.clone(),
+        pid: std::process::id(),
+        uptime_ms: facts.uptime_ms,
+        worker_pool: WorkerPool {
+            busy: facts.workers_busy,
+            total: facts.workers,
         },
+        queue: QueueFacts {
+            depth: facts.queue_depth,
+            capacity: facts.queue_capacity,
+        },
+        rules: RuleCount {
+            total: payload.rules.len(),
+        },
+        counter_values: counters
+            .iter()
+            .map(|&(name, value)| (name.to_string(), value))
+            .collect(),
+        profile: ctx.engine.profile().map(|(name, digest)| ProfileFacts {
+            name: name.to_string(),
+            digest: digest.to_string(),
+        }),
+        bus: BusFacts {
+            mode: crate::bus::bus_word(ctx.engine.bus_mode()).to_string(),
+            sources: facts.sources.to_string(),
+            watched_hashes: facts.watched_hashes,
+            polls: ctx.engine.polls().len(),
+            owned_topics: ctx.engine.owned_topics().len(),
+        },
+        // The control server reads it (`local`).
+        last_rebuild: None,
     })
-    .into())
 }
 
 /// The protocol version `v1.status` reports as `api_version`.
@@ -259,34 +252,11 @@ pub(super) fn revision(facts: &ServiceFacts) -> &str {
     facts.revision.as_deref().unwrap_or(&facts.bundle_id)
 }
 
-/// The counters with every value as a string, as `lsc` decodes them.
-fn counter_strings(counters: &Value) -> Value {
-    let strings: serde_json::Map<String, Value> = counters
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(name, value)| (name.clone(), Value::String(value.to_string())))
-        .collect();
-    Value::Object(strings)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Empty {}
-
-fn counters_json(counters: &[(&'static str, u64)]) -> Value {
-    let map: serde_json::Map<String, Value> = counters
-        .iter()
-        .map(|&(name, value)| (name.to_string(), json!(value)))
-        .collect();
-    Value::Object(map)
-}
-
 fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
     let page = args::<Page>(payload)?.checked()?;
     let views = ctx.engine.rule_views(ctx.now);
     let total = views.len();
-    let rules: Vec<Value> = views
+    let rules: Vec<RuleLine> = views
         .iter()
         .skip(page.offset)
         .take(page.limit)
@@ -319,65 +289,65 @@ fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         })
         .collect();
     let without_rule_count = ctx.overrides.without_rule().max(unknown.len());
-    let unknown: Vec<Value> = unknown
+    let unknown = unknown
         .iter()
-        .map(|(rule, on)| json!({"name": rule, "override": overrides::word(*on)}))
+        .map(|(rule, on)| OverrideWithoutRule {
+            name: rule.to_string(),
+            state: overrides::word(*on).to_string(),
+        })
         .collect();
-    Ok(json!({
-        "rules": rules,
-        "total": total,
-        "revision": revision(&ctx.facts),
-        "applied_revision": revision(&ctx.facts),
-        "pending_restart": false,
-        "diagnostics": diagnostics,
-        "offset": page.offset,
-        "limit": page.limit,
-        "overrides-without-rule-count": without_rule_count,
-        "overrides-without-rule": unknown,
+    Done::reply(&ListReply {
+        rules,
+        total,
+        revision: revision(&ctx.facts).to_string(),
+        applied_revision: revision(&ctx.facts).to_string(),
+        pending_restart: false,
+        diagnostics,
+        offset: page.offset,
+        limit: page.limit,
+        overrides_without_rule_count: without_rule_count,
+        overrides_without_rule: unknown,
     })
-    .into())
 }
 
 /// One rule's line in `v1.list` (and the state part of `v1.show`).
-fn rule_line(view: &RuleView, override_of: Option<bool>, protected: bool) -> Value {
+fn rule_line(view: &RuleView, override_of: Option<bool>, protected: bool) -> RuleLine {
     let waiting = view.run.as_ref().is_some_and(|run| {
         matches!(
             run.phase,
             RunPhase::Waiting { .. } | RunPhase::WaitingForRoom { .. }
         )
     });
-    json!({
+    RuleLine {
         // `lsc`'s RuleSummary (docs/operating.md#the-fields-lsc-reads).
-        "name": &*view.name,
-        "source": view.source,
-        "enabled": view.enabled,
-        // docs/operating.md#trust.
-        "protected": protected,
-        // Every rule listed is one of the loaded bundle.
-        "loaded": true,
-        "last_fire": view.stats.last_fire_ms.unwrap_or(0),
-        "errors": view.stats.errors,
-        "active_runs": u8::from(view.run.is_some()),
-        "diagnostics": Vec::<String>::new(),
+        name: view.name.to_string(),
+        source: view.source.clone(),
+        enabled: view.enabled,
+        protected,
+        loaded: true,
+        last_fire: view.stats.last_fire_ms.unwrap_or(0),
+        errors: view.stats.errors,
+        active_runs: u8::from(view.run.is_some()),
+        diagnostics: Vec::new(),
         // Ours.
-        "bundle-enabled": view.bundle_enabled,
-        "override": override_of.map(overrides::word),
-        "live-runs": u8::from(view.run.is_some()),
-        "waiting-steps": u8::from(waiting),
-        "last-fire": view.stats.last_fire_ms,
-        "runs": view.stats.runs_started,
-        "hold": view.hold.map(hold_json),
-    })
+        bundle_enabled: view.bundle_enabled,
+        override_state: override_of.map(|on| overrides::word(on).to_string()),
+        live_runs: u8::from(view.run.is_some()),
+        waiting_steps: u8::from(waiting),
+        last_fire_ms: view.stats.last_fire_ms,
+        runs: view.stats.runs_started,
+        hold: view.hold.map(hold_of),
+    }
 }
 
-/// A rule's hold (`for`, docs/semantics.md#hold): running with its due
-/// time and what is left, or fired.
-fn hold_json(hold: HoldView) -> Value {
+/// A rule's hold (`for`, docs/semantics.md#hold) on the wire.
+fn hold_of(hold: HoldView) -> Hold {
     match hold {
-        HoldView::Running { due_ms, left_ms } => {
-            json!({"state": "running", "due": due_ms, "left-ms": left_ms})
-        }
-        HoldView::Fired => json!({"state": "fired"}),
+        HoldView::Running { due_ms, left_ms } => Hold::Running {
+            due: due_ms,
+            left_ms,
+        },
+        HoldView::Fired => Hold::Fired,
     }
 }
 
@@ -391,44 +361,44 @@ fn show(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
     let payload = ctx.engine.payload();
     let rule = &payload.rules[index];
     let run = view.run.as_ref().map(|run| {
-        let mut line = json!({"id": &*run.run, "step": run.step, "pass": run.pass});
-        if run.finally {
+        let (state, due, durable) = phase_of(run.phase);
+        RunLine {
+            id: run.run.to_string(),
             // docs/semantics.md#finally: `step` counts the finally steps.
-            line["finally"] = json!(true);
+            step: run.step,
+            pass: run.pass,
+            finally: run.finally,
+            state,
+            due,
+            durable,
         }
-        phase_json(&mut line, run.phase);
-        line
     });
     let line = rule_line(&view, ctx.overrides.get(&name), rule.protected());
-    Ok(json!({
+    Done::reply(&ShowReply {
         // What `lsc ext show` reads (docs/operating.md#the-fields-lsc-reads).
-        "rule": line,
-        "definition": super::definition::rule_toml(rule, payload),
-        "revision": revision(&ctx.facts),
-        "pending_restart": false,
+        rule: line.clone(),
+        definition: super::definition::rule_toml(rule, payload),
+        revision: revision(&ctx.facts).to_string(),
+        pending_restart: false,
         // As `rulec dump` shows it, in both of its forms.
-        "dump": rule_json(rule, payload),
-        "text": rule_text(rule, payload),
-        "state": line,
-        "run": run,
-        "backlog": view.backlog,
-        "debounce-held": view.debounce_held,
+        dump: rule_json(rule, payload),
+        text: rule_text(rule, payload),
+        state: line,
+        run,
+        backlog: view.backlog,
+        debounce_held: view.debounce_held,
     })
-    .into())
 }
 
-fn phase_json(line: &mut Value, phase: RunPhase) {
-    let (state, due, durable) = match phase {
-        RunPhase::Waiting { due_ms, durable } => ("waiting", Some(due_ms), Some(durable)),
-        RunPhase::Gap { due_ms } => ("repeat-gap", Some(due_ms), None),
-        RunPhase::WaitingForRoom { due_ms } => ("waiting-for-room", Some(due_ms), Some(true)),
-        RunPhase::Acting => ("acting", None, None),
-        RunPhase::Draining => ("draining", None, None),
-    };
-    line["state"] = json!(state);
-    line["due"] = json!(due);
-    if let Some(durable) = durable {
-        line["durable"] = json!(durable);
+/// A run's phase as the wire says it: its state, when it is due, and
+/// whether the step it waits for is durable.
+fn phase_of(phase: RunPhase) -> (RunState, Option<i64>, Option<bool>) {
+    match phase {
+        RunPhase::Waiting { due_ms, durable } => (RunState::Waiting, Some(due_ms), Some(durable)),
+        RunPhase::Gap { due_ms } => (RunState::RepeatGap, Some(due_ms), None),
+        RunPhase::WaitingForRoom { due_ms } => (RunState::WaitingForRoom, Some(due_ms), Some(true)),
+        RunPhase::Acting => (RunState::Acting, None, None),
+        RunPhase::Draining => (RunState::Draining, None, None),
     }
 }
 
@@ -440,15 +410,8 @@ pub(super) fn no_rule(engine: &Engine, name: &str) -> String {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TestArgs {
-    name: String,
-    event: Value,
-}
-
 fn test(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
-    let TestArgs { name, event } = args(payload)?;
+    let TestRequest { name, event } = args(payload)?;
     let bytes = serde_json::to_vec(&event).map_err(|e| format!("event: {e}"))?;
     let event = Event::decode(&bytes).map_err(|e| format!("`event` is not an event: {e}"))?;
     let dry = ctx
@@ -456,26 +419,32 @@ fn test(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         .dry_run(&name, &event, ctx.now)
         .ok_or_else(|| no_rule(ctx.engine, &name))?;
     let index = ctx.engine.rule_index(&name).unwrap_or_default();
-    Ok(dry_run_json(&dry, &ctx.engine.payload().rules[index]).into())
+    Done::reply(&dry_run_reply(&dry, &ctx.engine.payload().rules[index]))
 }
 
-fn when_json(when: Option<&WhenResult>) -> Value {
-    match when {
-        None => Value::Null,
-        Some(WhenResult::True) => json!(true),
-        Some(WhenResult::False) => json!(false),
-        Some(WhenResult::Error(error)) => json!({"error": error}),
-    }
+fn when_of(when: Option<&WhenResult>) -> Option<When> {
+    when.map(|when| match when {
+        WhenResult::True => When::Result(true),
+        WhenResult::False => When::Result(false),
+        WhenResult::Error(error) => When::Error {
+            error: error.to_string(),
+        },
+    })
 }
 
 /// `lsc`'s reading of a `when` (docs/operating.md#the-fields-lsc-reads):
-/// `condition` always, since `lsc` prints it as a bool and reads a missing
-/// one as `false`: `true` without a `when` (the step would run), the
-/// `when`'s result, `false` when it failed; `error` (a string) only then.
-fn lsc_when(line: &mut Value, when: Option<&WhenResult>) {
-    line["condition"] = json!(matches!(when, None | Some(WhenResult::True)));
-    if let Some(WhenResult::Error(error)) = when {
-        line["error"] = json!(error);
+/// `condition`, since `lsc` prints it as a bool and reads a missing one as
+/// `false`: `true` without a `when` (the step would run), the `when`'s
+/// result, `false` when it failed.
+fn lsc_condition(when: Option<&WhenResult>) -> bool {
+    matches!(when, None | Some(WhenResult::True))
+}
+
+/// The `when`'s error (a string), only when it failed.
+fn when_error(when: Option<&WhenResult>) -> Option<String> {
+    match when {
+        Some(WhenResult::Error(error)) => Some(error.to_string()),
+        _ => None,
     }
 }
 
@@ -495,7 +464,7 @@ fn step_line(
     spec: Option<&rulecore::bundle::Step>,
     index: usize,
     finally: bool,
-) -> Value {
+) -> StepLine {
     let description = spec.map(|spec| {
         let said = super::definition::describe(&spec.action);
         if finally {
@@ -504,26 +473,25 @@ fn step_line(
             said
         }
     });
-    let mut line = json!({
-        "index": index,
-        "kind": spec.map(|spec| super::definition::kind(&spec.action)),
-        "description": description,
-        "durable": check.durable,
-        "after": go_duration_ms(check.after_ms),
-        "after-ms": check.after_ms,
-        "when": when_json(check.when.as_ref()),
-    });
-    if finally {
-        line["finally"] = json!(true);
-        line["finally-index"] = json!(check.index);
+    let when = check.when.as_ref();
+    StepLine {
+        index,
+        kind: spec.map(|spec| super::definition::kind(&spec.action).to_string()),
+        description,
+        durable: check.durable,
+        after: go_duration_ms(check.after_ms),
+        after_ms: check.after_ms,
+        when: when_of(when),
+        finally,
+        finally_index: finally.then_some(check.index),
+        condition: lsc_condition(when),
+        error: when_error(when),
     }
-    lsc_when(&mut line, check.when.as_ref());
-    line
 }
 
 /// The rule's steps, then its finally steps (numbered on after them, as
 /// `lsc` lists one sequence).
-fn steps_json(dry: &DryRun, rule: &rulecore::bundle::Rule) -> Vec<Value> {
+fn step_lines(dry: &DryRun, rule: &rulecore::bundle::Rule) -> Vec<StepLine> {
     let steps = dry
         .steps
         .iter()
@@ -547,29 +515,26 @@ fn spec_of<'a>(
     usize::try_from(check.index).ok().and_then(|i| steps.get(i))
 }
 
-fn dry_run_json(dry: &DryRun, rule: &rulecore::bundle::Rule) -> Value {
+fn dry_run_reply(dry: &DryRun, rule: &rulecore::bundle::Rule) -> TestReply {
     let repeat = rule.repeat();
-    let mut reply = json!({
+    TestReply {
         // What `lsc ext test` reads (docs/operating.md#the-fields-lsc-reads).
-        "name": &*dry.rule,
-        "enabled": dry.enabled,
-        "matched": dry.matched,
-        "note": verdict_note(&dry.verdict),
-        "repeat_count": repeat.count,
-        "repeat_every": go_duration_ns(repeat.every_ns),
-        "cooldown": go_duration_ns(rule.cooldown_ns()),
-        "debounce": go_duration_ns(rule.debounce_ns()),
+        name: dry.rule.to_string(),
+        enabled: dry.enabled,
+        matched: dry.matched,
+        note: verdict_note(&dry.verdict),
+        repeat_count: repeat.count,
+        repeat_every: go_duration_ns(repeat.every_ns),
+        cooldown: go_duration_ns(rule.cooldown_ns()),
+        debounce: go_duration_ns(rule.debounce_ns()),
         // Ours.
-        "rule": &*dry.rule,
-        "cancels": dry.cancels,
-        "when": when_json(dry.when.as_ref()),
-        "steps": steps_json(dry, rule),
-        "verdict": verdict_json(&dry.verdict),
-    });
-    if let Some(WhenResult::Error(error)) = &dry.when {
-        reply["error"] = json!(format!("when: {error}"));
+        rule: dry.rule.to_string(),
+        cancels: dry.cancels,
+        when: when_of(dry.when.as_ref()),
+        steps: step_lines(dry, rule),
+        verdict: verdict_of(&dry.verdict),
+        error: when_error(dry.when.as_ref()).map(|error| format!("when: {error}")),
     }
-    reply
 }
 
 /// The verdict in words, `lsc`'s `note`.
@@ -599,78 +564,71 @@ fn verdict_note(verdict: &Verdict) -> String {
     }
 }
 
-fn verdict_json(verdict: &Verdict) -> Value {
-    match verdict {
-        Verdict::Disabled => json!({"kind": "disabled"}),
-        Verdict::NotMatched => json!({"kind": "not-matched"}),
-        Verdict::WhenFalse => json!({"kind": "when-false"}),
-        Verdict::WhenError => json!({"kind": "when-error"}),
-        Verdict::Hold { for_ms } => json!({"kind": "hold", "for-ms": for_ms}),
-        Verdict::Holding { for_ms, left_ms } => {
-            json!({"kind": "holding", "for-ms": for_ms, "left-ms": left_ms})
-        }
-        Verdict::HoldFired => json!({"kind": "hold-fired"}),
-        Verdict::Debounce { window_ms } => json!({"kind": "debounce", "window-ms": window_ms}),
-        Verdict::Cooldown { left_ms } => json!({"kind": "cooldown", "left-ms": left_ms}),
-        Verdict::Start => json!({"kind": "start"}),
-        Verdict::Restart { run } => json!({"kind": "restart", "run": &**run}),
-        Verdict::Drop { run } => json!({"kind": "drop", "run": &**run}),
-        Verdict::Queue { position } => json!({"kind": "queue", "position": position}),
-        Verdict::Refused { backlog } => json!({"kind": "refused", "backlog": backlog}),
+/// The engine's verdict on the wire.
+fn verdict_of(verdict: &Verdict) -> protocol::Verdict {
+    use protocol::Verdict as Wire;
+    match *verdict {
+        Verdict::Disabled => Wire::Disabled,
+        Verdict::NotMatched => Wire::NotMatched,
+        Verdict::WhenFalse => Wire::WhenFalse,
+        Verdict::WhenError => Wire::WhenError,
+        Verdict::Hold { for_ms } => Wire::Hold { for_ms },
+        Verdict::Holding { for_ms, left_ms } => Wire::Holding { for_ms, left_ms },
+        Verdict::HoldFired => Wire::HoldFired,
+        Verdict::Debounce { window_ms } => Wire::Debounce { window_ms },
+        Verdict::Cooldown { left_ms } => Wire::Cooldown { left_ms },
+        Verdict::Start => Wire::Start,
+        Verdict::Restart { ref run } => Wire::Restart {
+            run: run.to_string(),
+        },
+        Verdict::Drop { ref run } => Wire::Drop {
+            run: run.to_string(),
+        },
+        Verdict::Queue { position } => Wire::Queue { position },
+        Verdict::Refused { backlog } => Wire::Refused { backlog },
     }
 }
 
 fn pending(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
     let page = args::<Page>(payload)?.checked()?;
     let waiting = ctx.engine.waiting_steps(ctx.now);
-    let steps: Vec<Value> = waiting
+    let steps = waiting
         .iter()
         .skip(page.offset)
         .take(page.limit)
-        .map(|step: &WaitingStep| {
-            let mut line = json!({
-                "run": &*step.run, "rule": &*step.rule, "step": step.step,
-                "pass": step.pass, "due": step.due_ms, "durable": step.durable,
-            });
-            if step.finally {
-                line["finally"] = json!(true);
-            }
-            line
+        .map(|step: &WaitingStep| PendingStep {
+            run: step.run.to_string(),
+            rule: step.rule.to_string(),
+            step: step.step,
+            pass: step.pass,
+            due: step.due_ms,
+            durable: step.durable,
+            finally: step.finally,
         })
         .collect();
     // Running holds (`for`): not steps, but what the rule waits for.
     let running = ctx.engine.running_holds(ctx.now);
-    let holds: Vec<Value> = running
+    let holds = running
         .iter()
         .take(MAX_LIMIT)
-        .map(|hold| json!({"rule": &*hold.rule, "due": hold.due_ms, "left-ms": hold.left_ms}))
+        .map(|hold| PendingHold {
+            rule: hold.rule.to_string(),
+            due: hold.due_ms,
+            left_ms: hold.left_ms,
+        })
         .collect();
-    Ok(json!({
-        "total": waiting.len(),
-        "offset": page.offset,
-        "limit": page.limit,
-        "steps": steps,
-        "holds": holds,
-        "holds-total": running.len(),
+    Done::reply(&PendingReply {
+        total: waiting.len(),
+        offset: page.offset,
+        limit: page.limit,
+        steps,
+        holds,
+        holds_total: running.len(),
     })
-    .into())
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SetEnabled {
-    name: String,
-    /// `true`, `false`, or `null` to remove the override; required (a
-    /// `Value`, so an absent field is an error, not a removal).
-    enabled: Value,
-    /// The revision the client read (docs/operating.md#revisions); absent
-    /// or empty: no check.
-    #[serde(default)]
-    expected_revision: String,
 }
 
 fn set_enabled(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
-    let SetEnabled {
+    let SetEnabledRequest {
         name,
         enabled,
         expected_revision,
@@ -713,18 +671,21 @@ fn set_enabled(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         signed = ctx.signed,
         "control request v1.set-enabled: override set"
     );
+    let reply = SetEnabledReply {
+        // `lsc`'s mutation reply (docs/operating.md#the-fields-lsc-reads).
+        name: name.clone(),
+        revision: revision(&ctx.facts).to_string(),
+        pending_restart: false,
+        message: set_enabled_message(enabled, changed, live_run.as_deref()),
+        // Ours.
+        enabled: Some(enabled),
+        changed,
+        override_state: None,
+        removed: None,
+        live_run,
+    };
     Ok(Done {
-        payload: json!({
-            // `lsc`'s mutation reply (docs/operating.md#the-fields-lsc-reads).
-            "name": name,
-            "revision": revision(&ctx.facts),
-            "pending_restart": false,
-            "message": set_enabled_message(enabled, changed, live_run.as_deref()),
-            // Ours.
-            "enabled": enabled,
-            "changed": changed,
-            "live-run": live_run,
-        }),
+        payload: encoded(&reply)?,
         keep: Some((name, Some(enabled))),
     })
 }
@@ -763,29 +724,23 @@ fn add(_: &mut Context<'_>, _: &Value) -> Result<Done, String> {
     )
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TraceArgs {
-    name: Option<String>,
-    #[serde(default)]
-    offset: usize,
-    #[serde(default = "default_limit")]
-    limit: usize,
-}
-
 /// `v1.trace {name?, offset?, limit?}`: one rule's traces, or every traced
 /// rule's (docs/semantics.md#traces); `{"traces": [...]}` either way, with
 /// `total`, `offset` and `limit`. With a name the page is over the rule's
 /// runs (oldest first; its last non-fire on every page), so a trace too
 /// long for one reply is read page by page; without, over the traced rules.
 fn trace(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
-    let TraceArgs {
+    let TraceRequest {
         name,
         offset,
         limit,
     } = args(payload)?;
     let page = Page { offset, limit }.checked()?;
-    let paged = if name.is_some() { "runs" } else { "rules" };
+    let paged = if name.is_some() {
+        Paged::Runs
+    } else {
+        Paged::Rules
+    };
     let (traces, total): (Vec<RuleTrace>, usize) = match name {
         Some(name) => {
             if ctx.engine.rule_index(&name).is_none() {
@@ -814,13 +769,11 @@ fn trace(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
             )
         }
     };
-    let traces = serde_json::to_value(traces).map_err(|e| e.to_string())?;
-    Ok(json!({
-        "traces": traces,
-        "paged": paged,
-        "total": total,
-        "offset": page.offset,
-        "limit": page.limit,
+    Done::reply(&TraceReply {
+        traces,
+        paged,
+        total,
+        offset: page.offset,
+        limit: page.limit,
     })
-    .into())
 }

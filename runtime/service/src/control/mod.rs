@@ -14,6 +14,7 @@ pub mod local;
 pub mod methods;
 mod override_removal;
 pub mod overrides;
+pub mod protocol;
 pub mod render;
 pub mod signing;
 pub mod trust;

@@ -4,10 +4,10 @@
 //! bundle says. An override for a rule the bundle lacks can be removed too;
 //! a rule that neither the bundle nor an override names is an error.
 
-use super::methods::{live_run, no_rule, revision, Context, Done};
+use super::methods::{encoded, live_run, no_rule, revision, Context, Done};
 use super::overrides;
+use super::protocol::SetEnabledReply;
 use ruled_engine::EnableChange;
-use serde_json::json;
 
 /// Removes the override of `name`.
 pub(super) fn remove(ctx: &mut Context<'_>, name: String) -> Result<Done, String> {
@@ -37,20 +37,21 @@ pub(super) fn remove(ctx: &mut Context<'_>, name: String) -> Result<Done, String
         changed,
         "override removed"
     );
+    let reply = SetEnabledReply {
+        // `lsc`'s mutation reply (docs/operating.md#the-fields-lsc-reads).
+        name: name.clone(),
+        revision: revision(&ctx.facts).to_string(),
+        pending_restart: false,
+        message: message(bundle, removed, changed, live_run.as_deref()),
+        // Ours.
+        enabled: bundle,
+        changed,
+        override_state: Some(None),
+        removed: Some(removed.map(|on| overrides::word(on).to_string())),
+        live_run,
+    };
     Ok(Done {
-        payload: json!({
-            // `lsc`'s mutation reply (docs/operating.md#the-fields-lsc-reads).
-            "name": name,
-            "revision": revision(&ctx.facts),
-            "pending_restart": false,
-            "message": message(bundle, removed, changed, live_run.as_deref()),
-            // Ours.
-            "enabled": bundle,
-            "changed": changed,
-            "override": null,
-            "removed": removed.map(overrides::word),
-            "live-run": live_run,
-        }),
+        payload: encoded(&reply)?,
         keep: Some((name, None)),
     })
 }

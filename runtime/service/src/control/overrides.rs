@@ -281,12 +281,20 @@ impl InForce {
 
     /// One entry of `v1.reload`'s `overrides`.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "name": self.rule,
-            "override": word(self.enabled),
-            "bundle-enabled": self.bundle,
-            "contradicts": self.contradicts(),
+        serde_json::to_value(self.entry()).unwrap_or_else(|e| {
+            tracing::error!(rule = %self.rule, "override entry not encodable: {e}");
+            serde_json::Value::Null
         })
+    }
+
+    /// One entry of `v1.reload`'s `overrides`, typed.
+    pub fn entry(&self) -> super::protocol::OverrideInForce {
+        super::protocol::OverrideInForce {
+            name: self.rule.clone(),
+            state: word(self.enabled).to_string(),
+            bundle_enabled: self.bundle,
+            contradicts: self.contradicts(),
+        }
     }
 }
 
