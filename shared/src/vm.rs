@@ -37,6 +37,19 @@
 //! underflow the stack, jump backwards or name a missing constant gets
 //! [`EvalError::Malformed`]. Bundles are verified at load
 //! ([`crate::verify`]), so that error means a bug, not a user mistake.
+//!
+//! One semantics, two ways in (docs/engine.md#the-when-plan): the engine
+//! judges each event by a rule's [`Plan`], made at load, which fuses
+//! common op sequences but computes every step with this module's own
+//! functions (`fast_binary`, `not`, `neg`, the `Machine`'s calls). The
+//! bytecode entry points stay in product code, and are the test oracle of
+//! the plan besides (compiler/tests/differential.rs): [`eval`] for the
+//! programs whose value is used, which a plan (booleans only) cannot
+//! answer, a step's computed values (`template`) and the profile's `data`
+//! expressions; [`eval_bool`] where a plan is not looked up, a step's own
+//! `when` (once per step of a run), `v1.test`'s dry run and the profile's
+//! emit conditions. Instructions per evaluation (callgrind,
+//! `shared/benches/when_eval.rs`): 450 by plan, 525 by bytecode.
 
 use crate::bytecode::{Builtin, Const, EventField, Op, Program};
 use crate::event::Event;
