@@ -9,7 +9,8 @@
 //! alone show (before evalexpr's parser, whose messages would mislead), and
 //! `constant` evaluates the parts that read no event data, to catch those
 //! that fail on every event. What stays here is the walk itself: names,
-//! types and built-in calls.
+//! types and built-in calls, typed by `rulecore::when_types`, the table the
+//! bundle verifier reads too; this module adds only its wording.
 
 use super::lex::tokenize;
 use super::spans::{self, Oddity, SpanTree};
