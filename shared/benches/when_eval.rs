@@ -4,7 +4,8 @@
 //! `cargo bench -p rulecore --bench when_eval --no-run`, then
 //! `valgrind --tool=callgrind --toggle-collect='*run_mode*' BINARY MODE`
 //! with MODE `plan` (the engine's load-time form, `vm::Plan`) or
-//! `bytecode` (`vm::eval_bool`), and optionally the index of one condition;
+//! `bytecode` (`vm::eval_bool`) or `decode` (an event with a `data` object
+//! decoded, instructions / ROUNDS a decode), and optionally the index of one condition;
 //! each condition is evaluated
 //! [`ROUNDS`] times, so instructions / (ROUNDS * conditions) is the cost
 //! of one evaluation, the loop's own included (docs/engine.md#the-when-plan).
@@ -99,6 +100,21 @@ fn event() -> Event {
     .unwrap()
 }
 
+/// A `data` object as the bus sends one: short keys, and one of 17 to 22
+/// bytes (`data`'s keys are `SmallStr`s, inline up to 16).
+const DECODED: &[u8] = br#"{"topic":"battery.0.changed","from":"a","to":"b","data":{"charge":80,"state":"active","temperature":21,"cycle_count":12,"temperature_state":"ideal"}}"#;
+
+/// Decodes [`DECODED`] [`ROUNDS`] times (mode `decode`).
+#[inline(never)]
+fn run_mode_decode() -> usize {
+    let mut keys = 0;
+    for _ in 0..ROUNDS {
+        let event = Event::decode(black_box(DECODED)).unwrap();
+        keys += event.data_at(["temperature_state"]).map_or(0, |_| 1);
+    }
+    keys
+}
+
 /// The measured loop (callgrind's `--toggle-collect` names it): every
 /// condition [`ROUNDS`] times, by its plan or by its bytecode.
 #[inline(never)]
@@ -148,6 +164,10 @@ fn main() {
         let plan = Plan::new(program, &consts).unwrap();
         let answer = plan.eval_bool(&consts, &event, &[]);
         assert_eq!(answer, eval_bool(program, &consts, &event, &[]), "{text}");
+    }
+    if mode == "decode" {
+        println!("decode: {ROUNDS} events, {} found", run_mode_decode());
+        return;
     }
     let by_plan = match mode.as_str() {
         "plan" => true,
