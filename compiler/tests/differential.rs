@@ -14,6 +14,9 @@
 //! numbers (float) are evalexpr values, `null` or a missing key is
 //! `Value::Empty`, and an array or object is left undefined in the evalexpr
 //! context so that reading it is an error, as it is in the VM.
+//!
+//! Every accepted expression's bytecode must also pass the bundle verifier
+//! (`rulecore::verify`), which types it by the checker's own table.
 
 use evalexpr::{
     ContextWithMutableFunctions, ContextWithMutableVariables, DefaultNumericTypes, EvalexprError,
@@ -581,6 +584,12 @@ fn run_compiled(
             inputs.state.get(&key).cloned().unwrap_or_default()
         })
         .collect();
+    // The checker and the bundle verifier read one table of types
+    // (rulecore::when_types): whatever the checker accepts, the verifier
+    // accepts as bytecode.
+    if let Err(error) = rulecore::verify::verify_program(program, consts, pairs.len()) {
+        panic!("the checker accepts `{text}`, the verifier refuses {program:?}: {error}");
+    }
     let vm = rulecore::vm::eval_bool(program, consts, &inputs.event, &state);
     // The engine's load-time form of the same program (docs/engine.md#the-when-plan):
     // every program the compiler emits gets one, and it gives exactly the

@@ -13,7 +13,7 @@ use crate::duration::format_duration;
 use crate::profile::{Changes, DataSpec, Origin, Profile};
 use crate::template::{self, Text};
 use crate::value_pattern::ValuePattern;
-use crate::vm::builtin_name;
+use crate::when_types::builtin_name;
 use serde_json::{json, Value as Json};
 use std::fmt::{self, Write};
 use std::io;

@@ -9,6 +9,7 @@
 //! order, a repeated key keeping its last value, integers beyond `i64` as
 //! unsigned, floats as floats.
 
+use crate::small_str::SmallStr;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use std::fmt;
@@ -29,103 +30,12 @@ pub enum DataValue {
     Object(DataObject),
 }
 
-/// The longest key held inline in an object's entry.
-pub const INLINE_KEY: usize = 22;
+/// The longest key held inline in an object's entry: a key is a
+/// [`SmallStr`], like the envelope's strings.
+pub const INLINE_KEY: usize = crate::small_str::INLINE_LEN;
 
 /// The bytes one object entry takes in its object's slice.
-pub const ENTRY_BYTES: usize = std::mem::size_of::<(DataKey, DataValue)>();
-
-/// A key of a `data` object. Keys are short names: held inline, they cost
-/// no allocation when an event is decoded.
-#[derive(Clone)]
-pub(crate) enum DataKey {
-    Inline { len: u8, bytes: [u8; INLINE_KEY] },
-    Heap(Box<str>),
-}
-
-impl Default for DataKey {
-    fn default() -> Self {
-        DataKey::Inline {
-            len: 0,
-            bytes: [0; INLINE_KEY],
-        }
-    }
-}
-
-impl DataKey {
-    pub(crate) fn new(key: &str) -> Self {
-        match u8::try_from(key.len()) {
-            Ok(len) if key.len() <= INLINE_KEY => {
-                let mut bytes = [0; INLINE_KEY];
-                bytes[..key.len()].copy_from_slice(key.as_bytes());
-                DataKey::Inline { len, bytes }
-            }
-            _ => DataKey::Heap(key.into()),
-        }
-    }
-
-    /// Lookups compare bytes: no UTF-8 check on the hot path.
-    #[inline]
-    fn as_bytes(&self) -> &[u8] {
-        match self {
-            DataKey::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or(&[]),
-            DataKey::Heap(key) => key.as_bytes(),
-        }
-    }
-
-    /// Whether this key is `key`: the length and the first byte first,
-    /// which tell most keys of an object apart without comparing the rest.
-    #[inline(always)]
-    fn is(&self, key: &[u8]) -> bool {
-        match self {
-            DataKey::Inline { len, bytes } => {
-                usize::from(*len) == key.len()
-                    && match key {
-                        [] => true,
-                        [only] => bytes[0] == *only,
-                        [first, ..] => bytes[0] == *first && bytes.get(..key.len()) == Some(key),
-                    }
-            }
-            DataKey::Heap(own) => own.as_bytes() == key,
-        }
-    }
-
-    fn as_str(&self) -> &str {
-        match self {
-            // Built from a `&str` cut at its own length, so always UTF-8.
-            DataKey::Inline { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
-            DataKey::Heap(key) => key,
-        }
-    }
-}
-
-impl PartialEq for DataKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_bytes() == other.as_bytes()
-    }
-}
-
-impl fmt::Debug for DataKey {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-impl<'de> Deserialize<'de> for DataKey {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = DataKey;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an object key")
-            }
-            fn visit_str<E>(self, key: &str) -> Result<DataKey, E> {
-                Ok(DataKey::new(key))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
-    }
-}
+pub const ENTRY_BYTES: usize = std::mem::size_of::<(SmallStr, DataValue)>();
 
 /// The most entries of an object sorted through an index array on the
 /// stack.
@@ -134,7 +44,7 @@ const SMALL_OBJECT: usize = 16;
 /// A JSON object: its entries sorted by key, each key once.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DataObject {
-    entries: Box<[(DataKey, DataValue)]>,
+    entries: Box<[(SmallStr, DataValue)]>,
 }
 
 impl DataObject {
@@ -143,19 +53,19 @@ impl DataObject {
     pub fn from_entries<K: AsRef<str>>(entries: Vec<(K, DataValue)>) -> Self {
         let entries = entries
             .into_iter()
-            .map(|(k, v)| (DataKey::new(k.as_ref()), v))
+            .map(|(k, v)| (SmallStr::new(k.as_ref()), v))
             .collect();
         Self::from_keyed(entries)
     }
 
-    fn from_keyed(mut entries: Vec<(DataKey, DataValue)>) -> Self {
+    fn from_keyed(mut entries: Vec<(SmallStr, DataValue)>) -> Self {
         Self::from_read(&mut entries)
     }
 
     /// Takes the entries out of `read` (an object as read, in input
     /// order) into an object of exactly their number: sorted by key, the
     /// last of a repeated key kept. One allocation, none for `{}`.
-    pub(crate) fn from_read(read: &mut [(DataKey, DataValue)]) -> Self {
+    pub(crate) fn from_read(read: &mut [(SmallStr, DataValue)]) -> Self {
         // The order, as indices: sorting them moves bytes, not entries.
         // Stable, so equal keys keep their input order and the last of a
         // run is the one written last. A short slice sorts without
@@ -179,7 +89,7 @@ impl DataObject {
     /// Takes the entries of `read` out in `order` (sorted by key), the
     /// last of a repeated key kept.
     fn take_in_order(
-        read: &mut [(DataKey, DataValue)],
+        read: &mut [(SmallStr, DataValue)],
         order: impl Iterator<Item = usize>,
     ) -> Self {
         let mut entries = Vec::with_capacity(read.len());
@@ -196,14 +106,18 @@ impl DataObject {
         }
     }
 
-    /// The value under `key`. Objects in events are small: a scan that
-    /// compares lengths and first bytes first beats a binary search until
-    /// a dozen keys.
+    /// The value under `key`. Objects in events are small: a scan (a
+    /// slice comparison checks the lengths first) beats a binary search
+    /// until a dozen keys.
     #[inline(always)]
     pub fn get(&self, key: &str) -> Option<&DataValue> {
         if self.entries.len() <= 12 {
             let key = key.as_bytes();
-            return self.entries.iter().find(|(k, _)| k.is(key)).map(|(_, v)| v);
+            return self
+                .entries
+                .iter()
+                .find(|(k, _)| k.as_bytes() == key)
+                .map(|(_, v)| v);
         }
         let at = self
             .entries
@@ -228,7 +142,7 @@ impl DataObject {
 
 /// The iterator over an object's entries, in key order.
 #[derive(Debug)]
-pub struct Entries<'a>(std::slice::Iter<'a, (DataKey, DataValue)>);
+pub struct Entries<'a>(std::slice::Iter<'a, (SmallStr, DataValue)>);
 
 impl<'a> Iterator for Entries<'a> {
     type Item = (&'a str, &'a DataValue);
@@ -312,7 +226,7 @@ impl From<&serde_json::Value> for DataValue {
                 // A `serde_json::Map` is already sorted and unique.
                 entries: map
                     .iter()
-                    .map(|(k, v)| (DataKey::new(k), Self::from(v)))
+                    .map(|(k, v)| (SmallStr::new(k), Self::from(v)))
                     .collect(),
             }),
         }
@@ -404,7 +318,7 @@ impl<'de> Visitor<'de> for DataVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataValue, A::Error> {
         let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
-        while let Some(key) = map.next_key::<DataKey>()? {
+        while let Some(key) = map.next_key::<SmallStr>()? {
             entries.push((key, map.next_value()?));
         }
         Ok(DataValue::Object(DataObject::from_keyed(entries)))

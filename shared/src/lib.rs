@@ -7,8 +7,8 @@
 //! file: encode, checked decode, atomic write), [`payload_decode`] (the
 //! payload decoded with exact-size vectors) and [`fingerprint`] (what a
 //! step does, hashed). A `when` (docs/when-language.md) is a [`bytecode`] program,
-//! checked once at load by [`verify`] (with the rule format's [`limits`]) and
-//! run by [`vm`]; a step's computed values (`${...}`) are [`template`]s run by
+//! checked once at load by [`verify`] (with the rule format's [`limits`]; its
+//! types are [`when_types`], the compiler checker's too) and run by [`vm`]; a step's computed values (`${...}`) are [`template`]s run by
 //! the same VM. The rest is small
 //! shared vocabulary: Go [`duration`]s, [`topic`] patterns, the [`event`]
 //! envelope and its parsed-once [`event_data`], [`suggest`] for "did you mean", and [`fuzz`] for the
@@ -34,6 +34,7 @@ pub mod topic;
 pub mod value_pattern;
 pub mod verify;
 pub mod vm;
+pub mod when_types;
 
 pub use duration::{parse_duration, DurationError};
 pub use topic::{TopicPattern, TopicPatternError};

@@ -10,12 +10,17 @@
 //! with the same stack depth on every path into them, constant indices in
 //! range and of the right kind (`Data` needs a `Path`, `Const` must not be
 //! one), state indices in range, call arities, and types wherever they are
-//! statically known (a `Not` fed a string constant can only ever fail).
+//! statically known (a `Not` fed a string constant can only ever fail), by
+//! the same table of types and signatures the compiler's checker reads
+//! ([`crate::when_types`]).
 
 use crate::bundle::Payload;
 use crate::bytecode::{Builtin, Const, Op, Program};
 use crate::topic::TopicPattern;
-use crate::vm::{builtin_arity, builtin_name};
+use crate::when_types::{
+    argument, binary_result, builtin_arity, builtin_name, call_result, mixes_string_and_number,
+    operand, unary_result, Operator, Ty, Want,
+};
 
 /// Deepest stack a verified program may need.
 pub const MAX_STACK: usize = 256;
@@ -300,60 +305,31 @@ fn verify_profile(
     Ok(())
 }
 
-/// A statically known type of a stack slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ty {
-    Str,
-    Int,
-    Float,
-    Bool,
-    /// Int or float.
-    Number,
-    /// Anything, including empty (a `data` value).
-    Any,
-}
-
-impl Ty {
-    fn join(self, other: Ty) -> Ty {
-        match (self, other) {
-            (a, b) if a == b => a,
-            (Ty::Int | Ty::Float | Ty::Number, Ty::Int | Ty::Float | Ty::Number) => Ty::Number,
-            _ => Ty::Any,
-        }
-    }
-    fn name(self) -> &'static str {
-        match self {
-            Ty::Str => "a string",
-            Ty::Int => "an int",
-            Ty::Float => "a float",
-            Ty::Bool => "a boolean",
-            Ty::Number => "a number",
-            Ty::Any => "anything",
-        }
-    }
-    fn may_be_number(self) -> bool {
-        matches!(self, Ty::Int | Ty::Float | Ty::Number | Ty::Any)
-    }
-    fn may_be_number_or_string(self) -> bool {
-        self.may_be_number() || self == Ty::Str
-    }
-    fn may_be_bool(self) -> bool {
-        matches!(self, Ty::Bool | Ty::Any)
-    }
-    fn may_be_str(self) -> bool {
-        matches!(self, Ty::Str | Ty::Any)
-    }
-    fn is_number(self) -> bool {
-        matches!(self, Ty::Int | Ty::Float | Ty::Number)
+/// How the verifier names a type it found: a `data` value, or an `if`
+/// that mixes types, may be anything.
+fn found(ty: Ty) -> &'static str {
+    if ty == Ty::Any {
+        "anything"
+    } else {
+        ty.a()
     }
 }
 
-/// The result type of `- * / %` on two numbers.
-fn arith(a: Ty, b: Ty) -> Ty {
-    match (a, b) {
-        (Ty::Int, Ty::Int) => Ty::Int,
-        (Ty::Float, _) | (_, Ty::Float) => Ty::Float,
-        _ => Ty::Number,
+/// How the verifier names what an operand must be.
+fn wanted(want: Want) -> &'static str {
+    match want {
+        Want::Bool => "a boolean",
+        Want::Number => "a number",
+        Want::Str => "a string",
+        Want::NumberOrStr => "a number or a string",
+    }
+}
+
+/// An operand of `op` of type `ty`, against what the table says it must be.
+fn admit(pc: usize, op: &Op, want: Option<Want>, ty: Ty) -> Result<(), VerifyError> {
+    match want {
+        Some(want) if !want.admits(ty) => Err(type_error(pc, op, wanted(want), ty)),
+        _ => Ok(()),
     }
 }
 
@@ -412,9 +388,7 @@ fn verify_program_as(
         let args = pop_operands(pc, op, &mut stack)?;
         let result = match *op {
             Op::AndJump(target) | Op::OrJump(target) => {
-                if !args[0].may_be_bool() {
-                    return Err(type_error(pc, op, "a boolean", args[0]));
-                }
+                admit(pc, op, Some(Want::Bool), args[0])?;
                 jump(pc, target, &stack, &mut incoming)?;
                 continue;
             }
@@ -435,18 +409,18 @@ fn verify_program_as(
         stack = merge(ops.len(), stack, jumped)?;
     }
     match stack.as_slice() {
-        [t] if !boolean || t.may_be_bool() => Ok(ProgramInfo { max_stack }),
-        [t] => Err(VerifyError::ResultNotBool { found: t.name() }),
+        [t] if !boolean || Want::Bool.admits(*t) => Ok(ProgramInfo { max_stack }),
+        [t] => Err(VerifyError::ResultNotBool { found: found(*t) }),
         other => Err(VerifyError::ResultCount { found: other.len() }),
     }
 }
 
-fn type_error(pc: usize, op: &Op, expected: &'static str, found: Ty) -> VerifyError {
+fn type_error(pc: usize, op: &Op, expected: &'static str, ty: Ty) -> VerifyError {
     VerifyError::Type {
         pc,
         op: op_name(op),
         expected,
-        found: found.name(),
+        found: found(ty),
     }
 }
 
@@ -539,63 +513,50 @@ fn load_type(pc: usize, op: &Op, consts: &[Const], state_pairs: usize) -> Result
 /// The type `-x` pushes, or (any other op given) `!x` and the final
 /// boolean assertion.
 fn unary_type(pc: usize, op: &Op, arg: Ty) -> Result<Ty, VerifyError> {
-    if *op == Op::Neg {
-        if !arg.may_be_number() {
-            return Err(type_error(pc, op, "a number", arg));
-        }
-        return Ok(if arg == Ty::Any { Ty::Number } else { arg });
-    }
-    if !arg.may_be_bool() {
-        return Err(type_error(pc, op, "a boolean", arg));
-    }
-    Ok(Ty::Bool)
+    let operator = if *op == Op::Neg {
+        Operator::Neg
+    } else {
+        Operator::Not
+    };
+    admit(pc, op, operand(operator), arg)?;
+    Ok(unary_result(operator, arg))
 }
 
-/// The type a binary operator pushes: `+` (numbers or strings), the other
-/// arithmetic, `==`/`!=`, or (any other op given) an ordering.
+/// The table's name of a binary op.
+fn binary_operator(op: &Op) -> Operator {
+    match op {
+        Op::Add => Operator::Add,
+        Op::Sub => Operator::Sub,
+        Op::Mul => Operator::Mul,
+        Op::Div => Operator::Div,
+        Op::Mod => Operator::Mod,
+        Op::Pow => Operator::Pow,
+        Op::Eq => Operator::Eq,
+        Op::Ne => Operator::Ne,
+        Op::Lt => Operator::Lt,
+        Op::Le => Operator::Le,
+        Op::Gt => Operator::Gt,
+        _ => Operator::Ge,
+    }
+}
+
+/// The type a binary operator pushes, by the table: each operand
+/// admitted, then no string against a number where that always fails.
 fn binary_type(pc: usize, op: &Op, a: Ty, b: Ty) -> Result<Ty, VerifyError> {
-    let number_or_string = |t: Ty| {
-        if t.may_be_number_or_string() {
-            Ok(())
-        } else {
-            Err(type_error(pc, op, "a number or a string", t))
-        }
-    };
-    Ok(match *op {
-        Op::Add => {
-            number_or_string(a)?;
-            number_or_string(b)?;
-            match (a, b) {
-                (Ty::Str, t) | (t, Ty::Str) if t.is_number() => {
-                    return Err(type_error(pc, op, "two strings or two numbers", t));
-                }
-                (Ty::Str, Ty::Str) => Ty::Str,
-                (Ty::Any, _) | (_, Ty::Any) => Ty::Any,
-                _ => arith(a, b),
-            }
-        }
-        Op::Sub | Op::Mul | Op::Div | Op::Mod | Op::Pow => {
-            for t in [a, b] {
-                if !t.may_be_number() {
-                    return Err(type_error(pc, op, "a number", t));
-                }
-            }
-            if *op == Op::Pow {
-                Ty::Float
-            } else {
-                arith(a, b)
-            }
-        }
-        Op::Eq | Op::Ne => Ty::Bool,
-        _ => {
-            number_or_string(a)?;
-            number_or_string(b)?;
-            if (a == Ty::Str && b.is_number()) || (b == Ty::Str && a.is_number()) {
-                return Err(type_error(pc, op, "two strings or two numbers", b));
-            }
-            Ty::Bool
-        }
-    })
+    let operator = binary_operator(op);
+    for t in [a, b] {
+        admit(pc, op, operand(operator), t)?;
+    }
+    if mixes_string_and_number(operator, a, b) {
+        // `+` names the number; an ordering its right side.
+        let number = match operator {
+            Operator::Add if a == Ty::Str => b,
+            Operator::Add => a,
+            _ => b,
+        };
+        return Err(type_error(pc, op, "two strings or two numbers", number));
+    }
+    Ok(binary_result(operator, a, b))
 }
 
 fn merge(pc: usize, a: Vec<Ty>, b: Vec<Ty>) -> Result<Vec<Ty>, VerifyError> {
@@ -624,75 +585,13 @@ fn call_type(pc: usize, op: &Op, builtin: Builtin, n: u8, args: &[Ty]) -> Result
             found: n,
         });
     }
-    let type_error = |expected, found: Ty| VerifyError::Type {
-        pc,
-        op: op_name(op),
-        expected,
-        found: found.name(),
-    };
-    let strings = |args: &[Ty]| {
-        args.iter()
-            .find(|t| !t.may_be_str())
-            .map_or(Ok(()), |t| Err(type_error("a string", *t)))
-    };
-    let numbers = |args: &[Ty]| {
-        args.iter()
-            .find(|t| !t.may_be_number())
-            .map_or(Ok(()), |t| Err(type_error("a number", *t)))
-    };
-    Ok(match builtin {
-        Builtin::Len => {
-            strings(args)?;
-            Ty::Int
+    for (index, arg) in args.iter().enumerate() {
+        if builtin == Builtin::If && index == 0 && !Want::Bool.admits(*arg) {
+            return Err(type_error(pc, op, "a boolean condition", *arg));
         }
-        Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => {
-            strings(args)?;
-            Ty::Str
-        }
-        Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => {
-            strings(args)?;
-            Ty::Bool
-        }
-        Builtin::Min | Builtin::Max => {
-            numbers(args)?;
-            if args.iter().all(|t| *t == Ty::Int) {
-                Ty::Int
-            } else {
-                // evalexpr may answer an int even for float arguments.
-                Ty::Number
-            }
-        }
-        Builtin::If => {
-            if !args[0].may_be_bool() {
-                return Err(type_error("a boolean condition", args[0]));
-            }
-            args[1].join(args[2])
-        }
-        Builtin::Floor | Builtin::Ceil | Builtin::Round => {
-            numbers(args)?;
-            Ty::Float
-        }
-        Builtin::Abs => {
-            numbers(args)?;
-            if args[0] == Ty::Any {
-                Ty::Number
-            } else {
-                args[0]
-            }
-        }
-        Builtin::Int | Builtin::Float => {
-            if !args[0].may_be_number_or_string() {
-                return Err(type_error("a number or a string", args[0]));
-            }
-            if builtin == Builtin::Int {
-                Ty::Int
-            } else {
-                Ty::Float
-            }
-        }
-        Builtin::Str => Ty::Str,
-        Builtin::TupleContains => Ty::Bool,
-    })
+        admit(pc, op, argument(builtin, index), *arg)?;
+    }
+    Ok(call_result(builtin, args))
 }
 
 #[cfg(test)]
@@ -925,10 +824,16 @@ mod tests {
         // Types flow through arithmetic, calls and branches.
         assert!(check(vec![Const(1), Const(4), Add, Not]).is_err());
         assert!(check(vec![Const(2), Call(Builtin::Trim, 1), Neg, Const(1), Eq]).is_err());
-        assert!(
-            check(vec![Data(3), Const(1), Add, Not]).is_ok(),
-            "data may be a string... or not"
-        );
+        assert!(check(vec![Data(3), Not]).is_ok(), "data may be a boolean");
+        // `data + 1` is a number or fails, never a boolean: the checker's
+        // rule, from the one table (when_types), so the verifier has it too.
+        assert!(matches!(
+            check(vec![Data(3), Const(1), Add, Not]),
+            Err(VerifyError::Type {
+                found: "a number",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! alone show (before evalexpr's parser, whose messages would mislead), and
 //! `constant` evaluates the parts that read no event data, to catch those
 //! that fail on every event. What stays here is the walk itself: names,
-//! types and built-in calls.
+//! types and built-in calls, typed by `rulecore::when_types`, the table the
+//! bundle verifier reads too; this module adds only its wording.
 
 use super::lex::tokenize;
 use super::spans::{self, Oddity, SpanTree};
@@ -19,30 +20,13 @@ use constant::{constant_context, constant_failures};
 use evalexpr::{DefaultNumericTypes, Node, Operator, Value};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Builtin, EventField};
+use rulecore::when_types::{self as types, Want};
 use std::ops::{Range, RangeInclusive};
 use syntax::{parse_problem, token_problems};
 
-/// The functions `when` accepts, by their evalexpr name.
-pub const FUNCTIONS: &[(&str, Builtin)] = &[
-    ("len", Builtin::Len),
-    ("str::to_lowercase", Builtin::ToLowercase),
-    ("str::to_uppercase", Builtin::ToUppercase),
-    ("str::trim", Builtin::Trim),
-    ("min", Builtin::Min),
-    ("max", Builtin::Max),
-    ("if", Builtin::If),
-    ("floor", Builtin::Floor),
-    ("ceil", Builtin::Ceil),
-    ("round", Builtin::Round),
-    ("math::abs", Builtin::Abs),
-    ("str::starts_with", Builtin::StartsWith),
-    ("str::ends_with", Builtin::EndsWith),
-    ("str::contains", Builtin::Contains),
-    ("int", Builtin::Int),
-    ("float", Builtin::Float),
-    ("str", Builtin::Str),
-    ("contains", Builtin::TupleContains),
-];
+/// The functions `when` accepts, by their evalexpr name (the one table is
+/// rulecore's, which the bundle verifier reads too).
+pub use rulecore::when_types::FUNCTIONS;
 
 /// evalexpr 13's other built-ins: known, but not supported by the VM.
 const UNSUPPORTED_BUILTINS: &[&str] = &[
@@ -265,28 +249,27 @@ fn unknown_name_help(name: &str) -> (String, Option<String>) {
     (help, None)
 }
 
-/// How many arguments a built-in takes, that number in words, and how a
-/// call looks.
+/// How many arguments a built-in takes (the table's count), that number
+/// in words, and how a call looks.
 fn arity(builtin: Builtin) -> (RangeInclusive<usize>, &'static str, &'static str) {
-    match builtin {
-        Builtin::Min | Builtin::Max => (
-            2..=usize::from(u8::MAX),
-            "at least two arguments",
-            "(a, b, ...)",
-        ),
-        Builtin::If => (3..=3, "three arguments", "(condition, then, else)"),
-        Builtin::StartsWith => (2..=2, "two arguments", "(text, prefix)"),
-        Builtin::EndsWith => (2..=2, "two arguments", "(text, suffix)"),
-        Builtin::Contains => (2..=2, "two arguments", "(text, part)"),
+    let (min, max) = types::builtin_arity(builtin);
+    let (words, usage) = match builtin {
+        Builtin::Min | Builtin::Max => ("at least two arguments", "(a, b, ...)"),
+        Builtin::If => ("three arguments", "(condition, then, else)"),
+        Builtin::StartsWith => ("two arguments", "(text, prefix)"),
+        Builtin::EndsWith => ("two arguments", "(text, suffix)"),
+        Builtin::Contains => ("two arguments", "(text, part)"),
         Builtin::Len | Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => {
-            (1..=1, "one argument", "(text)")
+            ("one argument", "(text)")
         }
         Builtin::Floor | Builtin::Ceil | Builtin::Round | Builtin::Abs => {
-            (1..=1, "one argument", "(number)")
+            ("one argument", "(number)")
         }
-        Builtin::Int | Builtin::Float | Builtin::Str => (1..=1, "one argument", "(value)"),
-        Builtin::TupleContains => (2..=2, "two arguments", "((a, b, ...), value)"),
-    }
+        Builtin::Int | Builtin::Float | Builtin::Str => ("one argument", "(value)"),
+        // Written `contains((a, b, ...), value)`: `tuple_contains` checks it.
+        Builtin::TupleContains => ("two arguments", "((a, b, ...), value)"),
+    };
+    (usize::from(min)..=usize::from(max), words, usage)
 }
 
 /// The binary operators `when` supports.
@@ -334,52 +317,11 @@ fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Opt
     rulecore::suggest::closest_within(name, candidates, limit)
 }
 
-fn is_numeric(ty: Ty) -> bool {
-    matches!(ty, Ty::Int | Ty::Float | Ty::Num | Ty::NumOrStr | Ty::Any)
-}
-
-fn is_known_number(ty: Ty) -> bool {
-    matches!(ty, Ty::Int | Ty::Float | Ty::Num)
-}
-
-/// Result type of `- * / %` (and `+` on numbers), as evalexpr computes it:
-/// int when both are ints, float when either is a float.
-fn arith(a: Ty, b: Ty) -> Ty {
-    match (a, b) {
-        (Ty::Int, Ty::Int) => Ty::Int,
-        (Ty::Float, _) | (_, Ty::Float) => Ty::Float,
-        _ => Ty::Num,
-    }
-}
-
-/// Can a value of type `a` ever equal one of type `b`? evalexpr's `==` is
-/// structural: an int never equals a float (`1 == 1.0` is false).
-fn may_equal(a: Ty, b: Ty) -> bool {
-    let num_or_str = |t| matches!(t, Ty::Int | Ty::Float | Ty::Num | Ty::Str | Ty::NumOrStr);
-    a == b
-        || a == Ty::Any
-        || b == Ty::Any
-        || (a == Ty::NumOrStr && num_or_str(b))
-        || (b == Ty::NumOrStr && num_or_str(a))
-        || (a == Ty::Num && matches!(b, Ty::Int | Ty::Float))
-        || (b == Ty::Num && matches!(a, Ty::Int | Ty::Float))
-}
-
 fn is_literal(expr: &Expr) -> bool {
     match &expr.kind {
         ExprKind::Lit(_) => true,
         ExprKind::Unary(UnOp::Neg, inner) => matches!(inner.kind, ExprKind::Lit(_)),
         _ => false,
-    }
-}
-
-fn join(a: Ty, b: Ty) -> Ty {
-    if a == b {
-        a
-    } else if is_known_number(a) && is_known_number(b) {
-        Ty::Num
-    } else {
-        Ty::Any
     }
 }
 
@@ -591,23 +533,17 @@ impl Checker<'_> {
         }
         let mut kids = self.kids(node, spans)?;
         let inner = kids.pop()?;
-        let (op, ty) = if *node.operator() == Operator::Neg {
-            if !is_numeric(inner.ty) {
-                self.operand_error("-", "a number", &inner);
-                return None;
-            }
-            let ty = match inner.ty {
-                Ty::Int | Ty::Float => inner.ty,
-                _ => Ty::Num,
-            };
-            (UnOp::Neg, ty)
+        let (op, sym, wanted) = if *node.operator() == Operator::Neg {
+            (UnOp::Neg, "-", "a number")
         } else {
-            if !matches!(inner.ty, Ty::Bool | Ty::Any) {
-                self.operand_error("!", "a boolean", &inner);
-                return None;
-            }
-            (UnOp::Not, Ty::Bool)
+            (UnOp::Not, "!", "a boolean")
         };
+        let operator = op.operator();
+        if types::operand(operator).is_some_and(|want| !want.admits(inner.ty)) {
+            self.operand_error(sym, wanted, &inner);
+            return None;
+        }
+        let ty = types::unary_result(operator, inner.ty);
         Some(Expr {
             kind: ExprKind::Unary(op, Box::new(inner)),
             ty,
@@ -777,18 +713,20 @@ impl Checker<'_> {
     /// (reported with `mismatch`). `false` when a problem was reported.
     fn strings_or_numbers(
         &mut self,
-        sym: &str,
+        op: BinOp,
         mismatch: String,
         left: &Expr,
         right: &Expr,
         op_span: Range<usize>,
     ) -> bool {
-        if let Some(side) = [left, right].into_iter().find(|side| side.ty == Ty::Bool) {
+        let sym = op.symbol();
+        let admitted = |side: &&Expr| Want::NumberOrStr.admits(side.ty);
+        if let Some(side) = [left, right].into_iter().find(|side| !admitted(side)) {
             self.operand_error(sym, "numbers or strings", side);
             return false;
         }
         let (a, b) = (left.ty, right.ty);
-        if (a == Ty::Str && is_known_number(b)) || (b == Ty::Str && is_known_number(a)) {
+        if types::mixes_string_and_number(op.operator(), a, b) {
             let side = if a == Ty::Str { left } else { right };
             let text = self.text.get(side.span.clone()).unwrap_or("x").trim();
             // A number written as a string (`int(to) < "20"`): the fix is
@@ -838,36 +776,16 @@ impl Checker<'_> {
     ) -> Option<Ty> {
         let (a, b) = (left.ty, right.ty);
         let sym = op.symbol();
+        let result = types::binary_result(op.operator(), a, b);
         match op {
             BinOp::Add => {
                 let mismatch = format!("`+` cannot add {} and {}", a.a(), b.a());
-                if !self.strings_or_numbers(sym, mismatch, left, right, op_span) {
-                    return None;
-                }
-                Some(match (a, b) {
-                    (Ty::Str, _) | (_, Ty::Str) => Ty::Str,
-                    // Two data values add to a number or a string, never
-                    // a boolean.
-                    (Ty::Any | Ty::NumOrStr, Ty::Any | Ty::NumOrStr) => Ty::NumOrStr,
-                    _ => arith(a, b),
-                })
+                self.strings_or_numbers(op, mismatch, left, right, op_span)
+                    .then_some(result)
             }
-            BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::Pow => {
-                let mut ok = true;
-                for side in [left, right] {
-                    if !is_numeric(side.ty) {
-                        self.operand_error(sym, "numbers", side);
-                        ok = false;
-                    }
-                }
-                ok.then(|| {
-                    if op == BinOp::Pow {
-                        Ty::Float
-                    } else {
-                        arith(a, b)
-                    }
-                })
-            }
+            BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::Pow => self
+                .each_operand(op, "numbers", [left, right])
+                .then_some(result),
             BinOp::Eq | BinOp::Ne => {
                 if is_literal(left) && is_literal(right) && a != b {
                     self.report(
@@ -885,8 +803,8 @@ impl Checker<'_> {
                     );
                     return None;
                 }
-                if !may_equal(a, b) {
-                    let help = if is_known_number(a) && is_known_number(b) {
+                if !types::may_equal(a, b) {
+                    let help = if a.is_known_number() && b.is_known_number() {
                         "evalexpr compares ints and floats as different values (`1 == 1.0` is \
                          false); floor, ceil, round and ^ return floats"
                     } else {
@@ -906,24 +824,33 @@ impl Checker<'_> {
                     return None;
                 }
                 self.empty_string_data(op, left, right, span);
-                Some(Ty::Bool)
+                Some(result)
             }
             BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
                 let mismatch = format!("`{sym}` cannot order {} against {}", a.a(), b.a());
-                self.strings_or_numbers(sym, mismatch, left, right, op_span)
-                    .then_some(Ty::Bool)
+                self.strings_or_numbers(op, mismatch, left, right, op_span)
+                    .then_some(result)
             }
-            BinOp::And | BinOp::Or => {
-                let mut ok = true;
-                for side in [left, right] {
-                    if !matches!(side.ty, Ty::Bool | Ty::Any) {
-                        self.operand_error(sym, "booleans", side);
-                        ok = false;
-                    }
-                }
-                ok.then_some(Ty::Bool)
+            BinOp::And | BinOp::Or => self
+                .each_operand(op, "booleans", [left, right])
+                .then_some(result),
+        }
+    }
+
+    /// Reports every operand of `op` that cannot be what the table says it
+    /// must be (`wanted`, in words); `true` when none was reported.
+    fn each_operand(&mut self, op: BinOp, wanted: &str, sides: [&Expr; 2]) -> bool {
+        let Some(want) = types::operand(op.operator()) else {
+            return true;
+        };
+        let mut ok = true;
+        for side in sides {
+            if !want.admits(side.ty) {
+                self.operand_error(op.symbol(), wanted, side);
+                ok = false;
             }
         }
+        ok
     }
 
     /// `data.x == ""` reads as "x is missing or empty", but a missing key
@@ -1188,71 +1115,28 @@ impl Checker<'_> {
         })
     }
 
+    /// The type of a call, by the table: every argument that cannot be
+    /// what the built-in takes is reported.
     fn call_type(&mut self, name: &str, builtin: Builtin, args: &[Expr]) -> Option<Ty> {
-        let want = |ok: fn(Ty) -> bool, what: &str, this: &mut Self| {
-            let mut good = true;
-            for arg in args {
-                if !ok(arg.ty) {
-                    this.operand_error(name, what, arg);
-                    good = false;
-                }
+        let wanted = match builtin {
+            Builtin::Len | Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => {
+                "a string"
             }
-            good
+            Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => "strings",
+            Builtin::Min | Builtin::Max => "numbers",
+            Builtin::Int | Builtin::Float => "a number or a string",
+            Builtin::If => "a boolean condition",
+            _ => "a number",
         };
-        match builtin {
-            Builtin::Len => want(
-                |t| matches!(t, Ty::Str | Ty::NumOrStr | Ty::Any),
-                "a string",
-                self,
-            )
-            .then_some(Ty::Int),
-            Builtin::ToLowercase | Builtin::ToUppercase | Builtin::Trim => want(
-                |t| matches!(t, Ty::Str | Ty::NumOrStr | Ty::Any),
-                "a string",
-                self,
-            )
-            .then_some(Ty::Str),
-            Builtin::StartsWith | Builtin::EndsWith | Builtin::Contains => want(
-                |t| matches!(t, Ty::Str | Ty::NumOrStr | Ty::Any),
-                "strings",
-                self,
-            )
-            .then_some(Ty::Bool),
-            Builtin::Floor | Builtin::Ceil | Builtin::Round => {
-                want(is_numeric, "a number", self).then_some(Ty::Float)
-            }
-            Builtin::Abs => want(is_numeric, "a number", self).then(|| match args[0].ty {
-                Ty::Int => Ty::Int,
-                Ty::Float => Ty::Float,
-                _ => Ty::Num,
-            }),
-            // evalexpr's min/max return an int only when every argument is
-            // one; with floats it may still return an int (see the docs).
-            Builtin::Min | Builtin::Max => want(is_numeric, "numbers", self).then(|| {
-                if args.iter().all(|a| a.ty == Ty::Int) {
-                    Ty::Int
-                } else {
-                    Ty::Num
-                }
-            }),
-            Builtin::Int | Builtin::Float => want(|t| t != Ty::Bool, "a number or a string", self)
-                .then_some(if builtin == Builtin::Int {
-                    Ty::Int
-                } else {
-                    Ty::Float
-                }),
-            Builtin::Str => Some(Ty::Str),
-            // Checked by `tuple_contains`, which never gets here.
-            Builtin::TupleContains => Some(Ty::Bool),
-            Builtin::If => {
-                let cond = &args[0];
-                if !matches!(cond.ty, Ty::Bool | Ty::Any) {
-                    self.operand_error("if", "a boolean condition", cond);
-                    return None;
-                }
-                Some(join(args[1].ty, args[2].ty))
+        let mut good = true;
+        for (index, arg) in args.iter().enumerate() {
+            if types::argument(builtin, index).is_some_and(|want| !want.admits(arg.ty)) {
+                self.operand_error(name, wanted, arg);
+                good = false;
             }
         }
+        let tys: Vec<Ty> = args.iter().map(|arg| arg.ty).collect();
+        good.then(|| types::call_result(builtin, &tys))
     }
 
     /// `contains((a, b, ...), value)`: the first argument must be a tuple

@@ -20,6 +20,7 @@ pub(crate) use check::{FIELDS, FUNCTIONS};
 pub use lower::{lower, ConstPool};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Builtin, EventField};
+use rulecore::when_types::Operator;
 use std::ops::Range;
 
 /// One problem in a `when` expression; always an error.
@@ -57,45 +58,9 @@ pub struct CheckedWhen {
     pub expr: Expr,
 }
 
-/// Static types. `Num` is "int or float, known only at run time"; `Any` is
-/// a `data.*` value (or an `if` mixing types) whose type is only known at
-/// run time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ty {
-    Bool,
-    Int,
-    Float,
-    Num,
-    Str,
-    /// A sum of data values: a number or a string, never a boolean.
-    NumOrStr,
-    Any,
-}
-
-impl Ty {
-    pub fn name(self) -> &'static str {
-        match self {
-            Ty::Bool => "boolean",
-            Ty::Int => "int",
-            Ty::Float => "float",
-            Ty::Num => "number",
-            Ty::Str => "string",
-            Ty::NumOrStr => "number or string",
-            Ty::Any => "data value",
-        }
-    }
-
-    /// The name with its indefinite article: "an int", "a string".
-    pub fn a(self) -> String {
-        let name = self.name();
-        let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) {
-            "an"
-        } else {
-            "a"
-        };
-        format!("{article} {name}")
-    }
-}
+/// Static types: the one table of them, shared with the bundle verifier,
+/// is `rulecore::when_types` (docs/when-language.md#types).
+pub use rulecore::when_types::Ty;
 
 /// A checked, typed expression node.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,6 +97,16 @@ pub enum UnOp {
     Not,
 }
 
+impl UnOp {
+    /// Its name in the table of types (`rulecore::when_types`).
+    pub fn operator(self) -> Operator {
+        match self {
+            UnOp::Neg => Operator::Neg,
+            UnOp::Not => Operator::Not,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BinOp {
     Add,
@@ -151,6 +126,26 @@ pub enum BinOp {
 }
 
 impl BinOp {
+    /// Its name in the table of types (`rulecore::when_types`).
+    pub fn operator(self) -> Operator {
+        match self {
+            BinOp::Add => Operator::Add,
+            BinOp::Sub => Operator::Sub,
+            BinOp::Mul => Operator::Mul,
+            BinOp::Div => Operator::Div,
+            BinOp::Mod => Operator::Mod,
+            BinOp::Pow => Operator::Pow,
+            BinOp::Eq => Operator::Eq,
+            BinOp::Ne => Operator::Ne,
+            BinOp::Lt => Operator::Lt,
+            BinOp::Le => Operator::Le,
+            BinOp::Gt => Operator::Gt,
+            BinOp::Ge => Operator::Ge,
+            BinOp::And => Operator::And,
+            BinOp::Or => Operator::Or,
+        }
+    }
+
     /// `==`, `!=` and the orderings.
     pub fn is_comparison(self) -> bool {
         matches!(

@@ -1,7 +1,10 @@
 //! Each rule's `when`, translated once at load into the VM's faster form
 //! ([`rulecore::vm::Plan`], docs/engine.md#the-when-plan): the condition
 //! every matching event is judged by. Steps' conditions, judged once per
-//! step, run from the bundle's bytecode.
+//! step, run from the bundle's bytecode (`rulecore::vm::eval_bool`, the
+//! same functions without the fusing): a plan saves about 75 instructions
+//! an evaluation (docs/engine.md#the-when-plan), which matters per event,
+//! not per step.
 
 use rulecore::bundle::Payload;
 use rulecore::vm::Plan;

@@ -18,7 +18,7 @@
 //! of the scan (callgrind).
 
 use super::EventError;
-use crate::event_data::{DataKey, DataObject, DataValue};
+use crate::event_data::{DataObject, DataValue};
 use crate::small_str::SmallStr;
 use std::borrow::Cow;
 
@@ -424,12 +424,12 @@ impl<'b> Reader<'b> {
         self.enter()?;
         self.at += 1;
         self.ws();
-        let mut inline: [(DataKey, DataValue); INLINE_ENTRIES] = Default::default();
+        let mut inline: [(SmallStr, DataValue); INLINE_ENTRIES] = Default::default();
         let mut count = 0;
-        let mut spilled: Vec<(DataKey, DataValue)> = Vec::new();
+        let mut spilled: Vec<(SmallStr, DataValue)> = Vec::new();
         if !self.eat(b'}') {
             loop {
-                let key = DataKey::new(&self.key()?);
+                let key = SmallStr::new(&self.key()?);
                 let entry = (key, self.value()?);
                 match inline.get_mut(count) {
                     Some(slot) if spilled.is_empty() => {
