@@ -32,6 +32,14 @@ pub enum Report {
     Started(JobId),
     /// The action finished; `Err` carries a message naming what failed.
     Finished(JobId, Result<(), String>),
+    /// Redis refused the Redis lane's transaction whole, or it could not
+    /// be sent: the action did not run and `record` (the job's pending
+    /// record) was not removed (docs/semantics.md#an-action-redis-refused-whole).
+    NotPerformed {
+        job: JobId,
+        record: Option<Arc<str>>,
+        why: String,
+    },
     /// The job was still queued when the pool stopped: it never ran.
     Abandoned(JobId),
     /// The pool was full (it refused a job, or a submission filled it) and
@@ -465,7 +473,12 @@ async fn perform(
                 .map_or(DEFAULT_WAIT, Duration::from_nanos);
             let batch = std::slice::from_ref(job);
             let outcome = lane::send(performers.redis.as_mut(), batch, timeout, None).await;
-            outcome.into_iter().next().unwrap_or(Ok(()))
+            // The record went first, on its own: a refusal is a failure.
+            match outcome.into_iter().next() {
+                Some(lane::Outcome::Finished(result)) => result,
+                Some(lane::Outcome::NotPerformed(why)) => Err(why),
+                None => Ok(()),
+            }
         }
         // The engine makes every notify a publish.
         Action::Notify(_) => Err("internal: a notify was not made into its publish".to_string()),

@@ -291,13 +291,14 @@ pub fn counter_values(c: &Counters, overflow: u64, rejected: u64) -> Vec<(&'stat
 
 /// The engine's counters: the part of [`counter_values`] a stats tick
 /// compares with what it last wrote.
-fn engine_counters(c: &Counters) -> [(&'static str, u64); 7] {
+fn engine_counters(c: &Counters) -> [(&'static str, u64); 8] {
     [
         ("rules", c.rules),
         ("dispatched", c.dispatched),
         ("dropped", c.dropped),
         ("refused", c.refused),
         ("failed", c.failed),
+        ("retried", c.retried),
         ("pending", c.pending),
         ("runs-active", c.runs_active),
     ]
