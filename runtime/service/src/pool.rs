@@ -131,6 +131,20 @@ impl Shared {
         report
     }
 
+    /// Actions being performed (busy workers, and the Redis lane's batch
+    /// being sent) and actions waiting (for a busy worker, or for the
+    /// lane's next batch).
+    fn load(&self, config: PoolConfig) -> (usize, usize) {
+        // A job an idle worker is about to take is still in the queue.
+        let workers = config.workers.max(1).saturating_sub(self.idle);
+        let waiting = self.lane.len();
+        let sending = self.lane_held.saturating_sub(waiting);
+        (
+            workers.saturating_add(sending),
+            self.queue.len().saturating_add(waiting),
+        )
+    }
+
     fn full(&mut self, lane: Lane) -> &mut bool {
         match lane {
             Lane::Workers => &mut self.workers_full,
@@ -246,14 +260,10 @@ impl Pool {
         lock(&self.shared).queue.len()
     }
 
-    /// Workers performing an action now, and jobs waiting for one (what
-    /// `v1.status` reports, docs/operating.md#status-fields).
+    /// Actions being performed now, and actions waiting to be (what
+    /// `v1.status` reports as `busy` and `queue`, docs/operating.md#status-fields).
     pub fn load(&self) -> (usize, usize) {
-        let shared = lock(&self.shared);
-        let workers = self.config.workers.max(1);
-        // A job an idle worker is about to take is still in the queue.
-        let busy = workers.saturating_sub(shared.idle);
-        (busy, shared.queue.len())
+        lock(&self.shared).load(self.config)
     }
 
     pub fn config(&self) -> PoolConfig {
@@ -456,6 +466,63 @@ async fn remove_record_first(store: &StoreWriter, id: &str, wait: Duration) {
              unknown; running the step anyway (should the removal not land, a crash or \
              restart runs the step again)"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u64) -> Job {
+        use rulecore::bundle::{Payload, Rule, Step};
+        let step = Step::new(Action::redis("list", "x"), 0);
+        let rule = Rule::new("r", "t.toml", vec![], vec![step]);
+        let payload = Arc::new(Payload::new("t", vec![rule], vec![], vec![]));
+        Job {
+            id: JobId(id),
+            run: "r#0-1".into(),
+            rule: "r".into(),
+            step: 0,
+            pass: 0,
+            finally: false,
+            action: ruled_engine::StepAction::new(payload, 0, 0).expect("step 0"),
+            computed: None,
+            event: Arc::default(),
+            drop_record: None,
+        }
+    }
+
+    /// `v1.status`'s `busy` and `queue` count the Redis lane: the batch it
+    /// is sending as busy, the actions behind it as queued.
+    #[test]
+    fn the_load_counts_the_redis_lane() {
+        let config = PoolConfig {
+            workers: 2,
+            queue: 4,
+        };
+        let mut shared = Shared {
+            idle: 1,
+            ..Shared::default()
+        };
+        shared.queue.push_back(Handed {
+            job: job(1),
+            waited: true,
+        });
+        assert_eq!(
+            shared.load(config),
+            (1, 1),
+            "one worker busy, one job queued"
+        );
+        // The lane sends a batch of 3 while 2 more wait for the next.
+        shared.lane_sending = true;
+        shared.lane_held = 5;
+        for id in 2..4 {
+            shared.lane.push_back(Handed {
+                job: job(id),
+                waited: true,
+            });
+        }
+        assert_eq!(shared.load(config), (1 + 3, 1 + 2));
     }
 }
 
