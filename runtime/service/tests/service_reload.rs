@@ -229,3 +229,78 @@ fn signals_that_would_kill_are_caught_and_sigquit_stops_in_order() {
     assert_eq!(ruled.wait_exit(), Some(0), "SIGQUIT is an orderly stop");
     assert!(ruled.log_text().contains("stopped"));
 }
+
+/// The `WARN` lines ruled wrote after the first `skip` lines of its log.
+fn warn_lines_after(ruled: &Ruled, skip: usize) -> Vec<String> {
+    ruled
+        .log()
+        .into_iter()
+        .skip(skip)
+        .filter(|line| line.contains(" WARN "))
+        .collect()
+}
+
+/// DESIGN 24 "No false alarms": a reload, asked for by `v1.reload` or by
+/// SIGHUP, is logged at `info`; `warn` only for an override that
+/// contradicts the new bundle (so `journalctl -p warning` holds what needs
+/// a look, not every deploy).
+#[test]
+fn a_reload_is_logged_at_info_and_warns_only_for_a_contradicting_override() {
+    let (redis, _dir, bundle, ruled) = start(&first());
+    let mut changed = horn_exact();
+    changed.steps = vec![redis_step("scooter:horn", "toot", 0)].into();
+    deploy(
+        &bundle,
+        &payload(vec![hazards(WAIT_MS), changed], vec![], vec![]),
+    );
+    let before = ruled.log().len();
+    let reply = support::ctl::ctl(&redis, &["reload"]);
+    assert_eq!(reply.code, 0, "{}", reply.stderr);
+    ruled.wait_log(&["INFO", "bundle reloaded", "changed=1"]);
+    ruled.wait_log(&["INFO", "control request v1.reload"]);
+    assert_eq!(warn_lines_after(&ruled, before), Vec::<String>::new());
+
+    // SIGHUP: the same.
+    let before = ruled.log().len();
+    reload(
+        &ruled,
+        &bundle,
+        &first(),
+        &["INFO", "bundle reloaded", "changed=1"],
+    );
+    assert_eq!(warn_lines_after(&ruled, before), Vec::<String>::new());
+
+    // An override that agrees with the new bundle: no warn line either.
+    let off = support::ctl::ctl(&redis, &["set-enabled", "horn", "off"]);
+    assert_eq!(off.code, 0, "{}", off.stderr);
+    ruled.wait_log(&["control request v1.set-enabled"]);
+    let mut disabled = horn_exact();
+    disabled.enabled = false;
+    let before = ruled.log().len();
+    deploy(
+        &bundle,
+        &payload(vec![hazards(WAIT_MS), disabled], vec![], vec![]),
+    );
+    let reply = support::ctl::ctl(&redis, &["reload"]);
+    assert_eq!(reply.code, 0, "{}", reply.stderr);
+    ruled.wait_log(&[
+        "INFO",
+        "reload: overrides in force",
+        "horn=disabled (bundle: off)",
+    ]);
+    assert_eq!(warn_lines_after(&ruled, before), Vec::<String>::new());
+
+    // An override against the new bundle's `enabled`: one warn line, naming it.
+    let before = ruled.log().len();
+    let mut back = horn_exact();
+    back.steps = vec![redis_step("scooter:horn", "honk", 0)].into();
+    deploy(
+        &bundle,
+        &payload(vec![hazards(WAIT_MS), back], vec![], vec![]),
+    );
+    let reply = support::ctl::ctl(&redis, &["reload"]);
+    assert_eq!(reply.code, 0, "{}", reply.stderr);
+    ruled.wait_log(&["WARN", "rule=horn", "set-enabled horn default"]);
+    let warned = warn_lines_after(&ruled, before);
+    assert_eq!(warned.len(), 1, "{warned:#?}");
+}
