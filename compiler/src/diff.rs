@@ -7,10 +7,10 @@
 
 use crate::check::plural;
 use crate::cli::{Console, Exit};
-use crate::dump::rule_text;
 use crate::simulate::load_rules;
-use rulecore::bundle::{Payload, Rule};
+use rulecore::bundle::Payload;
 use rulecore::input_file::{read_bounded, InputError};
+use rulecore::rule_change::Comparison;
 use ruled_engine::{refusal_without_clock, PendingRecord, ReplayDropReason};
 use serde_json::{json, Value};
 use std::io;
@@ -60,14 +60,9 @@ pub enum DiffFormat {
     Json,
 }
 
-/// A key whose value differs, as `rulec dump` prints it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyChange {
-    /// `cooldown`, or `step 1 after`.
-    pub key: String,
-    pub old: String,
-    pub new: String,
-}
+/// A key whose value differs, as `rulec dump` prints it: the definition
+/// a live reload's `changed` shares.
+pub use rulecore::rule_change::KeyChange;
 
 /// A waiting step (or record) the deploy would drop.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,35 +86,6 @@ pub struct Diff {
     pub drops: Vec<Drop>,
 }
 
-/// A rule's dump, key by key: `(key, value)` in order, a step's keys
-/// prefixed `step N ` (a finally step's `finally N `), a `when`'s
-/// disassembly part of its value.
-fn keyed(rule: &Rule, payload: &Payload) -> Vec<(String, String)> {
-    let mut keys: Vec<(String, String)> = Vec::new();
-    let mut step = String::new();
-    for line in rule_text(rule, payload).lines().skip(1) {
-        let depth = line.len() - line.trim_start().len();
-        let text = line.trim();
-        // `step N`, or a finally step's `finally N` (docs/rules.md#finally).
-        if depth == 2 && (text.starts_with("step ") || text.starts_with("finally ")) {
-            step = format!("{text} ");
-            continue;
-        }
-        let own = if step.is_empty() { 2 } else { 4 };
-        match keys.last_mut() {
-            Some((_, value)) if depth > own => {
-                value.push('\n');
-                value.push_str(text);
-            }
-            _ => {
-                let (key, value) = text.split_once(' ').unwrap_or((text, ""));
-                keys.push((format!("{step}{key}"), value.trim().to_string()));
-            }
-        }
-    }
-    keys
-}
-
 /// Why a step waiting at a deploy (on pass `iter`) would be dropped, if it
 /// would: the engine's own replay checks, without the clock.
 fn verdict(
@@ -139,6 +105,7 @@ fn verdict(
 /// by the actual records.
 pub fn diff(old: &Payload, new: &Payload, pending: Option<&[PendingRecord]>) -> Diff {
     let mut out = Diff::default();
+    let compare = Comparison::new(old, new);
     for rule in &new.rules {
         if !old.rules.iter().any(|r| r.name == rule.name) {
             out.added.push(rule.name.to_string());
@@ -149,30 +116,8 @@ pub fn diff(old: &Payload, new: &Payload, pending: Option<&[PendingRecord]>) -> 
             out.removed.push(rule.name.to_string());
             continue;
         };
-        let (before, after) = (keyed(rule, old), keyed(new_rule, new));
-        let mut changes = Vec::new();
-        for (key, value) in &before {
-            let now = after
-                .iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.as_str());
-            if now != Some(value.as_str()) && !key.ends_with("fingerprint") {
-                changes.push(KeyChange {
-                    key: key.clone(),
-                    old: value.clone(),
-                    new: now.unwrap_or("(absent)").to_string(),
-                });
-            }
-        }
-        for (key, value) in &after {
-            if !before.iter().any(|(k, _)| k == key) && !key.ends_with("fingerprint") {
-                changes.push(KeyChange {
-                    key: key.clone(),
-                    old: "(absent)".to_string(),
-                    new: value.clone(),
-                });
-            }
-        }
+        // The one definition of "changed", shared with a live reload.
+        let changes = compare.key_changes(rule, new_rule);
         if !changes.is_empty() {
             out.changed.push((rule.name.to_string(), changes));
         }

@@ -13,6 +13,7 @@ use super::{Engine, JobOwner, Phase, ReplayDropReason};
 use crate::timers::{TimerKind, Timers};
 use crate::{step_refusal, DropReason, EndReason, Level, LogLine, Note, Now};
 use rulecore::bundle::{Concurrency, Payload, Rule, StatePair};
+use rulecore::rule_change::Comparison;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -313,6 +314,7 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
             .collect()
     };
     let mut summary = ReloadSummary::default();
+    let compare = Comparison::new(old, new);
     let mut found = vec![false; new.rules.len()];
     for (rule, target) in old.rules.iter().zip(&targets) {
         let Some(target) = *target else {
@@ -320,7 +322,9 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
             continue;
         };
         found[target] = true;
-        if *rule != new.rules[target] {
+        // `rulec diff`'s definition (its constants and `state()` pairs
+        // resolved), so the reply says what the tool says.
+        if compare.changed(rule, &new.rules[target]) {
             summary.changed.push(rule.name.to_string());
         }
     }
