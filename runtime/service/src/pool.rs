@@ -469,6 +469,47 @@ async fn remove_record_first(store: &StoreWriter, id: &str, wait: Duration) {
     }
 }
 
+async fn perform(
+    performers: &mut Performers,
+    groups: &RunningGroups,
+    job: &Job,
+) -> Result<(), String> {
+    match job.performed() {
+        // The lane's (the pool hands it every Redis action); performed the
+        // same way here, as a batch of one.
+        action @ (Action::Redis { .. } | Action::Publish { .. }) => {
+            let timeout = action
+                .timeout_ns()
+                .map_or(DEFAULT_WAIT, Duration::from_nanos);
+            let batch = std::slice::from_ref(job);
+            let outcome = lane::send(performers.redis.as_mut(), batch, timeout, None).await;
+            // The record went first, on its own: a refusal is a failure.
+            match outcome.into_iter().next() {
+                Some(lane::Outcome::Finished(result)) => result,
+                Some(lane::Outcome::NotPerformed(why)) => Err(why),
+                None => Ok(()),
+            }
+        }
+        // The engine makes every notify a publish.
+        Action::Notify(_) => Err("internal: a notify was not made into its publish".to_string()),
+        Action::Exec {
+            command,
+            timeout_ns,
+        } => exec::run(
+            command,
+            Duration::from_nanos(*timeout_ns),
+            &job.event,
+            groups,
+        )
+        .await
+        .map_err(|e: ExecError| e.to_string()),
+        Action::Can(frame) => performers
+            .can
+            .send(frame)
+            .map_err(|e| format!("can {}: {e}", frame.iface)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,46 +564,5 @@ mod tests {
             });
         }
         assert_eq!(shared.load(config), (1 + 3, 1 + 2));
-    }
-}
-
-async fn perform(
-    performers: &mut Performers,
-    groups: &RunningGroups,
-    job: &Job,
-) -> Result<(), String> {
-    match job.performed() {
-        // The lane's (the pool hands it every Redis action); performed the
-        // same way here, as a batch of one.
-        action @ (Action::Redis { .. } | Action::Publish { .. }) => {
-            let timeout = action
-                .timeout_ns()
-                .map_or(DEFAULT_WAIT, Duration::from_nanos);
-            let batch = std::slice::from_ref(job);
-            let outcome = lane::send(performers.redis.as_mut(), batch, timeout, None).await;
-            // The record went first, on its own: a refusal is a failure.
-            match outcome.into_iter().next() {
-                Some(lane::Outcome::Finished(result)) => result,
-                Some(lane::Outcome::NotPerformed(why)) => Err(why),
-                None => Ok(()),
-            }
-        }
-        // The engine makes every notify a publish.
-        Action::Notify(_) => Err("internal: a notify was not made into its publish".to_string()),
-        Action::Exec {
-            command,
-            timeout_ns,
-        } => exec::run(
-            command,
-            Duration::from_nanos(*timeout_ns),
-            &job.event,
-            groups,
-        )
-        .await
-        .map_err(|e: ExecError| e.to_string()),
-        Action::Can(frame) => performers
-            .can
-            .send(frame)
-            .map_err(|e| format!("can {}: {e}", frame.iface)),
     }
 }
