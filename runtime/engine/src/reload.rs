@@ -26,7 +26,8 @@ pub struct ReloadSummary {
     pub added: Vec<String>,
     /// Rules only the old bundle had, in its order.
     pub removed: Vec<String>,
-    /// Rules in both whose definition differs, in the old bundle's order.
+    /// Rules in both whose definition differs, in the old bundle's order:
+    /// `rulec diff`'s "changed" ([`rulecore::rule_change`]).
     pub changed: Vec<String>,
     /// Live runs that continue under the new bundle.
     pub runs_kept: usize,
