@@ -33,7 +33,10 @@ impl Engine {
     /// then its run ends `failed` (counted in `failed`) and its record
     /// goes. A run that was cancelled meanwhile goes on to its finally
     /// steps; one that ended drops the record the job held (`record`, the
-    /// job's [`crate::Job::record_to_drop_at_start`]). After
+    /// job's [`crate::Job::record_to_drop_at_start`]). The driver has
+    /// reported the job started ([`Engine::action_started`]), as the lane
+    /// does when it sends a batch: that start is taken back from
+    /// `dispatched`. After
     /// [`Engine::stop`] the record stays for the next start.
     pub fn action_not_performed(
         &mut self,
@@ -42,6 +45,9 @@ impl Engine {
         record: Option<Arc<str>>,
         message: &str,
     ) {
+        // Reported started as its batch was sent (`dispatched` counted it):
+        // it did not start after all.
+        self.counters.dispatched = self.counters.dispatched.saturating_sub(1);
         let Some(owner) = self.jobs.remove(&job.0) else {
             self.counters.failed += 1;
             return;

@@ -2967,6 +2967,8 @@ impl H {
     fn not_performed(&mut self, job: JobId) {
         let index = self.jobs.iter().position(|j| j.id == job).unwrap();
         let record = self.jobs.remove(index).drop_record;
+        // The lane reports each action of a batch started as it sends it.
+        self.engine.action_started(job);
         let (t, w) = (self.t(), self.wall());
         let message = "EXECABORT OOM command not allowed";
         self.engine
@@ -3033,6 +3035,8 @@ fn a_step_redis_refuses_whole_past_its_retries_ends_failed_and_its_record_goes()
     assert_eq!(h.engine.next_deadline(), None);
     let c = h.counters();
     assert_eq!((c.retried, c.failed, c.runs_active), (5, 1, 0));
+    // Only the first step ran: the six attempts Redis refused started nothing.
+    assert_eq!(c.dispatched, 1);
 }
 
 #[test]
