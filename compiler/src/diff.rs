@@ -24,6 +24,11 @@ Examples:
   rulec diff old.bundle new.bundle --deny-drops
   redis-cli --json HGETALL extensions:pending > pending.json
   rulec diff deployed.bundle rules/ --pending pending.json --deny-drops
+  rulec diff deployed.bundle rules/ --bytecode
+
+A changed `when` shows as its source text, as `rulec dump` reconstructs it
+from the bundle (spacing and parentheses normalised); --bytecode adds its
+instructions.
 
 A waiting step is one with `after` that is durable (its record survives a
 restart). A deploy drops its record at the next start when the rule is gone
@@ -49,6 +54,9 @@ pub struct DiffArgs {
     /// `text` or `json` (one object).
     #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,
+    /// Show a changed `when`'s bytecode too, not only its source text.
+    #[arg(long)]
+    pub bytecode: bool,
     /// For rules directories; a bundle carries its own profile.
     #[command(flatten)]
     pub profile: crate::check::ProfileArgs,
@@ -63,6 +71,97 @@ pub enum DiffFormat {
 /// A key whose value differs, as `rulec dump` prints it: the definition
 /// a live reload's `changed` shares.
 pub use rulecore::rule_change::KeyChange;
+
+/// A `when`'s value as [`KeyChange`] holds it, split for printing: its source
+/// text (the dump's first line) and its bytecode (the lines after).
+struct WhenValue<'v> {
+    /// Empty when the program does not decompile.
+    source: &'v str,
+    bytecode: Vec<&'v str>,
+}
+
+impl<'v> WhenValue<'v> {
+    fn of(value: &'v str) -> WhenValue<'v> {
+        let mut lines = value.lines();
+        WhenValue {
+            source: lines.next().unwrap_or_default(),
+            bytecode: lines.collect(),
+        }
+    }
+
+    fn shown(&self) -> &'v str {
+        if self.source.is_empty() {
+            "(no source text: --bytecode shows its instructions)"
+        } else {
+            self.source
+        }
+    }
+}
+
+/// How `rulec diff` prints a [`KeyChange`] (the type is rulecore's, shared
+/// with a live reload; the printing is the tool's).
+trait Printed {
+    fn is_when(&self) -> bool;
+    fn text(&self, bytecode: bool) -> String;
+    fn json(&self, bytecode: bool) -> Value;
+}
+
+impl Printed for KeyChange {
+    /// The rule's or a step's `when` (docs/rulec.md#rulec-diff): shown as
+    /// its source text, its bytecode only when asked.
+    fn is_when(&self) -> bool {
+        self.key == "when" || self.key.ends_with(" when")
+    }
+
+    /// `  key: old -> new` and, for a `when` with `bytecode`, its
+    /// instructions before and after.
+    fn text(&self, bytecode: bool) -> String {
+        if !self.is_when() {
+            let (old, new) = (self.old.replace('\n', " "), self.new.replace('\n', " "));
+            return format!("  {}: {old} -> {new}\n", self.key);
+        }
+        let (old, new) = (WhenValue::of(&self.old), WhenValue::of(&self.new));
+        let mut text = if old.source == new.source && !old.source.is_empty() {
+            let note = if bytecode {
+                ""
+            } else {
+                ": --bytecode shows it"
+            };
+            format!(
+                "  {}: {} (same text, its bytecode changed{note})\n",
+                self.key, old.source
+            )
+        } else {
+            format!("  {}: {} -> {}\n", self.key, old.shown(), new.shown())
+        };
+        if bytecode {
+            for (label, value) in [("before", &old), ("after", &new)] {
+                text.push_str(&format!("    bytecode {label}:\n"));
+                for line in &value.bytecode {
+                    text.push_str(&format!("      {}\n", line.trim()));
+                }
+            }
+        }
+        text
+    }
+
+    /// The JSON object: a `when`'s source text as `old`/`new`, its
+    /// instructions as `old_bytecode`/`new_bytecode` with `bytecode`.
+    fn json(&self, bytecode: bool) -> Value {
+        if !self.is_when() {
+            return json!({"key": self.key, "old": self.old, "new": self.new});
+        }
+        let (old, new) = (WhenValue::of(&self.old), WhenValue::of(&self.new));
+        let mut object = json!({"key": self.key, "old": old.source, "new": new.source});
+        if bytecode {
+            object["old_bytecode"] =
+                json!(old.bytecode.iter().map(|l| l.trim()).collect::<Vec<_>>());
+            object["new_bytecode"] =
+                json!(new.bytecode.iter().map(|l| l.trim()).collect::<Vec<_>>());
+        }
+        object
+    }
+}
 
 /// A waiting step (or record) the deploy would drop.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,8 +359,8 @@ pub fn read_pending(path: &Path) -> Result<Vec<PendingRecord>, PendingError> {
 }
 
 impl Diff {
-    /// The text report.
-    pub fn to_text(&self) -> String {
+    /// The text report; `bytecode`: a changed `when`'s instructions too.
+    pub fn to_text(&self, bytecode: bool) -> String {
         let mut text = String::new();
         for name in &self.added {
             text.push_str(&format!("added    {name}\n"));
@@ -272,8 +371,7 @@ impl Diff {
         for (name, changes) in &self.changed {
             text.push_str(&format!("changed  {name}\n"));
             for change in changes {
-                let (old, new) = (change.old.replace('\n', " "), change.new.replace('\n', " "));
-                text.push_str(&format!("  {}: {old} -> {new}\n", change.key));
+                text.push_str(&change.text(bytecode));
             }
         }
         for (name, step) in &self.fingerprints {
@@ -299,14 +397,14 @@ impl Diff {
         text
     }
 
-    /// The JSON report.
-    pub fn to_json(&self) -> Value {
+    /// The JSON report; `bytecode`: a changed `when`'s instructions too.
+    pub fn to_json(&self, bytecode: bool) -> Value {
         json!({
             "added": self.added,
             "removed": self.removed,
             "changed": self.changed.iter().map(|(name, changes)| json!({
                 "rule": name,
-                "keys": changes.iter().map(|c| json!({"key": c.key, "old": c.old, "new": c.new})).collect::<Vec<_>>(),
+                "keys": changes.iter().map(|c| c.json(bytecode)).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "fingerprint_changed": self.fingerprints.iter().map(|(name, step)| json!({"rule": name, "step": step})).collect::<Vec<_>>(),
             "dropped": self.drops.iter().map(|d| {
@@ -342,8 +440,8 @@ pub fn run(args: &DiffArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     };
     let diff = diff(&old, &new, pending.as_deref());
     match args.format {
-        DiffFormat::Text => write!(console.out, "{}", diff.to_text())?,
-        DiffFormat::Json => writeln!(console.out, "{}", diff.to_json())?,
+        DiffFormat::Text => write!(console.out, "{}", diff.to_text(args.bytecode))?,
+        DiffFormat::Json => writeln!(console.out, "{}", diff.to_json(args.bytecode))?,
     }
     if args.deny_drops && !diff.drops.is_empty() {
         writeln!(
@@ -354,4 +452,47 @@ pub fn run(args: &DiffArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         return Ok(Exit::Failure);
     }
     Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{KeyChange, Printed};
+
+    fn when(old: &str, new: &str) -> KeyChange {
+        KeyChange {
+            key: "step 0 when".into(),
+            old: old.into(),
+            new: new.into(),
+        }
+    }
+
+    /// Same text, another program (a forged or older bundle): said so,
+    /// not printed as a change of nothing.
+    #[test]
+    fn a_when_whose_text_is_the_same_says_its_bytecode_changed() {
+        let change = when(
+            "to == \"a\"\n0  field to\n1  const \"a\"",
+            "to == \"a\"\n0  field to\n1  const \"a\"\n2  not",
+        );
+        assert_eq!(
+            change.text(false),
+            "  step 0 when: to == \"a\" (same text, its bytecode changed: --bytecode shows it)\n"
+        );
+        assert!(change.text(true).ends_with(
+            "    bytecode after:\n      0  field to\n      1  const \"a\"\n      2  not\n"
+        ));
+        // A program that does not decompile has no text to show.
+        let change = when("\n0  field to", "always");
+        assert_eq!(
+            change.text(false),
+            "  step 0 when: (no source text: --bytecode shows its instructions) -> always\n"
+        );
+        // Other keys are as before, one line.
+        let change = KeyChange {
+            key: "cooldown".into(),
+            old: "0s".into(),
+            new: "10m".into(),
+        };
+        assert_eq!(change.text(true), "  cooldown: 0s -> 10m\n");
+    }
 }

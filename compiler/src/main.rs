@@ -46,10 +46,33 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(exit) => exit.into(),
+        // The reader stopped early (`rulec dump ... | head`): it has what it
+        // wanted, so this is no failure and nothing to say.
+        Err(error) if reader_went_away(&error) => ExitCode::SUCCESS,
         Err(error) => {
             // Writing the output failed (e.g. a closed pipe); say so if we can.
             let _ = writeln!(err, "rulec: cannot write output: {error}");
             Exit::Usage.into()
         }
     }
+}
+
+/// Whether writing failed because the reader closed the pipe, also when the
+/// error comes wrapped (serde_json's writer wraps the `io::Error` it got).
+fn reader_went_away(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
+    if error.kind() == BrokenPipe {
+        return true;
+    }
+    let mut cause = error.get_ref().map(|inner| inner as &dyn std::error::Error);
+    while let Some(inner) = cause {
+        if let Some(json) = inner.downcast_ref::<serde_json::Error>() {
+            return json.io_error_kind() == Some(BrokenPipe);
+        }
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            return io.kind() == BrokenPipe;
+        }
+        cause = inner.source();
+    }
+    false
 }

@@ -4,16 +4,20 @@
 //! on the entry and key it names (so it prints as `file:line:column`);
 //! then, against the rules, topics no rule, catalogue or profile knows (a
 //! warning: an `[[expect-none]]` that passes because of a typo is the
-//! worst test) and rule names and step numbers of `[[fail]]`,
-//! `[[expect]]` and `[[expect-none]]` (errors), each with "did you mean".
+//! worst test), `[[state]]` writes to hashes and fields nothing watches
+//! (a warning: the write is a no-op), and rule names and step numbers of
+//! `[[fail]]`, `[[expect]]` and `[[expect-none]]` (errors), each with "did
+//! you mean".
 
 use crate::diagnostic::{toml_string, Code, Diagnostic};
 use crate::rule_test::{close_expectation_key, parse_all_expectations, ExpectError};
-use rulecore::bundle::Payload;
+use rulecore::bundle::{Payload, StatePair};
 use rulecore::suggest::did_you_mean;
 use rulecore::TopicPattern;
 use ruled_engine::sim::{Place, TimelineError};
+use ruled_engine::{Engine, EngineConfig};
 use std::ops::Range;
+use std::sync::Arc;
 use toml::de::{DeTable, DeValue};
 
 /// What a timeline is checked against: the simulated rules, and the topics
@@ -29,6 +33,11 @@ pub struct Known {
     /// profile's); `None`: no catalogue (rules from a bundle file), topics
     /// are not checked.
     pub topics: Option<Vec<String>>,
+    /// Every (hash, field) the simulated rules' engine reads: the rules'
+    /// `state()` pairs, their inputs' fields, the profile's sources (with
+    /// their `read` fields) and polls. A `[[state]]` write elsewhere
+    /// changes nothing the rules see.
+    pub watched: Vec<StatePair>,
 }
 
 impl Known {
@@ -51,6 +60,14 @@ impl Known {
             self.patterns.extend(rule.on.iter().cloned());
             if let Some(options) = &rule.options {
                 self.patterns.extend(options.cancel_on.iter().cloned());
+            }
+        }
+        // The engine's own list of what it reads, so this check cannot
+        // drift from what the simulator does with a write.
+        let engine = Engine::new(Arc::new(payload.clone()), EngineConfig::default());
+        for pair in engine.watched_pairs() {
+            if !self.watched.contains(pair) {
+                self.watched.push(pair.clone());
             }
         }
     }
@@ -96,6 +113,7 @@ pub fn diagnostics(name: &str, text: &str, known: Option<&Known>) -> Vec<Diagnos
     }
     if let Some(known) = known {
         found.extend(topics(&find, known));
+        found.extend(state_writes(&find, known));
         found.extend(rules(&find, known));
     }
     found.into_iter().map(|d| d.in_file(name)).collect()
@@ -138,6 +156,109 @@ fn topics(find: &Finder<'_, '_>, known: &Known) -> Vec<Diagnostic> {
         });
     }
     found
+}
+
+/// `[[state]]` writes to a hash, or a field of it, that nothing watches
+///: a warning with "did you mean", since the write changes
+/// nothing the rules see and a test around it would check nothing.
+fn state_writes(find: &Finder<'_, '_>, known: &Known) -> Vec<Diagnostic> {
+    let mut hashes: Vec<&str> = known.watched.iter().map(|p| p.hash.as_str()).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    let mut found = Vec::new();
+    for (number, (table, _)) in (1..).zip(find.entries("state")) {
+        let Some((hash, span)) = Finder::string(table, "hash") else {
+            continue;
+        };
+        if !hashes.contains(&hash) {
+            found.push(unwatched_hash(number, hash, span, &hashes));
+            continue;
+        }
+        let fields: Vec<&str> = known
+            .watched
+            .iter()
+            .filter(|pair| pair.hash == hash)
+            .map(|pair| pair.field.as_str())
+            .collect();
+        for (field, span, quoted) in written_fields(table) {
+            if fields.contains(&field) {
+                continue;
+            }
+            let near = did_you_mean(field, &fields);
+            let help = match near {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => format!(
+                    "the watched fields of `{hash}` are {}",
+                    fields
+                        .iter()
+                        .map(|f| format!("`{f}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            let fix = near.map(|near| (span.clone(), key_text(near, quoted)));
+            found.push(
+                Diagnostic::warning(
+                    Code::UnwatchedState,
+                    format!(
+                        "[[state]] #{number}: nothing watches `{hash}` `{field}`: the write changes nothing the rules see"
+                    ),
+                )
+                .at(span, "no rule, input or profile source reads this field")
+                .with_help(help)
+                .with_fix_opt(fix),
+            );
+        }
+    }
+    found
+}
+
+fn unwatched_hash(number: usize, hash: &str, span: Range<usize>, hashes: &[&str]) -> Diagnostic {
+    let near = did_you_mean(hash, hashes);
+    let help = match near {
+        Some(near) => format!("did you mean `{near}`?"),
+        None => format!(
+            "no rule's `state()`, no input and no profile source or poll reads `{hash}`: write a hash they read, or leave the entry out"
+        ),
+    };
+    Diagnostic::warning(
+        Code::UnwatchedState,
+        format!(
+            "[[state]] #{number}: nothing watches the hash `{hash}`: the write changes nothing the rules see"
+        ),
+    )
+    .at(span.clone(), "no rule, input or profile source reads this hash")
+    .with_help(help)
+    .with_fix_opt(near.map(|near| (span, toml_string(near))))
+}
+
+/// The fields a `[[state]]` writes or deletes: its `field` (a string
+/// value) and the keys of its `fields` table, each with its span and
+/// whether the span is a string value (`true`) or a key.
+fn written_fields<'t>(table: &'t DeTable<'_>) -> Vec<(&'t str, Range<usize>, bool)> {
+    let mut written = Vec::new();
+    if let Some((field, span)) = Finder::string(table, "field") {
+        written.push((field, span, true));
+    }
+    if let Some((DeValue::Table(fields), _)) = Finder::key_value(table, "fields") {
+        for (key, _) in fields.iter() {
+            written.push((key.get_ref().as_ref(), key.span(), false));
+        }
+    }
+    written
+}
+
+/// `name` as a string value, or as a key (bare when TOML allows it).
+fn key_text(name: &str, value: bool) -> String {
+    let bare = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if value || !bare {
+        toml_string(name)
+    } else {
+        name.to_string()
+    }
 }
 
 /// Rule names and step numbers of `[[fail]]`, `[[expect]]` and

@@ -71,6 +71,9 @@ fn every_did_you_mean_is_a_fix_that_works() {
     for code in [
         "rulec::unknown-key",
         "rulec::unknown-topic",
+        "rulec::near-miss-topic",
+        "rulec::unknown-state-hash",
+        "rulec::unknown-list",
         "rulec::unknown-data-key",
         "rulec::concurrency",
         "rulec::unknown-action",

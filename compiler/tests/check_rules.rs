@@ -401,3 +401,24 @@ fn a_bad_repeat_count_does_not_hide_a_bad_every() {
     let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code.as_str()).collect();
     assert_eq!(codes, ["rulec::repeat", "rulec::duration"]);
 }
+
+/// `from` of a derived topic is whatever the field held before,
+/// also a value that emits nothing: battery `charge` going 80 -> n/a -> 77
+/// derives `battery.charge.changed` with `from = "n/a"`, so the checker
+/// must not call `from == "n/a"` never true.
+#[test]
+fn from_may_be_anything_the_field_held() {
+    use rulec::profile::{load, ProfileChoice};
+    let profile = load(&ProfileChoice::Builtin)
+        .unwrap()
+        .map(std::sync::Arc::new);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("charge.toml"),
+        "[[rule]]\nname = \"charge-back\"\non = [\"battery.charge.changed\"]\nwhen = 'from == \"n/a\" && int(to) < 80'\n\n[[rule.step]]\ndo = \"redis\"\nlist = \"scooter:blinker\"\npush = \"both\"\n",
+    )
+    .unwrap();
+    let report = rulec::check::check_dir_profile(dir.path(), profile).unwrap();
+    assert!(report.diagnostics.is_empty(), "{:#?}", report.diagnostics);
+    assert_eq!(report.rules.len(), 1);
+}

@@ -225,3 +225,42 @@ fn a_changed_finally_step_is_keyed_as_such() {
     assert_eq!(keys, ["finally 0 action"], "{value}");
     assert_eq!(value["dropped"], serde_json::json!([]));
 }
+
+/// a changed `when` reads as its source text (as `rulec dump`
+/// reconstructs it from the bundle), its bytecode only with `--bytecode`.
+#[test]
+fn a_changed_when_shows_its_source_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("new");
+    std::fs::create_dir(&new).unwrap();
+    for entry in std::fs::read_dir(root().join("fixtures/rules")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let text = text.replace(
+                "name = \"low-battery-warning\"\non = [\"battery.charge.changed\"]\nwhen = 'int(to) < 15",
+                "name = \"low-battery-warning\"\non = [\"battery.charge.changed\"]\nwhen = 'int(to) < 10",
+            );
+            std::fs::write(new.join(path.file_name().unwrap()), text).unwrap();
+        }
+    }
+    let rules = root().join("fixtures/rules");
+    let old = rules.to_str().unwrap();
+    let (code, out, err) = rulec(dir.path(), &["diff", old, "new"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "changed  low-battery-warning\n  when: int(to) < 15 && state(\"vehicle\", \"state\") == \"ready-to-drive\" -> int(to) < 10 && state(\"vehicle\", \"state\") == \"ready-to-drive\"\ndropped on deploy: none\n"
+    );
+    let (code, json, _) = rulec(dir.path(), &["diff", old, "new", "--format", "json"]);
+    assert_eq!(code, 0);
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        value["changed"][0]["keys"][0]["new"],
+        "int(to) < 10 && state(\"vehicle\", \"state\") == \"ready-to-drive\""
+    );
+    let (code, out, err) = rulec(dir.path(), &["diff", old, "new", "--bytecode"]);
+    assert_eq!(code, 0, "{err}");
+    insta::assert_snapshot!("when-changed-bytecode", out);
+    assert!(out.contains("const 10"), "{out}");
+}

@@ -79,21 +79,10 @@ fn quoted(name: &str, text: &str) -> Vec<Quoted> {
 
 /// Every marked block of the README and docs/.
 fn all_quoted() -> Vec<Quoted> {
-    let root = root();
-    let mut files = vec![root.join("README.md")];
-    let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
-        .collect();
-    docs.sort();
-    files.extend(docs);
-    let mut all = Vec::new();
-    for file in files {
-        let name = file.strip_prefix(&root).unwrap().display().to_string();
-        all.extend(quoted(&name, &std::fs::read_to_string(&file).unwrap()));
-    }
-    all
+    pages()
+        .iter()
+        .flat_map(|(name, text)| quoted(name, text))
+        .collect()
 }
 
 #[test]
@@ -137,4 +126,80 @@ fn a_drifted_count_is_caught() {
     let (code, _, err) = rulec(&root(), &args);
     assert_eq!(code, block.exit);
     assert!(!err.lines().any(|line| line == block.lines[0]), "{err}");
+}
+
+/// The README and docs/*.md (every page a reader follows).
+fn pages() -> Vec<(String, String)> {
+    let root = root();
+    let mut paths = vec![root.join("README.md")];
+    let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .collect();
+    docs.sort();
+    paths.extend(docs);
+    paths
+        .into_iter()
+        .map(|path| {
+            let name = path.strip_prefix(&root).unwrap().display().to_string();
+            (name, std::fs::read_to_string(&path).unwrap())
+        })
+        .collect()
+}
+
+/// `cargo install` without `--locked` resolves the dependencies anew, to
+/// versions no test ran: every `cargo install` the docs or CI type carries
+/// `--locked`.
+#[test]
+fn every_cargo_install_is_locked() {
+    let mut pages = pages();
+    pages.push((
+        ".ci/run".into(),
+        std::fs::read_to_string(root().join(".ci/run")).unwrap(),
+    ));
+    let unlocked: Vec<String> = pages
+        .iter()
+        .flat_map(|(name, text)| {
+            text.lines()
+                .enumerate()
+                .filter(|(_, line)| line.contains("cargo install") && !line.contains("--locked"))
+                .map(move |(at, line)| format!("{name}:{}: {}", at + 1, line.trim()))
+        })
+        .collect();
+    assert!(
+        unlocked.is_empty(),
+        "without --locked:\n{}",
+        unlocked.join("\n")
+    );
+}
+
+/// `rulec simulate --help` and the README name every entry kind and
+/// setting a timeline may hold (the list is the parser's own).
+#[test]
+fn simulate_help_names_every_timeline_entry() {
+    use ruled_engine::sim::{TIMELINE_KINDS, TIMELINE_SETTINGS};
+    let (code, help, _) = rulec(&root(), &["simulate", "--help"]);
+    assert_eq!(code, 0);
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let mut missing = Vec::new();
+    for (kind, _) in TIMELINE_KINDS {
+        let entry = format!("[[{kind}]]");
+        if !help.contains(&entry) {
+            missing.push(format!("`rulec simulate --help` lacks {entry}"));
+        }
+        if !readme.contains(&format!("`{entry}`")) {
+            missing.push(format!("README.md's timeline list lacks `{entry}`"));
+        }
+    }
+    // The settings, as the help's wrapped prose writes them.
+    let words: String = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (setting, _) in TIMELINE_SETTINGS {
+        if !words.contains(setting) {
+            missing.push(format!(
+                "`rulec simulate --help` lacks the setting {setting}"
+            ));
+        }
+    }
+    assert!(missing.is_empty(), "{}\n\n{help}", missing.join("\n"));
 }

@@ -324,6 +324,73 @@ fn a_failing_test_page_rings_the_lines_in_question() {
     assert_eq!(total as usize, failed["output"].as_array().unwrap().len());
 }
 
+/// A cancel that walks its `finally` steps (hazards-cancel.toml), drawn in
+/// Chromium's default window: the `finally-start` line is a mark of its
+/// own labelled `finally`, not the grey mark of an unknown kind; the
+/// `finally` action's label says so; no label leaves its lane or the
+/// picture; and the "bursts" control zooms to each burst of lines in turn.
+#[test]
+fn finally_is_labelled_labels_stay_in_their_lanes_and_bursts_zoom() {
+    let Some(chromium) = chromium("html_page") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("cancel.html");
+    let lines = simulate_page(
+        "fixtures/rules",
+        "fixtures/timelines/hazards-cancel.toml",
+        &page,
+        &[],
+    );
+    let dom = dump_dom(&chromium, &page, "#layout");
+    assert_eq!(counts(&dom, "data-marks"), kinds(&lines));
+    assert!(
+        !dom.contains("k-finally-start other"),
+        "finally-start drawn as a kind the page does not know"
+    );
+    let labels: Vec<Value> =
+        serde_json::from_str(&body_attr(&dom, "data-labels").expect("#layout wrote the labels"))
+            .unwrap();
+    let text = |label: &Value| label["text"].as_str().unwrap().to_string();
+    assert!(
+        labels
+            .iter()
+            .any(|l| text(l) == "finally" && l["fin"] == true),
+        "no `finally` label for finally-start: {labels:?}"
+    );
+    assert!(
+        labels
+            .iter()
+            .any(|l| text(l).starts_with("finally scooter:") && l["fin"] == true),
+        "the finally action's label: {labels:?}"
+    );
+    let outside: Vec<&Value> = labels.iter().filter(|l| l["inside"] != true).collect();
+    assert!(outside.is_empty(), "labels outside their lane: {outside:?}");
+
+    // Bursts: 0-300 ms, 2300-2600 ms, 4600-5000 ms (the horn's passes,
+    // then the cancel), each quiet gap longer than an eighth of the whole.
+    let bursts: Vec<[f64; 4]> =
+        serde_json::from_str(&body_attr(&dom, "data-bursts").expect("#layout wrote the bursts"))
+            .unwrap();
+    let spans: Vec<(f64, f64)> = bursts.iter().map(|b| (b[0], b[1])).collect();
+    assert_eq!(
+        spans,
+        [(0.0, 300.0), (2300.0, 2600.0), (4600.0, 5000.0)],
+        "{bursts:?}"
+    );
+    for [t0, t1, v0, v1] in &bursts {
+        assert!(v0 < t0 && t1 < v1 && v1 - v0 < 2500.0, "{bursts:?}");
+    }
+    for line in &lines {
+        let at = line["at_ms"].as_f64().unwrap();
+        let holding = spans
+            .iter()
+            .filter(|(t0, t1)| *t0 <= at && at <= *t1)
+            .count();
+        assert_eq!(holding, 1, "line at {at} ms in {holding} bursts");
+    }
+}
+
 /// Where CI keeps what a test made for people to look at.
 fn artifacts() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -340,31 +407,38 @@ fn screenshot_of_a_fixture_page() {
         return;
     };
     let dir = artifacts();
-    let page = dir.join("timeline.html");
-    simulate_page(
-        "fixtures/rules",
-        "fixtures/timelines/hazards-clock-jump.toml",
-        &page,
-        &[],
-    );
-    let png = dir.join("timeline.png");
-    let _ = std::fs::remove_file(&png);
-    let url = format!("file://{}", page.display());
-    headless(
-        &chromium,
-        &url,
-        &[
-            &format!("--screenshot={}", png.display()),
-            "--window-size=1400,420",
-        ],
-    );
-    let bytes = std::fs::read(&png).expect("chromium wrote the screenshot");
-    assert!(
-        bytes.starts_with(b"\x89PNG") && bytes.len() > 20_000,
-        "{} bytes",
-        bytes.len()
-    );
-    println!("screenshot: {}", png.display());
+    // The clock jump (the docs' picture), and a cancel with its `finally`
+    // step at the right edge.
+    for (timeline, name) in [
+        ("hazards-clock-jump", "timeline"),
+        ("hazards-cancel", "timeline-finally"),
+    ] {
+        let page = dir.join(format!("{name}.html"));
+        simulate_page(
+            "fixtures/rules",
+            &format!("fixtures/timelines/{timeline}.toml"),
+            &page,
+            &[],
+        );
+        let png = dir.join(format!("{name}.png"));
+        let _ = std::fs::remove_file(&png);
+        let url = format!("file://{}", page.display());
+        headless(
+            &chromium,
+            &url,
+            &[
+                &format!("--screenshot={}", png.display()),
+                "--window-size=1400,420",
+            ],
+        );
+        let bytes = std::fs::read(&png).expect("chromium wrote the screenshot");
+        assert!(
+            bytes.starts_with(b"\x89PNG") && bytes.len() > 20_000,
+            "{} bytes",
+            bytes.len()
+        );
+        println!("screenshot: {}", png.display());
+    }
 }
 
 /// A timeline of `alarms` alarms 40 s apart, every third disarmed after

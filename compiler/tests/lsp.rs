@@ -49,8 +49,9 @@ fn a_typo_its_fix_hover_and_completion() {
     let diagnostics = client.diagnostics(&uri, Some(1));
     assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
     let warning = &diagnostics[0];
-    assert_eq!(warning["code"], "rulec::unknown-topic");
-    assert_eq!(warning["severity"], 2, "a warning");
+    // One edit from a derived topic: an error.
+    assert_eq!(warning["code"], "rulec::near-miss-topic");
+    assert_eq!(warning["severity"], 1, "an error");
     assert_eq!(
         warning["range"]["start"],
         position(RULE, "\"vehicle.sate", 0)
@@ -226,5 +227,245 @@ fn definitions_completion_in_when_and_a_timeline() {
         TIMELINE.replace("tpoic", "topic")
     );
 
+    assert!(client.stop().success());
+}
+
+/// The peak resident memory of a process, in KiB (`VmHWM`).
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A rule file open and checked: the server still serves.
+fn still_serves(client: &mut Client, dir: &std::path::Path, version: i64) {
+    let path = dir.join("parked.toml");
+    let uri = url(&path);
+    client.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": uri, "languageId": "toml", "version": version, "text": RULE } }),
+    );
+    let diagnostics = client.diagnostics(&uri, Some(version));
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert_eq!(diagnostics[0]["code"], "rulec::near-miss-topic");
+    client.notify(
+        "textDocument/didClose",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+}
+
+#[test]
+fn a_huge_content_length_is_refused_without_allocating_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut client = Client::start(&get_cargo_bin("rulec"), dir.path(), &[]);
+    // The issue's figure: 628 MB announced. The body is sent whole, so
+    // the stream stays in step and the server can go on.
+    const ANNOUNCED: usize = 628_000_000;
+    client.write_raw(format!("Content-Length: {ANNOUNCED}\r\n\r\n").as_bytes());
+    let chunk = vec![b' '; 1 << 20];
+    let mut left = ANNOUNCED;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        client.write_raw(&chunk[..n]);
+        left -= n;
+    }
+    let reply = client.response(&Value::Null);
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("628000000 bytes") && message.contains("16 MiB"),
+        "{message}"
+    );
+    let peak = peak_kib(client.pid());
+    assert!(
+        peak < 200 * 1024,
+        "peak RSS {peak} KiB: the announced length was allocated"
+    );
+    still_serves(&mut client, dir.path(), 1);
+    assert!(client.stop().success());
+}
+
+#[test]
+fn a_malformed_message_gets_a_json_rpc_error_and_the_server_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut client = Client::start(&get_cargo_bin("rulec"), dir.path(), &[]);
+
+    client.write_raw(b"Content-Length: 9\r\n\r\n{not json");
+    let reply = client.response(&Value::Null);
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+
+    // JSON, but not a JSON-RPC message: answered with its id.
+    client.send(&json!({ "jsonrpc": "2.0", "id": 7, "method": 42 }));
+    let reply = client.response(&json!(7));
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    client.send(&json!([1, 2]));
+    let reply = client.response(&Value::Null);
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+
+    // Bytes that are no header, then a header without Content-Length: each
+    // is answered and the next framed message is found again.
+    client.write_raw(b"hello\r\n");
+    let answered = client.request(
+        "textDocument/hover",
+        json!({
+            "textDocument": { "uri": url(&dir.path().join("none.toml")) },
+            "position": { "line": 0, "character": 0 },
+        }),
+    );
+    assert_eq!(answered, Value::Null);
+    let reply = client.response(&Value::Null);
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    client.write_raw(b"Content-Type: text/plain\r\n\r\n{}");
+    let reply = client.response(&Value::Null);
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+
+    // A notification cannot be answered: its bad params are logged, the
+    // reason clipped (serde quotes the string it did not expect).
+    client.notify("textDocument/didOpen", json!("x".repeat(100_000)));
+    let logged = client.notification("window/logMessage");
+    let logged = if logged["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("rulec lsp: profile")
+    {
+        client.notification("window/logMessage")
+    } else {
+        logged
+    };
+    assert_eq!(logged["type"], 2, "a warning: {logged}");
+    let message = logged["message"].as_str().unwrap();
+    assert!(message.contains("textDocument/didOpen"), "{message}");
+    assert!(message.len() < 1000, "{} bytes logged", message.len());
+
+    still_serves(&mut client, dir.path(), 1);
+    assert!(client.stop().success());
+}
+
+#[test]
+fn the_built_in_profile_is_written_to_a_fresh_private_folder() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let victim = tempfile::tempdir().unwrap();
+    let victim_file = victim.path().join("vehicle.toml");
+    std::fs::write(&victim_file, "victim\n").unwrap();
+    let mut client = Client::start_with_env(
+        &get_cargo_bin("rulec"),
+        dir.path(),
+        &[],
+        &[("TMPDIR", tmp.path())],
+    );
+    // The folder the server used to write to, named by the profile's
+    // digest: planted as a symlink to the victim's folder.
+    let logged = client.notification("window/logMessage");
+    let message = logged["message"].as_str().unwrap();
+    let digest = message.split('(').nth(1).unwrap().trim_end_matches(')');
+    let planted = tmp.path().join(format!("rulec-profile-{}", &digest[..16]));
+    std::os::unix::fs::symlink(victim.path(), &planted).unwrap();
+
+    let rules = dir.path().join("10-heater.toml");
+    let uri = url(&rules);
+    open(&mut client, &uri, HEATER);
+    let at =
+        json!({ "textDocument": { "uri": uri }, "position": position(HEATER, "vehicle.state", 2) });
+    let derived = client.request("textDocument/definition", at.clone());
+    let file = std::path::PathBuf::from(
+        derived["uri"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("file://"),
+    );
+    assert_eq!(std::fs::read_to_string(&victim_file).unwrap(), "victim\n");
+    assert!(!file.starts_with(&planted), "{}", file.display());
+    // The server's own folder: the first component under TMPDIR.
+    let inside = file.strip_prefix(tmp.path()).unwrap();
+    let folder = tmp.path().join(inside.components().next().unwrap());
+    let meta = std::fs::symlink_metadata(&folder).unwrap();
+    assert!(meta.is_dir(), "{}", folder.display());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        written.contains("topic = \"vehicle.state.changed\""),
+        "{written}"
+    );
+    // Written once per server.
+    let again = client.request("textDocument/definition", at);
+    assert_eq!(again["uri"], derived["uri"]);
+
+    assert!(client.stop().success());
+    assert!(!folder.exists(), "{} is left behind", folder.display());
+    assert_eq!(std::fs::read_to_string(&victim_file).unwrap(), "victim\n");
+}
+
+#[test]
+fn a_document_over_the_bound_is_not_kept_or_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("parked.toml");
+    let uri = url(&path);
+    let mut client = Client::start(&get_cargo_bin("rulec"), dir.path(), &[]);
+    open(&mut client, &uri, RULE);
+    assert_eq!(client.diagnostics(&uri, Some(1)).len(), 1);
+
+    // Two edits of 9 MB each (a comment, cheap to check): each message is
+    // under the bound, the document they make is over it.
+    let end = position(RULE, "push = \"both\"\n", 14);
+    let comment = format!("# {}\n", "x".repeat(9_000_000));
+    for version in [2, 3] {
+        client.notify(
+            "textDocument/didChange",
+            json!({ "textDocument": { "uri": uri, "version": version },
+                    "contentChanges": [{ "range": { "start": end, "end": end }, "text": comment }] }),
+        );
+    }
+    let over = client.diagnostics(&uri, Some(3));
+    assert_eq!(over.len(), 1, "{over:#?}");
+    assert_eq!(over[0]["code"], "rulec::io");
+    assert_eq!(over[0]["severity"], 1);
+    let message = over[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("18000") && message.contains("16 MiB"),
+        "{message}"
+    );
+
+    // The whole text sent again, under the bound: checked again.
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": 4 }, "contentChanges": [{ "text": RULE }] }),
+    );
+    let back = client.diagnostics(&uri, Some(4));
+    assert_eq!(back.len(), 1, "{back:#?}");
+    assert_eq!(back[0]["code"], "rulec::near-miss-topic");
+    assert!(client.stop().success());
+}
+
+#[test]
+fn a_toml_file_outside_a_rules_folder_is_not_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = dir.path().join("crate");
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&crate_dir).unwrap();
+    std::fs::create_dir(&rules).unwrap();
+    std::fs::write(rules.join("parked.toml"), RULE).unwrap();
+    let mut client = Client::start(&get_cargo_bin("rulec"), dir.path(), &[]);
+
+    // Editors that attach to every TOML file send a Cargo.toml too.
+    let cargo = url(&crate_dir.join("Cargo.toml"));
+    open(&mut client, &cargo, "[workspace]\nmembers = [\"x\"]\n");
+    assert_eq!(client.diagnostics(&cargo, Some(1)), Vec::<Value>::new());
+    let hover = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": cargo }, "position": { "line": 0, "character": 2 } }),
+    );
+    assert_eq!(hover, Value::Null);
+
+    // In a rules folder, every TOML file is a rule file (`rulec check`
+    // reads them all): one without a rule table yet is checked.
+    let extra = url(&rules.join("extra.toml"));
+    open(&mut client, &extra, "[workspace]\n");
+    let found = client.diagnostics(&extra, Some(1));
+    assert!(
+        found.iter().any(|d| d["code"] == "rulec::unknown-key"),
+        "{found:#?}"
+    );
     assert!(client.stop().success());
 }

@@ -150,3 +150,57 @@ fn the_skipped_files_note_is_printed_once() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(err.matches("notes.txt is not read").count(), 1, "{err}");
 }
+
+/// a `[[state]]` write to a hash or field nothing watches (no
+/// rule's `state()`, no input, no profile source or poll) is a no-op, so a
+/// test could pass while checking nothing: a warning with "did you mean",
+/// and the timeline still runs.
+#[test]
+fn state_writes_nothing_watches_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("t.toml"),
+        r#"[[state]]
+at = "0s"
+hash = "vehicel"
+field = "state"
+value = "parked"
+
+[[state]]
+at = "1s"
+hash = "vehicle"
+fields = { sate = "parked", kickstand = "down" }
+
+[[state]]
+at = "2s"
+hash = "vehicle"
+field = "state"
+value = "parked"
+
+[[state]]
+at = "3s"
+hash = "heater"
+clear = true
+"#,
+    )
+    .unwrap();
+    let rules = root().join("fixtures/rules");
+    let (code, out, err) = rulec(
+        dir.path(),
+        &["simulate", rules.to_str().unwrap(), "--timeline", "t.toml"],
+    );
+    assert_eq!(code, 0, "a warning stops nothing: {err}");
+    assert!(out.contains(" end "), "{out}");
+    assert_eq!(err.matches("rulec::unwatched-state").count(), 3, "{err}");
+    for (place, help) in [
+        ("[t.toml:3:8]", "did you mean `vehicle`?"),
+        ("[t.toml:10:12]", "did you mean `state`?"),
+        ("[t.toml:20:8]", "no rule's `state()`"),
+    ] {
+        assert!(err.contains(place), "{place}: {err}");
+        assert!(err.contains(help), "{help}: {err}");
+    }
+    for line in ["[t.toml:10:29]", "[t.toml:14:", "[t.toml:15:"] {
+        assert!(!err.contains(line), "a watched write: {err}");
+    }
+}

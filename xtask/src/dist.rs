@@ -8,6 +8,7 @@
 //! cross linker.
 
 mod archive;
+mod sizes;
 
 use crate::{cargo, invariants::repository_root, run};
 use anyhow::{bail, Context, Result};
@@ -346,8 +347,10 @@ pub(crate) fn target_dir() -> Result<PathBuf> {
 fn print_sizes(binaries: &[PathBuf]) -> Result<()> {
     let root = repository_root()?;
     eprintln!("==> the scooter build (profile release, stripped)");
+    let mut built = Vec::new();
     for path in binaries {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        built.push((path, bytes.len() as u64));
         let shown = path
             .strip_prefix(&root)
             .unwrap_or(path)
@@ -362,6 +365,20 @@ fn print_sizes(binaries: &[PathBuf]) -> Result<()> {
             bytes.len(),
             bytes.len() as f64 / (1024.0 * 1024.0)
         );
+    }
+    // The sizes the docs state, against these (docs/scooter-build.md).
+    let stated = std::fs::read_to_string(root.join(sizes::PAGE))
+        .with_context(|| format!("reading {}", sizes::PAGE))
+        .and_then(|page| sizes::stated(&page));
+    match stated {
+        Ok(rows) => {
+            for (path, bytes) in built {
+                if let Some(said) = sizes::verdict(&rows, path, bytes) {
+                    eprintln!("    docs: {said}");
+                }
+            }
+        }
+        Err(error) => eprintln!("    docs: the size table cannot be checked: {error:#}"),
     }
     Ok(())
 }

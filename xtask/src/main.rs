@@ -3,7 +3,8 @@
 //!
 //! - `ci`: `cargo fmt --check`, clippy with `-D warnings`, the
 //!   architecture's invariants (`invariants`), `cargo doc` without
-//!   warnings, the scooter build's smoke test (`dist-smoke`), all tests.
+//!   warnings, the scooter build's smoke test (`dist-smoke`), all tests;
+//!   the last line is the tests' counts, `N passed, N failed, N skipped`.
 //! - `invariants`: only the checks of ARCHITECTURE.md's invariants.
 //! - `bench`: the benchmarks, in release mode; `bench box` every figure of
 //!   the 48 MB box (peak RSS of the real `ruled`, heap, event path, `when`
@@ -18,6 +19,7 @@
 mod dist;
 mod invariants;
 mod refs;
+mod summary;
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
@@ -25,6 +27,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if asks_for_help(&args) {
+        #[allow(clippy::print_stdout)] // asked for: the usage is the output
+        {
+            print!("{}", usage_text());
+        }
+        return Ok(());
+    }
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("invariants") => invariants::check(),
@@ -48,39 +57,52 @@ fn or_usage<T>(parsed: Result<T>) -> T {
     })
 }
 
+/// The usage on stderr, after an error.
 fn usage() {
-    eprintln!(
+    eprint!("{}", usage_text());
+}
+
+/// The usage: every task and its flags.
+fn usage_text() -> String {
+    let mut text = String::new();
+    macro_rules! line {
+        ($($arg:tt)*) => {{
+            text.push_str(&format!($($arg)*));
+            text.push('\n');
+        }};
+    }
+    line!(
         "usage: cargo xtask <ci | invariants | bench [NAME] | fuzz [--seconds N] [--scale N] [--seed N]"
     );
-    eprintln!(
+    line!(
         "                    | dist [--target TRIPLE]... [--tls] | dist-smoke [--target TRIPLE]>"
     );
-    eprintln!("  ci          fmt --check, clippy -D warnings, invariants, cargo doc, dist-smoke,");
-    eprintln!("              every test");
-    eprintln!("  invariants  ARCHITECTURE.md's invariants: dependency trees, the engine");
-    eprintln!("              building alone, `unsafe` only where documented, no function");
-    eprintln!("              over 100 lines");
-    eprintln!("  bench  run the benchmarks in release mode (optionally one by name);");
-    eprintln!("         `bench box`: every figure of the 48 MB box (docs/engine.md) and of");
-    eprintln!("         durable work in bulk (docs/service.md)");
-    eprintln!("  fuzz   run the randomized tests (bundle decoder, VM + verifier, `when`");
-    eprintln!("         checker, differential vs evalexpr, checker vs verifier, engine) in");
-    eprintln!("         rounds, each with a fresh seed from the clock, optimised (cargo");
-    eprintln!("         profile `fuzz`), until the time is up. A failure prints the seed");
-    eprintln!("         and the command that replays it, and exits 1. See docs/fuzzing.md.");
-    eprintln!(
-        "           --seconds N  stop starting runs after N seconds (default {DEFAULT_SECONDS})"
-    );
-    eprintln!(
+    line!("  ci          fmt --check, clippy -D warnings, invariants, cargo doc, dist-smoke,");
+    line!("              every test; the last line is their counts:");
+    line!("              `N passed, N failed, N skipped`");
+    line!("  invariants  ARCHITECTURE.md's invariants: dependency trees, the engine");
+    line!("              building alone, `unsafe` only where documented, no function");
+    line!("              over 100 lines");
+    line!("  bench  run the benchmarks in release mode (optionally one by name);");
+    line!("         `bench box`: every figure of the 48 MB box (docs/engine.md) and of");
+    line!("         durable work in bulk (docs/service.md)");
+    line!("  fuzz   run the randomized tests (bundle decoder, VM + verifier, `when`");
+    line!("         checker, differential vs evalexpr, checker vs verifier, engine) in");
+    line!("         rounds, each with a fresh seed from the clock, optimised (cargo");
+    line!("         profile `fuzz`), until the time is up. A failure prints the seed");
+    line!("         and the command that replays it, and exits 1. See docs/fuzzing.md.");
+    line!("           --seconds N  stop starting runs after N seconds (default {DEFAULT_SECONDS})");
+    line!(
         "           --scale N    case-count multiplier, RULES_FUZZ_SCALE (default {DEFAULT_SCALE})"
     );
-    eprintln!("           --seed N     one round with this RULES_FUZZ_SEED (replay), no loop");
-    eprintln!("  dist   build stripped release `ruled` and `rulec` for the scooter into");
-    eprintln!("         target/dist/<triple>/, print their sizes, and pack each target's");
-    eprintln!("         installable archive (binaries, units, install.sh, docs), with the");
-    eprintln!("         BitBake recipe beside the armv7 one (docs/scooter-build.md)");
-    eprintln!("           --target T   only this target (repeatable); default: every one of");
-    eprintln!(
+    line!("           --seed N     one round with this RULES_FUZZ_SEED (replay), no loop");
+    line!("  dist   build stripped release `ruled` and `rulec` for the scooter into");
+    line!("         target/dist/<triple>/, print their sizes, and pack each target's");
+    line!("         installable archive (binaries, units, install.sh, docs), with the");
+    line!("         BitBake recipe beside the armv7 one (docs/scooter-build.md);");
+    line!("         names a size that page states more than 3 % off what it built");
+    line!("           --target T   only this target (repeatable); default: every one of");
+    line!(
         "                        {}",
         dist::TARGETS
             .iter()
@@ -88,14 +110,22 @@ fn usage() {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    eprintln!("           --tls        `ruled` with the `tls` feature (rediss://)");
-    eprintln!("  dist-smoke  the cross-built `ruled` under qemu-user against a throwaway");
-    eprintln!("         redis-server with the fixture rules; skipped, saying what to install,");
-    eprintln!("         when a tool is missing");
-    eprintln!(
+    line!("           --tls        `ruled` with the `tls` feature (rediss://)");
+    line!("  dist-smoke  the cross-built `ruled` under qemu-user against a throwaway");
+    line!("         redis-server with the fixture rules; skipped, saying what to install,");
+    line!("         when a tool is missing");
+    line!(
         "           --target T   this target instead of {}",
         dist::TARGETS[0].triple
     );
+    text
+}
+
+/// `--help` or `-h` anywhere, or the task `help`: a question, answered on
+/// stdout with exit 0 (not an unknown argument).
+fn asks_for_help(args: &[String]) -> bool {
+    args.first().is_some_and(|task| task == "help")
+        || args.iter().any(|arg| arg == "--help" || arg == "-h")
 }
 
 pub(crate) fn cargo() -> Command {
@@ -182,7 +212,13 @@ fn ci() -> Result<()> {
     // install, without the cross tools (docs/scooter-build.md#in-ci).
     dist::dist_smoke(&dist::TARGETS[0])?;
 
-    // The test runner goes last so its summary closes the log.
+    // The test runner goes last; its counts close the log.
+    every_test()
+}
+
+/// Every test of the workspace, then the artefacts they left, then the
+/// counts as the last line; exits 1 when a test failed.
+fn every_test() -> Result<()> {
     // Snapshots must match as committed: never write new ones in CI.
     let mut tests = cargo();
     if has_nextest() {
@@ -197,15 +233,28 @@ fn ci() -> Result<()> {
         tests.args(["test", "--workspace", "--all-features", "--no-fail-fast"]);
     }
     tests.env("INSTA_UPDATE", "no").env("CI", "true");
-    run("tests", tests)?;
+    let (status, counts) = summary::run_counted("tests", tests)?;
 
-    // compiler/tests/html_page.rs's screenshot (docs/simulation.md#the-timeline-picture).
-    let screenshot = dist::target_dir()?.join("ci-artifacts/timeline.png");
-    if screenshot.is_file() {
-        eprintln!(
-            "CI artefact: {} (the timeline page of fixtures/timelines/hazards-clock-jump.toml)",
-            screenshot.display()
-        );
+    // compiler/tests/html_page.rs's screenshots (docs/simulation.md#the-timeline-picture).
+    for (file, timeline) in [
+        ("timeline.png", "hazards-clock-jump"),
+        ("timeline-finally.png", "hazards-cancel"),
+    ] {
+        let screenshot = dist::target_dir()?.join("ci-artifacts").join(file);
+        if screenshot.is_file() {
+            eprintln!(
+                "CI artefact: {} (the timeline page of fixtures/timelines/{timeline}.toml)",
+                screenshot.display()
+            );
+        }
+    }
+    if !counts.seen {
+        bail!("failed: tests ({status}), and the runner printed no summary to count");
+    }
+    // The last line of the log: the real counts, pass or fail.
+    eprintln!("{counts}");
+    if !status.success() || counts.failed > 0 {
+        std::process::exit(1);
     }
     Ok(())
 }

@@ -5,6 +5,9 @@
 //! `.rs`, `.md`, `.toml` and `.service` files (never `target/`) and reports,
 //! as `file:line: problem`:
 //!
+//! - in the docs, profiles and units (not Rust comments), a design
+//!   section cited by number (`DESIGN 14.4`: the design is not in the
+//!   repository);
 //! - any mention of `../shared` (beside the checkout, not in it), and any
 //!   path to a `.md` file that resolves outside the repository or to no
 //!   file in it: a specification kept elsewhere cannot be cited;
@@ -271,6 +274,24 @@ fn outside_mentions(region: &str) -> Vec<(usize, String)> {
             at,
             "refers to ../shared, outside the repository".to_string(),
         ));
+    }
+    // `DESIGN 14.4`: a section of the design, which lives outside; in
+    // docs, the profiles rulec embeds, units and Rust comments alike.
+    for (at, _) in region.match_indices("DESIGN ") {
+        let number: String = region[at + "DESIGN ".len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        let number = number.trim_end_matches('.');
+        if !number.is_empty() {
+            found.push((
+                at,
+                format!(
+                    "cites DESIGN {number}, a design section outside the repository: \
+                     point at the docs/ page that says it"
+                ),
+            ));
+        }
     }
     found
 }
@@ -617,6 +638,27 @@ mod tests {
         assert!(got
             .iter()
             .any(|p| p.starts_with("docs/a.md:4: STYLE.md: no such file")));
+    }
+
+    /// The design's sections are not in the repository: citing one by
+    /// number (a profile's comment did) points outside it.
+    #[test]
+    fn a_design_section_cited_by_number_is_outside() {
+        let toml = "# polled only while a live rule reads one (DESIGN 14.4).\n\
+                    # a DESIGNER's note, and DESIGNS in general, are no citation\n";
+        let got = problems(&[
+            ("profiles/p/ecu.toml", toml),
+            ("src/a.rs", "// DESIGN 23\n"),
+        ]);
+        assert_eq!(got.len(), 2, "{got:#?}");
+        assert!(
+            got[0].starts_with("profiles/p/ecu.toml:1: cites DESIGN 14.4"),
+            "{got:#?}"
+        );
+        assert!(
+            got[1].starts_with("src/a.rs:1: cites DESIGN 23"),
+            "{got:#?}"
+        );
     }
 
     #[test]

@@ -79,6 +79,8 @@ codes! {
     Topic => "rulec::topic",
     /// An `on` or `cancel-on` pattern that matches no declared topic.
     UnknownTopic => "rulec::unknown-topic",
+    /// An `on` or `cancel-on` pattern that matches no known topic but is one edit from one (declare the topic to mean it).
+    NearMissTopic => "rulec::near-miss-topic",
     /// A `data.*` key that none of the rule's declared topics has.
     UnknownDataKey => "rulec::unknown-data-key",
     /// A `data.*` key used against its declared type (`data.charge > "25"`).
@@ -181,6 +183,12 @@ codes! {
     DisabledDuplicateName => "rulec::disabled-duplicate-name",
     /// (warning) `state()` of a field the profile's hash does not have.
     UnknownStateField => "rulec::unknown-state-field",
+    /// (warning) `from` compared with a value the profile lists for none of the topics' fields, close to one it lists.
+    UnlistedFrom => "rulec::unlisted-from",
+    /// (warning) `state()` of a hash the profile does not declare, close to one it does.
+    UnknownStateHash => "rulec::unknown-state-hash",
+    /// (warning) A redis `list` the profile does not declare, close to one it does.
+    UnknownList => "rulec::unknown-list",
     /// (warning) `state()` of a field written without a notification that no poll reads.
     SilentState => "rulec::silent-state",
     /// (warning) `rulec build`: the bundle's estimated heap in ruled is over the budget (an error with `--deny-warnings`).
@@ -191,6 +199,8 @@ codes! {
     Timeline => "rulec::timeline",
     /// A timeline's `[[fail]]` or a test's expectation names a rule (or a step) the rules do not have.
     UnknownRule => "rulec::unknown-rule",
+    /// (warning) A timeline `[[state]]` writes a hash or field nothing watches: no `state()`, input, profile source or poll.
+    UnwatchedState => "rulec::unwatched-state",
 
     // `when` expressions (docs/when-language.md).
     /// The expression does not parse (unmatched parentheses, ...).

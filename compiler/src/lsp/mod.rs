@@ -8,11 +8,13 @@
 //! timeline or test, what the simulator's and `rulec test`'s parsers
 //! report; the server only places them and offers their fixes.
 //!
-//! Layout: `server` the message loop and the answers; `workspace` the open
+//! Layout: `transport` the bounded reading of the client's messages;
+//! `server` the message loop and the answers; `workspace` the open
 //! documents, the directories and what was published; `diagnostics`
 //! positions and quick fixes; `timeline` timeline and test files;
 //! `scan` and `context` where the cursor is; `facts` what hover and
-//! completion say; `hover`, `complete`, `definition`; `text` protocol
+//! completion say; `hover`, `complete`, `definition`, `profile_copy` the built-in
+//! profile's files for it; `text` protocol
 //! positions.
 
 mod complete;
@@ -21,10 +23,12 @@ mod definition;
 mod diagnostics;
 mod facts;
 mod hover;
+mod profile_copy;
 mod scan;
 mod server;
 mod text;
 mod timeline;
+mod transport;
 mod workspace;
 
 use crate::check::ProfileArgs;
@@ -42,8 +46,11 @@ Examples:
 
 Diagnostics as you type (the same as `rulec check` on the file's directory,
 and for timelines and tests what `rulec simulate` and `rulec test` report),
-hover, completion, go to definition and quick fixes. Setting it up in VS
-Code, Neovim and Helix: docs/editors.md.
+hover, completion, go to definition and quick fixes. A TOML file outside
+a rules folder (a Cargo.toml) is left alone. Each message and each
+document is bounded at 16 MiB; a malformed message gets a JSON-RPC error
+and the server goes on. Setting it up in VS Code, Neovim and Helix:
+docs/editors.md.
 
 Exit status: 0 after the editor's `shutdown` and `exit`, 2 when the profile
 cannot be read or the connection breaks.")]
@@ -65,19 +72,23 @@ pub fn run(args: &LspArgs, err: &mut dyn Write) -> io::Result<Exit> {
             return Ok(Exit::Usage);
         }
     };
-    let (connection, threads) = lsp_server::Connection::stdio();
-    let served = server::serve(&connection, workspace::Workspace::new(profile));
-    // The writer thread ends once every sender is gone.
-    drop(connection);
-    let joined = threads.join();
-    match (served, joined) {
-        (Ok(()), Ok(())) => Ok(Exit::Success),
-        (Err(error), _) => {
-            writeln!(err, "rulec lsp: {error}")?;
+    let (incoming, reader) = transport::stdin();
+    let mut stdout = io::stdout().lock();
+    let served = server::serve(&incoming, &mut stdout, workspace::Workspace::new(profile));
+    if let Err(error) = served {
+        writeln!(err, "rulec lsp: {error}")?;
+        return Ok(Exit::Usage);
+    }
+    // Served to the end: the reader has stopped (after `exit`, or at the
+    // end of stdin), so joining it does not wait for the client.
+    match reader.join() {
+        Ok(Ok(())) => Ok(Exit::Success),
+        Ok(Err(error)) => {
+            writeln!(err, "rulec lsp: reading stdin: {error}")?;
             Ok(Exit::Usage)
         }
-        (Ok(()), Err(error)) => {
-            writeln!(err, "rulec lsp: {error}")?;
+        Err(_) => {
+            writeln!(err, "rulec lsp: the reader thread panicked")?;
             Ok(Exit::Usage)
         }
     }

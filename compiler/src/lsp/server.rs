@@ -8,11 +8,13 @@ use super::complete::{self, What};
 use super::definition::{self, Target};
 use super::diagnostics::{quick_fixes, to_lsp, Problem};
 use super::facts::Facts;
+use super::profile_copy::ProfileCopy;
+use super::transport::{self, Incoming, Malformed};
 use super::workspace::{dir_and_name, DocKind, Workspace};
 use super::{hover, text};
 use crate::profile::LoadedProfile;
 use crate::span::Lines;
-use lsp_server::{Connection, ErrorCode, Message, Notification, ProtocolError, Request, Response};
+use lsp_server::{ErrorCode, Message, Notification, Request, Response};
 use lsp_types::notification::{self as notif, Notification as _};
 use lsp_types::request::{self as req, Request as _};
 use lsp_types::{
@@ -23,9 +25,12 @@ use lsp_types::{
     PublishDiagnosticsParams, ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind,
     TextDocumentSyncOptions, TextDocumentSyncSaveOptions, TextEdit, Url,
 };
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::Receiver;
 
 /// What the server offers (LSP 3.17).
 fn capabilities() -> ServerCapabilities {
@@ -56,45 +61,53 @@ fn capabilities() -> ServerCapabilities {
 /// Why the server stopped before the client's `exit`.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error(transparent)]
-    Protocol(#[from] ProtocolError),
-    #[error("bad initialize params: {0}")]
-    Initialize(serde_json::Error),
     #[error("the client's connection closed")]
     Closed,
 }
 
 /// The server's state: the workspace and the connection it answers on.
 struct Server<'c> {
-    connection: &'c Connection,
+    incoming: &'c Receiver<Incoming>,
+    out: &'c mut dyn Write,
     workspace: Workspace,
+    /// The built-in profile's files for go to definition, once asked for.
+    profile_copy: Option<ProfileCopy>,
 }
 
-/// Runs the protocol on `connection` until the client says `exit`.
-pub fn serve(connection: &Connection, workspace: Workspace) -> Result<(), ServeError> {
-    let (id, params) = connection.initialize_start()?;
-    let params: InitializeParams =
-        serde_json::from_value(params).map_err(ServeError::Initialize)?;
-    let result = json!({
-        "capabilities": capabilities(),
-        "serverInfo": { "name": "rulec", "version": env!("CARGO_PKG_VERSION") },
-    });
-    connection.initialize_finish(id, result)?;
+/// Runs the protocol until the client says `exit` or `incoming` ends,
+/// answering on `out`.
+pub fn serve(
+    incoming: &Receiver<Incoming>,
+    out: &mut dyn Write,
+    workspace: Workspace,
+) -> Result<(), ServeError> {
     let mut server = Server {
-        connection,
+        incoming,
+        out,
         workspace,
+        profile_copy: None,
+    };
+    let Some(params) = server.initialize()? else {
+        return Ok(());
     };
     server.start(&params)?;
     loop {
-        let Ok(first) = connection.receiver.recv() else {
+        let Ok(first) = incoming.recv() else {
             return Ok(());
         };
         // Keystrokes already waiting are applied before one check.
         let mut batch = vec![first];
-        while let Ok(more) = connection.receiver.try_recv() {
+        while let Ok(more) = incoming.try_recv() {
             batch.push(more);
         }
-        for message in batch {
+        for incoming in batch {
+            let message = match incoming {
+                Incoming::Message(message) => message,
+                Incoming::Malformed(malformed) => {
+                    server.refuse(&malformed)?;
+                    continue;
+                }
+            };
             match message {
                 // Answered again if asked again (Neovim 0.7 may); then
                 // only `exit`, or the client closing the pipe, ends it.
@@ -110,7 +123,7 @@ pub fn serve(connection: &Connection, workspace: Workspace) -> Result<(), ServeE
                 {
                     return Ok(());
                 }
-                Message::Notification(notification) => server.notified(notification),
+                Message::Notification(notification) => server.notified(notification)?,
                 Message::Response(_) => {}
             }
         }
@@ -119,15 +132,68 @@ pub fn serve(connection: &Connection, workspace: Workspace) -> Result<(), ServeE
 }
 
 impl Server<'_> {
-    fn send(&self, message: impl Into<Message>) -> Result<(), ServeError> {
-        self.connection
-            .sender
-            .send(message.into())
+    fn send(&mut self, message: impl Into<Message>) -> Result<(), ServeError> {
+        message
+            .into()
+            .write(&mut self.out)
             .map_err(|_| ServeError::Closed)
     }
 
+    /// The JSON-RPC error for what could not be read as a message (its
+    /// id `null` when it has none that could be read).
+    fn refuse(&mut self, malformed: &Malformed) -> Result<(), ServeError> {
+        let reply = json!({
+            "jsonrpc": "2.0",
+            "id": malformed.id,
+            "error": { "code": malformed.code as i32, "message": malformed.message },
+        });
+        transport::write(self.out, &reply).map_err(|_| ServeError::Closed)
+    }
+
+    /// Waits for `initialize` and answers it; what comes before it is
+    /// refused or dropped (LSP 3.17), `None` when the client leaves first.
+    fn initialize(&mut self) -> Result<Option<InitializeParams>, ServeError> {
+        loop {
+            let Ok(incoming) = self.incoming.recv() else {
+                return Err(ServeError::Closed);
+            };
+            let request = match incoming {
+                Incoming::Malformed(malformed) => {
+                    self.refuse(&malformed)?;
+                    continue;
+                }
+                Incoming::Message(Message::Request(request)) => request,
+                Incoming::Message(Message::Notification(n)) if n.method == notif::Exit::METHOD => {
+                    return Ok(None);
+                }
+                Incoming::Message(_) => continue,
+            };
+            if request.method != req::Initialize::METHOD {
+                let message = "rulec lsp: not initialized yet".to_string();
+                let code = ErrorCode::ServerNotInitialized as i32;
+                self.send(Response::new_err(request.id, code, message))?;
+                continue;
+            }
+            match serde_json::from_value::<InitializeParams>(request.params) {
+                Ok(params) => {
+                    let result = json!({
+                        "capabilities": capabilities(),
+                        "serverInfo": { "name": "rulec", "version": env!("CARGO_PKG_VERSION") },
+                    });
+                    self.send(Response::new_ok(request.id, result))?;
+                    return Ok(Some(params));
+                }
+                Err(error) => {
+                    let message = format!("bad initialize params: {error}");
+                    let code = ErrorCode::InvalidParams as i32;
+                    self.send(Response::new_err(request.id, code, message))?;
+                }
+            }
+        }
+    }
+
     /// A line in the client's log (`window/logMessage`).
-    fn log(&self, kind: MessageType, message: String) -> Result<(), ServeError> {
+    fn log(&mut self, kind: MessageType, message: String) -> Result<(), ServeError> {
         let params = lsp_types::LogMessageParams { typ: kind, message };
         self.send(Notification::new(notif::LogMessage::METHOD.into(), params))
     }
@@ -186,60 +252,83 @@ impl Server<'_> {
         Ok(())
     }
 
-    fn notified(&mut self, notification: Notification) {
-        let params = notification.params;
-        match notification.method.as_str() {
+    /// A notification's params, or a warning in the client's log (it
+    /// cannot be answered).
+    fn params<T: DeserializeOwned>(
+        &mut self,
+        method: &str,
+        params: Value,
+    ) -> Result<Option<T>, ServeError> {
+        match serde_json::from_value(params) {
+            Ok(params) => Ok(Some(params)),
+            Err(error) => {
+                let message = format!("rulec lsp: {method} ignored: bad params: {}", clip(&error));
+                self.log(MessageType::WARNING, message)?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn notified(&mut self, notification: Notification) -> Result<(), ServeError> {
+        let (method, params) = (notification.method.as_str(), notification.params);
+        match method {
             notif::DidOpenTextDocument::METHOD => {
-                if let Ok(p) =
-                    serde_json::from_value::<lsp_types::DidOpenTextDocumentParams>(params)
-                {
-                    if let Some(path) = file_path(&p.text_document.uri) {
-                        let doc = p.text_document;
-                        self.workspace.open(path, doc.uri, doc.text, doc.version);
-                    }
+                let Some(p) =
+                    self.params::<lsp_types::DidOpenTextDocumentParams>(method, params)?
+                else {
+                    return Ok(());
+                };
+                if let Some(path) = file_path(&p.text_document.uri) {
+                    let doc = p.text_document;
+                    self.workspace.open(path, doc.uri, doc.text, doc.version);
                 }
             }
             notif::DidChangeTextDocument::METHOD => {
-                if let Ok(p) =
-                    serde_json::from_value::<lsp_types::DidChangeTextDocumentParams>(params)
-                {
-                    if let Some(path) = file_path(&p.text_document.uri) {
-                        let version = p.text_document.version;
-                        self.workspace.change(&path, version, &p.content_changes);
-                    }
+                let Some(p) =
+                    self.params::<lsp_types::DidChangeTextDocumentParams>(method, params)?
+                else {
+                    return Ok(());
+                };
+                if let Some(path) = file_path(&p.text_document.uri) {
+                    let version = p.text_document.version;
+                    self.workspace.change(&path, version, &p.content_changes);
                 }
             }
             notif::DidSaveTextDocument::METHOD => {
-                if let Ok(p) =
-                    serde_json::from_value::<lsp_types::DidSaveTextDocumentParams>(params)
-                {
-                    if let Some(path) = file_path(&p.text_document.uri) {
-                        self.workspace.saved(&path);
-                    }
+                let Some(p) =
+                    self.params::<lsp_types::DidSaveTextDocumentParams>(method, params)?
+                else {
+                    return Ok(());
+                };
+                if let Some(path) = file_path(&p.text_document.uri) {
+                    self.workspace.saved(&path);
                 }
             }
             notif::DidCloseTextDocument::METHOD => {
-                if let Ok(p) =
-                    serde_json::from_value::<lsp_types::DidCloseTextDocumentParams>(params)
-                {
-                    if let Some(path) = file_path(&p.text_document.uri) {
-                        self.workspace.close(&path);
-                    }
+                let Some(p) =
+                    self.params::<lsp_types::DidCloseTextDocumentParams>(method, params)?
+                else {
+                    return Ok(());
+                };
+                if let Some(path) = file_path(&p.text_document.uri) {
+                    self.workspace.close(&path);
                 }
             }
             notif::DidChangeWatchedFiles::METHOD => {
-                if let Ok(p) =
-                    serde_json::from_value::<lsp_types::DidChangeWatchedFilesParams>(params)
-                {
-                    let paths: Vec<PathBuf> =
-                        p.changes.iter().filter_map(|c| file_path(&c.uri)).collect();
-                    self.workspace.files_changed(&paths);
-                }
+                let Some(p) =
+                    self.params::<lsp_types::DidChangeWatchedFilesParams>(method, params)?
+                else {
+                    return Ok(());
+                };
+                let paths: Vec<PathBuf> =
+                    p.changes.iter().filter_map(|c| file_path(&c.uri)).collect();
+                self.workspace.files_changed(&paths);
             }
             // `initialized`, `$/cancelRequest` (every answer is immediate),
             // configuration: nothing to do.
             _ => {}
         }
+        Ok(())
     }
 
     fn answer(&mut self, request: Request) -> Result<(), ServeError> {
@@ -346,23 +435,61 @@ impl Server<'_> {
         }))
     }
 
-    fn definition(&self, params: Value) -> Result<Value, String> {
+    fn definition(&mut self, params: Value) -> Result<Value, String> {
         let params: lsp_types::GotoDefinitionParams = parse(params)?;
         let Some((path, text, offset)) = self.at(&params.text_document_position_params) else {
             return Ok(Value::Null);
         };
-        let facts = self.facts(&path);
-        let location = match definition::definition(text, offset, facts) {
+        let target = definition::definition(text, offset, self.facts(&path));
+        let location = match target {
             Some(Target::Rules { file, span }) => self.rules_location(&path, &file, &span),
-            Some(Target::Profile { file, span }) => facts
-                .profile
-                .and_then(|profile| profile_location(profile, &file, &span)),
+            Some(Target::Profile { file, span }) => self.profile_location(&file, &span)?,
             None => None,
         };
         Ok(match location {
             Some(location) => json!(GotoDefinitionResponse::Scalar(location)),
             None => Value::Null,
         })
+    }
+
+    /// A place in a file of the profile: where it is on disk, else (the
+    /// built-in profile, which lives only in the binary) in a copy in
+    /// this server's private folder.
+    fn profile_location(
+        &mut self,
+        file: &str,
+        span: &std::ops::Range<usize>,
+    ) -> Result<Option<Location>, String> {
+        let Some(profile) = self.workspace.profile.clone() else {
+            return Ok(None);
+        };
+        let Some(source) = profile.files.iter().find(|f| f.name == file) else {
+            return Ok(None);
+        };
+        let path = match profile_file_as_named(file, &source.text) {
+            Some(path) => path,
+            None => self
+                .profile_copy(&source.name, &source.text)
+                .map_err(|error| {
+                    format!("writing the profile's `{file}` for its definition: {error}")
+                })?,
+        };
+        Ok(Url::from_file_path(path).ok().map(|uri| Location {
+            uri,
+            range: text::range(&Lines::new(&source.text), span),
+        }))
+    }
+
+    /// The built-in profile's file `name`, written to the server's private
+    /// folder (made at the first use).
+    fn profile_copy(&mut self, name: &str, text: &str) -> std::io::Result<PathBuf> {
+        let copy = match &mut self.profile_copy {
+            Some(copy) => copy,
+            None => self
+                .profile_copy
+                .insert(ProfileCopy::create(&std::env::temp_dir())?),
+        };
+        copy.file(name, text)
     }
 
     /// A place in a rule file of `path`'s directory.
@@ -406,7 +533,25 @@ impl Server<'_> {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, String> {
-    serde_json::from_value(params).map_err(|error| format!("bad params: {error}"))
+    serde_json::from_value(params).map_err(|error| format!("bad params: {}", clip(&error)))
+}
+
+/// The longest reason sent back about the client's params.
+const MAX_REASON: usize = 200;
+
+/// `error` in at most [`MAX_REASON`] bytes: serde quotes the value it did
+/// not expect, which may be as long as the message.
+fn clip(error: &serde_json::Error) -> String {
+    let mut text = error.to_string();
+    if text.len() > MAX_REASON {
+        let mut end = MAX_REASON;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("...");
+    }
+    text
 }
 
 /// The local file a `file:` URI names.
@@ -414,38 +559,13 @@ fn file_path(uri: &Url) -> Option<PathBuf> {
     uri.to_file_path().ok()
 }
 
-/// Where a profile file is on disk: as named (relative to the current
-/// directory) when that file holds the same text; else, for the built-in
-/// profile that lives only in the binary, a copy written once under the
-/// temporary directory, in a folder named by the profile's digest.
-fn profile_file(profile: &LoadedProfile, name: &str, text: &str) -> Option<PathBuf> {
+/// A profile file on disk as named (relative to the current directory),
+/// when that file holds the same text.
+fn profile_file_as_named(name: &str, text: &str) -> Option<PathBuf> {
     let as_named = std::env::current_dir().ok()?.join(name);
-    if std::fs::read_to_string(&as_named).is_ok_and(|on_disk| on_disk == text) {
-        return Some(as_named);
-    }
-    let digest = profile.digest.get(..16).unwrap_or(&profile.digest);
-    let copy = std::env::temp_dir()
-        .join(format!("rulec-profile-{digest}"))
-        .join(name);
-    if std::fs::read_to_string(&copy).is_ok_and(|on_disk| on_disk == text) {
-        return Some(copy);
-    }
-    std::fs::create_dir_all(copy.parent()?).ok()?;
-    std::fs::write(&copy, text).ok()?;
-    Some(copy)
-}
-
-fn profile_location(
-    profile: &LoadedProfile,
-    file: &str,
-    span: &std::ops::Range<usize>,
-) -> Option<Location> {
-    let source = profile.files.iter().find(|f| f.name == file)?;
-    let path = profile_file(profile, file, &source.text)?;
-    Some(Location {
-        uri: Url::from_file_path(path).ok()?,
-        range: text::range(&Lines::new(&source.text), span),
-    })
+    std::fs::read_to_string(&as_named)
+        .is_ok_and(|on_disk| on_disk == text)
+        .then_some(as_named)
 }
 
 /// The profile's own diagnostics, on its files (a profile directory's;

@@ -27,13 +27,16 @@ pub enum DocKind {
     Rules,
     /// A timeline or a test (docs/simulation.md): checked alone.
     Timeline,
+    /// A TOML file outside a rules folder (a `Cargo.toml`): not checked.
+    Other,
 }
 
 impl DocKind {
     /// A file in a `tests/` folder is a test; otherwise the first table
     /// header decides (`[[rule]]`, `[[topic]]` or a timeline's entries);
-    /// a file with neither is a rule file.
-    pub fn of(path: &Path, text: &str) -> DocKind {
+    /// a file with neither is a rule file in a rules folder
+    /// (`in_rules_folder`), else not one of ours.
+    pub fn of(path: &Path, text: &str, in_rules_folder: impl FnOnce() -> bool) -> DocKind {
         let in_tests = path
             .parent()
             .and_then(Path::file_name)
@@ -41,32 +44,91 @@ impl DocKind {
         if in_tests {
             return DocKind::Timeline;
         }
+        match DocKind::by_header(text) {
+            Some(kind) => kind,
+            None if in_rules_folder() => DocKind::Rules,
+            None => DocKind::Other,
+        }
+    }
+
+    /// What the first table header of a rule file or timeline says.
+    fn by_header(text: &str) -> Option<DocKind> {
         for line in text.lines() {
             let Some(header) = line.trim_start().strip_prefix("[[") else {
                 continue;
             };
             let name = header.split(']').next().unwrap_or_default().trim();
             if matches!(name, "rule" | "rule.step" | "rule.input" | "topic") {
-                return DocKind::Rules;
+                return Some(DocKind::Rules);
             }
             let timeline = ruled_engine::sim::entry_kinds()
                 .chain(ruled_engine::sim::EXPECTATION_KINDS)
                 .any(|kind| kind == name);
             if timeline {
-                return DocKind::Timeline;
+                return Some(DocKind::Timeline);
             }
         }
-        DocKind::Rules
+        None
     }
 }
+
+/// The largest document kept and checked: a rule file's bound, 16 MiB
+/// (`rulec check` refuses a larger file too).
+pub const MAX_DOCUMENT_BYTES: u64 = crate::load::MAX_RULE_FILE_LEN;
 
 /// One open document.
 #[derive(Debug, Clone)]
 pub struct Document {
     pub uri: Url,
+    /// Empty while the document is over the bound.
     pub text: String,
     pub version: i32,
     pub kind: DocKind,
+    /// The document's length when it is over [`MAX_DOCUMENT_BYTES`]: its
+    /// text is not kept, and it is not checked.
+    pub too_large: Option<usize>,
+}
+
+impl Document {
+    /// Drops the text when it is over the bound.
+    fn bound(&mut self) {
+        if self.text.len() as u64 > MAX_DOCUMENT_BYTES {
+            self.too_large = Some(self.text.len());
+            self.text = String::new();
+        } else {
+            self.too_large = None;
+        }
+    }
+
+    /// Applies a client's changes. Over the bound the text is gone, so
+    /// only a whole new text (a change without a range) is applied.
+    fn apply(&mut self, changes: &[lsp_types::TextDocumentContentChangeEvent]) {
+        for change in changes {
+            if change.range.is_some() && self.too_large.is_some() {
+                continue;
+            }
+            super::text::apply(&mut self.text, change);
+            self.bound();
+        }
+    }
+
+    /// The error a document over the bound gets in place of its checks.
+    fn too_large_problem(&self) -> Option<Problem> {
+        let length = self.too_large?;
+        Some(Problem {
+            span: 0..0,
+            severity: crate::diagnostic::Severity::Error,
+            code: IO_CODE,
+            message: format!(
+                "the document is {length} bytes, over the {} MiB a rule file may have \
+                 ({MAX_DOCUMENT_BYTES} bytes): it is not kept or checked",
+                MAX_DOCUMENT_BYTES >> 20
+            ),
+            help: Some("`rulec check` refuses it too; split the file".into()),
+            fix: None,
+            related: Vec::new(),
+        })
+    }
 }
 
 /// A rules directory with an open document.
@@ -89,9 +151,10 @@ pub struct Workspace {
     /// What was last published for each file (with the quick fixes in
     /// their `data`).
     published: HashMap<PathBuf, Vec<lsp_types::Diagnostic>>,
-    /// Directories and timelines to check before answering.
+    /// Directories to check before answering, and documents checked
+    /// alone (timelines; files not ours, which get no diagnostics).
     dirty_dirs: BTreeSet<PathBuf>,
-    dirty_timelines: BTreeSet<PathBuf>,
+    dirty_alone: BTreeSet<PathBuf>,
     /// Documents opened or changed since the last check: each is answered
     /// with its diagnostics even when they stayed the same, so that the
     /// client sees its version was checked.
@@ -128,18 +191,21 @@ impl Workspace {
     }
 
     pub fn open(&mut self, path: PathBuf, uri: Url, text: String, version: i32) {
-        let kind = DocKind::of(&path, &text);
-        let document = Document {
+        let mut document = Document {
             uri,
             text,
             version,
-            kind,
+            kind: DocKind::Rules,
+            too_large: None,
         };
-        self.documents.insert(path.clone(), document);
+        document.bound();
         if let Some((dir, _)) = dir_and_name(&path) {
             // A new file, or one changed on disk while it was closed.
             self.read_disk(&dir);
         }
+        document.kind = DocKind::of(&path, &document.text, || self.in_rules_folder(&path));
+        let kind = document.kind;
+        self.documents.insert(path.clone(), document);
         self.mark(&path, kind);
     }
 
@@ -153,13 +219,23 @@ impl Workspace {
         let Some(document) = self.documents.get_mut(path) else {
             return;
         };
-        for change in changes {
-            super::text::apply(&mut document.text, change);
-        }
+        document.apply(changes);
         document.version = version;
         let before = document.kind;
-        document.kind = DocKind::of(path, &document.text);
-        let kind = document.kind;
+        // Over the bound there is no text to tell: it stays what it was.
+        if document.too_large.is_some() {
+            self.mark(path, before);
+            return;
+        }
+        // Its own header decides first; the folder's other files (looked
+        // at through `self`) only for a file without one.
+        let text = std::mem::take(&mut document.text);
+        let kind = DocKind::of(path, &text, || self.in_rules_folder(path));
+        let Some(document) = self.documents.get_mut(path) else {
+            return;
+        };
+        document.text = text;
+        document.kind = kind;
         if kind != before {
             // It left the other kind's checks: both are redone.
             self.mark(path, before);
@@ -185,7 +261,8 @@ impl Workspace {
     }
 
     /// Files changed on disk (`workspace/didChangeWatchedFiles`, or a
-    /// save): the directories of theirs that are known are read again.
+    /// save): the directories of theirs that are known are read again,
+    /// and checked when they are rules folders.
     pub fn files_changed(&mut self, paths: &[PathBuf]) {
         let dirs: BTreeSet<PathBuf> = paths
             .iter()
@@ -194,8 +271,36 @@ impl Workspace {
             .collect();
         for dir in dirs {
             self.read_disk(&dir);
-            self.dirty_dirs.insert(dir);
+            if self.is_rules_folder(&dir, None) {
+                self.dirty_dirs.insert(dir);
+            }
         }
+    }
+
+    /// Whether the folder of `path` is a rules folder by its other files.
+    fn in_rules_folder(&self, path: &Path) -> bool {
+        path.parent()
+            .is_some_and(|dir| self.is_rules_folder(dir, Some(path)))
+    }
+
+    /// A rules folder: one of its `*.toml` files (open or on disk, `except`
+    /// left out) has a rule file's table (`[[rule]]`, `[[topic]]`).
+    fn is_rules_folder(&self, dir: &Path, except: Option<&Path>) -> bool {
+        let is_rules = |path: &Path, text: &str| {
+            Some(path) != except && DocKind::by_header(text) == Some(DocKind::Rules)
+        };
+        let open = self
+            .documents
+            .iter()
+            .any(|(path, document)| path.parent() == Some(dir) && is_rules(path, &document.text));
+        let on_disk = match self.dirs.get(dir).and_then(|state| state.disk.as_ref()) {
+            Some(Ok(loaded)) => loaded
+                .files
+                .iter()
+                .any(|file| is_rules(&dir.join(&file.name), &file.text)),
+            _ => false,
+        };
+        open || on_disk
     }
 
     fn mark(&mut self, path: &Path, kind: DocKind) {
@@ -206,8 +311,9 @@ impl Workspace {
                     self.dirty_dirs.insert(dir);
                 }
             }
-            DocKind::Timeline => {
-                self.dirty_timelines.insert(path.to_path_buf());
+            // Another file is answered with no diagnostics.
+            DocKind::Timeline | DocKind::Other => {
+                self.dirty_alone.insert(path.to_path_buf());
             }
         }
     }
@@ -224,7 +330,7 @@ impl Workspace {
         for dir in std::mem::take(&mut self.dirty_dirs) {
             self.check_dir(&dir, &mut out);
         }
-        for path in std::mem::take(&mut self.dirty_timelines) {
+        for path in std::mem::take(&mut self.dirty_alone) {
             self.check_timeline(&path, &mut out);
         }
         self.touched.clear();
@@ -320,6 +426,13 @@ impl Workspace {
                 .or_default()
                 .extend(everywhere.iter().cloned());
         });
+        for (path, document) in &self.documents {
+            if let Some(problem) = document.too_large_problem() {
+                if path.parent() == Some(dir) {
+                    problems.entry(path.clone()).or_default().push(problem);
+                }
+            }
+        }
         problems.retain(|path, _| {
             self.documents
                 .get(path)
@@ -349,12 +462,17 @@ impl Workspace {
         let diagnostics = match self.documents.get(path) {
             Some(document) if document.kind == DocKind::Timeline => {
                 let lines = Lines::new(&document.text);
-                super::timeline::problems(&document.text)
+                let problems = match document.too_large_problem() {
+                    Some(problem) => vec![problem],
+                    None => super::timeline::problems(&document.text),
+                };
+                problems
                     .iter()
                     .map(|problem| to_lsp(problem, &lines, &HashMap::new()))
                     .collect()
             }
-            // Closed, or a rule file now: its directory's check speaks.
+            // Closed, not ours, or a rule file now: its directory's check
+            // speaks.
             _ => Vec::new(),
         };
         let rules_now = self

@@ -45,6 +45,12 @@ pub struct TopicShape {
     /// `None`: the events carry no `from` / `to` (channel sources).
     /// `Some(empty)`: any value.
     pub from: Option<Vec<ValuePattern>>,
+    /// `from` may also be a value outside `from`: an emit of the topic
+    /// has no `from` condition, and `from` is whatever the field held
+    /// before, also a value the profile does not list (battery `charge`
+    /// from `n/a` to `77`). `from` then holds the field's
+    /// listed values: the usual ones, not all.
+    pub from_open: bool,
     pub to: Option<Vec<ValuePattern>>,
     /// Every `data` key any emit of the topic gives, with its type
     /// (`None`: the type is known only at run time, an `expr`).

@@ -106,6 +106,7 @@ impl Values {
 #[derive(Default)]
 struct Shape {
     from: Values,
+    from_open: bool,
     to: Values,
     data: BTreeMap<String, Option<DataType>>,
 }
@@ -143,6 +144,10 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
             let shape = shapes.entry(emit.topic.clone()).or_default();
             if let Origin::Field { .. } = source.origin {
                 shape.from.add(&emit.from, field_values);
+                // Without its own `from` condition an emit's `from` is
+                // whatever the field held before, also a value the
+                // profile does not list (`n/a`).
+                shape.from_open |= emit.from.is_empty();
                 shape.to.add(&emit.to, field_values);
             }
             for (key, data) in &emit.data {
@@ -164,6 +169,7 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
         .map(|(name, shape)| TopicShape {
             name,
             from: shape.from.finish(),
+            from_open: shape.from_open,
             to: shape.to.finish(),
             data: shape.data,
         })

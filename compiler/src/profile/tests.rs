@@ -153,7 +153,12 @@ fn the_catalogue_narrows_values_and_types_data() {
         triggered.to,
         Some(lit(&["level-1-triggered", "level-2-triggered"]))
     );
+    // The field's listed values, but `from` is whatever the field held
+    // before, also a value the profile does not list (`n/a`).
     assert_eq!(triggered.from.as_ref().map(Vec::len), Some(8));
+    assert!(triggered.from_open);
+    let unlocked = catalogue.topic("vehicle.unlocked").unwrap();
+    assert!(!unlocked.from_open, "its emit says `from = \"stand-by\"`");
     assert_eq!(
         triggered.data.get("level"),
         Some(&Some(catalogue::DataType::Int))

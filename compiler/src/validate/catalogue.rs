@@ -2,7 +2,7 @@
 //! declarations in any rule file, and what `rulec check` holds the rules
 //! against once a directory declares at least one topic: `on` and
 //! `cancel-on` patterns that match no declared topic (a warning, with "did
-//! you mean"), and, for a rule whose `on` patterns match only declared
+//! you mean"; an error when one edit from a known topic), and, for a rule whose `on` patterns match only declared
 //! topics, every `data.*` key its conditions read (an undeclared key or a
 //! type mismatch is an error). The catalogue is not in the bundle.
 //!
@@ -22,7 +22,7 @@ use crate::rulefile::RawTopic;
 use crate::span::StringMap;
 use crate::when::{BinOp, Expr, ExprKind, Ty};
 use rulecore::bundle::InputSource;
-use rulecore::suggest::did_you_mean;
+use rulecore::suggest::{did_you_mean, edit_distance};
 use rulecore::TopicPattern;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -584,6 +584,23 @@ fn unknown_topic(
         }
         TopicPattern::Any => None,
     };
+    // One edit from a known topic is surely a typo, and the rule would
+    // build and never fire: an error, unless a `[[topic]]` says the
+    // pattern's topic is meant (then it matches it and we are not here).
+    if let Some(near) = near.as_deref().filter(|near| one_edit(pattern, near)) {
+        return Diagnostic::error(
+            Code::NearMissTopic,
+            format!("`{key}` pattern `{pattern}` matches no {known} topic, and is one edit from `{near}`"),
+        )
+        .at(span.clone(), format!("one edit from `{near}`"))
+        .with_help(match declared_name(pattern) {
+            Some(name) => format!(
+                "did you mean `{near}`? if `{pattern}` is meant, declare its topic in a `[[topic]]` table (`name = \"{name}\"`)"
+            ),
+            None => format!("did you mean `{near}`?"),
+        })
+        .with_fix(span, crate::diagnostic::toml_string(near));
+    }
     let help = match &near {
         Some(near) => {
             format!("did you mean `{near}`? otherwise declare the topic in a `[[topic]]` table")
@@ -600,6 +617,23 @@ fn unknown_topic(
         Some(near) => diagnostic.with_fix(span, crate::diagnostic::toml_string(&near)),
         None => diagnostic,
     }
+}
+
+/// Whether `pattern` is one edit (a character added, left out, changed,
+/// or two neighbours swapped) from the pattern `near` as written.
+fn one_edit(pattern: &TopicPattern, near: &str) -> bool {
+    edit_distance(&pattern.to_string(), near) == 1
+}
+
+/// A topic name a `[[topic]]` could declare so that `pattern` matches it;
+/// `None` when no topic can be so named (white space in the pattern).
+fn declared_name(pattern: &TopicPattern) -> Option<String> {
+    let name = match pattern {
+        TopicPattern::Exact(name) => name.to_string(),
+        TopicPattern::Prefix(prefix) => format!("{prefix}NAME"),
+        TopicPattern::Any => return None,
+    };
+    valid_topic(&name).then_some(name)
 }
 
 /// The `data.*` reads of one expression, against what the matched topics

@@ -1,8 +1,9 @@
 //! The checks of rules against a bus profile's [`Catalogue`]
 //! (docs/rules.md#checks-against-the-profile): values the profile says a
 //! `to`, `from` or `state()` can never hold, fields of a known hash that do
-//! not exist or are never seen to change, and values a command list does
-//! not accept. The derived topics themselves join the topic catalogue in
+//! not exist or are never seen to change, values a command list does not
+//! accept, and hashes, lists and `from` values one typo from the
+//! profile's. The derived topics themselves join the topic catalogue in
 //! `super::catalogue`.
 //!
 //! Each check is a pure function from the catalogue and what the rule
@@ -201,6 +202,7 @@ fn state_fields(
         }
         seen.push(pair);
         let Some(hash) = catalogue.hashes.get(&pair.hash) else {
+            found.extend(unknown_state_hash(catalogue, pair, span, source, map));
             continue;
         };
         if !hash.fields.contains_key(&pair.field) {
@@ -247,6 +249,61 @@ fn unknown_state_field(
     .at(map.map(field_span.clone()), "not a field of this hash")
     .with_help(help)
     .with_fix_opt(field_literal.and_then(|literal| literal_fix(map, &literal, near)))
+}
+
+/// A `state()` read of a hash the profile does not declare but one it
+/// declares is close to (a warning with "did you mean"): the
+/// read would see no service's writes. A hash far from every declared one
+/// (an accessory's) gets nothing.
+fn unknown_state_hash(
+    catalogue: &Catalogue,
+    pair: &StatePair,
+    span: Range<usize>,
+    source: &str,
+    map: &StringMap,
+) -> Option<Diagnostic> {
+    let hashes: Vec<&str> = catalogue.hashes.keys().map(String::as_str).collect();
+    let near = did_you_mean(&pair.hash, &hashes)?;
+    let hash_literal = when::string_literals(source, span.clone()).first().cloned();
+    let hash_span = hash_literal.clone().unwrap_or(span);
+    Some(
+        Diagnostic::warning(
+            Code::UnknownStateHash,
+            format!(
+                "the profile declares no hash `{}`: `{}` reads a hash no service writes",
+                pair.hash,
+                state_call(pair)
+            ),
+        )
+        .at(map.map(hash_span), "not a hash of the profile")
+        .with_help(format!("did you mean `{near}`?"))
+        .with_fix_opt(hash_literal.and_then(|literal| literal_fix(map, &literal, Some(near)))),
+    )
+}
+
+/// A redis step's `list` the profile does not declare but one it declares
+/// is close to (a warning with "did you mean"): nothing would
+/// read the push. A list far from every declared one gets nothing. `span`
+/// is the `list` string in the rule file.
+pub(super) fn list_name(
+    catalogue: &Catalogue,
+    list: &str,
+    span: Range<usize>,
+) -> Option<Diagnostic> {
+    if catalogue.lists.contains_key(list) {
+        return None;
+    }
+    let lists: Vec<&str> = catalogue.lists.keys().map(String::as_str).collect();
+    let near = did_you_mean(list, &lists)?;
+    Some(
+        Diagnostic::warning(
+            Code::UnknownList,
+            format!("the profile declares no list `{list}`: nothing would read the push"),
+        )
+        .at(span.clone(), "not a list of the profile")
+        .with_help(format!("did you mean `{near}`?"))
+        .with_fix(span, crate::diagnostic::toml_string(near)),
+    )
 }
 
 /// A `state()` read of a field written without a notification and read by
@@ -351,6 +408,10 @@ pub(super) fn event_values(
         if possible {
             continue;
         }
+        if field == EventField::From && shapes.iter().any(|shape| shape.from_open) {
+            found.extend(unlisted_from(&comparison, &sets, map));
+            continue;
+        }
         let mut topics: Vec<&str> = shapes.iter().map(|shape| shape.name.as_str()).collect();
         topics.sort_unstable();
         topics.dedup();
@@ -394,6 +455,42 @@ pub(super) fn event_values(
         );
     }
     found
+}
+
+/// `from` compared with a literal the profile lists for none of the
+/// fields, where `from` may hold unlisted values too (an emit without a
+/// `from` condition): `from == "n/a"` is real, so nothing is
+/// said unless the literal is close to a listed value (`from == "armd"`),
+/// and then it is a warning with "did you mean".
+fn unlisted_from(
+    comparison: &Comparison<'_>,
+    sets: &[Option<&Vec<ValuePattern>>],
+    map: &StringMap,
+) -> Option<Diagnostic> {
+    let listed: Vec<&str> = sets
+        .iter()
+        .flatten()
+        .flat_map(|set| set.iter())
+        .filter_map(ValuePattern::as_literal)
+        .collect();
+    let near = did_you_mean(comparison.literal, &listed)?;
+    Some(
+        Diagnostic::warning(
+            Code::UnlistedFrom,
+            format!(
+                "`from` is compared with `\"{}\"`, which the profile lists for none of the rule's topics",
+                comparison.literal
+            ),
+        )
+        .at(
+            map.map(comparison.literal_span.clone()),
+            format!("close to `{near}`"),
+        )
+        .with_help(format!(
+            "did you mean `{near}`? (`from` may hold a value the profile does not list, such as `n/a`, so this is not an error)"
+        ))
+        .with_fix_opt(literal_fix(map, &comparison.literal_span, Some(near))),
+    )
 }
 
 /// A redis step's `push` onto a list the profile declares, of a value

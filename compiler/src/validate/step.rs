@@ -370,6 +370,11 @@ impl<'i> RuleChecker<'_, 'i> {
                 );
             }
         }
+        if let (Some(catalogue), Some((list, span))) = (self.catalogue, &list) {
+            if let Some(diagnostic) = super::profile::list_name(catalogue, list, span.clone()) {
+                self.push(diagnostic);
+            }
+        }
         let push_span = push.as_ref().map(|(_, span)| span.clone());
         let push = push.and_then(|(text, span)| self.text("push", text, span));
         // A computed value is only known at run time.

@@ -51,9 +51,20 @@ fn read_messages(stdout: impl Read) -> impl Iterator<Item = Value> {
 impl Client {
     /// Starts `rulec lsp ARGS` in `cwd` and initializes it.
     pub fn start(rulec: &Path, cwd: &Path, args: &[&str]) -> Client {
+        Client::start_with_env(rulec, cwd, args, &[])
+    }
+
+    /// [`Client::start`] with more variables in the server's environment.
+    pub fn start_with_env(
+        rulec: &Path,
+        cwd: &Path,
+        args: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Client {
         let mut child = Command::new(rulec)
             .arg("lsp")
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -105,6 +116,56 @@ impl Client {
         let body = message.to_string();
         write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
         self.stdin.flush().unwrap();
+    }
+
+    /// Writes `bytes` as they are: a message framed by hand, or junk.
+    pub fn write_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Frames and writes any JSON `message` (a malformed request too).
+    pub fn send(&mut self, message: &Value) {
+        self.write(message);
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The whole response with `id` (`null` for a message the server could
+    /// not read an id from), kept or still to come.
+    pub fn response(&mut self, id: &Value) -> Value {
+        let matches =
+            |message: &Value| message.get("method").is_none() && message.get("id") == Some(id);
+        if let Some(at) = self.kept.iter().position(matches) {
+            return self.kept.remove(at).unwrap();
+        }
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let message = self.next(deadline, &format!("the response to {id}"));
+            if matches(&message) {
+                return message;
+            }
+            self.kept.push_back(message);
+        }
+    }
+
+    /// The params of the first notification `method`, kept or still to come.
+    pub fn notification(&mut self, method: &str) -> Value {
+        let matches = |message: &Value| message["method"] == method && message.get("id").is_none();
+        if let Some(at) = self.kept.iter().position(matches) {
+            return self.kept.remove(at).unwrap()["params"].clone();
+        }
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let message = self.next(deadline, method);
+            if matches(&message) {
+                return message["params"].clone();
+            }
+            self.kept.push_back(message);
+        }
     }
 
     pub fn notify(&mut self, method: &str, params: Value) {

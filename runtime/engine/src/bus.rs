@@ -4,12 +4,23 @@
 //! and handed to the service to publish ([`Effect::Publish`]); polls are
 //! timers like the runs' ([`Effect::Poll`]).
 
-use crate::derive::{BusMode, Derive, FieldChange, Notified, PollPlan, ReadCause};
+use crate::derive::{
+    written_anew, BusMode, Derive, Expiry, FieldChange, Notified, PollPlan, ReadCause,
+};
 use crate::effect::Effect;
 use crate::time::{Now, Time};
 use crate::Engine;
 use rulecore::bundle::Payload;
 use rulecore::event::Event;
+use rulecore::event_data::DataValue;
+use std::collections::BTreeMap;
+
+/// The longest value an envelope on the bus carries, in bytes
+/// (docs/service.md#the-bus): longer ones are cut, with [`CUT_MARKER`].
+pub const BUS_VALUE_BYTES: usize = 1024;
+/// What follows a value cut for the bus: `…[cut from <N> bytes]`, `N` the
+/// whole value's length.
+pub const CUT_MARKER: &str = "…[cut from ";
 
 /// What the engine keeps for the profile.
 #[derive(Debug, Default)]
@@ -23,6 +34,9 @@ pub(crate) struct BusState {
     /// The last event id given out: Unix ms and a sequence within it, as
     /// stream entry ids are.
     pub(crate) last_id: (i64, u64),
+    /// Per hash of an `every` source, its expiry at the last notification
+    /// read (docs/sources.md#changes).
+    expiries: BTreeMap<Box<str>, Expiry>,
     /// Pairs before this index (state pairs and inputs' fields) are
     /// always watched; the profile's after it only while live.
     always: usize,
@@ -47,6 +61,7 @@ impl BusState {
             present: vec![false; watched.len()],
             polls,
             last_id: (0, 0),
+            expiries: BTreeMap::new(),
             always: inputs.own_pairs(),
         }
     }
@@ -169,17 +184,55 @@ impl Engine {
         self.dispatch_derived(now, derived);
     }
 
-    /// `PUBLISH <hash> cleared`: the hash's watched fields are absent now;
-    /// nothing is emitted (docs/sources.md#changes).
-    pub fn hash_cleared(&mut self, hash: &str) {
-        let pairs = self.bus.derive.cleared(hash).to_vec();
-        for index in pairs {
-            if let Some(slot) = self.state.get_mut(index) {
-                slot.clear();
-                self.bus.present[index] = false;
-                self.hold_state_changed(index);
-            }
+    /// The hashes whose expiry seeding reads ([`Engine::expiry_seen`]):
+    /// those of the live `every` sources (the keycard hash).
+    pub fn expiry_hashes(&self) -> Vec<&str> {
+        self.bus.derive.every_hashes()
+    }
+
+    /// Seeding: `hash`'s expiry as it is, the baseline the next
+    /// notification's is compared with ([`Engine::written_read`]).
+    pub fn expiry_seen(&mut self, hash: &str, expiry: Expiry) {
+        self.bus.expiries.insert(hash.into(), expiry);
+    }
+
+    /// The values a [`Notified::ReadWritten`] asked for, with the hash's
+    /// `expiry` read at the same time (docs/sources.md#changes). Written
+    /// anew ([`written_anew`]): taken as [`ReadCause::Notified`], so an
+    /// `every` source emits. Otherwise only a real change counts, as for a
+    /// `distinct` source; a notification that changes nothing (a replayed
+    /// `PUBLISH keycard authentication`) is not applied and returns
+    /// `false`, for the service to count in `rejected`.
+    pub fn written_read(
+        &mut self,
+        now: Now,
+        expiry: Expiry,
+        values: &[(usize, Option<String>)],
+    ) -> bool {
+        let Some(hash) = values
+            .first()
+            .and_then(|(index, _)| self.inputs.watched().get(*index))
+            .map(|pair| Box::<str>::from(pair.hash.as_str()))
+        else {
+            return true;
+        };
+        let before = self.bus.expiries.insert(hash, expiry);
+        if written_anew(before, expiry) {
+            self.fields_read(now, ReadCause::Notified, values);
+            return true;
         }
+        let changes = values.iter().any(|(index, value)| {
+            let present = self.bus.present.get(*index).copied().unwrap_or(false);
+            let shadow = self.state.get(*index).map(String::as_str);
+            match value {
+                Some(value) => !present || shadow != Some(value.as_str()),
+                None => present,
+            }
+        });
+        if changes {
+            self.fields_read(now, ReadCause::Reread, values);
+        }
+        changes
     }
 
     /// The newest entry id of stream `events` at start: ids given out
@@ -243,8 +296,9 @@ impl Engine {
         self.dispatch_derived(now, events);
     }
 
-    /// Gives each derived event its id and time, hands it to the rules,
-    /// then to the service to publish, all of one change in one effect.
+    /// Gives each derived event its id and time, hands it to the rules
+    /// whole, then to the service to publish with its values cut for the
+    /// bus ([`for_bus`]), all of one change in one effect.
     fn dispatch_derived(&mut self, now: Now, mut events: Vec<Event>) {
         if events.is_empty() || self.stopped {
             return;
@@ -253,10 +307,11 @@ impl Engine {
             event.id = Some(self.bus.next_id(now.wall_ms).as_str().into());
             event.ts = Some(now.wall_ms);
         }
-        for event in &events {
-            self.handle_event(now, event.clone());
+        let published = events.iter().map(for_bus).collect();
+        for event in events {
+            self.handle_event(now, event);
         }
-        self.effects.push_back(Effect::Publish(events));
+        self.effects.push_back(Effect::Publish(published));
     }
 
     /// The live channel sources' channels, sorted.
@@ -304,5 +359,56 @@ impl Engine {
                 });
             }
         }
+    }
+}
+
+/// `event` as the bus carries it (docs/service.md#the-bus): every string
+/// value (`from`, `to`, those in `data`) over [`BUS_VALUE_BYTES`] cut, so
+/// stream `events` (`MAXLEN ~ 2000`) is bounded in bytes too.
+pub(crate) fn for_bus(event: &Event) -> Event {
+    let mut out = event.clone();
+    for value in [&mut out.from, &mut out.to].into_iter().flatten() {
+        if let Some(cut) = cut(value) {
+            *value = cut.as_str().into();
+        }
+    }
+    if needs_cut(&out.data) {
+        out.data = cut_data(&out.data);
+    }
+    out
+}
+
+/// `text` cut at [`BUS_VALUE_BYTES`] (a character boundary) with the
+/// marker naming its whole length; `None` when it is short enough.
+fn cut(text: &str) -> Option<String> {
+    if text.len() <= BUS_VALUE_BYTES {
+        return None;
+    }
+    let mut end = BUS_VALUE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(format!("{}{CUT_MARKER}{} bytes]", &text[..end], text.len()))
+}
+
+fn needs_cut(value: &DataValue) -> bool {
+    match value {
+        DataValue::Str(text) => text.len() > BUS_VALUE_BYTES,
+        DataValue::Array(items) => items.iter().any(needs_cut),
+        DataValue::Object(object) => object.iter().any(|(_, value)| needs_cut(value)),
+        _ => false,
+    }
+}
+
+fn cut_data(value: &DataValue) -> DataValue {
+    match value {
+        DataValue::Str(text) => {
+            cut(text).map_or_else(|| value.clone(), |cut| DataValue::Str(cut.into()))
+        }
+        DataValue::Array(items) => DataValue::Array(items.iter().map(cut_data).collect()),
+        DataValue::Object(object) => {
+            DataValue::object(object.iter().map(|(key, value)| (key, cut_data(value))))
+        }
+        _ => value.clone(),
     }
 }

@@ -57,10 +57,47 @@ pub enum Notified {
     /// `HMGET` these pairs (the notified one first) and hand the values
     /// to [`crate::Engine::fields_read`] with [`ReadCause::Notified`].
     Read(Vec<usize>),
-    /// `replaced`: `HMGET` these pairs, then [`ReadCause::Reread`].
+    /// The field of an `every` source: `HMGET` these pairs (the notified
+    /// one first) and read the hash's expiry with them, then hand both to
+    /// [`crate::Engine::written_read`], which counts the notification only
+    /// when the hash was written anew (docs/sources.md#changes).
+    ReadWritten(Vec<usize>),
+    /// `replaced` or `cleared`: `HMGET` these pairs, then
+    /// [`ReadCause::Reread`]. The values are checked, not the announcement:
+    /// a field still there keeps its value, one gone becomes absent.
     Reread(Vec<usize>),
-    /// `cleared`: call [`crate::Engine::hash_cleared`]; nothing is read.
-    Cleared,
+}
+
+/// A hash's expiry as read with an `every` source's field (`PEXPIRETIME`):
+/// a new write of the hash (keycard-service's tap) moves it later, a
+/// replayed notification leaves it where it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// No such key.
+    Absent,
+    /// The key has no expiry: a new write cannot be told from a replay.
+    Persistent,
+    /// Expires at this time (Unix ms; the simulator's virtual time).
+    At(i64),
+    /// Redis could not say (a server without `PEXPIRETIME`): every
+    /// notification counts, as before.
+    Unknown,
+}
+
+/// Whether a notification read with `now` means the hash was written anew
+/// since the read that saw `before` (`None`: not known, no read or seeding
+/// saw the hash since the bundle was loaded): it
+/// was absent, or its expiry moved later, or it lost its expiry (`HSET`
+/// keeps a key's expiry: only a new key has none). A hash without expiry
+/// before and now cannot prove it (docs/sources.md#changes).
+pub fn written_anew(before: Option<Expiry>, now: Expiry) -> bool {
+    match (before, now) {
+        (_, Expiry::Absent | Expiry::Unknown) => true,
+        (Some(Expiry::At(was)), Expiry::At(at)) => at > was,
+        (Some(Expiry::At(_)), Expiry::Persistent) => true,
+        (_, Expiry::Persistent) => false,
+        (_, Expiry::At(_)) => true,
+    }
 }
 
 /// A live poll: its pairs and interval.
@@ -103,6 +140,9 @@ pub(crate) struct Derive {
     polled: Vec<usize>,
     /// Owned topics, sorted (empty in `follow` mode).
     owned: Vec<Box<str>>,
+    /// Owned families: the first segment of every owned topic (`alarm` of
+    /// `alarm.armed`), sorted and distinct.
+    families: Vec<Box<str>>,
 }
 
 impl Derive {
@@ -155,6 +195,7 @@ impl Derive {
         }
         if mode == BusMode::Own {
             derive.owned = profile.topics().into_iter().map(Box::from).collect();
+            derive.families = families(&derive.owned);
         }
         derive
     }
@@ -220,11 +261,22 @@ impl Derive {
         self.payload.as_deref()?.profile.as_ref()
     }
 
-    /// Whether `topic` is owned: derived here, so never taken from the bus.
+    /// Whether `topic` is owned: derived here, or of the family of a
+    /// topic derived here (`alarm.bogus`), so never taken from the bus.
     pub(crate) fn owns(&self, topic: &str) -> bool {
-        self.owned
-            .binary_search_by(|owned| (**owned).cmp(topic))
-            .is_ok()
+        let exact = || {
+            self.owned
+                .binary_search_by(|owned| (**owned).cmp(topic))
+                .is_ok()
+        };
+        let family = || {
+            topic.split_once('.').is_some_and(|(first, _)| {
+                self.families
+                    .binary_search_by(|owned| (**owned).cmp(first))
+                    .is_ok()
+            })
+        };
+        exact() || family()
     }
 
     pub(crate) fn owned(&self) -> impl Iterator<Item = &str> + '_ {
@@ -261,19 +313,41 @@ impl Derive {
                         }
                     }
                 }
-                Notified::Read(pairs)
+                if self.every(pair) {
+                    Notified::ReadWritten(pairs)
+                } else {
+                    Notified::Read(pairs)
+                }
             }
             None => match (derived, payload) {
-                (Some(_), CLEARED) => Notified::Cleared,
-                (Some(pairs), REPLACED) => Notified::Reread(pairs.clone()),
+                (Some(pairs), CLEARED | REPLACED) => Notified::Reread(pairs.clone()),
                 _ => Notified::Ignore,
             },
         }
     }
 
-    /// The pairs `cleared` on `hash` makes absent.
-    pub(crate) fn cleared(&self, hash: &str) -> &[usize] {
-        self.hashes.get(hash).map_or(&[], Vec::as_slice)
+    /// The hashes of the live `every` sources, sorted: their expiry is
+    /// read at seeding too, so a replay right after a start is refused.
+    pub(crate) fn every_hashes(&self) -> Vec<&str> {
+        self.hashes
+            .iter()
+            .filter(|(_, pairs)| pairs.iter().any(|&pair| self.every(pair)))
+            .map(|(hash, _)| &**hash)
+            .collect()
+    }
+
+    /// Whether a live `every` source is on pair `pair`: its notifications
+    /// are judged by the hash's expiry.
+    fn every(&self, pair: usize) -> bool {
+        let Some(profile) = self.profile() else {
+            return false;
+        };
+        self.by_pair.get(&pair).into_iter().flatten().any(|&at| {
+            profile
+                .sources
+                .get(at as usize)
+                .is_some_and(|source| source.changes == Changes::Every)
+        })
     }
 
     /// The polls a live rule needs: a poll of a field some rule's
@@ -508,6 +582,18 @@ fn value_to_data(value: Value<'_>) -> Option<DataValue> {
         Value::Bool(b) => DataValue::Bool(b),
         Value::Empty => return None,
     })
+}
+
+/// The families of `owned`: each topic's first segment.
+fn families(owned: &[Box<str>]) -> Vec<Box<str>> {
+    let mut families: Vec<Box<str>> = owned
+        .iter()
+        .filter_map(|topic| topic.split_once('.'))
+        .map(|(first, _)| first.into())
+        .collect();
+    families.sort_unstable();
+    families.dedup();
+    families
 }
 
 /// Whether a live rule's `on` or `cancel-on` can match a topic `source`

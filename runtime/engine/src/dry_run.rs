@@ -95,6 +95,9 @@ pub struct DryRun {
     /// `None`: the rule has no `when`.
     pub when: Option<WhenResult>,
     pub steps: Vec<StepCheck>,
+    /// The `finally` steps (docs/rules.md#finally), their `when` judged
+    /// now too; indexed from 0 among themselves.
+    pub finally: Vec<StepCheck>,
     pub verdict: Verdict,
 }
 
@@ -108,17 +111,20 @@ impl Engine {
         let matched = spec.on.iter().any(|pattern| pattern.matches(&event.topic));
         let cancels = state.enabled && spec.cancel_on().iter().any(|p| p.matches(&event.topic));
         let when = spec.when.as_ref().map(|program| self.judge(program, event));
-        let steps = spec
-            .steps
-            .iter()
-            .zip(0u32..)
-            .map(|(step, index)| StepCheck {
-                index,
-                after_ms: step.after_ns / 1_000_000,
-                durable: step.durable,
-                when: step.when.as_ref().map(|program| self.judge(program, event)),
-            })
-            .collect();
+        let checks = |steps: &[rulecore::bundle::Step]| -> Vec<StepCheck> {
+            steps
+                .iter()
+                .zip(0u32..)
+                .map(|(step, index)| StepCheck {
+                    index,
+                    after_ms: step.after_ns / 1_000_000,
+                    durable: step.durable,
+                    when: step.when.as_ref().map(|program| self.judge(program, event)),
+                })
+                .collect()
+        };
+        let steps = checks(&spec.steps);
+        let finally = checks(spec.finally());
         let verdict = match (&when, state.enabled, matched) {
             (_, false, _) => Verdict::Disabled,
             (_, true, false) => Verdict::NotMatched,
@@ -133,6 +139,7 @@ impl Engine {
             cancels,
             when,
             steps,
+            finally,
             verdict,
         })
     }

@@ -43,7 +43,8 @@ mod when_plans;
 pub mod pool;
 pub mod sim;
 
-pub use derive::{BusMode, Notified, PollPlan, ReadCause, SourceSet};
+pub use bus::{BUS_VALUE_BYTES, CUT_MARKER};
+pub use derive::{BusMode, Expiry, Notified, PollPlan, ReadCause, SourceSet};
 pub use dry_run::{DryRun, StepCheck, Verdict, WhenResult};
 pub use effect::{
     DropReason, Effect, EndReason, Job, JobId, Level, LogLine, NonFireReason, Note, NoteFields,

@@ -12,7 +12,8 @@ use rulecore::profile::{Changes, DataSpec, Emit, Origin, Poll, Profile, Source};
 use rulecore::topic::TopicPattern;
 use rulecore::value_pattern::ValuePattern;
 use ruled_engine::{
-    BusMode, Effect, Engine, EngineConfig, Notified, Now, ReadCause, SourceSet, Time,
+    BusMode, Effect, Engine, EngineConfig, Expiry, Notified, Now, ReadCause, SourceSet, Time,
+    BUS_VALUE_BYTES, CUT_MARKER,
 };
 use std::sync::Arc;
 
@@ -143,8 +144,22 @@ fn engine(payload: Arc<Payload>, bus: BusMode, sources: SourceSet) -> Engine {
     )
 }
 
-/// What a notification reads, read from `values` (field -> value).
+/// What a notification reads, read from `values` (field -> value); an
+/// `every` source's hash expiry unknown (every notification counts).
 fn notify(engine: &mut Engine, now: Now, hash: &str, name: &str, values: &[(&str, Option<&str>)]) {
+    notify_at(engine, now, hash, name, values, Expiry::Unknown);
+}
+
+/// [`notify`] with the hash's expiry as Redis would give it; whether the
+/// engine took the notification (`false`: counted in `rejected`).
+fn notify_at(
+    engine: &mut Engine,
+    now: Now,
+    hash: &str,
+    name: &str,
+    values: &[(&str, Option<&str>)],
+    expiry: Expiry,
+) -> bool {
     let value = |index: usize| {
         let pair = &engine.watched_pairs()[index];
         values
@@ -157,13 +172,17 @@ fn notify(engine: &mut Engine, now: Now, hash: &str, name: &str, values: &[(&str
             let read: Vec<_> = pairs.iter().map(|&i| (i, value(i))).collect();
             engine.fields_read(now, ReadCause::Notified, &read);
         }
+        Notified::ReadWritten(pairs) => {
+            let read: Vec<_> = pairs.iter().map(|&i| (i, value(i))).collect();
+            return engine.written_read(now, expiry, &read);
+        }
         Notified::Reread(pairs) => {
             let read: Vec<_> = pairs.iter().map(|&i| (i, value(i))).collect();
             engine.fields_read(now, ReadCause::Reread, &read);
         }
-        Notified::Cleared => engine.hash_cleared(hash),
         Notified::Ignore => {}
     }
+    true
 }
 
 /// The events published since the last call, and the rules submitted.
@@ -299,7 +318,10 @@ fn equal_values_first_values_and_deleted_fields_emit_nothing() {
 fn cleared_makes_fields_absent_and_replaced_emits_real_changes() {
     let mut e = engine(payload(&["*"], false), BusMode::Own, SourceSet::All);
     seed(&mut e, "vehicle", "state", "stand-by");
-    assert_eq!(e.notified("vehicle", "cleared"), Notified::Cleared);
+    assert!(matches!(
+        e.notified("vehicle", "cleared"),
+        Notified::Reread(_)
+    ));
     notify(&mut e, at(1), "vehicle", "cleared", &[]);
     assert_eq!(e.state_value("vehicle", "state"), Some(""));
     notify(
@@ -326,6 +348,185 @@ fn cleared_makes_fields_absent_and_replaced_emits_real_changes() {
         &[("state", Some("stand-by"))],
     );
     assert!(drain(&mut e).0.is_empty(), "replaced with the same value");
+}
+
+/// Issue 29: a bare `PUBLISH alarm cleared` (no `DEL`) made the next real
+/// change a first value. `cleared` is checked by reading: a field still
+/// there keeps its value, and the next change emits.
+#[test]
+fn a_bare_cleared_changes_nothing() {
+    let mut e = engine(
+        payload(&["vehicle.unlocked"], false),
+        BusMode::Own,
+        SourceSet::All,
+    );
+    seed(&mut e, "vehicle", "state", "stand-by");
+    notify(
+        &mut e,
+        at(1),
+        "vehicle",
+        "cleared",
+        &[("state", Some("stand-by"))],
+    );
+    assert_eq!(e.state_value("vehicle", "state"), Some("stand-by"));
+    notify(
+        &mut e,
+        at(2),
+        "vehicle",
+        "state",
+        &[("state", Some("parked"))],
+    );
+    let (events, submitted) = drain(&mut e);
+    assert_eq!(
+        topics(&events),
+        ["vehicle.state.changed", "vehicle.unlocked"]
+    );
+    assert_eq!(submitted, ["r0"]);
+}
+
+/// Issue 29: a replayed `PUBLISH keycard authentication` re-fired
+/// `keycard.auth.passed` while the hash lived. A tap counts when the
+/// hash's expiry moved later (or it had none we knew of); a replay is
+/// not applied and is refused (the service counts it in `rejected`).
+#[test]
+fn a_replayed_every_notification_is_refused() {
+    let mut e = engine(
+        payload(&["keycard.auth.passed"], false),
+        BusMode::Own,
+        SourceSet::All,
+    );
+    let tap = [("authentication", Some("passed")), ("uid", Some("04a1"))];
+    let mut taken = Vec::new();
+    taken.push(notify_at(
+        &mut e,
+        at(1),
+        "keycard",
+        "authentication",
+        &tap,
+        Expiry::At(10_001),
+    ));
+    for ms in 2..7 {
+        taken.push(notify_at(
+            &mut e,
+            at(ms),
+            "keycard",
+            "authentication",
+            &tap,
+            Expiry::At(10_001),
+        ));
+    }
+    let (events, submitted) = drain(&mut e);
+    assert_eq!(taken, [true, false, false, false, false, false]);
+    assert_eq!(topics(&events), ["keycard.auth.passed"]);
+    assert_eq!(submitted.len(), 1, "1 tap + 5 replays = 1 run");
+    // A new tap rewrites the hash: its expiry moves later.
+    assert!(notify_at(
+        &mut e,
+        at(500),
+        "keycard",
+        "authentication",
+        &tap,
+        Expiry::At(10_500)
+    ));
+    assert_eq!(topics(&drain(&mut e).0), ["keycard.auth.passed"]);
+    // The key lost its expiry: a new key (`HSET` keeps an expiry).
+    let lost = Expiry::Persistent;
+    assert!(notify_at(
+        &mut e,
+        at(550),
+        "keycard",
+        "authentication",
+        &tap,
+        lost
+    ));
+    assert_eq!(topics(&drain(&mut e).0), ["keycard.auth.passed"]);
+    // A hash without expiry cannot tell a tap from a replay: only a
+    // changed value counts, as for a `distinct` source.
+    let failed = [("authentication", Some("failed")), ("uid", Some("04a1"))];
+    assert!(!notify_at(
+        &mut e,
+        at(600),
+        "keycard",
+        "authentication",
+        &tap,
+        Expiry::Persistent
+    ));
+    assert!(notify_at(
+        &mut e,
+        at(700),
+        "keycard",
+        "authentication",
+        &failed,
+        Expiry::Persistent
+    ));
+    assert!(
+        drain(&mut e).0.is_empty(),
+        "to `failed`: no topic of the test profile"
+    );
+    assert!(notify_at(
+        &mut e,
+        at(800),
+        "keycard",
+        "authentication",
+        &tap,
+        Expiry::Persistent
+    ));
+    assert_eq!(topics(&drain(&mut e).0), ["keycard.auth.passed"]);
+}
+
+/// Seeding reads the `every` sources' hashes' expiries: a tap from before
+/// the start, replayed after it, is refused.
+#[test]
+fn seeding_keeps_the_expiry_a_replay_is_judged_by() {
+    let mut e = engine(
+        payload(&["keycard.auth.passed"], false),
+        BusMode::Own,
+        SourceSet::All,
+    );
+    assert_eq!(e.expiry_hashes(), ["keycard"]);
+    seed(&mut e, "keycard", "authentication", "passed");
+    e.expiry_seen("keycard", Expiry::At(10_001));
+    let tap = [("authentication", Some("passed"))];
+    let replay = Expiry::At(10_001);
+    assert!(!notify_at(
+        &mut e,
+        at(1),
+        "keycard",
+        "authentication",
+        &tap,
+        replay
+    ));
+    assert!(drain(&mut e).0.is_empty());
+}
+
+/// Issue 29: a 63 KiB value made stream `events` grow to 263 MB. The bus
+/// gets each value cut at 1 KiB with a marker; the rules get it whole.
+#[test]
+fn values_are_cut_for_the_bus_and_whole_for_the_rules() {
+    let mut e = engine(
+        payload(&["vehicle.state.changed"], false),
+        BusMode::Own,
+        SourceSet::All,
+    );
+    seed(&mut e, "vehicle", "state", "stand-by");
+    let big = "é".repeat(30_000);
+    notify(&mut e, at(1), "vehicle", "state", &[("state", Some(&big))]);
+    let mut published = Vec::new();
+    let mut ran = Vec::new();
+    while let Some(effect) = e.poll_effect() {
+        match effect {
+            Effect::Publish(events) => published.extend(events),
+            Effect::Submit(job) => ran.push(job.event),
+            _ => {}
+        }
+    }
+    assert_eq!(ran.len(), 1);
+    assert_eq!(ran[0].to(), big, "the rule saw the whole value");
+    let to = published[0].to();
+    assert!(to.len() <= BUS_VALUE_BYTES + 40, "{} bytes", to.len());
+    assert!(big.starts_with(to.split(CUT_MARKER).next().unwrap()));
+    assert!(to.ends_with(&format!("{CUT_MARKER}60000 bytes]")), "{to}");
+    assert_eq!(published[0].from(), "stand-by", "short values stay");
 }
 
 #[test]
@@ -408,6 +609,18 @@ fn owned_and_input_topics_are_refused_from_the_bus_in_own_mode_only() {
     assert!(own.refuses_from_bus("vehicle.unlocked"));
     assert!(own.refuses_from_bus("input.anything"));
     assert!(!own.refuses_from_bus("accessory.report"));
+    // Owned means the whole family (issue 29: a forged `ev:alarm.bogus`).
+    for family in [
+        "vehicle.bogus",
+        "ride.anything",
+        "keycard.auth.x",
+        "button.a.b",
+    ] {
+        assert!(own.refuses_from_bus(family), "{family}");
+    }
+    for other in ["vehicle", "vehicles.x", "rides.x"] {
+        assert!(!own.refuses_from_bus(other), "{other}");
+    }
     let mut follow = engine(payload(&["*"], false), BusMode::Follow, SourceSet::All);
     assert!(!follow.refuses_from_bus("vehicle.unlocked"));
     assert!(follow.refuses_from_bus("input.anything"));

@@ -17,11 +17,36 @@ say() {
     printf '%s\n' "$*"
 }
 
-# dir MODE PATH: the directory PATH (under DESTDIR) with MODE.
+# dir MODE PATH: the directory PATH (under DESTDIR), made with MODE. One
+# that exists keeps its mode: an owner may have closed it (0700).
 dir() {
+    if [ -d "$root$2" ]; then
+        say "$(mode_of "$root$2") $2/ (exists, mode kept)"
+        return
+    fi
     mkdir -p "$root$2"
     chmod "$1" "$root$2"
     say "$1 $2/"
+}
+
+# mode_of PATH: its permission bits as four octal digits (0755), read from
+# `ls -ld` so that busybox's ls will do.
+mode_of() {
+    perms=$(ls -ld "$1" | cut -c2-10)
+    digits=
+    for who in 1 4 7; do
+        bits=$(printf '%s' "$perms" | cut -c"$who"-"$((who + 2))")
+        digit=0
+        case $bits in r??) digit=$((digit + 4)) ;; esac
+        case $bits in ?w?) digit=$((digit + 2)) ;; esac
+        case $bits in ??[xst]) digit=$((digit + 1)) ;; esac
+        digits=$digits$digit
+    done
+    special=0
+    case $perms in ??[sS]??????) special=$((special + 4)) ;; esac
+    case $perms in ?????[sS]???) special=$((special + 2)) ;; esac
+    case $perms in ????????[tT]) special=$((special + 1)) ;; esac
+    printf '%s%s\n' "$special" "$digits"
 }
 
 # put MODE FROM TO: the archive's file FROM installed as TO with MODE. A new

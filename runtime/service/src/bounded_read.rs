@@ -6,8 +6,9 @@
 //! inputs, the profile's sources).
 
 use crate::connection::query;
-use crate::logging;
+use crate::logging::{self, Throttle};
 use redis::aio::ConnectionManager;
+use ruled_engine::Expiry;
 
 /// The largest watched field value read: bus values are a few bytes, and
 /// an event built from one must stay under the 64 KiB event bound.
@@ -25,43 +26,121 @@ end
 return values
 ";
 
+/// `HMGET_SCRIPT`, then the key's `PEXPIRETIME` as one more element (-3
+/// when the server has no such command), in the same script: the values
+/// and the expiry are of one instant.
+const HMGET_EXPIRY_SCRIPT: &str = r"
+local values = redis.call('HMGET', KEYS[1], unpack(ARGV, 2))
+for i = 1, #values do
+  if values[i] and string.len(values[i]) > tonumber(ARGV[1]) then
+    values[i] = string.len(values[i])
+  end
+end
+local ok, at = pcall(redis.call, 'PEXPIRETIME', KEYS[1])
+if not ok then at = -3 end
+values[#values + 1] = at
+return values
+";
+
 /// The values of `fields` of `hash`, in order: `None` when absent, and
-/// also (with one line naming hash, field and length) when over
-/// [`MAX_FIELD_BYTES`] or not UTF-8: read as unknown.
+/// also (with one line naming hash, field and length, within `throttle`'s
+/// budget) when over [`MAX_FIELD_BYTES`] or not UTF-8: read as unknown.
 pub async fn hmget(
     con: &mut ConnectionManager,
     hash: &str,
     fields: &[&str],
+    throttle: &mut Throttle,
 ) -> redis::RedisResult<Vec<Option<String>>> {
+    let values = run(con, HMGET_SCRIPT, hash, fields).await?;
+    Ok(judge_all(hash, fields, values, throttle))
+}
+
+/// [`hmget`], and the hash's expiry read by the same script
+/// (docs/sources.md#changes: an `every` source's notification counts when
+/// the hash was written anew).
+pub async fn hmget_with_expiry(
+    con: &mut ConnectionManager,
+    hash: &str,
+    fields: &[&str],
+    throttle: &mut Throttle,
+) -> redis::RedisResult<(Vec<Option<String>>, Expiry)> {
+    let mut values = run(con, HMGET_EXPIRY_SCRIPT, hash, fields).await?;
+    let expiry = if values.len() > fields.len() {
+        match values.pop() {
+            Some(redis::Value::Int(-2)) => Expiry::Absent,
+            Some(redis::Value::Int(-1)) => Expiry::Persistent,
+            Some(redis::Value::Int(at)) if at >= 0 => Expiry::At(at),
+            _ => Expiry::Unknown,
+        }
+    } else {
+        Expiry::Unknown
+    };
+    if expiry == Expiry::Unknown {
+        logging::warn_within!(
+            throttle,
+            hash = %hash,
+            "cannot read the hash's expiry (PEXPIRETIME needs Redis 7): every notification \
+             of its field counts, a replayed one too"
+        );
+    }
+    Ok((judge_all(hash, fields, values, throttle), expiry))
+}
+
+/// The expiry of `hash` alone (seeding, docs/sources.md#changes);
+/// [`Expiry::Unknown`] when the server cannot say. Only a lost connection
+/// is an error.
+pub async fn expiry(con: &mut ConnectionManager, hash: &str) -> redis::RedisResult<Expiry> {
+    let at: redis::RedisResult<i64> = query(con, redis::cmd("PEXPIRETIME").arg(hash)).await;
+    Ok(match at {
+        Ok(-2) => Expiry::Absent,
+        Ok(-1) => Expiry::Persistent,
+        Ok(at) if at >= 0 => Expiry::At(at),
+        Ok(_) => Expiry::Unknown,
+        Err(e) if crate::connection::is_transport(&e) => return Err(e),
+        Err(_) => Expiry::Unknown,
+    })
+}
+
+async fn run(
+    con: &mut ConnectionManager,
+    source: &str,
+    hash: &str,
+    fields: &[&str],
+) -> redis::RedisResult<Vec<redis::Value>> {
     let mut script = redis::cmd("EVAL");
-    script
-        .arg(HMGET_SCRIPT)
-        .arg(1)
-        .arg(hash)
-        .arg(MAX_FIELD_BYTES);
+    script.arg(source).arg(1).arg(hash).arg(MAX_FIELD_BYTES);
     for field in fields {
         script.arg(*field);
     }
-    let values: Vec<redis::Value> = query(con, &script).await?;
-    Ok(fields
+    query(con, &script).await
+}
+
+fn judge_all(
+    hash: &str,
+    fields: &[&str],
+    values: Vec<redis::Value>,
+    throttle: &mut Throttle,
+) -> Vec<Option<String>> {
+    fields
         .iter()
         .zip(
             values
                 .into_iter()
                 .chain(std::iter::repeat(redis::Value::Nil)),
         )
-        .map(|(field, value)| judge(hash, field, value))
-        .collect())
+        .map(|(field, value)| judge(hash, field, value, throttle))
+        .collect()
 }
 
-fn judge(hash: &str, field: &str, value: redis::Value) -> Option<String> {
+fn judge(hash: &str, field: &str, value: redis::Value, throttle: &mut Throttle) -> Option<String> {
     match value {
         redis::Value::BulkString(bytes) => match String::from_utf8(bytes) {
             Ok(text) => Some(text),
             Err(e) => {
                 let bytes = e.as_bytes();
                 let shown = logging::escape_controls(&bytes[..bytes.len().min(200)]);
-                tracing::warn!(
+                logging::warn_within!(
+                    throttle,
                     hash = %hash, field = %field,
                     "watched field `{shown}` is not UTF-8: read as absent (\"\")"
                 );
@@ -69,7 +148,8 @@ fn judge(hash: &str, field: &str, value: redis::Value) -> Option<String> {
             }
         },
         redis::Value::Int(len) => {
-            tracing::warn!(
+            logging::warn_within!(
+                throttle,
                 hash = %hash, field = %field,
                 "watched field is {len} bytes, over the {} KiB bound: read as absent (\"\"), \
                  not read",

@@ -8,12 +8,15 @@
 //! - [`BusReader`]: a task that performs the reads the notifications,
 //!   polls and reconnects ask for, one `HMGET` each, coalesced (a flood of
 //!   notifications costs no memory), and hands the values back in order
-//!   ([`ReadOutcome`]) for [`Engine::fields_read`] / [`Engine::hash_cleared`].
+//!   ([`ReadOutcome`]) for [`Engine::fields_read`] / [`Engine::written_read`];
+//!   its lines about watched fields go through a log budget.
 //! - [`Publisher`]: a task that publishes each [`ruled_engine::Effect::Publish`]
 //!   (ruled_engine::Effect) in one round trip: per event an entry of stream
-//!   `events` and a message on `ev:<topic>`.
+//!   `events` and a message on `ev:<topic>`, and the last id added in
+//!   `NS:bus-last-id`.
 //! - [`start_checks`]: the stream's newest id at start (our ids stay above
-//!   it) and the warning when another adapter seems to publish the bus.
+//!   it) and the warning when another adapter seems to publish the bus
+//!   (not when the newest entry is this ruled's own, from before a restart).
 
 use crate::connection::{describe, is_transport, query, query_pipe};
 use crate::logging::Throttle;
@@ -21,7 +24,7 @@ use crate::namespace::Namespace;
 use redis::aio::ConnectionManager;
 use rulecore::bundle::StatePair;
 use rulecore::event::Event;
-use ruled_engine::{BusMode, Engine, Notified, ReadCause, SourceSet};
+use ruled_engine::{BusMode, Engine, Expiry, Notified, ReadCause, SourceSet};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -115,7 +118,10 @@ impl Watch {
     /// Whether `hash` is a source's (a `cleared` on it means something):
     /// such hashes are watched even while no rule is live.
     pub fn is_source_hash(engine: &Engine, hash: &str) -> bool {
-        engine.notified(hash, ruled_engine::derive::CLEARED) == Notified::Cleared
+        matches!(
+            engine.notified(hash, ruled_engine::derive::CLEARED),
+            Notified::Reread(_)
+        )
     }
 }
 
@@ -127,8 +133,12 @@ pub enum ReadOutcome {
         cause: ReadCause,
         values: Vec<(usize, Option<String>)>,
     },
-    /// `PUBLISH <hash> cleared`, in order with the reads around it.
-    Cleared(String),
+    /// For [`Engine::written_read`]: an `every` source's field, with the
+    /// hash's expiry read in the same script.
+    Written {
+        expiry: Expiry,
+        values: Vec<(usize, Option<String>)>,
+    },
 }
 
 /// One read asked for.
@@ -136,9 +146,11 @@ pub enum ReadOutcome {
 enum Request {
     /// After a notification: the notified pair first.
     Read(Vec<usize>),
-    /// After `replaced`, or a poll: each real change emits.
+    /// After a notification of an `every` source's field: with the
+    /// hash's expiry.
+    ReadWritten(Vec<usize>),
+    /// After `replaced` or `cleared`, or a poll: each real change emits.
     Reread(Vec<usize>),
-    Cleared(String),
     /// Every live pair (a reconnect, or asks collapsed under a flood).
     All,
 }
@@ -148,7 +160,6 @@ enum Request {
 enum Key {
     Read(usize),
     Reread(String),
-    Cleared(String),
 }
 
 /// The asks not started yet, in order; each key at most once since the
@@ -190,7 +201,7 @@ impl Asked {
     fn barrier(&mut self, hash: &str, pairs: &[StatePair]) {
         self.keys.retain(|key, _| match key {
             Key::Read(pair) => pairs.get(*pair).is_none_or(|p| p.hash != hash),
-            Key::Reread(h) | Key::Cleared(h) => h != hash,
+            Key::Reread(h) => h != hash,
         });
     }
 
@@ -267,11 +278,16 @@ impl BusReader {
                 Some(&first) => (Key::Read(first), Request::Read(pairs)),
                 None => return,
             },
+            // Coalesced like any read: a notification while the last one's
+            // read still waits is judged by that read.
+            Notified::ReadWritten(pairs) => match pairs.first() {
+                Some(&first) => (Key::Read(first), Request::ReadWritten(pairs)),
+                None => return,
+            },
             Notified::Reread(pairs) => (Key::Reread(hash.into()), Request::Reread(pairs)),
-            Notified::Cleared => (Key::Cleared(hash.into()), Request::Cleared(hash.into())),
         };
         let mut asked = self.shared.asked();
-        if matches!(request, Request::Reread(_) | Request::Cleared(_)) {
+        if matches!(request, Request::Reread(_)) {
             asked.barrier(hash, &watch.pairs);
         }
         asked.push(Some(key), request);
@@ -303,35 +319,41 @@ async fn reader_task(
     shared: Arc<ReaderShared>,
     out: mpsc::Sender<ReadOutcome>,
 ) {
+    // Every line about what was read goes through this budget: a watched
+    // field that is not UTF-8, notified in a loop, is one line per read.
+    let mut throttle = Throttle::new(Instant::now());
     loop {
-        let next = {
+        let (next, collapsed) = {
             let mut asked = shared.asked();
-            if asked.collapsed > 0 {
+            let collapsed = std::mem::take(&mut asked.collapsed);
+            (asked.pop(), collapsed)
+        };
+        if collapsed > 0 {
+            crate::logging::log_held(&throttle.roll(Instant::now()));
+            if throttle.admit(None, tracing::Level::INFO) {
                 tracing::info!(
-                    times = std::mem::take(&mut asked.collapsed),
+                    times = collapsed,
                     max = MAX_ASKED,
                     "state notifications arrive faster than they are read: the reads \
                      waiting were replaced by one re-read of every watched field"
                 );
             }
-            asked.pop()
-        };
+        }
         let Some(request) = next else {
             shared.ready.notified().await;
             continue;
         };
         let watch = shared.watch();
+        let mut read = Read {
+            con: &mut con,
+            pairs: &watch.pairs,
+            throttle: &mut throttle,
+        };
         let outcome = match request {
-            Request::Cleared(hash) => Some(ReadOutcome::Cleared(hash)),
-            Request::Read(pairs) => {
-                read_outcome(&mut con, &watch.pairs, &pairs, ReadCause::Notified).await
-            }
-            Request::Reread(pairs) => {
-                read_outcome(&mut con, &watch.pairs, &pairs, ReadCause::Reread).await
-            }
-            Request::All => {
-                read_outcome(&mut con, &watch.pairs, &watch.live, ReadCause::Reread).await
-            }
+            Request::Read(pairs) => read.outcome(&pairs, ReadCause::Notified).await,
+            Request::ReadWritten(pairs) => read.written(&pairs).await,
+            Request::Reread(pairs) => read.outcome(&pairs, ReadCause::Reread).await,
+            Request::All => read.outcome(&watch.live, ReadCause::Reread).await,
         };
         if let Some(outcome) = outcome {
             if out.send(outcome).await.is_err() {
@@ -341,24 +363,70 @@ async fn reader_task(
     }
 }
 
-/// One read as an outcome; `None` when Redis was not reached (the value
-/// is not known to have changed: the reconnect's re-read settles it).
-async fn read_outcome(
-    con: &mut ConnectionManager,
-    pairs: &[StatePair],
-    indices: &[usize],
-    cause: ReadCause,
-) -> Option<ReadOutcome> {
-    match read_pairs(con, pairs, indices).await {
-        Ok(values) => Some(ReadOutcome::Fields { cause, values }),
-        Err(e) => {
-            tracing::warn!(
-                error = %describe(&e),
-                "reading watched fields failed (connection); keeping the old values until the \
-                 reconnect re-reads them"
-            );
-            None
+/// One read of the reader task: its connection, the watched pairs, and
+/// the budget its lines go through.
+struct Read<'a> {
+    con: &'a mut ConnectionManager,
+    pairs: &'a [StatePair],
+    throttle: &'a mut Throttle,
+}
+
+impl Read<'_> {
+    /// One read as an outcome; `None` when Redis was not reached (the
+    /// value is not known to have changed: the reconnect's re-read
+    /// settles it).
+    async fn outcome(&mut self, indices: &[usize], cause: ReadCause) -> Option<ReadOutcome> {
+        match read_pairs_within(self.con, self.pairs, indices, self.throttle).await {
+            Ok(values) => Some(ReadOutcome::Fields { cause, values }),
+            Err(e) => {
+                self.lost(&e);
+                None
+            }
         }
+    }
+
+    /// An `every` source's notification: its pairs (all of one hash) and
+    /// the hash's expiry, in one script.
+    async fn written(&mut self, indices: &[usize]) -> Option<ReadOutcome> {
+        let hash = self.pairs.get(*indices.first()?)?.hash.clone();
+        let fields: Vec<(usize, &str)> = indices
+            .iter()
+            .filter_map(|&index| {
+                let pair = self.pairs.get(index)?;
+                (pair.hash == hash).then_some((index, pair.field.as_str()))
+            })
+            .collect();
+        let names: Vec<&str> = fields.iter().map(|(_, field)| *field).collect();
+        let read =
+            crate::bounded_read::hmget_with_expiry(self.con, &hash, &names, self.throttle).await;
+        match read {
+            Ok((values, expiry)) => Some(ReadOutcome::Written {
+                expiry,
+                values: fields.iter().map(|(index, _)| *index).zip(values).collect(),
+            }),
+            Err(e) if is_transport(&e) => {
+                self.lost(&e);
+                None
+            }
+            Err(e) => {
+                crate::logging::warn_within!(
+                    self.throttle,
+                    hash = %hash,
+                    error = %describe(&e),
+                    "cannot read the state hash; its fields keep their values"
+                );
+                None
+            }
+        }
+    }
+
+    fn lost(&mut self, e: &redis::RedisError) {
+        crate::logging::warn_within!(
+            self.throttle,
+            error = %describe(e),
+            "reading watched fields failed (connection); keeping the old values until the \
+             reconnect re-reads them"
+        );
     }
 }
 
@@ -367,11 +435,23 @@ async fn read_outcome(
 /// as absent), in the order given within a hash (the first of a
 /// notification stays first). A hash Redis refuses to read (WRONGTYPE) is
 /// logged, naming it, and its fields read as absent; only a lost
-/// connection is an error.
+/// connection is an error. Its lines go through a log budget of its own.
 pub async fn read_pairs(
     con: &mut ConnectionManager,
     pairs: &[StatePair],
     indices: &[usize],
+) -> redis::RedisResult<Vec<(usize, Option<String>)>> {
+    let mut throttle = Throttle::new(Instant::now());
+    read_pairs_within(con, pairs, indices, &mut throttle).await
+}
+
+/// [`read_pairs`], its lines through `throttle`'s budget (the reader
+/// task's, kept across reads).
+async fn read_pairs_within(
+    con: &mut ConnectionManager,
+    pairs: &[StatePair],
+    indices: &[usize],
+    throttle: &mut Throttle,
 ) -> redis::RedisResult<Vec<(usize, Option<String>)>> {
     let mut hashes: Vec<&str> = Vec::new();
     for &index in indices {
@@ -391,11 +471,12 @@ pub async fn read_pairs(
             })
             .collect();
         let names: Vec<&str> = fields.iter().map(|(_, field)| *field).collect();
-        let values: Vec<Option<String>> = match crate::bounded_read::hmget(con, hash, &names).await
-        {
+        let read = crate::bounded_read::hmget(con, hash, &names, throttle).await;
+        let values: Vec<Option<String>> = match read {
             Ok(values) => values,
             Err(e) if !is_transport(&e) => {
-                tracing::warn!(
+                crate::logging::warn_within!(
+                    throttle,
                     hash = %hash,
                     error = %describe(&e),
                     "cannot read the state hash; each of its fields reads as absent (\"\")"
@@ -410,7 +491,8 @@ pub async fn read_pairs(
 }
 
 /// Seeding (docs/sources.md#changes): the live pairs' values as they are,
-/// fed to `state()` without emitting anything. Returns how many were read.
+/// fed to `state()` without emitting anything, and the expiry of each
+/// `every` source's hash. Returns how many values were read.
 pub async fn seed(
     con: &mut ConnectionManager,
     engine: &mut Engine,
@@ -424,6 +506,15 @@ pub async fn seed(
             engine.state_changed(index, value);
             seeded += 1;
         }
+    }
+    let hashes: Vec<String> = engine
+        .expiry_hashes()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    for hash in hashes {
+        let expiry = crate::bounded_read::expiry(con, &hash).await?;
+        engine.expiry_seen(&hash, expiry);
     }
     Ok(seeded)
 }
@@ -449,9 +540,11 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    pub fn start(con: ConnectionManager) -> (Self, JoinHandle<()>) {
+    /// Starts the task; `last_id` is the key it keeps the last entry id
+    /// it added in ([`Namespace::bus_last_id`]).
+    pub fn start(con: ConnectionManager, last_id: String) -> (Self, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(PUBLISH_QUEUE);
-        let task = tokio::spawn(publish_task(con, rx));
+        let task = tokio::spawn(publish_task(con, rx, last_id));
         let dropped = Arc::new(Mutex::new((0, None)));
         (
             Self {
@@ -502,24 +595,41 @@ impl Publisher {
     }
 }
 
-async fn publish_task(mut con: ConnectionManager, mut rx: mpsc::Receiver<Vec<Event>>) {
+async fn publish_task(
+    mut con: ConnectionManager,
+    mut rx: mpsc::Receiver<Vec<Event>>,
+    last_id: String,
+) {
     let mut refusals = Refusals::default();
     while let Some(events) = rx.recv().await {
-        let Some(pipe) = publish_pipe(&events) else {
+        let Some(pipe) = publish_pipe(&events, &last_id) else {
             continue;
         };
         let replies: redis::RedisResult<Vec<redis::RedisResult<redis::Value>>> =
             query_pipe(&mut con, &pipe).await;
         match replies {
             Ok(replies) => {
-                // XADD, PUBLISH, XADD, PUBLISH, ...
+                // XADD, PUBLISH, XADD, PUBLISH, ..., SET of the last id.
                 for (event, reply) in events.iter().zip(replies.chunks(2)) {
                     if let Some(Err(e)) = reply.first() {
                         refusals.refused(event, e);
                     }
                     if let Some(Err(e)) = reply.get(1) {
-                        tracing::warn!(topic = %event.topic, error = %describe(e), "PUBLISH of a derived event refused");
+                        crate::logging::warn_within!(
+                            &mut refusals.throttle,
+                            topic = %event.topic,
+                            error = %describe(e),
+                            "PUBLISH of a derived event refused"
+                        );
                     }
+                }
+                if let Some(Err(e)) = replies.get(events.len() * 2) {
+                    crate::logging::warn_within!(
+                        &mut refusals.throttle,
+                        key = %last_id,
+                        error = %describe(e),
+                        "the last event id not kept"
+                    );
                 }
             }
             Err(e) => tracing::warn!(
@@ -531,9 +641,10 @@ async fn publish_task(mut con: ConnectionManager, mut rx: mpsc::Receiver<Vec<Eve
     }
 }
 
-/// The pipeline of one effect; `None` (logged) when an event does not
-/// encode, which a derived event always does.
-fn publish_pipe(events: &[Event]) -> Option<redis::Pipeline> {
+/// The pipeline of one effect, ending with the `SET` of its last id into
+/// `last_id`; `None` (logged) when an event does not encode, which a
+/// derived event always does.
+fn publish_pipe(events: &[Event], last_id: &str) -> Option<redis::Pipeline> {
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     for event in events {
@@ -562,6 +673,9 @@ fn publish_pipe(events: &[Event]) -> Option<redis::Pipeline> {
                 event.topic
             ))
             .arg(message);
+    }
+    if let Some(id) = events.last().and_then(|event| event.id.as_deref()) {
+        pipe.cmd("SET").arg(last_id).arg(id);
     }
     Some(pipe)
 }
@@ -613,16 +727,21 @@ impl Refusals {
 /// At start, in `own` mode with a profile: sets the engine's id floor to
 /// the stream's newest entry, and warns when another adapter seems to
 /// publish the bus: the Go event-service's counters in hash `extensions`,
-/// or an entry of stream `events` newer than two stats intervals (this
-/// process has written none yet). A failed read is logged; only a lost
+/// or an entry of stream `events` newer than two stats intervals that is
+/// not this ruled's own from before a restart (its id is above the one
+/// kept in `NS:bus-last-id`). A failed read is logged; only a lost
 /// connection is an error.
 pub async fn start_checks(
     con: &mut ConnectionManager,
     engine: &mut Engine,
-    known: &BTreeSet<&'static str>,
-    me: &crate::owner::Owner,
-    stats_interval: Duration,
+    namespace: &Namespace,
+    checks: StartChecks<'_>,
 ) -> redis::RedisResult<()> {
+    let StartChecks {
+        known,
+        me,
+        stats_interval,
+    } = checks;
     if engine.bus_mode() != BusMode::Own || engine.owned_topics().is_empty() {
         return Ok(());
     }
@@ -644,21 +763,24 @@ pub async fn start_checks(
             None
         }
     };
+    let ours = last_own_id(con, namespace).await?;
     if let Some((id, fields)) = &newest {
         if let Some((ms, seq)) = parse_id(id) {
             engine.set_bus_floor(ms, seq);
             let age_ms = crate::clock::wall_ms().saturating_sub(ms);
             let window =
                 i64::try_from(stats_interval.saturating_mul(2).as_millis()).unwrap_or(i64::MAX);
-            if age_ms <= window {
+            let own = ours.is_some_and(|ours| (ms, seq) <= ours);
+            if own {
+                tracing::debug!(id = %id, age_ms, "stream `{STREAM}`'s newest entry is this ruled's own, from before a restart");
+            } else if age_ms <= window {
                 tracing::warn!(
                     id = %id,
                     topic = %fields.get("topic").map_or("", String::as_str),
                     age_ms,
                     "stream `{STREAM}` has an entry this ruled did not write, {age_ms} ms old: \
-                     another adapter (the Go event-service, another ruled, or this ruled before a \
-                     restart) publishes the bus. If it is to keep publishing, run ruled with \
-                     --bus follow (RULED_BUS=follow)"
+                     another adapter (the Go event-service, or another ruled) publishes the bus. \
+                     If it is to keep publishing, run ruled with --bus follow (RULED_BUS=follow)"
                 );
             }
         }
@@ -675,6 +797,34 @@ pub async fn start_checks(
         );
     }
     Ok(())
+}
+
+/// What [`start_checks`] judges the counters hash by.
+#[derive(Debug, Clone, Copy)]
+pub struct StartChecks<'a> {
+    /// The fields this ruled writes into the counters hash.
+    pub known: &'a BTreeSet<&'static str>,
+    pub me: &'a crate::owner::Owner,
+    pub stats_interval: Duration,
+}
+
+/// The id of the last entry this ruled (any earlier run in `namespace`)
+/// added to stream `events`; `None` when none is kept or it does not
+/// parse. A failed read is logged; only a lost connection is an error.
+async fn last_own_id(
+    con: &mut ConnectionManager,
+    namespace: &Namespace,
+) -> redis::RedisResult<Option<(i64, u64)>> {
+    let key = namespace.bus_last_id();
+    let kept: redis::RedisResult<Option<String>> = query(con, redis::cmd("GET").arg(&key)).await;
+    match kept {
+        Ok(id) => Ok(id.as_deref().and_then(parse_id)),
+        Err(e) if is_transport(&e) => Err(e),
+        Err(e) => {
+            tracing::warn!(key = %key, error = %describe(&e), "cannot read the last event id ruled kept");
+            Ok(None)
+        }
+    }
 }
 
 /// How many of our latest event ids [`RecentIds`] keeps.
@@ -733,20 +883,20 @@ mod tests {
         asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
         assert_eq!(asked.queue.len(), 1);
         asked.barrier("h", &pairs);
-        asked.push(Some(Key::Cleared("h".into())), Request::Cleared("h".into()));
-        asked.push(Some(Key::Cleared("h".into())), Request::Cleared("h".into()));
+        asked.push(Some(Key::Reread("h".into())), Request::Reread(vec![0, 1]));
+        asked.push(Some(Key::Reread("h".into())), Request::Reread(vec![0, 1]));
         asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
         assert_eq!(asked.queue.len(), 3);
         assert_eq!(asked.pop(), Some(Request::Read(vec![0])));
-        assert_eq!(asked.pop(), Some(Request::Cleared("h".into())));
+        assert_eq!(asked.pop(), Some(Request::Reread(vec![0, 1])));
         // The read queued behind the barrier is still coalescing.
         asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
         assert_eq!(asked.queue.len(), 1);
         for i in 0..(3 * MAX_ASKED) {
             asked.barrier("h", &pairs);
             asked.push(
-                Some(Key::Cleared(format!("{i}"))),
-                Request::Cleared("h".into()),
+                Some(Key::Reread(format!("{i}"))),
+                Request::Reread(vec![0, 1]),
             );
         }
         assert!(asked.queue.len() <= MAX_ASKED);

@@ -276,6 +276,24 @@ pub fn log_held(held: &[Held]) {
     }
 }
 
+/// `warn_within!(throttle, fields..., "message")`: a `tracing::warn!`
+/// within `throttle`'s budget (lines of no rule), else the same line at
+/// `debug`; first closes the window if it is over, logging what it held
+/// back. For lines about outside input that may come in a flood (a
+/// watched field that is not UTF-8, notified thousands of times).
+macro_rules! warn_within {
+    ($throttle:expr, $($line:tt)+) => {{
+        let throttle: &mut $crate::logging::Throttle = $throttle;
+        $crate::logging::log_held(&throttle.roll(std::time::Instant::now()));
+        if throttle.admit(None, tracing::Level::WARN) {
+            tracing::warn!($($line)+);
+        } else {
+            tracing::debug!($($line)+);
+        }
+    }};
+}
+pub(crate) use warn_within;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -170,7 +170,8 @@ struct Args {
     #[arg(long, env = "RULED_REPLAY_WINDOW", default_value = "5m", value_parser = parse_signed_duration, allow_hyphen_values = true)]
     replay_window: i64,
 
-    /// How often changed counters are written to the hash `extensions`.
+    /// How often changed counters are written to the hash `NS` (the
+    /// `--namespace`: `extensions` by default).
     #[arg(long, env = "RULED_STATS_INTERVAL", default_value = "10s", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     stats_interval: Duration,
 
@@ -193,7 +194,8 @@ struct Args {
     /// How ruled stands to the Librescoot bus (a bundle built with a
     /// profile): `own` derives the events from the watched hashes and
     /// channels, hands them to its rules and publishes them (stream `events`
-    /// and `ev:<topic>`), refusing its derived topics from anyone else;
+    /// and `ev:<topic>`), refusing its derived topics and their families
+    /// (`alarm.*`) from anyone else; values over 1 KiB are cut on the bus;
     /// `follow` derives and publishes nothing (the Go event-service still
     /// publishes the bus) and takes `ev:*` from the bus.
     #[arg(long, env = "RULED_BUS", value_enum, default_value_t = BusArg::Own)]
@@ -209,11 +211,13 @@ struct Args {
     /// The rules directory (`/data/extensions` on a Librescoot scooter):
     /// with it, the revision the control protocol reports is a digest of
     /// its rule files, and `v1.add` writes a checked rule there as a
-    /// managed file (`lsc-<rule>.toml`), which `ruled rebuild` makes live.
+    /// managed file (`lsc-<rule>.toml`, at most 64 of them, 1 MiB in all),
+    /// which `ruled rebuild` makes live. Unsigned, `v1.add` takes only
+    /// rules of `redis`, `publish` and `notify` steps.
     #[arg(long, env = "RULED_RULES_DIR", value_name = "DIR")]
     rules_dir: Option<PathBuf>,
 
-    /// The `rulec` that checks a `v1.add` (default: the one beside this
+    /// The `rulec` that builds a `v1.add` (default: the one beside this
     /// ruled, else `rulec` on the PATH).
     #[arg(long, env = "RULED_RULEC", value_name = "PATH")]
     rulec: Option<PathBuf>,

@@ -93,10 +93,24 @@ impl Namespace {
         self.key("overrides")
     }
 
+    /// Where a signed control request's id is kept until its deadline,
+    /// `NS:seen:<id>`, so it is served once, also across a restart
+    /// (docs/operating.md#the-control-key).
+    pub fn seen(&self, id: &str) -> String {
+        self.key(&format!("seen:{id}"))
+    }
+
     /// The last rebuild's outcome, `NS:rebuild`, written by `ruled rebuild`
     /// and read by `v1.status` (docs/operating.md#the-last-rebuild).
     pub fn rebuild(&self) -> String {
         self.key("rebuild")
+    }
+
+    /// The id of the last entry this ruled added to stream `events`,
+    /// `NS:bus-last-id`: after a restart, the newest entry that is its own
+    /// is no sign of another adapter (docs/service.md#the-bus).
+    pub fn bus_last_id(&self) -> String {
+        self.key("bus-last-id")
     }
 
     fn key(&self, suffix: &str) -> String {

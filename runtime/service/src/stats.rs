@@ -347,8 +347,10 @@ mod tests {
         );
         assert!(changed_counters(&new, &new).is_empty());
         let full = full_counters(&new, "abc");
-        assert_eq!(full.len(), 9);
-        assert_eq!(full[8], ("bundle", "abc".to_string()));
+        // The engine's 8 (`retried` among them), the version, the bundle.
+        assert_eq!(full.len(), 10);
+        assert_eq!(full[5], ("retried", "0".to_string()));
+        assert_eq!(full[9], ("bundle", "abc".to_string()));
     }
 
     /// The direct formatting reads as serde_json writes the object.

@@ -64,7 +64,11 @@ struct TestStep {
     index: i64,
     kind: String,
     description: String,
-    condition: Option<bool>,
+    /// `lsc` prints it as a bool: absent reads as `false`, so it is
+    /// always sent (`true` for a step without `when`).
+    condition: bool,
+    /// `lsc` prints it as text: the step's delay, a Go duration.
+    after: String,
     durable: bool,
     #[serde(default)]
     error: String,
@@ -74,6 +78,10 @@ struct TestStep {
 struct Test {
     name: String,
     repeat_count: i64,
+    /// `lsc` prints these as text: Go durations.
+    repeat_every: String,
+    cooldown: String,
+    debounce: String,
     enabled: bool,
     matched: bool,
     steps: Vec<TestStep>,
@@ -99,6 +107,7 @@ const RULES: &str = r#"
 [[rule]]
 name = "hazards-on-alarm"
 on = ["alarm.triggered"]
+cancel-on = ["alarm.disarmed"]
 when = 'data.level > 1'
 
 [[rule.step]]
@@ -113,9 +122,15 @@ when = 'data.level > 2'
 list = "scooter:blinker"
 push = "off"
 
+[[rule.finally]]
+do = "redis"
+list = "scooter:blinker"
+push = "off"
+
 [[rule]]
 name = "horn"
 on = ["button.horn"]
+cooldown = "5s"
 
 [[rule.step]]
 do = "exec"
@@ -215,7 +230,7 @@ fn show_has_lsc_s_fields_and_a_definition_rulec_checks() {
 }
 
 #[test]
-fn test_has_lsc_s_fields_and_a_condition_only_where_a_step_has_when() {
+fn test_has_lsc_s_fields_a_passing_condition_without_when_and_the_delay() {
     let (setup, _ruled) = running();
     let event = json!({"topic": "alarm.triggered", "data": {"level": 2}});
     let test: Test = decoded(
@@ -227,7 +242,7 @@ fn test_has_lsc_s_fields_and_a_condition_only_where_a_step_has_when() {
     assert!(test.enabled && test.matched, "{test:?}");
     assert!(test.error.is_empty(), "{test:?}");
     assert!(test.note.contains("would end run"), "{test:?}");
-    assert_eq!(test.steps.len(), 2);
+    assert_eq!(test.steps.len(), 3, "two steps and the finally step");
     assert_eq!((test.steps[0].index, test.steps[1].index), (0, 1));
     assert_eq!(test.steps[0].kind, "redis");
     assert_eq!(
@@ -235,18 +250,46 @@ fn test_has_lsc_s_fields_and_a_condition_only_where_a_step_has_when() {
         "redis: list = 'scooter:blinker', push = 'both'"
     );
     assert_eq!(test.repeat_count, 1);
-    assert_eq!(test.steps[0].condition, None, "no `when`: no condition");
-    assert_eq!(test.steps[1].condition, Some(false), "{test:?}");
+    let waits = (&*test.repeat_every, &*test.cooldown, &*test.debounce);
+    assert_eq!(waits, ("0s", "0s", "0s"), "{test:?}");
+    assert!(test.steps[0].condition, "no `when`: it passes");
+    assert_eq!(test.steps[0].after, "0s");
+    assert!(!test.steps[1].condition, "{test:?}");
+    assert_eq!(test.steps[1].after, "1m0s", "the delay as lsc prints it");
     assert!(test.steps[1].durable);
     assert!(test.steps[1].error.is_empty());
+    // The finally step, after the steps, said to be one.
+    let finally = &test.steps[2];
+    assert_eq!(finally.index, 2);
+    assert_eq!(finally.kind, "redis");
+    assert!(
+        finally
+            .description
+            .starts_with("finally: redis: list = 'scooter:blinker', push = 'off'"),
+        "{finally:?}"
+    );
+    assert!(finally.condition && !finally.durable, "{finally:?}");
+    // `ruled ctl test` names it as `pending` does: `f0`.
+    let shown = support::ctl::ctl(
+        &setup.redis,
+        &["test", "hazards-on-alarm", &event.to_string()],
+    );
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(
+        shown.stdout.contains("  step f0   when (none)"),
+        "{}",
+        shown.stdout
+    );
     let horn: Test = decoded(
         &setup.redis,
         "v1.test",
         json!({"name": "horn", "event": {"topic": "button.horn"}}),
     );
     assert_eq!(horn.name, "horn");
+    assert_eq!(horn.steps.len(), 1);
     assert_eq!(horn.steps[0].kind, "exec");
-    assert_eq!(horn.steps[0].condition, None);
+    assert_eq!(horn.cooldown, "5s", "{horn:?}");
+    assert!(horn.steps[0].condition);
     // A `when` that fails says so in `error`.
     let failing: Test = decoded(
         &setup.redis,

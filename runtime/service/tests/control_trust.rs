@@ -249,6 +249,53 @@ fn a_replayed_or_wrongly_signed_request_is_refused() {
     ruled.wait_log(&["control request refused", "replay"]);
 }
 
+/// docs/operating.md#trust: a signed request is served once, also across a restart:
+/// its id is kept in Redis (`NS:seen:<id>`, expiring at its deadline)
+/// before it is acted on, so the same request pushed again after `ruled`
+/// restarted, within its deadline, is refused as a replay.
+#[test]
+fn a_signed_request_replayed_after_a_restart_is_refused() {
+    let Setup { redis, dir, bundle } = Setup::new(&support::bundles::single(hazards(60_000)));
+    let key = key_file(dir.path());
+    let key_arg = key.to_str().unwrap();
+    // No ruled yet: a tap takes the signed request off the list and keeps
+    // it, while the ctl that sent it waits (29 s, under the 30 s window).
+    let mut tap = redis.con();
+    let mut waiting = Command::new(env!("CARGO_BIN_EXE_ruled"));
+    waiting
+        .args(["ctl", "--redis", &redis.url(), "--control-key", key_arg])
+        .args(["--timeout", "29s", "set-enabled", RULE, "off"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let waiting = waiting.spawn().unwrap();
+    let (_, captured): (String, String) = redis::cmd("BRPOP")
+        .arg("extensions:rpc")
+        .arg(20)
+        .query(&mut tap)
+        .unwrap();
+    let id = serde_json::from_str::<Value>(&captured).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let mut ruled = Ruled::ready(&redis, &bundle, &["--control-key", key_arg]);
+    let _: i64 = redis.query(&["LPUSH", "extensions:rpc", &captured]);
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let seen = format!("extensions:seen:{id}");
+    let left: i64 = redis.query(&["PTTL", &seen]);
+    assert!((1..=30_000).contains(&left), "{seen}: PTTL {left}");
+
+    // The other way back on: a restart forgets what the process knew.
+    assert!(ruled.stop());
+    let _: i64 = redis.query(&["HDEL", "extensions:overrides", RULE]);
+    let ruled = Ruled::ready(&redis, &bundle, &["--control-key", key_arg]);
+    assert!(enabled(&redis, &key));
+    let _: i64 = redis.query(&["LPUSH", "extensions:rpc", &captured]);
+    ruled.wait_log(&["control request refused", "replay"]);
+    assert!(enabled(&redis, &key), "the replay turned the rule off");
+}
+
 /// `protected = true`: an override naming the rule is ignored at start
 /// with a warning; unsigned, it cannot be turned off; signed, it can, and
 /// a reload keeps that; the next start has it on again.

@@ -909,10 +909,8 @@ fn cleared_makes_fields_absent() {
         s.set_with_timestamp("vehicle", "state", "parked");
         s.set("vehicle", "kickstand", "down");
     });
-    let cleared = |bus: &Bus| bus.ruled.count_log(&["hash cleared", "vehicle"]);
-    let before = cleared(&bus);
-    bus.services().clear("vehicle");
-    wait_for("ruled took the clear", || cleared(&bus) > before);
+    // `cleared` is read (the hash's first watched field is `state`).
+    bus.quiet("vehicle", "state", |s| s.clear("vehicle"));
     bus.quiet("vehicle", "kickstand", |s| {
         s.set("vehicle", "kickstand", "up")
     });
@@ -1210,4 +1208,167 @@ fn a_forged_owned_topic_never_cancels_a_run() {
             "alarm.disarmed",
         ]
     );
+}
+
+// ---- Issue 29: the bus findings ------------------------------------------
+
+/// A bare `PUBLISH alarm cleared` (no `DEL`) changes nothing: the field
+/// is read, still there, and keeps its value, so each real trigger after
+/// it (alarm-service's `HSET` + `PUBLISH`) still derives
+/// `alarm.triggered` and runs the alarm rule. Before: 5 triggers with the
+/// forgery gave 0 runs.
+#[test]
+fn a_bare_cleared_does_not_silence_the_alarm() {
+    let rules = pusher("alarm", &["alarm.triggered"]);
+    let bus = Bus::start(&rules, &[], |s| s.set("alarm", "status", "armed"));
+    // Each write waits until ruled took it (a read of the alarm hash).
+    let took = || bus.ruled.count_log(&["hash=alarm"]);
+    let paced = |write: &dyn Fn(&Services<'_>)| {
+        let before = took();
+        write(&bus.services());
+        wait_for("ruled took the write", || took() > before);
+    };
+    let triggers = 5;
+    for _ in 0..triggers {
+        paced(&|s| {
+            s.message("alarm", "cleared");
+        });
+        paced(&|s| s.set("alarm", "status", "level-2-triggered"));
+        paced(&|s| {
+            s.message("alarm", "cleared");
+        });
+        paced(&|s| s.set("alarm", "status", "armed"));
+    }
+    let runs = poll(|| Some(list(&bus.redis, "test:alarm").len()).filter(|n| *n >= triggers));
+    assert_eq!(
+        runs,
+        Some(triggers),
+        "{} runs of {triggers} triggers; log:\n{}",
+        list(&bus.redis, "test:alarm").len(),
+        bus.ruled.log_text()
+    );
+}
+
+/// A replayed `PUBLISH keycard authentication` (the hash still living,
+/// nothing written) runs nothing and is counted in `rejected`: 1 tap + 5
+/// replays = 1 run, 5 counted (before: 6 runs, 0 counted). A real tap
+/// after them (keycard-service writes the hash anew, with its expiry)
+/// runs the rule again.
+#[test]
+fn a_replayed_keycard_tap_runs_nothing() {
+    let rules = pusher("tap", &["keycard.auth.passed"]);
+    let bus = Bus::start(&rules, &[], |_| {});
+    let taps = || list(&bus.redis, "test:tap").len();
+    bus.services().keycard_tap("passed", "04a1b2c3", "scooter");
+    wait_for("the tap ran the rule", || taps() == 1);
+    for _ in 0..5 {
+        bus.quiet("keycard", "authentication", |s| {
+            s.message("keycard", "authentication")
+        });
+    }
+    let counted = poll(|| Some(counter(&bus.redis, "rejected")).filter(|n| *n >= 5));
+    assert_eq!(
+        (counted, taps()),
+        (Some(5), 1),
+        "rejected {}, runs {}; log:\n{}",
+        counter(&bus.redis, "rejected"),
+        taps(),
+        bus.ruled.log_text()
+    );
+    bus.ruled
+        .wait_log(&["skipping an event", "not written anew", "keycard"]);
+    // The replays' reads took milliseconds: the new expiry is later.
+    bus.services().keycard_tap("passed", "04a1b2c3", "scooter");
+    wait_for("the second real tap ran the rule", || taps() == 2);
+    assert_eq!(counter(&bus.redis, "rejected"), 5);
+}
+
+/// Owned means the whole family: a forged `ev:alarm.bogus` (no topic the
+/// profile derives, but of the `alarm` family) reaches no `alarm.*` rule
+/// and is counted in `rejected`. Before: the rule ran, nothing counted.
+#[test]
+fn a_forged_topic_of_an_owned_family_reaches_no_rule() {
+    let rules = pusher("alarm", &["alarm.*"]);
+    let bus = Bus::start(&rules, &[], |s| s.set("alarm", "status", "armed"));
+    let forged = json!({
+        "id": "1-1", "ts": support::now_ms(), "topic": "alarm.bogus", "src": "adapter",
+    });
+    bus.services()
+        .message("ev:alarm.bogus", &forged.to_string());
+    let counted = poll(|| Some(counter(&bus.redis, "rejected")).filter(|n| *n >= 1));
+    assert_eq!(
+        (counted, list(&bus.redis, "test:alarm").len()),
+        (Some(1), 0),
+        "log:\n{}",
+        bus.ruled.log_text()
+    );
+    bus.ruled.wait_log(&[
+        "skipping an event on a topic ruled derives",
+        "ev:alarm.bogus",
+    ]);
+    // A real change still reaches the rule.
+    bus.services().set("alarm", "status", "disarmed");
+    bus.ran("alarm");
+}
+
+/// Stream `events` is bounded in bytes: a 60 KB watched value is cut at
+/// 1 KiB with the marker in the envelope on the bus (stream entry and
+/// `ev:` message), so 100 such changes keep the stream small (before:
+/// each entry 120 KB, `from` and `to`).
+#[test]
+fn a_large_value_is_cut_on_the_bus() {
+    let rules = pusher("state", &["vehicle.state.changed"]);
+    let bus = Bus::start(&rules, &[], |s| s.set("vehicle", "state", "parked"));
+    let changes = 100;
+    for n in 0..changes {
+        let value = format!("{n:03}{}", "x".repeat(60_000));
+        let before = bus.listener.heard().len();
+        bus.services().set("vehicle", "state", &value);
+        bus.heard(before + 1);
+    }
+    let entries: Vec<(String, Vec<(String, String)>)> =
+        bus.redis.query(&["XRANGE", "events", "-", "+"]);
+    assert_eq!(entries.len(), changes);
+    let largest = entries
+        .iter()
+        .flat_map(|(_, fields)| fields.iter().map(|(_, v)| v.len()))
+        .max()
+        .unwrap();
+    let memory: i64 = bus.redis.query(&["MEMORY", "USAGE", "events"]);
+    eprintln!(
+        "{changes} changes of 60 KB: largest stream field {largest} bytes, stream {memory} bytes"
+    );
+    assert!(largest <= 3 * 1024, "a stream field of {largest} bytes");
+    let heard = bus.listener.heard();
+    let to = heard[1].envelope["to"].as_str().unwrap();
+    assert!(to.starts_with("001xxx"), "{to:.40}");
+    assert!(
+        to.ends_with("…[cut from 60003 bytes]"),
+        "{}",
+        &to[to.len() - 40..]
+    );
+    assert!(to.len() < 1100, "{} bytes", to.len());
+    bus.ran("state");
+}
+
+/// A tap from before the start, replayed after it, runs nothing either:
+/// seeding reads the keycard hash's expiry with its values.
+#[test]
+fn a_tap_from_before_the_start_replayed_runs_nothing() {
+    let rules = pusher("tap", &["keycard.auth.passed"]);
+    let bus = Bus::start(&rules, &[], |s| {
+        s.keycard_tap("passed", "04a1b2c3", "scooter")
+    });
+    bus.quiet("keycard", "authentication", |s| {
+        s.message("keycard", "authentication")
+    });
+    let counted = poll(|| Some(counter(&bus.redis, "rejected")).filter(|n| *n >= 1));
+    assert_eq!(
+        (counted, list(&bus.redis, "test:tap").len()),
+        (Some(1), 0),
+        "log:\n{}",
+        bus.ruled.log_text()
+    );
+    bus.services().keycard_tap("passed", "04a1b2c3", "scooter");
+    bus.ran("tap");
 }

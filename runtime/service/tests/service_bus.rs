@@ -201,7 +201,11 @@ fn cleared_and_replaced_hashes() {
     let ruled = Ruled::ready(&redis, &bundle, &[]);
     let listener = Listener::start(&redis);
     bus.clear("vehicle");
-    settle(&ruled, &["hash cleared", "vehicle"], 1);
+    settle(
+        &ruled,
+        &["state changed", "hash=vehicle", "cause=Reread"],
+        1,
+    );
     bus.set_with_timestamp("vehicle", "state", "parked");
     settle(&ruled, &["state changed", "field=state", "parked"], 1);
     bus.replace_all(
@@ -499,4 +503,74 @@ fn a_rule_turned_off_and_on_changes_what_is_watched() {
         list(&redis, "blinks").is_empty(),
         "stand-by -> parked was not seen"
     );
+}
+
+/// Every line about watched fields goes through the log budget: 3 s of
+/// notifications of a field that is not UTF-8 write fewer than 100 `warn`
+/// lines (before: one per read, thousands).
+#[test]
+fn a_flood_of_non_utf8_values_is_logged_within_the_budget() {
+    let payload = bundle_of(vec![pusher("any", &["vehicle.*"], "anys")]);
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&payload);
+    let bus = Services::new(&redis);
+    bus.set("vehicle", "kickstand", "down");
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    let mut con = redis.con();
+    let _: i64 = redis::cmd("HSET")
+        .arg("vehicle")
+        .arg("state")
+        .arg(&b"\xff\xfe\x1b[2J"[..])
+        .query(&mut con)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut published = 0_u64;
+    while started.elapsed() < std::time::Duration::from_secs(3) {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg("vehicle")
+            .arg("state")
+            .query(&mut con)
+            .unwrap();
+        published += 1;
+    }
+    // The last notification's read is behind this one.
+    bus.set("vehicle", "kickstand", "up");
+    settle(&ruled, &["state changed", "field=kickstand"], 1);
+    let reads = ruled.count_log(&["state changed", "field=state"]);
+    let warns = ruled.count_log(&["WARN", "not UTF-8"]);
+    eprintln!("{published} notifications, {reads} reads, {warns} warn lines");
+    assert!(reads > 100, "a flood of reads: {reads}");
+    assert!(warns < 100, "{warns} warn lines for {reads} reads");
+    assert!(warns > 0, "the value is still reported");
+}
+
+/// A quick restart is no other adapter: stream `events`' newest entry is
+/// this ruled's own (its id kept in `extensions:bus-last-id`), so no
+/// warning; an entry someone else added after it still warns.
+#[test]
+fn a_restart_is_not_another_adapter_but_a_foreign_entry_is() {
+    let payload = bundle_of(vec![pusher("unlocked", &["vehicle.unlocked"], "blinks")]);
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&payload);
+    let bus = Services::new(&redis);
+    bus.set("vehicle", "state", "stand-by");
+    let mut ruled = Ruled::ready(&redis, &bundle, &[]);
+    bus.set_with_timestamp("vehicle", "state", "parked");
+    wait_for("two entries", || stream(&redis).len() == 2);
+    assert!(ruled.stop());
+    let warning = "stream `events` has an entry this ruled did not write";
+    let mut ruled = Ruled::ready(&redis, &bundle, &[]);
+    assert_eq!(ruled.count_log(&[warning]), 0, "{}", ruled.log_text());
+    bus.set_with_timestamp("vehicle", "state", "stand-by");
+    wait_for("two more entries", || stream(&redis).len() == 4);
+    assert!(ruled.stop());
+    let _: String = redis.query(&["XADD", "events", "*", "topic", "x", "e", "{}"]);
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    ruled.wait_log(&[warning, "--bus follow"]);
 }

@@ -240,7 +240,7 @@ fn warn_lines_after(ruled: &Ruled, skip: usize) -> Vec<String> {
         .collect()
 }
 
-/// DESIGN 24 "No false alarms": a reload, asked for by `v1.reload` or by
+/// No false alarms (docs/service.md#live-reload): a reload, asked for by `v1.reload` or by
 /// SIGHUP, is logged at `info`; `warn` only for an override that
 /// contradicts the new bundle (so `journalctl -p warning` holds what needs
 /// a look, not every deploy).
@@ -352,7 +352,7 @@ push = "x"
     )
 }
 
-/// DESIGN 24 "Replies agree with tools": `v1.reload`'s `changed` names
+/// Replies agree with tools (docs/operating.md#deploying-a-new-bundle): `v1.reload`'s `changed` names
 /// exactly the rules `rulec diff` says changed, for the same two bundles
 /// built by the real `rulec`: a `when` that differs only in a constant
 /// (the bytecode is the same, the constant pool is not), a step's value, a

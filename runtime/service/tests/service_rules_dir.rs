@@ -10,7 +10,8 @@ mod support;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 use support::librescoot::{build_rules, rulec};
@@ -68,10 +69,26 @@ struct Deployed {
     _dir: tempfile::TempDir,
     rules: PathBuf,
     bundle: PathBuf,
+    /// The control key `ruled` was given.
+    key: PathBuf,
     ruled: Ruled,
 }
 
+/// A control key file of mode 0600 in `dir`.
+fn key_file(dir: &Path) -> PathBuf {
+    let path = dir.join("control.key");
+    std::fs::write(&path, "3f9a1c0e7b2d4f6a8c1e3b5d7f9a2c4e\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
 fn deployed() -> Deployed {
+    deployed_with(false)
+}
+
+/// [`deployed`]; `keyed`: `ruled --control-key dir/control.key` (the
+/// file is there either way).
+fn deployed_with(keyed: bool) -> Deployed {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let base = ping_rule("ping-base", "base");
@@ -82,21 +99,23 @@ fn deployed() -> Deployed {
     );
     let rules = dir.path().join("rules");
     let rulec = rulec();
-    let ruled = Ruled::ready(
-        &redis,
-        &bundle,
-        &[
-            "--rules-dir",
-            rules.to_str().unwrap(),
-            "--rulec",
-            rulec.to_str().unwrap(),
-        ],
-    );
+    let key = key_file(dir.path());
+    let mut args = vec![
+        "--rules-dir",
+        rules.to_str().unwrap(),
+        "--rulec",
+        rulec.to_str().unwrap(),
+    ];
+    if keyed {
+        args.extend(["--control-key", key.to_str().unwrap()]);
+    }
+    let ruled = Ruled::ready(&redis, &bundle, &args);
     Deployed {
         redis,
         _dir: dir,
         rules,
         bundle,
+        key,
         ruled,
     }
 }
@@ -192,7 +211,7 @@ fn add_checks_with_rulec_against_the_directory_and_writes_a_managed_file() {
     let refused = call(redis, "v1.add", json!({"definition": reads_nope}));
     assert!(!refused.ok, "{refused:?}");
     assert!(
-        refused.error.contains("rulec check found")
+        refused.error.contains("rulec build found")
             && refused.error.contains("lsc-ping-added.toml"),
         "{}",
         refused.error
@@ -359,4 +378,228 @@ fn event_service_s_waiting_records_are_dropped_as_foreign() {
     let left: i64 = redis.query(&["HLEN", "extensions:pending"]);
     assert_eq!(left, 0);
     assert_eq!(ruled.count_log(&["reason=\"foreign\""]), 1);
+}
+
+/// `ruled ctl add FILE` against `d`, signed with its control key when
+/// `signed`.
+fn ctl_add(d: &Deployed, file: &Path, signed: bool) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ruled"));
+    command.args(["ctl", "--redis", &d.redis.url(), "--timeout", "25s"]);
+    if signed {
+        command.arg("--control-key").arg(&d.key);
+    }
+    command
+        .arg("add")
+        .arg(file)
+        .env_remove("RULED_NAMESPACE")
+        .output()
+        .expect("run ruled ctl add")
+}
+
+/// A rule on `test.ping` whose one step (or finally step) is `step`.
+fn rule_with(name: &str, table: &str, step: &str) -> String {
+    format!(
+        "[[rule]]\nname = \"{name}\"\non = [\"test.ping\"]\ncancel-on = [\"test.ping\"]\n\n\
+         [[rule.step]]\ndo = \"redis\"\nlist = \"seen\"\npush = \"{name}\"\n\n[[{table}]]\n{step}\n"
+    )
+}
+
+/// docs/operating.md#trust: an unsigned request gets no more
+/// than Redis access gives. An unsigned `v1.add` of an `exec` or `can`
+/// step, also as a finally step, is refused naming the signature, and
+/// nothing is written; the same file signed is written; a rule of
+/// `redis`, `publish` and `notify` steps is still taken unsigned, as
+/// `lsc ext add` sends it.
+#[test]
+fn an_unsigned_add_takes_only_redis_publish_and_notify_steps() {
+    let d = deployed_with(true);
+    let redis = &d.redis;
+    let shell = "do = \"exec\"\ncommand = \"/bin/sh\"";
+    let frame = "do = \"can\"\niface = \"can0\"\nid = \"0x3A1\"\ndata = \"01\"";
+    for (name, table, step, kind) in [
+        ("shell", "rule.step", shell, "an `exec`"),
+        ("shell-finally", "rule.finally", shell, "an `exec`"),
+        ("frame", "rule.step", frame, "a `can`"),
+        ("frame-finally", "rule.finally", frame, "a `can`"),
+    ] {
+        let definition = rule_with(name, table, step);
+        let refused = call(redis, "v1.add", json!({ "definition": definition }));
+        assert!(!refused.ok, "{name}: {refused:?}");
+        assert!(
+            refused.error.contains(&format!(
+                "{kind} step needs a signed request (--control-key)"
+            )),
+            "{name}: {}",
+            refused.error
+        );
+        assert!(!d.rules.join(format!("lsc-{name}.toml")).exists(), "{name}");
+    }
+    d.ruled.wait_log(&[
+        "WARN",
+        "control request",
+        "v1.add",
+        "signed=false",
+        "ok=false",
+    ]);
+    // Unsigned, the redis-only rule is still taken.
+    let reply = ok(
+        redis,
+        "v1.add",
+        json!({"definition": ping_rule("ping-lsc", "lsc")}),
+    );
+    assert_eq!(reply["name"], json!("ping-lsc"));
+    let publish = rule_with(
+        "toast",
+        "rule.finally",
+        "do = \"publish\"\nchannel = \"toasts\"\nmessage = \"bye\"",
+    );
+    ok(redis, "v1.add", json!({ "definition": publish }));
+    let notify = rule_with("note", "rule.step", "do = \"notify\"\ntitle = \"Ping\"");
+    ok(redis, "v1.add", json!({ "definition": notify }));
+    // Signed, the shell step is written.
+    let file = d.rules.parent().unwrap().join("shell.toml");
+    std::fs::write(&file, rule_with("shell", "rule.step", shell)).unwrap();
+    let unsigned = ctl_add(&d, &file, false);
+    assert!(!unsigned.status.success(), "{}", text(&unsigned));
+    assert!(
+        text(&unsigned).contains("needs a signed request"),
+        "{}",
+        text(&unsigned)
+    );
+    let signed = ctl_add(&d, &file, true);
+    assert!(signed.status.success(), "{}", text(&signed));
+    let written = std::fs::read_to_string(d.rules.join("lsc-shell.toml")).unwrap();
+    assert!(
+        written.starts_with("# Written by ruled (v1.add, signed)"),
+        "{written}"
+    );
+    // What the key's holder added, an unsigned request cannot replace.
+    let undo = call(
+        redis,
+        "v1.add",
+        json!({"definition": ping_rule("shell", "harmless")}),
+    );
+    assert!(
+        !undo.ok
+            && undo
+                .error
+                .contains("only a signed request (--control-key) replaces it"),
+        "{undo:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.rules.join("lsc-shell.toml")).unwrap(),
+        written
+    );
+}
+
+/// A managed file `lsc-<name>.toml` of `bytes` bytes, as `v1.add`
+/// writes it, planted in `rules`.
+fn plant_managed(rules: &Path, name: &str, bytes: usize) {
+    let rule = ping_rule(name, name);
+    let header = "# Written by ruled (v1.add); a later v1.add of this rule replaces it.\n";
+    let padding = bytes.saturating_sub(header.len() + rule.len() + 1);
+    let text = format!("{header}{rule}#{}\n", "x".repeat(padding));
+    std::fs::write(rules.join(format!("lsc-{name}.toml")), text).unwrap();
+}
+
+/// docs/operating.md#trust: `v1.add` keeps at most 64 managed files and 1 MiB in all.
+/// With 64 there, a 65th is refused with the figures; replacing one of
+/// them is still taken. With 1 MiB nearly used, an add that would pass it
+/// is refused with the figures.
+#[test]
+fn add_keeps_at_most_64_managed_files_and_1_mib() {
+    let d = deployed();
+    let redis = &d.redis;
+    for n in 0..63 {
+        plant_managed(&d.rules, &format!("planted-{n}"), 200);
+    }
+    // The 64th through v1.add: taken.
+    ok(
+        redis,
+        "v1.add",
+        json!({"definition": ping_rule("ping-64", "64")}),
+    );
+    let refused = call(
+        redis,
+        "v1.add",
+        json!({"definition": ping_rule("ping-65", "65")}),
+    );
+    assert!(!refused.ok, "{refused:?}");
+    assert!(
+        refused.error.contains("64 managed files") && refused.error.contains("at most 64"),
+        "{}",
+        refused.error
+    );
+    assert!(!d.rules.join("lsc-ping-65.toml").exists());
+    // Replacing one of the 64 adds no file: taken.
+    ok(
+        redis,
+        "v1.add",
+        json!({"definition": ping_rule("ping-64", "again")}),
+    );
+
+    // Bytes: 20 files of 50 KiB (1,000 KiB), then a 30 KiB definition.
+    for n in 0..63 {
+        std::fs::remove_file(d.rules.join(format!("lsc-planted-{n}.toml"))).unwrap();
+    }
+    for n in 0..20 {
+        plant_managed(&d.rules, &format!("big-{n}"), 50 * 1024);
+    }
+    let big = format!(
+        "{}#{}\n",
+        ping_rule("ping-big", "big"),
+        "y".repeat(30 * 1024)
+    );
+    let refused = call(redis, "v1.add", json!({ "definition": big }));
+    assert!(!refused.ok, "{refused:?}");
+    assert!(
+        refused.error.contains("1024 KiB") && refused.error.contains("bytes"),
+        "{}",
+        refused.error
+    );
+    assert!(!d.rules.join("lsc-ping-big.toml").exists());
+}
+
+/// docs/operating.md#trust: every file `ruled` creates for `v1.add` is created
+/// exclusively, without following a symlink. Two names are predictable:
+/// the temporary file beside the managed one
+/// (`.lsc-<name>.toml.<pid>.tmp`) and the scratch directory
+/// (`$TMPDIR/ruled-add-<pid>-<n>`, the first add's `n` is 0); symlinks
+/// planted at both must not make `ruled` write through them, and the add
+/// still succeeds under other names.
+#[test]
+fn add_writes_through_no_planted_symlink() {
+    let d = deployed();
+    let outside = d.rules.parent().unwrap().join("victim");
+    std::fs::write(&outside, "untouched\n").unwrap();
+    let planted = d
+        .rules
+        .join(format!(".lsc-ping-sym.toml.{}.tmp", d.ruled.pid()));
+    std::os::unix::fs::symlink(&outside, &planted).unwrap();
+    let outside_dir = d.rules.parent().unwrap().join("victim-dir");
+    std::fs::create_dir(&outside_dir).unwrap();
+    let scratch = std::env::temp_dir().join(format!("ruled-add-{}-0", d.ruled.pid()));
+    std::os::unix::fs::symlink(&outside_dir, &scratch).unwrap();
+    let reply = call(
+        &d.redis,
+        "v1.add",
+        json!({"definition": ping_rule("ping-sym", "sym")}),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outside).unwrap(),
+        "untouched\n",
+        "written through the symlink: {reply:?}"
+    );
+    std::fs::remove_file(&scratch).unwrap();
+    let copied: Vec<_> = std::fs::read_dir(&outside_dir).unwrap().collect();
+    assert!(copied.is_empty(), "copied through the symlink: {copied:?}");
+    assert!(reply.ok, "{reply:?}");
+    let managed = d.rules.join("lsc-ping-sym.toml");
+    let meta = std::fs::symlink_metadata(&managed).unwrap();
+    assert!(meta.file_type().is_file(), "{meta:?}");
+    assert!(std::fs::read_to_string(&managed)
+        .unwrap()
+        .contains("push = \"sym\""));
+    // The planted link is left alone: not ruled's to remove.
+    assert!(std::fs::symlink_metadata(&planted).is_ok());
 }

@@ -44,8 +44,8 @@
 //! gives (none with `notify = false`), back to back. Each publish is
 //! acknowledged by what ruled logs when it takes it, judged as the service
 //! judges it (`Engine::notified`, which its bus reader consults): the read
-//! of the notified field (or, for `replaced`, of the hash's first watched
-//! field) as `state changed`, or `hash cleared`; an ignored name has no
+//! of the notified field (or, for `replaced` and `cleared`, of the hash's
+//! first watched field) as `state changed`; an ignored name has no
 //! acknowledgement. `before-start` entries are written before the first
 //! `ruled` starts and stay at "0s", before the start, in the timeline
 //! given to the simulator. `[[message]]`:
@@ -828,12 +828,11 @@ fn is_input_message(channel: &str) -> impl Fn(&str) -> bool + '_ {
 /// judges the notification ([`Engine::notified`](ruled_engine::Engine),
 /// the snapshot the service's bus reader consults): the read of the
 /// notified field (`Read`), or of the hash's first watched field
-/// (`replaced`), as `state changed`; `hash cleared`. `None`: ignored, no
+/// (`replaced`, `cleared`), as `state changed`. `None`: ignored, no
 /// line (a field nobody watches, a polled one, `seatbox:opened`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Heard {
     Read { hash: String, field: String },
-    Cleared { hash: String },
 }
 
 impl Heard {
@@ -847,8 +846,9 @@ impl Heard {
         };
         match engine.notified(hash, name) {
             Notified::Ignore => None,
-            Notified::Read(pairs) | Notified::Reread(pairs) => read(&pairs),
-            Notified::Cleared => Some(Heard::Cleared { hash: hash.into() }),
+            Notified::Read(pairs) | Notified::ReadWritten(pairs) | Notified::Reread(pairs) => {
+                read(&pairs)
+            }
         }
     }
 
@@ -861,9 +861,6 @@ impl Heard {
                 text.starts_with("state changed ")
                     && field(line, "hash").as_deref() == Some(hash)
                     && field(line, "field").as_deref() == Some(key)
-            }
-            Heard::Cleared { hash } => {
-                text.starts_with("hash cleared ") && field(line, "hash").as_deref() == Some(hash)
             }
         }
     }

@@ -23,6 +23,7 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
     'trigger-dropped': ['bot', 'dot'], 'trigger-queued': ['bot', 'dot'],
     'trigger-refused': ['bot', 'cross'], 'trigger-suppressed': ['bot', 'dot'],
     'derived': ['out', 'diamond'], 'restart': ['out', 'rule'], 'reload': ['out', 'rule'], 'end': ['out', 'rule'],
+    'finally-start': ['bot', 'flag'],
   };
   const ROW_Y = { top: 23, bar: 24, bot: 42, in: 14, ev: 30, out: 47 };
   const BAND = { run: [17, 14], wait: [19.5, 9], window: [16, 16] }; // [top, height] in a rule's lane
@@ -86,8 +87,9 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
 
   function mark(i, lane, row, shape, label) {
     const line = lines[i];
-    const fin = isFinally(line);
-    const m = { i, kind: line.kind, reason: line.reason, lane, row, t: line.at_ms, shape, label: fin ? 'finally ' + label : label, fin, exp: expected.has(i) };
+    // A finally step's own lines, and the line that starts them (a cancel).
+    const fin = isFinally(line) || line.kind === 'finally-start';
+    const m = { i, kind: line.kind, reason: line.reason, lane, row, t: line.at_ms, shape, label: isFinally(line) ? 'finally ' + label : label, fin, exp: expected.has(i) };
     marks.push(m);
     lane.marks.push(m);
     return m;
@@ -221,6 +223,8 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
         return mark(i, lane, row, shape, line.reason);
       case 'eval-error':
         return mark(i, lane, row, shape, 'eval-error');
+      case 'finally-start':
+        return mark(i, lane, row, shape, 'finally');
       default:
         return mark(i, lane, row, shape, line.kind.replace(/^trigger-/, '') + (line.reason ? ' ' + line.reason : ''));
     }
@@ -330,6 +334,7 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
       case 'tri': return 'M' + x + ' ' + (y - 5) + 'l5 9h-10z';
       case 'hourglass': return 'M' + (x - 4) + ' ' + (y - 5) + 'h8l-8 10h8z';
       case 'warn': return 'M' + x + ' ' + (y - 6) + 'l6 11h-12z';
+      case 'flag': return 'M' + x + ' ' + (y + 6) + 'v-13h7l-2 3l2 3h-7';
       case 'rule': return 'M' + x + ' 0V' + height;
       default: return 'M' + (x - 4) + ' ' + (y - 4) + 'h8v8h-8z';
     }
@@ -389,21 +394,53 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
         if (m.exp) rings.add('class="ring"', 'M' + (x - 9) + ' ' + y + 'a9 9 0 1 0 18 0a9 9 0 1 0 -18 0');
         paths.add(m.attrs || (m.attrs = markAttrs(m)), shapeD(m, x, y));
         if (!m.label || x < LEFT || m.shape === 'rule') continue;
-        const lx = m.row === 'top' ? x + 2 : x + 7;
-        if (lx <= (ends[m.row] || 0) || lx > w) continue;
-        // Up to the next mark of the row (a tick's label may run over the
-        // ticks after it: they sit below it).
-        const room = m.row === 'top' ? Infinity : xOf(m.nextT) - lx - 6;
-        const fits = Math.floor(room / 6.2);
-        if (fits < 4) continue;
-        const label = m.label.length > fits ? m.label.slice(0, fits - 1) + '…' : m.label;
-        ends[m.row] = lx + label.length * 6.2 + 6;
+        const placed = placeLabel(m, x, ends[m.row] || LEFT, w);
+        if (!placed) continue;
+        ends[m.row] = placed.end;
         const ly = lane.y + (m.row === 'top' ? 11 : ROW_Y[m.row] + 4);
-        labels.push('<text class="l' + (m.fin ? ' fin' : '') + '" x="' + lx + '" y="' + ly + '">' + esc(label) + '</text>');
+        labels.push('<text class="l' + (m.fin ? ' fin' : '') + '" x="' + placed.x + '" y="' + ly + '"' + (placed.left ? ' text-anchor="end"' : '') + '>' + esc(placed.text) + '</text>');
       }
     }
     rings.draw(out);
     paths.draw(out);
+  }
+  // Label widths as drawn (11px, bold for `finally`), measured once each.
+  const measure = (function () {
+    const ctx = document.createElement('canvas').getContext('2d');
+    const widths = new Map();
+    return (text, bold) => {
+      const key = (bold ? 'b' : 'n') + text;
+      if (!widths.has(key)) {
+        ctx.font = (bold ? '600 ' : '') + '11px system-ui, sans-serif';
+        widths.set(key, ctx.measureText(text).width + 1);
+      }
+      return widths.get(key);
+    };
+  })();
+  // `text`, or its longest head with `…` that is at most `room` wide (at
+  // least four characters); null when even that does not fit.
+  function fitLabel(text, room, bold) {
+    if (measure(text, bold) <= room) return text;
+    let lo = 3, hi = text.length - 1; // lo fits or is too few
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (measure(text.slice(0, mid) + '…', bold) <= room) lo = mid; else hi = mid - 1;
+    }
+    return lo >= 4 && measure(text.slice(0, lo) + '…', bold) <= room ? text.slice(0, lo) + '…' : null;
+  }
+  // Where a mark's label goes, inside its lane and the picture: right of
+  // the mark up to the next mark of its row (a tick's label may run over
+  // the ticks after it: they sit below it) and the right edge; when it
+  // must be cut there, left of the mark if it fits whole after `after`
+  // (where the row's last label ended). {x, text, left, end} or null.
+  function placeLabel(m, x, after, w) {
+    const gap = m.row === 'top' ? 2 : 7;
+    const right = Math.min(w - 4, m.row === 'top' ? Infinity : xOf(m.nextT) - 6);
+    const text = x + gap > after ? fitLabel(m.label, right - x - gap, m.fin) : null;
+    if (text === m.label) return { x: x + gap, text, left: false, end: x + gap + measure(text, m.fin) + 6 };
+    const whole = measure(m.label, m.fin);
+    if (x - gap - whole > Math.max(after, LEFT + 2)) return { x: x - gap, text: m.label, left: true, end: x + 6 };
+    return text ? { x: x + gap, text, left: false, end: x + gap + measure(text, m.fin) + 6 } : null;
   }
   function render() {
     const w = width();
@@ -432,8 +469,10 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
       if (r.entry) out.push('<path class="vr ' + r.cls + '" data-entry="clock" d="M' + x + ' 0V' + height + '"/>');
       const row = ruleEnds.findIndex((end) => x > end);
       if (row < 0) continue;
-      ticks.push('<text class="vl ' + r.cls + '" x="' + (x + 3) + '" y="' + (10 + row * 10) + '">' + esc(r.label) + '</text>');
-      ruleEnds[row] = x + r.label.length * 6.2 + 8;
+      // Near the right edge the label goes left of its rule.
+      const wide = measure(r.label, false), left = x + 3 + wide > w - 2;
+      ticks.push('<text class="vl ' + r.cls + '" x="' + (left ? x - 3 : x + 3) + '" y="' + (10 + row * 10) + '"' + (left ? ' text-anchor="end"' : '') + '>' + esc(r.label) + '</text>');
+      ruleEnds[row] = x + (left ? 0 : wide) + 8;
     }
     out.push('</g>');
     for (const lane of lanes) {
@@ -456,7 +495,26 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
     v0 = c - (c - v0) * (span / (v1 - v0)); v1 = v0 + span;
     later();
   }
-  function fit() { v0 = -pad; v1 = tMax + pad; later(); }
+  function fit() { v0 = -pad; v1 = tMax + pad; burst = -1; burstText.textContent = ''; later(); }
+  // Bursts: the marks' times, split wherever a quiet gap is longer than an
+  // eighth of the whole (so there are at most nine); the "bursts" control
+  // zooms to each in turn, a burst of one instant to a hundredth of the whole.
+  const bursts = [];
+  for (const t of marks.map((m) => m.t).sort((a, b) => a - b)) {
+    const last = bursts[bursts.length - 1];
+    if (last && t - last[1] <= Math.max(1, tMax / 8)) last[1] = t; else bursts.push([t, t]);
+  }
+  let burst = -1;
+  const burstText = document.getElementById('burst');
+  function nextBurst() {
+    if (!bursts.length) return;
+    burst = (burst + 1) % bursts.length;
+    const [t0, t1] = bursts[burst];
+    const wide = Math.max(t1 - t0, tMax / 100, 10) * 1.2;
+    v0 = (t0 + t1) / 2 - wide / 2; v1 = v0 + wide;
+    burstText.textContent = 'burst ' + (burst + 1) + ' of ' + bursts.length + ': ' + fmt(t0) + ' to ' + fmt(t1);
+    later();
+  }
   function pan(px) { const d = px / scale(); v0 += d; v1 += d; later(); }
   svg.addEventListener('wheel', (e) => {
     const x = e.clientX - svg.getBoundingClientRect().left;
@@ -510,10 +568,11 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
   svg.addEventListener('pointerleave', () => { tip.hidden = true; });
   document.getElementById('controls').addEventListener('click', (e) => {
     const how = e.target.getAttribute && e.target.getAttribute('data-zoom');
-    if (how === 'in') zoom(0.5); else if (how === 'out') zoom(2); else if (how === 'fit') fit();
+    if (how === 'in') zoom(0.5); else if (how === 'out') zoom(2); else if (how === 'fit') fit(); else if (how === 'burst') nextBurst();
   });
   document.addEventListener('keydown', (e) => {
     if (e.key === '+' || e.key === '=') zoom(0.5); else if (e.key === '-') zoom(2); else if (e.key === '0') fit();
+    else if (e.key === 'b') nextBurst();
     else if (e.key === 'ArrowLeft') pan(-100); else if (e.key === 'ArrowRight') pan(100);
   });
   window.addEventListener('resize', later);
@@ -532,7 +591,7 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
       item('<path class="m k-run-end r-cancelled" d="M9 4l8 8m0 -8l-8 8"/>', 'cancelled'),
       item('<path class="m k-trigger-refused" d="M9 4l8 8m0 -8l-8 8"/>', 'refused'),
       item('<circle class="m k-non-fire" cx="13" cy="8" r="3.5"/>', 'not started'),
-      item('<path class="m k-action fin" d="M13 1V15"/>', '<code>finally</code>'),
+      item('<path class="m k-action fin" d="M13 1V15"/><path class="m k-finally-start fin" d="M20 14v-13h5l-2 3l2 3h-5"/>', '<code>finally</code>'),
       item('<rect class="m other" x="9" y="4" width="8" height="8"/>', 'other line'),
       item('<rect class="s down" x="1" y="0" width="24" height="16"/>', 'service down'),
       item('<path class="vr k-reload" d="M13 0V16"/>', 'reload'),
@@ -564,11 +623,37 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
   document.body.dataset.entries = count('[data-entry]', 'data-entry');
   document.body.dataset.expected = svg.querySelectorAll('.ring').length && (svg.querySelector('.ring').getAttribute('d').match(/M/g) || []).length;
   if (location.hash === '#probe') probe();
+  if (location.hash === '#layout') layout();
   if (location.hash === '#bench') {
     // Zoom in step by step around the middle, then back: the time of one drawing.
     const t0 = performance.now();
     for (let k = 0; k < 20; k++) { zoom(k < 10 ? 0.6 : 1 / 0.6); render(); }
     document.body.dataset.zoomMs = ((performance.now() - t0) / 20).toFixed(1);
+  }
+  // `#layout` (the CI test): every label drawn, at the fit and in each
+  // burst the "bursts" button zooms to, and whether it stays inside its
+  // lane and the picture; then each burst with the view it got.
+  function layout() {
+    const labels = [], seen = [];
+    const note = () => {
+      const w = width();
+      for (const el of svg.querySelectorAll('text.l')) {
+        const box = el.getBBox(), base = +el.getAttribute('y');
+        const lane = lanes.find((l) => base >= l.y && base < l.y + l.height);
+        const inside = !!lane && box.y >= lane.y && box.y + box.height <= lane.y + lane.height && box.x >= LEFT && box.x + box.width <= w;
+        labels.push({ text: el.textContent, fin: el.classList.contains('fin'), inside });
+      }
+    };
+    note();
+    const button = document.querySelector('[data-zoom="burst"]');
+    for (let k = 0; k < bursts.length; k++) {
+      button.click();
+      render();
+      note();
+      seen.push([bursts[k][0], bursts[k][1], v0, v1]);
+    }
+    document.body.dataset.labels = JSON.stringify(labels);
+    document.body.dataset.bursts = JSON.stringify(seen);
   }
   // `#probe` (the CI test): point at the first action and zoom in there,
   // as a person would, and write down what the page showed.

@@ -37,6 +37,7 @@ fn topic(name: &str, from: Option<&[&str]>, to: Option<&[&str]>) -> TopicShape {
     TopicShape {
         name: name.to_string(),
         from: from.map(patterns),
+        from_open: false,
         to: to.map(patterns),
         data: BTreeMap::new(),
     }
@@ -279,17 +280,17 @@ fn a_step_when_is_checked_too_and_names_its_step() {
 
 #[test]
 fn derived_topics_are_a_catalogue() {
-    let text = rule(r#""vehicle.sate.changed""#, "true", "both");
+    let text = rule(r#""vehicle.sate.chnged""#, "true", "both");
     let out = check(&text);
     let (d, at) = only(&out, &text);
     assert_eq!(
         (d.code, d.severity),
         (Code::UnknownTopic, Severity::Warning)
     );
-    assert_eq!(at, r#""vehicle.sate.changed""#);
+    assert_eq!(at, r#""vehicle.sate.chnged""#);
     assert_eq!(
         d.message,
-        "`on` pattern `vehicle.sate.changed` matches no known topic"
+        "`on` pattern `vehicle.sate.chnged` matches no known topic"
     );
     assert!(
         d.help
@@ -444,4 +445,162 @@ fn a_disabled_rule_with_a_profile_error_is_left_out_with_a_warning() {
     let (d, _) = only(&out, &text);
     assert_eq!((d.code, d.severity), (Code::ListValue, Severity::Warning));
     assert!(out.rules.is_empty());
+}
+
+/// The edited text a diagnostic's fix makes of `text`.
+fn fixed(d: &Diagnostic, text: &str) -> String {
+    let fix = d.fix.as_ref().unwrap_or_else(|| panic!("no fix: {d:#?}"));
+    let mut out = text.to_string();
+    out.replace_range(fix.span.clone(), &fix.replacement);
+    out
+}
+
+/// `state("vehicel", "state")` reads a hash no service writes,
+/// one letter from the profile's `vehicle`: a warning with the fix.
+#[test]
+fn a_state_hash_close_to_a_profile_hash_gets_did_you_mean() {
+    let text = rule(
+        r#""vehicle.kickstand.down""#,
+        r#"state("vehicel", "state") == "parked""#,
+        "both",
+    );
+    let out = check(&text);
+    let (d, at) = only(&out, &text);
+    assert_eq!(
+        (d.code, d.severity),
+        (Code::UnknownStateHash, Severity::Warning)
+    );
+    assert_eq!(at, r#""vehicel""#);
+    assert_eq!(d.help.as_deref(), Some("did you mean `vehicle`?"));
+    assert!(fixed(d, &text).contains(r#"state("vehicle", "state")"#));
+    assert_eq!(out.rules.len(), 1, "a warning rejects nothing");
+    // In a computed value too.
+    let text = rule(
+        r#""vehicle.kickstand.down""#,
+        "true",
+        r#"${state(\"alrm\", \"status\")}"#,
+    )
+    .replace("scooter:blinker", "x:y");
+    let out = check(&text);
+    let (d, _) = only(&out, &text);
+    assert_eq!(d.code, Code::UnknownStateHash);
+    assert_eq!(d.help.as_deref(), Some("did you mean `alarm`?"));
+}
+
+/// `list = "scooter:blinkers"` is a list no service reads.
+#[test]
+fn a_list_close_to_a_profile_list_gets_did_you_mean() {
+    let text =
+        rule(r#""alarm.triggered""#, "true", "both").replace("scooter:blinker", "scooter:blinkers");
+    let out = check(&text);
+    let (d, at) = only(&out, &text);
+    assert_eq!((d.code, d.severity), (Code::UnknownList, Severity::Warning));
+    assert_eq!(at, r#""scooter:blinkers""#);
+    assert_eq!(d.step, Some(0));
+    assert_eq!(d.help.as_deref(), Some("did you mean `scooter:blinker`?"));
+    assert!(fixed(d, &text).contains("list = \"scooter:blinker\"\n"));
+    assert_eq!(out.rules.len(), 1);
+    // Also with a computed `push`.
+    let text = text.replace("push = \"both\"", "push = \"${to}\"");
+    let out = check(&text);
+    let (d, _) = only(&out, &text);
+    assert_eq!(d.code, Code::UnknownList);
+}
+
+/// an `on` or `cancel-on` pattern one edit from a known topic
+/// is an error; declaring the topic silences it.
+#[test]
+fn a_pattern_one_edit_from_a_known_topic_is_an_error() {
+    for (on, cancel_on, at, near) in [
+        (
+            r#""alarm.trigered""#,
+            "",
+            r#""alarm.trigered""#,
+            "alarm.triggered",
+        ),
+        (r#""alrm.*""#, "", r#""alrm.*""#, "alarm.*"),
+        (
+            r#""alarm.triggered""#,
+            r#"cancel-on = ["alarm.status.chnged"]"#,
+            r#""alarm.status.chnged""#,
+            "alarm.status.changed",
+        ),
+    ] {
+        let text = rule(on, "true", "both")
+            .replace("when = 'true'", &format!("when = 'true'\n{cancel_on}"));
+        let out = check(&text);
+        let (d, span) = only(&out, &text);
+        assert_eq!(
+            (d.code, d.severity),
+            (Code::NearMissTopic, Severity::Error),
+            "{on}"
+        );
+        assert_eq!(span, at);
+        let help = d.help.as_deref().unwrap_or_default();
+        assert!(
+            help.starts_with(&format!("did you mean `{near}`?")),
+            "{help}"
+        );
+        assert!(help.contains("[[topic]]"), "says how to silence it: {help}");
+        assert_eq!(
+            &fixed(d, &text)[d.fix.as_ref().unwrap().span.start..][..near.len() + 2],
+            format!("\"{near}\"")
+        );
+        assert!(out.rules.is_empty(), "{on}: the rule is rejected");
+    }
+    // Declared, it is meant: silent.
+    let text = format!(
+        "[[topic]]\nname = \"alarm.trigered\"\n\n{}",
+        rule(r#""alarm.trigered""#, "true", "both")
+    );
+    let out = check(&text);
+    assert!(out.diagnostics.is_empty(), "{:#?}", out.diagnostics);
+    // Two edits away: still the warning of an unknown topic.
+    let text = rule(r#""alarm.trigerd""#, "true", "both");
+    let out = check(&text);
+    let (d, _) = only(&out, &text);
+    assert_eq!(
+        (d.code, d.severity),
+        (Code::UnknownTopic, Severity::Warning)
+    );
+}
+
+/// `from` is whatever the field held before, also a value the
+/// profile does not list (`n/a`): never an error when an emit has no
+/// `from` condition; a value close to a listed one is still a near miss,
+/// a warning.
+#[test]
+fn an_unlisted_from_is_possible_and_a_close_one_is_a_warning() {
+    let mut catalogue = librescoot();
+    for shape in &mut catalogue.topics {
+        shape.from_open = shape.name == "alarm.triggered";
+    }
+    let check = |text: &str| validate_against(&[file(text)], false, Some(&catalogue));
+    for when in [r#"from == "n/a""#, r#"from != "unknown""#] {
+        let text = rule(r#""alarm.triggered""#, when, "both");
+        let out = check(&text);
+        assert!(out.diagnostics.is_empty(), "{when}: {:#?}", out.diagnostics);
+    }
+    let text = rule(r#""alarm.triggered""#, r#"from == "armd""#, "both");
+    let out = check(&text);
+    let (d, at) = only(&out, &text);
+    assert_eq!(
+        (d.code, d.severity),
+        (Code::UnlistedFrom, Severity::Warning)
+    );
+    assert_eq!(at, r#""armd""#);
+    assert!(
+        d.help
+            .as_deref()
+            .is_some_and(|h| h.starts_with("did you mean `armed`?")),
+        "{:?}",
+        d.help
+    );
+    assert!(fixed(d, &text).contains(r#"from == "armed""#));
+    assert_eq!(out.rules.len(), 1, "a warning rejects nothing");
+    // A closed `from` (every emit has a `from` condition) is as before.
+    let text = rule(r#""vehicle.kickstand.down""#, r#"from == "n/a""#, "both");
+    let out = check(&text);
+    let (d, _) = only(&out, &text);
+    assert_eq!(d.code, Code::EventValue);
 }

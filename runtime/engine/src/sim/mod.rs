@@ -23,7 +23,7 @@ use crate::{
     DropReason, Effect, Engine, EngineConfig, Job, LogLine, Note, Now, PendingRecord, RuleTrace,
     Time, DEFAULT_REPLAY_WINDOW_MS, DEFAULT_TRACES, EVAL_ERROR_CODE,
 };
-use crate::{Notified, ReadCause};
+use crate::{Expiry, Notified, ReadCause};
 use line::action_line;
 use rulecore::bundle::Payload;
 use rulecore::event::Event;
@@ -266,6 +266,7 @@ impl<'t> Sim<'t> {
                 self.engine.set_state(&entry.hash, field, value.to_string());
             }
         }
+        self.seed_expiries();
         schedule(
             Kind::State,
             &mut timeline
@@ -481,6 +482,7 @@ impl<'t> Sim<'t> {
         for ((hash, field), value) in pairs {
             self.engine.set_state(hash, field, value.clone());
         }
+        self.seed_expiries();
         let fields: Vec<(String, Vec<u8>)> = self
             .outcome
             .records
@@ -578,10 +580,16 @@ impl<'t> Sim<'t> {
             let now = self.clocks();
             match self.engine.notified(&entry.hash, name) {
                 Notified::Ignore => {}
-                Notified::Cleared => self.engine.hash_cleared(&entry.hash),
                 Notified::Read(pairs) => {
                     let values = self.read_pairs(&pairs);
                     self.engine.fields_read(now, ReadCause::Notified, &values);
+                }
+                Notified::ReadWritten(pairs) => {
+                    let values = self.read_pairs(&pairs);
+                    let expiry = self.expiry(&entry.hash);
+                    // A replay changes nothing; the service counts it in
+                    // `rejected`, which the simulator has no counter for.
+                    let _taken = self.engine.written_read(now, expiry, &values);
                 }
                 Notified::Reread(pairs) => {
                     let values = self.read_pairs(&pairs);
@@ -619,6 +627,34 @@ impl<'t> Sim<'t> {
         // hash, and an expiry on no key sets nothing): no expiry either.
         if !self.datastore.keys().any(|(h, _)| h == hash) {
             self.expiries.retain(|(_, h)| h != hash);
+        }
+    }
+
+    /// Seeding's read of the `every` sources' hashes' expiries, as the
+    /// service's.
+    fn seed_expiries(&mut self) {
+        let hashes: Vec<String> = self
+            .engine
+            .expiry_hashes()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for hash in hashes {
+            let expiry = self.expiry(&hash);
+            self.engine.expiry_seen(&hash, expiry);
+        }
+    }
+
+    /// `PEXPIRETIME` of `hash` in the virtual datastore (virtual ns: only
+    /// compared with this hash's earlier expiries).
+    fn expiry(&self, hash: &str) -> Expiry {
+        if let Some((at, _)) = self.expiries.iter().find(|(_, h)| h == hash) {
+            return Expiry::At(i64::try_from(*at).unwrap_or(i64::MAX));
+        }
+        if self.datastore.keys().any(|(h, _)| h == hash) {
+            Expiry::Persistent
+        } else {
+            Expiry::Absent
         }
     }
 

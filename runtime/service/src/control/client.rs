@@ -218,7 +218,7 @@ fn check_signature(
     );
     match signing::detach(bytes) {
         None => Err(CallError::Untrusted(format!(
-            "the answer is not signed with the control key {}: {danger} (or this ruled runs              without --control-key)",
+            "the answer is not signed with the control key {}: {danger} (or this ruled runs without --control-key)",
             key.path().display()
         ))),
         Some((body, signature)) if !key.verifies_reply(request.as_bytes(), &body, &signature) => {
@@ -308,6 +308,8 @@ pub enum CtlMethod {
     Reload,
     /// v1.add: check FILE (one rule) with rulec and write it into ruled's
     /// rules directory (`--rules-dir`), where the rebuild makes it live.
+    /// A rule with an `exec` or `can` step needs `--control-key` (a signed
+    /// request); at most 64 added files, 1 MiB in all.
     Add {
         /// A rule file holding one rule.
         file: std::path::PathBuf,

@@ -19,10 +19,11 @@ pub struct Local {
 }
 
 impl Local {
-    /// The reply when the server answers `request` itself.
-    pub async fn answer(&self, request: &Request) -> Option<Reply> {
+    /// The reply when the server answers `request` itself; `signed`: it
+    /// was signed with the control key, and verified.
+    pub async fn answer(&self, request: &Request, signed: bool) -> Option<Reply> {
         match (&self.adding, request.method.as_str()) {
-            (Some(adding), "v1.add") => Some(add::answer(adding, &request.payload).await),
+            (Some(adding), "v1.add") => Some(add::answer(adding, &request.payload, signed).await),
             _ => None,
         }
     }

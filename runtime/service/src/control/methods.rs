@@ -9,7 +9,8 @@ use super::Answer;
 use rulecore::dump::{rule_json, rule_text};
 use rulecore::event::Event;
 use ruled_engine::{
-    DryRun, Engine, HoldView, Now, RuleTrace, RuleView, RunPhase, Verdict, WaitingStep, WhenResult,
+    DryRun, Engine, HoldView, Now, RuleTrace, RuleView, RunPhase, StepCheck, Verdict, WaitingStep,
+    WhenResult,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -467,51 +468,102 @@ fn when_json(when: Option<&WhenResult>) -> Value {
     }
 }
 
-/// `lsc`'s reading of a `when`: `condition` only when there is one and it
-/// gave a boolean, `error` (a string, empty when none) when it failed.
+/// `lsc`'s reading of a `when` (docs/operating.md#the-fields-lsc-reads):
+/// `condition` always, since `lsc` prints it as a bool and reads a missing
+/// one as `false`: `true` without a `when` (the step would run), the
+/// `when`'s result, `false` when it failed; `error` (a string) only then.
 fn lsc_when(line: &mut Value, when: Option<&WhenResult>) {
-    match when {
-        None => {}
-        Some(WhenResult::True) => line["condition"] = json!(true),
-        Some(WhenResult::False) => line["condition"] = json!(false),
-        Some(WhenResult::Error(error)) => line["error"] = json!(error),
+    line["condition"] = json!(matches!(when, None | Some(WhenResult::True)));
+    if let Some(WhenResult::Error(error)) = when {
+        line["error"] = json!(error);
     }
 }
 
-fn dry_run_json(dry: &DryRun, rule: &rulecore::bundle::Rule) -> Value {
-    let steps: Vec<Value> = dry
+/// Milliseconds as `lsc` prints a wait: a Go duration (`30s`, `1m0s`).
+fn go_duration_ms(ms: u64) -> String {
+    go_duration_ns(ms.saturating_mul(1_000_000))
+}
+
+fn go_duration_ns(ns: u64) -> String {
+    rulecore::duration::format_duration(i64::try_from(ns).unwrap_or(i64::MAX))
+}
+
+/// One step's line: `lsc`'s fields and ours; `finally` marks a finally
+/// step (its `description` says so too, for `lsc`, which prints it).
+fn step_line(
+    check: &StepCheck,
+    spec: Option<&rulecore::bundle::Step>,
+    index: usize,
+    finally: bool,
+) -> Value {
+    let description = spec.map(|spec| {
+        let said = super::definition::describe(&spec.action);
+        if finally {
+            format!("finally: {said}")
+        } else {
+            said
+        }
+    });
+    let mut line = json!({
+        "index": index,
+        "kind": spec.map(|spec| super::definition::kind(&spec.action)),
+        "description": description,
+        "durable": check.durable,
+        "after": go_duration_ms(check.after_ms),
+        "after-ms": check.after_ms,
+        "when": when_json(check.when.as_ref()),
+    });
+    if finally {
+        line["finally"] = json!(true);
+        line["finally-index"] = json!(check.index);
+    }
+    lsc_when(&mut line, check.when.as_ref());
+    line
+}
+
+/// The rule's steps, then its finally steps (numbered on after them, as
+/// `lsc` lists one sequence).
+fn steps_json(dry: &DryRun, rule: &rulecore::bundle::Rule) -> Vec<Value> {
+    let steps = dry
         .steps
         .iter()
-        .map(|step| {
-            let spec = usize::try_from(step.index)
-                .ok()
-                .and_then(|i| rule.steps.get(i));
-            let mut line = json!({
-                "index": step.index,
-                "kind": spec.map(|spec| super::definition::kind(&spec.action)),
-                "description": spec.map(|spec| super::definition::describe(&spec.action)),
-                "durable": step.durable,
-                "after-ms": step.after_ms,
-                "when": when_json(step.when.as_ref()),
-            });
-            lsc_when(&mut line, step.when.as_ref());
-            line
-        })
-        .collect();
+        .map(|check| (check, spec_of(&rule.steps, check), false));
+    let finally = dry
+        .finally
+        .iter()
+        .map(|check| (check, spec_of(rule.finally(), check), true));
+    steps
+        .chain(finally)
+        .enumerate()
+        .map(|(index, (check, spec, finally))| step_line(check, spec, index, finally))
+        .collect()
+}
+
+/// The step of `steps` a check is of.
+fn spec_of<'a>(
+    steps: &'a [rulecore::bundle::Step],
+    check: &StepCheck,
+) -> Option<&'a rulecore::bundle::Step> {
+    usize::try_from(check.index).ok().and_then(|i| steps.get(i))
+}
+
+fn dry_run_json(dry: &DryRun, rule: &rulecore::bundle::Rule) -> Value {
+    let repeat = rule.repeat();
     let mut reply = json!({
         // What `lsc ext test` reads (docs/operating.md#the-fields-lsc-reads).
         "name": &*dry.rule,
         "enabled": dry.enabled,
         "matched": dry.matched,
         "note": verdict_note(&dry.verdict),
-        "repeat_count": rule.repeat().count,
+        "repeat_count": repeat.count,
+        "repeat_every": go_duration_ns(repeat.every_ns),
+        "cooldown": go_duration_ns(rule.cooldown_ns()),
+        "debounce": go_duration_ns(rule.debounce_ns()),
         // Ours.
         "rule": &*dry.rule,
-        "enabled": dry.enabled,
-        "matched": dry.matched,
         "cancels": dry.cancels,
         "when": when_json(dry.when.as_ref()),
-        "steps": steps,
+        "steps": steps_json(dry, rule),
         "verdict": verdict_json(&dry.verdict),
     });
     if let Some(WhenResult::Error(error)) = &dry.when {

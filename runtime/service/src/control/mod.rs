@@ -195,8 +195,13 @@ async fn serve_on(
                     continue;
                 }
             };
-            let Some(answer) = answer(con, trust, calls, local, &bytes, &request, now_ms).await
-            else {
+            let asked = Asked {
+                keys,
+                bytes: &bytes,
+                request: &request,
+                now_ms,
+            };
+            let Some(answer) = answer(con, trust, calls, local, asked).await else {
                 return "the service is stopping".to_string();
             };
             let sealed = Sealed {
@@ -221,6 +226,31 @@ fn log_ignored(throttle: &mut Throttle, why: &wire::Ignored) {
     }
 }
 
+/// One request as popped: its bytes (which a signature covers), what
+/// they say, and the server's clock when it was taken.
+struct Asked<'a> {
+    keys: &'a ControlKeys,
+    bytes: &'a [u8],
+    request: &'a Request,
+    now_ms: i64,
+}
+
+/// Whether `asked` is served, and signed (docs/operating.md#trust): the
+/// trust settings judge it, and a signed one is recorded in Redis before
+/// anything acts on it, so it is served once, also across a restart.
+async fn admit(
+    con: &mut MultiplexedConnection,
+    trust: &mut Trust,
+    asked: &Asked<'_>,
+) -> Result<bool, Reply> {
+    let signed = trust.judge(asked.bytes, asked.request, asked.now_ms)?;
+    if signed {
+        // The connection's response timeout bounds it.
+        trust::claim_once(con, asked.keys, asked.request, asked.now_ms).await?;
+    }
+    Ok(signed)
+}
+
 /// The answer to one request: refused by the trust settings
 /// (docs/operating.md#trust), answered in this task ([`local`]), or by the
 /// driver; `None` once the driver stopped.
@@ -229,11 +259,10 @@ async fn answer(
     trust: &mut Trust,
     calls: &mpsc::Sender<Call>,
     local: &Local,
-    bytes: &[u8],
-    request: &Request,
-    now_ms: i64,
+    asked: Asked<'_>,
 ) -> Option<Answer> {
-    let signed = match trust.judge(bytes, request, now_ms) {
+    let request = asked.request;
+    let signed = match admit(con, trust, &asked).await {
         Ok(signed) => signed,
         Err(refusal) => {
             tracing::warn!(method = %request.method, "control request refused: {}", refusal.error);
@@ -243,7 +272,7 @@ async fn answer(
             });
         }
     };
-    if let Some(reply) = local.answer(request).await {
+    if let Some(reply) = local.answer(request, signed).await {
         // docs/operating.md#trust: a change asked for is logged at `warn`,
         // here as the driver's methods do (`v1.add` is answered here).
         if trust::changes_state(&request.method) {

@@ -172,8 +172,8 @@ impl Overrides {
 
     /// [`Overrides::apply`] after a reload: each applied override at
     /// `debug`, since the reload's `info` line lists them all and a `warn`
-    /// line names each that contradicts the new bundle (DESIGN 24, no false
-    /// alarms: a routine deploy is not a warning).
+    /// line names each that contradicts the new bundle (docs/service.md#live-reload:
+    /// a routine deploy is not a warning).
     pub fn apply_again(&mut self, engine: &mut Engine) {
         self.apply_at(engine, tracing::Level::DEBUG);
     }

@@ -291,12 +291,13 @@ fn test(out: &mut String, reply: &Value) -> std::fmt::Result {
     }
     writeln!(out, "  when     {}", when_text(&reply["when"]))?;
     for step in reply["steps"].as_array().into_iter().flatten() {
-        writeln!(
-            out,
-            "  step {}   when {}",
-            plain(&step["index"]),
-            when_text(&step["when"])
-        )?;
+        // A finally step (docs/rules.md#finally) as `f0`, as `pending` does.
+        let index = if step["finally"] == Value::Bool(true) {
+            format!("f{}", plain(&step["finally-index"]))
+        } else {
+            plain(&step["index"])
+        };
+        writeln!(out, "  step {index}   when {}", when_text(&step["when"]))?;
     }
     let verdict = &reply["verdict"];
     // A running or fired hold is now, not a would (docs/semantics.md#hold).

@@ -1,12 +1,18 @@
 //! Who may act over the control protocol (docs/operating.md#trust): the
 //! server's side of the control key. With a key, every reply is signed
 //! over the request it answers; a signed request is checked, and served
-//! once; `--control-mutations signed` refuses an unsigned request that
-//! changes state. Which requests are signed reaches the methods, so a
-//! protected rule can ask for a signed one to be turned off.
+//! once (its id kept in this process and in Redis, `NS:seen:<id>`, so a
+//! restart does not forget it); `--control-mutations signed` refuses an
+//! unsigned request that changes state. Which requests are signed reaches
+//! the methods, so a protected rule can ask for a signed one to be turned
+//! off; and what an unsigned request may change at all is decided here
+//! ([`unsigned_may_perform`]).
 
 use super::signing::{self, ControlKey};
-use super::wire::{Reply, Request, MAX_REPLY_BYTES};
+use super::wire::{ControlKeys, Reply, Request, MAX_REPLY_BYTES};
+use crate::connection::describe;
+use redis::aio::MultiplexedConnection;
+use rulecore::bundle::{Action, Rule};
 use std::collections::{HashSet, VecDeque};
 
 /// `--control-mutations`: which state-changing requests are served.
@@ -156,6 +162,102 @@ impl Trust {
         let signature = key.sign_reply(request, body.as_bytes());
         signing::attach(&body, &signature)
     }
+}
+
+/// Keeps a signed request's id in Redis until its deadline before it is
+/// acted on (`SET NS:seen:<id> 1 PX <ms to its deadline> NX`): the same
+/// request pushed again after a restart, while still within its deadline,
+/// finds the key and is refused. The process's own memory
+/// ([`Trust::judge`]) still catches a replay whose key a client deleted.
+/// A key that cannot be written refuses the request: served unrecorded,
+/// it could be served twice.
+pub async fn claim_once(
+    con: &mut MultiplexedConnection,
+    keys: &ControlKeys,
+    request: &Request,
+    now_ms: i64,
+) -> Result<(), Reply> {
+    let key = keys.seen(&request.id);
+    // The deadline is at most 30 s ahead and not past (wire::read_request).
+    let left_ms = request.deadline.saturating_sub(now_ms).max(1);
+    let set: Result<Option<String>, _> = redis::cmd("SET")
+        .arg(&key)
+        .arg(1)
+        .arg("PX")
+        .arg(left_ms)
+        .arg("NX")
+        .query_async(con)
+        .await;
+    match set {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(Reply::error(format!(
+            "`{}` refused: a signed request with id {} was served already (a replay; `{key}` records it until its deadline)",
+            clip(&request.method),
+            request.id
+        ))),
+        Err(e) => Err(Reply::error(format!(
+            "`{}` refused: its id could not be kept in `{key}` ({}), and a signed request is served only once it is recorded",
+            clip(&request.method),
+            describe(&e)
+        ))),
+    }
+}
+
+/// What an unsigned request may change (docs/operating.md#trust): nothing its sender
+/// could not already do with plain Redis access. Any client of the
+/// datastore can `LPUSH` a list and `PUBLISH` on a channel itself, so a
+/// step that does only that (`redis`, `publish`, `notify`) gains it
+/// nothing; running a program as `ruled`'s user (`exec`) or writing a raw
+/// CAN frame (`can`) it cannot do, so those need a signed request. `Err`
+/// is the action's kind. The one place this is decided: once guards
+/// exist, a list or channel a guard covers is refused here
+/// too. Every kind is named, so a new action kind needs a decision.
+pub fn unsigned_may_perform(action: &Action) -> Result<(), &'static str> {
+    match action {
+        Action::Redis { .. } | Action::Publish { .. } | Action::Notify(_) => Ok(()),
+        Action::Exec { .. } => Err("exec"),
+        Action::Can(_) => Err("can"),
+    }
+}
+
+/// A rule an unsigned request may not add: one of its steps needs a
+/// signature.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{} `{kind}` step needs a signed request (--control-key): {place} of rule `{rule}`; \
+     unsigned, only rules whose steps are `redis`, `publish` and `notify` are taken, which \
+     any Redis client could carry out itself (docs/operating.md#trust)",
+    if kind.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" }
+)]
+pub struct NeedsSignature {
+    pub kind: &'static str,
+    pub rule: String,
+    /// `step 2`, `finally step 1` (from 1, as people count).
+    pub place: String,
+}
+
+/// Whether an unsigned request may add `rule`: every step and finally
+/// step through [`unsigned_may_perform`].
+pub fn unsigned_may_add(rule: &Rule) -> Result<(), NeedsSignature> {
+    for (n, step) in (1..).zip(rule.steps.iter()) {
+        refuse_unsigned(rule, &step.action, || format!("step {n}"))?;
+    }
+    for (n, step) in (1..).zip(rule.finally()) {
+        refuse_unsigned(rule, &step.action, || format!("finally step {n}"))?;
+    }
+    Ok(())
+}
+
+fn refuse_unsigned(
+    rule: &Rule,
+    action: &Action,
+    place: impl FnOnce() -> String,
+) -> Result<(), NeedsSignature> {
+    unsigned_may_perform(action).map_err(|kind| NeedsSignature {
+        kind,
+        rule: clip(&rule.name),
+        place: place(),
+    })
 }
 
 /// A method name as a message may quote it.

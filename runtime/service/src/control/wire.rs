@@ -43,6 +43,8 @@ pub struct ControlKeys {
     pub rpc: String,
     /// `NS:overrides`: rule name -> `enabled` / `disabled`.
     pub overrides: String,
+    /// What the other keys are derived from (`NS:seen:<id>`).
+    space: Namespace,
 }
 
 impl ControlKeys {
@@ -51,7 +53,13 @@ impl ControlKeys {
             namespace: namespace.to_string(),
             rpc: namespace.rpc(),
             overrides: namespace.overrides(),
+            space: namespace.clone(),
         }
+    }
+
+    /// `NS:seen:<id>`: a signed request `id` served, kept to its deadline.
+    pub fn seen(&self, id: &str) -> String {
+        self.space.seen(id)
     }
 
     /// `NS:rpc:reply:<id>`, where the reply to request `id` is published.

@@ -308,9 +308,28 @@ impl Service {
                 }
                 self.engine.fields_read(now, cause, &values);
             }
-            ReadOutcome::Cleared(hash) => {
-                tracing::debug!(hash = %hash, "hash cleared");
-                self.engine.hash_cleared(&hash);
+            ReadOutcome::Written { expiry, values } => {
+                let Some(pair) = values
+                    .first()
+                    .and_then(|(index, _)| self.engine.watched_pairs().get(*index))
+                    .cloned()
+                else {
+                    return;
+                };
+                tracing::debug!(hash = %pair.hash, field = %pair.field, value = ?values[0].1, ?expiry, "state changed");
+                if !self.engine.written_read(now, expiry, &values) {
+                    // A replayed notification (docs/sources.md#changes).
+                    self.stats.count_rejected();
+                    effect_log::log_skipped_event(
+                        &pair.hash,
+                        &format!(
+                            "of field `{}`: its hash was not written anew (its expiry did not \
+                             move), a replayed notification",
+                            pair.field
+                        ),
+                        &mut self.throttle,
+                    );
+                }
             }
         }
     }

@@ -153,8 +153,8 @@ impl Service {
         }
         let outcome = self.reload().await;
         self.log_reload(&outcome);
-        // Who asked, at `info` like the reload itself (DESIGN 24, no false
-        // alarms): a deploy is routine, and `warn` is kept for an override
+        // Who asked, at `info` like the reload itself (docs/service.md#live-reload:
+        // no false alarms): a deploy is routine, and `warn` is kept for an override
         // that contradicts the new bundle (`log_overrides`); a refusal is
         // already `log_reload`'s error line.
         match &outcome {

@@ -170,7 +170,8 @@ impl Service {
         let state_hashes = watched_hashes(&engine);
         let (reader, reader_task, reads) =
             BusReader::start(con.clone(), Watch::of(&engine, state_hashes.clone()));
-        let (publisher, publisher_task) = Publisher::start(con.clone());
+        let (publisher, publisher_task) =
+            Publisher::start(con.clone(), config.namespace.bus_last_id());
         let (subs, input_channels) = subscriptions_for(&engine, &state_hashes);
         let stats = StatsPublisher::new(&engine, bundle_id.clone(), &owner);
         let (revision, local) = rules_dir_side(&config).await;
@@ -286,18 +287,17 @@ impl Service {
     async fn check_bus(&mut self) -> Result<(), ServiceError> {
         let known = self.stats.known_fields();
         let me = self.stats.owner().clone();
-        bus::start_checks(
-            &mut self.con,
-            &mut self.engine,
-            &known,
-            &me,
-            self.stats_interval,
-        )
-        .await
-        .map_err(|source| ServiceError::Counters {
-            key: format!("{} (and stream `{}`)", Namespace::default(), bus::STREAM),
-            source,
-        })?;
+        let checks = bus::StartChecks {
+            known: &known,
+            me: &me,
+            stats_interval: self.stats_interval,
+        };
+        bus::start_checks(&mut self.con, &mut self.engine, &self.namespace, checks)
+            .await
+            .map_err(|source| ServiceError::Counters {
+                key: format!("{} (and stream `{}`)", Namespace::default(), bus::STREAM),
+                source,
+            })?;
         let profile = self
             .engine
             .profile()

@@ -254,6 +254,28 @@ fn install_sh_into_a_scratch_root_lists_every_path_with_its_mode() {
     );
 }
 
+/// An owner who closed `/data/extensions` (0700) keeps it closed: a
+/// directory that exists keeps its mode, and the listing says so.
+#[test]
+fn install_sh_keeps_the_mode_of_a_directory_that_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let top = unpacked(dir.path(), &stand_in_binaries(dir.path()));
+    let root = dir.path().join("root");
+    let rules = root.join("data/extensions");
+    fs::create_dir_all(&rules).unwrap();
+    fs::set_permissions(&rules, fs::Permissions::from_mode(0o700)).unwrap();
+    let printed = install(&top, &root);
+    assert_eq!(mode(&rules), 0o700, "{printed}");
+    assert!(
+        printed
+            .lines()
+            .any(|line| line == "0700 /data/extensions/ (exists, mode kept)"),
+        "{printed}"
+    );
+    // A directory install.sh makes gets the mode it names.
+    assert_eq!(mode(&root.join("var/lib/ruled")), 0o755, "{printed}");
+}
+
 #[test]
 fn the_installed_units_pass_systemd_analyze_verify() {
     let host_units = Path::new("/usr/lib/systemd/system");
