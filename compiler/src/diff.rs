@@ -7,10 +7,10 @@
 
 use crate::check::plural;
 use crate::cli::{Console, Exit};
-use crate::dump::rule_text;
 use crate::simulate::load_rules;
-use rulecore::bundle::{Payload, Rule};
+use rulecore::bundle::Payload;
 use rulecore::input_file::{read_bounded, InputError};
+use rulecore::rule_change::Comparison;
 use ruled_engine::{refusal_without_clock, PendingRecord, ReplayDropReason};
 use serde_json::{json, Value};
 use std::io;
@@ -68,16 +68,11 @@ pub enum DiffFormat {
     Json,
 }
 
-/// A key whose value differs, as `rulec dump` prints it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyChange {
-    /// `cooldown`, or `step 1 after`.
-    pub key: String,
-    pub old: String,
-    pub new: String,
-}
+/// A key whose value differs, as `rulec dump` prints it: the definition
+/// a live reload's `changed` shares.
+pub use rulecore::rule_change::KeyChange;
 
-/// A `when`'s value as [`keyed`] holds it, split for printing: its source
+/// A `when`'s value as [`KeyChange`] holds it, split for printing: its source
 /// text (the dump's first line) and its bytecode (the lines after).
 struct WhenValue<'v> {
     /// Empty when the program does not decompile.
@@ -103,7 +98,15 @@ impl<'v> WhenValue<'v> {
     }
 }
 
-impl KeyChange {
+/// How `rulec diff` prints a [`KeyChange`] (the type is rulecore's, shared
+/// with a live reload; the printing is the tool's).
+trait Printed {
+    fn is_when(&self) -> bool;
+    fn text(&self, bytecode: bool) -> String;
+    fn json(&self, bytecode: bool) -> Value;
+}
+
+impl Printed for KeyChange {
     /// The rule's or a step's `when` (docs/rulec.md#rulec-diff): shown as
     /// its source text, its bytecode only when asked.
     fn is_when(&self) -> bool {
@@ -182,35 +185,6 @@ pub struct Diff {
     pub drops: Vec<Drop>,
 }
 
-/// A rule's dump, key by key: `(key, value)` in order, a step's keys
-/// prefixed `step N ` (a finally step's `finally N `), a `when`'s
-/// disassembly part of its value.
-fn keyed(rule: &Rule, payload: &Payload) -> Vec<(String, String)> {
-    let mut keys: Vec<(String, String)> = Vec::new();
-    let mut step = String::new();
-    for line in rule_text(rule, payload).lines().skip(1) {
-        let depth = line.len() - line.trim_start().len();
-        let text = line.trim();
-        // `step N`, or a finally step's `finally N` (docs/rules.md#finally).
-        if depth == 2 && (text.starts_with("step ") || text.starts_with("finally ")) {
-            step = format!("{text} ");
-            continue;
-        }
-        let own = if step.is_empty() { 2 } else { 4 };
-        match keys.last_mut() {
-            Some((_, value)) if depth > own => {
-                value.push('\n');
-                value.push_str(text);
-            }
-            _ => {
-                let (key, value) = text.split_once(' ').unwrap_or((text, ""));
-                keys.push((format!("{step}{key}"), value.trim().to_string()));
-            }
-        }
-    }
-    keys
-}
-
 /// Why a step waiting at a deploy (on pass `iter`) would be dropped, if it
 /// would: the engine's own replay checks, without the clock.
 fn verdict(
@@ -230,6 +204,7 @@ fn verdict(
 /// by the actual records.
 pub fn diff(old: &Payload, new: &Payload, pending: Option<&[PendingRecord]>) -> Diff {
     let mut out = Diff::default();
+    let compare = Comparison::new(old, new);
     for rule in &new.rules {
         if !old.rules.iter().any(|r| r.name == rule.name) {
             out.added.push(rule.name.to_string());
@@ -240,30 +215,8 @@ pub fn diff(old: &Payload, new: &Payload, pending: Option<&[PendingRecord]>) -> 
             out.removed.push(rule.name.to_string());
             continue;
         };
-        let (before, after) = (keyed(rule, old), keyed(new_rule, new));
-        let mut changes = Vec::new();
-        for (key, value) in &before {
-            let now = after
-                .iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.as_str());
-            if now != Some(value.as_str()) && !key.ends_with("fingerprint") {
-                changes.push(KeyChange {
-                    key: key.clone(),
-                    old: value.clone(),
-                    new: now.unwrap_or("(absent)").to_string(),
-                });
-            }
-        }
-        for (key, value) in &after {
-            if !before.iter().any(|(k, _)| k == key) && !key.ends_with("fingerprint") {
-                changes.push(KeyChange {
-                    key: key.clone(),
-                    old: "(absent)".to_string(),
-                    new: value.clone(),
-                });
-            }
-        }
+        // The one definition of "changed", shared with a live reload.
+        let changes = compare.key_changes(rule, new_rule);
         if !changes.is_empty() {
             out.changed.push((rule.name.to_string(), changes));
         }
@@ -503,7 +456,7 @@ pub fn run(args: &DiffArgs, console: &mut Console<'_>) -> io::Result<Exit> {
 
 #[cfg(test)]
 mod tests {
-    use super::KeyChange;
+    use super::{KeyChange, Printed};
 
     fn when(old: &str, new: &str) -> KeyChange {
         KeyChange {

@@ -42,7 +42,7 @@ recorded, never performed:
   down = \"5s\"
 
 Also [[state]] (hash, field, value), [[message]] (channel, payload: a
-raw message for a channel input), [[fail]] (rule, step, until),
+raw message for a channel input), [[fail]] (rule, step, until, refused-whole),
 [[clock]] (jump), [[reload]] (bundle: a bundle file or rules directory,
 relative to the timeline, deployed and reloaded at `at`), and the settings end, replay-window, workers, queue,
 action-time. The format and every output line are described in

@@ -27,6 +27,7 @@ pub mod input_file;
 pub mod limits;
 pub mod payload_decode;
 pub mod profile;
+pub mod rule_change;
 pub mod small_str;
 pub mod suggest;
 pub mod template;

@@ -196,6 +196,9 @@ pub enum DropReason {
     /// The step's `${...}` value failed to compute: the step failed
     /// (docs/rules.md#computed-values).
     ValueFailed,
+    /// Redis refused the step's action whole more often than it is
+    /// retried: the step failed (docs/semantics.md#an-action-redis-refused-whole).
+    Failed,
 }
 
 impl DropReason {
@@ -210,6 +213,7 @@ impl DropReason {
             Self::Undecodable => "undecodable",
             Self::Foreign => "foreign",
             Self::ValueFailed => "value-failed",
+            Self::Failed => "failed",
         }
     }
 }

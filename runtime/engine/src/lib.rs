@@ -31,6 +31,7 @@ mod memory;
 mod overrides;
 mod record;
 mod reload;
+mod retry;
 mod rule_state;
 mod run_id;
 mod time;
@@ -56,6 +57,7 @@ pub use overrides::{EnableChange, UnknownRule};
 use record::ReplayAction;
 pub use record::{PendingRecord, RecordError, Replay, PENDING_HASH};
 pub use reload::ReloadSummary;
+pub use retry::{backoff_ns, RETRIES};
 pub use time::{Now, Time};
 pub use trace::{
     NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
@@ -192,8 +194,11 @@ pub struct Counters {
     pub dropped: u64,
     /// `queue` backlog overflow.
     pub refused: u64,
-    /// Actions that returned an error.
+    /// Actions that returned an error, or that Redis refused whole more
+    /// often than they are retried.
     pub failed: u64,
+    /// Retries of actions Redis refused whole (docs/semantics.md#an-action-redis-refused-whole).
+    pub retried: u64,
     /// Armed timers: step waits, repeat gaps, debounce windows, holds.
     pub pending: u64,
     /// Rules with a live run (a rule has at most one).
@@ -265,6 +270,9 @@ struct Run {
     /// The owned record's `fire-at` (Unix ms), to write it again after a
     /// reconnect ([`Engine::rewrite_records`]).
     fire_at: i64,
+    /// Times the current step was tried again after Redis refused its
+    /// action whole ([`retry`]).
+    retries: u8,
 }
 
 /// Who a job handed over belongs to: its rule, its run's serial, and its
@@ -1411,6 +1419,7 @@ impl Engine {
             phase: Phase::Deciding,
             owns_record: false,
             fire_at: 0,
+            retries: 0,
         }));
     }
 
@@ -1419,9 +1428,11 @@ impl Engine {
     fn enter_step(&mut self, rule: usize, now: Now) {
         let payload = Arc::clone(&self.payload);
         let spec: &Rule = &payload.rules[rule];
-        let Some(run) = self.rules[rule].run.as_ref() else {
+        let Some(run) = self.rules[rule].run.as_mut() else {
             return;
         };
+        // A new step: its own retries (docs/semantics.md#an-action-redis-refused-whole).
+        run.retries = 0;
         let Some(step) = run.step_of(spec) else {
             // Only a rule without steps gets here; the compiler forbids it.
             let reason = finally::walked_past(run);

@@ -13,6 +13,7 @@ use super::{Engine, JobOwner, Phase, ReplayDropReason};
 use crate::timers::{TimerKind, Timers};
 use crate::{step_refusal, DropReason, EndReason, Level, LogLine, Note, Now};
 use rulecore::bundle::{Concurrency, Payload, Rule, StatePair};
+use rulecore::rule_change::Comparison;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -25,7 +26,8 @@ pub struct ReloadSummary {
     pub added: Vec<String>,
     /// Rules only the old bundle had, in its order.
     pub removed: Vec<String>,
-    /// Rules in both whose definition differs, in the old bundle's order.
+    /// Rules in both whose definition differs, in the old bundle's order:
+    /// `rulec diff`'s "changed" ([`rulecore::rule_change`]).
     pub changed: Vec<String>,
     /// Live runs that continue under the new bundle.
     pub runs_kept: usize,
@@ -313,6 +315,7 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
             .collect()
     };
     let mut summary = ReloadSummary::default();
+    let compare = Comparison::new(old, new);
     let mut found = vec![false; new.rules.len()];
     for (rule, target) in old.rules.iter().zip(&targets) {
         let Some(target) = *target else {
@@ -320,7 +323,9 @@ fn diff(old: &Payload, new: &Payload) -> Diff {
             continue;
         };
         found[target] = true;
-        if *rule != new.rules[target] {
+        // `rulec diff`'s definition (its constants and `state()` pairs
+        // resolved), so the reply says what the tool says.
+        if compare.changed(rule, &new.rules[target]) {
             summary.changed.push(rule.name.to_string());
         }
     }

@@ -2958,3 +2958,104 @@ fn finally_a_dry_run_sees_the_run_go_on_to_its_finally_steps() {
         dry.verdict
     );
 }
+
+// ----- an action Redis refused whole (docs/semantics.md#an-action-redis-refused-whole)
+
+impl H {
+    /// Redis refused the transaction carrying `job` whole: nothing ran,
+    /// its record (if any) is still stored.
+    fn not_performed(&mut self, job: JobId) {
+        let index = self.jobs.iter().position(|j| j.id == job).unwrap();
+        let record = self.jobs.remove(index).drop_record;
+        // The lane reports each action of a batch started as it sends it.
+        self.engine.action_started(job);
+        let (t, w) = (self.t(), self.wall());
+        let message = "EXECABORT OOM command not allowed";
+        self.engine
+            .action_not_performed(Now::new(t, w), job, record, message);
+        self.pump();
+    }
+}
+
+#[test]
+fn a_step_redis_refused_whole_keeps_its_record_and_is_retried_after_a_backoff() {
+    let mut h = H::new(vec![hazards()]).manual();
+    h.event("alarm.triggered");
+    let first = h.last_job();
+    h.complete(first, Ok(()));
+    h.to(30_000);
+    h.take();
+    h.not_performed(h.last_job());
+    // Not performed: the record stays, and a timer with it.
+    assert_eq!(h.records.len(), 1, "the record is kept");
+    assert_eq!(h.take(), Vec::<String>::new());
+    assert_eq!(h.engine.next_deadline(), Some(Time::from_millis(31_000)));
+    assert_eq!((h.counters().retried, h.counters().failed), (1, 0));
+    h.to(31_000);
+    assert_eq!(
+        h.take(),
+        lines(&["31000 submit hazards#t-1 s1 p0 off owns hazards#t-1"])
+    );
+    h.complete(h.last_job(), Ok(()));
+    assert_eq!(
+        h.take(),
+        lines(&["start-drop hazards#t-1", "31000 run-end hazards#t-1 done"])
+    );
+    assert!(h.records.is_empty());
+}
+
+#[test]
+fn a_step_redis_refuses_whole_past_its_retries_ends_failed_and_its_record_goes() {
+    let mut h = H::new(vec![hazards()]).manual();
+    h.event("alarm.triggered");
+    let first = h.last_job();
+    h.complete(first, Ok(()));
+    h.to(30_000);
+    h.take();
+    let mut retried_at = vec![];
+    for _ in 0..ruled_engine::RETRIES {
+        h.not_performed(h.last_job());
+        assert_eq!(h.records.len(), 1, "the record is kept while retried");
+        let next = h.engine.next_deadline().unwrap().as_millis();
+        retried_at.push(next - h.now);
+        h.to(next);
+    }
+    // 1 s, then twice as long each time.
+    assert_eq!(retried_at, [1_000, 2_000, 4_000, 8_000, 16_000]);
+    h.take();
+    h.not_performed(h.last_job());
+    assert_eq!(
+        h.take(),
+        lines(&[
+            "61000 drop hazards#t-1 failed",
+            "61000 run-end hazards#t-1 failed",
+        ])
+    );
+    assert!(h.records.is_empty(), "no record is left without a timer");
+    assert_eq!(h.engine.next_deadline(), None);
+    let c = h.counters();
+    assert_eq!((c.retried, c.failed, c.runs_active), (5, 1, 0));
+    // Only the first step ran: the six attempts Redis refused started nothing.
+    assert_eq!(c.dispatched, 1);
+}
+
+#[test]
+fn a_refused_step_of_a_run_that_ended_meanwhile_drops_its_record() {
+    let mut rule = hazards();
+    rule.concurrency = Concurrency::Restart;
+    let mut h = H::new(vec![rule]).manual();
+    h.event("alarm.triggered");
+    let first = h.last_job();
+    h.complete(first, Ok(()));
+    h.to(30_000);
+    let refused = h.last_job();
+    // A restart while the step's batch is out: the new run starts.
+    h.event("alarm.triggered");
+    h.take();
+    h.not_performed(refused);
+    let stored: Vec<String> = h.stored().into_iter().map(|r| r.id).collect();
+    assert!(!stored.contains(&"hazards#t-1".to_string()), "{stored:?}");
+    assert!(h
+        .take()
+        .contains(&"30000 drop hazards#t-1 failed".to_string()));
+}

@@ -1109,3 +1109,50 @@ fn a_queue_backlog_does_not_survive_a_restart() {
         "{t:?}"
     );
 }
+
+/// docs/semantics.md#an-action-redis-refused-whole, in the simulator as in
+/// the service: a `[[fail]]` with `refused-whole = true` makes Redis refuse
+/// the lane's transaction whole (out of memory). The step's record stays,
+/// the engine tries it again after 1 s, then 2 s, and the push runs once
+/// Redis takes it again; the record goes with it.
+#[test]
+fn a_lane_batch_redis_refuses_whole_is_retried_by_the_engine_with_back_off() {
+    let out = run(
+        vec![hazards()],
+        r#"
+        [[event]]
+        at = "0s"
+        topic = "alarm.triggered"
+        [[fail]]
+        at = "29s"
+        until = "32500ms"
+        rule = "hazards"
+        step = 1
+        refused-whole = true
+        "#,
+        None,
+    );
+    let lines = kinds(&out);
+    let from_30s: Vec<&str> = lines
+        .iter()
+        .map(String::as_str)
+        .skip_while(|line| !line.starts_with("30000"))
+        .collect();
+    assert_eq!(
+        from_30s,
+        [
+            "30000 action",
+            "30000 action-failed",
+            "31000 action",
+            "31000 action-failed",
+            "33000 record-drop",
+            "33000 action",
+            "33000 run-end"
+        ],
+        "{lines:#?}"
+    );
+    assert_eq!(
+        out.lines.last().unwrap().reason,
+        Some(LineReason::Note(NoteReason::RunEnd(EndReason::Done)))
+    );
+}

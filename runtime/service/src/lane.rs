@@ -128,11 +128,32 @@ pub async fn perform(
     }
     let outcomes = send(con, batch, timeout, removal.as_ref()).await;
     for (job, outcome) in batch.iter().zip(outcomes) {
-        if reports.send(Report::Finished(job.id, outcome)).is_err() {
+        let report = match outcome {
+            Outcome::Finished(result) => Report::Finished(job.id, result),
+            Outcome::NotPerformed(why) => Report::NotPerformed {
+                job: job.id,
+                record: job.record_to_drop_at_start().cloned(),
+                why,
+            },
+        };
+        if reports.send(report).is_err() {
             return false;
         }
     }
     true
+}
+
+/// What became of one action of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Performed, or failed on its own (`Err`: an error reply to its
+    /// command), or of unknown outcome (`Ok`: the run goes on).
+    Finished(Result<(), String>),
+    /// Redis refused the batch's transaction whole (`EXECABORT`: out of
+    /// memory, a transaction error), or it could not be sent: no command
+    /// ran and no record was removed. The engine retries or ends the step
+    /// (docs/semantics.md#an-action-redis-refused-whole).
+    NotPerformed(String),
 }
 
 /// The `HDEL` of `records` that goes in the transaction with their
@@ -165,9 +186,10 @@ async fn removal(store: &StoreWriter, records: &[&str], wait: Duration) -> Optio
 
 /// Sends the commands of `batch` in one pipeline, after `removal` when
 /// there is one, all in one transaction (`MULTI` ... `EXEC`), waiting at most `timeout` for the
-/// replies; one outcome per action, in order. Only a definite failure
-/// fails an action (`is_definite_failure`: an error reply, a connection
-/// that cannot be opened); with the outcome unknown (no reply in time, a
+/// replies; one outcome per action, in order. A definite failure of the
+/// whole (`is_definite_failure`: the transaction discarded, a connection
+/// that cannot be opened) performed nothing: [`Outcome::NotPerformed`].
+/// An error reply to one command fails that action; with the outcome unknown (no reply in time, a
 /// connection broken while the replies were awaited) Redis may still
 /// perform the commands, so the runs go on and one line says so. A
 /// connection the server had closed (an idle timeout) is replaced and the
@@ -178,14 +200,14 @@ pub async fn send(
     batch: &[Job],
     timeout: Duration,
     removal: Option<&redis::Cmd>,
-) -> Vec<Result<(), String>> {
+) -> Vec<Outcome> {
     let commands: Vec<Option<LaneCommand<'_>>> = batch
         .iter()
         .map(|job| LaneCommand::of(job.performed()))
         .collect();
     let Some(con) = con else {
         let error = "no redis connection for the redis action".to_string();
-        return vec![Err(error); batch.len()];
+        return vec![Outcome::NotPerformed(error); batch.len()];
     };
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
@@ -200,19 +222,17 @@ pub async fn send(
     let mut replies = match replies {
         Ok(Ok(replies)) => replies.into_iter(),
         Ok(Err(e)) if is_definite_failure(&e) => {
-            return commands
-                .iter()
-                .map(|command| Err(failure(command.as_ref(), Some(&e))))
-                .collect();
+            let why = refused_whole(e);
+            return vec![Outcome::NotPerformed(why); batch.len()];
         }
         Ok(Err(e)) => {
             unknown(batch, &commands, &describe(&e));
-            return vec![Ok(()); batch.len()];
+            return vec![Outcome::Finished(Ok(())); batch.len()];
         }
         Err(_) => {
             let why = format!("no reply within {}ms", timeout.as_millis());
             unknown(batch, &commands, &why);
-            return vec![Ok(()); batch.len()];
+            return vec![Outcome::Finished(Ok(())); batch.len()];
         }
     };
     if removal.is_some() {
@@ -236,7 +256,21 @@ pub async fn send(
                 None => Err(format!("{} {}: no reply", command.name, command.key)),
             }
         })
+        .map(Outcome::Finished)
         .collect()
+}
+
+/// Why Redis refused a whole transaction, with the first command's own
+/// error when it said one (`EXECABORT (OOM command not allowed ...)`): one
+/// line, however many commands the batch held.
+fn refused_whole(error: redis::RedisError) -> String {
+    let head = describe(&error);
+    match error.into_server_errors().as_deref() {
+        Some([(_, first), ..]) if head.starts_with("EXECABORT") => {
+            format!("{head} ({first})")
+        }
+        _ => head,
+    }
 }
 
 /// An action's error message: `LPUSH list: WRONGTYPE ...`.

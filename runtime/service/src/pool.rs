@@ -32,6 +32,14 @@ pub enum Report {
     Started(JobId),
     /// The action finished; `Err` carries a message naming what failed.
     Finished(JobId, Result<(), String>),
+    /// Redis refused the Redis lane's transaction whole, or it could not
+    /// be sent: the action did not run and `record` (the job's pending
+    /// record) was not removed (docs/semantics.md#an-action-redis-refused-whole).
+    NotPerformed {
+        job: JobId,
+        record: Option<Arc<str>>,
+        why: String,
+    },
     /// The job was still queued when the pool stopped: it never ran.
     Abandoned(JobId),
     /// The pool was full (it refused a job, or a submission filled it) and
@@ -121,6 +129,20 @@ impl Shared {
             *full = false;
         }
         report
+    }
+
+    /// Actions being performed (busy workers, and the Redis lane's batch
+    /// being sent) and actions waiting (for a busy worker, or for the
+    /// lane's next batch).
+    fn load(&self, config: PoolConfig) -> (usize, usize) {
+        // A job an idle worker is about to take is still in the queue.
+        let workers = config.workers.max(1).saturating_sub(self.idle);
+        let waiting = self.lane.len();
+        let sending = self.lane_held.saturating_sub(waiting);
+        (
+            workers.saturating_add(sending),
+            self.queue.len().saturating_add(waiting),
+        )
     }
 
     fn full(&mut self, lane: Lane) -> &mut bool {
@@ -238,14 +260,10 @@ impl Pool {
         lock(&self.shared).queue.len()
     }
 
-    /// Workers performing an action now, and jobs waiting for one (what
-    /// `v1.status` reports, docs/operating.md#status-fields).
+    /// Actions being performed now, and actions waiting to be (what
+    /// `v1.status` reports as `busy` and `queue`, docs/operating.md#status-fields).
     pub fn load(&self) -> (usize, usize) {
-        let shared = lock(&self.shared);
-        let workers = self.config.workers.max(1);
-        // A job an idle worker is about to take is still in the queue.
-        let busy = workers.saturating_sub(shared.idle);
-        (busy, shared.queue.len())
+        lock(&self.shared).load(self.config)
     }
 
     pub fn config(&self) -> PoolConfig {
@@ -465,7 +483,12 @@ async fn perform(
                 .map_or(DEFAULT_WAIT, Duration::from_nanos);
             let batch = std::slice::from_ref(job);
             let outcome = lane::send(performers.redis.as_mut(), batch, timeout, None).await;
-            outcome.into_iter().next().unwrap_or(Ok(()))
+            // The record went first, on its own: a refusal is a failure.
+            match outcome.into_iter().next() {
+                Some(lane::Outcome::Finished(result)) => result,
+                Some(lane::Outcome::NotPerformed(why)) => Err(why),
+                None => Ok(()),
+            }
         }
         // The engine makes every notify a publish.
         Action::Notify(_) => Err("internal: a notify was not made into its publish".to_string()),
@@ -484,5 +507,62 @@ async fn perform(
             .can
             .send(frame)
             .map_err(|e| format!("can {}: {e}", frame.iface)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u64) -> Job {
+        use rulecore::bundle::{Payload, Rule, Step};
+        let step = Step::new(Action::redis("list", "x"), 0);
+        let rule = Rule::new("r", "t.toml", vec![], vec![step]);
+        let payload = Arc::new(Payload::new("t", vec![rule], vec![], vec![]));
+        Job {
+            id: JobId(id),
+            run: "r#0-1".into(),
+            rule: "r".into(),
+            step: 0,
+            pass: 0,
+            finally: false,
+            action: ruled_engine::StepAction::new(payload, 0, 0).expect("step 0"),
+            computed: None,
+            event: Arc::default(),
+            drop_record: None,
+        }
+    }
+
+    /// `v1.status`'s `busy` and `queue` count the Redis lane: the batch it
+    /// is sending as busy, the actions behind it as queued.
+    #[test]
+    fn the_load_counts_the_redis_lane() {
+        let config = PoolConfig {
+            workers: 2,
+            queue: 4,
+        };
+        let mut shared = Shared {
+            idle: 1,
+            ..Shared::default()
+        };
+        shared.queue.push_back(Handed {
+            job: job(1),
+            waited: true,
+        });
+        assert_eq!(
+            shared.load(config),
+            (1, 1),
+            "one worker busy, one job queued"
+        );
+        // The lane sends a batch of 3 while 2 more wait for the next.
+        shared.lane_sending = true;
+        shared.lane_held = 5;
+        for id in 2..4 {
+            shared.lane.push_back(Handed {
+                job: job(id),
+                waited: true,
+            });
+        }
+        assert_eq!(shared.load(config), (1 + 3, 1 + 2));
     }
 }

@@ -291,13 +291,14 @@ pub fn counter_values(c: &Counters, overflow: u64, rejected: u64) -> Vec<(&'stat
 
 /// The engine's counters: the part of [`counter_values`] a stats tick
 /// compares with what it last wrote.
-fn engine_counters(c: &Counters) -> [(&'static str, u64); 7] {
+fn engine_counters(c: &Counters) -> [(&'static str, u64); 8] {
     [
         ("rules", c.rules),
         ("dispatched", c.dispatched),
         ("dropped", c.dropped),
         ("refused", c.refused),
         ("failed", c.failed),
+        ("retried", c.retried),
         ("pending", c.pending),
         ("runs-active", c.runs_active),
     ]
@@ -346,8 +347,10 @@ mod tests {
         );
         assert!(changed_counters(&new, &new).is_empty());
         let full = full_counters(&new, "abc");
-        assert_eq!(full.len(), 9);
-        assert_eq!(full[8], ("bundle", "abc".to_string()));
+        // The engine's 8 (`retried` among them), the version, the bundle.
+        assert_eq!(full.len(), 10);
+        assert_eq!(full[5], ("retried", "0".to_string()));
+        assert_eq!(full[9], ("bundle", "abc".to_string()));
     }
 
     /// The direct formatting reads as serde_json writes the object.

@@ -78,6 +78,7 @@ fn counters_are_published_in_full_at_start() {
             "pid",
             "refused",
             "rejected",
+            "retried",
             "rules",
             "runs-active",
             "started-at",

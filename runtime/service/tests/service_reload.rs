@@ -229,3 +229,184 @@ fn signals_that_would_kill_are_caught_and_sigquit_stops_in_order() {
     assert_eq!(ruled.wait_exit(), Some(0), "SIGQUIT is an orderly stop");
     assert!(ruled.log_text().contains("stopped"));
 }
+
+/// The `WARN` lines ruled wrote after the first `skip` lines of its log.
+fn warn_lines_after(ruled: &Ruled, skip: usize) -> Vec<String> {
+    ruled
+        .log()
+        .into_iter()
+        .skip(skip)
+        .filter(|line| line.contains(" WARN "))
+        .collect()
+}
+
+/// No false alarms (docs/service.md#live-reload): a reload, asked for by `v1.reload` or by
+/// SIGHUP, is logged at `info`; `warn` only for an override that
+/// contradicts the new bundle (so `journalctl -p warning` holds what needs
+/// a look, not every deploy).
+#[test]
+fn a_reload_is_logged_at_info_and_warns_only_for_a_contradicting_override() {
+    let (redis, _dir, bundle, ruled) = start(&first());
+    let mut changed = horn_exact();
+    changed.steps = vec![redis_step("scooter:horn", "toot", 0)].into();
+    deploy(
+        &bundle,
+        &payload(vec![hazards(WAIT_MS), changed], vec![], vec![]),
+    );
+    let before = ruled.log().len();
+    let reply = support::ctl::ctl(&redis, &["reload"]);
+    assert_eq!(reply.code, 0, "{}", reply.stderr);
+    ruled.wait_log(&["INFO", "bundle reloaded", "changed=1"]);
+    ruled.wait_log(&["INFO", "control request v1.reload"]);
+    assert_eq!(warn_lines_after(&ruled, before), Vec::<String>::new());
+
+    // SIGHUP: the same.
+    let before = ruled.log().len();
+    reload(
+        &ruled,
+        &bundle,
+        &first(),
+        &["INFO", "bundle reloaded", "changed=1"],
+    );
+    assert_eq!(warn_lines_after(&ruled, before), Vec::<String>::new());
+
+    // An override that agrees with the new bundle: no warn line either.
+    let off = support::ctl::ctl(&redis, &["set-enabled", "horn", "off"]);
+    assert_eq!(off.code, 0, "{}", off.stderr);
+    ruled.wait_log(&["control request v1.set-enabled"]);
+    let mut disabled = horn_exact();
+    disabled.enabled = false;
+    let before = ruled.log().len();
+    deploy(
+        &bundle,
+        &payload(vec![hazards(WAIT_MS), disabled], vec![], vec![]),
+    );
+    let reply = support::ctl::ctl(&redis, &["reload"]);
+    assert_eq!(reply.code, 0, "{}", reply.stderr);
+    ruled.wait_log(&[
+        "INFO",
+        "reload: overrides in force",
+        "horn=disabled (bundle: off)",
+    ]);
+    assert_eq!(warn_lines_after(&ruled, before), Vec::<String>::new());
+
+    // An override against the new bundle's `enabled`: one warn line, naming it.
+    let before = ruled.log().len();
+    let mut back = horn_exact();
+    back.steps = vec![redis_step("scooter:horn", "honk", 0)].into();
+    deploy(
+        &bundle,
+        &payload(vec![hazards(WAIT_MS), back], vec![], vec![]),
+    );
+    let reply = support::ctl::ctl(&redis, &["reload"]);
+    assert_eq!(reply.code, 0, "{}", reply.stderr);
+    ruled.wait_log(&["WARN", "rule=horn", "set-enabled horn default"]);
+    let warned = warn_lines_after(&ruled, before);
+    assert_eq!(warned.len(), 1, "{warned:#?}");
+}
+
+/// Four rules for [`reload_and_rulec_diff_agree_on_what_changed`]: the
+/// `when`'s constant, the first step's `push`, the cooldown, and a rule
+/// that stays as it is.
+fn four_rules(when: &str, push: &str, cooldown: &str) -> String {
+    format!(
+        r#"[[rule]]
+name = "when-only"
+on = ["vehicle.state.changed"]
+when = 'state("vehicle", "state") == "{when}"'
+
+[[rule.step]]
+do = "redis"
+list = "test:when"
+push = "x"
+
+[[rule]]
+name = "step-value"
+on = ["vehicle.state.changed"]
+
+[[rule.step]]
+do = "redis"
+list = "test:step"
+push = "{push}"
+
+[[rule]]
+name = "policy"
+on = ["vehicle.state.changed"]
+cooldown = "{cooldown}"
+
+[[rule.step]]
+do = "redis"
+list = "test:policy"
+push = "x"
+
+[[rule]]
+name = "unchanged"
+on = ["vehicle.state.changed"]
+when = 'state("vehicle", "state") == "parked"'
+
+[[rule.step]]
+do = "redis"
+list = "test:unchanged"
+push = "x"
+"#
+    )
+}
+
+/// Replies agree with tools (docs/operating.md#deploying-a-new-bundle): `v1.reload`'s `changed` names
+/// exactly the rules `rulec diff` says changed, for the same two bundles
+/// built by the real `rulec`: a `when` that differs only in a constant
+/// (the bytecode is the same, the constant pool is not), a step's value, a
+/// policy; an unchanged rule is in neither.
+#[test]
+fn reload_and_rulec_diff_agree_on_what_changed() {
+    use support::librescoot::{build_rules, rulec};
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let old = build_rules(
+        dir.path(),
+        "old",
+        &[("rules.toml", &four_rules("parked", "a", "5s"))],
+    );
+    let new = build_rules(
+        dir.path(),
+        "new",
+        &[("rules.toml", &four_rules("stand-by", "b", "10s"))],
+    );
+    let loaded = dir.path().join("loaded.bundle");
+    std::fs::copy(&old, &loaded).unwrap();
+    let _ruled = Ruled::ready(&redis, &loaded, &[]);
+
+    let out = std::process::Command::new(rulec())
+        .args(["diff", "--format", "json"])
+        .arg(&old)
+        .arg(&new)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let diff: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut by_diff: Vec<String> = diff["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|change| change["rule"].as_str().unwrap().to_string())
+        .collect();
+    by_diff.sort();
+    assert_eq!(by_diff, ["policy", "step-value", "when-only"], "{diff}");
+
+    replace_by_rename(&loaded, &std::fs::read(&new).unwrap());
+    let reply = support::ctl::ctl(&redis, &["reload", "--format", "json"]);
+    assert_eq!(reply.code, 0, "{}", reply.stderr);
+    let reloaded: serde_json::Value = serde_json::from_str(&reply.stdout).unwrap();
+    let mut by_reload: Vec<String> = reloaded["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|name| name.as_str().unwrap().to_string())
+        .collect();
+    by_reload.sort();
+    assert_eq!(by_reload, by_diff, "{reloaded}");
+}

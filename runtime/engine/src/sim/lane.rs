@@ -10,6 +10,17 @@ use crate::pool::LANE_BATCH;
 use crate::Job;
 use std::collections::VecDeque;
 
+/// What becomes of an action started in the simulation (`[[fail]]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fate {
+    Performed,
+    Fails,
+    /// Redis refuses the lane's transaction whole (`refused-whole`): not
+    /// performed, its record kept; the engine retries it
+    /// (docs/semantics.md#an-action-redis-refused-whole).
+    RefusedWhole,
+}
+
 /// A batch being sent.
 #[derive(Debug)]
 pub(super) struct Batch {
@@ -18,8 +29,8 @@ pub(super) struct Batch {
     /// Started by a submission to an idle lane: others at that instant
     /// join it. A batch of waiting actions takes no more.
     joinable: bool,
-    /// Each action, and whether it fails (`[[fail]]`).
-    pub jobs: Vec<(Job, bool)>,
+    /// Each action, and what becomes of it (`[[fail]]`).
+    pub jobs: Vec<(Job, Fate)>,
 }
 
 #[derive(Debug, Default)]
@@ -47,7 +58,7 @@ impl VirtualLane {
     }
 
     /// The batch an action submitted to the idle lane at `now` joins.
-    pub fn joining(&mut self, now: u64, action_ns: u64) -> &mut Vec<(Job, bool)> {
+    pub fn joining(&mut self, now: u64, action_ns: u64) -> &mut Vec<(Job, Fate)> {
         &mut self
             .sending
             .get_or_insert_with(|| Batch {
@@ -67,7 +78,7 @@ impl VirtualLane {
     }
 
     /// The next batch, of actions that waited, starting at `now`.
-    pub fn start(&mut self, now: u64, action_ns: u64, jobs: Vec<(Job, bool)>) {
+    pub fn start(&mut self, now: u64, action_ns: u64, jobs: Vec<(Job, Fate)>) {
         if jobs.is_empty() {
             return;
         }

@@ -4,6 +4,7 @@
 //! timeline and loads the bundles.
 
 mod lane;
+use lane::Fate;
 mod line;
 mod timeline;
 
@@ -145,7 +146,7 @@ struct Running {
     finish: u64,
     seq: u64,
     job: Job,
-    fails: bool,
+    fate: Fate,
 }
 
 #[derive(Debug)]
@@ -492,15 +493,23 @@ impl<'t> Sim<'t> {
         self.engine.replay_raw(now, fields);
     }
 
-    fn fails(&self, job: &Job) -> bool {
+    fn fate(&self, job: &Job) -> Fate {
         let now = self.now;
-        self.fails.iter().any(|fail| {
+        let fail = self.fails.iter().find(|fail| {
             *job.rule == *fail.rule
                 // `step` names one of the rule's steps, never a finally step.
                 && fail.step.is_none_or(|step| !job.finally && step == job.step)
                 && fail.at.0.unsigned_abs() <= now
                 && fail.until.is_none_or(|until| now < until.0.unsigned_abs())
-        })
+        });
+        match fail {
+            None => Fate::Performed,
+            // Only the Redis lane sends a transaction Redis can refuse whole.
+            Some(fail) if fail.refused_whole && Lane::of(&job.action) == Lane::Redis => {
+                Fate::RefusedWhole
+            }
+            Some(_) => Fate::Fails,
+        }
     }
 
     /// Performs every queued effect, in order.
@@ -700,10 +709,10 @@ impl<'t> Sim<'t> {
         match admission {
             Admission::Worker => self.start_job(job),
             Admission::Lane => {
-                let fails = self.begin(&job);
+                let fate = self.begin(&job);
                 self.lane
                     .joining(self.now, self.action_ns)
-                    .push((job, fails));
+                    .push((job, fate));
             }
             Admission::Queue if Lane::of(&job.action) == Lane::Redis => {
                 self.lane.waiting.push_back(job);
@@ -730,40 +739,55 @@ impl<'t> Sim<'t> {
         }
     }
 
-    /// An action starts: its record goes, its line; whether it fails.
-    fn begin(&mut self, job: &Job) -> bool {
-        if let Some(id) = job.record_to_drop_at_start() {
+    /// An action starts: its record goes (unless Redis refuses the
+    /// transaction that removes it), its line; what becomes of it.
+    fn begin(&mut self, job: &Job) -> Fate {
+        let fate = self.fate(job);
+        if let Some(id) = job
+            .record_to_drop_at_start()
+            .filter(|_| fate != Fate::RefusedWhole)
+        {
             self.drop_record(id, Some(&job.rule), DropReason::Started);
         }
-        let fails = self.fails(job);
         self.line(action_line(self.at_ms(), LineKind::Action, job));
         self.engine.action_started(job.id);
-        fails
+        fate
     }
 
     fn start_job(&mut self, job: Job) {
-        let fails = self.begin(&job);
+        let fate = self.begin(&job);
         self.seq += 1;
         self.running.push(Running {
             finish: self.now.saturating_add(self.action_ns),
             seq: self.seq,
             job,
-            fails,
+            fate,
         });
     }
 
-    /// An action ended: its failure line, if it fails, and the report.
-    fn end(&mut self, job: &Job, fails: bool) {
-        let result = if fails {
+    /// An action ended: its failure line, if it fails, and the report;
+    /// one Redis refused whole is reported as not performed, and the
+    /// engine decides its retry.
+    fn end(&mut self, job: &Job, fate: Fate) {
+        if fate != Fate::Performed {
             let mut line = action_line(self.at_ms(), LineKind::ActionFailed, job);
             line.reason = Some(LineReason::SimulatedFailure);
             self.line(line);
-            Err(LineReason::SimulatedFailure.as_str().to_string())
-        } else {
-            Ok(())
-        };
+        }
         let now = self.clocks();
-        self.engine.action_finished(now, job.id, result);
+        let failure = LineReason::SimulatedFailure.as_str();
+        match fate {
+            Fate::Performed => self.engine.action_finished(now, job.id, Ok(())),
+            Fate::Fails => {
+                let result = Err(failure.to_string());
+                self.engine.action_finished(now, job.id, result);
+            }
+            Fate::RefusedWhole => {
+                let record = job.record_to_drop_at_start().cloned();
+                let why = format!("EXECABORT ({failure}: Redis refused the transaction whole)");
+                self.engine.action_not_performed(now, job.id, record, &why);
+            }
+        }
     }
 
     fn finish_job(&mut self, seq: u64) {
@@ -771,7 +795,7 @@ impl<'t> Sim<'t> {
             return;
         };
         let done = self.running.remove(position);
-        self.end(&done.job, done.fails);
+        self.end(&done.job, done.fate);
         if let Some(next) = self.queued.pop_front() {
             self.start_job(next);
         }
@@ -783,16 +807,16 @@ impl<'t> Sim<'t> {
     /// the reports of the last.
     fn finish_batch(&mut self) {
         let (done, next) = self.lane.turn();
-        let next: Vec<(Job, bool)> = next
+        let next: Vec<(Job, Fate)> = next
             .into_iter()
             .map(|job| {
-                let fails = self.begin(&job);
-                (job, fails)
+                let fate = self.begin(&job);
+                (job, fate)
             })
             .collect();
         self.lane.start(self.now, self.action_ns, next);
-        for (job, fails) in done.map(|batch| batch.jobs).unwrap_or_default() {
-            self.end(&job, fails);
+        for (job, fate) in done.map(|batch| batch.jobs).unwrap_or_default() {
+            self.end(&job, fate);
             self.perform();
         }
     }

@@ -207,6 +207,12 @@ pub struct FailEntry {
     pub rule: String,
     pub step: Option<u32>,
     pub until: Option<Dur>,
+    /// Redis refuses the Redis lane's transaction whole (out of memory):
+    /// the action is not performed and its record stays, and the engine
+    /// retries it (docs/semantics.md#an-action-redis-refused-whole). For
+    /// `redis`, `publish` and `notify` actions; the others just fail.
+    #[serde(default, rename = "refused-whole")]
+    pub refused_whole: bool,
 }
 
 /// `[[clock]]`: the wall clock jumps by `jump` (may be negative).
@@ -530,6 +536,7 @@ pub const KINDS: &[(&str, Keys)] = &[
             ("rule", Ty::Text, true),
             ("step", Ty::Count, false),
             ("until", Ty::Duration, false),
+            ("refused-whole", Ty::Bool, false),
         ],
     ),
     (

@@ -167,6 +167,18 @@ impl Overrides {
     /// lacks is logged and kept. One naming a protected rule is ignored,
     /// and forgotten here (not in Redis), unless a signed request set it.
     pub fn apply(&mut self, engine: &mut Engine) {
+        self.apply_at(engine, tracing::Level::WARN);
+    }
+
+    /// [`Overrides::apply`] after a reload: each applied override at
+    /// `debug`, since the reload's `info` line lists them all and a `warn`
+    /// line names each that contradicts the new bundle (docs/service.md#live-reload:
+    /// a routine deploy is not a warning).
+    pub fn apply_again(&mut self, engine: &mut Engine) {
+        self.apply_at(engine, tracing::Level::DEBUG);
+    }
+
+    fn apply_at(&mut self, engine: &mut Engine, applied: tracing::Level) {
         let ignored: Vec<String> = self
             .by_rule
             .keys()
@@ -184,7 +196,10 @@ impl Overrides {
         }
         for (rule, &enabled) in &self.by_rule {
             match engine.set_enabled(rule, enabled) {
-                Ok(_) => tracing::warn!(rule = %rule, state = word(enabled), "override applied"),
+                Ok(_) if applied == tracing::Level::WARN => {
+                    tracing::warn!(rule = %rule, state = word(enabled), "override applied");
+                }
+                Ok(_) => tracing::debug!(rule = %rule, state = word(enabled), "override applied"),
                 Err(e) => tracing::warn!(
                     rule = %rule,
                     state = word(enabled),

@@ -399,6 +399,10 @@ impl Service {
                 let now = self.now();
                 self.engine.action_finished(now, job, result);
             }
+            Report::NotPerformed { job, record, why } => {
+                let now = self.now();
+                self.engine.action_not_performed(now, job, record, &why);
+            }
             Report::Abandoned(job) => self.engine.action_abandoned(job),
             // Due steps waiting for room go now (docs/semantics.md#due-steps-the-pool-refused).
             Report::Room => {

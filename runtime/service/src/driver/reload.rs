@@ -111,7 +111,7 @@ impl Service {
         // Overrides outlive bundles (docs/operating.md#turning-a-rule-off-or-on):
         // read again for the new bundle's names (only those are read).
         self.read_overrides_again().await;
-        self.overrides.apply(&mut self.engine);
+        self.overrides.apply_again(&mut self.engine);
         self.perform_effects();
         let subscriptions = self.follow_rules(&old_pairs).await;
         self.bundle_id.clone_from(&id);
@@ -153,15 +153,18 @@ impl Service {
         }
         let outcome = self.reload().await;
         self.log_reload(&outcome);
-        // docs/operating.md#trust: a change a request asked for, at `warn`.
+        // Who asked, at `info` like the reload itself (docs/service.md#live-reload:
+        // no false alarms): a deploy is routine, and `warn` is kept for an override
+        // that contradicts the new bundle (`log_overrides`); a refusal is
+        // already `log_reload`'s error line.
         match &outcome {
-            Ok(reloaded) => tracing::warn!(
+            Ok(reloaded) => tracing::info!(
                 signed = call.signed,
                 bundle = %reloaded.bundle,
                 previous = %reloaded.previous,
                 "control request v1.reload: bundle read again"
             ),
-            Err(e) => tracing::warn!(
+            Err(e) => tracing::info!(
                 signed = call.signed,
                 "control request v1.reload refused: {e}"
             ),
