@@ -17,6 +17,7 @@
 
 mod backlog;
 mod bus;
+mod decide;
 pub mod derive;
 mod dry_run;
 mod effect;
@@ -43,8 +44,9 @@ pub mod pool;
 pub mod sim;
 
 pub use bus::{BUS_VALUE_BYTES, CUT_MARKER};
+pub use decide::{Verdict, WhenResult};
 pub use derive::{BusMode, Expiry, Notified, PollPlan, ReadCause, SourceSet};
-pub use dry_run::{DryRun, StepCheck, Verdict, WhenResult};
+pub use dry_run::{DryRun, StepCheck};
 pub use effect::{
     DropReason, Effect, EndReason, Job, JobId, Level, LogLine, NonFireReason, Note, NoteFields,
     NoteKind, NoteReason, RecordWrite, ReplayDropReason, StepAction, TriggerOutcome,
@@ -73,7 +75,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use time::nanos_to_millis_ceil;
 use timers::{TimerKind, Timers};
-use trace::{Traces, WhenResult as TracedWhen};
+use trace::Traces;
 
 /// The replay checks that need no clock, in replay's order
 /// (docs/semantics.md#durability-and-replay): the record's rule (`None`:
@@ -493,53 +495,35 @@ impl Engine {
         false
     }
 
-    /// Steps 2 and 3 of docs/semantics.md#handling-one-event for one rule
-    /// whose `on` matches: its `when`, then a hold, a debounce window, or
-    /// the dispatch.
+    /// Steps 2 to 5 of docs/semantics.md#handling-one-event for one rule
+    /// whose `on` matches: its `when` (an error logged and counted), then
+    /// the verdict of [`decide::decide`], applied.
     fn match_rule(&mut self, spec: &Rule, rule: usize, event: &Arc<Event>, now: Now) {
         // 2. Match.
-        let met = match &spec.when {
-            Some(program) => {
-                let result = self.eval(rule, None, program, event);
-                match &result {
-                    Ok(true) => {}
-                    Ok(false) => self.non_fire(rule, NonFireReason::WhenFalse, event, now, None),
-                    Err(error) => {
-                        let error = Some(error.as_str());
-                        self.non_fire(rule, NonFireReason::WhenError, event, now, error);
-                    }
+        let when = spec.when.as_ref().map(|program| {
+            let result = self.eval(rule, None, program, event);
+            match &result {
+                Ok(true) => {}
+                Ok(false) => self.non_fire(rule, NonFireReason::WhenFalse, event, now, None),
+                Err(error) => {
+                    let error = Some(error.as_str());
+                    self.non_fire(rule, NonFireReason::WhenError, event, now, error);
                 }
-                result == Ok(true)
             }
-            None => true,
+            WhenResult::of(&result)
+        });
+        let trigger = decide::Trigger {
+            spec,
+            state: &self.rules[rule],
+            matched: true,
+            cancels: false,
+            when: when.as_ref(),
+            now: now.time,
+            queue_backlog: self.config.queue_backlog,
         };
-        if spec.hold_ns() > 0 {
-            // `for`: a false `when` matters too (docs/semantics.md#hold).
-            self.hold_match(rule, Arc::clone(event), met, now);
-            return;
-        }
-        if !met {
-            return;
-        }
-        let event = Arc::clone(event);
-        if spec.debounce_ns() > 0 {
-            // 3. Debounce: hold the latest, restart the quiet window.
-            let reason = if self.rules[rule].take_debounce().is_some() {
-                self.timers.disarm();
-                NonFireReason::DebounceReset
-            } else {
-                NonFireReason::DebounceHeld
-            };
-            self.non_fire(rule, reason, &event, now, None);
-            let token = self.arm(
-                now.time.plus_nanos(spec.debounce_ns()),
-                rule,
-                TimerKind::Debounce,
-            );
-            self.rules[rule].set_debounce(Debounce { event, token });
-        } else {
-            self.dispatch(rule, event, now);
-        }
+        // Applying a hold needs no time left: the hold keeps its timer.
+        let verdict = decide::decide(&trigger, |_| 0);
+        self.apply(rule, verdict, Arc::clone(event), now);
     }
 
     /// Fires every timer due at or before `now`.
@@ -1335,51 +1319,96 @@ impl Engine {
         self.cancel_run(rule, now);
     }
 
-    /// Steps 4 and 5 of docs/semantics.md#handling-one-event: cooldown, then concurrency.
+    /// Steps 4 and 5 of docs/semantics.md#handling-one-event for a trigger
+    /// past its `when`, hold and debounce: cooldown, then concurrency.
     fn dispatch(&mut self, rule: usize, event: Arc<Event>, now: Now) {
         let payload = Arc::clone(&self.payload);
-        let spec = &payload.rules[rule];
-        let state = &mut self.rules[rule];
-        if spec.cooldown_ns() > 0 {
-            if let Some(last) = state.last_fire() {
-                if now.time.since(last.time) < spec.cooldown_ns() {
-                    self.trigger_note(rule, TriggerOutcome::Suppressed, &event, now);
-                    return;
-                }
-            }
-        }
-        state.set_last_fire(Fired {
+        let trigger = decide::Trigger {
+            spec: &payload.rules[rule],
+            state: &self.rules[rule],
+            matched: true,
+            cancels: false,
+            when: None,
+            now: now.time,
+            queue_backlog: self.config.queue_backlog,
+        };
+        let verdict = decide::policy(&trigger);
+        self.apply(rule, verdict, event, now);
+    }
+
+    /// Does what [`decide::decide`] said of a trigger of `rule`.
+    fn apply(&mut self, rule: usize, verdict: Verdict, event: Arc<Event>, now: Now) {
+        let fired = Fired {
             time: now.time,
             wall_ms: now.wall_ms,
-        });
-        if state.run.is_none() {
-            self.start_run(rule, event, now);
-            return;
-        }
-        match spec.concurrency {
-            Concurrency::Restart => {
+        };
+        match verdict {
+            // The index hands over enabled, matching rules only.
+            Verdict::Disabled | Verdict::NotMatched => {}
+            Verdict::WhenFalse | Verdict::WhenError => {
+                // `for`: a false `when` matters too (docs/semantics.md#hold).
+                if self.payload.rules[rule].hold_ns() > 0 {
+                    self.hold_match(rule, event, false, now);
+                }
+            }
+            Verdict::Hold { .. } | Verdict::Holding { .. } | Verdict::HoldFired => {
+                self.hold_match(rule, event, true, now);
+            }
+            Verdict::Debounce { .. } => self.debounce(rule, event, now),
+            Verdict::Cooldown { .. } => {
+                self.trigger_note(rule, TriggerOutcome::Suppressed, &event, now);
+            }
+            Verdict::Start => {
+                self.rules[rule].set_last_fire(fired);
+                self.start_run(rule, event, now);
+            }
+            Verdict::Restart { .. } => {
+                self.rules[rule].set_last_fire(fired);
                 self.end_run(rule, EndReason::Restarted, now);
                 self.start_run(rule, event, now);
             }
-            Concurrency::Drop => self.trigger_note(rule, TriggerOutcome::Dropped, &event, now),
-            Concurrency::Queue => {
-                if state.backlog_len() < self.config.queue_backlog {
-                    state.push_backlog(Arc::clone(&event));
-                    self.trigger_note(rule, TriggerOutcome::Queued, &event, now);
-                } else {
-                    self.counters.refused += 1;
-                    self.trigger_note(rule, TriggerOutcome::Refused, &event, now);
-                    let cap = self.config.queue_backlog;
-                    let name = self.name(rule);
-                    self.log(
-                        Level::Warn,
-                        Some(name),
-                        None,
-                        format!("trigger refused: the queue backlog is full ({cap})"),
-                    );
-                }
+            Verdict::Drop { .. } => {
+                self.rules[rule].set_last_fire(fired);
+                self.trigger_note(rule, TriggerOutcome::Dropped, &event, now);
+            }
+            Verdict::Queue { .. } => {
+                self.rules[rule].set_last_fire(fired);
+                self.rules[rule].push_backlog(Arc::clone(&event));
+                self.trigger_note(rule, TriggerOutcome::Queued, &event, now);
+            }
+            Verdict::Refused { .. } => {
+                self.rules[rule].set_last_fire(fired);
+                self.refuse(rule, &event, now);
             }
         }
+    }
+
+    /// 3. Debounce: hold the latest event, restart the quiet window.
+    fn debounce(&mut self, rule: usize, event: Arc<Event>, now: Now) {
+        let reason = if self.rules[rule].take_debounce().is_some() {
+            self.timers.disarm();
+            NonFireReason::DebounceReset
+        } else {
+            NonFireReason::DebounceHeld
+        };
+        self.non_fire(rule, reason, &event, now, None);
+        let window = self.payload.rules[rule].debounce_ns();
+        let token = self.arm(now.time.plus_nanos(window), rule, TimerKind::Debounce);
+        self.rules[rule].set_debounce(Debounce { event, token });
+    }
+
+    /// `queue`: the backlog is full, the trigger is refused and counted.
+    fn refuse(&mut self, rule: usize, event: &Arc<Event>, now: Now) {
+        self.counters.refused += 1;
+        self.trigger_note(rule, TriggerOutcome::Refused, event, now);
+        let cap = self.config.queue_backlog;
+        let name = self.name(rule);
+        self.log(
+            Level::Warn,
+            Some(name),
+            None,
+            format!("trigger refused: the queue backlog is full ({cap})"),
+        );
     }
 
     fn start_run(&mut self, rule: usize, event: Arc<Event>, now: Now) {
@@ -1528,7 +1557,7 @@ impl Engine {
             let result = self.eval(rule, Some((index, at.finally)), program, &event);
             if let Some(run) = &self.rules[rule].run {
                 let serial = run.serial;
-                let when = TracedWhen::of(&result);
+                let when = WhenResult::of(&result);
                 self.traces.step_when(rule, serial, at, when);
             }
             if result != Ok(true) {
