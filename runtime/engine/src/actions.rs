@@ -101,7 +101,7 @@ impl Engine {
         self.jobs.remove(&job.0);
     }
 
-    pub(crate) fn is_acting(&self, rule: usize, serial: u64, job: JobId) -> bool {
+    fn is_acting(&self, rule: usize, serial: u64, job: JobId) -> bool {
         self.rules[rule]
             .run
             .as_ref()

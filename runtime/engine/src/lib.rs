@@ -236,6 +236,9 @@ impl Engine {
     }
 
     // ----- inputs -------------------------------------------------------
+    // Events: `trigger`; job reports: `actions`; state changes and channel
+    // messages: `input`; replay: `replay`; a new bundle: `reload`. Here:
+    // time, stop, and the records after a reconnect or a clock jump.
 
     /// Fires every timer due at or before `now`.
     pub fn handle_timeout(&mut self, now: Now) {

@@ -352,7 +352,7 @@ impl Engine {
     /// The live run's step's values, computed against its event and the
     /// state now (docs/rules.md#computed-values); a body cut to fit the
     /// dashboard is logged.
-    pub(crate) fn run_values(
+    fn run_values(
         &mut self,
         rule: usize,
         action: &rulecore::bundle::Action,
@@ -381,7 +381,7 @@ impl Engine {
     /// (counted in `failed`, logged with the rule and step), nothing is
     /// performed, and the record the run owns goes: the step has run its
     /// course.
-    pub(crate) fn value_failed(&mut self, rule: usize, error: &str, now: Now) {
+    fn value_failed(&mut self, rule: usize, error: &str, now: Now) {
         self.counters.failed += 1;
         self.rules[rule].count_error();
         let name = self.name(rule);
@@ -414,7 +414,7 @@ impl Engine {
 
     /// The step's `when` was false at fire time: the run ends, and the
     /// record it owns goes (the step will never run).
-    pub(crate) fn skip_step(&mut self, rule: usize, now: Now) {
+    fn skip_step(&mut self, rule: usize, now: Now) {
         let name = self.name(rule);
         let Some(run) = self.rules[rule].run.as_mut() else {
             return;

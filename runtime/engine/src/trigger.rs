@@ -110,7 +110,7 @@ impl Engine {
     /// Steps 2 to 5 of docs/semantics.md#handling-one-event for one rule
     /// whose `on` matches: its `when` (an error logged and counted), then
     /// the verdict of [`decide::decide`], applied.
-    pub(crate) fn match_rule(&mut self, spec: &Rule, rule: usize, event: &Arc<Event>, now: Now) {
+    fn match_rule(&mut self, spec: &Rule, rule: usize, event: &Arc<Event>, now: Now) {
         // 2. Match.
         let when = spec.when.as_ref().map(|program| {
             let result = self.eval(rule, None, program, event);
@@ -138,7 +138,7 @@ impl Engine {
         self.apply(rule, verdict, Arc::clone(event), now);
     }
 
-    pub(crate) fn cancel_rule(&mut self, rule: usize, now: Now) {
+    fn cancel_rule(&mut self, rule: usize, now: Now) {
         // A cancel ends a hold and re-arms the rule (docs/semantics.md#hold).
         self.hold_cancel(rule);
         // The backlog goes first so ending the run does not start a held trigger.
@@ -164,7 +164,7 @@ impl Engine {
     }
 
     /// Does what [`decide::decide`] said of a trigger of `rule`.
-    pub(crate) fn apply(&mut self, rule: usize, verdict: Verdict, event: Arc<Event>, now: Now) {
+    fn apply(&mut self, rule: usize, verdict: Verdict, event: Arc<Event>, now: Now) {
         let fired = Fired {
             time: now.time,
             wall_ms: now.wall_ms,
@@ -211,7 +211,7 @@ impl Engine {
     }
 
     /// 3. Debounce: hold the latest event, restart the quiet window.
-    pub(crate) fn debounce(&mut self, rule: usize, event: Arc<Event>, now: Now) {
+    fn debounce(&mut self, rule: usize, event: Arc<Event>, now: Now) {
         let reason = if self.rules[rule].take_debounce().is_some() {
             self.timers.disarm();
             NonFireReason::DebounceReset
@@ -225,7 +225,7 @@ impl Engine {
     }
 
     /// `queue`: the backlog is full, the trigger is refused and counted.
-    pub(crate) fn refuse(&mut self, rule: usize, event: &Arc<Event>, now: Now) {
+    fn refuse(&mut self, rule: usize, event: &Arc<Event>, now: Now) {
         self.counters.refused += 1;
         self.trigger_note(rule, TriggerOutcome::Refused, event, now);
         let cap = self.config.queue_backlog;
@@ -239,13 +239,7 @@ impl Engine {
     }
 
     /// A trigger that did not start a run: its note, and the non-fire.
-    pub(crate) fn trigger_note(
-        &mut self,
-        rule: usize,
-        outcome: TriggerOutcome,
-        event: &Arc<Event>,
-        now: Now,
-    ) {
+    fn trigger_note(&mut self, rule: usize, outcome: TriggerOutcome, event: &Arc<Event>, now: Now) {
         let name = self.name(rule);
         self.note(Note::Trigger {
             rule: name,
