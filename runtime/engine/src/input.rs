@@ -7,7 +7,8 @@
 //! events like any other; the service and the simulator only deliver
 //! values and messages.
 
-use crate::effect::{Level, LogLine};
+use crate::effect::{Effect, Level, LogLine};
+use crate::{Engine, Now};
 use rulecore::bundle::{InputSource, Payload, PayloadFormat, StatePair};
 use rulecore::event::Event;
 use std::collections::BTreeMap;
@@ -204,6 +205,100 @@ fn decode(format: PayloadFormat, payload: &[u8]) -> Result<serde_json::Value, St
         // serde_json's message names line and column, never the input.
         PayloadFormat::Json => {
             serde_json::from_slice(payload).map_err(|error| format!("not JSON ({error})"))
+        }
+    }
+}
+
+/// The engine fed its inputs: state seeded or changed, channel messages.
+impl Engine {
+    /// A watched pair's value as read at start (seeding), or re-read
+    /// without a change notification; `index` into
+    /// [`Engine::watched_pairs`]. It makes no input event
+    /// (docs/semantics.md#inputs). Out-of-range indices are ignored.
+    pub fn state_changed(&mut self, index: usize, value: String) {
+        if let Some(slot) = self.state.get_mut(index) {
+            *slot = value;
+            self.bus.present[index] = true;
+            self.hold_state_changed(index);
+        }
+    }
+
+    /// A watched pair's value after a change notification (a live
+    /// change): it is stored like [`Engine::state_changed`], then every
+    /// live hash input over the pair whose value differs from the last
+    /// observed one dispatches its event (docs/semantics.md#inputs).
+    pub fn field_changed(&mut self, now: Now, index: usize, value: String) {
+        let Some(slot) = self.state.get_mut(index) else {
+            return;
+        };
+        let old = std::mem::replace(slot, value);
+        self.hold_state_changed(index);
+        let events = self.inputs.hash_events(index, &old, &self.state[index]);
+        for event in events {
+            self.handle_event(now, event);
+        }
+    }
+
+    /// A message on a raw channel that a live rule's input reads
+    /// (docs/semantics.md#inputs): each input on the channel makes its
+    /// event, or skips the message with a log line.
+    pub fn channel_message(&mut self, now: Now, channel: &str, payload: &[u8]) {
+        let mut logs = Vec::new();
+        let events = self.inputs.channel_events(channel, payload, &mut logs);
+        self.effects.extend(logs.into_iter().map(Effect::Log));
+        for event in events {
+            self.handle_event(now, event);
+        }
+        self.channel_derived(now, channel, payload);
+    }
+
+    /// Every pair the service seeds and keeps current: the bundle's
+    /// `state_pairs` (same indices), then the inputs' hash fields not
+    /// among them.
+    pub fn watched_pairs(&self) -> &[rulecore::bundle::StatePair] {
+        self.inputs.watched()
+    }
+
+    /// The raw channels the live rules' inputs read, sorted: subscribed
+    /// to exactly (docs/semantics.md#inputs).
+    pub fn input_channels(&self) -> Vec<String> {
+        let mut channels: Vec<String> = self
+            .inputs
+            .channels()
+            .chain(self.source_channels())
+            .map(str::to_string)
+            .collect();
+        channels.sort_unstable();
+        channels.dedup();
+        channels
+    }
+
+    /// The index of `(hash, field)` in [`Engine::watched_pairs`].
+    pub fn state_index(&self, hash: &str, field: &str) -> Option<usize> {
+        self.inputs.index(hash, field)
+    }
+
+    /// Sets a watched pair by name, as seeding does; returns `false` if
+    /// the bundle does not watch it.
+    pub fn set_state(&mut self, hash: &str, field: &str, value: String) -> bool {
+        match self.state_index(hash, field) {
+            Some(index) => {
+                self.state_changed(index, value);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`Engine::field_changed`] by name: a live change of a watched
+    /// pair; `false` if the bundle does not watch it.
+    pub fn set_field(&mut self, now: Now, hash: &str, field: &str, value: String) -> bool {
+        match self.state_index(hash, field) {
+            Some(index) => {
+                self.field_changed(now, index, value);
+                true
+            }
+            None => false,
         }
     }
 }

@@ -132,15 +132,11 @@ fn error_text(text: &str) -> Box<str> {
     cut(text, TRACE_ERROR_MAX).into()
 }
 
-/// A `when`'s result as a trace holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum WhenResult {
-    True,
-    False,
-    Error(Box<str>),
-}
+pub(crate) use crate::decide::WhenResult;
 
 impl WhenResult {
+    /// A `when`'s result as a trace holds it: an error's text cut to
+    /// [`TRACE_ERROR_MAX`].
     pub(crate) fn of(result: &Result<bool, String>) -> Self {
         match result {
             Ok(true) => Self::True,

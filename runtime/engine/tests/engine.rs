@@ -3059,3 +3059,67 @@ fn a_refused_step_of_a_run_that_ended_meanwhile_drops_its_record() {
         .take()
         .contains(&"30000 drop hazards#t-1 failed".to_string()));
 }
+
+/// The note a trigger's verdict foretells for rule `rule` (`None`: a
+/// verdict that notes nothing without `explain`).
+fn foretold(verdict: &ruled_engine::Verdict, rule: &str) -> Option<String> {
+    use ruled_engine::Verdict;
+    match verdict {
+        Verdict::Start | Verdict::Restart { .. } => Some(format!("run-start {rule}#")),
+        Verdict::Drop { .. } => Some(format!("trigger-dropped {rule}")),
+        Verdict::Queue { .. } => Some(format!("trigger-queued {rule}")),
+        Verdict::Refused { .. } => Some(format!("trigger-refused {rule}")),
+        Verdict::Cooldown { .. } => Some(format!("trigger-suppressed {rule}")),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_dry_run_foretells_what_the_same_trigger_then_does() {
+    use ruled_engine::Verdict;
+    let mut queued = rule("q", &["go"], vec![push("x", 10_000)]);
+    queued.concurrency = Concurrency::Queue;
+    let mut cooled = rule("c", &["go"], vec![push("y", 10_000)]);
+    cooled.concurrency = Concurrency::Restart;
+    cooled.options_mut().cooldown_ns = 5_000_000_000;
+    let mut dropped = rule("d", &["go"], vec![push("z", 10_000)]);
+    dropped.concurrency = Concurrency::Drop;
+    let config = EngineConfig {
+        queue_backlog: 1,
+        ..EngineConfig::default()
+    };
+    let mut h = H::with(payload(vec![queued, cooled, dropped]), config);
+    let go = Event {
+        topic: "go".into(),
+        ..Event::default()
+    };
+    let mut seen = Vec::new();
+    for at in [0, 1_000, 2_000, 6_000] {
+        h.to(at);
+        h.take();
+        let verdicts: Vec<(String, Verdict)> = ["q", "c", "d"]
+            .iter()
+            .map(|name| {
+                let dry = h.engine.dry_run(name, &go, now_of(&h)).unwrap();
+                (name.to_string(), dry.verdict)
+            })
+            .collect();
+        h.event("go");
+        let lines = h.take();
+        for (name, verdict) in verdicts {
+            let expected = foretold(&verdict, &name).unwrap();
+            assert!(
+                lines.iter().any(|line| line.contains(&expected)),
+                "at {at} ms {name}: the dry run said {verdict:?}, the engine did {lines:?}"
+            );
+            seen.push(verdict);
+        }
+    }
+    // Every policy outcome was foretold once at least.
+    for kind in ["Start", "Queue", "Refused", "Cooldown", "Restart", "Drop"] {
+        assert!(
+            seen.iter().any(|v| format!("{v:?}").starts_with(kind)),
+            "{kind} not reached: {seen:?}"
+        );
+    }
+}

@@ -1,0 +1,367 @@
+//! Replay at start (docs/semantics.md#durability-and-replay): the pending
+//! records a previous process left, judged (rule, step, fingerprint, the
+//! replay window), one kept per rule by its concurrency policy, and
+//! resumed as runs under their own ids; the rest removed with a reason.
+
+use crate::record::{self, ReplayAction};
+use crate::time::nanos_to_millis_ceil;
+use crate::timers::TimerKind;
+use crate::{
+    trace, DropReason, Effect, Engine, Level, LogLine, Note, Now, PendingRecord, Phase,
+    RecordError, Replay, ReplayDropReason,
+};
+use rulecore::bundle::{Concurrency, Rule, Step};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The replay checks that need no clock, in replay's order
+/// (docs/semantics.md#durability-and-replay): the record's rule (`None`:
+/// gone), its step, the step's fingerprint (`same_fingerprint`), and
+/// whether `ruled` could have written it at all. `rulec diff` asks the same
+/// of a deploy.
+pub fn refusal_without_clock(
+    rule: Option<&Rule>,
+    step: u32,
+    iter: u32,
+    same_fingerprint: impl FnOnce(usize, &Step) -> bool,
+) -> Option<ReplayDropReason> {
+    if let Some(reason) = step_refusal(rule, step, same_fingerprint) {
+        return Some(reason);
+    }
+    let (Some(rule), Some(spec)) = (rule, rule.and_then(|rule| rule.steps.get(step as usize)))
+    else {
+        return Some(ReplayDropReason::StepGone);
+    };
+    // Only a durable wait writes a record, on a pass the rule makes.
+    if spec.after_ns == 0 || !spec.durable || iter >= rule.repeat().count {
+        return Some(ReplayDropReason::NeverWritten);
+    }
+    None
+}
+
+/// Whether a step still stands in a bundle, the first three replay checks
+/// (docs/semantics.md#durability-and-replay): the rule (`None`: gone), a
+/// step at that index, and the same fingerprint (`same_fingerprint`). A
+/// live reload asks the same of every live run
+/// (docs/semantics.md#live-reload).
+pub fn step_refusal(
+    rule: Option<&Rule>,
+    step: u32,
+    same_fingerprint: impl FnOnce(usize, &Step) -> bool,
+) -> Option<ReplayDropReason> {
+    let Some(rule) = rule else {
+        return Some(ReplayDropReason::RuleGone);
+    };
+    let index = step as usize;
+    let Some(spec) = rule.steps.get(index) else {
+        return Some(ReplayDropReason::StepGone);
+    };
+    if !same_fingerprint(index, spec) {
+        return Some(ReplayDropReason::Fingerprint);
+    }
+    None
+}
+
+impl Engine {
+    /// Replay from raw hash fields (`field`, stored value), each decoded by
+    /// [`PendingRecord::decode_field`], the one decoding of a stored record
+    /// (docs/semantics.md#durability-and-replay); the service decodes as it
+    /// reads and calls [`Engine::replay`]. A value that is not a
+    /// record of its own run is logged once, with its
+    /// [`RecordError::code`], and removed ([`DropReason::Undecodable`]);
+    /// the rest go to [`Engine::replay`].
+    pub fn replay_raw(&mut self, now: Now, fields: Vec<(String, Vec<u8>)>) {
+        if self.stopped || self.replayed {
+            // Leave every field alone; `replay` says why.
+            return self.replay(now, Vec::new());
+        }
+        let mut records = Vec::with_capacity(fields.len());
+        for (field, value) in fields {
+            match PendingRecord::decode_field(&field, &value) {
+                Ok(record) => records.push(record),
+                Err(error) => {
+                    let reason = match &error {
+                        RecordError::Foreign { .. } => DropReason::Foreign,
+                        _ => DropReason::Undecodable,
+                    };
+                    // The one report of the removal; the `DropRecord`
+                    // below is not logged again.
+                    self.effects.push_back(Effect::Log(LogLine {
+                        level: Level::Warn,
+                        rule: None,
+                        step: None,
+                        finally: false,
+                        run: Some(field.as_str().into()),
+                        code: Some(error.code()),
+                        message: format!("removing pending record {field:?}: {error}"),
+                    }));
+                    self.effects.push_back(Effect::DropRecord {
+                        id: field.into(),
+                        rule: None,
+                        reason,
+                    });
+                }
+            }
+        }
+        self.replay(now, records);
+    }
+
+    /// Replay (docs/semantics.md#durability-and-replay): call once at start, after loading and before
+    /// the first event. Records are taken earliest `fire-at` first, ties by
+    /// id; invalid ones are removed with a reason; each rule's concurrency
+    /// policy picks among the rest; the survivors resume under their own ids.
+    pub fn replay(&mut self, now: Now, records: Vec<PendingRecord>) {
+        if let Some(mut replay) = self.replay_start(now, records) {
+            while self.replay_next(&mut replay, usize::MAX) {}
+        }
+    }
+
+    /// [`Engine::replay`] a part at a time, so the caller can take each
+    /// part's effects and notes ([`Engine::poll_effect`]) before the next
+    /// part makes more: with 10,000 records, the notes of every resumed
+    /// run queued at once are over a megabyte. Decides everything at once
+    /// (validity, which record each rule's policy keeps) in the same
+    /// (fire-at, id) order, so the outcome and the order of every note and
+    /// effect are [`Engine::replay`]'s; then [`Engine::replay_next`] acts
+    /// on the records in that order. `None` when there is nothing to do
+    /// (stopped, or replay already called: logged, as [`Engine::replay`]).
+    pub fn replay_start(&mut self, now: Now, mut records: Vec<PendingRecord>) -> Option<Replay> {
+        if self.stopped {
+            return None;
+        }
+        if std::mem::replace(&mut self.replayed, true) {
+            // Replay is once, at start (docs/semantics.md#durability-and-replay): records seen later
+            // belong to this process's own runs.
+            self.log(
+                Level::Error,
+                None,
+                None,
+                "replay called twice; the second call is ignored".to_string(),
+            );
+            return None;
+        }
+        // Ids are unique (hash fields), so an unstable sort gives the same
+        // order without a scratch buffer the size of the records.
+        records.sort_unstable_by(|a, b| a.fire_at.cmp(&b.fire_at).then_with(|| a.id.cmp(&b.id)));
+        let window = self.config.replay_window_ms.max(0);
+        let payload = Arc::clone(&self.payload);
+        // Only the rules the records name: with 100,000 rules and a few
+        // records, a map of every rule would be megabytes for nothing.
+        let mut by_name: HashMap<&str, Option<usize>> = records
+            .iter()
+            .map(|record| (record.rule.as_str(), None))
+            .collect();
+        for (index, rule) in payload.rules.iter().enumerate() {
+            if let Some(slot @ None) = by_name.get_mut(&*rule.name) {
+                *slot = Some(index);
+            }
+        }
+        // Two passes over the same (fire-at, id) order: the first only
+        // decides (validity, then which record each rule's policy keeps),
+        // the second acts, so every note and effect comes out in fire-at
+        // order (docs/semantics.md#durability-and-replay) whatever the outcome of each record.
+        let verdicts: Vec<record::Verdict> = records
+            .iter()
+            .map(|record| {
+                let rule = by_name.get(record.rule.as_str()).copied().flatten();
+                (
+                    rule,
+                    rule.map_or(Some(ReplayDropReason::RuleGone), |rule| {
+                        self.replay_refusal(rule, record, now.wall_ms, window)
+                    }),
+                )
+            })
+            .collect();
+        let mut winner: HashMap<usize, usize> = HashMap::new();
+        for (position, verdict) in verdicts.iter().enumerate() {
+            if let (Some(rule), None) = *verdict {
+                match payload.rules[rule].concurrency {
+                    // `restart` keeps the later record.
+                    Concurrency::Restart => {
+                        winner.insert(rule, position);
+                    }
+                    // `drop` and `queue` keep the first.
+                    Concurrency::Drop | Concurrency::Queue => {
+                        winner.entry(rule).or_insert(position);
+                    }
+                }
+            }
+        }
+        let mut actions: Vec<ReplayAction> = verdicts
+            .into_iter()
+            .enumerate()
+            .map(|(position, verdict)| match verdict {
+                (Some(rule), None) if winner.get(&rule) == Some(&position) => {
+                    ReplayAction::Resume(rule)
+                }
+                (Some(_), None) => ReplayAction::Remove(ReplayDropReason::Concurrency),
+                (_, reason) => ReplayAction::Remove(reason.unwrap_or(ReplayDropReason::RuleGone)),
+            })
+            .collect();
+        // Taken from the end: each part's records are freed as it is
+        // acted on (see `replay_next`).
+        records.reverse();
+        actions.reverse();
+        Some(Replay {
+            now,
+            records,
+            actions,
+        })
+    }
+
+    /// What replay would refuse of `records` before looking at a clock
+    /// ([`refusal_without_clock`]: rule, step, fingerprint, never written),
+    /// one answer per record in their order. The service's pending read
+    /// removes such records as it reads them, so junk never counts against
+    /// the replay budget (docs/service.md#what-ruled-reads-and-its-bounds).
+    pub fn refusals_without_clock(
+        &self,
+        records: &[PendingRecord],
+    ) -> Vec<Option<ReplayDropReason>> {
+        let mut by_name: HashMap<&str, Option<usize>> = records
+            .iter()
+            .map(|record| (record.rule.as_str(), None))
+            .collect();
+        for (index, rule) in self.payload.rules.iter().enumerate() {
+            if let Some(slot @ None) = by_name.get_mut(&*rule.name) {
+                *slot = Some(index);
+            }
+        }
+        records
+            .iter()
+            .map(|record| {
+                let rule = by_name
+                    .get(record.rule.as_str())
+                    .copied()
+                    .flatten()
+                    .and_then(|index| self.payload.rules.get(index));
+                let same = |_: usize, step: &Step| {
+                    record::same_fingerprint(&record.fingerprint, &step.fingerprint)
+                };
+                refusal_without_clock(rule, record.step, record.iter, same)
+            })
+            .collect()
+    }
+
+    /// Acts on the next `count` records of `replay` (resume or remove, in
+    /// the order [`Engine::replay_start`] decided); returns whether any
+    /// are left.
+    pub fn replay_next(&mut self, replay: &mut Replay, count: usize) -> bool {
+        let now = replay.now;
+        for _ in 0..count {
+            let (Some(record), Some(action)) = (replay.records.pop(), replay.actions.pop()) else {
+                return false;
+            };
+            match action {
+                ReplayAction::Resume(rule) => self.resume(rule, record, now),
+                ReplayAction::Remove(reason) => self.replay_drop(&record, reason),
+            }
+        }
+        // The acted-on part's room goes back (in place, no copy) while the
+        // runs it made take theirs: the records and the runs they become
+        // are never all held twice.
+        replay.records.shrink_to_fit();
+        replay.actions.shrink_to_fit();
+        !replay.records.is_empty()
+    }
+
+    /// Why replay must remove `record` of `rule`, checked in the order of
+    /// docs/semantics.md#durability-and-replay; `None` when it may resume.
+    pub(crate) fn replay_refusal(
+        &self,
+        rule: usize,
+        record: &PendingRecord,
+        wall_ms: i64,
+        window: i64,
+    ) -> Option<ReplayDropReason> {
+        let spec = &self.payload.rules[rule];
+        let same = |_: usize, step: &Step| {
+            record::same_fingerprint(&record.fingerprint, &step.fingerprint)
+        };
+        if let Some(reason) = refusal_without_clock(Some(spec), record.step, record.iter, same) {
+            return Some(reason);
+        }
+        let Some(step) = spec.steps.get(record.step as usize) else {
+            return Some(ReplayDropReason::StepGone);
+        };
+        if wall_ms.saturating_sub(record.fire_at) > window {
+            return Some(ReplayDropReason::TooLate);
+        }
+        if record.fire_at.saturating_sub(wall_ms) > nanos_to_millis_ceil(step.after_ns) {
+            // The clock went backwards.
+            return Some(ReplayDropReason::TooEarly);
+        }
+        None
+    }
+
+    pub(crate) fn replay_drop(&mut self, record: &PendingRecord, reason: ReplayDropReason) {
+        let id: Arc<str> = record.id.as_str().into();
+        let rule: Arc<str> = record.rule.as_str().into();
+        // The note is the one report of this removal; drivers word it with
+        // `ReplayDropReason::describe`.
+        self.note(Note::ReplayDrop {
+            id: Arc::clone(&id),
+            rule: Arc::clone(&rule),
+            step: record.step,
+            pass: record.iter,
+            reason,
+        });
+        self.effects.push_back(Effect::DropRecord {
+            id,
+            rule: Some(rule),
+            reason: DropReason::Replay(reason),
+        });
+    }
+
+    /// A replayed record resumes as a run under its own id, on its pass:
+    /// overdue steps run now, others wait out what is left.
+    pub(crate) fn resume(&mut self, rule: usize, record: PendingRecord, now: Now) {
+        if self.rules[rule].run.is_some() {
+            // Replay after events: the live run wins; the record is dropped.
+            self.replay_drop(&record, ReplayDropReason::Concurrency);
+            return;
+        }
+        let id: Arc<str> = record.id.into();
+        self.install_run(
+            rule,
+            Arc::clone(&id),
+            Arc::new(record.event),
+            record.step,
+            record.iter,
+        );
+        let name = self.name(rule);
+        self.note(Note::ReplayResume {
+            run: id,
+            rule: name,
+            step: record.step,
+            pass: record.iter,
+            fire_at: record.fire_at,
+        });
+        if let Some(run) = self.rules[rule].run.as_mut() {
+            run.owns_record = true;
+            run.fire_at = record.fire_at;
+        }
+        self.trace_run_started(rule, now, true);
+        let left_ms = record.fire_at.saturating_sub(now.wall_ms);
+        if left_ms <= 0 {
+            self.submit_step(rule, now);
+        } else {
+            let left_ns = u64::try_from(left_ms)
+                .unwrap_or(0)
+                .saturating_mul(1_000_000);
+            let due = now.time.plus_nanos(left_ns);
+            let token = self.arm(due, rule, TimerKind::Run);
+            if let Some(run) = self.rules[rule].run.as_mut() {
+                run.phase = Phase::Waiting { token };
+                // Only a durable wait leaves a record to resume.
+                let (serial, at) = (run.serial, run.at());
+                let wait = trace::Wait {
+                    start: now.time,
+                    due,
+                    durable: true,
+                };
+                self.traces.step_waiting(rule, serial, at, wait);
+            }
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! One event (docs/semantics.md#handling-one-event): the rules it
+//! cancels, then each rule it matches, in the index's order, a part at a
+//! time if the driver asks; for each, the verdict of [`crate::decide`]
+//! applied: a hold, a debounce window, a suppressed or refused trigger, a
+//! run started, restarted or queued.
+
+use crate::decide::{self, Verdict, WhenResult};
+use crate::rule_state::{Debounce, Fired};
+use crate::timers::TimerKind;
+use crate::{EndReason, Engine, Level, NonFireReason, Note, Now, TriggerOutcome};
+use rulecore::bundle::{Payload, Rule};
+use rulecore::event::Event;
+use std::sync::Arc;
+
+/// An event whose matched rules are handled a part at a time
+/// ([`Engine::event_start`], [`Engine::event_next`]): the rules still to
+/// handle, in the index's order.
+#[derive(Debug)]
+pub struct EventParts {
+    pub(crate) now: Now,
+    event: Arc<Event>,
+    /// The payload the matches index into.
+    payload: Arc<Payload>,
+    matches: Vec<u32>,
+    /// The next match to handle.
+    next: usize,
+}
+
+impl Engine {
+    /// One event from the bus (docs/semantics.md#handling-one-event).
+    pub fn handle_event(&mut self, now: Now, event: Event) {
+        if let Some(mut parts) = self.event_start(now, event) {
+            while self.event_next(&mut parts, usize::MAX) {}
+        }
+    }
+
+    /// [`Engine::handle_event`] a part at a time, so the caller can perform
+    /// each part's effects (the pending records of the runs it parks)
+    /// before the next part decides more: one event matching 10,000 rules
+    /// then has its first record in Redis at once, not once all 10,000 are
+    /// decided. Cancels the rules the event cancels now; returns the
+    /// matches still to handle ([`Engine::event_next`]), `None` when there
+    /// are none. Until they are all handled the caller gives the engine no
+    /// other input, so the outcome and the order of every effect are
+    /// [`Engine::handle_event`]'s.
+    pub fn event_start(&mut self, now: Now, event: Event) -> Option<EventParts> {
+        if self.stopped {
+            return None;
+        }
+        let mut cancels = std::mem::take(&mut self.scratch);
+        self.cancel_index.lookup(&event.topic, &mut cancels);
+        // 1. Cancel first, so an event can stop a rule and fire another, and
+        // a rule with the topic in both `on` and `cancel-on` is stopped
+        // before it starts again.
+        for &rule in &cancels {
+            self.cancel_rule(rule as usize, now);
+        }
+        let mut matches = cancels;
+        self.on_index.lookup(&event.topic, &mut matches);
+        let mut disabled = std::mem::take(&mut self.scratch_disabled);
+        disabled.clear();
+        if self.config.explain || self.traces.enabled() {
+            self.disabled_index.lookup(&event.topic, &mut disabled);
+        }
+        if matches.is_empty() && disabled.is_empty() {
+            self.scratch = matches;
+            self.scratch_disabled = disabled;
+            return None;
+        }
+        let event = Arc::new(event);
+        for &rule in &disabled {
+            self.non_fire(
+                rule as usize,
+                NonFireReason::RuleDisabled,
+                &event,
+                now,
+                None,
+            );
+        }
+        self.scratch_disabled = disabled;
+        Some(EventParts {
+            now,
+            event,
+            payload: Arc::clone(&self.payload),
+            matches,
+            next: 0,
+        })
+    }
+
+    /// Handles the next `count` rules `parts` matched (their `when`, hold,
+    /// debounce or dispatch, in the index's order); returns whether any
+    /// are left.
+    pub fn event_next(&mut self, parts: &mut EventParts, count: usize) -> bool {
+        let end = parts.next.saturating_add(count).min(parts.matches.len());
+        for position in parts.next..end {
+            let rule = parts.matches[position] as usize;
+            let payload = Arc::clone(&parts.payload);
+            self.match_rule(&payload.rules[rule], rule, &parts.event, parts.now);
+        }
+        parts.next = end;
+        if end < parts.matches.len() {
+            return true;
+        }
+        let mut matches = std::mem::take(&mut parts.matches);
+        matches.clear();
+        self.scratch = matches;
+        false
+    }
+
+    /// Steps 2 to 5 of docs/semantics.md#handling-one-event for one rule
+    /// whose `on` matches: its `when` (an error logged and counted), then
+    /// the verdict of [`decide::decide`], applied.
+    fn match_rule(&mut self, spec: &Rule, rule: usize, event: &Arc<Event>, now: Now) {
+        // 2. Match.
+        let when = spec.when.as_ref().map(|program| {
+            let result = self.eval(rule, None, program, event);
+            match &result {
+                Ok(true) => {}
+                Ok(false) => self.non_fire(rule, NonFireReason::WhenFalse, event, now, None),
+                Err(error) => {
+                    let error = Some(error.as_str());
+                    self.non_fire(rule, NonFireReason::WhenError, event, now, error);
+                }
+            }
+            WhenResult::of(&result)
+        });
+        let trigger = decide::Trigger {
+            spec,
+            state: &self.rules[rule],
+            matched: true,
+            cancels: false,
+            when: when.as_ref(),
+            now: now.time,
+            queue_backlog: self.config.queue_backlog,
+        };
+        // Applying a hold needs no time left: the hold keeps its timer.
+        let verdict = decide::decide(&trigger, |_| 0);
+        self.apply(rule, verdict, Arc::clone(event), now);
+    }
+
+    fn cancel_rule(&mut self, rule: usize, now: Now) {
+        // A cancel ends a hold and re-arms the rule (docs/semantics.md#hold).
+        self.hold_cancel(rule);
+        // The backlog goes first so ending the run does not start a held trigger.
+        self.rules[rule].clear_backlog();
+        self.cancel_run(rule, now);
+    }
+
+    /// Steps 4 and 5 of docs/semantics.md#handling-one-event for a trigger
+    /// past its `when`, hold and debounce: cooldown, then concurrency.
+    pub(crate) fn dispatch(&mut self, rule: usize, event: Arc<Event>, now: Now) {
+        let payload = Arc::clone(&self.payload);
+        let trigger = decide::Trigger {
+            spec: &payload.rules[rule],
+            state: &self.rules[rule],
+            matched: true,
+            cancels: false,
+            when: None,
+            now: now.time,
+            queue_backlog: self.config.queue_backlog,
+        };
+        let verdict = decide::policy(&trigger);
+        self.apply(rule, verdict, event, now);
+    }
+
+    /// Does what [`decide::decide`] said of a trigger of `rule`.
+    fn apply(&mut self, rule: usize, verdict: Verdict, event: Arc<Event>, now: Now) {
+        let fired = Fired {
+            time: now.time,
+            wall_ms: now.wall_ms,
+        };
+        match verdict {
+            // The index hands over enabled, matching rules only.
+            Verdict::Disabled | Verdict::NotMatched => {}
+            Verdict::WhenFalse | Verdict::WhenError => {
+                // `for`: a false `when` matters too (docs/semantics.md#hold).
+                if self.payload.rules[rule].hold_ns() > 0 {
+                    self.hold_match(rule, event, false, now);
+                }
+            }
+            Verdict::Hold { .. } | Verdict::Holding { .. } | Verdict::HoldFired => {
+                self.hold_match(rule, event, true, now);
+            }
+            Verdict::Debounce { .. } => self.debounce(rule, event, now),
+            Verdict::Cooldown { .. } => {
+                self.trigger_note(rule, TriggerOutcome::Suppressed, &event, now);
+            }
+            Verdict::Start => {
+                self.rules[rule].set_last_fire(fired);
+                self.start_run(rule, event, now);
+            }
+            Verdict::Restart { .. } => {
+                self.rules[rule].set_last_fire(fired);
+                self.end_run(rule, EndReason::Restarted, now);
+                self.start_run(rule, event, now);
+            }
+            Verdict::Drop { .. } => {
+                self.rules[rule].set_last_fire(fired);
+                self.trigger_note(rule, TriggerOutcome::Dropped, &event, now);
+            }
+            Verdict::Queue { .. } => {
+                self.rules[rule].set_last_fire(fired);
+                self.rules[rule].push_backlog(Arc::clone(&event));
+                self.trigger_note(rule, TriggerOutcome::Queued, &event, now);
+            }
+            Verdict::Refused { .. } => {
+                self.rules[rule].set_last_fire(fired);
+                self.refuse(rule, &event, now);
+            }
+        }
+    }
+
+    /// 3. Debounce: hold the latest event, restart the quiet window.
+    fn debounce(&mut self, rule: usize, event: Arc<Event>, now: Now) {
+        let reason = if self.rules[rule].take_debounce().is_some() {
+            self.timers.disarm();
+            NonFireReason::DebounceReset
+        } else {
+            NonFireReason::DebounceHeld
+        };
+        self.non_fire(rule, reason, &event, now, None);
+        let window = self.payload.rules[rule].debounce_ns();
+        let token = self.arm(now.time.plus_nanos(window), rule, TimerKind::Debounce);
+        self.rules[rule].set_debounce(Debounce { event, token });
+    }
+
+    /// `queue`: the backlog is full, the trigger is refused and counted.
+    fn refuse(&mut self, rule: usize, event: &Arc<Event>, now: Now) {
+        self.counters.refused += 1;
+        self.trigger_note(rule, TriggerOutcome::Refused, event, now);
+        let cap = self.config.queue_backlog;
+        let name = self.name(rule);
+        self.log(
+            Level::Warn,
+            Some(name),
+            None,
+            format!("trigger refused: the queue backlog is full ({cap})"),
+        );
+    }
+
+    /// A trigger that did not start a run: its note, and the non-fire.
+    fn trigger_note(&mut self, rule: usize, outcome: TriggerOutcome, event: &Arc<Event>, now: Now) {
+        let name = self.name(rule);
+        self.note(Note::Trigger {
+            rule: name,
+            outcome,
+        });
+        self.non_fire(rule, outcome.into(), event, now, None);
+    }
+}
