@@ -375,6 +375,13 @@ fn the_info_journal_says_each_action_of_the_hazards_example() {
     });
     assert!(done.is_some(), "no off within 60 s:\n{}", ruled.log_text());
     ruled.wait_log(&["action: LPUSH scooter:blinker off"]);
+    // The run is over only when the last push's outcome is back: a stop
+    // before that ends it `stopped`, which is logged too.
+    wait_for("the hazards run to end", || {
+        let status = ctl(&redis, &["--format", "json", "status"]);
+        serde_json::from_str::<StatusReply>(&status.stdout)
+            .is_ok_and(|reply| reply.counter_values.get("runs-active") == Some(&0))
+    });
     assert!(ruled.stop());
     let lines: Vec<String> = ruled.log()[before..]
         .iter()
