@@ -163,7 +163,8 @@ impl<W: Write> Writer<W> {
         }
     }
 
-    /// Writes `text` (an entry or a comment) after a blank line, flushed;
+    /// Writes `text` (an entry or a comment) after a blank line (but the
+    /// first), flushed;
     /// `false`
     /// once the bound is reached (the note is written then, once).
     pub fn entry(&mut self, text: &str) -> std::io::Result<bool> {
@@ -182,7 +183,9 @@ impl<W: Write> Writer<W> {
             self.out.flush()?;
             return Ok(false);
         }
-        self.out.write_all(b"\n")?;
+        if self.written > 0 {
+            self.out.write_all(b"\n")?;
+        }
         self.out.write_all(text.as_bytes())?;
         // Each entry reaches the file whole at once: a recorder killed
         // without a chance to stop loses nothing written before.
