@@ -39,7 +39,7 @@ fn ride_rules() -> String {
     .join("\n")
 }
 
-fn battery<'a>(charge: &'a str) -> [(&'a str, &'a str); 5] {
+fn battery(charge: &str) -> [(&str, &str); 5] {
     [
         ("present", "true"),
         ("state", "active"),

@@ -251,13 +251,11 @@ mod tests {
 
     #[test]
     fn the_bound_stops_whole_entries() {
-        let mut out = Vec::new();
-        let mut writer = Writer::new(&mut out, 300);
+        let mut writer = Writer::new(Vec::new(), 300);
         assert!(writer.entry(&"x".repeat(100)).unwrap());
         assert!(!writer.entry(&"y".repeat(100)).unwrap());
         assert!(!writer.entry("z").unwrap());
-        drop(writer);
-        let text = String::from_utf8(out).unwrap();
+        let text = String::from_utf8(writer.out).unwrap();
         assert!(!text.contains('y'));
         assert!(text.contains("bound"));
     }
