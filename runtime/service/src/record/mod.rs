@@ -116,7 +116,9 @@ pub async fn run(
             None => stop.await,
         }
     };
+    let input_channels = engine.input_channels().into_iter().collect();
     let mut recorder = Recorder {
+        input_channels,
         engine,
         con,
         writer,
@@ -133,7 +135,7 @@ pub async fn run(
             .watched_hashes()
             .into_iter()
             .map(str::to_string)
-            .chain(recorder.engine.input_channels())
+            .chain(recorder.input_channels.iter().cloned())
             .collect();
         let subs = Subscriptions::compute(&payload, |_| false, channels);
         let mut subscriber = Subscriber::new(client, tls, subs);
@@ -190,6 +192,8 @@ pub(crate) struct Recorder {
     /// The earliest `at` of the next entry: one past a `[[message]]`, whose
     /// millisecond the simulator gives to `[[state]]` entries first.
     floor_ms: u64,
+    /// [`Engine::input_channels`], asked once.
+    input_channels: BTreeSet<String>,
     entries: usize,
 }
 
@@ -351,7 +355,7 @@ impl Recorder {
             Notified::Reread(pairs) => self.reread(at_ms, &channel, &pairs).await?,
             Notified::Ignore => {}
         }
-        if self.engine.input_channels().contains(&channel) {
+        if self.input_channels.contains(&channel) {
             match std::str::from_utf8(payload) {
                 Ok(text) => {
                     self.write(&timeline::message(at_ms, &channel, text))?;
