@@ -391,3 +391,24 @@ fn events_are_recorded_from_the_stream() {
         "{text}"
     );
 }
+
+/// `--seconds N` ends the recording by itself, exit 0, the file whole.
+#[test]
+fn seconds_end_the_recording() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bundle = build_rules(dir.path(), "rules", &[("rules.toml", &ride_rules())]);
+    Services::new(&redis).set("alarm", "status", "disarmed");
+    let mut recorder = Recorder::start(
+        &redis,
+        &bundle,
+        dir.path().join("short.toml"),
+        &["--seconds", "1"],
+    );
+    let status = support::poll(|| recorder.child.try_wait().expect("wait"))
+        .expect("ruled record --seconds 1 stopped by itself");
+    assert!(status.success(), "{status}");
+    let text = recorder_text(&dir.path().join("short.toml"));
+    let parsed: toml::Table = toml::from_str(&text).expect("the recording is TOML");
+    assert_eq!(parsed["state"].as_array().map(Vec::len), Some(1), "{text}");
+}
