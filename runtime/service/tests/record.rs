@@ -412,3 +412,31 @@ fn seconds_end_the_recording() {
     let parsed: toml::Table = toml::from_str(&text).expect("the recording is TOML");
     assert_eq!(parsed["state"].as_array().map(Vec::len), Some(1), "{text}");
 }
+
+/// A subscription lost and restored: the gap is noted, and a watched
+/// field that changed meanwhile is written as `ruled` rereads it.
+#[test]
+fn a_restored_subscription_rereads_what_changed() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bundle = build_rules(dir.path(), "rules", &[("rules.toml", &ride_rules())]);
+    let bus = Services::new(&redis);
+    bus.set("alarm", "status", "disarmed");
+    let recorder = Recorder::start(&redis, &bundle, dir.path().join("gap.toml"), &[]);
+    wait_for("the recorder seeded", || {
+        recorder.text().contains("before-start = true")
+    });
+    // The pub/sub connection dropped, the field written before it is back.
+    let _: redis::Value = redis.query(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    bus.set_silently("alarm", "status", "armed");
+    wait_for("the gap noted and the change reread", || {
+        recorder.text().contains("lost and restored") && recorder.text().contains("replace = true")
+    });
+    let (code, err) = recorder.interrupt();
+    assert_eq!(code, Some(0), "{err}");
+    let text = recorder_text(&dir.path().join("gap.toml"));
+    let parsed: toml::Table = toml::from_str(&text).expect("the recording is TOML");
+    let last = parsed["state"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["hash"].as_str(), Some("alarm"), "{text}");
+    assert_eq!(last["fields"]["status"].as_str(), Some("armed"), "{text}");
+}

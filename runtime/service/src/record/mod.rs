@@ -339,7 +339,7 @@ impl Recorder {
             Bus::Restored => {
                 let note = format!("{}ms: the subscription was lost and restored: what was published in between is missing", self.at_ms());
                 self.writer.comment(&note)?;
-                return Ok(());
+                return self.restored().await;
             }
         };
         let at_ms = self.at_ms();
@@ -429,6 +429,35 @@ impl Recorder {
             entry.replace = true;
         }
         self.write(&entry.render())?;
+        Ok(())
+    }
+
+    /// After a reconnect `ruled` reads every watched field again and each
+    /// real change emits: a hash whose watched fields moved is written as
+    /// it is now (`replace`), which the simulator rereads the same way.
+    async fn restored(&mut self) -> Result<(), RecordError> {
+        let at_ms = self.at_ms();
+        let live = self.engine.live_pairs();
+        let hashes: BTreeSet<String> = self
+            .engine
+            .watched_hashes()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for hash in hashes {
+            let pairs: Vec<usize> = live
+                .iter()
+                .copied()
+                .filter(|&index| self.engine.watched_pairs()[index].hash == hash)
+                .collect();
+            let values = self.read(&pairs).await?;
+            if values
+                .iter()
+                .any(|(index, value)| self.shadow.get(*index) != Some(value))
+            {
+                self.reread(at_ms, &hash, &pairs).await?;
+            }
+        }
         Ok(())
     }
 
