@@ -67,7 +67,7 @@ enum Command {
     /// Stops after --seconds, at SIGINT/SIGTERM (writing what it has), or
     /// at 16 MiB. Exits 0 when recorded, 1 on an error.
     #[command(
-        after_help = "Example:\n  ruled record --seconds 600 --out ride.timeline.toml\n  ruled record --events --out bus-events.timeline.toml\n  rulec simulate /data/extensions ride.timeline.toml"
+        after_help = "Example:\n  ruled record --seconds 600 --out ride.timeline.toml\n  ruled record --events --out bus-events.timeline.toml\n  rulec simulate /data/extensions --timeline ride.timeline.toml"
     )]
     Record(RecordArgs),
 }

@@ -440,3 +440,34 @@ fn a_restored_subscription_rereads_what_changed() {
     assert_eq!(last["hash"].as_str(), Some("alarm"), "{text}");
     assert_eq!(last["fields"]["status"].as_str(), Some("armed"), "{text}");
 }
+
+/// SIGINT while Redis does not answer yet: the recorder stops (it was
+/// retrying the connection), exit 0.
+#[test]
+fn sigint_stops_a_recorder_waiting_for_redis() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bundle = build_rules(dir.path(), "rules", &[("rules.toml", &ride_rules())]);
+    let nowhere = format!("redis+unix://{}", dir.path().join("none.sock").display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ruled"))
+        .args(["record", "--redis", &nowhere, "--bundle"])
+        .arg(&bundle)
+        .arg("--out")
+        .arg(dir.path().join("never.toml"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ruled record");
+    // It is trying: a warning per failed attempt.
+    let mut stderr = child.stderr.take().unwrap();
+    let mut first = [0u8; 1];
+    use std::io::Read;
+    stderr.read_exact(&mut first).expect("a warning");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let status = poll(|| child.try_wait().expect("wait"));
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+}

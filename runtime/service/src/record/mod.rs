@@ -95,7 +95,12 @@ pub async fn run(
         config.redis_password.as_ref(),
         config.redis_ca_file.as_deref(),
     )?;
-    let con = connect_manager(&client).await;
+    tokio::pin!(stop);
+    // Redis not there yet: retried until it is, or until stopped.
+    let con = tokio::select! {
+        con = connect_manager(&client) => con,
+        () = &mut stop => return Ok(Summary::default()),
+    };
     let out: Box<dyn Write> = match &config.out {
         Some(path) => Box::new(std::io::BufWriter::new(std::fs::File::create(path)?)),
         None => Box::new(std::io::BufWriter::new(std::io::stdout())),
@@ -109,11 +114,11 @@ pub async fn run(
         match deadline {
             Some(at) => {
                 tokio::select! {
-                    () = stop => {}
+                    () = &mut stop => {}
                     () = tokio::time::sleep_until(at) => {}
                 }
             }
-            None => stop.await,
+            None => (&mut stop).await,
         }
     };
     let input_channels = engine.input_channels().into_iter().collect();
@@ -171,7 +176,7 @@ fn header(config: &RecordConfig, engine: &Engine, bundle_id: &str) -> String {
     };
     format!(
         "ruled record{}: {}\nprofile: {profile}\nbundle: {} ({bundle_id})\nredis: {}\n\
-         replay: rulec simulate RULES_DIR THIS_FILE",
+         replay: rulec simulate RULES_DIR --timeline THIS_FILE",
         if config.events { " --events" } else { "" },
         timeline::utc(crate::clock::wall_ms()),
         config.bundle.display(),
