@@ -21,6 +21,7 @@ pub mod owner;
 pub mod pool;
 pub mod pubsub;
 pub mod rebuild;
+pub mod record;
 pub mod record_store;
 pub mod rules_dir;
 pub mod signals;

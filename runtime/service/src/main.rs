@@ -59,6 +59,46 @@ enum Command {
         after_help = "Example:\n  ruled rebuild --rules-dir /data/extensions --bundle /var/lib/ruled/rules.bundle\n  RULED_RULES_DIR=/data/extensions RULED_BUNDLE=/var/lib/ruled/rules.bundle ruled rebuild"
     )]
     Rebuild(RebuildArgs),
+    /// Record the real bus as a timeline that `rulec simulate` and `rulec
+    /// test` read unchanged (docs/recording.md): the watched fields of the
+    /// bundle's profile as seeding `[[state]]` entries, then every
+    /// notification and raw channel message in arrival order, with
+    /// millisecond times. Only reads: nothing a running ruled would see.
+    /// Stops after --seconds, at SIGINT/SIGTERM (writing what it has), or
+    /// at 16 MiB. Exits 0 when recorded, 1 on an error.
+    #[command(
+        after_help = "Example:\n  ruled record --seconds 600 --out ride.timeline.toml\n  ruled record --events --out bus-events.timeline.toml\n  rulec simulate /data/extensions --timeline ride.timeline.toml"
+    )]
+    Record(RecordArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RecordArgs {
+    #[command(flatten)]
+    connect: RedisArgs,
+
+    /// The bundle whose profile says what is watched (the one the
+    /// scooter's ruled loads).
+    #[arg(
+        long,
+        env = "RULED_BUNDLE",
+        default_value = "/var/lib/ruled/rules.bundle",
+        value_name = "FILE"
+    )]
+    bundle: PathBuf,
+
+    /// The timeline file to write (default: stdout).
+    #[arg(long, short, value_name = "FILE")]
+    out: Option<PathBuf>,
+
+    /// Stop after this many seconds (default: at SIGINT/SIGTERM).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    seconds: Option<u64>,
+
+    /// Record stream `events` as `[[event]]` entries instead: what the bus
+    /// said, not how it was derived.
+    #[arg(long)]
+    events: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -306,6 +346,7 @@ fn main() -> Result<()> {
     match cli.command {
         Some(Command::Ctl(ctl)) => std::process::exit(run_ctl(ctl)),
         Some(Command::Rebuild(rebuild)) => std::process::exit(run_rebuild(rebuild)),
+        Some(Command::Record(record)) => std::process::exit(run_record(record)),
         None => {}
     }
     let args = cli.service;
@@ -453,6 +494,53 @@ fn run_rebuild(args: RebuildArgs) -> i32 {
             outcome.first_error.as_deref().unwrap_or("unknown")
         );
         1
+    }
+}
+
+/// `ruled record` (docs/recording.md); returns the exit code.
+#[allow(clippy::print_stderr)] // the recorder's one line of outcome
+fn run_record(args: RecordArgs) -> i32 {
+    let outcome = (|| {
+        // Warnings (a field over its bound, a lost connection) on stderr.
+        ruled::logging::init("warn")?;
+        let config = ruled::record::RecordConfig {
+            bundle: args.bundle,
+            redis_password: redis_password(args.connect.redis_password_file.as_deref())?,
+            redis_url: args.connect.redis,
+            redis_ca_file: args.connect.redis_ca_file,
+            seconds: args.seconds,
+            events: args.events,
+            out: args.out,
+            limit: ruled::record::timeline::MAX_RECORDING_BYTES,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| anyhow::anyhow!("cannot start tokio: {e}"))?;
+        runtime.block_on(async {
+            let (stop, _reloads) = ruled::signals::install()?;
+            ruled::record::run(config, stop)
+                .await
+                .map_err(anyhow::Error::from)
+        })
+    })();
+    match outcome {
+        Ok(summary) => {
+            eprintln!(
+                "ruled record: {} entries{}",
+                summary.entries,
+                if summary.full {
+                    ", stopped at the 16 MiB bound"
+                } else {
+                    ""
+                }
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("ruled record: {e}");
+            1
+        }
     }
 }
 
