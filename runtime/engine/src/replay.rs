@@ -5,10 +5,9 @@
 
 use crate::record::{self, ReplayAction};
 use crate::time::nanos_to_millis_ceil;
-use crate::timers::TimerKind;
 use crate::{
-    trace, DropReason, Effect, Engine, Level, LogLine, Note, Now, PendingRecord, Phase,
-    RecordError, Replay, ReplayDropReason,
+    DropReason, Effect, Engine, Level, LogLine, Note, Now, PendingRecord, RecordError, Replay,
+    ReplayDropReason,
 };
 use rulecore::bundle::{Concurrency, Rule, Step};
 use std::collections::HashMap;
@@ -349,19 +348,8 @@ impl Engine {
             let left_ns = u64::try_from(left_ms)
                 .unwrap_or(0)
                 .saturating_mul(1_000_000);
-            let due = now.time.plus_nanos(left_ns);
-            let token = self.arm(due, rule, TimerKind::Run);
-            if let Some(run) = self.rules[rule].run.as_mut() {
-                run.phase = Phase::Waiting { token };
-                // Only a durable wait leaves a record to resume.
-                let (serial, at) = (run.serial, run.at());
-                let wait = trace::Wait {
-                    start: now.time,
-                    due,
-                    durable: true,
-                };
-                self.traces.step_waiting(rule, serial, at, wait);
-            }
+            // Only a durable wait leaves a record to resume.
+            self.wait_until(rule, now.time.plus_nanos(left_ns), true, now);
         }
     }
 }

@@ -4,7 +4,7 @@
 //! durable), judge the step's `when`, hand it to the pool, move on, end.
 
 use crate::record::RecordRef;
-use crate::time::nanos_to_millis_ceil;
+use crate::time::{nanos_to_millis_ceil, Time};
 use crate::timers::TimerKind;
 use crate::{
     finally, run_id, trace, values, DropReason, Effect, EndReason, Engine, Job, JobId, Level,
@@ -184,7 +184,12 @@ impl Engine {
                 .saturating_add(nanos_to_millis_ceil(step.after_ns));
             self.put_record(rule, &spec.source, fire_at, RecordWrite::First);
         }
-        let due = now.time.plus_nanos(step.after_ns);
+        self.wait_until(rule, now.time.plus_nanos(step.after_ns), durable, now);
+    }
+
+    /// The live run waits for its current step until `due`: one timer,
+    /// the run's phase, and the trace's waiting step.
+    pub(crate) fn wait_until(&mut self, rule: usize, due: Time, durable: bool, now: Now) {
         let token = self.arm(due, rule, TimerKind::Run);
         if let Some(run) = self.rules[rule].run.as_mut() {
             run.phase = Phase::Waiting { token };
