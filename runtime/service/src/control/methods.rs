@@ -73,7 +73,7 @@ impl Done {
 
 /// A typed reply as the payload's JSON: through `Value`, whose objects
 /// keep their keys sorted, so the wire text is as it always was.
-pub(super) fn encoded(reply: &impl Serialize) -> Result<Value, String> {
+pub(crate) fn encoded(reply: &impl Serialize) -> Result<Value, String> {
     serde_json::to_value(reply).map_err(|e| format!("reply not encodable: {e}"))
 }
 

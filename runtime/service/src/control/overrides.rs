@@ -294,14 +294,6 @@ impl InForce {
         format!("{}={} (bundle: {bundle})", self.rule, word(self.enabled))
     }
 
-    /// One entry of `v1.reload`'s `overrides`.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self.entry()).unwrap_or_else(|e| {
-            tracing::error!(rule = %self.rule, "override entry not encodable: {e}");
-            serde_json::Value::Null
-        })
-    }
-
     /// One entry of `v1.reload`'s `overrides`, typed.
     pub fn entry(&self) -> super::protocol::OverrideInForce {
         super::protocol::OverrideInForce {

@@ -14,6 +14,7 @@ use crate::bundle::{self, LoadError, LoadedBundle};
 use crate::bus::{self, BusReader, Watch};
 use crate::control::methods;
 use crate::control::overrides::InForce;
+use crate::control::protocol::ReloadReply;
 use crate::control::wire::Reply;
 use crate::control::{Answer, Call};
 use crate::subscriptions::Subscriptions;
@@ -66,21 +67,21 @@ pub enum ReloadError {
 
 impl Reloaded {
     /// The reply of `v1.reload`.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub fn reply(&self) -> ReloadReply {
         let changes = &self.changes;
-        serde_json::json!({
-            "bundle": self.bundle,
-            "previous": self.previous,
-            "unchanged": changes.unchanged,
-            "added": changes.added,
-            "removed": changes.removed,
-            "changed": changes.changed,
-            "runs-kept": changes.runs_kept,
-            "runs-ended": changes.runs_ended,
-            "channels": self.subscriptions.channel_count(),
-            "patterns": self.subscriptions.pattern_count(),
-            "overrides": self.overrides.iter().map(InForce::to_json).collect::<Vec<_>>(),
-        })
+        ReloadReply {
+            bundle: self.bundle.clone(),
+            previous: self.previous.clone(),
+            unchanged: changes.unchanged,
+            added: changes.added.clone(),
+            removed: changes.removed.clone(),
+            changed: changes.changed.clone(),
+            runs_kept: changes.runs_kept,
+            runs_ended: changes.runs_ended,
+            channels: self.subscriptions.channel_count(),
+            patterns: self.subscriptions.pattern_count(),
+            overrides: self.overrides.iter().map(InForce::entry).collect(),
+        }
     }
 }
 
@@ -170,7 +171,10 @@ impl Service {
             ),
         }
         let reply = match &outcome {
-            Ok(reloaded) => Reply::ok(reloaded.to_json()),
+            Ok(reloaded) => match methods::encoded(&reloaded.reply()) {
+                Ok(payload) => Reply::ok(payload),
+                Err(e) => Reply::error(e),
+            },
             Err(e) => Reply::error(format!("{}: {e}", methods::RELOAD)),
         };
         // The server gave up on it (stopping): nothing to answer.
