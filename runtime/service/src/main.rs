@@ -360,23 +360,22 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// The Redis password from `--redis-password-file` (first line, at most
-/// 4 KiB read) or `RULED_REDIS_PASSWORD`; never from the command line,
-/// where every user sees it (docs/service.md#flags).
+/// The Redis password from `--redis-password-file` (its first line; a
+/// regular file of at most 4 KiB, read like every input file) or
+/// `RULED_REDIS_PASSWORD`; never from the command line, where every user
+/// sees it (docs/service.md#flags).
 fn redis_password(file: Option<&std::path::Path>) -> Result<Option<Secret>> {
-    use std::io::Read;
     let Some(path) = file else {
         return Ok(std::env::var("RULED_REDIS_PASSWORD").ok().map(Secret));
     };
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(4096).read_to_string(&mut text))
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot read the Redis password file {}: {e}",
-                path.display()
-            )
-        })?;
+    let bytes = rulecore::input_file::read_bounded(path, 4096)
+        .map_err(|e| anyhow::anyhow!("cannot read the Redis password file {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        anyhow::anyhow!(
+            "the Redis password file {} is not UTF-8 text",
+            path.display()
+        )
+    })?;
     let password = text.lines().next().unwrap_or_default().to_string();
     if password.is_empty() {
         anyhow::bail!("the Redis password file {} is empty", path.display());

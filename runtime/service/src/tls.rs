@@ -7,6 +7,10 @@
 use redis::{ConnectionAddr, ConnectionInfo};
 use std::path::{Path, PathBuf};
 
+/// The largest `--redis-ca-file` read: a bundle of CA certificates is a few
+/// KiB to a few hundred; more is not a CA file.
+pub const MAX_CA_FILE_BYTES: u64 = 1024 * 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// `url` is redacted.
@@ -22,10 +26,11 @@ pub enum TlsError {
          give the server's CA with --redis-ca-file instead"
     )]
     Insecure { url: String },
-    #[error("cannot read the Redis CA file {}: {source}", path.display())]
+    /// `source` names the file (a regular file of at most
+    /// [`MAX_CA_FILE_BYTES`], read like every input file).
+    #[error("cannot read the Redis CA file {source}")]
     CaFileRead {
-        path: PathBuf,
-        source: std::io::Error,
+        source: rulecore::input_file::InputError,
     },
     #[error("the Redis CA file {} {reason}", path.display())]
     CaFileBad { path: PathBuf, reason: String },
@@ -96,10 +101,8 @@ fn tls_client(
     let mut roots = rustls::RootCertStore::empty();
     let ca_pem = match ca_file {
         Some(path) => {
-            let pem = std::fs::read(path).map_err(|source| TlsError::CaFileRead {
-                path: path.into(),
-                source,
-            })?;
+            let pem = rulecore::input_file::read_bounded(path, MAX_CA_FILE_BYTES)
+                .map_err(|source| TlsError::CaFileRead { source })?;
             let bad = |reason: String| TlsError::CaFileBad {
                 path: path.into(),
                 reason,

@@ -367,3 +367,28 @@ fn an_overlong_topic_is_skipped() {
     let _: i64 = redis.query(&["PUBLISH", "ev:x.y", r#"{"topic":"x.y"}"#]);
     wait_for("the normal event", || list(&redis, "dots:out") == ["seen"]);
 }
+
+/// The Redis password file is read like every input file: a FIFO there
+/// is refused at once with its kind (opening it for reading used to wait
+/// for a writer, and `ruled` never started nor said why).
+#[test]
+fn a_fifo_as_the_password_file_is_refused_at_once() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = fixture_bundle(dir.path());
+    let fifo = dir.path().join("redis.pass");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|status| status.success()), "mkfifo");
+    let mut ruled = Ruled::start(
+        &redis,
+        &bundle,
+        &["--redis-password-file", fifo.to_str().unwrap()],
+    );
+    let code = ruled.wait_exit();
+    assert!(matches!(code, Some(c) if c != 0), "{code:?}");
+    let log = ruled.log_text();
+    assert!(
+        log.contains("cannot read the Redis password file") && log.contains("a FIFO"),
+        "{log}"
+    );
+}
