@@ -56,6 +56,7 @@ pub fn check() -> Result<()> {
     let root = repository_root()?;
     let files = product_files(&root)?;
     unsafe_only_where_documented(&root, &files)?;
+    io_only_where_documented(&root, &files)?;
     functions_are_short(&files)?;
     let mut alone = cargo();
     alone.args(["build", "--package", "ruled-engine", "--lib"]);
@@ -122,12 +123,23 @@ fn inverted_tree(krate: &str) -> Result<Vec<String>> {
 /// The files ARCHITECTURE.md allows `unsafe` in: the backticked paths on
 /// its line "`unsafe` appears only in ...".
 fn documented_unsafe_files(root: &Path) -> Result<Vec<PathBuf>> {
+    documented_files(root, "`unsafe` appears only in")
+}
+
+/// The backticked `.rs` paths of the ARCHITECTURE.md paragraph that
+/// contains `marker`, each checked to exist.
+fn documented_files(root: &Path, marker: &str) -> Result<Vec<PathBuf>> {
     let text =
         std::fs::read_to_string(root.join("ARCHITECTURE.md")).context("reading ARCHITECTURE.md")?;
     let paragraph = text
         .split("\n\n")
-        .find(|p| p.contains("`unsafe` appears only in"))
-        .context("ARCHITECTURE.md has no invariant saying where `unsafe` appears")?;
+        .find(|p| {
+            p.split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .contains(marker)
+        })
+        .with_context(|| format!("ARCHITECTURE.md has no invariant saying \"{marker}\""))?;
     let files: Vec<PathBuf> = paragraph
         .split('`')
         .skip(1)
@@ -138,7 +150,7 @@ fn documented_unsafe_files(root: &Path) -> Result<Vec<PathBuf>> {
     for file in &files {
         if !file.is_file() {
             bail!(
-                "ARCHITECTURE.md allows `unsafe` in {}, which does not exist",
+                "ARCHITECTURE.md names {} (\"{marker}\"), which does not exist",
                 file.display()
             );
         }
@@ -212,6 +224,63 @@ fn unsafe_only_where_documented(root: &Path, files: &[ProductFile]) -> Result<()
         );
     }
     Ok(())
+}
+
+/// The pure crates (`rulecore`, `ruled-engine`) touch files, the
+/// environment and the terminal only in the files ARCHITECTURE.md names
+/// in its paragraph "touches files, the environment or the terminal only in".
+fn io_only_where_documented(root: &Path, files: &[ProductFile]) -> Result<()> {
+    eprintln!(
+        "==> file, environment and terminal access in rulecore only where ARCHITECTURE.md says"
+    );
+    let allowed = documented_files(
+        root,
+        "touches files, the environment or the terminal only in",
+    )?;
+    let pure = |file: &&ProductFile| {
+        file.shown.starts_with("shared/src") || file.shown.starts_with("runtime/engine/src")
+    };
+    let mut found = Vec::new();
+    for file in files
+        .iter()
+        .filter(pure)
+        .filter(|f| !allowed.contains(&f.path))
+    {
+        for (n, line) in file.lines.iter().enumerate() {
+            if does_io(line) {
+                found.push(format!("{}:{}: {}", file.shown, n + 1, line.trim()));
+            }
+        }
+    }
+    if !found.is_empty() {
+        bail!(
+            "file, environment or terminal access in a pure crate outside the files ARCHITECTURE.md names:\n  {}",
+            found.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// Whether the code part of a line (not a `//` comment) names the file
+/// system, the environment or the terminal.
+fn does_io(line: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "std::fs",
+        "fs::",
+        "std::env",
+        "env::var",
+        "print!",
+        "println!",
+        "eprint!",
+        "eprintln!",
+        "File::",
+        "OpenOptions",
+        "stdout()",
+        "stderr()",
+        "stdin()",
+    ];
+    let code = line.split("//").next().unwrap_or_default();
+    WORDS.iter().any(|word| code.contains(word))
 }
 
 /// `unsafe` as a word in the code part of a line: not in a `//` comment,
@@ -342,6 +411,15 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_is_found_in_code_not_in_comments() {
+        assert!(does_io("    let text = std::fs::read(path)?;"));
+        assert!(does_io(r#"    eprintln!("{x}");"#));
+        assert!(does_io("    let seed = env::var(SEED);"));
+        assert!(!does_io("    // std::fs is read by the service, not here"));
+        assert!(!does_io("    let files = 3; // println! in a comment"));
+    }
 
     fn lines(text: &str) -> Vec<String> {
         text.lines().map(str::to_string).collect()
