@@ -538,6 +538,33 @@ fn replay_refuses_what_it_cannot_compare() {
     assert_eq!(code, 1, "{out}");
     assert!(err.contains("hazards-on-alarm"), "the did-you-mean: {err}");
     assert_eq!(out, "", "nothing is compared");
+    // A [[fail]] of a rule NEW lacks (fixtures/rules-changed has only the
+    // alarm's rules): the side is named.
+    std::fs::write(
+        dir.path().join("fail.toml"),
+        "[[event]]\nat = \"0s\"\ntopic = \"alarm.triggered\"\n\n[[fail]]\nat = \"0s\"\nrule = \"parked-brake-blink\"\n",
+    )
+    .unwrap();
+    let changed = root().join("fixtures/rules-changed");
+    let (code, out, err) = rulec(
+        dir.path(),
+        &[
+            "diff",
+            "old.bundle",
+            changed.to_str().unwrap(),
+            "--replay",
+            "fail.toml",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.starts_with(&format!(
+            "error: fail.toml: with NEW ({}): [[fail]] #1: no rule named \"parked-brake-blink\"",
+            changed.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("OLD and NEW both have"), "{err}");
 }
 
 #[test]

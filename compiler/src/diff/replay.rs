@@ -10,7 +10,7 @@ use crate::cli::{Console, Exit};
 use crate::simulate::{print_timeline_problems, read_timeline};
 use crate::timeline::Known;
 use rulecore::bundle::Payload;
-use ruled_engine::sim::{parse, simulate_with, Line, LineKind, Options, Timeline};
+use ruled_engine::sim::{parse, simulate_with, Line, LineKind, Options, Timeline, TimelineError};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io;
@@ -331,7 +331,16 @@ pub fn replay(
                     side.label,
                     side.path.display()
                 )?;
-                if let Some(help) = error.help() {
+                // The simulator's help for a `[[fail]]` names `rulec
+                // simulate`'s flags; here it fits one side only.
+                let help = match error {
+                    TimelineError::UnknownFailRule { .. }
+                    | TimelineError::FailStepOutOfRange { .. } => Some(
+                        "both sides replay the whole timeline: a [[fail]] must name a rule and step that OLD and NEW both have".to_string(),
+                    ),
+                    other => other.help(),
+                };
+                if let Some(help) = help {
                     writeln!(console.err, "  help: {help}")?;
                 }
                 return Ok(Err(Exit::Failure));
