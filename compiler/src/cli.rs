@@ -21,6 +21,7 @@ Examples:
   rulec dump rules.bundle
   rulec test rules/
   rulec diff deployed.bundle rules/ --deny-drops
+  rulec diff deployed.bundle rules/ --replay ride.toml --deny-changes
   rulec fix rules/ --dry-run
   rulec lsp                       (for editors: docs/editors.md)
 
@@ -43,7 +44,8 @@ pub enum Command {
     Schema(crate::schema::SchemaArgs),
     /// Run rules against a timeline on a virtual clock and print what happens.
     Simulate(crate::simulate::SimulateArgs),
-    /// Compare two rule sets: what changed, and which waiting steps a deploy would drop.
+    /// Compare two rule sets: what changed, which waiting steps a deploy would
+    /// drop, and (--replay) what they do differently over a timeline.
     Diff(crate::diff::DiffArgs),
     /// Rewrite `when` written for the Go event-service into this language, in place.
     Fix(crate::fix::FixArgs),

@@ -3,11 +3,14 @@
 //! shows them), steps whose fingerprint changed, and above all which
 //! waiting steps the deploy would drop, by the replay reason that would
 //! apply (docs/semantics.md#durability-and-replay). With `--pending`, the
-//! actual records.
+//! actual records; with `--replay`, what each does over a timeline
+//! ([`replay`]).
+
+pub mod replay;
 
 use crate::check::plural;
 use crate::cli::{Console, Exit};
-use crate::simulate::load_rules;
+use crate::simulate::load_rules_known;
 use rulecore::bundle::Payload;
 use rulecore::input_file::{read_bounded, InputError};
 use rulecore::rule_change::Comparison;
@@ -15,6 +18,7 @@ use ruled_engine::{refusal_without_clock, PendingRecord, ReplayDropReason};
 use serde_json::{json, Value};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// `rulec diff` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -25,6 +29,7 @@ Examples:
   redis-cli --json HGETALL extensions:pending > pending.json
   rulec diff deployed.bundle rules/ --pending pending.json --deny-drops
   rulec diff deployed.bundle rules/ --bytecode
+  rulec diff deployed.bundle rules/ --replay ride.timeline.toml --deny-changes
 
 A changed `when` shows as its source text, as `rulec dump` reconstructs it
 from the bundle (spacing and parentheses normalised); --bytecode adds its
@@ -35,9 +40,17 @@ restart). A deploy drops its record at the next start when the rule is gone
 (rule-gone), the step is gone (step-gone) or the step's fingerprint
 changed (fingerprint): the action it was waiting for never happens.
 
+--replay FILE runs OLD and NEW over a timeline (a recording of `ruled
+record` is one) on the simulator's virtual clock and lists every action
+one performs and the other does not, or performs at another time or with
+another value: rule, step, time and action on each side. Actions are
+paired by rule, step and occurrence (the first time a step acted on one
+side against the first time it acted on the other, and so on).
+
 Exit status: 0 compared (1 with --deny-drops when a waiting step or, with
---pending, a record would be dropped), 1 rules that do not build or a bad
-pending file, 2 usage or I/O error.")]
+--pending, a record would be dropped; 1 with --deny-changes when the
+replay differs), 1 rules that do not build or a bad pending file or
+timeline, 2 usage or I/O error.")]
 pub struct DiffArgs {
     /// The deployed rules: a bundle, a rules directory or one rule file.
     pub old: PathBuf,
@@ -51,6 +64,15 @@ pub struct DiffArgs {
     /// any record): the CI gate before a deploy.
     #[arg(long)]
     pub deny_drops: bool,
+    /// Run OLD and NEW over this timeline (docs/simulation.md; a recording
+    /// of `ruled record` is one) and list every action they perform
+    /// differently.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Exit 1 if the replay differs in any action: the CI gate on
+    /// recorded rides.
+    #[arg(long, requires = "replay")]
+    pub deny_changes: bool,
     /// `text` or `json` (one object).
     #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,
@@ -418,14 +440,34 @@ impl Diff {
     }
 }
 
+/// Loads one side of the comparison (`OLD` or `NEW`); `Err(exit)` after
+/// the problem was printed.
+fn load_side<'a>(
+    label: &'static str,
+    path: &'a Path,
+    args: &DiffArgs,
+    console: &mut Console<'_>,
+) -> io::Result<Result<replay::Side<'a>, Exit>> {
+    Ok(
+        load_rules_known(path, &args.profile.profile, console)?.map(|(payload, topics)| {
+            replay::Side {
+                label,
+                path,
+                payload: Arc::new(payload),
+                topics,
+            }
+        }),
+    )
+}
+
 /// Runs `rulec diff`.
 pub fn run(args: &DiffArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let old = match load_rules(&args.old, &args.profile.profile, console)? {
-        Ok(payload) => payload,
+    let old = match load_side("OLD", &args.old, args, console)? {
+        Ok(side) => side,
         Err(exit) => return Ok(exit),
     };
-    let new = match load_rules(&args.new, &args.profile.profile, console)? {
-        Ok(payload) => payload,
+    let new = match load_side("NEW", &args.new, args, console)? {
+        Ok(side) => side,
         Err(exit) => return Ok(exit),
     };
     let pending = match args.pending.as_deref().map(read_pending).transpose() {
@@ -438,20 +480,59 @@ pub fn run(args: &DiffArgs, console: &mut Console<'_>) -> io::Result<Exit> {
             });
         }
     };
-    let diff = diff(&old, &new, pending.as_deref());
+    // Replayed before anything is printed: a bad timeline prints no half report.
+    let replayed = match &args.replay {
+        Some(path) => match replay::replay(path, &old, &new, console)? {
+            Ok(replayed) => Some(replayed),
+            Err(exit) => return Ok(exit),
+        },
+        None => None,
+    };
+    let diff = diff(&old.payload, &new.payload, pending.as_deref());
     match args.format {
-        DiffFormat::Text => write!(console.out, "{}", diff.to_text(args.bytecode))?,
-        DiffFormat::Json => writeln!(console.out, "{}", diff.to_json(args.bytecode))?,
+        DiffFormat::Text => {
+            write!(console.out, "{}", diff.to_text(args.bytecode))?;
+            if let Some(replayed) = &replayed {
+                write!(console.out, "{}", replayed.to_text())?;
+            }
+        }
+        DiffFormat::Json => {
+            let mut value = diff.to_json(args.bytecode);
+            if let Some(replayed) = &replayed {
+                value["replay"] = replayed.to_json();
+            }
+            writeln!(console.out, "{value}")?;
+        }
     }
+    gates(args, &diff, replayed.as_ref(), console)
+}
+
+/// `--deny-drops` and `--deny-changes`: each that fails says so.
+fn gates(
+    args: &DiffArgs,
+    diff: &Diff,
+    replayed: Option<&replay::ReplayDiff>,
+    console: &mut Console<'_>,
+) -> io::Result<Exit> {
+    let mut exit = Exit::Success;
     if args.deny_drops && !diff.drops.is_empty() {
         writeln!(
             console.err,
             "error: the deploy would drop {} (--deny-drops)",
             plural(diff.drops.len(), "waiting step")
         )?;
-        return Ok(Exit::Failure);
+        exit = Exit::Failure;
     }
-    Ok(Exit::Success)
+    let changes = replayed.map_or(0, |replayed| replayed.differences.len());
+    if args.deny_changes && changes > 0 {
+        writeln!(
+            console.err,
+            "error: the replay differs in {} (--deny-changes)",
+            plural(changes, "action")
+        )?;
+        exit = Exit::Failure;
+    }
+    Ok(exit)
 }
 
 #[cfg(test)]
