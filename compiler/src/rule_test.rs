@@ -2,6 +2,7 @@
 //! timeline that carries `[[expect]]`/`[[expect-none]]` entries and checks
 //! the output against them, one pass or fail per file.
 
+pub mod coverage;
 mod expect;
 mod junit;
 
@@ -32,6 +33,7 @@ Examples:
   rulec test fixtures/rules/tests/hazards.toml --format json
   rulec test rules/ --junit report.xml
   rulec test rules/ --html failed/     # a picture of each failing test
+  rulec test rules/ --coverage --coverage-out rules.info   # what the tests reach
 
 A test is a timeline (see `rulec simulate --help`) with expectations:
 
@@ -70,6 +72,16 @@ pub struct TestArgs {
     /// expectation above it, the lines in question ringed.
     #[arg(long, value_name = "DIR")]
     pub html: Option<PathBuf>,
+    /// After the tests, print per rule what they covered: runs, events
+    /// matched, each `when` seen true and false, each step and finally
+    /// step reached; then what was not covered (a table, or with
+    /// `--format json` one more object).
+    #[arg(long)]
+    pub coverage: bool,
+    /// Also write the coverage in lcov format (rule files' lines: each
+    /// `on`, step table and `when`), for CI coverage tools and genhtml.
+    #[arg(long, value_name = "FILE")]
+    pub coverage_out: Option<PathBuf>,
     #[command(flatten)]
     pub profile: crate::check::ProfileArgs,
 }
@@ -187,13 +199,21 @@ fn load_once(
     Ok(loaded.get(rules).cloned().flatten())
 }
 
+/// What the test files of one `rulec test` share.
+struct Session<'a> {
+    profile: &'a crate::profile::ProfileChoice,
+    loaded: Loaded,
+    /// `--html`: draw a failed test's page.
+    draw: bool,
+    /// `--coverage` or `--coverage-out`: what each simulation reached.
+    coverage: Option<coverage::Coverages>,
+}
+
 /// Runs one test file: `None` when it carries no expectations.
 fn run_file(
     file: &Path,
     rules: &Path,
-    profile: &crate::profile::ProfileChoice,
-    loaded: &mut Loaded,
-    draw: bool,
+    session: &mut Session<'_>,
     console: &mut Console<'_>,
 ) -> io::Result<Option<TestResult>> {
     let name = file.display().to_string();
@@ -232,7 +252,8 @@ fn run_file(
     let Ok(timeline) = parse(&text) else {
         return broken(console, None);
     };
-    let Some((payload, known)) = load_once(rules, profile, loaded, console)? else {
+    let Some((payload, known)) = load_once(rules, session.profile, &mut session.loaded, console)?
+    else {
         return Ok(error(format!(
             "the rules in {} do not build",
             rules.display()
@@ -251,14 +272,44 @@ fn run_file(
         Ok(outcome) => outcome,
         Err(e) => return Ok(error(e.to_string())),
     };
-    let json: Vec<Value> = outcome
-        .lines
+    if let Some(coverage) = session.coverage.as_mut() {
+        coverage
+            .of(rules, &payload, console)?
+            .record(&outcome.lines);
+    }
+    let page = Page {
+        draw: session.draw,
+        name: &name,
+        table: &table,
+        payload: &payload,
+    };
+    Ok(Some(judge(&expectations, &outcome.lines, &page)))
+}
+
+/// What a failed test's page is drawn from.
+struct Page<'a> {
+    /// `--html`: draw it.
+    draw: bool,
+    name: &'a str,
+    table: &'a toml::Table,
+    payload: &'a Payload,
+}
+
+/// The test's result: its expectations against the simulation's lines.
+fn judge(expectations: &[Expectation], lines: &[Line], page: &Page<'_>) -> TestResult {
+    let json: Vec<Value> = lines
         .iter()
         .map(|line| serde_json::from_str(&line.to_json()).unwrap_or(Value::Null))
         .collect();
-    let unmet = first_unmet(&expectations, &json);
-    let page = match &unmet {
-        Some(unmet) if draw => Some(failure_page(&name, &table, &payload, &outcome.lines, unmet)),
+    let unmet = first_unmet(expectations, &json);
+    let drawn = match &unmet {
+        Some(unmet) if page.draw => Some(failure_page(
+            page.name,
+            page.table,
+            page.payload,
+            lines,
+            unmet,
+        )),
         _ => None,
     };
     let outcome = match unmet {
@@ -270,16 +321,16 @@ fn run_file(
         }) => Outcome::Fail {
             expectation: expectation.to_string(),
             problem,
-            output: outcome.lines.iter().map(Line::to_text).collect(),
+            output: lines.iter().map(Line::to_text).collect(),
             marked,
         },
     };
-    Ok(Some(TestResult {
-        file: name,
+    TestResult {
+        file: page.name.to_string(),
         expectations: expectations.len(),
         outcome,
-        page,
-    }))
+        page: drawn,
+    }
 }
 
 /// An expectation the output does not meet: what was wrong, and the lines
@@ -398,17 +449,14 @@ pub fn run(args: &TestArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         }
     };
     let mut results = Vec::new();
-    let mut loaded = Loaded::new();
+    let mut session = Session {
+        profile: &args.profile.profile,
+        loaded: Loaded::new(),
+        draw: args.html.is_some(),
+        coverage: (args.coverage || args.coverage_out.is_some()).then(coverage::Coverages::default),
+    };
     for (file, rules) in &plan {
-        let draw = args.html.is_some();
-        match run_file(
-            file,
-            rules,
-            &args.profile.profile,
-            &mut loaded,
-            draw,
-            console,
-        )? {
+        match run_file(file, rules, &mut session, console)? {
             Some(result) => results.push(result),
             None => writeln!(
                 console.err,
@@ -423,6 +471,14 @@ pub fn run(args: &TestArgs, console: &mut Console<'_>) -> io::Result<Exit> {
             TestFormat::Json => writeln!(console.out, "{}", to_json(result))?,
         }
     }
+    if let Some(coverages) = session.coverage.as_ref().filter(|_| args.coverage) {
+        for set in &coverages.sets {
+            match args.format {
+                TestFormat::Text => write!(console.out, "{}", coverage::text(set))?,
+                TestFormat::Json => writeln!(console.out, "{}", coverage::json(set))?,
+            }
+        }
+    }
     let failed = results
         .iter()
         .filter(|r| r.outcome != Outcome::Pass)
@@ -434,6 +490,16 @@ pub fn run(args: &TestArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     )?;
     if let Some(path) = &args.junit {
         if let Err(error) = std::fs::write(path, junit::render(&results)) {
+            writeln!(
+                console.err,
+                "error: cannot write {}: {error}",
+                path.display()
+            )?;
+            return Ok(Exit::Usage);
+        }
+    }
+    if let (Some(path), Some(coverages)) = (&args.coverage_out, &session.coverage) {
+        if let Err(error) = std::fs::write(path, coverage::lcov(&coverages.sets)) {
             writeln!(
                 console.err,
                 "error: cannot write {}: {error}",
