@@ -1,7 +1,8 @@
 //! The control methods (docs/operating.md#ruled-ctl): one table, one entry
 //! per method, each a function of the driver's state and the request's
 //! payload. Adding a method is adding an entry. Every method answers at
-//! once from what the engine holds; only `v1.set-enabled` changes anything.
+//! once from what the engine holds; `v1.set-enabled` and `v1.emit` change
+//! something.
 
 use super::overrides::{self, Overrides};
 use super::protocol::{

@@ -753,6 +753,22 @@ mod tests {
     }
 
     #[test]
+    fn emit_text_lists_each_matched_rule_with_what_was_done() {
+        let reply = json!({"topic": "alarm.triggered", "matched-total": 3, "started": 1,
+        "matched": [
+            {"rule": "hazards", "verdict": {"kind": "start"}, "run": "hazards-1"},
+            {"rule": "horn", "verdict": {"kind": "cooldown", "left-ms": 400}, "run": null},
+        ]});
+        assert_eq!(
+            steady("v1.emit", &reply),
+            "event alarm.triggered handed to the rules (not published): 3 matched, 1 started\n  \
+             hazards                          start   run hazards-1\n  \
+             horn                             cooldown left-ms 400\n  \
+             ... 1 more matched (`--format json` lists the first 2)\n"
+        );
+    }
+
+    #[test]
     fn trace_text_says_when_a_page_is_short_of_the_whole() {
         let empty = json!({"traces": [], "paged": "rules", "total": 0, "offset": 0, "limit": 100});
         assert_eq!(
