@@ -122,6 +122,15 @@ fn an_owned_topic_needs_a_signed_emit() {
         redis.list("scooter:blinker") == ["both"]
     });
     ruled.wait_log(&["WARN", "control request v1.emit", "signed=true"]);
+    // ruled publishes what it derives; the emitted event it does not.
+    let published = support::librescoot::stream(&redis);
+    assert!(
+        published
+            .iter()
+            .all(|entry| entry.topic != "alarm.triggered"),
+        "{:?}",
+        published.iter().map(|e| &e.topic).collect::<Vec<_>>()
+    );
 }
 
 /// `--control-mutations signed`: every unsigned emit is refused, even on a
