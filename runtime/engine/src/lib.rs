@@ -79,7 +79,7 @@ pub use trace::{
     NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
     SubmitTrace, TimeStyle, WaitTrace, WhenTrace, DEFAULT_TRACES, DEFAULT_TRACE_MEMORY,
 };
-pub use trigger::EventParts;
+pub use trigger::{Decided, EventParts};
 
 use index::TopicIndex;
 use rule_state::RuleState;

@@ -26,6 +26,16 @@ pub struct EventParts {
     next: usize,
 }
 
+/// What [`decide::decide`] said of an operator's event for one matched
+/// rule, and was applied ([`Engine::operator_event`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    pub rule: Arc<str>,
+    pub verdict: Verdict,
+    /// The run the verdict started (`start`, `restart`), while it is live.
+    pub run: Option<Arc<str>>,
+}
+
 impl Engine {
     /// One event from the bus (docs/semantics.md#handling-one-event).
     pub fn handle_event(&mut self, now: Now, event: Event) {
@@ -91,11 +101,60 @@ impl Engine {
     /// debounce or dispatch, in the index's order); returns whether any
     /// are left.
     pub fn event_next(&mut self, parts: &mut EventParts, count: usize) -> bool {
+        self.event_part(parts, count, &mut |_, _| {})
+    }
+
+    /// An event an operator hands in (`v1.emit`,
+    /// docs/operating.md#handing-the-rules-an-event): handled as one from
+    /// the bus ([`Engine::handle_event`]: cancels, then each matched rule's
+    /// verdict of [`decide::decide`] applied), never published. Returns the
+    /// first `shown` matched rules' verdicts, in the index's order, and how
+    /// many rules matched in all.
+    pub fn operator_event(
+        &mut self,
+        now: Now,
+        event: Event,
+        shown: usize,
+    ) -> (Vec<Decided>, usize) {
+        let Some(mut parts) = self.event_start(now, event) else {
+            return (Vec::new(), 0);
+        };
+        let total = parts.matches.len();
+        let mut seen = Vec::with_capacity(total.min(shown));
+        self.event_part(&mut parts, usize::MAX, &mut |rule, verdict| {
+            if seen.len() < shown {
+                seen.push((rule, verdict.clone()));
+            }
+        });
+        let decided = seen
+            .into_iter()
+            .map(|(rule, verdict)| {
+                // The run this event started, if it is still live.
+                let started = matches!(verdict, Verdict::Start | Verdict::Restart { .. });
+                let run = self.rules[rule].run.as_ref().filter(|_| started);
+                Decided {
+                    rule: self.name_of(rule),
+                    run: run.map(|run| Arc::clone(&run.id)),
+                    verdict,
+                }
+            })
+            .collect();
+        (decided, total)
+    }
+
+    /// [`Engine::event_next`], telling `seen` each rule's verdict before
+    /// it is applied.
+    fn event_part(
+        &mut self,
+        parts: &mut EventParts,
+        count: usize,
+        seen: &mut impl FnMut(usize, &Verdict),
+    ) -> bool {
         let end = parts.next.saturating_add(count).min(parts.matches.len());
         for position in parts.next..end {
             let rule = parts.matches[position] as usize;
             let payload = Arc::clone(&parts.payload);
-            self.match_rule(&payload.rules[rule], rule, &parts.event, parts.now);
+            self.match_rule(&payload.rules[rule], rule, &parts.event, parts.now, seen);
         }
         parts.next = end;
         if end < parts.matches.len() {
@@ -110,7 +169,14 @@ impl Engine {
     /// Steps 2 to 5 of docs/semantics.md#handling-one-event for one rule
     /// whose `on` matches: its `when` (an error logged and counted), then
     /// the verdict of [`decide::decide`], applied.
-    fn match_rule(&mut self, spec: &Rule, rule: usize, event: &Arc<Event>, now: Now) {
+    fn match_rule(
+        &mut self,
+        spec: &Rule,
+        rule: usize,
+        event: &Arc<Event>,
+        now: Now,
+        seen: &mut impl FnMut(usize, &Verdict),
+    ) {
         // 2. Match.
         let when = spec.when.as_ref().map(|program| {
             let result = self.eval(rule, None, program, event);
@@ -135,6 +201,7 @@ impl Engine {
         };
         // Applying a hold needs no time left: the hold keeps its timer.
         let verdict = decide::decide(&trigger, |_| 0);
+        seen(rule, &verdict);
         self.apply(rule, verdict, Arc::clone(event), now);
     }
 

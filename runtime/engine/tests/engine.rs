@@ -3123,3 +3123,54 @@ fn a_dry_run_foretells_what_the_same_trigger_then_does() {
         );
     }
 }
+
+/// `v1.emit` (docs/operating.md#handing-the-rules-an-event): an operator's
+/// event does exactly what the same event from the bus does, and says
+/// what `decide` gave each matched rule.
+#[test]
+fn an_operator_event_takes_the_bus_path_and_reports_its_verdicts() {
+    let make = || {
+        let mut cooled = rule("c", &["go"], vec![push("x", 0)]);
+        cooled.options_mut().cooldown_ns = 10_000_000_000;
+        H::new(vec![
+            cooled,
+            rule("d", &["go", "other"], vec![push("y", 5_000)]),
+        ])
+    };
+    let (mut bus, mut operator) = (make(), make());
+    bus.event("go");
+    bus.to(1_000);
+    bus.event("go");
+    let go = || Event {
+        topic: "go".into(),
+        ..Event::default()
+    };
+    let mut verdicts = Vec::new();
+    for at in [0, 1_000] {
+        operator.to(at);
+        let now = Now::new(operator.t(), operator.wall());
+        verdicts.push(operator.engine.operator_event(now, go(), 100));
+        operator.pump();
+    }
+    assert_eq!(bus.take(), operator.take());
+    let (first, total) = &verdicts[0];
+    assert_eq!(*total, 2);
+    assert_eq!(first[0].verdict, ruled_engine::Verdict::Start);
+    assert_eq!(first[0].run.as_deref(), Some("c#t-1"));
+    assert_eq!(first[1].rule.as_ref(), "d");
+    let (second, _) = &verdicts[1];
+    assert!(
+        matches!(second[0].verdict, ruled_engine::Verdict::Cooldown { .. }),
+        "{second:?}"
+    );
+    assert_eq!(second[0].run, None);
+    assert!(
+        matches!(second[1].verdict, ruled_engine::Verdict::Restart { .. })
+            || matches!(second[1].verdict, ruled_engine::Verdict::Drop { .. }),
+        "{second:?}"
+    );
+    // Listed at most `shown`; the total still counts every match.
+    let now = Now::new(operator.t(), operator.wall());
+    let (listed, total) = operator.engine.operator_event(now, go(), 1);
+    assert_eq!((listed.len(), total), (1, 2));
+}

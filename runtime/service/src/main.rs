@@ -45,7 +45,7 @@ enum Command {
     /// stopped, or serving another namespace), 4 when Redis is unreachable,
     /// 5 when --control-key is given and the answer is not signed with it.
     #[command(
-        after_help = "Example:\n  ruled ctl status\n  ruled ctl list --limit 20\n  ruled ctl show hazards\n  ruled ctl test hazards '{\"topic\":\"alarm.triggered\"}'\n  ruled ctl pending --format json\n  ruled ctl set-enabled hazards off\n  ruled ctl trace hazards\n  ruled ctl reload\n  ruled ctl call v1.status"
+        after_help = "Example:\n  ruled ctl status\n  ruled ctl list --limit 20\n  ruled ctl show hazards\n  ruled ctl test hazards '{\"topic\":\"alarm.triggered\"}'\n  ruled ctl pending --format json\n  ruled ctl set-enabled hazards off\n  ruled ctl trace hazards\n  ruled ctl emit alarm.triggered --to level-2-triggered\n  ruled ctl reload\n  ruled ctl call v1.status"
     )]
     Ctl(CtlArgs),
     /// Compile the rules directory into the bundle with the installed

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 /// The longest topic handled (docs/service.md#subscriptions); vehicle
 /// topics are a few dozen bytes.
-const MAX_TOPIC_BYTES: usize = 1024;
+pub(crate) const MAX_TOPIC_BYTES: usize = 1024;
 
 /// Where an exact topic sits in the payload: rule `rule`, pattern `slot`
 /// of its `on` patterns followed by its `cancel-on` patterns.

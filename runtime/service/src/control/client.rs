@@ -5,7 +5,7 @@
 //! namespace: that is how an operator tells a dead `ruled` from an idle one.
 
 use super::protocol::{
-    AddRequest, Empty, Named, Page, SetEnabledRequest, TestRequest, TraceRequest,
+    AddRequest, EmitRequest, Empty, Named, Page, SetEnabledRequest, TestRequest, TraceRequest,
 };
 use super::signing::{self, ControlKey};
 use super::wire::{self, ControlKeys, Reply, Request};
@@ -317,6 +317,25 @@ pub enum CtlMethod {
         /// A rule file holding one rule.
         file: std::path::PathBuf,
     },
+    /// v1.emit: hand TOPIC's event to the running rules, as if it came from
+    /// the bus (it is not published). Unsigned only on a topic any Redis
+    /// client could publish: an owned topic or `input.*` needs
+    /// `--control-key` (a signed request).
+    Emit {
+        /// The event's topic, e.g. alarm.triggered.
+        topic: String,
+        /// The event's `from`.
+        #[arg(long)]
+        from: Option<String>,
+        /// The event's `to`, e.g. level-2-triggered.
+        #[arg(long)]
+        to: Option<String>,
+        /// One `data` entry, KEY=VALUE; VALUE is read as JSON when it is
+        /// JSON (`level=2` a number, `ok=true` a bool), else as a string
+        /// (`name="2"` for the string "2"). Repeatable.
+        #[arg(long = "data", value_name = "KEY=VALUE", value_parser = data_entry)]
+        data: Vec<(String, Value)>,
+    },
     /// Any method with a JSON payload, e.g. `call v1.list '{"limit":5}'`.
     Call {
         /// The method, e.g. v1.status.
@@ -397,9 +416,53 @@ impl CtlMethod {
                     })?,
                 )
             }
+            Self::Emit {
+                topic,
+                from,
+                to,
+                data,
+            } => (
+                "v1.emit".into(),
+                payload(&emit_request(topic, from, to, data)?)?,
+            ),
             Self::Call { method, payload } => (method.clone(), parse("the payload", payload)?),
         })
     }
+}
+
+/// `--data KEY=VALUE`: VALUE as JSON when it reads as JSON, else the
+/// string itself.
+fn data_entry(text: &str) -> Result<(String, Value), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not KEY=VALUE"))?;
+    if key.is_empty() {
+        return Err(format!("`{text}` has no KEY before `=`"));
+    }
+    let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_string()));
+    Ok((key.to_string(), value))
+}
+
+/// `v1.emit`'s request from `ruled ctl emit`'s arguments; a key given
+/// twice is refused (the bus's decoder refuses a repeated field too).
+fn emit_request(
+    topic: &str,
+    from: &Option<String>,
+    to: &Option<String>,
+    entries: &[(String, Value)],
+) -> Result<EmitRequest, CallError> {
+    let mut data = serde_json::Map::new();
+    for (key, value) in entries {
+        if data.insert(key.clone(), value.clone()).is_some() {
+            return Err(CallError::Usage(format!("--data {key}=... given twice")));
+        }
+    }
+    Ok(EmitRequest {
+        topic: topic.to_string(),
+        from: from.clone(),
+        to: to.clone(),
+        data: (!data.is_empty()).then_some(data),
+    })
 }
 
 /// A typed request's payload as JSON.

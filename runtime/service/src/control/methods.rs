@@ -1,14 +1,16 @@
 //! The control methods (docs/operating.md#ruled-ctl): one table, one entry
 //! per method, each a function of the driver's state and the request's
 //! payload. Adding a method is adding an entry. Every method answers at
-//! once from what the engine holds; only `v1.set-enabled` changes anything.
+//! once from what the engine holds; `v1.set-enabled` and `v1.emit` change
+//! something.
 
 use super::overrides::{self, Overrides};
 use super::protocol::{
-    self, BusFacts, Empty, Hold, ListReply, Named, OverrideWithoutRule, Page, Paged, PendingHold,
-    PendingReply, PendingStep, ProfileFacts, QueueFacts, RuleCount, RuleLine, RunLine, RunState,
-    SetEnabledReply, SetEnabledRequest, ShowReply, StatusReply, StepLine, TestReply, TestRequest,
-    TraceReply, TraceRequest, When, WorkerPool, MAX_LIMIT,
+    self, BusFacts, EmitReply, EmitRequest, Empty, Hold, ListReply, Matched, Named,
+    OverrideWithoutRule, Page, Paged, PendingHold, PendingReply, PendingStep, ProfileFacts,
+    QueueFacts, RuleCount, RuleLine, RunLine, RunState, SetEnabledReply, SetEnabledRequest,
+    ShowReply, StatusReply, StepLine, TestReply, TestRequest, TraceReply, TraceRequest, When,
+    WorkerPool, EMIT_SHOWN, MAX_LIMIT,
 };
 use super::wire::{Reply, Request};
 use super::Answer;
@@ -120,6 +122,10 @@ pub const METHODS: &[Method] = &[
         name: "v1.add",
         handle: add,
     },
+    Method {
+        name: "v1.emit",
+        handle: emit,
+    },
 ];
 
 /// The method the driver answers itself, since it reads the bundle file
@@ -148,8 +154,10 @@ pub fn answer(ctx: &mut Context<'_>, request: &Request) -> Answer {
     };
     let outcome = (method.handle)(ctx, &request.payload);
     // docs/operating.md#trust: every change a request asks for is logged at
-    // `warn`; `v1.set-enabled` logs its own, with the change.
-    if super::trust::changes_state(method.name) && method.name != "v1.set-enabled" {
+    // `warn`; `v1.set-enabled` and `v1.emit` log their own, with the change.
+    if super::trust::changes_state(method.name)
+        && !matches!(method.name, "v1.set-enabled" | "v1.emit")
+    {
         tracing::warn!(
             method = method.name,
             rule = %named(&request.payload),
@@ -172,7 +180,13 @@ pub fn answer(ctx: &mut Context<'_>, request: &Request) -> Answer {
 
 /// The payload's `name`, escaped and clipped for a log line; `-` if none.
 fn named(payload: &Value) -> String {
-    payload["name"].as_str().map_or_else(
+    field_of(payload, "name")
+}
+
+/// The payload's string `key`, escaped and clipped for a log line; `-`
+/// if none.
+fn field_of(payload: &Value, key: &str) -> String {
+    payload[key].as_str().map_or_else(
         || "-".to_string(),
         |name| crate::logging::escape_controls(&name.as_bytes()[..name.len().min(200)]),
     )
@@ -775,5 +789,63 @@ fn trace(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         total,
         offset: page.offset,
         limit: page.limit,
+    })
+}
+
+/// `v1.emit {topic, from?, to?, data?}` (docs/operating.md#handing-the-rules-an-event):
+/// the event handed to the rules through the bus's path, never published;
+/// logged at `warn` with its topic, refused or not.
+fn emit(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
+    let outcome = hand_in(ctx, payload);
+    let topic = field_of(payload, "topic");
+    match &outcome {
+        Ok(reply) => tracing::warn!(
+            topic = %topic,
+            signed = ctx.signed,
+            matched = reply.matched_total,
+            started = reply.started,
+            "control request v1.emit: event handed to the rules"
+        ),
+        Err(why) => tracing::warn!(
+            topic = %topic,
+            signed = ctx.signed,
+            "control request v1.emit refused: {why}"
+        ),
+    }
+    Done::reply(&outcome?)
+}
+
+/// The request read as an event by the bus's decoder, its topic judged by
+/// the trust rule ([`super::trust::unsigned_may_emit`]), then handled.
+fn hand_in(ctx: &mut Context<'_>, payload: &Value) -> Result<EmitReply, String> {
+    let request: EmitRequest = args(payload)?;
+    if request.topic.is_empty() || request.topic.len() > crate::subscriptions::MAX_TOPIC_BYTES {
+        return Err(format!(
+            "`topic` must be 1 to {} bytes, as on the bus",
+            crate::subscriptions::MAX_TOPIC_BYTES
+        ));
+    }
+    // Stamped now, as a publisher's `ts`; no id (ids are the stream's).
+    let mut envelope = serde_json::to_value(&request).map_err(|e| format!("event: {e}"))?;
+    envelope["ts"] = Value::from(ctx.now.wall_ms);
+    let bytes = serde_json::to_vec(&envelope).map_err(|e| format!("event: {e}"))?;
+    let event = Event::decode(&bytes).map_err(|e| format!("not an event: {e}"))?;
+    if !ctx.signed {
+        super::trust::unsigned_may_emit(ctx.engine, &event.topic).map_err(|e| e.to_string())?;
+    }
+    let (decided, matched_total) = ctx.engine.operator_event(ctx.now, event, EMIT_SHOWN);
+    let matched: Vec<Matched> = decided
+        .iter()
+        .map(|decided| Matched {
+            rule: decided.rule.to_string(),
+            verdict: verdict_of(&decided.verdict),
+            run: decided.run.as_ref().map(ToString::to_string),
+        })
+        .collect();
+    Ok(EmitReply {
+        topic: request.topic,
+        started: matched.iter().filter(|m| m.run.is_some()).count(),
+        matched,
+        matched_total,
     })
 }

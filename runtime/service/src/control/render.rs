@@ -4,8 +4,8 @@
 //! here, or a reply its type does not read, is printed as indented JSON.
 
 use super::protocol::{
-    AddReply, Hold, LastRebuild, ListReply, PendingReply, ReloadReply, RuleLine, RunLine,
-    SetEnabledReply, ShowReply, StatusReply, TestReply, TraceReply, Verdict, When,
+    AddReply, EmitReply, Hold, LastRebuild, ListReply, PendingReply, ReloadReply, RuleLine,
+    RunLine, SetEnabledReply, ShowReply, StatusReply, TestReply, TraceReply, Verdict, When,
 };
 use ruled_engine::TimeStyle;
 use serde::de::DeserializeOwned;
@@ -24,6 +24,7 @@ pub fn text(method: &str, reply: &Value) -> String {
         "v1.trace" => layout(reply, trace),
         "v1.reload" => layout(reply, reload),
         "v1.add" => layout(reply, add),
+        "v1.emit" => layout(reply, emit),
         _ => None,
     };
     laid_out.unwrap_or_else(|| format!("{}\n", pretty(reply)))
@@ -474,6 +475,35 @@ fn add(out: &mut String, reply: &AddReply) -> std::fmt::Result {
     )
 }
 
+/// `v1.emit`: each matched rule's verdict, as `test` words it (here it
+/// was applied: `start`, not `would start`), and the run it started.
+fn emit(out: &mut String, reply: &EmitReply) -> std::fmt::Result {
+    writeln!(
+        out,
+        "event {} handed to the rules (not published): {} matched, {} started",
+        plain(&reply.topic),
+        reply.matched_total,
+        reply.started
+    )?;
+    for matched in &reply.matched {
+        let (kind, detail) = verdict_words(&matched.verdict);
+        let run = matched
+            .run
+            .as_deref()
+            .map_or_else(String::new, |run| format!("  run {}", plain(run)));
+        writeln!(out, "  {:<32} {kind} {detail}{run}", plain(&matched.rule))?;
+    }
+    if reply.matched.len() < reply.matched_total {
+        writeln!(
+            out,
+            "  ... {} more matched (`--format json` lists the first {})",
+            reply.matched_total - reply.matched.len(),
+            reply.matched.len()
+        )?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     //! Each method's text from a reply as the server writes it: the
@@ -719,6 +749,22 @@ mod tests {
         assert_eq!(
             steady("v1.add", &add),
             "added ping: written to /x; the rebuild of the rules directory makes it live\nrevision r\n"
+        );
+    }
+
+    #[test]
+    fn emit_text_lists_each_matched_rule_with_what_was_done() {
+        let reply = json!({"topic": "alarm.triggered", "matched-total": 3, "started": 1,
+        "matched": [
+            {"rule": "hazards", "verdict": {"kind": "start"}, "run": "hazards-1"},
+            {"rule": "horn", "verdict": {"kind": "cooldown", "left-ms": 400}, "run": null},
+        ]});
+        assert_eq!(
+            steady("v1.emit", &reply),
+            "event alarm.triggered handed to the rules (not published): 3 matched, 1 started\n  \
+             hazards                          start   run hazards-1\n  \
+             horn                             cooldown left-ms 400\n  \
+             ... 1 more matched (`--format json` lists the first 2)\n"
         );
     }
 

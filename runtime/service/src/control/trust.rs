@@ -6,13 +6,15 @@
 //! unsigned request that changes state. Which requests are signed reaches
 //! the methods, so a protected rule can ask for a signed one to be turned
 //! off; and what an unsigned request may change at all is decided here
-//! ([`unsigned_may_perform`]).
+//! ([`unsigned_may_perform`], and for an emitted event
+//! [`unsigned_may_emit`]).
 
 use super::signing::{self, ControlKey};
 use super::wire::{ControlKeys, Reply, Request, MAX_REPLY_BYTES};
 use crate::connection::describe;
 use redis::aio::MultiplexedConnection;
 use rulecore::bundle::{Action, Rule};
+use ruled_engine::Engine;
 use std::collections::{HashSet, VecDeque};
 
 /// `--control-mutations`: which state-changing requests are served.
@@ -26,7 +28,7 @@ pub enum Mutations {
 }
 
 /// The methods that change nothing; every other method (`v1.set-enabled`,
-/// `v1.reload`, `v1.add`, and any added later) changes state.
+/// `v1.reload`, `v1.add`, `v1.emit`, and any added later) changes state.
 const READ_ONLY: &[&str] = &[
     "v1.status",
     "v1.list",
@@ -220,6 +222,41 @@ pub fn unsigned_may_perform(action: &Action) -> Result<(), &'static str> {
     }
 }
 
+/// An event an unsigned `v1.emit` may not hand the rules: one the bus
+/// refuses, so emitting it would give more than Redis access does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EmitNeedsSignature {
+    #[error(
+        "`{0}` is an `input.*` topic, which only its input makes and the bus never carries: \
+         emitting it needs a signed request (--control-key; docs/operating.md#trust)"
+    )]
+    Input(String),
+    #[error(
+        "`{0}` is an owned topic (this ruled derives it, or its family, and refuses it from \
+         the bus): emitting it needs a signed request (--control-key; \
+         docs/operating.md#trust); unsigned, only topics any Redis client could publish on \
+         `ev:<topic>` are taken"
+    )]
+    Owned(String),
+}
+
+/// What an unsigned `v1.emit` may hand the rules (docs/operating.md#trust):
+/// an event any Redis client could have the rules take itself, by
+/// `PUBLISH ev:<topic>`. The bus refuses an owned topic (of a family the
+/// profile derives) and an `input.*` one ([`Engine::refuses_from_bus`], the
+/// one definition), so those need a signed request.
+pub fn unsigned_may_emit(engine: &Engine, topic: &str) -> Result<(), EmitNeedsSignature> {
+    if !engine.refuses_from_bus(topic) {
+        return Ok(());
+    }
+    let topic = clip(topic);
+    if topic.starts_with("input.") {
+        Err(EmitNeedsSignature::Input(topic))
+    } else {
+        Err(EmitNeedsSignature::Owned(topic))
+    }
+}
+
 /// A rule an unsigned request may not add: one of its steps needs a
 /// signature.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -271,7 +308,13 @@ mod tests {
 
     #[test]
     fn only_the_read_only_methods_change_nothing() {
-        for method in ["v1.set-enabled", "v1.reload", "v1.add", "v9.future"] {
+        for method in [
+            "v1.set-enabled",
+            "v1.reload",
+            "v1.add",
+            "v1.emit",
+            "v9.future",
+        ] {
             assert!(changes_state(method), "{method}");
         }
         for method in READ_ONLY {

@@ -11,6 +11,7 @@
 
 mod add;
 mod dry_run;
+mod emit;
 mod list;
 mod page;
 mod pending;
@@ -22,6 +23,7 @@ mod trace;
 
 pub use add::{AddReply, AddRequest};
 pub use dry_run::{StepLine, TestReply, TestRequest, Verdict, When};
+pub use emit::{EmitReply, EmitRequest, Matched, EMIT_SHOWN};
 pub use list::{Hold, ListReply, OverrideWithoutRule, RuleLine};
 pub use page::{Empty, Named, Page, DEFAULT_LIMIT, MAX_LIMIT};
 pub use pending::{PendingHold, PendingReply, PendingStep};
