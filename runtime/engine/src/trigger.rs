@@ -26,7 +26,7 @@ pub struct EventParts {
     next: usize,
 }
 
-/// What [`decide::decide`] said of an operator's event for one matched
+/// What the engine's decision (`decide`) said of an operator's event for one matched
 /// rule, and was applied ([`Engine::operator_event`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decided {
@@ -107,7 +107,7 @@ impl Engine {
     /// An event an operator hands in (`v1.emit`,
     /// docs/operating.md#handing-the-rules-an-event): handled as one from
     /// the bus ([`Engine::handle_event`]: cancels, then each matched rule's
-    /// verdict of [`decide::decide`] applied), never published. Returns the
+    /// verdict of the engine's decision (`decide`) applied), never published. Returns the
     /// first `shown` matched rules' verdicts, in the index's order, and how
     /// many rules matched in all.
     pub fn operator_event(
