@@ -44,8 +44,7 @@ pub enum Command {
     Schema(crate::schema::SchemaArgs),
     /// Run rules against a timeline on a virtual clock and print what happens.
     Simulate(crate::simulate::SimulateArgs),
-    /// Compare two rule sets: what changed, which waiting steps a deploy would
-    /// drop, and (--replay) what they do differently over a timeline.
+    /// Compare two rule sets: what changed, what a deploy drops, what it does differently.
     Diff(crate::diff::DiffArgs),
     /// Rewrite `when` written for the Go event-service into this language, in place.
     Fix(crate::fix::FixArgs),

@@ -75,7 +75,7 @@ pub struct RuleCoverage {
     pub when: Option<Outcomes>,
     pub steps: Vec<StepCoverage>,
     pub finally: Vec<StepCoverage>,
-    // Guards and limits (DESIGN 20) get their refusals here when they
+    // Guards and limits (not built yet) get their refusals here when they
     // exist: each is a non-fire reason of its own, counted in `tally`
     // beside `cooldown`, and a line of the rule file like a `when`.
 }
