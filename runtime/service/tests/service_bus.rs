@@ -349,9 +349,13 @@ fn a_seatbox_press_runs_an_exec_rule() {
     );
     let got = rows(&redis, &listener, &ruled, 1);
     assert_eq!(got, [row("button.seatbox.press", "", "", Value::Null)]);
-    let stdin = poll(|| std::fs::read_to_string(dir.path().join("pressed")).ok())
-        .unwrap_or_else(|| panic!("the exec step never ran; log:\n{}", ruled.log_text()));
-    let event: Value = serde_json::from_str(&stdin).unwrap();
+    // `cat > pressed` makes the file before the event is written to it:
+    // wait for the whole event, not for the file.
+    let event: Value = poll(|| {
+        let stdin = std::fs::read_to_string(dir.path().join("pressed")).ok()?;
+        serde_json::from_str(&stdin).ok()
+    })
+    .unwrap_or_else(|| panic!("the exec step never ran; log:\n{}", ruled.log_text()));
     assert_eq!(event["topic"], "button.seatbox.press");
 }
 
