@@ -345,17 +345,14 @@ mod when {
             "data.speed * 3.6 > 25 or data.level >= 2",
         ),
         (
-            "data.charge < 20 || data.charge > 90",
-            "data.charge < 20 or data.charge > 90",
+            "data.level < 1 || data.level > 2",
+            "data.level < 1 or data.level > 2",
         ),
         (
             "len(to) > 3 && data.speed > 5.0",
             "len(to) > 3 and data.speed > 5.0",
         ),
-        (
-            "data.speed + data.charge > 10.5",
-            "data.speed + data.charge > 10.5",
-        ),
+        ("data.level * 2 > 2.5", "data.level * 2 > 2.5"),
     ];
 
     /// evalexpr's context for one event: the fields and the scalar `data`

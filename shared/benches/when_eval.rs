@@ -22,18 +22,17 @@ const ROUNDS: usize = 10_000;
 
 fn consts() -> Vec<Const> {
     vec![
-        Const::Path(vec!["level".into()]),  // 0
-        Const::Int(2),                      // 1
-        Const::Str("parked".into()),        // 2
-        Const::Str("Driving".into()),       // 3
-        Const::Path(vec!["v".into()]),      // 4
-        Const::Int(10),                     // 5
-        Const::Int(50),                     // 6
-        Const::Int(3),                      // 7
-        Const::Path(vec!["speed".into()]),  // 8
-        Const::Float(5.0),                  // 9
-        Const::Path(vec!["charge".into()]), // 10
-        Const::Float(10.5),                 // 11
+        Const::Path(vec!["level".into()]),      // 0
+        Const::Int(2),                          // 1
+        Const::Str("level-1-triggered".into()), // 2
+        Const::Str("armed".into()),             // 3
+        Const::Path(vec!["level".into()]),      // 4
+        Const::Int(0),                          // 5
+        Const::Int(3),                          // 6
+        Const::Int(3),                          // 7
+        Const::Path(vec!["level".into()]),      // 8
+        Const::Float(0.5),                      // 9
+        Const::Float(2.5),                      // 10
     ]
 }
 
@@ -43,11 +42,11 @@ fn programs() -> Vec<(&'static str, Vec<Op>)> {
     vec![
         ("data.level >= 2", vec![Data(0), Const(1), Ge]),
         (
-            "to == \"parked\"",
+            "to == \"level-1-triggered\"",
             vec![Field(EventField::To), Const(2), Eq],
         ),
         (
-            "data.v > 10 && data.v < 50",
+            "data.level > 0 && data.level < 3",
             vec![
                 Data(4),
                 Const(5),
@@ -60,7 +59,7 @@ fn programs() -> Vec<(&'static str, Vec<Op>)> {
             ],
         ),
         (
-            "from == \"Driving\" && to == \"parked\"",
+            "from == \"armed\" && to == \"level-1-triggered\"",
             vec![
                 Field(EventField::From),
                 Const(3),
@@ -73,7 +72,7 @@ fn programs() -> Vec<(&'static str, Vec<Op>)> {
             ],
         ),
         (
-            "len(to) > 3 && data.speed > 5.0",
+            "len(to) > 3 && data.level > 0.5",
             vec![
                 Field(EventField::To),
                 Call(Builtin::Len, 1),
@@ -87,15 +86,15 @@ fn programs() -> Vec<(&'static str, Vec<Op>)> {
             ],
         ),
         (
-            "data.speed + data.charge > 10.5",
-            vec![Data(8), Data(10), Add, Const(11), Gt],
+            "data.level * 2 > 2.5",
+            vec![Data(0), Const(1), Mul, Const(10), Gt],
         ),
     ]
 }
 
 fn event() -> Event {
     Event::decode(
-        br#"{"topic":"vehicle.state","from":"Driving","to":"parked","data":{"level":3,"v":20,"speed":12.5,"charge":80}}"#,
+        br#"{"topic":"alarm.triggered","from":"armed","to":"level-1-triggered","data":{"level":1}}"#,
     )
     .unwrap()
 }
