@@ -76,7 +76,7 @@ pub use retry::{backoff_ns, RETRIES};
 pub(crate) use run::{JobOwner, Phase, Run};
 pub use time::{Now, Time};
 pub use trace::{
-    NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
+    utc, NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
     SubmitTrace, TimeStyle, WaitTrace, WhenTrace, DEFAULT_TRACES, DEFAULT_TRACE_MEMORY,
 };
 pub use trigger::{Decided, EventParts};

@@ -13,7 +13,7 @@ mod steps;
 mod view;
 
 pub use view::{
-    NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
+    utc, NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
     SubmitTrace, TimeStyle, WaitTrace, WhenTrace,
 };
 

@@ -238,8 +238,9 @@ impl TimeStyle {
     }
 }
 
-/// Unix ms as an RFC 3339 UTC time (proleptic Gregorian calendar).
-fn utc(ms: i64) -> String {
+/// Unix ms as an RFC 3339 UTC time (proleptic Gregorian calendar), to
+/// the millisecond: traces, and the header of `ruled record`'s timeline.
+pub fn utc(ms: i64) -> String {
     let (days, in_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
     // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
     let z = days + 719_468;

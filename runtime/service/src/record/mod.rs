@@ -178,7 +178,7 @@ fn header(config: &RecordConfig, engine: &Engine, bundle_id: &str) -> String {
         "ruled record{}: {}\nprofile: {profile}\nbundle: {} ({bundle_id})\nredis: {}\n\
          replay: rulec simulate RULES_DIR --timeline THIS_FILE",
         if config.events { " --events" } else { "" },
-        timeline::utc(crate::clock::wall_ms()),
+        ruled_engine::utc(crate::clock::wall_ms()),
         config.bundle.display(),
         connection::redact_url(&config.redis_url),
     )
