@@ -14,33 +14,36 @@ use ruled_engine::Expiry;
 /// an event built from one must stay under the 64 KiB event bound.
 pub const MAX_FIELD_BYTES: usize = 64 * 1024;
 
-/// `HMGET KEYS[1] ARGV[2..]`, each value replaced by its length (an
-/// integer) when it is over `ARGV[1]` bytes.
-const HMGET_SCRIPT: &str = r"
+/// `HMGET KEYS[1] ARGV[2..]` into `values`, each value replaced by its
+/// length (an integer) when it is over `ARGV[1]` bytes: the body both
+/// scripts share.
+macro_rules! bounded_hmget_lua {
+    () => {
+        r"
 local values = redis.call('HMGET', KEYS[1], unpack(ARGV, 2))
 for i = 1, #values do
   if values[i] and string.len(values[i]) > tonumber(ARGV[1]) then
     values[i] = string.len(values[i])
   end
 end
-return values
-";
+"
+    };
+}
 
-/// `HMGET_SCRIPT`, then the key's `PEXPIRETIME` as one more element (-3
-/// when the server has no such command), in the same script: the values
-/// and the expiry are of one instant.
-const HMGET_EXPIRY_SCRIPT: &str = r"
-local values = redis.call('HMGET', KEYS[1], unpack(ARGV, 2))
-for i = 1, #values do
-  if values[i] and string.len(values[i]) > tonumber(ARGV[1]) then
-    values[i] = string.len(values[i])
-  end
-end
-local ok, at = pcall(redis.call, 'PEXPIRETIME', KEYS[1])
+/// The bounded `HMGET`, its values returned.
+const HMGET_SCRIPT: &str = concat!(bounded_hmget_lua!(), "return values\n");
+
+/// The bounded `HMGET`, then the key's `PEXPIRETIME` as one more element
+/// (-3 when the server has no such command), in the same script: the
+/// values and the expiry are of one instant.
+const HMGET_EXPIRY_SCRIPT: &str = concat!(
+    bounded_hmget_lua!(),
+    r"local ok, at = pcall(redis.call, 'PEXPIRETIME', KEYS[1])
 if not ok then at = -3 end
 values[#values + 1] = at
 return values
-";
+"
+);
 
 /// The values of `fields` of `hash`, in order: `None` when absent, and
 /// also (with one line naming hash, field and length, within `throttle`'s
