@@ -20,7 +20,9 @@
 //!    `LPUSH`).
 //! 4. CPU per notification: `ruled`'s CPU time over a block of path-3
 //!    notifications (read, derive, publish both derived events, act)
-//!    against the reading relay's over the same block.
+//!    against the reading relay's over the same number; then the same
+//!    with `ruled --log-level warn`, which writes no journal line per
+//!    action.
 //!
 //! `FLOOR_BLOCKS` (10) and `FLOOR_SAMPLES` (500 per block and side) set
 //! the size; `FLOOR_RULED=<program>` measures another `ruled` build (a
@@ -202,6 +204,39 @@ fn ping(con: &mut redis::Connection) -> Duration {
     start.elapsed()
 }
 
+/// CPU per notification of path 3: a block of `ruled`'s, then one of the
+/// reading relay's, in turn.
+fn cpu_per_notification(
+    con: &mut redis::Connection,
+    ruled: u32,
+    relay: u32,
+    blocks: usize,
+    samples: usize,
+    value: &mut dyn FnMut() -> &'static str,
+) -> Figure {
+    let mut figure = Figure::default();
+    for _ in 0..blocks {
+        let before = cpu(ruled);
+        for _ in 0..samples {
+            let value = value();
+            sample(con, "bench:kick", |c| {
+                announce(c, "vehicle", "kickstand", value)
+            });
+        }
+        let per_ruled = (cpu(ruled) - before) / samples as u32;
+        let before = cpu(relay);
+        for _ in 0..samples {
+            let value = value();
+            sample(con, "floor:read", |c| {
+                announce(c, "floor:hash", "kickstand", value)
+            });
+        }
+        let per_floor = (cpu(relay) - before) / samples as u32;
+        figure.block(per_ruled, per_floor, ping(con));
+    }
+    figure
+}
+
 fn main() {
     floor::run_from_env();
     // `cargo bench` passes `--bench`; a filter that names another bench
@@ -334,27 +369,24 @@ fn main() {
         }
     }
 
-    // CPU per notification: a block for each side in turn.
-    let mut cpu_figure = Figure::default();
-    for _ in 0..blocks {
-        let before = cpu(ruled.pid());
-        for _ in 0..samples {
-            let value = kickstand.next().unwrap_or("up");
-            sample(&mut con, "bench:kick", |c| {
-                announce(c, "vehicle", "kickstand", value)
-            });
-        }
-        let per_ruled = (cpu(ruled.pid()) - before) / samples as u32;
-        let before = cpu(reading.id());
-        for _ in 0..samples {
-            let value = kickstand.next().unwrap_or("up");
-            sample(&mut con, "floor:read", |c| {
-                announce(c, "floor:hash", "kickstand", value)
-            });
-        }
-        let per_floor = (cpu(reading.id()) - before) / samples as u32;
-        cpu_figure.block(per_ruled, per_floor, ping(&mut con));
-    }
+    let kick = &mut || kickstand.next().unwrap_or("up");
+    let cpu_info = cpu_per_notification(&mut con, ruled.pid(), reading.id(), blocks, samples, kick);
+    // The same at `--log-level warn`: what the journal's lines cost.
+    ruled.stop();
+    let quiet_flags = ["--log-level", "warn", "--stats-interval", "10s"];
+    let mut quiet = Ruled::start_program(
+        on_core(&program, daemon),
+        &redis.url(),
+        &bundle,
+        &quiet_flags,
+        &[],
+    );
+    support::wait_for("ruled at warn subscribed", || {
+        let (_, n): (String, i64) = redis.query(&["PUBSUB", "NUMSUB", "vehicle"]);
+        n == 1
+    });
+    let cpu_warn = cpu_per_notification(&mut con, quiet.pid(), reading.id(), blocks, samples, kick);
+    quiet.stop();
 
     println!(
         "ruled against the floor, {blocks} blocks of {samples} alternated samples{}:",
@@ -368,8 +400,8 @@ fn main() {
     for (name, figure) in paths {
         figure.print(name, true);
     }
-    cpu_figure.print("CPU per notification", false);
-    ruled.stop();
+    cpu_info.print("CPU per notification", false);
+    cpu_warn.print("CPU per notification, --log-level warn", false);
     for child in [&mut relay, &mut reading] {
         let _ = child.kill();
         let _ = child.wait();
