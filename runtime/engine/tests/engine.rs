@@ -263,7 +263,7 @@ fn describe(effect: &Effect) -> String {
             Note::ReplayDrop { id, reason, .. } => format!("replay-drop {id} {}", reason.as_str()),
             Note::RecordKept { run, .. } => format!("record-kept {run}"),
             Note::DueWait { run, step, .. } => format!("due-wait {run} s{step}"),
-            Note::NonFire { rule, reason } => format!("non-fire {rule} {}", reason.as_str()),
+            Note::NonFire { rule, reason, .. } => format!("non-fire {rule} {}", reason.as_str()),
         },
         Effect::Publish(events) => {
             let topics: Vec<&str> = events.iter().map(|e| &*e.topic).collect();

@@ -97,13 +97,15 @@ impl fmt::Display for Read {
 
 /// Where the reads are: the bundle's constants and state pairs, the
 /// state shadow and which of its pairs hold a value.
+#[derive(Debug, Clone, Copy)]
 pub struct ReadContext<'a> {
     pub consts: &'a [Const],
     pub pairs: &'a [StatePair],
     /// The shadow, by pair index (`""` while unknown), as the VM reads it.
     pub state: &'a [String],
-    /// Whether pair `i` holds a value; `false`: absent (the VM reads `""`).
-    pub present: &'a dyn Fn(usize) -> bool,
+    /// Whether pair `i` holds a value; `false` or missing: absent (the
+    /// VM reads `""`).
+    pub present: &'a [bool],
 }
 
 /// A `when` evaluated by the bytecode VM, and what it read.
@@ -198,7 +200,7 @@ fn state_read(index: usize, context: &ReadContext<'_>) -> Option<Read> {
     let pair = context.pairs.get(index)?;
     let quoted = |text: &str| serde_json::Value::from(text).to_string();
     let name = format!("state({}, {})", quoted(&pair.hash), quoted(&pair.field));
-    if !(context.present)(index) {
+    if !context.present.get(index).copied().unwrap_or(false) {
         return Some(Read::new(name));
     }
     let value = context.state.get(index)?;
@@ -278,11 +280,9 @@ mod tests {
             consts: &consts,
             pairs: &pairs,
             state: &state,
-            present: &|i| i == 0,
+            present: &[true, false],
         };
-        let e = event(
-            r#"{"topic":"alarm.triggered","to":"level-2-triggered","data":{"level":2}}"#,
-        );
+        let e = event(r#"{"topic":"alarm.triggered","to":"level-2-triggered","data":{"level":2}}"#);
         let explained = explain(&program, &e, &context);
         assert_eq!(explained.result, Ok(true));
         assert_eq!(
@@ -296,7 +296,7 @@ mod tests {
         // Absent values say so; the VM read `""` and an empty value.
         let absent = event(r#"{"topic":"alarm.triggered"}"#);
         let parked_unknown = ReadContext {
-            present: &|_| false,
+            present: &[],
             ..context
         };
         let explained = explain(&program, &absent, &parked_unknown);
@@ -330,7 +330,7 @@ mod tests {
             consts: &consts,
             pairs: &[],
             state: &[],
-            present: &|_| true,
+            present: &[],
         };
         let reads = reads(&program, &e, &context);
         let text = texts(&reads);
@@ -340,7 +340,10 @@ mod tests {
         assert_eq!(text[3], "data.a.b = 1.5");
         // The JSON form: no `value` is absent.
         let json = serde_json::to_value(&reads[0]).unwrap();
-        assert_eq!(json, serde_json::json!({"name": "data.list", "kind": "array"}));
+        assert_eq!(
+            json,
+            serde_json::json!({"name": "data.list", "kind": "array"})
+        );
         let back: Read = serde_json::from_value(json).unwrap();
         assert_eq!(back, reads[0]);
     }
