@@ -80,13 +80,13 @@ fn at(ms: u64) -> Now {
 }
 
 /// Runs every effect out, the pool finishing each job at once; the notes.
-fn drain(engine: &mut Engine) -> Vec<Note> {
+fn drain(engine: &mut Engine, now: Now) -> Vec<Note> {
     let mut notes = Vec::new();
     while let Some(effect) = engine.poll_effect() {
         match effect {
             Effect::Submit(job) => {
                 engine.action_started(job.id);
-                engine.action_finished(at(0), job.id, Ok(()));
+                engine.action_finished(now, job.id, Ok(()));
             }
             Effect::Note(note) => notes.push(note),
             _ => {}
@@ -138,10 +138,10 @@ fn a_trace_keeps_what_the_rule_and_step_when_read() {
     engine.set_state("vehicle", "state", "parked".into());
     // The rule's `when` false: the last non-fire says what it read.
     engine.handle_event(at(0), alarm("level-1-triggered", 1));
-    drain(&mut engine);
+    drain(&mut engine, at(0));
     // True, but the second step's `when` is false: the run ends there.
     engine.handle_event(at(1000), alarm("level-2-triggered", 1));
-    drain(&mut engine);
+    drain(&mut engine, at(1000));
     let trace = engine.trace("hazards", at(2000)).unwrap();
     let non_fire = trace.last_non_fire.as_ref().unwrap();
     assert_eq!(non_fire.reason, "when-false");
@@ -179,7 +179,7 @@ fn explaining_notes_the_reads_and_nothing_is_read_where_nothing_keeps_them() {
     };
     let mut engine = Engine::new(payload(vec![hazards()]), explain);
     engine.handle_event(at(0), alarm("level-2-triggered", 1));
-    let notes = drain(&mut engine);
+    let notes = drain(&mut engine, at(0));
     let reads = notes.iter().find_map(|note| match note {
         Note::NonFire { reads, .. } => Some(texts(reads)),
         _ => None,
@@ -193,7 +193,7 @@ fn explaining_notes_the_reads_and_nothing_is_read_where_nothing_keeps_them() {
     );
     engine.set_state("vehicle", "state", "parked".into());
     engine.handle_event(at(10), alarm("level-2-triggered", 1));
-    let notes = drain(&mut engine);
+    let notes = drain(&mut engine, at(0));
     let skipped = notes.iter().find_map(|note| match note {
         Note::StepSkipped { reads, step, .. } => Some((*step, texts(reads))),
         _ => None,
@@ -208,7 +208,7 @@ fn explaining_notes_the_reads_and_nothing_is_read_where_nothing_keeps_them() {
     let mut engine = Engine::new(payload(vec![hazards()]), quiet);
     engine.set_state("vehicle", "state", "parked".into());
     engine.handle_event(at(0), alarm("level-2-triggered", 1));
-    let notes = drain(&mut engine);
+    let notes = drain(&mut engine, at(0));
     assert!(notes.iter().all(|note| match note {
         Note::StepSkipped { reads, .. } | Note::NonFire { reads, .. } => reads.is_empty(),
         _ => true,
