@@ -258,7 +258,7 @@ impl NonFireRecord {
 
 /// The heap a record's reads hold.
 fn reads_heap(reads: &[Read]) -> usize {
-    reads.len() * size_of::<Read>() + reads.iter().map(Read::heap).sum::<usize>()
+    std::mem::size_of_val(reads) + reads.iter().map(Read::heap).sum::<usize>()
 }
 
 #[derive(Debug, Default)]
