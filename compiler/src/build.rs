@@ -16,6 +16,7 @@ use crate::validate::{CheckedPart, CheckedRule, CheckedStep};
 use crate::when::{lower, ConstPool};
 use rulecore::bundle::{Action, Payload, Rule, RuleOptions, Step, Text};
 use rulecore::codec::{self, BundleError};
+use rulecore_io::bundle_file;
 use rulecore::template::Part;
 use ruled_engine::mebibytes;
 use std::io;
@@ -454,7 +455,7 @@ fn write_bundle(
     built: &Built,
     console: &mut Console<'_>,
 ) -> io::Result<Option<Exit>> {
-    let Err(error) = codec::write_atomic(&args.output, &built.bytes) else {
+    let Err(error) = bundle_file::write_atomic(&args.output, &built.bytes) else {
         return Ok(None);
     };
     // Name the file the user asked for, not the temporary file next to

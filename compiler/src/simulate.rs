@@ -13,8 +13,9 @@ use crate::load::SourceFile;
 use crate::profile::ProfileChoice;
 use crate::timeline::Known;
 use rulecore::bundle::Payload;
-use rulecore::codec::{self, BundleError};
-use rulecore::input_file::read_bounded;
+use rulecore::codec::BundleError;
+use rulecore_io::bundle_file;
+use rulecore_io::input_file::read_bounded;
 use ruled_engine::sim::{parse, simulate_reloading, trace_json, Options, Timeline, TimelineError};
 use ruled_engine::TimeStyle;
 use std::io;
@@ -147,7 +148,7 @@ pub(crate) fn load_rules_known(
         let payload = assemble_with(&report.rules, report.profile.as_deref(), COMPILER_VERSION);
         return Ok(Ok((payload, (!topics.is_empty()).then_some(topics))));
     }
-    match codec::read(path) {
+    match bundle_file::read(path) {
         Ok(bundle) => Ok(Ok((bundle.payload, None))),
         Err(error @ (BundleError::Io { .. } | BundleError::NotAFile { .. })) => {
             writeln!(console.err, "error: {error}")?;

@@ -142,8 +142,8 @@ fn randomly_edited_fixtures() {
         "count = 0",
     ];
     let fuzz =
-        rulecore::fuzz::Fuzz::from_env("check_robust::randomly_edited_fixtures", 0xED17).unwrap();
-    let mut rng = rulecore::fuzz::Rng::new(fuzz.seed());
+        test_kit::fuzz::Fuzz::from_env("check_robust::randomly_edited_fixtures", 0xED17).unwrap();
+    let mut rng = test_kit::fuzz::Rng::new(fuzz.seed());
     let mut next = move |n: usize| rng.below(n.max(1));
     let texts = fixture_texts();
     let cases = fuzz.cases(3_000);

@@ -6,7 +6,7 @@
 
 use rulecore::bundle::{Action, Payload, Text};
 use rulecore::event::Event;
-use rulecore::fuzz::{Fuzz, Rng};
+use test_kit::fuzz::{Fuzz, Rng};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
