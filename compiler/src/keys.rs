@@ -690,6 +690,31 @@ pub fn find(level: Level, name: &str) -> Option<&'static Key> {
     keys(level).find(|key| key.name == name)
 }
 
+/// The values a [`Ty::Choice`] key takes, as the table writes them; empty
+/// for a key that is not a choice (a unit test holds the callers' keys).
+pub fn choices(level: Level, name: &str) -> &'static [&'static str] {
+    match find(level, name).map(|key| key.ty) {
+        Some(Ty::Choice(values)) => values,
+        _ => &[],
+    }
+}
+
+/// The default of a key whose default is one string, as the table writes it.
+pub fn default_str(level: Level, name: &str) -> Option<&'static str> {
+    match find(level, name)?.default {
+        Some(DefaultValue::Str(value)) => Some(value),
+        _ => None,
+    }
+}
+
+/// The default of a boolean key, as the table writes it.
+pub fn default_bool(level: Level, name: &str) -> Option<bool> {
+    match find(level, name)?.default {
+        Some(DefaultValue::Bool(value)) => Some(value),
+        _ => None,
+    }
+}
+
 /// The table as Markdown, one section per level: an author reference.
 pub fn markdown() -> String {
     let mut out = String::new();
