@@ -36,6 +36,20 @@ impl Level {
         Level::Topic,
     ];
 
+    /// The level of the tables a header's dotted name opens (`["rule",
+    /// "step"]` for `[[rule.step]]`); the empty name is the file's top.
+    /// `rulec lsp` reads headers with it while the text is typed.
+    pub fn of_header(path: &[&str]) -> Option<Level> {
+        Some(match path {
+            [] => Level::Top,
+            ["rule"] => Level::Rule,
+            ["rule", "step"] => Level::Step,
+            ["rule", "input"] => Level::Input,
+            ["topic"] => Level::Topic,
+            _ => return None,
+        })
+    }
+
     /// Where the level is, as unknown-key messages say it.
     pub fn place(self) -> &'static str {
         match self {
@@ -787,6 +801,16 @@ fn applies_to(key: &Key) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headers_name_their_levels() {
+        assert_eq!(Level::of_header(&[]), Some(Level::Top));
+        assert_eq!(Level::of_header(&["rule"]), Some(Level::Rule));
+        assert_eq!(Level::of_header(&["rule", "step"]), Some(Level::Step));
+        assert_eq!(Level::of_header(&["rule", "input"]), Some(Level::Input));
+        assert_eq!(Level::of_header(&["topic"]), Some(Level::Topic));
+        assert_eq!(Level::of_header(&["rule", "repeat"]), None);
+    }
 
     #[test]
     fn names_are_unique_per_level() {

@@ -6,7 +6,7 @@
 
 use rulec::diagnostic::{render_text, TextStyle};
 use rulec::load::SourceFile;
-use rulec::validate::validate;
+use rulec::session::Session;
 use std::path::Path;
 
 fn fixture_texts() -> Vec<(String, String)> {
@@ -32,7 +32,7 @@ fn fixture_texts() -> Vec<(String, String)> {
 /// Returns how many diagnostics the file got.
 fn assert_spans_inside(file: &SourceFile, render: bool) -> usize {
     let files = std::slice::from_ref(file);
-    let validated = validate(files);
+    let validated = Session::new(None).check_files(files);
     for diagnostic in &validated.diagnostics {
         let Some(label) = &diagnostic.label else {
             continue;

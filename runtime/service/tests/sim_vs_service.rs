@@ -278,14 +278,11 @@ fn compile(rules: &str, profile: Profile) -> Payload {
         }
         Profile::None => None,
     };
-    let report = rulec::check::check_dir_profile(&root().join(rules), loaded)
+    let report = rulec::session::Session::new(loaded)
+        .check(&root().join(rules))
         .expect("read the rules directory");
     assert!(!report.failed(false), "{rules}: {}", report.summary());
-    rulec::build::assemble_with(
-        &report.rules,
-        report.profile.as_deref(),
-        rulec::build::COMPILER_VERSION,
-    )
+    report.assemble(rulec::build::COMPILER_VERSION)
 }
 
 fn scaled_ns(ns: u64) -> u64 {
