@@ -94,14 +94,7 @@ mod tests {
     use rulecore::codec::encode;
 
     fn empty() -> Payload {
-        Payload {
-            compiler_version: "0.0.0".into(),
-            rules: vec![],
-            state_pairs: vec![],
-            consts: vec![],
-            inputs: vec![],
-            profile: None,
-        }
+        Payload::default()
     }
 
     #[test]
