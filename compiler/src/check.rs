@@ -404,7 +404,7 @@ fn print_report(
 ) -> io::Result<()> {
     let (diagnostics, files) = shown(&report.diagnostics, &report.files, dir);
     let sources = Sources::new(&files);
-    // `check_dir_with` sorted them by file.
+    // `check_loaded` sorted them by file.
     for of_file in diagnostics.chunk_by(|a, b| a.file == b.file) {
         let (shown, hidden) = of_file.split_at(of_file.len().min(MAX_SHOWN_PER_FILE));
         match format {
