@@ -1526,7 +1526,7 @@ fn chaos_rules() -> Vec<Rule> {
 fn random_input_never_leaks_runs_timers_or_records() {
     // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md):
     // the seed picks the first of the consecutive per-case seeds.
-    let fuzz = rulecore::fuzz::Fuzz::from_env(
+    let fuzz = test_kit::fuzz::Fuzz::from_env(
         "engine::random_input_never_leaks_runs_timers_or_records",
         1,
     )

@@ -39,8 +39,10 @@ fn json_of(out: &Ctl) -> Value {
 fn compiled(toml: &str) -> rulecore::bundle::Payload {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("rules.toml"), toml).unwrap();
-    let report = rulec::check::check_dir(dir.path()).unwrap();
-    rulec::build::assemble(&report.rules, "test")
+    let report = rulec::session::Session::new(None)
+        .check(dir.path())
+        .unwrap();
+    report.assemble("test")
 }
 
 const READ_RULE_WHEN: &str =

@@ -243,9 +243,11 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     fn compile(dir: &Path) -> Payload {
-        let report = rulec::check::check_dir(dir).unwrap_or_else(|e| panic!("{e}"));
+        let report = rulec::session::Session::new(None)
+            .check(dir)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(report.errors(), 0, "{}", report.summary());
-        rulec::build::assemble(&report.rules, "test")
+        report.assemble("test")
     }
 
     /// A rule's dump without its first line (which names its file).
@@ -274,9 +276,11 @@ mod tests {
                 let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
                 std::fs::write(dir.path().join("rule.toml"), &toml)
                     .unwrap_or_else(|e| panic!("{e}"));
-                let report = rulec::check::check_dir(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+                let report = rulec::session::Session::new(None)
+                    .check(dir.path())
+                    .unwrap_or_else(|e| panic!("{e}"));
                 assert_eq!(report.errors(), 0, "{set}/{}:\n{toml}", rule.name);
-                let again = rulec::build::assemble(&report.rules, "test");
+                let again = report.assemble("test");
                 assert_eq!(again.rules.len(), 1, "{toml}");
                 assert_eq!(
                     dumped(&again.rules[0], &again),
