@@ -36,6 +36,10 @@ pub struct Job {
     /// removes it exactly when the action **starts** on a worker, and keeps
     /// it when the pool refuses the job or abandons it at stop.
     pub drop_record: Option<Arc<str>>,
+    /// The guards covering the action (docs/safety.md#guards): the worker
+    /// reads their fields fresh and asks [`crate::guard::judge`] before
+    /// performing it. `None` for an unguarded action.
+    pub guard: Option<Box<crate::guard::GuardCheck>>,
 }
 
 /// One step's action, shared with the loaded bundle: a job points at the
@@ -52,6 +56,11 @@ pub struct StepAction {
 }
 
 impl StepAction {
+    /// The bundle the step is in.
+    pub fn payload(&self) -> &Arc<Payload> {
+        &self.payload
+    }
+
     /// Step `step` of rule `rule` of `payload`; `None` when there is no such
     /// step.
     pub fn new(payload: Arc<Payload>, rule: usize, step: usize) -> Option<Self> {
@@ -167,6 +176,12 @@ pub enum Effect {
         hash: String,
         pairs: Vec<usize>,
     },
+    /// `PUBLISH channel message`: the dashboard toast of a refusal by the
+    /// safety envelope (docs/safety.md), performed without waiting.
+    Toast {
+        channel: String,
+        message: String,
+    },
 }
 
 /// Why a pending record is removed: by the engine itself, or (`Started`)
@@ -280,6 +295,10 @@ pub enum EndReason {
     /// A live reload changed or removed the step the run was at
     /// (docs/semantics.md#live-reload).
     Reloaded,
+    /// A guard refused its action (docs/safety.md#guards).
+    Guarded,
+    /// A limit refused its action (docs/safety.md#limits).
+    Limited,
 }
 
 impl EndReason {
@@ -294,6 +313,8 @@ impl EndReason {
             Self::Stopped => "stopped",
             Self::TooLate => "too-late",
             Self::Reloaded => "reloaded",
+            Self::Guarded => "guarded",
+            Self::Limited => "limited",
         }
     }
 }
@@ -350,6 +371,8 @@ pub enum NonFireReason {
     Refused,
     /// The rule is disabled (replay-only).
     RuleDisabled,
+    /// The rule's breaker is tripped (docs/safety.md#the-breaker).
+    Tripped,
 }
 
 impl NonFireReason {
@@ -366,6 +389,7 @@ impl NonFireReason {
             Self::Queued => "queued",
             Self::Refused => "refused",
             Self::RuleDisabled => "rule-disabled",
+            Self::Tripped => "tripped",
         }
     }
 }
