@@ -7,7 +7,7 @@
 //!
 //! Prints the spread of 100 keystrokes, and, in process, what a check of
 //! the directory costs from scratch (`rulec check`) and with one file
-//! changed (each keystroke: `check_loaded_cached`). The
+//! changed (each keystroke: one `Session` kept across checks). The
 //! goal is under 100 ms a keystroke; the figure is reported, not asserted
 //! (it depends on the machine).
 //!
@@ -20,6 +20,7 @@
 mod lsp_client;
 
 use lsp_client::{url, Client};
+use rulec::session::Session;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -96,13 +97,13 @@ fn in_process(dir: &Path) -> (Vec<Duration>, Vec<Duration>) {
     let fresh = (0..20)
         .map(|_| {
             let start = Instant::now();
-            let report = rulec::check::check_loaded(loaded.clone(), false, profile.clone());
+            let report = Session::new(profile.clone()).check_loaded(loaded.clone());
             let took = start.elapsed();
             check(report);
             took
         })
         .collect();
-    let mut cache = rulec::validate::FileChecks::default();
+    let mut session = Session::new(profile.clone());
     let name = loaded.files[25].name.clone();
     let text = loaded.files[25].text.clone();
     let cached = (0..20)
@@ -110,8 +111,7 @@ fn in_process(dir: &Path) -> (Vec<Duration>, Vec<Duration>) {
             let mut files = loaded.clone();
             files.overlay(&name, &format!("{text}\n# {round}\n"));
             let start = Instant::now();
-            let report =
-                rulec::check::check_loaded_cached(files, false, profile.clone(), &mut cache);
+            let report = session.check_loaded(files);
             let took = start.elapsed();
             check(report);
             took

@@ -193,7 +193,9 @@ fn main() {
     // `cargo bench` passes `--bench`; a filter argument selects expressions.
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/rules");
-    let report = rulec::check::check_dir(&fixtures).expect("fixtures/rules");
+    let report = rulec::session::Session::new(None)
+        .check(&fixtures)
+        .expect("fixtures/rules");
     let mut texts: Vec<(String, bool)> = Vec::new();
     for rule in &report.rules {
         let whens = rule

@@ -18,6 +18,7 @@ use crate::when::{lower, ConstPool};
 use rulecore::bundle::{Action, Payload, Rule, RuleOptions, Step, Text};
 use rulecore::codec::{self, BundleError};
 use rulecore::template::Part;
+use rulecore_io::bundle_file;
 use ruled_engine::mebibytes;
 use std::io;
 use std::path::PathBuf;
@@ -67,23 +68,29 @@ pub struct BuildArgs {
 /// The compiler version written into every bundle.
 pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
+impl CheckReport {
+    /// Lowers the rules that survived the check into a bundle payload
+    /// (with the report's profile): the last step of a
+    /// [`crate::session::Session`].
+    pub fn assemble(&self, compiler_version: &str) -> Payload {
+        assemble_all(
+            &self.rules,
+            self.profile.as_deref(),
+            &self.envelope,
+            compiler_version,
+        )
+    }
+
+    /// [`Self::assemble`]d, encoded, and verified by decoding the bytes
+    /// again: what `rulec build` writes.
+    pub fn build(&self) -> Result<Built, BundleError> {
+        build_report(self)
+    }
+}
+
 /// Turns checked rules into a bundle payload: one constant pool for every
-/// expression, fingerprints computed against the final pools.
-pub fn assemble(rules: &[CheckedRule], compiler_version: &str) -> Payload {
-    assemble_with(rules, None, compiler_version)
-}
-
-/// [`assemble`] with a bus profile (docs/sources.md): its programs share
-/// the rules' constant pool and state pairs, and the payload carries it.
-pub fn assemble_with(
-    rules: &[CheckedRule],
-    profile: Option<&LoadedProfile>,
-    compiler_version: &str,
-) -> Payload {
-    assemble_all(rules, profile, &EnvelopeDecls::default(), compiler_version)
-}
-
-/// [`assemble_with`], with the rules directory's guards and limits
+/// expression, fingerprints computed against the final pools; a bus
+/// profile's programs share the pool. With the rules directory's guards and limits
 /// (docs/safety.md) after the profile's: what `rulec build` and `rulec
 /// simulate` assemble from a [`crate::check::CheckReport`].
 pub fn assemble_all(
@@ -254,23 +261,8 @@ impl Built {
     }
 }
 
-/// Assembles, encodes, and verifies by decoding the bytes again.
-pub fn build(rules: &[CheckedRule]) -> Result<Built, BundleError> {
-    build_with(rules, None)
-}
-
-/// [`build`] with a bus profile.
-pub fn build_with(
-    rules: &[CheckedRule],
-    profile: Option<&LoadedProfile>,
-) -> Result<Built, BundleError> {
-    let payload = assemble_with(rules, profile, COMPILER_VERSION);
-    let bytes = codec::encode(&payload)?;
-    let id = codec::decode(&bytes)?.id;
-    Ok(Built { bytes, id, payload })
-}
-
-/// [`build_with`] from a check's report: the rules directory's guards and
+/// Assembles, encodes, and verifies by decoding the bytes again, from a
+/// check's report: the rules directory's guards and
 /// limits too (docs/safety.md).
 pub fn build_report(report: &crate::check::CheckReport) -> Result<Built, BundleError> {
     let payload = assemble_all(
@@ -374,7 +366,7 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     if let Some(exit) = refuse_failed(args, &report, failed, &check_summary, console)? {
         return Ok(exit);
     }
-    let built = match build_report(&report) {
+    let built = match report.build() {
         Ok(built) => built,
         Err(error) => {
             // The compiler produced a bundle its own loader refuses: a bug.
@@ -489,7 +481,7 @@ fn write_bundle(
     built: &Built,
     console: &mut Console<'_>,
 ) -> io::Result<Option<Exit>> {
-    let Err(error) = codec::write_atomic(&args.output, &built.bytes) else {
+    let Err(error) = bundle_file::write_atomic(&args.output, &built.bytes) else {
         return Ok(None);
     };
     // Name the file the user asked for, not the temporary file next to

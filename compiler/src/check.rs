@@ -10,7 +10,8 @@ use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text_with, to_json_with, Code, Diagnostic, Severity, Sources};
 use crate::load::{load_dir, LoadError, Loaded, SourceFile};
 use crate::profile::{LoadedProfile, ProfileChoice};
-use crate::validate::{validate_cached, CheckedRule, FileChecks};
+use crate::session::Session;
+use crate::validate::CheckedRule;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -174,32 +175,13 @@ pub fn plural(count: usize, noun: &str) -> String {
     }
 }
 
-/// Loads and validates `dir` without a profile (`--profile none`). Only an
-/// unreadable directory or file is an `Err`; problems in the rules are
-/// diagnostics.
-pub fn check_dir(dir: &Path) -> Result<CheckReport, LoadError> {
-    check_dir_with(dir, false, None)
-}
-
-/// [`check_dir`] against a profile already loaded ([`crate::profile::load`]).
-pub fn check_dir_profile(
-    dir: &Path,
-    profile: Option<Arc<LoadedProfile>>,
-) -> Result<CheckReport, LoadError> {
-    check_dir_with(dir, false, profile)
-}
-
-/// [`check_dir_profile`], with `--deny-warnings`: every warning is an
-/// error and rejects its rule (docs/rules.md#errors-and-warnings).
-fn check_dir_with(
-    dir: &Path,
-    deny_warnings: bool,
-    profile: Option<Arc<LoadedProfile>>,
-) -> Result<CheckReport, LoadError> {
-    if dir.is_file() {
-        return check_file_in_directory(dir, deny_warnings, profile);
+/// [`Session::check`]: a rules directory, or one rule file checked with
+/// its directory.
+pub(crate) fn check_path(path: &Path, session: &mut Session) -> Result<CheckReport, LoadError> {
+    if path.is_file() {
+        return check_file_in_directory(path, session);
     }
-    Ok(check_loaded(load_dir(dir)?, deny_warnings, profile))
+    Ok(check_loaded(load_dir(path)?, session))
 }
 
 /// `rulec check FILE` (docs/rulec.md#one-file): the file is checked with
@@ -207,24 +189,20 @@ fn check_dir_with(
 /// the profile, and only its own diagnostics and rules are kept; so it
 /// gets exactly the answer checking the directory gives for it. A
 /// directory that cannot be read leaves the file checked alone.
-fn check_file_in_directory(
-    path: &Path,
-    deny_warnings: bool,
-    profile: Option<Arc<LoadedProfile>>,
-) -> Result<CheckReport, LoadError> {
+fn check_file_in_directory(path: &Path, session: &mut Session) -> Result<CheckReport, LoadError> {
     let alone = load_dir(path)?;
     let parent = path
         .parent()
         .filter(|parent| !parent.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let (Some(file), Ok(mut loaded)) = (alone.files.first().cloned(), load_dir(parent)) else {
-        return Ok(check_loaded(alone, deny_warnings, profile));
+        return Ok(check_loaded(alone, session));
     };
     // The file as read now, even when the directory would skip it (a
     // hidden name, another extension).
     loaded.overlay(&file.name, &file.text);
     loaded.skipped.clear();
-    let mut report = check_loaded(loaded, deny_warnings, profile);
+    let mut report = check_loaded(loaded, session);
     let position = report.files.iter().position(|f| f.name == file.name);
     report.rules_read = position
         .and_then(|at| report.rules_read_by_file.get(at).copied())
@@ -242,32 +220,15 @@ fn check_file_in_directory(
     Ok(report)
 }
 
-/// Validates rule files already read (by [`load_dir`], perhaps with an
-/// editor's buffers laid over them, [`crate::load::Loaded::overlay`]):
-/// the one path of `rulec check` and of `rulec lsp`.
-pub fn check_loaded(
-    loaded: Loaded,
-    deny_warnings: bool,
-    profile: Option<Arc<LoadedProfile>>,
-) -> CheckReport {
-    check_loaded_cached(loaded, deny_warnings, profile, &mut FileChecks::default())
-}
-
-/// [`check_loaded`], reusing the checks of the files whose text `cache`
-/// saw before (the same profile each time).
-pub fn check_loaded_cached(
-    loaded: Loaded,
-    deny_warnings: bool,
-    profile: Option<Arc<LoadedProfile>>,
-    cache: &mut FileChecks,
-) -> CheckReport {
-    let catalogue = profile.as_deref().map(|profile| &profile.catalogue);
-    let validated = validate_cached(&loaded.files, deny_warnings, catalogue, cache);
+/// [`Session::check_loaded`]: validates rule files already read, reusing
+/// the session's checks of the files whose text it saw before.
+pub(crate) fn check_loaded(loaded: Loaded, session: &mut Session) -> CheckReport {
+    let validated = session.check_files(&loaded.files);
     let mut diagnostics = loaded.diagnostics;
     diagnostics.extend(validated.diagnostics);
     // Guards only add: a name the profile or another file has is an error.
-    let mut envelope = profile
-        .as_ref()
+    let mut envelope = session
+        .profile()
         .map(|profile| profile.decls.envelope.clone())
         .unwrap_or_default();
     envelope.extend(validated.envelope.clone());
@@ -290,7 +251,7 @@ pub fn check_loaded_cached(
         diagnostics,
         denied_warnings: validated.denied_warnings,
         topics: validated.topics,
-        profile,
+        profile: session.profile().cloned(),
         envelope: validated.envelope,
     }
 }
@@ -312,17 +273,17 @@ pub(crate) fn check_and_print(
     profile: &ProfileChoice,
     console: &mut Console<'_>,
 ) -> io::Result<Result<CheckReport, Exit>> {
-    let profile = match crate::profile::load(profile) {
-        Ok(profile) => profile.map(Arc::new),
+    let mut session = match Session::open(profile) {
+        Ok(session) => session.deny_warnings(deny_warnings),
         Err(error) => {
             writeln!(console.err, "error: {error}")?;
             return Ok(Err(Exit::Usage));
         }
     };
-    if let Some(profile) = &profile {
+    if let Some(profile) = session.profile() {
         print_profile(profile, format, console)?;
     }
-    let report = match check_dir_with(dir, deny_warnings, profile) {
+    let report = match session.check(dir) {
         Ok(report) => report,
         Err(error) => {
             writeln!(console.err, "error: {error}")?;
@@ -468,7 +429,7 @@ fn print_report(
 ) -> io::Result<()> {
     let (diagnostics, files) = shown(&report.diagnostics, &report.files, dir);
     let sources = Sources::new(&files);
-    // `check_dir_with` sorted them by file.
+    // `check_loaded` sorted them by file.
     for of_file in diagnostics.chunk_by(|a, b| a.file == b.file) {
         let (shown, hidden) = of_file.split_at(of_file.len().min(MAX_SHOWN_PER_FILE));
         match format {
@@ -543,7 +504,9 @@ mod tests {
 
     #[test]
     fn missing_directory_is_no_rules() {
-        let report = check_dir(Path::new("/nonexistent/rules/dir")).unwrap();
+        let report = Session::new(None)
+            .check(Path::new("/nonexistent/rules/dir"))
+            .unwrap();
         assert!(report.missing_dir);
         assert_eq!(report.summary(), "0 files, 0 rules: 0 errors, 0 warnings");
         assert!(!report.failed(true));

@@ -3,7 +3,8 @@
 //! itself is `rulecore::dump`'s.
 
 use crate::cli::{Console, Exit};
-use rulecore::codec::{self, BundleError};
+use rulecore::codec::BundleError;
+use rulecore_io::bundle_file;
 use std::io;
 use std::path::PathBuf;
 
@@ -35,7 +36,7 @@ pub enum DumpFormat {
 /// Reads, verifies and prints a bundle. An unreadable file exits 2; a file
 /// that is not a valid bundle exits 1, naming the check that failed.
 pub fn run(args: &DumpArgs, console: &mut Console<'_>) -> io::Result<Exit> {
-    let bundle = match codec::read(&args.file) {
+    let bundle = match bundle_file::read(&args.file) {
         Ok(bundle) => bundle,
         Err(error) => {
             // An I/O error names the path itself.

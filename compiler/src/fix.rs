@@ -13,9 +13,10 @@ use crate::check::{plural, shown, shown_path};
 use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text, Code, Diagnostic, Severity};
 use crate::load::{load_dir, SourceFile};
+use crate::session::Session;
 use crate::span::StringMap;
-use crate::validate::validate;
-use rulecore::codec::{write_atomic, BundleError};
+use rulecore::codec::BundleError;
+use rulecore_io::bundle_file::write_atomic;
 use std::io;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -323,7 +324,9 @@ pub fn run(args: &FixArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     if let Some(exit) = write_fixed(&writes, &fixed_files, console)? {
         return Ok(exit);
     }
-    let validated = validate(&fixed_files);
+    // Held to the rule format alone (no profile): a rewrite is judged by
+    // what it writes, not by the bus it will run on.
+    let validated = Session::new(None).check_files(&fixed_files);
     problems.extend(validated.diagnostics);
     let (problems, shown_files) = shown(&problems, &fixed_files, &args.dir);
     console

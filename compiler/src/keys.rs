@@ -45,6 +45,20 @@ impl Level {
         Level::Trip,
     ];
 
+    /// The level of the tables a header's dotted name opens (`["rule",
+    /// "step"]` for `[[rule.step]]`); the empty name is the file's top.
+    /// `rulec lsp` reads headers with it while the text is typed.
+    pub fn of_header(path: &[&str]) -> Option<Level> {
+        Some(match path {
+            [] => Level::Top,
+            ["rule"] => Level::Rule,
+            ["rule", "step"] => Level::Step,
+            ["rule", "input"] => Level::Input,
+            ["topic"] => Level::Topic,
+            _ => return None,
+        })
+    }
+
     /// Where the level is, as unknown-key messages say it.
     pub fn place(self) -> &'static str {
         match self {
@@ -783,6 +797,31 @@ pub fn find(level: Level, name: &str) -> Option<&'static Key> {
     keys(level).find(|key| key.name == name)
 }
 
+/// The values a [`Ty::Choice`] key takes, as the table writes them; empty
+/// for a key that is not a choice (a unit test holds the callers' keys).
+pub fn choices(level: Level, name: &str) -> &'static [&'static str] {
+    match find(level, name).map(|key| key.ty) {
+        Some(Ty::Choice(values)) => values,
+        _ => &[],
+    }
+}
+
+/// The default of a key whose default is one string, as the table writes it.
+pub fn default_str(level: Level, name: &str) -> Option<&'static str> {
+    match find(level, name)?.default {
+        Some(DefaultValue::Str(value)) => Some(value),
+        _ => None,
+    }
+}
+
+/// The default of a boolean key, as the table writes it.
+pub fn default_bool(level: Level, name: &str) -> Option<bool> {
+    match find(level, name)?.default {
+        Some(DefaultValue::Bool(value)) => Some(value),
+        _ => None,
+    }
+}
+
 /// The table as Markdown, one section per level: an author reference.
 pub fn markdown() -> String {
     let mut out = String::new();
@@ -855,6 +894,16 @@ fn applies_to(key: &Key) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headers_name_their_levels() {
+        assert_eq!(Level::of_header(&[]), Some(Level::Top));
+        assert_eq!(Level::of_header(&["rule"]), Some(Level::Rule));
+        assert_eq!(Level::of_header(&["rule", "step"]), Some(Level::Step));
+        assert_eq!(Level::of_header(&["rule", "input"]), Some(Level::Input));
+        assert_eq!(Level::of_header(&["topic"]), Some(Level::Topic));
+        assert_eq!(Level::of_header(&["rule", "repeat"]), None);
+    }
 
     #[test]
     fn names_are_unique_per_level() {

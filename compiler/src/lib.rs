@@ -11,10 +11,11 @@
 //! 2. [`validate`] checks every rule and step key and, through [`when`], each
 //!    `when` expression; problems become [`diagnostic`]s, positioned by
 //!    [`span`].
-//! 3. [`check`] runs steps 1 and 2 and prints the report (`rulec check`);
-//!    [`build`] then lowers the surviving rules into a bundle
-//!    (`rulec build`), with the data model, codec, VM and verifier in
-//!    `rulecore`.
+//! 3. [`session`] is the one front door: a `Session` runs steps 1 and 2
+//!    for every subcommand and the language server, and its report lowers
+//!    the surviving rules into a bundle ([`build`], `rulec build`), with the
+//!    data model, codec, VM and verifier in `rulecore`; [`check`] prints the
+//!    report (`rulec check`).
 //! 4. [`dump`] prints a bundle, [`simulate`] replays a timeline against one
 //!    on the runtime's engine, [`schema`] prints the rule file JSON Schema;
 //!    [`cli`] holds the flags they share.
@@ -39,6 +40,7 @@ pub mod profile;
 pub mod rule_test;
 pub mod rulefile;
 pub mod schema;
+pub mod session;
 pub mod simulate;
 pub mod span;
 pub mod timeline;

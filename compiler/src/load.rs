@@ -8,7 +8,7 @@
 //! or is a dangling link) is an error, not an empty directory.
 
 use crate::diagnostic::{Code, Diagnostic};
-use rulecore::input_file::{read_bounded, InputError};
+use rulecore_io::input_file::{read_bounded, InputError};
 use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 
 pub mod html;
 
-use crate::build::{assemble_all, COMPILER_VERSION};
+use crate::build::COMPILER_VERSION;
 use crate::check::{check_and_print, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text_with, Severity, Sources};
@@ -13,8 +13,9 @@ use crate::load::SourceFile;
 use crate::profile::ProfileChoice;
 use crate::timeline::Known;
 use rulecore::bundle::Payload;
-use rulecore::codec::{self, BundleError};
-use rulecore::input_file::read_bounded;
+use rulecore::codec::BundleError;
+use rulecore_io::bundle_file;
+use rulecore_io::input_file::read_bounded;
 use ruled_engine::sim::{parse, simulate_reloading, trace_json, Options, Timeline, TimelineError};
 use ruled_engine::TimeStyle;
 use std::io;
@@ -144,15 +145,10 @@ pub(crate) fn load_rules_known(
             return Ok(Err(Exit::Failure));
         }
         let topics: Vec<String> = report.topics.iter().map(|t| t.name.clone()).collect();
-        let payload = assemble_all(
-            &report.rules,
-            report.profile.as_deref(),
-            &report.envelope,
-            COMPILER_VERSION,
-        );
+        let payload = report.assemble(COMPILER_VERSION);
         return Ok(Ok((payload, (!topics.is_empty()).then_some(topics))));
     }
-    match codec::read(path) {
+    match bundle_file::read(path) {
         Ok(bundle) => Ok(Ok((bundle.payload, None))),
         Err(error @ (BundleError::Io { .. } | BundleError::NotAFile { .. })) => {
             writeln!(console.err, "error: {error}")?;

@@ -4,9 +4,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use rulec::build::build;
-use rulec::check::check_dir;
 use rulec::dump::{render_json, render_text};
+use rulec::session::Session;
 use rulecore::codec::decode;
 use std::collections::BTreeMap;
 use std::fs;
@@ -18,7 +17,7 @@ fn fixtures() -> PathBuf {
 
 /// Builds `dir`, which must be free of errors.
 fn build_dir(dir: &Path) -> Vec<u8> {
-    let report = check_dir(dir).unwrap();
+    let report = Session::new(None).check(dir).unwrap();
     assert_eq!(
         report.errors(),
         0,
@@ -26,7 +25,7 @@ fn build_dir(dir: &Path) -> Vec<u8> {
         dir.display(),
         report.diagnostics
     );
-    build(&report.rules).unwrap().bytes
+    report.build().unwrap().bytes
 }
 
 /// `rule name -> [step fingerprints]`.
@@ -347,9 +346,11 @@ fn dump_with_the_builtin_profile() {
     let profile = load(&ProfileChoice::Builtin)
         .unwrap()
         .map(std::sync::Arc::new);
-    let report = rulec::check::check_dir_profile(&fixtures().join("rules"), profile).unwrap();
+    let report = rulec::session::Session::new(profile)
+        .check(&fixtures().join("rules"))
+        .unwrap();
     assert_eq!(report.errors(), 0, "{:#?}", report.diagnostics);
-    let built = rulec::build::build_with(&report.rules, report.profile.as_deref()).unwrap();
+    let built = report.build().unwrap();
     let bundle = decode(&built.bytes).unwrap();
     let profile = bundle.payload.profile.as_ref().unwrap();
     assert_eq!(profile.name, "librescoot");
@@ -388,6 +389,6 @@ fn protected_reaches_the_bundle_and_the_dump() {
     assert_eq!(render_json(&bundle)["rules"][0]["protected"], true);
 
     fs::write(dir.path().join("a.toml"), rule("protected = \"yes\"")).unwrap();
-    let report = check_dir(dir.path()).unwrap();
+    let report = Session::new(None).check(dir.path()).unwrap();
     assert_eq!(report.errors(), 1, "{:#?}", report.diagnostics);
 }

@@ -56,7 +56,7 @@ fn scratch(files: &[(&str, &str)]) -> tempfile::TempDir {
 
 /// The names of the rules in the bundle at `path`, in bundle order.
 fn rule_names(path: &Path) -> Vec<String> {
-    let bundle = rulecore::codec::read(path).unwrap();
+    let bundle = rulecore_io::bundle_file::read(path).unwrap();
     bundle
         .payload
         .rules
@@ -223,7 +223,7 @@ fn missing_directory_is_an_error_unless_allowed_empty() {
         "out.bundle",
         "--allow-empty"
     ]));
-    let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
+    let bundle = rulecore_io::bundle_file::read(&dir.path().join("out.bundle")).unwrap();
     assert!(bundle.payload.rules.is_empty());
 }
 
@@ -377,7 +377,7 @@ fn json_build_prints_only_json_lines() {
         .collect();
     assert_eq!(lines.len(), 2, "{stdout}");
     assert_eq!(lines[0]["code"], "rulec::other-action-key");
-    let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
+    let bundle = rulecore_io::bundle_file::read(&dir.path().join("out.bundle")).unwrap();
     assert_eq!(lines[1]["bundle"], bundle.id.as_str());
     assert_eq!(lines[1]["rules"], 2);
     assert_eq!(lines[1]["output"], "out.bundle");

@@ -5,8 +5,8 @@
 //! checker's and the verifier's static typing meet at their edges.
 
 use rulec::when::{check, lower, ConstPool};
-use rulecore::fuzz::{Fuzz, Rng};
 use rulecore::verify::verify_program;
+use test_kit::fuzz::{Fuzz, Rng};
 
 const ATOMS: &[&str] = &[
     "to",

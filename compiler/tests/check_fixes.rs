@@ -5,15 +5,24 @@
 
 #![allow(clippy::unwrap_used)]
 
-use rulec::check::{check_loaded, CheckReport};
+use rulec::check::CheckReport;
 use rulec::load::{load_dir, Loaded};
 use rulec::profile::{load, ProfileChoice};
+use rulec::session::Session;
 use std::path::Path;
 use std::sync::Arc;
 
 fn check(loaded: &Loaded) -> CheckReport {
     let profile = load(&ProfileChoice::Builtin).unwrap().map(Arc::new);
-    check_loaded(loaded.clone(), false, profile)
+    check_loaded(loaded.clone(), profile)
+}
+
+/// A fresh session's check: nothing cached.
+fn check_loaded(
+    loaded: Loaded,
+    profile: Option<Arc<rulec::profile::LoadedProfile>>,
+) -> CheckReport {
+    Session::new(profile).check_loaded(loaded)
 }
 
 fn count(report: &CheckReport, file: &str, code: rulec::diagnostic::Code) -> usize {
@@ -97,7 +106,8 @@ fn every_did_you_mean_is_a_fix_that_works() {
 fn a_cached_check_is_the_fresh_check() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/rules");
     let profile = load(&ProfileChoice::Builtin).unwrap().map(Arc::new);
-    let mut cache = rulec::validate::FileChecks::default();
+    // One session across the edits, as the language server keeps one.
+    let mut session = Session::new(profile.clone());
     let loaded = load_dir(&dir).unwrap();
     let mut edits = vec![loaded.clone()];
     let mut changed = loaded.clone();
@@ -117,9 +127,8 @@ fn a_cached_check_is_the_fresh_check() {
     edits.push(duplicated);
     edits.push(loaded);
     for (step, files) in edits.iter().enumerate() {
-        let cached =
-            rulec::check::check_loaded_cached(files.clone(), false, profile.clone(), &mut cache);
-        let fresh = check_loaded(files.clone(), false, profile.clone());
+        let cached = session.check_loaded(files.clone());
+        let fresh = check_loaded(files.clone(), profile.clone());
         assert_eq!(cached.diagnostics, fresh.diagnostics, "step {step}");
         assert_eq!(cached.topics, fresh.topics, "step {step}");
         let names = |r: &CheckReport| {
@@ -131,10 +140,10 @@ fn a_cached_check_is_the_fresh_check() {
         assert_eq!(names(&cached), names(&fresh), "step {step}");
         assert_eq!(cached.rules_read, fresh.rules_read, "step {step}");
     }
-    assert!(!check_loaded(edits[1].clone(), false, profile.clone())
+    assert!(!check_loaded(edits[1].clone(), profile.clone())
         .diagnostics
         .is_empty());
-    assert!(!check_loaded(edits[2].clone(), false, profile)
+    assert!(!check_loaded(edits[2].clone(), profile)
         .diagnostics
         .is_empty());
 }

@@ -62,7 +62,9 @@ fn the_example_rules_check_clean() {
 
 #[test]
 fn the_example_rules_survive_validation() {
-    let report = rulec::check::check_dir(&fixtures().join("rules")).unwrap();
+    let report = rulec::session::Session::new(None)
+        .check(&fixtures().join("rules"))
+        .unwrap();
     let names: Vec<(&str, &str, bool)> = report
         .rules
         .iter()
@@ -416,7 +418,9 @@ fn only_toml_files_directly_inside_are_read_in_byte_order() {
     std::fs::create_dir(temp.path().join("sub.toml")).unwrap();
     std::fs::create_dir(temp.path().join("nested")).unwrap();
     std::fs::write(temp.path().join("nested/c.toml"), rule("nested")).unwrap();
-    let report = rulec::check::check_dir(temp.path()).unwrap();
+    let report = rulec::session::Session::new(None)
+        .check(temp.path())
+        .unwrap();
     let names: Vec<&str> = report.rules.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["from-capital-b", "from-a", "from-b"]);
     assert_eq!(report.file_count, 3);

@@ -6,7 +6,7 @@
 
 use rulec::diagnostic::{render_text, TextStyle};
 use rulec::load::SourceFile;
-use rulec::validate::validate;
+use rulec::session::Session;
 use std::path::Path;
 
 fn fixture_texts() -> Vec<(String, String)> {
@@ -32,7 +32,7 @@ fn fixture_texts() -> Vec<(String, String)> {
 /// Returns how many diagnostics the file got.
 fn assert_spans_inside(file: &SourceFile, render: bool) -> usize {
     let files = std::slice::from_ref(file);
-    let validated = validate(files);
+    let validated = Session::new(None).check_files(files);
     for diagnostic in &validated.diagnostics {
         let Some(label) = &diagnostic.label else {
             continue;
@@ -142,8 +142,8 @@ fn randomly_edited_fixtures() {
         "count = 0",
     ];
     let fuzz =
-        rulecore::fuzz::Fuzz::from_env("check_robust::randomly_edited_fixtures", 0xED17).unwrap();
-    let mut rng = rulecore::fuzz::Rng::new(fuzz.seed());
+        test_kit::fuzz::Fuzz::from_env("check_robust::randomly_edited_fixtures", 0xED17).unwrap();
+    let mut rng = test_kit::fuzz::Rng::new(fuzz.seed());
     let mut next = move |n: usize| rng.below(n.max(1));
     let texts = fixture_texts();
     let cases = fuzz.cases(3_000);

@@ -3,8 +3,9 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use rulec::check::{check_dir, CheckReport};
+use rulec::check::CheckReport;
 use rulec::diagnostic::Severity;
+use rulec::session::Session;
 use rulec::validate::CheckedRule;
 use rulecore::bundle::{Action, CanFrame, Concurrency, Repeat};
 use rulecore::TopicPattern;
@@ -16,7 +17,7 @@ fn check(files: &[(&str, &str)]) -> CheckReport {
     for (name, text) in files {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
-    check_dir(dir.path()).unwrap()
+    Session::new(None).check(dir.path()).unwrap()
 }
 
 fn rule<'a>(report: &'a CheckReport, name: &str) -> &'a CheckedRule {
@@ -29,9 +30,9 @@ fn rule<'a>(report: &'a CheckReport, name: &str) -> &'a CheckedRule {
 
 #[test]
 fn the_alarm_rule_as_build_sees_it() {
-    let report =
-        check_dir(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/rules"))
-            .unwrap();
+    let report = Session::new(None)
+        .check(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/rules"))
+        .unwrap();
     assert!(report.diagnostics.is_empty(), "{:#?}", report.diagnostics);
     let hazards = rule(&report, "hazards-on-alarm");
     assert_eq!(hazards.source, "10-alarm.toml");
@@ -122,9 +123,9 @@ fn the_alarm_rule_as_build_sees_it() {
 
 #[test]
 fn can_frames() {
-    let report =
-        check_dir(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/rules"))
-            .unwrap();
+    let report = Session::new(None)
+        .check(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/rules"))
+        .unwrap();
     let blink = rule(&report, "parked-brake-blink");
     assert_eq!(
         blink.steps[0].action,
@@ -418,7 +419,9 @@ fn from_may_be_anything_the_field_held() {
         "[[rule]]\nname = \"charge-back\"\non = [\"battery.charge.changed\"]\nwhen = 'from == \"n/a\" && int(to) < 80'\n\n[[rule.step]]\ndo = \"redis\"\nlist = \"scooter:blinker\"\npush = \"both\"\n",
     )
     .unwrap();
-    let report = rulec::check::check_dir_profile(dir.path(), profile).unwrap();
+    let report = rulec::session::Session::new(profile)
+        .check(dir.path())
+        .unwrap();
     assert!(report.diagnostics.is_empty(), "{:#?}", report.diagnostics);
     assert_eq!(report.rules.len(), 1);
 }

@@ -79,7 +79,7 @@ fn deny_drops_is_the_ci_gate() {
 #[test]
 fn pending_lists_exactly_the_records_that_would_go() {
     let dir = two_builds();
-    let bundle = rulecore::codec::read(&dir.path().join("old.bundle")).unwrap();
+    let bundle = rulecore_io::bundle_file::read(&dir.path().join("old.bundle")).unwrap();
     let fingerprint = |rule: &str, step: usize| {
         let rule = bundle
             .payload

@@ -26,10 +26,10 @@ use rulec::when::{check, lower, ConstPool, Expr, ExprKind};
 use rulecore::bundle::StatePair;
 use rulecore::bytecode::{Const, Program};
 use rulecore::event::Event;
-use rulecore::fuzz::{Fuzz, Rng};
 use serde_json::json;
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use test_kit::fuzz::{Fuzz, Rng};
 
 type Ctx = HashMapContext<DefaultNumericTypes>;
 type EvalResult = Result<bool, String>;

@@ -46,7 +46,7 @@ fn a_warning_past_column_65535_is_reported_by_position() {
     assert!(stderr.len() < 4096, "the long line is not printed");
     let out = rulec(dir.path(), &["build", "long.toml", "-o", "long.bundle"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let bundle = rulecore::codec::read(&dir.path().join("long.bundle")).unwrap();
+    let bundle = rulecore_io::bundle_file::read(&dir.path().join("long.bundle")).unwrap();
     assert_eq!(bundle.payload.rules.len(), 1);
     let out = rulec(dir.path(), &["check", "long.toml", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
@@ -235,7 +235,7 @@ fn a_rule_file_name_that_is_not_utf8_is_rejected() {
         "{stderr}"
     );
     assert!(stderr.contains("3 files, 1 rule: 2 errors"), "{stderr}");
-    let bundle = rulecore::codec::read(&dir.path().join("out.bundle")).unwrap();
+    let bundle = rulecore_io::bundle_file::read(&dir.path().join("out.bundle")).unwrap();
     let names: Vec<_> = bundle.payload.rules.iter().map(|r| &*r.source).collect();
     assert_eq!(names, ["b.toml"]);
 }
@@ -244,7 +244,7 @@ fn a_rule_file_name_that_is_not_utf8_is_rejected() {
 fn streamed_dumps_are_the_rendered_ones() {
     let dir = tempfile::tempdir().unwrap();
     build_fixture_bundle(dir.path());
-    let bundle = rulecore::codec::read(&dir.path().join("rules.bundle")).unwrap();
+    let bundle = rulecore_io::bundle_file::read(&dir.path().join("rules.bundle")).unwrap();
     let out = rulec(dir.path(), &["dump", "rules.bundle"]);
     assert_eq!(text(&out.stdout), rulec::dump::render_text(&bundle));
     let out = rulec(dir.path(), &["dump", "rules.bundle", "--format", "json"]);
@@ -256,7 +256,7 @@ fn streamed_dumps_are_the_rendered_ones() {
 fn a_forged_endless_repeat_is_refused_by_dump_and_simulate() {
     let dir = tempfile::tempdir().unwrap();
     build_fixture_bundle(dir.path());
-    let mut bundle = rulecore::codec::read(&dir.path().join("rules.bundle")).unwrap();
+    let mut bundle = rulecore_io::bundle_file::read(&dir.path().join("rules.bundle")).unwrap();
     bundle.payload.rules[0].options_mut().repeat = rulecore::bundle::Repeat {
         count: u32::MAX,
         every_ns: 0,

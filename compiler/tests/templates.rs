@@ -6,10 +6,10 @@
 
 use rulecore::bundle::{Action, Payload, Text};
 use rulecore::event::Event;
-use rulecore::fuzz::{Fuzz, Rng};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
+use test_kit::fuzz::{Fuzz, Rng};
 
 /// Expressions of every type a value can show, and ones that fail.
 const EXPRESSIONS: &[&str] = &[
@@ -43,13 +43,13 @@ const EXPRESSIONS: &[&str] = &[
 
 fn build(dir: &Path, rules: &str) -> Payload {
     std::fs::write(dir.join("rules.toml"), rules).unwrap();
-    let report = rulec::check::check_dir(dir).unwrap();
+    let report = rulec::session::Session::new(None).check(dir).unwrap();
     assert!(
         !report.rules.is_empty() && report.rules.len() == report.rules_read,
         "{:?}",
         report.diagnostics
     );
-    rulec::build::assemble(&report.rules, "test")
+    report.assemble("test")
 }
 
 fn push(payload: &Payload, rule: usize) -> &Text {

@@ -32,8 +32,9 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 pub const FORMAT_VERSION: u16 = 9;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
-/// [`crate::payload_decode`].
-#[derive(Debug, Clone, PartialEq)]
+/// [`crate::payload_decode`]. The default is the empty bundle: no rules,
+/// no profile, no compiler version.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Payload {
     /// `rulec`'s version that wrote the bundle.
     pub compiler_version: String,

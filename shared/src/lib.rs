@@ -1,18 +1,18 @@
 //! `rulecore`: plain data and pure functions that the rule compiler (`rulec`)
-//! and the runtime (`ruled`) agree on. Nothing here does I/O except the
-//! bundle's atomic file write and [`input_file`] (reading an input file
-//! whole, bounded), which both halves share.
+//! and the runtime (`ruled`) agree on. Nothing here does I/O: no files, no
+//! environment, no terminal (`cargo xtask invariants` checks it). Reading
+//! and writing files is `rulecore-io`'s; the randomized tests' seeds are the
+//! dev-only `test-kit`'s.
 //!
 //! The bundle (docs/bundle.md) is [`bundle`] (the data model), [`codec`] (the
-//! file: encode, checked decode, atomic write), [`payload_decode`] (the
+//! file's bytes: encode, checked decode), [`payload_decode`] (the
 //! payload decoded with exact-size vectors) and [`fingerprint`] (what a
 //! step does, hashed). A `when` (docs/when-language.md) is a [`bytecode`] program,
 //! checked once at load by [`verify`] (with the rule format's [`limits`]; its
 //! types are [`when_types`], the compiler checker's too) and run by [`vm`]; a step's computed values (`${...}`) are [`template`]s run by
 //! the same VM. The rest is small
 //! shared vocabulary: Go [`duration`]s, [`topic`] patterns, the [`event`]
-//! envelope and its parsed-once [`event_data`], [`suggest`] for "did you mean", and [`fuzz`] for the
-//! randomized tests' seeds and generator.
+//! envelope and its parsed-once [`event_data`] and [`suggest`] for "did you mean".
 
 pub mod bundle;
 pub mod bytecode;
@@ -23,8 +23,6 @@ pub mod envelope;
 pub mod event;
 pub mod event_data;
 pub mod fingerprint;
-pub mod fuzz;
-pub mod input_file;
 pub mod limits;
 pub mod payload_decode;
 pub mod profile;

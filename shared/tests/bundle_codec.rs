@@ -7,10 +7,10 @@ use rulecore::bundle::{Action, CanFrame, Payload, Rule, StatePair, Step, FORMAT_
 use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::codec::{decode, encode, frame, BundleError, HEADER_LEN};
 use rulecore::fingerprint::fingerprint_of;
-use rulecore::fuzz::Fuzz;
 use rulecore::verify::{PayloadError, VerifyError};
 use rulecore::TopicPattern;
 use std::sync::Arc;
+use test_kit::fuzz::Fuzz;
 
 fn topic(p: &str) -> TopicPattern {
     TopicPattern::parse(p).unwrap()
@@ -314,7 +314,7 @@ fn random_inputs_never_panic() {
     // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md).
     let fuzz = Fuzz::from_env("bundle_codec::random_inputs_never_panic", 7).unwrap();
     let good = encode(&sample()).unwrap();
-    let mut rng = rulecore::fuzz::Rng::new(fuzz.seed());
+    let mut rng = test_kit::fuzz::Rng::new(fuzz.seed());
     for _ in 0..fuzz.cases(2000) {
         let mut bytes = good.clone();
         let edits = 1 + rng.next_u64() % 4;

@@ -108,9 +108,9 @@ fn a_header_claiming_a_huge_payload_allocates_nothing_for_it() {
 #[test]
 fn random_bodies_allocate_little() {
     let fuzz =
-        rulecore::fuzz::Fuzz::from_env("codec_alloc::random_bodies_allocate_little", 0xA110C)
+        test_kit::fuzz::Fuzz::from_env("codec_alloc::random_bodies_allocate_little", 0xA110C)
             .unwrap();
-    let mut rng = rulecore::fuzz::Rng::new(fuzz.seed());
+    let mut rng = test_kit::fuzz::Rng::new(fuzz.seed());
     let mut next = move || rng.next_u64();
     for _ in 0..fuzz.cases(3_000) {
         let len = (next() % 512) as usize;

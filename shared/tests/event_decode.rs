@@ -6,8 +6,8 @@
 
 use rulecore::event::{Event, EventError};
 use rulecore::event_data::DataValue;
-use rulecore::fuzz::{Fuzz, Rng};
 use serde::Deserialize;
+use test_kit::fuzz::{Fuzz, Rng};
 
 /// The bus envelope as it was read before: every field optional.
 #[derive(Deserialize)]

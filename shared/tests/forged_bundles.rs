@@ -10,11 +10,11 @@ use rulecore::bundle::{Action, Payload, Repeat, Rule, StatePair, Step};
 use rulecore::bytecode::{Builtin, Const, Op, Program};
 use rulecore::codec::{decode, encode, frame, HEADER_LEN};
 use rulecore::event::Event;
-use rulecore::fuzz::{Fuzz, Rng};
 use rulecore::limits::MAX_PATTERNS;
 use rulecore::vm::{eval_bool, EvalError};
 use rulecore::TopicPattern;
 use std::sync::Arc;
+use test_kit::fuzz::{Fuzz, Rng};
 
 /// A payload with every part a forger could inflate: repeats, durations,
 /// patterns, constants and a `when` that joins strings.

@@ -7,9 +7,9 @@
 
 use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::event::Event;
-use rulecore::fuzz::{Fuzz, Rng};
 use rulecore::verify::verify_program;
 use rulecore::vm::{eval_bool, EvalError};
+use test_kit::fuzz::{Fuzz, Rng};
 
 const BUILTINS: &[Builtin] = &[
     Builtin::Len,

@@ -6,6 +6,12 @@
 //! - the engine package builds on its own;
 //! - `unsafe` appears in product code only in the files ARCHITECTURE.md
 //!   names;
+//! - `rulecore` and the engine name no file system, environment or
+//!   terminal outside their unit tests;
+//! - no clock read and nothing spawned in `rulecore` or the engine;
+//! - every input file read through `rulecore_io::input_file`;
+//! - `rulec`'s checking entered only through `session::Session`;
+//! - the engine's root file at most [`MAX_ENGINE_ROOT_LINES`] lines;
 //! - no product function is longer than [`MAX_FUNCTION_LINES`].
 //!
 //! (`cargo doc` without warnings is a step of its own in `ci`.)
@@ -29,25 +35,36 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
             "ruled-engine",
             "rulec",
             "ruled",
+            "rulecore-io",
+            "tempfile",
+            "test-kit",
         ],
         "rulecore is pure data and functions both halves agree on",
     ),
     (
         "ruled-engine",
         &[
-            "tokio", "redis", "nix", "clap", "evalexpr", "rulec", "ruled",
+            "tokio",
+            "redis",
+            "nix",
+            "clap",
+            "evalexpr",
+            "rulec",
+            "ruled",
+            "rulecore-io",
+            "test-kit",
         ],
         "the engine and the simulator are pure: rulec links them",
     ),
     (
         "rulec",
-        &["tokio", "redis", "nix", "ruled"],
-        "the compiler links the engine, never the service",
+        &["tokio", "redis", "nix", "ruled", "test-kit"],
+        "the compiler links the engine, never the service (nor the tests' kit)",
     ),
     (
         "ruled",
-        &["evalexpr", "rulec"],
-        "the runtime never links the compiler or evalexpr",
+        &["evalexpr", "rulec", "test-kit"],
+        "the runtime never links the compiler, evalexpr or the tests' kit",
     ),
 ];
 
@@ -56,7 +73,11 @@ pub fn check() -> Result<()> {
     let root = repository_root()?;
     let files = product_files(&root)?;
     unsafe_only_where_documented(&root, &files)?;
-    io_only_where_documented(&root, &files)?;
+    pure_crates_do_no_io(&files)?;
+    pure_crates_read_no_clock_and_spawn_nothing(&files)?;
+    input_files_through_the_one_reader(&root, &files)?;
+    one_front_door_into_checking(&files)?;
+    engine_root_is_a_table_of_contents(&root)?;
     functions_are_short(&files)?;
     let mut alone = cargo();
     alone.args(["build", "--package", "ruled-engine", "--lib"]);
@@ -200,6 +221,7 @@ fn product_files(root: &Path) -> Result<Vec<ProductFile>> {
 /// Where product code lives (tests, benches and examples do not count).
 const PRODUCT_DIRS: &[&str] = &[
     "shared/src",
+    "shared-io/src",
     "compiler/src",
     "runtime/engine/src",
     "runtime/service/src",
@@ -226,61 +248,164 @@ fn unsafe_only_where_documented(root: &Path, files: &[ProductFile]) -> Result<()
     Ok(())
 }
 
-/// The pure crates (`rulecore`, `ruled-engine`) touch files, the
-/// environment and the terminal only in the files ARCHITECTURE.md names
-/// in its paragraph "touches files, the environment or the terminal only in".
-fn io_only_where_documented(root: &Path, files: &[ProductFile]) -> Result<()> {
-    eprintln!(
-        "==> file, environment and terminal access in rulecore only where ARCHITECTURE.md says"
-    );
-    let allowed = documented_files(
-        root,
-        "touches files, the environment or the terminal only in",
-    )?;
-    let pure = |file: &&ProductFile| {
-        file.shown.starts_with("shared/src") || file.shown.starts_with("runtime/engine/src")
-    };
-    let mut found = Vec::new();
-    for file in files
-        .iter()
-        .filter(pure)
-        .filter(|f| !allowed.contains(&f.path))
-    {
-        for (n, line) in file.lines.iter().enumerate() {
-            if does_io(line) {
-                found.push(format!("{}:{}: {}", file.shown, n + 1, line.trim()));
-            }
-        }
-    }
+/// The pure crates (`rulecore`, `ruled-engine`) touch no file, no
+/// environment variable and no terminal outside their unit tests: reading
+/// and writing files is `rulecore-io`'s, the tests' seeds `test-kit`'s.
+fn pure_crates_do_no_io(files: &[ProductFile]) -> Result<()> {
+    eprintln!("==> no file, environment or terminal access in rulecore or ruled-engine");
+    let found = lines_naming(files.iter().filter(|f| is_pure(&f.shown)), IO_WORDS);
     if !found.is_empty() {
         bail!(
-            "file, environment or terminal access in a pure crate outside the files ARCHITECTURE.md names:\n  {}",
+            "file, environment or terminal access in a pure crate (move it to rulecore-io, \
+             the compiler or the service):\n  {}",
             found.join("\n  ")
         );
     }
     Ok(())
 }
 
-/// Whether the code part of a line (not a `//` comment) names the file
-/// system, the environment or the terminal.
-fn does_io(line: &str) -> bool {
+/// Whether a product file (relative path) belongs to a pure crate.
+fn is_pure(shown: &str) -> bool {
+    shown.starts_with("shared/src/") || shown.starts_with("runtime/engine/src/")
+}
+
+/// `rulecore` and the engine read no clock and spawn nothing: time comes
+/// in as `now`, work goes out as effects.
+fn pure_crates_read_no_clock_and_spawn_nothing(files: &[ProductFile]) -> Result<()> {
+    eprintln!("==> no clock read and nothing spawned in rulecore or ruled-engine");
     const WORDS: &[&str] = &[
-        "std::fs",
-        "fs::",
-        "std::env",
-        "env::var",
-        "print!",
-        "println!",
-        "eprint!",
-        "eprintln!",
-        "File::",
-        "OpenOptions",
-        "stdout()",
-        "stderr()",
-        "stdin()",
+        "SystemTime::now",
+        "Instant::now",
+        "thread::spawn",
+        "tokio::spawn",
+        "Command::new",
     ];
+    let found = lines_naming(files.iter().filter(|f| is_pure(&f.shown)), WORDS);
+    if !found.is_empty() {
+        bail!(
+            "a clock read or a spawn in a pure crate (pass `now` in, hand work out as an effect):\n  {}",
+            found.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// Every input file is read through `rulecore_io::input_file` (a regular
+/// file, within a bound): no other product file opens or reads a file
+/// whole, except the ones ARCHITECTURE.md names in its paragraph "reads a
+/// file only through".
+fn input_files_through_the_one_reader(root: &Path, files: &[ProductFile]) -> Result<()> {
+    eprintln!("==> every input file through rulecore-io's bounded reader");
+    let allowed = documented_files(root, "reads a file only through")?;
+    const WORDS: &[&str] = &["fs::read(", "fs::read_to_string(", "File::open("];
+    let readers = files.iter().filter(|f| {
+        (f.shown.starts_with("compiler/src/") || f.shown.starts_with("runtime/"))
+            && !allowed.contains(&f.path)
+            && !is_unit_test_file(&f.shown)
+    });
+    let found = lines_naming(readers, WORDS);
+    if !found.is_empty() {
+        bail!(
+            "a file read outside rulecore_io::input_file (read it with read_bounded, or name \
+             the file in ARCHITECTURE.md with why):\n  {}",
+            found.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// `rulec`'s checking has one way in, `session::Session`: the validator's
+/// entry and the report's builders are named nowhere else.
+fn one_front_door_into_checking(files: &[ProductFile]) -> Result<()> {
+    eprintln!("==> one front door into checking (rulec's Session)");
+    const DOOR: &[&str] = &[
+        "compiler/src/session.rs",
+        "compiler/src/check.rs",
+        "compiler/src/validate/mod.rs",
+    ];
+    const WORDS: &[&str] = &[
+        "validate_cached(",
+        "check::check_loaded(",
+        "check::check_path(",
+    ];
+    let others = files.iter().filter(|f| {
+        f.shown.starts_with("compiler/src/")
+            && !DOOR.contains(&f.shown.as_str())
+            && !is_unit_test_file(&f.shown)
+    });
+    let found = lines_naming(others, WORDS);
+    if !found.is_empty() {
+        bail!(
+            "checking entered around rulec's Session (use session::Session):\n  {}",
+            found.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// The most lines the engine's root file may have: it is a table of
+/// contents (the struct, construction, outputs); behaviour lives in the
+/// modules it names.
+pub const MAX_ENGINE_ROOT_LINES: usize = 600;
+
+fn engine_root_is_a_table_of_contents(root: &Path) -> Result<()> {
+    eprintln!("==> runtime/engine/src/lib.rs at most {MAX_ENGINE_ROOT_LINES} lines");
+    let path = root.join("runtime/engine/src/lib.rs");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let lines = text.lines().count();
+    if lines > MAX_ENGINE_ROOT_LINES {
+        bail!(
+            "runtime/engine/src/lib.rs has {lines} lines (at most {MAX_ENGINE_ROOT_LINES}): \
+             move behaviour into a module of its own"
+        );
+    }
+    Ok(())
+}
+
+/// A module of unit tests in a file of its own (`tests.rs`, or under a
+/// `tests/` folder of `src`): compiled only under `#[cfg(test)]`.
+fn is_unit_test_file(shown: &str) -> bool {
+    shown.ends_with("/tests.rs") || shown.contains("/tests/")
+}
+
+/// `path:line: text` of every line of `files` whose code names one of
+/// `words`.
+fn lines_naming<'f>(files: impl Iterator<Item = &'f ProductFile>, words: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in files {
+        for (n, line) in file.lines.iter().enumerate() {
+            if names_any(line, words) {
+                found.push(format!("{}:{}: {}", file.shown, n + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+/// What names the file system, the environment or the terminal.
+const IO_WORDS: &[&str] = &[
+    "std::fs",
+    "fs::",
+    "std::env",
+    "env::var",
+    "print!",
+    "println!",
+    "eprint!",
+    "eprintln!",
+    "File::",
+    "OpenOptions",
+    "tempfile",
+    "stdout()",
+    "stderr()",
+    "stdin()",
+];
+
+/// Whether the code part of a line (not a `//` comment) names one of
+/// `words`.
+fn names_any(line: &str, words: &[&str]) -> bool {
     let code = line.split("//").next().unwrap_or_default();
-    WORDS.iter().any(|word| code.contains(word))
+    words.iter().any(|word| code.contains(word))
 }
 
 /// `unsafe` as a word in the code part of a line: not in a `//` comment,
@@ -412,6 +537,10 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
 mod tests {
     use super::*;
 
+    fn does_io(line: &str) -> bool {
+        names_any(line, IO_WORDS)
+    }
+
     #[test]
     fn io_is_found_in_code_not_in_comments() {
         assert!(does_io("    let text = std::fs::read(path)?;"));
@@ -419,6 +548,13 @@ mod tests {
         assert!(does_io("    let seed = env::var(SEED);"));
         assert!(!does_io("    // std::fs is read by the service, not here"));
         assert!(!does_io("    let files = 3; // println! in a comment"));
+        assert!(does_io("    let tmp = tempfile::Builder::new();"));
+        assert!(is_pure("shared/src/codec.rs"));
+        assert!(is_pure("runtime/engine/src/lib.rs"));
+        assert!(!is_pure("shared-io/src/input_file.rs"));
+        assert!(is_unit_test_file("compiler/src/lsp/tests.rs"));
+        assert!(is_unit_test_file("compiler/src/validate/profile/tests.rs"));
+        assert!(!is_unit_test_file("compiler/src/session.rs"));
     }
 
     fn lines(text: &str) -> Vec<String> {

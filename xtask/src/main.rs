@@ -305,7 +305,7 @@ const DEFAULT_SCALE: u64 = 10;
 const FUZZ_PROFILE: &str = "fuzz";
 
 /// One test binary and the randomized tests in it. Every test listed here
-/// reads `RULES_FUZZ_SEED` and `RULES_FUZZ_SCALE` through `rulecore::fuzz`.
+/// reads `RULES_FUZZ_SEED` and `RULES_FUZZ_SCALE` through `test_kit::fuzz`.
 struct FuzzTarget {
     package: &'static str,
     /// `None`: the library's unit tests.

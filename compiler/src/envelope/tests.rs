@@ -1,5 +1,5 @@
 use crate::build::assemble_all;
-use crate::check::{check_loaded, CheckReport};
+use crate::check::CheckReport;
 use crate::diagnostic::Code;
 use crate::load::{Loaded, SourceFile};
 use rulecore::envelope::{Breaker, DeclaredIn, Target, Trip};
@@ -25,7 +25,7 @@ fn check(files: &[(&str, &str)]) -> CheckReport {
             .collect(),
         ..Loaded::default()
     };
-    check_loaded(loaded, false, None)
+    crate::session::Session::new(None).check_loaded(loaded)
 }
 
 fn codes(report: &CheckReport) -> Vec<Code> {

@@ -2,7 +2,9 @@
 //! in a header, on a key of some level, or in a value of some key; and,
 //! inside a `when` string, in which part of the expression. Read from
 //! [`super::scan`]'s layout and the `when` tokenizer, so that it works
-//! while the text is being typed and does not parse.
+//! while the text is being typed and does not parse. What the rules mean
+//! (topics, names, types) comes from the one check (`crate::session`),
+//! through `super::facts`; what a header or key is, from `crate::keys`.
 
 use super::scan::{Entry, Kind, Table, Value};
 use crate::keys::{self, Level, Ty};
@@ -13,14 +15,7 @@ use std::ops::Range;
 /// The level of the table a header opens.
 pub fn level_of(path: &[String]) -> Option<Level> {
     let path: Vec<&str> = path.iter().map(String::as_str).collect();
-    Some(match path.as_slice() {
-        [] => Level::Top,
-        ["rule"] => Level::Rule,
-        ["rule", "step"] => Level::Step,
-        ["rule", "input"] => Level::Input,
-        ["topic"] => Level::Topic,
-        _ => return None,
-    })
+    Level::of_header(&path)
 }
 
 /// What the cursor is on.

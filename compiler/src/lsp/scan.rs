@@ -1,9 +1,14 @@
 //! A forgiving reading of a TOML document's layout, for the editor
 //! (docs/editors.md#what-the-server-does): its tables, their keys and where
 //! each value is, also while it is being typed (`push = "` with no closing
-//! quote). It checks nothing: the diagnostics come from `rulec check`'s
-//! own parser; this only says where the cursor is, for hover, completion
-//! and go to definition.
+//! quote). It checks nothing: the diagnostics, and everything hover and
+//! completion say about the rules, come from the one check every command
+//! runs (`crate::session::Session`, kept per directory by `workspace`).
+//! This second reading stays because that check's TOML parser, rightly,
+//! rejects a half-typed file and keeps no place for text it rejects,
+//! while an editor asks where the cursor is in exactly such text: this
+//! only says where the cursor is, for hover, completion and go to
+//! definition.
 
 use std::ops::Range;
 

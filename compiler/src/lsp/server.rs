@@ -560,11 +560,12 @@ fn file_path(uri: &Url) -> Option<PathBuf> {
 }
 
 /// A profile file on disk as named (relative to the current directory),
-/// when that file holds the same text.
+/// when that file holds the same text (read like every input file: a
+/// regular file, within a profile file's bound).
 fn profile_file_as_named(name: &str, text: &str) -> Option<PathBuf> {
     let as_named = std::env::current_dir().ok()?.join(name);
-    std::fs::read_to_string(&as_named)
-        .is_ok_and(|on_disk| on_disk == text)
+    rulecore_io::input_file::read_bounded(&as_named, crate::profile::read::MAX_PROFILE_FILE_LEN)
+        .is_ok_and(|on_disk| on_disk == text.as_bytes())
         .then_some(as_named)
 }
 

@@ -5,9 +5,10 @@ use super::complete::complete;
 use super::definition::{definition, Target};
 use super::facts::Facts;
 use super::hover::hover;
-use crate::check::{check_loaded, CheckReport};
+use crate::check::CheckReport;
 use crate::load::Loaded;
 use crate::profile::{load, LoadedProfile, ProfileChoice};
+use crate::session::Session;
 use std::sync::Arc;
 
 /// `text` with `|` marking the cursor: the text without it, the offset.
@@ -20,7 +21,7 @@ fn checked(text: &str) -> (Arc<LoadedProfile>, CheckReport) {
     let profile = Arc::new(load(&ProfileChoice::Builtin).unwrap().unwrap());
     let mut loaded = Loaded::default();
     loaded.overlay("a.toml", text);
-    let report = check_loaded(loaded, false, Some(Arc::clone(&profile)));
+    let report = Session::new(Some(Arc::clone(&profile))).check_loaded(loaded);
     (profile, report)
 }
 

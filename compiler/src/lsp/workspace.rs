@@ -6,11 +6,12 @@
 //! disk until a file is saved, closed or reported changed.
 
 use super::diagnostics::{to_lsp, Problem};
-use crate::check::{check_loaded_cached, CheckReport};
+use crate::check::CheckReport;
+use crate::keys::Level;
 use crate::load::{load_dir, Loaded};
 use crate::profile::LoadedProfile;
+use crate::session::Session;
 use crate::span::Lines;
-use crate::validate::FileChecks;
 use lsp_types::{PublishDiagnosticsParams, Url};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -58,7 +59,8 @@ impl DocKind {
                 continue;
             };
             let name = header.split(']').next().unwrap_or_default().trim();
-            if matches!(name, "rule" | "rule.step" | "rule.input" | "topic") {
+            let path: Vec<&str> = name.split('.').collect();
+            if Level::of_header(&path).is_some_and(|level| level != Level::Top) {
                 return Some(DocKind::Rules);
             }
             let timeline = ruled_engine::sim::entry_kinds()
@@ -138,8 +140,9 @@ struct Dir {
     disk: Option<Result<Loaded, String>>,
     /// The last check, buffers laid over.
     report: Option<CheckReport>,
-    /// Each file's own checks, reused while its text is the same.
-    cache: FileChecks,
+    /// The directory's check against the workspace's profile: each file's
+    /// own checks reused while its text is the same.
+    session: Option<Session>,
 }
 
 /// The open documents and the directories they are in.
@@ -353,8 +356,14 @@ impl Workspace {
                 loaded.overlay(&name, &document.text);
             }
         }
-        let cache = &mut self.dirs.entry(dir.to_path_buf()).or_default().cache;
-        let report = check_loaded_cached(loaded, false, self.profile.clone(), cache);
+        let profile = &self.profile;
+        let session = self
+            .dirs
+            .entry(dir.to_path_buf())
+            .or_default()
+            .session
+            .get_or_insert_with(|| Session::new(profile.clone()));
+        let report = session.check_loaded(loaded);
         let problems = self.problems(dir, &report, unreadable);
         let stale: Vec<PathBuf> = self
             .published

@@ -6,7 +6,7 @@
 use super::builtin;
 use crate::diagnostic::{Code, Diagnostic};
 use crate::load::SourceFile;
-use rulecore::input_file::{read_bounded, InputError};
+use rulecore_io::input_file::{read_bounded, InputError};
 use std::io;
 use std::path::{Path, PathBuf};
 

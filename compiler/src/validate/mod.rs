@@ -203,32 +203,6 @@ pub(crate) fn is_denied(diagnostic: &Diagnostic) -> bool {
         .is_some_and(|help| help.ends_with(DENIED_NOTE))
 }
 
-/// Validates every file, in order.
-pub fn validate(files: &[SourceFile]) -> Validated {
-    validate_with(files, false)
-}
-
-/// Validates every file, in order. `deny_warnings` (`--deny-warnings`,
-/// docs/rules.md#errors-and-warnings) turns every warning into an error: a rule with one is
-/// rejected like a rule with any other error, and warnings tied to no
-/// surviving rule are errors too.
-pub fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
-    validate_against(files, deny_warnings, None)
-}
-
-/// [`validate_with`], holding the rules against a bus profile's catalogue
-/// too (docs/rules.md#checks-against-the-profile): its derived topics join
-/// the topic catalogue (a directory's `[[topic]]` of the same name wins),
-/// and `to`/`from`, `state()` and redis `push` values are checked against
-/// the values it declares. `None` checks exactly as without a profile.
-pub fn validate_against(
-    files: &[SourceFile],
-    deny_warnings: bool,
-    catalogue: Option<&Catalogue>,
-) -> Validated {
-    validate_cached(files, deny_warnings, catalogue, &mut FileChecks::default())
-}
-
 /// What checking one file finds on its own: its rules' own checks, its
 /// topic declarations, what rejects it. The checks across files run on
 /// these every time; a file's own are reused while its text is the same.
@@ -355,8 +329,19 @@ fn check_file(file: &SourceFile, deny_warnings: bool, catalogue: Option<&Catalog
     }
 }
 
-/// [`validate_against`], reusing the checks of files `cache` holds.
-pub fn validate_cached(
+/// Validates every file, in order, reusing the checks of files `cache`
+/// holds; the one way in is [`crate::session::Session`].
+///
+/// `deny_warnings` (`--deny-warnings`, docs/rules.md#errors-and-warnings)
+/// turns every warning into an error: a rule with one is rejected like a
+/// rule with any other error, and warnings tied to no surviving rule are
+/// errors too. A `catalogue` (a bus profile's) holds the rules against the
+/// bus too (docs/rules.md#checks-against-the-profile): its derived topics
+/// join the topic catalogue (a directory's `[[topic]]` of the same name
+/// wins), and `to`/`from`, `state()` and redis `push` values are checked
+/// against the values it declares. `None` checks exactly as without a
+/// profile.
+pub(crate) fn validate_cached(
     files: &[SourceFile],
     deny_warnings: bool,
     catalogue: Option<&Catalogue>,

@@ -5,6 +5,7 @@
 use super::checker::{entry, Pattern, RuleChecker};
 use super::{CheckedExpr, CheckedRule};
 use crate::diagnostic::{escape_controls, Code, Diagnostic};
+use crate::keys::{self, Level};
 use crate::rulefile::Table;
 use rulecore::bundle::{Concurrency, Repeat};
 use rulecore::envelope::Breaker;
@@ -190,7 +191,7 @@ impl<'i> RuleChecker<'_, 'i> {
     /// written; `None` when it is not a boolean.
     fn protected(&mut self, table: &Table<'i>) -> Option<bool> {
         let Some(e) = entry(table, "protected") else {
-            return Some(false);
+            return keys::default_bool(Level::Rule, "protected");
         };
         if let DeValue::Boolean(protected) = e.value.get_ref() {
             return Some(*protected);
@@ -250,35 +251,32 @@ impl<'i> RuleChecker<'_, 'i> {
         Ok(when)
     }
 
-    /// `concurrency`, `restart` when absent; `None` when present but wrong
-    /// (so no check may assume the default).
+    /// `concurrency`, its default (`keys`) when absent; `None` when present
+    /// but wrong (so no check may assume the default).
     fn concurrency(&mut self, table: &Table<'i>) -> Option<Concurrency> {
         let Some((text, span)) = self.string(table, "concurrency") else {
             return entry(table, "concurrency")
                 .is_none()
-                .then_some(Concurrency::Restart);
+                .then(default_concurrency)
+                .flatten();
         };
-        match text.as_str() {
-            "restart" => Some(Concurrency::Restart),
-            "drop" => Some(Concurrency::Drop),
-            "queue" => Some(Concurrency::Queue),
-            other => {
-                let close = did_you_mean(other, &["restart", "drop", "queue"]);
-                let label = match close {
-                    Some(close) => format!("unknown policy; did you mean `{close}`?"),
-                    None => "unknown policy".to_string(),
-                };
-                let diagnostic =
-                    Diagnostic::error(Code::Concurrency, format!("unknown concurrency `{other}`"))
-                        .at(span.clone(), label)
-                        .with_help("`concurrency` is one of \"restart\" (the default: a new trigger restarts the run), \"drop\" (ignore triggers while a run is live) or \"queue\" (run them one after another)");
-                self.push(match close {
-                    Some(close) => diagnostic.with_fix(span, format!("\"{close}\"")),
-                    None => diagnostic,
-                });
-                None
-            }
+        if let Some(concurrency) = concurrency_named(&text) {
+            return Some(concurrency);
         }
+        let close = did_you_mean(&text, keys::choices(Level::Rule, "concurrency"));
+        let label = match close {
+            Some(close) => format!("unknown policy; did you mean `{close}`?"),
+            None => "unknown policy".to_string(),
+        };
+        let diagnostic =
+            Diagnostic::error(Code::Concurrency, format!("unknown concurrency `{text}`"))
+                .at(span.clone(), label)
+                .with_help(CONCURRENCY_HELP);
+        self.push(match close {
+            Some(close) => diagnostic.with_fix(span, format!("\"{close}\"")),
+            None => diagnostic,
+        });
+        None
     }
 
     /// Reads `name` into `self.name`; `false` when it is missing or not a
@@ -490,5 +488,56 @@ fn covers(outer: &TopicPattern, inner: &TopicPattern) -> bool {
         (TopicPattern::Prefix(prefix), TopicPattern::Prefix(sub)) => sub.starts_with(&**prefix),
         (_, TopicPattern::Exact(topic)) => outer.matches(topic),
         _ => false,
+    }
+}
+
+/// What an unknown `concurrency` is told: each of the table's choices, in
+/// its words (a unit test holds it to `keys`).
+const CONCURRENCY_HELP: &str = "`concurrency` is one of \"restart\" (the default: a new trigger restarts the run), \"drop\" (ignore triggers while a run is live) or \"queue\" (run them one after another)";
+
+/// The policy a `concurrency` choice of `keys` names.
+fn concurrency_named(name: &str) -> Option<Concurrency> {
+    let index = keys::choices(Level::Rule, "concurrency")
+        .iter()
+        .position(|choice| *choice == name)?;
+    // The table's order: restart, drop, queue (held by a unit test).
+    [Concurrency::Restart, Concurrency::Drop, Concurrency::Queue]
+        .get(index)
+        .copied()
+}
+
+/// The policy of a rule that does not write `concurrency`: the table's.
+fn default_concurrency() -> Option<Concurrency> {
+    keys::default_str(Level::Rule, "concurrency").and_then(concurrency_named)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrency_comes_from_the_key_table() {
+        assert_eq!(
+            keys::choices(Level::Rule, "concurrency"),
+            ["restart", "drop", "queue"]
+        );
+        assert_eq!(concurrency_named("restart"), Some(Concurrency::Restart));
+        assert_eq!(concurrency_named("drop"), Some(Concurrency::Drop));
+        assert_eq!(concurrency_named("queue"), Some(Concurrency::Queue));
+        assert_eq!(concurrency_named("later"), None);
+        assert_eq!(default_concurrency(), Some(Concurrency::Restart));
+        for choice in keys::choices(Level::Rule, "concurrency") {
+            assert!(
+                CONCURRENCY_HELP.contains(&format!("\"{choice}\"")),
+                "{choice}"
+            );
+        }
+        let default = keys::default_str(Level::Rule, "concurrency").unwrap_or_default();
+        assert!(CONCURRENCY_HELP.contains(&format!("\"{default}\" (the default")));
+    }
+
+    #[test]
+    fn protected_defaults_from_the_key_table() {
+        assert_eq!(keys::default_bool(Level::Rule, "protected"), Some(false));
     }
 }

@@ -434,12 +434,12 @@ mod tests {
             "*", "/", "^", "%", "<", ">=", "1", "2.5", "1e", "true", " ", "/*c*/",
         ];
         // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md).
-        let fuzz = rulecore::fuzz::Fuzz::from_env(
+        let fuzz = test_kit::fuzz::Fuzz::from_env(
             "when::spans::every_parsed_soup_maps_exactly",
             0x9E37_79B9,
         )
         .unwrap();
-        let mut rng = rulecore::fuzz::Rng::new(fuzz.seed());
+        let mut rng = test_kit::fuzz::Rng::new(fuzz.seed());
         let mut next = move || rng.next_u64();
         let mut parsed = 0;
         for _ in 0..fuzz.cases(50_000) {

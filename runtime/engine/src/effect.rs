@@ -4,6 +4,7 @@
 
 use rulecore::bundle::{Action, Payload};
 use rulecore::event::Event;
+use rulecore::vm::Read;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -465,6 +466,9 @@ pub enum Note {
     NonFire {
         rule: Arc<str>,
         reason: NonFireReason,
+        /// `when-false` and `when-error`: what the `when` read
+        /// (docs/semantics.md#what-a-when-read).
+        reads: Vec<Read>,
     },
     RunStart {
         run: Arc<str>,
@@ -483,6 +487,9 @@ pub enum Note {
         pass: u32,
         /// `step` counts the finally steps (docs/semantics.md#finally).
         finally: bool,
+        /// What the step's `when` read; only with
+        /// [`EngineConfig::explain`](crate::EngineConfig::explain).
+        reads: Vec<Read>,
     },
     Trigger {
         rule: Arc<str>,
@@ -541,6 +548,8 @@ pub struct NoteFields<'a> {
     /// [`Note::ReplayResume`] only: when the step was due, Unix ms.
     pub fire_at: Option<i64>,
     pub reason: Option<NoteReason>,
+    /// What a `when` read: [`Note::NonFire`], [`Note::StepSkipped`].
+    pub reads: &'a [Read],
 }
 
 impl<'a> NoteFields<'a> {
@@ -553,6 +562,7 @@ impl<'a> NoteFields<'a> {
             finally: false,
             fire_at: None,
             reason: None,
+            reads: &[],
         }
     }
 }
@@ -574,10 +584,12 @@ impl Note {
                 step,
                 pass,
                 finally,
+                reads,
             } => NoteFields {
                 step: Some(*step),
                 pass: Some(*pass),
                 finally: *finally,
+                reads,
                 ..NoteFields::new(rule, Some(run))
             },
             Self::DueWait {
@@ -591,8 +603,13 @@ impl Note {
                 ..NoteFields::new(rule, Some(run))
             },
             Self::Trigger { rule, .. } => NoteFields::new(rule, None),
-            Self::NonFire { rule, reason } => NoteFields {
+            Self::NonFire {
+                rule,
+                reason,
+                reads,
+            } => NoteFields {
                 reason: Some(NoteReason::NonFire(*reason)),
+                reads,
                 ..NoteFields::new(rule, None)
             },
             Self::ReplayResume {

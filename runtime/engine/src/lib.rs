@@ -55,6 +55,7 @@ mod trace;
 mod trigger;
 mod values;
 mod when_plans;
+mod why;
 mod window;
 
 pub mod pool;
@@ -81,10 +82,12 @@ pub use retry::{backoff_ns, RETRIES};
 pub(crate) use run::{JobOwner, Phase, Run};
 pub use time::{Now, Time};
 pub use trace::{
-    utc, NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
-    SubmitTrace, TimeStyle, WaitTrace, WhenTrace, DEFAULT_TRACES, DEFAULT_TRACE_MEMORY,
+    read_text, utc, NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace,
+    SubmitOutcome, SubmitTrace, TimeStyle, WaitTrace, WhenTrace, DEFAULT_TRACES,
+    DEFAULT_TRACE_MEMORY,
 };
 pub use trigger::{Decided, EventParts};
+pub use why::WhenCheck;
 
 use rule_state::RuleState;
 use rulecore::bundle::Payload;
@@ -501,11 +504,7 @@ impl Engine {
         now: Now,
         error: Option<&str>,
     ) {
-        self.traces.non_fire(rule, now.time, event, reason, error);
-        if self.config.explain {
-            let rule = self.name(rule);
-            self.note(Note::NonFire { rule, reason });
-        }
+        self.non_fire_reading(rule, reason, event, now, error, Vec::new());
     }
 
     fn log(&mut self, level: Level, rule: Option<Arc<str>>, step: Option<u32>, message: String) {

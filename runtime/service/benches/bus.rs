@@ -39,7 +39,9 @@ fn build(rules: &Path, out: &Path, profile: &str) -> PathBuf {
         _ => ProfileChoice::Builtin,
     };
     let loaded = profile::load(&choice).unwrap().map(std::sync::Arc::new);
-    let report = rulec::check::check_dir_profile(rules, loaded.clone()).unwrap();
+    let report = rulec::session::Session::new(loaded.clone())
+        .check(rules)
+        .unwrap();
     assert_eq!(
         report.errors(),
         0,
@@ -47,7 +49,7 @@ fn build(rules: &Path, out: &Path, profile: &str) -> PathBuf {
         rules.display(),
         report.diagnostics
     );
-    let built = rulec::build::build_with(&report.rules, loaded.as_deref()).unwrap();
+    let built = report.build().unwrap();
     std::fs::write(out, &built.bytes).unwrap();
     out.to_path_buf()
 }

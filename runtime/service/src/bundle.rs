@@ -3,7 +3,8 @@
 //! fatal and names the bundle file and the check that failed.
 
 use rulecore::bundle::Payload;
-use rulecore::codec::{self, BundleError};
+use rulecore::codec::BundleError;
+use rulecore_io::bundle_file;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
@@ -47,7 +48,7 @@ impl std::error::Error for LoadError {
 }
 
 pub fn load(path: &Path) -> Result<LoadedBundle, LoadError> {
-    let bundle = codec::read(path).map_err(|source| LoadError {
+    let bundle = bundle_file::read(path).map_err(|source| LoadError {
         path: path.to_path_buf(),
         source: Box::new(source),
     })?;

@@ -368,7 +368,7 @@ fn redis_password(file: Option<&std::path::Path>) -> Result<Option<Secret>> {
     let Some(path) = file else {
         return Ok(std::env::var("RULED_REDIS_PASSWORD").ok().map(Secret));
     };
-    let bytes = rulecore::input_file::read_bounded(path, 4096)
+    let bytes = rulecore_io::input_file::read_bounded(path, 4096)
         .map_err(|e| anyhow::anyhow!("cannot read the Redis password file {e}"))?;
     let text = String::from_utf8(bytes).map_err(|_| {
         anyhow::anyhow!(

@@ -4,7 +4,7 @@
 //! protocol reports and checks (docs/operating.md#revisions); and the one
 //! way `ruled` runs the installed `rulec` (bounded output, a timeout).
 
-use rulecore::input_file::read_bounded;
+use rulecore_io::input_file::read_bounded;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -71,8 +71,8 @@ pub fn digest(dir: &Path) -> String {
 }
 
 /// A failure without its path or OS wording, stable across reads.
-fn failure_kind(error: &rulecore::input_file::InputError) -> String {
-    use rulecore::input_file::InputError;
+fn failure_kind(error: &rulecore_io::input_file::InputError) -> String {
+    use rulecore_io::input_file::InputError;
     match error {
         InputError::Io { source, .. } => format!("{:?}", source.kind()),
         InputError::NotAFile { kind, .. } => (*kind).to_string(),

@@ -30,7 +30,7 @@ pub enum TlsError {
     /// [`MAX_CA_FILE_BYTES`], read like every input file).
     #[error("cannot read the Redis CA file {source}")]
     CaFileRead {
-        source: rulecore::input_file::InputError,
+        source: rulecore_io::input_file::InputError,
     },
     #[error("the Redis CA file {} {reason}", path.display())]
     CaFileBad { path: PathBuf, reason: String },
@@ -101,7 +101,7 @@ fn tls_client(
     let mut roots = rustls::RootCertStore::empty();
     let ca_pem = match ca_file {
         Some(path) => {
-            let pem = rulecore::input_file::read_bounded(path, MAX_CA_FILE_BYTES)
+            let pem = rulecore_io::input_file::read_bounded(path, MAX_CA_FILE_BYTES)
                 .map_err(|source| TlsError::CaFileRead { source })?;
             let bad = |reason: String| TlsError::CaFileBad {
                 path: path.into(),

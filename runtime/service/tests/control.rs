@@ -339,8 +339,10 @@ fn status_against_a_stopped_ruled_exits_non_zero_and_says_why() {
 fn compiled(toml: &str) -> rulecore::bundle::Payload {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("rules.toml"), toml).unwrap();
-    let report = rulec::check::check_dir(dir.path()).unwrap();
-    rulec::build::assemble(&report.rules, "test")
+    let report = rulec::session::Session::new(None)
+        .check(dir.path())
+        .unwrap();
+    report.assemble("test")
 }
 
 const TRACED: &str = r#"

@@ -140,9 +140,11 @@ command = "/bin/true"
 fn compiled(toml: &str) -> rulecore::bundle::Payload {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("rules.toml"), toml).unwrap();
-    let report = rulec::check::check_dir(dir.path()).unwrap();
+    let report = rulec::session::Session::new(None)
+        .check(dir.path())
+        .unwrap();
     assert_eq!(report.errors(), 0, "{}", report.summary());
-    rulec::build::assemble(&report.rules, "test")
+    report.assemble("test")
 }
 
 /// A live run on `hazards-on-alarm`: its first step done, the second

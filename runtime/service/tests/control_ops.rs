@@ -231,8 +231,10 @@ fn reload_names_every_override_above_all_one_against_the_bundle() {
 fn compiled(toml: &str) -> rulecore::bundle::Payload {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("rules.toml"), toml).unwrap();
-    let report = rulec::check::check_dir(dir.path()).unwrap();
-    rulec::build::assemble(&report.rules, "test")
+    let report = rulec::session::Session::new(None)
+        .check(dir.path())
+        .unwrap();
+    report.assemble("test")
 }
 
 const HOLD: &str = r#"
@@ -354,8 +356,8 @@ fn status_shows_every_counter_of_the_counters_hash() {
 /// The shipped `fixtures/rules`, built as `rulec build` does.
 fn fixture_bundle(dir: &Path) -> std::path::PathBuf {
     let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/rules");
-    let report = rulec::check::check_dir(&rules).unwrap();
-    let payload = rulec::build::assemble(&report.rules, "test");
+    let report = rulec::session::Session::new(None).check(&rules).unwrap();
+    let payload = report.assemble("test");
     bundles::write(dir, "rules.bundle", &payload)
 }
 

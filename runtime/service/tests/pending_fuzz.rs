@@ -7,13 +7,13 @@
 
 mod support;
 
-use rulecore::fuzz::{Fuzz, Rng};
 use ruled::connection::connect_manager;
 use ruled::record_store::{read_pending_scan, MAX_RECORD_BYTES};
 use ruled_engine::{Engine, EngineConfig, Now, PENDING_HASH};
 use std::sync::Arc;
 use support::bundles::{hazards, single};
 use support::{runtime, RedisServer};
+use test_kit::fuzz::{Fuzz, Rng};
 
 /// A valid record of the hazards rule's `off` step, to mutate.
 fn valid_record(id: &str) -> Vec<u8> {

@@ -61,7 +61,7 @@ fn counters_are_published_in_full_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let payload = payload(vec![hazards(300)], vec![], vec![]);
     let bundle = bundles::write(dir.path(), "rules.bundle", &payload);
-    let id = rulecore::codec::read(&bundle).unwrap().id;
+    let id = rulecore_io::bundle_file::read(&bundle).unwrap().id;
     let ruled = Ruled::ready(&redis, &bundle, &[]);
     let all: std::collections::BTreeMap<String, String> = redis.query(&["HGETALL", "extensions"]);
     let fields: Vec<&str> = all.keys().map(String::as_str).collect();
@@ -923,7 +923,7 @@ fn survives_a_redis_restart() {
         list(&redis, "scooter:blinker") == ["both", "off"]
     });
     // The new server started empty: the counters were written in full again.
-    let id = rulecore::codec::read(&bundle).unwrap().id;
+    let id = rulecore_io::bundle_file::read(&bundle).unwrap().id;
     wait_for("counters rewritten", || {
         counter(&redis, "bundle").as_deref() == Some(id.as_str())
             && counter(&redis, "dispatched").as_deref() == Some("2")

@@ -13,8 +13,8 @@ use support::{commandstat, list, wait_for, RedisServer, Ruled};
 /// The shipped `fixtures/rules`, built as `rulec build` does.
 fn fixture_bundle(dir: &Path) -> PathBuf {
     let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/rules");
-    let report = rulec::check::check_dir(&rules).unwrap();
-    let payload = rulec::build::assemble(&report.rules, "test");
+    let report = rulec::session::Session::new(None).check(&rules).unwrap();
+    let payload = report.assemble("test");
     bundles::write(dir, "rules.bundle", &payload)
 }
 

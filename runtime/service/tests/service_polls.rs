@@ -19,9 +19,11 @@ fn bundle(dir: &Path, rules: &str) -> PathBuf {
     let loaded = profile::load(&ProfileChoice::Builtin)
         .unwrap()
         .map(std::sync::Arc::new);
-    let report = rulec::check::check_dir_profile(&rules_dir, loaded.clone()).unwrap();
+    let report = rulec::session::Session::new(loaded.clone())
+        .check(&rules_dir)
+        .unwrap();
     assert_eq!(report.errors(), 0, "{:?}", report.diagnostics);
-    let built = rulec::build::build_with(&report.rules, loaded.as_deref()).unwrap();
+    let built = report.build().unwrap();
     let path = dir.join("rules.bundle");
     std::fs::write(&path, &built.bytes).unwrap();
     path

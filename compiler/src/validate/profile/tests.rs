@@ -1,7 +1,23 @@
 use crate::diagnostic::{Code, Diagnostic, Severity};
 use crate::load::SourceFile;
 use crate::profile::catalogue::{Catalogue, DataType, HashInfo, TopicShape};
-use crate::validate::{validate, validate_against, validate_with, Validated};
+use crate::validate::{validate_cached, FileChecks, Validated};
+
+fn validate_against(
+    files: &[SourceFile],
+    deny_warnings: bool,
+    catalogue: Option<&Catalogue>,
+) -> Validated {
+    validate_cached(files, deny_warnings, catalogue, &mut FileChecks::default())
+}
+
+fn validate_with(files: &[SourceFile], deny_warnings: bool) -> Validated {
+    validate_against(files, deny_warnings, None)
+}
+
+fn validate(files: &[SourceFile]) -> Validated {
+    validate_with(files, false)
+}
 use rulecore::value_pattern::ValuePattern;
 use std::collections::BTreeMap;
 

@@ -370,12 +370,12 @@ fn never_panics_and_spans_are_in_bounds() {
         "0x",
     ];
     // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md).
-    let fuzz = rulecore::fuzz::Fuzz::from_env(
+    let fuzz = test_kit::fuzz::Fuzz::from_env(
         "when::check::never_panics_and_spans_are_in_bounds",
         0x1234_5678,
     )
     .unwrap();
-    let mut rng = rulecore::fuzz::Rng::new(fuzz.seed());
+    let mut rng = test_kit::fuzz::Rng::new(fuzz.seed());
     let mut next = move || rng.next_u64();
     for _ in 0..fuzz.cases(20_000) {
         let len = (next() % 9) as usize;

@@ -13,7 +13,7 @@ use super::protocol::{AddReply, AddRequest};
 use super::trust;
 use super::wire::Reply;
 use crate::rules_dir::{self, Revision, RulesDir, MAX_RULE_FILE_BYTES};
-use rulecore::input_file::read_bounded;
+use rulecore_io::input_file::read_bounded;
 use serde::Deserialize;
 use serde_json::Value;
 use std::fs::File;
@@ -158,7 +158,7 @@ fn may_add(scratch: &Path, name: &str, signed: bool) -> Result<(), String> {
     if signed {
         return Ok(());
     }
-    let bundle = rulecore::codec::read(&scratch.join(SCRATCH_BUNDLE))
+    let bundle = rulecore_io::bundle_file::read(&scratch.join(SCRATCH_BUNDLE))
         .map_err(|e| format!("internal: the bundle rulec built is not readable: {e}"))?;
     let Some(rule) = bundle.payload.rules.iter().find(|r| &*r.name == name) else {
         // A disabled rule with errors is left out of the bundle: its steps

@@ -404,7 +404,7 @@ impl CtlMethod {
             Self::Reload => ("v1.reload".into(), payload(&Empty {})?),
             Self::Add { file } => {
                 let max = super::add::MAX_DEFINITION_BYTES as u64;
-                let bytes = rulecore::input_file::read_bounded(file, max)
+                let bytes = rulecore_io::input_file::read_bounded(file, max)
                     .map_err(|e| CallError::Usage(e.to_string()))?;
                 let definition = String::from_utf8(bytes)
                     .map_err(|_| CallError::Usage(format!("{} is not UTF-8", file.display())))?;

@@ -243,9 +243,11 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     fn compile(dir: &Path) -> Payload {
-        let report = rulec::check::check_dir(dir).unwrap_or_else(|e| panic!("{e}"));
+        let report = rulec::session::Session::new(None)
+            .check(dir)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(report.errors(), 0, "{}", report.summary());
-        rulec::build::assemble(&report.rules, "test")
+        report.assemble("test")
     }
 
     /// A rule's dump without its first line (which names its file).
@@ -260,7 +262,13 @@ mod tests {
     #[test]
     fn every_fixture_rule_renders_to_a_file_that_compiles_to_it() {
         let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
-        for set in ["rules", "rules-changed", "rules-parked", "rules-winter"] {
+        for set in [
+            "rules",
+            "rules-changed",
+            "rules-parked",
+            "rules-winter",
+            "rules-why",
+        ] {
             let original = compile(&fixtures.join(set));
             assert!(!original.rules.is_empty(), "{set}");
             for rule in &original.rules {
@@ -268,9 +276,11 @@ mod tests {
                 let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
                 std::fs::write(dir.path().join("rule.toml"), &toml)
                     .unwrap_or_else(|e| panic!("{e}"));
-                let report = rulec::check::check_dir(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+                let report = rulec::session::Session::new(None)
+                    .check(dir.path())
+                    .unwrap_or_else(|e| panic!("{e}"));
                 assert_eq!(report.errors(), 0, "{set}/{}:\n{toml}", rule.name);
-                let again = rulec::build::assemble(&report.rules, "test");
+                let again = report.assemble("test");
                 assert_eq!(again.rules.len(), 1, "{toml}");
                 assert_eq!(
                     dumped(&again.rules[0], &again),

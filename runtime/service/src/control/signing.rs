@@ -7,8 +7,7 @@
 //! the message as before, and the signed text is exactly the message
 //! without that field, so nothing is re-encoded to be checked.
 
-use std::fs::File;
-use std::io::Read;
+use rulecore_io::input_file::{self, InputError};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -61,6 +60,16 @@ pub enum KeyError {
     TooLarge { path: PathBuf },
 }
 
+impl From<InputError> for KeyError {
+    fn from(error: InputError) -> Self {
+        match error {
+            InputError::Io { path, source } => Self::Io { path, source },
+            InputError::NotAFile { path, .. } => Self::NotAFile { path },
+            InputError::TooLarge { path, .. } => Self::TooLarge { path },
+        }
+    }
+}
+
 /// The control key: the MAC key derived from the key file's bytes.
 #[derive(Clone)]
 pub struct ControlKey {
@@ -80,18 +89,11 @@ impl ControlKey {
     /// 4096 bytes (trailing white space is not part of the key, so a key
     /// written as hex with a newline works).
     pub fn load(path: &Path) -> Result<Self, KeyError> {
-        let io = |source| KeyError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let file = File::open(path).map_err(io)?;
-        // The mode of what was opened, not of what the path named before.
-        let meta = file.metadata().map_err(io)?;
-        if !meta.is_file() {
-            return Err(KeyError::NotAFile {
-                path: path.to_path_buf(),
-            });
-        }
+        // Opened like every input file (a regular file only, never waited
+        // on); the mode judged is that of what was opened, not of what the
+        // path named before.
+        let file = input_file::open(path).map_err(KeyError::from)?;
+        let meta = file.metadata();
         let mode = meta.mode() & 0o7777;
         if mode & 0o077 != 0 {
             return Err(KeyError::Exposed {
@@ -107,15 +109,7 @@ impl ControlKey {
                 me,
             });
         }
-        let mut bytes = Vec::new();
-        file.take(KEY_FILE_MAX + 1)
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
-        if bytes.len() as u64 > KEY_FILE_MAX {
-            return Err(KeyError::TooLarge {
-                path: path.to_path_buf(),
-            });
-        }
+        let bytes = file.read(KEY_FILE_MAX).map_err(KeyError::from)?;
         let secret = bytes.trim_ascii_end();
         if secret.len() < KEY_MIN_BYTES {
             return Err(KeyError::TooShort {

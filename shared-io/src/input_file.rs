@@ -1,11 +1,13 @@
 //! Reading an input file whole, bounded (docs/rulec.md#input-files): every
-//! file `rulec` and `ruled` read (rule files, timelines, bundles) goes
-//! through [`read_bounded`]. Only a regular file is read: a FIFO, a device
+//! file `rulec` and `ruled` read (rule files, profiles, timelines, bundles,
+//! the Redis password and CA files, the control key) goes through
+//! [`read_bounded`], or [`open`] then [`OpenInput::read`] when the caller
+//! judges the opened file first. Only a regular file is read: a FIFO, a device
 //! (`/dev/zero`), a socket or a directory is refused at once with its kind,
 //! never waited on or read without end; a regular file longer than the
 //! caller's bound is refused without reading more than the bound.
 
-use std::fs::{File, FileType, OpenOptions};
+use std::fs::{File, FileType, Metadata, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -56,6 +58,24 @@ fn kind(file_type: FileType) -> &'static str {
 /// Reads the regular file at `path` (symbolic links followed) whole, if it
 /// holds at most `max` bytes.
 pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
+    open(path)?.read(max)
+}
+
+/// An input file opened and known to be a regular file, not read yet: a
+/// caller that must judge the file itself first (the control key's mode
+/// and owner) looks at the [`metadata`](Self::metadata) of what was
+/// opened, then [`read`](Self::read)s it, within its bound like every
+/// input.
+#[derive(Debug)]
+pub struct OpenInput {
+    file: File,
+    metadata: Metadata,
+    path: PathBuf,
+}
+
+/// Opens the regular file at `path` (symbolic links followed) for reading;
+/// anything else is refused at once with its kind.
+pub fn open(path: &Path) -> Result<OpenInput, InputError> {
     let io = |source| InputError::Io {
         path: path.to_path_buf(),
         source,
@@ -68,23 +88,39 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
         .open(path)
         .map_err(io)?;
     // The type of what was opened, not of what the path named a moment ago.
-    let file_type = file.metadata().map_err(io)?.file_type();
-    if !file_type.is_file() {
+    let metadata = file.metadata().map_err(io)?;
+    if !metadata.file_type().is_file() {
         return Err(InputError::NotAFile {
             path: path.to_path_buf(),
-            kind: kind(file_type),
+            kind: kind(metadata.file_type()),
         });
     }
-    read_at_most(file, max).map_err(io).and_then(|bytes| {
-        if bytes.len() as u64 > max {
-            Err(InputError::TooLarge {
-                path: path.to_path_buf(),
-                max,
-            })
-        } else {
-            Ok(bytes)
-        }
+    Ok(OpenInput {
+        file,
+        metadata,
+        path: path.to_path_buf(),
     })
+}
+
+impl OpenInput {
+    /// The metadata of the file that was opened.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The file whole, if it holds at most `max` bytes; refused without
+    /// reading more than the bound otherwise.
+    pub fn read(self, max: u64) -> Result<Vec<u8>, InputError> {
+        let path = self.path;
+        let bytes = read_at_most(self.file, max).map_err(|source| InputError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if bytes.len() as u64 > max {
+            return Err(InputError::TooLarge { path, max });
+        }
+        Ok(bytes)
+    }
 }
 
 /// At most `max + 1` bytes of `file`: one more than allowed tells "too

@@ -12,8 +12,8 @@
 //!   case count.
 //!
 //! A failing test names the seed and scale that replay it (see [`Fuzz`]'s
-//! `Drop`). Nothing in the product reads these variables; the module lives
-//! here because all three crates' tests share it.
+//! `Drop`). Nothing in the product reads these variables: the crate is a
+//! dev-dependency only, shared by every crate's tests.
 
 use thiserror::Error;
 
