@@ -11,6 +11,7 @@
 use crate::check::{check_and_print, plural, CheckReport, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text, to_json, Code, Diagnostic, Severity};
+use crate::envelope::EnvelopeDecls;
 use crate::profile::LoadedProfile;
 use crate::validate::{CheckedPart, CheckedRule, CheckedStep};
 use crate::when::{lower, ConstPool};
@@ -72,25 +73,36 @@ impl CheckReport {
     /// (with the report's profile): the last step of a
     /// [`crate::session::Session`].
     pub fn assemble(&self, compiler_version: &str) -> Payload {
-        assemble_with(&self.rules, self.profile.as_deref(), compiler_version)
+        assemble_all(
+            &self.rules,
+            self.profile.as_deref(),
+            &self.envelope,
+            compiler_version,
+        )
     }
 
     /// [`Self::assemble`]d, encoded, and verified by decoding the bytes
     /// again: what `rulec build` writes.
     pub fn build(&self) -> Result<Built, BundleError> {
-        build_with(&self.rules, self.profile.as_deref())
+        build_report(self)
     }
 }
 
 /// Turns checked rules into a bundle payload: one constant pool for every
-/// expression, fingerprints computed against the final pools. A bus
-/// profile's (docs/sources.md) programs share the rules' constant pool and
-/// state pairs, and the payload carries it.
-fn assemble_with(
+/// expression, fingerprints computed against the final pools; a bus
+/// profile's programs share the pool. With the rules directory's guards and limits
+/// (docs/safety.md) after the profile's: what `rulec build` and `rulec
+/// simulate` assemble from a [`crate::check::CheckReport`].
+pub fn assemble_all(
     rules: &[CheckedRule],
     profile: Option<&LoadedProfile>,
+    rules_envelope: &EnvelopeDecls,
     compiler_version: &str,
 ) -> Payload {
+    let mut envelope = profile
+        .map(|profile| profile.decls.envelope.clone())
+        .unwrap_or_default();
+    envelope.extend(rules_envelope.clone());
     let whens = || {
         rules.iter().flat_map(|rule| {
             rule.when
@@ -102,7 +114,8 @@ fn assemble_with(
     let mut pool = ConstPool::with_state_pairs(
         whens()
             .flat_map(|expr| expr.checked.state_pairs.iter().cloned())
-            .chain(profile.into_iter().flat_map(LoadedProfile::state_pairs)),
+            .chain(profile.into_iter().flat_map(LoadedProfile::state_pairs))
+            .chain(envelope.state_pairs()),
     );
 
     // Rules come file by file: the rules of one file share its name.
@@ -147,6 +160,7 @@ fn assemble_with(
                         .map(|s| lower_step(s, &mut pool))
                         .collect(),
                     protected: rule.protected,
+                    trip: rule.trip,
                 }
                 .boxed(),
             }
@@ -154,11 +168,13 @@ fn assemble_with(
         .collect();
     // After the rules: `--profile none` leaves their pool as it was.
     let lowered = profile.map(|profile| profile.lower(&mut pool));
+    let envelope = crate::envelope::lower(&envelope, &mut pool);
     let (consts, state_pairs) = pool.finish();
     // Fingerprints are computed here, against the final pools.
     let mut payload = Payload::new(compiler_version, rules_out, state_pairs, consts);
     add_inputs(&mut payload, rules);
     payload.profile = lowered;
+    payload.envelope = envelope;
     payload
 }
 
@@ -245,12 +261,16 @@ impl Built {
     }
 }
 
-/// Assembles, encodes, and verifies by decoding the bytes again.
-fn build_with(
-    rules: &[CheckedRule],
-    profile: Option<&LoadedProfile>,
-) -> Result<Built, BundleError> {
-    let payload = assemble_with(rules, profile, COMPILER_VERSION);
+/// Assembles, encodes, and verifies by decoding the bytes again, from a
+/// check's report: the rules directory's guards and
+/// limits too (docs/safety.md).
+pub fn build_report(report: &crate::check::CheckReport) -> Result<Built, BundleError> {
+    let payload = assemble_all(
+        &report.rules,
+        report.profile.as_deref(),
+        &report.envelope,
+        COMPILER_VERSION,
+    );
     let bytes = codec::encode(&payload)?;
     let id = codec::decode(&bytes)?.id;
     Ok(Built { bytes, id, payload })

@@ -28,6 +28,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../profiles/librescoot/ecu.toml"),
     ),
     (
+        "guards.toml",
+        include_str!("../../../profiles/librescoot/guards.toml"),
+    ),
+    (
         "lists.toml",
         include_str!("../../../profiles/librescoot/lists.toml"),
     ),

@@ -18,6 +18,50 @@ pub fn sections(profile: &LoadedProfile) -> [(&'static str, String); 3] {
     ]
 }
 
+/// The safety envelope's generated sections of docs/safety.md (the same
+/// markers): the built-in guards and limits.
+pub fn envelope_sections(profile: &LoadedProfile) -> [(&'static str, String); 2] {
+    let envelope = &profile.decls.envelope;
+    let mut guards =
+        String::from("| guard | covers | allows the action while | toast |\n|---|---|---|---|\n");
+    for guard in &envelope.guards {
+        guards.push_str(&format!(
+            "| `{}` | {} | `{}` | {} |\n",
+            guard.name,
+            cover(&guard.cover),
+            guard.when_text.replace('|', "\\|"),
+            guard.say.as_deref().unwrap_or("none")
+        ));
+    }
+    let mut limits = String::from("| limit | covers | at most |\n|---|---|---|\n");
+    for limit in &envelope.limits {
+        limits.push_str(&format!(
+            "| `{}` | {} | {} per {} |\n",
+            limit.name,
+            cover(&limit.cover),
+            limit.max,
+            rulecore::duration::format_duration(i64::try_from(limit.per_ns).unwrap_or(i64::MAX))
+        ));
+    }
+    [("guards", guards), ("limits", limits)]
+}
+
+/// `` `scooter:hardware` `handlebar:lock`, `engine:off` ``.
+fn cover(cover: &rulecore::envelope::Cover) -> String {
+    use rulecore::envelope::Target;
+    let target = match &cover.target {
+        Target::List(list) => format!("`{list}`"),
+        Target::Channel(channel) => format!("channel `{channel}`"),
+        Target::Can(id) => format!("CAN `{id:#X}`"),
+        Target::Exec => "every `exec`".to_string(),
+    };
+    if cover.values.is_empty() {
+        return format!("{target}, every value");
+    }
+    let values: Vec<String> = cover.values.iter().map(|v| format!("`{v}`")).collect();
+    format!("{target} {}", values.join(", "))
+}
+
 fn topics(profile: &LoadedProfile) -> String {
     let mut out = String::from("| topic | from | emitted when | `data` |\n|---|---|---|---|\n");
     for source in &profile.decls.sources {

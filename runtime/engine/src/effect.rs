@@ -37,6 +37,10 @@ pub struct Job {
     /// removes it exactly when the action **starts** on a worker, and keeps
     /// it when the pool refuses the job or abandons it at stop.
     pub drop_record: Option<Arc<str>>,
+    /// The guards covering the action (docs/safety.md#guards): the worker
+    /// reads their fields fresh and asks [`crate::guard::judge`] before
+    /// performing it. `None` for an unguarded action.
+    pub guard: Option<Box<crate::guard::GuardCheck>>,
 }
 
 /// One step's action, shared with the loaded bundle: a job points at the
@@ -53,6 +57,11 @@ pub struct StepAction {
 }
 
 impl StepAction {
+    /// The bundle the step is in.
+    pub fn payload(&self) -> &Arc<Payload> {
+        &self.payload
+    }
+
     /// Step `step` of rule `rule` of `payload`; `None` when there is no such
     /// step.
     pub fn new(payload: Arc<Payload>, rule: usize, step: usize) -> Option<Self> {
@@ -168,6 +177,12 @@ pub enum Effect {
         hash: String,
         pairs: Vec<usize>,
     },
+    /// `PUBLISH channel message`: the dashboard toast of a refusal by the
+    /// safety envelope (docs/safety.md), performed without waiting.
+    Toast {
+        channel: String,
+        message: String,
+    },
 }
 
 /// Why a pending record is removed: by the engine itself, or (`Started`)
@@ -281,6 +296,10 @@ pub enum EndReason {
     /// A live reload changed or removed the step the run was at
     /// (docs/semantics.md#live-reload).
     Reloaded,
+    /// A guard refused its action (docs/safety.md#guards).
+    Guarded,
+    /// A limit refused its action (docs/safety.md#limits).
+    Limited,
 }
 
 impl EndReason {
@@ -295,6 +314,8 @@ impl EndReason {
             Self::Stopped => "stopped",
             Self::TooLate => "too-late",
             Self::Reloaded => "reloaded",
+            Self::Guarded => "guarded",
+            Self::Limited => "limited",
         }
     }
 }
@@ -351,6 +372,8 @@ pub enum NonFireReason {
     Refused,
     /// The rule is disabled (replay-only).
     RuleDisabled,
+    /// The rule's breaker is tripped (docs/safety.md#the-breaker).
+    Tripped,
 }
 
 impl NonFireReason {
@@ -367,6 +390,7 @@ impl NonFireReason {
             Self::Queued => "queued",
             Self::Refused => "refused",
             Self::RuleDisabled => "rule-disabled",
+            Self::Tripped => "tripped",
         }
     }
 }

@@ -20,7 +20,8 @@
 //! modules: `trigger` (one event), `decide` (the trigger decision, pure:
 //! the event path and the dry run both ask it), `run` (a live run walking
 //! its steps), `actions` (the pool's reports), `hold`, `finally`,
-//! `backlog`, `replay`, `reload`, `input`, `bus`, `trace`.
+//! `backlog`, `replay`, `reload`, `input`, `bus`, `trace`; the safety
+//! envelope in `guard`, `envelope_state` (limits and breakers) and `window`.
 
 mod actions;
 mod backlog;
@@ -30,8 +31,10 @@ mod decide;
 pub mod derive;
 mod dry_run;
 mod effect;
+mod envelope_state;
 mod fast_hash;
 mod finally;
+pub mod guard;
 mod hold;
 mod index;
 mod input;
@@ -53,6 +56,7 @@ mod trigger;
 mod values;
 mod when_plans;
 mod why;
+mod window;
 
 pub mod pool;
 pub mod sim;
@@ -66,6 +70,7 @@ pub use effect::{
     DropReason, Effect, EndReason, Job, JobId, Level, LogLine, NonFireReason, Note, NoteFields,
     NoteKind, NoteReason, RecordWrite, ReplayDropReason, StepAction, TriggerOutcome,
 };
+pub use envelope_state::EnvelopeCounts;
 pub use input::INPUT_SKIPPED_CODE;
 pub use inspect::{HoldView, RuleView, RunPhase, RunView, RunningHold, WaitingStep};
 pub use memory::{estimated_heap, mebibytes, MEMORY_BUDGET};
@@ -115,6 +120,13 @@ pub struct Counters {
     pub pending: u64,
     /// Rules with a live run (a rule has at most one).
     pub runs_active: u64,
+    /// Actions a guard refused (docs/safety.md#guards).
+    pub guarded: u64,
+    /// Actions a limit refused (docs/safety.md#limits).
+    pub limited: u64,
+    /// Triggers a tripped breaker refused, the trip included
+    /// (docs/safety.md#the-breaker).
+    pub tripped: u64,
 }
 
 /// The log line `code` of a `when` that failed to evaluate: the simulator
@@ -179,6 +191,8 @@ pub struct Engine {
     traces: Traces,
     /// Each rule's `when` in the VM's faster form.
     when_plans: when_plans::WhenPlans,
+    /// The limits' windows, the breakers, the refusals per rule.
+    envelope: envelope_state::EnvelopeState,
 }
 
 impl Engine {
@@ -197,6 +211,7 @@ impl Engine {
         let hold_watchers = hold::watchers(&payload);
         let traces = Traces::new(config.traces, config.trace_memory);
         let when_plans = when_plans::WhenPlans::new(&payload);
+        let envelope = envelope_state::EnvelopeState::new(&payload);
         Self {
             payload,
             config,
@@ -217,6 +232,7 @@ impl Engine {
             scratch: trigger::Scratch::default(),
             traces,
             when_plans,
+            envelope,
         }
     }
 

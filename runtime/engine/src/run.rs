@@ -330,6 +330,14 @@ impl Engine {
                 return;
             }
         };
+        // The envelope (docs/safety.md): a limit refuses here, on the
+        // engine's clock; guards are judged by the worker on a fresh read.
+        let performed = computed.as_deref().unwrap_or(&action);
+        if !self.limit_admits(rule, performed, now) {
+            self.end_run(rule, EndReason::Limited, now);
+            return;
+        }
+        let guard = crate::guard::GuardCheck::of(&self.payload, performed);
         let job = self.ids.next_job();
         let name = self.name(rule);
         let Some(run) = self.rules[rule].run.as_mut() else {
@@ -364,6 +372,7 @@ impl Engine {
             computed,
             event,
             drop_record,
+            guard,
         };
         self.effects.push_back(Effect::Submit(submit));
     }

@@ -258,6 +258,10 @@ impl Engine {
             Verdict::Cooldown { .. } => {
                 self.trigger_note(rule, TriggerOutcome::Suppressed, &event, now);
             }
+            Verdict::Start | Verdict::Restart { .. } if !self.breaker_admits(rule, now) => {
+                // Tripped (docs/safety.md#the-breaker): a live run goes on.
+                self.non_fire(rule, NonFireReason::Tripped, &event, now, None);
+            }
             Verdict::Start => {
                 self.rules[rule].set_last_fire(fired);
                 self.start_run(rule, event, now);

@@ -192,7 +192,11 @@ impl H {
                 Effect::DropRecord { id, .. } => {
                     self.records.remove(&*id);
                 }
-                Effect::Log(_) | Effect::Note(_) | Effect::Publish(_) | Effect::Poll { .. } => {}
+                Effect::Log(_)
+                | Effect::Note(_)
+                | Effect::Publish(_)
+                | Effect::Poll { .. }
+                | Effect::Toast { .. } => {}
             }
         }
         for job in ready {
@@ -270,6 +274,7 @@ fn describe(effect: &Effect) -> String {
             format!("publish {}", topics.join(" "))
         }
         Effect::Poll { hash, pairs } => format!("poll {hash} {pairs:?}"),
+        Effect::Toast { channel, message } => format!("toast {channel} {message}"),
     }
 }
 

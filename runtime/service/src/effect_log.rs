@@ -37,6 +37,9 @@ pub fn log_effect(effect: &Effect, throttle: &mut Throttle) {
             tracing::debug!(rule = %job.rule, step = job.step, "not submitted: stopping")
         }
         Effect::PutRecord { id, .. } => tracing::debug!(run = %id, "record not written: stopping"),
+        Effect::Toast { channel, .. } => {
+            tracing::debug!(%channel, "toast not published: stopping")
+        }
         Effect::DropRecord { id, .. } => tracing::debug!(run = %id, "record not removed: stopping"),
         Effect::Publish(events) => {
             tracing::debug!(

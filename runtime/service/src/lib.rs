@@ -12,6 +12,7 @@ pub mod control;
 pub mod driver;
 pub mod effect_log;
 pub mod exec;
+pub mod guard_read;
 pub mod intake;
 pub mod lane;
 pub mod logging;

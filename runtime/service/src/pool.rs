@@ -42,6 +42,9 @@ pub enum Report {
     },
     /// The job was still queued when the pool stopped: it never ran.
     Abandoned(JobId),
+    /// A guard refused the job's action on its fresh read
+    /// (docs/safety.md#guards): it was not performed.
+    Guarded(JobId, ruled_engine::guard::Refusal),
     /// The pool was full (it refused a job, or a submission filled it) and
     /// now accepts one again: [`Pool::room`] says how many.
     Room,
@@ -213,6 +216,9 @@ impl Pool {
     /// can report it without keeping a copy of every job it submits, and
     /// says where an accepted one went (an idle worker or the queue, the
     /// Redis lane's next batch or the one after the batch being sent).
+    // A refused job comes back by value, once per refusal; boxing it would
+    // cost every accepted submission an allocation instead.
+    #[allow(clippy::result_large_err)]
     pub fn try_submit(&self, job: Job) -> Result<Admission, (Refused, Job)> {
         let mut shared = lock(&self.shared);
         if shared.stopping {
@@ -358,6 +364,12 @@ async fn worker(pool: Worker, mut performers: Performers) {
             continue;
         };
         let job = started_from_queue(Handed { job, waited });
+        let store = performers.store.as_ref();
+        let screened =
+            crate::guard_read::screen(vec![job], performers.redis.as_mut(), store, &reports).await;
+        let Some(job) = screened.into_iter().next() else {
+            continue;
+        };
         if let (Some(id), Some(store)) = (job.record_to_drop_at_start(), &performers.store) {
             remove_record_first(store, id, redis_wait(&job.action)).await;
         }
@@ -404,13 +416,16 @@ async fn redis_lane(pool: Worker, mut performers: Performers) {
             continue;
         }
         let batch: Vec<Job> = batch.into_iter().map(started_from_queue).collect();
+        let held = batch.len();
         let store = performers.store.as_ref();
+        let batch =
+            crate::guard_read::screen(batch, performers.redis.as_mut(), store, &reports).await;
         if !lane::perform(&batch, performers.redis.as_mut(), store, &reports).await {
             return;
         }
         let room = {
             let mut state = lock(&shared);
-            state.lane_held -= batch.len();
+            state.lane_held -= held;
             state.lane_sending = false;
             state.room_to_report(config, Lane::Redis)
         };
@@ -530,6 +545,7 @@ mod tests {
             computed: None,
             event: Arc::default(),
             drop_record: None,
+            guard: None,
         }
     }
 

@@ -47,6 +47,7 @@ fn job(id: u64, action: Action, event: Arc<Event>) -> Job {
         computed: None,
         event,
         drop_record: None,
+        guard: None,
     }
 }
 

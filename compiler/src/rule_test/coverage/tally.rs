@@ -166,7 +166,8 @@ impl<'a> Tally<'a> {
             NonFireReason::Cooldown
             | NonFireReason::Dropped
             | NonFireReason::Queued
-            | NonFireReason::Refused => true,
+            | NonFireReason::Refused
+            | NonFireReason::Tripped => true,
         };
         coverage.matched += 1;
         if let Some(when) = coverage.when.as_mut() {

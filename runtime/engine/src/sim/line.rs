@@ -28,6 +28,11 @@ pub enum LineKind {
     Derived,
     /// The last line of every simulation: what is still waiting or held.
     End,
+    /// A guard refused an action (docs/safety.md#guards): the guard and
+    /// the state it read.
+    Guarded,
+    /// The dashboard toast of a refusal by the envelope.
+    Toast,
 }
 
 impl LineKind {
@@ -43,6 +48,8 @@ impl LineKind {
             Self::EvalError => "eval-error",
             Self::Derived => "derived",
             Self::End => "end",
+            Self::Guarded => "guarded",
+            Self::Toast => "toast",
         }
     }
 }

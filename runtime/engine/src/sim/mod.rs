@@ -553,6 +553,12 @@ impl<'t> Sim<'t> {
                     self.outcome.logs.push((at, log));
                 }
                 Effect::Note(note) => self.note(note),
+                Effect::Toast { channel, message } => {
+                    self.line(Line {
+                        message: Some(format!("PUBLISH {channel} {message}")),
+                        ..Line::new(LineKind::Toast)
+                    });
+                }
                 Effect::Publish(events) => {
                     for event in events {
                         self.derived_line(&event);
@@ -696,6 +702,33 @@ impl<'t> Sim<'t> {
     }
 
     fn submit(&mut self, job: Job) {
+        // The guards (docs/safety.md#guards), judged by the engine's one
+        // judgement on the datastore at this instant (the timeline's
+        // `[[state]]` entries so far, silent writes included).
+        if let Some(check) = &job.guard {
+            let payload = std::sync::Arc::clone(job.action.payload());
+            let read: Vec<crate::guard::Read> = check
+                .fields(&payload)
+                .map(|(hash, field)| {
+                    let key = (hash.to_string(), field.to_string());
+                    match self.datastore.get(&key) {
+                        Some(value) => crate::guard::Read::Value(value.clone()),
+                        None => crate::guard::Read::Absent,
+                    }
+                })
+                .collect();
+            if let Err(refusal) = crate::guard::judge(&payload, check, &read) {
+                if let Some(id) = job.record_to_drop_at_start() {
+                    self.drop_record(id, Some(&job.rule), DropReason::Started);
+                }
+                let mut line = action_line(self.at_ms(), LineKind::Guarded, &job);
+                line.message = Some(format!("guard {}: {}", refusal.guard, refusal.state_text()));
+                self.line(line);
+                let now = self.clocks();
+                self.engine.action_guarded(now, job.id, refusal);
+                return;
+            }
+        }
         let admission = match Lane::of(&job.action) {
             Lane::Redis => {
                 let busy = self.lane.busy_at(self.now);

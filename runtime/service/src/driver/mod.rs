@@ -404,6 +404,10 @@ impl Service {
                 self.engine.action_not_performed(now, job, record, &why);
             }
             Report::Abandoned(job) => self.engine.action_abandoned(job),
+            Report::Guarded(job, refusal) => {
+                let now = self.now();
+                self.engine.action_guarded(now, job, refusal);
+            }
             // Due steps waiting for room go now (docs/semantics.md#due-steps-the-pool-refused).
             Report::Room => {
                 if self.engine.due_backlog_len() > 0 {
@@ -434,6 +438,9 @@ impl Service {
                     self.publisher.publish(events);
                 }
                 Effect::Poll { hash, pairs } => self.reader.poll(&hash, pairs),
+                Effect::Toast { channel, message } => {
+                    crate::guard_read::toast(self.con.clone(), channel, message)
+                }
                 Effect::DropRecord { id, reason, rule } => {
                     effect_log::log_record_drop(&id, rule.as_deref(), reason);
                     self.writer.send(StoreOp::Drop {

@@ -1,0 +1,175 @@
+//! The guards' fresh read (docs/safety.md#guards): right before a guarded
+//! action is performed, every field its guards read, of every hash, in one
+//! script (one round trip; a value over its bound comes back as a number,
+//! never into memory), then the engine's one judgement
+//! (`ruled_engine::guard::judge`). A refused job is reported
+//! [`Report::Guarded`] and never performed; its pending record is removed,
+//! since its run ends. An unguarded job is passed through untouched: it
+//! pays nothing.
+
+use crate::bounded_read::MAX_FIELD_BYTES;
+use crate::connection::query;
+use crate::pool::Report;
+use crate::record_store::StoreWriter;
+use redis::aio::ConnectionManager;
+use ruled_engine::guard::{judge, Read};
+use ruled_engine::Job;
+use tokio::sync::mpsc;
+
+/// `KEYS`: the hashes; `ARGV[1]` the bound, then per hash its field
+/// count and fields. The answer: every value in order, `false` (nil) when
+/// absent, `-1` when over the bound.
+const READ_SCRIPT: &str = r"
+local bound = tonumber(ARGV[1])
+local out = {}
+local at = 2
+for k = 1, #KEYS do
+  local n = tonumber(ARGV[at])
+  at = at + 1
+  local fields = {}
+  for i = 1, n do
+    fields[i] = ARGV[at]
+    at = at + 1
+  end
+  local values = redis.call('HMGET', KEYS[k], unpack(fields))
+  for i = 1, n do
+    local v = values[i]
+    if v and string.len(v) > bound then v = -1 end
+    out[#out + 1] = v or false
+  end
+end
+return out
+";
+
+/// The jobs of `jobs` to perform: those no guard covers and those every
+/// covering guard allows. The others are reported guarded (and their
+/// records removed).
+pub async fn screen(
+    jobs: Vec<Job>,
+    con: Option<&mut ConnectionManager>,
+    store: Option<&StoreWriter>,
+    reports: &mpsc::UnboundedSender<Report>,
+) -> Vec<Job> {
+    if jobs.iter().all(|job| job.guard.is_none()) {
+        return jobs;
+    }
+    let payload = match jobs.iter().find(|job| job.guard.is_some()) {
+        Some(job) => std::sync::Arc::clone(job.action.payload()),
+        None => return jobs,
+    };
+    // One read for the whole batch: the union of the fields.
+    let mut fields: Vec<(String, String)> = Vec::new();
+    for check in jobs.iter().filter_map(|job| job.guard.as_deref()) {
+        for (hash, field) in check.fields(&payload) {
+            if !fields.iter().any(|(h, f)| h == hash && f == field) {
+                fields.push((hash.to_string(), field.to_string()));
+            }
+        }
+    }
+    let reads = read(con, &fields).await;
+    let mut performed = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let Some(check) = job.guard.as_deref() else {
+            performed.push(job);
+            continue;
+        };
+        let values: Vec<Read> = check
+            .fields(&payload)
+            .map(|(hash, field)| {
+                fields
+                    .iter()
+                    .position(|(h, f)| h == hash && f == field)
+                    .and_then(|at| reads.get(at).cloned())
+                    .unwrap_or(Read::Unreadable)
+            })
+            .collect();
+        match judge(&payload, check, &values) {
+            Ok(()) => performed.push(job),
+            Err(refusal) => {
+                if let (Some(id), Some(store)) = (job.record_to_drop_at_start(), store) {
+                    // Not awaited: nothing is performed after it.
+                    drop(store.drop_acked(id));
+                }
+                if reports.send(Report::Guarded(job.id, refusal)).is_err() {
+                    return performed;
+                }
+            }
+        }
+    }
+    performed
+}
+
+/// Reads `fields` fresh, in one round trip; every field unreadable when
+/// Redis cannot be asked or does not answer.
+async fn read(con: Option<&mut ConnectionManager>, fields: &[(String, String)]) -> Vec<Read> {
+    let unreadable = || vec![Read::Unreadable; fields.len()];
+    let Some(con) = con else {
+        return unreadable();
+    };
+    let mut hashes: Vec<&str> = Vec::new();
+    for (hash, _) in fields {
+        if !hashes.contains(&hash.as_str()) {
+            hashes.push(hash);
+        }
+    }
+    let mut script = redis::cmd("EVAL");
+    script.arg(READ_SCRIPT).arg(hashes.len());
+    for hash in &hashes {
+        script.arg(*hash);
+    }
+    script.arg(MAX_FIELD_BYTES);
+    // The fields in the order the script answers them: hash by hash.
+    let mut order: Vec<(&str, &str)> = Vec::with_capacity(fields.len());
+    for hash in &hashes {
+        let of_hash: Vec<&str> = fields
+            .iter()
+            .filter(|(h, _)| h == hash)
+            .map(|(_, field)| field.as_str())
+            .collect();
+        script.arg(of_hash.len());
+        for field in &of_hash {
+            script.arg(*field);
+            order.push((hash, field));
+        }
+    }
+    let values: Vec<redis::Value> = match query(con, &script).await {
+        Ok(values) => values,
+        Err(error) => {
+            tracing::warn!(%error, "guard read failed: the guarded actions are refused");
+            return unreadable();
+        }
+    };
+    let by_order: Vec<Read> = values.into_iter().map(read_of).collect();
+    fields
+        .iter()
+        .map(|(hash, field)| {
+            order
+                .iter()
+                .position(|(h, f)| h == hash && f == field)
+                .and_then(|at| by_order.get(at).cloned())
+                .unwrap_or(Read::Unreadable)
+        })
+        .collect()
+}
+
+fn read_of(value: redis::Value) -> Read {
+    match value {
+        redis::Value::BulkString(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => Read::Value(text),
+            Err(_) => Read::Unreadable,
+        },
+        redis::Value::Nil | redis::Value::Boolean(false) => Read::Absent,
+        _ => Read::Unreadable,
+    }
+}
+
+/// Publishes a refusal's dashboard toast (docs/safety.md) on a task of its
+/// own: the engine's loop never waits for it. A failure is logged.
+pub fn toast(mut con: ConnectionManager, channel: String, message: String) {
+    tokio::spawn(async move {
+        let publish = redis::cmd("PUBLISH").arg(&channel).arg(&message).clone();
+        if let Err(error) = query::<i64>(&mut con, &publish).await {
+            tracing::warn!(%channel, %error, "refusal toast not published");
+        }
+    });
+}
