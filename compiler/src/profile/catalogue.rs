@@ -65,6 +65,12 @@ pub struct Catalogue {
     pub topics: Vec<TopicShape>,
     /// List key -> the patterns of the values it accepts.
     pub lists: BTreeMap<String, Vec<ValuePattern>>,
+    /// List key -> for a value pattern, the topics the service taking the
+    /// list makes when it performs a value the pattern matches (`effects`).
+    pub effects: BTreeMap<String, Vec<(ValuePattern, Vec<String>)>>,
+    /// Channel of a channel source -> each emit's `payload` patterns
+    /// (empty: any message) and topic: what a `publish` there makes.
+    pub channels: BTreeMap<String, Vec<(Vec<ValuePattern>, String)>>,
 }
 
 impl Catalogue {

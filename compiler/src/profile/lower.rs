@@ -131,6 +131,22 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
         .iter()
         .map(|list| (list.key.clone(), list.values.clone()))
         .collect();
+    let effects = decls
+        .lists
+        .iter()
+        .filter(|list| !list.effects.is_empty())
+        .map(|list| (list.key.clone(), list.effects.clone()))
+        .collect();
+    let mut channels: BTreeMap<String, Vec<(Vec<ValuePattern>, String)>> = BTreeMap::new();
+    for source in &decls.sources {
+        if let Origin::Channel { channel, .. } = &source.origin {
+            let emits = source
+                .emits
+                .iter()
+                .map(|emit| (emit.payload.clone(), emit.topic.clone()));
+            channels.entry(channel.clone()).or_default().extend(emits);
+        }
+    }
     let mut shapes: BTreeMap<String, Shape> = BTreeMap::new();
     for source in &decls.sources {
         let field_values: &[ValuePattern] = match &source.origin {
@@ -178,6 +194,8 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
         hashes,
         topics,
         lists,
+        effects,
+        channels,
     }
 }
 

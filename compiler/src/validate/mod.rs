@@ -377,6 +377,8 @@ pub fn validate_cached(
         &mut out,
     );
     settle_names(candidates, &mut out);
+    out.diagnostics
+        .extend(crate::safety::check(&out.rules, catalogue));
     if deny_warnings {
         for diagnostic in &mut out.diagnostics {
             if diagnostic.severity == Severity::Warning {
