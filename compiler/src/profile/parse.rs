@@ -965,7 +965,12 @@ impl Ctx {
         topics: &[&str],
     ) -> Option<Vec<(ValuePattern, Vec<String>)>> {
         let DeValue::Table(table) = value.get_ref() else {
-            self.wrong_type(file, "effects", value, "a table from a list value to topics");
+            self.wrong_type(
+                file,
+                "effects",
+                value,
+                "a table from a list value to topics",
+            );
             return None;
         };
         let mut out = Vec::new();
@@ -983,13 +988,18 @@ impl Ctx {
                 self.push(
                     Diagnostic::error(
                         Code::ProfileEffect,
-                        format!("`effects` names `{text}`, which is not one of the list's `values`"),
+                        format!(
+                            "`effects` names `{text}`, which is not one of the list's `values`"
+                        ),
                     )
                     .in_file(&file.name)
                     .at(key.span(), "not a value of this list")
                     .with_help(match near {
-                        Some(near) => format!("did you mean `{near}`? Write the value as `values` writes it"),
-                        None => "write the value as `values` writes it (`hibernate-for:<int>`)".to_string(),
+                        Some(near) => {
+                            format!("did you mean `{near}`? Write the value as `values` writes it")
+                        }
+                        None => "write the value as `values` writes it (`hibernate-for:<int>`)"
+                            .to_string(),
                     }),
                 );
                 continue;
@@ -1015,7 +1025,8 @@ impl Ctx {
                     .at(topic_span, "no source emits this topic")
                     .with_help(match near {
                         Some(near) => format!("did you mean `{near}`?"),
-                        None => "an effect is a topic a `[[source.emit]]` of the profile makes".to_string(),
+                        None => "an effect is a topic a `[[source.emit]]` of the profile makes"
+                            .to_string(),
                     }),
                 );
             }

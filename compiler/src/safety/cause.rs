@@ -53,9 +53,7 @@ pub fn topics_made(
             let sources = catalogue.and_then(|catalogue| catalogue.channels.get(channel));
             for (payloads, topic) in sources.into_iter().flatten() {
                 let matches = match plain(message) {
-                    Some(value) => {
-                        payloads.is_empty() || payloads.iter().any(|p| p.matches(value))
-                    }
+                    Some(value) => payloads.is_empty() || payloads.iter().any(|p| p.matches(value)),
                     None => true,
                 };
                 if matches {

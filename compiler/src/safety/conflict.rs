@@ -52,7 +52,10 @@ pub fn check(rules: &[CheckedRule], catalogue: Option<&Catalogue>) -> Vec<Diagno
 fn pushes(rules: &[CheckedRule]) -> Vec<Push<'_>> {
     let mut out = Vec::new();
     for (index, rule) in rules.iter().enumerate().filter(|(_, r)| r.enabled) {
-        let lists = [(false, &rule.steps, &rule.on), (true, &rule.finally, &rule.cancel_on)];
+        let lists = [
+            (false, &rule.steps, &rule.on),
+            (true, &rule.finally, &rule.cancel_on),
+        ];
         for (finally, steps, trigger) in lists {
             let mut offset_ns: u64 = 0;
             for (step, checked) in steps.iter().enumerate() {

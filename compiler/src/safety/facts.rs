@@ -114,7 +114,9 @@ impl Known {
                 .as_ref()
                 .is_some_and(|within| within.iter().all(|value| outside.contains(value)))
         };
-        empty_meet || pushed_out(&self.within, &other.outside) || pushed_out(&other.within, &self.outside)
+        empty_meet
+            || pushed_out(&self.within, &other.outside)
+            || pushed_out(&other.within, &self.outside)
     }
 
     pub fn meet(&mut self, other: &Known) {
@@ -316,7 +318,10 @@ mod tests {
 
     #[test]
     fn the_rule_and_the_step_whens_add_up() {
-        let a = facts(&[r#"to == "parked""#, r#"int(state("engine-ecu", "speed")) == 0"#]);
+        let a = facts(&[
+            r#"to == "parked""#,
+            r#"int(state("engine-ecu", "speed")) == 0"#,
+        ]);
         let speed = Subject::Int(Box::new(Subject::State(StatePair {
             hash: "engine-ecu".into(),
             field: "speed".into(),

@@ -49,7 +49,11 @@ pub fn check(
     out
 }
 
-fn edges(rules: &[CheckedRule], catalogue: Option<&Catalogue>, inputs: &InputChannels) -> Vec<Edge> {
+fn edges(
+    rules: &[CheckedRule],
+    catalogue: Option<&Catalogue>,
+    inputs: &InputChannels,
+) -> Vec<Edge> {
     let mut edges = Vec::new();
     for (from, rule) in rules.iter().enumerate() {
         if !rule.enabled {
