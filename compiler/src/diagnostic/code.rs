@@ -199,6 +199,8 @@ codes! {
     Loop => "rulec::loop",
     /// (warning) Two steps that can push different values onto one list for one event, at once or within 1s, their conditions not exclusive.
     Conflict => "rulec::conflict",
+    /// (warning) A step a guard covers for which nothing shows the guard holds when it runs; names a state in which the guard refuses.
+    Guarded => "rulec::guarded",
 
     // Timeline and test files (docs/simulation.md#checks).
     /// A timeline or test file entry that does not parse: an unknown or missing key, a wrong value.

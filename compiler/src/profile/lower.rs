@@ -6,6 +6,7 @@ use super::catalogue::{Catalogue, DataType, HashInfo, TopicShape};
 use super::parse::{DataDecl, Decls};
 use super::LoadedProfile;
 use crate::when::{lower, ConstPool};
+use rulecore::bundle::StatePair;
 use rulecore::profile::{DataSpec, Emit, Origin, Poll, Profile, Source};
 use rulecore::value_pattern::ValuePattern;
 use std::collections::BTreeMap;
@@ -138,7 +139,20 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
         .map(|list| (list.key.clone(), list.effects.clone()))
         .collect();
     let mut channels: BTreeMap<String, Vec<(Vec<ValuePattern>, String)>> = BTreeMap::new();
+    let mut topic_fields: BTreeMap<String, Vec<StatePair>> = BTreeMap::new();
     for source in &decls.sources {
+        if let Origin::Field { hash, field, .. } = &source.origin {
+            for emit in &source.emits {
+                let pair = StatePair {
+                    hash: hash.clone(),
+                    field: field.clone(),
+                };
+                let fields = topic_fields.entry(emit.topic.clone()).or_default();
+                if !fields.contains(&pair) {
+                    fields.push(pair);
+                }
+            }
+        }
         if let Origin::Channel { channel, .. } = &source.origin {
             let emits = source
                 .emits
@@ -196,6 +210,7 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
         lists,
         effects,
         channels,
+        topic_fields,
     }
 }
 

@@ -166,6 +166,16 @@ impl Facts {
         );
     }
 
+    /// Whether one of its `&&` parts is written as `part` (spans aside).
+    pub fn has_part(&self, part: &Expr) -> bool {
+        self.parts.iter().any(|mine| same(mine, part))
+    }
+
+    /// The equality or membership test `expr` is, if it is one.
+    pub fn test_of(expr: &Expr) -> Option<(Subject, Known)> {
+        test(expr, false)
+    }
+
     /// What is known of `subject`.
     pub fn get(&self, subject: &Subject) -> Option<&Known> {
         self.known

@@ -378,7 +378,7 @@ pub fn validate_cached(
     );
     settle_names(candidates, &mut out);
     out.diagnostics
-        .extend(crate::safety::check(&out.rules, catalogue));
+        .extend(crate::safety::check(&out.rules, catalogue, &[]));
     if deny_warnings {
         for diagnostic in &mut out.diagnostics {
             if diagnostic.severity == Severity::Warning {

@@ -130,6 +130,7 @@ fn librescoot() -> Catalogue {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect(),
+        ..Catalogue::default()
     }
 }
 
