@@ -371,3 +371,88 @@ fn the_example_rules_have_no_loop_and_no_conflict() {
     .unwrap();
     assert!(report.diagnostics.is_empty(), "{:#?}", report.diagnostics);
 }
+
+/// The built-in guard's condition over the handlebar lock (the profile's
+/// guards are held the same way once declared).
+const NOT_WHILE_RIDING: &str =
+    r#"state("vehicle", "state") != "ready-to-drive" && int(state("engine-ecu", "speed")) == 0"#;
+
+fn guarded(report: &CheckReport) -> Vec<Diagnostic> {
+    let when = rulec::when::check(NOT_WHILE_RIDING).unwrap();
+    let guard = rulec::safety::GuardView {
+        name: "not-while-riding",
+        file: "guards.toml",
+        when_text: NOT_WHILE_RIDING,
+        when: &when.expr,
+        covers: Box::new(|action| {
+            matches!(action, rulecore::bundle::Action::Redis { list, push, .. }
+                if list == "scooter:hardware" && *push == rulecore::bundle::Text::Plain("handlebar:lock".into()))
+        }),
+    };
+    let found = rulec::safety::check(&report.rules, report.catalogue(), &[guard]);
+    found
+        .into_iter()
+        .filter(|d| d.code == Code::Guarded)
+        .collect()
+}
+
+fn handlebar_rule(on: &str, when: &str, after: &str) -> String {
+    format!(
+        r#"
+[[rule]]
+name = "auto-lock"
+on = ["{on}"]
+when = '{when}'
+
+[[rule.step]]
+do = "redis"
+after = "{after}"
+list = "scooter:hardware"
+push = "handlebar:lock"
+"#
+    )
+}
+
+#[test]
+fn vehicle_locked_and_a_speed_test_prove_the_guard() {
+    let text = handlebar_rule(
+        "vehicle.locked",
+        r#"int(state("engine-ecu", "speed")) == 0"#,
+        "0s",
+    );
+    let report = check(&[("a.toml", &text)]);
+    assert!(guarded(&report).is_empty());
+}
+
+#[test]
+fn a_step_the_guard_may_refuse_is_warned_with_a_refusing_state() {
+    // A button gesture says nothing of the vehicle's state.
+    let text = handlebar_rule(
+        "button.brake.left.hold",
+        r#"int(state("engine-ecu", "speed")) == 0"#,
+        "0s",
+    );
+    let warnings = guarded(&check(&[("a.toml", &text)]));
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(
+        warnings[0].message,
+        "guard `not-while-riding` would refuse this step with `vehicle` `state` = `ready-to-drive`"
+    );
+    assert_eq!(warnings[0].step, Some(0));
+    // No speed test: the speed refuses.
+    let text = handlebar_rule("vehicle.locked", "true", "0s");
+    let warnings = guarded(&check(&[("a.toml", &text)]));
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].message.ends_with("`engine-ecu` `speed` = `1`"));
+    // After a wait, what held at the trigger may not hold any more.
+    let text = handlebar_rule(
+        "vehicle.locked",
+        r#"int(state("engine-ecu", "speed")) == 0"#,
+        "3s",
+    );
+    let warnings = guarded(&check(&[("a.toml", &text)]));
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0]
+        .message
+        .ends_with("`vehicle` `state` = `ready-to-drive`"));
+}
