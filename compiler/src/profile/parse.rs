@@ -1032,6 +1032,8 @@ impl Ctx {
             }
             out.push((pattern, made));
         }
+        // In the order of `values`, whatever order the table has.
+        out.sort_by_key(|(pattern, _)| values.iter().position(|v| v == pattern));
         good.then_some(out)
     }
 
