@@ -294,9 +294,17 @@ push = "off"
         r#"to == "parked""#,
         r#"contains(("parked", "stand-by"), to)"#
     ));
-    assert!(!exclusive(
+    assert!(exclusive(
         r#"int(state("engine-ecu", "speed")) > 5"#,
         r#"int(state("engine-ecu", "speed")) < 3"#
+    ));
+    assert!(!exclusive(
+        r#"int(state("engine-ecu", "speed")) > 5"#,
+        r#"int(state("engine-ecu", "speed")) < 10"#
+    ));
+    assert!(!exclusive(
+        r#"to == "parked" || to == "stand-by""#,
+        r#"to == "parked""#
     ));
 }
 

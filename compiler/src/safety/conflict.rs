@@ -30,7 +30,8 @@ struct Push<'a> {
     /// The patterns of the event that starts it: `on`, or `cancel-on` for
     /// a finally step.
     trigger: &'a [TopicPattern],
-    /// Its wait from that event: the `after`s of its list up to it.
+    /// Its wait from that event: the rule's `debounce` or `for`, then the
+    /// `after`s of its list up to it.
     offset_ns: u64,
     facts: Facts,
 }
@@ -56,8 +57,11 @@ fn pushes(rules: &[CheckedRule]) -> Vec<Push<'_>> {
             (false, &rule.steps, &rule.on),
             (true, &rule.finally, &rule.cancel_on),
         ];
+        // A rule with `debounce` or `for` starts its run that long after
+        // the event (a finally step is timed from the cancelling one).
+        let start_ns = rule.debounce_ns.saturating_add(rule.hold_ns);
         for (finally, steps, trigger) in lists {
-            let mut offset_ns: u64 = 0;
+            let mut offset_ns: u64 = if finally { 0 } else { start_ns };
             for (step, checked) in steps.iter().enumerate() {
                 offset_ns = offset_ns.saturating_add(checked.after_ns);
                 let Action::Redis { list, push, .. } = &checked.action else {
@@ -170,8 +174,8 @@ fn warning(rules: &[CheckedRule], a: &Push<'_>, b: &Push<'_>, topic: &str) -> Di
         )
         .with_help(format!(
             "which value the list ends with depends on timing; make the two conditions exclusive \
-             (`==` or `contains` tests of one `to`, `from`, `data.*` or `state()` against different \
-             values, or a `when` and its negation) or push from one rule\n\
+             (`==`, `contains` or integer `<`/`>` tests of one `to`, `from`, `data.*` or `state()` \
+             that no value passes both, or a `when` and its negation) or push from one rule\n\
              a timeline that makes it happen (rulec simulate --timeline):\n{}",
             timeline(a, b, topic)
         ));
@@ -245,5 +249,5 @@ fn example(a: &Facts, b: &Facts, subject: &Subject) -> Option<Const> {
             known.meet(theirs);
         }
     }
-    known.example().cloned()
+    known.example()
 }

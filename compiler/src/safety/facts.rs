@@ -95,28 +95,39 @@ impl Const {
 }
 
 /// What one subject is known to be: one of `within` (when it is `Some`),
-/// and none of `outside`.
+/// none of `outside`, and an integer in `range` (inclusive, when it is
+/// `Some`: from `<`, `<=`, `>`, `>=` against an integer).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Known {
     pub within: Option<BTreeSet<Const>>,
     pub outside: BTreeSet<Const>,
+    pub range: Option<(i64, i64)>,
 }
 
 impl Known {
+    /// Whether `value` satisfies every fact of it.
+    pub fn allows(&self, value: &Const) -> bool {
+        let in_range = match (self.range, value) {
+            (None, _) => true,
+            (Some((low, high)), Const::Int(v)) => low <= *v && *v <= high,
+            (Some(_), _) => false,
+        };
+        in_range
+            && self
+                .within
+                .as_ref()
+                .is_none_or(|within| within.contains(value))
+            && !self.outside.contains(value)
+    }
+
     /// Whether no value can satisfy both this and `other`.
     fn excludes(&self, other: &Known) -> bool {
-        let empty_meet = match (&self.within, &other.within) {
-            (Some(a), Some(b)) => a.intersection(b).next().is_none(),
-            _ => false,
-        };
-        let pushed_out = |within: &Option<BTreeSet<Const>>, outside: &BTreeSet<Const>| {
-            within
-                .as_ref()
-                .is_some_and(|within| within.iter().all(|value| outside.contains(value)))
-        };
-        empty_meet
-            || pushed_out(&self.within, &other.outside)
-            || pushed_out(&other.within, &self.outside)
+        let mut both = self.clone();
+        both.meet(other);
+        match &both.within {
+            Some(within) => !within.iter().any(|value| both.allows(value)),
+            None => both.range.is_some_and(|(low, high)| low > high),
+        }
     }
 
     pub fn meet(&mut self, other: &Known) {
@@ -125,14 +136,21 @@ impl Known {
             (a, b) => a.or_else(|| b.clone()),
         };
         self.outside.extend(other.outside.iter().cloned());
+        self.range = match (self.range, other.range) {
+            (Some((a, b)), Some((c, d))) => Some((a.max(c), b.min(d))),
+            (a, b) => a.or(b),
+        };
     }
 
-    /// A value that satisfies it, when one is named.
-    pub fn example(&self) -> Option<&Const> {
-        self.within
-            .as_ref()?
-            .iter()
-            .find(|value| !self.outside.contains(value))
+    /// A value that satisfies it, when one is named or a range bounds it.
+    pub fn example(&self) -> Option<Const> {
+        if let Some(within) = &self.within {
+            return within.iter().find(|value| self.allows(value)).cloned();
+        }
+        let (low, high) = self.range?;
+        (low..=high.min(low.saturating_add(1000)))
+            .map(Const::Int)
+            .find(|value| self.allows(value))
     }
 }
 
@@ -161,7 +179,7 @@ impl Facts {
             subject,
             Known {
                 within: Some(values),
-                outside: BTreeSet::new(),
+                ..Known::default()
             },
         );
     }
@@ -234,6 +252,9 @@ fn test(expr: &Expr, negated: bool) -> Option<(Subject, Known)> {
             };
             (subject, BTreeSet::from([value]), *op == BinOp::Eq)
         }
+        ExprKind::Binary(op @ (BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge), left, right) => {
+            return ordering(*op, left, right, negated);
+        }
         ExprKind::Call(Builtin::TupleContains, args) => {
             let (value, elements) = args.split_last()?;
             let subject = Subject::of(value)?;
@@ -245,15 +266,58 @@ fn test(expr: &Expr, negated: bool) -> Option<(Subject, Known)> {
     let known = if equal != negated {
         Known {
             within: Some(values),
-            outside: BTreeSet::new(),
+            ..Known::default()
         }
     } else {
         Known {
-            within: None,
             outside: values,
+            ..Known::default()
         }
     };
     Some((subject, known))
+}
+
+/// `int(to) < 15`, `5 <= data.level`, negated or not: an integer range.
+fn ordering(op: BinOp, left: &Expr, right: &Expr, negated: bool) -> Option<(Subject, Known)> {
+    // Written with the subject on the left: `5 < x` is `x > 5`.
+    let (subject, bound, op) = match (Subject::of(left), Const::of(right)) {
+        (Some(subject), Some(Const::Int(bound))) => (subject, bound, op),
+        _ => match (Subject::of(right), Const::of(left)) {
+            (Some(subject), Some(Const::Int(bound))) => {
+                let flipped = match op {
+                    BinOp::Lt => BinOp::Gt,
+                    BinOp::Le => BinOp::Ge,
+                    BinOp::Gt => BinOp::Lt,
+                    _ => BinOp::Le,
+                };
+                (subject, bound, flipped)
+            }
+            _ => return None,
+        },
+    };
+    let op = if negated {
+        match op {
+            BinOp::Lt => BinOp::Ge,
+            BinOp::Le => BinOp::Gt,
+            BinOp::Gt => BinOp::Le,
+            _ => BinOp::Lt,
+        }
+    } else {
+        op
+    };
+    let range = match op {
+        BinOp::Lt => (i64::MIN, bound.checked_sub(1)?),
+        BinOp::Le => (i64::MIN, bound),
+        BinOp::Gt => (bound.checked_add(1)?, i64::MAX),
+        _ => (bound, i64::MAX),
+    };
+    Some((
+        subject,
+        Known {
+            range: Some(range),
+            ..Known::default()
+        },
+    ))
 }
 
 /// Whether `negation` is `!part`, whatever the spans.
@@ -317,13 +381,25 @@ mod tests {
     }
 
     #[test]
-    fn or_and_orderings_prove_nothing() {
+    fn or_proves_nothing() {
         let a = facts(&[r#"to == "a" || to == "b""#]);
         let b = facts(&[r#"to == "c""#]);
         assert!(!a.exclusive(&b));
-        let c = facts(&[r#"int(to) < 15"#]);
-        let d = facts(&[r#"int(to) > 20"#]);
-        assert!(!c.exclusive(&d));
+    }
+
+    #[test]
+    fn disjoint_integer_ranges_are_exclusive() {
+        let low = facts(&[r#"int(to) < 15 && int(to) >= 5"#]);
+        let critical = facts(&[r#"int(to) < 5"#]);
+        assert!(low.exclusive(&critical));
+        let above = facts(&[r#"20 < int(to)"#]);
+        assert!(low.exclusive(&above));
+        let steps = facts(&[r#"contains((5, 10, 15), int(to))"#]);
+        assert!(steps.exclusive(&critical));
+        assert!(!steps.exclusive(&low));
+        let not_low = facts(&[r#"!(int(to) < 20)"#]);
+        assert!(not_low.exclusive(&low));
+        assert!(!facts(&[r#"int(to) < 15"#]).exclusive(&facts(&[r#"int(to) > 10"#])));
     }
 
     #[test]
@@ -336,6 +412,6 @@ mod tests {
             hash: "engine-ecu".into(),
             field: "speed".into(),
         })));
-        assert_eq!(a.get(&speed).and_then(Known::example), Some(&Const::Int(0)));
+        assert_eq!(a.get(&speed).and_then(Known::example), Some(Const::Int(0)));
     }
 }

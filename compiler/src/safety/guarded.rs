@@ -204,21 +204,23 @@ fn unproven(part: &Expr, facts: &Facts, catalogue: Option<&Catalogue>) -> Option
 
 /// Whether every value `known` allows is one `wanted` allows.
 fn implies(known: &Known, wanted: &Known) -> bool {
-    let Some(within) = &known.within else {
-        return wanted.within.is_none() && wanted.outside.is_subset(&known.outside);
+    if let Some(within) = &known.within {
+        return within
+            .iter()
+            .filter(|value| known.allows(value))
+            .all(|value| wanted.allows(value));
+    }
+    // No set of values: only a range, and what it leaves out.
+    let range_holds = match (known.range, wanted.range) {
+        (_, None) => true,
+        (Some((a, b)), Some((c, d))) => c <= a && b <= d,
+        (None, Some(_)) => false,
     };
-    within
-        .iter()
-        .filter(|value| !known.outside.contains(value))
-        .all(|value| allows(wanted, value))
-}
-
-fn allows(known: &Known, value: &Const) -> bool {
-    known
-        .within
-        .as_ref()
-        .is_none_or(|within| within.contains(value))
-        && !known.outside.contains(value)
+    let outside_holds = wanted.outside.iter().all(|value| {
+        known.outside.contains(value)
+            || matches!((known.range, value), (Some((a, b)), Const::Int(v)) if *v < a || *v > b)
+    });
+    wanted.within.is_none() && range_holds && outside_holds
 }
 
 /// A value the facts allow and the guard refuses: the facts' own, the
@@ -230,11 +232,11 @@ fn refusing_value(
     wanted: &Known,
     catalogue: Option<&Catalogue>,
 ) -> Option<Const> {
-    let refused = |value: &&Const| allows(known, value) && !allows(wanted, value);
+    let refused = |value: &Const| known.allows(value) && !wanted.allows(value);
     if let Some(within) = &known.within {
-        return within.iter().find(refused).cloned();
+        return within.iter().find(|v| refused(v)).cloned();
     }
-    if let Some(value) = wanted.outside.iter().find(refused) {
+    if let Some(value) = wanted.outside.iter().find(|v| refused(v)) {
         return Some(value.clone());
     }
     let listed: Vec<Const> = subject
@@ -251,13 +253,14 @@ fn refusing_value(
         .iter()
         .filter_map(|p| p.as_literal().map(|v| Const::Str(v.to_string())))
         .collect();
-    if let Some(value) = listed.iter().find(refused) {
+    if let Some(value) = listed.iter().find(|v| refused(v)) {
         return Some(value.clone());
     }
     (1..=1000)
+        .chain(-1000..=0)
         .map(Const::Int)
         .chain(std::iter::once(Const::Str(String::new())))
-        .find(|value| refused(&value))
+        .find(|value| refused(value))
 }
 
 fn warning(
@@ -341,11 +344,17 @@ mod tests {
     }
 
     #[test]
-    fn a_part_written_the_same_is_proven() {
+    fn a_part_written_the_same_or_a_narrower_range_is_proven() {
         let guard = expr(r#"int(state("engine-ecu", "speed")) < 3"#);
         let facts = Facts::of([&expr(r#"int(state("engine-ecu", "speed")) < 3"#)]);
         assert_eq!(refusal(&guard, &facts, None), None);
-        let other = Facts::of([&expr(r#"int(state("engine-ecu", "speed")) < 2"#)]);
-        assert!(refusal(&guard, &other, None).is_some());
+        // A narrower range proves it, a wider one names a refusing speed.
+        let narrower = Facts::of([&expr(r#"int(state("engine-ecu", "speed")) < 2"#)]);
+        assert_eq!(refusal(&guard, &narrower, None), None);
+        let wider = Facts::of([&expr(r#"int(state("engine-ecu", "speed")) <= 5"#)]);
+        assert_eq!(
+            refusal(&guard, &wider, None).as_deref(),
+            Some("`engine-ecu` `speed` = `3`")
+        );
     }
 }
