@@ -11,6 +11,7 @@
 use crate::check::{check_and_print, plural, CheckReport, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text, to_json, Code, Diagnostic, Severity};
+use crate::envelope::EnvelopeDecls;
 use crate::profile::LoadedProfile;
 use crate::validate::{CheckedPart, CheckedRule, CheckedStep};
 use crate::when::{lower, ConstPool};
@@ -79,6 +80,22 @@ pub fn assemble_with(
     profile: Option<&LoadedProfile>,
     compiler_version: &str,
 ) -> Payload {
+    assemble_all(rules, profile, &EnvelopeDecls::default(), compiler_version)
+}
+
+/// [`assemble_with`], with the rules directory's guards and limits
+/// (docs/safety.md) after the profile's: what `rulec build` and `rulec
+/// simulate` assemble from a [`crate::check::CheckReport`].
+pub fn assemble_all(
+    rules: &[CheckedRule],
+    profile: Option<&LoadedProfile>,
+    rules_envelope: &EnvelopeDecls,
+    compiler_version: &str,
+) -> Payload {
+    let mut envelope = profile
+        .map(|profile| profile.decls.envelope.clone())
+        .unwrap_or_default();
+    envelope.extend(rules_envelope.clone());
     let whens = || {
         rules.iter().flat_map(|rule| {
             rule.when
@@ -90,7 +107,8 @@ pub fn assemble_with(
     let mut pool = ConstPool::with_state_pairs(
         whens()
             .flat_map(|expr| expr.checked.state_pairs.iter().cloned())
-            .chain(profile.into_iter().flat_map(LoadedProfile::state_pairs)),
+            .chain(profile.into_iter().flat_map(LoadedProfile::state_pairs))
+            .chain(envelope.state_pairs()),
     );
 
     // Rules come file by file: the rules of one file share its name.
@@ -135,6 +153,7 @@ pub fn assemble_with(
                         .map(|s| lower_step(s, &mut pool))
                         .collect(),
                     protected: rule.protected,
+                    trip: rule.trip,
                 }
                 .boxed(),
             }
@@ -142,11 +161,13 @@ pub fn assemble_with(
         .collect();
     // After the rules: `--profile none` leaves their pool as it was.
     let lowered = profile.map(|profile| profile.lower(&mut pool));
+    let envelope = crate::envelope::lower(&envelope, &mut pool);
     let (consts, state_pairs) = pool.finish();
     // Fingerprints are computed here, against the final pools.
     let mut payload = Payload::new(compiler_version, rules_out, state_pairs, consts);
     add_inputs(&mut payload, rules);
     payload.profile = lowered;
+    payload.envelope = envelope;
     payload
 }
 
@@ -249,6 +270,20 @@ pub fn build_with(
     Ok(Built { bytes, id, payload })
 }
 
+/// [`build_with`] from a check's report: the rules directory's guards and
+/// limits too (docs/safety.md).
+pub fn build_report(report: &crate::check::CheckReport) -> Result<Built, BundleError> {
+    let payload = assemble_all(
+        &report.rules,
+        report.profile.as_deref(),
+        &report.envelope,
+        COMPILER_VERSION,
+    );
+    let bytes = codec::encode(&payload)?;
+    let id = codec::decode(&bytes)?.id;
+    Ok(Built { bytes, id, payload })
+}
+
 /// `3 rules (2 enabled, 1 replay-only), 5 steps, 2 state pairs, 812 bytes`.
 pub fn summary(built: &Built) -> String {
     let rules = &built.payload.rules;
@@ -339,7 +374,7 @@ pub fn run(args: &BuildArgs, console: &mut Console<'_>) -> io::Result<Exit> {
     if let Some(exit) = refuse_failed(args, &report, failed, &check_summary, console)? {
         return Ok(exit);
     }
-    let built = match build_with(&report.rules, report.profile.as_deref()) {
+    let built = match build_report(&report) {
         Ok(built) => built,
         Err(error) => {
             // The compiler produced a bundle its own loader refuses: a bug.

@@ -94,6 +94,23 @@ pub struct CheckReport {
     /// The bus profile the rules are checked against and built with
     /// (`None`: `--profile none`); its diagnostics point into its own files.
     pub profile: Option<Arc<LoadedProfile>>,
+    /// The rules directory's `[[guard]]` and `[[limit]]` tables
+    /// (docs/safety.md); the profile's are in its declarations.
+    pub envelope: crate::envelope::EnvelopeDecls,
+}
+
+impl CheckReport {
+    /// Every guard and limit the bundle carries: the profile's, then the
+    /// rules directory's.
+    pub fn all_envelope(&self) -> crate::envelope::EnvelopeDecls {
+        let mut all = self
+            .profile
+            .as_ref()
+            .map(|profile| profile.decls.envelope.clone())
+            .unwrap_or_default();
+        all.extend(self.envelope.clone());
+        all
+    }
 }
 
 impl CheckReport {
@@ -248,6 +265,13 @@ pub fn check_loaded_cached(
     let validated = validate_cached(&loaded.files, deny_warnings, catalogue, cache);
     let mut diagnostics = loaded.diagnostics;
     diagnostics.extend(validated.diagnostics);
+    // Guards only add: a name the profile or another file has is an error.
+    let mut envelope = profile
+        .as_ref()
+        .map(|profile| profile.decls.envelope.clone())
+        .unwrap_or_default();
+    envelope.extend(validated.envelope.clone());
+    diagnostics.extend(crate::envelope::check_names(&envelope));
     // Report in file order (docs/rules.md: byte-wise by name), a file's
     // encoding error among the others rather than ahead of them all; the
     // sort is stable, so each file keeps its own order.
@@ -267,6 +291,7 @@ pub fn check_loaded_cached(
         denied_warnings: validated.denied_warnings,
         topics: validated.topics,
         profile,
+        envelope: validated.envelope,
     }
 }
 

@@ -23,17 +23,26 @@ pub enum Level {
     Topic,
     /// A `[[rule.input]]` table (docs/rules.md#inputs).
     Input,
+    /// A `[[guard]]` table (docs/safety.md#guards).
+    Guard,
+    /// A `[[limit]]` table (docs/safety.md#limits).
+    Limit,
+    /// A rule's `trip` table (docs/safety.md#the-breaker).
+    Trip,
 }
 
 impl Level {
     /// Every level, in the order of the reference.
-    pub const ALL: [Level; 6] = [
+    pub const ALL: [Level; 9] = [
         Level::Top,
         Level::Rule,
         Level::Repeat,
         Level::Step,
         Level::Input,
         Level::Topic,
+        Level::Guard,
+        Level::Limit,
+        Level::Trip,
     ];
 
     /// Where the level is, as unknown-key messages say it.
@@ -45,6 +54,9 @@ impl Level {
             Level::Step => "in a step",
             Level::Topic => "in a topic",
             Level::Input => "in an input",
+            Level::Guard => "in a guard",
+            Level::Limit => "in a limit",
+            Level::Trip => "in `trip`",
         }
     }
 
@@ -57,6 +69,9 @@ impl Level {
             Level::Step => "`[[rule.step]]`",
             Level::Topic => "`[[topic]]`",
             Level::Input => "`[[rule.input]]`",
+            Level::Guard => "`[[guard]]`",
+            Level::Limit => "`[[limit]]`",
+            Level::Trip => "`trip = { ... }`",
         }
     }
 }
@@ -156,6 +171,10 @@ pub enum Ty {
     },
     /// A hash, channel or field name of an input (docs/rules.md#inputs).
     Name,
+    /// `trip`: a table of [`Level::Trip`] keys, or `false`.
+    TripOrFalse,
+    /// A value pattern list (`values` of a guard or limit).
+    ValuePatterns,
 }
 
 impl Ty {
@@ -200,6 +219,8 @@ impl Ty {
             Ty::CanData => "hex string".to_string(),
             Ty::Names { .. } => "array of names".to_string(),
             Ty::Name => "string: an exact name".to_string(),
+            Ty::TripOrFalse => format!("{} table, or `false`", Level::Trip.header()),
+            Ty::ValuePatterns => "array of value patterns".to_string(),
             Ty::DataTypes => format!(
                 "table: data key = {}",
                 DATA_TYPES
@@ -315,6 +336,20 @@ pub const KEYS: &[Key] = &[
         "Topic declarations, one `[[topic]]` table each: the catalogue `rulec check` holds `on`, `cancel-on` and `data.*` against.",
     )
     .example("[[topic]]"),
+    key(
+        "guard",
+        Level::Top,
+        Ty::Tables { level: Level::Guard, non_empty: false },
+        "Guards, one `[[guard]]` table each: actions performed only while a condition over `state()` holds (docs/safety.md#guards). They add to the profile's.",
+    )
+    .example("[[guard]]"),
+    key(
+        "limit",
+        Level::Top,
+        Ty::Tables { level: Level::Limit, non_empty: false },
+        "Limits, one `[[limit]]` table each: at most `max` covered actions in any window `per`, over all rules (docs/safety.md#limits). They add to the profile's.",
+    )
+    .example("[[limit]]"),
     // docs/rules.md#rule-keys
     key("name", Level::Rule, Ty::Text, "Unique among the enabled rules of all files.")
         .required()
@@ -394,6 +429,14 @@ pub const KEYS: &[Key] = &[
     )
     .default(DefaultValue::Bool(false))
     .example("protected = true"),
+    key(
+        "trip",
+        Level::Rule,
+        Ty::TripOrFalse,
+        "The loop breaker: more than `starts` runs started in any window `per` refuse the rule's triggers for `pause` (docs/safety.md#the-breaker); `false` turns it off.",
+    )
+    .default(DefaultValue::Prose("`{ starts = 100, per = \"10s\", pause = \"60s\" }`"))
+    .example(r#"trip = { starts = 20, per = "10s", pause = "60s" }"#),
     key(
         "input",
         Level::Rule,
@@ -673,6 +716,56 @@ pub const KEYS: &[Key] = &[
     )
     .default(DefaultValue::Prose("no data keys"))
     .example(r#"data = { slot = "int", level = "int" }"#),
+    // docs/safety.md#guards and #limits: both tables cover actions alike.
+    key("name", Level::Guard, Ty::Text, "Unique among all guards, the profile's included.")
+        .required()
+        .example(r#"name = "not-while-riding""#),
+    key("list", Level::Guard, Ty::Text, "Covers `redis` steps pushing to this list (one of `list`, `channel`, `can`, `exec`).")
+        .example(r#"list = "scooter:hardware""#),
+    key("channel", Level::Guard, Ty::Text, "Covers `publish` steps to this channel.")
+        .example(r#"channel = "dashboard""#),
+    key("can", Level::Guard, Ty::Integer { min: 0, max: 0x1FFF_FFFF }, "Covers `can` steps sending a frame with this id.")
+        .example("can = 0x4A0"),
+    key("exec", Level::Guard, Ty::Bool, "`true`: covers every `exec` step.")
+        .example("exec = true"),
+    key("values", Level::Guard, Ty::ValuePatterns, "The pushed or published values covered (value patterns, computed values after computing).")
+        .default(DefaultValue::Prose("every value"))
+        .example(r#"values = ["handlebar:lock", "engine:off"]"#),
+    key("when", Level::Guard, Ty::When, "The condition, over `state()` only; an absent, unreadable or stale field makes it false.")
+        .required()
+        .example(r#"when = 'int(state("engine-ecu", "speed")) == 0'"#),
+    key("say", Level::Guard, Ty::Text, "A dashboard toast when the guard refuses an action.")
+        .default(DefaultValue::Prose("no toast"))
+        .example(r#"say = "Handlebar lock refused: the scooter is moving""#),
+    key("name", Level::Limit, Ty::Text, "Unique among all limits, the profile's included.")
+        .required()
+        .example(r#"name = "horn""#),
+    key("list", Level::Limit, Ty::Text, "Covers `redis` steps pushing to this list (one of `list`, `channel`, `can`, `exec`).")
+        .example(r#"list = "scooter:horn""#),
+    key("channel", Level::Limit, Ty::Text, "Covers `publish` steps to this channel.")
+        .example(r#"channel = "dashboard""#),
+    key("can", Level::Limit, Ty::Integer { min: 0, max: 0x1FFF_FFFF }, "Covers `can` steps sending a frame with this id.")
+        .example("can = 0x4A0"),
+    key("exec", Level::Limit, Ty::Bool, "`true`: covers every `exec` step.")
+        .example("exec = true"),
+    key("values", Level::Limit, Ty::ValuePatterns, "The pushed or published values covered.")
+        .default(DefaultValue::Prose("every value"))
+        .example(r#"values = ["on"]"#),
+    key("max", Level::Limit, Ty::Integer { min: 1, max: 1_000_000 }, "At most this many covered actions in any window.")
+        .required()
+        .example("max = 30"),
+    key("per", Level::Limit, Ty::Duration(Sign::Positive), "The window's length, at most 24h.")
+        .required()
+        .example(r#"per = "60s""#),
+    key("starts", Level::Trip, Ty::Integer { min: 1, max: 1_000_000 }, "Run starts allowed in any window.")
+        .default(DefaultValue::Prose("100"))
+        .example("starts = 20"),
+    key("per", Level::Trip, Ty::Duration(Sign::Positive), "The window's length, at most 24h.")
+        .default(DefaultValue::Str("10s"))
+        .example(r#"per = "10s""#),
+    key("pause", Level::Trip, Ty::Duration(Sign::Positive), "How long a tripped rule's triggers are refused, at most 24h.")
+        .default(DefaultValue::Str("60s"))
+        .example(r#"pause = "60s""#),
 ];
 
 /// The keys of `level`, in table order.

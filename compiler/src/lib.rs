@@ -30,6 +30,7 @@ pub mod cli;
 pub mod diagnostic;
 pub mod diff;
 pub mod dump;
+pub mod envelope;
 pub mod fix;
 pub mod keys;
 pub mod load;

@@ -44,11 +44,14 @@ pub struct RawTopic<'i> {
     pub table: DeTable<'i>,
 }
 
-/// What one file declares: its rules and its topics.
+/// What one file declares: its rules, its topics, and its `[[guard]]` and
+/// `[[limit]]` tables (read by [`crate::envelope`]).
 #[derive(Debug, Default)]
 pub struct Parsed<'i> {
     pub rules: Vec<RawRule<'i>>,
     pub topics: Vec<RawTopic<'i>>,
+    pub guards: Vec<Spanned<DeValue<'i>>>,
+    pub limits: Vec<Spanned<DeValue<'i>>>,
 }
 
 /// Parses one file. `Err` holds the diagnostics that reject the whole file.
@@ -74,6 +77,7 @@ pub fn parse_all(file: &SourceFile) -> (Parsed<'_>, Vec<Diagnostic>) {
     let mut problems = Vec::new();
     let mut rules = Vec::new();
     let mut topics = Vec::new();
+    let (mut guards, mut limits) = (Vec::new(), Vec::new());
     for (key, value) in document.into_inner() {
         if keys::find(Level::Top, key.get_ref()).is_none() {
             problems.push(unknown_key(file, &key, Level::Top));
@@ -81,7 +85,10 @@ pub fn parse_all(file: &SourceFile) -> (Parsed<'_>, Vec<Diagnostic>) {
         }
         let value_span = value.span();
         let is_topic = key.get_ref() == "topic";
-        let name = if is_topic { "topic" } else { "rule" };
+        let name: &str = match key.get_ref().as_ref() {
+            "topic" | "guard" | "limit" => key.get_ref(),
+            _ => "rule",
+        };
         let DeValue::Array(items) = value.into_inner() else {
             problems.push(
                 Diagnostic::error(Code::Type, format!("`{name}` must be an array of tables"))
@@ -96,6 +103,17 @@ pub fn parse_all(file: &SourceFile) -> (Parsed<'_>, Vec<Diagnostic>) {
         if is_topic {
             topics.extend(topic_tables(file, &items, &mut problems));
             continue;
+        }
+        match name {
+            "guard" => {
+                guards.extend(items);
+                continue;
+            }
+            "limit" => {
+                limits.extend(items);
+                continue;
+            }
+            _ => {}
         }
         for (index, item) in items.iter().enumerate() {
             let span = item.span();
@@ -134,7 +152,15 @@ pub fn parse_all(file: &SourceFile) -> (Parsed<'_>, Vec<Diagnostic>) {
             });
         }
     }
-    (Parsed { rules, topics }, problems)
+    (
+        Parsed {
+            rules,
+            topics,
+            guards,
+            limits,
+        },
+        problems,
+    )
 }
 
 /// The `[[topic]]` tables of a file, each checked for unknown keys.

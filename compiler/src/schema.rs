@@ -162,7 +162,7 @@ fn object(level: Level) -> Value {
         Level::Step => object["allOf"] = step_constraints(),
         Level::Repeat => merge(&mut object, repeat_constraints()),
         Level::Input => merge(&mut object, input_constraints()),
-        Level::Top | Level::Rule | Level::Topic => {}
+        Level::Top | Level::Rule | Level::Topic | Level::Guard | Level::Limit | Level::Trip => {}
     }
     object
 }
@@ -217,6 +217,12 @@ fn property(key: &Key) -> Value {
             "maxItems": rulecore::limits::MAX_INPUT_FIELDS,
         }),
         Ty::Name => input_name(),
+        Ty::TripOrFalse => json!({ "oneOf": [object(Level::Trip), { "const": false }] }),
+        Ty::ValuePatterns => json!({
+            "type": "array",
+            "minItems": 1,
+            "items": { "type": "string", "minLength": 1 }
+        }),
         Ty::DataTypes => json!({
             "type": "object",
             "additionalProperties": { "enum": keys::DATA_TYPES },

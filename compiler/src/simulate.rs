@@ -5,7 +5,7 @@
 
 pub mod html;
 
-use crate::build::{assemble_with, COMPILER_VERSION};
+use crate::build::{assemble_all, COMPILER_VERSION};
 use crate::check::{check_and_print, Format, ProfileArgs};
 use crate::cli::{Console, Exit};
 use crate::diagnostic::{render_text_with, Severity, Sources};
@@ -144,7 +144,12 @@ pub(crate) fn load_rules_known(
             return Ok(Err(Exit::Failure));
         }
         let topics: Vec<String> = report.topics.iter().map(|t| t.name.clone()).collect();
-        let payload = assemble_with(&report.rules, report.profile.as_deref(), COMPILER_VERSION);
+        let payload = assemble_all(
+            &report.rules,
+            report.profile.as_deref(),
+            &report.envelope,
+            COMPILER_VERSION,
+        );
         return Ok(Ok((payload, (!topics.is_empty()).then_some(topics))));
     }
     match codec::read(path) {

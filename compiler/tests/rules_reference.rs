@@ -25,6 +25,9 @@ fn marker(level: Level) -> &'static str {
         Level::Step => "step",
         Level::Topic => "topic",
         Level::Input => "input",
+        Level::Guard => "guard",
+        Level::Limit => "limit",
+        Level::Trip => "trip",
     }
 }
 

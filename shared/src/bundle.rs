@@ -25,8 +25,11 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// ([`RuleOptions::finally`], docs/rules.md#finally), and a step's action
 /// may publish, notify and compute its values ([`Text`],
 /// docs/rules.md#computed-values). 8: a rule's options carry `protected`
-/// ([`RuleOptions::protected`], docs/operating.md#trust).
-pub const FORMAT_VERSION: u16 = 8;
+/// ([`RuleOptions::protected`], docs/operating.md#trust). 9: the payload
+/// carries the safety envelope ([`crate::envelope::Envelope`]: guards and
+/// limits) and a rule's options its breaker ([`RuleOptions::trip`],
+/// docs/safety.md).
+pub const FORMAT_VERSION: u16 = 9;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
 /// [`crate::payload_decode`].
@@ -46,6 +49,9 @@ pub struct Payload {
     /// The bus profile (docs/sources.md); `None` for `--profile none`.
     /// Part of no fingerprint.
     pub profile: Option<crate::profile::Profile>,
+    /// The guards and limits (docs/safety.md), their programs in this
+    /// payload's pools. Part of no fingerprint; the digest covers it.
+    pub envelope: crate::envelope::Envelope,
 }
 
 impl Payload {
@@ -65,6 +71,7 @@ impl Payload {
             consts,
             inputs: Vec::new(),
             profile: None,
+            envelope: crate::envelope::Envelope::default(),
         };
         payload.refresh_fingerprints();
         payload
@@ -122,7 +129,7 @@ pub struct StatePair {
     pub field: String,
 }
 
-/// The payload as encoded (format 8): [`Payload`]'s fields, with the rule
+/// The payload as encoded (format 9): [`Payload`]'s fields, with the rule
 /// files in a table (`sources`) and runs of consecutive rules of one file
 /// (`source_runs`, before the rules so the decoder names each rule's file
 /// as it reads it, and keeps a few bytes per file while it does, not 8 per
@@ -137,6 +144,7 @@ pub struct PayloadWire<'a> {
     pub consts: &'a [Const],
     pub inputs: &'a [Input],
     pub profile: &'a Option<crate::profile::Profile>,
+    pub envelope: &'a crate::envelope::Envelope,
 }
 
 impl Serialize for Payload {
@@ -151,6 +159,7 @@ impl Serialize for Payload {
             consts: &self.consts,
             inputs: &self.inputs,
             profile: &self.profile,
+            envelope: &self.envelope,
         }
         .serialize(serializer)
     }
@@ -206,6 +215,9 @@ pub struct RuleOptions {
     /// request turns the rule off, and no stored override applies to it at
     /// start. Part of no fingerprint: it changes no step.
     pub protected: bool,
+    /// `trip` (docs/safety.md#the-breaker): the rule's loop breaker. Part
+    /// of no fingerprint.
+    pub trip: crate::envelope::Breaker,
 }
 
 impl RuleOptions {
@@ -278,6 +290,15 @@ impl Rule {
     /// `protected = true` (docs/operating.md#trust).
     pub fn protected(&self) -> bool {
         self.options.as_ref().is_some_and(|o| o.protected)
+    }
+
+    /// The loop breaker in force (docs/safety.md#the-breaker); `None` for
+    /// `trip = false`.
+    pub fn trip(&self) -> Option<crate::envelope::Trip> {
+        self.options
+            .as_ref()
+            .map_or(crate::envelope::Breaker::Default, |o| o.trip)
+            .trip()
     }
 }
 

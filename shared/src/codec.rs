@@ -242,6 +242,7 @@ mod tests {
             consts: vec![],
             inputs: vec![],
             profile: None,
+            envelope: Default::default(),
         }
     }
 

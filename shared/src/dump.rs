@@ -10,6 +10,7 @@ use crate::bundle::{
 use crate::bytecode::{Builtin, Const, EventField, Op, Program};
 use crate::codec::Bundle;
 use crate::duration::format_duration;
+use crate::envelope::{Breaker, DeclaredIn, Envelope, Trip};
 use crate::profile::{Changes, DataSpec, Origin, Profile};
 use crate::template::{self, Text};
 use crate::value_pattern::ValuePattern;
@@ -464,6 +465,11 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
         )
     };
     writeln!(out, "  repeat       {repeat}")?;
+    // Only a rule that sets `trip` shows it: the others read as before.
+    let breaker = rule.options.as_ref().map(|o| o.trip).unwrap_or_default();
+    if breaker != Breaker::Default {
+        writeln!(out, "  trip         {}", trip_text(rule.trip()))?;
+    }
     for input in rule
         .inputs()
         .iter()
@@ -558,6 +564,10 @@ fn write_header(out: &mut impl Write, bundle: &Bundle) -> fmt::Result {
     if let Some(profile) = &payload.profile {
         write_profile(out, profile, payload)?;
     }
+    // Only a bundle with guards or limits shows them.
+    if !payload.envelope.is_empty() {
+        write_envelope(out, &payload.envelope, payload)?;
+    }
     Ok(())
 }
 
@@ -629,6 +639,82 @@ fn patterns_text(patterns: &[ValuePattern]) -> String {
         .map(|p| format!("{:?}", p.to_string()))
         .collect();
     format!("[{}]", texts.join(", "))
+}
+
+/// The guards and limits (docs/safety.md), after the profile.
+fn write_envelope(out: &mut impl Write, envelope: &Envelope, payload: &Payload) -> fmt::Result {
+    writeln!(out, "guards   {}", envelope.guards.len())?;
+    for guard in &envelope.guards {
+        writeln!(
+            out,
+            "  {:?} ({}) {}",
+            guard.name,
+            guard.declared_in.file(),
+            guard.cover.describe()
+        )?;
+        writeln!(out, "    when {}", program_text(&guard.when, payload))?;
+        if let Some(say) = &guard.say {
+            writeln!(out, "    say  {say:?}")?;
+        }
+    }
+    writeln!(out, "limits   {}", envelope.limits.len())?;
+    for limit in &envelope.limits {
+        writeln!(
+            out,
+            "  {:?} ({}) {}: at most {} per {}",
+            limit.name,
+            limit.declared_in.file(),
+            limit.cover.describe(),
+            limit.max,
+            duration(limit.per_ns)
+        )?;
+    }
+    Ok(())
+}
+
+/// A breaker as the dump shows it: `off`, or `100 starts per 10s, pause 60s`.
+fn trip_text(trip: Option<Trip>) -> String {
+    match trip {
+        None => "off".to_string(),
+        Some(trip) => format!(
+            "{} starts per {}, pause {}",
+            trip.starts,
+            duration(trip.per_ns),
+            duration(trip.pause_ns)
+        ),
+    }
+}
+
+fn envelope_json(envelope: &Envelope, payload: &Payload) -> Json {
+    let guards: Vec<Json> = envelope
+        .guards
+        .iter()
+        .map(|guard| {
+            json!({
+                "name": guard.name,
+                "file": guard.declared_in.file(),
+                "from_profile": matches!(guard.declared_in, DeclaredIn::Profile(_)),
+                "covers": guard.cover.describe(),
+                "when": program_text(&guard.when, payload),
+                "say": guard.say,
+            })
+        })
+        .collect();
+    let limits: Vec<Json> = envelope
+        .limits
+        .iter()
+        .map(|limit| {
+            json!({
+                "name": limit.name,
+                "file": limit.declared_in.file(),
+                "from_profile": matches!(limit.declared_in, DeclaredIn::Profile(_)),
+                "covers": limit.cover.describe(),
+                "max": limit.max,
+                "per_ns": limit.per_ns,
+            })
+        })
+        .collect();
+    json!({ "guards": guards, "limits": limits })
 }
 
 /// A program as its source text, or its ops when it does not decompile.
@@ -832,9 +918,14 @@ impl serde::Serialize for JsonDump<'_> {
             .map(|p| json!({"hash": p.hash, "field": p.field}))
             .collect();
         let inputs: Vec<Json> = payload.inputs.iter().map(input_json).collect();
-        let entries = 6 + usize::from(payload.profile.is_some());
+        let entries =
+            6 + usize::from(payload.profile.is_some()) + usize::from(!payload.envelope.is_empty());
         let mut map = serializer.serialize_map(Some(entries))?;
         map.serialize_entry("compiler_version", &payload.compiler_version)?;
+        // Only a bundle with guards or limits (docs/safety.md).
+        if !payload.envelope.is_empty() {
+            map.serialize_entry("envelope", &envelope_json(&payload.envelope, payload))?;
+        }
         map.serialize_entry("format_version", &FORMAT_VERSION)?;
         map.serialize_entry("id", &bundle.id)?;
         map.serialize_entry("inputs", &inputs)?;
@@ -880,7 +971,7 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
             "when_expr": when_expr(step.when.as_ref()),
         })
     };
-    json!({
+    let mut object = json!({
         "name": rule.name,
         "source": &*rule.source,
         "enabled": rule.enabled,
@@ -897,7 +988,16 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "when_expr": when_expr(rule.when.as_deref()),
         "steps": rule.steps.iter().map(&step_json).collect::<Vec<_>>(),
         "finally": rule.finally().iter().map(&step_json).collect::<Vec<_>>(),
-    })
+    });
+    // Only a rule that sets `trip` carries it: the others read as before.
+    let breaker = rule.options.as_ref().map(|o| o.trip).unwrap_or_default();
+    if let (Json::Object(map), false) = (&mut object, breaker == Breaker::Default) {
+        let trip = rule.trip().map(
+            |trip| json!({"starts": trip.starts, "per_ns": trip.per_ns, "pause_ns": trip.pause_ns}),
+        );
+        map.insert("trip".into(), trip.unwrap_or(Json::Bool(false)));
+    }
+    object
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub mod bytecode;
 pub mod codec;
 pub mod dump;
 pub mod duration;
+pub mod envelope;
 pub mod event;
 pub mod event_data;
 pub mod fingerprint;

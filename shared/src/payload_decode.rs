@@ -13,6 +13,7 @@
 
 use crate::bundle::{Action, Input, Payload, Rule, SourceRun, StatePair, Step};
 use crate::bytecode::Const;
+use crate::envelope::Envelope;
 use crate::profile::Profile;
 use serde::de::{DeserializeSeed, Deserializer, Error, SeqAccess, Visitor};
 use std::cell::Cell;
@@ -83,7 +84,7 @@ impl PayloadSeed<'_> {
     }
 }
 
-const FIELDS: [&str; 8] = [
+const FIELDS: [&str; 9] = [
     "compiler_version",
     "sources",
     "source_runs",
@@ -92,6 +93,7 @@ const FIELDS: [&str; 8] = [
     "consts",
     "inputs",
     "profile",
+    "envelope",
 ];
 
 impl<'de> DeserializeSeed<'de> for PayloadSeed<'_> {
@@ -110,7 +112,7 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Payload, A::Error> {
-        let missing = |index: usize| A::Error::invalid_length(index, &"8 payload fields");
+        let missing = |index: usize| A::Error::invalid_length(index, &"9 payload fields");
         let compiler_version: String = seq.next_element()?.ok_or_else(|| missing(0))?;
         let sources: Vec<&str> = seq.next_element()?.ok_or_else(|| missing(1))?;
         let sources: Vec<Arc<str>> = sources.into_iter().map(Arc::from).collect();
@@ -126,6 +128,7 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
         let consts: Vec<Const> = seq.next_element()?.ok_or_else(|| missing(5))?;
         let inputs: Vec<Input> = seq.next_element()?.ok_or_else(|| missing(6))?;
         let profile: Option<Profile> = seq.next_element()?.ok_or_else(|| missing(7))?;
+        let envelope: Envelope = seq.next_element()?.ok_or_else(|| missing(8))?;
         Ok(Payload {
             compiler_version,
             rules,
@@ -133,6 +136,7 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
             consts,
             inputs,
             profile,
+            envelope,
         })
     }
 }
@@ -409,6 +413,7 @@ mod tests {
             consts: vec![],
             inputs: vec![],
             profile: None,
+            envelope: Default::default(),
         };
         let body = postcard::to_allocvec(&payload).unwrap();
         let (decoded, _) = decode_payload(&body).unwrap();
@@ -458,6 +463,7 @@ mod tests {
                 consts: &[],
                 inputs: &[],
                 profile: &None,
+                envelope: &Default::default(),
             };
             postcard::to_allocvec(&wire).unwrap()
         };

@@ -122,6 +122,18 @@ pub enum PayloadError {
         #[source]
         error: crate::limits::LimitError,
     },
+    #[error("guard `{guard}`: {error}")]
+    GuardProgram {
+        guard: String,
+        #[source]
+        error: VerifyError,
+    },
+    #[error("guard `{guard}`: {reason}")]
+    Guard { guard: String, reason: &'static str },
+    #[error("limit `{limit}`: {reason}")]
+    EnvelopeLimit { limit: String, reason: &'static str },
+    #[error("rule `{rule}`: its breaker {reason}")]
+    Trip { rule: String, reason: &'static str },
     #[error("{0}")]
     StateChannel(#[source] crate::limits::LimitError),
     #[error("{0}")]
@@ -214,7 +226,86 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
     if let Some(profile) = &payload.profile {
         verify_profile(profile, consts, states)?;
     }
+    verify_envelope(payload)?;
     Ok(())
+}
+
+/// The guards and limits (docs/safety.md): unique names, programs over
+/// `state()` only whose reads are the pairs they list, sound counts; and
+/// each rule's breaker.
+fn verify_envelope(payload: &Payload) -> Result<(), PayloadError> {
+    use crate::bytecode::Op;
+    let (consts, states) = (&payload.consts, payload.state_pairs.len());
+    let envelope = &payload.envelope;
+    for (index, guard) in envelope.guards.iter().enumerate() {
+        let refuse = |reason| PayloadError::Guard {
+            guard: guard.name.clone(),
+            reason,
+        };
+        if envelope.guards[..index]
+            .iter()
+            .any(|g| g.name == guard.name)
+        {
+            return Err(refuse("appears twice"));
+        }
+        verify_program(&guard.when, consts, states).map_err(|error| {
+            PayloadError::GuardProgram {
+                guard: guard.name.clone(),
+                error,
+            }
+        })?;
+        for op in &guard.when.ops {
+            match op {
+                Op::Field(_) | Op::Data(_) => return Err(refuse("reads the event")),
+                Op::State(pair) if !guard.reads.contains(pair) => {
+                    return Err(refuse("reads a field it does not list"))
+                }
+                _ => {}
+            }
+        }
+        if guard.reads.iter().any(|&pair| pair as usize >= states) {
+            return Err(refuse("lists a state pair the bundle has not"));
+        }
+        verify_cover(&guard.cover).map_err(refuse)?;
+    }
+    for (index, limit) in envelope.limits.iter().enumerate() {
+        let refuse = |reason| PayloadError::EnvelopeLimit {
+            limit: limit.name.clone(),
+            reason,
+        };
+        if envelope.limits[..index]
+            .iter()
+            .any(|l| l.name == limit.name)
+        {
+            return Err(refuse("appears twice"));
+        }
+        if limit.max == 0 || limit.per_ns == 0 {
+            return Err(refuse("allows nothing (max or per is 0)"));
+        }
+        verify_cover(&limit.cover).map_err(refuse)?;
+    }
+    for rule in &payload.rules {
+        if let Some(trip) = rule.trip() {
+            if trip.starts == 0 || trip.per_ns == 0 || trip.pause_ns == 0 {
+                return Err(PayloadError::Trip {
+                    rule: rule.name.to_string(),
+                    reason: "has a zero starts, per or pause",
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `can` or `exec` cover names no values.
+fn verify_cover(cover: &crate::envelope::Cover) -> Result<(), &'static str> {
+    use crate::envelope::Target;
+    match cover.target {
+        Target::Can(_) | Target::Exec if !cover.values.is_empty() => {
+            Err("covers values of an action that has none")
+        }
+        _ => Ok(()),
+    }
 }
 
 /// One step's `when` and CAN frame; `place` is its index and list

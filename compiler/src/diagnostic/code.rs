@@ -202,6 +202,16 @@ codes! {
     /// (warning) A step a guard covers for which nothing shows the guard holds when it runs; names a state in which the guard refuses.
     Guarded => "rulec::guarded",
 
+    // The safety envelope (docs/safety.md).
+    /// A `[[guard]]` or `[[limit]]` that covers no action, or more than one kind, or `values` for a `can` or `exec`.
+    Guard => "rulec::guard",
+    /// A guard's `when` reads the event (`topic`, `from`, `to`, `data.*`): a guard reads `state()` only.
+    GuardReadsEvent => "rulec::guard-reads-event",
+    /// Two guards (or two limits) with one name, in the profile or the rules directory: a rules directory can only add.
+    DuplicateGuard => "rulec::duplicate-guard",
+    /// A rule's `trip` is neither `false` nor a table of `starts`, `per` and `pause`.
+    Trip => "rulec::trip",
+
     // Timeline and test files (docs/simulation.md#checks).
     /// A timeline or test file entry that does not parse: an unknown or missing key, a wrong value.
     Timeline => "rulec::timeline",

@@ -1,5 +1,6 @@
 //! Reading and checking a profile's tables (docs/sources.md): `profile.toml`'s
-//! keys, `[[hash]]`, `[[source]]` with its `[[source.emit]]`, and `[[list]]`,
+//! keys, `[[hash]]`, `[[source]]` with its `[[source.emit]]`, `[[list]]`,
+//! and the envelope's `[[guard]]` and `[[limit]]` (read by `crate::envelope`),
 //! with a span on every problem. Hashes are read first, from every file,
 //! so that a source may name a hash declared in a later file.
 
@@ -26,6 +27,8 @@ pub struct Decls {
     pub hashes: Vec<HashDecl>,
     pub sources: Vec<SourceDecl>,
     pub lists: Vec<ListDecl>,
+    /// `[[guard]]` and `[[limit]]` (docs/safety.md).
+    pub envelope: crate::envelope::EnvelopeDecls,
 }
 
 impl Decls {
@@ -43,6 +46,7 @@ impl Decls {
                     }))
             })
             .flat_map(|checked| checked.state_pairs.iter().cloned())
+            .chain(self.envelope.state_pairs())
     }
 
     pub fn hash(&self, name: &str) -> Option<&HashDecl> {
@@ -136,8 +140,17 @@ pub struct Parsed {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-const TOP_KEYS: &[&str] = &["name", "extends", "description", "hash", "source", "list"];
-const TABLE_KEYS: &[&str] = &["hash", "source", "list"];
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "extends",
+    "description",
+    "hash",
+    "source",
+    "list",
+    "guard",
+    "limit",
+];
+const TABLE_KEYS: &[&str] = &["hash", "source", "list", "guard", "limit"];
 const HASH_KEYS: &[&str] = &["name", "fields", "silent", "poll", "polled"];
 const SOURCE_KEYS: &[&str] = &["hash", "field", "channel", "read", "changes", "emit"];
 const EMIT_KEYS: &[&str] = &["topic", "from", "to", "payload", "when", "data"];
@@ -161,6 +174,18 @@ pub fn parse(files: &[SourceFile], own_from: usize, dir: Option<&str>) -> Parsed
     ctx.hashes(tables.get("hash").unwrap_or(&empty), &mut parsed.decls);
     ctx.sources(tables.get("source").unwrap_or(&empty), &mut parsed.decls);
     ctx.lists(tables.get("list").unwrap_or(&empty), &mut parsed.decls);
+    for (kind, is_guard) in [("guard", true), ("limit", false)] {
+        for (file, item) in tables.get(kind).unwrap_or(&empty) {
+            crate::envelope::read_tables(
+                file,
+                std::slice::from_ref(*item),
+                is_guard,
+                true,
+                &mut parsed.decls.envelope,
+                &mut ctx.diagnostics,
+            );
+        }
+    }
     parsed.diagnostics = ctx.diagnostics;
     parsed
 }
@@ -584,6 +609,8 @@ impl Ctx {
         let kind: &'static str = match name {
             "hash" => "hash",
             "source" => "source",
+            "guard" => "guard",
+            "limit" => "limit",
             _ => "list",
         };
         let kind = tables.entry(kind).or_default();

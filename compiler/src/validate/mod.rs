@@ -122,6 +122,8 @@ pub struct CheckedRule {
     pub enabled: bool,
     /// `protected = true` (docs/operating.md#trust).
     pub protected: bool,
+    /// `trip` (docs/safety.md#the-breaker).
+    pub trip: rulecore::envelope::Breaker,
     pub on: Vec<TopicPattern>,
     pub cancel_on: Vec<TopicPattern>,
     /// Where each `on` and `cancel-on` pattern is written, in order.
@@ -185,6 +187,9 @@ pub struct Validated {
     /// searched (the directory's `[[topic]]`, the inputs', the profile's);
     /// empty when there is none.
     pub topics: Vec<CatalogueTopic>,
+    /// The `[[guard]]` and `[[limit]]` tables of the files that were not
+    /// rejected, in file order (docs/safety.md).
+    pub envelope: crate::envelope::EnvelopeDecls,
 }
 
 /// The note a warning made an error by `--deny-warnings` carries.
@@ -236,6 +241,8 @@ struct FileCheck {
     /// declared.
     rejected: bool,
     topics: Vec<catalogue::Topic>,
+    /// Its guards and limits.
+    envelope: crate::envelope::EnvelopeDecls,
     rules_read: usize,
     /// Rules that passed their own checks, with the span of their name.
     candidates: Vec<(CheckedRule, Range<usize>)>,
@@ -287,6 +294,17 @@ fn check_file(file: &SourceFile, deny_warnings: bool, catalogue: Option<&Catalog
     let rejected = !rejecting.is_empty();
     found.diagnostics.extend(rejecting);
     let topics = catalogue::declarations(file, &parsed.topics, &mut found);
+    let mut envelope = crate::envelope::EnvelopeDecls::default();
+    for (items, is_guard) in [(&parsed.guards, true), (&parsed.limits, false)] {
+        crate::envelope::read_tables(
+            file,
+            items,
+            is_guard,
+            false,
+            &mut envelope,
+            &mut found.diagnostics,
+        );
+    }
     for raw in &parsed.rules {
         let mut checker = RuleChecker::new(file, raw, catalogue);
         let checked = checker.check();
@@ -330,6 +348,7 @@ fn check_file(file: &SourceFile, deny_warnings: bool, catalogue: Option<&Catalog
         diagnostics: found.diagnostics,
         rejected,
         topics,
+        envelope,
         rules_read: parsed.rules.len(),
         candidates,
         others,
@@ -356,6 +375,7 @@ pub fn validate_cached(
             0
         } else {
             topics.extend(check.topics.iter().cloned());
+            out.envelope.extend(check.envelope.clone());
             check.rules_read
         };
         out.rules_read += rules_read;

@@ -1,5 +1,5 @@
 //! Rule-level keys (docs/rules.md#rule-keys): name, on, when, concurrency,
-//! cancel-on, cooldown, debounce, repeat, enabled, protected; the steps and finally
+//! cancel-on, cooldown, debounce, repeat, enabled, protected, trip; the steps and finally
 //! steps are `step`'s.
 
 use super::checker::{entry, Pattern, RuleChecker};
@@ -7,6 +7,7 @@ use super::{CheckedExpr, CheckedRule};
 use crate::diagnostic::{escape_controls, Code, Diagnostic};
 use crate::rulefile::Table;
 use rulecore::bundle::{Concurrency, Repeat};
+use rulecore::envelope::Breaker;
 use rulecore::suggest::did_you_mean;
 use rulecore::topic::TopicPattern;
 use std::ops::Range;
@@ -23,6 +24,8 @@ impl<'i> RuleChecker<'_, 'i> {
         ok &= self.check_enabled(table);
         let protected = self.protected(table);
         ok &= protected.is_some();
+        let trip = self.trip(table);
+        ok &= trip.is_some();
         let (on, on_ok) = self.on(table, &header);
         let when = self.rule_when(table);
         let concurrency = self.concurrency(table);
@@ -88,6 +91,7 @@ impl<'i> RuleChecker<'_, 'i> {
             source: self.file.name.clone(),
             enabled: self.enabled,
             protected: protected.unwrap_or(false),
+            trip: trip.unwrap_or_default(),
             on_spans: on.iter().map(|(_, span)| span.clone()).collect(),
             cancel_on_spans: cancel_on.iter().map(|(_, span)| span.clone()).collect(),
             on: on.into_iter().map(|(p, _)| p).collect(),
@@ -162,6 +166,24 @@ impl<'i> RuleChecker<'_, 'i> {
             Some("write `enabled = false` (or `true`), without quotes"),
         );
         false
+    }
+
+    /// `trip` (docs/safety.md#the-breaker): the default breaker unless
+    /// written; `None` after a problem.
+    fn trip(&mut self, table: &Table<'i>) -> Option<Breaker> {
+        let Some(e) = entry(table, "trip") else {
+            return Some(Breaker::Default);
+        };
+        match crate::envelope::trip(self.file, e.value) {
+            Ok(breaker) => Some(breaker),
+            Err(problems) => {
+                for mut problem in problems {
+                    problem.rule = self.name.clone();
+                    self.diagnostics.push(problem);
+                }
+                None
+            }
+        }
     }
 
     /// `protected` (docs/operating.md#trust): a boolean, `false` unless

@@ -76,7 +76,7 @@ impl ConstPool {
     }
 
     /// The index of `pair` in the bundle's `state_pairs`, added if new.
-    fn state_pair(&mut self, pair: &StatePair) -> u32 {
+    pub fn state_pair(&mut self, pair: &StatePair) -> u32 {
         if let Some(&index) = self.pair_index.get(pair) {
             return index;
         }
