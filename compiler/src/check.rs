@@ -272,6 +272,15 @@ pub fn check_loaded_cached(
         .unwrap_or_default();
     envelope.extend(validated.envelope.clone());
     diagnostics.extend(crate::envelope::check_names(&envelope));
+    // docs/safety-checks.md#guards: the profile's guards and the
+    // directory's together.
+    let mut guarded = crate::safety::check_guards(&validated.rules, &envelope, catalogue);
+    let denied_guarded = if deny_warnings {
+        crate::validate::deny(&mut guarded)
+    } else {
+        0
+    };
+    diagnostics.extend(guarded);
     // Report in file order (docs/rules.md: byte-wise by name), a file's
     // encoding error among the others rather than ahead of them all; the
     // sort is stable, so each file keeps its own order.
@@ -288,7 +297,7 @@ pub fn check_loaded_cached(
         skipped: loaded.skipped,
         rules: validated.rules,
         diagnostics,
-        denied_warnings: validated.denied_warnings,
+        denied_warnings: validated.denied_warnings + denied_guarded,
         topics: validated.topics,
         profile,
         envelope: validated.envelope,

@@ -380,25 +380,20 @@ fn the_example_rules_have_no_loop_and_no_conflict() {
     assert!(report.diagnostics.is_empty(), "{:#?}", report.diagnostics);
 }
 
-/// The built-in guard's condition over the handlebar lock (the profile's
-/// guards are held the same way once declared).
-const NOT_WHILE_RIDING: &str =
-    r#"state("vehicle", "state") != "ready-to-drive" && int(state("engine-ecu", "speed")) == 0"#;
+/// The handlebar guard, declared in the rules directory (the profile's
+/// guards are held the same way).
+const GUARD: &str = r#"
+[[guard]]
+name = "not-while-riding"
+list = "scooter:hardware"
+values = ["handlebar:lock"]
+when = 'state("vehicle", "state") != "ready-to-drive" && int(state("engine-ecu", "speed")) == 0'
+"#;
 
-fn guarded(report: &CheckReport) -> Vec<Diagnostic> {
-    let when = rulec::when::check(NOT_WHILE_RIDING).unwrap();
-    let guard = rulec::safety::GuardView {
-        name: "not-while-riding",
-        file: "guards.toml",
-        when_text: NOT_WHILE_RIDING,
-        when: &when.expr,
-        covers: Box::new(|action| {
-            matches!(action, rulecore::bundle::Action::Redis { list, push, .. }
-                if list == "scooter:hardware" && *push == rulecore::bundle::Text::Plain("handlebar:lock".into()))
-        }),
-    };
-    let found = rulec::safety::check(&report.rules, report.catalogue(), &[guard]);
-    found
+fn guarded(rule: &str) -> Vec<Diagnostic> {
+    let report = check(&[("00-guards.toml", GUARD), ("a.toml", rule)]);
+    report
+        .diagnostics
         .into_iter()
         .filter(|d| d.code == Code::Guarded)
         .collect()
@@ -428,8 +423,7 @@ fn vehicle_locked_and_a_speed_test_prove_the_guard() {
         r#"int(state("engine-ecu", "speed")) == 0"#,
         "0s",
     );
-    let report = check(&[("a.toml", &text)]);
-    assert!(guarded(&report).is_empty());
+    assert!(guarded(&text).is_empty());
 }
 
 #[test]
@@ -440,7 +434,7 @@ fn a_step_the_guard_may_refuse_is_warned_with_a_refusing_state() {
         r#"int(state("engine-ecu", "speed")) == 0"#,
         "0s",
     );
-    let warnings = guarded(&check(&[("a.toml", &text)]));
+    let warnings = guarded(&text);
     assert_eq!(warnings.len(), 1);
     assert_eq!(
         warnings[0].message,
@@ -449,7 +443,7 @@ fn a_step_the_guard_may_refuse_is_warned_with_a_refusing_state() {
     assert_eq!(warnings[0].step, Some(0));
     // No speed test: the speed refuses.
     let text = handlebar_rule("vehicle.locked", "true", "0s");
-    let warnings = guarded(&check(&[("a.toml", &text)]));
+    let warnings = guarded(&text);
     assert_eq!(warnings.len(), 1);
     assert!(warnings[0].message.ends_with("`engine-ecu` `speed` = `1`"));
     // After a wait, what held at the trigger may not hold any more.
@@ -458,7 +452,7 @@ fn a_step_the_guard_may_refuse_is_warned_with_a_refusing_state() {
         r#"int(state("engine-ecu", "speed")) == 0"#,
         "3s",
     );
-    let warnings = guarded(&check(&[("a.toml", &text)]));
+    let warnings = guarded(&text);
     assert_eq!(warnings.len(), 1);
     assert!(warnings[0]
         .message

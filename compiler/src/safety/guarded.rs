@@ -24,6 +24,7 @@ use rulecore::bundle::{Action, StatePair};
 use rulecore::value_pattern::ValuePattern;
 use rulecore::TopicPattern;
 use std::collections::BTreeSet;
+use std::ops::Range;
 
 /// A guard as the proof reads it.
 pub struct GuardView<'a> {
@@ -33,6 +34,8 @@ pub struct GuardView<'a> {
     /// Its `when` as written, and checked.
     pub when_text: &'a str,
     pub when: &'a Expr,
+    /// The `when` value's span in `file`, for a guard of a rule file.
+    pub when_span: Option<Range<usize>>,
     /// Whether it covers an action (a computed value counts as covered
     /// when the guard names values: it may compute one of them).
     pub covers: Box<dyn Fn(&Action) -> bool + 'a>,
@@ -295,6 +298,13 @@ fn warning(
          false. Test the guard's fields in the step's `when` to say it",
         guard.when_text, guard.name, guard.file
     ));
+    if let Some(span) = &guard.when_span {
+        diagnostic = diagnostic.with_related(
+            guard.file,
+            span.clone(),
+            format!("guard `{}`'s condition", guard.name),
+        );
+    }
     diagnostic.rule = Some(rule.name.clone());
     diagnostic.step = Some(index);
     diagnostic.finally = finally;
