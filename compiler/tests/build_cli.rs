@@ -175,7 +175,7 @@ fn partial_writes_what_compiled_and_still_fails() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         last_line(&out.stderr),
-        "2 files, 2 rules: 1 error, 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 147 bytes"
+        "2 files, 2 rules: 1 error, 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 149 bytes"
     );
     assert_eq!(rule_names(&dir.path().join("out.bundle")), ["good"]);
 }
@@ -355,7 +355,7 @@ fn denied_warnings_reject_their_rule_under_partial() {
     assert!(stderr.contains("  x rule `warns`"), "{stderr}");
     assert_eq!(
         last_line(&out.stderr),
-        "2 files, 2 rules: 1 error (1 denied warning), 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 147 bytes"
+        "2 files, 2 rules: 1 error (1 denied warning), 0 warnings; wrote out.bundle (partial): 1 rule, 1 step, 0 state pairs, 149 bytes"
     );
     assert_eq!(rule_names(&dir.path().join("out.bundle")), ["good"]);
 }

@@ -14,6 +14,7 @@ use crate::profile::Catalogue;
 use crate::validate::{CheckedRule, CheckedStep};
 use rulecore::bundle::Action;
 use rulecore::TopicPattern;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// How close two pushes of one trigger must be to count as a fight.
@@ -36,18 +37,117 @@ struct Push<'a> {
     facts: Facts,
 }
 
-/// Every conflicting pair, one warning each, in rule order.
+/// At most this many pairs of steps are compared: past it the check says
+/// so (thousands of steps on one list and topic, not a rule set).
+pub const MAX_PAIRS: usize = 20_000_000;
+
+/// The conflicts: for each step, the first later step it conflicts with
+/// (one warning each, so a list many rules push onto says it once per
+/// step, not once per pair).
 pub fn check(rules: &[CheckedRule], catalogue: Option<&Catalogue>) -> Vec<Diagnostic> {
     let pushes = pushes(rules);
-    let mut out = Vec::new();
-    for (i, a) in pushes.iter().enumerate() {
-        for b in pushes.iter().skip(i + 1) {
-            if let Some(topic) = conflict(a, b, catalogue) {
-                out.push(warning(rules, a, b, &topic));
+    let mut scan = Scan {
+        pushes: &pushes,
+        rules,
+        catalogue,
+        reported: vec![false; pushes.len()],
+        compared: 0,
+        out: Vec::new(),
+    };
+    // Only steps onto one list can conflict, and of those only steps
+    // started by one topic: by exact topic, and a wider pattern with all.
+    let mut by_list: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (index, push) in pushes.iter().enumerate() {
+        by_list.entry(push.list).or_default().push(index);
+    }
+    for members in by_list.values() {
+        let mut by_topic: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        let mut wide = Vec::new();
+        for &index in members {
+            let Some(push) = pushes.get(index) else {
+                continue;
+            };
+            for pattern in push.trigger {
+                match pattern {
+                    TopicPattern::Exact(topic) => by_topic.entry(topic).or_default().push(index),
+                    _ => wide.push(index),
+                }
+            }
+        }
+        wide.dedup();
+        let buckets = by_topic.values().map(Vec::as_slice);
+        for bucket in buckets.chain((!wide.is_empty()).then_some(members.as_slice())) {
+            if !scan.bucket(bucket) {
+                return scan.out;
             }
         }
     }
-    out
+    scan.out
+}
+
+/// The pairs compared so far and the warnings found.
+struct Scan<'p, 'r> {
+    pushes: &'p [Push<'r>],
+    rules: &'r [CheckedRule],
+    catalogue: Option<&'r Catalogue>,
+    /// Whether a step has had its warning as the first of a pair.
+    reported: Vec<bool>,
+    compared: usize,
+    out: Vec<Diagnostic>,
+}
+
+impl Scan<'_, '_> {
+    /// Compares the steps of one bucket (in push order) pairwise; `false`
+    /// once [`MAX_PAIRS`] is reached (and said).
+    fn bucket(&mut self, bucket: &[usize]) -> bool {
+        for (at, &i) in bucket.iter().enumerate() {
+            if self.reported.get(i).copied().unwrap_or(true) {
+                continue;
+            }
+            let Some(a) = self.pushes.get(i) else {
+                continue;
+            };
+            for &j in bucket.iter().skip(at + 1) {
+                let Some(b) = self.pushes.get(j) else {
+                    continue;
+                };
+                self.compared += 1;
+                if self.compared > MAX_PAIRS {
+                    self.out.push(Diagnostic::warning(
+                        Code::Conflict,
+                        format!(
+                            "over {MAX_PAIRS} pairs of steps push onto `{}`: conflicts past \
+                             them were not looked for",
+                            a.list
+                        ),
+                    ));
+                    return false;
+                }
+                if a.value == b.value || !may_overlap(a.trigger, b.trigger) {
+                    continue;
+                }
+                if let Some(topic) = conflict(a, b, self.catalogue) {
+                    self.out.push(warning(self.rules, a, b, &topic));
+                    if let Some(done) = self.reported.get_mut(i) {
+                        *done = true;
+                    }
+                    break;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Whether some topic can match a pattern of each list (cheap: exact
+/// topics compared, any wider pattern taken to overlap).
+fn may_overlap(a: &[TopicPattern], b: &[TopicPattern]) -> bool {
+    a.iter().any(|p| {
+        b.iter().any(|q| match (p, q) {
+            (TopicPattern::Exact(x), TopicPattern::Exact(y)) => x == y,
+            _ => true,
+        })
+    })
 }
 
 fn pushes(rules: &[CheckedRule]) -> Vec<Push<'_>> {
