@@ -100,6 +100,15 @@ impl Scan<'_, '_> {
     /// Compares the steps of one bucket (in push order) pairwise; `false`
     /// once [`MAX_PAIRS`] is reached (and said).
     fn bucket(&mut self, bucket: &[usize]) -> bool {
+        // One value pushed by all: nothing to fight over.
+        let first = bucket.first().and_then(|&i| self.pushes.get(i));
+        let one_value = bucket
+            .iter()
+            .filter_map(|&i| self.pushes.get(i))
+            .all(|push| first.is_some_and(|first| first.value == push.value));
+        if one_value {
+            return true;
+        }
         for (at, &i) in bucket.iter().enumerate() {
             if self.reported.get(i).copied().unwrap_or(true) {
                 continue;
