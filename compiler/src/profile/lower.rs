@@ -138,29 +138,7 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
         .filter(|list| !list.effects.is_empty())
         .map(|list| (list.key.clone(), list.effects.clone()))
         .collect();
-    let mut channels: BTreeMap<String, Vec<(Vec<ValuePattern>, String)>> = BTreeMap::new();
-    let mut topic_fields: BTreeMap<String, Vec<StatePair>> = BTreeMap::new();
-    for source in &decls.sources {
-        if let Origin::Field { hash, field, .. } = &source.origin {
-            for emit in &source.emits {
-                let pair = StatePair {
-                    hash: hash.clone(),
-                    field: field.clone(),
-                };
-                let fields = topic_fields.entry(emit.topic.clone()).or_default();
-                if !fields.contains(&pair) {
-                    fields.push(pair);
-                }
-            }
-        }
-        if let Origin::Channel { channel, .. } = &source.origin {
-            let emits = source
-                .emits
-                .iter()
-                .map(|emit| (emit.payload.clone(), emit.topic.clone()));
-            channels.entry(channel.clone()).or_default().extend(emits);
-        }
-    }
+    let (channels, topic_fields) = bus_links(decls);
     let mut shapes: BTreeMap<String, Shape> = BTreeMap::new();
     for source in &decls.sources {
         let field_values: &[ValuePattern] = match &source.origin {
@@ -212,6 +190,41 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
         channels,
         topic_fields,
     }
+}
+
+/// Channel -> each emit's payload patterns and topic (what a `publish`
+/// there makes), and topic -> the hash fields whose sources emit it.
+#[allow(clippy::type_complexity)]
+fn bus_links(
+    decls: &Decls,
+) -> (
+    BTreeMap<String, Vec<(Vec<ValuePattern>, String)>>,
+    BTreeMap<String, Vec<StatePair>>,
+) {
+    let mut channels: BTreeMap<String, Vec<(Vec<ValuePattern>, String)>> = BTreeMap::new();
+    let mut topic_fields: BTreeMap<String, Vec<StatePair>> = BTreeMap::new();
+    for source in &decls.sources {
+        if let Origin::Field { hash, field, .. } = &source.origin {
+            for emit in &source.emits {
+                let pair = StatePair {
+                    hash: hash.clone(),
+                    field: field.clone(),
+                };
+                let fields = topic_fields.entry(emit.topic.clone()).or_default();
+                if !fields.contains(&pair) {
+                    fields.push(pair);
+                }
+            }
+        }
+        if let Origin::Channel { channel, .. } = &source.origin {
+            let emits = source
+                .emits
+                .iter()
+                .map(|emit| (emit.payload.clone(), emit.topic.clone()));
+            channels.entry(channel.clone()).or_default().extend(emits);
+        }
+    }
+    (channels, topic_fields)
 }
 
 fn data_type(data: &DataDecl) -> Option<DataType> {
