@@ -233,6 +233,16 @@ pub(crate) fn check_loaded(loaded: Loaded, session: &mut Session) -> CheckReport
         .unwrap_or_default();
     envelope.extend(validated.envelope.clone());
     diagnostics.extend(crate::envelope::check_names(&envelope));
+    // docs/safety-checks.md#guards: the profile's guards and the
+    // directory's together.
+    let catalogue = session.profile().map(|profile| &profile.catalogue);
+    let mut guarded = crate::safety::check_guards(&validated.rules, &envelope, catalogue);
+    let denied_guarded = if session.denies_warnings() {
+        crate::validate::deny(&mut guarded)
+    } else {
+        0
+    };
+    diagnostics.extend(guarded);
     // Report in file order (docs/rules.md: byte-wise by name), a file's
     // encoding error among the others rather than ahead of them all; the
     // sort is stable, so each file keeps its own order.
@@ -249,7 +259,7 @@ pub(crate) fn check_loaded(loaded: Loaded, session: &mut Session) -> CheckReport
         skipped: loaded.skipped,
         rules: validated.rules,
         diagnostics,
-        denied_warnings: validated.denied_warnings,
+        denied_warnings: validated.denied_warnings + denied_guarded,
         topics: validated.topics,
         profile: session.profile().cloned(),
         envelope: validated.envelope,

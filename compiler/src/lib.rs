@@ -39,6 +39,7 @@ pub mod lsp;
 pub mod profile;
 pub mod rule_test;
 pub mod rulefile;
+pub mod safety;
 pub mod schema;
 pub mod session;
 pub mod simulate;

@@ -45,6 +45,11 @@ impl Session {
         self
     }
 
+    /// Whether every warning is an error ([`Session::deny_warnings`]).
+    pub(crate) fn denies_warnings(&self) -> bool {
+        self.deny_warnings
+    }
+
     /// The profile the rules are checked against.
     pub fn profile(&self) -> Option<&Arc<LoadedProfile>> {
         self.profile.as_ref()

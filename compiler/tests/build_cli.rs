@@ -375,13 +375,16 @@ fn json_build_prints_only_json_lines() {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
-    assert_eq!(lines.len(), 2, "{stdout}");
-    assert_eq!(lines[0]["code"], "rulec::other-action-key");
+    // The two rules push `both` and `off` onto the blinker for one
+    // alarm: a conflict (docs/safety-checks.md#conflicts), in a.toml.
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert_eq!(lines[0]["code"], "rulec::conflict");
+    assert_eq!(lines[1]["code"], "rulec::other-action-key");
     let bundle = rulecore_io::bundle_file::read(&dir.path().join("out.bundle")).unwrap();
-    assert_eq!(lines[1]["bundle"], bundle.id.as_str());
-    assert_eq!(lines[1]["rules"], 2);
-    assert_eq!(lines[1]["output"], "out.bundle");
-    assert_eq!(lines[1]["partial"], false);
+    assert_eq!(lines[2]["bundle"], bundle.id.as_str());
+    assert_eq!(lines[2]["rules"], 2);
+    assert_eq!(lines[2]["output"], "out.bundle");
+    assert_eq!(lines[2]["partial"], false);
 
     // Text mode: the bare id, as before.
     let out = rulec(dir.path())

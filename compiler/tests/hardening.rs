@@ -292,14 +292,16 @@ fn build_prints_the_memory_estimate_and_warns_over_the_budget() {
         "{stderr}"
     );
     assert!(!stderr.contains("warning:"), "{stderr}");
-    // Each rule pushes its own value, so no two share a step: about 420
+    // Each rule pushes its own value on its own topic (one topic would be
+    // a conflict of every pair, docs/safety-checks.md#conflicts), so no
+    // two share a step: about 420
     // bytes per rule once loaded (docs/engine.md#the-48-mb-box), and
     // 60,000 are over 16 MiB. Rules that share one step cost less than
     // 300 bytes and would need about twice as many.
     let body: String = (0..60_000)
         .map(|i| {
             format!(
-                "[[rule]]\nname = \"r{i}\"\non = [\"a\"]\n[[rule.step]]\ndo = \"redis\"\nlist = \"l\"\npush = \"p{i}\"\n"
+                "[[rule]]\nname = \"r{i}\"\non = [\"a{i}\"]\n[[rule.step]]\ndo = \"redis\"\nlist = \"l\"\npush = \"p{i}\"\n"
             )
         })
         .collect();

@@ -469,3 +469,50 @@ fn a_toml_file_outside_a_rules_folder_is_not_checked() {
     );
     assert!(client.stop().success());
 }
+
+/// docs/safety-checks.md: the checks of the rules as a whole reach the
+/// editor like any other warning, with every place on the loop as related
+/// information.
+#[test]
+fn a_loop_between_two_files_is_published_with_its_places() {
+    let lock = r#"[[rule]]
+name = "lock-when-seatbox-opens"
+on = ["vehicle.seatbox.opened"]
+
+[[rule.step]]
+do = "redis"
+list = "scooter:state"
+push = "lock"
+"#;
+    let seatbox = r#"[[rule]]
+name = "open-seatbox-on-lock"
+on = ["vehicle.locked"]
+
+[[rule.step]]
+do = "redis"
+list = "scooter:seatbox"
+push = "open"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lock.toml");
+    std::fs::write(&path, lock).unwrap();
+    std::fs::write(dir.path().join("seatbox.toml"), seatbox).unwrap();
+    let uri = url(&path);
+    let mut client = Client::start(&get_cargo_bin("rulec"), dir.path(), &[]);
+    open(&mut client, &uri, lock);
+    let diagnostics = client.diagnostics(&uri, Some(1));
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    let warning = &diagnostics[0];
+    assert_eq!(warning["code"], "rulec::loop");
+    assert_eq!(warning["severity"], 2, "a warning");
+    assert_eq!(
+        warning["range"]["start"],
+        position(lock, "[[rule.step]]", 0)
+    );
+    let related = warning["relatedInformation"].as_array().unwrap();
+    assert_eq!(related.len(), 3, "{related:#?}");
+    assert!(related[0]["location"]["uri"]
+        .as_str()
+        .unwrap()
+        .ends_with("seatbox.toml"));
+}

@@ -195,6 +195,12 @@ codes! {
     SilentState => "rulec::silent-state",
     /// (warning) `rulec build`: the bundle's estimated heap in ruled is over the budget (an error with `--deny-warnings`).
     MemoryBudget => "rulec::memory-budget",
+    /// (warning) Rules that start each other for ever: a step's action makes an event another rule's `on` (or its own) matches, round to the first.
+    Loop => "rulec::loop",
+    /// (warning) Two steps that can push different values onto one list for one event, at once or within 1s, their conditions not exclusive.
+    Conflict => "rulec::conflict",
+    /// (warning) A step a guard covers for which nothing shows the guard holds when it runs; names a state in which the guard refuses.
+    Guarded => "rulec::guarded",
 
     // The safety envelope (docs/safety.md).
     /// A `[[guard]]` or `[[limit]]` that covers no action, or more than one kind, or `values` for a `can` or `exec`.
@@ -270,6 +276,8 @@ codes! {
     ValuePattern => "rulec::profile::value-pattern",
     /// A malformed `[[list]]`: its key, or `values` missing.
     ProfileList => "rulec::profile::list",
+    /// A list's `effects` naming a value the list does not take, or a topic no source of the profile emits.
+    ProfileEffect => "rulec::profile::effect",
     /// A hash or list declared twice, or two sources on one field or channel emitting one topic.
     ProfileDuplicate => "rulec::profile::duplicate",
 }

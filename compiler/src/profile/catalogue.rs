@@ -5,6 +5,7 @@
 //! loader (`crate::profile`); read by the checks of rules against the
 //! profile (`crate::validate`). Not in the bundle.
 
+use rulecore::bundle::StatePair;
 use rulecore::value_pattern::ValuePattern;
 use std::collections::BTreeMap;
 
@@ -65,6 +66,15 @@ pub struct Catalogue {
     pub topics: Vec<TopicShape>,
     /// List key -> the patterns of the values it accepts.
     pub lists: BTreeMap<String, Vec<ValuePattern>>,
+    /// List key -> for a value pattern, the topics the service taking the
+    /// list makes when it performs a value the pattern matches (`effects`).
+    pub effects: BTreeMap<String, Vec<(ValuePattern, Vec<String>)>>,
+    /// Channel of a channel source -> each emit's `payload` patterns
+    /// (empty: any message) and topic: what a `publish` there makes.
+    pub channels: BTreeMap<String, Vec<(Vec<ValuePattern>, String)>>,
+    /// Topic -> the hash fields whose sources emit it: at the event, the
+    /// field holds the event's `to`.
+    pub topic_fields: BTreeMap<String, Vec<StatePair>>,
 }
 
 impl Catalogue {

@@ -6,6 +6,7 @@ use super::catalogue::{Catalogue, DataType, HashInfo, TopicShape};
 use super::parse::{DataDecl, Decls};
 use super::LoadedProfile;
 use crate::when::{lower, ConstPool};
+use rulecore::bundle::StatePair;
 use rulecore::profile::{DataSpec, Emit, Origin, Poll, Profile, Source};
 use rulecore::value_pattern::ValuePattern;
 use std::collections::BTreeMap;
@@ -131,6 +132,13 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
         .iter()
         .map(|list| (list.key.clone(), list.values.clone()))
         .collect();
+    let effects = decls
+        .lists
+        .iter()
+        .filter(|list| !list.effects.is_empty())
+        .map(|list| (list.key.clone(), list.effects.clone()))
+        .collect();
+    let (channels, topic_fields) = bus_links(decls);
     let mut shapes: BTreeMap<String, Shape> = BTreeMap::new();
     for source in &decls.sources {
         let field_values: &[ValuePattern] = match &source.origin {
@@ -178,7 +186,45 @@ pub(super) fn catalogue(decls: &Decls) -> Catalogue {
         hashes,
         topics,
         lists,
+        effects,
+        channels,
+        topic_fields,
     }
+}
+
+/// Channel -> each emit's payload patterns and topic (what a `publish`
+/// there makes), and topic -> the hash fields whose sources emit it.
+#[allow(clippy::type_complexity)]
+fn bus_links(
+    decls: &Decls,
+) -> (
+    BTreeMap<String, Vec<(Vec<ValuePattern>, String)>>,
+    BTreeMap<String, Vec<StatePair>>,
+) {
+    let mut channels: BTreeMap<String, Vec<(Vec<ValuePattern>, String)>> = BTreeMap::new();
+    let mut topic_fields: BTreeMap<String, Vec<StatePair>> = BTreeMap::new();
+    for source in &decls.sources {
+        if let Origin::Field { hash, field, .. } = &source.origin {
+            for emit in &source.emits {
+                let pair = StatePair {
+                    hash: hash.clone(),
+                    field: field.clone(),
+                };
+                let fields = topic_fields.entry(emit.topic.clone()).or_default();
+                if !fields.contains(&pair) {
+                    fields.push(pair);
+                }
+            }
+        }
+        if let Origin::Channel { channel, .. } = &source.origin {
+            let emits = source
+                .emits
+                .iter()
+                .map(|emit| (emit.payload.clone(), emit.topic.clone()));
+            channels.entry(channel.clone()).or_default().extend(emits);
+        }
+    }
+    (channels, topic_fields)
 }
 
 fn data_type(data: &DataDecl) -> Option<DataType> {

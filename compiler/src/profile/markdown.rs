@@ -192,10 +192,23 @@ fn hashes(profile: &LoadedProfile) -> String {
 }
 
 fn lists(profile: &LoadedProfile) -> String {
-    let mut out = String::from("| list | accepted values |\n|---|---|\n");
+    let mut out = String::from("| list | accepted values | effects |\n|---|---|---|\n");
     for list in &profile.decls.lists {
         let values: Vec<String> = list.values.iter().map(|p| format!("`{p}`")).collect();
-        out.push_str(&format!("| `{}` | {} |\n", list.key, values.join(", ")));
+        let effects: Vec<String> = list
+            .effects
+            .iter()
+            .map(|(value, topics)| {
+                let topics: Vec<String> = topics.iter().map(|t| format!("`{t}`")).collect();
+                format!("`{value}` → {}", topics.join(", "))
+            })
+            .collect();
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            list.key,
+            values.join(", "),
+            effects.join("; ")
+        ));
     }
     out
 }

@@ -123,6 +123,10 @@ pub enum DataDecl {
 pub struct ListDecl {
     pub key: String,
     pub values: Vec<ValuePattern>,
+    /// `effects`: for a value of `values`, the topics the service that
+    /// takes the list makes when it performs that value, in file order
+    /// (docs/safety-checks.md#effects).
+    pub effects: Vec<(ValuePattern, Vec<String>)>,
     pub file: String,
     pub span: Range<usize>,
 }
@@ -151,7 +155,7 @@ const HASH_KEYS: &[&str] = &["name", "fields", "silent", "poll", "polled"];
 const SOURCE_KEYS: &[&str] = &["hash", "field", "channel", "read", "changes", "emit"];
 const EMIT_KEYS: &[&str] = &["topic", "from", "to", "payload", "when", "data"];
 const DATA_KEYS: &[&str] = &["value", "field", "expr"];
-const LIST_KEYS: &[&str] = &["key", "values"];
+const LIST_KEYS: &[&str] = &["key", "values", "effects"];
 
 /// Parses and checks `files`, of which those from `own_from` on are the
 /// profile's own (the earlier ones the built-in it extends). `dir` names
@@ -677,8 +681,18 @@ impl Ctx {
     /// reported and dropped.
     fn lists(&mut self, items: &[(&SourceFile, &Value<'_>)], decls: &mut Decls) {
         let mut first = FirstSeen::new("declared");
+        // The topics the sources emit: what an effect may name.
+        let mut emitted: Vec<String> = decls
+            .sources
+            .iter()
+            .flat_map(|source| &source.emits)
+            .map(|emit| emit.topic.clone())
+            .collect();
+        emitted.sort();
+        emitted.dedup();
+        let topics: Vec<&str> = emitted.iter().map(String::as_str).collect();
         for (file, item) in items {
-            let Some(list) = self.list(file, item) else {
+            let Some(list) = self.list(file, item, &topics) else {
                 continue;
             };
             if first.is_first(
@@ -923,7 +937,7 @@ impl Ctx {
         }
     }
 
-    fn list(&mut self, file: &SourceFile, item: &Value<'_>) -> Option<ListDecl> {
+    fn list(&mut self, file: &SourceFile, item: &Value<'_>, topics: &[&str]) -> Option<ListDecl> {
         let span = item.span();
         let DeValue::Table(table) = item.get_ref() else {
             self.wrong_type(file, "list", item, "a table");
@@ -953,12 +967,101 @@ impl Ctx {
         if !self.name(file, Code::ProfileList, "list key", &key, key_span) {
             return None;
         }
+        let values: Vec<ValuePattern> = values?.into_iter().map(|(p, _)| p).collect();
+        let effects = match entry(table, "effects") {
+            None => Vec::new(),
+            Some((_, value)) => self.effects(file, value, &values, topics)?,
+        };
         Some(ListDecl {
             key,
-            values: values?.into_iter().map(|(p, _)| p).collect(),
+            values,
+            effects,
             file: file.name.clone(),
             span,
         })
+    }
+
+    /// A list's `effects`: a table from one of its `values` (written as in
+    /// `values`) to the topics performing it makes, each a topic some
+    /// source emits. `None` after a problem, which is reported.
+    fn effects(
+        &mut self,
+        file: &SourceFile,
+        value: &Value<'_>,
+        values: &[ValuePattern],
+        topics: &[&str],
+    ) -> Option<Vec<(ValuePattern, Vec<String>)>> {
+        let DeValue::Table(table) = value.get_ref() else {
+            self.wrong_type(
+                file,
+                "effects",
+                value,
+                "a table from a list value to topics",
+            );
+            return None;
+        };
+        let mut out = Vec::new();
+        let mut good = true;
+        for (key, topics_value) in table.iter() {
+            let text = key.get_ref().as_ref();
+            let Some(pattern) = ValuePattern::parse(text)
+                .ok()
+                .filter(|pattern| values.contains(pattern))
+            else {
+                let written: Vec<String> = values.iter().map(ToString::to_string).collect();
+                let written: Vec<&str> = written.iter().map(String::as_str).collect();
+                let near = did_you_mean(text, &written).map(str::to_string);
+                good = false;
+                self.push(
+                    Diagnostic::error(
+                        Code::ProfileEffect,
+                        format!(
+                            "`effects` names `{text}`, which is not one of the list's `values`"
+                        ),
+                    )
+                    .in_file(&file.name)
+                    .at(key.span(), "not a value of this list")
+                    .with_help(match near {
+                        Some(near) => {
+                            format!("did you mean `{near}`? Write the value as `values` writes it")
+                        }
+                        None => "write the value as `values` writes it (`hibernate-for:<int>`)"
+                            .to_string(),
+                    }),
+                );
+                continue;
+            };
+            let Some(named) = self.strings(file, "effects", topics_value) else {
+                good = false;
+                continue;
+            };
+            let mut made = Vec::new();
+            for (topic, topic_span) in named {
+                if topics.contains(&topic.as_str()) {
+                    made.push(topic);
+                    continue;
+                }
+                good = false;
+                let near = did_you_mean(&topic, topics);
+                self.push(
+                    Diagnostic::error(
+                        Code::ProfileEffect,
+                        format!("effect `{topic}` is a topic no source of the profile emits"),
+                    )
+                    .in_file(&file.name)
+                    .at(topic_span, "no source emits this topic")
+                    .with_help(match near {
+                        Some(near) => format!("did you mean `{near}`?"),
+                        None => "an effect is a topic a `[[source.emit]]` of the profile makes"
+                            .to_string(),
+                    }),
+                );
+            }
+            out.push((pattern, made));
+        }
+        // In the order of `values`, whatever order the table has.
+        out.sort_by_key(|(pattern, _)| values.iter().position(|v| v == pattern));
+        good.then_some(out)
     }
 
     fn source(&mut self, file: &SourceFile, item: &Value<'_>, decls: &Decls) -> Option<SourceDecl> {

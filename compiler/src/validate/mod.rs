@@ -195,6 +195,24 @@ pub struct Validated {
 /// The note a warning made an error by `--deny-warnings` carries.
 pub(crate) const DENIED_NOTE: &str = "a warning, made an error by --deny-warnings";
 
+/// Makes every warning of `diagnostics` an error (`--deny-warnings`),
+/// saying so in its help; returns how many it changed.
+pub(crate) fn deny(diagnostics: &mut [Diagnostic]) -> usize {
+    let mut denied = 0;
+    for diagnostic in diagnostics {
+        if diagnostic.severity == Severity::Warning {
+            diagnostic.severity = Severity::Error;
+            denied += 1;
+            let note = DENIED_NOTE;
+            diagnostic.help = Some(match diagnostic.help.take() {
+                Some(help) => format!("{help}\n{note}"),
+                None => note.to_string(),
+            });
+        }
+    }
+    denied
+}
+
 /// Whether `diagnostic` is a warning `--deny-warnings` made an error.
 pub(crate) fn is_denied(diagnostic: &Diagnostic) -> bool {
     diagnostic
@@ -382,18 +400,10 @@ pub(crate) fn validate_cached(
         &mut out,
     );
     settle_names(candidates, &mut out);
+    out.diagnostics
+        .extend(crate::safety::check(&out.rules, catalogue));
     if deny_warnings {
-        for diagnostic in &mut out.diagnostics {
-            if diagnostic.severity == Severity::Warning {
-                diagnostic.severity = Severity::Error;
-                out.denied_warnings += 1;
-                let note = DENIED_NOTE;
-                diagnostic.help = Some(match diagnostic.help.take() {
-                    Some(help) => format!("{help}\n{note}"),
-                    None => note.to_string(),
-                });
-            }
-        }
+        out.denied_warnings += deny(&mut out.diagnostics);
     }
     // Files are already in order; within a file, order by position. The sort
     // is stable, so diagnostics at one position keep their finding order.

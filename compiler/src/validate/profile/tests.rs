@@ -146,6 +146,7 @@ fn librescoot() -> Catalogue {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect(),
+        ..Catalogue::default()
     }
 }
 
