@@ -110,6 +110,9 @@ pub fn assemble_with(
                 .when
                 .as_ref()
                 .map(|e| Box::new(lower(&e.checked, &mut pool)));
+            // The key next: constants are interned in the order written
+            // to the bundle's rule.
+            let per = rule.per.as_ref().map(|e| lower(&e.checked, &mut pool));
             Rule {
                 name: rule.name.as_str().into(),
                 source: source_of(&rule.source),
@@ -135,6 +138,7 @@ pub fn assemble_with(
                         .map(|s| lower_step(s, &mut pool))
                         .collect(),
                     protected: rule.protected,
+                    per,
                 }
                 .boxed(),
             }

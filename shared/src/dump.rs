@@ -454,16 +454,27 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
         optional_duration(rule.debounce_ns())
     )?;
     writeln!(out, "  for          {}", optional_duration(rule.hold_ns()))?;
-    let repeat = if rule.repeat().count <= 1 {
-        "once".to_string()
-    } else {
-        format!(
+    let repeat = match rule.repeat() {
+        repeat if repeat.count <= 1 => "once".to_string(),
+        repeat if repeat.period_ns > 0 => format!(
+            "{} passes, one starting every {}",
+            repeat.count,
+            duration(repeat.period_ns)
+        ),
+        repeat => format!(
             "{} passes, every {}",
-            rule.repeat().count,
-            duration(rule.repeat().every_ns)
-        )
+            repeat.count,
+            duration(repeat.every_ns)
+        ),
     };
     writeln!(out, "  repeat       {repeat}")?;
+    // Only a keyed rule has the line, so other rules' dumps read as before.
+    if let Some(per) = rule.per() {
+        match decompile(per, &payload.consts, &payload.state_pairs) {
+            Some(text) => writeln!(out, "  per          {text}")?,
+            None => writeln!(out, "  per          (a computed key)")?,
+        }
+    }
     for input in rule
         .inputs()
         .iter()
@@ -880,7 +891,7 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
             "when_expr": when_expr(step.when.as_ref()),
         })
     };
-    json!({
+    let mut out = json!({
         "name": rule.name,
         "source": &*rule.source,
         "enabled": rule.enabled,
@@ -897,7 +908,25 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
         "when_expr": when_expr(rule.when.as_deref()),
         "steps": rule.steps.iter().map(&step_json).collect::<Vec<_>>(),
         "finally": rule.finally().iter().map(&step_json).collect::<Vec<_>>(),
-    })
+    });
+    // Keys only a keyed or periodic rule has, so other rules' dumps read
+    // as before.
+    if let Some(object) = out.as_object_mut() {
+        if let Some(per) = rule.per() {
+            object.insert("per".into(), when(Some(per)));
+            object.insert("per_expr".into(), json!(when_expr(Some(per))));
+        }
+        if rule.repeat().period_ns > 0 {
+            object.insert(
+                "repeat".into(),
+                json!({
+                    "count": rule.repeat().count,
+                    "period_ns": rule.repeat().period_ns,
+                }),
+            );
+        }
+    }
+    out
 }
 
 #[cfg(test)]

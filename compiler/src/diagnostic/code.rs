@@ -93,8 +93,10 @@ codes! {
     StateValue => "rulec::state-value",
     /// A redis `push` onto a profile list of a value the list does not accept.
     ListValue => "rulec::list-value",
-    /// `repeat` without `count`, a `count` out of range, or `every` missing or not positive.
+    /// `repeat` without `count`, a `count` out of range, `every` or `period` missing or not positive, or both set.
     Repeat => "rulec::repeat",
+    /// A `per` key that is empty, reads `state()`, or is a constant (a warning).
+    Per => "rulec::per",
     /// `durable` on a step whose `after` is absent or zero.
     DurableWithoutAfter => "rulec::durable-without-after",
     /// `durable` on a `[[rule.finally]]` step: finally steps are never durable.

@@ -118,15 +118,19 @@ impl Engine {
         let count = self.hold_watchers.get(pair).map_or(0, Vec::len);
         for i in 0..count {
             let rule = self.hold_watchers[pair][i] as usize;
-            let (Some(hold), Some(program)) =
-                (self.rules[rule].hold(), payload.rules[rule].when.as_ref())
-            else {
+            let Some(program) = payload.rules[rule].when.as_ref() else {
                 continue;
             };
-            let event = Arc::clone(hold.event());
-            if self.eval(rule, None, program, &event) != Ok(true) {
-                self.hold_cancel(rule);
-            }
+            // Each key's hold (docs/rules.md#keyed-runs).
+            self.each_key(rule, |engine| {
+                let Some(hold) = engine.rules[rule].hold() else {
+                    return;
+                };
+                let event = Arc::clone(hold.event());
+                if engine.eval(rule, None, program, &event) != Ok(true) {
+                    engine.hold_cancel(rule);
+                }
+            });
         }
     }
 }

@@ -1219,6 +1219,7 @@ fn pending_counts_debounce_windows_and_repeat_gaps() {
     repeated.options_mut().repeat = rulecore::bundle::Repeat {
         count: 2,
         every_ns: 60_000 * bundles::MS,
+        period_ns: 0,
     };
     let bundle = bundles::write(
         dir.path(),
