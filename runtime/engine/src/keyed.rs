@@ -75,11 +75,14 @@ pub(crate) enum Focus {
 
 impl Keys {
     pub fn new(payload: &Payload) -> Self {
-        let tables = payload
-            .rules
-            .iter()
-            .map(|rule| rule.per().map(|_| Box::default()))
-            .collect();
+        // Nothing per rule while no rule has `per`.
+        let keyed = payload.rules.iter().any(|rule| rule.per().is_some());
+        let tables = match keyed {
+            true => (payload.rules.iter())
+                .map(|rule| rule.per().map(|_| Box::default()))
+                .collect(),
+            false => Vec::new(),
+        };
         Self {
             tables,
             forgotten: 0,

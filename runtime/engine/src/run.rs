@@ -53,9 +53,6 @@ pub(crate) struct Run {
     /// Times the current step was tried again after Redis refused its
     /// action whole ([`crate::retry`]).
     pub(crate) retries: u8,
-    /// Its key, for a rule with `per` (docs/rules.md#keyed-runs): its
-    /// records carry it.
-    pub(crate) key: Option<Arc<str>>,
     /// When its current pass started: `repeat.period` counts from here
     /// (docs/rules.md#repeat).
     pub(crate) pass_start: Time,
@@ -140,7 +137,6 @@ impl Engine {
         pass: u32,
     ) {
         let serial = self.ids.next_serial();
-        let key = self.keys.current(rule).cloned();
         let state = &mut self.rules[rule];
         state.runs_started += 1;
         state.run = Some(Box::new(Run {
@@ -154,7 +150,6 @@ impl Engine {
             owns_record: false,
             fire_at: 0,
             retries: 0,
-            key,
             pass_start: Time::ZERO,
         }));
     }
@@ -241,7 +236,9 @@ impl Engine {
             fire_at,
             fingerprint: &fingerprint,
             event: &run.event,
-            key: run.key.as_deref(),
+            // A keyed rule's run is in its slot whenever it acts: the
+            // slot's key is the run's (docs/rules.md#keyed-runs).
+            key: self.keys.current(rule).map(|key| &**key),
         };
         match serde_json::to_string(&record) {
             Ok(json) => {
