@@ -95,8 +95,10 @@ codes! {
     ListValue => "rulec::list-value",
     /// `repeat` without `count`, a `count` out of range, `every` or `period` missing or not positive, or both set.
     Repeat => "rulec::repeat",
-    /// A `per` key that is empty, reads `state()`, or is a constant (a warning).
+    /// A `per` key that is empty or reads `state()`.
     Per => "rulec::per",
+    /// A `per` key that is a constant: every event has one key.
+    PerConstant => "rulec::per-constant",
     /// `durable` on a step whose `after` is absent or zero.
     DurableWithoutAfter => "rulec::durable-without-after",
     /// `durable` on a `[[rule.finally]]` step: finally steps are never durable.

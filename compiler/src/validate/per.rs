@@ -61,11 +61,12 @@ impl<'i> RuleChecker<'_, 'i> {
         }
         if matches!(checked.expr.kind, ExprKind::Lit(_)) {
             self.push(
-                Diagnostic::warning(Code::Per, "`per` is a constant: every event has one key")
-                    .at(span.clone(), "the same for every event")
-                    .with_help(
-                        "key on something the event carries, e.g. `data.slot`, or remove `per`",
-                    ),
+                Diagnostic::warning(
+                    Code::PerConstant,
+                    "`per` is a constant: every event has one key",
+                )
+                .at(span.clone(), "the same for every event")
+                .with_help("key on something the event carries, e.g. `data.slot`, or remove `per`"),
             );
         }
         let expr = CheckedExpr {

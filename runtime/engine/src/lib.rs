@@ -10,7 +10,8 @@
 //! [`Engine::next_deadline`] and then calls [`Engine::handle_timeout`].
 //!
 //! Every parked run is one small struct in its rule's slot plus the
-//! `Arc<Event>` that triggered it. A rule has at most one live run: every
+//! `Arc<Event>` that triggered it. A rule has at most one live run (one
+//! per key with `per`, the keys' states kept by `keyed`): every
 //! concurrency policy ends or refuses the old run before a new one starts.
 //!
 //! See docs/engine.md for the driver's contract.

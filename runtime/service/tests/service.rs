@@ -73,6 +73,7 @@ fn counters_are_published_in_full_at_start() {
             "dropped",
             "failed",
             "host",
+            "keys-forgotten",
             "overflow",
             "pending",
             "pid",
