@@ -433,7 +433,10 @@ impl<'i> RuleChecker<'_, 'i> {
                     format!("`repeat.{key}` must be positive"),
                     span,
                     "not positive",
-                    "write a positive duration, e.g. `\"10s\"`",
+                    match key {
+                        "period" => "write the time from one pass's start to the next's, e.g. `period = \"1s\"`",
+                        _ => "write the pause between passes, e.g. `every = \"10s\"`",
+                    },
                 );
                 None
             }
