@@ -172,43 +172,7 @@ impl Engine {
                 )
             })
             .collect();
-        // One record kept per rule, or per rule and key for a keyed rule
-        // (docs/rules.md#keyed-runs).
-        let mut winner: HashMap<(usize, Option<&str>), usize> = HashMap::new();
-        fn key_of<'r>(
-            payload: &Payload,
-            rule: usize,
-            record: &'r PendingRecord,
-        ) -> (usize, Option<&'r str>) {
-            let keyed = payload.rules[rule].per().is_some();
-            (rule, record.key.as_deref().filter(|_| keyed))
-        }
-        for (position, verdict) in verdicts.iter().enumerate() {
-            if let (Some(rule), None) = *verdict {
-                let key = key_of(&payload, rule, &records[position]);
-                match payload.rules[rule].concurrency {
-                    // `restart` keeps the later record.
-                    Concurrency::Restart => {
-                        winner.insert(key, position);
-                    }
-                    // `drop` and `queue` keep the first.
-                    Concurrency::Drop | Concurrency::Queue => {
-                        winner.entry(key).or_insert(position);
-                    }
-                }
-            }
-        }
-        let kept: Vec<bool> = verdicts
-            .iter()
-            .enumerate()
-            .map(|(position, verdict)| match *verdict {
-                (Some(rule), None) => {
-                    winner.get(&key_of(&payload, rule, &records[position])) == Some(&position)
-                }
-                _ => false,
-            })
-            .collect();
-        drop(winner);
+        let kept = kept_by_policy(&payload, &records, &verdicts);
         let mut actions: Vec<ReplayAction> = verdicts
             .into_iter()
             .enumerate()
@@ -383,4 +347,46 @@ impl Engine {
             self.wait_until(rule, now.time.plus_nanos(left_ns), true, now);
         }
     }
+}
+
+/// Which valid records each rule's concurrency policy keeps, one per rule,
+/// or per rule and key for a keyed rule (docs/rules.md#keyed-runs):
+/// `restart` the later record, `drop` and `queue` the first.
+fn kept_by_policy(
+    payload: &Payload,
+    records: &[PendingRecord],
+    verdicts: &[record::Verdict],
+) -> Vec<bool> {
+    fn key_of<'r>(
+        payload: &Payload,
+        rule: usize,
+        record: &'r PendingRecord,
+    ) -> (usize, Option<&'r str>) {
+        let keyed = payload.rules[rule].per().is_some();
+        (rule, record.key.as_deref().filter(|_| keyed))
+    }
+    let mut winner: HashMap<(usize, Option<&str>), usize> = HashMap::new();
+    for (position, verdict) in verdicts.iter().enumerate() {
+        if let (Some(rule), None) = *verdict {
+            let key = key_of(payload, rule, &records[position]);
+            match payload.rules[rule].concurrency {
+                Concurrency::Restart => {
+                    winner.insert(key, position);
+                }
+                Concurrency::Drop | Concurrency::Queue => {
+                    winner.entry(key).or_insert(position);
+                }
+            }
+        }
+    }
+    verdicts
+        .iter()
+        .enumerate()
+        .map(|(position, verdict)| match *verdict {
+            (Some(rule), None) => {
+                winner.get(&key_of(payload, rule, &records[position])) == Some(&position)
+            }
+            _ => false,
+        })
+        .collect()
 }
