@@ -190,7 +190,13 @@ fn as_json(path: &Path) -> Option<Value> {
 fn every_valid_fixture_validates() {
     let schema = schema();
     let mut checked = 0;
-    for dir in ["rules", "rules-changed", "rules-winter", "rules-parked"] {
+    for dir in [
+        "rules",
+        "rules-changed",
+        "rules-winter",
+        "rules-parked",
+        "rules-why",
+    ] {
         for path in toml_files(&fixtures().join(dir)) {
             let mut out = Vec::new();
             errors(&schema, &as_json(&path).unwrap(), "", &mut out);

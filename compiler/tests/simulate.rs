@@ -217,6 +217,7 @@ fn every_timeline_is_covered() {
         "hazards-changed".into(),
         "winter-seat-heater".into(),
         "low-battery-explain".into(),
+        "hazards-why".into(),
         "parked-backlog".into(),
         "traces".into(),
     ]);
@@ -748,6 +749,42 @@ fn explain_says_why_the_rule_stayed_quiet() {
     assert!(plain.iter().all(|l| l["kind"] != "non-fire"));
     // Four more: battery-critical-per-slot's `when` is false on each reading.
     assert_eq!(plain.len() + 18, lines.len());
+}
+
+/// `--explain` says what each `when` read when it said no: the rule's
+/// `when` reads the event's `to` and `state("vehicle", "state")`, the horn
+/// step's `data.level` (docs/simulation.md#explain); the JSON line has
+/// the same reads as a list.
+#[test]
+fn explain_shows_what_each_when_read() {
+    let explain = ["--explain".as_ref()];
+    let text = simulate("fixtures/rules-why", "hazards-why", &explain);
+    insta::assert_snapshot!("hazards-why", text);
+    let lines = json_lines("fixtures/rules-why", "hazards-why", &explain);
+    let reads = |kind: &str| -> Vec<(u64, serde_json::Value)> {
+        lines
+            .iter()
+            .filter(|l| l["kind"] == kind)
+            .map(|l| (l["at_ms"].as_u64().unwrap(), l["read"].clone()))
+            .collect()
+    };
+    assert_eq!(
+        reads("non-fire"),
+        [(
+            1000,
+            serde_json::json!([
+                "to = \"level-1-triggered\"",
+                "state(\"vehicle\", \"state\") = \"ready-to-drive\""
+            ])
+        )]
+    );
+    assert_eq!(
+        reads("step-skipped"),
+        [(3000, serde_json::json!(["data.level = 1"]))]
+    );
+    // Without `--explain` no line carries reads.
+    let plain = json_lines("fixtures/rules-why", "hazards-why", &[]);
+    assert!(plain.iter().all(|l| l.get("read").is_none()));
 }
 
 /// A `when` that fails to evaluate is a line of the output, in text and

@@ -4,11 +4,10 @@
 //! no run starts, no counter moves, no effect is queued.
 
 use super::{Engine, Time};
-use crate::decide::{decide, Trigger, Verdict, WhenResult};
+use crate::decide::{decide, Trigger, Verdict};
 use crate::time::Now;
-use rulecore::bytecode::Program;
+use crate::why::WhenCheck;
 use rulecore::event::Event;
-use rulecore::vm::eval_bool;
 use std::sync::Arc;
 
 /// One step of the rule, with its own `when` judged now.
@@ -18,7 +17,7 @@ pub struct StepCheck {
     pub after_ms: u64,
     pub durable: bool,
     /// `None`: the step has no `when`.
-    pub when: Option<WhenResult>,
+    pub when: Option<WhenCheck>,
 }
 
 /// The whole dry run.
@@ -32,7 +31,7 @@ pub struct DryRun {
     /// first.
     pub cancels: bool,
     /// `None`: the rule has no `when`.
-    pub when: Option<WhenResult>,
+    pub when: Option<WhenCheck>,
     pub steps: Vec<StepCheck>,
     /// The `finally` steps (docs/rules.md#finally), their `when` judged
     /// now too; indexed from 0 among themselves.
@@ -52,7 +51,10 @@ impl Engine {
         let state = self.key_state(rule, event).unwrap_or(&fresh);
         let matched = spec.on.iter().any(|pattern| pattern.matches(&event.topic));
         let cancels = state.enabled && spec.cancel_on().iter().any(|p| p.matches(&event.topic));
-        let when = spec.when.as_ref().map(|program| self.judge(program, event));
+        let when = spec
+            .when
+            .as_ref()
+            .map(|program| self.explain_when(program, event));
         let checks = |steps: &[rulecore::bundle::Step]| -> Vec<StepCheck> {
             steps
                 .iter()
@@ -61,7 +63,10 @@ impl Engine {
                     index,
                     after_ms: step.after_ns / 1_000_000,
                     durable: step.durable,
-                    when: step.when.as_ref().map(|program| self.judge(program, event)),
+                    when: step
+                        .when
+                        .as_ref()
+                        .map(|program| self.explain_when(program, event)),
                 })
                 .collect()
         };
@@ -72,7 +77,7 @@ impl Engine {
             state,
             matched,
             cancels,
-            when: when.as_ref(),
+            when: when.as_ref().map(|check| &check.result),
             now: now.time,
             queue_backlog: self.config.queue_backlog,
         };
@@ -87,14 +92,6 @@ impl Engine {
             finally,
             verdict,
         })
-    }
-
-    fn judge(&self, program: &Program, event: &Event) -> WhenResult {
-        match eval_bool(program, &self.payload.consts, event, &self.state) {
-            Ok(true) => WhenResult::True,
-            Ok(false) => WhenResult::False,
-            Err(error) => WhenResult::Error(error.to_string().into()),
-        }
     }
 
     /// How long the running hold of timer `token` has left at `now`.

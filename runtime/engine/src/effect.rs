@@ -4,6 +4,7 @@
 
 use rulecore::bundle::{Action, Payload};
 use rulecore::event::Event;
+use rulecore::vm::Read;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -441,6 +442,9 @@ pub enum Note {
     NonFire {
         rule: Arc<str>,
         reason: NonFireReason,
+        /// `when-false` and `when-error`: what the `when` read
+        /// (docs/semantics.md#what-a-when-read).
+        reads: Vec<Read>,
     },
     RunStart {
         run: Arc<str>,
@@ -459,6 +463,9 @@ pub enum Note {
         pass: u32,
         /// `step` counts the finally steps (docs/semantics.md#finally).
         finally: bool,
+        /// What the step's `when` read; only with
+        /// [`EngineConfig::explain`](crate::EngineConfig::explain).
+        reads: Vec<Read>,
     },
     Trigger {
         rule: Arc<str>,
@@ -517,6 +524,8 @@ pub struct NoteFields<'a> {
     /// [`Note::ReplayResume`] only: when the step was due, Unix ms.
     pub fire_at: Option<i64>,
     pub reason: Option<NoteReason>,
+    /// What a `when` read: [`Note::NonFire`], [`Note::StepSkipped`].
+    pub reads: &'a [Read],
 }
 
 impl<'a> NoteFields<'a> {
@@ -529,6 +538,7 @@ impl<'a> NoteFields<'a> {
             finally: false,
             fire_at: None,
             reason: None,
+            reads: &[],
         }
     }
 }
@@ -550,10 +560,12 @@ impl Note {
                 step,
                 pass,
                 finally,
+                reads,
             } => NoteFields {
                 step: Some(*step),
                 pass: Some(*pass),
                 finally: *finally,
+                reads,
                 ..NoteFields::new(rule, Some(run))
             },
             Self::DueWait {
@@ -567,8 +579,13 @@ impl Note {
                 ..NoteFields::new(rule, Some(run))
             },
             Self::Trigger { rule, .. } => NoteFields::new(rule, None),
-            Self::NonFire { rule, reason } => NoteFields {
+            Self::NonFire {
+                rule,
+                reason,
+                reads,
+            } => NoteFields {
                 reason: Some(NoteReason::NonFire(*reason)),
+                reads,
                 ..NoteFields::new(rule, None)
             },
             Self::ReplayResume {

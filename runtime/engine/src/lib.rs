@@ -54,6 +54,7 @@ mod trace;
 mod trigger;
 mod values;
 mod when_plans;
+mod why;
 
 pub mod pool;
 pub mod sim;
@@ -79,10 +80,12 @@ pub use retry::{backoff_ns, RETRIES};
 pub(crate) use run::{JobOwner, Phase, Run};
 pub use time::{Now, Time};
 pub use trace::{
-    utc, NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
-    SubmitTrace, TimeStyle, WaitTrace, WhenTrace, DEFAULT_TRACES, DEFAULT_TRACE_MEMORY,
+    read_text, utc, NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace,
+    SubmitOutcome, SubmitTrace, TimeStyle, WaitTrace, WhenTrace, DEFAULT_TRACES,
+    DEFAULT_TRACE_MEMORY,
 };
 pub use trigger::{Decided, EventParts};
+pub use why::WhenCheck;
 
 use rule_state::RuleState;
 use rulecore::bundle::Payload;
@@ -485,11 +488,7 @@ impl Engine {
         now: Now,
         error: Option<&str>,
     ) {
-        self.traces.non_fire(rule, now.time, event, reason, error);
-        if self.config.explain {
-            let rule = self.name(rule);
-            self.note(Note::NonFire { rule, reason });
-        }
+        self.non_fire_reading(rule, reason, event, now, error, Vec::new());
     }
 
     fn log(&mut self, level: Level, rule: Option<Arc<str>>, step: Option<u32>, message: String) {

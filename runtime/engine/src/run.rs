@@ -12,6 +12,7 @@ use crate::{
 };
 use rulecore::bundle::{Rule, Step};
 use rulecore::event::Event;
+use rulecore::vm::Read;
 use std::sync::Arc;
 
 /// Where a live run is.
@@ -285,13 +286,24 @@ impl Engine {
         };
         if let Some(program) = &step.when {
             let result = self.eval(rule, Some((index, at.finally)), program, &event);
+            let reads = if self.wants_reads() {
+                self.when_reads(program, &event)
+            } else {
+                Vec::new()
+            };
+            // The simulator's `step-skipped` line shows them when explaining.
+            let noted = match result {
+                Ok(true) => Vec::new(),
+                _ if self.config.explain => reads.clone(),
+                _ => Vec::new(),
+            };
             if let Some(run) = &self.rules[rule].run {
                 let serial = run.serial;
                 let when = WhenResult::of(&result);
-                self.traces.step_when(rule, serial, at, when);
+                self.traces.step_when(rule, serial, at, when, reads);
             }
             if result != Ok(true) {
-                self.skip_step(rule, now);
+                self.skip_step(rule, now, noted);
                 return;
             }
         }
@@ -431,7 +443,7 @@ impl Engine {
 
     /// The step's `when` was false at fire time: the run ends, and the
     /// record it owns goes (the step will never run).
-    fn skip_step(&mut self, rule: usize, now: Now) {
+    fn skip_step(&mut self, rule: usize, now: Now, reads: Vec<Read>) {
         let name = self.name(rule);
         let Some(run) = self.rules[rule].run.as_mut() else {
             return;
@@ -444,6 +456,7 @@ impl Engine {
             step,
             pass,
             finally,
+            reads,
         });
         if owned {
             self.effects.push_back(Effect::DropRecord {

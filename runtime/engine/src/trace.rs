@@ -13,13 +13,14 @@ mod steps;
 mod view;
 
 pub use view::{
-    utc, NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace, SubmitOutcome,
-    SubmitTrace, TimeStyle, WaitTrace, WhenTrace,
+    read_text, utc, NonFireTrace, RuleTrace, RunEndTrace, RunTrace, StepEndTrace, StepTrace,
+    SubmitOutcome, SubmitTrace, TimeStyle, WaitTrace, WhenTrace,
 };
 
 use crate::{EndReason, NonFireReason, Time};
 use rulecore::event::{Event, SmallStr};
 use rulecore::event_data::{DataValue, ENTRY_BYTES, INLINE_KEY};
+use rulecore::vm::Read;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::size_of;
@@ -169,6 +170,8 @@ struct StepRecord {
     finally: bool,
     wait: Option<Wait>,
     when: Option<WhenResult>,
+    /// What the `when` read (docs/semantics.md#what-a-when-read).
+    reads: Box<[Read]>,
     submit: Option<(Time, SubmitOutcome)>,
     end: Option<(Time, EndReason, Option<Box<str>>)>,
 }
@@ -181,6 +184,7 @@ impl StepRecord {
             finally: at.finally,
             wait: None,
             when: None,
+            reads: Box::default(),
             submit: None,
             end: None,
         }
@@ -192,7 +196,7 @@ impl StepRecord {
             _ => 0,
         };
         let end = self.end.as_ref().and_then(|end| end.2.as_ref());
-        when + end.map_or(0, |text| text.len())
+        when + reads_heap(&self.reads) + end.map_or(0, |text| text.len())
     }
 }
 
@@ -238,13 +242,23 @@ struct NonFireRecord {
     at: Time,
     reason: NonFireReason,
     error: Option<Box<str>>,
+    /// What the rule's `when` read, for `when-false` and `when-error`.
+    reads: Box<[Read]>,
     event: TracedEvent,
 }
 
 impl NonFireRecord {
     fn heap(&self) -> usize {
-        size_of::<Self>() + self.event.heap() + self.error.as_ref().map_or(0, |e| e.len())
+        size_of::<Self>()
+            + self.event.heap()
+            + self.error.as_ref().map_or(0, |e| e.len())
+            + reads_heap(&self.reads)
     }
+}
+
+/// The heap a record's reads hold.
+fn reads_heap(reads: &[Read]) -> usize {
+    std::mem::size_of_val(reads) + reads.iter().map(Read::heap).sum::<usize>()
 }
 
 #[derive(Debug, Default)]
@@ -427,8 +441,18 @@ impl Traces {
         self.update_step(rule, serial, at, |step| step.wait = Some(wait));
     }
 
-    pub(crate) fn step_when(&mut self, rule: usize, serial: u64, at: At, when: WhenResult) {
-        self.update_step(rule, serial, at, |step| step.when = Some(when));
+    pub(crate) fn step_when(
+        &mut self,
+        rule: usize,
+        serial: u64,
+        at: At,
+        when: WhenResult,
+        reads: Vec<Read>,
+    ) {
+        self.update_step(rule, serial, at, |step| {
+            step.when = Some(when);
+            step.reads = reads.into_boxed_slice();
+        });
     }
 
     pub(crate) fn step_submitted(&mut self, rule: usize, serial: u64, at: At, now: Time) {
@@ -512,6 +536,7 @@ impl Traces {
         event: &Arc<Event>,
         reason: NonFireReason,
         error: Option<&str>,
+        reads: Vec<Read>,
     ) {
         if !self.enabled() {
             return;
@@ -523,6 +548,7 @@ impl Traces {
             at: now,
             reason,
             error: error.map(error_text),
+            reads: reads.into_boxed_slice(),
             event: TracedEvent::new(event),
         });
         let added = record.heap();
@@ -722,6 +748,7 @@ mod tests {
                 &event("t"),
                 NonFireReason::WhenFalse,
                 None,
+                Vec::new(),
             );
             assert!(small.bytes() <= 2048, "{}", small.bytes());
         }
@@ -766,7 +793,14 @@ mod tests {
         let mut traces = Traces::new(5, 1 << 20);
         let id: Arc<str> = "r#1".into();
         traces.run_started(0, 1, &id, &event("t"), Time::ZERO, false);
-        traces.non_fire(1, Time::ZERO, &event("t"), NonFireReason::WhenFalse, None);
+        traces.non_fire(
+            1,
+            Time::ZERO,
+            &event("t"),
+            NonFireReason::WhenFalse,
+            None,
+            Vec::new(),
+        );
         let full = traces.bytes();
         // Rule 0 moves to 7, rule 1 is gone.
         traces.remap(|rule| (rule == 0).then_some(7));
@@ -783,7 +817,14 @@ mod tests {
     fn replaced_non_fires_leave_no_growing_age_queue() {
         let mut traces = Traces::new(5, 1 << 20);
         for _ in 0..10_000 {
-            traces.non_fire(3, Time::ZERO, &event("t"), NonFireReason::WhenFalse, None);
+            traces.non_fire(
+                3,
+                Time::ZERO,
+                &event("t"),
+                NonFireReason::WhenFalse,
+                None,
+                Vec::new(),
+            );
         }
         assert!(traces.age.len() < 200, "{}", traces.age.len());
     }

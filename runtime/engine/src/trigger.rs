@@ -194,11 +194,8 @@ impl Engine {
             let result = self.eval(rule, None, program, event);
             match &result {
                 Ok(true) => {}
-                Ok(false) => self.non_fire(rule, NonFireReason::WhenFalse, event, now, None),
-                Err(error) => {
-                    let error = Some(error.as_str());
-                    self.non_fire(rule, NonFireReason::WhenError, event, now, error);
-                }
+                Ok(false) => self.when_not_met(rule, program, event, now, None),
+                Err(error) => self.when_not_met(rule, program, event, now, Some(error)),
             }
             WhenResult::of(&result)
         });

@@ -263,7 +263,7 @@ fn describe(effect: &Effect) -> String {
             Note::ReplayDrop { id, reason, .. } => format!("replay-drop {id} {}", reason.as_str()),
             Note::RecordKept { run, .. } => format!("record-kept {run}"),
             Note::DueWait { run, step, .. } => format!("due-wait {run} s{step}"),
-            Note::NonFire { rule, reason } => format!("non-fire {rule} {}", reason.as_str()),
+            Note::NonFire { rule, reason, .. } => format!("non-fire {rule} {}", reason.as_str()),
         },
         Effect::Publish(events) => {
             let topics: Vec<&str> = events.iter().map(|e| &*e.topic).collect();
@@ -1887,12 +1887,25 @@ fn a_dry_run_judges_policies_and_changes_nothing() {
         ..Event::default()
     };
     let dry = h.engine.dry_run("gated", &go, now_of(&h)).unwrap();
-    assert_eq!(dry.when, Some(WhenResult::False));
+    let when = dry.when.as_ref().unwrap();
+    assert_eq!(when.result, WhenResult::False);
+    // What it read: the pair, absent until set (docs/semantics.md#what-a-when-read).
+    assert_eq!(
+        when.reads[0].to_string(),
+        r#"state("vehicle", "state") absent"#
+    );
     assert_eq!(dry.verdict, Verdict::WhenFalse);
-    assert!(matches!(dry.steps[1].when, Some(WhenResult::Error(_))));
+    let step = dry.steps[1].when.as_ref().unwrap();
+    assert!(matches!(step.result, WhenResult::Error(_)));
+    assert_eq!(step.reads[0].to_string(), r#"topic = "go""#);
     h.engine.set_state("vehicle", "state", "parked".into());
     let dry = h.engine.dry_run("gated", &go, now_of(&h)).unwrap();
     assert_eq!(dry.verdict, Verdict::Start);
+    let reads = &dry.when.as_ref().unwrap().reads;
+    assert_eq!(
+        reads[0].to_string(),
+        r#"state("vehicle", "state") = "parked""#
+    );
     assert!(h.engine.poll_effect().is_none(), "a dry run queues nothing");
     assert_eq!(h.engine.rule_stats(0).unwrap().errors, 0);
     h.event("go");

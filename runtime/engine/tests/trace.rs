@@ -157,7 +157,7 @@ fn a_false_step_when_a_refused_trigger_and_a_cooldown_show_in_the_traces() {
   run steps#0-1 start 0 ms, end 10000 ms when-false
     event {\"id\":\"e1\",\"topic\":\"go\"}
     step 0 pass 0: submit 0 ms started; end 0 ms done
-    step 1 pass 0: wait 0 ms to 10000 ms durable; when false; end 10000 ms when-false
+    step 1 pass 0: wait 0 ms to 10000 ms durable; when false [read state(\"vehicle\", \"state\") absent]; end 10000 ms when-false
   run steps#0-3 start 10000 ms, live
     event {\"id\":\"e2\",\"topic\":\"go\"}
     step 0 pass 0: submit 10000 ms started; end 10000 ms done

@@ -192,6 +192,7 @@ played! {
     winter_seat_heater => "winter-seat-heater" from "fixtures/rules-winter" then "fixtures/rules", profile none;
     parked_backlog => "parked-backlog" from "fixtures/rules-parked", profile none;
     hazards_reload => "hazards-reload" from "fixtures/rules", profile none;
+    hazards_why => "hazards-why" from "fixtures/rules-why", profile none;
 }
 
 /// The bus profile a timeline's bundles are built with.

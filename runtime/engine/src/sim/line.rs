@@ -107,6 +107,9 @@ pub struct Line {
     pub data: Option<String>,
     pub run: Option<String>,
     pub reason: Option<LineReason>,
+    /// `--explain`'s `non-fire` (`when-false`, `when-error`) and
+    /// `step-skipped`: what the `when` read, `to = "x"`, `data.level = 2`.
+    pub read: Option<Vec<String>>,
     /// `eval-error`: the evaluation error; a `publish` or `notify`
     /// action: the message published.
     pub message: Option<String>,
@@ -129,6 +132,8 @@ enum Value<'a> {
     Bool(bool),
     Str(&'a str),
     List(&'a [String]),
+    /// A `when`'s reads: in text `[a, b]`, their own `,` and spaces kept.
+    Reads(&'a [String]),
 }
 
 impl Line {
@@ -152,6 +157,7 @@ impl Line {
             data: None,
             run: None,
             reason: None,
+            read: None,
             message: None,
             waiting: None,
             held: None,
@@ -189,6 +195,7 @@ impl Line {
                 "reason",
                 self.reason.map(|reason| Value::Str(reason.as_str())),
             ),
+            ("read", self.read.as_deref().map(Value::Reads)),
             ("message", text(&self.message)),
             ("waiting", self.waiting.as_deref().map(Value::List)),
             ("held", self.held.as_deref().map(Value::List)),
@@ -211,7 +218,9 @@ impl Line {
                 Value::Num(number) => number.to_string(),
                 Value::Bool(value) => value.to_string(),
                 Value::Str(text) => quoted(text),
-                Value::List(items) => serde_json::Value::from(items).to_string(),
+                Value::List(items) | Value::Reads(items) => {
+                    serde_json::Value::from(items).to_string()
+                }
             };
             out.push_str(&format!(",\"{key}\":{value}"));
         }
@@ -228,6 +237,7 @@ impl Line {
                 Value::Bool(value) => out.push_str(&format!(" {key}={value}")),
                 Value::Str(text) => out.push_str(&format!(" {key}={text}")),
                 Value::List(items) => out.push_str(&format!(" {key}=[{}]", items.join(","))),
+                Value::Reads(items) => out.push_str(&format!(" {key}=[{}]", items.join(", "))),
             }
         }
         out.trim_end().to_string()

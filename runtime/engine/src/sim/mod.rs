@@ -834,6 +834,8 @@ impl<'t> Sim<'t> {
             pass: fields.pass,
             run: fields.run.map(str::to_string),
             reason: fields.reason.map(LineReason::Note),
+            read: (!fields.reads.is_empty())
+                .then(|| fields.reads.iter().map(ToString::to_string).collect()),
             ..Line::new(LineKind::Note(note.kind()))
         });
     }

@@ -5,6 +5,7 @@
 use super::{NonFireRecord, RunRecord, StepRecord, TracedEvent, WhenResult};
 use crate::Time;
 use rulecore::event::Event;
+use rulecore::vm::Read;
 use serde::{Deserialize, Serialize};
 
 /// One rule's traces. Times are milliseconds on the reader's clock (see
@@ -66,6 +67,9 @@ pub struct StepTrace {
     /// Absent when the step has no `when` (or was not reached).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub when: Option<WhenTrace>,
+    /// What the `when` read (docs/semantics.md#what-a-when-read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<Read>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub submit: Option<SubmitTrace>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -135,6 +139,9 @@ pub struct NonFireTrace {
     /// A `when-error`'s text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// `when-false` and `when-error`: what the rule's `when` read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<Read>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event: Option<Event>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -188,6 +195,7 @@ impl Clock {
                 WhenResult::False => WhenTrace::False,
                 WhenResult::Error(text) => WhenTrace::Error(text.to_string()),
             }),
+            read: step.reads.to_vec(),
             submit: step.submit.map(|(at, outcome)| SubmitTrace {
                 at_ms: self.ms(at),
                 outcome,
@@ -206,6 +214,7 @@ impl Clock {
             at_ms: self.ms(record.at),
             reason: record.reason.as_str().to_string(),
             error: record.error.as_deref().map(str::to_string),
+            read: record.reads.to_vec(),
             event,
             event_cut,
         }
@@ -270,6 +279,12 @@ fn event_text(event: &Option<Event>, cut: &Option<String>) -> String {
     }
 }
 
+/// A `when`'s reads in one line: `to = "level-2-triggered", data.level = 2`.
+pub fn read_text(reads: &[Read]) -> String {
+    let texts: Vec<String> = reads.iter().map(ToString::to_string).collect();
+    texts.join(", ")
+}
+
 impl RuleTrace {
     /// The text people read: one block per rule, a line per run, per step
     /// and for the last non-fire.
@@ -289,6 +304,9 @@ impl RuleTrace {
             ));
             if let Some(error) = &nf.error {
                 out.push_str(&format!(": {error}"));
+            }
+            if !nf.read.is_empty() {
+                out.push_str(&format!("\n    read {}", read_text(&nf.read)));
             }
             out.push_str(&format!(
                 "\n    event {}\n",
@@ -332,12 +350,18 @@ impl RunTrace {
                 out.push_str(&format!(" wait {start} to {due}{durable};"));
             }
             match &step.when {
-                Some(WhenTrace::True) => out.push_str(" when true;"),
-                Some(WhenTrace::False) => out.push_str(" when false;"),
+                Some(WhenTrace::True) => out.push_str(" when true"),
+                Some(WhenTrace::False) => out.push_str(" when false"),
                 Some(WhenTrace::Error(error)) => {
-                    out.push_str(&format!(" when error ({error});"));
+                    out.push_str(&format!(" when error ({error})"));
                 }
                 None => {}
+            }
+            if step.when.is_some() {
+                if !step.read.is_empty() {
+                    out.push_str(&format!(" [read {}]", read_text(&step.read)));
+                }
+                out.push(';');
             }
             if let Some(submit) = &step.submit {
                 let at = style.show(submit.at_ms);

@@ -268,7 +268,13 @@ mod tests {
     #[test]
     fn every_fixture_rule_renders_to_a_file_that_compiles_to_it() {
         let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
-        for set in ["rules", "rules-changed", "rules-parked", "rules-winter"] {
+        for set in [
+            "rules",
+            "rules-changed",
+            "rules-parked",
+            "rules-winter",
+            "rules-why",
+        ] {
             let original = compile(&fixtures.join(set));
             assert!(!original.rules.is_empty(), "{set}");
             for rule in &original.rules {

@@ -18,7 +18,7 @@ use rulecore::dump::{rule_json, rule_text};
 use rulecore::event::Event;
 use ruled_engine::{
     DryRun, Engine, HoldView, Now, RuleTrace, RuleView, RunPhase, StepCheck, Verdict, WaitingStep,
-    WhenResult,
+    WhenCheck, WhenResult,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -446,6 +446,11 @@ fn when_of(when: Option<&WhenResult>) -> Option<When> {
     })
 }
 
+/// What a judged `when` read; empty without one.
+fn when_read(check: Option<&WhenCheck>) -> Vec<rulecore::vm::Read> {
+    check.map(|check| check.reads.clone()).unwrap_or_default()
+}
+
 /// `lsc`'s reading of a `when` (docs/operating.md#the-fields-lsc-reads):
 /// `condition`, since `lsc` prints it as a bool and reads a missing one as
 /// `false`: `true` without a `when` (the step would run), the `when`'s
@@ -487,7 +492,7 @@ fn step_line(
             said
         }
     });
-    let when = check.when.as_ref();
+    let when = check.when.as_ref().map(|check| &check.result);
     StepLine {
         index,
         kind: spec.map(|spec| super::definition::kind(&spec.action).to_string()),
@@ -496,6 +501,7 @@ fn step_line(
         after: go_duration_ms(check.after_ms),
         after_ms: check.after_ms,
         when: when_of(when),
+        when_read: when_read(check.when.as_ref()),
         finally,
         finally_index: finally.then_some(check.index),
         condition: lsc_condition(when),
@@ -531,6 +537,7 @@ fn spec_of<'a>(
 
 fn dry_run_reply(dry: &DryRun, rule: &rulecore::bundle::Rule) -> TestReply {
     let repeat = rule.repeat();
+    let when = dry.when.as_ref().map(|check| &check.result);
     TestReply {
         // What `lsc ext test` reads (docs/operating.md#the-fields-lsc-reads).
         name: dry.rule.to_string(),
@@ -544,10 +551,11 @@ fn dry_run_reply(dry: &DryRun, rule: &rulecore::bundle::Rule) -> TestReply {
         // Ours.
         rule: dry.rule.to_string(),
         cancels: dry.cancels,
-        when: when_of(dry.when.as_ref()),
+        when: when_of(when),
+        when_read: when_read(dry.when.as_ref()),
         steps: step_lines(dry, rule),
         verdict: verdict_of(&dry.verdict),
-        error: when_error(dry.when.as_ref()).map(|error| format!("when: {error}")),
+        error: when_error(when).map(|error| format!("when: {error}")),
     }
 }
 

@@ -273,6 +273,19 @@ fn when_text(when: Option<&When>) -> String {
     }
 }
 
+/// What a `when` read, on its own line under it
+/// (docs/operating.md#what-a-when-read).
+fn write_reads(out: &mut String, reads: &[rulecore::vm::Read]) -> std::fmt::Result {
+    if reads.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "           read {}",
+        plain(&ruled_engine::read_text(reads))
+    )
+}
+
 fn test(out: &mut String, reply: &TestReply) -> std::fmt::Result {
     writeln!(
         out,
@@ -285,6 +298,7 @@ fn test(out: &mut String, reply: &TestReply) -> std::fmt::Result {
         writeln!(out, "  cancels  its live run and backlog first (cancel-on)")?;
     }
     writeln!(out, "  when     {}", when_text(reply.when.as_ref()))?;
+    write_reads(out, &reply.when_read)?;
     for step in &reply.steps {
         // A finally step (docs/rules.md#finally) as `f0`, as `pending` does.
         let index = match (step.finally, step.finally_index) {
@@ -296,6 +310,7 @@ fn test(out: &mut String, reply: &TestReply) -> std::fmt::Result {
             "  step {index}   when {}",
             when_text(step.when.as_ref())
         )?;
+        write_reads(out, &step.when_read)?;
     }
     // A running or fired hold is now, not a would (docs/semantics.md#hold).
     if matches!(reply.verdict, Verdict::Holding { .. } | Verdict::HoldFired) {

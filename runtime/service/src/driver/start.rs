@@ -211,6 +211,10 @@ impl Service {
         service.check_bus().await?;
         service.replay().await?;
         service.stats.write_all(&service.engine, &service.writer);
+        // Ready means ready: the start's writes (every rule's statistics,
+        // the replay's records) done before the first event can come, so
+        // an event's records never queue behind them (docs/service.md#start-and-stop).
+        service.writer.flush().await;
         service.subscribe().await;
         service.control = Some(ControlServer::start(client, tls, keys, trust, local));
         notify::notify("READY=1");

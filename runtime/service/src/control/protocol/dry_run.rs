@@ -3,6 +3,7 @@
 //! (docs/operating.md#the-fields-lsc-reads); durations for `lsc` are Go
 //! durations (`30s`, `1m0s`).
 
+use rulecore::vm::Read;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -30,6 +31,10 @@ pub struct TestReply {
     pub cancels: bool,
     /// The rule's `when`; `None`: it has none.
     pub when: Option<When>,
+    /// What the rule's `when` read, in the order it names them
+    /// (docs/operating.md#what-a-when-read).
+    #[serde(rename = "when-read", default, skip_serializing_if = "Vec::is_empty")]
+    pub when_read: Vec<Read>,
     /// Its steps, then its finally steps (numbered on after them).
     pub steps: Vec<StepLine>,
     pub verdict: Verdict,
@@ -58,6 +63,9 @@ pub struct StepLine {
     #[serde(rename = "after-ms")]
     pub after_ms: u64,
     pub when: Option<When>,
+    /// What the step's `when` read.
+    #[serde(rename = "when-read", default, skip_serializing_if = "Vec::is_empty")]
+    pub when_read: Vec<Read>,
     /// A finally step (docs/rules.md#finally), and its index among them.
     #[serde(default, skip_serializing_if = "super::is_false")]
     pub finally: bool,

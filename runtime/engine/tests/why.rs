@@ -1,0 +1,216 @@
+//! Why, not only what (docs/semantics.md#what-a-when-read): every `when`
+//! the engine evaluates where an explanation is kept (a dry run, a trace,
+//! `EngineConfig::explain`'s notes) comes with the values it read, `to`,
+//! `data.*` and `state()`, absent ones said to be absent; where none is
+//! kept, nothing is listed.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use rulecore::bundle::{Action, Payload, Rule, StatePair, Step};
+use rulecore::bytecode::{Const, EventField, Op, Program};
+use rulecore::event::Event;
+use rulecore::topic::TopicPattern;
+use ruled_engine::{
+    read_text, Effect, Engine, EngineConfig, Note, Now, Time, TimeStyle, WhenResult,
+};
+use std::sync::Arc;
+
+/// 0 `"level-2-triggered"`, 1 `data.level`, 2 `2`, 3 `"parked"`.
+fn payload(rules: Vec<Rule>) -> Arc<Payload> {
+    Arc::new(Payload::new(
+        "test",
+        rules,
+        vec![StatePair {
+            hash: "vehicle".into(),
+            field: "state".into(),
+        }],
+        vec![
+            Const::Str("level-2-triggered".into()),
+            Const::Path(vec!["level".into()]),
+            Const::Int(2),
+            Const::Str("parked".into()),
+        ],
+    ))
+}
+
+/// `to == "level-2-triggered" && state("vehicle", "state") == "parked"`
+fn when_level_2_parked() -> Program {
+    Program {
+        ops: vec![
+            Op::Field(EventField::To),
+            Op::Const(0),
+            Op::Eq,
+            Op::AndJump(7),
+            Op::State(0),
+            Op::Const(3),
+            Op::Eq,
+        ],
+    }
+}
+
+/// `data.level >= 2`
+fn when_level_at_least_2() -> Program {
+    Program {
+        ops: vec![Op::Data(1), Op::Const(2), Op::Ge],
+    }
+}
+
+/// The hazards rule on `alarm.triggered`: its own `when`, and a second
+/// step with one.
+fn hazards() -> Rule {
+    let blinker = |value: &str| Action::redis("scooter:blinker", value);
+    let mut second = Step::new(blinker("off"), 0);
+    second.when = Some(when_level_at_least_2());
+    let mut rule = Rule::new(
+        "hazards",
+        "hazards.toml",
+        vec![TopicPattern::parse("alarm.triggered").unwrap()],
+        vec![Step::new(blinker("both"), 0), second],
+    );
+    rule.when = Some(Box::new(when_level_2_parked()));
+    rule
+}
+
+fn alarm(to: &str, level: i64) -> Event {
+    let json = format!(r#"{{"topic":"alarm.triggered","to":"{to}","data":{{"level":{level}}}}}"#);
+    Event::decode(json.as_bytes()).unwrap()
+}
+
+fn at(ms: u64) -> Now {
+    Now::new(Time::from_millis(ms), ms as i64)
+}
+
+/// Runs every effect out, the pool finishing each job at once; the notes.
+fn drain(engine: &mut Engine, now: Now) -> Vec<Note> {
+    let mut notes = Vec::new();
+    while let Some(effect) = engine.poll_effect() {
+        match effect {
+            Effect::Submit(job) => {
+                engine.action_started(job.id);
+                engine.action_finished(now, job.id, Ok(()));
+            }
+            Effect::Note(note) => notes.push(note),
+            _ => {}
+        }
+    }
+    notes
+}
+
+fn texts(reads: &[rulecore::vm::Read]) -> Vec<String> {
+    reads.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn a_dry_run_shows_what_each_when_read() {
+    let mut engine = Engine::new(payload(vec![hazards()]), EngineConfig::default());
+    let dry = engine
+        .dry_run("hazards", &alarm("level-2-triggered", 1), at(0))
+        .unwrap();
+    let when = dry.when.unwrap();
+    assert_eq!(when.result, WhenResult::False);
+    assert_eq!(
+        texts(&when.reads),
+        [
+            r#"to = "level-2-triggered""#,
+            r#"state("vehicle", "state") absent"#
+        ]
+    );
+    assert_eq!(dry.steps[0].when, None);
+    let step = dry.steps[1].when.as_ref().unwrap();
+    assert_eq!(
+        (step.result.clone(), texts(&step.reads)),
+        (WhenResult::False, vec!["data.level = 1".to_string()])
+    );
+    engine.set_state("vehicle", "state", "parked".into());
+    let dry = engine
+        .dry_run("hazards", &alarm("level-2-triggered", 2), at(0))
+        .unwrap();
+    let when = dry.when.unwrap();
+    assert_eq!(when.result, WhenResult::True);
+    assert_eq!(
+        texts(&when.reads)[1],
+        r#"state("vehicle", "state") = "parked""#
+    );
+}
+
+#[test]
+fn a_trace_keeps_what_the_rule_and_step_when_read() {
+    let mut engine = Engine::new(payload(vec![hazards()]), EngineConfig::default());
+    engine.set_state("vehicle", "state", "parked".into());
+    // The rule's `when` false: the last non-fire says what it read.
+    engine.handle_event(at(0), alarm("level-1-triggered", 1));
+    drain(&mut engine, at(0));
+    // True, but the second step's `when` is false: the run ends there.
+    engine.handle_event(at(1000), alarm("level-2-triggered", 1));
+    drain(&mut engine, at(1000));
+    let trace = engine.trace("hazards", at(2000)).unwrap();
+    let non_fire = trace.last_non_fire.as_ref().unwrap();
+    assert_eq!(non_fire.reason, "when-false");
+    assert_eq!(
+        read_text(&non_fire.read),
+        r#"to = "level-1-triggered", state("vehicle", "state") = "parked""#
+    );
+    let step = &trace.runs[0].steps[1];
+    assert_eq!(texts(&step.read), ["data.level = 1"]);
+    // JSON: each read a `name` and its `value`; the text under the line.
+    let json = serde_json::to_value(&trace).unwrap();
+    assert_eq!(
+        json["runs"][0]["steps"][1]["read"],
+        serde_json::json!([{"name": "data.level", "value": 1}])
+    );
+    let text = trace.to_text(TimeStyle::Millis);
+    assert!(
+        text.contains("step 1 pass 0: when false [read data.level = 1]; end 1000 ms when-false"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "last non-fire 0 ms when-false\n    read to = \"level-1-triggered\", state(\"vehicle\", \"state\") = \"parked\"\n"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn explaining_notes_the_reads_and_nothing_is_read_where_nothing_keeps_them() {
+    let explain = EngineConfig {
+        explain: true,
+        traces: 0,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(payload(vec![hazards()]), explain);
+    engine.handle_event(at(0), alarm("level-2-triggered", 1));
+    let notes = drain(&mut engine, at(0));
+    let reads = notes.iter().find_map(|note| match note {
+        Note::NonFire { reads, .. } => Some(texts(reads)),
+        _ => None,
+    });
+    assert_eq!(
+        reads.unwrap(),
+        [
+            r#"to = "level-2-triggered""#,
+            r#"state("vehicle", "state") absent"#
+        ]
+    );
+    engine.set_state("vehicle", "state", "parked".into());
+    engine.handle_event(at(10), alarm("level-2-triggered", 1));
+    let notes = drain(&mut engine, at(0));
+    let skipped = notes.iter().find_map(|note| match note {
+        Note::StepSkipped { reads, step, .. } => Some((*step, texts(reads))),
+        _ => None,
+    });
+    assert_eq!(skipped.unwrap(), (1, vec!["data.level = 1".to_string()]));
+
+    // No trace and no explanation: the step-skipped note lists nothing.
+    let quiet = EngineConfig {
+        traces: 0,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(payload(vec![hazards()]), quiet);
+    engine.set_state("vehicle", "state", "parked".into());
+    engine.handle_event(at(0), alarm("level-2-triggered", 1));
+    let notes = drain(&mut engine, at(0));
+    assert!(notes.iter().all(|note| match note {
+        Note::StepSkipped { reads, .. } | Note::NonFire { reads, .. } => reads.is_empty(),
+        _ => true,
+    }));
+}
