@@ -135,6 +135,9 @@ pub fn assemble_all(
                 .when
                 .as_ref()
                 .map(|e| Box::new(lower(&e.checked, &mut pool)));
+            // The key next: constants are interned in the order written
+            // to the bundle's rule.
+            let per = rule.per.as_ref().map(|e| lower(&e.checked, &mut pool));
             Rule {
                 name: rule.name.as_str().into(),
                 source: source_of(&rule.source),
@@ -161,6 +164,7 @@ pub fn assemble_all(
                         .collect(),
                     protected: rule.protected,
                     trip: rule.trip,
+                    per,
                 }
                 .boxed(),
             }

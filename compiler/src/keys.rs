@@ -423,10 +423,18 @@ pub const KEYS: &[Key] = &[
         "repeat",
         Level::Rule,
         Ty::Table(Level::Repeat),
-        "Run the steps more than once: `count` passes, `every` apart.",
+        "Run the steps more than once: `count` passes, `every` apart (the pause after a pass) or one starting every `period`.",
     )
     .default(DefaultValue::Prose("one pass"))
     .example(r#"repeat = { count = 3, every = "2s" }"#),
+    key(
+        "per",
+        Level::Rule,
+        Ty::When,
+        "Keyed runs: concurrency, cooldown, debounce and `for` apply per value of this expression over the event (at most 64 keys tracked); no `state()`.",
+    )
+    .default(DefaultValue::Prose("one key"))
+    .example(r#"per = "data.slot""#),
     key(
         "enabled",
         Level::Rule,
@@ -486,9 +494,16 @@ pub const KEYS: &[Key] = &[
         "every",
         Level::Repeat,
         Ty::Duration(Sign::Any),
-        "Pause between passes; required and positive when count > 1.",
+        "Pause after a pass before the next; with count > 1 this or `period` is required, positive.",
     )
     .example(r#"every = "2s""#),
+    key(
+        "period",
+        Level::Repeat,
+        Ty::Duration(Sign::Any),
+        "From the start of one pass to the start of the next (a late pass starts at once); not with `every`.",
+    )
+    .example(r#"period = "1s""#),
     // docs/rules.md#step-keys
     key(
         "do",

@@ -47,7 +47,8 @@ fn the_alarm_rule_as_build_sees_it() {
         hazards.repeat,
         Repeat {
             count: 1,
-            every_ns: 0
+            every_ns: 0,
+            period_ns: 0
         }
     );
     assert_eq!((hazards.cooldown_ns, hazards.debounce_ns), (0, 0));
@@ -77,7 +78,8 @@ fn the_alarm_rule_as_build_sees_it() {
         horn.repeat,
         Repeat {
             count: 3,
-            every_ns: 2 * S
+            every_ns: 2 * S,
+            period_ns: 0
         }
     );
     assert_eq!(

@@ -260,6 +260,7 @@ fn a_forged_endless_repeat_is_refused_by_dump_and_simulate() {
     bundle.payload.rules[0].options_mut().repeat = rulecore::bundle::Repeat {
         count: u32::MAX,
         every_ns: 0,
+        period_ns: 0,
     };
     // Re-checksummed, as a forger would.
     let bytes = rulecore::codec::encode(&bundle.payload).unwrap();

@@ -66,6 +66,7 @@ const PLAIN: &[&str] = &[
     "engine-power-input",
     "hazards-reload",
     "bus-librescoot",
+    "battery-critical-per-slot",
 ];
 
 #[test]
@@ -675,6 +676,7 @@ fn trace_prints_each_rules_runs_and_last_non_fire() {
             "low-battery-warning",
             "low-battery-toast",
             "battery-still-low",
+            "battery-critical-per-slot",
             "winter-seat-heater"
         ],
         "bundle order, after every other line"
@@ -687,8 +689,9 @@ fn trace_prints_each_rules_runs_and_last_non_fire() {
     assert_eq!(battery["last_non_fire"]["reason"], "cooldown");
     assert_eq!(traces[3]["last_non_fire"]["reason"], "cooldown");
     assert_eq!(traces[4]["last_non_fire"]["reason"], "hold-fired");
-    assert_eq!(traces[5]["runs"].as_array().unwrap().len(), 0);
-    assert_eq!(traces[5]["last_non_fire"]["reason"], "rule-disabled");
+    assert_eq!(traces[5]["last_non_fire"]["reason"], "when-false");
+    assert_eq!(traces[6]["runs"].as_array().unwrap().len(), 0);
+    assert_eq!(traces[6]["last_non_fire"]["reason"], "rule-disabled");
     let hazards = &traces[0]["runs"];
     assert_eq!(hazards[0]["end"]["reason"], "restarted");
     assert_eq!(hazards[1]["steps"][1]["wait"]["durable"], true);
@@ -744,7 +747,8 @@ fn explain_says_why_the_rule_stayed_quiet() {
     );
     let plain = json_lines("fixtures/rules", "low-battery-explain", &[]);
     assert!(plain.iter().all(|l| l["kind"] != "non-fire"));
-    assert_eq!(plain.len() + 14, lines.len());
+    // Four more: battery-critical-per-slot's `when` is false on each reading.
+    assert_eq!(plain.len() + 18, lines.len());
 }
 
 /// `--explain` says what each `when` read when it said no: the rule's

@@ -28,7 +28,9 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// ([`RuleOptions::protected`], docs/operating.md#trust). 9: the payload
 /// carries the safety envelope ([`crate::envelope::Envelope`]: guards and
 /// limits) and a rule's options its breaker ([`RuleOptions::trip`],
-/// docs/safety.md).
+/// docs/safety.md); and a rule's options carry its key (`per`, [`RuleOptions::per`],
+/// docs/rules.md#keyed-runs), and `repeat` its `period_ns`
+/// ([`Repeat::period_ns`], docs/rules.md#repeat).
 pub const FORMAT_VERSION: u16 = 9;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
@@ -219,6 +221,11 @@ pub struct RuleOptions {
     /// `trip` (docs/safety.md#the-breaker): the rule's loop breaker. Part
     /// of no fingerprint.
     pub trip: crate::envelope::Breaker,
+    /// `per` (docs/rules.md#keyed-runs): the key's expression over the
+    /// event, a value program rendered as `str()` does; `None`: one key.
+    /// Policies, cooldown, debounce and holds are kept per key. Part of no
+    /// fingerprint: it changes no step.
+    pub per: Option<Program>,
 }
 
 impl RuleOptions {
@@ -301,6 +308,12 @@ impl Rule {
             .map_or(crate::envelope::Breaker::Default, |o| o.trip)
             .trip()
     }
+
+    /// `per` (docs/rules.md#keyed-runs): the key's program, `None` for a
+    /// rule with one key.
+    pub fn per(&self) -> Option<&Program> {
+        self.options.as_ref().and_then(|o| o.per.as_ref())
+    }
 }
 
 /// One `[[rule.input]]` declaration (docs/rules.md#inputs): where the
@@ -354,11 +367,15 @@ pub enum Concurrency {
     Queue,
 }
 
-/// `count` passes in all, `every_ns` apart. One pass is `{ count: 1, every_ns: 0 }`.
+/// `count` passes in all: `every_ns` apart (the pause after a pass), or
+/// one starting every `period_ns` (docs/rules.md#repeat); a rule file sets
+/// one of the two. One pass is [`Repeat::ONCE`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Repeat {
     pub count: u32,
     pub every_ns: u64,
+    /// From the start of one pass to the start of the next; 0: none.
+    pub period_ns: u64,
 }
 
 impl Repeat {
@@ -366,7 +383,26 @@ impl Repeat {
     pub const ONCE: Repeat = Repeat {
         count: 1,
         every_ns: 0,
+        period_ns: 0,
     };
+
+    /// `count` passes, `every_ns` of pause after each.
+    pub const fn every(count: u32, every_ns: u64) -> Repeat {
+        Repeat {
+            count,
+            every_ns,
+            period_ns: 0,
+        }
+    }
+
+    /// `count` passes, one starting every `period_ns`.
+    pub const fn period(count: u32, period_ns: u64) -> Repeat {
+        Repeat {
+            count,
+            every_ns: 0,
+            period_ns,
+        }
+    }
 }
 
 impl Default for Repeat {
@@ -653,7 +689,8 @@ mod tests {
             rule.repeat(),
             Repeat {
                 count: 1,
-                every_ns: 0
+                every_ns: 0,
+                period_ns: 0
             }
         );
         assert_eq!(rule.when, None);

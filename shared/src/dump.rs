@@ -455,20 +455,31 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
         optional_duration(rule.debounce_ns())
     )?;
     writeln!(out, "  for          {}", optional_duration(rule.hold_ns()))?;
-    let repeat = if rule.repeat().count <= 1 {
-        "once".to_string()
-    } else {
-        format!(
+    let repeat = match rule.repeat() {
+        repeat if repeat.count <= 1 => "once".to_string(),
+        repeat if repeat.period_ns > 0 => format!(
+            "{} passes, one starting every {}",
+            repeat.count,
+            duration(repeat.period_ns)
+        ),
+        repeat => format!(
             "{} passes, every {}",
-            rule.repeat().count,
-            duration(rule.repeat().every_ns)
-        )
+            repeat.count,
+            duration(repeat.every_ns)
+        ),
     };
     writeln!(out, "  repeat       {repeat}")?;
     // Only a rule that sets `trip` shows it: the others read as before.
     let breaker = rule.options.as_ref().map(|o| o.trip).unwrap_or_default();
     if breaker != Breaker::Default {
         writeln!(out, "  trip         {}", trip_text(rule.trip()))?;
+    }
+    // Only a keyed rule has the line, so other rules' dumps read as before.
+    if let Some(per) = rule.per() {
+        match decompile(per, &payload.consts, &payload.state_pairs) {
+            Some(text) => writeln!(out, "  per          {text}")?,
+            None => writeln!(out, "  per          (a computed key)")?,
+        }
     }
     for input in rule
         .inputs()
@@ -971,7 +982,7 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
             "when_expr": when_expr(step.when.as_ref()),
         })
     };
-    let mut object = json!({
+    let mut out = json!({
         "name": rule.name,
         "source": &*rule.source,
         "enabled": rule.enabled,
@@ -991,13 +1002,30 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
     });
     // Only a rule that sets `trip` carries it: the others read as before.
     let breaker = rule.options.as_ref().map(|o| o.trip).unwrap_or_default();
-    if let (Json::Object(map), false) = (&mut object, breaker == Breaker::Default) {
+    if let (Json::Object(map), false) = (&mut out, breaker == Breaker::Default) {
         let trip = rule.trip().map(
             |trip| json!({"starts": trip.starts, "per_ns": trip.per_ns, "pause_ns": trip.pause_ns}),
         );
         map.insert("trip".into(), trip.unwrap_or(Json::Bool(false)));
     }
-    object
+    // Keys only a keyed or periodic rule has, so other rules' dumps read
+    // as before.
+    if let Some(object) = out.as_object_mut() {
+        if let Some(per) = rule.per() {
+            object.insert("per".into(), when(Some(per)));
+            object.insert("per_expr".into(), json!(when_expr(Some(per))));
+        }
+        if rule.repeat().period_ns > 0 {
+            object.insert(
+                "repeat".into(),
+                json!({
+                    "count": rule.repeat().count,
+                    "period_ns": rule.repeat().period_ns,
+                }),
+            );
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -23,6 +23,8 @@ pub enum LimitError {
     TooManyPatterns { list: &'static str, found: usize },
     #[error("`repeat` has {count} passes and no gap between them")]
     RepeatWithoutGap { count: u32 },
+    #[error("`repeat` sets both `every` and `period`")]
+    RepeatEveryAndPeriod,
     #[error("{what} is {ns} ns, beyond the longest duration ({MAX_DURATION_NS} ns)")]
     Duration { what: String, ns: u64 },
     #[error("step {step}: `durable` without a delay")]
@@ -177,15 +179,20 @@ pub fn check_rule(rule: &Rule) -> Result<(), LimitError> {
             });
         }
     }
-    if rule.repeat().count > 1 && rule.repeat().every_ns == 0 {
+    let repeat = rule.repeat();
+    if repeat.every_ns > 0 && repeat.period_ns > 0 {
+        return Err(LimitError::RepeatEveryAndPeriod);
+    }
+    if repeat.count > 1 && repeat.every_ns == 0 && repeat.period_ns == 0 {
         return Err(LimitError::RepeatWithoutGap {
-            count: rule.repeat().count,
+            count: repeat.count,
         });
     }
     let durations = [
         ("`cooldown`", rule.cooldown_ns()),
         ("`debounce`", rule.debounce_ns()),
         ("`repeat.every`", rule.repeat().every_ns),
+        ("`repeat.period`", rule.repeat().period_ns),
         ("`for`", rule.hold_ns()),
     ];
     let steps = rule.steps.iter().enumerate();
@@ -380,6 +387,7 @@ mod tests {
         endless.rules[0].options_mut().repeat = Repeat {
             count: u32::MAX,
             every_ns: 0,
+            period_ns: 0,
         };
         assert_eq!(
             load(&endless),
@@ -393,6 +401,7 @@ mod tests {
         every.rules[0].options_mut().repeat = Repeat {
             count: 2,
             every_ns: u64::MAX,
+            period_ns: 0,
         };
         assert!(matches!(load(&every), Err(LimitError::Duration { .. })));
         let mut many = valid();

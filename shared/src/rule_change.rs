@@ -93,6 +93,7 @@ impl<'a> Comparison<'a> {
             finally,
             protected,
             trip,
+            per,
         } = old;
         let input = |payload: &'a Payload, i: &u32| payload.inputs.get(*i as usize);
         *cancel_on == new.cancel_on
@@ -108,6 +109,7 @@ impl<'a> Comparison<'a> {
             && self.same_steps(finally, &new.finally)
             && *protected == new.protected
             && *trip == new.trip
+            && self.same_when(per.as_ref(), new.per.as_ref())
     }
 
     fn same_steps(&self, old: &[Step], new: &[Step]) -> bool {

@@ -104,6 +104,19 @@ impl Text {
     }
 }
 
+/// One program's value as text, as `str()` turns it (a keyed rule's
+/// `per`, docs/rules.md#keyed-runs).
+pub fn render_value(
+    program: &Program,
+    consts: &[Const],
+    event: &Event,
+    state: &[String],
+) -> Result<String, EvalError> {
+    let mut out = String::new();
+    push_value(&mut out, vm::eval(program, consts, event, state)?)?;
+    Ok(out)
+}
+
 impl From<&str> for Text {
     fn from(text: &str) -> Text {
         Text::Plain(text.to_string())

@@ -216,6 +216,10 @@ pub fn verify_payload(payload: &Payload) -> Result<(), PayloadError> {
         if let Some(when) = &rule.when {
             verify_program(when, consts, states).map_err(|e| program_error("`when`".into(), e))?;
         }
+        if let Some(per) = rule.per() {
+            verify_value_program(per, consts, states)
+                .map_err(|e| program_error("`per`".into(), e))?;
+        }
         for (index, step) in rule.steps.iter().enumerate() {
             verify_step(rule, step, consts, states, (index, "step"))?;
         }

@@ -49,6 +49,7 @@ fn sample() -> Payload {
     rule.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 2_000_000_000,
+        period_ns: 0,
     };
     rule.options_mut().cancel_on = vec![TopicPattern::parse("alarm.disarmed").unwrap()].into();
     rule.when = Some(Box::new(Program {

@@ -93,8 +93,12 @@ codes! {
     StateValue => "rulec::state-value",
     /// A redis `push` onto a profile list of a value the list does not accept.
     ListValue => "rulec::list-value",
-    /// `repeat` without `count`, a `count` out of range, or `every` missing or not positive.
+    /// `repeat` without `count`, a `count` out of range, `every` or `period` missing or not positive, or both set.
     Repeat => "rulec::repeat",
+    /// A `per` key that is empty or reads `state()`.
+    Per => "rulec::per",
+    /// A `per` key that is a constant: every event has one key.
+    PerConstant => "rulec::per-constant",
     /// `durable` on a step whose `after` is absent or zero.
     DurableWithoutAfter => "rulec::durable-without-after",
     /// `durable` on a `[[rule.finally]]` step: finally steps are never durable.

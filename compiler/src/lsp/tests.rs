@@ -89,7 +89,7 @@ fn completion_at_each_level() {
         "{step_keys:?}"
     );
     let repeat = labels_at("[[rule]]\nname = \"r\"\nrepeat = { |}\n");
-    assert_eq!(repeat, ["count", "every"]);
+    assert_eq!(repeat, ["count", "every", "period"]);
     let durations = labels_at(&format!("{STEP}do = \"redis\"\nafter = \"|\"\n"));
     assert!(durations.contains(&"30s".to_string()), "{durations:?}");
     let kinds = labels_at(&format!("{STEP}do = \"|\"\n"));

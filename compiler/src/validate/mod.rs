@@ -17,6 +17,7 @@ mod catalogue;
 mod checker;
 mod duration;
 mod input;
+mod per;
 mod profile;
 mod rule;
 mod step;
@@ -136,8 +137,10 @@ pub struct CheckedRule {
     pub debounce_ns: u64,
     /// `for` (docs/semantics.md#hold); 0 means none.
     pub hold_ns: u64,
-    /// `{ count: 1, every_ns: 0 }` when the rule has no `repeat`.
+    /// [`Repeat::ONCE`] when the rule has no `repeat`.
     pub repeat: Repeat,
+    /// `per` (docs/rules.md#keyed-runs): the key's expression.
+    pub per: Option<CheckedExpr>,
     pub when: Option<CheckedExpr>,
     pub steps: Vec<CheckedStep>,
     /// `[[rule.finally]]`, never durable (docs/rules.md#finally).

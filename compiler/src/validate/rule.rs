@@ -52,6 +52,7 @@ impl<'i> RuleChecker<'_, 'i> {
         );
         let hold_ns = self.hold(table, &debounce_ns);
         let repeat = self.repeat(table);
+        let per = self.per(table);
         let inputs = self.inputs(table);
         self.uses.inputs_failed = inputs.is_none();
         let steps = self.steps(table, &header);
@@ -67,6 +68,7 @@ impl<'i> RuleChecker<'_, 'i> {
             Ok(debounce_ns),
             Ok(hold_ns),
             Some(repeat),
+            Ok(per),
             Some(inputs),
             Some(steps),
             Some(finally),
@@ -77,6 +79,7 @@ impl<'i> RuleChecker<'_, 'i> {
             debounce_ns,
             hold_ns,
             repeat,
+            per,
             inputs,
             steps,
             finally,
@@ -102,6 +105,7 @@ impl<'i> RuleChecker<'_, 'i> {
             debounce_ns: debounce_ns.unwrap_or(0),
             hold_ns: hold_ns.unwrap_or(0),
             repeat,
+            per,
             when,
             steps,
             finally,
@@ -387,95 +391,126 @@ impl<'i> RuleChecker<'_, 'i> {
     /// `None` on error; one pass when absent.
     pub(super) fn repeat(&mut self, table: &Table<'i>) -> Option<Repeat> {
         let Some(e) = entry(table, "repeat") else {
-            return Some(Repeat {
-                count: 1,
-                every_ns: 0,
-            });
+            return Some(Repeat::ONCE);
         };
         let DeValue::Table(repeat) = e.value.get_ref() else {
             self.wrong_type(
                 "repeat",
                 e.value,
-                "a table `{ count, every }`",
+                "a table `{ count, every }` or `{ count, period }`",
                 Some("e.g. `repeat = { count = 3, every = \"10s\" }`"),
             );
             return None;
         };
-        let count = match self.integer(repeat, "count") {
-            None => {
-                if entry(repeat, "count").is_none() {
-                    self.error_help(
-                        Code::Repeat,
-                        "`repeat` needs a `count`".to_string(),
-                        e.value.span(),
-                        "no `count`",
-                        "write e.g. `repeat = { count = 3, every = \"10s\" }` (count >= 1), or remove `repeat` for one pass",
-                    );
-                }
-                None
-            }
-            Some((count, span)) => match u32::try_from(count) {
-                Ok(count) if count >= 1 => Some(count),
-                _ => {
-                    let bound = if count < 1 {
-                        "at least 1".to_string()
-                    } else {
-                        format!("at most {}", u32::MAX)
-                    };
-                    self.error_help(
-                        Code::Repeat,
-                        format!("`repeat.count` must be {bound}, found {count}"),
-                        span,
-                        "out of range",
-                        "`count` is the number of passes in all; 1 means no repetition",
-                    );
-                    None
-                }
-            },
-        };
-        // `every` is read (and a malformed one reported) even when `count`
-        // failed, so both problems show at once.
+        let count = self.repeat_count(repeat, e.value.span());
+        // `every` and `period` are read (and a malformed one reported) even
+        // when `count` failed, so every problem shows at once.
         let every = self.duration(repeat, "every");
+        let period = self.duration(repeat, "period");
         let count = count?;
-        match every {
-            None if entry(repeat, "every").is_some() => None,
+        if let (Some((_, every_span)), Some((_, period_span))) = (&every, &period) {
+            self.push(
+                Diagnostic::error(Code::Repeat, "`repeat` sets both `every` and `period`")
+                    .at(every_span.clone(), "every: the pause after a pass")
+                    .with_related(
+                        &self.file.name,
+                        period_span.clone(),
+                        "period: from one pass's start to the next's",
+                    )
+                    .with_help(
+                        "keep `every` to pause after each pass, or `period` to start one every \
+                         period (a horn pulsing on a beat)",
+                    ),
+            );
+            return None;
+        }
+        let (gap, key) = match (every, period) {
+            (Some(every), None) => (Some(every), "every"),
+            (None, Some(period)) => (Some(period), "period"),
+            _ => (None, "every"),
+        };
+        let unreadable = entry(repeat, "every").is_some() || entry(repeat, "period").is_some();
+        match gap {
+            None if unreadable => None,
             None if count > 1 => {
                 self.error_help(
                     Code::Repeat,
-                    format!("`repeat` with `count = {count}` needs `every`"),
+                    format!("`repeat` with `count = {count}` needs `every` or `period`"),
                     e.value.span(),
-                    "no `every`",
-                    "add the pause between passes, e.g. `every = \"10s\"`",
+                    "no `every` or `period`",
+                    "add the pause after each pass, e.g. `every = \"10s\"`, or the time from one \
+                     pass's start to the next's, e.g. `period = \"1s\"`",
                 );
                 None
             }
-            None => Some(Repeat { count, every_ns: 0 }),
+            None => Some(Repeat {
+                count,
+                ..Repeat::ONCE
+            }),
             Some((nanos, span)) if nanos <= 0 && count > 1 => {
                 self.error_help(
                     Code::Repeat,
-                    "`repeat.every` must be positive".to_string(),
+                    format!("`repeat.{key}` must be positive"),
                     span,
                     "not positive",
-                    "write the pause between passes, e.g. `every = \"10s\"`",
+                    match key {
+                        "period" => "write the time from one pass's start to the next's, e.g. `period = \"1s\"`",
+                        _ => "write the pause between passes, e.g. `every = \"10s\"`",
+                    },
                 );
                 None
             }
-            Some((nanos, span)) => {
-                if count == 1 {
-                    self.push(
-                        Diagnostic::warning(
-                            Code::RepeatEveryUnused,
-                            "`repeat.every` has no effect with `count = 1`",
-                        )
-                        .at(span, "never used")
-                        .with_help("raise `count`, or remove `repeat`"),
-                    );
-                    return Some(Repeat { count, every_ns: 0 });
-                }
+            Some((_, span)) if count == 1 => {
+                self.push(
+                    Diagnostic::warning(
+                        Code::RepeatEveryUnused,
+                        format!("`repeat.{key}` has no effect with `count = 1`"),
+                    )
+                    .at(span, "never used")
+                    .with_help("raise `count`, or remove `repeat`"),
+                );
                 Some(Repeat {
                     count,
-                    every_ns: nanos.unsigned_abs(),
+                    ..Repeat::ONCE
                 })
+            }
+            Some((nanos, _)) if key == "period" => {
+                Some(Repeat::period(count, nanos.unsigned_abs()))
+            }
+            Some((nanos, _)) => Some(Repeat::every(count, nanos.unsigned_abs())),
+        }
+    }
+
+    /// `repeat.count`: at least 1; `None` once reported.
+    fn repeat_count(&mut self, repeat: &Table<'i>, table_span: Range<usize>) -> Option<u32> {
+        let Some((count, span)) = self.integer(repeat, "count") else {
+            if entry(repeat, "count").is_none() {
+                self.error_help(
+                    Code::Repeat,
+                    "`repeat` needs a `count`".to_string(),
+                    table_span,
+                    "no `count`",
+                    "write e.g. `repeat = { count = 3, every = \"10s\" }` (count >= 1), or remove `repeat` for one pass",
+                );
+            }
+            return None;
+        };
+        match u32::try_from(count) {
+            Ok(count) if count >= 1 => Some(count),
+            _ => {
+                let bound = if count < 1 {
+                    "at least 1".to_string()
+                } else {
+                    format!("at most {}", u32::MAX)
+                };
+                self.error_help(
+                    Code::Repeat,
+                    format!("`repeat.count` must be {bound}, found {count}"),
+                    span,
+                    "out of range",
+                    "`count` is the number of passes in all; 1 means no repetition",
+                );
+                None
             }
         }
     }

@@ -40,6 +40,8 @@ impl Engine {
             return;
         };
         let (rule, serial) = (owner.rule as usize, owner.serial);
+        // A keyed rule: the run's key into the slot (docs/rules.md#keyed-runs).
+        self.focus_run(rule, serial);
         if !self.stopped && self.is_draining(rule, serial, job) {
             // Whatever its outcome: the finally steps follow it.
             self.finally_after_drain(rule, now);
@@ -69,6 +71,7 @@ impl Engine {
             return;
         };
         let rule = owner.rule as usize;
+        self.focus_run(rule, owner.serial);
         let refused = SubmitOutcome::Refused;
         self.traces
             .step_handled(rule, owner.serial, owner.at(), refused);

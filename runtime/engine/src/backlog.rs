@@ -107,6 +107,10 @@ impl Engine {
         let mut left = room;
         while let Some((lane, rule, run)) = self.due.pop_first(&left) {
             let rule = rule as usize;
+            // A keyed rule: the run's key into the slot (docs/rules.md#keyed-runs).
+            self.focus_where(rule, |state| {
+                state.run.as_ref().is_some_and(|live| live.id == run)
+            });
             let Some(live) = self
                 .rules
                 .get_mut(rule)

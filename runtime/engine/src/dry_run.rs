@@ -45,7 +45,10 @@ impl Engine {
     pub fn dry_run(&self, name: &str, event: &Event, now: Now) -> Option<DryRun> {
         let rule = self.rule_index(name)?;
         let spec = &self.payload.rules[rule];
-        let state = &self.rules[rule];
+        // A keyed rule: the state of the event's key, fresh when it has
+        // none yet (docs/rules.md#keyed-runs).
+        let fresh = crate::rule_state::RuleState::idle(self.rules[rule].enabled);
+        let state = self.key_state(rule, event).unwrap_or(&fresh);
         let matched = spec.on.iter().any(|pattern| pattern.matches(&event.topic));
         let cancels = state.enabled && spec.cancel_on().iter().any(|p| p.matches(&event.topic));
         let when = spec

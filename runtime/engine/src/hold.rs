@@ -136,15 +136,19 @@ impl Engine {
             let Some(rule) = self.hold_watchers.rule(pair, i) else {
                 continue;
             };
-            let (Some(hold), Some(program)) =
-                (self.rules[rule].hold(), payload.rules[rule].when.as_ref())
-            else {
+            let Some(program) = payload.rules[rule].when.as_ref() else {
                 continue;
             };
-            let event = Arc::clone(hold.event());
-            if self.eval(rule, None, program, &event) != Ok(true) {
-                self.hold_cancel(rule);
-            }
+            // Each key's hold (docs/rules.md#keyed-runs).
+            self.each_key(rule, |engine| {
+                let Some(hold) = engine.rules[rule].hold() else {
+                    return;
+                };
+                let event = Arc::clone(hold.event());
+                if engine.eval(rule, None, program, &event) != Ok(true) {
+                    engine.hold_cancel(rule);
+                }
+            });
         }
     }
 }

@@ -10,7 +10,8 @@
 //! [`Engine::next_deadline`] and then calls [`Engine::handle_timeout`].
 //!
 //! Every parked run is one small struct in its rule's slot plus the
-//! `Arc<Event>` that triggered it. A rule has at most one live run: every
+//! `Arc<Event>` that triggered it. A rule has at most one live run (one
+//! per key with `per`, the keys' states kept by `keyed`): every
 //! concurrency policy ends or refuses the old run before a new one starts.
 //!
 //! See docs/engine.md for the driver's contract.
@@ -40,6 +41,7 @@ mod index;
 mod input;
 mod inspect;
 mod key_table;
+mod keyed;
 mod memory;
 mod overrides;
 mod record;
@@ -73,6 +75,7 @@ pub use effect::{
 pub use envelope_state::EnvelopeCounts;
 pub use input::INPUT_SKIPPED_CODE;
 pub use inspect::{HoldView, RuleView, RunPhase, RunView, RunningHold, WaitingStep};
+pub use keyed::{MAX_KEYS, MAX_KEY_BYTES};
 pub use memory::{estimated_heap, mebibytes, MEMORY_BUDGET};
 pub use overrides::{EnableChange, UnknownRule};
 pub use record::{PendingRecord, RecordError, Replay, PENDING_HASH};
@@ -118,7 +121,7 @@ pub struct Counters {
     pub retried: u64,
     /// Armed timers: step waits, repeat gaps, debounce windows, holds.
     pub pending: u64,
-    /// Rules with a live run (a rule has at most one).
+    /// Live runs (a rule has at most one, one per key with `per`).
     pub runs_active: u64,
     /// Actions a guard refused (docs/safety.md#guards).
     pub guarded: u64,
@@ -127,6 +130,9 @@ pub struct Counters {
     /// Triggers a tripped breaker refused, the trip included
     /// (docs/safety.md#the-breaker).
     pub tripped: u64,
+    /// Keys of keyed rules forgotten to make room for a new one
+    /// (docs/rules.md#keyed-runs).
+    pub keys_forgotten: u64,
 }
 
 /// The log line `code` of a `when` that failed to evaluate: the simulator
@@ -154,7 +160,7 @@ pub struct RuleStats {
     pub last_fire_ms: Option<i64>,
     /// `when` evaluation errors.
     pub errors: u64,
-    /// 0 or 1: a rule has at most one live run.
+    /// 0 or 1: a rule has at most one live run (one per key with `per`).
     pub active_runs: u64,
 }
 
@@ -175,6 +181,8 @@ pub struct Engine {
     bus: bus::BusState,
     /// Per state pair, the rules with `for` whose `when` reads it.
     hold_watchers: hold::Watchers,
+    /// Keyed rules' keys (`per`): the states not in their slot.
+    keys: keyed::Keys,
     timers: Timers,
     /// Jobs handed over and not yet finished.
     jobs: fast_hash::FastMap<u64, JobOwner>,
@@ -209,6 +217,7 @@ impl Engine {
         let state = vec![String::new(); inputs.watched().len()];
         let bus = bus::BusState::new(&payload, &config, &inputs);
         let hold_watchers = hold::watchers(&payload);
+        let keys = keyed::Keys::new(&payload);
         let traces = Traces::new(config.traces, config.trace_memory);
         let when_plans = when_plans::WhenPlans::new(&payload);
         let envelope = envelope_state::EnvelopeState::new(&payload);
@@ -221,6 +230,7 @@ impl Engine {
             inputs,
             bus,
             hold_watchers,
+            keys,
             timers: Timers::default(),
             jobs: fast_hash::FastMap::default(),
             due: backlog::DueBacklog::default(),
@@ -258,6 +268,8 @@ impl Engine {
             }
             self.timers.disarm();
             let rule = fired.rule as usize;
+            // A keyed rule's timer: its key's state into the slot first.
+            self.focus_timer(&fired);
             match fired.kind {
                 TimerKind::Debounce => {
                     if let Some(held) = self.rules[rule].take_debounce() {
@@ -309,23 +321,7 @@ impl Engine {
         self.stopped = true;
         self.due.clear();
         for rule in 0..self.rules.len() {
-            let state = &mut self.rules[rule];
-            state.drop_waiting();
-            if let Some(run) = state.run.take() {
-                let name = self.name(rule);
-                self.traces.run_stopped(rule, run.serial);
-                if run.owns_record {
-                    self.note(Note::RecordKept {
-                        run: Arc::clone(&run.id),
-                        rule: Arc::clone(&name),
-                    });
-                }
-                self.note(Note::RunEnd {
-                    run: run.id,
-                    rule: name,
-                    reason: EndReason::Stopped,
-                });
-            }
+            self.each_key(rule, |engine| engine.stop_run(rule));
         }
         self.timers.clear();
     }
@@ -343,12 +339,14 @@ impl Engine {
         let payload = Arc::clone(&self.payload);
         let mut queued = 0;
         for (rule, spec) in payload.rules.iter().enumerate() {
-            let fire_at = match self.rules.get(rule).and_then(|state| state.run.as_ref()) {
-                Some(run) if run.owns_record => run.fire_at,
-                _ => continue,
-            };
-            self.put_record(rule, &spec.source, fire_at, RecordWrite::Again);
-            queued += 1;
+            self.each_key(rule, |engine| {
+                let fire_at = match engine.rules[rule].run.as_ref() {
+                    Some(run) if run.owns_record => run.fire_at,
+                    _ => return,
+                };
+                engine.put_record(rule, &spec.source, fire_at, RecordWrite::Again);
+                queued += 1;
+            });
         }
         queued
     }
@@ -365,10 +363,13 @@ impl Engine {
             return 0;
         }
         self.due.shift(delta_ms);
-        for state in &mut self.rules {
-            if let Some(run) = state.run.as_mut().filter(|run| run.owns_record) {
-                run.fire_at = run.fire_at.saturating_add(delta_ms);
-            }
+        for rule in 0..self.rules.len() {
+            self.each_key(rule, |engine| {
+                let state = &mut engine.rules[rule];
+                if let Some(run) = state.run.as_mut().filter(|run| run.owns_record) {
+                    run.fire_at = run.fire_at.saturating_add(delta_ms);
+                }
+            });
         }
         self.rewrite_records()
     }
@@ -389,7 +390,8 @@ impl Engine {
         Counters {
             rules: self.indexes.live_rules,
             pending: self.timers.armed() as u64,
-            runs_active: self.rules.iter().filter(|r| r.run.is_some()).count() as u64,
+            runs_active: self.all_states().filter(|(_, r)| r.run.is_some()).count() as u64,
+            keys_forgotten: self.keys.forgotten,
             ..self.counters
         }
     }
@@ -398,7 +400,7 @@ impl Engine {
     /// repeat gap, acting, or queued in the pool (for the simulator's `end`
     /// line, docs/simulation.md#output).
     pub fn live_runs(&self) -> impl Iterator<Item = LiveRun> + '_ {
-        self.rules.iter().enumerate().filter_map(|(rule, state)| {
+        self.all_states().filter_map(|(rule, state)| {
             state.run.as_ref().map(|run| LiveRun {
                 rule: self.name_of(rule),
                 run: Arc::clone(&run.id),
@@ -411,16 +413,14 @@ impl Engine {
 
     /// The rules holding an event in a debounce window, in bundle order.
     pub fn held(&self) -> impl Iterator<Item = &str> + '_ {
-        self.rules
-            .iter()
-            .zip(self.payload.rules.iter())
-            .filter(|(state, _)| state.debounce().is_some())
-            .map(|(_, rule)| &*rule.name)
+        self.all_states()
+            .filter(|(_, state)| state.debounce().is_some())
+            .filter_map(|(rule, _)| self.payload.rules.get(rule).map(|rule| &*rule.name))
     }
 
     /// Per-rule stats, by bundle position.
     pub fn rule_stats(&self, rule: usize) -> Option<RuleStats> {
-        self.rules.get(rule).map(RuleState::stats)
+        self.keyed_stats(rule)
     }
 
     /// The position of a rule in the bundle by name.
@@ -559,18 +559,10 @@ impl Engine {
         }
     }
 
+    /// Whether the timer's owner (its rule's slot, or one of its keys)
+    /// still waits for it.
     fn timer_is_live(&self, entry: &timers::Entry) -> bool {
-        let state = &self.rules[entry.rule as usize];
-        match entry.kind {
-            TimerKind::Debounce => state.debounce().map(|d| d.token) == Some(entry.token),
-            TimerKind::Hold => state.hold().and_then(hold::Hold::token) == Some(entry.token),
-            TimerKind::Run => state.run.as_ref().is_some_and(|run| match run.phase {
-                Phase::Waiting { token } | Phase::Gap { token } | Phase::Due { token } => {
-                    token == entry.token
-                }
-                Phase::Acting { .. } | Phase::Draining { .. } | Phase::Deciding => false,
-            }),
-        }
+        self.timer_owned(entry)
     }
 
     fn arm(&mut self, deadline: Time, rule: usize, kind: TimerKind) -> u64 {

@@ -79,12 +79,15 @@ impl Engine {
         }
         self.rules[rule].enabled = enabled;
         if !enabled {
-            self.hold_cancel(rule);
-            let state = &mut self.rules[rule];
-            state.clear_backlog();
-            if state.take_debounce().is_some() {
-                self.timers.disarm();
-            }
+            // Every key of a keyed rule (docs/rules.md#keyed-runs).
+            self.each_key(rule, |engine| {
+                engine.hold_cancel(rule);
+                let state = &mut engine.rules[rule];
+                state.clear_backlog();
+                if state.take_debounce().is_some() {
+                    engine.timers.disarm();
+                }
+            });
         }
         self.reindex();
         Ok(EnableChange::Changed)

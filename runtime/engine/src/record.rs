@@ -12,7 +12,10 @@ use serde::{Deserialize, Serialize};
 pub const PENDING_HASH: &str = "extensions:pending";
 
 /// The JSON value of one pending record:
-/// `{"id", "rule", "source", "step", "iter", "fire-at", "fingerprint", "event"}`.
+/// `{"id", "rule", "source", "step", "iter", "fire-at", "fingerprint", "event"}`,
+/// and `"key"` when the rule is keyed (`per`, docs/rules.md#keyed-runs). A
+/// record without `key` (written before keys existed, or by an unkeyed
+/// rule) reads as it always did; one with it resumes on that key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingRecord {
     /// The run id, `<rule>#<epoch>-<n>`; also the hash field.
@@ -31,6 +34,9 @@ pub struct PendingRecord {
     pub fingerprint: String,
     /// The event that triggered the run.
     pub event: Event,
+    /// The run's key, for a rule with `per`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// A replay decided and not yet fully acted on ([`crate::Engine::replay_start`]):
@@ -165,6 +171,8 @@ pub(crate) struct RecordRef<'a> {
     pub fire_at: i64,
     pub fingerprint: &'a str,
     pub event: &'a Event,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<&'a str>,
 }
 
 /// Whether a record's `fingerprint` (32 lowercase hex characters) is
@@ -235,6 +243,7 @@ mod tests {
     #[test]
     fn round_trips_with_the_design_field_names() {
         let record = PendingRecord {
+            key: None,
             id: "r#e-1".into(),
             rule: "r".into(),
             source: "a.toml".into(),

@@ -65,15 +65,26 @@ impl Engine {
             return summary;
         }
         for (rule, target) in targets.iter().enumerate() {
-            if self.rules[rule].run.is_none() {
-                continue;
-            }
-            match self.run_refusal(rule, target.map(|index| &payload.rules[index])) {
-                Some(reason) => {
-                    self.end_for_reload(rule, reason);
-                    summary.runs_ended += 1;
+            let new = target.map(|index| &payload.rules[index]);
+            // Every key's run of a keyed rule (docs/rules.md#keyed-runs).
+            self.each_key(rule, |engine| {
+                if engine.rules[rule].run.is_none() {
+                    return;
                 }
-                None => summary.runs_kept += 1,
+                match engine.run_refusal(rule, new) {
+                    Some(reason) => {
+                        engine.end_for_reload(rule, reason);
+                        summary.runs_ended += 1;
+                    }
+                    None => summary.runs_kept += 1,
+                }
+            });
+            if new.is_some_and(|new| new.per().is_none()) && self.keys.is_keyed(rule) {
+                // One key from now on: the slot's run goes on, the other
+                // keys' runs end as a second run of the rule would.
+                let ended = self.end_parked_runs(rule);
+                summary.runs_kept -= ended;
+                summary.runs_ended += ended;
             }
         }
         let timers = self.remapped_timers(&targets, &payload);
@@ -119,7 +130,7 @@ impl Engine {
     /// the log names the replay reason, and an action it handed over still
     /// runs (its report is then only counted). The rule's backlog is kept
     /// for [`Engine::after_reload`].
-    fn end_for_reload(&mut self, rule: usize, reason: ReplayDropReason) {
+    pub(crate) fn end_for_reload(&mut self, rule: usize, reason: ReplayDropReason) {
         let Some(run) = self.rules[rule].run.take() else {
             return;
         };
@@ -187,6 +198,7 @@ impl Engine {
                 spec.hold_ns() > 0,
             );
             self.rules[rule].carry_into(&mut next.rules[target], settings);
+            self.carry_keys(rule, next, target, settings);
         }
         next.jobs = self
             .jobs

@@ -3,13 +3,14 @@
 //! replay window), one kept per rule by its concurrency policy, and
 //! resumed as runs under their own ids; the rest removed with a reason.
 
+use crate::keyed::Focus;
 use crate::record::{self, ReplayAction};
 use crate::time::nanos_to_millis_ceil;
 use crate::{
     DropReason, Effect, Engine, Level, LogLine, Note, Now, PendingRecord, RecordError, Replay,
     ReplayDropReason,
 };
-use rulecore::bundle::{Concurrency, Rule, Step};
+use rulecore::bundle::{Concurrency, Payload, Rule, Step};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -171,28 +172,12 @@ impl Engine {
                 )
             })
             .collect();
-        let mut winner: HashMap<usize, usize> = HashMap::new();
-        for (position, verdict) in verdicts.iter().enumerate() {
-            if let (Some(rule), None) = *verdict {
-                match payload.rules[rule].concurrency {
-                    // `restart` keeps the later record.
-                    Concurrency::Restart => {
-                        winner.insert(rule, position);
-                    }
-                    // `drop` and `queue` keep the first.
-                    Concurrency::Drop | Concurrency::Queue => {
-                        winner.entry(rule).or_insert(position);
-                    }
-                }
-            }
-        }
+        let kept = kept_by_policy(&payload, &records, &verdicts);
         let mut actions: Vec<ReplayAction> = verdicts
             .into_iter()
             .enumerate()
             .map(|(position, verdict)| match verdict {
-                (Some(rule), None) if winner.get(&rule) == Some(&position) => {
-                    ReplayAction::Resume(rule)
-                }
+                (Some(rule), None) if kept[position] => ReplayAction::Resume(rule),
                 (Some(_), None) => ReplayAction::Remove(ReplayDropReason::Concurrency),
                 (_, reason) => ReplayAction::Remove(reason.unwrap_or(ReplayDropReason::RuleGone)),
             })
@@ -315,6 +300,15 @@ impl Engine {
     /// A replayed record resumes as a run under its own id, on its pass:
     /// overdue steps run now, others wait out what is left.
     pub(crate) fn resume(&mut self, rule: usize, record: PendingRecord, now: Now) {
+        // A keyed rule's run goes back on its key (an old record without
+        // one: the empty key).
+        if self.payload.rules[rule].per().is_some() {
+            let key: Arc<str> = record.key.as_deref().unwrap_or("").into();
+            if self.focus_key(rule, &key, true, now) != Focus::Ready {
+                self.replay_drop(&record, ReplayDropReason::Concurrency);
+                return;
+            }
+        }
         if self.rules[rule].run.is_some() {
             // Replay after events: the live run wins; the record is dropped.
             self.replay_drop(&record, ReplayDropReason::Concurrency);
@@ -339,6 +333,7 @@ impl Engine {
         if let Some(run) = self.rules[rule].run.as_mut() {
             run.owns_record = true;
             run.fire_at = record.fire_at;
+            run.pass_start = now.time;
         }
         self.trace_run_started(rule, now, true);
         let left_ms = record.fire_at.saturating_sub(now.wall_ms);
@@ -352,4 +347,46 @@ impl Engine {
             self.wait_until(rule, now.time.plus_nanos(left_ns), true, now);
         }
     }
+}
+
+/// Which valid records each rule's concurrency policy keeps, one per rule,
+/// or per rule and key for a keyed rule (docs/rules.md#keyed-runs):
+/// `restart` the later record, `drop` and `queue` the first.
+fn kept_by_policy(
+    payload: &Payload,
+    records: &[PendingRecord],
+    verdicts: &[record::Verdict],
+) -> Vec<bool> {
+    fn key_of<'r>(
+        payload: &Payload,
+        rule: usize,
+        record: &'r PendingRecord,
+    ) -> (usize, Option<&'r str>) {
+        let keyed = payload.rules[rule].per().is_some();
+        (rule, record.key.as_deref().filter(|_| keyed))
+    }
+    let mut winner: HashMap<(usize, Option<&str>), usize> = HashMap::new();
+    for (position, verdict) in verdicts.iter().enumerate() {
+        if let (Some(rule), None) = *verdict {
+            let key = key_of(payload, rule, &records[position]);
+            match payload.rules[rule].concurrency {
+                Concurrency::Restart => {
+                    winner.insert(key, position);
+                }
+                Concurrency::Drop | Concurrency::Queue => {
+                    winner.entry(key).or_insert(position);
+                }
+            }
+        }
+    }
+    verdicts
+        .iter()
+        .enumerate()
+        .map(|(position, verdict)| match *verdict {
+            (Some(rule), None) => {
+                winner.get(&key_of(payload, rule, &records[position])) == Some(&position)
+            }
+            _ => false,
+        })
+        .collect()
 }

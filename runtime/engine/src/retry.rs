@@ -53,6 +53,7 @@ impl Engine {
             return;
         };
         let rule = owner.rule as usize;
+        self.focus_run(rule, owner.serial);
         let name = self.name(rule);
         let at = owner.at();
         if self.stopped || !self.is_acting(rule, owner.serial, job) {

@@ -54,6 +54,9 @@ pub(crate) struct Run {
     /// Times the current step was tried again after Redis refused its
     /// action whole ([`crate::retry`]).
     pub(crate) retries: u8,
+    /// When its current pass started: `repeat.period` counts from here
+    /// (docs/rules.md#repeat).
+    pub(crate) pass_start: Time,
 }
 
 /// Who a job handed over belongs to: its rule, its run's serial, and its
@@ -148,6 +151,7 @@ impl Engine {
             owns_record: false,
             fire_at: 0,
             retries: 0,
+            pass_start: Time::ZERO,
         }));
     }
 
@@ -161,6 +165,9 @@ impl Engine {
         };
         // A new step: its own retries (docs/semantics.md#an-action-redis-refused-whole).
         run.retries = 0;
+        if run.step == 0 && !run.finally {
+            run.pass_start = now.time;
+        }
         let Some(step) = run.step_of(spec) else {
             // Only a rule without steps gets here; the compiler forbids it.
             let reason = finally::walked_past(run);
@@ -230,6 +237,9 @@ impl Engine {
             fire_at,
             fingerprint: &fingerprint,
             event: &run.event,
+            // A keyed rule's run is in its slot whenever it acts: the
+            // slot's key is the run's (docs/rules.md#keyed-runs).
+            key: self.keys.current(rule).map(|key| &**key),
         };
         match serde_json::to_string(&record) {
             Ok(json) => {
@@ -483,17 +493,21 @@ impl Engine {
             run.step += 1;
             self.enter_step(rule, now);
         } else if run.pass.saturating_add(1) < spec.repeat().count {
-            if spec.repeat().every_ns == 0 {
+            // `period` counts from the pass's start: a pass that took longer
+            // is followed at once, never overlapped or skipped
+            // (docs/rules.md#repeat); `every` is the pause after the pass.
+            let repeat = spec.repeat();
+            let next = match repeat.period_ns {
+                0 => now.time.plus_nanos(repeat.every_ns),
+                period => run.pass_start.plus_nanos(period),
+            };
+            if next <= now.time {
                 run.pass += 1;
                 run.step = 0;
                 self.enter_step(rule, now);
             } else {
                 // The gap between passes is a plain timer: not durable.
-                let token = self.arm(
-                    now.time.plus_nanos(spec.repeat().every_ns),
-                    rule,
-                    TimerKind::Run,
-                );
+                let token = self.arm(next, rule, TimerKind::Run);
                 if let Some(run) = self.rules[rule].run.as_mut() {
                     run.phase = Phase::Gap { token };
                 }
@@ -547,5 +561,30 @@ impl Engine {
         if let Some(next) = self.rules[rule].pop_backlog() {
             self.start_run(rule, next, now);
         }
+    }
+}
+
+impl Engine {
+    /// Stop (docs/service.md#start-and-stop) for the state in `rule`'s
+    /// slot: waiting parts dropped, the run ended, its record kept.
+    pub(crate) fn stop_run(&mut self, rule: usize) {
+        let state = &mut self.rules[rule];
+        state.drop_waiting();
+        let Some(run) = state.run.take() else {
+            return;
+        };
+        let name = self.name(rule);
+        self.traces.run_stopped(rule, run.serial);
+        if run.owns_record {
+            self.note(Note::RecordKept {
+                run: Arc::clone(&run.id),
+                rule: Arc::clone(&name),
+            });
+        }
+        self.note(Note::RunEnd {
+            run: run.id,
+            rule: name,
+            reason: EndReason::Stopped,
+        });
     }
 }

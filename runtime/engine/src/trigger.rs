@@ -5,6 +5,7 @@
 //! run started, restarted or queued.
 
 use crate::decide::{self, Verdict, WhenResult};
+use crate::keyed::Focus;
 use crate::rule_state::{Debounce, Fired};
 use crate::timers::TimerKind;
 use crate::{EndReason, Engine, Level, NonFireReason, Note, Now, TriggerOutcome};
@@ -73,7 +74,9 @@ impl Engine {
         // a rule with the topic in both `on` and `cancel-on` is stopped
         // before it starts again.
         for &rule in &cancels {
-            self.cancel_rule(rule as usize, now);
+            // Every key of a keyed rule (docs/rules.md#keyed-runs).
+            let rule = rule as usize;
+            self.each_key(rule, |engine| engine.cancel_rule(rule, now));
         }
         let mut matches = cancels;
         self.indexes.on.lookup(&event.topic, &mut matches);
@@ -196,6 +199,9 @@ impl Engine {
             }
             WhenResult::of(&result)
         });
+        if spec.per().is_some() && !self.focus_event(rule, event, when.as_ref(), now, seen) {
+            return;
+        }
         let trigger = decide::Trigger {
             spec,
             state: &self.rules[rule],
@@ -209,6 +215,58 @@ impl Engine {
         let verdict = decide::decide(&trigger, |_| 0);
         seen(rule, &verdict);
         self.apply(rule, verdict, Arc::clone(event), now);
+    }
+
+    /// A keyed rule (docs/rules.md#keyed-runs): the event's key into the
+    /// rule's slot. A met trigger tracks a new key; one not met needs only
+    /// a key already tracked (its hold may end). `false`: nothing more to
+    /// do (the key failed, is not tracked, or every key is busy).
+    fn focus_event(
+        &mut self,
+        rule: usize,
+        event: &Arc<Event>,
+        when: Option<&WhenResult>,
+        now: Now,
+        seen: &mut impl FnMut(usize, &Verdict),
+    ) -> bool {
+        let met = matches!(when, None | Some(WhenResult::True));
+        let unmet = match when {
+            Some(WhenResult::Error(_)) => Verdict::WhenError,
+            _ => Verdict::WhenFalse,
+        };
+        let key = match self.event_key(rule, event) {
+            Ok(key) => key,
+            Err(error) => {
+                if met {
+                    self.non_fire(rule, NonFireReason::WhenError, event, now, Some(&error));
+                }
+                seen(rule, &Verdict::WhenError);
+                return false;
+            }
+        };
+        match self.focus_key(rule, &key, met, now) {
+            Focus::Ready => true,
+            Focus::Absent => {
+                seen(rule, &unmet);
+                false
+            }
+            Focus::Full => {
+                seen(rule, &Verdict::Refused { backlog: 0 });
+                self.counters.refused += 1;
+                self.trigger_note(rule, TriggerOutcome::Refused, event, now);
+                let name = self.name(rule);
+                let max = crate::keyed::MAX_KEYS;
+                self.log(
+                    Level::Warn,
+                    Some(name),
+                    None,
+                    format!(
+                        "trigger refused: all {max} keys of the rule are busy (key {key:?} is new)"
+                    ),
+                );
+                false
+            }
+        }
     }
 
     fn cancel_rule(&mut self, rule: usize, now: Now) {

@@ -966,6 +966,7 @@ fn repeat_walks_the_steps_again_with_iter_in_records() {
     r.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 1_000_000_000,
+        period_ns: 0,
     };
     let mut h = H::new(vec![r]);
     h.event("go");
@@ -998,6 +999,7 @@ fn pending_counts_step_waits_repeat_gaps_and_debounce_windows() {
     a.options_mut().repeat = Repeat {
         count: 2,
         every_ns: 1_000_000_000,
+        period_ns: 0,
     };
     let b = rule("b", &["b"], vec![push("y", 5_000)]);
     let mut c = rule("c", &["c"], vec![push("z", 0)]);
@@ -1021,6 +1023,7 @@ fn record(
     fp: Fingerprint,
 ) -> PendingRecord {
     PendingRecord {
+        key: None,
         id: id.into(),
         rule: rule.into(),
         source: "test.toml".into(),
@@ -1253,6 +1256,7 @@ fn a_replayed_run_continues_on_its_pass_and_keeps_its_id() {
     r.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 1_000_000_000,
+        period_ns: 0,
     };
     let mut h = H::new(vec![r]);
     replay(
@@ -1520,6 +1524,7 @@ fn chaos_rules() -> Vec<Rule> {
     c.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 400_000_000,
+        period_ns: 0,
     };
     let mut d = rule("d", &["y"], vec![push("d", 1_500)]);
     d.when = Some(Box::new(when_parked()));
@@ -2442,6 +2447,7 @@ fn reload_carries_cooldown_debounce_and_counters_and_a_lower_repeat_ends_the_run
     rep.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 1_000_000_000,
+        period_ns: 0,
     };
     let mut h = H::new(vec![rep.clone()]);
     h.event("x");
@@ -2908,6 +2914,7 @@ fn finally_a_cancel_between_repeat_passes_runs_the_finally_steps_on_that_pass() 
     rule.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 2_000_000_000,
+        period_ns: 0,
     };
     let mut h = H::new(vec![rule]);
     h.event("go");

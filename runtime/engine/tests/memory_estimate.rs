@@ -108,6 +108,7 @@ fn varied(n: usize) -> Payload {
                 rule.options_mut().repeat = Repeat {
                     count: 3,
                     every_ns: 2_000_000_000,
+                    period_ns: 0,
                 };
             }
             rule

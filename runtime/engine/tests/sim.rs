@@ -667,6 +667,7 @@ fn a_repeat_gap_and_a_debounce_window_do_not_survive_a_restart() {
     rep.options_mut().repeat = Repeat {
         count: 3,
         every_ns: 2_000_000_000,
+        period_ns: 0,
     };
     let mut deb = go("deb", vec![push("y", 0)]);
     deb.options_mut().debounce_ns = 3_000_000_000;

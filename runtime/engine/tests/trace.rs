@@ -236,6 +236,7 @@ fn errors_are_kept_with_their_text_and_a_rule_keeps_its_last_runs() {
 fn a_replayed_run_is_traced_from_its_resumed_step() {
     let hazards = rule("hazards", vec![push("both", 0), push("off", 10_000)]);
     let record = PendingRecord {
+        key: None,
         id: "hazards#old-7".into(),
         rule: "hazards".into(),
         source: "test.toml".into(),

@@ -291,7 +291,7 @@ pub fn counter_values(c: &Counters, overflow: u64, rejected: u64) -> Vec<(&'stat
 
 /// The engine's counters: the part of [`counter_values`] a stats tick
 /// compares with what it last wrote.
-fn engine_counters(c: &Counters) -> [(&'static str, u64); 8] {
+fn engine_counters(c: &Counters) -> [(&'static str, u64); 9] {
     [
         ("rules", c.rules),
         ("dispatched", c.dispatched),
@@ -301,6 +301,7 @@ fn engine_counters(c: &Counters) -> [(&'static str, u64); 8] {
         ("retried", c.retried),
         ("pending", c.pending),
         ("runs-active", c.runs_active),
+        ("keys-forgotten", c.keys_forgotten),
     ]
 }
 

@@ -73,6 +73,7 @@ fn counters_are_published_in_full_at_start() {
             "dropped",
             "failed",
             "host",
+            "keys-forgotten",
             "overflow",
             "pending",
             "pid",
@@ -1219,6 +1220,7 @@ fn pending_counts_debounce_windows_and_repeat_gaps() {
     repeated.options_mut().repeat = rulecore::bundle::Repeat {
         count: 2,
         every_ns: 60_000 * bundles::MS,
+        period_ns: 0,
     };
     let bundle = bundles::write(
         dir.path(),
@@ -1527,4 +1529,77 @@ fn warn_lines(log: &str, needle: &str) -> usize {
     log.lines()
         .filter(|l| l.contains("WARN") && l.contains(needle))
         .count()
+}
+
+/// A keyed rule (`per = "data.slot"`, docs/rules.md#keyed-runs) on the real
+/// service: the second battery's warning is not swallowed by the first's
+/// cooldown, the first's next one is; a durable step's record carries its
+/// key.
+#[test]
+fn a_keyed_rule_keeps_a_cooldown_per_key_and_its_records_carry_the_key() {
+    use rulecore::bytecode::{Const, Op, Program};
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let per_slot = Program {
+        ops: vec![Op::Data(0)],
+    };
+    let mut warning = bundles::rule(
+        "battery-low",
+        &["battery.charge.changed"],
+        vec![bundles::redis_step("battery-low", "warn", 0)],
+    );
+    warning.options_mut().per = Some(per_slot.clone());
+    warning.options_mut().cooldown_ns = 600_000 * bundles::MS;
+    let mut waiting = bundles::rule(
+        "battery-wait",
+        &["battery.removed"],
+        vec![bundles::redis_step("battery-wait", "late", 600_000)],
+    );
+    waiting.options_mut().per = Some(per_slot);
+    let marker = bundles::rule(
+        "marker",
+        &["marker.go"],
+        vec![bundles::redis_step("marker", "x", 0)],
+    );
+    let consts = vec![Const::Path(vec!["slot".into()])];
+    let bundle = bundles::write(
+        dir.path(),
+        "b",
+        &payload(vec![warning, waiting, marker], vec![], consts),
+    );
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    let charge = |slot: u8| {
+        format!(r#"{{"topic":"battery.charge.changed","to":"9","data":{{"slot":{slot}}}}}"#)
+    };
+    publish(&redis, "battery.charge.changed", &charge(0));
+    wait_for("slot 0 warns", || list(&redis, "battery-low").len() == 1);
+    publish(&redis, "battery.charge.changed", &charge(1));
+    wait_for("slot 1 warns too", || {
+        list(&redis, "battery-low").len() == 2
+    });
+    publish(&redis, "battery.charge.changed", &charge(0));
+    // Events are handled in order: once the marker ran, the third reading
+    // was judged.
+    publish(&redis, "marker.go", r#"{"topic":"marker.go"}"#);
+    wait_for("marker", || list(&redis, "marker").len() == 1);
+    assert_eq!(
+        list(&redis, "battery-low").len(),
+        2,
+        "slot 0's cooldown; log:\n{}",
+        ruled.log_text()
+    );
+
+    publish(
+        &redis,
+        "battery.removed",
+        r#"{"topic":"battery.removed","data":{"slot":1}}"#,
+    );
+    let record = poll(|| {
+        let values: Vec<String> = redis.query(&["HVALS", "extensions:pending"]);
+        values.into_iter().next()
+    })
+    .unwrap_or_else(|| panic!("no record; log:\n{}", ruled.log_text()));
+    let json: serde_json::Value = serde_json::from_str(&record).unwrap();
+    assert_eq!(json["key"], "1", "{record}");
+    assert_eq!(json["rule"], "battery-wait");
 }

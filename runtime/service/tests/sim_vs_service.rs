@@ -188,6 +188,7 @@ played! {
     hazards_on_kickstand => "hazards-on-kickstand" from "fixtures/rules", profile none;
     low_battery_warning => "low-battery-warning" from "fixtures/rules", profile none;
     low_battery_explain => "low-battery-explain" from "fixtures/rules", profile none;
+    battery_critical_per_slot => "battery-critical-per-slot" from "fixtures/rules", profile none;
     battery_low_for => "battery-low-for" from "fixtures/rules";
     engine_power_input => "engine-power-input" from "fixtures/rules";
     bus_librescoot => "bus-librescoot" from "fixtures/rules";
@@ -308,6 +309,7 @@ fn prepare(mut payload: Payload, dir: &Path, action_time_ns: u64) -> Payload {
         rule.options_mut().debounce_ns = scaled_ns(rule.debounce_ns());
         rule.options_mut().hold_ns = scaled_ns(rule.hold_ns());
         rule.options_mut().repeat.every_ns = scaled_ns(rule.repeat().every_ns);
+        rule.options_mut().repeat.period_ns = scaled_ns(rule.repeat().period_ns);
         let name = rule.name.to_string();
         let mut finally = std::mem::take(&mut rule.options_mut().finally);
         // Finally steps (docs/semantics.md#finally) as steps, their

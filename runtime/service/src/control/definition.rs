@@ -58,12 +58,20 @@ fn write_rule(out: &mut String, rule: &Rule, payload: &Payload) -> std::fmt::Res
     }
     let repeat = rule.repeat();
     if repeat.count > 1 {
+        let (key, ns) = match repeat.period_ns {
+            0 => ("every", repeat.every_ns),
+            period => ("period", period),
+        };
         writeln!(
             out,
-            "repeat = {{ count = {}, every = {} }}",
+            "repeat = {{ count = {}, {key} = {} }}",
             repeat.count,
-            duration(repeat.every_ns)
+            duration(ns)
         )?;
+    }
+    if let Some(per) = rule.per() {
+        // docs/rules.md#keyed-runs
+        writeln!(out, "per = {}", expression(per, payload))?;
     }
     for input in rule
         .inputs()
