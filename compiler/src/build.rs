@@ -135,6 +135,7 @@ pub fn assemble_with(
                         .map(|s| lower_step(s, &mut pool))
                         .collect(),
                     protected: rule.protected,
+                    schedule: rule.schedule.clone(),
                 }
                 .boxed(),
             }

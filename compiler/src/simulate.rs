@@ -209,7 +209,7 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         explain: args.explain,
         trace: args.trace,
     };
-    let Ok(timeline) = parse(&text) else {
+    let Ok(timeline) = parse(&text).map(crate::timeline::with_zone) else {
         print_timeline_problems(&args.timeline, &text, None, console)?;
         return Ok(Exit::Failure);
     };

@@ -26,7 +26,7 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// may publish, notify and compute its values ([`Text`],
 /// docs/rules.md#computed-values). 8: a rule's options carry `protected`
 /// ([`RuleOptions::protected`], docs/operating.md#trust).
-pub const FORMAT_VERSION: u16 = 8;
+pub const FORMAT_VERSION: u16 = 9;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
 /// [`crate::payload_decode`].
@@ -206,6 +206,9 @@ pub struct RuleOptions {
     /// request turns the rule off, and no stored override applies to it at
     /// start. Part of no fingerprint: it changes no step.
     pub protected: bool,
+    /// `at` and `every` (docs/rules.md#schedules): the rule's own fires.
+    /// Part of no fingerprint: it changes no step.
+    pub schedule: crate::schedule::Schedule,
 }
 
 impl RuleOptions {
@@ -278,6 +281,14 @@ impl Rule {
     /// `protected = true` (docs/operating.md#trust).
     pub fn protected(&self) -> bool {
         self.options.as_ref().is_some_and(|o| o.protected)
+    }
+
+    /// `at` and `every`, `None` when the rule has neither.
+    pub fn schedule(&self) -> Option<&crate::schedule::Schedule> {
+        self.options
+            .as_ref()
+            .map(|o| &o.schedule)
+            .filter(|schedule| !schedule.is_empty())
     }
 }
 

@@ -92,6 +92,7 @@ impl<'a> Comparison<'a> {
             inputs,
             finally,
             protected,
+            schedule,
         } = old;
         let input = |payload: &'a Payload, i: &u32| payload.inputs.get(*i as usize);
         *cancel_on == new.cancel_on
@@ -106,6 +107,7 @@ impl<'a> Comparison<'a> {
                 .all(|(a, b)| input(self.old, a) == input(self.new, b))
             && self.same_steps(finally, &new.finally)
             && *protected == new.protected
+            && *schedule == new.schedule
     }
 
     fn same_steps(&self, old: &[Step], new: &[Step]) -> bool {

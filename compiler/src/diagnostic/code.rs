@@ -95,6 +95,8 @@ codes! {
     ListValue => "rulec::list-value",
     /// `repeat` without `count`, a `count` out of range, or `every` missing or not positive.
     Repeat => "rulec::repeat",
+    /// `at` not a list of local times `HH:MM[:SS]`, or `every` not a whole number of seconds that divides a day.
+    Schedule => "rulec::schedule",
     /// `durable` on a step whose `after` is absent or zero.
     DurableWithoutAfter => "rulec::durable-without-after",
     /// `durable` on a `[[rule.finally]]` step: finally steps are never durable.

@@ -19,6 +19,7 @@ mod duration;
 mod input;
 mod profile;
 mod rule;
+mod schedule;
 mod step;
 mod template;
 
@@ -136,6 +137,8 @@ pub struct CheckedRule {
     pub hold_ns: u64,
     /// `{ count: 1, every_ns: 0 }` when the rule has no `repeat`.
     pub repeat: Repeat,
+    /// `at` and `every` (docs/rules.md#schedules); empty when neither.
+    pub schedule: rulecore::schedule::Schedule,
     pub when: Option<CheckedExpr>,
     pub steps: Vec<CheckedStep>,
     /// `[[rule.finally]]`, never durable (docs/rules.md#finally).

@@ -46,6 +46,7 @@ mod retry;
 mod rule_state;
 mod run;
 mod run_id;
+pub mod schedule;
 mod time;
 mod timers;
 mod trace;
@@ -183,6 +184,8 @@ pub struct Engine {
     traces: Traces,
     /// Each rule's `when` in the VM's faster form.
     when_plans: when_plans::WhenPlans,
+    /// `at` and `every` (docs/rules.md#schedules).
+    schedules: schedule::Schedules,
 }
 
 impl Engine {
@@ -233,6 +236,7 @@ impl Engine {
             id_scratch: String::new(),
             traces,
             when_plans,
+            schedules: schedule::Schedules::default(),
         }
     }
 
@@ -251,6 +255,7 @@ impl Engine {
             return;
         }
         self.polls_due(now);
+        self.schedules_due(now);
         while let Some(fired) = self.timers.pop_due(now.time) {
             if !self.timer_is_live(&fired) {
                 // Cancelled lazily: the owner moved on.
@@ -308,6 +313,7 @@ impl Engine {
         }
         self.stopped = true;
         self.due.clear();
+        self.schedules_stopped();
         for rule in 0..self.rules.len() {
             let state = &mut self.rules[rule];
             state.drop_waiting();
@@ -364,6 +370,7 @@ impl Engine {
         if delta_ms == 0 {
             return 0;
         }
+        self.schedules_clock_jumped();
         self.due.shift(delta_ms);
         for state in &mut self.rules {
             if let Some(run) = state.run.as_mut().filter(|run| run.owns_record) {

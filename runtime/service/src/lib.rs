@@ -24,6 +24,7 @@ pub mod rebuild;
 pub mod record;
 pub mod record_store;
 pub mod rules_dir;
+pub mod schedule;
 pub mod signals;
 pub mod stats;
 pub mod subscriptions;

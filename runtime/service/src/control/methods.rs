@@ -253,6 +253,20 @@ fn status(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         },
         // The control server reads it (`local`).
         last_rebuild: None,
+        schedules: {
+            let timezone = ctx.engine.zone_name();
+            ctx.engine
+                .schedules()
+                .into_iter()
+                .map(|view| super::protocol::ScheduleFacts {
+                    rule: view.rule.to_string(),
+                    topic: view.topic.to_string(),
+                    at: view.at,
+                    next_fire_ms: view.next_fire_ms,
+                    timezone: timezone.clone(),
+                })
+                .collect()
+        },
     })
 }
 

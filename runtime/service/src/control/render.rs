@@ -126,6 +126,17 @@ fn status(out: &mut String, reply: &StatusReply) -> std::fmt::Result {
     for (name, value) in &reply.counters {
         writeln!(out, "  {name:<12} {}", plain(value))?;
     }
+    for schedule in &reply.schedules {
+        writeln!(
+            out,
+            "schedule   {} {} {} ({}): next {}",
+            plain(&schedule.rule),
+            plain(&schedule.topic),
+            plain(&schedule.at),
+            plain(&schedule.timezone),
+            instant(Some(schedule.next_fire_ms))
+        )?;
+    }
     Ok(())
 }
 

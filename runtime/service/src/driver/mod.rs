@@ -149,7 +149,11 @@ impl Service {
         tokio::pin!(sleep);
         let mut handled = 0u32;
         loop {
-            let deadline = self.engine.next_deadline();
+            // Timers and the next schedule fire (docs/rules.md#schedules).
+            let deadline = [self.engine.next_deadline(), self.engine.next_schedule()]
+                .into_iter()
+                .flatten()
+                .min();
             if let Some(deadline) = deadline {
                 let at = tokio::time::Instant::from_std(self.clock.instant(deadline));
                 if sleep.deadline() != at {
@@ -434,6 +438,10 @@ impl Service {
                     self.publisher.publish(events);
                 }
                 Effect::Poll { hash, pairs } => self.reader.poll(&hash, pairs),
+                Effect::ScheduleFired { rule, fire_ms } => {
+                    let rule = rule.to_string();
+                    self.writer.send(StoreOp::ScheduleFired { rule, fire_ms });
+                }
                 Effect::DropRecord { id, reason, rule } => {
                     effect_log::log_record_drop(&id, rule.as_deref(), reason);
                     self.writer.send(StoreOp::Drop {

@@ -210,6 +210,7 @@ impl Service {
         service.check_owner().await?;
         service.check_bus().await?;
         service.replay().await?;
+        service.start_schedules().await;
         service.stats.write_all(&service.engine, &service.writer);
         service.subscribe().await;
         service.control = Some(ControlServer::start(client, tls, keys, trust, local));
@@ -260,6 +261,35 @@ impl Service {
         }
         self.perform_effects();
         Ok(())
+    }
+
+    /// Arms the schedules after replay (docs/rules.md#schedules): the
+    /// system's zone, each rule's last fire from `NS:schedule`; a fire
+    /// missed while down runs now when it is within the replay window.
+    async fn start_schedules(&mut self) {
+        let zone = crate::schedule::system_zone();
+        let last = crate::schedule::last_fires(&mut self.con, &self.namespace, &self.engine)
+            .await
+            .unwrap_or_else(|error| {
+                tracing::warn!(
+                    "`{}` not read ({error}): a fire missed while down is not run",
+                    self.namespace.schedule()
+                );
+                Vec::new()
+            });
+        if self
+            .engine
+            .payload()
+            .rules
+            .iter()
+            .any(|rule| rule.schedule().is_some())
+        {
+            tracing::info!(timezone = zone.name(), "schedules read local time");
+        }
+        self.engine.set_zone(zone);
+        let now = self.now();
+        self.engine.start_schedules(now, &last);
+        self.perform_effects();
     }
 
     /// Looks at the counters hash before ruled writes its own fields there,
