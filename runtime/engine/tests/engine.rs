@@ -192,7 +192,8 @@ impl H {
                 Effect::DropRecord { id, .. } => {
                     self.records.remove(&*id);
                 }
-                Effect::Log(_) | Effect::Note(_) | Effect::Publish(_) | Effect::Poll { .. } => {}
+                Effect::Log(_) | Effect::Note(_) | Effect::Publish(_) | Effect::Poll { .. }
+                | Effect::ScheduleFired { .. } => {}
             }
         }
         for job in ready {
@@ -244,6 +245,7 @@ fn describe(effect: &Effect) -> String {
         } => format!("put {id} s{step} p{pass} at+{}", fire_at - WALL0),
         Effect::DropRecord { id, reason, .. } => format!("drop {id} {}", reason.as_str()),
         Effect::Log(line) => format!("log {line}"),
+        Effect::ScheduleFired { rule, fire_ms } => format!("schedule-fired {rule} {fire_ms}"),
         Effect::Note(note) => match note {
             Note::RunStart { run, .. } => format!("run-start {run}"),
             Note::RunEnd { run, reason, .. } => format!("run-end {run} {}", reason.as_str()),
