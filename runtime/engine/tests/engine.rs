@@ -192,7 +192,10 @@ impl H {
                 Effect::DropRecord { id, .. } => {
                     self.records.remove(&*id);
                 }
-                Effect::Log(_) | Effect::Note(_) | Effect::Publish(_) | Effect::Poll { .. }
+                Effect::Log(_)
+                | Effect::Note(_)
+                | Effect::Publish(_)
+                | Effect::Poll { .. }
                 | Effect::ScheduleFired { .. } => {}
             }
         }

@@ -248,7 +248,12 @@ impl H {
         while let Some(effect) = self.engine.poll_effect() {
             match effect {
                 Effect::Submit(job) => {
-                    let at = job.event.data.as_object().and_then(|o| o.get("at")).map(|v| format!("{v:?}"));
+                    let at = job
+                        .event
+                        .data
+                        .as_object()
+                        .and_then(|o| o.get("at"))
+                        .map(|v| format!("{v:?}"));
                     self.fires.push((self.now, at.unwrap_or_default()));
                     jobs.push(job.id);
                 }

@@ -18,6 +18,7 @@ pub mod logging;
 pub mod namespace;
 pub mod notify;
 pub mod owner;
+pub mod pending_file;
 pub mod pool;
 pub mod pubsub;
 pub mod rebuild;

@@ -126,6 +126,12 @@ fn status(out: &mut String, reply: &StatusReply) -> std::fmt::Result {
     for (name, value) in &reply.counters {
         writeln!(out, "  {name:<12} {}", plain(value))?;
     }
+    if reply.replay_held {
+        writeln!(
+            out,
+            "replay     held: the wall clock is earlier than the pending file's write time"
+        )?;
+    }
     for schedule in &reply.schedules {
         writeln!(
             out,

@@ -6,6 +6,7 @@
 //! lives here; starting, reloading and stopping are in `start`, `reload`
 //! and `stop`.
 
+mod pending_copy;
 mod reload;
 mod start;
 mod stop;
@@ -129,6 +130,10 @@ struct Service {
     /// `--rules-dir`, and its digest: the revision (docs/operating.md#revisions).
     rules: Option<crate::rules_dir::RulesDir>,
     revision: crate::rules_dir::Revision,
+    /// `--pending-file` (docs/service.md#the-pending-file).
+    pending_file: Option<crate::pending_file::PendingFile>,
+    /// `power-manager` `state` changes, while there is a pending file.
+    power: mpsc::UnboundedReceiver<String>,
 }
 
 impl Service {
@@ -181,12 +186,14 @@ impl Service {
                 },
                 Some(()) = reloads.recv() => self.reload_logged().await,
                 Some(outcome) = self.reads.recv() => self.on_read(outcome),
+                Some(state) = self.power.recv() => self.power_state(&state),
                 () = &mut sleep, if deadline.is_some() => {
                     let now = self.now();
                     self.engine.handle_timeout(now);
                     sleep.as_mut().reset(far());
                 },
                 _ = stats.tick() => {
+                    self.pending_file_tick().await;
                     self.stats.write_changes(&self.engine, &self.writer);
                     self.intake.log_overflow();
                     logging::log_held(&self.throttle.roll(Instant::now()));
@@ -368,6 +375,7 @@ impl Service {
             counters: self.stats.counters_now(&self.engine),
             sources: crate::bus::sources_word(self.sources),
             watched_hashes: self.state_hashes.len(),
+            replay_held: self.replay_held(),
         };
         let mut context = Context {
             now: self.now(),
@@ -422,6 +430,7 @@ impl Service {
     /// engine again, which queues more behind the ones still waiting.
     fn perform_effects(&mut self) {
         while let Some(effect) = self.engine.poll_effect() {
+            self.follow_in_copy(&effect);
             match effect {
                 Effect::Submit(job) => self.submit(job),
                 // A refused put or drop was logged by the writer with its cost.

@@ -66,6 +66,8 @@ pub struct ServiceConfig {
     pub rules: Option<RulesDir>,
     /// `--control-key`, `--control-mutations` (docs/operating.md#trust).
     pub trust: TrustConfig,
+    /// `--pending-file` (docs/service.md#the-pending-file).
+    pub pending_file: Option<PathBuf>,
 }
 
 /// A password: never shown, not even in `Debug`.
@@ -175,6 +177,10 @@ impl Service {
         let (subs, input_channels) = subscriptions_for(&engine, &state_hashes);
         let stats = StatsPublisher::new(&engine, bundle_id.clone(), &owner);
         let (revision, local) = rules_dir_side(&config).await;
+        let power = match &config.pending_file {
+            Some(_) => pending_copy_watch(client.clone(), con.clone()),
+            None => tokio::sync::mpsc::unbounded_channel().1,
+        };
         let mut service = Self {
             engine,
             con,
@@ -206,10 +212,17 @@ impl Service {
             started,
             rules: config.rules.clone(),
             revision,
+            pending_file: config
+                .pending_file
+                .clone()
+                .map(|path| crate::pending_file::PendingFile::new(path, config.replay_window_ms)),
+            power,
         };
         service.check_owner().await?;
         service.check_bus().await?;
-        service.replay().await?;
+        if service.restore_pending_file().await {
+            service.replay().await?;
+        }
         service.start_schedules().await;
         service.stats.write_all(&service.engine, &service.writer);
         service.subscribe().await;
@@ -220,7 +233,7 @@ impl Service {
 
     /// Replays the pending store, before any subscription opens: a replayed
     /// run meets the live triggers' concurrency only afterwards.
-    async fn replay(&mut self) -> Result<(), ServiceError> {
+    pub(super) async fn replay(&mut self) -> Result<(), ServiceError> {
         let engine = &self.engine;
         let refusals =
             |records: &[ruled_engine::PendingRecord]| engine.refusals_without_clock(records);
@@ -498,4 +511,12 @@ async fn rules_dir_side(config: &ServiceConfig) -> (Revision, Local) {
         rebuild_key,
     };
     (revision, local)
+}
+
+/// The `power-manager` watch of `--pending-file`.
+fn pending_copy_watch(
+    client: redis::Client,
+    con: redis::aio::ConnectionManager,
+) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    super::pending_copy::watch_power(client, con)
 }

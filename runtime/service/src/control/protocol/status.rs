@@ -40,6 +40,14 @@ pub struct StatusReply {
     /// first; absent when no rule has one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<ScheduleFacts>,
+    /// The pending file's records wait for the wall clock to pass its
+    /// write time (docs/service.md#the-pending-file); absent when not.
+    #[serde(
+        rename = "replay-held",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub replay_held: bool,
 }
 
 /// One rule's `at` or `every`, and when it fires next.
