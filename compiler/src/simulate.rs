@@ -45,7 +45,8 @@ Also [[state]] (hash, field, value), [[message]] (channel, payload: a
 raw message for a channel input), [[fail]] (rule, step, until, refused-whole),
 [[clock]] (jump), [[reload]] (bundle: a bundle file or rules directory,
 relative to the timeline, deployed and reloaded at `at`), and the settings end, replay-window, workers, queue,
-action-time. The format and every output line are described in
+action-time, start (the wall clock at 0s, RFC 3339) and timezone (the local zone of
+`at` and `every` schedules). The format and every output line are described in
 docs/simulation.md. A `when` that fails to evaluate prints an `eval-error`
 line; the last line, `end`, lists the runs still waiting and the rules
 still holding a debounced event. `--trace` then prints each rule's traces:
