@@ -212,10 +212,14 @@ impl PendingFile {
         self.last_write = Some(at);
         if self.mirror.is_empty() {
             match std::fs::remove_file(&self.path) {
-                Ok(()) => {
-                    tracing::info!(path = %self.path.display(), "pending file removed: nothing waits")
-                }
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Ok(()) => tracing::info!(
+                    path = %self.path.display(),
+                    "pending file removed: nothing waits ({why})"
+                ),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => tracing::info!(
+                    path = %self.path.display(),
+                    "pending file not written: nothing waits ({why})"
+                ),
                 Err(error) => {
                     tracing::error!(path = %self.path.display(), "pending file not removed: {error}")
                 }

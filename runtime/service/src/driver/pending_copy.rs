@@ -142,6 +142,7 @@ impl Service {
 
     /// `power-manager` `state` changed to `state`.
     pub(super) fn power_state(&mut self, state: &str) {
+        tracing::debug!(state, "`{POWER_HASH}` `{POWER_FIELD}`");
         if !power_state_loses_redis(state) {
             return;
         }
@@ -183,7 +184,9 @@ pub(super) fn watch_power(
     tokio::spawn(async move {
         loop {
             if let Err(error) = watch_once(&client, &mut con, &tx).await {
-                tracing::debug!("power-manager watch: {error}; again in 1 s");
+                tracing::warn!(
+                    "power-manager watch (the pending file on suspend): {error}; again in 1 s"
+                );
             }
             if tx.is_closed() {
                 return;
@@ -201,9 +204,11 @@ async fn watch_once(
 ) -> redis::RedisResult<()> {
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.subscribe(POWER_HASH).await?;
+    tracing::debug!("watching `{POWER_HASH}` `{POWER_FIELD}` for the pending file");
     let mut messages = pubsub.on_message();
     while let Some(message) = next_message(&mut messages).await {
         let field: String = message.get_payload().unwrap_or_default();
+        tracing::debug!(field, "`{POWER_HASH}` changed");
         if field != POWER_FIELD {
             continue;
         }
@@ -212,6 +217,7 @@ async fn watch_once(
             .arg(POWER_FIELD)
             .query_async(con)
             .await?;
+        tracing::debug!(?state, "read");
         if let Some(state) = state {
             if tx.send(state).is_err() {
                 return Ok(());
