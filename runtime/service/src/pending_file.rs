@@ -106,6 +106,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir)?;
+    }
     {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
@@ -320,6 +323,27 @@ mod tests {
         changed[last] ^= 1;
         assert!(matches!(decode(&changed), Err(FileError::Digest)));
         assert!(matches!(decode(b"garbage"), Err(FileError::Header)));
+    }
+
+    /// The flash-wear figure of docs/service.md#the-pending-file: 100 long
+    /// waits of the hazards rule's record size, written at most once a minute.
+    #[test]
+    fn flash_wear_figure() {
+        let event = r#"{"topic":"alarm.triggered","src":"alarm-service","from":"armed","to":"level-2-triggered","data":{"level":2}}"#;
+        let mut records = BTreeMap::new();
+        for n in 0..100 {
+            let id = format!("hazards-on-alarm#1764892800000-{n}");
+            let json = format!(
+                r#"{{"id":"{id}","rule":"hazards-on-alarm","source":"10-alarm.toml","step":1,"iter":0,"fire-at":1764896400000,"fingerprint":"{}","event":{event}}}"#,
+                "0".repeat(64)
+            );
+            records.insert(id, (1_764_896_400_000, json));
+        }
+        let bytes = encode(1_764_892_800_000, &records).len() as u64;
+        let per_hour = bytes * 60;
+        // At most 60 writes an hour while they exist and change.
+        assert!(bytes < 40 * 1024, "{bytes} bytes a file");
+        assert!(per_hour < 2 * 1024 * 1024, "{per_hour} bytes an hour");
     }
 
     #[test]
