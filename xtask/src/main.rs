@@ -86,6 +86,8 @@ fn usage_text() -> String {
     line!("  bench  run the benchmarks in release mode (optionally one by name);");
     line!("         `bench box`: every figure of the 48 MB box (docs/engine.md) and of");
     line!("         durable work in bulk (docs/service.md)");
+    line!("         `bench floor`: ruled against the floor relay of each path, as");
+    line!("         ratios in one run (docs/engine.md#the-unit-the-floor)");
     line!("  fuzz   run the randomized tests (bundle decoder, VM + verifier, `when`");
     line!("         checker, differential vs evalexpr, checker vs verifier, engine) in");
     line!("         rounds, each with a fresh seed from the clock, optimised (cargo");

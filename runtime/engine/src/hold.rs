@@ -41,7 +41,24 @@ impl Hold {
 
 /// For each of the bundle's state pairs, the rules with `for` whose rule
 /// `when` reads it: a change of that pair may end their hold.
-pub(crate) fn watchers(payload: &Payload) -> Vec<Vec<u32>> {
+/// Per state pair, the rules with `for` whose `when` reads it: a change
+/// of the pair judges their holds again.
+#[derive(Debug)]
+pub(crate) struct Watchers(Vec<Vec<u32>>);
+
+impl Watchers {
+    /// How many rules watch `pair`.
+    fn count(&self, pair: usize) -> usize {
+        self.0.get(pair).map_or(0, Vec::len)
+    }
+
+    /// The `i`th rule watching `pair` (`i` below [`Watchers::count`]).
+    fn rule(&self, pair: usize, i: usize) -> Option<usize> {
+        Some(*self.0.get(pair)?.get(i)? as usize)
+    }
+}
+
+pub(crate) fn watchers(payload: &Payload) -> Watchers {
     let mut watchers = vec![Vec::new(); payload.state_pairs.len()];
     for (index, rule) in payload.rules.iter().enumerate() {
         let (true, Some(program)) = (rule.hold_ns() > 0, rule.when.as_ref()) else {
@@ -58,7 +75,7 @@ pub(crate) fn watchers(payload: &Payload) -> Vec<Vec<u32>> {
             }
         }
     }
-    watchers
+    Watchers(watchers)
 }
 
 impl Engine {
@@ -115,9 +132,10 @@ impl Engine {
     /// false or an error ends the hold, or re-arms a rule that fired.
     pub(crate) fn hold_state_changed(&mut self, pair: usize) {
         let payload = Arc::clone(&self.payload);
-        let count = self.hold_watchers.get(pair).map_or(0, Vec::len);
-        for i in 0..count {
-            let rule = self.hold_watchers[pair][i] as usize;
+        for i in 0..self.hold_watchers.count(pair) {
+            let Some(rule) = self.hold_watchers.rule(pair, i) else {
+                continue;
+            };
             let (Some(hold), Some(program)) =
                 (self.rules[rule].hold(), payload.rules[rule].when.as_ref())
             else {

@@ -82,7 +82,6 @@ pub use trace::{
 };
 pub use trigger::{Decided, EventParts};
 
-use index::TopicIndex;
 use rule_state::RuleState;
 use rulecore::bundle::Payload;
 use rulecore::bytecode::Program;
@@ -150,12 +149,10 @@ pub struct RuleStats {
 pub struct Engine {
     payload: Arc<Payload>,
     config: EngineConfig,
+    /// Each rule's slot: its live run, held debounce, hold, queue, stats.
     rules: Vec<RuleState>,
-    on_index: TopicIndex,
-    cancel_index: TopicIndex,
-    /// Disabled rules' `on` patterns, for [`NonFireReason::RuleDisabled`].
-    disabled_index: TopicIndex,
-    live_rules: u64,
+    /// Which rules an event's topic starts, cancels, or finds turned off.
+    indexes: overrides::Indexes,
     /// Per watched pair ([`Engine::watched_pairs`]): its last observed
     /// value; the first `state_pairs.len()` are what `state()` reads.
     state: Vec<String>,
@@ -163,24 +160,20 @@ pub struct Engine {
     /// The bus profile's sources, polls and event ids (docs/sources.md).
     bus: bus::BusState,
     /// Per state pair, the rules with `for` whose `when` reads it.
-    hold_watchers: Vec<Vec<u32>>,
+    hold_watchers: hold::Watchers,
     timers: Timers,
     /// Jobs handed over and not yet finished.
     jobs: fast_hash::FastMap<u64, JobOwner>,
     /// Durable steps due while the pool was full (docs/semantics.md#due-steps-the-pool-refused).
     due: backlog::DueBacklog,
-    next_job: u64,
-    next_run: u64,
-    next_serial: u64,
+    /// Job, run and serial numbers, and the run ids made from them.
+    ids: run_id::Ids,
     counters: Counters,
     effects: VecDeque<Effect>,
     stopped: bool,
     replayed: bool,
-    scratch: Vec<u32>,
-    /// Disabled rules an event matches (explain and traces only).
-    scratch_disabled: Vec<u32>,
-    /// Where run ids are written before they are shared.
-    id_scratch: String,
+    /// Buffers one event's rule lookups reuse.
+    scratch: trigger::Scratch,
     traces: Traces,
     /// Each rule's `when` in the VM's faster form.
     when_plans: when_plans::WhenPlans,
@@ -192,12 +185,7 @@ impl Engine {
     pub fn new(payload: Arc<Payload>, config: EngineConfig) -> Self {
         // Disabled rules are replay-only (docs/rules.md#disabled-rules): not indexed,
         // so they neither match nor cancel.
-        let overrides::Indexes {
-            on: on_index,
-            cancel: cancel_index,
-            disabled: disabled_index,
-            live_rules,
-        } = overrides::indexes(&payload, |position| payload.rules[position].enabled);
+        let indexes = overrides::indexes(&payload, |position| payload.rules[position].enabled);
         let rules = payload
             .rules
             .iter()
@@ -213,10 +201,7 @@ impl Engine {
             payload,
             config,
             rules,
-            on_index,
-            cancel_index,
-            disabled_index,
-            live_rules,
+            indexes,
             state,
             inputs,
             bus,
@@ -224,16 +209,12 @@ impl Engine {
             timers: Timers::default(),
             jobs: fast_hash::FastMap::default(),
             due: backlog::DueBacklog::default(),
-            next_job: 1,
-            next_run: 1,
-            next_serial: 1,
+            ids: run_id::Ids::default(),
             counters: Counters::default(),
             effects: VecDeque::new(),
             stopped: false,
             replayed: false,
-            scratch: Vec::new(),
-            scratch_disabled: Vec::new(),
-            id_scratch: String::new(),
+            scratch: trigger::Scratch::default(),
             traces,
             when_plans,
             schedules: schedule::Schedules::default(),
@@ -394,7 +375,7 @@ impl Engine {
 
     pub fn counters(&self) -> Counters {
         Counters {
-            rules: self.live_rules,
+            rules: self.indexes.live_rules,
             pending: self.timers.armed() as u64,
             runs_active: self.rules.iter().filter(|r| r.run.is_some()).count() as u64,
             ..self.counters

@@ -11,6 +11,7 @@ use crate::index::TopicIndex;
 use rulecore::bundle::Payload;
 
 /// The topic indexes of the rules that are on.
+#[derive(Debug)]
 pub(crate) struct Indexes {
     pub on: TopicIndex,
     pub cancel: TopicIndex,
@@ -97,16 +98,7 @@ impl Engine {
 
     fn reindex(&mut self) {
         let states: &[RuleState] = &self.rules;
-        let Indexes {
-            on,
-            cancel,
-            disabled,
-            live_rules,
-        } = indexes(&self.payload, |position| states[position].enabled);
-        self.on_index = on;
-        self.cancel_index = cancel;
-        self.disabled_index = disabled;
-        self.live_rules = live_rules;
+        self.indexes = indexes(&self.payload, |position| states[position].enabled);
         self.bus_follow_rules();
     }
 }

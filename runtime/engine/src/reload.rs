@@ -221,9 +221,7 @@ impl Engine {
         });
         next.counters = self.counters;
         next.effects = std::mem::take(&mut self.effects);
-        next.next_job = self.next_job;
-        next.next_run = self.next_run;
-        next.next_serial = self.next_serial;
+        next.ids = std::mem::take(&mut self.ids);
         next.replayed = self.replayed;
     }
 

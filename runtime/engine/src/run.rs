@@ -7,8 +7,8 @@ use crate::record::RecordRef;
 use crate::time::{nanos_to_millis_ceil, Time};
 use crate::timers::TimerKind;
 use crate::{
-    finally, run_id, trace, values, DropReason, Effect, EndReason, Engine, Job, JobId, Level,
-    LogLine, Note, Now, RecordWrite, StepAction, WhenResult, EVAL_ERROR_CODE,
+    finally, trace, values, DropReason, Effect, EndReason, Engine, Job, JobId, Level, LogLine,
+    Note, Now, RecordWrite, StepAction, WhenResult, EVAL_ERROR_CODE,
 };
 use rulecore::bundle::{Rule, Step};
 use rulecore::event::Event;
@@ -114,10 +114,8 @@ impl Engine {
     }
 
     pub(crate) fn start_run(&mut self, rule: usize, event: Arc<Event>, now: Now) {
-        let n = self.next_run;
-        self.next_run += 1;
         let name = self.name(rule);
-        let id = run_id::run_id(&name, &self.config.epoch, n, &mut self.id_scratch);
+        let id = self.ids.next_run_id(&name, &self.config.epoch);
         self.install_run(rule, id, event, 0, 0);
         if let Some(run) = &self.rules[rule].run {
             let run = Arc::clone(&run.id);
@@ -135,8 +133,7 @@ impl Engine {
         step: u32,
         pass: u32,
     ) {
-        let serial = self.next_serial;
-        self.next_serial += 1;
+        let serial = self.ids.next_serial();
         let state = &mut self.rules[rule];
         state.runs_started += 1;
         state.run = Some(Box::new(Run {
@@ -321,8 +318,7 @@ impl Engine {
                 return;
             }
         };
-        let job = self.next_job;
-        self.next_job += 1;
+        let job = self.ids.next_job();
         let name = self.name(rule);
         let Some(run) = self.rules[rule].run.as_mut() else {
             return;

@@ -7,6 +7,50 @@
 
 use std::sync::Arc;
 
+/// The engine's numbering: jobs, runs and run serials, each counting from
+/// 1 for the engine's life (a reload hands them on), and the buffer run
+/// ids are written in.
+#[derive(Debug)]
+pub(crate) struct Ids {
+    next_job: u64,
+    next_run: u64,
+    next_serial: u64,
+    scratch: String,
+}
+
+impl Default for Ids {
+    fn default() -> Self {
+        Self {
+            next_job: 1,
+            next_run: 1,
+            next_serial: 1,
+            scratch: String::new(),
+        }
+    }
+}
+
+impl Ids {
+    pub(crate) fn next_job(&mut self) -> u64 {
+        let job = self.next_job;
+        self.next_job += 1;
+        job
+    }
+
+    /// A trace's handle on a run (never reused, unlike a replayed run's id).
+    pub(crate) fn next_serial(&mut self) -> u64 {
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        serial
+    }
+
+    /// The id of a new run of rule `name`: `<name>#<epoch>-<n>`.
+    pub(crate) fn next_run_id(&mut self, name: &str, epoch: &str) -> Arc<str> {
+        let n = self.next_run;
+        self.next_run += 1;
+        run_id(name, epoch, n, &mut self.scratch)
+    }
+}
+
 /// `<name>#<epoch>-<n>`; `scratch` is only a buffer, left holding the id.
 pub(crate) fn run_id(name: &str, epoch: &str, n: u64, scratch: &mut String) -> Arc<str> {
     scratch.clear();

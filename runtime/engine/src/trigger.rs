@@ -12,6 +12,16 @@ use rulecore::bundle::{Payload, Rule};
 use rulecore::event::Event;
 use std::sync::Arc;
 
+/// The buffers one event's index lookups reuse, so that the event path
+/// allocates nothing once they have grown.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    /// The rules the event cancels, then the rules it starts.
+    matches: Vec<u32>,
+    /// The rules turned off that it would start (explain and traces only).
+    disabled: Vec<u32>,
+}
+
 /// An event whose matched rules are handled a part at a time
 /// ([`Engine::event_start`], [`Engine::event_next`]): the rules still to
 /// handle, in the index's order.
@@ -57,8 +67,8 @@ impl Engine {
         if self.stopped {
             return None;
         }
-        let mut cancels = std::mem::take(&mut self.scratch);
-        self.cancel_index.lookup(&event.topic, &mut cancels);
+        let mut cancels = std::mem::take(&mut self.scratch.matches);
+        self.indexes.cancel.lookup(&event.topic, &mut cancels);
         // 1. Cancel first, so an event can stop a rule and fire another, and
         // a rule with the topic in both `on` and `cancel-on` is stopped
         // before it starts again.
@@ -66,15 +76,14 @@ impl Engine {
             self.cancel_rule(rule as usize, now);
         }
         let mut matches = cancels;
-        self.on_index.lookup(&event.topic, &mut matches);
-        let mut disabled = std::mem::take(&mut self.scratch_disabled);
+        self.indexes.on.lookup(&event.topic, &mut matches);
+        let mut disabled = std::mem::take(&mut self.scratch.disabled);
         disabled.clear();
         if self.config.explain || self.traces.enabled() {
-            self.disabled_index.lookup(&event.topic, &mut disabled);
+            self.indexes.disabled.lookup(&event.topic, &mut disabled);
         }
         if matches.is_empty() && disabled.is_empty() {
-            self.scratch = matches;
-            self.scratch_disabled = disabled;
+            self.scratch = Scratch { matches, disabled };
             return None;
         }
         let event = Arc::new(event);
@@ -87,7 +96,7 @@ impl Engine {
                 None,
             );
         }
-        self.scratch_disabled = disabled;
+        self.scratch.disabled = disabled;
         Some(EventParts {
             now,
             event,
@@ -162,7 +171,7 @@ impl Engine {
         }
         let mut matches = std::mem::take(&mut parts.matches);
         matches.clear();
-        self.scratch = matches;
+        self.scratch.matches = matches;
         false
     }
 

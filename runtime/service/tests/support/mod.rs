@@ -90,6 +90,11 @@ impl RedisServer {
         }
     }
 
+    /// The server's process id (a benchmark pins it to a core).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The URL `ruled --redis` takes for this server.
     pub fn url(&self) -> String {
         format!("redis+unix://{}", self.socket.display())

@@ -1,0 +1,409 @@
+//! `ruled` against the floor of each path it serves, in the same run
+//! (docs/engine.md#the-unit-the-floor; run by `cargo xtask bench floor`).
+//!
+//! On a 2-core machine a path through three processes costs 100–300 µs,
+//! mostly wake-ups, and where the scheduler puts client, Redis and daemon
+//! decides more than any program. So each figure is a ratio to the floor
+//! relay (`bench_box::floor`: a message in, a push out, nothing else),
+//! measured alternately with `ruled` in blocks, with the client and Redis
+//! pinned to one core and both daemons to the other where there are two.
+//! Each line gives min / median / max of the per-block ratio of medians,
+//! and the medians in µs and in bare `PING`s as a second column.
+//!
+//! 1. One-step rule: `PUBLISH ev:bench.ping` until its `LPUSH` is visible
+//!    (`BLPOP`), against the relay on a channel of its own.
+//! 2. First action of a rule with a durable tail (its second step ten
+//!    minutes later, so every run writes its pending record): the same.
+//! 3. Notification to action: `HSET vehicle kickstand` + `PUBLISH` (one
+//!    pipeline, as redis-ipc writes) until the kickstand rule's `LPUSH`,
+//!    against the reading relay (`HGET` of the announced field, then
+//!    `LPUSH`).
+//! 4. CPU per notification: `ruled`'s CPU time over a block of path-3
+//!    notifications (read, derive, publish both derived events, act)
+//!    against the reading relay's over the same number; then the same
+//!    with `ruled --log-level warn`, which writes no journal line per
+//!    action.
+//!
+//! `FLOOR_BLOCKS` (10) and `FLOOR_SAMPLES` (500 per block and side) set
+//! the size; `FLOOR_RULED=<program>` measures another `ruled` build (a
+//! before/after comparison in one session).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use bench_box::floor::{self, Relay, FLOOR_ENV};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::bundles::{self, payload};
+use support::{librescoot, RedisServer, Ruled};
+
+const WARMUP: usize = 200;
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(default)
+}
+
+fn query(con: &mut redis::Connection, args: &[&str]) -> redis::Value {
+    let mut command = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        command.arg(*arg);
+    }
+    command.query(con).unwrap()
+}
+
+/// As redis-ipc writes a field: `HSET` and `PUBLISH` in one pipeline.
+fn announce(con: &mut redis::Connection, hash: &str, field: &str, value: &str) {
+    redis::pipe()
+        .cmd("HSET")
+        .arg(hash)
+        .arg(field)
+        .arg(value)
+        .ignore()
+        .cmd("PUBLISH")
+        .arg(hash)
+        .arg(field)
+        .ignore()
+        .query::<()>(con)
+        .unwrap();
+}
+
+/// The cores: the client and Redis on the first, the daemons on the
+/// second; `None` on a machine with one core (nothing is pinned).
+fn cores() -> Option<(usize, usize)> {
+    let count = std::thread::available_parallelism().map_or(1, usize::from);
+    (count >= 2).then_some((0, 1))
+}
+
+/// Pins every thread of `pid` to `core` (`taskset`, util-linux).
+fn pin(pid: u32, core: usize) {
+    let status = Command::new("taskset")
+        .args(["-a", "-c", "-p", &core.to_string(), &pid.to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .expect("taskset (util-linux) pins the processes: install it");
+    assert!(status.success(), "taskset could not pin {pid} to {core}");
+}
+
+/// A command that starts `program` on `core`, or plainly.
+fn on_core(program: &std::ffi::OsStr, core: Option<usize>) -> Command {
+    match core {
+        Some(core) => {
+            let mut command = Command::new("taskset");
+            command.arg("-c").arg(core.to_string()).arg(program);
+            command
+        }
+        None => Command::new(program),
+    }
+}
+
+/// Starts this benchmark's own binary as the floor relay, and waits until
+/// it has subscribed.
+fn start_relay(relay: &Relay, core: Option<usize>) -> Child {
+    let exe = std::env::current_exe().unwrap();
+    let mut child = on_core(exe.as_os_str(), core)
+        .env(FLOOR_ENV, relay.to_env())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "subscribed", "the floor relay did not start");
+    child
+}
+
+/// CPU time of `pid` so far, all its threads, to the nanosecond: the sum
+/// of each thread's `schedstat` (the clock ticks of `stat` are 10 ms, the
+/// size of a whole block).
+fn cpu(pid: u32) -> Duration {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let nanos = tasks
+        .filter_map(|task| {
+            let path = task.ok()?.path().join("schedstat");
+            // A thread that ended meanwhile has no file any more.
+            let text = std::fs::read_to_string(path).ok()?;
+            text.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+/// The per-block ratios of one path and the medians they came from.
+#[derive(Default)]
+struct Figure {
+    ratios: Vec<f64>,
+    ruled: Vec<Duration>,
+    floor: Vec<Duration>,
+    ping: Vec<Duration>,
+}
+
+impl Figure {
+    fn block(&mut self, ruled: Duration, floor: Duration, ping: Duration) {
+        self.ratios.push(ruled.as_secs_f64() / floor.as_secs_f64());
+        self.ruled.push(ruled);
+        self.floor.push(floor);
+        self.ping.push(ping);
+    }
+
+    /// `pings`: whether the medians are also shown in `PING`s (latencies
+    /// are; CPU times are not).
+    fn print(mut self, name: &str, pings: bool) {
+        self.ratios.sort_by(f64::total_cmp);
+        let (min, max) = (self.ratios[0], self.ratios[self.ratios.len() - 1]);
+        let mid = self.ratios[self.ratios.len() / 2];
+        let (ruled, floor, ping) = (
+            median(&mut self.ruled),
+            median(&mut self.floor),
+            median(&mut self.ping),
+        );
+        let in_pings = |d: Duration| d.as_secs_f64() / ping.as_secs_f64();
+        let second = if pings {
+            format!("   ({:.2} / {:.2} PING)", in_pings(ruled), in_pings(floor))
+        } else {
+            String::new()
+        };
+        println!(
+            "{name:<34} {min:>5.2}× {mid:>5.2}× {max:>5.2}×   ruled {:>6.1}µs floor {:>6.1}µs{second}",
+            ruled.as_secs_f64() * 1e6,
+            floor.as_secs_f64() * 1e6,
+        );
+    }
+}
+
+/// One sample: `trigger`, then `BLPOP list` until the push is visible.
+fn sample(
+    con: &mut redis::Connection,
+    list: &str,
+    trigger: impl FnOnce(&mut redis::Connection),
+) -> Duration {
+    let start = Instant::now();
+    trigger(con);
+    let popped = query(con, &["BLPOP", list, "5"]);
+    let took = start.elapsed();
+    assert!(
+        popped != redis::Value::Nil,
+        "nothing pushed to {list} within 5 s"
+    );
+    took
+}
+
+fn ping(con: &mut redis::Connection) -> Duration {
+    let start = Instant::now();
+    query(con, &["PING"]);
+    start.elapsed()
+}
+
+/// CPU per notification of path 3: a block of `ruled`'s, then one of the
+/// reading relay's, in turn.
+fn cpu_per_notification(
+    con: &mut redis::Connection,
+    ruled: u32,
+    relay: u32,
+    blocks: usize,
+    samples: usize,
+    value: &mut dyn FnMut() -> &'static str,
+) -> Figure {
+    let mut figure = Figure::default();
+    for _ in 0..blocks {
+        let before = cpu(ruled);
+        for _ in 0..samples {
+            let value = value();
+            sample(con, "bench:kick", |c| {
+                announce(c, "vehicle", "kickstand", value)
+            });
+        }
+        let per_ruled = (cpu(ruled) - before) / samples as u32;
+        let before = cpu(relay);
+        for _ in 0..samples {
+            let value = value();
+            sample(con, "floor:read", |c| {
+                announce(c, "floor:hash", "kickstand", value)
+            });
+        }
+        let per_floor = (cpu(relay) - before) / samples as u32;
+        figure.block(per_ruled, per_floor, ping(con));
+    }
+    figure
+}
+
+fn main() {
+    floor::run_from_env();
+    // `cargo bench` passes `--bench`; a filter that names another bench
+    // means this one should not run.
+    if std::env::args()
+        .skip(1)
+        .any(|a| !a.starts_with('-') && !"floor".contains(a.as_str()))
+    {
+        return;
+    }
+    let (blocks, samples) = (setting("FLOOR_BLOCKS", 10), setting("FLOOR_SAMPLES", 500));
+    let cores = cores();
+    let redis = RedisServer::start();
+    if let Some((client, _)) = cores {
+        pin(std::process::id(), client);
+        pin(redis.pid(), client);
+    }
+    let daemon = cores.map(|(_, daemon)| daemon);
+    let dir = tempfile::tempdir().unwrap();
+    let rules = vec![
+        bundles::rule(
+            "one-step",
+            &["bench.ping"],
+            vec![bundles::redis_step("bench:out", "x", 0)],
+        ),
+        bundles::rule(
+            "durable-tail",
+            &["bench.tail"],
+            vec![
+                bundles::redis_step("bench:tail", "x", 0),
+                bundles::redis_step("bench:tail-late", "x", 600_000),
+            ],
+        ),
+        bundles::rule(
+            "kickstand",
+            &["vehicle.kickstand.up", "vehicle.kickstand.down"],
+            vec![bundles::redis_step("bench:kick", "x", 0)],
+        ),
+    ];
+    let bundle = bundles::write(
+        dir.path(),
+        "floor.bundle",
+        &librescoot::with_profile(payload(rules, vec![], vec![])),
+    );
+    let mut con = redis.con();
+    query(&mut con, &["HSET", "vehicle", "kickstand", "down"]);
+    let program =
+        std::env::var_os("FLOOR_RULED").unwrap_or_else(|| env!("CARGO_BIN_EXE_ruled").into());
+    let flags = ["--log-level", "info", "--stats-interval", "10s"];
+    let mut ruled = Ruled::start_program(
+        on_core(&program, daemon),
+        &redis.url(),
+        &bundle,
+        &flags,
+        &[],
+    );
+    ruled.wait_ready();
+    let socket = redis.socket.clone();
+    let mut relay = start_relay(
+        &Relay {
+            socket: socket.clone(),
+            channel: "floor:ping".into(),
+            list: "floor:out".into(),
+            read: None,
+        },
+        daemon,
+    );
+    let mut reading = start_relay(
+        &Relay {
+            socket,
+            channel: "floor:hash".into(),
+            list: "floor:read".into(),
+            read: Some("floor:hash".into()),
+        },
+        daemon,
+    );
+
+    let event = |topic: &str| format!(r#"{{"topic":"{topic}","src":"bench"}}"#);
+    let (ping_event, tail_event) = (event("bench.ping"), event("bench.tail"));
+    let mut kickstand = ["up", "down"].into_iter().cycle();
+    let mut paths = [
+        ("one-step rule", Figure::default()),
+        ("first action, durable tail", Figure::default()),
+        ("notification -> action", Figure::default()),
+    ];
+    for block in 0..=blocks {
+        let mut sides = vec![(Vec::new(), Vec::new(), Vec::new()); paths.len()];
+        let count = if block == 0 { WARMUP } else { samples };
+        for _ in 0..count {
+            for (path, (ruled_side, floor_side, pings)) in sides.iter_mut().enumerate() {
+                let (ruled_sample, floor_sample) = match path {
+                    0 => (
+                        sample(&mut con, "bench:out", |c| {
+                            query(c, &["PUBLISH", "ev:bench.ping", &ping_event]);
+                        }),
+                        sample(&mut con, "floor:out", |c| {
+                            query(c, &["PUBLISH", "floor:ping", &ping_event]);
+                        }),
+                    ),
+                    1 => (
+                        sample(&mut con, "bench:tail", |c| {
+                            query(c, &["PUBLISH", "ev:bench.tail", &tail_event]);
+                        }),
+                        sample(&mut con, "floor:out", |c| {
+                            query(c, &["PUBLISH", "floor:ping", &tail_event]);
+                        }),
+                    ),
+                    _ => {
+                        let value = kickstand.next().unwrap_or("up");
+                        (
+                            sample(&mut con, "bench:kick", |c| {
+                                announce(c, "vehicle", "kickstand", value);
+                            }),
+                            sample(&mut con, "floor:read", |c| {
+                                announce(c, "floor:hash", "kickstand", value);
+                            }),
+                        )
+                    }
+                };
+                ruled_side.push(ruled_sample);
+                floor_side.push(floor_sample);
+                pings.push(ping(&mut con));
+            }
+        }
+        if block == 0 {
+            continue;
+        }
+        for ((_, figure), (mut r, mut f, mut p)) in paths.iter_mut().zip(sides) {
+            figure.block(median(&mut r), median(&mut f), median(&mut p));
+        }
+    }
+
+    let kick = &mut || kickstand.next().unwrap_or("up");
+    let cpu_info = cpu_per_notification(&mut con, ruled.pid(), reading.id(), blocks, samples, kick);
+    // The same at `--log-level warn`: what the journal's lines cost.
+    ruled.stop();
+    let quiet_flags = ["--log-level", "warn", "--stats-interval", "10s"];
+    let mut quiet = Ruled::start_program(
+        on_core(&program, daemon),
+        &redis.url(),
+        &bundle,
+        &quiet_flags,
+        &[],
+    );
+    support::wait_for("ruled at warn subscribed", || {
+        let (_, n): (String, i64) = redis.query(&["PUBSUB", "NUMSUB", "vehicle"]);
+        n == 1
+    });
+    let cpu_warn = cpu_per_notification(&mut con, quiet.pid(), reading.id(), blocks, samples, kick);
+    quiet.stop();
+
+    println!(
+        "ruled against the floor, {blocks} blocks of {samples} alternated samples{}:",
+        if cores.is_some() {
+            " (client and Redis on core 0, daemons on core 1)"
+        } else {
+            " (one core: nothing pinned)"
+        }
+    );
+    println!("{:<34} {:>6} {:>6} {:>6}", "path", "min", "median", "max");
+    for (name, figure) in paths {
+        figure.print(name, true);
+    }
+    cpu_info.print("CPU per notification", false);
+    cpu_warn.print("CPU per notification, --log-level warn", false);
+    for child in [&mut relay, &mut reading] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
