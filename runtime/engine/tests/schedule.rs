@@ -4,6 +4,7 @@
 //! replay window), and jumps of the wall clock forward and back.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+#[allow(dead_code)] // the helpers other test binaries use
 mod support;
 
 use rulecore::schedule::Schedule;
