@@ -121,9 +121,7 @@ impl Service {
     /// The bundle comes before the connection: a bad bundle or a bad URL
     /// fails at once, not only once Redis answers.
     pub(super) async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
-        // Started now, not once Redis answers.
-        let owner = Owner::current();
-        let started = Instant::now();
+        let (owner, started) = (Owner::current(), Instant::now()); // now, not once Redis answers
         let (client, tls) = open_client(
             &config.redis_url,
             config.redis_password.as_ref(),
@@ -177,10 +175,7 @@ impl Service {
         let (subs, input_channels) = subscriptions_for(&engine, &state_hashes);
         let stats = StatsPublisher::new(&engine, bundle_id.clone(), &owner);
         let (revision, local) = rules_dir_side(&config).await;
-        let power = match &config.pending_file {
-            Some(_) => pending_copy_watch(client.clone(), con.clone()),
-            None => tokio::sync::mpsc::unbounded_channel().1,
-        };
+        let (pending_file, power) = pending_copy_parts(&config, &client, &con);
         let mut service = Self {
             engine,
             con,
@@ -212,18 +207,12 @@ impl Service {
             started,
             rules: config.rules.clone(),
             revision,
-            pending_file: config
-                .pending_file
-                .clone()
-                .map(|path| crate::pending_file::PendingFile::new(path, config.replay_window_ms)),
+            pending_file,
             power,
         };
         service.check_owner().await?;
         service.check_bus().await?;
-        if service.restore_pending_file().await {
-            service.replay().await?;
-        }
-        service.start_schedules().await;
+        service.replay_and_schedules().await?;
         service.stats.write_all(&service.engine, &service.writer);
         service.subscribe().await;
         service.control = Some(ControlServer::start(client, tls, keys, trust, local));
@@ -273,6 +262,16 @@ impl Service {
             }
         }
         self.perform_effects();
+        Ok(())
+    }
+
+    /// The pending file put back (or the replay held), replay, then the
+    /// schedules armed.
+    async fn replay_and_schedules(&mut self) -> Result<(), ServiceError> {
+        if self.restore_pending_file().await {
+            self.replay().await?;
+        }
+        self.start_schedules().await;
         Ok(())
     }
 
@@ -513,10 +512,23 @@ async fn rules_dir_side(config: &ServiceConfig) -> (Revision, Local) {
     (revision, local)
 }
 
-/// The `power-manager` watch of `--pending-file`.
-fn pending_copy_watch(
-    client: redis::Client,
-    con: redis::aio::ConnectionManager,
-) -> tokio::sync::mpsc::UnboundedReceiver<String> {
-    super::pending_copy::watch_power(client, con)
+/// `--pending-file`'s copy and its `power-manager` watch (none without it).
+fn pending_copy_parts(
+    config: &ServiceConfig,
+    client: &redis::Client,
+    con: &redis::aio::ConnectionManager,
+) -> (
+    Option<crate::pending_file::PendingFile>,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    match &config.pending_file {
+        Some(path) => (
+            Some(crate::pending_file::PendingFile::new(
+                path.clone(),
+                config.replay_window_ms,
+            )),
+            super::pending_copy::watch_power(client.clone(), con.clone()),
+        ),
+        None => (None, tokio::sync::mpsc::unbounded_channel().1),
+    }
 }
