@@ -165,6 +165,7 @@ pub fn assemble_all(
                     protected: rule.protected,
                     trip: rule.trip,
                     per,
+                    schedule: rule.schedule.clone(),
                 }
                 .boxed(),
             }

@@ -175,6 +175,8 @@ pub enum Ty {
     StepId,
     /// A string, possibly empty.
     AnyText,
+    /// Local times of day, `HH:MM` or `HH:MM:SS` (docs/rules.md#schedules).
+    TimesOfDay,
     /// CAN payload bytes in hex.
     CanData,
     /// A table of `data` keys, each naming its type (docs/rules.md#the-topic-catalogue).
@@ -230,6 +232,7 @@ impl Ty {
                 "can: hex string (a decimal TOML integer warns); notify: string".to_string()
             }
             Ty::AnyText => "string".to_string(),
+            Ty::TimesOfDay => "array of local times `\"HH:MM\"` or `\"HH:MM:SS\"`".to_string(),
             Ty::CanData => "hex string".to_string(),
             Ty::Names { .. } => "array of names".to_string(),
             Ty::Name => "string: an exact name".to_string(),
@@ -398,6 +401,20 @@ pub const KEYS: &[Key] = &[
         "Topic patterns that cancel the rule's live runs and backlog.",
     )
     .example(r#"cancel-on = ["alarm.disarmed"]"#),
+    key(
+        "at",
+        Level::Rule,
+        Ty::TimesOfDay,
+        "Fire the rule at these local times of day (event `time.at`, `data.at` the time); `on` may then be left out.",
+    )
+    .example(r#"at = ["22:00", "06:30:15"]"#),
+    key(
+        "every",
+        Level::Rule,
+        Ty::Duration(Sign::Positive),
+        "Fire the rule on this grid of the local day, aligned to midnight (event `time.every`); a whole number of seconds dividing 24h.",
+    )
+    .example(r#"every = "5m""#),
     key(
         "cooldown",
         Level::Rule,

@@ -249,7 +249,7 @@ fn run_file(
         Ok(expectations) => expectations,
         Err(_) => return broken(console, None),
     };
-    let Ok(timeline) = parse(&text) else {
+    let Ok(timeline) = parse(&text).map(crate::timeline::with_zone) else {
         return broken(console, None);
     };
     let Some((payload, known)) = load_once(rules, session.profile, &mut session.loaded, console)?

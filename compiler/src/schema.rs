@@ -209,6 +209,11 @@ fn property(key: &Key) -> Value {
         // What a CAN id must be is in the `do = "can"` constraint.
         Ty::StepId => json!({ "type": ["string", "integer"], "minLength": 1 }),
         Ty::AnyText => json!({ "type": "string" }),
+        Ty::TimesOfDay => json!({
+            "type": "array",
+            "minItems": 1,
+            "items": { "type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$" }
+        }),
         Ty::CanData => json!({ "type": "string", "pattern": CAN_DATA_PATTERN }),
         Ty::Names { non_empty } => json!({
             "type": "array",

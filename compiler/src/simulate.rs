@@ -46,7 +46,8 @@ Also [[state]] (hash, field, value), [[message]] (channel, payload: a
 raw message for a channel input), [[fail]] (rule, step, until, refused-whole),
 [[clock]] (jump), [[reload]] (bundle: a bundle file or rules directory,
 relative to the timeline, deployed and reloaded at `at`), and the settings end, replay-window, workers, queue,
-action-time. The format and every output line are described in
+action-time, start (the wall clock at 0s, RFC 3339) and timezone (the local zone of
+`at` and `every` schedules). The format and every output line are described in
 docs/simulation.md. A `when` that fails to evaluate prints an `eval-error`
 line; the last line, `end`, lists the runs still waiting and the rules
 still holding a debounced event. `--trace` then prints each rule's traces:
@@ -210,7 +211,7 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         explain: args.explain,
         trace: args.trace,
     };
-    let Ok(timeline) = parse(&text) else {
+    let Ok(timeline) = parse(&text).map(crate::timeline::with_zone) else {
         print_timeline_problems(&args.timeline, &text, None, console)?;
         return Ok(Exit::Failure);
     };

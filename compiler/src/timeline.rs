@@ -84,6 +84,13 @@ impl Known {
     }
 }
 
+/// A parsed timeline with its `timezone` read from the system's zone
+/// database (docs/simulation.md#the-wall-clock).
+pub fn with_zone(mut timeline: ruled_engine::sim::Timeline) -> ruled_engine::sim::Timeline {
+    timeline.load_zone(|path| std::fs::read(path));
+    timeline
+}
+
 /// Every problem of the timeline or test file `text` (named `name` in the
 /// diagnostics): the parsers' first (in the file's order within each),
 /// then, with `known`, its topics, rules and steps.
@@ -419,6 +426,8 @@ fn timeline_problem(find: &Finder<'_, '_>, error: &TimelineError) -> Diagnostic 
         TimelineError::DataNotTable { number } => find.at("event", *number, Some("data"), true),
         TimelineError::StateShape { number, .. } => find.at("state", *number, None, false),
         TimelineError::NoWorkers => find.top("workers", true),
+        TimelineError::BadStart { .. } => find.top("start", true),
+        TimelineError::BadZone { .. } => find.top("timezone", true),
         TimelineError::FailUntilNotAfterAt { number, .. } => {
             find.at("fail", *number, Some("until"), true)
         }

@@ -30,7 +30,8 @@ pub const MAGIC: [u8; 8] = *b"SCRULES\0";
 /// limits) and a rule's options its breaker ([`RuleOptions::trip`],
 /// docs/safety.md); and a rule's options carry its key (`per`, [`RuleOptions::per`],
 /// docs/rules.md#keyed-runs), and `repeat` its `period_ns`
-/// ([`Repeat::period_ns`], docs/rules.md#repeat).
+/// ([`Repeat::period_ns`], docs/rules.md#repeat); and a rule's options its schedule (`at`, `every`,
+/// [`RuleOptions::schedule`], docs/rules.md#schedules).
 pub const FORMAT_VERSION: u16 = 9;
 
 /// Everything a bundle carries. Encoded as [`PayloadWire`]; decoded by
@@ -226,6 +227,9 @@ pub struct RuleOptions {
     /// Policies, cooldown, debounce and holds are kept per key. Part of no
     /// fingerprint: it changes no step.
     pub per: Option<Program>,
+    /// `at` and `every` (docs/rules.md#schedules): the rule's own fires.
+    /// Part of no fingerprint: it changes no step.
+    pub schedule: crate::schedule::Schedule,
 }
 
 impl RuleOptions {
@@ -313,6 +317,14 @@ impl Rule {
     /// rule with one key.
     pub fn per(&self) -> Option<&Program> {
         self.options.as_ref().and_then(|o| o.per.as_ref())
+    }
+
+    /// `at` and `every`, `None` when the rule has neither.
+    pub fn schedule(&self) -> Option<&crate::schedule::Schedule> {
+        self.options
+            .as_ref()
+            .map(|o| &o.schedule)
+            .filter(|schedule| !schedule.is_empty())
     }
 }
 

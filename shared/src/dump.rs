@@ -431,6 +431,22 @@ fn write_step(
     write_when(out, "    ", step.when.as_ref(), payload)
 }
 
+fn write_schedule(out: &mut impl Write, schedule: &crate::schedule::Schedule) -> fmt::Result {
+    if !schedule.at.is_empty() {
+        let times: Vec<String> = schedule
+            .at
+            .iter()
+            .map(|&s| crate::schedule::time_of_day_label(s))
+            .collect();
+        writeln!(out, "  at           {}", times.join(", "))?;
+    }
+    if schedule.every_s != 0 {
+        let every = duration(u64::from(schedule.every_s) * 1_000_000_000);
+        writeln!(out, "  every        {every}")?;
+    }
+    Ok(())
+}
+
 fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Result {
     writeln!(out, "rule {:?} ({})", rule.name, rule.source)?;
     let status = if rule.enabled {
@@ -442,6 +458,10 @@ fn write_rule(out: &mut impl Write, rule: &Rule, payload: &Payload) -> fmt::Resu
     let protected = if rule.protected() { "yes" } else { "no" };
     writeln!(out, "  protected    {protected}")?;
     writeln!(out, "  on           {}", patterns(&rule.on))?;
+    // Only a scheduled rule has the lines (docs/rules.md#schedules).
+    if let Some(schedule) = rule.schedule() {
+        write_schedule(out, schedule)?;
+    }
     writeln!(out, "  cancel-on    {}", patterns(rule.cancel_on()))?;
     writeln!(out, "  concurrency  {}", concurrency(rule.concurrency))?;
     writeln!(
@@ -1024,6 +1044,13 @@ pub fn rule_json(rule: &Rule, payload: &Payload) -> Json {
                 }),
             );
         }
+    }
+    // Only a scheduled rule has the key (docs/rules.md#schedules).
+    if let (Some(schedule), Some(object)) = (rule.schedule(), out.as_object_mut()) {
+        object.insert(
+            "schedule".to_string(),
+            json!({"at_s": schedule.at, "every_s": schedule.every_s}),
+        );
     }
     out
 }

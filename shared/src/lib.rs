@@ -27,6 +27,7 @@ pub mod limits;
 pub mod payload_decode;
 pub mod profile;
 pub mod rule_change;
+pub mod schedule;
 pub mod small_str;
 pub mod suggest;
 pub mod template;

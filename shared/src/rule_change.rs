@@ -94,6 +94,7 @@ impl<'a> Comparison<'a> {
             protected,
             trip,
             per,
+            schedule,
         } = old;
         let input = |payload: &'a Payload, i: &u32| payload.inputs.get(*i as usize);
         *cancel_on == new.cancel_on
@@ -110,6 +111,7 @@ impl<'a> Comparison<'a> {
             && *protected == new.protected
             && *trip == new.trip
             && self.same_when(per.as_ref(), new.per.as_ref())
+            && *schedule == new.schedule
     }
 
     fn same_steps(&self, old: &[Step], new: &[Step]) -> bool {

@@ -99,6 +99,8 @@ codes! {
     Per => "rulec::per",
     /// A `per` key that is a constant: every event has one key.
     PerConstant => "rulec::per-constant",
+    /// `at` not a list of local times `HH:MM[:SS]`, or `every` not a whole number of seconds that divides a day.
+    Schedule => "rulec::schedule",
     /// `durable` on a step whose `after` is absent or zero.
     DurableWithoutAfter => "rulec::durable-without-after",
     /// `durable` on a `[[rule.finally]]` step: finally steps are never durable.

@@ -370,7 +370,7 @@ fn checked_timeline(
             return Ok(Err(Exit::Usage));
         }
     };
-    let Ok(timeline) = parse(&text) else {
+    let Ok(timeline) = parse(&text).map(crate::timeline::with_zone) else {
         print_timeline_problems(path, &text, None, console)?;
         return Ok(Err(Exit::Failure));
     };

@@ -20,6 +20,7 @@ mod input;
 mod per;
 mod profile;
 mod rule;
+mod schedule;
 mod step;
 mod template;
 
@@ -141,6 +142,8 @@ pub struct CheckedRule {
     pub repeat: Repeat,
     /// `per` (docs/rules.md#keyed-runs): the key's expression.
     pub per: Option<CheckedExpr>,
+    /// `at` and `every` (docs/rules.md#schedules); empty when neither.
+    pub schedule: rulecore::schedule::Schedule,
     pub when: Option<CheckedExpr>,
     pub steps: Vec<CheckedStep>,
     /// `[[rule.finally]]`, never durable (docs/rules.md#finally).

@@ -27,7 +27,9 @@ impl<'i> RuleChecker<'_, 'i> {
         ok &= protected.is_some();
         let trip = self.trip(table);
         ok &= trip.is_some();
-        let (on, on_ok) = self.on(table, &header);
+        let schedule = self.schedule(table);
+        let scheduled = schedule.as_ref().is_some_and(|s| !s.is_empty());
+        let (on, on_ok) = self.on(table, &header, scheduled);
         let when = self.rule_when(table);
         let concurrency = self.concurrency(table);
         let (cancel_on, cancel_on_ok) = match self.patterns(table, "cancel-on") {
@@ -87,6 +89,7 @@ impl<'i> RuleChecker<'_, 'i> {
         else {
             return None;
         };
+        let schedule = schedule?;
         if !ok {
             return None;
         }
@@ -106,6 +109,7 @@ impl<'i> RuleChecker<'_, 'i> {
             hold_ns: hold_ns.unwrap_or(0),
             repeat,
             per,
+            schedule,
             when,
             steps,
             finally,
@@ -209,9 +213,19 @@ impl<'i> RuleChecker<'_, 'i> {
         None
     }
 
-    /// `on`: required, not empty. The patterns that parsed, also on error
-    /// (the cancel-on warnings still look at them), and whether all is well.
-    fn on(&mut self, table: &Table<'i>, header: &Range<usize>) -> (Vec<Pattern>, bool) {
+    /// `on`: required, not empty, unless the rule has a schedule
+    /// (`scheduled`: its own fires trigger it). The patterns that parsed,
+    /// also on error (the cancel-on warnings still look at them), and
+    /// whether all is well.
+    fn on(
+        &mut self,
+        table: &Table<'i>,
+        header: &Range<usize>,
+        scheduled: bool,
+    ) -> (Vec<Pattern>, bool) {
+        if scheduled && entry(table, "on").is_none() {
+            return (Vec::new(), true);
+        }
         match self.patterns(table, "on") {
             Some((on, true)) if on.is_empty() => {
                 let span = entry(table, "on").map_or(header.clone(), |e| e.value.span());

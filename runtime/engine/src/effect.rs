@@ -183,6 +183,13 @@ pub enum Effect {
         channel: String,
         message: String,
     },
+    /// `HSET NS:schedule <rule> <fire_ms>`: a schedule fired rule `rule`
+    /// (docs/rules.md#schedules); start reads it back to find a fire
+    /// missed while the service was down.
+    ScheduleFired {
+        rule: Arc<str>,
+        fire_ms: i64,
+    },
 }
 
 /// Why a pending record is removed: by the engine itself, or (`Started`)

@@ -51,6 +51,7 @@ mod retry;
 mod rule_state;
 mod run;
 mod run_id;
+pub mod schedule;
 mod time;
 mod timers;
 mod trace;
@@ -201,6 +202,8 @@ pub struct Engine {
     when_plans: when_plans::WhenPlans,
     /// The limits' windows, the breakers, the refusals per rule.
     envelope: envelope_state::EnvelopeState,
+    /// `at` and `every` (docs/rules.md#schedules).
+    schedules: schedule::Schedules,
 }
 
 impl Engine {
@@ -243,6 +246,7 @@ impl Engine {
             traces,
             when_plans,
             envelope,
+            schedules: schedule::Schedules::default(),
         }
     }
 
@@ -261,6 +265,7 @@ impl Engine {
             return;
         }
         self.polls_due(now);
+        self.schedules_due(now);
         while let Some(fired) = self.timers.pop_due(now.time) {
             if !self.timer_is_live(&fired) {
                 // Cancelled lazily: the owner moved on.
@@ -320,6 +325,7 @@ impl Engine {
         }
         self.stopped = true;
         self.due.clear();
+        self.schedules_stopped();
         for rule in 0..self.rules.len() {
             self.each_key(rule, |engine| engine.stop_run(rule));
         }
@@ -362,6 +368,7 @@ impl Engine {
         if delta_ms == 0 {
             return 0;
         }
+        self.schedules_clock_jumped();
         self.due.shift(delta_ms);
         for rule in 0..self.rules.len() {
             self.each_key(rule, |engine| {

@@ -91,7 +91,9 @@ impl Engine {
         let mut next = Engine::new(Arc::clone(&payload), self.config.clone());
         next.timers = timers;
         self.carry_over(&mut next, &targets);
+        let schedules = std::mem::take(&mut self.schedules);
         *self = next;
+        self.schedules_reloaded(schedules, now);
         self.after_reload(now);
         summary
     }

@@ -181,7 +181,7 @@ impl Engine {
     /// Steps 2 to 5 of docs/semantics.md#handling-one-event for one rule
     /// whose `on` matches: its `when` (an error logged and counted), then
     /// the verdict of [`decide::decide`], applied.
-    fn match_rule(
+    pub(crate) fn match_rule(
         &mut self,
         spec: &Rule,
         rule: usize,

@@ -196,7 +196,8 @@ impl H {
                 | Effect::Note(_)
                 | Effect::Publish(_)
                 | Effect::Poll { .. }
-                | Effect::Toast { .. } => {}
+                | Effect::Toast { .. }
+                | Effect::ScheduleFired { .. } => {}
             }
         }
         for job in ready {
@@ -248,6 +249,7 @@ fn describe(effect: &Effect) -> String {
         } => format!("put {id} s{step} p{pass} at+{}", fire_at - WALL0),
         Effect::DropRecord { id, reason, .. } => format!("drop {id} {}", reason.as_str()),
         Effect::Log(line) => format!("log {line}"),
+        Effect::ScheduleFired { rule, fire_ms } => format!("schedule-fired {rule} {fire_ms}"),
         Effect::Note(note) => match note {
             Note::RunStart { run, .. } => format!("run-start {run}"),
             Note::RunEnd { run, reason, .. } => format!("run-end {run} {}", reason.as_str()),

@@ -48,6 +48,9 @@ pub fn log_effect(effect: &Effect, throttle: &mut Throttle) {
             )
         }
         Effect::Poll { hash, .. } => tracing::debug!(hash = %hash, "poll not read: stopping"),
+        Effect::ScheduleFired { rule, .. } => {
+            tracing::debug!(rule = %rule, "schedule fire not written: stopping")
+        }
     }
 }
 

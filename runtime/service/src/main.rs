@@ -210,6 +210,14 @@ struct Args {
     #[arg(long, env = "RULED_REPLAY_WINDOW", default_value = "5m", value_parser = parse_signed_duration, allow_hyphen_values = true)]
     replay_window: i64,
 
+    /// Keep a copy of the pending records in this file, for a Redis that
+    /// keeps nothing across a reboot: written at stop, on a suspend,
+    /// hibernate or reboot state of `power-manager`, and at most once a
+    /// minute while a step waits longer than the replay window; read back
+    /// at start when `NS:pending` is empty (docs/service.md#the-pending-file).
+    #[arg(long, env = "RULED_PENDING_FILE")]
+    pending_file: Option<PathBuf>,
+
     /// How often changed counters are written to the hash `NS` (the
     /// `--namespace`: `extensions` by default).
     #[arg(long, env = "RULED_STATS_INTERVAL", default_value = "10s", value_parser = parse_positive_duration, allow_hyphen_values = true)]
@@ -567,6 +575,7 @@ fn run(args: Args) -> Result<()> {
         },
         replay_window_ms: args.replay_window,
         stats_interval: args.stats_interval,
+        pending_file: args.pending_file.clone(),
         namespace: args.namespace,
         traces: usize::try_from(args.traces).unwrap_or(usize::MAX),
         trace_memory: args.trace_memory,

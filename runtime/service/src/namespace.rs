@@ -113,6 +113,13 @@ impl Namespace {
         self.key("bus-last-id")
     }
 
+    /// Each scheduled rule's last fire (Unix ms), `NS:schedule`: start
+    /// reads it to run a fire missed while ruled was down
+    /// (docs/rules.md#schedules).
+    pub fn schedule(&self) -> String {
+        self.key("schedule")
+    }
+
     fn key(&self, suffix: &str) -> String {
         format!("{}:{suffix}", self.0)
     }

@@ -412,6 +412,9 @@ pub enum StoreOp {
     Counters(Vec<(&'static str, String)>),
     /// `HSET NS:rules name json ...`
     RuleStats(Vec<(String, String)>),
+    /// `HSET NS:schedule rule fire_ms`: a schedule's last fire
+    /// (docs/rules.md#schedules).
+    ScheduleFired { rule: String, fire_ms: i64 },
     /// `DEL NS:rules`, then `HSET NS:rules name json ...`:
     /// the hash holds exactly these rules (none of an earlier bundle's).
     AllRuleStats(AllRules),
@@ -434,6 +437,7 @@ impl StoreOp {
                 Self::DropMany(ids) | Self::Settle { ids, .. } => ids.iter().map(String::len).sum(),
                 Self::Counters(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
                 Self::RuleStats(fields) => fields.iter().map(|(f, v)| f.len() + v.len()).sum(),
+                Self::ScheduleFired { rule, .. } => rule.len() + 20,
                 // Shared with the engine and the publisher: only the
                 // fields of one chunk are ever formatted at once.
                 Self::AllRuleStats(_) => 0,
@@ -513,6 +517,7 @@ impl StoreWriter {
             pending: namespace.pending(),
             counters: namespace.counters().to_string(),
             rules: namespace.rules(),
+            schedule: namespace.schedule(),
         };
         let pending = Arc::from(keys.pending.as_str());
         let handle = tokio::spawn(store_task(con, keys, rx, Arc::clone(&queued)));
@@ -663,6 +668,7 @@ struct Keys {
     pending: String,
     counters: String,
     rules: String,
+    schedule: String,
 }
 
 async fn store_task(
@@ -701,6 +707,7 @@ enum Written {
     Drops(String, usize),
     Counters,
     RuleStats,
+    Schedule(String),
 }
 
 impl Written {
@@ -725,6 +732,12 @@ impl Written {
             Self::RuleStats => {
                 tracing::warn!("rule statistics not written to `{}`: {error}", keys.rules)
             }
+            Self::Schedule(rule) => tracing::warn!(
+                rule = %rule,
+                "last schedule fire not written to `{}` ({error}): a restart may run it again \
+                 if it is within the replay window",
+                keys.schedule
+            ),
         }
     }
 }
@@ -759,6 +772,10 @@ async fn write_batch(con: &mut ConnectionManager, keys: &Keys, batch: &mut Vec<S
             StoreOp::RuleStats(fields) if !fields.is_empty() => {
                 hset(&mut pipe, &keys.rules, fields);
                 written.push(Written::RuleStats);
+            }
+            StoreOp::ScheduleFired { rule, fire_ms } => {
+                pipe.cmd("HSET").arg(&keys.schedule).arg(&rule).arg(fire_ms);
+                written.push(Written::Schedule(rule));
             }
             StoreOp::AllRuleStats(all) => {
                 // What came before goes first, in its own pipeline.

@@ -122,7 +122,9 @@ pub fn simulate_reloading(
             _ => {}
         }
     }
+    let zone = timeline.local_zone()?;
     let mut sim = Sim::new(payload, timeline, after_restart, options);
+    sim.zone = zone;
     sim.reloads = reloads;
     sim.run(timeline);
     Ok(sim.outcome)
@@ -157,8 +159,16 @@ struct Sim<'t> {
     options: Options,
     /// Virtual time, ns.
     now: u64,
-    /// Wall clock offset from `WALL_ORIGIN_MS + now`, ms.
+    /// Wall clock offset from `wall_origin_ms + now`, ms.
     jump_ms: i64,
+    /// The wall clock at virtual time zero: the timeline's `start`.
+    wall_origin_ms: i64,
+    /// Schedules fire up to here: `end`, else the last entry (a schedule
+    /// always has a next fire, so it never keeps a simulation going).
+    schedule_limit: u64,
+    /// `NS:schedule`: each rule's last fire, Unix ms; survives restarts.
+    schedule_store: BTreeMap<String, i64>,
+    zone: crate::schedule::LocalZone,
     /// When the service comes back up, while it is down.
     up_at: Option<u64>,
     restarts: u32,
@@ -200,6 +210,10 @@ impl<'t> Sim<'t> {
             options,
             now: 0,
             jump_ms: 0,
+            wall_origin_ms: timeline.start_ms(),
+            schedule_limit: timeline.end.map_or(0, |d| d.0.unsigned_abs()),
+            schedule_store: BTreeMap::new(),
+            zone: crate::schedule::LocalZone::utc(),
             up_at: None,
             restarts: 0,
             pool: PoolConfig {
@@ -238,7 +252,8 @@ impl<'t> Sim<'t> {
     fn clocks(&self) -> Now {
         // Saturating: timeline durations and jumps are user input.
         let since_origin = i64::try_from(self.now / 1_000_000).unwrap_or(i64::MAX);
-        let wall_ms = WALL_ORIGIN_MS
+        let wall_ms = self
+            .wall_origin_ms
             .saturating_add(since_origin)
             .saturating_add(self.jump_ms);
         Now::new(Time::from_nanos(self.now), wall_ms)
@@ -281,6 +296,10 @@ impl<'t> Sim<'t> {
         schedule(Kind::Event, &mut timeline.event.iter().map(|e| e.at));
         entries.sort();
         let end = timeline.end.map(|d| d.0.unsigned_abs());
+        if end.is_none() {
+            self.schedule_limit = entries.last().map_or(0, |entry| entry.0);
+        }
+        self.start_schedules();
         for (at, kind, index) in entries {
             if end.is_some_and(|end| at > end) {
                 break;
@@ -389,7 +408,17 @@ impl<'t> Sim<'t> {
             let finish = self.running.iter().map(|r| (r.finish, r.seq)).min();
             let batch = self.lane.finish();
             let deadline = if up.is_none() {
-                self.engine.next_deadline().map(Time::as_nanos)
+                let schedule = self
+                    .engine
+                    .next_schedule()
+                    .map(Time::as_nanos)
+                    .filter(|&at| at <= self.schedule_limit);
+                self.engine
+                    .next_deadline()
+                    .map(Time::as_nanos)
+                    .into_iter()
+                    .chain(schedule)
+                    .min()
             } else {
                 None
             };
@@ -491,6 +520,21 @@ impl<'t> Sim<'t> {
             .collect();
         let now = self.clocks();
         self.engine.replay_raw(now, fields);
+        self.start_schedules();
+    }
+
+    /// The service's start after replay: schedules armed, a missed fire
+    /// judged against `NS:schedule` (docs/rules.md#schedules).
+    fn start_schedules(&mut self) {
+        self.engine.set_zone(self.zone.clone());
+        let last: Vec<(String, i64)> = self
+            .schedule_store
+            .iter()
+            .map(|(rule, ms)| (rule.clone(), *ms))
+            .collect();
+        let now = self.clocks();
+        self.engine.start_schedules(now, &last);
+        self.perform();
     }
 
     fn fate(&self, job: &Job) -> Fate {
@@ -563,6 +607,9 @@ impl<'t> Sim<'t> {
                     for event in events {
                         self.derived_line(&event);
                     }
+                }
+                Effect::ScheduleFired { rule, fire_ms } => {
+                    self.schedule_store.insert(rule.to_string(), fire_ms);
                 }
                 Effect::Poll { pairs, .. } => {
                     self.expire_due();

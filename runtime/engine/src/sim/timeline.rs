@@ -49,6 +49,18 @@ pub struct Timeline {
     pub queue: Option<usize>,
     /// How long each action takes; default 0s.
     pub action_time: Option<Dur>,
+    /// The wall clock at virtual time zero, RFC 3339 with an offset
+    /// (`2026-12-04T21:59:00+01:00`); default [`super::WALL_ORIGIN_MS`].
+    pub start: Option<String>,
+    /// The local time zone schedules read (`Europe/Berlin`); default UTC.
+    pub timezone: Option<String>,
+    /// `timezone`'s rules, loaded by the caller ([`Timeline::load_zone`]):
+    /// the simulator reads no file.
+    #[serde(skip)]
+    pub zone: Option<crate::schedule::LocalZone>,
+    /// Why [`Timeline::load_zone`] could not load `timezone`.
+    #[serde(skip)]
+    pub zone_error: Option<String>,
 }
 
 /// `[[event]]`: an event arriving on the bus.
@@ -324,6 +336,10 @@ pub enum TimelineError {
     /// What the key-by-key check let through but the shape still refused.
     #[error("{message}")]
     Shape { message: String },
+    #[error("top level: `start` = {text:?} is not a date and time: write RFC 3339 with an offset, e.g. \"2026-12-04T21:59:00+01:00\"")]
+    BadStart { text: String },
+    #[error("top level: `timezone`: {reason}")]
+    BadZone { reason: String },
 }
 
 /// Go's duration syntax, for every duration help line (docs/rules.md#durations).
@@ -439,6 +455,14 @@ impl TimelineError {
                 "write `data = { level = 2 }`: the event's data fields".to_string()
             }
             TimelineError::NoWorkers => "leave `workers` out for the default of 2".to_string(),
+            TimelineError::BadStart { .. } => {
+                "the date, `T`, the time to the second, then `Z` or the offset `+01:00`".to_string()
+            }
+            TimelineError::BadZone { .. } => {
+                "name a zone of the system's zone database (`Europe/Berlin`), `UTC`, or a \
+                 POSIX TZ rule"
+                    .to_string()
+            }
             TimelineError::FailUntilNotAfterAt { .. } => {
                 "make `until` later than `at`, or leave it out to fail from `at` on".to_string()
             }
@@ -482,6 +506,8 @@ pub const SETTINGS: &[(&str, Ty)] = &[
     ("workers", Ty::Count),
     ("queue", Ty::Count),
     ("action-time", Ty::Duration),
+    ("start", Ty::Text),
+    ("timezone", Ty::Text),
 ];
 
 /// Each entry kind's keys: (key, type, required).
@@ -774,6 +800,121 @@ impl Timeline {
         if self.workers == Some(0) {
             problems.push(TimelineError::NoWorkers);
         }
+        if let Some(text) = self
+            .start
+            .as_ref()
+            .filter(|text| parse_rfc3339_ms(text).is_none())
+        {
+            problems.push(TimelineError::BadStart { text: text.clone() });
+        }
         problems
     }
+
+    /// The wall clock at virtual time zero, Unix ms.
+    pub fn start_ms(&self) -> i64 {
+        self.start
+            .as_deref()
+            .and_then(parse_rfc3339_ms)
+            .unwrap_or(super::WALL_ORIGIN_MS)
+    }
+
+    /// Loads `timezone` with the caller's file access (`read`: a path's
+    /// bytes); UTC without one. A zone that does not load is reported by
+    /// the simulation ([`TimelineError::BadZone`]).
+    pub fn load_zone(&mut self, read: impl Fn(&str) -> std::io::Result<Vec<u8>>) {
+        if let Some(name) = &self.timezone {
+            match crate::schedule::LocalZone::named(name, read) {
+                Ok(zone) => self.zone = Some(zone),
+                Err(error) => self.zone_error = Some(error.to_string()),
+            }
+        }
+    }
+
+    /// The zone schedules read: [`Timeline::load_zone`]'s, else one that
+    /// needs no file (UTC, a POSIX rule).
+    pub fn local_zone(&self) -> Result<crate::schedule::LocalZone, TimelineError> {
+        if let Some(reason) = &self.zone_error {
+            return Err(TimelineError::BadZone {
+                reason: reason.clone(),
+            });
+        }
+        match (&self.zone, &self.timezone) {
+            (Some(zone), _) => Ok(zone.clone()),
+            (None, None) => Ok(crate::schedule::LocalZone::utc()),
+            (None, Some(name)) => crate::schedule::LocalZone::named(name, |_| {
+                Err(std::io::Error::other("the simulator reads no file"))
+            })
+            .map_err(|error| TimelineError::BadZone {
+                reason: error.to_string(),
+            }),
+        }
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fff](Z|+HH:MM|-HH:MM)` as Unix ms.
+pub fn parse_rfc3339_ms(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    let number = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(range)?;
+        part.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    if bytes.len() < 20
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !matches!(bytes[10], b'T' | b't' | b' ')
+        || bytes[13] != b':'
+        || bytes[16] != b':'
+    {
+        return None;
+    }
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    let mut rest = &text[19..];
+    let mut millis = 0;
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let padded = format!("{:0<3}", &fraction[..digits.min(3)]);
+        millis = padded.parse::<i64>().ok()?;
+        rest = &fraction[digits..];
+    }
+    let offset_s = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes().first() {
+                Some(b'+') => 1,
+                Some(b'-') => -1,
+                _ => return None,
+            };
+            let zone = rest.get(1..)?;
+            if zone.len() != 5 || zone.as_bytes()[2] != b':' {
+                return None;
+            }
+            let (h, m) = (
+                zone[..2].parse::<i64>().ok()?,
+                zone[3..].parse::<i64>().ok()?,
+            );
+            if h > 23 || m > 59 {
+                return None;
+            }
+            sign * (h * 3600 + m * 60)
+        }
+    };
+    let month = u32::try_from(month).ok()?;
+    let day = u32::try_from(day).ok()?;
+    let unix_s =
+        crate::schedule::unix_of_civil(year, month, day, hour * 3600 + minute * 60 + second);
+    Some((unix_s - offset_s) * 1000 + millis)
 }

@@ -42,6 +42,9 @@ pub struct ServiceFacts {
     pub sources: &'static str,
     /// Hashes whose notifications are subscribed.
     pub watched_hashes: usize,
+    /// `--pending-file`'s replay waits for the wall clock
+    /// (docs/service.md#the-pending-file).
+    pub replay_held: bool,
 }
 
 /// What a method may read and change.
@@ -253,6 +256,21 @@ fn status(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         },
         // The control server reads it (`local`).
         last_rebuild: None,
+        replay_held: facts.replay_held,
+        schedules: {
+            let timezone = ctx.engine.zone_name();
+            ctx.engine
+                .schedules()
+                .into_iter()
+                .map(|view| super::protocol::ScheduleFacts {
+                    rule: view.rule.to_string(),
+                    topic: view.topic.to_string(),
+                    at: view.at,
+                    next_fire_ms: view.next_fire_ms,
+                    timezone: timezone.clone(),
+                })
+                .collect()
+        },
     })
 }
 

@@ -126,6 +126,23 @@ fn status(out: &mut String, reply: &StatusReply) -> std::fmt::Result {
     for (name, value) in &reply.counters {
         writeln!(out, "  {name:<12} {}", plain(value))?;
     }
+    if reply.replay_held {
+        writeln!(
+            out,
+            "replay     held: the wall clock is earlier than the pending file's write time"
+        )?;
+    }
+    for schedule in &reply.schedules {
+        writeln!(
+            out,
+            "schedule   {} {} {} ({}): next {}",
+            plain(&schedule.rule),
+            plain(&schedule.topic),
+            plain(&schedule.at),
+            plain(&schedule.timezone),
+            instant(Some(schedule.next_fire_ms))
+        )?;
+    }
     Ok(())
 }
 

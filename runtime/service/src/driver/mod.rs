@@ -6,6 +6,7 @@
 //! lives here; starting, reloading and stopping are in `start`, `reload`
 //! and `stop`.
 
+mod pending_copy;
 mod reload;
 mod start;
 mod stop;
@@ -129,6 +130,10 @@ struct Service {
     /// `--rules-dir`, and its digest: the revision (docs/operating.md#revisions).
     rules: Option<crate::rules_dir::RulesDir>,
     revision: crate::rules_dir::Revision,
+    /// `--pending-file` (docs/service.md#the-pending-file).
+    pending_file: Option<crate::pending_file::PendingFile>,
+    /// `power-manager` `state` changes, while there is a pending file.
+    power: mpsc::UnboundedReceiver<String>,
 }
 
 impl Service {
@@ -149,7 +154,11 @@ impl Service {
         tokio::pin!(sleep);
         let mut handled = 0u32;
         loop {
-            let deadline = self.engine.next_deadline();
+            // Timers and the next schedule fire (docs/rules.md#schedules).
+            let deadline = [self.engine.next_deadline(), self.engine.next_schedule()]
+                .into_iter()
+                .flatten()
+                .min();
             if let Some(deadline) = deadline {
                 let at = tokio::time::Instant::from_std(self.clock.instant(deadline));
                 if sleep.deadline() != at {
@@ -177,12 +186,14 @@ impl Service {
                 },
                 Some(()) = reloads.recv() => self.reload_logged().await,
                 Some(outcome) = self.reads.recv() => self.on_read(outcome),
+                Some(state) = self.power.recv() => self.power_state(&state),
                 () = &mut sleep, if deadline.is_some() => {
                     let now = self.now();
                     self.engine.handle_timeout(now);
                     sleep.as_mut().reset(far());
                 },
                 _ = stats.tick() => {
+                    self.pending_file_tick().await;
                     self.stats.write_changes(&self.engine, &self.writer);
                     self.intake.log_overflow();
                     logging::log_held(&self.throttle.roll(Instant::now()));
@@ -364,6 +375,7 @@ impl Service {
             counters: self.stats.counters_now(&self.engine),
             sources: crate::bus::sources_word(self.sources),
             watched_hashes: self.state_hashes.len(),
+            replay_held: self.replay_held(),
         };
         let mut context = Context {
             now: self.now(),
@@ -422,6 +434,7 @@ impl Service {
     /// engine again, which queues more behind the ones still waiting.
     fn perform_effects(&mut self) {
         while let Some(effect) = self.engine.poll_effect() {
+            self.follow_in_copy(&effect);
             match effect {
                 Effect::Submit(job) => self.submit(job),
                 // A refused put or drop was logged by the writer with its cost.
@@ -440,6 +453,10 @@ impl Service {
                 Effect::Poll { hash, pairs } => self.reader.poll(&hash, pairs),
                 Effect::Toast { channel, message } => {
                     crate::guard_read::toast(self.con.clone(), channel, message)
+                }
+                Effect::ScheduleFired { rule, fire_ms } => {
+                    let rule = rule.to_string();
+                    self.writer.send(StoreOp::ScheduleFired { rule, fire_ms });
                 }
                 Effect::DropRecord { id, reason, rule } => {
                     effect_log::log_record_drop(&id, rule.as_deref(), reason);

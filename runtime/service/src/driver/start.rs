@@ -66,6 +66,8 @@ pub struct ServiceConfig {
     pub rules: Option<RulesDir>,
     /// `--control-key`, `--control-mutations` (docs/operating.md#trust).
     pub trust: TrustConfig,
+    /// `--pending-file` (docs/service.md#the-pending-file).
+    pub pending_file: Option<PathBuf>,
 }
 
 /// A password: never shown, not even in `Debug`.
@@ -119,9 +121,7 @@ impl Service {
     /// The bundle comes before the connection: a bad bundle or a bad URL
     /// fails at once, not only once Redis answers.
     pub(super) async fn start(config: ServiceConfig) -> Result<Self, ServiceError> {
-        // Started now, not once Redis answers.
-        let owner = Owner::current();
-        let started = Instant::now();
+        let (owner, started) = (Owner::current(), Instant::now()); // now, not once Redis answers
         let (client, tls) = open_client(
             &config.redis_url,
             config.redis_password.as_ref(),
@@ -175,6 +175,7 @@ impl Service {
         let (subs, input_channels) = subscriptions_for(&engine, &state_hashes);
         let stats = StatsPublisher::new(&engine, bundle_id.clone(), &owner);
         let (revision, local) = rules_dir_side(&config).await;
+        let (pending_file, power) = pending_copy_parts(&config, &client, &con);
         let mut service = Self {
             engine,
             con,
@@ -206,10 +207,12 @@ impl Service {
             started,
             rules: config.rules.clone(),
             revision,
+            pending_file,
+            power,
         };
         service.check_owner().await?;
         service.check_bus().await?;
-        service.replay().await?;
+        service.replay_and_schedules().await?;
         service.stats.write_all(&service.engine, &service.writer);
         // Ready means ready: the start's writes done before any event (docs/service.md#start-and-stop).
         service.writer.flush().await;
@@ -221,7 +224,7 @@ impl Service {
 
     /// Replays the pending store, before any subscription opens: a replayed
     /// run meets the live triggers' concurrency only afterwards.
-    async fn replay(&mut self) -> Result<(), ServiceError> {
+    pub(super) async fn replay(&mut self) -> Result<(), ServiceError> {
         let engine = &self.engine;
         let refusals =
             |records: &[ruled_engine::PendingRecord]| engine.refusals_without_clock(records);
@@ -262,6 +265,45 @@ impl Service {
         }
         self.perform_effects();
         Ok(())
+    }
+
+    /// The pending file put back (or the replay held), replay, then the
+    /// schedules armed.
+    async fn replay_and_schedules(&mut self) -> Result<(), ServiceError> {
+        if self.restore_pending_file().await {
+            self.replay().await?;
+        }
+        self.start_schedules().await;
+        Ok(())
+    }
+
+    /// Arms the schedules after replay (docs/rules.md#schedules): the
+    /// system's zone, each rule's last fire from `NS:schedule`; a fire
+    /// missed while down runs now when it is within the replay window.
+    async fn start_schedules(&mut self) {
+        let zone = crate::schedule::system_zone();
+        let last = crate::schedule::last_fires(&mut self.con, &self.namespace, &self.engine)
+            .await
+            .unwrap_or_else(|error| {
+                tracing::warn!(
+                    "`{}` not read ({error}): a fire missed while down is not run",
+                    self.namespace.schedule()
+                );
+                Vec::new()
+            });
+        if self
+            .engine
+            .payload()
+            .rules
+            .iter()
+            .any(|rule| rule.schedule().is_some())
+        {
+            tracing::info!(timezone = zone.name(), "schedules read local time");
+        }
+        self.engine.set_zone(zone);
+        let now = self.now();
+        self.engine.start_schedules(now, &last);
+        self.perform_effects();
     }
 
     /// Looks at the counters hash before ruled writes its own fields there,
@@ -470,4 +512,25 @@ async fn rules_dir_side(config: &ServiceConfig) -> (Revision, Local) {
         rebuild_key,
     };
     (revision, local)
+}
+
+/// `--pending-file`'s copy and its `power-manager` watch (none without it).
+fn pending_copy_parts(
+    config: &ServiceConfig,
+    client: &redis::Client,
+    con: &redis::aio::ConnectionManager,
+) -> (
+    Option<crate::pending_file::PendingFile>,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    match &config.pending_file {
+        Some(path) => (
+            Some(crate::pending_file::PendingFile::new(
+                path.clone(),
+                config.replay_window_ms,
+            )),
+            super::pending_copy::watch_power(client.clone(), con.clone()),
+        ),
+        None => (None, tokio::sync::mpsc::unbounded_channel().1),
+    }
 }

@@ -45,6 +45,7 @@ impl Service {
         }
         let abandoned = self.pool.stop(STOP_GRACE).await;
         self.settle_reports();
+        self.write_pending_file_at_stop();
         if abandoned > 0 {
             tracing::warn!(
                 abandoned,

@@ -31,8 +31,8 @@ pub use reload::{OverrideInForce, ReloadReply};
 pub use set_enabled::{SetEnabledReply, SetEnabledRequest};
 pub use show::{RunLine, RunState, ShowReply};
 pub use status::{
-    BusFacts, LastRebuild, ProfileFacts, QueueFacts, RebuildRecord, RuleCount, StatusReply,
-    WorkerPool,
+    BusFacts, LastRebuild, ProfileFacts, QueueFacts, RebuildRecord, RuleCount, ScheduleFacts,
+    StatusReply, WorkerPool,
 };
 pub use trace::{Paged, TraceReply, TraceRequest};
 

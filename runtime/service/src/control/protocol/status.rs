@@ -36,6 +36,33 @@ pub struct StatusReply {
     /// (docs/operating.md#the-last-rebuild); `null`: none recorded.
     #[serde(rename = "last-rebuild", default)]
     pub last_rebuild: Option<LastRebuild>,
+    /// Each schedule key's next fire (docs/rules.md#schedules), soonest
+    /// first; absent when no rule has one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<ScheduleFacts>,
+    /// The pending file's records wait for the wall clock to pass its
+    /// write time (docs/service.md#the-pending-file); absent when not.
+    #[serde(
+        rename = "replay-held",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub replay_held: bool,
+}
+
+/// One rule's `at` or `every`, and when it fires next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleFacts {
+    pub rule: String,
+    /// `time.at` or `time.every`.
+    pub topic: String,
+    /// The next fire's `data.at`, local time.
+    pub at: String,
+    /// The next fire, Unix ms.
+    #[serde(rename = "next-fire-ms")]
+    pub next_fire_ms: i64,
+    /// The local time zone it is read in.
+    pub timezone: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
