@@ -87,7 +87,7 @@ impl Known {
 /// A parsed timeline with its `timezone` read from the system's zone
 /// database (docs/simulation.md#the-wall-clock).
 pub fn with_zone(mut timeline: ruled_engine::sim::Timeline) -> ruled_engine::sim::Timeline {
-    timeline.load_zone(|path| std::fs::read(path));
+    timeline.load_zone(rulecore_io::input_file::read_zone_file);
     timeline
 }
 

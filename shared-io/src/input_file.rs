@@ -61,6 +61,17 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
     open(path)?.read(max)
 }
 
+/// A zone file is small (Europe/Berlin: 2.3 KiB); more is not one.
+pub const ZONE_FILE_MAX: u64 = 256 * 1024;
+
+/// A time zone file of the system's database (`/usr/share/zoneinfo/...`,
+/// `/etc/localtime`), as the schedules' zone reader takes it: `ruled`
+/// and `rulec simulate` read zones the same way.
+pub fn read_zone_file(path: &str) -> std::io::Result<Vec<u8>> {
+    read_bounded(Path::new(path), ZONE_FILE_MAX)
+        .map_err(|error| std::io::Error::other(error.to_string()))
+}
+
 /// An input file opened and known to be a regular file, not read yet: a
 /// caller that must judge the file itself first (the control key's mode
 /// and owner) looks at the [`metadata`](Self::metadata) of what was

@@ -9,13 +9,7 @@ use ruled_engine::schedule::LocalZone;
 use ruled_engine::Engine;
 use std::path::Path;
 
-/// A zone file is small (Europe/Berlin: 2.3 KiB); more is not one.
-const ZONE_FILE_MAX: u64 = 256 * 1024;
-
-fn read_zone_file(path: &str) -> std::io::Result<Vec<u8>> {
-    rulecore_io::input_file::read_bounded(Path::new(path), ZONE_FILE_MAX)
-        .map_err(|error| std::io::Error::other(error.to_string()))
-}
+use rulecore_io::input_file::read_zone_file;
 
 /// The system's local time zone: `TZ` when set, else `/etc/localtime`,
 /// else UTC. A zone that cannot be read is UTC, with a warning.

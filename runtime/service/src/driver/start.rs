@@ -132,19 +132,7 @@ impl Service {
         let mut con = connection::connect_manager(&client).await;
         tracing::info!(redis = %connection::redact_url(&config.redis_url), "connected to redis");
         let clock = ServiceClock::start();
-        let mut engine = Engine::new(
-            Arc::clone(&payload),
-            EngineConfig {
-                replay_window_ms: config.replay_window_ms,
-                // Distinct from every earlier process's run ids (docs/semantics.md#durability-and-replay).
-                epoch: wall_ms().to_string(),
-                traces: config.traces,
-                trace_memory: config.trace_memory,
-                bus: config.bus,
-                sources: config.sources,
-                ..EngineConfig::default()
-            },
-        );
+        let mut engine = Engine::new(Arc::clone(&payload), engine_config(&config));
         // Before anything is subscribed or seeded: a rule turned off stays
         // off, and what it alone needed is neither read nor watched.
         let keys = ControlKeys::for_namespace(&config.namespace);
@@ -413,6 +401,20 @@ pub fn open_client(
         info = info.set_redis_settings(settings);
     }
     Ok(crate::tls::client(info, &url, redis_ca_file)?)
+}
+
+/// The engine's settings from the service's.
+fn engine_config(config: &ServiceConfig) -> EngineConfig {
+    EngineConfig {
+        replay_window_ms: config.replay_window_ms,
+        // Distinct from every earlier process's run ids (docs/semantics.md#durability-and-replay).
+        epoch: wall_ms().to_string(),
+        traces: config.traces,
+        trace_memory: config.trace_memory,
+        bus: config.bus,
+        sources: config.sources,
+        ..EngineConfig::default()
+    }
 }
 
 /// Loads and verifies the bundle (a bad one is fatal, naming the check).
