@@ -7,7 +7,6 @@ use crate::namespace::Namespace;
 use redis::aio::ConnectionManager;
 use ruled_engine::schedule::LocalZone;
 use ruled_engine::Engine;
-use std::path::Path;
 
 use rulecore_io::input_file::read_zone_file;
 
