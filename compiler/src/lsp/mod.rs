@@ -3,7 +3,7 @@
 //! `rulec` links no async runtime (tower-lsp would bring tokio, which
 //! `cargo xtask invariants` keeps out of `rulec`).
 //!
-//! Every diagnostic is `rulec check`'s own ([`crate::check::check_loaded`]
+//! Every diagnostic is `rulec check`'s own ([`crate::session::Session::check_loaded`]
 //! over the directory, the open buffers laid over its files) or, for a
 //! timeline or test, what the simulator's and `rulec test`'s parsers
 //! report; the server only places them and offers their fixes.

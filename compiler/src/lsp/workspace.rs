@@ -1,7 +1,7 @@
 //! What the server knows (docs/editors.md#what-the-server-does): the open
 //! documents, and for each rules directory one of them is in, its files as
 //! read from disk and the last check of them with the open buffers laid
-//! over (`rulec check`'s own path, [`crate::check::check_loaded`]). A
+//! over (`rulec check`'s own path, [`crate::session::Session::check_loaded`]). A
 //! keystroke re-checks its directory from memory: nothing is read from
 //! disk until a file is saved, closed or reported changed.
 
