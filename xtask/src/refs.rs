@@ -470,7 +470,8 @@ fn normalise(base: &str, rel: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
-/// The heading anchors GitHub gives a Markdown file.
+/// The heading anchors GitHub gives a Markdown file, and its explicit
+/// `<a id>` anchors.
 fn anchors_of(text: &str) -> BTreeSet<String> {
     let mut anchors = BTreeSet::new();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
@@ -487,6 +488,13 @@ fn anchors_of(text: &str) -> BTreeSet<String> {
         }
         if fence.is_some() {
             continue;
+        }
+        // An explicit anchor (`<a id="keyed-runs"></a>`) names a place in
+        // a list, where no heading can stand.
+        for part in line.split("<a id=\"").skip(1) {
+            if let Some((id, _)) = part.split_once('"') {
+                anchors.insert(id.to_string());
+            }
         }
         let hashes = line.bytes().take_while(|&b| b == b'#').count();
         if !(1..=6).contains(&hashes) || !line[hashes..].starts_with(' ') {

@@ -16,7 +16,7 @@ pub enum Refusal {
     Tripped,
 }
 
-/// A rule's refusals by the envelope (docs/safety.md#counters).
+/// A rule's refusals by the envelope (docs/safety.md#guards).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EnvelopeCounts {
     pub guarded: u64,

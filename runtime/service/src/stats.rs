@@ -348,10 +348,12 @@ mod tests {
         );
         assert!(changed_counters(&new, &new).is_empty());
         let full = full_counters(&new, "abc");
-        // The engine's 8 (`retried` among them), the version, the bundle.
-        assert_eq!(full.len(), 10);
+        // The engine's 9 (`retried` and `keys-forgotten` among them), the
+        // version, the bundle.
+        assert_eq!(full.len(), 11);
         assert_eq!(full[5], ("retried", "0".to_string()));
-        assert_eq!(full[9], ("bundle", "abc".to_string()));
+        assert_eq!(full[8], ("keys-forgotten", "0".to_string()));
+        assert_eq!(full[10], ("bundle", "abc".to_string()));
     }
 
     /// The direct formatting reads as serde_json writes the object.
