@@ -32,6 +32,8 @@ fn rules(count: usize) -> Vec<Rule> {
             );
             rule.options_mut().cancel_on =
                 vec![TopicPattern::parse(&format!("cancel.{i}")).unwrap()].into();
+            // Millions of starts: no breaker (docs/safety.md#the-breaker).
+            rule.options_mut().trip = rulecore::envelope::Breaker::Off;
             rule
         })
         .collect()

@@ -122,6 +122,7 @@ const LATENCY_RULES: &str = r#"
 [[rule]]
 name = "kickstand"
 on = ["vehicle.kickstand.up", "vehicle.kickstand.down"]
+trip = false   # thousands of starts a second
 
 [[rule.step]]
 do = "redis"
@@ -131,6 +132,7 @@ push = "x"
 [[rule]]
 name = "ping"
 on = ["bench.ping"]
+trip = false
 
 [[rule.step]]
 do = "redis"

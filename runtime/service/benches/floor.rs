@@ -276,6 +276,14 @@ fn main() {
             vec![bundles::redis_step("bench:kick", "x", 0)],
         ),
     ];
+    // Thousands of starts a second: no breaker (docs/safety.md#the-breaker).
+    let rules = rules
+        .into_iter()
+        .map(|mut rule| {
+            rule.options_mut().trip = rulecore::envelope::Breaker::Off;
+            rule
+        })
+        .collect();
     let bundle = bundles::write(
         dir.path(),
         "floor.bundle",

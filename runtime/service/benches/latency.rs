@@ -42,11 +42,13 @@ fn main() {
     }
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let rule = bundles::rule(
+    let mut rule = bundles::rule(
         "bench",
         &["bench.ping"],
         vec![bundles::redis_step("bench:out", "x", 0)],
     );
+    // Thousands of starts a second: no breaker (docs/safety.md#the-breaker).
+    rule.options_mut().trip = rulecore::envelope::Breaker::Off;
     let bundle = bundles::write(dir.path(), "bench.bundle", &bundles::single(rule));
     let mut ruled = Ruled::start(&redis, &bundle, &["--log-level", "warn"]);
     // `--log-level warn` hides "ready": wait for the subscription instead.
