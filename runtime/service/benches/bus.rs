@@ -25,7 +25,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{RedisServer, Ruled};
+use support::{announce, RedisServer, Ruled};
 
 const WARMUP: usize = 300;
 const SAMPLES: usize = 5_000;
@@ -100,22 +100,6 @@ fn query(con: &mut redis::Connection, args: &[&str]) -> redis::Value {
         command.arg(*arg);
     }
     command.query(con).unwrap()
-}
-
-/// As redis-ipc writes a field: `HSET` and `PUBLISH` in one pipeline.
-fn announce(con: &mut redis::Connection, hash: &str, field: &str, value: &str) {
-    redis::pipe()
-        .cmd("HSET")
-        .arg(hash)
-        .arg(field)
-        .arg(value)
-        .ignore()
-        .cmd("PUBLISH")
-        .arg(hash)
-        .arg(field)
-        .ignore()
-        .query::<()>(con)
-        .unwrap();
 }
 
 const LATENCY_RULES: &str = r#"

@@ -37,7 +37,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::bundles::{self, payload};
-use support::{librescoot, RedisServer, Ruled};
+use support::{announce, librescoot, RedisServer, Ruled};
 
 const WARMUP: usize = 200;
 
@@ -54,22 +54,6 @@ fn query(con: &mut redis::Connection, args: &[&str]) -> redis::Value {
         command.arg(*arg);
     }
     command.query(con).unwrap()
-}
-
-/// As redis-ipc writes a field: `HSET` and `PUBLISH` in one pipeline.
-fn announce(con: &mut redis::Connection, hash: &str, field: &str, value: &str) {
-    redis::pipe()
-        .cmd("HSET")
-        .arg(hash)
-        .arg(field)
-        .arg(value)
-        .ignore()
-        .cmd("PUBLISH")
-        .arg(hash)
-        .arg(field)
-        .ignore()
-        .query::<()>(con)
-        .unwrap();
 }
 
 /// The cores: the client and Redis on the first, the daemons on the

@@ -566,3 +566,19 @@ pub fn replace_by_rename(path: &Path, bytes: &[u8]) {
     std::fs::write(&next, bytes).expect("write the new bundle");
     std::fs::rename(&next, path).expect("rename the new bundle into place");
 }
+
+/// As redis-ipc writes a field: `HSET` and `PUBLISH` in one pipeline.
+pub fn announce(con: &mut redis::Connection, hash: &str, field: &str, value: &str) {
+    redis::pipe()
+        .cmd("HSET")
+        .arg(hash)
+        .arg(field)
+        .arg(value)
+        .ignore()
+        .cmd("PUBLISH")
+        .arg(hash)
+        .arg(field)
+        .ignore()
+        .query::<()>(con)
+        .expect("HSET + PUBLISH");
+}
