@@ -272,16 +272,7 @@ impl Reader<'_> {
     }
 
     fn wrong_type(&mut self, key: &str, value: &Value<'_>, expected: &str) {
-        self.push(
-            Diagnostic::error(
-                Code::Type,
-                format!(
-                    "`{key}` must be {expected}, found {}",
-                    crate::validate::type_name(value.get_ref())
-                ),
-            )
-            .at(value.span(), format!("expected {expected}")),
-        );
+        self.push(crate::validate::wrong_type(key, value, expected));
     }
 
     /// Unknown keys are errors that reject the table.
@@ -294,16 +285,12 @@ impl Reader<'_> {
                 continue;
             }
             good = false;
-            let list: Vec<String> = allowed.iter().map(|k| format!("`{k}`")).collect();
-            let mut help = format!("the keys allowed here are {}", list.join(", "));
-            if let Some(close) = rulecore::suggest::did_you_mean(name, allowed) {
-                help = format!("did you mean `{close}`? {help}");
-            }
-            self.push(
-                Diagnostic::error(Code::UnknownKey, format!("unknown key `{name}` {place}"))
-                    .at(key.span(), "unknown key")
-                    .with_help(help),
-            );
+            self.push(crate::validate::unknown_key(
+                name,
+                key.span(),
+                place,
+                allowed,
+            ));
         }
         good
     }

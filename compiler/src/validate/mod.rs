@@ -26,7 +26,7 @@ mod template;
 
 pub use can::parse_can_data;
 pub use catalogue::{CatalogueTopic, TopicOrigin};
-pub(crate) use checker::type_name;
+pub(crate) use checker::{unknown_key, wrong_type};
 pub use input::CheckedInput;
 
 use crate::diagnostic::{Code, Diagnostic, Severity};
