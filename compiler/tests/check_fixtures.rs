@@ -54,7 +54,7 @@ fn the_example_rules_check_clean() {
     let out = rulec(&["check", dir.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout, "");
-    assert_eq!(out.stderr, "5 files, 13 rules: 0 errors, 0 warnings\n");
+    assert_eq!(out.stderr, "6 files, 16 rules: 0 errors, 0 warnings\n");
     let json = rulec(&["check", dir.to_str().unwrap(), "--format", "json"]);
     assert_eq!(json.code, 0);
     assert_eq!(json.stdout, "");
