@@ -9,7 +9,7 @@
 //! <blake3 of the rest>`, then one record's JSON per line. A file whose
 //! header, count or digest does not match is reported and removed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -142,6 +142,11 @@ pub struct PendingFile {
     path: PathBuf,
     /// id -> (fire-at, json), as the engine wrote and removed them.
     mirror: BTreeMap<String, (i64, String)>,
+    /// Jobs handed to the pool whose record their worker removes when
+    /// the action starts: job id -> record id. The record stays in the
+    /// copy until then (a job still queued at stop is abandoned and keeps
+    /// its record in Redis, so in the file too).
+    starting: HashMap<u64, String>,
     /// The mirror changed since the file was written.
     dirty: bool,
     last_write: Option<Instant>,
@@ -159,6 +164,7 @@ impl PendingFile {
             path,
             window_ms,
             mirror: BTreeMap::new(),
+            starting: HashMap::new(),
             dirty: false,
             last_write: None,
             written_bytes: 0,
@@ -183,6 +189,26 @@ impl PendingFile {
         if self.mirror.remove(id).is_some() {
             self.dirty = true;
         }
+    }
+
+    /// Job `job` was handed to the pool; its worker removes record `id`
+    /// when the action starts ([`PendingFile::job_started`]).
+    pub fn job_submitted(&mut self, job: u64, id: &str) {
+        self.starting.insert(job, id.to_string());
+    }
+
+    /// Job `job` started (or its guard refused it): its worker removed
+    /// its record, which leaves the copy.
+    pub fn job_started(&mut self, job: u64) {
+        if let Some(id) = self.starting.remove(&job) {
+            self.drop_record(&id);
+        }
+    }
+
+    /// Job `job` never started (abandoned at stop, or refused whole by
+    /// Redis): its record stays, in Redis and in the copy.
+    pub fn job_not_started(&mut self, job: u64) {
+        self.starting.remove(&job);
     }
 
     /// Whether a record is due more than `window_ms` after `now_ms`.
