@@ -238,3 +238,51 @@ fn a_start_after_flushall_writes_the_schedule_baselines() {
     let last: i64 = last.unwrap().parse().unwrap();
     assert!(last >= before && last <= now_ms(), "{before} <= {last}");
 }
+
+/// A held replay (the wall clock before the pending file's time) comes
+/// after the subscription, when events have started runs of their own:
+/// it replays the file's records only, never this process's own records
+/// (which replay's concurrency would drop, losing their durability).
+#[test]
+fn a_held_replay_leaves_the_records_of_live_runs_alone() {
+    let Setup { redis, dir, bundle } = Setup::new(&single(hazards(30_000)));
+    // A real record, from a first run.
+    let mut first = Ruled::ready(&redis, &bundle, &[]);
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("a record", || pending_ids(&redis).len() == 1);
+    let old_id = pending_ids(&redis).remove(0);
+    let json: String = redis.query(&["HGET", "extensions:pending", &old_id]);
+    assert!(first.stop());
+    let _: () = redis.query(&["FLUSHALL"]);
+    // The file, written 1.5 s from now: the replay is held until then.
+    let records = std::collections::BTreeMap::from([(old_id.clone(), (0, json))]);
+    let bytes = ruled::pending_file::encode(now_ms() + 1_500, &records);
+    let file = dir.path().join("pending.bin");
+    std::fs::write(&file, bytes).unwrap();
+    let file_arg = file.to_str().unwrap().to_string();
+    let args = ["--pending-file", &file_arg, "--stats-interval", "100ms"];
+    let ruled = Ruled::start_with(
+        &redis.url(),
+        &bundle,
+        &args,
+        &[("RULED_LOG_LEVEL", "debug")],
+    );
+    ruled.wait_ready();
+    ruled.wait_log(&["replay is held"]);
+    // An event while held: a live run with its own record.
+    publish(&redis, "alarm.triggered", r#"{"topic":"alarm.triggered"}"#);
+    wait_for("the live run's record", || pending_ids(&redis).len() == 1);
+    let live_id = pending_ids(&redis).remove(0);
+    assert_ne!(live_id, old_id);
+    ruled.wait_log(&["passed the pending file's write time"]);
+    wait_for(
+        "the file's record replayed (dropped: the live run wins)",
+        || ruled.log_text().contains(&old_id) && !pending_ids(&redis).contains(&old_id),
+    );
+    assert_eq!(
+        pending_ids(&redis),
+        [live_id],
+        "the live run keeps its record: {}",
+        ruled.log_text()
+    );
+}

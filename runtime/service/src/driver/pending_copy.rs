@@ -115,8 +115,13 @@ impl Service {
         tracing::info!(
             "the wall clock passed the pending file's write time: replaying its records"
         );
+        // Only the file's records: `NS:pending` holds this process's own
+        // runs' records too by now (events were handled while held).
+        let ids: std::collections::HashSet<String> = (held.contents.records.iter())
+            .map(|(id, _)| id.clone())
+            .collect();
         self.put_back(held.contents.records).await;
-        if let Err(error) = self.replay().await {
+        if let Err(error) = self.replay_only(Some(&ids)).await {
             tracing::error!("replay of the pending file's records failed: {error}");
         }
     }
