@@ -377,7 +377,7 @@ pub const KEYS: &[Key] = &[
         Ty::Patterns { non_empty: true },
         "Topic patterns that trigger the rule.",
     )
-    .required()
+    .default(DefaultValue::Prose("required without `at` or `every`"))
     .example(r#"on = ["alarm.triggered", "button.*"]"#),
     key(
         "when",

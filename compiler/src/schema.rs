@@ -160,9 +160,10 @@ fn object(level: Level) -> Value {
     }
     match level {
         Level::Step => object["allOf"] = step_constraints(),
+        Level::Rule => merge(&mut object, rule_constraints()),
         Level::Repeat => merge(&mut object, repeat_constraints()),
         Level::Input => merge(&mut object, input_constraints()),
-        Level::Top | Level::Rule | Level::Topic | Level::Guard | Level::Limit | Level::Trip => {}
+        Level::Top | Level::Topic | Level::Guard | Level::Limit | Level::Trip => {}
     }
     object
 }
@@ -361,14 +362,35 @@ fn can_id() -> Value {
     })
 }
 
-/// `every` is required and positive once `count` > 1 (docs/rules.md#rule-keys).
-fn repeat_constraints() -> Value {
-    let every = keys::find(Level::Repeat, "every").map_or("", |key| key.doc);
-    let mut positive = duration(Sign::Positive);
-    positive["description"] = json!(every);
+/// A rule is triggered by `on`, by a schedule (`at`, `every`), or both
+/// (docs/rules.md#schedules): one of the three is required.
+fn rule_constraints() -> Value {
     json!({
+        "anyOf": [
+            { "required": ["on"] },
+            { "required": ["at"] },
+            { "required": ["every"] },
+        ],
+    })
+}
+
+/// Once `count` > 1, exactly one of `every` (positive) and `period` is
+/// required (docs/rules.md#rule-keys).
+fn repeat_constraints() -> Value {
+    let doc = |name| keys::find(Level::Repeat, name).map_or("", |key| key.doc);
+    let mut every = duration(Sign::Positive);
+    every["description"] = json!(doc("every"));
+    let mut period = duration(Sign::Positive);
+    period["description"] = json!(doc("period"));
+    json!({
+        "not": { "required": ["every", "period"] },
         "if": { "required": ["count"], "properties": { "count": { "minimum": 2 } } },
-        "then": { "required": ["every"], "properties": { "every": positive } },
+        "then": {
+            "anyOf": [
+                { "required": ["every"], "properties": { "every": every } },
+                { "required": ["period"], "properties": { "period": period } },
+            ],
+        },
     })
 }
 

@@ -60,7 +60,7 @@ fn the_example_rules_check_clean_but_for_the_guarded_example() {
     assert_eq!(out.stdout, "");
     assert!(
         out.stderr
-            .ends_with("6 files, 14 rules: 0 errors, 1 warning\n"),
+            .ends_with("7 files, 17 rules: 0 errors, 1 warning\n"),
         "{}",
         out.stderr
     );

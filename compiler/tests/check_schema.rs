@@ -26,7 +26,7 @@ fn schema_is_json_on_stdout() {
     let schema = schema();
     assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
     let rule = &schema["properties"]["rule"]["items"];
-    assert_eq!(rule["required"], json!(["name", "on", "step"]));
+    assert_eq!(rule["required"], json!(["name", "step"]));
     assert_eq!(
         rule["properties"]["concurrency"]["enum"],
         json!(["restart", "drop", "queue"])
@@ -367,4 +367,39 @@ fn the_timeline_schema_validates_the_fixture_timelines_and_tests() {
     assert!(!valid(&schema, &bad));
     let bad = json!({ "event": [{ "at": "10 sec", "topic": "a" }] });
     assert!(!valid(&schema, &bad));
+}
+
+/// A rule is triggered by `on`, `at` or `every` (docs/rules.md#schedules),
+/// and a repeat of more than one pass has `every` or `period`: the schema
+/// accepts what `rulec check` accepts there and rejects the rest.
+#[test]
+fn triggers_and_repeat_gaps() {
+    let schema = schema();
+    let rule = |extra: Value| {
+        let mut rule = json!({ "name": "r", "step": [{ "do": "exec", "command": "/bin/true" }] });
+        for (k, v) in extra.as_object().unwrap() {
+            rule[k] = v.clone();
+        }
+        json!({ "rule": [rule] })
+    };
+    for extra in [
+        json!({ "on": ["a"] }),
+        json!({ "at": ["22:00"] }),
+        json!({ "every": "5m" }),
+        json!({ "on": ["a"], "at": ["22:00"] }),
+        json!({ "on": ["a"], "repeat": { "count": 4, "period": "1s" } }),
+        json!({ "on": ["a"], "repeat": { "count": 3, "every": "2s" } }),
+        json!({ "on": ["a"], "repeat": { "count": 1 } }),
+    ] {
+        assert!(valid(&schema, &rule(extra.clone())), "rejected {extra}");
+    }
+    for extra in [
+        json!({}),
+        json!({ "when": "true" }),
+        json!({ "on": ["a"], "repeat": { "count": 2 } }),
+        json!({ "on": ["a"], "repeat": { "count": 2, "every": "1s", "period": "1s" } }),
+        json!({ "on": ["a"], "repeat": { "count": 2, "period": "0s" } }),
+    ] {
+        assert!(!valid(&schema, &rule(extra.clone())), "accepted {extra}");
+    }
 }

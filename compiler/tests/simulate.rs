@@ -67,6 +67,8 @@ const PLAIN: &[&str] = &[
     "hazards-reload",
     "bus-librescoot",
     "battery-critical-per-slot",
+    "lock-flash",
+    "night-schedules",
 ];
 
 #[test]

@@ -184,8 +184,9 @@ pub enum Effect {
         message: String,
     },
     /// `HSET NS:schedule <rule> <fire_ms>`: a schedule fired rule `rule`
-    /// (docs/rules.md#schedules); start reads it back to find a fire
-    /// missed while the service was down.
+    /// (docs/rules.md#schedules), or, for a rule with no last fire at
+    /// start, the start itself (its baseline); start reads it back to find
+    /// a fire missed while the service was down.
     ScheduleFired {
         rule: Arc<str>,
         fire_ms: i64,

@@ -107,6 +107,25 @@ impl Keys {
             .flat_map(|table| table.parked.iter().map(|parked| &parked.state))
     }
 
+    /// Rule `rule`'s keys with their states, `slot` (the rule's slot) for
+    /// the current key first, then the parked ones in the order they were
+    /// parked; nothing for a rule without `per`.
+    pub fn states<'a>(
+        &'a self,
+        rule: usize,
+        slot: &'a RuleState,
+    ) -> impl Iterator<Item = (&'a Arc<str>, &'a RuleState)> + 'a {
+        let table = self.tables.get(rule).and_then(Option::as_ref);
+        let current = table.and_then(|table| table.current.as_ref().map(|key| (key, slot)));
+        let parked = table.into_iter().flat_map(|table| {
+            table
+                .parked
+                .iter()
+                .map(|parked| (&parked.key, &parked.state))
+        });
+        current.into_iter().chain(parked)
+    }
+
     /// Keys tracked for rule `rule` (0 for a rule without `per`).
     pub fn tracked(&self, rule: usize) -> usize {
         self.tables

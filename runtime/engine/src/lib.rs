@@ -75,7 +75,9 @@ pub use effect::{
 };
 pub use envelope_state::EnvelopeCounts;
 pub use input::INPUT_SKIPPED_CODE;
-pub use inspect::{HoldView, RuleView, RunPhase, RunView, RunningHold, WaitingStep};
+pub use inspect::{
+    HoldView, KeyRun, RuleView, RunPhase, RunView, RunningHold, WaitingStep, KEYS_SHOWN,
+};
 pub use keyed::{MAX_KEYS, MAX_KEY_BYTES};
 pub use memory::{estimated_heap, mebibytes, MEMORY_BUDGET};
 pub use overrides::{EnableChange, UnknownRule};

@@ -214,8 +214,8 @@ impl Engine {
         carry_state(self.inputs.watched(), &self.state, &self.bus.present, next);
         next.bus.last_id = self.bus.last_id;
         // Steps waiting for room keep their place (docs/semantics.md#due-steps-the-pool-refused),
-        // under their rule's new position.
-        let waiting: Vec<_> = (next.rules.iter().enumerate())
+        // under their rule's new position: every key's of a keyed rule.
+        let waiting: Vec<_> = (next.all_states())
             .filter_map(|(rule, state)| {
                 let run = state.run.as_ref()?;
                 let due = matches!(run.phase, Phase::Due { .. });

@@ -91,6 +91,7 @@ impl Engine {
             .map(|(rule, ms)| (Arc::from(rule.as_str()), *ms))
             .collect();
         self.arm_schedules(now);
+        self.baseline_schedules(now);
         let payload = Arc::clone(&self.payload);
         let zone = self.schedules.zone();
         let now_s = now.wall_ms.div_euclid(1000);
@@ -224,13 +225,34 @@ impl Engine {
     }
 
     /// After a live reload (`old`: the schedules before it): the new
-    /// bundle's keys armed, the zone and last fires kept.
+    /// bundle's keys armed, the zone and last fires kept; a new scheduled
+    /// rule gets its baseline.
     pub(crate) fn schedules_reloaded(&mut self, old: Schedules, now: Now) {
         let started = !old.slots.is_empty() || !old.last.is_empty();
         self.schedules.zone = old.zone;
         self.schedules.last = old.last;
         if started {
             self.arm_schedules(now);
+            self.baseline_schedules(now);
+        }
+    }
+
+    /// Each scheduled rule with no last fire (never fired, or a Redis
+    /// that lost `NS:schedule` across a reboot) gets `now` as its
+    /// baseline, in the engine and in `NS:schedule`: a fire after it that
+    /// is missed while the service is down runs at the next start (within
+    /// the replay window), as for a rule that fired before.
+    fn baseline_schedules(&mut self, now: Now) {
+        for index in 0..self.schedules.slots.len() {
+            let name = self.name_of(self.schedules.slots[index].rule as usize);
+            if self.schedules.last.contains_key(&name) {
+                continue;
+            }
+            self.schedules.last.insert(Arc::clone(&name), now.wall_ms);
+            self.effects.push_back(Effect::ScheduleFired {
+                rule: name,
+                fire_ms: now.wall_ms,
+            });
         }
     }
 

@@ -516,3 +516,71 @@ fn a_pass_longer_than_the_period_is_followed_at_once_then_on_the_beat() {
         ])
     );
 }
+
+/// A reload keeps every key's due step that waits for room in the pool
+/// (docs/semantics.md#due-steps-the-pool-refused), not only the one of
+/// the key in the rule's slot: each is submitted when the pool has room.
+#[test]
+fn a_reload_keeps_every_keys_step_waiting_for_room() {
+    let mut h = H::new(battery_low(vec![warn(1_000)]));
+    h.auto = false;
+    h.charge(0, 0, 10);
+    h.charge(10, 1, 10);
+    h.to(1_010);
+    let refused = std::mem::take(&mut h.jobs);
+    assert_eq!(refused.len(), 2, "{:?}", h.lines);
+    for job in refused {
+        h.engine.action_refused(h.at(), job);
+        h.pump();
+    }
+    assert_eq!(h.engine.due_backlog_len(), 2);
+    // A bundle with one more rule: the keyed rule's runs continue.
+    let other = Rule::new(
+        "other",
+        "30-other.toml",
+        vec![TopicPattern::parse("x.other").unwrap()],
+        vec![warn(0)],
+    );
+    let again = payload(vec![battery_low(vec![warn(1_000)]), other]);
+    let summary = h.engine.reload(Arc::new(again), h.at());
+    assert_eq!((summary.runs_kept, summary.runs_ended), (2, 0));
+    h.pump();
+    assert_eq!(h.engine.due_backlog_len(), 2, "both keys' steps still wait");
+    let room = ruled_engine::pool::Room {
+        workers: 8,
+        lane: 8,
+    };
+    h.engine.pool_has_room(h.at(), room);
+    h.pump();
+    assert_eq!(h.jobs.len(), 2, "both submitted: {:?}", h.lines);
+}
+
+/// `v1.pending` and `v1.show` see every key's run, not only the run of
+/// the key in the rule's slot; `v1.show` lists at most `KEYS_SHOWN` keys
+/// with the count of all.
+#[test]
+fn the_views_show_every_keys_run_bounded() {
+    let mut h = H::new(battery_low(vec![warn(60_000)]));
+    for slot in 0..10 {
+        h.charge(slot as u64 * 10, slot, 10);
+    }
+    let waiting = h.engine.waiting_steps(h.at());
+    assert_eq!(waiting.len(), 10, "{waiting:?}");
+    let view = h.engine.rule_view("battery-low", h.at()).unwrap();
+    assert_eq!((view.keys_with_runs, view.keys_waiting), (10, 10));
+    assert_eq!(view.keys.len(), ruled_engine::KEYS_SHOWN);
+    // The key in the slot first (the last one used), its run the view's.
+    assert_eq!(&*view.keys[0].key, "9");
+    assert_eq!(Some(&view.keys[0].run), view.run.as_ref());
+    let mut keys: Vec<&str> = view.keys.iter().map(|key| &*key.key).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), ruled_engine::KEYS_SHOWN, "distinct keys");
+    // A rule without `per` lists no keys.
+    let mut plain = battery_low(vec![warn(60_000)]);
+    plain.options_mut().per = None;
+    let mut h = H::new(plain);
+    h.charge(0, 0, 10);
+    let view = h.engine.rule_view("battery-low", h.at()).unwrap();
+    assert!(view.keys.is_empty() && view.keys_with_runs == 0 && view.run.is_some());
+}

@@ -296,9 +296,13 @@ fn engine_fires_at_and_says_when_next() {
     h.to(2 * MIN);
     assert_eq!(h.fire_times(), vec![MIN]);
     assert!(h.fires[0].1.contains("22:00"), "{:?}", h.fires);
+    // The start's baseline (nothing was stored), then the fire.
     assert_eq!(
         h.store,
-        vec![("night".to_string(), utc(2026, 12, 4, 21, 0) * 1000)]
+        vec![
+            ("night".to_string(), utc(2026, 12, 4, 20, 59) * 1000),
+            ("night".to_string(), utc(2026, 12, 4, 21, 0) * 1000)
+        ]
     );
     // Next: tomorrow.
     assert_eq!(
@@ -397,4 +401,28 @@ fn a_stopped_engine_fires_nothing() {
     assert_eq!(h.engine.next_schedule(), None);
     assert!(h.engine.schedules().is_empty());
     let _ = Arc::clone(h.engine.payload());
+}
+
+/// A Redis that lost `NS:schedule` (a reboot: Valkey keeps nothing) gives
+/// a start with no last fires: each scheduled rule's baseline, the start,
+/// is written at once, so a fire missed during a later downtime still
+/// runs at the next start (within the window).
+#[test]
+fn a_start_with_no_last_fire_writes_the_baseline() {
+    // Started after a reboot at 21:30 CET; down from 21:59 to 22:03.
+    let boot = utc(2026, 12, 4, 20, 30);
+    let mut h = H::new(at(&[hm(22, 0)]), boot, 300_000);
+    h.start(&[]);
+    assert_eq!(h.store, vec![("night".to_string(), boot * 1000)]);
+    assert!(h.fires.is_empty());
+    h.to(29 * MIN);
+    h.engine.stop();
+    let mut again = H::new(at(&[hm(22, 0)]), utc(2026, 12, 4, 21, 3), 300_000);
+    again.start(&h.store);
+    assert_eq!(again.fire_times(), vec![0], "{:?}", again.logs);
+    // A rule that has a last fire gets no baseline.
+    assert_eq!(
+        again.store,
+        vec![("night".to_string(), utc(2026, 12, 4, 21, 0) * 1000)]
+    );
 }

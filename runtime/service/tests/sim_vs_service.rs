@@ -155,12 +155,20 @@ const EFFECT_LAG_MS: i64 = 2_000;
 const SETTLE: Duration = Duration::from_secs(15);
 
 /// Timelines the real service cannot play, and why.
-const EXCLUDED: &[(&str, &str)] = &[(
-    "hazards-clock-jump",
-    "jumps the wall clock ([[clock]]): playing it means setting the machine's clock, \
-     which a test must not do (the service's jump handling is tested on its own, \
-     runtime/engine/tests and docs/engine.md \"Time\")",
-)];
+const EXCLUDED: &[(&str, &str)] = &[
+    (
+        "hazards-clock-jump",
+        "jumps the wall clock ([[clock]]): playing it means setting the machine's clock, \
+         which a test must not do (the service's jump handling is tested on its own, \
+         runtime/engine/tests and docs/engine.md \"Time\")",
+    ),
+    (
+        "night-schedules",
+        "places its schedules on a calendar day (`start`, `timezone`): the real service \
+         fires on the machine's clock, which a test cannot set nor scale; the schedules \
+         are compared on the real clock instead (`schedules_on_the_real_clock`, below)",
+    ),
+];
 
 /// One `#[test]` per played timeline: `test => "timeline" from "rules dir"`,
 /// with `then "rules dir"` for the bundle after every restart, and
@@ -192,6 +200,7 @@ played! {
     low_battery_warning => "low-battery-warning" from "fixtures/rules", profile none;
     low_battery_explain => "low-battery-explain" from "fixtures/rules", profile none;
     battery_critical_per_slot => "battery-critical-per-slot" from "fixtures/rules", profile none;
+    lock_flash => "lock-flash" from "fixtures/rules", profile none;
     battery_low_for => "battery-low-for" from "fixtures/rules";
     engine_power_input => "engine-power-input" from "fixtures/rules";
     bus_librescoot => "bus-librescoot" from "fixtures/rules";
@@ -1977,4 +1986,138 @@ fn envelope_tripped() {
         None,
         Profile::None,
     );
+}
+
+// ------------------------------------------------------- schedules, real clock
+
+/// RFC 3339 in UTC of Unix ms `ms` (`2026-12-05T22:13:04.120Z`).
+fn rfc3339_utc(ms: i64) -> String {
+    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // Civil from days (Howard Hinnant's algorithm), the inverse of
+    // `days_from_civil`.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    assert_eq!(days_from_civil(y, m, d), days, "civil round trip");
+    let (h, mi, s, milli) = (
+        ms_of_day / 3_600_000,
+        ms_of_day / 60_000 % 60,
+        ms_of_day / 1_000 % 60,
+        ms_of_day % 1_000,
+    );
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
+}
+
+/// The `LPUSH`es MONITOR saw on `list`: (Unix ms, value), in order.
+fn pushes(monitor: &Monitor, list: &str) -> Vec<(i64, String)> {
+    monitor
+        .commands()
+        .into_iter()
+        .filter(|(_, args)| {
+            args.len() == 3 && args[0].eq_ignore_ascii_case("LPUSH") && args[1] == list
+        })
+        .map(|(at_us, args)| (at_us.div_euclid(1_000), args[2].clone()))
+        .collect()
+}
+
+/// Schedules (docs/rules.md#schedules) cannot be scaled nor played on a
+/// calendar day (`night-schedules` is excluded above): they are compared
+/// on the real clock instead. Rules with `every = "2s"` and an `at` five
+/// seconds after the start, compiled by the rulec library, run in the
+/// real `ruled` (zone UTC) and in the simulator given the service's start
+/// as its `start`; the pushes must be the same, in the same order, each
+/// at the same grid point of the wall clock (the service's within
+/// [`TOLERANCE_MS`] + [`EFFECT_LAG_MS`] after it). Comparing only whole
+/// grid points inside the played span keeps the edges out of it. The
+/// keyed rule is played above (`battery-critical-per-slot`).
+#[test]
+fn schedules_on_the_real_clock() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).expect("rules dir");
+    // The `at` time: the first whole second at least 5 s from now (UTC).
+    let at_ms = (wall_us() / 1_000 / 1_000 + 5) * 1_000;
+    let at_label = rfc3339_utc(at_ms)[11..19].to_string();
+    std::fs::write(
+        rules.join("50-time.toml"),
+        format!(
+            "[[rule]]\nname = \"tick\"\nevery = \"2s\"\n\
+             [[rule.step]]\ndo = \"redis\"\nlist = \"scooter:blinker\"\npush = \"left\"\n\n\
+             [[rule]]\nname = \"once\"\nat = [\"{at_label}\"]\n\
+             [[rule.step]]\ndo = \"redis\"\nlist = \"scooter:horn\"\npush = \"on\"\n"
+        ),
+    )
+    .expect("write the rules");
+    let payload = compile(rules.to_str().expect("utf-8 path"), Profile::None);
+    let bundle = dir.path().join("rules.bundle");
+    write_bundle(&bundle, &payload);
+
+    let redis = RedisServer::start();
+    let monitor = Monitor::start(&redis, dir.path().join("monitor.txt"));
+    let mut ruled = Ruled::start_with(&redis.url(), &bundle, &[], &[("TZ", "UTC")]);
+    ruled.wait_ready();
+    let started_ms = wall_us() / 1_000;
+    let seen = support::poll_within(Duration::from_secs(30), || {
+        let horn = pushes(&monitor, "scooter:horn");
+        let ticks = pushes(&monitor, "scooter:blinker");
+        (!horn.is_empty() && ticks.len() >= 4).then_some(())
+    });
+    assert!(seen.is_some(), "no fires: {}", ruled.log_text());
+    assert!(ruled.stop(), "clean stop: {}", ruled.log_text());
+    let stopped_ms = wall_us() / 1_000;
+
+    let text = format!(
+        "start = \"{}\"\nend = \"{}ms\"\n",
+        rfc3339_utc(started_ms),
+        stopped_ms - started_ms
+    );
+    let timeline = sim::parse(&text).expect("the timeline parses");
+    let outcome = sim::simulate(Arc::new(payload), &timeline, None).expect("simulates");
+    let sim_pushes = |list: &str| -> Vec<(i64, String)> {
+        (outcome.lines.iter())
+            .filter(|l| l.kind == LineKind::Action && l.list.as_deref() == Some(list))
+            .map(|l| {
+                let at = started_ms + i64::try_from(l.at_ms).expect("ms");
+                (at, l.push.clone().unwrap_or_default())
+            })
+            .collect()
+    };
+    // Grid points well inside the played span; each service push is at
+    // most `LATE_MS` after its point (the next one is 2 s on).
+    const LATE_MS: i64 = 1_000;
+    let inside = |at: &i64| *at > started_ms + TOLERANCE_MS && *at < stopped_ms - LATE_MS;
+    for list in ["scooter:blinker", "scooter:horn"] {
+        let want: Vec<(i64, String)> = sim_pushes(list)
+            .into_iter()
+            .filter(|(at, _)| inside(at))
+            .collect();
+        let (Some((first, _)), Some((last, _))) = (want.first(), want.last()) else {
+            panic!("{list}: the simulator fired nothing inside the span");
+        };
+        let got: Vec<(i64, String)> = pushes(&monitor, list)
+            .into_iter()
+            .filter(|(at, _)| *at >= first - TOLERANCE_MS && *at <= last + LATE_MS)
+            .collect();
+        assert_eq!(
+            want.iter().map(|(_, v)| v).collect::<Vec<_>>(),
+            got.iter().map(|(_, v)| v).collect::<Vec<_>>(),
+            "{list}: simulator {want:?}, service {got:?}"
+        );
+        for ((sim_at, _), (service_at, _)) in want.iter().zip(&got) {
+            let late = service_at - sim_at;
+            assert!(
+                (-TOLERANCE_MS..=LATE_MS).contains(&late),
+                "{list}: fired at {service_at}, the simulator at {sim_at} ({late} ms)"
+            );
+        }
+    }
+    // The `at` fire is the one written in the rule.
+    let horn = sim_pushes("scooter:horn");
+    assert_eq!(horn.iter().map(|(at, _)| *at).collect::<Vec<_>>(), [at_ms]);
 }

@@ -29,7 +29,23 @@ pub fn rule_toml(rule: &Rule, payload: &Payload) -> String {
 fn write_rule(out: &mut String, rule: &Rule, payload: &Payload) -> std::fmt::Result {
     writeln!(out, "[[rule]]")?;
     writeln!(out, "name = {}", quoted(&rule.name))?;
-    writeln!(out, "on = {}", patterns(&rule.on))?;
+    // A schedule may stand for `on` (docs/rules.md#schedules).
+    let schedule = rule.schedule();
+    if !rule.on.is_empty() || schedule.is_none() {
+        writeln!(out, "on = {}", patterns(&rule.on))?;
+    }
+    if let Some(schedule) = schedule {
+        if !schedule.at.is_empty() {
+            let labels: Vec<String> = (schedule.at.iter())
+                .map(|&at| rulecore::schedule::time_of_day_label(at))
+                .collect();
+            writeln!(out, "at = {}", list(labels.iter().map(String::as_str)))?;
+        }
+        if schedule.every_s > 0 {
+            let every_ns = u64::from(schedule.every_s) * 1_000_000_000;
+            writeln!(out, "every = {}", duration(every_ns))?;
+        }
+    }
     if let Some(when) = &rule.when {
         writeln!(out, "when = {}", expression(when, payload))?;
     }

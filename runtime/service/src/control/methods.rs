@@ -6,7 +6,7 @@
 
 use super::overrides::{self, Overrides};
 use super::protocol::{
-    self, BusFacts, EmitReply, EmitRequest, Empty, Hold, ListReply, Matched, Named,
+    self, BusFacts, EmitReply, EmitRequest, Empty, Hold, KeyRunLine, ListReply, Matched, Named,
     OverrideWithoutRule, Page, Paged, PendingHold, PendingReply, PendingStep, ProfileFacts,
     QueueFacts, RuleCount, RuleLine, RunLine, RunState, SetEnabledReply, SetEnabledRequest,
     ShowReply, StatusReply, StepLine, TestReply, TestRequest, TraceReply, TraceRequest, When,
@@ -17,8 +17,8 @@ use super::Answer;
 use rulecore::dump::{rule_json, rule_text};
 use rulecore::event::Event;
 use ruled_engine::{
-    DryRun, Engine, HoldView, Now, RuleTrace, RuleView, RunPhase, StepCheck, Verdict, WaitingStep,
-    WhenCheck, WhenResult,
+    DryRun, Engine, HoldView, Now, RuleTrace, RuleView, RunPhase, RunView, StepCheck, Verdict,
+    WaitingStep, WhenCheck, WhenResult,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -344,12 +344,14 @@ fn list(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
 
 /// One rule's line in `v1.list` (and the state part of `v1.show`).
 fn rule_line(view: &RuleView, override_of: Option<bool>, protected: bool) -> RuleLine {
-    let waiting = view.run.as_ref().is_some_and(|run| {
-        matches!(
-            run.phase,
-            RunPhase::Waiting { .. } | RunPhase::WaitingForRoom { .. }
-        )
-    });
+    // A keyed rule counts every key's run (docs/rules.md#keyed-runs).
+    let waiting = view
+        .run
+        .as_ref()
+        .is_some_and(|run| run.phase.waits_for_step());
+    let live =
+        u8::try_from(view.keys_with_runs.max(usize::from(view.run.is_some()))).unwrap_or(u8::MAX);
+    let waiting = u8::try_from(view.keys_waiting.max(usize::from(waiting))).unwrap_or(u8::MAX);
     RuleLine {
         // `lsc`'s RuleSummary (docs/operating.md#the-fields-lsc-reads).
         name: view.name.to_string(),
@@ -359,13 +361,13 @@ fn rule_line(view: &RuleView, override_of: Option<bool>, protected: bool) -> Rul
         loaded: true,
         last_fire: view.stats.last_fire_ms.unwrap_or(0),
         errors: view.stats.errors,
-        active_runs: u8::from(view.run.is_some()),
+        active_runs: live,
         diagnostics: Vec::new(),
         // Ours.
         bundle_enabled: view.bundle_enabled,
         override_state: override_of.map(|on| overrides::word(on).to_string()),
-        live_runs: u8::from(view.run.is_some()),
-        waiting_steps: u8::from(waiting),
+        live_runs: live,
+        waiting_steps: waiting,
         last_fire_ms: view.stats.last_fire_ms,
         runs: view.stats.runs_started,
         hold: view.hold.map(hold_of),
@@ -392,19 +394,13 @@ fn show(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
     let index = ctx.engine.rule_index(&name).unwrap_or_default();
     let payload = ctx.engine.payload();
     let rule = &payload.rules[index];
-    let run = view.run.as_ref().map(|run| {
-        let (state, due, durable) = phase_of(run.phase);
-        RunLine {
-            id: run.run.to_string(),
-            // docs/semantics.md#finally: `step` counts the finally steps.
-            step: run.step,
-            pass: run.pass,
-            finally: run.finally,
-            state,
-            due,
-            durable,
-        }
-    });
+    let run = view.run.as_ref().map(run_line);
+    let keys = (view.keys.iter())
+        .map(|key| KeyRunLine {
+            key: key.key.to_string(),
+            run: run_line(&key.run),
+        })
+        .collect();
     let line = rule_line(&view, ctx.overrides.get(&name), rule.protected());
     Done::reply(&ShowReply {
         // What `lsc ext show` reads (docs/operating.md#the-fields-lsc-reads).
@@ -419,7 +415,24 @@ fn show(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         run,
         backlog: view.backlog,
         debounce_held: view.debounce_held,
+        keys,
+        keys_with_runs: view.keys_with_runs,
     })
+}
+
+/// A live run as the wire says it.
+fn run_line(run: &RunView) -> RunLine {
+    let (state, due, durable) = phase_of(run.phase);
+    RunLine {
+        id: run.run.to_string(),
+        // docs/semantics.md#finally: `step` counts the finally steps.
+        step: run.step,
+        pass: run.pass,
+        finally: run.finally,
+        state,
+        due,
+        durable,
+    }
 }
 
 /// A run's phase as the wire says it: its state, when it is due, and

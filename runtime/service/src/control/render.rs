@@ -243,6 +243,7 @@ fn show(out: &mut String, reply: &ShowReply) -> std::fmt::Result {
             instant(run.due)
         )?,
     }
+    keys_lines(out, reply)?;
     hold_line(out, state.hold.as_ref())?;
     writeln!(
         out,
@@ -251,6 +252,34 @@ fn show(out: &mut String, reply: &ShowReply) -> std::fmt::Result {
         state.errors,
         instant(state.last_fire_ms)
     )
+}
+
+/// A keyed rule's keys with runs (docs/rules.md#keyed-runs), when more
+/// than the one `live run` shows.
+fn keys_lines(out: &mut String, reply: &ShowReply) -> std::fmt::Result {
+    if reply.keys_with_runs < 2 {
+        return Ok(());
+    }
+    writeln!(out, "keys with a live run: {}", reply.keys_with_runs)?;
+    for key in &reply.keys {
+        let run = &key.run;
+        writeln!(
+            out,
+            "  key {:?}  run {}  {} {}  pass {}  {}  due {}",
+            key.key,
+            plain(&run.id),
+            step_word(run),
+            run.step,
+            run.pass,
+            run.state.word(),
+            instant(run.due)
+        )?;
+    }
+    let more = reply.keys_with_runs.saturating_sub(reply.keys.len());
+    if more > 0 {
+        writeln!(out, "  and {more} more")?;
+    }
+    Ok(())
 }
 
 /// A rule's hold (`for`), when it has one running or fired.
@@ -671,6 +700,29 @@ mod tests {
             steady("v1.show", &idle),
             "rule hazards\nnow on (override: -)\nno live run\n\
              hold fired: a new one starts once `when` was false\nruns 4  errors 0  last fire -\n"
+        );
+    }
+
+    #[test]
+    fn show_text_lists_the_keys_with_runs() {
+        let line = rule_line("per-slot", json!(null), json!(null));
+        let run = |id: &str| json!({"id": id, "step": 0, "pass": 0, "state": "waiting", "due": 5, "durable": true});
+        let reply = json!({
+            "rule": line, "definition": "[rule]\n", "revision": "abc", "pending_restart": false,
+            "dump": {"name": "per-slot"}, "text": "rule per-slot\n", "state": line,
+            "run": run("r2"), "backlog": 0, "debounce-held": false,
+            "keys": [{"key": "1", "run": run("r2")}, {"key": "0", "run": run("r1")}],
+            "keys-with-runs": 3,
+        });
+        assert_eq!(
+            steady("v1.show", &reply),
+            "rule per-slot\nnow on (override: -)\n\
+             live run r2  step 0  pass 0  waiting  due 5 (…)\n\
+             keys with a live run: 3\n\
+             \x20 key \"1\"  run r2  step 0  pass 0  waiting  due 5 (…)\n\
+             \x20 key \"0\"  run r1  step 0  pass 0  waiting  due 5 (…)\n\
+             \x20 and 1 more\n\
+             runs 4  errors 0  last fire -\n"
         );
     }
 

@@ -403,6 +403,7 @@ impl Service {
     }
 
     fn on_report(&mut self, report: Report) {
+        self.follow_report_in_copy(&report);
         match report {
             // The worker removed the job's pending record (if any) before
             // it reported the start (`Job::record_to_drop_at_start`).
@@ -495,6 +496,9 @@ impl Service {
             Err((cause, job)) => {
                 effect_log::log_refused(&job, cause, &mut self.throttle);
                 // The record stays: the step provably did not run (docs/semantics.md#durability-and-replay).
+                if let Some(file) = self.pending_file.as_mut() {
+                    file.job_not_started(job.id.0);
+                }
                 let now = self.now();
                 self.engine.action_refused(now, job.id);
             }

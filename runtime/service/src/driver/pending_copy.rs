@@ -6,6 +6,7 @@
 
 use super::Service;
 use crate::pending_file::{power_state_loses_redis, Held};
+use crate::pool::Report;
 use redis::aio::ConnectionManager;
 use ruled_engine::Effect;
 use std::time::Instant;
@@ -26,12 +27,33 @@ impl Service {
                 id, fire_at, json, ..
             } => file.put(id, *fire_at, json),
             Effect::DropRecord { id, .. } => file.drop_record(id),
+            // The record leaves the copy when the worker removes it, as
+            // the action starts (`follow_report_in_copy`), not now: a job
+            // still queued at stop keeps its record.
             Effect::Submit(job) => {
                 if let Some(id) = &job.drop_record {
-                    file.drop_record(id);
+                    file.job_submitted(job.id.0, id);
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Follows one report of the pool in the copy (before the engine is
+    /// told): a started job's worker removed its record; an abandoned or
+    /// refused one kept it.
+    pub(super) fn follow_report_in_copy(&mut self, report: &Report) {
+        let Some(file) = self.pending_file.as_mut() else {
+            return;
+        };
+        match report {
+            Report::Started(job) | Report::Guarded(job, _) | Report::Finished(job, _) => {
+                file.job_started(job.0);
+            }
+            Report::Abandoned(job) | Report::NotPerformed { job, .. } => {
+                file.job_not_started(job.0);
+            }
+            Report::Room => {}
         }
     }
 
@@ -93,8 +115,13 @@ impl Service {
         tracing::info!(
             "the wall clock passed the pending file's write time: replaying its records"
         );
+        // Only the file's records: `NS:pending` holds this process's own
+        // runs' records too by now (events were handled while held).
+        let ids: std::collections::HashSet<String> = (held.contents.records.iter())
+            .map(|(id, _)| id.clone())
+            .collect();
         self.put_back(held.contents.records).await;
-        if let Err(error) = self.replay().await {
+        if let Err(error) = self.replay_only(Some(&ids)).await {
             tracing::error!("replay of the pending file's records failed: {error}");
         }
     }

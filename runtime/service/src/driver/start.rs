@@ -213,16 +213,30 @@ impl Service {
     /// Replays the pending store, before any subscription opens: a replayed
     /// run meets the live triggers' concurrency only afterwards.
     pub(super) async fn replay(&mut self) -> Result<(), ServiceError> {
+        self.replay_only(None).await
+    }
+
+    /// [`Service::replay`] of the records whose ids are in `only` (all
+    /// when `None`): a held replay (docs/service.md#the-pending-file) comes
+    /// after the subscription, when `NS:pending` also holds this process's
+    /// own runs' records, which are not replayed.
+    pub(super) async fn replay_only(
+        &mut self,
+        only: Option<&std::collections::HashSet<String>>,
+    ) -> Result<(), ServiceError> {
         let engine = &self.engine;
         let refusals =
             |records: &[ruled_engine::PendingRecord]| engine.refusals_without_clock(records);
-        let (records, scan) =
+        let (mut records, scan) =
             record_store::read_pending_scan(&mut self.con, &self.namespace, &refusals)
                 .await
                 .map_err(|source| ServiceError::Replay {
                     key: self.namespace.pending(),
                     source,
                 })?;
+        if let Some(only) = only {
+            records.retain(|record| only.contains(record.id.as_str()));
+        }
         if !records.is_empty() || scan.removed > 0 {
             tracing::info!(
                 records = records.len(),

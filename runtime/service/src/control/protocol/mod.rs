@@ -29,7 +29,7 @@ pub use page::{Empty, Named, Page, DEFAULT_LIMIT, MAX_LIMIT};
 pub use pending::{PendingHold, PendingReply, PendingStep};
 pub use reload::{OverrideInForce, ReloadReply};
 pub use set_enabled::{SetEnabledReply, SetEnabledRequest};
-pub use show::{RunLine, RunState, ShowReply};
+pub use show::{KeyRunLine, RunLine, RunState, ShowReply};
 pub use status::{
     BusFacts, LastRebuild, ProfileFacts, QueueFacts, RebuildRecord, RuleCount, ScheduleFacts,
     StatusReply, WorkerPool,
@@ -37,6 +37,10 @@ pub use status::{
 pub use trace::{Paged, TraceReply, TraceRequest};
 
 /// For `skip_serializing_if`: a flag the wire carries only when set.
+fn is_zero(count: &usize) -> bool {
+    *count == 0
+}
+
 fn is_false(flag: &bool) -> bool {
     !flag
 }

@@ -22,6 +22,26 @@ pub struct ShowReply {
     pub backlog: usize,
     #[serde(rename = "debounce-held")]
     pub debounce_held: bool,
+    /// A keyed rule (docs/rules.md#keyed-runs): its keys with a live run,
+    /// at most the first 8, each with its run (`run` above is the first's);
+    /// absent when none has one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<KeyRunLine>,
+    /// How many keys have a live run (`keys` lists at most 8).
+    #[serde(
+        rename = "keys-with-runs",
+        default,
+        skip_serializing_if = "super::is_zero"
+    )]
+    pub keys_with_runs: usize,
+}
+
+/// One key of a keyed rule and its live run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRunLine {
+    /// The key, as `per` gave it (`str()` of its value).
+    pub key: String,
+    pub run: RunLine,
 }
 
 /// The rule's live run.
