@@ -132,6 +132,15 @@ impl Engine {
             .collect()
     }
 
+    /// The state pairs only guards read (docs/safety.md#guards): not
+    /// among [`Engine::live_pairs`], read fresh at the action; `ruled
+    /// record` still seeds them, so a recorded timeline gives the
+    /// simulator's guards the value they had at its start.
+    pub fn guard_only_pairs(&self) -> Vec<usize> {
+        let only = &self.bus.guard_only;
+        (0..only.len()).filter(|&index| only[index]).collect()
+    }
+
     /// The hashes whose channel must be subscribed: those of the live
     /// pairs, sorted and distinct, polled-only hashes left out.
     pub fn watched_hashes(&self) -> Vec<&str> {
