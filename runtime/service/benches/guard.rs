@@ -118,7 +118,20 @@ fn latency(redis: &RedisServer, bundle: &Path) {
         start.elapsed()
     };
     let mut pinger = redis.con();
-    let (mut guarded, mut plain, mut ping) = (Vec::new(), Vec::new(), Vec::new());
+    // The guard's read as a client sends it: the same script over the
+    // same two fields, one round trip.
+    let mut read = redis::cmd("EVAL");
+    read.arg(ruled::guard_read::READ_SCRIPT)
+        .arg(2)
+        .arg("vehicle")
+        .arg("engine-ecu")
+        .arg(65_536)
+        .arg(1)
+        .arg("state")
+        .arg(1)
+        .arg("speed");
+    let (mut guarded, mut plain, mut ping, mut eval) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..WARMUP + SAMPLES {
         let g = through("bench.guarded", "scooter:seatbox");
         let p = through("bench.plain", "bench:plain");
@@ -126,10 +139,14 @@ fn latency(redis: &RedisServer, bundle: &Path) {
         let start = Instant::now();
         let _: String = redis::cmd("PING").query(&mut pinger).unwrap();
         let unit = start.elapsed();
+        let start = Instant::now();
+        let _: redis::Value = read.query(&mut pinger).unwrap();
+        let script = start.elapsed();
         if i >= WARMUP {
             guarded.push(g);
             plain.push(p);
             ping.push(unit);
+            eval.push(script);
         }
     }
     // Exactly: one script per guarded action, none for the others.
@@ -146,6 +163,7 @@ fn latency(redis: &RedisServer, bundle: &Path) {
 
     println!("guard cost, {SAMPLES} actions of each kind interleaved after {WARMUP} warm-up:");
     let ping_median = stats("PING round trip (the unit)", &mut ping);
+    let eval_median = stats("the guard's read, from a client", &mut eval);
     let guarded_median = stats("PUBLISH -> guarded push visible", &mut guarded);
     let plain_median = stats("PUBLISH -> unguarded push visible", &mut plain);
     let cost = guarded_median.as_secs_f64() - plain_median.as_secs_f64();
@@ -153,6 +171,10 @@ fn latency(redis: &RedisServer, bundle: &Path) {
         "  guard cost (median difference)  {:>8.1} µs = {:.2} PINGs (goal: at most 1)",
         cost * 1e6,
         cost / ping_median.as_secs_f64()
+    );
+    println!(
+        "  the read alone, from a client        = {:.2} PINGs",
+        eval_median.as_secs_f64() / ping_median.as_secs_f64()
     );
     println!("  Redis EVALs for 100 unguarded actions: {evals_plain} (goal: 0)");
     println!("  Redis EVALs for 100 guarded actions:   {evals_guarded} (one read each)");

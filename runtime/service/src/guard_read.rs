@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 /// `KEYS`: the hashes; `ARGV[1]` the bound, then per hash its field
 /// count and fields. The answer: every value in order, `false` (nil) when
 /// absent, `-1` when over the bound.
-const READ_SCRIPT: &str = r"
+pub const READ_SCRIPT: &str = r"
 local bound = tonumber(ARGV[1])
 local out = {}
 local at = 2
