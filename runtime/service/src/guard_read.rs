@@ -131,7 +131,7 @@ async fn read(con: Option<&mut ConnectionManager>, fields: &[(String, String)]) 
     in_order(answer, fields, &order)
 }
 
-/// [`read`] on any connection (the control server's, for the dry run,
+/// The fresh read on any connection (the control server's, for the dry run,
 /// docs/operating.md#testing-a-rule-against-an-event).
 pub async fn read_on(
     con: &mut (impl redis::aio::ConnectionLike + Send),
