@@ -88,6 +88,8 @@ fn usage_text() -> String {
     line!("         durable work in bulk (docs/service.md)");
     line!("         `bench floor`: ruled against the floor relay of each path, as");
     line!("         ratios in one run (docs/engine.md#the-unit-the-floor)");
+    line!("         `bench guard`: what a guard adds to a guarded action, in PINGs,");
+    line!("         and the envelope's RSS (docs/safety.md#what-it-costs)");
     line!("  fuzz   run the randomized tests (bundle decoder, VM + verifier, `when`");
     line!("         checker, differential vs evalexpr, checker vs verifier, engine) in");
     line!("         rounds, each with a fresh seed from the clock, optimised (cargo");

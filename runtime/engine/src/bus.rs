@@ -40,6 +40,9 @@ pub(crate) struct BusState {
     /// Pairs before this index (state pairs and inputs' fields) are
     /// always watched; the profile's after it only while live.
     always: usize,
+    /// The state pairs only guards read (`guard::guard_only_pairs`): not
+    /// watched for them, since a guard reads fresh at the action.
+    guard_only: Vec<bool>,
 }
 
 impl BusState {
@@ -63,7 +66,14 @@ impl BusState {
             last_id: (0, 0),
             expiries: BTreeMap::new(),
             always: inputs.own_pairs(),
+            guard_only: crate::guard::guard_only_pairs(payload),
         }
+    }
+
+    /// Whether pair `index` is watched whatever the live sources: a state
+    /// pair or an input's field, unless only guards read it.
+    fn always_watched(&self, index: usize) -> bool {
+        index < self.always && !self.guard_only.get(index).copied().unwrap_or(false)
     }
 
     /// The next event id at `wall_ms`: above every id given out before.
@@ -117,9 +127,18 @@ impl Engine {
         };
         (0..self.inputs.watched().len())
             .filter(|&index| {
-                index < self.bus.always || self.bus.derive.watches(index) || polled(index)
+                self.bus.always_watched(index) || self.bus.derive.watches(index) || polled(index)
             })
             .collect()
+    }
+
+    /// The state pairs only guards read (docs/safety.md#guards): not
+    /// among [`Engine::live_pairs`], read fresh at the action; `ruled
+    /// record` still seeds them, so a recorded timeline gives the
+    /// simulator's guards the value they had at its start.
+    pub fn guard_only_pairs(&self) -> Vec<usize> {
+        let only = &self.bus.guard_only;
+        (0..only.len()).filter(|&index| only[index]).collect()
     }
 
     /// The hashes whose channel must be subscribed: those of the live
@@ -127,7 +146,7 @@ impl Engine {
     pub fn watched_hashes(&self) -> Vec<&str> {
         let watched = self.inputs.watched();
         let mut hashes: Vec<&str> = (0..watched.len())
-            .filter(|&index| index < self.bus.always || self.bus.derive.watches(index))
+            .filter(|&index| self.bus.always_watched(index) || self.bus.derive.watches(index))
             .map(|index| watched[index].hash.as_str())
             .collect();
         hashes.sort_unstable();

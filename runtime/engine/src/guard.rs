@@ -53,6 +53,72 @@ impl GuardCheck {
     }
 }
 
+/// Per state pair of `payload`, whether only guards read it
+/// (docs/safety.md#guards): no rule's program (`when`, `per`, a step's
+/// `when` or computed value), no profile's and no input reads it. The
+/// service neither subscribes to such a pair's hash nor keeps it current
+/// for guards alone: a guard reads its fields fresh at the action. Empty
+/// when the bundle has no guards.
+pub(crate) fn guard_only_pairs(payload: &Payload) -> Vec<bool> {
+    use rulecore::bytecode::{Op, Program};
+    if payload.envelope.guards.is_empty() {
+        return Vec::new();
+    }
+    let count = payload.state_pairs.len();
+    let mut read = vec![false; count];
+    let mut mark = |program: &Program| {
+        for op in &program.ops {
+            if let Some(slot) = match op {
+                Op::State(index) => read.get_mut(*index as usize),
+                _ => None,
+            } {
+                *slot = true;
+            }
+        }
+    };
+    for rule in &payload.rules {
+        rule.when.iter().for_each(|when| mark(when));
+        rule.per().into_iter().for_each(&mut mark);
+        for step in rule.steps.iter().chain(rule.finally()) {
+            step.when.iter().for_each(&mut mark);
+            step.action
+                .texts()
+                .flat_map(Text::programs)
+                .for_each(&mut mark);
+        }
+    }
+    for emit in payload
+        .profile
+        .iter()
+        .flat_map(|profile| &profile.sources)
+        .flat_map(|source| &source.emits)
+    {
+        emit.when.iter().for_each(&mut mark);
+        for spec in emit.data.iter().map(|(_, spec)| spec) {
+            if let rulecore::profile::DataSpec::Expr(program) = spec {
+                mark(program);
+            }
+        }
+    }
+    for input in &payload.inputs {
+        if let rulecore::bundle::InputSource::Hash { hash, fields } = &input.source {
+            for (slot, pair) in read.iter_mut().zip(&payload.state_pairs) {
+                *slot |= pair.hash == *hash && fields.contains(&pair.field);
+            }
+        }
+    }
+    let mut only = vec![false; count];
+    for guard in &payload.envelope.guards {
+        for &pair in &guard.reads {
+            let pair = pair as usize;
+            if let (Some(slot), Some(false)) = (only.get_mut(pair), read.get(pair)) {
+                *slot = true;
+            }
+        }
+    }
+    only
+}
+
 /// The value a guard's `values` are matched against: a push or a publish's
 /// message (plain; a computed one is the job's computed action).
 pub fn covered_value(action: &Action) -> &str {
@@ -77,6 +143,19 @@ pub enum Read {
     Absent,
     /// The read failed, or the value was over its bound or not UTF-8.
     Unreadable,
+}
+
+impl Read {
+    /// The field `name` (`hash field`) as read, as the `warn` line and
+    /// the dry run say it: `engine-ecu speed = "6"`, `engine-ecu speed
+    /// absent`, `... unreadable`.
+    pub fn text(&self, name: &str) -> String {
+        match self {
+            Read::Value(value) => format!("{name} = {value:?}"),
+            Read::Absent => format!("{name} absent"),
+            Read::Unreadable => format!("{name} unreadable"),
+        }
+    }
 }
 
 /// Why a guard refused an action, with the state it read.
@@ -137,11 +216,7 @@ pub fn judge(payload: &Payload, check: &GuardCheck, values: &[Read]) -> Result<(
                         .state_pairs
                         .get(pair as usize)
                         .map_or_else(String::new, |p| format!("{} {}", p.hash, p.field));
-                    match read_of(pair) {
-                        Read::Value(value) => format!("{name} = {value:?}"),
-                        Read::Absent => format!("{name} absent"),
-                        Read::Unreadable => format!("{name} unreadable"),
-                    }
+                    read_of(pair).text(&name)
                 })
                 .collect();
             return Err(Refusal {

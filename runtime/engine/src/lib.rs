@@ -165,6 +165,9 @@ pub struct RuleStats {
     pub errors: u64,
     /// 0 or 1: a rule has at most one live run (one per key with `per`).
     pub active_runs: u64,
+    /// Its actions guards and limits refused, its triggers its breaker
+    /// refused (docs/safety.md).
+    pub refusals: EnvelopeCounts,
 }
 
 /// The engine. See the module documentation.
@@ -429,7 +432,9 @@ impl Engine {
 
     /// Per-rule stats, by bundle position.
     pub fn rule_stats(&self, rule: usize) -> Option<RuleStats> {
-        self.keyed_stats(rule)
+        let mut stats = self.keyed_stats(rule)?;
+        stats.refusals = self.envelope_counts(rule);
+        Some(stats)
     }
 
     /// The position of a rule in the bundle by name.

@@ -94,6 +94,7 @@ impl RuleState {
             last_fire_ms: self.last_fire().map(|fired| fired.wall_ms),
             errors: self.cold.as_ref().map_or(0, |cold| cold.errors),
             active_runs: u64::from(self.run.is_some()),
+            refusals: crate::EnvelopeCounts::default(),
         }
     }
 

@@ -12,14 +12,15 @@ use crate::connection::query;
 use crate::pool::Report;
 use crate::record_store::StoreWriter;
 use redis::aio::ConnectionManager;
-use ruled_engine::guard::{judge, Read};
+use rulecore::bundle::Payload;
+use ruled_engine::guard::{judge, GuardCheck, Read};
 use ruled_engine::Job;
 use tokio::sync::mpsc;
 
 /// `KEYS`: the hashes; `ARGV[1]` the bound, then per hash its field
 /// count and fields. The answer: every value in order, `false` (nil) when
 /// absent, `-1` when over the bound.
-const READ_SCRIPT: &str = r"
+pub const READ_SCRIPT: &str = r"
 local bound = tonumber(ARGV[1])
 local out = {}
 local at = 2
@@ -58,14 +59,7 @@ pub async fn screen(
         None => return jobs,
     };
     // One read for the whole batch: the union of the fields.
-    let mut fields: Vec<(String, String)> = Vec::new();
-    for check in jobs.iter().filter_map(|job| job.guard.as_deref()) {
-        for (hash, field) in check.fields(&payload) {
-            if !fields.iter().any(|(h, f)| h == hash && f == field) {
-                fields.push((hash.to_string(), field.to_string()));
-            }
-        }
-    }
+    let fields = union_of(jobs.iter().filter_map(|job| job.guard.as_deref()), &payload);
     let reads = read(con, &fields).await;
     let mut performed = Vec::with_capacity(jobs.len());
     for job in jobs {
@@ -73,16 +67,7 @@ pub async fn screen(
             performed.push(job);
             continue;
         };
-        let values: Vec<Read> = check
-            .fields(&payload)
-            .map(|(hash, field)| {
-                fields
-                    .iter()
-                    .position(|(h, f)| h == hash && f == field)
-                    .and_then(|at| reads.get(at).cloned())
-                    .unwrap_or(Read::Unreadable)
-            })
-            .collect();
+        let values = values_of(check, &payload, &fields, &reads);
         match judge(&payload, check, &values) {
             Ok(()) => performed.push(job),
             Err(refusal) => {
@@ -99,13 +84,67 @@ pub async fn screen(
     performed
 }
 
+/// Every field `checks` read, distinct, in order of first use: what one
+/// fresh read asks for.
+pub fn union_of<'a>(
+    checks: impl Iterator<Item = &'a GuardCheck>,
+    payload: &Payload,
+) -> Vec<(String, String)> {
+    let mut fields: Vec<(String, String)> = Vec::new();
+    for check in checks {
+        for (hash, field) in check.fields(payload) {
+            if !fields.iter().any(|(h, f)| h == hash && f == field) {
+                fields.push((hash.to_string(), field.to_string()));
+            }
+        }
+    }
+    fields
+}
+
+/// What `check`'s fields read, in its order, out of `reads` of `fields`.
+pub fn values_of(
+    check: &GuardCheck,
+    payload: &Payload,
+    fields: &[(String, String)],
+    reads: &[Read],
+) -> Vec<Read> {
+    check
+        .fields(payload)
+        .map(|(hash, field)| {
+            fields
+                .iter()
+                .position(|(h, f)| h == hash && f == field)
+                .and_then(|at| reads.get(at).cloned())
+                .unwrap_or(Read::Unreadable)
+        })
+        .collect()
+}
+
 /// Reads `fields` fresh, in one round trip; every field unreadable when
 /// Redis cannot be asked or does not answer.
 async fn read(con: Option<&mut ConnectionManager>, fields: &[(String, String)]) -> Vec<Read> {
-    let unreadable = || vec![Read::Unreadable; fields.len()];
     let Some(con) = con else {
-        return unreadable();
+        return vec![Read::Unreadable; fields.len()];
     };
+    let (script, order) = read_script(fields);
+    let answer = query(con, &script).await;
+    in_order(answer, fields, &order)
+}
+
+/// The fresh read on any connection (the control server's, for the dry run,
+/// docs/operating.md#testing-a-rule-against-an-event).
+pub async fn read_on(
+    con: &mut (impl redis::aio::ConnectionLike + Send),
+    fields: &[(String, String)],
+) -> Vec<Read> {
+    let (script, order) = read_script(fields);
+    let answer = script.query_async(con).await;
+    in_order(answer, fields, &order)
+}
+
+/// The one script reading `fields`, and the order it answers them in:
+/// hash by hash.
+fn read_script(fields: &[(String, String)]) -> (redis::Cmd, Vec<(&str, &str)>) {
     let mut hashes: Vec<&str> = Vec::new();
     for (hash, _) in fields {
         if !hashes.contains(&hash.as_str()) {
@@ -118,7 +157,6 @@ async fn read(con: Option<&mut ConnectionManager>, fields: &[(String, String)]) 
         script.arg(*hash);
     }
     script.arg(MAX_FIELD_BYTES);
-    // The fields in the order the script answers them: hash by hash.
     let mut order: Vec<(&str, &str)> = Vec::with_capacity(fields.len());
     for hash in &hashes {
         let of_hash: Vec<&str> = fields
@@ -132,11 +170,21 @@ async fn read(con: Option<&mut ConnectionManager>, fields: &[(String, String)]) 
             order.push((hash, field));
         }
     }
-    let values: Vec<redis::Value> = match query(con, &script).await {
+    (script, order)
+}
+
+/// The script's answer as one [`Read`] per field of `fields`, in its
+/// order; every field unreadable when Redis did not answer.
+fn in_order(
+    answer: redis::RedisResult<Vec<redis::Value>>,
+    fields: &[(String, String)],
+    order: &[(&str, &str)],
+) -> Vec<Read> {
+    let values = match answer {
         Ok(values) => values,
         Err(error) => {
             tracing::warn!(%error, "guard read failed: the guarded actions are refused");
-            return unreadable();
+            return vec![Read::Unreadable; fields.len()];
         }
     };
     let by_order: Vec<Read> = values.into_iter().map(read_of).collect();

@@ -266,9 +266,15 @@ pub(crate) fn rule_stats_json(stats: &RuleStats) -> String {
         Some(ms) => ms.to_string(),
         None => "null".to_string(),
     };
+    let refusals = &stats.refusals;
     format!(
-        r#"{{"active":{},"errors":{},"last-fire":{last_fire},"runs":{}}}"#,
-        stats.active_runs, stats.errors, stats.runs_started
+        r#"{{"active":{},"errors":{},"guarded":{},"last-fire":{last_fire},"limited":{},"runs":{},"tripped":{}}}"#,
+        stats.active_runs,
+        stats.errors,
+        refusals.guarded,
+        refusals.limited,
+        stats.runs_started,
+        refusals.tripped
     )
 }
 
@@ -291,7 +297,7 @@ pub fn counter_values(c: &Counters, overflow: u64, rejected: u64) -> Vec<(&'stat
 
 /// The engine's counters: the part of [`counter_values`] a stats tick
 /// compares with what it last wrote.
-fn engine_counters(c: &Counters) -> [(&'static str, u64); 9] {
+fn engine_counters(c: &Counters) -> [(&'static str, u64); 12] {
     [
         ("rules", c.rules),
         ("dispatched", c.dispatched),
@@ -302,6 +308,9 @@ fn engine_counters(c: &Counters) -> [(&'static str, u64); 9] {
         ("pending", c.pending),
         ("runs-active", c.runs_active),
         ("keys-forgotten", c.keys_forgotten),
+        ("guarded", c.guarded),
+        ("limited", c.limited),
+        ("tripped", c.tripped),
     ]
 }
 
@@ -325,6 +334,7 @@ fn changed_counters(old: &Counters, new: &Counters) -> Vec<(&'static str, String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ruled_engine::EnvelopeCounts;
 
     #[test]
     fn only_changed_counters_are_written() {
@@ -348,12 +358,15 @@ mod tests {
         );
         assert!(changed_counters(&new, &new).is_empty());
         let full = full_counters(&new, "abc");
-        // The engine's 9 (`retried` and `keys-forgotten` among them), the
-        // version, the bundle.
-        assert_eq!(full.len(), 11);
+        // The engine's 12 (`retried`, `keys-forgotten` and the envelope's
+        // `guarded`, `limited`, `tripped` among them), the version, the
+        // bundle.
+        assert_eq!(full.len(), 14);
         assert_eq!(full[5], ("retried", "0".to_string()));
         assert_eq!(full[8], ("keys-forgotten", "0".to_string()));
-        assert_eq!(full[10], ("bundle", "abc".to_string()));
+        assert_eq!(full[9], ("guarded", "0".to_string()));
+        assert_eq!(full[11], ("tripped", "0".to_string()));
+        assert_eq!(full[13], ("bundle", "abc".to_string()));
     }
 
     /// The direct formatting reads as serde_json writes the object.
@@ -365,9 +378,15 @@ mod tests {
                 last_fire_ms,
                 errors: 7,
                 active_runs: 1,
+                refusals: EnvelopeCounts {
+                    guarded: 2,
+                    limited: 4,
+                    tripped: 5,
+                },
             };
             let expected = serde_json::json!({
                 "runs": 3, "last-fire": last_fire_ms, "errors": 7, "active": 1,
+                "guarded": 2, "limited": 4, "tripped": 5,
             });
             assert_eq!(rule_stats_json(&stats), expected.to_string());
         }
@@ -379,6 +398,7 @@ mod tests {
             last_fire_ms: Some(1_000),
             errors: 0,
             active_runs: active,
+            refusals: EnvelopeCounts::default(),
         }
     }
 

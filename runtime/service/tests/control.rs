@@ -6,8 +6,8 @@
 mod support;
 
 use ruled::control::protocol::{
-    ListReply, PendingReply, ReloadReply, RunState, SetEnabledReply, ShowReply, StatusReply,
-    TestReply, TraceReply, Verdict,
+    GuardsReply, ListReply, PendingReply, ReloadReply, RunState, SetEnabledReply, ShowReply,
+    StatusReply, TestReply, TraceReply, Verdict,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -579,6 +579,11 @@ fn every_reply_reads_back_through_its_protocol_type() {
     assert!(matches!(other.verdict, Verdict::NotMatched));
     let traced: TraceReply = reads_back(&json_ctl(&redis, &["trace"]));
     assert_eq!(traced.total, traced.traces.len());
+    // A bundle without a profile has no envelope (service_guards.rs
+    // reads the built-in one back).
+    let guards: GuardsReply = reads_back(&json_ctl(&redis, &["guards"]));
+    assert!(guards.guards.is_empty() && guards.limits.is_empty());
+    assert_eq!(ctl(&redis, &["guards"]).stdout, "no guards and no limits\n");
     let off: SetEnabledReply = reads_back(&json_ctl(
         &redis,
         &["set-enabled", "hazards-on-alarm", "off"],

@@ -1085,10 +1085,10 @@ fn unwatched_hashes_emit_nothing() {
     let bus = Bus::start(&rules, &[], |s| s.set("vehicle", "kickstand", "down"));
     let mut channels: Vec<String> = bus.redis.query(&["PUBSUB", "CHANNELS"]);
     channels.sort();
-    // `engine-ecu` is subscribed since the built-in guards read its
-    // `speed` (a state pair); ecu-service never publishes on it, so still
-    // nothing is emitted (below).
-    for unwatched in ["settings", "gps", "buttons", "internet-usage"] {
+    // The built-in guards read `engine-ecu speed`, but fresh at the
+    // action (docs/safety.md#guards): a field only guards read is not
+    // subscribed to.
+    for unwatched in ["engine-ecu", "settings", "gps", "buttons", "internet-usage"] {
         assert!(!channels.iter().any(|c| c == unwatched), "{channels:?}");
     }
     let s = bus.services();

@@ -72,8 +72,10 @@ fn counters_are_published_in_full_at_start() {
             "dispatched",
             "dropped",
             "failed",
+            "guarded",
             "host",
             "keys-forgotten",
+            "limited",
             "overflow",
             "pending",
             "pid",
@@ -84,6 +86,7 @@ fn counters_are_published_in_full_at_start() {
             "runs-active",
             "started-at",
             "state",
+            "tripped",
             "version"
         ]
     );

@@ -92,3 +92,34 @@ fn the_toast_is_a_warning_from_rules_named_by_the_guard() {
     assert!(json.contains(r#""source":"rules","id":"parked""#), "{json}");
     assert!(json.contains(r#""severity":"warning""#), "{json}");
 }
+
+/// A pair only a guard reads is not watched for it; once a rule's `when`
+/// reads it too, it is.
+#[test]
+fn a_pair_only_guards_read_is_not_watched() {
+    use rulecore::bytecode::{Op, Program};
+    let payload = payload();
+    assert_eq!(guard_only_pairs(&payload), [true]);
+    let engine = Engine::new(
+        std::sync::Arc::new(payload.clone()),
+        crate::EngineConfig::default(),
+    );
+    assert!(engine.live_pairs().is_empty());
+    assert!(engine.watched_hashes().is_empty());
+
+    let mut read_by_a_rule = payload;
+    read_by_a_rule.rules[0].when = Some(Box::new(Program {
+        ops: vec![Op::State(0), Op::Const(0), Op::Eq],
+    }));
+    assert_eq!(guard_only_pairs(&read_by_a_rule), [false]);
+    let engine = Engine::new(
+        std::sync::Arc::new(read_by_a_rule),
+        crate::EngineConfig::default(),
+    );
+    assert_eq!(engine.live_pairs(), [0]);
+    assert_eq!(engine.watched_hashes(), ["engine-ecu"]);
+
+    let mut none = Payload::new("test", Vec::new(), Vec::new(), Vec::new());
+    none.envelope.guards.clear();
+    assert!(guard_only_pairs(&none).is_empty());
+}

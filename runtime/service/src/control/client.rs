@@ -276,6 +276,9 @@ pub enum CtlMethod {
         /// The event as JSON, e.g. '{"topic":"alarm.triggered","data":{"level":2}}'.
         event: String,
     },
+    /// v1.guards: the safety envelope: every guard (what it covers, when
+    /// it allows the action, what it reads, its toast) and every limit.
+    Guards,
     /// v1.pending: every step waiting for its `after`, earliest first.
     Pending {
         #[arg(long, default_value_t = 0)]
@@ -370,6 +373,7 @@ impl CtlMethod {
                     event: parse("the event", event)?,
                 })?,
             ),
+            Self::Guards => ("v1.guards".into(), payload(&Empty {})?),
             Self::Pending { offset, limit } => (
                 "v1.pending".into(),
                 payload(&Page {

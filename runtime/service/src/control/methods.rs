@@ -64,6 +64,8 @@ pub struct Context<'a> {
 pub(super) struct Done {
     pub(super) payload: Value,
     pub(super) keep: Option<(String, Option<bool>)>,
+    /// `v1.test`'s guarded steps, judged by the server on a fresh read.
+    pub(super) probe: Option<Box<super::guard_probe::Probe>>,
 }
 
 impl Done {
@@ -72,6 +74,7 @@ impl Done {
         Ok(Self {
             payload: encoded(reply)?,
             keep: None,
+            probe: None,
         })
     }
 }
@@ -110,6 +113,10 @@ pub const METHODS: &[Method] = &[
         handle: test,
     },
     Method {
+        name: "v1.guards",
+        handle: guards,
+    },
+    Method {
         name: "v1.pending",
         handle: pending,
     },
@@ -146,14 +153,11 @@ pub fn answer(ctx: &mut Context<'_>, request: &Request) -> Answer {
     let Some(method) = METHODS.iter().find(|m| m.name == request.method) else {
         let mut names: Vec<&str> = METHODS.iter().map(|m| m.name).collect();
         names.push(RELOAD);
-        return Answer {
-            reply: Reply::error(format!(
-                "unknown method `{}`; this ruled answers {}",
-                request.method.chars().take(100).collect::<String>(),
-                names.join(", ")
-            )),
-            keep: None,
-        };
+        return Answer::reply(Reply::error(format!(
+            "unknown method `{}`; this ruled answers {}",
+            request.method.chars().take(100).collect::<String>(),
+            names.join(", ")
+        )));
     };
     let outcome = (method.handle)(ctx, &request.payload);
     // docs/operating.md#trust: every change a request asks for is logged at
@@ -173,11 +177,9 @@ pub fn answer(ctx: &mut Context<'_>, request: &Request) -> Answer {
         Ok(done) => Answer {
             reply: Reply::ok(done.payload),
             keep: done.keep,
+            probe: done.probe,
         },
-        Err(error) => Answer {
-            reply: Reply::error(format!("{}: {error}", method.name)),
-            keep: None,
-        },
+        Err(error) => Answer::reply(Reply::error(format!("{}: {error}", method.name))),
     }
 }
 
@@ -417,6 +419,7 @@ fn show(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         debounce_held: view.debounce_held,
         keys,
         keys_with_runs: view.keys_with_runs,
+        envelope: super::envelope::covered_steps(rule, payload),
     })
 }
 
@@ -433,6 +436,12 @@ fn run_line(run: &RunView) -> RunLine {
         due,
         durable,
     }
+}
+
+/// `v1.guards`: the bundle's guards and limits (docs/safety.md).
+fn guards(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
+    args::<Empty>(payload)?;
+    Done::reply(&super::envelope::guards_reply(ctx.engine.payload()))
 }
 
 /// A run's phase as the wire says it: its state, when it is due, and
@@ -464,7 +473,15 @@ fn test(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
         .dry_run(&name, &event, ctx.now)
         .ok_or_else(|| no_rule(ctx.engine, &name))?;
     let index = ctx.engine.rule_index(&name).unwrap_or_default();
-    Done::reply(&dry_run_reply(&dry, &ctx.engine.payload().rules[index]))
+    let payload = ctx.engine.payload();
+    let rule = &payload.rules[index];
+    let mut reply = dry_run_reply(&dry, rule);
+    // docs/safety.md#guards: the guards of each covered step, judged by
+    // the server on a fresh read before it replies.
+    let probe = super::guard_probe::Probe::of(payload, rule, &mut reply.steps);
+    let mut done = Done::reply(&reply)?;
+    done.probe = probe;
+    Ok(done)
 }
 
 fn when_of(when: Option<&WhenResult>) -> Option<When> {
@@ -537,6 +554,7 @@ fn step_line(
         finally_index: finally.then_some(check.index),
         condition: lsc_condition(when),
         error: when_error(when),
+        guard: None,
     }
 }
 
@@ -740,6 +758,7 @@ fn set_enabled(ctx: &mut Context<'_>, payload: &Value) -> Result<Done, String> {
     Ok(Done {
         payload: encoded(&reply)?,
         keep: Some((name, Some(enabled))),
+        probe: None,
     })
 }
 

@@ -8,7 +8,9 @@
 pub mod add;
 pub mod client;
 pub mod definition;
+pub mod envelope;
 pub mod escape;
+pub mod guard_probe;
 pub mod list;
 pub mod local;
 pub mod methods;
@@ -47,11 +49,24 @@ pub struct Call {
 
 /// The driver's answer: the reply, and an override to keep in
 /// `NS:overrides` before the reply goes out (`None` for the rule: its
-/// override removed).
+/// override removed); for a dry run of a guarded step, the guards the
+/// server judges on a fresh read before replying ([`guard_probe`]).
 #[derive(Debug)]
 pub struct Answer {
     pub reply: Reply,
     pub keep: Option<(String, Option<bool>)>,
+    pub probe: Option<Box<guard_probe::Probe>>,
+}
+
+impl Answer {
+    /// An answer that keeps no override and probes nothing.
+    pub fn reply(reply: Reply) -> Self {
+        Self {
+            reply,
+            keep: None,
+            probe: None,
+        }
+    }
 }
 
 /// The running server: its calls for the driver, and its task.
@@ -267,10 +282,7 @@ async fn answer(
         Ok(signed) => signed,
         Err(refusal) => {
             tracing::warn!(method = %request.method, "control request refused: {}", refusal.error);
-            return Some(Answer {
-                reply: refusal,
-                keep: None,
-            });
+            return Some(Answer::reply(refusal));
         }
     };
     if let Some(reply) = local.answer(request, signed).await {
@@ -284,10 +296,14 @@ async fn answer(
                 "control request"
             );
         }
-        return Some(Answer { reply, keep: None });
+        return Some(Answer::reply(reply));
     }
     let mut answer = ask_driver(calls, request.clone(), signed).await?;
     local.complete(con, request, &mut answer.reply).await;
+    if let Some(probe) = answer.probe.take() {
+        // Bounded by the connection's response timeout.
+        probe.complete(con, &mut answer.reply).await;
+    }
     Some(answer)
 }
 

@@ -53,6 +53,7 @@ pub(super) fn remove(ctx: &mut Context<'_>, name: String) -> Result<Done, String
     Ok(Done {
         payload: encoded(&reply)?,
         keep: Some((name, None)),
+        probe: None,
     })
 }
 

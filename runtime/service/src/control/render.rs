@@ -4,8 +4,9 @@
 //! here, or a reply its type does not read, is printed as indented JSON.
 
 use super::protocol::{
-    AddReply, EmitReply, Hold, LastRebuild, ListReply, PendingReply, ReloadReply, RuleLine,
-    RunLine, SetEnabledReply, ShowReply, StatusReply, TestReply, TraceReply, Verdict, When,
+    AddReply, CoveredStep, EmitReply, GuardProbe, GuardsReply, Hold, LastRebuild, ListReply,
+    PendingReply, ReloadReply, RuleLine, RunLine, SetEnabledReply, ShowReply, StatusReply,
+    TestReply, TraceReply, Verdict, When,
 };
 use ruled_engine::TimeStyle;
 use serde::de::DeserializeOwned;
@@ -19,6 +20,7 @@ pub fn text(method: &str, reply: &Value) -> String {
         "v1.list" => layout(reply, list),
         "v1.show" => layout(reply, show),
         "v1.test" => layout(reply, test),
+        "v1.guards" => layout(reply, guards),
         "v1.pending" => layout(reply, pending),
         "v1.set-enabled" => layout(reply, set_enabled),
         "v1.trace" => layout(reply, trace),
@@ -245,6 +247,9 @@ fn show(out: &mut String, reply: &ShowReply) -> std::fmt::Result {
     }
     keys_lines(out, reply)?;
     hold_line(out, state.hold.as_ref())?;
+    for covered in &reply.envelope {
+        covered_line(out, covered)?;
+    }
     writeln!(
         out,
         "runs {}  errors {}  last fire {}",
@@ -278,6 +283,69 @@ fn keys_lines(out: &mut String, reply: &ShowReply) -> std::fmt::Result {
     let more = reply.keys_with_runs.saturating_sub(reply.keys.len());
     if more > 0 {
         writeln!(out, "  and {more} more")?;
+    }
+    Ok(())
+}
+
+/// `step 0: guarded by hardware-parked; limited by handlebar`.
+fn covered_line(out: &mut String, covered: &CoveredStep) -> std::fmt::Result {
+    let names = |names: &[String]| {
+        names
+            .iter()
+            .map(|name| plain(name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    if !covered.guards.is_empty() {
+        parts.push(format!("guarded by {}", names(&covered.guards)));
+    }
+    if !covered.limits.is_empty() {
+        parts.push(format!("limited by {}", names(&covered.limits)));
+    }
+    let finally = if covered.finally { "finally " } else { "" };
+    writeln!(out, "{finally}step {}: {}", covered.step, parts.join("; "))
+}
+
+/// Milliseconds as a Go duration (`10s`, `1m0s`), as limits are written.
+fn go_duration_ms(ms: u64) -> String {
+    let ns = i64::try_from(ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+    rulecore::duration::format_duration(ns)
+}
+
+/// `v1.guards`: one block per guard, one line per limit.
+fn guards(out: &mut String, reply: &GuardsReply) -> std::fmt::Result {
+    let origin = |from_profile: bool| if from_profile { "profile" } else { "rules" };
+    if reply.guards.is_empty() && reply.limits.is_empty() {
+        return writeln!(out, "no guards and no limits");
+    }
+    for guard in &reply.guards {
+        writeln!(
+            out,
+            "guard {} ({}, {})",
+            plain(&guard.name),
+            plain(&guard.file),
+            origin(guard.from_profile)
+        )?;
+        writeln!(out, "  covers {}", plain(&guard.covers))?;
+        writeln!(out, "  when   {}", plain(&guard.when))?;
+        let reads: Vec<String> = guard.reads.iter().map(|read| plain(read)).collect();
+        writeln!(out, "  reads  {}", reads.join(", "))?;
+        if let Some(say) = &guard.say {
+            writeln!(out, "  say    {}", plain(say))?;
+        }
+    }
+    for limit in &reply.limits {
+        writeln!(
+            out,
+            "limit {} ({}, {}): at most {} per {} of {}",
+            plain(&limit.name),
+            plain(&limit.file),
+            origin(limit.from_profile),
+            limit.max,
+            go_duration_ms(limit.per_ms),
+            plain(&limit.covers)
+        )?;
     }
     Ok(())
 }
@@ -357,6 +425,9 @@ fn test(out: &mut String, reply: &TestReply) -> std::fmt::Result {
             when_text(step.when.as_ref())
         )?;
         write_reads(out, &step.when_read)?;
+        if let Some(guard) = &step.guard {
+            guard_line(out, guard)?;
+        }
     }
     // A running or fired hold is now, not a would (docs/semantics.md#hold).
     if matches!(reply.verdict, Verdict::Holding { .. } | Verdict::HoldFired) {
@@ -364,6 +435,27 @@ fn test(out: &mut String, reply: &TestReply) -> std::fmt::Result {
     }
     let (kind, detail) = verdict_words(&reply.verdict);
     writeln!(out, "  would    {kind} {detail}")
+}
+
+/// A step's guards on their fresh read: `guard  refused by
+/// hardware-parked (vehicle state = "parked", engine-ecu speed = "6")`.
+fn guard_line(out: &mut String, guard: &GuardProbe) -> std::fmt::Result {
+    let read: Vec<String> = guard.read.iter().map(|read| plain(read)).collect();
+    let names: Vec<String> = guard.guards.iter().map(|name| plain(name)).collect();
+    match &guard.refused_by {
+        Some(name) => writeln!(
+            out,
+            "           guard refused by {} ({})",
+            plain(name),
+            read.join(", ")
+        ),
+        None => writeln!(
+            out,
+            "           guard allowed by {} ({})",
+            names.join(", "),
+            read.join(", ")
+        ),
+    }
 }
 
 /// A verdict's kind and its details (`key value`, keys in the wire's

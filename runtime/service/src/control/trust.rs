@@ -36,6 +36,7 @@ const READ_ONLY: &[&str] = &[
     "v1.test",
     "v1.pending",
     "v1.trace",
+    "v1.guards",
 ];
 
 /// Whether `method` changes state (a rule on or off, the bundle, rules).

@@ -149,7 +149,7 @@ impl Service {
         // Unknown payload fields are refused, as by every method.
         if let Err(e) = methods::check_reload_payload(&call.request.payload) {
             let reply = Reply::error(format!("{}: {e}", methods::RELOAD));
-            let _ = call.answer.send(Answer { reply, keep: None });
+            let _ = call.answer.send(Answer::reply(reply));
             return;
         }
         let outcome = self.reload().await;
@@ -178,7 +178,7 @@ impl Service {
             Err(e) => Reply::error(format!("{}: {e}", methods::RELOAD)),
         };
         // The server gave up on it (stopping): nothing to answer.
-        let _ = call.answer.send(Answer { reply, keep: None });
+        let _ = call.answer.send(Answer::reply(reply));
     }
 
     fn log_reload(&self, outcome: &Result<Reloaded, ReloadError>) {

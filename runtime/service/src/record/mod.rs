@@ -235,7 +235,12 @@ impl Recorder {
     /// `before-start = true`, one per hash, and an `every` source's hash
     /// with its expiry.
     async fn seed(&mut self) -> Result<(), RecordError> {
-        let live = self.engine.live_pairs();
+        // The fields only guards read too: the simulator's guards judge
+        // the timeline's values (docs/safety.md#decisions).
+        let mut live = self.engine.live_pairs();
+        live.extend(self.engine.guard_only_pairs());
+        live.sort_unstable();
+        live.dedup();
         self.shadow = vec![None; self.engine.watched_pairs().len()];
         let values = self.read(&live).await?;
         let mut by_hash: std::collections::BTreeMap<String, State> = Default::default();

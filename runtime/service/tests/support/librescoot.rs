@@ -470,27 +470,51 @@ pub fn build_rules(
     name: &str,
     files: &[(&str, &str)],
 ) -> std::path::PathBuf {
+    build_rules_with(dir, name, files, true).0
+}
+
+/// [`build_rules`] letting warnings through (`--deny-warnings` off): for
+/// rules rulec warns about on purpose, such as a step the built-in guards
+/// may refuse (`rulec::guarded`). Returns the bundle and rulec's stderr,
+/// for the test to judge the warnings.
+pub fn build_rules_warned(
+    dir: &std::path::Path,
+    name: &str,
+    files: &[(&str, &str)],
+) -> (std::path::PathBuf, String) {
+    build_rules_with(dir, name, files, false)
+}
+
+fn build_rules_with(
+    dir: &std::path::Path,
+    name: &str,
+    files: &[(&str, &str)],
+    deny_warnings: bool,
+) -> (std::path::PathBuf, String) {
     let rules = dir.join(name);
     std::fs::create_dir_all(&rules).expect("rules dir");
     for (file, text) in files {
         std::fs::write(rules.join(file), text).expect("write a rule file");
     }
     let bundle = dir.join(format!("{name}.bundle"));
-    let out = std::process::Command::new(rulec())
-        .arg("build")
-        .arg("--deny-warnings")
+    let mut command = std::process::Command::new(rulec());
+    command.arg("build");
+    if deny_warnings {
+        command.arg("--deny-warnings");
+    }
+    let out = command
         .arg(&rules)
         .arg("-o")
         .arg(&bundle)
         .output()
         .expect("run rulec build");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success() && bundle.is_file(),
-        "rulec build {} failed ({}):\n{}\n{}",
+        "rulec build {} failed ({}):\n{}\n{stderr}",
         rules.display(),
         out.status,
         String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
     );
-    bundle
+    (bundle, stderr)
 }

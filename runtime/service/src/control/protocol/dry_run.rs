@@ -81,6 +81,28 @@ pub struct StepLine {
     /// The `when`'s error, for `lsc`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The guards covering the step and their judgement on a fresh read
+    /// now (docs/safety.md#guards); absent when no guard covers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<GuardProbe>,
+}
+
+/// The guards of one step, judged on their fields read fresh now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardProbe {
+    /// The covering guards, in the bundle's order.
+    pub guards: Vec<String>,
+    /// The first guard that would refuse the step now; absent: every
+    /// one holds, and the step would be performed.
+    #[serde(
+        rename = "refused-by",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub refused_by: Option<String>,
+    /// Each field they read, as read: `engine-ecu speed = "6"`,
+    /// `engine-ecu speed absent`, `... unreadable`.
+    pub read: Vec<String>,
 }
 
 /// What the event would do, `kind` and its details.

@@ -12,6 +12,7 @@
 mod add;
 mod dry_run;
 mod emit;
+mod guards;
 mod list;
 mod page;
 mod pending;
@@ -22,8 +23,9 @@ mod status;
 mod trace;
 
 pub use add::{AddReply, AddRequest};
-pub use dry_run::{StepLine, TestReply, TestRequest, Verdict, When};
+pub use dry_run::{GuardProbe, StepLine, TestReply, TestRequest, Verdict, When};
 pub use emit::{EmitReply, EmitRequest, Matched, EMIT_SHOWN};
+pub use guards::{CoveredStep, GuardLine, GuardsReply, LimitLine};
 pub use list::{Hold, ListReply, OverrideWithoutRule, RuleLine};
 pub use page::{Empty, Named, Page, DEFAULT_LIMIT, MAX_LIMIT};
 pub use pending::{PendingHold, PendingReply, PendingStep};

@@ -1,7 +1,7 @@
 //! `v1.show` (request: [`super::Named`]): one rule, as a rule file, as
 //! `rulec dump` shows it, and its state now.
 
-use super::RuleLine;
+use super::{CoveredStep, RuleLine};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -34,6 +34,10 @@ pub struct ShowReply {
         skip_serializing_if = "super::is_zero"
     )]
     pub keys_with_runs: usize,
+    /// The rule's steps a guard or limit covers (docs/safety.md); absent
+    /// when none is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub envelope: Vec<CoveredStep>,
 }
 
 /// One key of a keyed rule and its live run.
