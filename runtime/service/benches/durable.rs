@@ -20,11 +20,12 @@
 //!
 //! 3. Each figure against its floor, measured in turn with it (a floor run
 //!    after each `ruled` run): for the park, the same 10,000 records
-//!    (`ruled`'s own, as it wrote them) written by one client in one
-//!    pipeline of `HSET`s, timed by the same keyspace notifications; for
-//!    the replay, what `ruled` sends for it pipelined by one client
-//!    (`HGETALL` of the pending hash, then per record `HDEL` and its
-//!    `LPUSH`). Printed as min / median / max of the per-run ratio
+//!    (`ruled`'s own, as it wrote them) written by one client, `HSET`s
+//!    pipelined in chunks of 64 written back to back before any reply is
+//!    read, timed by the same keyspace notifications; for the replay, what
+//!    `ruled` sends for it pipelined the same way by one client (`HGETALL`
+//!    of the pending hash, then per record `HDEL` and its `LPUSH`).
+//!    Printed as min / median / max of the per-run ratio
 //!    (docs/engine.md#the-unit-the-floor), the PING columns above them.
 //!
 //! Run: `cargo xtask bench durable` (or `cargo bench -p ruled --bench
@@ -168,41 +169,82 @@ fn records_written(
     (first.unwrap_or(all), all)
 }
 
+/// Commands a floor writes at once, without waiting for replies: the part
+/// of an event's runs `ruled` decides before it sends their records.
+const FLOOR_CHUNK: usize = 64;
+
+/// Writes `commands` on `con` in chunks of [`FLOOR_CHUNK`], each written
+/// as soon as it is encoded and none waiting for a reply, then reads
+/// every reply: the least one client can do to have them all done, the
+/// first done after one chunk's write.
+fn pipelined(con: &mut redis::Connection, commands: &[redis::Cmd]) {
+    for chunk in commands.chunks(FLOOR_CHUNK) {
+        let mut pipe = redis::pipe();
+        for command in chunk {
+            pipe.add_command(command.clone());
+        }
+        con.send_packed_command(&pipe.get_packed_pipeline())
+            .unwrap();
+    }
+    for _ in commands {
+        con.recv_response().unwrap();
+    }
+}
+
 /// The floor of a park: the same records (`ruled`'s own, as it wrote them)
-/// written by one client, one `HSET` each, in one pipeline; timed as
+/// written by one client, one `HSET` each, [`pipelined`]; timed as
 /// [`park`] is.
 fn floor_park(redis: &RedisServer, records: &[(String, String)]) -> (Duration, Duration) {
     let _: i64 = redis.query(&["DEL", "extensions:pending"]);
-    let mut pipe = redis::pipe();
-    for (id, json) in records {
-        pipe.cmd("HSET")
-            .arg("extensions:pending")
-            .arg(id)
-            .arg(json)
-            .ignore();
-    }
-    let times = records_written(redis, || {}, |con| pipe.exec(con).unwrap());
+    let commands: Vec<redis::Cmd> = records
+        .iter()
+        .map(|(id, json)| {
+            let mut hset = redis::cmd("HSET");
+            hset.arg("extensions:pending").arg(id).arg(json);
+            hset
+        })
+        .collect();
+    // Written from a thread of its own, so that the watcher times each
+    // record as it lands, not once every reply is read.
+    let mut writer = redis.con();
+    let mut sending = None;
+    let times = records_written(
+        redis,
+        || {},
+        |_| {
+            sending = Some(std::thread::spawn(move || {
+                pipelined(&mut writer, &commands);
+            }));
+        },
+    );
+    sending
+        .expect("started by the trigger")
+        .join()
+        .expect("the floor's writer");
     let written: usize = redis.query(&["HLEN", "extensions:pending"]);
     assert_eq!(written, RUNS);
     times
 }
 
 /// The floor of the overdue replay: what `ruled` sends for it, by one
-/// client in one pipeline: the pending hash read whole, then per record
-/// its removal and its step's `LPUSH`; from the first command until every
+/// client: the pending hash read whole, then per record its removal and
+/// its step's `LPUSH`, [`pipelined`]; from the first command until every
 /// reply is in (all pushed, the hash empty).
 fn floor_overdue(redis: &RedisServer, payload: &rulecore::bundle::Payload) -> Duration {
     write_overdue(redis, payload);
     let mut con = redis.con();
     let started = Instant::now();
     let records: Vec<(String, String)> = query(&mut con, &["HGETALL", "extensions:pending"]);
-    let mut pipe = redis::pipe();
+    let mut commands = Vec::with_capacity(records.len() * 2);
     for (id, _) in &records {
         let rule = id.split('#').next().unwrap_or_default();
-        pipe.cmd("HDEL").arg("extensions:pending").arg(id).ignore();
-        pipe.cmd("LPUSH").arg("done").arg(rule).ignore();
+        let mut hdel = redis::cmd("HDEL");
+        hdel.arg("extensions:pending").arg(id);
+        let mut lpush = redis::cmd("LPUSH");
+        lpush.arg("done").arg(rule);
+        commands.extend([hdel, lpush]);
     }
-    pipe.exec(&mut con).unwrap();
+    pipelined(&mut con, &commands);
     let took = started.elapsed();
     let pushed: usize = query(&mut con, &["LLEN", "done"]);
     let left: usize = query(&mut con, &["HLEN", "extensions:pending"]);
