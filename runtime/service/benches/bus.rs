@@ -25,7 +25,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{announce, RedisServer, Ruled};
+use support::{announce, query, RedisServer, Ruled};
 
 const WARMUP: usize = 300;
 const SAMPLES: usize = 5_000;
@@ -94,14 +94,6 @@ fn percentile(samples: &mut [Duration], q: f64) -> Duration {
     samples[((samples.len() as f64 - 1.0) * q).round() as usize]
 }
 
-fn query(con: &mut redis::Connection, args: &[&str]) -> redis::Value {
-    let mut command = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        command.arg(*arg);
-    }
-    command.query(con).unwrap()
-}
-
 const LATENCY_RULES: &str = r#"
 [[rule]]
 name = "kickstand"
@@ -132,7 +124,7 @@ fn latency_and_cpu(dir: &Path) {
     std::fs::write(rules.join("bench.toml"), LATENCY_RULES).unwrap();
     let bundle = build(&rules, &dir.join("latency.bundle"), "librescoot");
     let mut con = redis.con();
-    query(&mut con, &["HSET", "vehicle", "kickstand", "down"]);
+    let _: redis::Value = query(&mut con, &["HSET", "vehicle", "kickstand", "down"]);
     let ruled = Ruled::start(&redis, &bundle, &["--log-level", "warn"]);
     support::wait_for("ruled subscribed to the vehicle hash", || {
         let (_, n): (String, i64) = redis.query(&["PUBSUB", "NUMSUB", "vehicle"]);
@@ -144,16 +136,16 @@ fn latency_and_cpu(dir: &Path) {
         let value = if i % 2 == 0 { "up" } else { "down" };
         let start = Instant::now();
         announce(&mut con, "vehicle", "kickstand", value);
-        let popped = query(&mut con, &["BLPOP", "bench:out", "5"]);
+        let popped: redis::Value = query(&mut con, &["BLPOP", "bench:out", "5"]);
         let sample = start.elapsed();
         assert!(popped != redis::Value::Nil, "ruled did not act within 5 s");
         let start = Instant::now();
-        query(&mut con, &["PUBLISH", "ev:bench.ping", event]);
-        let popped = query(&mut con, &["BLPOP", "bench:out", "5"]);
+        let _: redis::Value = query(&mut con, &["PUBLISH", "ev:bench.ping", event]);
+        let popped: redis::Value = query(&mut con, &["BLPOP", "bench:out", "5"]);
         let bus = start.elapsed();
         assert!(popped != redis::Value::Nil, "ruled did not act within 5 s");
         let start = Instant::now();
-        query(&mut con, &["PING"]);
+        let _: redis::Value = query(&mut con, &["PING"]);
         let bare = start.elapsed();
         if i >= WARMUP {
             derived.push(sample);
@@ -186,13 +178,13 @@ fn latency_and_cpu(dir: &Path) {
     for i in 0..SAMPLES {
         let value = if i % 2 == 0 { "up" } else { "down" };
         announce(&mut con, "vehicle", "kickstand", value);
-        query(&mut con, &["BLPOP", "bench:out", "5"]);
+        let _: redis::Value = query(&mut con, &["BLPOP", "bench:out", "5"]);
     }
     let per_derived = (cpu(ruled.pid()) - before) / SAMPLES as u32;
     let before = cpu(ruled.pid());
     for _ in 0..SAMPLES {
-        query(&mut con, &["PUBLISH", "ev:bench.ping", event]);
-        query(&mut con, &["BLPOP", "bench:out", "5"]);
+        let _: redis::Value = query(&mut con, &["PUBLISH", "ev:bench.ping", event]);
+        let _: redis::Value = query(&mut con, &["BLPOP", "bench:out", "5"]);
     }
     let per_plain = (cpu(ruled.pid()) - before) / SAMPLES as u32;
     let published: i64 = redis.query(&["XLEN", "events"]);
@@ -225,11 +217,11 @@ fn riding(dir: &Path) {
     let rules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/rules");
     let bundle = build(&rules, &dir.join("riding.bundle"), "librescoot");
     let mut con = redis.con();
-    query(
+    let _: redis::Value = query(
         &mut con,
         &["HSET", "vehicle", "state", "stand-by", "kickstand", "down"],
     );
-    query(
+    let _: redis::Value = query(
         &mut con,
         &["HSET", "battery:0", "present", "true", "charge", "80"],
     );
@@ -270,7 +262,7 @@ fn riding(dir: &Path) {
             let speed = (frame % 40).to_string();
             announce(&mut con, "engine-ecu", "odometer", &odometer);
             announce(&mut con, "engine-ecu", "kers", "on");
-            query(
+            let _: redis::Value = query(
                 &mut con,
                 &[
                     "HSET",

@@ -18,6 +18,16 @@
 //!    to ready), and the drain: the first figure less that start's median;
 //!    and the peak RSS (`VmHWM`) of `ruled` with all 10,000 in its pool.
 //!
+//! 3. Each figure against its floor, measured in turn with it (a floor run
+//!    after each `ruled` run): for the park, the same 10,000 records
+//!    (`ruled`'s own, as it wrote them) written by one client, `HSET`s
+//!    pipelined in chunks of 64 written back to back before any reply is
+//!    read, timed by the same keyspace notifications; for the replay, what
+//!    `ruled` sends for it pipelined the same way by one client (`HGETALL`
+//!    of the pending hash, then per record `HDEL` and its `LPUSH`).
+//!    Printed as min / median / max of the per-run ratio
+//!    (docs/engine.md#the-unit-the-floor), the PING columns above them.
+//!
 //! Run: `cargo xtask bench durable` (or `cargo bench -p ruled --bench
 //! durable`); `DURABLE_RUNS=<n>` repeats each figure n times (3),
 //! `DURABLE_RULED=<program>` measures another `ruled` (an older build, for
@@ -31,21 +41,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::bundles::{self, payload};
-use support::{RedisServer, Ruled};
+use support::{query, RedisServer, Ruled};
 
 const RUNS: usize = 10_000;
 /// `PING`s per unit measurement.
 const PINGS: usize = 2_000;
 /// How long one figure may take before the bench gives up.
 const DEADLINE: Duration = Duration::from_secs(120);
-
-fn query<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
-    let mut command = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        command.arg(*arg);
-    }
-    command.query(con).unwrap()
-}
 
 /// The median of [`PINGS`] bare `PING` round trips.
 fn ping(con: &mut redis::Connection) -> Duration {
@@ -98,8 +100,46 @@ fn park_bundle(dir: &Path) -> PathBuf {
 /// take a core from `ruled` on a small machine). `settled`: the event
 /// comes 200 ms after ready, as on a scooter; otherwise the moment
 /// `ruled` says it is ready, which must not be slower (docs/service.md#start-and-stop).
-fn park(redis: &RedisServer, bundle: &Path, settled: bool) -> (Duration, Duration) {
+fn park(redis: &RedisServer, bundle: &Path, settled: bool) -> Park {
     let _: i64 = redis.query(&["DEL", "extensions:pending", "extensions:rules"]);
+    let mut ruled = None;
+    let times = records_written(
+        redis,
+        || {
+            let started = ruled.insert(start_ruled(redis, bundle, &[]));
+            started.wait_ready();
+            if settled {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        },
+        |con| {
+            let _: i64 = query(con, &["PUBLISH", "ev:park", r#"{"topic":"park"}"#]);
+        },
+    );
+    let mut ruled = ruled.expect("started by the setup");
+    let records: Vec<(String, String)> = redis.query(&["HGETALL", "extensions:pending"]);
+    assert_eq!(records.len(), RUNS);
+    assert!(ruled.stop(), "clean stop; log:\n{}", ruled.log_text());
+    Park { times, records }
+}
+
+/// One park: from the trigger to the first record visible and to all of
+/// them, and the records written (what the floor writes in turn).
+struct Park {
+    times: (Duration, Duration),
+    records: Vec<(String, String)>,
+}
+
+/// From `trigger` until the first of [`RUNS`] `HSET`s of the pending hash
+/// is visible, and until all are: Redis' keyspace notification of each,
+/// read by a subscriber that blocks (a client polling `HLEN` back to back
+/// would take a core from `ruled` on a small machine). `setup` runs once
+/// the subscriber listens, right before the trigger.
+fn records_written(
+    redis: &RedisServer,
+    setup: impl FnOnce(),
+    trigger: impl FnOnce(&mut redis::Connection),
+) -> (Duration, Duration) {
     let _: () = redis.query(&["CONFIG", "SET", "notify-keyspace-events", "Kh"]);
     let mut watcher = redis.con();
     watcher.set_read_timeout(Some(DEADLINE)).unwrap();
@@ -108,13 +148,9 @@ fn park(redis: &RedisServer, bundle: &Path, settled: bool) -> (Duration, Duratio
         .subscribe("__keyspace@0__:extensions:pending")
         .unwrap();
     let mut con = redis.con();
-    let mut ruled = start_ruled(redis, bundle, &[]);
-    ruled.wait_ready();
-    if settled {
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    setup();
     let started = Instant::now();
-    let _: i64 = query(&mut con, &["PUBLISH", "ev:park", r#"{"topic":"park"}"#]);
+    trigger(&mut con);
     let mut first = None;
     let mut written = 0;
     while written < RUNS {
@@ -130,10 +166,108 @@ fn park(redis: &RedisServer, bundle: &Path, settled: bool) -> (Duration, Duratio
     let all = started.elapsed();
     drop(notified);
     let _: () = redis.query(&["CONFIG", "SET", "notify-keyspace-events", ""]);
-    let records: usize = redis.query(&["HLEN", "extensions:pending"]);
-    assert_eq!(records, RUNS);
-    assert!(ruled.stop(), "clean stop; log:\n{}", ruled.log_text());
     (first.unwrap_or(all), all)
+}
+
+/// Commands a floor writes at once, without waiting for replies: the part
+/// of an event's runs `ruled` decides before it sends their records.
+const FLOOR_CHUNK: usize = 64;
+
+/// Writes `commands` on `con` in chunks of [`FLOOR_CHUNK`], each written
+/// as soon as it is encoded and none waiting for a reply, then reads
+/// every reply: the least one client can do to have them all done, the
+/// first done after one chunk's write.
+fn pipelined(con: &mut redis::Connection, commands: &[redis::Cmd]) {
+    for chunk in commands.chunks(FLOOR_CHUNK) {
+        let mut pipe = redis::pipe();
+        for command in chunk {
+            pipe.add_command(command.clone());
+        }
+        con.send_packed_command(&pipe.get_packed_pipeline())
+            .unwrap();
+    }
+    for _ in commands {
+        con.recv_response().unwrap();
+    }
+}
+
+/// The floor of a park: the same records (`ruled`'s own, as it wrote them)
+/// written by one client, one `HSET` each, [`pipelined`]; timed as
+/// [`park`] is.
+fn floor_park(redis: &RedisServer, records: &[(String, String)]) -> (Duration, Duration) {
+    let _: i64 = redis.query(&["DEL", "extensions:pending"]);
+    let commands: Vec<redis::Cmd> = records
+        .iter()
+        .map(|(id, json)| {
+            let mut hset = redis::cmd("HSET");
+            hset.arg("extensions:pending").arg(id).arg(json);
+            hset
+        })
+        .collect();
+    // Written from a thread of its own, so that the watcher times each
+    // record as it lands, not once every reply is read.
+    let mut writer = redis.con();
+    let mut sending = None;
+    let times = records_written(
+        redis,
+        || {},
+        |_| {
+            sending = Some(std::thread::spawn(move || {
+                pipelined(&mut writer, &commands);
+            }));
+        },
+    );
+    sending
+        .expect("started by the trigger")
+        .join()
+        .expect("the floor's writer");
+    let written: usize = redis.query(&["HLEN", "extensions:pending"]);
+    assert_eq!(written, RUNS);
+    times
+}
+
+/// The floor of the overdue replay: what `ruled` sends for it, by one
+/// client: the pending hash read whole, then per record its removal and
+/// its step's `LPUSH`, [`pipelined`]; from the first command until every
+/// reply is in (all pushed, the hash empty).
+fn floor_overdue(redis: &RedisServer, payload: &rulecore::bundle::Payload) -> Duration {
+    write_overdue(redis, payload);
+    let mut con = redis.con();
+    let started = Instant::now();
+    let records: Vec<(String, String)> = query(&mut con, &["HGETALL", "extensions:pending"]);
+    let mut commands = Vec::with_capacity(records.len() * 2);
+    for (id, _) in &records {
+        let rule = id.split('#').next().unwrap_or_default();
+        let mut hdel = redis::cmd("HDEL");
+        hdel.arg("extensions:pending").arg(id);
+        let mut lpush = redis::cmd("LPUSH");
+        lpush.arg("done").arg(rule);
+        commands.extend([hdel, lpush]);
+    }
+    pipelined(&mut con, &commands);
+    let took = started.elapsed();
+    let pushed: usize = query(&mut con, &["LLEN", "done"]);
+    let left: usize = query(&mut con, &["HLEN", "extensions:pending"]);
+    assert_eq!((pushed, left), (RUNS, 0), "the floor did every record once");
+    took
+}
+
+/// min / median / max of `ruled`'s figure over the floor's, run by run.
+fn ratios(name: &str, ruled: &[Duration], floor: &[Duration]) {
+    let mut ratios: Vec<f64> = ruled
+        .iter()
+        .zip(floor)
+        .map(|(r, f)| r.as_secs_f64() / f.as_secs_f64())
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let (min, max) = (ratios[0], ratios[ratios.len() - 1]);
+    let mid = ratios[ratios.len() / 2];
+    let mut floors = floor.to_vec();
+    floors.sort_unstable();
+    println!(
+        "{name:<52} {min:>6.2}× {mid:>6.2}× {max:>6.2}×   (floor median {:.2} ms)",
+        ms(floors[floors.len() / 2])
+    );
 }
 
 /// Figure 2: one rule per record, one `redis` step a minute after its
@@ -277,19 +411,28 @@ fn main() {
     let park_bundle = park_bundle(dir.path());
     let (mut first, mut all) = (Vec::new(), Vec::new());
     let (mut first_at_ready, mut all_at_ready) = (Vec::new(), Vec::new());
+    // The floor after each of `ruled`'s, alternated: once per side.
+    let (mut floor_first, mut floor_all) = (Vec::new(), Vec::new());
+    let (mut floor_first_at_ready, mut floor_all_at_ready) = (Vec::new(), Vec::new());
     for _ in 0..runs {
-        let (f, a) = park(&redis, &park_bundle, true);
-        first.push(f);
-        all.push(a);
-        let (f, a) = park(&redis, &park_bundle, false);
-        first_at_ready.push(f);
-        all_at_ready.push(a);
+        let settled = park(&redis, &park_bundle, true);
+        first.push(settled.times.0);
+        all.push(settled.times.1);
+        let (f, a) = floor_park(&redis, &settled.records);
+        floor_first.push(f);
+        floor_all.push(a);
+        let at_ready = park(&redis, &park_bundle, false);
+        first_at_ready.push(at_ready.times.0);
+        all_at_ready.push(at_ready.times.1);
+        let (f, a) = floor_park(&redis, &at_ready.records);
+        floor_first_at_ready.push(f);
+        floor_all_at_ready.push(a);
     }
     pings.push(ping(&mut con));
 
     let (overdue_bundle, payload) = overdue_bundle(dir.path());
     let (mut wide, mut default, mut bare) = (Vec::new(), Vec::new(), Vec::new());
-    let mut peaks = Vec::new();
+    let (mut peaks, mut floor) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         write_overdue(&redis, &payload);
         let (drained, peak) = overdue(&redis, &overdue_bundle, &["--queue", "16384"]);
@@ -298,6 +441,7 @@ fn main() {
         write_overdue(&redis, &payload);
         default.push(overdue(&redis, &overdue_bundle, &[]).0);
         bare.push(bare_start(&redis, &overdue_bundle));
+        floor.push(floor_overdue(&redis, &payload));
     }
     pings.push(ping(&mut con));
     pings.sort_unstable();
@@ -352,5 +496,37 @@ fn main() {
         &drains,
         unit,
         RUNS,
+    );
+    let defaults: Vec<Duration> = default.iter().map(|d| d.saturating_sub(start)).collect();
+    println!(
+        "against the floor (the same commands pipelined by one client), {runs} alternations: \
+         min / median / max of the ratio:"
+    );
+    ratios("  park, settled: first record", &first, &floor_first);
+    ratios(&format!("  park, settled: all {RUNS}"), &all, &floor_all);
+    ratios(
+        "  park, right after ready: first record",
+        &first_at_ready,
+        &floor_first_at_ready,
+    );
+    ratios(
+        &format!("  park, right after ready: all {RUNS}"),
+        &all_at_ready,
+        &floor_all_at_ready,
+    );
+    ratios(
+        "  overdue replay, --queue 16384, less the start",
+        &drains,
+        &floor,
+    );
+    ratios(
+        "  overdue replay, default queue, less the start",
+        &defaults,
+        &floor,
+    );
+    ratios(
+        "  overdue replay, --queue 16384, spawn to done",
+        &wide,
+        &floor,
     );
 }

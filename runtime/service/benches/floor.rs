@@ -37,7 +37,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::bundles::{self, payload};
-use support::{announce, librescoot, RedisServer, Ruled};
+use support::{announce, librescoot, query, RedisServer, Ruled};
 
 const WARMUP: usize = 200;
 
@@ -46,14 +46,6 @@ fn setting(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|text| text.parse().ok())
         .unwrap_or(default)
-}
-
-fn query(con: &mut redis::Connection, args: &[&str]) -> redis::Value {
-    let mut command = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        command.arg(*arg);
-    }
-    command.query(con).unwrap()
 }
 
 /// The cores: the client and Redis on the first, the daemons on the
@@ -173,7 +165,7 @@ fn sample(
 ) -> Duration {
     let start = Instant::now();
     trigger(con);
-    let popped = query(con, &["BLPOP", list, "5"]);
+    let popped: redis::Value = query(con, &["BLPOP", list, "5"]);
     let took = start.elapsed();
     assert!(
         popped != redis::Value::Nil,
@@ -184,7 +176,7 @@ fn sample(
 
 fn ping(con: &mut redis::Connection) -> Duration {
     let start = Instant::now();
-    query(con, &["PING"]);
+    let _: redis::Value = query(con, &["PING"]);
     start.elapsed()
 }
 
@@ -274,7 +266,7 @@ fn main() {
         &librescoot::with_profile(payload(rules, vec![], vec![])),
     );
     let mut con = redis.con();
-    query(&mut con, &["HSET", "vehicle", "kickstand", "down"]);
+    let _: redis::Value = query(&mut con, &["HSET", "vehicle", "kickstand", "down"]);
     let program =
         std::env::var_os("FLOOR_RULED").unwrap_or_else(|| env!("CARGO_BIN_EXE_ruled").into());
     let flags = ["--log-level", "info", "--stats-interval", "10s"];
@@ -322,18 +314,20 @@ fn main() {
                 let (ruled_sample, floor_sample) = match path {
                     0 => (
                         sample(&mut con, "bench:out", |c| {
-                            query(c, &["PUBLISH", "ev:bench.ping", &ping_event]);
+                            let _: redis::Value =
+                                query(c, &["PUBLISH", "ev:bench.ping", &ping_event]);
                         }),
                         sample(&mut con, "floor:out", |c| {
-                            query(c, &["PUBLISH", "floor:ping", &ping_event]);
+                            let _: redis::Value = query(c, &["PUBLISH", "floor:ping", &ping_event]);
                         }),
                     ),
                     1 => (
                         sample(&mut con, "bench:tail", |c| {
-                            query(c, &["PUBLISH", "ev:bench.tail", &tail_event]);
+                            let _: redis::Value =
+                                query(c, &["PUBLISH", "ev:bench.tail", &tail_event]);
                         }),
                         sample(&mut con, "floor:out", |c| {
-                            query(c, &["PUBLISH", "floor:ping", &tail_event]);
+                            let _: redis::Value = query(c, &["PUBLISH", "floor:ping", &tail_event]);
                         }),
                     ),
                     _ => {

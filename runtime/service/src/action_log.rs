@@ -24,24 +24,32 @@ pub struct ActionLine {
     step: u32,
     pass: u32,
     finally: bool,
-    what: String,
+    /// `None` when the line will not show (past the rule's budget at `info`
+    /// with `debug` off, or `info` off): not put into words for nothing.
+    what: Option<String>,
 }
 
 impl ActionLine {
-    pub fn of(job: &Job) -> Self {
+    /// The line of `job`; `throttle`'s window is rolled here (what it held
+    /// back logged), so that it still holds when the line is logged.
+    pub fn of(job: &Job, throttle: &mut Throttle) -> Self {
+        logging::log_held(&throttle.roll(Instant::now()));
+        let shown = (tracing::enabled!(tracing::Level::INFO)
+            && throttle.has_room(Some(&job.rule), tracing::Level::INFO))
+            || tracing::enabled!(tracing::Level::DEBUG);
         Self {
             rule: Arc::clone(&job.rule),
             run: Arc::clone(&job.run),
             step: job.step,
             pass: job.pass,
             finally: job.finally,
-            what: what(job.performed()),
+            what: shown.then(|| what(job.performed())),
         }
     }
 
-    /// Logs it at `info`, or at `debug` past the rule's budget.
+    /// Logs it at `info`, or at `debug` past the rule's budget (counted
+    /// there either way).
     pub fn log(&self, throttle: &mut Throttle) {
-        logging::log_held(&throttle.roll(Instant::now()));
         let Self {
             rule,
             run,
@@ -52,6 +60,7 @@ impl ActionLine {
         } = self;
         // `finally` only on a finally step's line (docs/semantics.md#finally).
         let finally = finally.then_some(true);
+        let what = what.as_deref().unwrap_or_default();
         if throttle.admit(Some(rule), tracing::Level::INFO) {
             tracing::info!(rule = %rule, step, finally, pass, run = %run, "action: {what}");
         } else {

@@ -30,20 +30,36 @@ end
     };
 }
 
+/// A script, and the SHA-1 of its text by which Redis knows it once it has
+/// run it (`EVALSHA`): the text (200-300 bytes) is sent only when Redis
+/// does not have it, not with every read (docs/engine.md#cpu-per-notification).
+#[derive(Debug, Clone, Copy)]
+pub struct Script {
+    pub source: &'static str,
+    /// Lower-case hex, as `SCRIPT LOAD` answers.
+    pub sha1: &'static str,
+}
+
 /// The bounded `HMGET`, its values returned.
-const HMGET_SCRIPT: &str = concat!(bounded_hmget_lua!(), "return values\n");
+pub const HMGET_SCRIPT: Script = Script {
+    source: concat!(bounded_hmget_lua!(), "return values\n"),
+    sha1: "49d79fa1b96e58c7a4079f28af6e1b123a31a126",
+};
 
 /// The bounded `HMGET`, then the key's `PEXPIRETIME` as one more element
 /// (-3 when the server has no such command), in the same script: the
 /// values and the expiry are of one instant.
-const HMGET_EXPIRY_SCRIPT: &str = concat!(
-    bounded_hmget_lua!(),
-    r"local ok, at = pcall(redis.call, 'PEXPIRETIME', KEYS[1])
+pub const HMGET_EXPIRY_SCRIPT: Script = Script {
+    source: concat!(
+        bounded_hmget_lua!(),
+        r"local ok, at = pcall(redis.call, 'PEXPIRETIME', KEYS[1])
 if not ok then at = -3 end
 values[#values + 1] = at
 return values
 "
-);
+    ),
+    sha1: "8886b9fe19dec51312de34a6350dd3d0fa28f520",
+};
 
 /// The values of `fields` of `hash`, in order: `None` when absent, and
 /// also (with one line naming hash, field and length, within `throttle`'s
@@ -54,7 +70,7 @@ pub async fn hmget(
     fields: &[&str],
     throttle: &mut Throttle,
 ) -> redis::RedisResult<Vec<Option<String>>> {
-    let values = run(con, HMGET_SCRIPT, hash, fields).await?;
+    let values = run(con, &HMGET_SCRIPT, hash, fields).await?;
     Ok(judge_all(hash, fields, values, throttle))
 }
 
@@ -67,7 +83,7 @@ pub async fn hmget_with_expiry(
     fields: &[&str],
     throttle: &mut Throttle,
 ) -> redis::RedisResult<(Vec<Option<String>>, Expiry)> {
-    let mut values = run(con, HMGET_EXPIRY_SCRIPT, hash, fields).await?;
+    let mut values = run(con, &HMGET_EXPIRY_SCRIPT, hash, fields).await?;
     let expiry = if values.len() > fields.len() {
         match values.pop() {
             Some(redis::Value::Int(-2)) => Expiry::Absent,
@@ -104,18 +120,29 @@ pub async fn expiry(con: &mut ConnectionManager, hash: &str) -> redis::RedisResu
     })
 }
 
+/// Runs `script` by its SHA-1; when Redis does not know it (`NOSCRIPT`:
+/// the first read, or after a restart or `SCRIPT FLUSH`), by its text,
+/// which Redis then keeps for the next reads.
 async fn run(
     con: &mut ConnectionManager,
-    source: &str,
+    script: &Script,
     hash: &str,
     fields: &[&str],
 ) -> redis::RedisResult<Vec<redis::Value>> {
-    let mut script = redis::cmd("EVAL");
-    script.arg(source).arg(1).arg(hash).arg(MAX_FIELD_BYTES);
-    for field in fields {
-        script.arg(*field);
+    let call = |command: &str, body: &str| {
+        let mut call = redis::cmd(command);
+        call.arg(body).arg(1).arg(hash).arg(MAX_FIELD_BYTES);
+        for field in fields {
+            call.arg(*field);
+        }
+        call
+    };
+    match query(con, &call("EVALSHA", script.sha1)).await {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            query(con, &call("EVAL", script.source)).await
+        }
+        other => other,
     }
-    query(con, &script).await
 }
 
 fn judge_all(

@@ -212,10 +212,7 @@ impl Throttle {
         let Some(slot) = LEVELS.iter().position(|l| *l == level) else {
             return true;
         };
-        let mut rule = rule.unwrap_or("");
-        if !self.seen.contains_key(rule) && self.seen.len() >= Self::KEYS {
-            rule = "";
-        }
+        let rule = self.key(rule);
         let seen = match self.seen.get_mut(rule) {
             Some(seen) => &mut seen[slot],
             None => &mut self.seen.entry(Box::from(rule)).or_default()[slot],
@@ -227,6 +224,28 @@ impl Throttle {
             seen.held = seen.held.saturating_add(1);
             false
         }
+    }
+
+    /// Whether [`Throttle::admit`] would let a line of `rule` at `level`
+    /// go out now, without counting it: a caller that need not put a line
+    /// into words when it will not show asks this first.
+    pub fn has_room(&self, rule: Option<&str>, level: Level) -> bool {
+        let Some(slot) = LEVELS.iter().position(|l| *l == level) else {
+            return true;
+        };
+        self.seen
+            .get(self.key(rule))
+            .is_none_or(|seen| seen[slot].lines < Self::BUDGET)
+    }
+
+    /// The key `rule`'s lines count under: `""` for no rule, and for a
+    /// rule not seen this window once [`Self::KEYS`] rules were.
+    fn key<'a>(&self, rule: Option<&'a str>) -> &'a str {
+        let rule = rule.unwrap_or("");
+        if !self.seen.contains_key(rule) && self.seen.len() >= Self::KEYS {
+            return "";
+        }
+        rule
     }
 
     /// Closes the window when it is over, returning what it held back

@@ -443,7 +443,9 @@ async fn send_missing<'a>(
     names: impl Iterator<Item = Name<'a>> + Send,
     other_has: impl Fn(Name<'a>) -> bool + Send,
 ) {
-    let missing = names.filter(|name| !other_has(*name));
+    // Collected before the await: a filter over borrowed names held across
+    // it would keep the future from being `Send` (the driver is a task).
+    let missing: Vec<Name<'a>> = names.filter(|name| !other_has(*name)).collect();
     if let Err(e) = commands.send_chunked(command, missing).await {
         tracing::warn!("cannot change the subscription ({command}: {e}); it is reopened");
     }

@@ -300,9 +300,10 @@ fn the_recorder_writes_nothing() {
     // The emulator's writes: HSET, PUBLISH, EXPIRE, DEL (MULTI/EXEC
     // around none of them here), and this test's KEYS.
     let emulator = ["HSET", "PUBLISH", "EXPIRE", "DEL", "KEYS"];
-    // MONITOR shows the commands a script runs after its EVAL.
+    // MONITOR shows the commands a script runs after its EVAL(SHA).
     let reads = [
         "EVAL",
+        "EVALSHA",
         "HMGET",
         "PEXPIRETIME",
         "SUBSCRIBE",
@@ -322,10 +323,21 @@ fn the_recorder_writes_nothing() {
     }
     let publishes = commands.iter().filter(|(_, a)| a[0] == "PUBLISH").count();
     assert_eq!(publishes, 4, "only the emulator's PUBLISHes");
-    // Every EVAL is the bounded read (HMGET, no write).
+    // Every EVAL is the bounded read (HMGET, no write), and every EVALSHA
+    // one of its two scripts by their SHA-1.
     for (_, args) in commands.iter().filter(|(_, a)| a[0] == "EVAL") {
         assert!(
             args[1].contains("HMGET") && !args[1].contains("HSET"),
+            "{args:?}"
+        );
+    }
+    let bounded = [
+        ruled::bounded_read::HMGET_SCRIPT,
+        ruled::bounded_read::HMGET_EXPIRY_SCRIPT,
+    ];
+    for (_, args) in commands.iter().filter(|(_, a)| a[0] == "EVALSHA") {
+        assert!(
+            bounded.iter().any(|script| args[1] == script.sha1),
             "{args:?}"
         );
     }

@@ -236,6 +236,55 @@ fn a_huge_watched_field_is_read_as_unknown() {
     });
 }
 
+/// The bounded reads go by their scripts' SHA-1 (`EVALSHA`): each
+/// constant is the SHA-1 Redis computes from the text, and a Redis that
+/// lost its scripts (`SCRIPT FLUSH`, a restart) is sent the text again.
+#[test]
+fn bounded_reads_run_by_sha_and_survive_a_script_flush() {
+    for script in [
+        ruled::bounded_read::HMGET_SCRIPT,
+        ruled::bounded_read::HMGET_EXPIRY_SCRIPT,
+    ] {
+        let redis = RedisServer::start();
+        let loaded: String = redis.query(&["SCRIPT", "LOAD", script.source]);
+        assert_eq!(loaded, script.sha1, "the SHA-1 of:\n{}", script.source);
+    }
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (when, consts) = bundles::state_equals("parked");
+    let mut rule = bundles::rule(
+        "parked",
+        &["alarm.triggered"],
+        vec![bundles::redis_step("parked:out", "yes", 0)],
+    );
+    rule.when = Some(Box::new(when));
+    let state = vec![rulecore::bundle::StatePair {
+        hash: "vehicle".into(),
+        field: "state".into(),
+    }];
+    let bundle = bundles::write(dir.path(), "b", &payload(vec![rule], state, consts));
+    let _ruled = Ruled::ready(&redis, &bundle, &[]);
+    let event = json!({"topic": "alarm.triggered"}).to_string();
+    for value in ["parked", "stand-by", "parked"] {
+        let _: () = redis.query(&["SCRIPT", "FLUSH"]);
+        let _: i64 = redis.query(&["DEL", "parked:out"]);
+        let _: i64 = redis.query(&["HSET", "vehicle", "state", value]);
+        let _: i64 = redis.query(&["PUBLISH", "vehicle", "state"]);
+        let sha = ruled::bounded_read::HMGET_SCRIPT.sha1;
+        wait_for("the read's script kept by Redis", || {
+            let kept: Vec<i64> = redis.query(&["SCRIPT", "EXISTS", sha]);
+            kept == [1]
+        });
+        // The value read after the flush is the one `state()` sees.
+        let fired = value == "parked";
+        wait_for(&format!("the rule judges `{value}`"), || {
+            let _: i64 = redis.query(&["PUBLISH", "ev:alarm.triggered", &event]);
+            std::thread::sleep(Duration::from_millis(100));
+            list(&redis, "parked:out").is_empty() != fired
+        });
+    }
+}
+
 /// A request naming no rule with a 65,000-character name, at 25,000
 /// rules, answers at once (no "did you mean" for a name that long).
 #[test]

@@ -57,10 +57,10 @@ const REPORT_TURN: usize = 256;
 /// (docs/service.md#live-reload).
 pub async fn run(
     config: ServiceConfig,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
     mut reloads: mpsc::UnboundedReceiver<()>,
 ) -> Result<(), ServiceError> {
-    tokio::pin!(shutdown);
+    let mut shutdown = Box::pin(shutdown);
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "ruled starting");
     // A stop during start (e.g. while Redis is not up yet) leaves nothing
     // to clean up: no subscription yet, and pending records stay in Redis.
@@ -71,9 +71,15 @@ pub async fn run(
             return Ok(());
         }
     };
-    service.serve(shutdown, &mut reloads).await;
-    service.stop().await;
-    Ok(())
+    // The loop is a task of the runtime, not part of the future the
+    // caller polls (`block_on`'s): a task that wakes another task queues
+    // it, where waking `block_on`'s own future writes to the runtime's
+    // eventfd, a system call at each wake-up (docs/engine.md#cpu-per-notification).
+    let serving = tokio::spawn(async move {
+        service.serve(shutdown.as_mut(), &mut reloads).await;
+        service.stop().await;
+    });
+    serving.await.map_err(ServiceError::Driver)
 }
 
 /// The next control request; pending forever before the server starts.
@@ -485,7 +491,7 @@ impl Service {
         let lane = Lane::of(&job.action);
         // Said before it is handed over (the pool owns the job then); a
         // refusal follows at `warn`.
-        let line = ActionLine::of(&job);
+        let line = ActionLine::of(&job, &mut self.throttle);
         match self.pool.try_submit(job) {
             Ok(admission) => {
                 line.log(&mut self.throttle);

@@ -111,6 +111,10 @@ pub enum ServiceError {
         key: String,
         source: redis::RedisError,
     },
+    /// The task running the event loop ended without stopping in order
+    /// (it panicked, or the runtime went away under it).
+    #[error("the event loop ended abnormally: {0}")]
+    Driver(tokio::task::JoinError),
 }
 
 impl Service {

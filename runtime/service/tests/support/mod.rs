@@ -110,13 +110,7 @@ impl RedisServer {
 
     /// Runs one command and returns its reply.
     pub fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
-        let mut command = redis::cmd(args[0]);
-        for arg in &args[1..] {
-            command.arg(*arg);
-        }
-        command
-            .query(&mut self.con())
-            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        query(&mut self.con(), args)
     }
 
     /// A list's items, oldest push first (LPUSH prepends).
@@ -565,6 +559,18 @@ pub fn replace_by_rename(path: &Path, bytes: &[u8]) {
     let next = path.with_extension("next");
     std::fs::write(&next, bytes).expect("write the new bundle");
     std::fs::rename(&next, path).expect("rename the new bundle into place");
+}
+
+/// `args` as one command on `con` (a connection of the test's or the
+/// benchmark's own, kept between commands), its reply as `T`.
+pub fn query<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
+    let mut command = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        command.arg(*arg);
+    }
+    command
+        .query(con)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 /// As redis-ipc writes a field: `HSET` and `PUBLISH` in one pipeline.
