@@ -259,7 +259,7 @@ impl Engine {
         };
         let old = std::mem::replace(slot, value.unwrap_or_default().to_string());
         let was = std::mem::replace(&mut self.bus.present[index], value.is_some());
-        self.hold_state_changed(index);
+        self.hold_state_changed(index, Some(now));
         if let Some(cause) = derive {
             let change = FieldChange {
                 pair: index,
