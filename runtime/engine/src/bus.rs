@@ -384,11 +384,8 @@ fn cut(text: &str) -> Option<String> {
     if text.len() <= BUS_VALUE_BYTES {
         return None;
     }
-    let mut end = BUS_VALUE_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    Some(format!("{}{CUT_MARKER}{} bytes]", &text[..end], text.len()))
+    let kept = rulecore::text::cut(text, BUS_VALUE_BYTES);
+    Some(format!("{kept}{CUT_MARKER}{} bytes]", text.len()))
 }
 
 fn needs_cut(value: &DataValue) -> bool {

@@ -22,6 +22,7 @@ use crate::{EndReason, NonFireReason, Time};
 use rulecore::bundle::Payload;
 use rulecore::event::{Event, SmallStr};
 use rulecore::event_data::{DataValue, ENTRY_BYTES, INLINE_KEY};
+use rulecore::text::cut;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::size_of;
@@ -97,18 +98,6 @@ impl TracedEvent {
 /// the reads of a `when` judged on it can wait until the trace is viewed.
 pub(crate) fn kept_whole(event: &Event) -> bool {
     event_bytes(event).is_some()
-}
-
-/// `text` cut to at most `max` bytes, on a character boundary.
-pub(crate) fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// The heap an event's `Arc` holds (counts, struct, strings, `data`), or

@@ -148,15 +148,19 @@ impl Engine {
         if !self.config.explain {
             return Vec::new();
         }
-        let context = ReadContext {
+        vm::reads(program, event, &self.shadow_context())
+    }
+
+    /// The reads' context: the bundle's tables and the state shadow now.
+    fn shadow_context(&self) -> ReadContext<'_> {
+        ReadContext {
             consts: &self.payload.consts,
             pairs: &self.payload.state_pairs,
             state: StateValues::Shadow {
                 values: &self.state,
                 present: &self.bus.present,
             },
-        };
-        vm::reads(program, event, &context)
+        }
     }
 
     /// What a trace keeps of `program`'s reads in `event` now: the
@@ -170,15 +174,8 @@ impl Engine {
             let captured = vm::capture_state(program, &self.state, &self.bus.present);
             return KeptReads::State(captured);
         }
-        let context = ReadContext {
-            consts: &self.payload.consts,
-            pairs: &self.payload.state_pairs,
-            state: StateValues::Shadow {
-                values: &self.state,
-                present: &self.bus.present,
-            },
-        };
-        KeptReads::Listed(vm::reads(program, event, &context).into_boxed_slice())
+        let reads = vm::reads(program, event, &self.shadow_context());
+        KeptReads::Listed(reads.into_boxed_slice())
     }
 
     /// Rule `rule`'s `when` was true for `event`: its reads wait for the

@@ -19,6 +19,7 @@ use crate::bundle::StatePair;
 use crate::bytecode::{Const, EventField, Op, Program};
 use crate::event::Event;
 use crate::event_data::DataValue;
+use crate::text::cut;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -282,18 +283,6 @@ fn state_read(index: usize, context: &ReadContext<'_>) -> Option<Read> {
         None => Some(Read::new(name)),
         Some(value) => Some(Read::text(name, value)),
     }
-}
-
-/// `text` cut to at most `max` bytes, on a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 #[cfg(test)]
