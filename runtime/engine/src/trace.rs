@@ -197,7 +197,7 @@ impl StepRecord {
             finally: at.finally,
             wait: None,
             when: None,
-            reads: KeptReads::None,
+            reads: KeptReads::NONE,
             submit: None,
             end: None,
         }
@@ -223,7 +223,7 @@ struct RunRecord {
     event: TracedEvent,
     start: Time,
     /// What the rule's `when` read when it was found true for the event;
-    /// [`KeptReads::None`] when the run did not start from that judgement.
+    /// [`KeptReads::NONE`] when the run did not start from that judgement.
     when: KeptReads,
     steps: steps::StepRecords,
     /// Step records dropped from the front ([`TRACE_STEPS_MAX`]).
@@ -785,7 +785,7 @@ mod tests {
         Start {
             now,
             replayed: false,
-            when: KeptReads::None,
+            when: KeptReads::NONE,
         }
     }
 
@@ -817,7 +817,7 @@ mod tests {
                 &event("t"),
                 NonFireReason::WhenFalse,
                 None,
-                KeptReads::None,
+                KeptReads::NONE,
             );
             assert!(small.bytes() <= 2048, "{}", small.bytes());
         }
@@ -870,7 +870,7 @@ mod tests {
             &event("t"),
             NonFireReason::WhenFalse,
             None,
-            KeptReads::None,
+            KeptReads::NONE,
         );
         let full = traces.bytes();
         // Rule 0 moves to 7, rule 1 is gone.
@@ -894,7 +894,7 @@ mod tests {
                 &event("t"),
                 NonFireReason::WhenFalse,
                 None,
-                KeptReads::None,
+                KeptReads::NONE,
             );
         }
         assert!(traces.age.len() < 200, "{}", traces.age.len());

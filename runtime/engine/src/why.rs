@@ -6,7 +6,7 @@
 //!
 //! A trace keeps little at the time
 //! (docs/decisions.md#what-a-when-read-looked-up-beside-the-evaluation-not-by-it-issue-31):
-//! the `state()` values the `when` read ([`KeptReads::State`]), since the
+//! the `state()` values the `when` read ([`KeptReads`]), since the
 //! event is in the trace already; the reads are listed from both when the
 //! trace is viewed.
 
@@ -26,12 +26,13 @@ pub struct WhenCheck {
     pub reads: Vec<Read>,
 }
 
-/// What a trace keeps of a `when`'s reads.
+/// What a trace keeps of a `when`'s reads: one pointer, nothing
+/// allocated when no `when` was judged (most run records).
 #[derive(Debug, Default)]
-pub(crate) enum KeptReads {
-    /// Nothing: no `when` judged here, or traces are off.
-    #[default]
-    None,
+pub(crate) struct KeptReads(Option<Box<Kept>>);
+
+#[derive(Debug)]
+enum Kept {
     /// The `state()` values it read; the event's values are looked up in
     /// the traced event when the trace is viewed.
     State(Box<[Captured]>),
@@ -41,25 +42,39 @@ pub(crate) enum KeptReads {
 }
 
 impl KeptReads {
+    /// Nothing: no `when` judged here, or traces are off.
+    pub(crate) const NONE: Self = Self(None);
+
+    fn state(captured: Box<[Captured]>) -> Self {
+        Self(Some(Box::new(Kept::State(captured))))
+    }
+
+    fn listed(reads: Vec<Read>) -> Self {
+        Self(Some(Box::new(Kept::Listed(reads.into_boxed_slice()))))
+    }
+
     pub(crate) fn is_none(&self) -> bool {
-        matches!(self, Self::None)
+        self.0.is_none()
     }
 
     /// Heap bytes held (for a trace's budget).
     pub(crate) fn heap(&self) -> usize {
-        match self {
-            Self::None => 0,
-            Self::State(captured) => {
-                std::mem::size_of_val(&**captured)
-                    + captured
-                        .iter()
-                        .map(|c| c.value.as_ref().map_or(0, |v| v.len()))
-                        .sum::<usize>()
+        let Some(kept) = &self.0 else {
+            return 0;
+        };
+        std::mem::size_of::<Kept>()
+            + match &**kept {
+                Kept::State(captured) => {
+                    std::mem::size_of_val(&**captured)
+                        + captured
+                            .iter()
+                            .map(|c| c.value.as_ref().map_or(0, |v| v.len()))
+                            .sum::<usize>()
+                }
+                Kept::Listed(reads) => {
+                    std::mem::size_of_val(&**reads) + reads.iter().map(Read::heap).sum::<usize>()
+                }
             }
-            Self::Listed(reads) => {
-                std::mem::size_of_val(&**reads) + reads.iter().map(Read::heap).sum::<usize>()
-            }
-        }
     }
 
     /// The reads, listed from `program` (the `when` that was judged) and
@@ -70,9 +85,9 @@ impl KeptReads {
         event: Option<&Event>,
         tables: (&[Const], &[StatePair]),
     ) -> Vec<Read> {
-        match (self, program, event) {
-            (Self::Listed(reads), _, _) => reads.to_vec(),
-            (Self::State(captured), Some(program), Some(event)) => {
+        match (self.0.as_deref(), program, event) {
+            (Some(Kept::Listed(reads)), _, _) => reads.to_vec(),
+            (Some(Kept::State(captured)), Some(program), Some(event)) => {
                 let context = ReadContext {
                     consts: tables.0,
                     pairs: tables.1,
@@ -92,9 +107,9 @@ impl KeptReads {
         program: Option<&Program>,
         event: Option<&Event>,
     ) {
-        if let Self::State(_) = self {
+        if let Some(Kept::State(_)) = self.0.as_deref() {
             let tables = (&payload.consts[..], &payload.state_pairs[..]);
-            *self = Self::Listed(self.list(program, event, tables).into_boxed_slice());
+            *self = Self::listed(self.list(program, event, tables));
         }
     }
 }
@@ -168,14 +183,13 @@ impl Engine {
     /// to keep whole; nothing with traces off.
     pub(crate) fn kept_reads(&self, program: &Program, event: &Event) -> KeptReads {
         if !self.traces.enabled() {
-            return KeptReads::None;
+            return KeptReads::NONE;
         }
         if crate::trace::kept_whole(event) {
             let captured = vm::capture_state(program, &self.state, &self.bus.present);
-            return KeptReads::State(captured);
+            return KeptReads::state(captured);
         }
-        let reads = vm::reads(program, event, &self.shadow_context());
-        KeptReads::Listed(reads.into_boxed_slice())
+        KeptReads::listed(vm::reads(program, event, &self.shadow_context()))
     }
 
     /// Rule `rule`'s `when` was true for `event`: its reads wait for the
@@ -193,7 +207,7 @@ impl Engine {
     pub(crate) fn take_judged(&mut self, rule: usize) -> (Vec<Read>, KeptReads) {
         match self.scratch.judged.take() {
             Some(judged) if judged.rule == rule => (judged.noted, judged.kept),
-            _ => (Vec::new(), KeptReads::None),
+            _ => (Vec::new(), KeptReads::NONE),
         }
     }
 }
