@@ -468,6 +468,18 @@ fn refuse_failed(
         )?;
         return Ok(Some(Exit::Failure));
     }
+    // A broken guard or limit fails the build even with --partial: the
+    // bundle would carry a weaker envelope than the files declare
+    // (docs/safety.md#adding-to-it).
+    if !report.envelope_broken.is_empty() {
+        writeln!(
+            console.err,
+            "{check_summary}; nothing written: a guard or limit has errors (in {}), and a \
+             bundle without it would weaken the envelope",
+            report.envelope_broken.join(", ")
+        )?;
+        return Ok(Some(Exit::Failure));
+    }
     // A profile with errors fails the build even with --partial: a bundle
     // must not derive events from a half-read profile.
     if report.profile.as_ref().is_some_and(|p| p.errors() > 0) {

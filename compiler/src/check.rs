@@ -98,6 +98,11 @@ pub struct CheckReport {
     /// The rules directory's `[[guard]]` and `[[limit]]` tables
     /// (docs/safety.md); the profile's are in its declarations.
     pub envelope: crate::envelope::EnvelopeDecls,
+    /// The rule files whose guards or limits an error left out of
+    /// [`Self::envelope`], and two guards or limits with one name: no
+    /// bundle is written then, even with `--partial`
+    /// (docs/safety.md#adding-to-it).
+    pub envelope_broken: Vec<String>,
 }
 
 impl CheckReport {
@@ -232,7 +237,14 @@ pub(crate) fn check_loaded(loaded: Loaded, session: &mut Session) -> CheckReport
         .map(|profile| profile.decls.envelope.clone())
         .unwrap_or_default();
     envelope.extend(validated.envelope.clone());
-    diagnostics.extend(crate::envelope::check_names(&envelope));
+    let names = crate::envelope::check_names(&envelope);
+    let mut envelope_broken = validated.envelope_broken;
+    for file in names.iter().filter_map(|d| d.file.as_ref()) {
+        if !envelope_broken.contains(file) {
+            envelope_broken.push(file.clone());
+        }
+    }
+    diagnostics.extend(names);
     // docs/safety-checks.md#guards: the profile's guards and the
     // directory's together.
     let catalogue = session.profile().map(|profile| &profile.catalogue);
@@ -263,6 +275,7 @@ pub(crate) fn check_loaded(loaded: Loaded, session: &mut Session) -> CheckReport
         topics: validated.topics,
         profile: session.profile().cloned(),
         envelope: validated.envelope,
+        envelope_broken,
     }
 }
 

@@ -107,6 +107,26 @@ pub fn read_tables(
     }
 }
 
+/// Whether a rule file's text declares a guard or a limit, read line by
+/// line so that it answers for a file that does not parse: a `[[guard]]`
+/// or `[[limit]]` header, or a top-level `guard = [...]`/`limit = [...]`.
+/// `rulec build --partial` leaves a rejected file out, and a bundle
+/// without one of its guards would be weaker than the author wrote it.
+pub fn declares_any(text: &str) -> bool {
+    text.lines().any(|line| {
+        let line = line.trim_start();
+        let header = line
+            .strip_prefix("[[")
+            .map(|rest| rest.trim_start())
+            .is_some_and(|rest| rest.starts_with("guard") || rest.starts_with("limit"));
+        let key = ["guard", "limit"].iter().any(|key| {
+            line.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        });
+        header || key
+    })
+}
+
 /// Two guards (or two limits) with one name are an error, wherever they
 /// are declared: a rules directory cannot replace the profile's. `decls`
 /// in order: the profile's, then the rules directory's.
@@ -252,16 +272,7 @@ impl Reader<'_> {
     }
 
     fn wrong_type(&mut self, key: &str, value: &Value<'_>, expected: &str) {
-        self.push(
-            Diagnostic::error(
-                Code::Type,
-                format!(
-                    "`{key}` must be {expected}, found {}",
-                    crate::validate::type_name(value.get_ref())
-                ),
-            )
-            .at(value.span(), format!("expected {expected}")),
-        );
+        self.push(crate::validate::wrong_type(key, value, expected));
     }
 
     /// Unknown keys are errors that reject the table.
@@ -274,16 +285,12 @@ impl Reader<'_> {
                 continue;
             }
             good = false;
-            let list: Vec<String> = allowed.iter().map(|k| format!("`{k}`")).collect();
-            let mut help = format!("the keys allowed here are {}", list.join(", "));
-            if let Some(close) = rulecore::suggest::did_you_mean(name, allowed) {
-                help = format!("did you mean `{close}`? {help}");
-            }
-            self.push(
-                Diagnostic::error(Code::UnknownKey, format!("unknown key `{name}` {place}"))
-                    .at(key.span(), "unknown key")
-                    .with_help(help),
-            );
+            self.push(crate::validate::unknown_key(
+                name,
+                key.span(),
+                place,
+                allowed,
+            ));
         }
         good
     }

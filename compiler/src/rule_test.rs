@@ -282,6 +282,7 @@ fn run_file(
         name: &name,
         table: &table,
         payload: &payload,
+        logs: &outcome.logs,
     };
     Ok(Some(judge(&expectations, &outcome.lines, &page)))
 }
@@ -293,6 +294,8 @@ struct Page<'a> {
     name: &'a str,
     table: &'a toml::Table,
     payload: &'a Payload,
+    /// The engine's log lines, for the envelope's refusals.
+    logs: &'a [(u64, ruled_engine::LogLine)],
 }
 
 /// The test's result: its expectations against the simulation's lines.
@@ -307,6 +310,7 @@ fn judge(expectations: &[Expectation], lines: &[Line], page: &Page<'_>) -> TestR
             page.name,
             page.table,
             page.payload,
+            page.logs,
             lines,
             unmet,
         )),
@@ -373,6 +377,7 @@ fn failure_page(
     file: &str,
     timeline: &toml::Table,
     payload: &Payload,
+    logs: &[(u64, ruled_engine::LogLine)],
     lines: &[Line],
     unmet: &Unmet<'_>,
 ) -> String {
@@ -392,6 +397,7 @@ fn failure_page(
         lines,
         bundles: vec![payload],
         timeline,
+        logs,
         failure: Some(html::Failure {
             file: file.to_string(),
             expectation: expectation.to_string(),

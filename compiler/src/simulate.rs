@@ -261,7 +261,7 @@ pub fn run(args: &SimulateArgs, console: &mut Console<'_>) -> io::Result<Exit> {
         writeln!(console.err, "{at_ms} ms: {log}")?;
     }
     match &args.html {
-        Some(path) => write_page(path, args, &text, &bundles, &outcome.lines, console),
+        Some(path) => write_page(path, args, &text, &bundles, &outcome, console),
         None => Ok(Exit::Success),
     }
 }
@@ -272,7 +272,7 @@ fn write_page(
     args: &SimulateArgs,
     timeline_text: &str,
     bundles: &[Arc<Payload>],
-    lines: &[ruled_engine::sim::Line],
+    outcome: &ruled_engine::sim::Outcome,
     console: &mut Console<'_>,
 ) -> io::Result<Exit> {
     let table: toml::Table = match toml::from_str(timeline_text) {
@@ -292,10 +292,11 @@ fn write_page(
     }
     let page = html::Page {
         title,
-        lines,
+        lines: &outcome.lines,
         bundles: bundles.iter().map(|payload| &**payload).collect(),
         timeline: &table,
         failure: None,
+        logs: &outcome.logs,
     };
     if let Err(error) = std::fs::write(path, html::render(&page)) {
         writeln!(
@@ -309,7 +310,7 @@ fn write_page(
         console.err,
         "wrote {} ({} lines drawn)",
         path.display(),
-        lines.len()
+        outcome.lines.len()
     )?;
     Ok(Exit::Success)
 }

@@ -180,6 +180,59 @@ fn partial_writes_what_compiled_and_still_fails() {
     assert_eq!(rule_names(&dir.path().join("out.bundle")), ["good"]);
 }
 
+/// A guard with an error, or a rejected file that declares one, fails the
+/// build even with `--partial`: a bundle without the guard would weaken
+/// the envelope (docs/safety.md#adding-to-it). A bad rule beside a good
+/// guard still builds partially, with the guard in the bundle.
+#[test]
+fn partial_never_drops_a_guard_or_limit() {
+    const GUARD: &str = "[[guard]]\nname = \"standing\"\nlist = \"scooter:blinker\"\nwhen = 'state(\"vehicle\", \"state\") == \"parked\"'\n";
+    const BROKEN_GUARD: &str = "[[guard]]\nname = \"standing\"\nlist = \"scooter:blinker\"\nwhen = 'state(\"vehicle\", \"state\") == '\n";
+    const BROKEN_LIMIT: &str =
+        "[[limit]]\nname = \"blinks\"\nlist = \"scooter:blinker\"\nmax = 0\nper = \"10s\"\n";
+    // A syntax error rejects the whole file, its guard with it.
+    const UNPARSED: &str =
+        "[[guard]]\nname = \"standing\"\nlist = \"scooter:blinker\"\nwhen = 'true'\n[[rule]\n";
+    // Two guards with one name: the second is an error.
+    let twice = format!("{GUARD}\n{GUARD}");
+    let partial = |files: &[(&str, &str)]| {
+        let dir = scratch(files);
+        let out = rulec(dir.path())
+            .args(["build", "rules", "-o", "out.bundle", "--partial"])
+            .args(["--profile", "none"])
+            .output()
+            .unwrap();
+        let written = dir.path().join("out.bundle").exists();
+        (out, written, dir)
+    };
+    for (name, broken) in [
+        ("guard", BROKEN_GUARD),
+        ("limit", BROKEN_LIMIT),
+        ("unparsed", UNPARSED),
+        ("twice", twice.as_str()),
+    ] {
+        let (out, written, _dir) = partial(&[("a.toml", GOOD), ("b.toml", broken)]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert!(!written, "{name}: a bundle was written without the guard");
+        let last = last_line(&out.stderr);
+        assert!(
+            last.ends_with(
+                "nothing written: a guard or limit has errors (in b.toml), and a bundle \
+                 without it would weaken the envelope"
+            ),
+            "{name}: {last}"
+        );
+    }
+    // A broken rule beside a sound guard: partial as ever, guard kept.
+    let guard_and_bad = format!("{GUARD}\n{BAD}");
+    let (out, written, dir) = partial(&[("a.toml", GOOD), ("b.toml", &guard_and_bad)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(written, "{}", String::from_utf8_lossy(&out.stderr));
+    let bundle = rulecore_io::bundle_file::read(&dir.path().join("out.bundle")).unwrap();
+    assert_eq!(bundle.payload.envelope.guards[0].name, "standing");
+    assert_eq!(rule_names(&dir.path().join("out.bundle")), ["good"]);
+}
+
 #[test]
 fn denied_warnings_write_nothing() {
     let dir = scratch(&[("a.toml", WARNS)]);

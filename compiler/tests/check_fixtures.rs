@@ -48,16 +48,43 @@ fn rulec_in(cwd: &Path, args: &[&str]) -> Output {
     }
 }
 
+/// Clean but for one warning, on purpose: the handlebar auto-lock cannot
+/// see the silently written speed, so nothing proves the built-in guard
+/// `hardware-parked` holds at its lock; the guard reads the speed at the
+/// action (docs/safety.md#the-example).
 #[test]
-fn the_example_rules_check_clean() {
+fn the_example_rules_check_clean_but_for_the_guarded_example() {
     let dir = fixtures().join("rules");
     let out = rulec(&["check", dir.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout, "");
-    assert_eq!(out.stderr, "5 files, 13 rules: 0 errors, 0 warnings\n");
+    assert!(
+        out.stderr
+            .ends_with("6 files, 14 rules: 0 errors, 1 warning\n"),
+        "{}",
+        out.stderr
+    );
     let json = rulec(&["check", dir.to_str().unwrap(), "--format", "json"]);
     assert_eq!(json.code, 0);
-    assert_eq!(json.stdout, "");
+    let warnings: Vec<serde_json::Value> = json
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .filter(|line: &serde_json::Value| line.get("code").is_some())
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", json.stdout);
+    assert_eq!(warnings[0]["code"], "rulec::guarded");
+    assert_eq!(warnings[0]["severity"], "warning");
+    assert_eq!(warnings[0]["rule"], "handlebar-auto-lock");
+    assert_eq!(warnings[0]["step"], 1);
+    assert!(
+        warnings[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("guard `hardware-parked` would refuse this step"),
+        "{}",
+        json.stdout
+    );
 }
 
 #[test]

@@ -205,10 +205,10 @@ fn json_has_one_coverage_object_after_the_tests() {
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
     let (last, tests) = objects.split_last().unwrap();
-    assert_eq!(tests.len(), 14);
+    assert_eq!(tests.len(), 15);
     assert!(tests.iter().all(|t| t["status"] == "pass"), "{stdout}");
     assert_eq!(last["coverage"], "fixtures/rules", "{last}");
-    assert_eq!(last["tests"], 14);
+    assert_eq!(last["tests"], 15);
     let rule = |name: &str| -> Value {
         last["rules"]
             .as_array()

@@ -518,3 +518,136 @@ fn embedded_data_of_a_fixture_timeline() {
     );
     insta::assert_snapshot!("hazards-restart-data", data.replace("\\u003c", "<"));
 }
+
+/// The envelope's refusals in the page's data (docs/safety.md): the
+/// `guarded` line names its guard, and the refusals no line names (a
+/// limit's, a breaker's trip) come from the engine's log, with the limit's
+/// name and the trip's pause.
+#[test]
+fn refusals_are_in_the_page_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = |rules: &str, name: &str, extra: &[&str]| -> Value {
+        let page = dir.path().join(format!("{name}.html"));
+        let timeline = format!("fixtures/timelines-safety/{name}.toml");
+        simulate_page(rules, &timeline, &page, extra);
+        let html = std::fs::read_to_string(&page).unwrap();
+        let open = "<script type=\"application/json\" id=\"timeline-data\">";
+        let from = html.find(open).unwrap() + open.len();
+        let text = &html[from..from + html[from..].find("</script>").unwrap()];
+        serde_json::from_str(text).unwrap()
+    };
+    let guarded = data("fixtures/rules", "handlebar-auto-lock", &[]);
+    let lines = guarded["lines"].as_array().unwrap();
+    let line = lines.iter().find(|l| l["kind"] == "guarded").unwrap();
+    assert!(line["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("guard hardware-parked: "));
+    assert!(lines
+        .iter()
+        .any(|l| l["kind"] == "run-end" && l["reason"] == "guarded"));
+    assert_eq!(guarded["refusals"], serde_json::json!([]));
+
+    let none = ["--profile", "none"];
+    let limited = data("fixtures/rules-envelope", "limited", &none);
+    let refusals = limited["refusals"].as_array().unwrap();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!(refusals[0]["code"], "limited");
+    assert_eq!(refusals[0]["rule"], "lock-on-kickstand");
+    assert_eq!(refusals[0]["at_ms"], 4000);
+    assert!(refusals[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("limit `bars`"));
+
+    let tripped = data(
+        "fixtures/rules-envelope",
+        "tripped",
+        &["--profile", "none", "--explain"],
+    );
+    let refusals = tripped["refusals"].as_array().unwrap();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!(refusals[0]["code"], "tripped");
+    assert_eq!(refusals[0]["at_ms"], 2000);
+    let non_fires = tripped["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["kind"] == "non-fire" && l["reason"] == "tripped")
+        .count();
+    assert_eq!(non_fires, 2, "the trip's trigger and the one in the pause");
+    // The tripped rule's dump carries its pause, which the page draws.
+    let rule = &tripped["rules"][0];
+    assert_eq!(rule["name"], "blink-on-kickstand");
+    assert_eq!(rule["trip"]["pause_ns"], 60_000_000_000_i64);
+}
+
+/// Each refusal drawn so that it stands apart: a guard's refusal as its
+/// own mark labelled with the guard, a run ended `guarded` or `limited`
+/// in its own colour and labelled with the limit, a tripped rule's pause
+/// as a band over its lane and its refused triggers as crosses; every
+/// line still one mark of its kind.
+#[test]
+fn refusals_are_drawn_apart_with_their_reason_and_name() {
+    let Some(chromium) = chromium("html_page") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pages = [
+        ("fixtures/rules", "handlebar-auto-lock", vec![]),
+        (
+            "fixtures/rules-envelope",
+            "limited",
+            vec!["--profile", "none"],
+        ),
+        (
+            "fixtures/rules-envelope",
+            "tripped",
+            vec!["--profile", "none", "--explain"],
+        ),
+    ];
+    let mut labels = Vec::new();
+    let mut doms = String::new();
+    for (rules, name, extra) in &pages {
+        let page = dir.path().join(format!("{name}.html"));
+        let timeline = format!("fixtures/timelines-safety/{name}.toml");
+        let lines = simulate_page(rules, &timeline, &page, extra);
+        let dom = dump_dom(&chromium, &page, "#layout");
+        assert_eq!(
+            body_attr(&dom, "data-error"),
+            None,
+            "{name}: a script error"
+        );
+        assert_eq!(
+            counts(&dom, "data-marks"),
+            kinds(&lines),
+            "{name}: marks by kind"
+        );
+        let drawn: Vec<Value> =
+            serde_json::from_str(&body_attr(&dom, "data-labels").unwrap()).unwrap();
+        labels.extend(
+            drawn
+                .iter()
+                .map(|l| l["text"].as_str().unwrap().to_string()),
+        );
+        doms.push_str(&dom);
+    }
+    for class in [
+        "m k-guarded",
+        "m k-run-end r-guarded",
+        "m k-run-end r-limited",
+        "s run r-guarded",
+        "s run r-limited",
+        "s tripped",
+        "m k-non-fire r-tripped",
+    ] {
+        assert!(doms.contains(class), "nothing drawn as `{class}`");
+    }
+    // A label may be cut short (`guarded by hard…`) where marks crowd.
+    for label in ["guarded by", "limited by", "tripped"] {
+        assert!(
+            labels.iter().any(|l| l.starts_with(label)),
+            "no label `{label}`: {labels:?}"
+        );
+    }
+}

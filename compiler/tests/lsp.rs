@@ -521,3 +521,136 @@ push = "open"
         .unwrap()
         .ends_with("seatbox.toml"));
 }
+
+/// docs/editors.md#hover, docs/safety-checks.md: `rulec::guarded` and
+/// `rulec::conflict` are published like any warning, and hovering a pushed
+/// value a guard covers names the guard (the profile's and the rules
+/// directory's), what it allows and its toast, and the limits covering it.
+#[test]
+fn guarded_and_conflict_are_published_and_a_guarded_value_hovers_its_guards() {
+    let rules = r#"[[guard]]
+name = "seat-closed"
+list = "scooter:hardware"
+values = ["handlebar:<text>"]
+when = 'state("vehicle", "seatbox:lock") == "closed"'
+say = "Close the seat box first"
+
+[[rule]]
+name = "lock-on-pull"
+on = ["button.brake.left.hold"]
+when = 'state("vehicle", "state") == "parked"'
+
+[[rule.step]]
+do = "redis"
+list = "scooter:hardware"
+push = "handlebar:lock"
+
+[[rule]]
+name = "blink-both"
+on = ["vehicle.kickstand.down"]
+
+[[rule.step]]
+do = "redis"
+list = "scooter:blinker"
+push = "both"
+
+[[rule]]
+name = "blink-off"
+on = ["vehicle.kickstand.down"]
+
+[[rule.step]]
+do = "redis"
+list = "scooter:blinker"
+push = "off"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lock.toml");
+    std::fs::write(&path, rules).unwrap();
+    let uri = url(&path);
+    let mut client = Client::start(&get_cargo_bin("rulec"), dir.path(), &[]);
+    open(&mut client, &uri, rules);
+    let diagnostics = client.diagnostics(&uri, Some(1));
+    let with_code =
+        |code: &str| -> Vec<&Value> { diagnostics.iter().filter(|d| d["code"] == code).collect() };
+    // The lock: nothing shows the speed is 0 (the built-in guard) nor the
+    // seat box closed (the directory's guard).
+    let guarded = with_code("rulec::guarded");
+    assert_eq!(guarded.len(), 2, "{diagnostics:#?}");
+    for warning in &guarded {
+        assert_eq!(warning["severity"], 2, "a warning");
+        assert_eq!(
+            warning["range"]["start"],
+            position(
+                rules,
+                "[[rule.step]]\ndo = \"redis\"\nlist = \"scooter:hardware\"",
+                0
+            )
+        );
+    }
+    let named: Vec<&str> = guarded
+        .iter()
+        .map(|w| w["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        named.iter().any(|m| m.contains("guard `hardware-parked`")),
+        "{named:?}"
+    );
+    assert!(
+        named.iter().any(|m| m.contains("guard `seat-closed`")),
+        "{named:?}"
+    );
+    let conflicts = with_code("rulec::conflict");
+    assert_eq!(conflicts.len(), 1, "{diagnostics:#?}");
+    assert_eq!(conflicts[0]["severity"], 2, "a warning");
+    assert!(
+        !conflicts[0]["relatedInformation"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "the other step is related: {:#?}",
+        conflicts[0]
+    );
+
+    let hover = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": uri }, "position": position(rules, "\"handlebar:lock\"", 3) }),
+    );
+    let shown = hover["contents"]["value"].as_str().unwrap();
+    assert!(
+        shown.contains("**guard `hardware-parked`** (profiles/librescoot/guards.toml)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "performed only while `state(\"vehicle\", \"state\") != \"ready-to-drive\" && int(state(\"engine-ecu\", \"speed\")) == 0`"
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("the dashboard shows \"Refused: the scooter is moving or ready to drive\""),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("**guard `seat-closed`** (lock.toml)"),
+        "{shown}"
+    );
+    assert!(shown.contains("Close the seat box first"), "{shown}");
+    assert!(
+        shown
+            .contains("**limit `handlebar`** (profiles/librescoot/guards.toml): at most 2 per 10s"),
+        "{shown}"
+    );
+    // A value no guard covers shows the list's values only.
+    let hover = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": uri }, "position": position(rules, "\"both\"", 2) }),
+    );
+    let shown = hover["contents"]["value"].as_str().unwrap();
+    assert!(
+        shown.starts_with("**list `scooter:blinker`** accepts"),
+        "{shown}"
+    );
+    assert!(!shown.contains("guard"), "{shown}");
+
+    assert!(client.stop().success());
+}

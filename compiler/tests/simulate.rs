@@ -140,9 +140,11 @@ fn a_bundle_input_gives_the_same_output_as_its_directory() {
     let dir = tempfile::tempdir().unwrap();
     let bundle = build("fixtures/rules", dir.path());
     let from_bundle = simulate(bundle.to_str().unwrap(), "hazards-restart", &[]);
+    // The directory's check warns once (docs/safety.md#the-example); a
+    // bundle is not checked again.
     assert_eq!(
         from_bundle,
-        simulate("fixtures/rules", "hazards-restart", &[])
+        support::without_the_guarded_example(&simulate("fixtures/rules", "hazards-restart", &[]))
     );
 }
 
@@ -223,6 +225,33 @@ fn every_timeline_is_covered() {
     ]);
     covered.sort();
     assert_eq!(names, covered);
+}
+
+/// The envelope's refusals (docs/safety.md), each timeline of
+/// `fixtures/timelines-safety` as `rulec simulate` prints it: the example
+/// handlebar auto-lock refused by the built-in guard, a limit's refusal
+/// and a tripped breaker (fixtures/rules-envelope, no profile).
+#[test]
+fn safety_timelines() {
+    let handlebar = simulate(
+        "fixtures/rules",
+        "../timelines-safety/handlebar-auto-lock",
+        &[],
+    );
+    assert!(handlebar.contains("reason=guarded"), "{handlebar}");
+    insta::assert_snapshot!(
+        "safety-handlebar-auto-lock",
+        support::without_the_guarded_example(&handlebar)
+    );
+    for (name, reason) in [("limited", "reason=limited"), ("tripped", "rule tripped")] {
+        let text = simulate(
+            "fixtures/rules-envelope",
+            &format!("../timelines-safety/{name}"),
+            &["--profile".as_ref(), "none".as_ref()],
+        );
+        assert!(text.contains(reason), "{text}");
+        insta::assert_snapshot!(format!("safety-{name}"), text);
+    }
 }
 
 #[test]
@@ -500,6 +529,11 @@ fn every_rule_in_fixtures_rules_acts_in_some_timeline() {
         "fixtures/rules-winter",
         "winter-seat-heater",
         &after.each_ref().map(|a| a.as_os_str()),
+    ));
+    lines.extend(json_lines(
+        "fixtures/rules",
+        "../timelines-safety/handlebar-auto-lock",
+        &[],
     ));
     let acted: std::collections::BTreeSet<String> = lines
         .iter()
@@ -806,6 +840,7 @@ fn evaluation_errors_are_eval_error_lines() {
         text.contains("eval-error         rule=battery-still-low message="),
         "{text}"
     );
+    let text = support::without_the_guarded_example(&text);
     assert!(text.ends_with("--- stderr\n"), "{text}");
     let lines = parse_json_lines(&simulate_timeline(&timeline, &["--format", "json"]));
     let errors: Vec<_> = lines.iter().filter(|l| l["kind"] == "eval-error").collect();

@@ -62,7 +62,7 @@ fn the_shipped_tests_pass() {
         out.contains("pass  fixtures/rules/tests/hazards.toml (5 expectations)"),
         "{out}"
     );
-    assert!(err.ends_with("14 passed, 0 failed\n"), "{err}");
+    assert!(err.ends_with("15 passed, 0 failed\n"), "{err}");
 }
 
 #[test]
@@ -70,7 +70,7 @@ fn a_planted_wrong_expectation_fails_and_shows_the_mismatch() {
     let dir = rules_with_test("wrong", WRONG_OFF);
     let (code, out, err) = rulec_test(dir.path(), &["rules"]);
     assert_eq!(code, 1, "{out}{err}");
-    assert!(err.ends_with("14 passed, 1 failed\n"), "{err}");
+    assert!(err.ends_with("15 passed, 1 failed\n"), "{err}");
     let failure = &out[out.find("FAIL").unwrap()..];
     let failure = &failure[..failure.find("\npass").unwrap_or(failure.len())];
     insta::assert_snapshot!("wrong-off", failure);
@@ -135,13 +135,13 @@ fn junit_is_valid_xml_with_one_testcase_per_file() {
     let document = roxmltree::Document::parse(&xml).unwrap();
     let suites = document.root_element();
     assert_eq!(suites.tag_name().name(), "testsuites");
-    assert_eq!(suites.attribute("tests"), Some("15"));
+    assert_eq!(suites.attribute("tests"), Some("16"));
     assert_eq!(suites.attribute("failures"), Some("1"));
     let cases: Vec<_> = suites
         .descendants()
         .filter(|n| n.has_tag_name("testcase"))
         .collect();
-    assert_eq!(cases.len(), 15);
+    assert_eq!(cases.len(), 16);
     let failed: Vec<_> = cases
         .iter()
         .filter(|case| case.children().any(|c| c.has_tag_name("failure")))
@@ -259,7 +259,7 @@ fn rules_that_do_not_build_are_reported_once() {
     .unwrap();
     let (code, out, err) = rulec_test(dir.path(), &["rules"]);
     assert_eq!(code, 1);
-    assert_eq!(out.matches("ERROR").count(), 15, "{out}");
+    assert_eq!(out.matches("ERROR").count(), 16, "{out}");
     assert!(out.contains("  the rules in rules do not build\n"), "{out}");
     assert_eq!(err.matches("rulec::when::unknown-name").count(), 1, "{err}");
 }

@@ -3,18 +3,24 @@
 //! table ([`crate::keys`]), the topic catalogue of the last check, and the
 //! bus profile's declarations and [`Catalogue`].
 
+use crate::envelope::EnvelopeDecls;
 use crate::keys::{DefaultValue, Key};
 use crate::profile::{Catalogue, LoadedProfile};
 use crate::validate::{CatalogueTopic, TopicOrigin};
+use rulecore::envelope::Target;
 use rulecore::profile::Origin;
-use rulecore::value_pattern::ValuePattern;
+use rulecore::value_pattern::{any_matches, ValuePattern};
 use rulecore::TopicPattern;
 
-/// The profile and the topic catalogue of one rules directory.
+/// The profile, the topic catalogue and the envelope of one rules
+/// directory.
 #[derive(Debug, Clone, Copy)]
 pub struct Facts<'w> {
     pub profile: Option<&'w LoadedProfile>,
     pub topics: &'w [CatalogueTopic],
+    /// The rules directory's own `[[guard]]` and `[[limit]]` tables (the
+    /// profile's are in its declarations), from the last check.
+    pub envelope: Option<&'w EnvelopeDecls>,
 }
 
 /// How many values a hover lists before "...".
@@ -208,6 +214,54 @@ impl<'w> Facts<'w> {
     pub fn list_text(&self, list: &str) -> Option<String> {
         let values = self.list_values(list)?;
         Some(format!("**list `{list}`** accepts {}", patterns(values)))
+    }
+
+    /// A `push` value's hover: the list's values, then every guard and
+    /// limit covering `value` pushed to `list`, the profile's first
+    /// (docs/safety.md). A value `${...}` computes is matched as written.
+    pub fn push_text(&self, list: &str, value: Option<&str>) -> Option<String> {
+        let envelope = value.map(|value| self.envelope_text(list, value));
+        match (
+            self.list_text(list),
+            envelope.filter(|text| !text.is_empty()),
+        ) {
+            (Some(values), Some(envelope)) => Some(format!("{values}\n\n{envelope}")),
+            (values, envelope) => values.or(envelope),
+        }
+    }
+
+    /// The guards and limits covering `value` pushed to `list`, one
+    /// paragraph each; empty when none does.
+    fn envelope_text(&self, list: &str, value: &str) -> String {
+        let profile = self.profile.map(|profile| &profile.decls.envelope);
+        let all = || profile.into_iter().chain(self.envelope);
+        let covers = |cover: &rulecore::envelope::Cover| {
+            matches!(&cover.target, Target::List(to) if to == list)
+                && (cover.values.is_empty() || any_matches(&cover.values, value))
+        };
+        let mut out = Vec::new();
+        for guard in all().flat_map(|e| &e.guards).filter(|g| covers(&g.cover)) {
+            let mut text = format!(
+                "**guard `{}`** ({}): `{}` is performed only while `{}`",
+                guard.name, guard.file, value, guard.when_text
+            );
+            if let Some(say) = &guard.say {
+                text.push_str(&format!("; refused, the dashboard shows \"{say}\""));
+            }
+            out.push(text);
+        }
+        for limit in all().flat_map(|e| &e.limits).filter(|l| covers(&l.cover)) {
+            out.push(format!(
+                "**limit `{}`** ({}): at most {} per {} over all rules",
+                limit.name,
+                limit.file,
+                limit.max,
+                rulecore::duration::format_duration(
+                    i64::try_from(limit.per_ns).unwrap_or(i64::MAX)
+                )
+            ));
+        }
+        out.join("\n\n")
     }
 }
 

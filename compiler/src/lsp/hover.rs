@@ -1,6 +1,7 @@
 //! Hover (docs/editors.md#hover): a key's type, default and meaning; a
 //! topic's shape; `state("hash", "field")`'s values and whether it is
-//! polled; a list's accepted values.
+//! polled; a list's accepted values, and the guards and limits covering a
+//! pushed value.
 
 use super::context::{self, At, InWhen, WhenPart};
 use super::facts::Facts;
@@ -48,7 +49,9 @@ pub fn hover(text: &str, offset: usize, facts: Facts<'_>) -> Option<String> {
                     when_hover(&when, facts, &patterns)
                 }
                 (Level::Step, "list") => written.and_then(|list| facts.list_text(list)),
-                (Level::Step, "push") => sibling("list").and_then(|list| facts.list_text(list)),
+                (Level::Step, "push") => {
+                    sibling("list").and_then(|list| facts.push_text(list, written))
+                }
                 (Level::Input, "field") => sibling("hash")
                     .zip(written)
                     .map(|(hash, field)| facts.state_text(hash, field)),

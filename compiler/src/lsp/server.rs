@@ -370,12 +370,11 @@ impl Server<'_> {
     }
 
     fn facts(&self, path: &Path) -> Facts<'_> {
+        let report = self.workspace.report(path);
         Facts {
             profile: self.workspace.profile.as_deref(),
-            topics: self
-                .workspace
-                .report(path)
-                .map_or(&[], |report| &report.topics),
+            topics: report.map_or(&[], |report| &report.topics),
+            envelope: report.map(|report| &report.envelope),
         }
     }
 

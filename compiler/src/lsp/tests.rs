@@ -31,6 +31,7 @@ fn hover_at(marked: &str) -> String {
     let facts = Facts {
         profile: Some(&profile),
         topics: &report.topics,
+        envelope: Some(&report.envelope),
     };
     hover(&text, offset, facts).unwrap_or_default()
 }
@@ -41,6 +42,7 @@ fn labels_at(marked: &str) -> Vec<String> {
     let facts = Facts {
         profile: Some(&profile),
         topics: &report.topics,
+        envelope: Some(&report.envelope),
     };
     complete(&text, offset, facts)
         .into_iter()
@@ -113,6 +115,7 @@ fn a_when_in_a_basic_string_gets_escaped_quotes() {
     let facts = Facts {
         profile: Some(&profile),
         topics: &report.topics,
+        envelope: Some(&report.envelope),
     };
     let state = complete(&text, offset, facts)
         .into_iter()
@@ -131,6 +134,7 @@ fn definitions_in_the_profile() {
     let facts = Facts {
         profile: Some(&profile),
         topics: &report.topics,
+        envelope: Some(&report.envelope),
     };
     let Some(Target::Profile { file, span }) = definition(&text, offset, facts) else {
         panic!("no definition")

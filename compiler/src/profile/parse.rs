@@ -392,25 +392,7 @@ impl Ctx {
         place: &str,
         allowed: &[&str],
     ) {
-        let list = allowed
-            .iter()
-            .map(|key| format!("`{key}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut help = format!("the keys allowed here are {list}");
-        let label = match did_you_mean(name, allowed) {
-            Some(close) => {
-                help = format!("did you mean `{close}`? {help}");
-                format!("unknown key; did you mean `{close}`?")
-            }
-            None => "unknown key".to_string(),
-        };
-        self.push(
-            Diagnostic::error(Code::UnknownKey, format!("unknown key `{name}` {place}"))
-                .in_file(&file.name)
-                .at(span, label)
-                .with_help(help),
-        );
+        self.push(crate::validate::unknown_key(name, span, place, allowed).in_file(&file.name));
     }
 
     /// Reports the keys of `table` not in `allowed`.
@@ -423,17 +405,7 @@ impl Ctx {
     }
 
     fn wrong_type(&mut self, file: &SourceFile, key: &str, value: &Value<'_>, expected: &str) {
-        self.push(
-            Diagnostic::error(
-                Code::Type,
-                format!(
-                    "`{key}` must be {expected}, found {}",
-                    crate::validate::type_name(value.get_ref())
-                ),
-            )
-            .in_file(&file.name)
-            .at(value.span(), format!("expected {expected}")),
-        );
+        self.push(crate::validate::wrong_type(key, value, expected).in_file(&file.name));
     }
 
     fn missing(&mut self, file: &SourceFile, key: &str, span: Range<usize>, what: &str) {

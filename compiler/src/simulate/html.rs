@@ -11,6 +11,7 @@
 use rulecore::bundle::Payload;
 use rulecore::dump::rule_json;
 use ruled_engine::sim::Line;
+use ruled_engine::LogLine;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
@@ -53,23 +54,50 @@ pub struct Page<'a> {
     /// The timeline file as TOML, for its entries.
     pub timeline: &'a toml::Table,
     pub failure: Option<Failure>,
+    /// The engine's log lines with their time in ms: the envelope's
+    /// refusals that no output line names (a limit's name, a breaker's
+    /// trip, docs/safety.md) are drawn from them.
+    pub logs: &'a [(u64, LogLine)],
 }
 
+/// The log codes of the envelope's refusals a page draws.
+const REFUSAL_CODES: [&str; 2] = ["limited", "tripped"];
+
 /// The JSON the page embeds (the snapshot tests read this): `title`,
-/// `rules`, `quiet`, `entries`, `test`, then `lines`, each output line as
-/// `--format json` prints it; one rule, entry or line per line of text.
+/// `rules`, `quiet`, `entries`, `test`, `refusals`, then `lines`, each
+/// output line as `--format json` prints it; one rule, entry, refusal or
+/// line per line of text.
 pub fn data(page: &Page<'_>) -> String {
     let (rules, quiet) = rules(page);
     let lines: Vec<String> = page.lines.iter().map(Line::to_json).collect();
     let test = page.failure.as_ref().map_or(Value::Null, failure_json);
     format!(
-        "{{\"title\":{},\n\"rules\":{},\n\"quiet\":{},\n\"entries\":{},\n\"test\":{test},\n\"lines\":{}}}\n",
+        "{{\"title\":{},\n\"rules\":{},\n\"quiet\":{},\n\"entries\":{},\n\"test\":{test},\n\"refusals\":{},\n\"lines\":{}}}\n",
         Value::from(page.title.as_str()),
         list(rules.iter().map(Value::to_string)),
         Value::from(quiet),
         list(entries(page.timeline).iter().map(Value::to_string)),
+        list(refusals(page.logs).iter().map(Value::to_string)),
         list(lines.into_iter()),
     )
+}
+
+/// The envelope's refusals the engine logged (docs/safety.md): `at_ms`,
+/// `rule`, `code` (`limited`: the first refusal of a limit's window, the
+/// message naming the limit; `tripped`: a breaker's trip, with its pause
+/// in `pause_ms`) and `message`.
+fn refusals(logs: &[(u64, LogLine)]) -> Vec<Value> {
+    logs.iter()
+        .filter_map(|(at_ms, log)| {
+            let code = log.code.filter(|code| REFUSAL_CODES.contains(code))?;
+            Some(json!({
+                "at_ms": at_ms,
+                "rule": log.rule.as_deref(),
+                "code": code,
+                "message": log.message,
+            }))
+        })
+        .collect()
 }
 
 /// A JSON array of already encoded items, one per line.
@@ -216,6 +244,7 @@ mod tests {
             bundles: Vec::new(),
             timeline,
             failure: None,
+            logs: &[],
         }
     }
 

@@ -37,6 +37,46 @@ pub(super) fn entry<'t, 'i>(table: &'t Table<'i>, key: &str) -> Option<Entry<'t,
         })
 }
 
+/// The one wrong-type diagnostic of a key's value (rule files, profiles,
+/// the envelope's tables): `` `key` must be EXPECTED, found a string ``.
+pub(crate) fn wrong_type(key: &str, value: &Value<'_>, expected: &str) -> Diagnostic {
+    Diagnostic::error(
+        Code::Type,
+        format!(
+            "`{key}` must be {expected}, found {}",
+            type_name(value.get_ref())
+        ),
+    )
+    .at(value.span(), format!("expected {expected}"))
+}
+
+/// The one unknown-key diagnostic of a profile's or an envelope table's
+/// key (`place`: "in a `[[guard]]`"), with "did you mean" and the keys
+/// `allowed`.
+pub(crate) fn unknown_key(
+    name: &str,
+    span: Range<usize>,
+    place: &str,
+    allowed: &[&str],
+) -> Diagnostic {
+    let list = allowed
+        .iter()
+        .map(|key| format!("`{key}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut help = format!("the keys allowed here are {list}");
+    let label = match rulecore::suggest::did_you_mean(name, allowed) {
+        Some(close) => {
+            help = format!("did you mean `{close}`? {help}");
+            format!("unknown key; did you mean `{close}`?")
+        }
+        None => "unknown key".to_string(),
+    };
+    Diagnostic::error(Code::UnknownKey, format!("unknown key `{name}` {place}"))
+        .at(span, label)
+        .with_help(help)
+}
+
 pub(crate) fn type_name(value: &DeValue<'_>) -> &'static str {
     match value {
         DeValue::String(_) => "a string",
@@ -138,12 +178,7 @@ impl<'a, 'i> RuleChecker<'a, 'i> {
         expected: &str,
         help: Option<&str>,
     ) {
-        let found = type_name(value.get_ref());
-        let mut diagnostic = Diagnostic::error(
-            Code::Type,
-            format!("`{key}` must be {expected}, found {}", found),
-        )
-        .at(value.span(), format!("expected {expected}"));
+        let mut diagnostic = wrong_type(key, value, expected);
         if let Some(help) = help {
             diagnostic = diagnostic.with_help(help);
         }

@@ -26,7 +26,7 @@ mod template;
 
 pub use can::parse_can_data;
 pub use catalogue::{CatalogueTopic, TopicOrigin};
-pub(crate) use checker::type_name;
+pub(crate) use checker::{unknown_key, wrong_type};
 pub use input::CheckedInput;
 
 use crate::diagnostic::{Code, Diagnostic, Severity};
@@ -196,6 +196,11 @@ pub struct Validated {
     /// The `[[guard]]` and `[[limit]]` tables of the files that were not
     /// rejected, in file order (docs/safety.md).
     pub envelope: crate::envelope::EnvelopeDecls,
+    /// Files whose guards or limits did not all make it into
+    /// [`Self::envelope`] (an error in a `[[guard]]` or `[[limit]]` table,
+    /// or a rejected file that declares one): `rulec build --partial`
+    /// refuses to write a bundle without them (docs/safety.md#adding-to-it).
+    pub envelope_broken: Vec<String>,
 }
 
 /// The note a warning made an error by `--deny-warnings` carries.
@@ -241,6 +246,8 @@ struct FileCheck {
     topics: Vec<catalogue::Topic>,
     /// Its guards and limits.
     envelope: crate::envelope::EnvelopeDecls,
+    /// An error left one of its guards or limits out.
+    envelope_broken: bool,
     rules_read: usize,
     /// Rules that passed their own checks, with the span of their name.
     candidates: Vec<(CheckedRule, Range<usize>)>,
@@ -293,6 +300,7 @@ fn check_file(file: &SourceFile, deny_warnings: bool, catalogue: Option<&Catalog
     found.diagnostics.extend(rejecting);
     let topics = catalogue::declarations(file, &parsed.topics, &mut found);
     let mut envelope = crate::envelope::EnvelopeDecls::default();
+    let mut envelope_diagnostics = Vec::new();
     for (items, is_guard) in [(&parsed.guards, true), (&parsed.limits, false)] {
         crate::envelope::read_tables(
             file,
@@ -300,9 +308,14 @@ fn check_file(file: &SourceFile, deny_warnings: bool, catalogue: Option<&Catalog
             is_guard,
             false,
             &mut envelope,
-            &mut found.diagnostics,
+            &mut envelope_diagnostics,
         );
     }
+    let envelope_broken = envelope_diagnostics
+        .iter()
+        .any(|d| d.severity == Severity::Error)
+        || (rejected && crate::envelope::declares_any(&file.text));
+    found.diagnostics.append(&mut envelope_diagnostics);
     for raw in &parsed.rules {
         let mut checker = RuleChecker::new(file, raw, catalogue);
         let checked = checker.check();
@@ -347,6 +360,7 @@ fn check_file(file: &SourceFile, deny_warnings: bool, catalogue: Option<&Catalog
         rejected,
         topics,
         envelope,
+        envelope_broken,
         rules_read: parsed.rules.len(),
         candidates,
         others,
@@ -380,6 +394,9 @@ pub(crate) fn validate_cached(
         let check = cache.get(file, deny_warnings, catalogue);
         others.push(Arc::clone(&check));
         out.diagnostics.extend(check.diagnostics.iter().cloned());
+        if check.envelope_broken {
+            out.envelope_broken.push(file.name.clone());
+        }
         let rules_read = if check.rejected {
             0
         } else {

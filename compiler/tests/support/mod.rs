@@ -30,3 +30,17 @@ pub fn rulec(dir: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// `stderr` without the one warning `fixtures/rules` has on purpose: the
+/// handlebar auto-lock's `rulec::guarded` (docs/safety.md#the-example),
+/// which every command over the example rules with the built-in profile
+/// prints. Panics when it is not there, so a test using this notices the
+/// warning gone.
+pub fn without_the_guarded_example(stderr: &str) -> String {
+    let start = stderr
+        .find("rulec::guarded\n\n  ! rule `handlebar-auto-lock`, step 1:")
+        .unwrap_or_else(|| panic!("no handlebar-auto-lock warning in:\n{stderr}"));
+    let help = start + stderr[start..].find("\n  help: ").unwrap() + 1;
+    let end = help + stderr[help..].find("\n\n").unwrap() + 2;
+    format!("{}{}", &stderr[..start], &stderr[end..])
+}

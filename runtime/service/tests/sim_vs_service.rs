@@ -120,7 +120,10 @@
 //! which is its start when an idle worker takes it; a job that waits for a
 //! busy worker or for the Redis lane's batch (`action queued`) or is refused (a durable step then waits
 //! in the due backlog and is submitted again later) has that line taken
-//! back, and its start is the worker's `queued action started`.
+//! back, and its start is the worker's `queued action started`. So is the
+//! line of an action a guard refuses (the worker judges the guard after the
+//! hand-over, and logs `action refused by guard`): the simulator has no
+//! `action` line for it.
 //!
 //! Not modelled here: a timeline's `action-time` on `redis` steps (an
 //! `LPUSH` takes no time): such timelines are refused with the reason.
@@ -1539,6 +1542,18 @@ fn service_lines(logs: &[Vec<String>], t0_us: i64, final_stop: bool) -> Vec<Seen
                 match what {
                     "action failed" => "action-failed",
                     "trigger refused" => "trigger-refused",
+                    // A worker judges a guard after the hand-over
+                    // (docs/safety.md#guards): the sim's refused action
+                    // has a `guarded` line and no `action` line.
+                    what if what.starts_with("action refused by guard ") => {
+                        let step = (seen.rule.clone(), seen.step, seen.finally);
+                        if let Some(i) = out.iter().rposition(|s| {
+                            s.kind == "action" && (s.rule.clone(), s.step, s.finally) == step
+                        }) {
+                            out.remove(i);
+                        }
+                        continue;
+                    }
                     _ => continue,
                 }
             } else {
@@ -1912,5 +1927,54 @@ fn check_records(report: &Report<'_>, redis: &RedisServer, sim: &BTreeMap<String
         "{}: records left in extensions:pending\n{}",
         report.name,
         report.context()
+    );
+}
+
+// ------------------------------------------- the envelope's refusals
+//
+// A refusal by the safety envelope (docs/safety.md) through both: the
+// timelines are in `fixtures/timelines-safety/` (named here relative to
+// `fixtures/timelines/`, where `play` reads), apart from the fixture
+// timelines `played!` lists. The envelope's windows (a limit's `per`, a
+// breaker's `per` and `pause`) are not scaled by `prepare`: both sides run
+// them unscaled over the scaled timeline, so every entry falls in one
+// window; what is compared is that both refuse the same runs.
+
+/// A guarded refusal: the example handlebar auto-lock (fixtures/rules)
+/// with the built-in guard `hardware-parked`; the speed written without a
+/// notification during the countdown, as ecu-service writes it, is read
+/// fresh at the lock by both, and both end the run `guarded` instead of
+/// pushing `handlebar:lock`.
+#[test]
+fn envelope_guarded() {
+    play(
+        "../timelines-safety/handlebar-auto-lock",
+        "fixtures/rules",
+        None,
+        Profile::Librescoot,
+    );
+}
+
+/// A limited refusal: a rules directory's `[[limit]]` refuses the third
+/// handlebar push in its window on both sides (the run ends `limited`).
+#[test]
+fn envelope_limited() {
+    play(
+        "../timelines-safety/limited",
+        "fixtures/rules-envelope",
+        None,
+        Profile::None,
+    );
+}
+
+/// A tripped rule: its third start within `per` trips the breaker; both
+/// refuse that trigger and the ones during the pause (no run starts).
+#[test]
+fn envelope_tripped() {
+    play(
+        "../timelines-safety/tripped",
+        "fixtures/rules-envelope",
+        None,
+        Profile::None,
     );
 }

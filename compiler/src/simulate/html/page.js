@@ -24,10 +24,34 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
     'trigger-refused': ['bot', 'cross'], 'trigger-suppressed': ['bot', 'dot'],
     'derived': ['out', 'diamond'], 'restart': ['out', 'rule'], 'reload': ['out', 'rule'], 'end': ['out', 'rule'],
     'finally-start': ['bot', 'flag'],
+    // The envelope (docs/safety.md): a guard's refusal on the action row,
+    // a refusal's dashboard toast on the bus.
+    'guarded': ['top', 'shield'], 'toast': ['out', 'tri'],
   };
   const ROW_Y = { top: 23, bar: 24, bot: 42, in: 14, ev: 30, out: 47 };
   const BAND = { run: [17, 14], wait: [19.5, 9], window: [16, 16] }; // [top, height] in a rule's lane
-  const ENDED = new Set(['cancelled', 'stopped', 'restarted', 'reloaded', 'refused', 'failed', 'too-late']);
+  const ENDED = new Set(['cancelled', 'stopped', 'restarted', 'reloaded', 'refused', 'failed', 'too-late', 'guarded', 'limited']);
+  // The envelope's refusals no line names (docs/safety.md): a limit's
+  // name (its first refusal of a window) and a breaker's trip, per rule.
+  const refusals = data.refusals || [];
+  // The guard a `guarded` line names: `guard NAME: what it read`.
+  const guardOf = (line) => { const m = /^guard (\S+):/.exec(line.message || ''); return m ? m[1] : '?'; };
+  // The limit of a rule's `limited` run end: its last refusal logged by then.
+  function limitOf(rule, t) {
+    let name = '?';
+    for (const r of refusals) {
+      if (r.code === 'limited' && r.rule === rule && r.at_ms <= t) {
+        const m = /limit `([^`]*)`/.exec(r.message);
+        if (m) name = m[1];
+      }
+    }
+    return name;
+  }
+  function refusalLabel(line) {
+    // A guarded run's `guarded` line, just before, names the guard.
+    if (line.reason === 'limited') return 'limited by ' + limitOf(line.rule, line.at_ms);
+    return line.reason;
+  }
 
   const lanes = [];
   const laneByRule = new Map();
@@ -209,7 +233,14 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
           closeRun(run, t, line.reason);
           if (!run.wait) runs.delete(line.run);
         }
-        return mark(i, lane, line.reason === 'cancelled' ? 'bar' : row, line.reason === 'cancelled' ? 'cancel' : shape, line.reason === 'done' ? '' : line.reason);
+        return mark(i, lane, line.reason === 'cancelled' ? 'bar' : row, line.reason === 'cancelled' ? 'cancel' : shape, line.reason === 'done' ? '' : refusalLabel(line));
+      case 'guarded':
+        return mark(i, lane, row, shape, 'guarded by ' + guardOf(line));
+      case 'toast': {
+        let toast = {};
+        try { toast = JSON.parse(String(line.message).replace(/^PUBLISH \S+ /, '')); } catch (e) { /* the raw line is in the tip */ }
+        return mark(i, lane, row, shape, 'toast ' + (toast.body !== undefined ? '“' + toast.body + '”' : ''));
+      }
       case 'restart': case 'reload': case 'end': {
         const label = line.kind === 'reload' ? 'reload ' + line.bundle : line.kind;
         const m = mark(i, bus, row, shape, '');
@@ -220,7 +251,7 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
       case 'derived':
         return mark(i, bus, row, shape, line.topic + (line.to !== undefined ? ' → ' + line.to : ''));
       case 'non-fire':
-        return mark(i, lane, row, shape, line.reason);
+        return mark(i, lane, row, line.reason === 'tripped' ? 'cross' : shape, line.reason);
       case 'eval-error':
         return mark(i, lane, row, shape, 'eval-error');
       case 'finally-start':
@@ -278,13 +309,22 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
   data.entries.filter((e) => e.entry === 'restart').forEach(placeEntry);
   data.entries.filter((e) => e.entry !== 'restart').forEach(placeEntry);
   lines.forEach((line, i) => place(i));
+  // A tripped breaker: the rule's triggers refused for its pause, drawn
+  // over its lane up to the end.
+  for (const r of refusals) {
+    if (r.code !== 'tripped' || r.rule === undefined || r.rule === null) continue;
+    const rule = rules.get(r.rule);
+    const pause = rule && rule.trip ? rule.trip.pause_ns / 1e6 : (/refused for (\d+) ms/.exec(r.message) || [0, 0])[1] * 1;
+    const until = Math.min(endAt === Infinity ? tMax : endAt, r.at_ms + pause);
+    span(ruleLane(r.rule), r.at_ms, until, 'tripped', 'tripped at ' + fmt(r.at_ms) + ': ' + r.message);
+  }
   for (const s of spans) if (s.t1 === null) s.t1 = tMax;
   if (data.test && data.test.window) {
     const w = data.test.window;
     span(data.test.rule ? ruleLane(data.test.rule) : null, w.from_ms, w.to_ms, 'expected', 'expected here: ' + data.test.expectation);
   }
   // Backgrounds first, then runs, the waits inside them, and the windows.
-  const LAYER = { down: 0, fail: 0, expected: 0, run: 1, wait: 2, window: 3 };
+  const LAYER = { down: 0, fail: 0, expected: 0, tripped: 0, run: 1, wait: 2, window: 3 };
   spans.sort((a, b) => LAYER[a.cls.split(' ')[0]] - LAYER[b.cls.split(' ')[0]]);
   let y = 0;
   for (const lane of lanes) {
@@ -335,6 +375,7 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
       case 'hourglass': return 'M' + (x - 4) + ' ' + (y - 5) + 'h8l-8 10h8z';
       case 'warn': return 'M' + x + ' ' + (y - 6) + 'l6 11h-12z';
       case 'flag': return 'M' + x + ' ' + (y + 6) + 'v-13h7l-2 3l2 3h-7';
+      case 'shield': return 'M' + (x - 5) + ' ' + (y - 6) + 'h10v5q0 5 -5 8q-5 -3 -5 -8z';
       case 'rule': return 'M' + x + ' 0V' + height;
       default: return 'M' + (x - 4) + ' ' + (y - 4) + 'h8v8h-8z';
     }
@@ -590,6 +631,9 @@ window.addEventListener('error', (e) => { document.body.dataset.error = e.messag
       item('<path class="m k-action-failed" d="M9 4l8 8m0 -8l-8 8"/>', 'failed'),
       item('<path class="m k-run-end r-cancelled" d="M9 4l8 8m0 -8l-8 8"/>', 'cancelled'),
       item('<path class="m k-trigger-refused" d="M9 4l8 8m0 -8l-8 8"/>', 'refused'),
+      item('<path class="m k-guarded" d="M8 2h10v5q0 5 -5 8q-5 -3 -5 -8z"/>', 'guarded'),
+      item('<rect class="s run r-limited" x="1" y="3" width="24" height="10"/>', 'limited'),
+      item('<rect class="s tripped" x="1" y="0" width="24" height="16"/>', 'tripped'),
       item('<circle class="m k-non-fire" cx="13" cy="8" r="3.5"/>', 'not started'),
       item('<path class="m k-action fin" d="M13 1V15"/><path class="m k-finally-start fin" d="M20 14v-13h5l-2 3l2 3h-5"/>', '<code>finally</code>'),
       item('<rect class="m other" x="9" y="4" width="8" height="8"/>', 'other line'),
