@@ -31,6 +31,7 @@ pub mod schedule;
 pub mod small_str;
 pub mod suggest;
 pub mod template;
+pub mod text;
 pub mod topic;
 pub mod value_pattern;
 pub mod verify;

@@ -61,7 +61,10 @@ use std::cmp::Ordering;
 mod plan;
 mod reads;
 pub use plan::Plan;
-pub use reads::{explain, reads, Explained, Read, ReadContext, READ_TEXT_MAX};
+pub use reads::{
+    capture_state, explain, reads, Captured, Explained, Read, ReadContext, StateValues,
+    READ_TEXT_MAX,
+};
 
 /// How many values fit the stack that lives on the native stack; deeper
 /// programs (never produced by the compiler for a readable `when`) run again

@@ -278,7 +278,7 @@ impl Engine {
         };
         let old = std::mem::replace(slot, value.unwrap_or_default().to_string());
         let was = std::mem::replace(&mut self.bus.present[index], value.is_some());
-        self.hold_state_changed(index);
+        self.hold_state_changed(index, Some(now));
         if let Some(cause) = derive {
             let change = FieldChange {
                 pair: index,
@@ -403,11 +403,8 @@ fn cut(text: &str) -> Option<String> {
     if text.len() <= BUS_VALUE_BYTES {
         return None;
     }
-    let mut end = BUS_VALUE_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    Some(format!("{}{CUT_MARKER}{} bytes]", &text[..end], text.len()))
+    let kept = rulecore::text::cut(text, BUS_VALUE_BYTES);
+    Some(format!("{kept}{CUT_MARKER}{} bytes]", text.len()))
 }
 
 fn needs_cut(value: &DataValue) -> bool {

@@ -41,6 +41,12 @@ pub struct Job {
     /// reads their fields fresh and asks [`crate::guard::judge`] before
     /// performing it. `None` for an unguarded action.
     pub guard: Option<Box<crate::guard::GuardCheck>>,
+    /// What the step's `when` read when it was found true just before
+    /// the step was handed over; only with
+    /// [`EngineConfig::explain`](crate::EngineConfig::explain) (the
+    /// simulator's `action` line). Boxed: every effect is the size of a
+    /// job, and the service never has them.
+    pub when_read: Option<Box<[Read]>>,
 }
 
 /// One step's action, shared with the loaded bundle: a job points at the
@@ -382,6 +388,14 @@ pub enum NonFireReason {
     RuleDisabled,
     /// The rule's breaker is tripped (docs/safety.md#the-breaker).
     Tripped,
+    /// `for`: a change of a state pair the `when` reads, judged against
+    /// the held (or fired) event, left it true: the hold goes on (or
+    /// stays fired).
+    HoldKept,
+    /// `for`: a change of a state pair the `when` reads made it false (or
+    /// fail) for the held (or fired) event: the hold ended without firing
+    /// (or the rule that fired is re-armed).
+    HoldEnded,
 }
 
 impl NonFireReason {
@@ -399,6 +413,8 @@ impl NonFireReason {
             Self::Refused => "refused",
             Self::RuleDisabled => "rule-disabled",
             Self::Tripped => "tripped",
+            Self::HoldKept => "hold-kept",
+            Self::HoldEnded => "hold-ended",
         }
     }
 }
@@ -474,13 +490,19 @@ pub enum Note {
     NonFire {
         rule: Arc<str>,
         reason: NonFireReason,
-        /// `when-false` and `when-error`: what the `when` read
-        /// (docs/semantics.md#what-a-when-read).
+        /// What the rule's `when` read when it was judged for the event
+        /// (docs/semantics.md#what-a-when-read): false, failed, or true
+        /// and then held, suppressed or queued; empty for the rest.
         reads: Vec<Read>,
     },
     RunStart {
         run: Arc<str>,
         rule: Arc<str>,
+        /// What the rule's `when` read when it was found true for the
+        /// run's event; only with
+        /// [`EngineConfig::explain`](crate::EngineConfig::explain), and
+        /// only for a run started by the event just judged.
+        reads: Vec<Read>,
     },
     RunEnd {
         run: Arc<str>,
@@ -518,10 +540,7 @@ pub enum Note {
         reason: ReplayDropReason,
     },
     /// At stop: this waiting run's record stays for the next start.
-    RecordKept {
-        run: Arc<str>,
-        rule: Arc<str>,
-    },
+    RecordKept { run: Arc<str>, rule: Arc<str> },
     /// A durable step came due while the pool was full: it keeps its
     /// record and waits in the due backlog for room
     /// (docs/semantics.md#due-steps-the-pool-refused).
@@ -534,10 +553,7 @@ pub enum Note {
     /// `cancel-on` ended the run's steps: its finally steps run next,
     /// after any action it handed over has finished
     /// (docs/semantics.md#finally).
-    FinallyStart {
-        run: Arc<str>,
-        rule: Arc<str>,
-    },
+    FinallyStart { run: Arc<str>, rule: Arc<str> },
 }
 
 /// The fields a note shows wherever it is printed (the simulator's line,
@@ -556,7 +572,8 @@ pub struct NoteFields<'a> {
     /// [`Note::ReplayResume`] only: when the step was due, Unix ms.
     pub fire_at: Option<i64>,
     pub reason: Option<NoteReason>,
-    /// What a `when` read: [`Note::NonFire`], [`Note::StepSkipped`].
+    /// What a `when` read: [`Note::NonFire`], [`Note::StepSkipped`],
+    /// [`Note::RunStart`].
     pub reads: &'a [Read],
 }
 
@@ -579,9 +596,13 @@ impl Note {
     /// The note's fields; see [`NoteFields`].
     pub fn fields(&self) -> NoteFields<'_> {
         match self {
-            Self::RunStart { run, rule }
-            | Self::RecordKept { run, rule }
-            | Self::FinallyStart { run, rule } => NoteFields::new(rule, Some(run)),
+            Self::RunStart { run, rule, reads } => NoteFields {
+                reads,
+                ..NoteFields::new(rule, Some(run))
+            },
+            Self::RecordKept { run, rule } | Self::FinallyStart { run, rule } => {
+                NoteFields::new(rule, Some(run))
+            }
             Self::RunEnd { run, rule, reason } => NoteFields {
                 reason: Some(NoteReason::RunEnd(*reason)),
                 ..NoteFields::new(rule, Some(run))

@@ -7,7 +7,7 @@
 use super::{Engine, NonFireReason, Now};
 use crate::timers::TimerKind;
 use rulecore::bundle::Payload;
-use rulecore::bytecode::Op;
+use rulecore::bytecode::{Op, Program};
 use rulecore::event::Event;
 use std::sync::Arc;
 
@@ -127,10 +127,13 @@ impl Engine {
         }
     }
 
-    /// A watched state pair changed: every rule with `for` whose `when`
-    /// reads it is judged again against its held (or last fired) event;
-    /// false or an error ends the hold, or re-arms a rule that fired.
-    pub(crate) fn hold_state_changed(&mut self, pair: usize) {
+    /// A watched state pair changed (at `at`: `None` for a value read
+    /// without a notification, which has no time of its own): every rule
+    /// with `for` whose `when` reads it is judged again against its held
+    /// (or last fired) event; false or an error ends the hold, or re-arms
+    /// a rule that fired. Each judgement is traced and, explaining, noted
+    /// (`hold-kept`, `hold-ended`) with what the `when` read.
+    pub(crate) fn hold_state_changed(&mut self, pair: usize, at: Option<Now>) {
         let payload = Arc::clone(&self.payload);
         for i in 0..self.hold_watchers.count(pair) {
             let Some(rule) = self.hold_watchers.rule(pair, i) else {
@@ -145,10 +148,40 @@ impl Engine {
                     return;
                 };
                 let event = Arc::clone(hold.event());
-                if engine.eval(rule, None, program, &event) != Ok(true) {
+                let result = engine.eval(rule, None, program, &event);
+                engine.hold_judged(rule, program, &event, &result, at);
+                if result != Ok(true) {
                     engine.hold_cancel(rule);
                 }
             });
         }
+    }
+}
+
+impl Engine {
+    /// A hold judged again on a state change: traced, and noted when
+    /// explaining, as `hold-kept` or `hold-ended`, with the reads.
+    fn hold_judged(
+        &mut self,
+        rule: usize,
+        program: &Program,
+        event: &Arc<Event>,
+        result: &Result<bool, String>,
+        at: Option<Now>,
+    ) {
+        if !self.wants_reads() {
+            return;
+        }
+        let reason = match result {
+            Ok(true) => NonFireReason::HoldKept,
+            _ => NonFireReason::HoldEnded,
+        };
+        let error = result.as_ref().err().map(String::as_str);
+        let reads = (
+            self.noted_reads(program, event),
+            self.kept_reads(program, event),
+        );
+        let time = at.map_or_else(|| self.traces.latest(), |now| now.time);
+        self.non_fire_reading(rule, reason, event, time, error, reads);
     }
 }

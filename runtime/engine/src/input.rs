@@ -219,7 +219,7 @@ impl Engine {
         if let Some(slot) = self.state.get_mut(index) {
             *slot = value;
             self.bus.present[index] = true;
-            self.hold_state_changed(index);
+            self.hold_state_changed(index, None);
         }
     }
 
@@ -232,7 +232,7 @@ impl Engine {
             return;
         };
         let old = std::mem::replace(slot, value);
-        self.hold_state_changed(index);
+        self.hold_state_changed(index, Some(now));
         let events = self.inputs.hash_events(index, &old, &self.state[index]);
         for event in events {
             self.handle_event(now, event);

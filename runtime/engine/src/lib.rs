@@ -451,7 +451,7 @@ impl Engine {
     /// `now.wall_ms - (now.time - t)` in milliseconds.
     pub fn trace(&self, name: &str, now: Now) -> Option<RuleTrace> {
         let rule = self.rule_index(name)?;
-        self.traces.view(rule, name, now.time, now.wall_ms)
+        self.traces.view(&self.payload, rule, now.time, now.wall_ms)
     }
 
     /// Every rule's traces, in bundle order; see [`Engine::trace`].
@@ -459,10 +459,7 @@ impl Engine {
         self.traces
             .traced_rules()
             .into_iter()
-            .filter_map(|rule| {
-                let name = &self.payload.rules.get(rule)?.name;
-                self.traces.view(rule, name, now.time, now.wall_ms)
-            })
+            .filter_map(|rule| self.traces.view(&self.payload, rule, now.time, now.wall_ms))
             .collect()
     }
 
@@ -508,8 +505,9 @@ impl Engine {
     }
 
     /// A non-fire decision (docs/semantics.md#traces): the rule's trace
-    /// keeps it, and it is noted when asked to explain. `error`: a
-    /// `when-error`'s text.
+    /// keeps it, and it is noted when asked to explain, with what the
+    /// rule's `when` read when it was found true for this event. `error`:
+    /// a `when-error`'s text.
     pub(crate) fn non_fire(
         &mut self,
         rule: usize,
@@ -518,7 +516,8 @@ impl Engine {
         now: Now,
         error: Option<&str>,
     ) {
-        self.non_fire_reading(rule, reason, event, now, error, Vec::new());
+        let reads = self.take_judged(rule);
+        self.non_fire_reading(rule, reason, event, now.time, error, reads);
     }
 
     fn log(&mut self, level: Level, rule: Option<Arc<str>>, step: Option<u32>, message: String) {

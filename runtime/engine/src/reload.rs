@@ -225,7 +225,9 @@ impl Engine {
         for (fire_at, id, rule, lane) in waiting {
             next.due.insert(fire_at, id, rule as u32, lane);
         }
-        // Traces follow their rules; a removed rule's go.
+        // Traces follow their rules; a removed rule's go. Their reads are
+        // listed now, by the bundle their `when`s belong to.
+        self.traces.settle(&self.payload);
         std::mem::swap(&mut next.traces, &mut self.traces);
         next.traces.remap(|old| {
             let target = targets.get(old as usize).copied().flatten()?;

@@ -335,7 +335,7 @@ impl Engine {
             run.fire_at = record.fire_at;
             run.pass_start = now.time;
         }
-        self.trace_run_started(rule, now, true);
+        self.trace_run_started(rule, now, true, crate::why::KeptReads::NONE);
         let left_ms = record.fire_at.saturating_sub(now.wall_ms);
         if left_ms <= 0 {
             self.submit_step(rule, now);

@@ -6,6 +6,7 @@
 use crate::record::RecordRef;
 use crate::time::{nanos_to_millis_ceil, Time};
 use crate::timers::TimerKind;
+use crate::why::KeptReads;
 use crate::{
     finally, trace, values, DropReason, Effect, EndReason, Engine, Job, JobId, Level, LogLine,
     Note, Now, RecordWrite, StepAction, WhenResult, EVAL_ERROR_CODE,
@@ -108,12 +109,24 @@ impl Run {
 }
 
 impl Engine {
-    /// A run was installed in `rule`'s slot: its trace starts.
-    pub(crate) fn trace_run_started(&mut self, rule: usize, now: Now, replayed: bool) {
+    /// A run was installed in `rule`'s slot: its trace starts, with what
+    /// the rule's `when` read when it was found true for the run's event
+    /// (`when`; nothing for a replayed run or a held or queued event).
+    pub(crate) fn trace_run_started(
+        &mut self,
+        rule: usize,
+        now: Now,
+        replayed: bool,
+        when: KeptReads,
+    ) {
         if let Some(run) = &self.rules[rule].run {
             let (serial, id, event) = (run.serial, &run.id, &run.event);
-            self.traces
-                .run_started(rule, serial, id, event, now.time, replayed);
+            let start = trace::Start {
+                now: now.time,
+                replayed,
+                when,
+            };
+            self.traces.run_started(rule, serial, id, event, start);
         }
     }
 
@@ -121,11 +134,16 @@ impl Engine {
         let name = self.name(rule);
         let id = self.ids.next_run_id(&name, &self.config.epoch);
         self.install_run(rule, id, event, 0, 0);
+        let (reads, kept) = self.take_judged(rule);
         if let Some(run) = &self.rules[rule].run {
             let run = Arc::clone(&run.id);
-            self.note(Note::RunStart { run, rule: name });
+            self.note(Note::RunStart {
+                run,
+                rule: name,
+                reads,
+            });
         }
-        self.trace_run_started(rule, now, false);
+        self.trace_run_started(rule, now, false, kept);
         self.enter_step(rule, now);
     }
 
@@ -286,33 +304,29 @@ impl Engine {
         };
         if let Some(program) = &step.when {
             let result = self.eval(rule, Some((index, at.finally)), program, &event);
-            let reads = if self.wants_reads() {
-                self.when_reads(program, &event)
-            } else {
-                Vec::new()
-            };
-            // The simulator's `step-skipped` line shows them when explaining.
-            let noted = match result {
-                Ok(true) => Vec::new(),
-                _ if self.config.explain => reads.clone(),
-                _ => Vec::new(),
-            };
+            // The simulator's `step-skipped` or `action` line shows them
+            // when explaining; the trace keeps its own.
+            let noted = self.noted_reads(program, &event);
             if let Some(run) = &self.rules[rule].run {
                 let serial = run.serial;
                 let when = WhenResult::of(&result);
-                self.traces.step_when(rule, serial, at, when, reads);
+                let kept = self.kept_reads(program, &event);
+                self.traces.step_when(rule, serial, at, when, kept);
             }
             if result != Ok(true) {
                 self.skip_step(rule, now, noted);
                 return;
             }
+            self.scratch.step_read = Some(noted);
         }
         if self.due_goes_behind(rule) {
             // Earlier due steps wait for room: this one waits behind them.
+            self.scratch.step_read = None;
             self.due_wait(rule, now);
             return;
         }
         self.hand_over(rule, now);
+        self.scratch.step_read = None;
     }
 
     /// Hands the live run's current step to the pool (`when` already
@@ -383,6 +397,9 @@ impl Engine {
             event,
             drop_record,
             guard,
+            when_read: std::mem::take(&mut self.scratch.step_read)
+                .filter(|reads| !reads.is_empty())
+                .map(Vec::into_boxed_slice),
         };
         self.effects.push_back(Effect::Submit(submit));
     }

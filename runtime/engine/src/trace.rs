@@ -17,14 +17,25 @@ pub use view::{
     SubmitOutcome, SubmitTrace, TimeStyle, WaitTrace, WhenTrace,
 };
 
+use crate::why::KeptReads;
 use crate::{EndReason, NonFireReason, Time};
+use rulecore::bundle::Payload;
 use rulecore::event::{Event, SmallStr};
 use rulecore::event_data::{DataValue, ENTRY_BYTES, INLINE_KEY};
-use rulecore::vm::Read;
+use rulecore::text::cut;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::size_of;
 use std::sync::Arc;
+
+/// How a run's trace starts: when, whether replayed, and what the rule's
+/// `when` read when it was found true for the run's event.
+#[derive(Debug)]
+pub(crate) struct Start {
+    pub now: Time,
+    pub replayed: bool,
+    pub when: KeptReads,
+}
 
 /// Runs kept per rule unless configured (`ruled --traces`).
 pub const DEFAULT_TRACES: usize = 5;
@@ -73,18 +84,20 @@ impl TracedEvent {
             Self::Cut(json) => json.len(),
         }
     }
+
+    /// The event, when it is kept whole.
+    fn whole(&self) -> Option<&Event> {
+        match self {
+            Self::Shared { event, .. } => Some(event),
+            Self::Cut(_) => None,
+        }
+    }
 }
 
-/// `text` cut to at most `max` bytes, on a character boundary.
-pub(crate) fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+/// Whether a trace keeps `event` whole (else the start of its JSON): then
+/// the reads of a `when` judged on it can wait until the trace is viewed.
+pub(crate) fn kept_whole(event: &Event) -> bool {
+    event_bytes(event).is_some()
 }
 
 /// The heap an event's `Arc` holds (counts, struct, strings, `data`), or
@@ -171,7 +184,7 @@ struct StepRecord {
     wait: Option<Wait>,
     when: Option<WhenResult>,
     /// What the `when` read (docs/semantics.md#what-a-when-read).
-    reads: Box<[Read]>,
+    reads: KeptReads,
     submit: Option<(Time, SubmitOutcome)>,
     end: Option<(Time, EndReason, Option<Box<str>>)>,
 }
@@ -184,7 +197,7 @@ impl StepRecord {
             finally: at.finally,
             wait: None,
             when: None,
-            reads: Box::default(),
+            reads: KeptReads::NONE,
             submit: None,
             end: None,
         }
@@ -196,7 +209,7 @@ impl StepRecord {
             _ => 0,
         };
         let end = self.end.as_ref().and_then(|end| end.2.as_ref());
-        when + reads_heap(&self.reads) + end.map_or(0, |text| text.len())
+        when + self.reads.heap() + end.map_or(0, |text| text.len())
     }
 }
 
@@ -209,6 +222,9 @@ struct RunRecord {
     replayed: bool,
     event: TracedEvent,
     start: Time,
+    /// What the rule's `when` read when it was found true for the event;
+    /// [`KeptReads::NONE`] when the run did not start from that judgement.
+    when: KeptReads,
     steps: steps::StepRecords,
     /// Step records dropped from the front ([`TRACE_STEPS_MAX`]).
     steps_left_out: u32,
@@ -222,6 +238,7 @@ impl RunRecord {
         2 * size_of::<usize>()
             + self.id.len()
             + self.event.heap()
+            + self.when.heap()
             + self.steps.allocated()
             + self.steps.iter().map(StepRecord::heap).sum::<usize>()
     }
@@ -242,8 +259,8 @@ struct NonFireRecord {
     at: Time,
     reason: NonFireReason,
     error: Option<Box<str>>,
-    /// What the rule's `when` read, for `when-false` and `when-error`.
-    reads: Box<[Read]>,
+    /// What the rule's `when` read, when it was judged for the event.
+    reads: KeptReads,
     event: TracedEvent,
 }
 
@@ -252,13 +269,8 @@ impl NonFireRecord {
         size_of::<Self>()
             + self.event.heap()
             + self.error.as_ref().map_or(0, |e| e.len())
-            + reads_heap(&self.reads)
+            + self.reads.heap()
     }
-}
-
-/// The heap a record's reads hold.
-fn reads_heap(reads: &[Read]) -> usize {
-    std::mem::size_of_val(reads) + reads.iter().map(Read::heap).sum::<usize>()
 }
 
 #[derive(Debug, Default)]
@@ -342,6 +354,11 @@ impl Traces {
         self.records + map + self.age.capacity() * size_of::<Aged>()
     }
 
+    /// The latest engine time a trace was given.
+    pub(crate) fn latest(&self) -> Time {
+        self.latest
+    }
+
     fn seen(&mut self, now: Time) {
         self.latest = self.latest.max(now);
     }
@@ -359,21 +376,21 @@ impl Traces {
         serial: u64,
         id: &Arc<str>,
         event: &Arc<Event>,
-        now: Time,
-        replayed: bool,
+        start: Start,
     ) {
         if !self.enabled() {
             return;
         }
-        self.seen(now);
+        self.seen(start.now);
         let seq = self.seq();
         let mut record = RunRecord {
             seq,
             serial,
             id: Arc::clone(id),
-            replayed,
+            replayed: start.replayed,
             event: TracedEvent::new(event),
-            start: now,
+            start: start.now,
+            when: start.when,
             steps: steps::StepRecords::default(),
             steps_left_out: 0,
             end: None,
@@ -447,11 +464,11 @@ impl Traces {
         serial: u64,
         at: At,
         when: WhenResult,
-        reads: Vec<Read>,
+        reads: KeptReads,
     ) {
         self.update_step(rule, serial, at, |step| {
             step.when = Some(when);
-            step.reads = reads.into_boxed_slice();
+            step.reads = reads;
         });
     }
 
@@ -536,7 +553,7 @@ impl Traces {
         event: &Arc<Event>,
         reason: NonFireReason,
         error: Option<&str>,
-        reads: Vec<Read>,
+        reads: KeptReads,
     ) {
         if !self.enabled() {
             return;
@@ -548,7 +565,7 @@ impl Traces {
             at: now,
             reason,
             error: error.map(error_text),
-            reads: reads.into_boxed_slice(),
+            reads,
             event: TracedEvent::new(event),
         });
         let added = record.heap();
@@ -628,22 +645,57 @@ impl Traces {
         false
     }
 
-    /// Rule `rule`'s traces for a reader; times are shown on the clock
-    /// that reads `now_ms` at engine time `now`.
+    /// Rule `rule` of `payload` (the loaded bundle), its traces for a
+    /// reader, the reads of each `when` listed now; times are shown on the
+    /// clock that reads `now_ms` at engine time `now`.
     pub(crate) fn view(
         &self,
+        payload: &Payload,
         rule: usize,
-        name: &str,
         now: Time,
         now_ms: i64,
     ) -> Option<RuleTrace> {
         let traces = self.rules.get(&rule_key(rule))?;
-        let clock = view::Clock { now, now_ms };
+        let spec = payload.rules.get(rule)?;
+        let view = view::View {
+            now,
+            now_ms,
+            spec,
+            tables: (&payload.consts, &payload.state_pairs),
+        };
         Some(RuleTrace {
-            rule: name.to_string(),
-            runs: traces.runs.iter().map(|run| clock.run(run)).collect(),
-            last_non_fire: traces.non_fire.as_deref().map(|nf| clock.non_fire(nf)),
+            rule: spec.name.to_string(),
+            runs: traces.runs.iter().map(|run| view.run(run)).collect(),
+            last_non_fire: traces.non_fire.as_deref().map(|nf| view.non_fire(nf)),
         })
+    }
+
+    /// Lists every kept read whole while `payload` is still the bundle
+    /// their `when`s belong to: a reload is about to replace it.
+    pub(crate) fn settle(&mut self, payload: &Payload) {
+        for (&rule, traces) in &mut self.rules {
+            let Some(spec) = payload.rules.get(rule as usize) else {
+                continue;
+            };
+            for run in &mut traces.runs {
+                let event = run.event.whole();
+                run.when.settle(payload, spec.when.as_deref(), event);
+                for step in run.steps.iter_mut() {
+                    let program = view::step_when(spec, step);
+                    step.reads.settle(payload, program, event);
+                }
+                let now = run.heap();
+                self.records = self.records + now - run.counted;
+                run.counted = now;
+            }
+            if let Some(nf) = traces.non_fire.as_deref_mut() {
+                let before = nf.heap();
+                nf.reads
+                    .settle(payload, spec.when.as_deref(), nf.event.whole());
+                self.records = self.records + nf.heap() - before;
+            }
+        }
+        self.fit();
     }
 
     /// Re-keys every trace after the rules moved (a new bundle): `moved`
@@ -721,6 +773,22 @@ fn rule_key(rule: usize) -> u32 {
 mod tests {
     use super::*;
 
+    /// A bundle of `count` rules named `r`, none with a `when`.
+    fn payload(count: usize) -> Payload {
+        let rules = (0..count)
+            .map(|_| rulecore::bundle::Rule::new("r", "t.toml", Vec::new(), Vec::new()))
+            .collect();
+        Payload::new("test", rules, Vec::new(), Vec::new())
+    }
+
+    fn start(now: Time) -> Start {
+        Start {
+            now,
+            replayed: false,
+            when: KeptReads::NONE,
+        }
+    }
+
     fn event(topic: &str) -> Arc<Event> {
         Arc::new(Event {
             topic: topic.into(),
@@ -730,13 +798,14 @@ mod tests {
 
     #[test]
     fn a_rule_keeps_its_last_runs_and_the_budget_evicts_the_oldest() {
+        let bundle = payload(100);
         let mut traces = Traces::new(2, 1 << 20);
         let id: Arc<str> = "r#1".into();
         for serial in 1..=3 {
-            traces.run_started(0, serial, &id, &event("t"), Time::ZERO, false);
+            traces.run_started(0, serial, &id, &event("t"), start(Time::ZERO));
         }
         let view = traces
-            .view(0, "r", Time::ZERO, 0)
+            .view(&bundle, 0, Time::ZERO, 0)
             .unwrap_or_else(|| panic!("traced"));
         assert_eq!(view.runs.len(), 2);
         // A budget of a few records keeps the newest.
@@ -748,12 +817,12 @@ mod tests {
                 &event("t"),
                 NonFireReason::WhenFalse,
                 None,
-                Vec::new(),
+                KeptReads::NONE,
             );
             assert!(small.bytes() <= 2048, "{}", small.bytes());
         }
-        assert!(small.view(99, "r", Time::ZERO, 0).is_some());
-        assert!(small.view(0, "r", Time::ZERO, 0).is_none());
+        assert!(small.view(&bundle, 99, Time::ZERO, 0).is_some());
+        assert!(small.view(&bundle, 0, Time::ZERO, 0).is_none());
     }
 
     #[test]
@@ -774,15 +843,16 @@ mod tests {
     fn a_finished_run_keeps_sharing_its_event_however_full_the_budget() {
         // A budget this small is over half full with one trace: the end
         // of a run still leaves its event shared, not turned into JSON.
+        let bundle = payload(1);
         let mut traces = Traces::new(5, 1024);
         let id: Arc<str> = "r#1".into();
         let shared = event("t");
-        traces.run_started(0, 1, &id, &shared, Time::ZERO, false);
+        traces.run_started(0, 1, &id, &shared, start(Time::ZERO));
         assert!(traces.bytes() > 512, "{}", traces.bytes());
         traces.run_ended(0, 1, Time::from_millis(5), EndReason::Done);
         assert_eq!(Arc::strong_count(&shared), 2);
         let view = traces
-            .view(0, "r", Time::from_millis(5), 5)
+            .view(&bundle, 0, Time::from_millis(5), 5)
             .unwrap_or_else(|| panic!("traced"));
         assert_eq!(view.runs[0].event.as_ref(), Some(&*shared));
         assert!(view.runs[0].end.is_some());
@@ -790,23 +860,24 @@ mod tests {
 
     #[test]
     fn remap_moves_traces_with_their_rule_and_drops_a_gone_rules() {
+        let bundle = payload(8);
         let mut traces = Traces::new(5, 1 << 20);
         let id: Arc<str> = "r#1".into();
-        traces.run_started(0, 1, &id, &event("t"), Time::ZERO, false);
+        traces.run_started(0, 1, &id, &event("t"), start(Time::ZERO));
         traces.non_fire(
             1,
             Time::ZERO,
             &event("t"),
             NonFireReason::WhenFalse,
             None,
-            Vec::new(),
+            KeptReads::NONE,
         );
         let full = traces.bytes();
         // Rule 0 moves to 7, rule 1 is gone.
         traces.remap(|rule| (rule == 0).then_some(7));
-        assert!(traces.view(7, "r", Time::ZERO, 0).is_some());
-        assert!(traces.view(0, "r", Time::ZERO, 0).is_none());
-        assert!(traces.view(1, "r", Time::ZERO, 0).is_none());
+        assert!(traces.view(&bundle, 7, Time::ZERO, 0).is_some());
+        assert!(traces.view(&bundle, 0, Time::ZERO, 0).is_none());
+        assert!(traces.view(&bundle, 1, Time::ZERO, 0).is_none());
         assert!(traces.bytes() < full);
         assert_eq!(traces.age.len(), 1);
         traces.remap(|_| None);
@@ -823,7 +894,7 @@ mod tests {
                 &event("t"),
                 NonFireReason::WhenFalse,
                 None,
-                Vec::new(),
+                KeptReads::NONE,
             );
         }
         assert!(traces.age.len() < 200, "{}", traces.age.len());

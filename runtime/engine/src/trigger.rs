@@ -21,6 +21,12 @@ pub(crate) struct Scratch {
     matches: Vec<u32>,
     /// The rules turned off that it would start (explain and traces only).
     disabled: Vec<u32>,
+    /// The rule `when` just found true, with its reads (explain and
+    /// traces only), for the decision that follows.
+    pub(crate) judged: Option<crate::why::Judged>,
+    /// What the `when` of the step being handed over read, for its job
+    /// (explain only).
+    pub(crate) step_read: Option<Vec<rulecore::vm::Read>>,
 }
 
 /// An event whose matched rules are handled a part at a time
@@ -45,6 +51,9 @@ pub struct Decided {
     pub verdict: Verdict,
     /// The run the verdict started (`start`, `restart`), while it is live.
     pub run: Option<Arc<str>>,
+    /// The rule's `when` and what it read (docs/semantics.md#what-a-when-read);
+    /// `None`: the rule has none.
+    pub when: Option<crate::why::WhenCheck>,
 }
 
 impl Engine {
@@ -86,7 +95,8 @@ impl Engine {
             self.indexes.disabled.lookup(&event.topic, &mut disabled);
         }
         if matches.is_empty() && disabled.is_empty() {
-            self.scratch = Scratch { matches, disabled };
+            self.scratch.matches = matches;
+            self.scratch.disabled = disabled;
             return None;
         }
         let event = Arc::new(event);
@@ -120,8 +130,8 @@ impl Engine {
     /// docs/operating.md#handing-the-rules-an-event): handled as one from
     /// the bus ([`Engine::handle_event`]: cancels, then each matched rule's
     /// verdict of the engine's decision (`decide`) applied), never published. Returns the
-    /// first `shown` matched rules' verdicts, in the index's order, and how
-    /// many rules matched in all.
+    /// first `shown` matched rules' verdicts with their `when`'s result and
+    /// reads, in the index's order, and how many rules matched in all.
     pub fn operator_event(
         &mut self,
         now: Now,
@@ -132,6 +142,7 @@ impl Engine {
             return (Vec::new(), 0);
         };
         let total = parts.matches.len();
+        let event = Arc::clone(&parts.event);
         let mut seen = Vec::with_capacity(total.min(shown));
         self.event_part(&mut parts, usize::MAX, &mut |rule, verdict| {
             if seen.len() < shown {
@@ -144,10 +155,15 @@ impl Engine {
                 // The run this event started, if it is still live.
                 let started = matches!(verdict, Verdict::Start | Verdict::Restart { .. });
                 let run = self.rules[rule].run.as_ref().filter(|_| started);
+                // Judged again by the bytecode VM with its reads: handling
+                // the event changed neither it nor the state, so this is
+                // the result the decision had.
+                let when = self.payload.rules[rule].when.as_deref();
                 Decided {
                     rule: self.name_of(rule),
                     run: run.map(|run| Arc::clone(&run.id)),
                     verdict,
+                    when: when.map(|program| self.explain_when(program, &event)),
                 }
             })
             .collect();
@@ -193,13 +209,14 @@ impl Engine {
         let when = spec.when.as_ref().map(|program| {
             let result = self.eval(rule, None, program, event);
             match &result {
-                Ok(true) => {}
+                Ok(true) => self.judged_true(rule, program, event),
                 Ok(false) => self.when_not_met(rule, program, event, now, None),
                 Err(error) => self.when_not_met(rule, program, event, now, Some(error)),
             }
             WhenResult::of(&result)
         });
         if spec.per().is_some() && !self.focus_event(rule, event, when.as_ref(), now, seen) {
+            self.scratch.judged = None;
             return;
         }
         let trigger = decide::Trigger {
@@ -215,6 +232,9 @@ impl Engine {
         let verdict = decide::decide(&trigger, |_| 0);
         seen(rule, &verdict);
         self.apply(rule, verdict, Arc::clone(event), now);
+        // A decision that did not take the reads (a queued event) leaves
+        // them to no later one.
+        self.scratch.judged = None;
     }
 
     /// A keyed rule (docs/rules.md#keyed-runs): the event's key into the

@@ -214,3 +214,163 @@ fn explaining_notes_the_reads_and_nothing_is_read_where_nothing_keeps_them() {
         _ => true,
     }));
 }
+
+/// The rule's `when` and a step's found true: the run-start note and the
+/// step's job carry their reads when explaining, and the trace keeps them
+/// (worked out from the event and the captured `state()` when viewed).
+#[test]
+fn a_true_when_shows_what_it_read_in_notes_jobs_and_traces() {
+    let explain = EngineConfig {
+        explain: true,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(payload(vec![hazards()]), explain);
+    engine.set_state("vehicle", "state", "parked".into());
+    engine.handle_event(at(0), alarm("level-2-triggered", 2));
+    // The state changes after the judgement: the trace shows what was read.
+    engine.set_state("vehicle", "state", "ready-to-drive".into());
+    let mut started = None;
+    let mut step_reads = Vec::new();
+    while let Some(effect) = engine.poll_effect() {
+        match effect {
+            Effect::Note(Note::RunStart { reads, .. }) => started = Some(texts(&reads)),
+            Effect::Submit(job) => {
+                step_reads.push(texts(job.when_read.as_deref().unwrap_or_default()));
+                engine.action_started(job.id);
+                engine.action_finished(at(0), job.id, Ok(()));
+            }
+            _ => {}
+        }
+    }
+    let rule_reads = vec![
+        r#"to = "level-2-triggered""#.to_string(),
+        r#"state("vehicle", "state") = "parked""#.to_string(),
+    ];
+    assert_eq!(started.unwrap(), rule_reads);
+    // Step 0 has no `when`; step 1's read `data.level`.
+    assert_eq!(step_reads, [Vec::new(), vec!["data.level = 2".to_string()]]);
+    let trace = engine.trace("hazards", at(10)).unwrap();
+    let run = &trace.runs[0];
+    assert_eq!(run.when, Some(ruled_engine::WhenTrace::True));
+    assert_eq!(texts(&run.read), rule_reads);
+    assert_eq!(texts(&run.steps[1].read), ["data.level = 2"]);
+    let json = serde_json::to_value(&trace).unwrap();
+    assert_eq!(
+        json["runs"][0]["when"],
+        serde_json::json!({"result": "true"})
+    );
+    assert_eq!(
+        json["runs"][0]["read"][1],
+        serde_json::json!({"name": "state(\"vehicle\", \"state\")", "value": "parked"})
+    );
+    let text = trace.to_text(TimeStyle::Millis);
+    assert!(
+        text.contains(
+            "    when true [read to = \"level-2-triggered\", state(\"vehicle\", \"state\") = \"parked\"]\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("step 1 pass 0: when true [read data.level = 2]; submit"),
+        "{text}"
+    );
+}
+
+/// A `when` true and then refused by the cooldown: the non-fire keeps
+/// what it read, and a reload that changes the rule keeps them as read.
+#[test]
+fn a_non_fire_after_a_true_when_keeps_its_reads_across_a_reload() {
+    let mut rule = hazards();
+    rule.steps = rule.steps[..1].to_vec().into();
+    rule.options_mut().cooldown_ns = 60_000_000_000;
+    let mut engine = Engine::new(payload(vec![rule.clone()]), EngineConfig::default());
+    engine.set_state("vehicle", "state", "parked".into());
+    engine.handle_event(at(0), alarm("level-2-triggered", 2));
+    drain(&mut engine, at(0));
+    engine.handle_event(at(1000), alarm("level-2-triggered", 3));
+    drain(&mut engine, at(1000));
+    let reads = |engine: &Engine| {
+        let trace = engine.trace("hazards", at(2000)).unwrap();
+        let non_fire = trace.last_non_fire.unwrap();
+        (non_fire.reason, read_text(&non_fire.read))
+    };
+    let expected = (
+        "cooldown".to_string(),
+        r#"to = "level-2-triggered", state("vehicle", "state") = "parked""#.to_string(),
+    );
+    assert_eq!(reads(&engine), expected);
+    // The new bundle's `when` reads `data.level` only: the trace still
+    // says what the old one read.
+    rule.when = Some(Box::new(when_level_at_least_2()));
+    engine.reload(payload(vec![rule]), at(1500));
+    assert_eq!(reads(&engine), expected);
+}
+
+/// MUST SHOW (issue 31, `for`): a hold judged again on a state change its
+/// `when` reads is traced and noted with its result and reads:
+/// `hold-kept` while true, `hold-ended` when false.
+#[test]
+fn a_hold_judged_again_on_a_state_change_is_traced_with_its_reads() {
+    let mut rule = hazards();
+    rule.steps = rule.steps[..1].to_vec().into();
+    rule.options_mut().hold_ns = 5_000_000_000;
+    let explain = EngineConfig {
+        explain: true,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(payload(vec![rule]), explain);
+    engine.set_state("vehicle", "state", "parked".into());
+    engine.handle_event(at(0), alarm("level-2-triggered", 2));
+    drain(&mut engine, at(0));
+    let non_fire = |engine: &Engine| {
+        let trace = engine.trace("hazards", at(3000)).unwrap();
+        let nf = trace.last_non_fire.unwrap();
+        (nf.at_ms, nf.reason, read_text(&nf.read))
+    };
+    assert_eq!(non_fire(&engine).1, "hold-pending");
+    let index = engine
+        .watched_pairs()
+        .iter()
+        .position(|p| p.hash == "vehicle" && p.field == "state")
+        .unwrap();
+    // Still true: the hold goes on.
+    engine.field_changed(at(1000), index, "parked".into());
+    let notes = drain(&mut engine, at(1000));
+    assert_eq!(
+        non_fire(&engine),
+        (
+            1000,
+            "hold-kept".to_string(),
+            r#"to = "level-2-triggered", state("vehicle", "state") = "parked""#.to_string()
+        )
+    );
+    assert!(notes
+        .iter()
+        .any(|n| matches!(n, Note::NonFire { reads, .. } if reads.len() == 2)));
+    // False: the hold ends, said with the value that ended it.
+    engine.field_changed(at(2000), index, "ready-to-drive".into());
+    let notes = drain(&mut engine, at(2000));
+    assert_eq!(
+        non_fire(&engine),
+        (
+            2000,
+            "hold-ended".to_string(),
+            r#"to = "level-2-triggered", state("vehicle", "state") = "ready-to-drive""#.to_string()
+        )
+    );
+    let reasons: Vec<&str> = notes
+        .iter()
+        .filter_map(|n| match n {
+            Note::NonFire { reason, .. } => Some(reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons, ["hold-ended"]);
+    // The hold is gone: its timer fires nothing.
+    engine.handle_timeout(at(6000));
+    let notes = drain(&mut engine, at(6000));
+    assert!(
+        !notes.iter().any(|n| matches!(n, Note::RunStart { .. })),
+        "{notes:?}"
+    );
+}

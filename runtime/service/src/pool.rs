@@ -546,6 +546,7 @@ mod tests {
             event: Arc::default(),
             drop_record: None,
             guard: None,
+            when_read: None,
         }
     }
 

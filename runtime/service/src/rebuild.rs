@@ -9,6 +9,7 @@ use crate::connection::describe;
 use crate::control::client::{self, CallError, Target};
 use crate::control::protocol::{RebuildRecord, ReloadReply};
 use crate::rules_dir::{self, RulecOutput, RulesDir};
+use rulecore::text::cut;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -161,15 +162,6 @@ fn now_ms() -> i64 {
         .map_or(0, |since| {
             i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
         })
-}
-
-/// `text` cut to at most `max` bytes, on a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// Replaces `NS:rebuild` with `outcome`, in one transaction.

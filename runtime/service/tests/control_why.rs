@@ -48,6 +48,14 @@ fn compiled(toml: &str) -> rulecore::bundle::Payload {
 const READ_RULE_WHEN: &str =
     r#"read to = "level-1-triggered", state("vehicle", "state") = "parked""#;
 
+/// What the rule's `when` read when true, as JSON.
+fn read_level_2() -> Value {
+    json!([
+        {"name": "to", "value": "level-2-triggered"},
+        {"name": "state(\"vehicle\", \"state\")", "value": "parked"},
+    ])
+}
+
 /// MUST SHOW: `ruled ctl test` and `ruled ctl trace` show the value each
 /// `when` read for `to`, `data.*` and `state()`, in text and in JSON.
 #[test]
@@ -106,18 +114,52 @@ fn test_and_trace_show_what_each_when_read() {
         dry.stdout
     );
 
+    // A true `when` shows its reads too.
+    let event_2 =
+        json!({"topic": "alarm.triggered", "to": "level-2-triggered", "data": {"level": 2}})
+            .to_string();
+    let dry = json_of(&ctl(
+        &redis,
+        &["test", "hazards", &event_2, "--format", "json"],
+    ));
+    assert_eq!(dry["when"], true);
+    assert_eq!(dry["when-read"], read_level_2());
+    assert_eq!(
+        dry["steps"][1]["when-read"],
+        json!([{"name": "data.level", "value": 2}])
+    );
+
     // The rule's `when` false on a real event: the trace's last non-fire.
-    let emit = |to: &str, level: &str| {
+    // The emit's reply says, per matched rule, the `when`'s result and reads.
+    let emit = |to: &str, level: &str, format: &str| {
         let level = format!("level={level}");
         let out = ctl(
             &redis,
-            &["emit", "alarm.triggered", "--to", to, "--data", &level],
+            &[
+                "emit",
+                "alarm.triggered",
+                "--to",
+                to,
+                "--data",
+                &level,
+                "--format",
+                format,
+            ],
         );
         assert_eq!(out.code, 0, "{out:?}");
+        out.stdout
     };
-    emit("level-1-triggered", "1");
+    let text = emit("level-1-triggered", "1", "text");
+    assert!(
+        text.contains(&format!(
+            "           when false\n           {READ_RULE_WHEN}\n"
+        )),
+        "{text}"
+    );
     // True, but the second step's `when` false: the run ends there.
-    emit("level-2-triggered", "1");
+    let reply: Value = serde_json::from_str(&emit("level-2-triggered", "1", "json")).unwrap();
+    assert_eq!(reply["matched"][0]["when"], true, "{reply}");
+    assert_eq!(reply["matched"][0]["when-read"], read_level_2(), "{reply}");
     let traced = poll(|| {
         let json = json_of(&ctl(&redis, &["trace", "hazards", "--format", "json"]));
         let trace = json["traces"][0].clone();
@@ -129,6 +171,9 @@ fn test_and_trace_show_what_each_when_read() {
         traced["runs"][0]["steps"][1]["read"],
         json!([{"name": "data.level", "value": 1}])
     );
+    // The run's own `when`, true, and what it read.
+    assert_eq!(traced["runs"][0]["when"], json!({"result": "true"}));
+    assert_eq!(traced["runs"][0]["read"], read_level_2());
     assert_eq!(
         traced["last_non_fire"]["read"][0],
         json!({"name": "to", "value": "level-1-triggered"})

@@ -48,6 +48,7 @@ fn job(id: u64, action: Action, event: Arc<Event>) -> Job {
         event,
         drop_record: None,
         guard: None,
+        when_read: None,
     }
 }
 

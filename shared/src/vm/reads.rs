@@ -4,8 +4,10 @@
 //! VM's own accessors find in the same event and state shadow.
 //!
 //! Never on the hot path: the engine asks for the reads only where an
-//! explanation is wanted (a dry run, `rulec simulate --explain`) or a
-//! trace keeps the evaluation. The program is walked, not run, so the
+//! explanation is wanted (a dry run, `rulec simulate --explain`, an emit's
+//! reply) or a trace keeps the evaluation; a trace keeps only what
+//! [`capture_state`] copies and lists the reads when it is viewed, from
+//! the traced event and [`StateValues::Captured`]. The program is walked, not run, so the
 //! evaluation itself is untouched; the values come from the same lookups
 //! the VM makes (`Machine::field`, `Event::data_at`, the shadow by pair
 //! index), so a result and its reads cannot disagree. A value behind a
@@ -17,6 +19,7 @@ use crate::bundle::StatePair;
 use crate::bytecode::{Const, EventField, Op, Program};
 use crate::event::Event;
 use crate::event_data::DataValue;
+use crate::text::cut;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -95,17 +98,80 @@ impl fmt::Display for Read {
     }
 }
 
-/// Where the reads are: the bundle's constants and state pairs, the
-/// state shadow and which of its pairs hold a value.
+/// Where the reads are: the bundle's constants and state pairs, and the
+/// `state()` values (the shadow, or what was captured of it).
 #[derive(Debug, Clone, Copy)]
 pub struct ReadContext<'a> {
     pub consts: &'a [Const],
     pub pairs: &'a [StatePair],
-    /// The shadow, by pair index (`""` while unknown), as the VM reads it.
-    pub state: &'a [String],
-    /// Whether pair `i` holds a value; `false` or missing: absent (the
-    /// VM reads `""`).
-    pub present: &'a [bool],
+    pub state: StateValues<'a>,
+}
+
+/// Where a read finds `state()`'s values.
+#[derive(Debug, Clone, Copy)]
+pub enum StateValues<'a> {
+    /// The shadow, by pair index (`""` while unknown), as the VM reads
+    /// it; `present[i]`: pair `i` holds a value (`false` or missing:
+    /// absent, the VM reads `""`).
+    Shadow {
+        values: &'a [String],
+        present: &'a [bool],
+    },
+    /// The values [`capture_state`] kept when the `when` was judged.
+    Captured(&'a [Captured]),
+}
+
+impl StateValues<'_> {
+    /// Pair `index`'s value: `Some(None)` when absent, `None` when it is
+    /// not known here (a pair nobody captured).
+    fn get(&self, index: usize) -> Option<Option<&str>> {
+        match self {
+            Self::Shadow { values, present } => {
+                if !present.get(index).copied().unwrap_or(false) {
+                    return Some(None);
+                }
+                values.get(index).map(|value| Some(value.as_str()))
+            }
+            Self::Captured(captured) => captured
+                .iter()
+                .find(|c| c.pair as usize == index)
+                .map(|c| c.value.as_deref()),
+        }
+    }
+}
+
+/// A `state()` value a `when` read, kept when it was judged, so its reads
+/// can be listed later from the event and these (a trace's, when viewed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Captured {
+    /// The pair's index in the bundle's state pairs.
+    pub pair: u32,
+    /// `None`: absent. Cut at [`READ_TEXT_MAX`] bytes plus one character
+    /// (at most 4 bytes), so a value [`Read`] cuts still shows as cut.
+    pub value: Option<Box<str>>,
+}
+
+/// The `state()` values `program` reads, from the shadow (`values` by
+/// pair index, `present` whether each holds one): all a later
+/// [`reads`] needs besides the event. Allocates nothing for a program
+/// that reads no state.
+pub fn capture_state(program: &Program, values: &[String], present: &[bool]) -> Box<[Captured]> {
+    let mut captured: Vec<Captured> = Vec::new();
+    for op in &program.ops {
+        let Op::State(pair) = *op else { continue };
+        if captured.iter().any(|c| c.pair == pair) {
+            continue;
+        }
+        let index = pair as usize;
+        let value = match values.get(index) {
+            Some(value) if present.get(index).copied().unwrap_or(false) => {
+                Some(cut(value, READ_TEXT_MAX + 4).into())
+            }
+            _ => None,
+        };
+        captured.push(Captured { pair, value });
+    }
+    captured.into_boxed_slice()
 }
 
 /// A `when` evaluated by the bytecode VM, and what it read.
@@ -115,11 +181,24 @@ pub struct Explained {
     pub reads: Vec<Read>,
 }
 
-/// Evaluates `program` as [`eval_bool`] does and lists what it read.
-pub fn explain(program: &Program, event: &Event, context: &ReadContext<'_>) -> Explained {
+/// Evaluates `program` as [`eval_bool`] does, against the shadow
+/// (`values` by pair index, `present` whether each holds one), and lists
+/// what it read.
+pub fn explain(
+    program: &Program,
+    event: &Event,
+    consts: &[Const],
+    pairs: &[StatePair],
+    (values, present): (&[String], &[bool]),
+) -> Explained {
+    let context = ReadContext {
+        consts,
+        pairs,
+        state: StateValues::Shadow { values, present },
+    };
     Explained {
-        result: eval_bool(program, context.consts, event, context.state),
-        reads: reads(program, event, context),
+        result: eval_bool(program, consts, event, values),
+        reads: reads(program, event, &context),
     }
 }
 
@@ -200,23 +279,10 @@ fn state_read(index: usize, context: &ReadContext<'_>) -> Option<Read> {
     let pair = context.pairs.get(index)?;
     let quoted = |text: &str| serde_json::Value::from(text).to_string();
     let name = format!("state({}, {})", quoted(&pair.hash), quoted(&pair.field));
-    if !context.present.get(index).copied().unwrap_or(false) {
-        return Some(Read::new(name));
+    match context.state.get(index)? {
+        None => Some(Read::new(name)),
+        Some(value) => Some(Read::text(name, value)),
     }
-    let value = context.state.get(index)?;
-    Some(Read::text(name, value))
-}
-
-/// `text` cut to at most `max` bytes, on a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 #[cfg(test)]
@@ -276,14 +342,8 @@ mod tests {
         };
         let pairs = pairs();
         let state = vec!["parked".to_string(), String::new()];
-        let context = ReadContext {
-            consts: &consts,
-            pairs: &pairs,
-            state: &state,
-            present: &[true, false],
-        };
         let e = event(r#"{"topic":"alarm.triggered","to":"level-2-triggered","data":{"level":2}}"#);
-        let explained = explain(&program, &e, &context);
+        let explained = explain(&program, &e, &consts, &pairs, (&state, &[true, false]));
         assert_eq!(explained.result, Ok(true));
         assert_eq!(
             texts(&explained.reads),
@@ -295,11 +355,7 @@ mod tests {
         );
         // Absent values say so; the VM read `""` and an empty value.
         let absent = event(r#"{"topic":"alarm.triggered"}"#);
-        let parked_unknown = ReadContext {
-            present: &[],
-            ..context
-        };
-        let explained = explain(&program, &absent, &parked_unknown);
+        let explained = explain(&program, &absent, &consts, &pairs, (&state, &[]));
         assert_eq!(explained.result, Ok(false));
         assert_eq!(
             texts(&explained.reads),
@@ -329,8 +385,10 @@ mod tests {
         let context = ReadContext {
             consts: &consts,
             pairs: &[],
-            state: &[],
-            present: &[],
+            state: StateValues::Shadow {
+                values: &[],
+                present: &[],
+            },
         };
         let reads = reads(&program, &e, &context);
         let text = texts(&reads);
@@ -346,5 +404,62 @@ mod tests {
         );
         let back: Read = serde_json::from_value(json).unwrap();
         assert_eq!(back, reads[0]);
+    }
+
+    #[test]
+    fn captured_state_lists_as_the_shadow_did() {
+        // state("vehicle", "state") == "parked" || state("battery:0", "charge") == "x"
+        let consts = vec![Const::Str("parked".into()), Const::Str("x".into())];
+        let program = Program {
+            ops: vec![
+                Op::State(0),
+                Op::Const(0),
+                Op::Eq,
+                Op::OrJump(7),
+                Op::State(1),
+                Op::Const(1),
+                Op::Eq,
+                Op::State(0),
+            ],
+        };
+        let pairs = pairs();
+        let long = "é".repeat(READ_TEXT_MAX);
+        let values = vec![long.clone(), "50".to_string()];
+        let shadow = ReadContext {
+            consts: &consts,
+            pairs: &pairs,
+            state: StateValues::Shadow {
+                values: &values,
+                present: &[true, false],
+            },
+        };
+        let e = event(r#"{"topic":"t"}"#);
+        let captured = capture_state(&program, &values, &[true, false]);
+        // Each pair once; the absent one kept as absent; the long one cut
+        // to a few bytes past what a read keeps.
+        assert_eq!(captured.len(), 2);
+        assert_eq!(
+            captured[1],
+            Captured {
+                pair: 1,
+                value: None
+            }
+        );
+        assert!(captured[0]
+            .value
+            .as_ref()
+            .is_some_and(|v| v.len() <= READ_TEXT_MAX + 4));
+        let later = ReadContext {
+            state: StateValues::Captured(&captured),
+            ..shadow
+        };
+        let (now, then) = (reads(&program, &e, &shadow), reads(&program, &e, &later));
+        assert_eq!(now, then);
+        assert!(then[0].cut && then[1].value.is_none());
+        // A program without `state()` captures nothing (and allocates nothing).
+        let bare = Program {
+            ops: vec![Op::Const(0)],
+        };
+        assert!(capture_state(&bare, &values, &[true, true]).is_empty());
     }
 }

@@ -4,6 +4,8 @@
 //! `non-fire` with its reason, or a `run-start`.
 //!
 //! - The rule's `when`: `non-fire` `when-false` and `when-error` are false;
+//!   `hold-kept` and `hold-ended` (a hold judged again on a state change)
+//!   are true and false, with no matching event;
 //!   every other reason but `rule-disabled` came after a true `when`, and
 //!   so does a `run-start` that is no deferred start (the end of a debounce
 //!   window or a hold, whose event had its `non-fire` already, or a queued
@@ -146,6 +148,17 @@ impl<'a> Tally<'a> {
         let when_true = match reason {
             NonFireReason::RuleDisabled => {
                 coverage.matched += 1;
+                return;
+            }
+            // A hold judged again on a state change: its `when` seen, no
+            // matching event.
+            NonFireReason::HoldKept | NonFireReason::HoldEnded => {
+                if let Some(when) = coverage.when.as_mut() {
+                    match reason {
+                        NonFireReason::HoldKept => when.seen_true += 1,
+                        _ => when.seen_false += 1,
+                    }
+                }
                 return;
             }
             NonFireReason::WhenFalse | NonFireReason::WhenError => false,

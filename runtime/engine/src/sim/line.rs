@@ -114,8 +114,8 @@ pub struct Line {
     pub data: Option<String>,
     pub run: Option<String>,
     pub reason: Option<LineReason>,
-    /// `--explain`'s `non-fire` (`when-false`, `when-error`) and
-    /// `step-skipped`: what the `when` read, `to = "x"`, `data.level = 2`.
+    /// `--explain`'s `non-fire`, `run-start`, `step-skipped` and `action`:
+    /// what the `when` judged there read, `to = "x"`, `data.level = 2`.
     pub read: Option<Vec<String>>,
     /// `eval-error`: the evaluation error; a `publish` or `notify`
     /// action: the message published.
@@ -278,6 +278,8 @@ pub(super) fn action_line(at_ms: u64, kind: LineKind, job: &Job) -> Line {
         finally: job.finally,
         pass: Some(job.pass),
         run: Some(job.run.to_string()),
+        read: (job.when_read.as_deref())
+            .map(|reads| reads.iter().map(ToString::to_string).collect()),
         ..Line::new(kind)
     };
     if let Action::Notify(_) = &*job.action {

@@ -67,6 +67,10 @@ impl StepRecords {
         self.first.iter().chain(&self.rest)
     }
 
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut StepRecord> {
+        self.first.iter_mut().chain(&mut self.rest)
+    }
+
     /// The bytes allocated beyond the inline record.
     pub fn allocated(&self) -> usize {
         self.rest.capacity() * std::mem::size_of::<StepRecord>()

@@ -4,6 +4,8 @@
 
 use super::{NonFireRecord, RunRecord, StepRecord, TracedEvent, WhenResult};
 use crate::Time;
+use rulecore::bundle::{Rule, StatePair};
+use rulecore::bytecode::{Const, Program};
 use rulecore::event::Event;
 use rulecore::vm::Read;
 use serde::{Deserialize, Serialize};
@@ -31,6 +33,14 @@ pub struct RunTrace {
     /// Else the first 4 KiB of its JSON.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_cut: Option<String>,
+    /// The rule's `when`, found true for the event, when the run started
+    /// from that judgement (absent for a replayed run, a hold's or a
+    /// queued event's, or a rule without `when`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<WhenTrace>,
+    /// What that `when` read (docs/semantics.md#what-a-when-read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<Read>,
     pub steps: Vec<StepTrace>,
     /// Earlier step records no longer kept (a long `repeat`).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -139,7 +149,8 @@ pub struct NonFireTrace {
     /// A `when-error`'s text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// `when-false` and `when-error`: what the rule's `when` read.
+    /// What the rule's `when` read when it was judged for the event
+    /// (false, failed, or true and then held, suppressed, queued ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read: Vec<Read>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -148,14 +159,28 @@ pub struct NonFireTrace {
     pub event_cut: Option<String>,
 }
 
-/// Maps engine times to the reader's clock.
+/// What a view needs: the reader's clock (engine time `now` reads
+/// `now_ms`), the rule as loaded, and the bundle's tables, to list each
+/// `when`'s reads.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Clock {
+pub(super) struct View<'a> {
     pub now: Time,
     pub now_ms: i64,
+    pub spec: &'a Rule,
+    pub tables: (&'a [Const], &'a [StatePair]),
 }
 
-impl Clock {
+/// The `when` of the step `record` is of, in `spec`.
+pub(super) fn step_when<'a>(spec: &'a Rule, record: &StepRecord) -> Option<&'a Program> {
+    let steps = if record.finally {
+        spec.finally()
+    } else {
+        &spec.steps
+    };
+    steps.get(record.step as usize)?.when.as_ref()
+}
+
+impl View<'_> {
     /// `at` may be later than `now` (a wait's due time).
     fn ms(self, at: Time) -> i64 {
         let signed = |t: Time| i64::try_from(t.as_millis()).unwrap_or(i64::MAX);
@@ -165,13 +190,20 @@ impl Clock {
 
     pub(super) fn run(self, run: &RunRecord) -> RunTrace {
         let (event, event_cut) = event(&run.event);
+        let whole = run.event.whole();
         RunTrace {
             run: run.id.to_string(),
             replayed: run.replayed,
             start_ms: self.ms(run.start),
             event,
             event_cut,
-            steps: run.steps.iter().map(|step| self.step(step)).collect(),
+            when: (!run.when.is_none()).then_some(WhenTrace::True),
+            read: run.when.list(self.spec.when.as_deref(), whole, self.tables),
+            steps: run
+                .steps
+                .iter()
+                .map(|step| self.step(step, whole))
+                .collect(),
             steps_left_out: run.steps_left_out,
             end: run.end.map(|(at, reason)| RunEndTrace {
                 at_ms: self.ms(at),
@@ -180,7 +212,7 @@ impl Clock {
         }
     }
 
-    fn step(self, step: &StepRecord) -> StepTrace {
+    fn step(self, step: &StepRecord, event: Option<&Event>) -> StepTrace {
         StepTrace {
             step: step.step,
             pass: step.pass,
@@ -195,7 +227,9 @@ impl Clock {
                 WhenResult::False => WhenTrace::False,
                 WhenResult::Error(text) => WhenTrace::Error(text.to_string()),
             }),
-            read: step.reads.to_vec(),
+            read: step
+                .reads
+                .list(step_when(self.spec, step), event, self.tables),
             submit: step.submit.map(|(at, outcome)| SubmitTrace {
                 at_ms: self.ms(at),
                 outcome,
@@ -210,11 +244,14 @@ impl Clock {
 
     pub(super) fn non_fire(self, record: &NonFireRecord) -> NonFireTrace {
         let (event, event_cut) = event(&record.event);
+        let program = self.spec.when.as_deref();
         NonFireTrace {
             at_ms: self.ms(record.at),
             reason: record.reason.as_str().to_string(),
             error: record.error.as_deref().map(str::to_string),
-            read: record.reads.to_vec(),
+            read: record
+                .reads
+                .list(program, record.event.whole(), self.tables),
             event,
             event_cut,
         }
@@ -335,6 +372,13 @@ impl RunTrace {
             "    event {}\n",
             event_text(&self.event, &self.event_cut)
         ));
+        if self.when.is_some() {
+            out.push_str("    when true");
+            if !self.read.is_empty() {
+                out.push_str(&format!(" [read {}]", read_text(&self.read)));
+            }
+            out.push('\n');
+        }
         if self.steps_left_out > 0 {
             out.push_str(&format!(
                 "    ({} earlier steps not kept)\n",

@@ -898,6 +898,8 @@ fn hand_in(ctx: &mut Context<'_>, payload: &Value) -> Result<EmitReply, String> 
             rule: decided.rule.to_string(),
             verdict: verdict_of(&decided.verdict),
             run: decided.run.as_ref().map(ToString::to_string),
+            when: when_of(decided.when.as_ref().map(|check| &check.result)),
+            when_read: when_read(decided.when.as_ref()),
         })
         .collect();
     Ok(EmitReply {

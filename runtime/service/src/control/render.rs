@@ -645,6 +645,10 @@ fn emit(out: &mut String, reply: &EmitReply) -> std::fmt::Result {
             .as_deref()
             .map_or_else(String::new, |run| format!("  run {}", plain(run)));
         writeln!(out, "  {:<32} {kind} {detail}{run}", plain(&matched.rule))?;
+        if matched.when.is_some() {
+            writeln!(out, "           when {}", when_text(matched.when.as_ref()))?;
+            write_reads(out, &matched.when_read)?;
+        }
     }
     if reply.matched.len() < reply.matched_total {
         writeln!(

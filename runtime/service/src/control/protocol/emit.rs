@@ -4,7 +4,8 @@
 //! where the bus would refuse the event, and under `--control-mutations
 //! signed` (docs/operating.md#trust).
 
-use super::Verdict;
+use super::{Verdict, When};
+use rulecore::vm::Read;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -37,11 +38,18 @@ pub struct EmitReply {
 /// Matched rules an emit's reply lists at most.
 pub const EMIT_SHOWN: usize = 100;
 
-/// One matched rule: what `decide` said, and the run it started.
+/// One matched rule: what `decide` said, the run it started, and its
+/// `when`'s result with what it read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Matched {
     pub rule: String,
     pub verdict: Verdict,
     /// The run the event started (`start`, `restart`), while it is live.
     pub run: Option<String>,
+    /// The rule's `when` for the event; absent: it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
+    /// What the rule's `when` read (docs/operating.md#what-a-when-read).
+    #[serde(rename = "when-read", default, skip_serializing_if = "Vec::is_empty")]
+    pub when_read: Vec<Read>,
 }
