@@ -630,7 +630,9 @@ fn refusals_are_drawn_apart_with_their_reason_and_name() {
                 .iter()
                 .map(|l| l["text"].as_str().unwrap().to_string()),
         );
-        doms.push_str(&dom);
+        // The marks as drawn at the fit: `#layout` ends zoomed into the
+        // last burst, where the earlier marks are out of view.
+        doms.push_str(&dump_dom(&chromium, &page, ""));
     }
     for class in [
         "m k-guarded",

@@ -8,8 +8,8 @@
 //!   (`bench:plain x`), interleaved in the same run, beside a `PING` round
 //!   trip, the unit. The guard's cost is the difference of the medians, in
 //!   PINGs; the goal is at most one.
-//! - Round trips, exactly: Redis's own `EVAL` count (the guard read is one
-//!   script) after the guarded actions, and after the unguarded ones
+//! - Round trips, exactly: Redis's own count of `EVAL` and `EVALSHA` (the
+//!   guard read is one script, run by its SHA-1) after the guarded actions, and after the unguarded ones
 //!   (goal: none).
 //! - Memory: VmRSS of `ruled` idle with the envelope loaded and with the
 //!   same bundle without it (goal: within 0.3 MiB), alternated.
@@ -118,10 +118,17 @@ fn latency(redis: &RedisServer, bundle: &Path) {
         start.elapsed()
     };
     let mut pinger = redis.con();
-    // The guard's read as a client sends it: the same script over the
-    // same two fields, one round trip.
-    let mut read = redis::cmd("EVAL");
-    read.arg(ruled::guard_read::READ_SCRIPT)
+    // The guard's read as `ruled` sends it: the same script by its SHA-1
+    // (loaded first) over the same two fields, one round trip.
+    let script = ruled::guard_read::READ_SCRIPT;
+    let loaded: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(script.source)
+        .query(&mut redis.con())
+        .unwrap();
+    assert_eq!(loaded, script.sha1);
+    let mut read = redis::cmd("EVALSHA");
+    read.arg(script.sha1)
         .arg(2)
         .arg("vehicle")
         .arg("engine-ecu")
@@ -150,15 +157,16 @@ fn latency(redis: &RedisServer, bundle: &Path) {
         }
     }
     // Exactly: one script per guarded action, none for the others.
-    let evals_before = commandstat(redis, "eval");
+    let scripts = || commandstat(redis, "eval") + commandstat(redis, "evalsha");
+    let evals_before = scripts();
     for _ in 0..100 {
         through("bench.plain", "bench:plain");
     }
-    let evals_plain = commandstat(redis, "eval") - evals_before;
+    let evals_plain = scripts() - evals_before;
     for _ in 0..100 {
         through("bench.guarded", "scooter:seatbox");
     }
-    let evals_guarded = commandstat(redis, "eval") - evals_before - evals_plain;
+    let evals_guarded = scripts() - evals_before - evals_plain;
     ruled.stop();
 
     println!("guard cost, {SAMPLES} actions of each kind interleaved after {WARMUP} warm-up:");
@@ -176,8 +184,8 @@ fn latency(redis: &RedisServer, bundle: &Path) {
         "  the read alone, from a client        = {:.2} PINGs",
         eval_median.as_secs_f64() / ping_median.as_secs_f64()
     );
-    println!("  Redis EVALs for 100 unguarded actions: {evals_plain} (goal: 0)");
-    println!("  Redis EVALs for 100 guarded actions:   {evals_guarded} (one read each)");
+    println!("  Redis scripts for 100 unguarded actions: {evals_plain} (goal: 0)");
+    println!("  Redis scripts for 100 guarded actions:   {evals_guarded} (one read each)");
 }
 
 /// Prints min / median / max of `samples`; returns the median.

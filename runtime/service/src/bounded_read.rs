@@ -120,21 +120,20 @@ pub async fn expiry(con: &mut ConnectionManager, hash: &str) -> redis::RedisResu
     })
 }
 
-/// Runs `script` by its SHA-1; when Redis does not know it (`NOSCRIPT`:
-/// the first read, or after a restart or `SCRIPT FLUSH`), by its text,
-/// which Redis then keeps for the next reads.
-async fn run(
+/// Runs `script` by its SHA-1, the arguments `with_args` adds after it;
+/// when Redis does not know it (`NOSCRIPT`: the first read, or after a
+/// restart or `SCRIPT FLUSH`), by its text, which Redis then keeps for the
+/// next calls. Every script `ruled` runs on a hot path goes this way (the
+/// watched fields' reads, the guards' fresh read).
+pub(crate) async fn eval_cached<T: redis::FromRedisValue>(
     con: &mut ConnectionManager,
     script: &Script,
-    hash: &str,
-    fields: &[&str],
-) -> redis::RedisResult<Vec<redis::Value>> {
+    with_args: impl Fn(&mut redis::Cmd),
+) -> redis::RedisResult<T> {
     let call = |command: &str, body: &str| {
         let mut call = redis::cmd(command);
-        call.arg(body).arg(1).arg(hash).arg(MAX_FIELD_BYTES);
-        for field in fields {
-            call.arg(*field);
-        }
+        call.arg(body);
+        with_args(&mut call);
         call
     };
     match query(con, &call("EVALSHA", script.sha1)).await {
@@ -143,6 +142,22 @@ async fn run(
         }
         other => other,
     }
+}
+
+/// A bounded `HMGET` script on `fields` of `hash`.
+async fn run(
+    con: &mut ConnectionManager,
+    script: &Script,
+    hash: &str,
+    fields: &[&str],
+) -> redis::RedisResult<Vec<redis::Value>> {
+    eval_cached(con, script, |call| {
+        call.arg(1).arg(hash).arg(MAX_FIELD_BYTES);
+        for field in fields {
+            call.arg(*field);
+        }
+    })
+    .await
 }
 
 fn judge_all(

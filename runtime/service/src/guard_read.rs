@@ -7,7 +7,7 @@
 //! since its run ends. An unguarded job is passed through untouched: it
 //! pays nothing.
 
-use crate::bounded_read::MAX_FIELD_BYTES;
+use crate::bounded_read::{eval_cached, Script, MAX_FIELD_BYTES};
 use crate::connection::query;
 use crate::pool::Report;
 use crate::record_store::StoreWriter;
@@ -20,7 +20,8 @@ use tokio::sync::mpsc;
 /// `KEYS`: the hashes; `ARGV[1]` the bound, then per hash its field
 /// count and fields. The answer: every value in order, `false` (nil) when
 /// absent, `-1` when over the bound.
-pub const READ_SCRIPT: &str = r"
+pub const READ_SCRIPT: Script = Script {
+    source: r"
 local bound = tonumber(ARGV[1])
 local out = {}
 local at = 2
@@ -40,7 +41,9 @@ for k = 1, #KEYS do
   end
 end
 return out
-";
+",
+    sha1: "4b9ed99a668457d30d9614278d596fe4919138ae",
+};
 
 /// The jobs of `jobs` to perform: those no guard covers and those every
 /// covering guard allows. The others are reported guarded (and their
@@ -120,57 +123,75 @@ pub fn values_of(
         .collect()
 }
 
-/// Reads `fields` fresh, in one round trip; every field unreadable when
+/// Reads `fields` fresh, in one round trip (the script by its SHA-1, its
+/// text only when Redis does not have it); every field unreadable when
 /// Redis cannot be asked or does not answer.
 async fn read(con: Option<&mut ConnectionManager>, fields: &[(String, String)]) -> Vec<Read> {
     let Some(con) = con else {
         return vec![Read::Unreadable; fields.len()];
     };
-    let (script, order) = read_script(fields);
-    let answer = query(con, &script).await;
+    let (hashes, order) = order_of(fields);
+    let answer = eval_cached(con, &READ_SCRIPT, |call| {
+        script_args(call, &hashes, &order);
+    })
+    .await;
     in_order(answer, fields, &order)
 }
 
 /// The fresh read on any connection (the control server's, for the dry run,
-/// docs/operating.md#testing-a-rule-against-an-event).
+/// docs/operating.md#testing-a-rule-against-an-event): by its text, as the
+/// dry run is rare.
 pub async fn read_on(
     con: &mut (impl redis::aio::ConnectionLike + Send),
     fields: &[(String, String)],
 ) -> Vec<Read> {
-    let (script, order) = read_script(fields);
+    let (hashes, order) = order_of(fields);
+    let mut script = redis::cmd("EVAL");
+    script.arg(READ_SCRIPT.source);
+    script_args(&mut script, &hashes, &order);
     let answer = script.query_async(con).await;
     in_order(answer, fields, &order)
 }
 
-/// The one script reading `fields`, and the order it answers them in:
-/// hash by hash.
-fn read_script(fields: &[(String, String)]) -> (redis::Cmd, Vec<(&str, &str)>) {
+/// The hashes of `fields`, distinct, and the order the script answers
+/// the fields in: hash by hash.
+fn order_of(fields: &[(String, String)]) -> (Vec<&str>, Vec<(&str, &str)>) {
     let mut hashes: Vec<&str> = Vec::new();
     for (hash, _) in fields {
         if !hashes.contains(&hash.as_str()) {
             hashes.push(hash);
         }
     }
-    let mut script = redis::cmd("EVAL");
-    script.arg(READ_SCRIPT).arg(hashes.len());
-    for hash in &hashes {
-        script.arg(*hash);
-    }
-    script.arg(MAX_FIELD_BYTES);
     let mut order: Vec<(&str, &str)> = Vec::with_capacity(fields.len());
     for hash in &hashes {
-        let of_hash: Vec<&str> = fields
-            .iter()
-            .filter(|(h, _)| h == hash)
-            .map(|(_, field)| field.as_str())
-            .collect();
-        script.arg(of_hash.len());
-        for field in &of_hash {
-            script.arg(*field);
-            order.push((hash, field));
+        for (h, field) in fields {
+            if h == hash {
+                order.push((hash, field));
+            }
         }
     }
-    (script, order)
+    (hashes, order)
+}
+
+/// The script's arguments after its text or SHA-1: the hashes as `KEYS`,
+/// the bound, then per hash its field count and fields (`order`).
+fn script_args(call: &mut redis::Cmd, hashes: &[&str], order: &[(&str, &str)]) {
+    call.arg(hashes.len());
+    for hash in hashes {
+        call.arg(*hash);
+    }
+    call.arg(MAX_FIELD_BYTES);
+    for hash in hashes {
+        let of_hash: Vec<&str> = order
+            .iter()
+            .filter(|(h, _)| h == hash)
+            .map(|(_, field)| *field)
+            .collect();
+        call.arg(of_hash.len());
+        for field in of_hash {
+            call.arg(field);
+        }
+    }
 }
 
 /// The script's answer as one [`Read`] per field of `fields`, in its

@@ -244,6 +244,7 @@ fn bounded_reads_run_by_sha_and_survive_a_script_flush() {
     for script in [
         ruled::bounded_read::HMGET_SCRIPT,
         ruled::bounded_read::HMGET_EXPIRY_SCRIPT,
+        ruled::guard_read::READ_SCRIPT,
     ] {
         let redis = RedisServer::start();
         let loaded: String = redis.query(&["SCRIPT", "LOAD", script.source]);

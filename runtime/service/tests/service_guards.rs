@@ -12,8 +12,9 @@
 //! step's `after`, the speed written silently then). Each refusal is seen
 //! four ways: nothing pushed, the run ended `guarded` (its trace), the
 //! `guarded` counter (total and the rule's), the `warn` line naming rule,
-//! step and guard with the state read. Limits: one over `max` within the
-//! window refused (`limited`), performed again after it.
+//! step and guard with the state read. Limits: each built-in one refuses
+//! one over its `max` within its window (`limited`); a rules directory's
+//! limit admits again after it.
 //!
 //! Needs `rulec` built beside `ruled` (`cargo build -p rulec`, or `cargo
 //! nextest run --workspace`).
@@ -287,25 +288,64 @@ impl Scooter {
     }
 }
 
-/// The built-in `handlebar` limit (2 per 10 s over every
-/// `handlebar:<text>`): the third unlock within the window is refused, the
-/// run ended `limited`, counted, one `warn` line naming the limit.
-/// (`handlebar:unlock` is no guard's: only the limit judges it.)
-#[test]
-fn the_builtin_handlebar_limit_refuses_the_third() {
-    let rules = pusher("unlock", "scooter:hardware", "handlebar:unlock");
+/// One over a built-in limit's `max` within its window (docs/safety.md#limits):
+/// `max` presses pushed, the next refused, the run ended `limited`, counted
+/// (total and the rule's), one `warn` line naming the limit and its window.
+/// Each value is one no guard covers, so only the limit judges it.
+fn builtin_limit_refuses_one_over(
+    limit: &str,
+    list_key: &str,
+    value: &str,
+    max: usize,
+    per_ms: u64,
+) {
+    let rules = pusher("pusher", list_key, value);
     let scooter = Scooter::start(&rules, scooter_at("parked", Some("0")));
-    scooter.press_until("scooter:hardware", 1);
-    scooter.press_until("scooter:hardware", 2);
+    for pushed in 1..=max {
+        scooter.press_until(list_key, pushed);
+    }
     scooter.press();
     scooter.wait_counter("limited", 1);
-    scooter.wait_end("unlock", "limited");
+    scooter.wait_end("pusher", "limited");
     let line = scooter
         .ruled
-        .wait_log(&["WARN", "unlock", "refused by limit `handlebar`"]);
-    assert!(line.contains("at most 2 per 10000 ms"), "{line}");
-    assert_eq!(list(&scooter.redis, "scooter:hardware").len(), 2);
-    assert_eq!(scooter.rule_stats("unlock")["limited"], 1);
+        .wait_log(&["WARN", "pusher", &format!("refused by limit `{limit}`")]);
+    assert!(
+        line.contains(&format!("at most {max} per {per_ms} ms")),
+        "{line}"
+    );
+    assert_eq!(list(&scooter.redis, list_key).len(), max);
+    assert_eq!(scooter.rule_stats("pusher")["limited"], 1);
+}
+
+/// `handlebar`: 2 per 10 s over every `handlebar:<text>`.
+#[test]
+fn the_builtin_handlebar_limit_refuses_the_third() {
+    builtin_limit_refuses_one_over(
+        "handlebar",
+        "scooter:hardware",
+        "handlebar:unlock",
+        2,
+        10_000,
+    );
+}
+
+/// `state`: 4 per 10 s over every value of `scooter:state`.
+#[test]
+fn the_builtin_state_limit_refuses_the_fifth() {
+    builtin_limit_refuses_one_over("state", "scooter:state", "unlock", 4, 10_000);
+}
+
+/// `power`: 2 per 60 s over every value of `scooter:power`.
+#[test]
+fn the_builtin_power_limit_refuses_the_third() {
+    builtin_limit_refuses_one_over("power", "scooter:power", "run", 2, 60_000);
+}
+
+/// `horn`: 30 per 60 s of `scooter:horn on`.
+#[test]
+fn the_builtin_horn_limit_refuses_the_thirty_first() {
+    builtin_limit_refuses_one_over("horn", "scooter:horn", "on", 30, 60_000);
 }
 
 /// A rules directory's own limit joins the built-in ones; with a short
