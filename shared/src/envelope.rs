@@ -25,20 +25,8 @@ impl Envelope {
         self.guards.is_empty() && self.limits.is_empty()
     }
 
-    /// The guards covering an action whose pushed or published value is
+    /// The limits covering an action whose pushed or published value is
     /// `value` (computed already), in order.
-    pub fn guards_of<'a>(
-        &'a self,
-        action: &'a Action,
-        value: &'a str,
-    ) -> impl Iterator<Item = (usize, &'a Guard)> + 'a {
-        self.guards
-            .iter()
-            .enumerate()
-            .filter(move |(_, guard)| guard.cover.covers(action, value))
-    }
-
-    /// The limits covering such an action, in order.
     pub fn limits_of<'a>(
         &'a self,
         action: &'a Action,

@@ -8,6 +8,7 @@
 
 use crate::{Effect, EndReason, Engine, JobId, Level, LogLine, Now};
 use rulecore::bundle::{Action, Notification, Payload, Severity, Text, NOTIFY_CHANNEL};
+use rulecore::envelope::Cover;
 use rulecore::event::Event;
 
 /// The guards covering one job, and the fields their fresh read asks for.
@@ -24,16 +25,26 @@ impl GuardCheck {
     /// The guards of `payload` covering `action` (its computed form),
     /// `None` when no guard does.
     pub fn of(payload: &Payload, action: &Action) -> Option<Box<GuardCheck>> {
-        let envelope = &payload.envelope;
-        if envelope.guards.is_empty() {
+        if payload.envelope.guards.is_empty() {
             return None;
         }
         let value = covered_value(action);
+        Self::covering(payload, |cover| cover.covers(action, value)).map(Box::new)
+    }
+
+    /// The guards of `payload` whose cover `covers` accepts, and the pairs
+    /// they read; `None` when none is. [`GuardCheck::of`] asks of one
+    /// computed action; the dry run asks of a step whose value is not
+    /// computed yet.
+    pub fn covering(payload: &Payload, covers: impl Fn(&Cover) -> bool) -> Option<GuardCheck> {
         let mut check = GuardCheck {
             guards: Vec::new(),
             pairs: Vec::new(),
         };
-        for (index, guard) in envelope.guards_of(action, value) {
+        for (index, guard) in payload.envelope.guards.iter().enumerate() {
+            if !covers(&guard.cover) {
+                continue;
+            }
             check.guards.push(u32::try_from(index).unwrap_or(u32::MAX));
             for pair in &guard.reads {
                 if !check.pairs.contains(pair) {
@@ -41,7 +52,7 @@ impl GuardCheck {
                 }
             }
         }
-        (!check.guards.is_empty()).then(|| Box::new(check))
+        (!check.guards.is_empty()).then_some(check)
     }
 
     /// The `(hash, field)` names of [`GuardCheck::pairs`], in order.

@@ -89,20 +89,5 @@ impl Probe {
 /// for a computed one, every guard of its list or channel (the value is
 /// known only when the step runs). `None` when none does.
 fn check_of(payload: &Payload, action: &Action) -> Option<GuardCheck> {
-    let mut check = GuardCheck {
-        guards: Vec::new(),
-        pairs: Vec::new(),
-    };
-    for (index, guard) in payload.envelope.guards.iter().enumerate() {
-        if !super::envelope::may_cover(&guard.cover, action) {
-            continue;
-        }
-        check.guards.push(u32::try_from(index).unwrap_or(u32::MAX));
-        for pair in &guard.reads {
-            if !check.pairs.contains(pair) {
-                check.pairs.push(*pair);
-            }
-        }
-    }
-    (!check.guards.is_empty()).then_some(check)
+    GuardCheck::covering(payload, |cover| super::envelope::may_cover(cover, action))
 }

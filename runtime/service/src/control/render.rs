@@ -234,16 +234,7 @@ fn show(out: &mut String, reply: &ShowReply) -> std::fmt::Result {
     )?;
     match &reply.run {
         None => writeln!(out, "no live run")?,
-        Some(run) => writeln!(
-            out,
-            "live run {}  {} {}  pass {}  {}  due {}",
-            plain(&run.id),
-            step_word(run),
-            run.step,
-            run.pass,
-            run.state.word(),
-            instant(run.due)
-        )?,
+        Some(run) => writeln!(out, "live run {}", run_words(run))?,
     }
     keys_lines(out, reply)?;
     hold_line(out, state.hold.as_ref())?;
@@ -259,6 +250,19 @@ fn show(out: &mut String, reply: &ShowReply) -> std::fmt::Result {
     )
 }
 
+/// A live run in words: `show#0-1  step 1  pass 0  waiting  due ...`.
+fn run_words(run: &RunLine) -> String {
+    format!(
+        "{}  {} {}  pass {}  {}  due {}",
+        plain(&run.id),
+        step_word(run),
+        run.step,
+        run.pass,
+        run.state.word(),
+        instant(run.due)
+    )
+}
+
 /// A keyed rule's keys with runs (docs/rules.md#keyed-runs), when more
 /// than the one `live run` shows.
 fn keys_lines(out: &mut String, reply: &ShowReply) -> std::fmt::Result {
@@ -267,18 +271,7 @@ fn keys_lines(out: &mut String, reply: &ShowReply) -> std::fmt::Result {
     }
     writeln!(out, "keys with a live run: {}", reply.keys_with_runs)?;
     for key in &reply.keys {
-        let run = &key.run;
-        writeln!(
-            out,
-            "  key {:?}  run {}  {} {}  pass {}  {}  due {}",
-            key.key,
-            plain(&run.id),
-            step_word(run),
-            run.step,
-            run.pass,
-            run.state.word(),
-            instant(run.due)
-        )?;
+        writeln!(out, "  key {:?}  run {}", key.key, run_words(&key.run))?;
     }
     let more = reply.keys_with_runs.saturating_sub(reply.keys.len());
     if more > 0 {
