@@ -102,13 +102,7 @@ fn latency(redis: &RedisServer, bundle: &Path) {
         n == 1
     });
     let mut con = redis.con();
-    let mut query = |args: &[&str]| -> redis::Value {
-        let mut command = redis::cmd(args[0]);
-        for arg in &args[1..] {
-            command.arg(*arg);
-        }
-        command.query(&mut con).unwrap()
-    };
+    let mut query = |args: &[&str]| -> redis::Value { support::query(&mut con, args) };
     let mut through = |topic: &str, list: &str| -> Duration {
         let event = format!(r#"{{"topic":"{topic}"}}"#);
         let start = Instant::now();

@@ -58,13 +58,7 @@ fn main() {
     });
 
     let mut con = redis.con();
-    let mut query = |args: &[&str]| -> redis::Value {
-        let mut command = redis::cmd(args[0]);
-        for arg in &args[1..] {
-            command.arg(*arg);
-        }
-        command.query(&mut con).unwrap()
-    };
+    let mut query = |args: &[&str]| -> redis::Value { support::query(&mut con, args) };
     let event = r#"{"topic":"bench.ping","src":"bench"}"#;
     let mut through_ruled = Vec::with_capacity(SAMPLES);
     let mut raw = Vec::with_capacity(SAMPLES);
