@@ -188,12 +188,9 @@ fn a_hundred_thousand_overrides_do_not_stop_list() {
     assert!(lines < 20, "{lines} lines name a missing rule");
 }
 
-/// A 25 MB `vehicle state` is read as unknown with one line, and never
-/// enters memory.
-#[test]
-fn a_huge_watched_field_is_read_as_unknown() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
+/// One rule on `alarm.triggered` pushing `parked:out yes` when
+/// `state("vehicle", "state") == "parked"`; its bundle written in `dir`.
+fn parked_rule(dir: &std::path::Path) -> std::path::PathBuf {
     let (when, consts) = bundles::state_equals("parked");
     let mut rule = bundles::rule(
         "parked",
@@ -205,7 +202,16 @@ fn a_huge_watched_field_is_read_as_unknown() {
         hash: "vehicle".into(),
         field: "state".into(),
     }];
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![rule], state, consts));
+    bundles::write(dir, "b", &payload(vec![rule], state, consts))
+}
+
+/// A 25 MB `vehicle state` is read as unknown with one line, and never
+/// enters memory.
+#[test]
+fn a_huge_watched_field_is_read_as_unknown() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = parked_rule(dir.path());
     let ruled = Ruled::ready(&redis, &bundle, &[]);
     assert_eq!(ctl(&redis, &["status"]).code, 0);
     let base = peak_rss_kib(ruled.pid());
@@ -252,18 +258,7 @@ fn bounded_reads_run_by_sha_and_survive_a_script_flush() {
     }
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let (when, consts) = bundles::state_equals("parked");
-    let mut rule = bundles::rule(
-        "parked",
-        &["alarm.triggered"],
-        vec![bundles::redis_step("parked:out", "yes", 0)],
-    );
-    rule.when = Some(Box::new(when));
-    let state = vec![rulecore::bundle::StatePair {
-        hash: "vehicle".into(),
-        field: "state".into(),
-    }];
-    let bundle = bundles::write(dir.path(), "b", &payload(vec![rule], state, consts));
+    let bundle = parked_rule(dir.path());
     let _ruled = Ruled::ready(&redis, &bundle, &[]);
     let event = json!({"topic": "alarm.triggered"}).to_string();
     for value in ["parked", "stand-by", "parked"] {
