@@ -73,7 +73,9 @@
 //! service got there, which has no outcome to read but its log at `debug`
 //! (`run started`, `submitting action`, `run ended`, trigger notes, replay
 //! notes, `action failed`, each with its timestamp), against the
-//! simulator's output lines. Compared exactly, in order: kind, rule, step, pass, run id (the
+//! simulator's output lines. Compared exactly, in order (lines of two runs
+//! at most [`ORDER_SLACK_MS`] apart may come in either order: they race on
+//! the real clock): kind, rule, step, pass, run id (the
 //! service's epoch replaced by its process number, which is the
 //! simulator's epoch) and reason; times within [`TOLERANCE_MS`]. The
 //! records left in `extensions:pending` at the end must be the ones the
@@ -1609,6 +1611,56 @@ struct Report<'a> {
     logs: &'a [Vec<String>],
 }
 
+/// How far (scaled ms, service time) a service line may come after lines
+/// of other runs the simulator puts after it: two runs' lines a few ms
+/// apart race on the real clock (an `exec` recorder takes real time, which
+/// the simulator does not give it).
+const ORDER_SLACK_MS: i64 = 20;
+
+/// The service's lines `got` matched to the simulator's `want`, in
+/// `want`'s order; `Err(i)`: `want[i]` is the first line with no match
+/// (`want.len()` when the service has lines left over). Matched exactly in
+/// order, except that a line may be taken past unmatched lines of other
+/// runs at most [`ORDER_SLACK_MS`] before it; within one run, and for
+/// lines of no run (restarts, reloads), the order is exact.
+fn in_simulator_order<'a>(want: &[Seen], got: &'a [Seen]) -> Result<Vec<&'a Seen>, usize> {
+    let mut used = vec![false; got.len()];
+    let mut matched = Vec::with_capacity(got.len());
+    for (i, line) in want.iter().enumerate() {
+        let key = line.key();
+        let Some(first) = used.iter().position(|u| !u) else {
+            return Err(i);
+        };
+        let mut found = None;
+        for (j, candidate) in got.iter().enumerate().skip(first) {
+            if used[j] {
+                continue;
+            }
+            if candidate.key() == key {
+                found = Some(j);
+                break;
+            }
+            let other_run =
+                line.run.is_some() && candidate.run.is_some() && candidate.run != line.run;
+            if !other_run {
+                break;
+            }
+        }
+        match found {
+            Some(j) if got[j].at_us - got[first].at_us <= ORDER_SLACK_MS * 1_000 => {
+                used[j] = true;
+                matched.push(&got[j]);
+            }
+            _ => return Err(i),
+        }
+    }
+    if matched.len() == got.len() {
+        Ok(matched)
+    } else {
+        Err(want.len())
+    }
+}
+
 impl Report<'_> {
     /// Both sides side by side, the timeline as played, the service logs.
     fn context(&self) -> String {
@@ -1646,24 +1698,21 @@ impl Report<'_> {
     }
 
     fn compare(&self) {
-        let first_difference = self
-            .want
-            .iter()
-            .zip(self.got)
-            .position(|(want, got)| want.key() != got.key())
-            .or((self.want.len() != self.got.len()).then(|| self.want.len().min(self.got.len())));
-        if let Some(i) = first_difference {
-            let show = |side: &[Seen]| side.get(i).map_or("(nothing)".into(), Seen::text);
-            panic!(
-                "{}: the service and the simulator differ at line {}:\n  simulator: {}\n  service:   {}\n{}",
-                self.name,
-                i + 1,
-                show(self.want),
-                show(self.got),
-                self.context()
-            );
-        }
-        for (want, got) in self.want.iter().zip(self.got) {
+        let got = match in_simulator_order(self.want, self.got) {
+            Ok(got) => got,
+            Err(i) => {
+                let show = |side: &[Seen]| side.get(i).map_or("(nothing)".into(), Seen::text);
+                panic!(
+                    "{}: the service and the simulator differ at line {}:\n  simulator: {}\n  service:   {}\n{}",
+                    self.name,
+                    i + 1,
+                    show(self.want),
+                    show(self.got),
+                    self.context()
+                );
+            }
+        };
+        for (want, got) in self.want.iter().zip(got) {
             assert!(
                 (want.at_us - got.at_us).abs() <= TOLERANCE_MS * 1_000,
                 "{}: `{}` at {} in the simulator, {} in the service (tolerance {TOLERANCE_MS} ms)\n{}",
@@ -2120,4 +2169,55 @@ fn schedules_on_the_real_clock() {
     // The `at` fire is the one written in the rule.
     let horn = sim_pushes("scooter:horn");
     assert_eq!(horn.iter().map(|(at, _)| *at).collect::<Vec<_>>(), [at_ms]);
+}
+
+/// [`in_simulator_order`]: exact within a run and across runs further
+/// apart than [`ORDER_SLACK_MS`]; two runs' lines closer than that may
+/// swap.
+#[test]
+fn lines_match_in_order_with_the_slack_between_runs_only() {
+    let line = |at_ms: i64, kind: &str, run: Option<&str>| Seen {
+        at_us: at_ms * 1_000,
+        kind: kind.to_string(),
+        rule: None,
+        step: None,
+        finally: false,
+        pass: None,
+        run: run.map(str::to_string),
+        reason: None,
+    };
+    let want = [
+        line(0, "run-start", Some("a")),
+        line(0, "run-end", Some("a")),
+        line(3, "action", Some("b")),
+    ];
+    let swapped = [
+        line(1, "run-start", Some("a")),
+        line(4, "action", Some("b")),
+        line(9, "run-end", Some("a")),
+    ];
+    let order: Vec<i64> = in_simulator_order(&want, &swapped)
+        .unwrap()
+        .iter()
+        .map(|seen| seen.at_us / 1_000)
+        .collect();
+    assert_eq!(order, [1, 9, 4]);
+    // Too far apart: the order is the simulator's.
+    let late = [
+        line(1, "run-start", Some("a")),
+        line(4, "action", Some("b")),
+        line(4 + ORDER_SLACK_MS + 1, "run-end", Some("a")),
+    ];
+    assert_eq!(in_simulator_order(&want, &late).err(), Some(1));
+    // Within one run, exact.
+    let same_run = [
+        line(1, "run-end", Some("a")),
+        line(1, "run-start", Some("a")),
+        line(4, "action", Some("b")),
+    ];
+    assert_eq!(in_simulator_order(&want, &same_run).err(), Some(0));
+    // A line missing, or one left over.
+    assert_eq!(in_simulator_order(&want, &swapped[..2]).err(), Some(1));
+    let extra = [&swapped[..], &[line(5, "restart", None)]].concat();
+    assert_eq!(in_simulator_order(&want, &extra).err(), Some(3));
 }
