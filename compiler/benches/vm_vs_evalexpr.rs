@@ -251,7 +251,9 @@ fn main() {
     for case in &cases {
         for (event_name, event) in events() {
             let ctx = evalexpr_context(&event);
-            let vm_result = rulecore::vm::eval_bool(&case.program, &consts, &event, &state);
+            // Planned once, as the engine plans a rule's `when` at load.
+            let plan = rulecore::vm::Plan::new(&case.program, &consts).unwrap();
+            let vm_result = plan.eval_bool(&consts, &event, &state);
             let ee_result = case.tree.eval_boolean_with_context(&ctx);
             if vm_result.as_ref().ok() != ee_result.as_ref().ok() {
                 failures.push(format!(
@@ -260,8 +262,7 @@ fn main() {
                 ));
             }
             let (vm_ns, vm_allocs) = measure(budget, || {
-                black_box(rulecore::vm::eval_bool(
-                    black_box(&case.program),
+                black_box(black_box(&plan).eval_bool(
                     black_box(&consts),
                     black_box(&event),
                     black_box(&state),

@@ -1,7 +1,8 @@
 //! Differential tests (docs/when-language.md): every `when` the compiler accepts must
 //! evaluate the same in evalexpr 13 (the reference) and in our pipeline
-//! (`when::check` -> `when::lower` -> `rulecore::vm::eval_bool`), on every
-//! input: the same boolean, or an error in both.
+//! (`when::check` -> `when::lower` -> `rulecore::vm::Plan`, the one evaluator,
+//! with the op-by-op `rulecore::vm::oracle` beside it), on every input: the
+//! same boolean, or an error in all.
 //!
 //! evalexpr evaluates both sides of `&&` / `||`; the VM short-circuits. The
 //! reference answer is therefore evalexpr's with short-circuiting emulated
@@ -590,16 +591,17 @@ fn run_compiled(
     if let Err(error) = rulecore::verify::verify_program(program, consts, pairs.len()) {
         panic!("the checker accepts `{text}`, the verifier refuses {program:?}: {error}");
     }
-    let vm = rulecore::vm::eval_bool(program, consts, &inputs.event, &state);
-    // The engine's load-time form of the same program (docs/engine.md#the-when-plan):
-    // every program the compiler emits gets one, and it gives exactly the
-    // bytecode's answer or error.
+    // The op-by-op interpreter, the oracle of the plan.
+    let vm = rulecore::vm::oracle::eval_bool(program, consts, &inputs.event, &state);
+    // The product's one evaluator (docs/engine.md#the-when-plan): every
+    // program the compiler emits gets a plan, and it gives exactly the
+    // oracle's answer or error.
     let plan = rulecore::vm::Plan::new(program, consts)
         .unwrap_or_else(|| panic!("no plan for the compiled `{text}`: {program:?}"));
     assert_eq!(
         plan.eval_bool(consts, &inputs.event, &state),
         vm,
-        "the plan and the bytecode differ on `{text}` with {inputs:?}"
+        "the plan and the oracle differ on `{text}` with {inputs:?}"
     );
     let vm = vm.map_err(|e| e.to_string());
 

@@ -3,9 +3,12 @@
 //!
 //! `cargo bench -p rulecore --bench when_eval --no-run`, then
 //! `valgrind --tool=callgrind --toggle-collect='*run_mode*' BINARY MODE`
-//! with MODE `plan` (the engine's load-time form, `vm::Plan`) or
-//! `bytecode` (`vm::eval_bool`) or `decode` (an event with a `data` object
-//! decoded, instructions / ROUNDS a decode), and optionally the index of one condition;
+//! with MODE `plan` (a plan made at load and kept, `vm::Plan`, as the
+//! engine judges a rule's `when`), `once` (`vm::eval_bool`: the plan made
+//! at the call, as a step's condition or computed text is judged), `oracle`
+//! (the op-by-op interpreter the tests hold the plan to) or `decode` (an
+//! event with a `data` object decoded, instructions / ROUNDS a decode),
+//! and optionally the index of one condition;
 //! each condition is evaluated
 //! [`ROUNDS`] times, so instructions / (ROUNDS * conditions) is the cost
 //! of one evaluation, the loop's own included (docs/engine.md#the-when-plan).
@@ -15,7 +18,7 @@
 
 use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::event::Event;
-use rulecore::vm::{eval_bool, Plan};
+use rulecore::vm::{eval_bool, oracle, Plan};
 use std::hint::black_box;
 
 const ROUNDS: usize = 10_000;
@@ -114,11 +117,19 @@ fn run_mode_decode() -> usize {
     keys
 }
 
+/// How [`run_mode`] evaluates (see the module docs).
+#[derive(Clone, Copy)]
+enum Mode {
+    Plan,
+    Once,
+    Oracle,
+}
+
 /// The measured loop (callgrind's `--toggle-collect` names it): every
-/// condition [`ROUNDS`] times, by its plan or by its bytecode.
+/// condition [`ROUNDS`] times, in `mode`.
 #[inline(never)]
 fn run_mode(
-    by_plan: bool,
+    mode: Mode,
     programs: &[Program],
     plans: &[Plan],
     consts: &[Const],
@@ -127,10 +138,12 @@ fn run_mode(
     let mut met = 0;
     for _ in 0..ROUNDS {
         for (program, plan) in programs.iter().zip(plans) {
-            let result = if by_plan {
-                black_box(plan).eval_bool(consts, black_box(event), &[])
-            } else {
-                eval_bool(black_box(program), consts, black_box(event), &[])
+            let result = match mode {
+                Mode::Plan => black_box(plan).eval_bool(consts, black_box(event), &[]),
+                Mode::Once => eval_bool(black_box(program), consts, black_box(event), &[]),
+                Mode::Oracle => {
+                    oracle::eval_bool(black_box(program), consts, black_box(event), &[])
+                }
             };
             met += usize::from(result == Ok(true));
         }
@@ -162,18 +175,23 @@ fn main() {
         rulecore::verify::verify_program(program, &consts, 0).unwrap();
         let plan = Plan::new(program, &consts).unwrap();
         let answer = plan.eval_bool(&consts, &event, &[]);
-        assert_eq!(answer, eval_bool(program, &consts, &event, &[]), "{text}");
+        assert_eq!(
+            answer,
+            oracle::eval_bool(program, &consts, &event, &[]),
+            "{text}"
+        );
     }
     if mode == "decode" {
         println!("decode: {ROUNDS} events, {} found", run_mode_decode());
         return;
     }
-    let by_plan = match mode.as_str() {
-        "plan" => true,
-        "bytecode" => false,
-        other => panic!("mode is `plan` or `bytecode`, not `{other}`"),
+    let by = match mode.as_str() {
+        "plan" => Mode::Plan,
+        "once" => Mode::Once,
+        "oracle" => Mode::Oracle,
+        other => panic!("mode is `plan`, `once`, `oracle` or `decode`, not `{other}`"),
     };
-    let met = run_mode(by_plan, &programs, &plans, &consts, &event);
+    let met = run_mode(by, &programs, &plans, &consts, &event);
     println!(
         "{mode}: {} conditions x {ROUNDS} rounds, {met} met",
         programs.len()

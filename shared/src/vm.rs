@@ -38,18 +38,14 @@
 //! [`EvalError::Malformed`]. Bundles are verified at load
 //! ([`crate::verify`]), so that error means a bug, not a user mistake.
 //!
-//! One semantics, two ways in (docs/engine.md#the-when-plan): the engine
-//! judges each event by a rule's [`Plan`], made at load, which fuses
-//! common op sequences but computes every step with this module's own
-//! functions (`fast_binary`, `not`, `neg`, the `Machine`'s calls). The
-//! bytecode entry points stay in product code, and are the test oracle of
-//! the plan besides (compiler/tests/differential.rs): [`eval`] for the
-//! programs whose value is used, which a plan (booleans only) cannot
-//! answer, a step's computed values (`template`) and the profile's `data`
-//! expressions; [`eval_bool`] where a plan is not looked up, a step's own
-//! `when` (once per step of a run), `v1.test`'s dry run and the profile's
-//! emit conditions. Instructions per evaluation (callgrind,
-//! `shared/benches/when_eval.rs`): 450 by plan, 525 by bytecode.
+//! One evaluator (docs/engine.md#the-when-plan): every evaluation runs a
+//! [`Plan`], which fuses common op sequences but computes every step with
+//! this module's own functions (`fast_binary`, `not`, `neg`, the
+//! `Machine`'s calls). The engine keeps the plan of each rule's `when`,
+//! made at load; [`eval_bool`] and [`eval`] plan any other program for
+//! its one evaluation. [`oracle`] runs a program op by op, only as the
+//! plan's test oracle (`cargo xtask invariants` keeps it out of product
+//! code).
 
 use crate::bytecode::{Builtin, Const, EventField, Op, Program};
 use crate::event::Event;
@@ -58,6 +54,7 @@ use crate::when_types::{builtin_arity, builtin_name};
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
+pub mod oracle;
 mod plan;
 mod reads;
 pub use plan::Plan;
@@ -150,6 +147,11 @@ pub enum EvalError {
 
 /// Evaluates a `when` program to a boolean. `state` holds the shadow value
 /// of each of the bundle's `state_pairs`, by index (`""` while unknown).
+///
+/// The program is planned ([`Plan`]) for this evaluation, on the native
+/// stack when it is short, and the plan run: the plan is the one evaluator
+/// of product code. A caller that judges the same program per event keeps
+/// its plan instead (the engine plans each rule's `when` at load).
 pub fn eval_bool(
     program: &Program,
     consts: &[Const],
@@ -157,7 +159,7 @@ pub fn eval_bool(
     state: &[String],
 ) -> Result<bool, EvalError> {
     let mut scratch = Vec::new();
-    match run_program(program, consts, event, state, &mut scratch)? {
+    match plan::eval_once(program, consts, event, state, &mut scratch)? {
         Slot::Bool(b) => Ok(b),
         other => Err(EvalError::NotBool {
             found: other.type_name(),
@@ -165,8 +167,8 @@ pub fn eval_bool(
     }
 }
 
-/// Evaluates a program to its value (for tests and tools; the engine wants
-/// [`eval_bool`]).
+/// Evaluates a program to its value (a step's computed text, a `per` key,
+/// the profile's `data` expressions), planned as [`eval_bool`] plans it.
 pub fn eval<'a>(
     program: &Program,
     consts: &'a [Const],
@@ -174,8 +176,13 @@ pub fn eval<'a>(
     state: &'a [String],
 ) -> Result<Value<'a>, EvalError> {
     let mut scratch = Vec::new();
-    let slot = run_program(program, consts, event, state, &mut scratch)?;
-    Ok(match slot {
+    let slot = plan::eval_once(program, consts, event, state, &mut scratch)?;
+    Ok(slot_value(slot, &mut scratch))
+}
+
+/// The value a slot stands for; a built string is taken out of `scratch`.
+fn slot_value<'a>(slot: Slot<'a>, scratch: &mut [String]) -> Value<'a> {
+    match slot {
         Slot::Str(s) => Value::Str(Cow::Borrowed(s)),
         Slot::Owned(i) => Value::Str(Cow::Owned(
             scratch
@@ -187,41 +194,6 @@ pub fn eval<'a>(
         Slot::Float(f) => Value::Float(f),
         Slot::Bool(b) => Value::Bool(b),
         Slot::Empty => Value::Empty,
-    })
-}
-
-fn run_program<'a>(
-    program: &Program,
-    consts: &'a [Const],
-    event: &'a Event,
-    state: &'a [String],
-    scratch: &mut Vec<String>,
-) -> Result<Slot<'a>, EvalError> {
-    let mut machine = Machine {
-        consts,
-        event,
-        state,
-        scratch,
-        built: 0,
-    };
-    // Each op pushes at most one value: a short program cannot outgrow a
-    // stack as long as itself, and a smaller array is cheaper to set up.
-    let result = if program.ops.len() <= 8 {
-        machine.run(&program.ops, &mut [Slot::Empty; 8])
-    } else {
-        machine.run(&program.ops, &mut [Slot::Empty; INLINE_STACK])
-    };
-    match result {
-        Err(Stop::StackFull) => {
-            // Each op pushes at most one value, so this cannot fill up.
-            let mut heap = vec![Slot::Empty; program.ops.len() + 1];
-            machine.scratch.clear();
-            machine.built = 0;
-            machine
-                .run(&program.ops, &mut heap)
-                .map_err(Stop::into_eval_error)
-        }
-        other => other.map_err(Stop::into_eval_error),
     }
 }
 
@@ -453,110 +425,6 @@ impl<'a> Machine<'a, '_> {
         let index = u32::try_from(self.scratch.len()).unwrap_or(u32::MAX);
         self.scratch.push(s);
         Slot::Owned(index)
-    }
-
-    // Inlined into its two call sites: the call and result copying cost a
-    // quarter of a short program's evaluation (compiler/benches).
-    #[inline(always)]
-    fn run(&mut self, ops: &[Op], stack: &mut [Slot<'a>]) -> Result<Slot<'a>, Stop> {
-        let mut len = 0usize;
-        let mut pc = 0usize;
-        while let Some(op) = ops.get(pc) {
-            let mut next = pc + 1;
-            match *op {
-                Op::Const(i) => {
-                    let constant = self.constant(pc, i)?;
-                    // `x <op> constant`, the commonest shape of a condition,
-                    // in one step when the fast path takes it (it takes
-                    // binary operators only): no push, no dispatch of the
-                    // operator (callgrind: a fifth of `data.v > 10 &&
-                    // data.v < 50`).
-                    let top = len.checked_sub(1).and_then(|top| stack.get_mut(top));
-                    match (ops.get(pc + 1), top) {
-                        (Some(&operator), Some(top)) => {
-                            match fast_binary(operator, *top, constant) {
-                                Some(slot) => {
-                                    *top = slot;
-                                    next = pc + 2;
-                                }
-                                None => push(stack, &mut len, constant)?,
-                            }
-                        }
-                        _ => push(stack, &mut len, constant)?,
-                    }
-                }
-                Op::Field(field) => push(stack, &mut len, Slot::Str(self.field(field)))?,
-                Op::Data(i) => push(stack, &mut len, self.data(pc, i)?)?,
-                Op::State(i) => push(stack, &mut len, self.state_slot(pc, i)?)?,
-                Op::Not => {
-                    let top = top_mut(stack, len, pc)?;
-                    *top = not(*top)?;
-                }
-                Op::Neg => {
-                    let top = top_mut(stack, len, pc)?;
-                    *top = neg(*top)?;
-                }
-                Op::Add
-                | Op::Sub
-                | Op::Mul
-                | Op::Div
-                | Op::Mod
-                | Op::Pow
-                | Op::Eq
-                | Op::Ne
-                | Op::Lt
-                | Op::Le
-                | Op::Gt
-                | Op::Ge => {
-                    if len < 2 {
-                        return Err(malformed(pc, "stack underflow"));
-                    }
-                    let (a, b) = (stack[len - 2], stack[len - 1]);
-                    len -= 1;
-                    stack[len - 1] = match fast_binary(*op, a, b) {
-                        Some(slot) => slot,
-                        None => self.binary(*op, a, b)?,
-                    };
-                }
-                Op::AndJump(target) | Op::OrJump(target) => {
-                    let jump_on = matches!(op, Op::OrJump(_));
-                    let top = *top_mut(stack, len, pc)?;
-                    let Slot::Bool(b) = top else {
-                        let name = if jump_on { "||" } else { "&&" };
-                        return Err(type_error(name, "a boolean", top).into());
-                    };
-                    if b == jump_on {
-                        let target = target as usize;
-                        if target <= pc || target > ops.len() {
-                            return Err(malformed(pc, "jump target not forward or out of range"));
-                        }
-                        next = target;
-                    } else {
-                        len -= 1;
-                    }
-                }
-                Op::AssertBool => {
-                    let top = *top_mut(stack, len, pc)?;
-                    if !matches!(top, Slot::Bool(_)) {
-                        return Err(type_error("&&/||", "a boolean", top).into());
-                    }
-                }
-                Op::Call(builtin, n) => {
-                    let n = n as usize;
-                    if n > len {
-                        return Err(malformed(pc, "stack underflow"));
-                    }
-                    let result = self.call(builtin, &stack[len - n..len])?;
-                    len -= n;
-                    push(stack, &mut len, result)?;
-                }
-            }
-            pc = next;
-        }
-        if len != 1 {
-            return Err(malformed(pc, "the program must leave exactly one value"));
-        }
-        Ok(stack[0])
     }
 
     /// `Const(i)`: a literal from the pool. The loads below are inlined
@@ -1065,12 +933,22 @@ mod tests {
     }
 
     /// Evaluates `ops` with the given constants against the test event, and
-    /// state `["parked"]`.
+    /// state `["parked"]`, by plan (the product's evaluator); the oracle
+    /// must give the same answer, or, for a program without a plan, fail
+    /// too.
     fn run_with(consts: &[C], ops: Vec<Op>) -> Result<Value<'static>, EvalError> {
         let event = event();
         let state = vec!["parked".to_string()];
         let p = program(ops);
-        eval(&p, consts, &event, &state).map(owned)
+        let planned = eval(&p, consts, &event, &state).map(owned);
+        let oracle = oracle::eval(&p, consts, &event, &state).map(owned);
+        match (&planned, &oracle) {
+            (Err(EvalError::Malformed { .. }), _) => assert!(oracle.is_err(), "{p:?}: {oracle:?}"),
+            // NaN is the one value unequal to itself.
+            (Ok(Value::Float(a)), Ok(Value::Float(b))) if a.is_nan() => assert!(b.is_nan()),
+            _ => assert_eq!(planned, oracle, "{p:?}"),
+        }
+        planned
     }
 
     fn owned(v: Value<'_>) -> Value<'static> {

@@ -7,7 +7,7 @@
 
 use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::event::Event;
-use rulecore::vm::{eval, eval_bool, Value};
+use rulecore::vm::{Plan, Value};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -179,13 +179,14 @@ fn expressions_that_build_no_string_allocate_nothing() {
         ),
     ];
     for (text, ops) in programs {
-        let program = Program { ops };
+        // Planned once, as the engine plans a rule's `when` at load.
+        let program = Plan::new(&Program { ops }, &consts).unwrap();
         // Once outside the count, so lazy one-time setup is not counted.
-        let _ = eval_bool(&program, &consts, &event, &state);
+        let _ = program.eval_bool(&consts, &event, &state);
         let mut result = Ok(false);
         let n = allocations_during(|| {
             for _ in 0..100 {
-                result = eval_bool(&program, &consts, &event, &state);
+                result = program.eval_bool(&consts, &event, &state);
             }
         });
         assert!(result.is_ok(), "{text}: {result:?}");
@@ -193,21 +194,26 @@ fn expressions_that_build_no_string_allocate_nothing() {
     }
 }
 
+/// `program` planned against [`consts`], as the engine plans at load.
+fn plan(program: Program) -> Plan {
+    Plan::new(&program, &consts()).unwrap()
+}
+
 #[test]
 fn building_a_string_is_what_allocates() {
     let consts = consts();
     let event = event();
     // "Parked" + "parked": concatenation builds a string.
-    let concat = Program {
+    let concat = plan(Program {
         ops: vec![Op::Const(6), Op::Const(2), Op::Add],
-    };
+    });
     let n = allocations_during(|| {
-        let value = eval(&concat, &consts, &event, &[]).unwrap();
+        let value = concat.eval(&consts, &event, &[]).unwrap();
         assert_eq!(value, Value::Str("Parkedparked".into()));
     });
     assert_eq!(n, 2, "the new string and the evaluation's scratch list");
     // A `+` chain extends the string it built: still one allocation.
-    let chain = Program {
+    let chain = plan(Program {
         ops: vec![
             Op::Const(6),
             Op::Const(2),
@@ -217,22 +223,22 @@ fn building_a_string_is_what_allocates() {
             Op::Const(2),
             Op::Add,
         ],
-    };
+    });
     let n = allocations_during(|| {
-        let value = eval(&chain, &consts, &event, &[]).unwrap();
+        let value = chain.eval(&consts, &event, &[]).unwrap();
         assert_eq!(value, Value::Str("Parkedparkeddownparked".into()));
     });
     assert_eq!(n, 2, "one string, grown in place, and the scratch list");
     // Lower-casing a string with capitals builds one too.
-    let lower = Program {
+    let lower = plan(Program {
         ops: vec![Op::Const(6), Op::Call(Builtin::ToLowercase, 1)],
-    };
+    });
     let n = allocations_during(|| {
-        eval(&lower, &consts, &event, &[]).unwrap();
+        lower.eval(&consts, &event, &[]).unwrap();
     });
     assert_eq!(n, 2, "the new string and the evaluation's scratch list");
     // Two strings built side by side.
-    let two = Program {
+    let two = plan(Program {
         ops: vec![
             Op::Const(6),
             Op::Call(Builtin::ToLowercase, 1),
@@ -241,9 +247,9 @@ fn building_a_string_is_what_allocates() {
             Op::Add,
             Op::Eq,
         ],
-    };
+    });
     let n = allocations_during(|| {
-        let value = eval(&two, &consts, &event, &[]).unwrap();
+        let value = two.eval(&consts, &event, &[]).unwrap();
         assert_eq!(value, Value::Bool(false));
     });
     assert_eq!(n, 3, "two strings and the scratch list");
@@ -255,11 +261,11 @@ fn building_a_string_is_what_allocates() {
 fn str_of_a_number_allocates() {
     let consts = consts();
     let event = event();
-    let program = Program {
+    let program = plan(Program {
         ops: vec![Op::Data(5), Op::Call(Builtin::Str, 1)],
-    };
+    });
     let n = allocations_during(|| {
-        let value = eval(&program, &consts, &event, &[]).unwrap();
+        let value = program.eval(&consts, &event, &[]).unwrap();
         assert_eq!(value, Value::Str("7.5".into()));
     });
     assert!(n >= 1, "str(7.5) built no string");

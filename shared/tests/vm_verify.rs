@@ -8,7 +8,7 @@
 use rulecore::bytecode::{Builtin, Const, EventField, Op, Program};
 use rulecore::event::Event;
 use rulecore::verify::verify_program;
-use rulecore::vm::{eval_bool, EvalError};
+use rulecore::vm::{eval_bool, oracle, EvalError};
 use test_kit::fuzz::{Fuzz, Rng};
 
 const BUILTINS: &[Builtin] = &[
@@ -113,12 +113,16 @@ fn random_programs_never_panic_and_verified_ones_never_malform() {
         verified += usize::from(ok);
         for event in &events {
             let result = eval_bool(&program, &consts, event, &state);
+            let oracle = oracle::eval_bool(&program, &consts, event, &state);
             if ok {
                 assert!(
                     !matches!(result, Err(EvalError::Malformed { .. })),
                     "verified {:?} gave {result:?}",
                     program.ops
                 );
+                // The plan (the product's evaluator) and the op-by-op
+                // oracle agree on every verified program.
+                assert_eq!(result, oracle, "{:?}", program.ops);
             }
         }
     }

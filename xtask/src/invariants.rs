@@ -77,6 +77,7 @@ pub fn check() -> Result<()> {
     pure_crates_read_no_clock_and_spawn_nothing(&files)?;
     input_files_through_the_one_reader(&root, &files)?;
     one_front_door_into_checking(&files)?;
+    one_evaluator_in_product_code(&files)?;
     engine_root_is_a_table_of_contents(&root)?;
     functions_are_short(&files)?;
     let mut alone = cargo();
@@ -337,6 +338,27 @@ fn one_front_door_into_checking(files: &[ProductFile]) -> Result<()> {
     if !found.is_empty() {
         bail!(
             "checking entered around rulec's Session (use session::Session):\n  {}",
+            found.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// The plan is the one `when` evaluator of product code; the op-by-op
+/// interpreter (`rulecore::vm::oracle`) is only the tests' oracle
+/// (docs/engine.md#the-when-plan).
+fn one_evaluator_in_product_code(files: &[ProductFile]) -> Result<()> {
+    eprintln!("==> one `when` evaluator in product code (the oracle only in tests)");
+    const WORDS: &[&str] = &["oracle::"];
+    let others = files.iter().filter(|f| {
+        f.shown != "shared/src/vm/oracle.rs"
+            && f.shown != "xtask/src/invariants.rs"
+            && !is_unit_test_file(&f.shown)
+    });
+    let found = lines_naming(others, WORDS);
+    if !found.is_empty() {
+        bail!(
+            "product code evaluates through the test oracle (use vm::eval, vm::eval_bool or a Plan):\n  {}",
             found.join("\n  ")
         );
     }

@@ -543,7 +543,8 @@ impl Engine {
         event: &Event,
     ) -> Result<bool, String> {
         // A rule's own `when` (`step` is `None`: `program` is that `when`)
-        // runs from its plan, made at load (docs/engine.md#the-when-plan).
+        // runs from its plan, made at load; any other program is planned
+        // here, for this evaluation (docs/engine.md#the-when-plan).
         let plan = match step {
             None => self.when_plans.get(rule),
             Some(_) => None,

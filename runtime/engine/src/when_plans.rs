@@ -1,10 +1,8 @@
-//! Each rule's `when`, translated once at load into the VM's faster form
-//! ([`rulecore::vm::Plan`], docs/engine.md#the-when-plan): the condition
-//! every matching event is judged by. Steps' conditions, judged once per
-//! step, run from the bundle's bytecode (`rulecore::vm::eval_bool`, the
-//! same functions without the fusing): a plan saves about 75 instructions
-//! an evaluation (docs/engine.md#the-when-plan), which matters per event,
-//! not per step.
+//! Each rule's `when`, translated once at load into the VM's plan
+//! ([`rulecore::vm::Plan`], docs/engine.md#the-when-plan) and kept: the
+//! condition every matching event is judged by. Every other program (a
+//! step's `when`, a computed value, a guard) is planned at its one use by
+//! `rulecore::vm::eval_bool` / `eval`, which keeps nothing.
 
 use rulecore::bundle::Payload;
 use rulecore::vm::Plan;
@@ -33,7 +31,7 @@ impl WhenPlans {
     }
 
     /// The plan of `rule`'s own `when`; `None` when it has none, or its
-    /// program is one the plan does not take (it then runs as bytecode).
+    /// program is not well formed (its evaluation then fails).
     #[inline]
     pub(crate) fn get(&self, rule: usize) -> Option<&Plan> {
         self.plans.get(rule)?.as_ref()

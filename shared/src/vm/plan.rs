@@ -10,17 +10,23 @@
 //! - Jumps name step indices; the boolean check after a comparison is
 //!   dropped (a comparison gives a boolean or an error).
 //!
-//! Each step does what its ops do in the bytecode interpreter, through the
-//! same functions, so results and errors are the same (a differential test
-//! in compiler/tests/differential.rs holds the two together). A program the
-//! translation cannot prove well formed (stack depth, constant kinds, jump
-//! targets) gets no plan: the engine runs its bytecode, which reports the
-//! malformation as it always has.
+//! The plan is the one evaluator of product code: every `when`, step
+//! condition, guard, computed value and profile expression runs as a plan,
+//! made once at load where the program is judged per event, or just before
+//! its one use. Each step does what its ops do in the bytecode's
+//! definition, through the same functions; the op-by-op interpreter in
+//! [`super::oracle`] is its test oracle (compiler/tests/differential.rs and
+//! the VM's unit tests hold the two together). A program the translation
+//! cannot prove well formed (stack depth, constant kinds, jump targets)
+//! gets no plan; every bundle is verified at load, so that only happens to
+//! a program built by hand, which then fails to evaluate
+//! ([`EvalError::Malformed`]).
 
 use super::{fast_binary, neg, not, push, top_mut, type_error, Machine, Slot, Stop};
 use crate::bytecode::{Builtin, Const, EventField, Op, Program};
 use crate::event::Event;
-use crate::vm::{EvalError, INLINE_STACK};
+use crate::verify::MAX_STACK;
+use crate::vm::{EvalError, Value, INLINE_STACK};
 
 /// A constant, decoded.
 #[derive(Debug, Clone, Copy)]
@@ -59,7 +65,7 @@ pub struct Plan {
     steps: Box<[Step]>,
     /// The most values on the stack at once: most conditions need two, and
     /// a small stack is cheaper to set up.
-    depth: u8,
+    depth: u16,
 }
 
 /// The stack of a plan of at most this depth is this long.
@@ -83,31 +89,60 @@ fn is_binary(op: Op) -> bool {
     )
 }
 
+/// What translation notes of each op index (and of the end,
+/// `ops.len()`).
+#[derive(Debug, Clone, Copy)]
+struct Meta {
+    /// The stack depth on entry; [`UNREACHED`] while no path reaches it.
+    entry: u16,
+    /// A jump lands here: only the first op of a fused group may be one.
+    target: bool,
+    /// The step this op index starts (for jumps).
+    step: u32,
+}
+
+const UNREACHED: u16 = u16::MAX;
+
+impl Meta {
+    const FRESH: Meta = Meta {
+        entry: UNREACHED,
+        target: false,
+        step: 0,
+    };
+}
+
+/// Programs this short are planned on the native stack when they are
+/// planned for one evaluation ([`eval_once`]): nothing is allocated.
+const SHORT: usize = 16;
+
 /// The most values on the stack at once, if the program is well formed:
-/// no underflow, at most [`INLINE_STACK`] values, forward jumps in range that
+/// no underflow, at most the verifier's [`MAX_STACK`] values, forward jumps in range that
 /// arrive with the depth the fall-through has, one value at the end, and
-/// every constant of the kind its op wants. `None` otherwise.
-fn max_depth(program: &Program, consts: &[Const]) -> Option<u8> {
-    let ops = &program.ops;
-    // The depth on entry to each op index (and to the end, `ops.len()`);
-    // `None` while no path reaches it.
-    let mut entry: Vec<Option<usize>> = vec![None; ops.len() + 1];
-    *entry.first_mut()? = Some(0);
+/// every constant of the kind its op wants. `None` otherwise. Notes each
+/// op's entry depth and jump targets in `meta` (`ops.len() + 1` long,
+/// [`Meta::FRESH`]).
+fn max_depth(ops: &[Op], consts: &[Const], meta: &mut [Meta]) -> Option<u16> {
+    meta.first_mut()?.entry = 0;
     let mut deepest = 0;
-    let arrive = |entry: &mut Vec<Option<usize>>, at: usize, depth: usize| -> Option<()> {
-        let slot = entry.get_mut(at)?;
-        match *slot {
-            Some(known) if known != depth => None,
-            _ => {
-                *slot = Some(depth);
+    let arrive = |meta: &mut [Meta], at: usize, depth: usize| -> Option<()> {
+        let slot = meta.get_mut(at)?;
+        let depth = u16::try_from(depth).ok()?;
+        match slot.entry {
+            UNREACHED => {
+                slot.entry = depth;
                 Some(())
             }
+            known if known == depth => Some(()),
+            _ => None,
         }
     };
     for (pc, op) in ops.iter().enumerate() {
         // Every op is reached: jumps only skip forward over code that the
         // fall-through also runs on the other branch.
-        let depth = (*entry.get(pc)?)?;
+        let depth = match meta.get(pc)?.entry {
+            UNREACHED => return None,
+            depth => usize::from(depth),
+        };
         let after = match *op {
             Op::Const(i) => {
                 lit(consts, i)?;
@@ -130,22 +165,135 @@ fn max_depth(program: &Program, consts: &[Const]) -> Option<u8> {
                     return None;
                 }
                 depth.checked_sub(1)?;
-                arrive(&mut entry, target, depth)?;
+                arrive(meta, target, depth)?;
+                meta.get_mut(target)?.target = true;
                 depth - 1
             }
             Op::Call(_, n) => depth.checked_sub(usize::from(n))? + 1,
             _ => return None,
         };
-        if after > INLINE_STACK {
+        if after > MAX_STACK {
             return None;
         }
         deepest = deepest.max(after);
-        arrive(&mut entry, pc + 1, after)?;
+        arrive(meta, pc + 1, after)?;
     }
-    if *entry.last()? != Some(1) {
+    if meta.last()?.entry != 1 {
         return None;
     }
-    u8::try_from(deepest).ok()
+    u16::try_from(deepest).ok()
+}
+
+/// Translates `ops` into `steps` (at least `ops.len()` long), with `meta`
+/// as [`max_depth`] wants it; the number of steps and the depth, or `None`
+/// if the program is not well formed.
+fn translate(
+    ops: &[Op],
+    consts: &[Const],
+    meta: &mut [Meta],
+    steps: &mut [Step],
+) -> Option<(usize, u16)> {
+    let depth = max_depth(ops, consts, meta)?;
+    let mut len = 0usize;
+    let mut pc = 0;
+    while let Some(&op) = ops.get(pc) {
+        meta.get_mut(pc)?.step = u32::try_from(len).ok()?;
+        let landed = |at: usize| meta.get(at).is_some_and(|m| m.target);
+        let next = |k: usize| ops.get(pc + k).copied().filter(|_| !landed(pc + k));
+        let (step, width) = match (op, next(1), next(2)) {
+            (Op::Data(path), Some(Op::Const(c)), Some(bin)) if is_binary(bin) => {
+                (Step::DataWithLit(path, bin, lit(consts, c)?), 3)
+            }
+            (Op::Field(field), Some(Op::Const(c)), Some(bin)) if is_binary(bin) => {
+                (Step::FieldWithLit(field, bin, lit(consts, c)?), 3)
+            }
+            (Op::Data(path), Some(bin), _) if is_binary(bin) => (Step::WithData(bin, path), 2),
+            (Op::Const(c), Some(bin), _) if is_binary(bin) => {
+                (Step::WithLit(bin, lit(consts, c)?), 2)
+            }
+            (Op::Const(c), _, _) => (Step::Push(lit(consts, c)?), 1),
+            (Op::AndJump(t), _, _) => (Step::AndJump(t), 1),
+            (Op::OrJump(t), _, _) => (Step::OrJump(t), 1),
+            // The right side of `&&` / `||` is a comparison, which
+            // only ever gives a boolean: its check has nothing to do.
+            (Op::AssertBool, _, _)
+                if !landed(pc) && len > 0 && steps.get(len - 1).is_some_and(compares) =>
+            {
+                pc += 1;
+                continue;
+            }
+            (op, _, _) => (Step::Op(op), 1),
+        };
+        // The ops a group swallows are never jumped to: record them
+        // anyway, so that a lookup cannot read a stale index.
+        for k in 1..width {
+            meta.get_mut(pc + k)?.step = u32::try_from(len).ok()?;
+        }
+        *steps.get_mut(len)? = step;
+        len += 1;
+        pc += width;
+    }
+    meta.last_mut()?.step = u32::try_from(len).ok()?;
+    // Jumps named op indices: now they name steps.
+    for step in steps.get_mut(..len)? {
+        *step = match *step {
+            Step::AndJump(t) => Step::AndJump(meta.get(t as usize)?.step),
+            Step::OrJump(t) => Step::OrJump(meta.get(t as usize)?.step),
+            other => other,
+        };
+    }
+    Some((len, depth))
+}
+
+/// Evaluates `program` by a plan made for this one evaluation: on the
+/// native stack for a short program, else a [`Plan`] made and dropped.
+pub(super) fn eval_once<'a>(
+    program: &Program,
+    consts: &'a [Const],
+    event: &'a Event,
+    state: &'a [String],
+    scratch: &mut Vec<String>,
+) -> Result<Slot<'a>, EvalError> {
+    let ops = &program.ops;
+    if ops.len() > SHORT {
+        return Plan::checked(program, consts)?.run(consts, event, state, scratch);
+    }
+    let mut meta = [Meta::FRESH; SHORT + 1];
+    let mut steps = [Step::Op(Op::Not); SHORT];
+    let (len, depth) = meta
+        .get_mut(..=ops.len())
+        .and_then(|meta| translate(ops, consts, meta, &mut steps))
+        .ok_or(Plan::UNPLANNED)?;
+    let steps = steps.get(..len).ok_or(Plan::UNPLANNED)?;
+    run_steps(steps, depth, consts, event, state, scratch)
+}
+
+fn run_steps<'a>(
+    steps: &[Step],
+    depth: u16,
+    consts: &'a [Const],
+    event: &'a Event,
+    state: &'a [String],
+    scratch: &mut Vec<String>,
+) -> Result<Slot<'a>, EvalError> {
+    let mut machine = Machine {
+        consts,
+        event,
+        state,
+        scratch,
+        built: 0,
+    };
+    let depth = usize::from(depth);
+    let result = if depth <= SHALLOW {
+        machine.run_plan(steps, &mut [Slot::Empty; SHALLOW])
+    } else if depth <= INLINE_STACK {
+        machine.run_plan(steps, &mut [Slot::Empty; INLINE_STACK])
+    } else {
+        // Deeper than any readable `when` (the compiler's 256 tokens
+        // rarely pass 16): a stack on the heap, as deep as the plan.
+        machine.run_plan(steps, &mut vec![Slot::Empty; depth])
+    };
+    result.map_err(Stop::into_eval_error)
 }
 
 /// Whether a step's result is always a boolean (or an error): a comparison
@@ -173,69 +321,10 @@ impl Plan {
     /// is not well formed (see the module docs).
     pub fn new(program: &Program, consts: &[Const]) -> Option<Plan> {
         let ops = &program.ops;
-        let depth = max_depth(program, consts)?;
-        // Op indices a jump lands on: only the first op of a fused group
-        // may be one, or the jump would land inside the group.
-        let mut target = vec![false; ops.len() + 1];
-        for op in ops {
-            if let Op::AndJump(t) | Op::OrJump(t) = op {
-                *target.get_mut(*t as usize)? = true;
-            }
-        }
-        let landed = |at: usize| target.get(at).copied().unwrap_or(false);
-        // The step index each op index starts (for jumps).
-        let mut step_of = vec![0u32; ops.len() + 1];
-        let mut steps = Vec::with_capacity(ops.len());
-        let mut jumps = Vec::new();
-        let mut pc = 0;
-        while let Some(&op) = ops.get(pc) {
-            *step_of.get_mut(pc)? = u32::try_from(steps.len()).ok()?;
-            let next = |k: usize| ops.get(pc + k).copied().filter(|_| !landed(pc + k));
-            let (step, width) = match (op, next(1), next(2)) {
-                (Op::Data(path), Some(Op::Const(c)), Some(bin)) if is_binary(bin) => {
-                    (Step::DataWithLit(path, bin, lit(consts, c)?), 3)
-                }
-                (Op::Field(field), Some(Op::Const(c)), Some(bin)) if is_binary(bin) => {
-                    (Step::FieldWithLit(field, bin, lit(consts, c)?), 3)
-                }
-                (Op::Data(path), Some(bin), _) if is_binary(bin) => (Step::WithData(bin, path), 2),
-                (Op::Const(c), Some(bin), _) if is_binary(bin) => {
-                    (Step::WithLit(bin, lit(consts, c)?), 2)
-                }
-                (Op::Const(c), _, _) => (Step::Push(lit(consts, c)?), 1),
-                (Op::AndJump(t), _, _) => {
-                    jumps.push(steps.len());
-                    (Step::AndJump(t), 1)
-                }
-                (Op::OrJump(t), _, _) => {
-                    jumps.push(steps.len());
-                    (Step::OrJump(t), 1)
-                }
-                // The right side of `&&` / `||` is a comparison, which
-                // only ever gives a boolean: its check has nothing to do.
-                (Op::AssertBool, _, _) if !landed(pc) && steps.last().is_some_and(compares) => {
-                    pc += 1;
-                    continue;
-                }
-                (op, _, _) => (Step::Op(op), 1),
-            };
-            // The ops a group swallows are never jumped to: record them
-            // anyway, so that a lookup cannot read a stale index.
-            for k in 1..width {
-                *step_of.get_mut(pc + k)? = u32::try_from(steps.len()).ok()?;
-            }
-            steps.push(step);
-            pc += width;
-        }
-        *step_of.last_mut()? = u32::try_from(steps.len()).ok()?;
-        for at in jumps {
-            let step = steps.get_mut(at)?;
-            *step = match *step {
-                Step::AndJump(t) => Step::AndJump(*step_of.get(t as usize)?),
-                Step::OrJump(t) => Step::OrJump(*step_of.get(t as usize)?),
-                other => other,
-            };
-        }
+        let mut meta = vec![Meta::FRESH; ops.len() + 1];
+        let mut steps = vec![Step::Op(Op::Not); ops.len()];
+        let (len, depth) = translate(ops, consts, &mut meta, &mut steps)?;
+        steps.truncate(len);
         Some(Plan {
             steps: steps.into_boxed_slice(),
             depth,
@@ -247,8 +336,20 @@ impl Plan {
         std::mem::size_of_val(&*self.steps)
     }
 
-    /// Evaluates the plan to a boolean, as [`super::eval_bool`] evaluates
-    /// the program it was made from.
+    /// [`Plan::new`], or the error evaluating a program without a plan
+    /// gives (only a hand-built, unverified program has none).
+    pub(super) fn checked(program: &Program, consts: &[Const]) -> Result<Plan, EvalError> {
+        Plan::new(program, consts).ok_or(Plan::UNPLANNED)
+    }
+
+    /// What evaluating a program without a plan gives.
+    const UNPLANNED: EvalError = EvalError::Malformed {
+        pc: 0,
+        reason: "not well formed (a bundle's programs are verified at load)",
+    };
+
+    /// Evaluates the plan to a boolean (a `when`, a guard, an emit's
+    /// condition).
     pub fn eval_bool(
         &self,
         consts: &[Const],
@@ -256,24 +357,12 @@ impl Plan {
         state: &[String],
     ) -> Result<bool, EvalError> {
         let mut scratch = Vec::new();
-        let mut machine = Machine {
-            consts,
-            event,
-            state,
-            scratch: &mut scratch,
-            built: 0,
-        };
-        let result = if usize::from(self.depth) <= SHALLOW {
-            machine.run_plan(&self.steps, &mut [Slot::Empty; SHALLOW])
-        } else {
-            machine.run_plan(&self.steps, &mut [Slot::Empty; INLINE_STACK])
-        };
-        let result = match result {
+        let result = match self.run(consts, event, state, &mut scratch) {
             Ok(Slot::Bool(b)) => Ok(b),
             Ok(other) => Err(EvalError::NotBool {
                 found: other.type_name(),
             }),
-            Err(stop) => Err(stop.into_eval_error()),
+            Err(error) => Err(error),
         };
         // Nearly every evaluation builds no string: its empty list owns no
         // memory, and skipping its drop saves a call into the allocator's
@@ -282,6 +371,29 @@ impl Plan {
             std::mem::forget(scratch);
         }
         result
+    }
+
+    /// Evaluates the plan to its value (a step's computed text, a `per`
+    /// key, a profile's `data` expression).
+    pub fn eval<'a>(
+        &self,
+        consts: &'a [Const],
+        event: &'a Event,
+        state: &'a [String],
+    ) -> Result<Value<'a>, EvalError> {
+        let mut scratch = Vec::new();
+        let slot = self.run(consts, event, state, &mut scratch)?;
+        Ok(super::slot_value(slot, &mut scratch))
+    }
+
+    fn run<'a>(
+        &self,
+        consts: &'a [Const],
+        event: &'a Event,
+        state: &'a [String],
+        scratch: &mut Vec<String>,
+    ) -> Result<Slot<'a>, EvalError> {
+        run_steps(&self.steps, self.depth, consts, event, state, scratch)
     }
 }
 
@@ -397,7 +509,7 @@ impl<'a> Machine<'a, '_> {
         }
     }
 
-    /// The ops a plan runs one by one, as the bytecode interpreter does.
+    /// The ops a plan runs one by one, each as the bytecode defines it.
     #[inline(always)]
     fn plain(
         &mut self,
@@ -463,7 +575,7 @@ mod tests {
         let plan = Plan::new(&program, &consts).unwrap();
         (
             plan.eval_bool(&consts, &event, &[]),
-            super::super::eval_bool(&program, &consts, &event, &[]),
+            super::super::oracle::eval_bool(&program, &consts, &event, &[]),
         )
     }
 
