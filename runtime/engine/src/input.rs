@@ -232,6 +232,10 @@ impl Engine {
             return;
         };
         let old = std::mem::replace(slot, value);
+        // A field that changed to a value is there, as a read says.
+        if let Some(present) = self.bus.present.get_mut(index) {
+            *present = true;
+        }
         self.hold_state_changed(index, Some(now));
         let events = self.inputs.hash_events(index, &old, &self.state[index]);
         for event in events {

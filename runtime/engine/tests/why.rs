@@ -306,6 +306,24 @@ fn a_non_fire_after_a_true_when_keeps_its_reads_across_a_reload() {
     assert_eq!(reads(&engine), expected);
 }
 
+/// A pair first given a value by a live change (no seeding) reads as
+/// that value, not as absent.
+#[test]
+fn a_live_change_makes_a_pair_present() {
+    let mut engine = Engine::new(payload(vec![hazards()]), EngineConfig::default());
+    assert!(engine.set_field(at(0), "vehicle", "state", "parked".into()));
+    let dry = engine
+        .dry_run("hazards", &alarm("level-2-triggered", 2), at(0))
+        .unwrap();
+    assert_eq!(
+        texts(&dry.when.unwrap().reads),
+        [
+            r#"to = "level-2-triggered""#,
+            r#"state("vehicle", "state") = "parked""#
+        ]
+    );
+}
+
 /// MUST SHOW (issue 31, `for`): a hold judged again on a state change its
 /// `when` reads is traced and noted with its result and reads:
 /// `hold-kept` while true, `hold-ended` when false.
