@@ -394,3 +394,77 @@ fn step_whens_failed_values_queued_triggers_and_refused_actions_count_once() {
     assert_eq!(queued["line"], 28, "{queued}");
     assert_eq!(queued["on"]["line"], 30, "{queued}");
 }
+
+/// A hold judged again on a state change whose `when` fails to evaluate
+/// ends the hold (`hold-ended`): an error of the rule's `when`, counted
+/// in its `errors` as a `when-error` is.
+#[test]
+fn a_hold_ended_by_an_error_counts_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    std::fs::create_dir_all(rules.join("tests")).unwrap();
+    std::fs::write(
+        rules.join("rules.toml"),
+        r#"
+[[rule]]
+name = "held"
+on = ["t.go"]
+when = 'int(state("vehicle", "level")) > 0'
+for = "5s"
+
+[[rule.step]]
+do = "redis"
+list = "l"
+push = "a"
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        rules.join("tests/all.toml"),
+        r#"
+[[state]]
+at = "0s"
+hash = "vehicle"
+fields = { level = "1" }
+
+[[event]]
+at = "1s"
+topic = "t.go"
+
+# Still true: the hold goes on.
+[[state]]
+at = "2s"
+hash = "vehicle"
+fields = { level = "2" }
+
+# Fails to evaluate: the hold ends.
+[[state]]
+at = "3s"
+hash = "vehicle"
+fields = { level = "many" }
+
+[[expect-none]]
+rule = "held"
+push = "a"
+"#,
+    )
+    .unwrap();
+    let (code, stdout, stderr) = rulec_test(
+        dir.path(),
+        &[
+            "rules",
+            "--profile",
+            "none",
+            "--coverage",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let coverage: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let held = &coverage["rules"][0];
+    // True at the event and on the first change; false (an error) on the second.
+    assert_eq!(held["when"]["true"], 2, "{held}");
+    assert_eq!(held["when"]["false"], 1, "{held}");
+    assert_eq!(held["when"]["errors"], 1, "{held}");
+}

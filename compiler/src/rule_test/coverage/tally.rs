@@ -5,7 +5,8 @@
 //!
 //! - The rule's `when`: `non-fire` `when-false` and `when-error` are false;
 //!   `hold-kept` and `hold-ended` (a hold judged again on a state change)
-//!   are true and false, with no matching event;
+//!   are true and false, with no matching event, and a `hold-ended` right
+//!   after the rule's own `eval-error` line is an error besides;
 //!   every other reason but `rule-disabled` came after a true `when`, and
 //!   so does a `run-start` that is no deferred start (the end of a debounce
 //!   window or a hold, whose event had its `non-fire` already, or a queued
@@ -37,6 +38,9 @@ pub(super) struct Tally<'a> {
     /// A step's `eval-error` waiting for the rule's next line, which says
     /// whether it was the `when` (a `step-skipped` follows) or a value.
     eval_error: HashMap<usize, (u32, bool)>,
+    /// Rules whose own `when` just failed (an `eval-error` line with no
+    /// step), waiting for the rule's next line.
+    when_failed: HashSet<usize>,
     /// Triggers a `queue` rule holds in its backlog.
     queued: HashMap<usize, u64>,
     /// Runs in their finally steps.
@@ -63,6 +67,7 @@ impl<'a> Tally<'a> {
             previous: HashMap::new(),
             reached: HashSet::new(),
             eval_error: HashMap::new(),
+            when_failed: HashSet::new(),
             queued: HashMap::new(),
             in_finally: HashSet::new(),
         }
@@ -98,6 +103,9 @@ impl<'a> Tally<'a> {
         else {
             return;
         };
+        if line.kind != LineKind::Note(NoteKind::NonFire) {
+            self.when_failed.remove(&rule);
+        }
         if let Some((step, finally)) = self.eval_error.remove(&rule) {
             let skipped = line.kind == LineKind::Note(NoteKind::StepSkipped)
                 && line.step == Some(step)
@@ -107,7 +115,10 @@ impl<'a> Tally<'a> {
             }
         }
         match line.kind {
-            LineKind::Note(NoteKind::NonFire) => self.non_fire(rule, line.reason),
+            LineKind::Note(NoteKind::NonFire) => {
+                let when_failed = self.when_failed.remove(&rule);
+                self.non_fire(rule, line.reason, when_failed);
+            }
             LineKind::Note(NoteKind::RunStart) => self.run_start(rule),
             LineKind::Note(NoteKind::FinallyStart) => {
                 // The cancel emptied the backlog before the finally steps.
@@ -117,12 +128,16 @@ impl<'a> Tally<'a> {
             LineKind::Note(NoteKind::RunEnd) => self.run_end(rule, line),
             LineKind::Action => self.step_judged(rule, line, true),
             LineKind::Note(NoteKind::StepSkipped) => self.step_judged(rule, line, false),
-            // The rule's own `when` error has its `non-fire when-error`.
-            LineKind::EvalError => {
-                if let Some(step) = line.step {
+            // The rule's own `when` error has its `non-fire when-error`,
+            // or, a hold judged again, its `hold-ended`.
+            LineKind::EvalError => match line.step {
+                Some(step) => {
                     self.eval_error.insert(rule, (step, line.finally));
                 }
-            }
+                None => {
+                    self.when_failed.insert(rule);
+                }
+            },
             _ => {}
         }
         self.previous.insert(rule, line.kind);
@@ -136,7 +151,9 @@ impl<'a> Tally<'a> {
         spec.debounce_ns() > 0 || spec.hold_ns() > 0
     }
 
-    fn non_fire(&mut self, rule: usize, reason: Option<LineReason>) {
+    /// `when_failed`: the rule's line before this one was its own `when`'s
+    /// `eval-error`.
+    fn non_fire(&mut self, rule: usize, reason: Option<LineReason>, when_failed: bool) {
         let Some(LineReason::Note(NoteReason::NonFire(reason))) = reason else {
             return;
         };
@@ -153,11 +170,15 @@ impl<'a> Tally<'a> {
             // A hold judged again on a state change: its `when` seen, no
             // matching event.
             NonFireReason::HoldKept | NonFireReason::HoldEnded => {
+                // Its `when`'s own `eval-error` line (no step) comes
+                // right before a `hold-ended` the error caused.
+                let failed = when_failed && reason == NonFireReason::HoldEnded;
                 if let Some(when) = coverage.when.as_mut() {
                     match reason {
                         NonFireReason::HoldKept => when.seen_true += 1,
                         _ => when.seen_false += 1,
                     }
+                    when.errors += u64::from(failed);
                 }
                 return;
             }
