@@ -867,3 +867,73 @@ fn evaluation_errors_are_eval_error_lines() {
         .collect();
     assert_eq!(reasons, ["when-error", "when-error", "when-error"]);
 }
+
+/// A reload keeps the envelope's state (docs/safety.md#limits): a limit's
+/// window and a tripped rule's pause go on under the new bundle, so a
+/// deploy never lets an action past either.
+#[test]
+fn a_reload_keeps_limit_windows_and_breaker_pauses() {
+    let dir = tempfile::tempdir().unwrap();
+    let timeline = dir.path().join("t.toml");
+    // The same rules and one more, first: a bundle that differs only in
+    // its compiler's version is swapped in with nothing else touched.
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    let envelope = std::fs::read_to_string(root().join("fixtures/rules-envelope/50-envelope.toml"));
+    let added = "\n[[rule]]\nname = \"added\"\non = [\"t.other\"]\n\n[[rule.step]]\ndo = \"redis\"\nlist = \"l\"\npush = \"x\"\n";
+    std::fs::write(rules.join("00-added.toml"), added).unwrap();
+    std::fs::write(rules.join("50-envelope.toml"), envelope.unwrap()).unwrap();
+    let event =
+        |at: &str, topic: &str| format!("[[event]]\nat = \"{at}\"\ntopic = \"{topic}\"\n\n");
+    let mut text = String::new();
+    for at in ["0s", "1s"] {
+        text += &event(at, "vehicle.kickstand.down");
+    }
+    for at in ["0s", "1s", "2s"] {
+        text += &event(at, "vehicle.kickstand.up");
+    }
+    text += &format!(
+        "[[reload]]\nat = \"3s\"\nbundle = {:?}\n\n",
+        rules.display().to_string()
+    );
+    // The limit's third lock within 10 s, and a trigger inside the pause.
+    text += &event("4s", "vehicle.kickstand.down");
+    text += &event("5s", "vehicle.kickstand.up");
+    std::fs::write(&timeline, text).unwrap();
+    let output = Command::new(get_cargo_bin("rulec"))
+        .current_dir(root())
+        .args([
+            "simulate",
+            "fixtures/rules-envelope",
+            "--profile",
+            "none",
+            "--explain",
+            "--timeline",
+        ])
+        .arg(&timeline)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let after: Vec<&str> = stdout
+        .lines()
+        .skip_while(|line| !line.contains(" reload "))
+        .collect();
+    assert!(after.len() > 1, "{stdout}");
+    assert!(
+        after
+            .iter()
+            .any(|l| l.contains("lock-on-kickstand") && l.contains("reason=limited")),
+        "{stdout}"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|l| l.contains("blink-on-kickstand") && l.contains("reason=tripped")),
+        "{stdout}"
+    );
+    assert!(
+        !after.iter().any(|l| l.contains("scooter:blinker")),
+        "{stdout}"
+    );
+}

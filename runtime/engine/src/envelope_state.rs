@@ -7,6 +7,7 @@ use crate::fast_hash::FastMap;
 use crate::window::Window;
 use crate::{Effect, Engine, Level, LogLine, Now, Time};
 use rulecore::bundle::Action;
+use rulecore::envelope::Limit;
 
 /// What refused: a guard, a limit, or the rule's breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,39 @@ impl EnvelopeState {
             .limits
             .resize_with(payload.envelope.limits.len(), LimitState::default);
         state
+    }
+
+    /// A reload's carry-over into `next` (built on the new bundle):
+    /// each rule's refusal counts and breaker follow it to its new
+    /// position (`targets`, by old index; a removed rule's go), and each
+    /// limit's window goes to the new bundle's limit of the same name and
+    /// cover, so that a deploy never lets a rule past a limit or a pause
+    /// (docs/safety.md#limits).
+    pub(crate) fn carry_into(
+        &mut self,
+        next: &mut EnvelopeState,
+        targets: &[Option<usize>],
+        (old, new): (&[Limit], &[Limit]),
+    ) {
+        let moved = |rule: u32| {
+            let target = targets.get(rule as usize).copied().flatten()?;
+            u32::try_from(target).ok()
+        };
+        next.counts = (self.counts.drain())
+            .filter_map(|(rule, counts)| Some((moved(rule)?, counts)))
+            .collect();
+        next.breakers = (self.breakers.drain())
+            .filter_map(|(rule, breaker)| Some((moved(rule)?, breaker)))
+            .collect();
+        for (limit, state) in new.iter().zip(next.limits.iter_mut()) {
+            let same =
+                |(_, was): &(usize, &Limit)| was.name == limit.name && was.cover == limit.cover;
+            if let Some((index, _)) = old.iter().enumerate().find(same) {
+                if let Some(kept) = self.limits.get_mut(index) {
+                    *state = std::mem::take(kept);
+                }
+            }
+        }
     }
 
     pub(crate) fn count(&mut self, refusal: Refusal, rule: Option<usize>) {

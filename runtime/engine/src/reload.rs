@@ -234,6 +234,9 @@ impl Engine {
             u32::try_from(target).ok()
         });
         next.counters = self.counters;
+        let limits = (&*self.payload.envelope.limits, &*payload.envelope.limits);
+        self.envelope
+            .carry_into(&mut next.envelope, targets, limits);
         next.effects = std::mem::take(&mut self.effects);
         next.ids = std::mem::take(&mut self.ids);
         next.replayed = self.replayed;
