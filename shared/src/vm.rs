@@ -159,12 +159,7 @@ pub fn eval_bool(
     state: &[String],
 ) -> Result<bool, EvalError> {
     let mut scratch = Vec::new();
-    match plan::eval_once(program, consts, event, state, &mut scratch)? {
-        Slot::Bool(b) => Ok(b),
-        other => Err(EvalError::NotBool {
-            found: other.type_name(),
-        }),
-    }
+    plan::eval_once(program, consts, event, state, &mut scratch).and_then(Slot::boolean)
 }
 
 /// Evaluates a program to its value (a step's computed text, a `per` key,
@@ -307,6 +302,16 @@ enum Slot<'a> {
 }
 
 impl Slot<'_> {
+    /// A `when`'s answer: a boolean, or the error of any other value.
+    fn boolean(self) -> Result<bool, EvalError> {
+        match self {
+            Slot::Bool(b) => Ok(b),
+            other => Err(EvalError::NotBool {
+                found: other.type_name(),
+            }),
+        }
+    }
+
     fn type_name(&self) -> &'static str {
         match self {
             Slot::Str(_) | Slot::Owned(_) => "string",
@@ -394,6 +399,23 @@ struct Machine<'a, 's> {
     scratch: &'s mut Vec<String>,
     /// Bytes of text built so far ([`MAX_BUILT_BYTES`]).
     built: usize,
+}
+
+impl<'a, 's> Machine<'a, 's> {
+    fn new(
+        consts: &'a [Const],
+        event: &'a Event,
+        state: &'a [String],
+        scratch: &'s mut Vec<String>,
+    ) -> Self {
+        Self {
+            consts,
+            event,
+            state,
+            scratch,
+            built: 0,
+        }
+    }
 }
 
 impl<'a> Machine<'a, '_> {

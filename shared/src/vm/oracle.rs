@@ -22,12 +22,7 @@ pub fn eval_bool(
     state: &[String],
 ) -> Result<bool, EvalError> {
     let mut scratch = Vec::new();
-    match run_program(program, consts, event, state, &mut scratch)? {
-        Slot::Bool(b) => Ok(b),
-        other => Err(EvalError::NotBool {
-            found: other.type_name(),
-        }),
-    }
+    run_program(program, consts, event, state, &mut scratch).and_then(Slot::boolean)
 }
 
 /// [`super::eval`], computed op by op.
@@ -49,13 +44,7 @@ fn run_program<'a>(
     state: &'a [String],
     scratch: &mut Vec<String>,
 ) -> Result<Slot<'a>, EvalError> {
-    let mut machine = Machine {
-        consts,
-        event,
-        state,
-        scratch,
-        built: 0,
-    };
+    let mut machine = Machine::new(consts, event, state, scratch);
     // Each op pushes at most one value: a stack as long as the program
     // cannot fill up.
     let mut stack = vec![Slot::Empty; program.ops.len() + 1];

@@ -276,13 +276,7 @@ fn run_steps<'a>(
     state: &'a [String],
     scratch: &mut Vec<String>,
 ) -> Result<Slot<'a>, EvalError> {
-    let mut machine = Machine {
-        consts,
-        event,
-        state,
-        scratch,
-        built: 0,
-    };
+    let mut machine = Machine::new(consts, event, state, scratch);
     let depth = usize::from(depth);
     let result = if depth <= SHALLOW {
         machine.run_plan(steps, &mut [Slot::Empty; SHALLOW])
@@ -357,13 +351,9 @@ impl Plan {
         state: &[String],
     ) -> Result<bool, EvalError> {
         let mut scratch = Vec::new();
-        let result = match self.run(consts, event, state, &mut scratch) {
-            Ok(Slot::Bool(b)) => Ok(b),
-            Ok(other) => Err(EvalError::NotBool {
-                found: other.type_name(),
-            }),
-            Err(error) => Err(error),
-        };
+        let result = self
+            .run(consts, event, state, &mut scratch)
+            .and_then(Slot::boolean);
         // Nearly every evaluation builds no string: its empty list owns no
         // memory, and skipping its drop saves a call into the allocator's
         // code (a tenth of a one-comparison condition, callgrind).
