@@ -279,7 +279,7 @@ impl Engine {
 
     /// Every rule's states, its keys' included, in bundle order.
     pub(crate) fn all_states(&self) -> impl Iterator<Item = (usize, &RuleState)> + '_ {
-        self.rules.iter().enumerate().flat_map(|(rule, state)| {
+        self.rules.slots().enumerate().flat_map(|(rule, state)| {
             std::iter::once((rule, state)).chain(self.keys.parked(rule).map(move |s| (rule, s)))
         })
     }
@@ -428,7 +428,7 @@ impl Engine {
         let current = self.keys.current(rule).cloned();
         let mut ended = 0;
         self.each_key(rule, |engine| {
-            if engine.keys.current(rule) != current.as_ref() && engine.rules[rule].run.is_some() {
+            if engine.keys.current(rule) != current.as_ref() && engine.rules.run(rule).is_some() {
                 engine.end_for_reload(rule, crate::ReplayDropReason::Concurrency);
                 ended += 1;
             }
