@@ -74,10 +74,9 @@ impl Engine {
         let rule = self
             .rule_index(name)
             .ok_or_else(|| UnknownRule(name.to_string()))?;
-        if self.rules[rule].enabled == enabled {
+        if !self.rules.set_enabled(rule, enabled) {
             return Ok(EnableChange::Unchanged);
         }
-        self.rules[rule].enabled = enabled;
         if !enabled {
             // Every key of a keyed rule (docs/rules.md#keyed-runs).
             self.each_key(rule, |engine| {

@@ -66,7 +66,7 @@ impl Records {
 
     /// A reload: `next` (the new bundle's) knows whether replay has run;
     /// the due backlog it rebuilds from the runs it takes over.
-    pub fn hand_on(&self, next: &mut Records) {
+    pub fn carry_into(&self, next: &mut Records) {
         next.replayed = self.replayed;
     }
 }

@@ -202,7 +202,7 @@ impl Engine {
             self.rules[rule].carry_into(&mut next.rules[target], settings);
             self.carry_keys(rule, next, target, settings);
         }
-        self.rules.hand_on(&mut next.rules, targets);
+        self.rules.carry_jobs_into(&mut next.rules, targets);
         carry_state(self.inputs.watched(), &self.state, &self.bus.present, next);
         next.bus.last_id = self.bus.last_id;
         // Steps waiting for room keep their place (docs/semantics.md#due-steps-the-pool-refused),
@@ -227,7 +227,7 @@ impl Engine {
         });
         next.counters = self.counters;
         next.effects = std::mem::take(&mut self.effects);
-        self.records.hand_on(&mut next.records);
+        self.records.carry_into(&mut next.records);
     }
 
     /// The new settings take effect: a run between passes that the new

@@ -211,8 +211,7 @@ impl Engine {
         write: RecordWrite,
     ) {
         let name = self.name(rule);
-        let state = &self.rules[rule];
-        let Some(run) = state.run.as_ref() else {
+        let Some(run) = self.rules.run(rule) else {
             return;
         };
         // Hex only here, at the edge: the engine keeps the 16 bytes.
@@ -338,7 +337,7 @@ impl Engine {
         let guard = crate::guard::GuardCheck::of(&self.payload, performed);
         let name = self.name(rule);
         // The record's ownership moves to the job.
-        let Some((job, run, record)) = self.rules.hand_over(rule) else {
+        let Some((job, run, record)) = self.rules.make_job(rule) else {
             return;
         };
         let (index, pass, event) = (run.step, run.pass, Arc::clone(&run.event));

@@ -60,6 +60,29 @@ impl Runs {
         self.slots.get(rule).is_some_and(|state| state.enabled)
     }
 
+    /// Turns rule `rule` on or off; whether that changed it.
+    pub fn set_enabled(&mut self, rule: usize, enabled: bool) -> bool {
+        let state = &mut self.slots[rule];
+        let changed = state.enabled != enabled;
+        state.enabled = enabled;
+        changed
+    }
+
+    /// Puts `incoming` (one key's state, docs/rules.md#keyed-runs) in rule
+    /// `rule`'s slot and returns the state it held. The rule's own parts,
+    /// on or off and its name, stay with the slot, not with a key.
+    pub fn swap_state(&mut self, rule: usize, mut incoming: RuleState) -> RuleState {
+        let slot = &mut self.slots[rule];
+        incoming.enabled = slot.enabled;
+        incoming.name = slot.name.take();
+        std::mem::replace(slot, incoming)
+    }
+
+    /// Rule `rule`'s slot left with a fresh state; returns the one it held.
+    pub fn take_state(&mut self, rule: usize) -> RuleState {
+        self.swap_state(rule, RuleState::idle(false))
+    }
+
     /// The live run in rule `rule`'s slot.
     pub fn run(&self, rule: usize) -> Option<&Run> {
         self.slots.get(rule)?.run.as_deref()
@@ -111,7 +134,7 @@ impl Runs {
     /// Rule `rule`'s live run hands its current step to the pool as a new
     /// job: the run acts, and the job takes over the run's record. Returns
     /// the job's number, the run, and whether the job owns a record.
-    pub fn hand_over(&mut self, rule: usize) -> Option<(u64, &mut Run, bool)> {
+    pub fn make_job(&mut self, rule: usize) -> Option<(u64, &mut Run, bool)> {
         let job = self.ids.next_job();
         let run = self.slots.get_mut(rule)?.run.as_deref_mut()?;
         run.phase = Phase::Acting { job };
@@ -143,7 +166,7 @@ impl Runs {
     /// A reload: `next` (the new bundle's runs) takes over the numbering
     /// and the jobs not finished, each under its rule's new position
     /// (`targets`, by old position); a removed rule's jobs are forgotten.
-    pub fn hand_on(&mut self, next: &mut Runs, targets: &[Option<usize>]) {
+    pub fn carry_jobs_into(&mut self, next: &mut Runs, targets: &[Option<usize>]) {
         next.jobs = self
             .jobs
             .drain()
