@@ -472,25 +472,12 @@ impl Engine {
     /// Rule `rule`'s name as its notes and effects share it, made once
     /// (see [`RuleState::name`]).
     fn name(&mut self, rule: usize) -> Arc<str> {
-        let payload = &self.payload;
-        let state = &mut self.rules[rule];
-        Arc::clone(
-            state
-                .name
-                .get_or_insert_with(|| (&*payload.rules[rule].name).into()),
-        )
+        self.rules.name(rule, &self.payload)
     }
 
     /// [`Engine::name`] for a caller that cannot keep it: a view.
     fn name_of(&self, rule: usize) -> Arc<str> {
-        match self.rules.get(rule).and_then(|state| state.name.as_ref()) {
-            Some(name) => Arc::clone(name),
-            None => self
-                .payload
-                .rules
-                .get(rule)
-                .map_or_else(|| "".into(), |spec| (&*spec.name).into()),
-        }
+        self.rules.name_of(rule, &self.payload)
     }
 
     /// [`Engine::name`] of a rule that may be out of range.

@@ -60,6 +60,29 @@ impl Runs {
         self.slots.get(rule).is_some_and(|state| state.enabled)
     }
 
+    /// Rule `rule`'s name as its notes and effects share it, made the
+    /// first time one needs it (see [`RuleState::name`]).
+    pub fn name(&mut self, rule: usize, payload: &Payload) -> Arc<str> {
+        let state = &mut self.slots[rule];
+        Arc::clone(
+            state
+                .name
+                .get_or_insert_with(|| (&*payload.rules[rule].name).into()),
+        )
+    }
+
+    /// [`Runs::name`] for a caller that cannot keep it (a view): made
+    /// anew when the rule has not needed it yet, empty out of range.
+    pub fn name_of(&self, rule: usize, payload: &Payload) -> Arc<str> {
+        match self.slots.get(rule).and_then(|state| state.name.as_ref()) {
+            Some(name) => Arc::clone(name),
+            None => payload
+                .rules
+                .get(rule)
+                .map_or_else(|| "".into(), |spec| (&*spec.name).into()),
+        }
+    }
+
     /// Turns rule `rule` on or off; whether that changed it.
     pub fn set_enabled(&mut self, rule: usize, enabled: bool) -> bool {
         let state = &mut self.slots[rule];
