@@ -70,3 +70,35 @@ impl Records {
         next.replayed = self.replayed;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_runs_once_and_a_reload_remembers_it() {
+        let mut records = Records::default();
+        assert!(!records.replayed() && !records.replay_again());
+        assert!(records.replayed() && records.replay_again());
+        let mut next = Records::default();
+        records.carry_into(&mut next);
+        assert!(next.replayed());
+    }
+
+    #[test]
+    fn a_waiting_step_leaves_once_and_moves_with_the_clock() {
+        let mut records = Records::default();
+        let run: Arc<str> = "r#1-1".into();
+        records.wait_due(1_000, Arc::clone(&run), 0, Lane::Redis);
+        assert!(records.due_waiting(Lane::Redis) && !records.due_waiting(Lane::Workers));
+        records.clock_jumped(500);
+        assert!(
+            !records.forget_due(1_000, &run),
+            "its key moved with the clock"
+        );
+        assert!(records.forget_due(1_500, &run) && records.due_len() == 0);
+        records.wait_due(1_000, run, 0, Lane::Workers);
+        records.stop();
+        assert_eq!(records.due_len(), 0);
+    }
+}

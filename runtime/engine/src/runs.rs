@@ -216,3 +216,54 @@ impl IndexMut<usize> for Runs {
         &mut self.slots[rule]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `count` rules `r0`, `r1` ..., none with steps.
+    fn payload(count: usize) -> Payload {
+        let rule = |i| rulecore::bundle::Rule::new(format!("r{i}"), "t.toml", vec![], vec![]);
+        Payload::new("test", (0..count).map(rule).collect(), vec![], vec![])
+    }
+
+    #[test]
+    fn a_job_takes_its_runs_record_and_a_reload_moves_it_with_its_rule() {
+        let mut runs = Runs::new(&payload(3));
+        assert!(runs.make_job(1).is_none(), "no run, no job");
+        let id = runs.next_run_id("r1", "7");
+        runs.install(1, id, Arc::new(Event::default()), 0, 0);
+        let Some(run) = runs.run_mut(1) else {
+            panic!("installed");
+        };
+        run.owns_record = true;
+        let Some((job, run, record)) = runs.make_job(1) else {
+            panic!("a live run makes a job");
+        };
+        assert!(record && !run.owns_record && run.phase == Phase::Acting { job });
+        // The job number taken for rule 1's missing run is not reused.
+        assert_eq!(job, 2);
+        assert_eq!(runs.job(JobId(job)).map(|owner| owner.rule), Some(1));
+        let mut next = Runs::new(&payload(2));
+        runs.carry_jobs_into(&mut next, &[None, Some(0), Some(1)]);
+        assert_eq!(next.job_done(JobId(job)).map(|owner| owner.rule), Some(0));
+        assert!(next.job_done(JobId(job)).is_none(), "done once");
+        assert_eq!(next.next_run_id("r0", "7").as_ref(), "r0#7-2");
+    }
+
+    #[test]
+    fn a_keys_state_swaps_in_and_the_rules_own_parts_stay() {
+        let payload = payload(1);
+        let mut runs = Runs::new(&payload);
+        let name = runs.name(0, &payload);
+        assert!(runs.set_enabled(0, false) && !runs.set_enabled(0, false));
+        let mut key = RuleState::idle(true);
+        key.runs_started = 5;
+        let out = runs.swap_state(0, key);
+        assert_eq!(out.runs_started, 0);
+        assert!(!runs.is_enabled(0) && runs[0].runs_started == 5);
+        assert!(Arc::ptr_eq(&runs.name_of(0, &payload), &name));
+        assert_eq!(runs.take_state(0).runs_started, 5);
+        assert!(!runs.is_enabled(0));
+    }
+}
