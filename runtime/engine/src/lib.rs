@@ -20,7 +20,8 @@
 //! it answers, and the helpers every module shares. The parts own their
 //! data: `runs` (each rule's slot, the jobs handed over, the run ids),
 //! `records` (the due backlog, whether replay has run), `bus` (sources,
-//! polls, event ids), `keyed`, `timers`, `envelope_state`, `schedule`.
+//! polls, event ids), `hold` (which holds a state change judges again),
+//! `keyed`, `timers`, `envelope_state`, `schedule`.
 //! The work is in the modules: `trigger` (one event), `decide` (the trigger decision, pure:
 //! the event path and the dry run both ask it), `run` (a live run walking
 //! its steps), `actions` (the pool's reports), `hold`, `finally`,
@@ -191,8 +192,9 @@ pub struct Engine {
     inputs: input::Inputs,
     /// The bus profile's sources, polls and event ids (docs/sources.md).
     bus: bus::BusState,
-    /// Per state pair, the rules with `for` whose `when` reads it.
-    hold_watchers: hold::Watchers,
+    /// The holds part (`hold`): per state pair, the rules with `for` whose
+    /// `when` reads it.
+    holds: hold::Holds,
     /// Keyed rules' keys (`per`): the states not in their slot.
     keys: keyed::Keys,
     timers: Timers,
@@ -222,7 +224,7 @@ impl Engine {
         let inputs = input::Inputs::new(&payload);
         let state = vec![String::new(); inputs.watched().len()];
         let bus = bus::BusState::new(&payload, &config, &inputs);
-        let hold_watchers = hold::watchers(&payload);
+        let holds = hold::Holds::new(&payload);
         let keys = keyed::Keys::new(&payload);
         let traces = Traces::new(config.traces, config.trace_memory);
         let when_plans = when_plans::WhenPlans::new(&payload);
@@ -235,7 +237,7 @@ impl Engine {
             state,
             inputs,
             bus,
-            hold_watchers,
+            holds,
             keys,
             timers: Timers::default(),
             records: records::Records::default(),
