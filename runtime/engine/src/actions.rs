@@ -10,7 +10,7 @@ impl Engine {
     /// Only counted: the run moves on when the action finishes.
     pub fn action_started(&mut self, job: JobId) {
         self.counters.dispatched += 1;
-        if let Some(owner) = self.jobs.get(&job.0) {
+        if let Some(owner) = self.rules.job(job) {
             let (rule, at) = (owner.rule as usize, owner.at());
             let started = SubmitOutcome::Started;
             self.traces.step_handled(rule, owner.serial, at, started);
@@ -19,7 +19,7 @@ impl Engine {
 
     /// A job's action finished. Valid after [`Engine::stop`] (counted only).
     pub fn action_finished(&mut self, now: Now, job: JobId, result: Result<(), String>) {
-        let owner = self.jobs.remove(&job.0);
+        let owner = self.rules.job_done(job);
         if let Err(message) = &result {
             self.counters.failed += 1;
             let (rule, step) = match owner {
@@ -66,7 +66,7 @@ impl Engine {
     /// A job that owns a record waits in the due backlog instead, until
     /// [`Engine::pool_has_room`] (docs/semantics.md#due-steps-the-pool-refused).
     pub fn action_refused(&mut self, now: Now, job: JobId) {
-        let Some(owner) = self.jobs.remove(&job.0) else {
+        let Some(owner) = self.rules.job_done(job) else {
             self.counters.dropped += 1;
             return;
         };
@@ -101,13 +101,12 @@ impl Engine {
     /// is kept (docs/semantics.md#durability-and-replay).
     pub fn action_abandoned(&mut self, job: JobId) {
         self.counters.dropped += 1;
-        self.jobs.remove(&job.0);
+        self.rules.job_done(job);
     }
 
     pub(crate) fn is_acting(&self, rule: usize, serial: u64, job: JobId) -> bool {
-        self.rules[rule]
-            .run
-            .as_ref()
+        self.rules
+            .run(rule)
             .is_some_and(|run| run.serial == serial && run.phase == Phase::Acting { job: job.0 })
     }
 }

@@ -91,7 +91,7 @@ impl DueBacklog {
 impl Engine {
     /// Durable steps waiting in the due backlog for room in the pool.
     pub fn due_backlog_len(&self) -> usize {
-        self.due.len()
+        self.records.due_len()
     }
 
     /// The pool accepts `room` more submissions now (an idle worker or a
@@ -105,17 +105,13 @@ impl Engine {
             return;
         }
         let mut left = room;
-        while let Some((lane, rule, run)) = self.due.pop_first(&left) {
+        while let Some((lane, rule, run)) = self.records.next_due(&left) {
             let rule = rule as usize;
             // A keyed rule: the run's key into the slot (docs/rules.md#keyed-runs).
             self.focus_where(rule, |state| {
                 state.run.as_ref().is_some_and(|live| live.id == run)
             });
-            let Some(live) = self
-                .rules
-                .get_mut(rule)
-                .and_then(|state| state.run.as_mut())
-            else {
+            let Some(live) = self.rules.run_mut(rule) else {
                 continue;
             };
             // Entries leave with their run, so a mismatch is not expected;
@@ -132,7 +128,7 @@ impl Engine {
 
     /// The part of the pool that performs the live run's current step.
     pub(crate) fn step_lane(&self, rule: usize) -> Lane {
-        let step = self.rules[rule].run.as_ref().map(|run| run.step as usize);
+        let step = self.rules.run(rule).map(|run| run.step as usize);
         let action = step.and_then(|step| self.payload.rules[rule].steps.get(step));
         action.map_or(Lane::Workers, |step| Lane::of(&step.action))
     }
@@ -142,11 +138,8 @@ impl Engine {
     /// when they came due and has not reported room since, and they are
     /// earlier.
     pub(crate) fn due_goes_behind(&self, rule: usize) -> bool {
-        !self.due.is_empty(self.step_lane(rule))
-            && self.rules[rule]
-                .run
-                .as_ref()
-                .is_some_and(|run| run.owns_record)
+        self.records.due_waiting(self.step_lane(rule))
+            && self.rules.run(rule).is_some_and(|run| run.owns_record)
     }
 
     /// The live run's durable step waits in the due backlog, keeping its
@@ -154,7 +147,7 @@ impl Engine {
     /// window past due (its too-late timer).
     pub(crate) fn due_wait(&mut self, rule: usize, now: Now) {
         let window = self.config.replay_window_ms.max(0);
-        let Some(run) = self.rules[rule].run.as_mut() else {
+        let Some(run) = self.rules.run_mut(rule) else {
             return;
         };
         // A refused job hands the record back to its run.
@@ -166,11 +159,12 @@ impl Engine {
         let (fire_at, id) = (run.fire_at, Arc::clone(&run.id));
         let (step, pass) = (run.step, run.pass);
         let token = self.arm(now.time.plus_nanos(left_ns), rule, TimerKind::Run);
-        if let Some(run) = self.rules[rule].run.as_mut() {
+        if let Some(run) = self.rules.run_mut(rule) {
             run.phase = Phase::Due { token };
         }
         let lane = self.step_lane(rule);
-        self.due.insert(fire_at, Arc::clone(&id), rule as u32, lane);
+        self.records
+            .wait_due(fire_at, Arc::clone(&id), rule as u32, lane);
         let name = self.name(rule);
         self.note(Note::DueWait {
             run: id,
@@ -184,10 +178,10 @@ impl Engine {
     /// record goes (`too-late`) and its run ends (`too-late`).
     pub(crate) fn due_too_late(&mut self, rule: usize, now: Now) {
         let name = self.name(rule);
-        let Some(run) = self.rules[rule].run.as_mut() else {
+        let Some(run) = self.rules.run_mut(rule) else {
             return;
         };
-        self.due.remove(run.fire_at, &run.id);
+        self.records.forget_due(run.fire_at, &run.id);
         // The timer that fired was this phase's; nothing left to disarm.
         run.phase = Phase::Deciding;
         if std::mem::take(&mut run.owns_record) {

@@ -47,7 +47,7 @@ impl Engine {
         let spec = &self.payload.rules[rule];
         // A keyed rule: the state of the event's key, fresh when it has
         // none yet (docs/rules.md#keyed-runs).
-        let fresh = crate::rule_state::RuleState::idle(self.rules[rule].enabled);
+        let fresh = crate::rule_state::RuleState::idle(self.rules.is_enabled(rule));
         let state = self.key_state(rule, event).unwrap_or(&fresh);
         let matched = spec.on.iter().any(|pattern| pattern.matches(&event.topic));
         let cancels = state.enabled && spec.cancel_on().iter().any(|p| p.matches(&event.topic));

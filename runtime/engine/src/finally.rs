@@ -26,7 +26,7 @@ impl Engine {
     /// `rule`, if any: it ends `cancelled`, or, with finally steps, goes on
     /// to them. A run already in its finally steps is left alone.
     pub(crate) fn cancel_run(&mut self, rule: usize, now: Now) {
-        let Some(run) = self.rules[rule].run.as_ref() else {
+        let Some(run) = self.rules.run(rule) else {
             return;
         };
         if run.finally {
@@ -44,7 +44,7 @@ impl Engine {
     /// start now, or once the action it handed over has finished.
     fn begin_finally(&mut self, rule: usize, now: Now) {
         let name = self.name(rule);
-        let Some(run) = self.rules[rule].run.as_mut() else {
+        let Some(run) = self.rules.run_mut(rule) else {
             return;
         };
         let phase = run.phase;
@@ -60,7 +60,7 @@ impl Engine {
             Phase::Waiting { .. } | Phase::Gap { .. } => self.timers.disarm(),
             Phase::Due { .. } => {
                 self.timers.disarm();
-                self.due.remove(fire_at, &id);
+                self.records.forget_due(fire_at, &id);
             }
             Phase::Acting { .. } | Phase::Draining { .. } | Phase::Deciding => {}
         }
@@ -84,16 +84,15 @@ impl Engine {
     /// Whether the live run of `rule` (serial `serial`) waits for `job` to
     /// finish before its finally steps.
     pub(crate) fn is_draining(&self, rule: usize, serial: u64, job: JobId) -> bool {
-        self.rules[rule]
-            .run
-            .as_ref()
+        self.rules
+            .run(rule)
             .is_some_and(|run| run.serial == serial && run.phase == Phase::Draining { job: job.0 })
     }
 
     /// The action the cancelled run was waiting for finished (or never
     /// started): its first finally step comes now.
     pub(crate) fn finally_after_drain(&mut self, rule: usize, now: Now) {
-        if let Some(run) = self.rules[rule].run.as_mut() {
+        if let Some(run) = self.rules.run_mut(rule) {
             run.phase = Phase::Deciding;
             self.enter_step(rule, now);
         }

@@ -266,7 +266,7 @@ impl Engine {
     /// run, as after a failure); counted, logged once through the log
     /// budget, traced, and the guard's `say` shown.
     pub fn action_guarded(&mut self, now: Now, job: JobId, refusal: Refusal) {
-        let owner = self.jobs.remove(&job.0);
+        let owner = self.rules.job_done(job);
         let rule = owner.map(|owner| owner.rule as usize);
         self.envelope
             .count(crate::envelope_state::Refusal::Guarded, rule);

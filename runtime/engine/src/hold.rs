@@ -39,26 +39,34 @@ impl Hold {
     }
 }
 
-/// For each of the bundle's state pairs, the rules with `for` whose rule
-/// `when` reads it: a change of that pair may end their hold.
-/// Per state pair, the rules with `for` whose `when` reads it: a change
-/// of the pair judges their holds again.
+/// The holds part of the engine: per state pair, the rules with `for`
+/// whose `when` reads it (a change of the pair judges their holds again).
+/// Each hold itself ([`Hold`]) is in its rule's slot, or its key's: it
+/// travels with the key (docs/rules.md#keyed-runs).
 #[derive(Debug)]
-pub(crate) struct Watchers(Vec<Vec<u32>>);
+pub(crate) struct Holds {
+    watchers: Vec<Vec<u32>>,
+}
 
-impl Watchers {
-    /// How many rules watch `pair`.
-    fn count(&self, pair: usize) -> usize {
-        self.0.get(pair).map_or(0, Vec::len)
+impl Holds {
+    pub fn new(payload: &Payload) -> Self {
+        Self {
+            watchers: watchers(payload),
+        }
     }
 
-    /// The `i`th rule watching `pair` (`i` below [`Watchers::count`]).
-    fn rule(&self, pair: usize, i: usize) -> Option<usize> {
-        Some(*self.0.get(pair)?.get(i)? as usize)
+    /// How many rules watch `pair`.
+    fn watching(&self, pair: usize) -> usize {
+        self.watchers.get(pair).map_or(0, Vec::len)
+    }
+
+    /// The `i`th rule watching `pair` (`i` below [`Holds::watching`]).
+    fn watcher(&self, pair: usize, i: usize) -> Option<usize> {
+        Some(*self.watchers.get(pair)?.get(i)? as usize)
     }
 }
 
-pub(crate) fn watchers(payload: &Payload) -> Watchers {
+fn watchers(payload: &Payload) -> Vec<Vec<u32>> {
     let mut watchers = vec![Vec::new(); payload.state_pairs.len()];
     for (index, rule) in payload.rules.iter().enumerate() {
         let (true, Some(program)) = (rule.hold_ns() > 0, rule.when.as_ref()) else {
@@ -75,7 +83,7 @@ pub(crate) fn watchers(payload: &Payload) -> Watchers {
             }
         }
     }
-    Watchers(watchers)
+    watchers
 }
 
 impl Engine {
@@ -135,8 +143,8 @@ impl Engine {
     /// (`hold-kept`, `hold-ended`) with what the `when` read.
     pub(crate) fn hold_state_changed(&mut self, pair: usize, at: Option<Now>) {
         let payload = Arc::clone(&self.payload);
-        for i in 0..self.hold_watchers.count(pair) {
-            let Some(rule) = self.hold_watchers.rule(pair, i) else {
+        for i in 0..self.holds.watching(pair) {
+            let Some(rule) = self.holds.watcher(pair, i) else {
                 continue;
             };
             let Some(program) = payload.rules[rule].when.as_ref() else {

@@ -279,7 +279,7 @@ impl Engine {
 
     /// Every rule's states, its keys' included, in bundle order.
     pub(crate) fn all_states(&self) -> impl Iterator<Item = (usize, &RuleState)> + '_ {
-        self.rules.iter().enumerate().flat_map(|(rule, state)| {
+        self.rules.slots().enumerate().flat_map(|(rule, state)| {
             std::iter::once((rule, state)).chain(self.keys.parked(rule).map(move |s| (rule, s)))
         })
     }
@@ -342,12 +342,7 @@ impl Engine {
             return;
         };
         let parked = table.parked.swap_remove(at);
-        let slot = &mut self.rules[rule];
-        let mut incoming = parked.state;
-        // The rule's own parts travel with the slot, not with a key.
-        incoming.enabled = slot.enabled;
-        incoming.name = slot.name.take();
-        let outgoing = std::mem::replace(slot, incoming);
+        let outgoing = self.rules.swap_state(rule, parked.state);
         let (current, used) = (table.current.take(), table.current_used);
         if let Some(key) = current {
             table.parked.push(Parked {
@@ -371,10 +366,7 @@ impl Engine {
         let Some(Some(table)) = self.keys.tables.get_mut(rule) else {
             return;
         };
-        let slot = &mut self.rules[rule];
-        let mut fresh = RuleState::idle(slot.enabled);
-        fresh.name = slot.name.take();
-        let outgoing = std::mem::replace(slot, fresh);
+        let outgoing = self.rules.take_state(rule);
         if let Some(key) = table.current.take() {
             table.parked.push(Parked {
                 key,
@@ -408,10 +400,7 @@ impl Engine {
             Some(at) => table.parked.swap_remove(at).state.stats(),
             None => {
                 table.current = None;
-                let slot = &mut self.rules[rule];
-                let mut fresh = RuleState::idle(slot.enabled);
-                fresh.name = slot.name.take();
-                std::mem::replace(slot, fresh).stats()
+                self.rules.take_state(rule).stats()
             }
         };
         table.forgotten_runs += stats.runs_started;
@@ -428,7 +417,7 @@ impl Engine {
         let current = self.keys.current(rule).cloned();
         let mut ended = 0;
         self.each_key(rule, |engine| {
-            if engine.keys.current(rule) != current.as_ref() && engine.rules[rule].run.is_some() {
+            if engine.keys.current(rule) != current.as_ref() && engine.rules.run(rule).is_some() {
                 engine.end_for_reload(rule, crate::ReplayDropReason::Concurrency);
                 ended += 1;
             }
@@ -462,7 +451,7 @@ impl Engine {
         new.current_used = old.current_used;
         new.forgotten_runs = old.forgotten_runs;
         new.forgotten_errors = old.forgotten_errors;
-        let enabled = next.rules[target].enabled;
+        let enabled = next.rules.is_enabled(target);
         for mut parked in old.parked.drain(..) {
             let mut state = RuleState::idle(enabled);
             parked.state.carry_into(&mut state, settings);

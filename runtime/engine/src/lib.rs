@@ -17,8 +17,12 @@
 //! See docs/engine.md for the driver's contract.
 //!
 //! This root is the table of contents: the [`Engine`] and its parts, what
-//! it answers, and the helpers every module shares. The work is in the
-//! modules: `trigger` (one event), `decide` (the trigger decision, pure:
+//! it answers, and the helpers every module shares. The parts own their
+//! data: `runs` (each rule's slot, the jobs handed over, the run ids),
+//! `records` (the due backlog, whether replay has run), `bus` (sources,
+//! polls, event ids), `hold` (which holds a state change judges again),
+//! `keyed`, `timers`, `envelope_state`, `schedule`.
+//! The work is in the modules: `trigger` (one event), `decide` (the trigger decision, pure:
 //! the event path and the dry run both ask it), `run` (a live run walking
 //! its steps), `actions` (the pool's reports), `hold`, `finally`,
 //! `backlog`, `replay`, `reload`, `input`, `bus`, `trace`; the safety
@@ -45,12 +49,14 @@ mod keyed;
 mod memory;
 mod overrides;
 mod record;
+mod records;
 mod reload;
 mod replay;
 mod retry;
 mod rule_state;
 mod run;
 mod run_id;
+mod runs;
 pub mod schedule;
 mod time;
 mod timers;
@@ -175,8 +181,9 @@ pub struct RuleStats {
 pub struct Engine {
     payload: Arc<Payload>,
     config: EngineConfig,
-    /// Each rule's slot: its live run, held debounce, hold, queue, stats.
-    rules: Vec<RuleState>,
+    /// The runs part (`runs`): each rule's slot (its live run, held
+    /// debounce, hold, queue, stats), the jobs handed over, the run ids.
+    rules: runs::Runs,
     /// Which rules an event's topic starts, cancels, or finds turned off.
     indexes: overrides::Indexes,
     /// Per watched pair ([`Engine::watched_pairs`]): its last observed
@@ -185,21 +192,18 @@ pub struct Engine {
     inputs: input::Inputs,
     /// The bus profile's sources, polls and event ids (docs/sources.md).
     bus: bus::BusState,
-    /// Per state pair, the rules with `for` whose `when` reads it.
-    hold_watchers: hold::Watchers,
+    /// The holds part (`hold`): per state pair, the rules with `for` whose
+    /// `when` reads it.
+    holds: hold::Holds,
     /// Keyed rules' keys (`per`): the states not in their slot.
     keys: keyed::Keys,
     timers: Timers,
-    /// Jobs handed over and not yet finished.
-    jobs: fast_hash::FastMap<u64, JobOwner>,
-    /// Durable steps due while the pool was full (docs/semantics.md#due-steps-the-pool-refused).
-    due: backlog::DueBacklog,
-    /// Job, run and serial numbers, and the run ids made from them.
-    ids: run_id::Ids,
+    /// The replay-and-records part (`records`): the due backlog
+    /// (docs/semantics.md#due-steps-the-pool-refused), whether replay has run.
+    records: records::Records,
     counters: Counters,
     effects: VecDeque<Effect>,
     stopped: bool,
-    replayed: bool,
     /// Buffers one event's rule lookups reuse.
     scratch: trigger::Scratch,
     traces: Traces,
@@ -216,15 +220,11 @@ impl Engine {
         // Disabled rules are replay-only (docs/rules.md#disabled-rules): not indexed,
         // so they neither match nor cancel.
         let indexes = overrides::indexes(&payload, |position| payload.rules[position].enabled);
-        let rules = payload
-            .rules
-            .iter()
-            .map(|rule| RuleState::idle(rule.enabled))
-            .collect();
+        let rules = runs::Runs::new(&payload);
         let inputs = input::Inputs::new(&payload);
         let state = vec![String::new(); inputs.watched().len()];
         let bus = bus::BusState::new(&payload, &config, &inputs);
-        let hold_watchers = hold::watchers(&payload);
+        let holds = hold::Holds::new(&payload);
         let keys = keyed::Keys::new(&payload);
         let traces = Traces::new(config.traces, config.trace_memory);
         let when_plans = when_plans::WhenPlans::new(&payload);
@@ -237,16 +237,13 @@ impl Engine {
             state,
             inputs,
             bus,
-            hold_watchers,
+            holds,
             keys,
             timers: Timers::default(),
-            jobs: fast_hash::FastMap::default(),
-            due: backlog::DueBacklog::default(),
-            ids: run_id::Ids::default(),
+            records: records::Records::default(),
             counters: Counters::default(),
             effects: VecDeque::new(),
             stopped: false,
-            replayed: false,
             scratch: trigger::Scratch::default(),
             traces,
             when_plans,
@@ -288,7 +285,7 @@ impl Engine {
                 }
                 TimerKind::Hold => self.hold_due(rule, now),
                 TimerKind::Run => {
-                    let Some(run) = self.rules[rule].run.as_mut() else {
+                    let Some(run) = self.rules.run_mut(rule) else {
                         continue;
                     };
                     match run.phase {
@@ -329,7 +326,7 @@ impl Engine {
             return;
         }
         self.stopped = true;
-        self.due.clear();
+        self.records.stop();
         self.schedules_stopped();
         for rule in 0..self.rules.len() {
             self.each_key(rule, |engine| engine.stop_run(rule));
@@ -351,7 +348,7 @@ impl Engine {
         let mut queued = 0;
         for (rule, spec) in payload.rules.iter().enumerate() {
             self.each_key(rule, |engine| {
-                let fire_at = match engine.rules[rule].run.as_ref() {
+                let fire_at = match engine.rules.run(rule) {
                     Some(run) if run.owns_record => run.fire_at,
                     _ => return,
                 };
@@ -374,11 +371,10 @@ impl Engine {
             return 0;
         }
         self.schedules_clock_jumped();
-        self.due.shift(delta_ms);
+        self.records.clock_jumped(delta_ms);
         for rule in 0..self.rules.len() {
             self.each_key(rule, |engine| {
-                let state = &mut engine.rules[rule];
-                if let Some(run) = state.run.as_mut().filter(|run| run.owns_record) {
+                if let Some(run) = engine.rules.run_mut(rule).filter(|run| run.owns_record) {
                     run.fire_at = run.fire_at.saturating_add(delta_ms);
                 }
             });
@@ -478,25 +474,12 @@ impl Engine {
     /// Rule `rule`'s name as its notes and effects share it, made once
     /// (see [`RuleState::name`]).
     fn name(&mut self, rule: usize) -> Arc<str> {
-        let payload = &self.payload;
-        let state = &mut self.rules[rule];
-        Arc::clone(
-            state
-                .name
-                .get_or_insert_with(|| (&*payload.rules[rule].name).into()),
-        )
+        self.rules.name(rule, &self.payload)
     }
 
     /// [`Engine::name`] for a caller that cannot keep it: a view.
     fn name_of(&self, rule: usize) -> Arc<str> {
-        match self.rules.get(rule).and_then(|state| state.name.as_ref()) {
-            Some(name) => Arc::clone(name),
-            None => self
-                .payload
-                .rules
-                .get(rule)
-                .map_or_else(|| "".into(), |spec| (&*spec.name).into()),
-        }
+        self.rules.name_of(rule, &self.payload)
     }
 
     /// [`Engine::name`] of a rule that may be out of range.

@@ -6,7 +6,7 @@
 //! not started a run yet (a held debounce, a running hold, a `queue`
 //! backlog) is dropped with it.
 
-use super::{Engine, RuleState};
+use super::Engine;
 use crate::index::TopicIndex;
 use rulecore::bundle::Payload;
 
@@ -74,10 +74,9 @@ impl Engine {
         let rule = self
             .rule_index(name)
             .ok_or_else(|| UnknownRule(name.to_string()))?;
-        if self.rules[rule].enabled == enabled {
+        if !self.rules.set_enabled(rule, enabled) {
             return Ok(EnableChange::Unchanged);
         }
-        self.rules[rule].enabled = enabled;
         if !enabled {
             // Every key of a keyed rule (docs/rules.md#keyed-runs).
             self.each_key(rule, |engine| {
@@ -96,12 +95,12 @@ impl Engine {
     /// Whether the rule at `rule` (bundle position) is on now: its
     /// bundle's `enabled`, unless an override changed it.
     pub fn is_enabled(&self, rule: usize) -> bool {
-        self.rules.get(rule).is_some_and(|state| state.enabled)
+        self.rules.is_enabled(rule)
     }
 
     fn reindex(&mut self) {
-        let states: &[RuleState] = &self.rules;
-        self.indexes = indexes(&self.payload, |position| states[position].enabled);
+        let runs = &self.rules;
+        self.indexes = indexes(&self.payload, |position| runs.is_enabled(position));
         self.bus_follow_rules();
     }
 }

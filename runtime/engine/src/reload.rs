@@ -9,7 +9,7 @@
 //! that stay move to the rule's new position under its new settings. The
 //! cost is one pass over the rules and one over the armed timers.
 
-use super::{Engine, JobOwner, Phase, ReplayDropReason};
+use super::{Engine, Phase, ReplayDropReason};
 use crate::timers::{TimerKind, Timers};
 use crate::{step_refusal, DropReason, EndReason, Level, LogLine, Note, Now};
 use rulecore::bundle::{Concurrency, Payload, Rule, StatePair};
@@ -68,7 +68,7 @@ impl Engine {
             let new = target.map(|index| &payload.rules[index]);
             // Every key's run of a keyed rule (docs/rules.md#keyed-runs).
             self.each_key(rule, |engine| {
-                if engine.rules[rule].run.is_none() {
+                if engine.rules.run(rule).is_none() {
                     return;
                 }
                 match engine.run_refusal(rule, new) {
@@ -102,7 +102,7 @@ impl Engine {
     /// the new bundle, `None`: gone), by the replay checks; `None`: it
     /// continues. Between repeat passes a run is at step 0 of its next pass.
     fn run_refusal(&self, rule: usize, new: Option<&Rule>) -> Option<ReplayDropReason> {
-        let run = self.rules[rule].run.as_ref()?;
+        let run = self.rules.run(rule)?;
         let step = match run.phase {
             // Draining: at the first finally step, which comes next.
             Phase::Gap { .. } | Phase::Draining { .. } => 0,
@@ -133,7 +133,7 @@ impl Engine {
     /// runs (its report is then only counted). The rule's backlog is kept
     /// for [`Engine::after_reload`].
     pub(crate) fn end_for_reload(&mut self, rule: usize, reason: ReplayDropReason) {
-        let Some(run) = self.rules[rule].run.take() else {
+        let Some(run) = self.rules.take_run(rule) else {
             return;
         };
         let name = self.name(rule);
@@ -141,7 +141,7 @@ impl Engine {
             self.timers.disarm();
         }
         if let Phase::Due { .. } = run.phase {
-            self.due.remove(run.fire_at, &run.id);
+            self.records.forget_due(run.fire_at, &run.id);
         }
         if run.owns_record {
             self.effects.push_back(crate::Effect::DropRecord {
@@ -202,15 +202,7 @@ impl Engine {
             self.rules[rule].carry_into(&mut next.rules[target], settings);
             self.carry_keys(rule, next, target, settings);
         }
-        next.jobs = self
-            .jobs
-            .drain()
-            .filter_map(|(job, owner)| {
-                let target = targets.get(owner.rule as usize).copied().flatten()?;
-                let rule = u32::try_from(target).ok()?;
-                Some((job, JobOwner { rule, ..owner }))
-            })
-            .collect();
+        self.rules.carry_jobs_into(&mut next.rules, targets);
         carry_state(self.inputs.watched(), &self.state, &self.bus.present, next);
         next.bus.last_id = self.bus.last_id;
         // Steps waiting for room keep their place (docs/semantics.md#due-steps-the-pool-refused),
@@ -223,7 +215,7 @@ impl Engine {
             })
             .collect();
         for (fire_at, id, rule, lane) in waiting {
-            next.due.insert(fire_at, id, rule as u32, lane);
+            next.records.wait_due(fire_at, id, rule as u32, lane);
         }
         // Traces follow their rules; a removed rule's go. Their reads are
         // listed now, by the bundle their `when`s belong to.
@@ -238,8 +230,7 @@ impl Engine {
         self.envelope
             .carry_into(&mut next.envelope, targets, limits);
         next.effects = std::mem::take(&mut self.effects);
-        next.ids = std::mem::take(&mut self.ids);
-        next.replayed = self.replayed;
+        self.records.carry_into(&mut next.records);
     }
 
     /// The new settings take effect: a run between passes that the new
@@ -249,8 +240,7 @@ impl Engine {
     fn after_reload(&mut self, now: Now) {
         let payload = Arc::clone(&self.payload);
         for (rule, spec) in payload.rules.iter().enumerate() {
-            let state = &self.rules[rule];
-            match &state.run {
+            match self.rules.run(rule) {
                 Some(run) => {
                     let gap = matches!(run.phase, Phase::Gap { .. });
                     if gap && run.pass.saturating_add(1) >= spec.repeat().count {

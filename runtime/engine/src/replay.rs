@@ -71,7 +71,7 @@ impl Engine {
     /// [`RecordError::code`], and removed ([`DropReason::Undecodable`]);
     /// the rest go to [`Engine::replay`].
     pub fn replay_raw(&mut self, now: Now, fields: Vec<(String, Vec<u8>)>) {
-        if self.stopped || self.replayed {
+        if self.stopped || self.records.replayed() {
             // Leave every field alone; `replay` says why.
             return self.replay(now, Vec::new());
         }
@@ -129,7 +129,7 @@ impl Engine {
         if self.stopped {
             return None;
         }
-        if std::mem::replace(&mut self.replayed, true) {
+        if self.records.replay_again() {
             // Replay is once, at start (docs/semantics.md#durability-and-replay): records seen later
             // belong to this process's own runs.
             self.log(
@@ -309,13 +309,13 @@ impl Engine {
                 return;
             }
         }
-        if self.rules[rule].run.is_some() {
+        if self.rules.run(rule).is_some() {
             // Replay after events: the live run wins; the record is dropped.
             self.replay_drop(&record, ReplayDropReason::Concurrency);
             return;
         }
         let id: Arc<str> = record.id.into();
-        self.install_run(
+        self.rules.install(
             rule,
             Arc::clone(&id),
             Arc::new(record.event),
@@ -330,7 +330,7 @@ impl Engine {
             pass: record.iter,
             fire_at: record.fire_at,
         });
-        if let Some(run) = self.rules[rule].run.as_mut() {
+        if let Some(run) = self.rules.run_mut(rule) {
             run.owns_record = true;
             run.fire_at = record.fire_at;
             run.pass_start = now.time;

@@ -48,7 +48,7 @@ impl Engine {
         // Reported started as its batch was sent (`dispatched` counted it):
         // it did not start after all.
         self.counters.dispatched = self.counters.dispatched.saturating_sub(1);
-        let Some(owner) = self.jobs.remove(&job.0) else {
+        let Some(owner) = self.rules.job_done(job) else {
             self.counters.failed += 1;
             return;
         };
@@ -68,7 +68,7 @@ impl Engine {
             }
             return;
         }
-        let Some(run) = self.rules[rule].run.as_mut() else {
+        let Some(run) = self.rules.run_mut(rule) else {
             return;
         };
         // The record is still in the store: the run holds it again.
@@ -92,7 +92,7 @@ impl Engine {
         let (retry, delay) = (run.retries, backoff_ns(run.retries));
         self.counters.retried += 1;
         let token = self.arm(now.time.plus_nanos(delay), rule, TimerKind::Run);
-        if let Some(run) = self.rules[rule].run.as_mut() {
+        if let Some(run) = self.rules.run_mut(rule) {
             run.phase = Phase::Waiting { token };
         }
         let line = format!(

@@ -119,7 +119,7 @@ impl Engine {
         replayed: bool,
         when: KeptReads,
     ) {
-        if let Some(run) = &self.rules[rule].run {
+        if let Some(run) = self.rules.run(rule) {
             let (serial, id, event) = (run.serial, &run.id, &run.event);
             let start = trace::Start {
                 now: now.time,
@@ -132,10 +132,10 @@ impl Engine {
 
     pub(crate) fn start_run(&mut self, rule: usize, event: Arc<Event>, now: Now) {
         let name = self.name(rule);
-        let id = self.ids.next_run_id(&name, &self.config.epoch);
-        self.install_run(rule, id, event, 0, 0);
+        let id = self.rules.next_run_id(&name, &self.config.epoch);
+        self.rules.install(rule, id, event, 0, 0);
         let (reads, kept) = self.take_judged(rule);
-        if let Some(run) = &self.rules[rule].run {
+        if let Some(run) = self.rules.run(rule) {
             let run = Arc::clone(&run.id);
             self.note(Note::RunStart {
                 run,
@@ -147,38 +147,12 @@ impl Engine {
         self.enter_step(rule, now);
     }
 
-    pub(crate) fn install_run(
-        &mut self,
-        rule: usize,
-        id: Arc<str>,
-        event: Arc<Event>,
-        step: u32,
-        pass: u32,
-    ) {
-        let serial = self.ids.next_serial();
-        let state = &mut self.rules[rule];
-        state.runs_started += 1;
-        state.run = Some(Box::new(Run {
-            serial,
-            id,
-            event,
-            step,
-            pass,
-            finally: false,
-            phase: Phase::Deciding,
-            owns_record: false,
-            fire_at: 0,
-            retries: 0,
-            pass_start: Time::ZERO,
-        }));
-    }
-
     /// The run reached its current step: park on its `after` (writing the
     /// record first when durable), or submit it now.
     pub(crate) fn enter_step(&mut self, rule: usize, now: Now) {
         let payload = Arc::clone(&self.payload);
         let spec: &Rule = &payload.rules[rule];
-        let Some(run) = self.rules[rule].run.as_mut() else {
+        let Some(run) = self.rules.run_mut(rule) else {
             return;
         };
         // A new step: its own retries (docs/semantics.md#an-action-redis-refused-whole).
@@ -214,7 +188,7 @@ impl Engine {
     /// the run's phase, and the trace's waiting step.
     pub(crate) fn wait_until(&mut self, rule: usize, due: Time, durable: bool, now: Now) {
         let token = self.arm(due, rule, TimerKind::Run);
-        if let Some(run) = self.rules[rule].run.as_mut() {
+        if let Some(run) = self.rules.run_mut(rule) {
             run.phase = Phase::Waiting { token };
             let (serial, at) = (run.serial, run.at());
             let wait = trace::Wait {
@@ -237,8 +211,7 @@ impl Engine {
         write: RecordWrite,
     ) {
         let name = self.name(rule);
-        let state = &self.rules[rule];
-        let Some(run) = state.run.as_ref() else {
+        let Some(run) = self.rules.run(rule) else {
             return;
         };
         // Hex only here, at the edge: the engine keeps the 16 bytes.
@@ -271,7 +244,7 @@ impl Engine {
                     write,
                 };
                 self.effects.push_back(effect);
-                if let Some(run) = self.rules[rule].run.as_mut() {
+                if let Some(run) = self.rules.run_mut(rule) {
                     run.owns_record = true;
                     run.fire_at = fire_at;
                 }
@@ -293,7 +266,7 @@ impl Engine {
     pub(crate) fn submit_step(&mut self, rule: usize, now: Now) {
         let payload = Arc::clone(&self.payload);
         let spec = &payload.rules[rule];
-        let Some(run) = self.rules[rule].run.as_ref() else {
+        let Some(run) = self.rules.run(rule) else {
             return;
         };
         let (index, at, event) = (run.step, run.at(), Arc::clone(&run.event));
@@ -307,7 +280,7 @@ impl Engine {
             // The simulator's `step-skipped` or `action` line shows them
             // when explaining; the trace keeps its own.
             let noted = self.noted_reads(program, &event);
-            if let Some(run) = &self.rules[rule].run {
+            if let Some(run) = self.rules.run(rule) {
                 let serial = run.serial;
                 let when = WhenResult::of(&result);
                 let kept = self.kept_reads(program, &event);
@@ -332,7 +305,7 @@ impl Engine {
     /// Hands the live run's current step to the pool (`when` already
     /// checked): the job takes over the run's record.
     pub(crate) fn hand_over(&mut self, rule: usize, now: Now) {
-        let Some(run) = self.rules[rule].run.as_ref() else {
+        let Some(run) = self.rules.run(rule) else {
             return;
         };
         let (step, finally) = (run.step as usize, run.finally);
@@ -362,28 +335,14 @@ impl Engine {
             return;
         }
         let guard = crate::guard::GuardCheck::of(&self.payload, performed);
-        let job = self.ids.next_job();
         let name = self.name(rule);
-        let Some(run) = self.rules[rule].run.as_mut() else {
+        // The record's ownership moves to the job.
+        let Some((job, run, record)) = self.rules.make_job(rule) else {
             return;
         };
-        run.phase = Phase::Acting { job };
         let (index, pass, event) = (run.step, run.pass, Arc::clone(&run.event));
         let at = run.at();
-        // The record's ownership moves to the job: it is removed when the
-        // action starts, and kept if the action never does (docs/semantics.md#durability-and-replay).
-        let drop_record = std::mem::take(&mut run.owns_record).then(|| Arc::clone(&run.id));
-        self.jobs.insert(
-            job,
-            JobOwner {
-                rule: rule as u32,
-                serial: run.serial,
-                step: index,
-                record: drop_record.is_some(),
-                pass,
-                finally,
-            },
-        );
+        let drop_record = record.then(|| Arc::clone(&run.id));
         self.traces.step_submitted(rule, run.serial, at, now.time);
         let submit = Job {
             id: JobId(job),
@@ -412,7 +371,7 @@ impl Engine {
         rule: usize,
         action: &rulecore::bundle::Action,
     ) -> Result<Option<Box<rulecore::bundle::Action>>, String> {
-        let Some(run) = self.rules[rule].run.as_ref() else {
+        let Some(run) = self.rules.run(rule) else {
             return Ok(None);
         };
         let step = run.step;
@@ -440,7 +399,7 @@ impl Engine {
         self.counters.failed += 1;
         self.rules[rule].count_error();
         let name = self.name(rule);
-        let Some(run) = self.rules[rule].run.as_mut() else {
+        let Some(run) = self.rules.run_mut(rule) else {
             return;
         };
         let (step, serial, at) = (run.step, run.serial, run.at());
@@ -471,7 +430,7 @@ impl Engine {
     /// record it owns goes (the step will never run).
     fn skip_step(&mut self, rule: usize, now: Now, reads: Vec<Read>) {
         let name = self.name(rule);
-        let Some(run) = self.rules[rule].run.as_mut() else {
+        let Some(run) = self.rules.run_mut(rule) else {
             return;
         };
         let (id, owned) = (Arc::clone(&run.id), std::mem::take(&mut run.owns_record));
@@ -498,7 +457,7 @@ impl Engine {
     pub(crate) fn advance(&mut self, rule: usize, now: Now) {
         let payload = Arc::clone(&self.payload);
         let spec = &payload.rules[rule];
-        let Some(run) = self.rules[rule].run.as_mut() else {
+        let Some(run) = self.rules.run_mut(rule) else {
             return;
         };
         run.phase = Phase::Deciding;
@@ -525,7 +484,7 @@ impl Engine {
             } else {
                 // The gap between passes is a plain timer: not durable.
                 let token = self.arm(next, rule, TimerKind::Run);
-                if let Some(run) = self.rules[rule].run.as_mut() {
+                if let Some(run) = self.rules.run_mut(rule) {
                     run.phase = Phase::Gap { token };
                 }
             }
@@ -537,7 +496,7 @@ impl Engine {
     /// Ends the rule's live run. Cancel and restart drop its timer and its
     /// record; a `queue` rule then starts its oldest held trigger.
     pub(crate) fn end_run(&mut self, rule: usize, reason: EndReason, now: Now) {
-        let Some(run) = self.rules[rule].run.take() else {
+        let Some(run) = self.rules.take_run(rule) else {
             return;
         };
         let name = self.name(rule);
@@ -546,7 +505,7 @@ impl Engine {
             Phase::Waiting { .. } | Phase::Gap { .. } => self.timers.disarm(),
             Phase::Due { .. } => {
                 self.timers.disarm();
-                self.due.remove(run.fire_at, &run.id);
+                self.records.forget_due(run.fire_at, &run.id);
             }
             Phase::Acting { .. } | Phase::Draining { .. } | Phase::Deciding => {}
         }
@@ -585,9 +544,7 @@ impl Engine {
     /// Stop (docs/service.md#start-and-stop) for the state in `rule`'s
     /// slot: waiting parts dropped, the run ended, its record kept.
     pub(crate) fn stop_run(&mut self, rule: usize) {
-        let state = &mut self.rules[rule];
-        state.drop_waiting();
-        let Some(run) = state.run.take() else {
+        let Some(run) = self.rules.stop(rule) else {
             return;
         };
         let name = self.name(rule);

@@ -268,7 +268,7 @@ impl Engine {
     fn fire(&mut self, rule: usize, kind: FireKind, fire: Fire, now: Now) {
         let label = time_of_day_label(fire.at_s);
         let event = Arc::new(fire_event(kind.topic(), &label, now.wall_ms));
-        if !self.rules[rule].enabled {
+        if !self.rules.is_enabled(rule) {
             self.non_fire(rule, NonFireReason::RuleDisabled, &event, now, None);
             return;
         }

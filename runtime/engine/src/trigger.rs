@@ -154,7 +154,7 @@ impl Engine {
             .map(|(rule, verdict)| {
                 // The run this event started, if it is still live.
                 let started = matches!(verdict, Verdict::Start | Verdict::Restart { .. });
-                let run = self.rules[rule].run.as_ref().filter(|_| started);
+                let run = self.rules.run(rule).filter(|_| started);
                 // Judged again by the bytecode VM with its reads: handling
                 // the event changed neither it nor the state, so this is
                 // the result the decision had.
