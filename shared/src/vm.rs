@@ -54,6 +54,7 @@ use crate::when_types::{builtin_arity, builtin_name};
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
+#[cfg(any(test, feature = "oracle"))]
 pub mod oracle;
 mod plan;
 mod reads;

@@ -7,8 +7,10 @@
 //! `Machine::binary`, never `fast_binary`), so that it shares with the
 //! plan only the functions that define each operator. The differential
 //! tests (compiler/tests/differential.rs, shared/src/vm.rs's unit tests,
-//! shared/tests/forged_bundles.rs) compare the two. `cargo xtask
-//! invariants` checks that no product code outside this module calls it.
+//! shared/tests/vm_verify.rs) compare the two. It is compiled only for
+//! tests and benches (`#[cfg(test)]`, or the feature `oracle`, which only
+//! dev-dependencies turn on), and `cargo xtask invariants` checks that no
+//! product code names it.
 
 use super::{malformed, push, top_mut, type_error, EvalError, Machine, Slot, Stop, Value};
 use crate::bytecode::{Const, Op, Program};
