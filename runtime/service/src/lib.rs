@@ -22,6 +22,7 @@ pub mod owner;
 pub mod pending_file;
 pub mod pool;
 pub mod pubsub;
+pub mod resp;
 pub mod rebuild;
 pub mod record;
 pub mod record_store;
