@@ -18,7 +18,8 @@
 //!   it) and the warning when another adapter seems to publish the bus
 //!   (not when the newest entry is this ruled's own, from before a restart).
 
-use crate::connection::{describe, is_transport, query, query_pipe};
+use crate::connection::{describe, is_transport, query, Query};
+use crate::direct::Direct;
 use crate::logging::Throttle;
 use crate::namespace::Namespace;
 use redis::aio::ConnectionManager;
@@ -240,10 +241,7 @@ pub struct BusReader {
 impl BusReader {
     /// Starts the reader task; its outcomes go to `out` (bounded: while the
     /// driver is behind, asks coalesce here instead).
-    pub fn start(
-        con: ConnectionManager,
-        watch: Watch,
-    ) -> (Self, JoinHandle<()>, mpsc::Receiver<ReadOutcome>) {
+    pub fn start(con: Direct, watch: Watch) -> (Self, JoinHandle<()>, mpsc::Receiver<ReadOutcome>) {
         let shared = Arc::new(ReaderShared::default());
         *shared.watch.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(watch);
         let (tx, rx) = mpsc::channel(OUTCOMES);
@@ -314,11 +312,7 @@ impl BusReader {
     }
 }
 
-async fn reader_task(
-    mut con: ConnectionManager,
-    shared: Arc<ReaderShared>,
-    out: mpsc::Sender<ReadOutcome>,
-) {
+async fn reader_task(mut con: Direct, shared: Arc<ReaderShared>, out: mpsc::Sender<ReadOutcome>) {
     // Every line about what was read goes through this budget: a watched
     // field that is not UTF-8, notified in a loop, is one line per read.
     let mut throttle = Throttle::new(Instant::now());
@@ -366,7 +360,7 @@ async fn reader_task(
 /// One read of the reader task: its connection, the watched pairs, and
 /// the budget its lines go through.
 struct Read<'a> {
-    con: &'a mut ConnectionManager,
+    con: &'a mut Direct,
     pairs: &'a [StatePair],
     throttle: &'a mut Throttle,
 }
@@ -448,7 +442,7 @@ pub async fn read_pairs(
 /// [`read_pairs`], its lines through `throttle`'s budget (the reader
 /// task's, kept across reads).
 async fn read_pairs_within(
-    con: &mut ConnectionManager,
+    con: &mut impl Query,
     pairs: &[StatePair],
     indices: &[usize],
     throttle: &mut Throttle,
@@ -554,7 +548,7 @@ pub struct Publisher {
 impl Publisher {
     /// Starts the task; `last_id` is the key it keeps the last entry id
     /// it added in ([`Namespace::bus_last_id`]).
-    pub fn start(con: ConnectionManager, last_id: String) -> (Self, JoinHandle<()>) {
+    pub fn start(con: Direct, last_id: String) -> (Self, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(PUBLISH_QUEUE);
         let task = tokio::spawn(publish_task(con, rx, last_id));
         let dropped = Arc::new(Mutex::new((0, None)));
@@ -607,18 +601,13 @@ impl Publisher {
     }
 }
 
-async fn publish_task(
-    mut con: ConnectionManager,
-    mut rx: mpsc::Receiver<Vec<Event>>,
-    last_id: String,
-) {
+async fn publish_task(mut con: Direct, mut rx: mpsc::Receiver<Vec<Event>>, last_id: String) {
     let mut refusals = Refusals::default();
     while let Some(events) = rx.recv().await {
-        let Some(pipe) = publish_pipe(&events, &last_id) else {
+        let Some((commands, count)) = publish_commands(&events, &last_id) else {
             continue;
         };
-        let replies: redis::RedisResult<Vec<redis::RedisResult<redis::Value>>> =
-            query_pipe(&mut con, &pipe).await;
+        let replies = con.send(&commands, count).await;
         match replies {
             Ok(replies) => {
                 // XADD, PUBLISH, XADD, PUBLISH, ..., SET of the last id.
@@ -653,12 +642,14 @@ async fn publish_task(
     }
 }
 
-/// The pipeline of one effect, ending with the `SET` of its last id into
-/// `last_id`; `None` (logged) when an event does not encode, which a
-/// derived event always does.
-fn publish_pipe(events: &[Event], last_id: &str) -> Option<redis::Pipeline> {
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
+/// The commands of one effect, in RESP, ending with the `SET` of its last
+/// id into `last_id`, and how many there are; `None` (logged) when an
+/// event does not encode, which a derived event always does.
+fn publish_commands(events: &[Event], last_id: &str) -> Option<(Vec<u8>, usize)> {
+    use crate::resp::{push_args, push_bulk, push_command};
+    let mut bytes = Vec::with_capacity(1024);
+    let mut count = 0;
+    let maxlen = STREAM_MAXLEN.to_string();
     for event in events {
         let (entry, message) = match envelopes(event) {
             Ok(both) => both,
@@ -668,28 +659,38 @@ fn publish_pipe(events: &[Event], last_id: &str) -> Option<redis::Pipeline> {
             }
         };
         let id = event.id.as_deref().unwrap_or("*");
-        pipe.cmd("XADD")
-            .arg(STREAM)
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(STREAM_MAXLEN)
-            .arg(id)
-            .arg("topic")
-            .arg(&*event.topic)
-            .arg("e")
-            .arg(entry);
-        pipe.cmd("PUBLISH")
-            .arg(format!(
-                "{}{}",
-                rulecore::topic::EVENT_CHANNEL_PREFIX,
-                event.topic
-            ))
-            .arg(message);
+        push_args(
+            &mut bytes,
+            &[
+                b"XADD",
+                STREAM.as_bytes(),
+                b"MAXLEN",
+                b"~",
+                maxlen.as_bytes(),
+                id.as_bytes(),
+                b"topic",
+                event.topic.as_bytes(),
+                b"e",
+                entry.as_bytes(),
+            ],
+        );
+        push_command(&mut bytes, 3);
+        push_bulk(&mut bytes, &[b"PUBLISH"]);
+        push_bulk(
+            &mut bytes,
+            &[
+                rulecore::topic::EVENT_CHANNEL_PREFIX.as_bytes(),
+                event.topic.as_bytes(),
+            ],
+        );
+        push_bulk(&mut bytes, &[message.as_bytes()]);
+        count += 2;
     }
     if let Some(id) = events.last().and_then(|event| event.id.as_deref()) {
-        pipe.cmd("SET").arg(last_id).arg(id);
+        push_args(&mut bytes, &[b"SET", last_id.as_bytes(), id.as_bytes()]);
+        count += 1;
     }
-    Some(pipe)
+    Some((bytes, count))
 }
 
 /// Refused `XADD`s: logged through a budget, the `--bus follow` advice once.

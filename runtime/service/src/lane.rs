@@ -17,10 +17,10 @@
 //! most the timeout: the outcome rules of one action hold for each
 //! (docs/semantics.md#worker-pool-and-actions).
 
-use crate::connection::{describe, is_definite_failure, query_pipe};
+use crate::connection::{describe, is_definite_failure};
+use crate::direct::Direct;
 use crate::pool::{Handed, Report};
 use crate::record_store::StoreWriter;
-use redis::aio::ConnectionManager;
 use rulecore::bundle::Action;
 use ruled_engine::Job;
 use std::collections::VecDeque;
@@ -68,10 +68,16 @@ impl<'a> LaneCommand<'a> {
         })
     }
 
-    fn cmd(&self) -> redis::Cmd {
-        let mut cmd = redis::cmd(self.name);
-        cmd.arg(self.key).arg(self.value);
-        cmd
+    /// Appends the command, in RESP, to `bytes`.
+    fn push(&self, bytes: &mut Vec<u8>) {
+        crate::resp::push_args(
+            bytes,
+            &[
+                self.name.as_bytes(),
+                self.key.as_bytes(),
+                self.value.as_bytes(),
+            ],
+        );
     }
 }
 
@@ -105,7 +111,7 @@ pub(crate) fn take_batch(waiting: &mut VecDeque<Handed>) -> Vec<Handed> {
 /// when the driver is gone.
 pub async fn perform(
     batch: &[Job],
-    con: Option<&mut ConnectionManager>,
+    con: Option<&mut Direct>,
     store: Option<&StoreWriter>,
     reports: &mpsc::UnboundedSender<Report>,
 ) -> bool {
@@ -184,7 +190,7 @@ async fn removal(store: &StoreWriter, records: &[&str], wait: Duration) -> Optio
     None
 }
 
-/// Sends the commands of `batch` in one pipeline, after `removal` when
+/// Sends the commands of `batch` in one write, after `removal` when
 /// there is one, all in one transaction (`MULTI` ... `EXEC`), waiting at most `timeout` for the
 /// replies; one outcome per action, in order. A definite failure of the
 /// whole (`is_definite_failure`: the transaction discarded, a connection
@@ -192,11 +198,11 @@ async fn removal(store: &StoreWriter, records: &[&str], wait: Duration) -> Optio
 /// An error reply to one command fails that action; with the outcome unknown (no reply in time, a
 /// connection broken while the replies were awaited) Redis may still
 /// perform the commands, so the runs go on and one line says so. A
-/// connection the server had closed (an idle timeout) is replaced and the
-/// transaction sent once more (`query_pipe`): the first attempt then never
-/// reached Redis (docs/service.md#actions).
+/// connection the server had closed (an idle timeout) is replaced before
+/// the transaction goes out ([`Direct`]), so it reaches Redis once
+/// (docs/service.md#actions).
 pub async fn send(
-    con: Option<&mut ConnectionManager>,
+    con: Option<&mut Direct>,
     batch: &[Job],
     timeout: Duration,
     removal: Option<&redis::Cmd>,
@@ -209,31 +215,42 @@ pub async fn send(
         let error = "no redis connection for the redis action".to_string();
         return vec![Outcome::NotPerformed(error); batch.len()];
     };
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
+    let mut bytes = Vec::with_capacity(256);
+    let mut count = 0;
     if let Some(hdel) = removal {
-        pipe.atomic().add_command(hdel.clone());
+        crate::resp::push_args(&mut bytes, &[b"MULTI"]);
+        hdel.write_packed_command(&mut bytes);
+        count += 2;
     }
     for command in commands.iter().flatten() {
-        pipe.add_command(command.cmd());
+        command.push(&mut bytes);
+        count += 1;
     }
-    let replies: Result<redis::RedisResult<Vec<redis::RedisResult<redis::Value>>>, _> =
-        tokio::time::timeout(timeout, query_pipe(con, &pipe)).await;
-    let mut replies = match replies {
-        Ok(Ok(replies)) => replies.into_iter(),
-        Ok(Err(e)) if is_definite_failure(&e) => {
-            let why = refused_whole(e);
-            return vec![Outcome::NotPerformed(why); batch.len()];
+    if removal.is_some() {
+        crate::resp::push_args(&mut bytes, &[b"EXEC"]);
+        count += 1;
+    }
+    let replies = match con.send_within(&bytes, count, Some(timeout)).await {
+        Ok(replies) => replies,
+        Err(e) if is_definite_failure(&e) => {
+            return vec![Outcome::NotPerformed(describe(&e)); batch.len()];
         }
-        Ok(Err(e)) => {
-            unknown(batch, &commands, &describe(&e));
-            return vec![Outcome::Finished(Ok(())); batch.len()];
-        }
-        Err(_) => {
-            let why = format!("no reply within {}ms", timeout.as_millis());
+        Err(e) => {
+            let why = if e.is_timeout() {
+                format!("no reply within {}ms", timeout.as_millis())
+            } else {
+                describe(&e)
+            };
             unknown(batch, &commands, &why);
             return vec![Outcome::Finished(Ok(())); batch.len()];
         }
+    };
+    let mut replies = match removal {
+        None => replies.into_iter(),
+        Some(_) => match transaction(replies) {
+            Ok(replies) => replies.into_iter(),
+            Err(why) => return vec![Outcome::NotPerformed(why); batch.len()],
+        },
     };
     if removal.is_some() {
         // The removal's reply; a removal Redis refused is logged here (the
@@ -260,16 +277,43 @@ pub async fn send(
         .collect()
 }
 
-/// Why Redis refused a whole transaction, with the first command's own
-/// error when it said one (`EXECABORT (OOM command not allowed ...)`): one
-/// line, however many commands the batch held.
-fn refused_whole(error: redis::RedisError) -> String {
-    let head = describe(&error);
-    match error.into_server_errors().as_deref() {
-        Some([(_, first), ..]) if head.starts_with("EXECABORT") => {
-            format!("{head} ({first})")
+/// The replies of a transaction's commands (`MULTI`, each `QUEUED`, then
+/// `EXEC`'s array): each command's reply, or why Redis refused the whole
+/// (`EXECABORT (OOM command not allowed ...)`, with the first command's own
+/// error when it said one: one line, however many commands the batch held).
+fn transaction(
+    replies: Vec<redis::RedisResult<redis::Value>>,
+) -> Result<Vec<redis::RedisResult<redis::Value>>, String> {
+    let mut replies = replies.into_iter();
+    if let Some(Err(e)) = replies.next() {
+        return Err(describe(&e));
+    }
+    let mut first = None;
+    let mut exec = None;
+    for reply in replies {
+        if let (Err(e), None) = (&reply, &first) {
+            first = Some(describe(e));
         }
-        _ => head,
+        exec = Some(reply);
+    }
+    match exec {
+        Some(Ok(redis::Value::Array(values))) => Ok(values
+            .into_iter()
+            .map(|value| match value {
+                redis::Value::ServerError(e) => Err(e.into()),
+                value => Ok(value),
+            })
+            .collect()),
+        Some(Err(e)) => {
+            let head = describe(&e);
+            Err(match first {
+                Some(first) if head.starts_with("EXECABORT") && first != head => {
+                    format!("{head} ({first})")
+                }
+                _ => head,
+            })
+        }
+        _ => Err("the transaction had no reply".to_string()),
     }
 }
 

@@ -62,9 +62,12 @@ pub enum Refused {
 /// What the workers need to perform actions.
 #[derive(Clone)]
 pub struct Performers {
-    /// For `redis` actions (one LPUSH each), on the Redis lane. `None` in
-    /// tests of the other kinds.
+    /// For the guards' fresh reads. `None` in tests of the other kinds.
     pub redis: Option<redis::aio::ConnectionManager>,
+    /// For `redis` and `publish` actions (one `LPUSH` or `PUBLISH` each),
+    /// on the Redis lane: ruled's own connection (each clone one of its
+    /// own, [`crate::direct::Direct`]). `None` in tests of the other kinds.
+    pub lane: Option<crate::direct::Direct>,
     pub can: CanSockets,
     /// Removes a job's pending record before its action starts. `None` in
     /// tests without Redis (a job's `drop_record` is then ignored).
@@ -75,6 +78,7 @@ impl std::fmt::Debug for Performers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Performers")
             .field("redis", &self.redis.is_some())
+            .field("lane", &self.lane.is_some())
             .field("can", &self.can)
             .field("store", &self.store.is_some())
             .finish()
@@ -420,7 +424,7 @@ async fn redis_lane(pool: Worker, mut performers: Performers) {
         let store = performers.store.as_ref();
         let batch =
             crate::guard_read::screen(batch, performers.redis.as_mut(), store, &reports).await;
-        if !lane::perform(&batch, performers.redis.as_mut(), store, &reports).await {
+        if !lane::perform(&batch, performers.lane.as_mut(), store, &reports).await {
             return;
         }
         let room = {
@@ -497,7 +501,7 @@ async fn perform(
                 .timeout_ns()
                 .map_or(DEFAULT_WAIT, Duration::from_nanos);
             let batch = std::slice::from_ref(job);
-            let outcome = lane::send(performers.redis.as_mut(), batch, timeout, None).await;
+            let outcome = lane::send(performers.lane.as_mut(), batch, timeout, None).await;
             // The record went first, on its own: a refusal is a failure.
             match outcome.into_iter().next() {
                 Some(lane::Outcome::Finished(result)) => result,

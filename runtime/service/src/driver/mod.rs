@@ -96,6 +96,9 @@ struct Service {
     engine: Engine,
     /// The command connection (`ConnectionManager` clones share it).
     con: ConnectionManager,
+    /// Where the hot path's own connections go (the bus reader's, the
+    /// publisher's: [`crate::direct`]).
+    direct: crate::direct::Target,
     pool: Pool,
     reports: mpsc::UnboundedReceiver<Report>,
     writer: StoreWriter,

@@ -158,12 +158,19 @@ impl Service {
         // push waits as long as its step's `timeout`
         // (docs/semantics.md#worker-pool-and-actions).
         let actions = connection::connect_manager_with(&client, None).await;
-        let (pool, reports) = start_pool(config.pool, &actions, &writer);
+        // The hot path's own connections: the reads, the publication, the
+        // lane's actions (docs/service.md#connections).
+        let direct = crate::direct::Target::new(client.get_connection_info().clone(), tls.clone());
+        let (pool, reports) = start_pool(config.pool, &actions, direct.connection(None), &writer);
         let state_hashes = watched_hashes(&engine);
-        let (reader, reader_task, reads) =
-            BusReader::start(con.clone(), Watch::of(&engine, state_hashes.clone()));
-        let (publisher, publisher_task) =
-            Publisher::start(con.clone(), config.namespace.bus_last_id());
+        let (reader, reader_task, reads) = BusReader::start(
+            direct.connection(Some(connection::RESPONSE_TIMEOUT)),
+            Watch::of(&engine, state_hashes.clone()),
+        );
+        let (publisher, publisher_task) = Publisher::start(
+            direct.connection(Some(connection::RESPONSE_TIMEOUT)),
+            config.namespace.bus_last_id(),
+        );
         let (subs, input_channels) = subscriptions_for(&engine, &state_hashes);
         let stats = StatsPublisher::new(&engine, bundle_id.clone(), &owner);
         let (revision, local) = rules_dir_side(&config).await;
@@ -171,6 +178,7 @@ impl Service {
         let mut service = Self {
             engine,
             con,
+            direct,
             pool,
             reports,
             writer,
@@ -452,11 +460,14 @@ fn load_bundle(config: &ServiceConfig) -> Result<(Arc<Payload>, String), Service
 fn start_pool(
     config: PoolConfig,
     con: &ConnectionManager,
+    lane: crate::direct::Direct,
     writer: &StoreWriter,
 ) -> (Pool, mpsc::UnboundedReceiver<Report>) {
     let (report_tx, reports) = mpsc::unbounded_channel();
     let performers = Performers {
         redis: Some(con.clone()),
+        // Each replies within its step's `timeout`.
+        lane: Some(lane),
         can: CanSockets::default(),
         // Workers remove a durable step's record before its action.
         store: Some(writer.clone()),
