@@ -659,6 +659,8 @@ fn publish_commands(events: &[Event], last_id: &str) -> Option<(Vec<u8>, usize)>
             }
         };
         let id = event.id.as_deref().unwrap_or("*");
+        // The two commands' arguments and their headers, in one allocation.
+        bytes.reserve(entry.len() + message.len() + 2 * event.topic.len() + id.len() + 192);
         push_args(
             &mut bytes,
             &[

@@ -80,40 +80,33 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
 
     /// One reply; a top-level error reply is [`RespError::Refused`].
     pub(crate) async fn reply(&mut self) -> Result<Reply, RespError> {
-        let line = self.line().await?;
-        match line.split_first() {
-            Some((b'*', count)) => {
-                let count = number(count)?;
-                if count == -1 {
-                    // A nil array (`BRPOP` timed out, `EXEC` after `WATCH`).
-                    return Ok(Reply::Single(Element::Nil));
-                }
+        match self.header().await? {
+            Header::Array(-1) => {
+                // A nil array (`BRPOP` timed out, `EXEC` after `WATCH`).
+                Ok(Reply::Single(Element::Nil))
+            }
+            Header::Array(count) => {
                 if !(0..=self.max_elements).contains(&count) {
                     return Err(RespError::Protocol(format!("an array of {count}")));
                 }
                 let mut elements = Vec::with_capacity(count as usize);
                 for _ in 0..count {
-                    let line = self.line().await?;
-                    elements.push(match line.split_first() {
-                        Some((b'-', text)) => {
-                            Element::Error(String::from_utf8_lossy(text).into_owned())
-                        }
-                        _ => self.element(&line).await?,
+                    elements.push(match self.header().await? {
+                        Header::Error(text) => Element::Error(text),
+                        header => self.element(header).await?,
                     });
                 }
                 Ok(Reply::Array(elements))
             }
-            Some((b'-', text)) => Err(RespError::Refused(
-                String::from_utf8_lossy(text).into_owned(),
-            )),
-            _ => Ok(Reply::Single(self.element(&line).await?)),
+            Header::Error(text) => Err(RespError::Refused(text)),
+            header => Ok(Reply::Single(self.element(header).await?)),
         }
     }
 
-    async fn element(&mut self, line: &[u8]) -> Result<Element, RespError> {
-        match line.split_first() {
-            Some((b'$', len)) => {
-                let Ok(len) = usize::try_from(number(len)?) else {
+    async fn element(&mut self, header: Header) -> Result<Element, RespError> {
+        match header {
+            Header::Bulk(len) => {
+                let Ok(len) = usize::try_from(len) else {
                     return Ok(Element::Nil);
                 };
                 if len > self.limit {
@@ -132,32 +125,64 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
                 bytes.truncate(len);
                 Ok(Element::Bulk(bytes))
             }
-            Some((b':', n)) => Ok(Element::Int(number(n)?)),
-            Some((b'+', text)) => Ok(Element::Simple(String::from_utf8_lossy(text).into())),
-            Some((b'-', text)) => Err(RespError::Refused(
-                String::from_utf8_lossy(text).into_owned(),
-            )),
-            _ => Err(RespError::Protocol(
-                String::from_utf8_lossy(line).into_owned(),
-            )),
+            Header::Int(n) => Ok(Element::Int(n)),
+            Header::Simple(text) => Ok(Element::Simple(text)),
+            Header::Error(text) => Err(RespError::Refused(text)),
+            Header::Array(count) => Err(RespError::Protocol(format!(
+                "an array of {count} inside an array"
+            ))),
         }
     }
 
-    /// One header line, without its CRLF.
-    async fn line(&mut self) -> Result<Vec<u8>, RespError> {
+    /// One header line, read: from the buffer when it holds the whole
+    /// line (most replies), else through a line read of its own.
+    async fn header(&mut self) -> Result<Header, RespError> {
+        let buffered = self.io.buffer();
+        let window = &buffered[..buffered.len().min(MAX_LINE as usize)];
+        if let Some(end) = window.iter().position(|&byte| byte == b'\n') {
+            if let Some(line) = window[..end].strip_suffix(b"\r") {
+                let header = Header::parse(line)?;
+                self.io.consume(end + 1);
+                return Ok(header);
+            }
+        }
         let mut line = Vec::new();
         (&mut self.io)
             .take(MAX_LINE)
             .read_until(b'\n', &mut line)
             .await?;
-        if line.ends_with(b"\r\n") {
-            line.truncate(line.len() - 2);
-            Ok(line)
+        if let Some(line) = line.strip_suffix(b"\r\n") {
+            Header::parse(line)
         } else if (line.len() as u64) < MAX_LINE {
             // Cut short: the connection ended mid-line.
             Err(eof())
         } else {
             Err(RespError::Protocol("a header line too long".into()))
+        }
+    }
+}
+
+/// A reply's header line, parsed.
+enum Header {
+    Array(i64),
+    Bulk(i64),
+    Int(i64),
+    Simple(String),
+    Error(String),
+}
+
+impl Header {
+    fn parse(line: &[u8]) -> Result<Self, RespError> {
+        let text = || String::from_utf8_lossy(&line[1..]).into_owned();
+        match line.split_first() {
+            Some((b'*', n)) => Ok(Self::Array(number(n)?)),
+            Some((b'$', n)) => Ok(Self::Bulk(number(n)?)),
+            Some((b':', n)) => Ok(Self::Int(number(n)?)),
+            Some((b'+', _)) => Ok(Self::Simple(text())),
+            Some((b'-', _)) => Ok(Self::Error(text())),
+            _ => Err(RespError::Protocol(
+                String::from_utf8_lossy(line).into_owned(),
+            )),
         }
     }
 }
