@@ -13,7 +13,9 @@
 # RULED: a release `ruled` (build it with CARGO_PROFILE_RELEASE_STRIP=false
 # to keep the symbols for callgrind_annotate); RULEC: any `rulec`. Needs
 # redis-server, redis-cli, valgrind and strace on the PATH. Prints one line
-# per figure; the callgrind files stay in the printed directory.
+# per figure (CPU_COUNT_TOP=N adds the N functions that take the most per
+# notification, inclusive); the callgrind files stay in the printed
+# directory.
 set -eu
 
 ruled=$(realpath "$1")
@@ -88,6 +90,19 @@ if [ "$what" != syscalls ]; then
     done
     total() { grep '^totals:\|^summary:' "$dir/callgrind.$1" | head -1 | awk '{print $2}'; }
     echo "instructions per notification: $(( ($(total $large) - $(total $small)) / (large - small) ))"
+    # The functions that take the most per notification, inclusive (the
+    # same difference, per function): CPU_COUNT_TOP=40 lists 40.
+    if [ "${CPU_COUNT_TOP:-0}" -gt 0 ]; then
+        for count in $small $large; do
+            callgrind_annotate --inclusive=yes --threshold=100 "$dir/callgrind.$count" 2>/dev/null |
+                sed -n 's/^ *\([0-9,]*\) *( *[0-9.]*%) *\(.*\)$/\1\t\2/p' | tr -d , \
+                    >"$dir/functions.$count"
+        done
+        awk -F'\t' -v runs=$((large - small)) '
+            NR == FNR { small[$2] = $1; next }
+            { d = ($1 - small[$2]) / runs; if (d >= 50) printf "%8.0f %s\n", d, $2 }
+        ' "$dir/functions.$small" "$dir/functions.$large" | sort -rn | head -n "$CPU_COUNT_TOP"
+    fi
 fi
 if [ "$what" != instructions ]; then
     for count in $small $large; do

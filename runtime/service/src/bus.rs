@@ -36,6 +36,8 @@ use tokio::task::JoinHandle;
 pub const STREAM: &str = "events";
 /// `XADD events MAXLEN ~ 2000`.
 pub const STREAM_MAXLEN: u64 = 2000;
+/// [`STREAM_MAXLEN`] as the command's argument (a test keeps them equal).
+const STREAM_MAXLEN_ARG: &str = "2000";
 /// Reads asked for and not started yet, beyond which they collapse into
 /// one re-read of every live pair (a flood of alternating notifications).
 const MAX_ASKED: usize = 1024;
@@ -546,18 +548,23 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// Starts the task; `last_id` is the key it keeps the last entry id
-    /// it added in ([`Namespace::bus_last_id`]).
-    pub fn start(con: Direct, last_id: String) -> (Self, JoinHandle<()>) {
+    /// The publisher, and the queue its events wait in for the Redis lane
+    /// ([`crate::pool::Pool::start_publishing`]), which writes them with
+    /// the pushes it sends; `last_id` is the key the last entry id added
+    /// is kept in ([`Namespace::bus_last_id`]).
+    pub fn new(last_id: String) -> (Self, Publications) {
         let (tx, rx) = mpsc::channel(PUBLISH_QUEUE);
-        let task = tokio::spawn(publish_task(con, rx, last_id));
         let dropped = Arc::new(Mutex::new((0, None)));
         (
             Self {
                 tx: Some(tx),
                 dropped,
             },
-            task,
+            Publications {
+                rx: Some(rx),
+                last_id,
+                refusals: Refusals::default(),
+            },
         )
     }
 
@@ -595,66 +602,144 @@ impl Publisher {
 }
 
 impl Publisher {
-    /// No more events: the task ends once it published those queued.
+    /// No more events: the lane publishes those queued, then no more.
     pub fn close(&mut self) {
         self.tx = None;
     }
 }
 
-async fn publish_task(mut con: Direct, mut rx: mpsc::Receiver<Vec<Event>>, last_id: String) {
-    let mut refusals = Refusals::default();
-    while let Some(events) = rx.recv().await {
-        let Some((commands, count)) = publish_commands(&events, &last_id) else {
-            continue;
-        };
-        let replies = con.send(&commands, count).await;
-        match replies {
-            Ok(replies) => {
-                // XADD, PUBLISH, XADD, PUBLISH, ..., SET of the last id.
-                for (event, reply) in events.iter().zip(replies.chunks(2)) {
-                    if let Some(Err(e)) = reply.first() {
-                        refusals.refused(event, e);
-                    }
-                    if let Some(Err(e)) = reply.get(1) {
-                        crate::logging::warn_within!(
-                            &mut refusals.throttle,
-                            topic = %event.topic,
-                            error = %describe(e),
-                            "PUBLISH of a derived event refused"
-                        );
-                    }
+/// The derived events waiting to be published, in order, and what the
+/// replies to their commands are judged by: the Redis lane's
+/// (docs/service.md#the-bus). It writes the events queued with the pushes
+/// of the batch it sends, after them, in the same write.
+#[derive(Debug)]
+pub struct Publications {
+    /// `None` once the publisher closed and every queued event was taken.
+    rx: Option<mpsc::Receiver<Vec<Event>>>,
+    last_id: String,
+    refusals: Refusals,
+}
+
+/// The effects [`Publications::take`] took, and how many commands they are.
+#[derive(Debug, Default)]
+pub struct Taken {
+    effects: Vec<Vec<Event>>,
+    commands: usize,
+}
+
+impl Taken {
+    /// How many replies the commands taken have.
+    pub fn commands(&self) -> usize {
+        self.commands
+    }
+}
+
+impl Publications {
+    /// Waits for the next effect's events; `None` once the publisher closed
+    /// and nothing is left (then at once, every time). Cancel-safe.
+    pub async fn next(&mut self) -> Option<Vec<Event>> {
+        let events = self.rx.as_mut()?.recv().await;
+        if events.is_none() {
+            self.rx = None;
+        }
+        events
+    }
+
+    /// Whether the publisher closed and every event was taken.
+    pub fn closed(&self) -> bool {
+        self.rx.is_none()
+    }
+
+    /// The commands of `first` (when given) and of every effect queued now,
+    /// in order, appended to `bytes`.
+    pub fn take(&mut self, first: Option<Vec<Event>>, bytes: &mut Vec<u8>) -> Taken {
+        let mut taken = Taken::default();
+        let mut next = first;
+        loop {
+            let events = match next.take() {
+                Some(events) => events,
+                None => match self.rx.as_mut().map(mpsc::Receiver::try_recv) {
+                    Some(Ok(events)) => events,
+                    _ => break,
+                },
+            };
+            if let Some(count) = publish_commands(&events, &self.last_id, bytes) {
+                taken.commands += count;
+                taken.effects.push(events);
+            }
+        }
+        taken
+    }
+
+    /// Judges the replies to the commands `taken` (logged through a budget),
+    /// or says they were not published when Redis was not reached.
+    pub fn judge(
+        &mut self,
+        taken: &Taken,
+        replies: Result<&[redis::RedisResult<redis::Value>], &redis::RedisError>,
+    ) {
+        let mut replies = match replies {
+            Ok(replies) => replies.iter(),
+            Err(e) => {
+                let events: usize = taken.effects.iter().map(Vec::len).sum();
+                if events > 0 {
+                    tracing::warn!(
+                        events,
+                        error = %describe(e),
+                        "derived events not published (connection); ruled's own rules had them"
+                    );
                 }
-                if let Some(Err(e)) = replies.get(events.len() * 2) {
+                return;
+            }
+        };
+        let refusals = &mut self.refusals;
+        for events in &taken.effects {
+            // XADD, PUBLISH, XADD, PUBLISH, ..., SET of the last id.
+            for event in events {
+                if let Some(Err(e)) = replies.next() {
+                    refusals.refused(event, e);
+                }
+                if let Some(Err(e)) = replies.next() {
                     crate::logging::warn_within!(
                         &mut refusals.throttle,
-                        key = %last_id,
+                        topic = %event.topic,
+                        error = %describe(e),
+                        "PUBLISH of a derived event refused"
+                    );
+                }
+            }
+            if events
+                .last()
+                .and_then(|event| event.id.as_deref())
+                .is_some()
+            {
+                if let Some(Err(e)) = replies.next() {
+                    crate::logging::warn_within!(
+                        &mut refusals.throttle,
+                        key = %self.last_id,
                         error = %describe(e),
                         "the last event id not kept"
                     );
                 }
             }
-            Err(e) => tracing::warn!(
-                events = events.len(),
-                error = %describe(&e),
-                "derived events not published (connection); ruled's own rules had them"
-            ),
         }
     }
 }
 
-/// The commands of one effect, in RESP, ending with the `SET` of its last
-/// id into `last_id`, and how many there are; `None` (logged) when an
-/// event does not encode, which a derived event always does.
-fn publish_commands(events: &[Event], last_id: &str) -> Option<(Vec<u8>, usize)> {
+/// Appends the commands of one effect, in RESP, to `bytes`, ending with
+/// the `SET` of its last id into `last_id`, and returns how many there
+/// are; `None` (logged, nothing appended) when an event does not encode,
+/// which a derived event always does.
+fn publish_commands(events: &[Event], last_id: &str, bytes: &mut Vec<u8>) -> Option<usize> {
     use crate::resp::{push_args, push_bulk, push_command};
-    let mut bytes = Vec::with_capacity(1024);
+    let start = bytes.len();
     let mut count = 0;
-    let maxlen = STREAM_MAXLEN.to_string();
     for event in events {
         let (entry, message) = match envelopes(event) {
             Ok(both) => both,
             Err(e) => {
                 tracing::error!(topic = %event.topic, "a derived event does not encode ({e}); not published");
+                bytes.truncate(start);
                 return None;
             }
         };
@@ -662,13 +747,13 @@ fn publish_commands(events: &[Event], last_id: &str) -> Option<(Vec<u8>, usize)>
         // The two commands' arguments and their headers, in one allocation.
         bytes.reserve(entry.len() + message.len() + 2 * event.topic.len() + id.len() + 192);
         push_args(
-            &mut bytes,
+            bytes,
             &[
                 b"XADD",
                 STREAM.as_bytes(),
                 b"MAXLEN",
                 b"~",
-                maxlen.as_bytes(),
+                STREAM_MAXLEN_ARG.as_bytes(),
                 id.as_bytes(),
                 b"topic",
                 event.topic.as_bytes(),
@@ -676,23 +761,23 @@ fn publish_commands(events: &[Event], last_id: &str) -> Option<(Vec<u8>, usize)>
                 entry.as_bytes(),
             ],
         );
-        push_command(&mut bytes, 3);
-        push_bulk(&mut bytes, &[b"PUBLISH"]);
+        push_command(bytes, 3);
+        push_bulk(bytes, &[b"PUBLISH"]);
         push_bulk(
-            &mut bytes,
+            bytes,
             &[
                 rulecore::topic::EVENT_CHANNEL_PREFIX.as_bytes(),
                 event.topic.as_bytes(),
             ],
         );
-        push_bulk(&mut bytes, &[message.as_bytes()]);
+        push_bulk(bytes, &[message.as_bytes()]);
         count += 2;
     }
     if let Some(id) = events.last().and_then(|event| event.id.as_deref()) {
-        push_args(&mut bytes, &[b"SET", last_id.as_bytes(), id.as_bytes()]);
+        push_args(bytes, &[b"SET", last_id.as_bytes(), id.as_bytes()]);
         count += 1;
     }
-    Some((bytes, count))
+    Some(count)
 }
 
 /// Refused `XADD`s: logged through a budget, the `--bus follow` advice once.
@@ -879,6 +964,11 @@ pub fn parse_id(id: &str) -> Option<(i64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stream_bound_is_sent_as_it_is_declared() {
+        assert_eq!(STREAM_MAXLEN_ARG, STREAM_MAXLEN.to_string());
+    }
 
     fn pairs() -> Vec<StatePair> {
         ["a", "b"]

@@ -17,15 +17,20 @@
 //! most the timeout: the outcome rules of one action hold for each
 //! (docs/semantics.md#worker-pool-and-actions).
 
+use crate::bus::Publications;
 use crate::connection::{describe, is_definite_failure};
 use crate::direct::Direct;
 use crate::pool::{Handed, Report};
 use crate::record_store::StoreWriter;
 use rulecore::bundle::Action;
+use rulecore::event::Event;
 use ruled_engine::Job;
 use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::sync::mpsc;
+
+/// How long the derived events still queued at stop may take to go out.
+const STOP_FLUSH: Duration = Duration::from_secs(3);
 
 /// The most actions one batch sends: one transaction of their records'
 /// removal and their commands.
@@ -114,6 +119,7 @@ pub async fn perform(
     con: Option<&mut Direct>,
     store: Option<&StoreWriter>,
     reports: &mpsc::UnboundedSender<Report>,
+    publications: Option<&mut Publications>,
 ) -> bool {
     let Some(first) = batch.first() else {
         return true;
@@ -132,7 +138,7 @@ pub async fn perform(
             return false;
         }
     }
-    let outcomes = send(con, batch, timeout, removal.as_ref()).await;
+    let outcomes = send(con, batch, timeout, removal.as_ref(), publications).await;
     for (job, outcome) in batch.iter().zip(outcomes) {
         let report = match outcome {
             Outcome::Finished(result) => Report::Finished(job.id, result),
@@ -200,12 +206,15 @@ async fn removal(store: &StoreWriter, records: &[&str], wait: Duration) -> Optio
 /// perform the commands, so the runs go on and one line says so. A
 /// connection the server had closed (an idle timeout) is replaced before
 /// the transaction goes out ([`Direct`]), so it reaches Redis once
-/// (docs/service.md#actions).
+/// (docs/service.md#actions). The derived events queued in `publications`
+/// go in the same write, after the batch's commands, their replies judged
+/// there ([`Publications::judge`]).
 pub async fn send(
     con: Option<&mut Direct>,
     batch: &[Job],
     timeout: Duration,
     removal: Option<&redis::Cmd>,
+    publications: Option<&mut Publications>,
 ) -> Vec<Outcome> {
     let commands: Vec<Option<LaneCommand<'_>>> = batch
         .iter()
@@ -230,19 +239,27 @@ pub async fn send(
         crate::resp::push_args(&mut bytes, &[b"EXEC"]);
         count += 1;
     }
-    let replies = match con.send_within(&bytes, count, Some(timeout)).await {
-        Ok(replies) => replies,
-        Err(e) if is_definite_failure(&e) => {
-            return vec![Outcome::NotPerformed(describe(&e)); batch.len()];
+    let mut publishing = publications.map(|queued| {
+        let taken = queued.take(None, &mut bytes);
+        (queued, taken)
+    });
+    let published = publishing.as_ref().map_or(0, |(_, taken)| taken.commands());
+    let sent = con
+        .send_within(&bytes, count + published, Some(timeout))
+        .await;
+    let replies = match sent {
+        Ok(mut replies) => {
+            let of_events = replies.split_off(count.min(replies.len()));
+            if let Some((queued, taken)) = publishing.as_mut() {
+                queued.judge(taken, Ok(&of_events));
+            }
+            replies
         }
         Err(e) => {
-            let why = if e.is_timeout() {
-                format!("no reply within {}ms", timeout.as_millis())
-            } else {
-                describe(&e)
-            };
-            unknown(batch, &commands, &why);
-            return vec![Outcome::Finished(Ok(())); batch.len()];
+            if let Some((queued, taken)) = publishing.as_mut() {
+                queued.judge(taken, Err(&e));
+            }
+            return failed(batch, &commands, timeout, &e);
         }
     };
     let mut replies = match removal {
@@ -275,6 +292,72 @@ pub async fn send(
         })
         .map(Outcome::Finished)
         .collect()
+}
+
+/// The outcome of every action of `batch` when its write or its replies
+/// failed whole: not performed when that is certain, else unknown (one line).
+fn failed(
+    batch: &[Job],
+    commands: &[Option<LaneCommand<'_>>],
+    timeout: Duration,
+    e: &redis::RedisError,
+) -> Vec<Outcome> {
+    if is_definite_failure(e) {
+        return vec![Outcome::NotPerformed(describe(e)); batch.len()];
+    }
+    let why = if e.is_timeout() {
+        format!("no reply within {}ms", timeout.as_millis())
+    } else {
+        describe(e)
+    };
+    unknown(batch, commands, &why);
+    vec![Outcome::Finished(Ok(())); batch.len()]
+}
+
+/// Publishes `events` and whatever else `queued` holds, with no action to
+/// go with them, waiting for the replies as long as the connection does
+/// (30 s).
+pub async fn publish(con: Option<&mut Direct>, queued: &mut Publications, events: Vec<Event>) {
+    let mut bytes = Vec::new();
+    let taken = queued.take(Some(events), &mut bytes);
+    if taken.commands() == 0 {
+        return;
+    }
+    let Some(con) = con else {
+        let e = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::NotConnected));
+        queued.judge(&taken, Err(&e));
+        return;
+    };
+    match con.send(&bytes, taken.commands()).await {
+        Ok(replies) => queued.judge(&taken, Ok(&replies)),
+        Err(e) => queued.judge(&taken, Err(&e)),
+    }
+}
+
+/// At stop: the derived events still queued go out, waited for at most
+/// [`STOP_FLUSH`].
+pub async fn publish_at_stop(con: Option<&mut Direct>, queued: &mut Publications) {
+    let mut bytes = Vec::new();
+    let taken = queued.take(None, &mut bytes);
+    if taken.commands() == 0 {
+        return;
+    }
+    let sent = match con {
+        Some(con) => {
+            con.send_within(&bytes, taken.commands(), Some(STOP_FLUSH))
+                .await
+        }
+        None => Err(std::io::Error::from(std::io::ErrorKind::NotConnected).into()),
+    };
+    match sent {
+        Ok(replies) => queued.judge(&taken, Ok(&replies)),
+        Err(e) => {
+            tracing::warn!(
+                error = %describe(&e),
+                "derived events still unpublished at stop were dropped (Redis slow or gone)"
+            );
+        }
+    }
 }
 
 /// The replies of a transaction's commands (`MULTI`, each `QUEUED`, then
