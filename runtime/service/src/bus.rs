@@ -10,10 +10,11 @@
 //!   notifications costs no memory), and hands the values back in order
 //!   ([`ReadOutcome`]) for [`Engine::fields_read`] / [`Engine::written_read`];
 //!   its lines about watched fields go through a log budget.
-//! - [`Publisher`]: a task that publishes each [`ruled_engine::Effect::Publish`]
-//!   (ruled_engine::Effect) in one round trip: per event an entry of stream
-//!   `events` and a message on `ev:<topic>`, and the last id added in
-//!   `NS:bus-last-id`.
+//! - [`Publisher`] and [`Publications`]: each [`ruled_engine::Effect::Publish`]
+//!   (ruled_engine::Effect) queued for the Redis lane, which writes it in
+//!   the same write as the pushes it sends (`crate::lane`): per event an
+//!   entry of stream `events` and a message on `ev:<topic>`, and the last
+//!   id added in `NS:bus-last-id`.
 //! - [`start_checks`]: the stream's newest id at start (our ids stay above
 //!   it) and the warning when another adapter seems to publish the bus
 //!   (not when the newest entry is this ruled's own, from before a restart).
