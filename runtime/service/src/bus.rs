@@ -526,8 +526,12 @@ pub fn envelopes(event: &Event) -> Result<(String, String), serde_json::Error> {
     };
     // `id` is the envelope's first key: the entry is the message without
     // it, cut from the one encoding instead of a second one of a copy.
-    let head = format!("{{\"id\":{},", serde_json::to_string(id)?);
-    if let Some(rest) = with_id.strip_prefix(&head) {
+    let quoted = serde_json::to_string(id)?;
+    let rest = with_id
+        .strip_prefix("{\"id\":")
+        .and_then(|rest| rest.strip_prefix(quoted.as_str()))
+        .and_then(|rest| rest.strip_prefix(','));
+    if let Some(rest) = rest {
         let mut entry = String::with_capacity(rest.len() + 1);
         entry.push('{');
         entry.push_str(rest);
@@ -538,8 +542,8 @@ pub fn envelopes(event: &Event) -> Result<(String, String), serde_json::Error> {
     Ok((serde_json::to_string(&without)?, with_id))
 }
 
-/// The publisher of derived events: its own task, in order, one round trip
-/// per effect (docs/service.md#the-bus).
+/// The publisher of derived events: queues each effect's events, in
+/// order, for the Redis lane (docs/service.md#the-bus).
 #[derive(Debug, Clone)]
 pub struct Publisher {
     /// `None` once closed (at stop).

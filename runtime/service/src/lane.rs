@@ -224,7 +224,9 @@ pub async fn send(
         let error = "no redis connection for the redis action".to_string();
         return vec![Outcome::NotPerformed(error); batch.len()];
     };
-    let mut bytes = Vec::with_capacity(256);
+    // The pushes, and the derived events that go with them (two of a few
+    // hundred bytes each, for a notification).
+    let mut bytes = Vec::with_capacity(2048);
     let mut count = 0;
     if let Some(hdel) = removal {
         crate::resp::push_args(&mut bytes, &[b"MULTI"]);
