@@ -27,6 +27,10 @@ use tokio::io::AsyncWriteExt;
 /// Elements in one reply: an `EXEC` of a full lane batch, a read of many
 /// fields of one hash.
 const MAX_ELEMENTS: usize = 4096;
+/// Bytes read from the socket at once: a reply is a few bytes to a few
+/// hundred (a full lane batch's `EXEC` about 2 KiB); the subscription's
+/// 64 KiB is for a flood of messages.
+const READ_BUFFER: usize = 4096;
 /// The largest bulk string a reply may hold whole: a watched field's bound
 /// is checked by the read script itself, so anything larger is not a
 /// reply of ruled's requests.
@@ -260,7 +264,7 @@ async fn open(target: &Target) -> RedisResult<RespReader<Box<dyn Stream>>> {
             crate::pubsub::PubSubError::Io(e) => RedisError::from(e),
             other => RedisError::from(std::io::Error::other(other.to_string())),
         })?;
-    let mut open = RespReader::new(stream, MAX_BULK, MAX_ELEMENTS);
+    let mut open = RespReader::new(stream, READ_BUFFER, MAX_BULK, MAX_ELEMENTS);
     let settings = target.info.redis_settings();
     let mut hello = Vec::new();
     let mut count = 0;

@@ -171,7 +171,12 @@ impl PubSub {
             .map_err(|_| PubSubError::Timeout)??;
         let (read, write) = tokio::io::split(stream);
         let mut pubsub = Self {
-            io: RespReader::new(read, MAX_MESSAGE_BYTES, MAX_ELEMENTS),
+            io: RespReader::new(
+                read,
+                crate::resp::READ_BUFFER,
+                MAX_MESSAGE_BYTES,
+                MAX_ELEMENTS,
+            ),
             commands: Commands(Arc::new(tokio::sync::Mutex::new(write))),
         };
         let settings = info.redis_settings();

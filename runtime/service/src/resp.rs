@@ -54,9 +54,11 @@ pub(crate) struct RespReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> RespReader<R> {
-    pub(crate) fn new(read: R, limit: usize, max_elements: usize) -> Self {
+    /// A reader of `read` whose buffer holds `buffer` bytes: a bulk string
+    /// longer than that is read past it, straight into its own bytes.
+    pub(crate) fn new(read: R, buffer: usize, limit: usize, max_elements: usize) -> Self {
         Self {
-            io: BufReader::with_capacity(READ_BUFFER, read),
+            io: BufReader::with_capacity(buffer, read),
             limit,
             max_elements: i64::try_from(max_elements).unwrap_or(i64::MAX),
         }
@@ -259,7 +261,7 @@ mod tests {
     async fn replies_are_read_errors_inside_arrays_too() {
         let input: &[u8] =
             b"*3\r\n:1\r\n-WRONGTYPE no\r\n$3\r\nabc\r\n-NOSCRIPT x\r\n*2\r\n$5\r\nhello\r\n$-1\r\n+OK\r\n";
-        let mut reader = RespReader::new(input, 4, 16);
+        let mut reader = RespReader::new(input, 64, 4, 16);
         let Ok(Reply::Array(first)) = reader.reply().await else {
             panic!("an array");
         };
