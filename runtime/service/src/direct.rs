@@ -100,7 +100,7 @@ enum Peek {
 }
 
 impl Direct {
-    /// Sends `commands` (RESP, [`crate::resp::push_args`]) in one write
+    /// Sends `commands` (RESP, `resp::push_args`) in one write
     /// and reads their `count` replies: each its value or the error Redis
     /// answered. The whole is an error when Redis was not reached, the
     /// connection broke (it is then dropped) or a reply did not come in

@@ -337,7 +337,7 @@ pub async fn publish(con: Option<&mut Direct>, queued: &mut Publications, events
 }
 
 /// At stop: the derived events still queued go out, waited for at most
-/// [`STOP_FLUSH`].
+/// `STOP_FLUSH` (3 s).
 pub async fn publish_at_stop(con: Option<&mut Direct>, queued: &mut Publications) {
     let mut bytes = Vec::new();
     let taken = queued.take(None, &mut bytes);
