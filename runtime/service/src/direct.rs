@@ -127,13 +127,15 @@ impl Direct {
         let Some(reader) = open.as_mut() else {
             return Err(std::io::Error::from(std::io::ErrorKind::NotConnected).into());
         };
-        // Replies read whole so far (the late ones first), and whether one
-        // is being read: a wait that runs out mid-reply loses the place.
-        let (mut read, mut midway) = (0, false);
+        // Replies read whole so far (the late ones first), and whether the
+        // request is being written or a reply read: a wait that runs out
+        // then loses the place, and the connection with it.
+        let (mut read, mut midway) = (0, true);
         let late = *owed;
         let exchange = async {
             reader.get_mut().write_all(commands).await?;
             reader.get_mut().flush().await?;
+            midway = false;
             let mut replies = Vec::with_capacity(count);
             while read < late + count {
                 reader.fill().await?;
