@@ -5,7 +5,7 @@
 //! enters memory. Used by every reader of watched fields (`state()`,
 //! inputs, the profile's sources).
 
-use crate::connection::query;
+use crate::connection::{query, Query};
 use crate::logging::{self, Throttle};
 use redis::aio::ConnectionManager;
 use ruled_engine::Expiry;
@@ -65,7 +65,7 @@ return values
 /// also (with one line naming hash, field and length, within `throttle`'s
 /// budget) when over [`MAX_FIELD_BYTES`] or not UTF-8: read as unknown.
 pub async fn hmget(
-    con: &mut ConnectionManager,
+    con: &mut impl Query,
     hash: &str,
     fields: &[&str],
     throttle: &mut Throttle,
@@ -78,7 +78,7 @@ pub async fn hmget(
 /// (docs/sources.md#changes: an `every` source's notification counts when
 /// the hash was written anew).
 pub async fn hmget_with_expiry(
-    con: &mut ConnectionManager,
+    con: &mut impl Query,
     hash: &str,
     fields: &[&str],
     throttle: &mut Throttle,
@@ -125,8 +125,8 @@ pub async fn expiry(con: &mut ConnectionManager, hash: &str) -> redis::RedisResu
 /// restart or `SCRIPT FLUSH`), by its text, which Redis then keeps for the
 /// next calls. Every script `ruled` runs on a hot path goes this way (the
 /// watched fields' reads, the guards' fresh read).
-pub(crate) async fn eval_cached<T: redis::FromRedisValue>(
-    con: &mut ConnectionManager,
+pub(crate) async fn eval_cached<T: redis::FromRedisValue + Send>(
+    con: &mut impl Query,
     script: &Script,
     with_args: impl Fn(&mut redis::Cmd),
 ) -> redis::RedisResult<T> {
@@ -136,9 +136,9 @@ pub(crate) async fn eval_cached<T: redis::FromRedisValue>(
         with_args(&mut call);
         call
     };
-    match query(con, &call("EVALSHA", script.sha1)).await {
+    match con.query(&call("EVALSHA", script.sha1)).await {
         Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-            query(con, &call("EVAL", script.source)).await
+            con.query(&call("EVAL", script.source)).await
         }
         other => other,
     }
@@ -146,7 +146,7 @@ pub(crate) async fn eval_cached<T: redis::FromRedisValue>(
 
 /// A bounded `HMGET` script on `fields` of `hash`.
 async fn run(
-    con: &mut ConnectionManager,
+    con: &mut impl Query,
     script: &Script,
     hash: &str,
     fields: &[&str],

@@ -10,15 +10,17 @@
 //!   notifications costs no memory), and hands the values back in order
 //!   ([`ReadOutcome`]) for [`Engine::fields_read`] / [`Engine::written_read`];
 //!   its lines about watched fields go through a log budget.
-//! - [`Publisher`]: a task that publishes each [`ruled_engine::Effect::Publish`]
-//!   (ruled_engine::Effect) in one round trip: per event an entry of stream
-//!   `events` and a message on `ev:<topic>`, and the last id added in
-//!   `NS:bus-last-id`.
+//! - [`Publisher`] and [`Publications`]: each [`ruled_engine::Effect::Publish`]
+//!   (ruled_engine::Effect) queued for the Redis lane, which writes it in
+//!   the same write as the pushes it sends (`crate::lane`): per event an
+//!   entry of stream `events` and a message on `ev:<topic>`, and the last
+//!   id added in `NS:bus-last-id`.
 //! - [`start_checks`]: the stream's newest id at start (our ids stay above
 //!   it) and the warning when another adapter seems to publish the bus
 //!   (not when the newest entry is this ruled's own, from before a restart).
 
-use crate::connection::{describe, is_transport, query, query_pipe};
+use crate::connection::{describe, is_transport, query, Query};
+use crate::direct::Direct;
 use crate::logging::Throttle;
 use crate::namespace::Namespace;
 use redis::aio::ConnectionManager;
@@ -35,6 +37,8 @@ use tokio::task::JoinHandle;
 pub const STREAM: &str = "events";
 /// `XADD events MAXLEN ~ 2000`.
 pub const STREAM_MAXLEN: u64 = 2000;
+/// [`STREAM_MAXLEN`] as the command's argument (a test keeps them equal).
+const STREAM_MAXLEN_ARG: &str = "2000";
 /// Reads asked for and not started yet, beyond which they collapse into
 /// one re-read of every live pair (a flood of alternating notifications).
 const MAX_ASKED: usize = 1024;
@@ -240,10 +244,7 @@ pub struct BusReader {
 impl BusReader {
     /// Starts the reader task; its outcomes go to `out` (bounded: while the
     /// driver is behind, asks coalesce here instead).
-    pub fn start(
-        con: ConnectionManager,
-        watch: Watch,
-    ) -> (Self, JoinHandle<()>, mpsc::Receiver<ReadOutcome>) {
+    pub fn start(con: Direct, watch: Watch) -> (Self, JoinHandle<()>, mpsc::Receiver<ReadOutcome>) {
         let shared = Arc::new(ReaderShared::default());
         *shared.watch.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(watch);
         let (tx, rx) = mpsc::channel(OUTCOMES);
@@ -314,11 +315,7 @@ impl BusReader {
     }
 }
 
-async fn reader_task(
-    mut con: ConnectionManager,
-    shared: Arc<ReaderShared>,
-    out: mpsc::Sender<ReadOutcome>,
-) {
+async fn reader_task(mut con: Direct, shared: Arc<ReaderShared>, out: mpsc::Sender<ReadOutcome>) {
     // Every line about what was read goes through this budget: a watched
     // field that is not UTF-8, notified in a loop, is one line per read.
     let mut throttle = Throttle::new(Instant::now());
@@ -366,7 +363,7 @@ async fn reader_task(
 /// One read of the reader task: its connection, the watched pairs, and
 /// the budget its lines go through.
 struct Read<'a> {
-    con: &'a mut ConnectionManager,
+    con: &'a mut Direct,
     pairs: &'a [StatePair],
     throttle: &'a mut Throttle,
 }
@@ -448,7 +445,7 @@ pub async fn read_pairs(
 /// [`read_pairs`], its lines through `throttle`'s budget (the reader
 /// task's, kept across reads).
 async fn read_pairs_within(
-    con: &mut ConnectionManager,
+    con: &mut impl Query,
     pairs: &[StatePair],
     indices: &[usize],
     throttle: &mut Throttle,
@@ -529,8 +526,12 @@ pub fn envelopes(event: &Event) -> Result<(String, String), serde_json::Error> {
     };
     // `id` is the envelope's first key: the entry is the message without
     // it, cut from the one encoding instead of a second one of a copy.
-    let head = format!("{{\"id\":{},", serde_json::to_string(id)?);
-    if let Some(rest) = with_id.strip_prefix(&head) {
+    let quoted = serde_json::to_string(id)?;
+    let rest = with_id
+        .strip_prefix("{\"id\":")
+        .and_then(|rest| rest.strip_prefix(quoted.as_str()))
+        .and_then(|rest| rest.strip_prefix(','));
+    if let Some(rest) = rest {
         let mut entry = String::with_capacity(rest.len() + 1);
         entry.push('{');
         entry.push_str(rest);
@@ -541,8 +542,8 @@ pub fn envelopes(event: &Event) -> Result<(String, String), serde_json::Error> {
     Ok((serde_json::to_string(&without)?, with_id))
 }
 
-/// The publisher of derived events: its own task, in order, one round trip
-/// per effect (docs/service.md#the-bus).
+/// The publisher of derived events: queues each effect's events, in
+/// order, for the Redis lane (docs/service.md#the-bus).
 #[derive(Debug, Clone)]
 pub struct Publisher {
     /// `None` once closed (at stop).
@@ -552,18 +553,23 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// Starts the task; `last_id` is the key it keeps the last entry id
-    /// it added in ([`Namespace::bus_last_id`]).
-    pub fn start(con: ConnectionManager, last_id: String) -> (Self, JoinHandle<()>) {
+    /// The publisher, and the queue its events wait in for the Redis lane
+    /// ([`crate::pool::Pool::start_publishing`]), which writes them with
+    /// the pushes it sends; `last_id` is the key the last entry id added
+    /// is kept in ([`Namespace::bus_last_id`]).
+    pub fn new(last_id: String) -> (Self, Publications) {
         let (tx, rx) = mpsc::channel(PUBLISH_QUEUE);
-        let task = tokio::spawn(publish_task(con, rx, last_id));
         let dropped = Arc::new(Mutex::new((0, None)));
         (
             Self {
                 tx: Some(tx),
                 dropped,
             },
-            task,
+            Publications {
+                rx: Some(rx),
+                last_id,
+                refusals: Refusals::default(),
+            },
         )
     }
 
@@ -601,95 +607,182 @@ impl Publisher {
 }
 
 impl Publisher {
-    /// No more events: the task ends once it published those queued.
+    /// No more events: the lane publishes those queued, then no more.
     pub fn close(&mut self) {
         self.tx = None;
     }
 }
 
-async fn publish_task(
-    mut con: ConnectionManager,
-    mut rx: mpsc::Receiver<Vec<Event>>,
+/// The derived events waiting to be published, in order, and what the
+/// replies to their commands are judged by: the Redis lane's
+/// (docs/service.md#the-bus). It writes the events queued with the pushes
+/// of the batch it sends, after them, in the same write.
+#[derive(Debug)]
+pub struct Publications {
+    /// `None` once the publisher closed and every queued event was taken.
+    rx: Option<mpsc::Receiver<Vec<Event>>>,
     last_id: String,
-) {
-    let mut refusals = Refusals::default();
-    while let Some(events) = rx.recv().await {
-        let Some(pipe) = publish_pipe(&events, &last_id) else {
-            continue;
-        };
-        let replies: redis::RedisResult<Vec<redis::RedisResult<redis::Value>>> =
-            query_pipe(&mut con, &pipe).await;
-        match replies {
-            Ok(replies) => {
-                // XADD, PUBLISH, XADD, PUBLISH, ..., SET of the last id.
-                for (event, reply) in events.iter().zip(replies.chunks(2)) {
-                    if let Some(Err(e)) = reply.first() {
-                        refusals.refused(event, e);
-                    }
-                    if let Some(Err(e)) = reply.get(1) {
-                        crate::logging::warn_within!(
-                            &mut refusals.throttle,
-                            topic = %event.topic,
-                            error = %describe(e),
-                            "PUBLISH of a derived event refused"
-                        );
-                    }
+    refusals: Refusals,
+}
+
+/// The effects [`Publications::take`] took, and how many commands they are.
+#[derive(Debug, Default)]
+pub struct Taken {
+    effects: Vec<Vec<Event>>,
+    commands: usize,
+}
+
+impl Taken {
+    /// How many replies the commands taken have.
+    pub fn commands(&self) -> usize {
+        self.commands
+    }
+}
+
+impl Publications {
+    /// Waits for the next effect's events; `None` once the publisher closed
+    /// and nothing is left (then at once, every time). Cancel-safe.
+    pub async fn next(&mut self) -> Option<Vec<Event>> {
+        let events = self.rx.as_mut()?.recv().await;
+        if events.is_none() {
+            self.rx = None;
+        }
+        events
+    }
+
+    /// Whether the publisher closed and every event was taken.
+    pub fn closed(&self) -> bool {
+        self.rx.is_none()
+    }
+
+    /// The commands of `first` (when given) and of every effect queued now,
+    /// in order, appended to `bytes`.
+    pub fn take(&mut self, first: Option<Vec<Event>>, bytes: &mut Vec<u8>) -> Taken {
+        let mut taken = Taken::default();
+        let mut next = first;
+        loop {
+            let events = match next.take() {
+                Some(events) => events,
+                None => match self.rx.as_mut().map(mpsc::Receiver::try_recv) {
+                    Some(Ok(events)) => events,
+                    _ => break,
+                },
+            };
+            if let Some(count) = publish_commands(&events, &self.last_id, bytes) {
+                taken.commands += count;
+                taken.effects.push(events);
+            }
+        }
+        taken
+    }
+
+    /// Judges the replies to the commands `taken` (logged through a budget),
+    /// or says they were not published when Redis was not reached.
+    pub fn judge(
+        &mut self,
+        taken: &Taken,
+        replies: Result<&[redis::RedisResult<redis::Value>], &redis::RedisError>,
+    ) {
+        let mut replies = match replies {
+            Ok(replies) => replies.iter(),
+            Err(e) => {
+                let events: usize = taken.effects.iter().map(Vec::len).sum();
+                if events > 0 {
+                    tracing::warn!(
+                        events,
+                        error = %describe(e),
+                        "derived events not published (connection); ruled's own rules had them"
+                    );
                 }
-                if let Some(Err(e)) = replies.get(events.len() * 2) {
+                return;
+            }
+        };
+        let refusals = &mut self.refusals;
+        for events in &taken.effects {
+            // XADD, PUBLISH, XADD, PUBLISH, ..., SET of the last id.
+            for event in events {
+                if let Some(Err(e)) = replies.next() {
+                    refusals.refused(event, e);
+                }
+                if let Some(Err(e)) = replies.next() {
                     crate::logging::warn_within!(
                         &mut refusals.throttle,
-                        key = %last_id,
+                        topic = %event.topic,
+                        error = %describe(e),
+                        "PUBLISH of a derived event refused"
+                    );
+                }
+            }
+            if events
+                .last()
+                .and_then(|event| event.id.as_deref())
+                .is_some()
+            {
+                if let Some(Err(e)) = replies.next() {
+                    crate::logging::warn_within!(
+                        &mut refusals.throttle,
+                        key = %self.last_id,
                         error = %describe(e),
                         "the last event id not kept"
                     );
                 }
             }
-            Err(e) => tracing::warn!(
-                events = events.len(),
-                error = %describe(&e),
-                "derived events not published (connection); ruled's own rules had them"
-            ),
         }
     }
 }
 
-/// The pipeline of one effect, ending with the `SET` of its last id into
-/// `last_id`; `None` (logged) when an event does not encode, which a
-/// derived event always does.
-fn publish_pipe(events: &[Event], last_id: &str) -> Option<redis::Pipeline> {
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
+/// Appends the commands of one effect, in RESP, to `bytes`, ending with
+/// the `SET` of its last id into `last_id`, and returns how many there
+/// are; `None` (logged, nothing appended) when an event does not encode,
+/// which a derived event always does.
+fn publish_commands(events: &[Event], last_id: &str, bytes: &mut Vec<u8>) -> Option<usize> {
+    use crate::resp::{push_args, push_bulk, push_command};
+    let start = bytes.len();
+    let mut count = 0;
     for event in events {
         let (entry, message) = match envelopes(event) {
             Ok(both) => both,
             Err(e) => {
                 tracing::error!(topic = %event.topic, "a derived event does not encode ({e}); not published");
+                bytes.truncate(start);
                 return None;
             }
         };
         let id = event.id.as_deref().unwrap_or("*");
-        pipe.cmd("XADD")
-            .arg(STREAM)
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(STREAM_MAXLEN)
-            .arg(id)
-            .arg("topic")
-            .arg(&*event.topic)
-            .arg("e")
-            .arg(entry);
-        pipe.cmd("PUBLISH")
-            .arg(format!(
-                "{}{}",
-                rulecore::topic::EVENT_CHANNEL_PREFIX,
-                event.topic
-            ))
-            .arg(message);
+        // The two commands' arguments and their headers, in one allocation.
+        bytes.reserve(entry.len() + message.len() + 2 * event.topic.len() + id.len() + 192);
+        push_args(
+            bytes,
+            &[
+                b"XADD",
+                STREAM.as_bytes(),
+                b"MAXLEN",
+                b"~",
+                STREAM_MAXLEN_ARG.as_bytes(),
+                id.as_bytes(),
+                b"topic",
+                event.topic.as_bytes(),
+                b"e",
+                entry.as_bytes(),
+            ],
+        );
+        push_command(bytes, 3);
+        push_bulk(bytes, &[b"PUBLISH"]);
+        push_bulk(
+            bytes,
+            &[
+                rulecore::topic::EVENT_CHANNEL_PREFIX.as_bytes(),
+                event.topic.as_bytes(),
+            ],
+        );
+        push_bulk(bytes, &[message.as_bytes()]);
+        count += 2;
     }
     if let Some(id) = events.last().and_then(|event| event.id.as_deref()) {
-        pipe.cmd("SET").arg(last_id).arg(id);
+        push_args(bytes, &[b"SET", last_id.as_bytes(), id.as_bytes()]);
+        count += 1;
     }
-    Some(pipe)
+    Some(count)
 }
 
 /// Refused `XADD`s: logged through a budget, the `--bus follow` advice once.
@@ -876,6 +969,11 @@ pub fn parse_id(id: &str) -> Option<(i64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stream_bound_is_sent_as_it_is_declared() {
+        assert_eq!(STREAM_MAXLEN_ARG, STREAM_MAXLEN.to_string());
+    }
 
     fn pairs() -> Vec<StatePair> {
         ["a", "b"]

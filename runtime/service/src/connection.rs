@@ -15,7 +15,7 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// small board's Redis (a fork for a snapshot on slow flash takes seconds),
 /// short enough that a Redis that never answers is noticed. Actions wait
 /// as long as their own `timeout` instead (docs/semantics.md#worker-pool-and-actions).
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Exponential backoff between attempts, capped at [`BACKOFF_MAX`].
 #[derive(Debug, Clone)]
@@ -101,6 +101,36 @@ pub async fn query<T: redis::FromRedisValue>(
             cmd.query_async(con).await
         }
         other => other,
+    }
+}
+
+/// A connection one command at a time can go out on: the Redis client's
+/// (every command but the hot path's) or ruled's own
+/// ([`crate::direct::Direct`]: the bus reader's and the lane's), so the
+/// code that reads through either is written once.
+pub trait Query: Send {
+    /// `cmd`'s reply as `T` ([`query`] on the Redis client's connection).
+    fn query<T: redis::FromRedisValue + Send>(
+        &mut self,
+        cmd: &redis::Cmd,
+    ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send;
+}
+
+impl Query for ConnectionManager {
+    async fn query<T: redis::FromRedisValue + Send>(
+        &mut self,
+        cmd: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        query(self, cmd).await
+    }
+}
+
+impl Query for crate::direct::Direct {
+    async fn query<T: redis::FromRedisValue + Send>(
+        &mut self,
+        cmd: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        crate::direct::Direct::query(self, cmd).await
     }
 }
 

@@ -17,15 +17,20 @@
 //! most the timeout: the outcome rules of one action hold for each
 //! (docs/semantics.md#worker-pool-and-actions).
 
-use crate::connection::{describe, is_definite_failure, query_pipe};
+use crate::bus::Publications;
+use crate::connection::{describe, is_definite_failure};
+use crate::direct::Direct;
 use crate::pool::{Handed, Report};
 use crate::record_store::StoreWriter;
-use redis::aio::ConnectionManager;
 use rulecore::bundle::Action;
+use rulecore::event::Event;
 use ruled_engine::Job;
 use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::sync::mpsc;
+
+/// How long the derived events still queued at stop may take to go out.
+const STOP_FLUSH: Duration = Duration::from_secs(3);
 
 /// The most actions one batch sends: one transaction of their records'
 /// removal and their commands.
@@ -68,10 +73,16 @@ impl<'a> LaneCommand<'a> {
         })
     }
 
-    fn cmd(&self) -> redis::Cmd {
-        let mut cmd = redis::cmd(self.name);
-        cmd.arg(self.key).arg(self.value);
-        cmd
+    /// Appends the command, in RESP, to `bytes`.
+    fn push(&self, bytes: &mut Vec<u8>) {
+        crate::resp::push_args(
+            bytes,
+            &[
+                self.name.as_bytes(),
+                self.key.as_bytes(),
+                self.value.as_bytes(),
+            ],
+        );
     }
 }
 
@@ -105,9 +116,10 @@ pub(crate) fn take_batch(waiting: &mut VecDeque<Handed>) -> Vec<Handed> {
 /// when the driver is gone.
 pub async fn perform(
     batch: &[Job],
-    con: Option<&mut ConnectionManager>,
+    con: Option<&mut Direct>,
     store: Option<&StoreWriter>,
     reports: &mpsc::UnboundedSender<Report>,
+    publications: Option<&mut Publications>,
 ) -> bool {
     let Some(first) = batch.first() else {
         return true;
@@ -126,7 +138,7 @@ pub async fn perform(
             return false;
         }
     }
-    let outcomes = send(con, batch, timeout, removal.as_ref()).await;
+    let outcomes = send(con, batch, timeout, removal.as_ref(), publications).await;
     for (job, outcome) in batch.iter().zip(outcomes) {
         let report = match outcome {
             Outcome::Finished(result) => Report::Finished(job.id, result),
@@ -184,7 +196,7 @@ async fn removal(store: &StoreWriter, records: &[&str], wait: Duration) -> Optio
     None
 }
 
-/// Sends the commands of `batch` in one pipeline, after `removal` when
+/// Sends the commands of `batch` in one write, after `removal` when
 /// there is one, all in one transaction (`MULTI` ... `EXEC`), waiting at most `timeout` for the
 /// replies; one outcome per action, in order. A definite failure of the
 /// whole (`is_definite_failure`: the transaction discarded, a connection
@@ -192,14 +204,17 @@ async fn removal(store: &StoreWriter, records: &[&str], wait: Duration) -> Optio
 /// An error reply to one command fails that action; with the outcome unknown (no reply in time, a
 /// connection broken while the replies were awaited) Redis may still
 /// perform the commands, so the runs go on and one line says so. A
-/// connection the server had closed (an idle timeout) is replaced and the
-/// transaction sent once more (`query_pipe`): the first attempt then never
-/// reached Redis (docs/service.md#actions).
+/// connection the server had closed (an idle timeout) is replaced before
+/// the transaction goes out ([`Direct`]), so it reaches Redis once
+/// (docs/service.md#actions). The derived events queued in `publications`
+/// go in the same write, after the batch's commands, their replies judged
+/// there ([`Publications::judge`]).
 pub async fn send(
-    con: Option<&mut ConnectionManager>,
+    con: Option<&mut Direct>,
     batch: &[Job],
     timeout: Duration,
     removal: Option<&redis::Cmd>,
+    publications: Option<&mut Publications>,
 ) -> Vec<Outcome> {
     let commands: Vec<Option<LaneCommand<'_>>> = batch
         .iter()
@@ -209,31 +224,52 @@ pub async fn send(
         let error = "no redis connection for the redis action".to_string();
         return vec![Outcome::NotPerformed(error); batch.len()];
     };
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
+    // The pushes, and the derived events that go with them (two of a few
+    // hundred bytes each, for a notification).
+    let mut bytes = Vec::with_capacity(2048);
+    let mut count = 0;
     if let Some(hdel) = removal {
-        pipe.atomic().add_command(hdel.clone());
+        crate::resp::push_args(&mut bytes, &[b"MULTI"]);
+        hdel.write_packed_command(&mut bytes);
+        count += 2;
     }
     for command in commands.iter().flatten() {
-        pipe.add_command(command.cmd());
+        command.push(&mut bytes);
+        count += 1;
     }
-    let replies: Result<redis::RedisResult<Vec<redis::RedisResult<redis::Value>>>, _> =
-        tokio::time::timeout(timeout, query_pipe(con, &pipe)).await;
-    let mut replies = match replies {
-        Ok(Ok(replies)) => replies.into_iter(),
-        Ok(Err(e)) if is_definite_failure(&e) => {
-            let why = refused_whole(e);
-            return vec![Outcome::NotPerformed(why); batch.len()];
+    if removal.is_some() {
+        crate::resp::push_args(&mut bytes, &[b"EXEC"]);
+        count += 1;
+    }
+    let mut publishing = publications.map(|queued| {
+        let taken = queued.take(None, &mut bytes);
+        (queued, taken)
+    });
+    let published = publishing.as_ref().map_or(0, |(_, taken)| taken.commands());
+    let sent = con
+        .send_within(&bytes, count + published, Some(timeout))
+        .await;
+    let replies = match sent {
+        Ok(mut replies) => {
+            let of_events = replies.split_off(count.min(replies.len()));
+            if let Some((queued, taken)) = publishing.as_mut() {
+                queued.judge(taken, Ok(&of_events));
+            }
+            replies
         }
-        Ok(Err(e)) => {
-            unknown(batch, &commands, &describe(&e));
-            return vec![Outcome::Finished(Ok(())); batch.len()];
+        Err(e) => {
+            if let Some((queued, taken)) = publishing.as_mut() {
+                queued.judge(taken, Err(&e));
+            }
+            return failed(batch, &commands, timeout, &e);
         }
-        Err(_) => {
-            let why = format!("no reply within {}ms", timeout.as_millis());
-            unknown(batch, &commands, &why);
-            return vec![Outcome::Finished(Ok(())); batch.len()];
-        }
+    };
+    let mut replies = match removal {
+        None => replies.into_iter(),
+        Some(_) => match transaction(replies) {
+            Ok(replies) => replies.into_iter(),
+            Err(why) => return vec![Outcome::NotPerformed(why); batch.len()],
+        },
     };
     if removal.is_some() {
         // The removal's reply; a removal Redis refused is logged here (the
@@ -260,16 +296,109 @@ pub async fn send(
         .collect()
 }
 
-/// Why Redis refused a whole transaction, with the first command's own
-/// error when it said one (`EXECABORT (OOM command not allowed ...)`): one
-/// line, however many commands the batch held.
-fn refused_whole(error: redis::RedisError) -> String {
-    let head = describe(&error);
-    match error.into_server_errors().as_deref() {
-        Some([(_, first), ..]) if head.starts_with("EXECABORT") => {
-            format!("{head} ({first})")
+/// The outcome of every action of `batch` when its write or its replies
+/// failed whole: not performed when that is certain, else unknown (one line).
+fn failed(
+    batch: &[Job],
+    commands: &[Option<LaneCommand<'_>>],
+    timeout: Duration,
+    e: &redis::RedisError,
+) -> Vec<Outcome> {
+    if is_definite_failure(e) {
+        return vec![Outcome::NotPerformed(describe(e)); batch.len()];
+    }
+    let why = if e.is_timeout() {
+        format!("no reply within {}ms", timeout.as_millis())
+    } else {
+        describe(e)
+    };
+    unknown(batch, commands, &why);
+    vec![Outcome::Finished(Ok(())); batch.len()]
+}
+
+/// Publishes `events` and whatever else `queued` holds, with no action to
+/// go with them, waiting for the replies as long as the connection does
+/// (30 s).
+pub async fn publish(con: Option<&mut Direct>, queued: &mut Publications, events: Vec<Event>) {
+    let mut bytes = Vec::new();
+    let taken = queued.take(Some(events), &mut bytes);
+    if taken.commands() == 0 {
+        return;
+    }
+    let Some(con) = con else {
+        let e = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::NotConnected));
+        queued.judge(&taken, Err(&e));
+        return;
+    };
+    match con.send(&bytes, taken.commands()).await {
+        Ok(replies) => queued.judge(&taken, Ok(&replies)),
+        Err(e) => queued.judge(&taken, Err(&e)),
+    }
+}
+
+/// At stop: the derived events still queued go out, waited for at most
+/// `STOP_FLUSH` (3 s).
+pub async fn publish_at_stop(con: Option<&mut Direct>, queued: &mut Publications) {
+    let mut bytes = Vec::new();
+    let taken = queued.take(None, &mut bytes);
+    if taken.commands() == 0 {
+        return;
+    }
+    let sent = match con {
+        Some(con) => {
+            con.send_within(&bytes, taken.commands(), Some(STOP_FLUSH))
+                .await
         }
-        _ => head,
+        None => Err(std::io::Error::from(std::io::ErrorKind::NotConnected).into()),
+    };
+    match sent {
+        Ok(replies) => queued.judge(&taken, Ok(&replies)),
+        Err(e) => {
+            tracing::warn!(
+                error = %describe(&e),
+                "derived events still unpublished at stop were dropped (Redis slow or gone)"
+            );
+        }
+    }
+}
+
+/// The replies of a transaction's commands (`MULTI`, each `QUEUED`, then
+/// `EXEC`'s array): each command's reply, or why Redis refused the whole
+/// (`EXECABORT (OOM command not allowed ...)`, with the first command's own
+/// error when it said one: one line, however many commands the batch held).
+fn transaction(
+    replies: Vec<redis::RedisResult<redis::Value>>,
+) -> Result<Vec<redis::RedisResult<redis::Value>>, String> {
+    let mut replies = replies.into_iter();
+    if let Some(Err(e)) = replies.next() {
+        return Err(describe(&e));
+    }
+    let mut first = None;
+    let mut exec = None;
+    for reply in replies {
+        if let (Err(e), None) = (&reply, &first) {
+            first = Some(describe(e));
+        }
+        exec = Some(reply);
+    }
+    match exec {
+        Some(Ok(redis::Value::Array(values))) => Ok(values
+            .into_iter()
+            .map(|value| match value {
+                redis::Value::ServerError(e) => Err(e.into()),
+                value => Ok(value),
+            })
+            .collect()),
+        Some(Err(e)) => {
+            let head = describe(&e);
+            Err(match first {
+                Some(first) if head.starts_with("EXECABORT") && first != head => {
+                    format!("{head} ({first})")
+                }
+                _ => head,
+            })
+        }
+        _ => Err("the transaction had no reply".to_string()),
     }
 }
 

@@ -62,9 +62,12 @@ pub enum Refused {
 /// What the workers need to perform actions.
 #[derive(Clone)]
 pub struct Performers {
-    /// For `redis` actions (one LPUSH each), on the Redis lane. `None` in
-    /// tests of the other kinds.
+    /// For the guards' fresh reads. `None` in tests of the other kinds.
     pub redis: Option<redis::aio::ConnectionManager>,
+    /// For `redis` and `publish` actions (one `LPUSH` or `PUBLISH` each),
+    /// on the Redis lane: ruled's own connection (each clone one of its
+    /// own, [`crate::direct::Direct`]). `None` in tests of the other kinds.
+    pub lane: Option<crate::direct::Direct>,
     pub can: CanSockets,
     /// Removes a job's pending record before its action starts. `None` in
     /// tests without Redis (a job's `drop_record` is then ignored).
@@ -75,6 +78,7 @@ impl std::fmt::Debug for Performers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Performers")
             .field("redis", &self.redis.is_some())
+            .field("lane", &self.lane.is_some())
             .field("can", &self.can)
             .field("store", &self.store.is_some())
             .finish()
@@ -181,6 +185,18 @@ impl Pool {
         performers: Performers,
         reports: mpsc::UnboundedSender<Report>,
     ) -> Self {
+        Self::start_publishing(config, performers, reports, None)
+    }
+
+    /// [`Pool::start`] with the lane publishing the derived events of
+    /// `publications` too, in the same writes as its pushes
+    /// (docs/service.md#the-bus).
+    pub fn start_publishing(
+        config: PoolConfig,
+        performers: Performers,
+        reports: mpsc::UnboundedSender<Report>,
+        publications: Option<crate::bus::Publications>,
+    ) -> Self {
         let shared = Arc::new(Mutex::new(Shared::default()));
         let wake = Arc::new(Notify::new());
         let wake_lane = Arc::new(Notify::new());
@@ -195,7 +211,11 @@ impl Pool {
         let mut workers: Vec<JoinHandle<()>> = (0..config.workers.max(1))
             .map(|_| tokio::spawn(worker(worker_of(&wake), performers.clone())))
             .collect();
-        workers.push(tokio::spawn(redis_lane(worker_of(&wake_lane), performers)));
+        workers.push(tokio::spawn(redis_lane(
+            worker_of(&wake_lane),
+            performers,
+            publications,
+        )));
         Self {
             shared,
             wake,
@@ -385,9 +405,15 @@ async fn worker(pool: Worker, mut performers: Performers) {
 
 /// The Redis lane: takes the Redis actions handed over in batches
 /// ([`lane::take_batch`]), performs each batch ([`lane::perform`]: its
-/// records' removal confirmed, then its commands in one pipeline), and
-/// makes room for as many as the batch held.
-async fn redis_lane(pool: Worker, mut performers: Performers) {
+/// records' removal confirmed, then its commands in one write, the derived
+/// events queued in `publications` after them), and makes room for as
+/// many as the batch held. Derived events that come without an action are
+/// published on their own; at stop those still queued go out first.
+async fn redis_lane(
+    pool: Worker,
+    mut performers: Performers,
+    mut publications: Option<crate::bus::Publications>,
+) {
     let Worker {
         shared,
         wake,
@@ -398,21 +424,41 @@ async fn redis_lane(pool: Worker, mut performers: Performers) {
     loop {
         let notified = wake.notified();
         tokio::pin!(notified);
-        let batch = {
+        let (batch, stopping) = {
             let mut state = lock(&shared);
-            if state.stopping {
-                return;
-            }
-            let batch = lane::take_batch(&mut state.lane);
+            let batch = if state.stopping {
+                Vec::new()
+            } else {
+                lane::take_batch(&mut state.lane)
+            };
             state.lane_sending = !batch.is_empty();
             if batch.is_empty() {
                 // Registered under the lock: no hand-over is missed.
                 notified.as_mut().enable();
             }
-            batch
+            (batch, state.stopping)
         };
+        if stopping {
+            if let Some(publications) = publications.as_mut() {
+                lane::publish_at_stop(performers.lane.as_mut(), publications).await;
+            }
+            return;
+        }
         if batch.is_empty() {
-            notified.await;
+            match publications.as_mut().filter(|p| !p.closed()) {
+                Some(queued) => {
+                    tokio::select! {
+                        biased;
+                        () = &mut notified => {}
+                        events = queued.next() => {
+                            if let Some(events) = events {
+                                lane::publish(performers.lane.as_mut(), queued, events).await;
+                            }
+                        }
+                    }
+                }
+                None => notified.await,
+            }
             continue;
         }
         let batch: Vec<Job> = batch.into_iter().map(started_from_queue).collect();
@@ -420,7 +466,14 @@ async fn redis_lane(pool: Worker, mut performers: Performers) {
         let store = performers.store.as_ref();
         let batch =
             crate::guard_read::screen(batch, performers.redis.as_mut(), store, &reports).await;
-        if !lane::perform(&batch, performers.redis.as_mut(), store, &reports).await {
+        let sent = lane::perform(
+            &batch,
+            performers.lane.as_mut(),
+            store,
+            &reports,
+            publications.as_mut(),
+        );
+        if !sent.await {
             return;
         }
         let room = {
@@ -497,7 +550,7 @@ async fn perform(
                 .timeout_ns()
                 .map_or(DEFAULT_WAIT, Duration::from_nanos);
             let batch = std::slice::from_ref(job);
-            let outcome = lane::send(performers.redis.as_mut(), batch, timeout, None).await;
+            let outcome = lane::send(performers.lane.as_mut(), batch, timeout, None, None).await;
             // The record went first, on its own: a refusal is a failure.
             match outcome.into_iter().next() {
                 Some(lane::Outcome::Finished(result)) => result,

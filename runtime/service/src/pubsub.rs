@@ -7,13 +7,12 @@
 //! the Redis client as before.
 
 use crate::connection::CONNECT_TIMEOUT;
+use crate::resp::{push_bulk, RespError, RespReader, Stream};
+pub(crate) use crate::resp::{Element, Reply};
 use crate::tls::Tls;
 use redis::{ConnectionAddr, ConnectionInfo};
 use std::sync::Arc;
-use tokio::io::{
-    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadHalf,
-    WriteHalf,
-};
+use tokio::io::{AsyncWriteExt, ReadHalf, WriteHalf};
 
 /// The largest message payload (and channel name) read whole; a larger
 /// one is skipped as it arrives. Events over 64 KiB are never handled
@@ -22,12 +21,8 @@ use tokio::io::{
 /// service's 48 MB: 256 x 64 KiB is 16 MiB. Vehicle events are a few
 /// hundred bytes.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
-/// The longest header line (`*3`, `$25000000`, `:1`, an error) read.
-const MAX_LINE: u64 = 4096;
-/// Bytes read from the socket at once: a flood is read in few calls.
-const READ_BUFFER: usize = 64 * 1024;
 /// Elements in one reply; pub/sub replies have 3 or 4.
-const MAX_ELEMENTS: i64 = 16;
+const MAX_ELEMENTS: usize = 16;
 /// Channels or patterns per (un)subscribe command: 100,000 exact topics
 /// in one `SUBSCRIBE` would be a 3 MB command, and as many confirmations
 /// queued in Redis before the first is read.
@@ -74,17 +69,6 @@ pub enum PubSubError {
     Protocol(String),
 }
 
-/// One element of a reply: a bulk string read whole, or only its length
-/// when it was over [`MAX_MESSAGE_BYTES`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Element {
-    Bulk(Vec<u8>),
-    Skipped(usize),
-    Int(i64),
-    Simple(String),
-    Nil,
-}
-
 /// What the subscription delivered.
 #[derive(Debug)]
 pub enum Delivery {
@@ -97,15 +81,11 @@ pub enum Delivery {
     },
 }
 
-trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
-
 /// A subscribed connection.
 pub struct PubSub {
-    io: BufReader<ReadHalf<Box<dyn Stream>>>,
     /// The largest message read; longer ones are skipped
     /// ([`MAX_MESSAGE_BYTES`] unless [`PubSub::set_limit`] said otherwise).
-    limit: usize,
+    io: RespReader<ReadHalf<Box<dyn Stream>>>,
     commands: Commands,
 }
 
@@ -139,22 +119,19 @@ impl Commands {
     }
 
     async fn send_names(&self, command: &str, names: &[Name<'_>]) -> Result<(), PubSubError> {
-        let mut bytes = format!("*{}\r\n", names.len() + 1).into_bytes();
-        push_bulk(&mut bytes, &[command]);
+        let mut bytes = Vec::new();
+        crate::resp::push_command(&mut bytes, names.len() + 1);
+        push_bulk(&mut bytes, &[command.as_bytes()]);
         for name in names {
-            push_bulk(&mut bytes, &[name.prefix, name.rest]);
+            push_bulk(&mut bytes, &[name.prefix.as_bytes(), name.rest.as_bytes()]);
         }
         self.write(&bytes).await
     }
 
     /// Sends one command (`SUBSCRIBE a b`, `PUNSUBSCRIBE x`, ...).
     pub async fn send(&self, args: &[&[u8]]) -> Result<(), PubSubError> {
-        let mut bytes = format!("*{}\r\n", args.len()).into_bytes();
-        for arg in args {
-            bytes.extend(format!("${}\r\n", arg.len()).into_bytes());
-            bytes.extend_from_slice(arg);
-            bytes.extend_from_slice(b"\r\n");
-        }
+        let mut bytes = Vec::new();
+        crate::resp::push_args(&mut bytes, args);
         self.write(&bytes).await
     }
 
@@ -164,16 +141,6 @@ impl Commands {
         stream.flush().await?;
         Ok(())
     }
-}
-
-/// Appends one bulk string, the concatenation of `parts`, to `bytes`.
-fn push_bulk(bytes: &mut Vec<u8>, parts: &[&str]) {
-    let len: usize = parts.iter().map(|part| part.len()).sum();
-    bytes.extend(format!("${len}\r\n").into_bytes());
-    for part in parts {
-        bytes.extend_from_slice(part.as_bytes());
-    }
-    bytes.extend_from_slice(b"\r\n");
 }
 
 impl std::fmt::Debug for PubSub {
@@ -187,7 +154,7 @@ impl PubSub {
     /// waits for one reply, which may be longer than an event
     /// (docs/operating.md#the-wire-format).
     pub fn set_limit(&mut self, bytes: usize) {
-        self.limit = bytes;
+        self.io.limit = bytes;
     }
 
     /// Connects to the server `info` names (over TLS with `tls` for a
@@ -204,8 +171,12 @@ impl PubSub {
             .map_err(|_| PubSubError::Timeout)??;
         let (read, write) = tokio::io::split(stream);
         let mut pubsub = Self {
-            io: BufReader::with_capacity(READ_BUFFER, read),
-            limit: MAX_MESSAGE_BYTES,
+            io: RespReader::new(
+                read,
+                crate::resp::READ_BUFFER,
+                MAX_MESSAGE_BYTES,
+                MAX_ELEMENTS,
+            ),
             commands: Commands(Arc::new(tokio::sync::Mutex::new(write))),
         };
         let settings = info.redis_settings();
@@ -295,98 +266,24 @@ impl PubSub {
 
     /// One reply; an error reply is [`PubSubError::Refused`].
     async fn reply(&mut self) -> Result<Reply, PubSubError> {
-        let line = self.line().await?;
-        match line.split_first() {
-            Some((b'*', count)) => {
-                let count = number(count)?;
-                if count == -1 {
-                    // A nil array (`BRPOP` timed out).
-                    return Ok(Reply::Single(Element::Nil));
-                }
-                if !(0..=MAX_ELEMENTS).contains(&count) {
-                    return Err(PubSubError::Protocol(format!("an array of {count}")));
-                }
-                let mut elements = Vec::new();
-                for _ in 0..count {
-                    let line = self.line().await?;
-                    elements.push(self.element(&line).await?);
-                }
-                Ok(Reply::Array(elements))
-            }
-            _ => Ok(Reply::Single(self.element(&line).await?)),
-        }
+        Ok(self.io.reply().await?)
     }
+}
 
-    async fn element(&mut self, line: &[u8]) -> Result<Element, PubSubError> {
-        match line.split_first() {
-            Some((b'$', len)) => {
-                let Ok(len) = usize::try_from(number(len)?) else {
-                    return Ok(Element::Nil);
-                };
-                if len > self.limit {
-                    // Read past it (and its CRLF) without keeping it.
-                    let skip = len as u64 + 2;
-                    let skipped =
-                        tokio::io::copy(&mut (&mut self.io).take(skip), &mut tokio::io::sink())
-                            .await?;
-                    if skipped < skip {
-                        return Err(eof());
-                    }
-                    return Ok(Element::Skipped(len));
-                }
-                let mut bytes = vec![0; len + 2];
-                self.io.read_exact(&mut bytes).await?;
-                bytes.truncate(len);
-                Ok(Element::Bulk(bytes))
-            }
-            Some((b':', n)) => Ok(Element::Int(number(n)?)),
-            Some((b'+', text)) => Ok(Element::Simple(String::from_utf8_lossy(text).into())),
-            Some((b'-', text)) => Err(PubSubError::Refused(
-                String::from_utf8_lossy(text).into_owned(),
-            )),
-            _ => Err(PubSubError::Protocol(
-                String::from_utf8_lossy(line).into_owned(),
-            )),
-        }
-    }
-
-    /// One header line, without its CRLF.
-    async fn line(&mut self) -> Result<Vec<u8>, PubSubError> {
-        let mut line = Vec::new();
-        (&mut self.io)
-            .take(MAX_LINE)
-            .read_until(b'\n', &mut line)
-            .await?;
-        if line.ends_with(b"\r\n") {
-            line.truncate(line.len() - 2);
-            Ok(line)
-        } else if (line.len() as u64) < MAX_LINE {
-            // Cut short: the connection ended mid-line.
-            Err(eof())
-        } else {
-            Err(PubSubError::Protocol("a header line too long".into()))
+impl From<RespError> for PubSubError {
+    fn from(error: RespError) -> Self {
+        match error {
+            RespError::Io(e) => Self::Io(e),
+            RespError::Refused(text) => Self::Refused(text),
+            RespError::Protocol(text) => Self::Protocol(text),
         }
     }
 }
 
-#[derive(Debug)]
-pub(crate) enum Reply {
-    Array(Vec<Element>),
-    Single(Element),
-}
-
-fn eof() -> PubSubError {
-    PubSubError::Io(std::io::ErrorKind::UnexpectedEof.into())
-}
-
-fn number(text: &[u8]) -> Result<i64, PubSubError> {
-    std::str::from_utf8(text)
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .ok_or_else(|| PubSubError::Protocol(String::from_utf8_lossy(text).into_owned()))
-}
-
-async fn connect(addr: &ConnectionAddr, tls: &Tls) -> Result<Box<dyn Stream>, PubSubError> {
+pub(crate) async fn connect(
+    addr: &ConnectionAddr,
+    tls: &Tls,
+) -> Result<Box<dyn Stream>, PubSubError> {
     match addr {
         ConnectionAddr::Tcp(host, port) => Ok(Box::new(tcp(host, *port).await?)),
         #[cfg(feature = "tls")]

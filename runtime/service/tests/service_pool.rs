@@ -55,9 +55,19 @@ fn job(id: u64, action: Action, event: Arc<Event>) -> Job {
 fn no_redis() -> Performers {
     Performers {
         redis: None,
+        lane: None,
         can: CanSockets::default(),
         store: None,
     }
+}
+
+/// The lane's own connection to the server `client` names.
+fn lane(client: &redis::Client) -> Option<ruled::direct::Direct> {
+    let target = ruled::direct::Target::new(
+        client.get_connection_info().clone(),
+        ruled::tls::Tls::default(),
+    );
+    Some(target.connection(None))
 }
 
 /// Collects reports until `count` of them arrived (or 10 s passed).
@@ -78,11 +88,14 @@ fn redis_action_is_one_lpush() {
     let rt = runtime();
     rt.block_on(async {
         let client = redis::Client::open(redis.url()).unwrap();
-        let manager = redis::aio::ConnectionManager::new(client).await.unwrap();
+        let manager = redis::aio::ConnectionManager::new(client.clone())
+            .await
+            .unwrap();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut pool = Pool::start(
             PoolConfig::default(),
             Performers {
+                lane: lane(&client),
                 redis: Some(manager),
                 can: CanSockets::default(),
                 store: None,
@@ -334,13 +347,16 @@ fn redis_actions_take_no_worker_and_the_lane_holds_workers_plus_queue() {
     let rt = runtime();
     rt.block_on(async {
         let client = redis::Client::open(redis.url()).unwrap();
-        let manager = redis::aio::ConnectionManager::new(client).await.unwrap();
+        let manager = redis::aio::ConnectionManager::new(client.clone())
+            .await
+            .unwrap();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let config = PoolConfig {
             workers: 1,
             queue: 2,
         };
         let performers = Performers {
+            lane: lane(&client),
             redis: Some(manager),
             ..no_redis()
         };
@@ -387,9 +403,12 @@ fn an_error_reply_fails_only_its_own_action_of_the_batch() {
     let rt = runtime();
     rt.block_on(async {
         let client = redis::Client::open(redis.url()).unwrap();
-        let manager = redis::aio::ConnectionManager::new(client).await.unwrap();
+        let manager = redis::aio::ConnectionManager::new(client.clone())
+            .await
+            .unwrap();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let performers = Performers {
+            lane: lane(&client),
             redis: Some(manager),
             ..no_redis()
         };

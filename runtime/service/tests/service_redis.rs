@@ -8,10 +8,12 @@ mod support;
 use rulecore::bundle::StatePair;
 use ruled::bus::read_pairs;
 use ruled::connection::connect_manager;
+use ruled::direct::Target;
 use ruled::namespace::Namespace;
 use ruled::pubsub::Delivery;
 use ruled::record_store::{read_pending, StoreOp, StoreWriter};
 use ruled::subscriptions::{open_pubsub, Subscriptions};
+use ruled::tls::Tls;
 use ruled_engine::{PendingRecord, RecordWrite};
 use std::collections::BTreeSet;
 use support::{commandstat, runtime, RedisServer};
@@ -258,4 +260,51 @@ fn a_refused_rewrite_keeps_the_removal() {
     let mut left: Vec<String> = redis.query(&["HKEYS", "extensions:pending"]);
     left.sort();
     assert_eq!(left, ["a#1-2", "a#1-3", "a#1-4"]);
+}
+
+/// ruled's own connections (docs/service.md#connections): one the server
+/// closed is replaced before the next request, which lands once; a reply
+/// that does not come in time is set aside, the request still runs once
+/// Redis resumes, and the next request gets its own reply.
+#[test]
+fn own_connections_replace_a_closed_one_and_set_late_replies_aside() {
+    let redis = RedisServer::start();
+    runtime().block_on(async {
+        let client = redis::Client::open(redis.url()).unwrap();
+        let target = Target::new(client.get_connection_info().clone(), Tls::default());
+        let mut con = target.connection(None);
+        let push = |value: &str| {
+            let mut cmd = redis::cmd("LPUSH");
+            cmd.arg("own:list").arg(value);
+            cmd
+        };
+        let pushed: i64 = con.query(&push("a")).await.unwrap();
+        assert_eq!(pushed, 1);
+        let id: i64 = con.query(redis::cmd("CLIENT").arg("ID")).await.unwrap();
+        let killed: i64 = redis.query(&["CLIENT", "KILL", "ID", &id.to_string()]);
+        assert_eq!(killed, 1);
+        // The runtime sees the closed socket at its next turn.
+        tokio::task::yield_now().await;
+        let pushed: i64 = con.query(&push("b")).await.unwrap();
+        assert_eq!(pushed, 2, "pushed once, on a new connection");
+        let new_id: i64 = con.query(redis::cmd("CLIENT").arg("ID")).await.unwrap();
+        assert_ne!(new_id, id);
+
+        let _: () = redis.query(&["CLIENT", "PAUSE", "500", "WRITE"]);
+        let mut bytes = Vec::new();
+        push("c").write_packed_command(&mut bytes);
+        let late = con
+            .send_within(&bytes, 1, Some(std::time::Duration::from_millis(50)))
+            .await;
+        assert!(late.is_err_and(|e| e.is_timeout()), "no reply in time");
+        support::wait_for("the paused push after the pause", || {
+            redis.list("own:list").len() == 3
+        });
+        let missing: Option<String> = con
+            .query(redis::cmd("GET").arg("own:missing"))
+            .await
+            .unwrap();
+        assert_eq!(missing, None, "its own reply, not the push's late one");
+        assert_eq!(redis.list("own:list"), ["a", "b", "c"], "each pushed once");
+    });
 }

@@ -96,6 +96,9 @@ struct Service {
     engine: Engine,
     /// The command connection (`ConnectionManager` clones share it).
     con: ConnectionManager,
+    /// Where the hot path's own connections go (the bus reader's:
+    /// [`crate::direct`]).
+    direct: crate::direct::Target,
     pool: Pool,
     reports: mpsc::UnboundedReceiver<Report>,
     writer: StoreWriter,
@@ -111,8 +114,8 @@ struct Service {
     reader_task: JoinHandle<()>,
     reads: mpsc::Receiver<ReadOutcome>,
     /// Publishes derived events (stream `events` and `ev:<topic>`).
+    /// Hands the derived events to the Redis lane ([`Pool::start_publishing`]).
     publisher: Publisher,
-    publisher_task: JoinHandle<()>,
     /// `--sources all|used`, for the status.
     sources: ruled_engine::SourceSet,
     /// The ids of the events we published lately: heard back through an

@@ -258,7 +258,11 @@ impl Service {
         let restarted = old_pairs != self.engine.watched_pairs();
         if restarted {
             self.reader_task.abort();
-            (self.reader, self.reader_task, self.reads) = BusReader::start(self.con.clone(), watch);
+            (self.reader, self.reader_task, self.reads) = BusReader::start(
+                self.direct
+                    .connection(Some(crate::connection::RESPONSE_TIMEOUT)),
+                watch,
+            );
         } else {
             self.reader.set_watch(watch);
         }

@@ -158,12 +158,19 @@ impl Service {
         // push waits as long as its step's `timeout`
         // (docs/semantics.md#worker-pool-and-actions).
         let actions = connection::connect_manager_with(&client, None).await;
-        let (pool, reports) = start_pool(config.pool, &actions, &writer);
+        // The hot path's own connections: the reads, the publication, the
+        // lane's actions (docs/service.md#connections).
+        let direct = crate::direct::Target::new(client.get_connection_info().clone(), tls.clone());
+        // The derived events go out with the lane's pushes, in the same
+        // writes (docs/service.md#the-bus).
+        let (publisher, publications) = Publisher::new(config.namespace.bus_last_id());
+        let lane = direct.connection(Some(connection::RESPONSE_TIMEOUT));
+        let (pool, reports) = start_pool(config.pool, &actions, lane, publications, &writer);
         let state_hashes = watched_hashes(&engine);
-        let (reader, reader_task, reads) =
-            BusReader::start(con.clone(), Watch::of(&engine, state_hashes.clone()));
-        let (publisher, publisher_task) =
-            Publisher::start(con.clone(), config.namespace.bus_last_id());
+        let (reader, reader_task, reads) = BusReader::start(
+            direct.connection(Some(connection::RESPONSE_TIMEOUT)),
+            Watch::of(&engine, state_hashes.clone()),
+        );
         let (subs, input_channels) = subscriptions_for(&engine, &state_hashes);
         let stats = StatsPublisher::new(&engine, bundle_id.clone(), &owner);
         let (revision, local) = rules_dir_side(&config).await;
@@ -171,6 +178,7 @@ impl Service {
         let mut service = Self {
             engine,
             con,
+            direct,
             pool,
             reports,
             writer,
@@ -183,7 +191,6 @@ impl Service {
             reader_task,
             reads,
             publisher,
-            publisher_task,
             sources: config.sources,
             own_ids: bus::RecentIds::default(),
             subscriptions: None,
@@ -452,16 +459,22 @@ fn load_bundle(config: &ServiceConfig) -> Result<(Arc<Payload>, String), Service
 fn start_pool(
     config: PoolConfig,
     con: &ConnectionManager,
+    lane: crate::direct::Direct,
+    publications: crate::bus::Publications,
     writer: &StoreWriter,
 ) -> (Pool, mpsc::UnboundedReceiver<Report>) {
     let (report_tx, reports) = mpsc::unbounded_channel();
     let performers = Performers {
         redis: Some(con.clone()),
+        // An action's replies wait for its step's `timeout`, derived
+        // events' alone for the connection's 30 s.
+        lane: Some(lane),
         can: CanSockets::default(),
         // Workers remove a durable step's record before its action.
         store: Some(writer.clone()),
     };
-    (Pool::start(config, performers, report_tx), reports)
+    let pool = Pool::start_publishing(config, performers, report_tx, Some(publications));
+    (pool, reports)
 }
 
 /// What the engine's rules need subscribed: their topics, the watched

@@ -33,16 +33,9 @@ impl Service {
         self.engine.stop();
         self.perform_effects();
         self.reader_task.abort();
-        // Derived events already queued still go out, bounded.
+        // Derived events already queued still go out, bounded: the lane
+        // sends them before it ends (`lane::publish_at_stop`).
         self.publisher.close();
-        if tokio::time::timeout(STOP_FLUSH, &mut self.publisher_task)
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "derived events still unpublished at stop were dropped (Redis slow or gone)"
-            );
-        }
         let abandoned = self.pool.stop(STOP_GRACE).await;
         self.settle_reports();
         self.write_pending_file_at_stop();

@@ -1,0 +1,121 @@
+#!/bin/sh
+# CPU per notification in counts that do not depend on the machine's load
+# (docs/engine.md#cpu-per-notification): valgrind's callgrind for the
+# instructions, `strace -c -f` for the system calls, of `ruled` serving one
+# rule on `vehicle.kickstand.up`/`down` with one `redis` step, driven one
+# notification at a time (`HSET vehicle kickstand up|down`, `PUBLISH
+# vehicle kickstand`, then `BLPOP` of the rule's list). Each figure is the
+# difference between a run of 1,200 and one of 200 notifications, divided
+# by 1,000, so start and stop cancel out.
+#
+#   bench/cpu-count.sh RULED RULEC [instructions|syscalls|both]
+#
+# RULED: a release `ruled` (build it with CARGO_PROFILE_RELEASE_STRIP=false
+# to keep the symbols for callgrind_annotate); RULEC: any `rulec`. Needs
+# redis-server, redis-cli, valgrind and strace on the PATH. Prints one line
+# per figure (CPU_COUNT_TOP=N adds the N functions that take the most per
+# notification, inclusive); the callgrind files stay in the printed
+# directory.
+set -eu
+
+ruled=$(realpath "$1")
+rulec=$(realpath "$2")
+what=${3:-both}
+small=${CPU_COUNT_SMALL:-200}
+large=${CPU_COUNT_LARGE:-1200}
+dir=$(mktemp -d /tmp/cpu-count.XXXXXX)
+sock="$dir/redis.sock"
+
+redis-server --port 0 --save "" --appendonly no --unixsocket "$sock" \
+    --unixsocketperm 700 --daemonize no --dir "$dir" >/dev/null 2>&1 &
+redis=$!
+trap 'kill $redis 2>/dev/null || true' EXIT
+i=0
+until redis-cli -s "$sock" PING >/dev/null 2>&1; do
+    i=$((i + 1))
+    [ $i -lt 100 ] || { echo "redis-server did not start" >&2; exit 1; }
+    sleep 0.1
+done
+
+mkdir "$dir/rules"
+cat >"$dir/rules/kickstand.toml" <<'EOF'
+[[rule]]
+name = "kickstand"
+on = ["vehicle.kickstand.up", "vehicle.kickstand.down"]
+trip = false
+
+[[rule.step]]
+do = "redis"
+list = "bench:kick"
+push = "x"
+EOF
+"$rulec" build "$dir/rules" -o "$dir/rules.bundle" >/dev/null
+redis-cli -s "$sock" HSET vehicle kickstand down >/dev/null
+
+# The load: `count` notifications, each waited for.
+load() {
+    n=0
+    while [ $n -lt "$1" ]; do
+        if [ $((n % 2)) -eq 0 ]; then value=up; else value=down; fi
+        printf 'HSET vehicle kickstand %s\nPUBLISH vehicle kickstand\nBLPOP bench:kick 10\n' $value
+        n=$((n + 1))
+    done >"$dir/load.txt"
+    redis-cli -s "$sock" <"$dir/load.txt" >/dev/null
+}
+
+# Runs ruled under `$@` (a wrapper) through `count` notifications; `pid`
+# is the process to send SIGTERM to (the wrapper's child for strace).
+run() {
+    count=$1
+    shift
+    log="$dir/ruled-$count.log"
+    "$@" "$ruled" --redis "redis+unix://$sock" --bundle "$dir/rules.bundle" \
+        --log-level info --stats-interval 10s 2>"$log" &
+    wrapper=$!
+    i=0
+    until grep -q "ruled ready" "$log" 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -lt 600 ] || { echo "ruled did not start: see $log" >&2; exit 1; }
+        sleep 0.1
+    done
+    load "$count"
+    target=$(pgrep -P $wrapper -x "$(basename "$ruled")" || echo $wrapper)
+    kill -TERM "$target"
+    wait $wrapper || true
+}
+
+if [ "$what" != syscalls ]; then
+    for count in $small $large; do
+        run $count valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.$count" -q
+    done
+    total() { grep '^totals:\|^summary:' "$dir/callgrind.$1" | head -1 | awk '{print $2}'; }
+    echo "instructions per notification: $(( ($(total $large) - $(total $small)) / (large - small) ))"
+    # The functions that take the most per notification, inclusive (the
+    # same difference, per function): CPU_COUNT_TOP=40 lists 40.
+    if [ "${CPU_COUNT_TOP:-0}" -gt 0 ]; then
+        for count in $small $large; do
+            callgrind_annotate --inclusive=yes --threshold=100 "$dir/callgrind.$count" 2>/dev/null |
+                sed -n 's/^ *\([0-9,]*\) *( *[0-9.]*%) *\(.*\)$/\1\t\2/p' | tr -d , \
+                    >"$dir/functions.$count"
+        done
+        awk -F'\t' -v runs=$((large - small)) '
+            NR == FNR { small[$2] = $1; next }
+            { d = ($1 - small[$2]) / runs; if (d >= 50) printf "%8.0f %s\n", d, $2 }
+        ' "$dir/functions.$small" "$dir/functions.$large" | sort -rn | head -n "$CPU_COUNT_TOP"
+    fi
+fi
+if [ "$what" != instructions ]; then
+    for count in $small $large; do
+        run $count strace -f -c -o "$dir/strace.$count"
+    done
+    calls() { awk '$NF == "total" {print $4}' "$dir/strace.$1"; }
+    perl -e 'printf "system calls per notification: %.2f\n", ($ARGV[0] - $ARGV[1]) / ($ARGV[2] - $ARGV[3])' \
+        "$(calls $large)" "$(calls $small)" $large $small
+    for name in sendto recvfrom write read epoll_wait futex writev; do
+        l=$(awk -v n=$name '$NF == n {print $4}' "$dir/strace.$large"); l=${l:-0}
+        s=$(awk -v n=$name '$NF == n {print $4}' "$dir/strace.$small"); s=${s:-0}
+        perl -e 'printf "  %s: %.2f\n", $ARGV[0], ($ARGV[1] - $ARGV[2]) / ($ARGV[3] - $ARGV[4])' \
+            $name "$l" "$s" $large $small
+    done
+fi
+echo "files: $dir"
