@@ -268,6 +268,10 @@ pub(super) fn eval_once<'a>(
     run_steps(steps, depth, consts, event, state, scratch)
 }
 
+// Inlined into each evaluation, as the loop it wraps: returning the
+// large `Result` through memory from a call cost a twentieth of a short
+// plan (callgrind, `shared/benches/when_eval.rs`).
+#[inline(always)]
 fn run_steps<'a>(
     steps: &[Step],
     depth: u16,
@@ -283,11 +287,23 @@ fn run_steps<'a>(
     } else if depth <= INLINE_STACK {
         machine.run_plan(steps, &mut [Slot::Empty; INLINE_STACK])
     } else {
-        // Deeper than any readable `when` (the compiler's 256 tokens
-        // rarely pass 16): a stack on the heap, as deep as the plan.
-        machine.run_plan(steps, &mut vec![Slot::Empty; depth])
+        return run_deep(steps, depth, machine);
     };
     result.map_err(Stop::into_eval_error)
+}
+
+/// A plan deeper than any readable `when` (the compiler's 256 tokens
+/// rarely pass 16 values): its stack on the heap, as deep as it needs.
+#[cold]
+#[inline(never)]
+fn run_deep<'a>(
+    steps: &[Step],
+    depth: usize,
+    mut machine: Machine<'a, '_>,
+) -> Result<Slot<'a>, EvalError> {
+    machine
+        .run_plan(steps, &mut vec![Slot::Empty; depth])
+        .map_err(Stop::into_eval_error)
 }
 
 /// Whether a step's result is always a boolean (or an error): a comparison
@@ -376,6 +392,7 @@ impl Plan {
         Ok(super::slot_value(slot, &mut scratch))
     }
 
+    #[inline(always)]
     fn run<'a>(
         &self,
         consts: &'a [Const],
