@@ -229,18 +229,22 @@ struct RunRecord {
     /// Step records dropped from the front ([`TRACE_STEPS_MAX`]).
     steps_left_out: u32,
     end: Option<(Time, EndReason)>,
+    /// [`RunRecord::fixed_heap`], counted once: the id, the event and the
+    /// `when`'s reads do not change after the start (but at a reload's
+    /// settling), and a run's trace is counted again at every update.
+    fixed: usize,
     /// What [`RunRecord::heap`] gave when last counted.
     counted: usize,
 }
 
 impl RunRecord {
     fn heap(&self) -> usize {
-        2 * size_of::<usize>()
-            + self.id.len()
-            + self.event.heap()
-            + self.when.heap()
-            + self.steps.allocated()
-            + self.steps.iter().map(StepRecord::heap).sum::<usize>()
+        self.fixed + self.steps.allocated() + self.steps.iter().map(StepRecord::heap).sum::<usize>()
+    }
+
+    /// The heap of the parts set at the start.
+    fn fixed_heap(&self) -> usize {
+        2 * size_of::<usize>() + self.id.len() + self.event.heap() + self.when.heap()
     }
 
     /// The record of step `at`: the latest, or a new one.
@@ -394,8 +398,10 @@ impl Traces {
             steps: steps::StepRecords::default(),
             steps_left_out: 0,
             end: None,
+            fixed: 0,
             counted: 0,
         };
+        record.fixed = record.fixed_heap();
         record.counted = record.heap();
         let limit = self.runs_per_rule;
         let key = rule_key(rule);
@@ -684,6 +690,7 @@ impl Traces {
                     let program = view::step_when(spec, step);
                     step.reads.settle(payload, program, event);
                 }
+                run.fixed = run.fixed_heap();
                 let now = run.heap();
                 self.records = self.records + now - run.counted;
                 run.counted = now;
