@@ -43,7 +43,7 @@
 //! this module's own functions (`fast_binary`, `not`, `neg`, the
 //! `Machine`'s calls). The engine keeps the plan of each rule's `when`,
 //! made at load; [`eval_bool`] and [`eval`] plan any other program for
-//! its one evaluation. [`oracle`] runs a program op by op, only as the
+//! its one evaluation. `oracle` runs a program op by op, only as the
 //! plan's test oracle (`cargo xtask invariants` keeps it out of product
 //! code).
 

@@ -15,7 +15,7 @@
 //! made once at load where the program is judged per event, or just before
 //! its one use. Each step does what its ops do in the bytecode's
 //! definition, through the same functions; the op-by-op interpreter in
-//! [`super::oracle`] is its test oracle (compiler/tests/differential.rs and
+//! `vm::oracle` is its test oracle (compiler/tests/differential.rs and
 //! the VM's unit tests hold the two together). A program the translation
 //! cannot prove well formed (stack depth, constant kinds, jump targets)
 //! gets no plan; every bundle is verified at load, so that only happens to
