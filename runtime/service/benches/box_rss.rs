@@ -63,21 +63,6 @@ fn write_records(redis: &RedisServer, payload: &Payload, count: usize) {
     }
 }
 
-/// The `field` (`VmHWM`, `VmRSS`) of `/proc/<pid>/status`, in bytes.
-fn status_bytes(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("{field} in /proc/<pid>/status"));
-    let kib: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .expect("a size in kB");
-    kib * 1024
-}
-
 /// Peak and current resident set, in bytes.
 struct Rss {
     peak: u64,
@@ -120,9 +105,9 @@ fn measure(rule_count: usize, records: usize) -> Rss {
     }
     ruled.wait_log_within(deadline, &["ruled ready"]);
     let rss = Rss {
-        peak: status_bytes(ruled.pid(), "VmHWM:"),
-        ready: status_bytes(ruled.pid(), "VmRSS:"),
-        file: status_bytes(ruled.pid(), "RssFile:"),
+        peak: support::proc_status_kib(ruled.pid(), "VmHWM:") * 1024,
+        ready: support::proc_status_kib(ruled.pid(), "VmRSS:") * 1024,
+        file: support::proc_status_kib(ruled.pid(), "RssFile:") * 1024,
     };
     assert!(ruled.stop(), "ruled stops cleanly");
     rss

@@ -76,17 +76,8 @@ fn cpu(pid: u32) -> Duration {
 
 /// `VmRSS` and `VmHWM` of `pid`, in MiB.
 fn rss(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib = |key: &str| -> f64 {
-        status
-            .lines()
-            .find(|line| line.starts_with(key))
-            .and_then(|line| line.split_whitespace().nth(1))
-            .and_then(|n| n.parse::<f64>().ok())
-            .unwrap()
-            / 1024.0
-    };
-    (kib("VmRSS:"), kib("VmHWM:"))
+    let mib = |field| support::proc_status_kib(pid, field) as f64 / 1024.0;
+    (mib("VmRSS:"), mib("VmHWM:"))
 }
 
 fn percentile(samples: &mut [Duration], q: f64) -> Duration {

@@ -310,17 +310,6 @@ fn write_overdue(redis: &RedisServer, payload: &rulecore::bundle::Payload) {
     }
 }
 
-/// `VmHWM` of `pid`, in MiB.
-fn peak_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: f64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kib / 1024.0
-}
-
 /// From the spawn until every step pushed and no record is left, and the
 /// peak RSS of `ruled` by then.
 fn overdue(redis: &RedisServer, bundle: &Path, extra: &[&str]) -> (Duration, f64) {
@@ -342,7 +331,7 @@ fn overdue(redis: &RedisServer, bundle: &Path, extra: &[&str]) -> (Duration, f64
     };
     let pushed: usize = query(&mut con, &["LLEN", "done"]);
     assert_eq!(pushed, RUNS, "each step once");
-    let peak = peak_mib(ruled.pid());
+    let peak = support::proc_status_kib(ruled.pid(), "VmHWM:") as f64 / 1024.0;
     assert!(ruled.stop(), "clean stop; log:\n{}", ruled.log_text());
     (drained, peak)
 }

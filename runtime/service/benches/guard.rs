@@ -195,22 +195,12 @@ fn stats(name: &str, samples: &mut [Duration]) -> Duration {
     median
 }
 
-/// Resident memory of a `ruled` process, from /proc.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// VmRSS idle after start, with and without the envelope, alternated.
 fn memory(redis: &RedisServer, guarded: &Path, unguarded: &Path) {
     let idle = |bundle: &Path| -> u64 {
         let mut ruled = Ruled::start(redis, bundle, &["--log-level", "info"]);
         ruled.wait_ready();
-        let rss = rss_kib(ruled.pid());
+        let rss = support::proc_status_kib(ruled.pid(), "VmRSS:");
         ruled.stop();
         rss
     };

@@ -88,16 +88,6 @@ fn main() {
     memory(&redis, dir.path());
 }
 
-/// Resident memory of a `ruled` process, from /proc.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// VmRSS with no rules, with 10,000 rules loaded, and with 10,000 runs
 /// parked on a durable 10-minute step (one record each in Redis).
 fn memory(redis: &RedisServer, dir: &std::path::Path) {
@@ -105,7 +95,7 @@ fn memory(redis: &RedisServer, dir: &std::path::Path) {
     let empty = bundles::write(dir, "empty.bundle", &payload(vec![], vec![], vec![]));
     let mut idle = Ruled::start(redis, &empty, &["--log-level", "info"]);
     idle.wait_ready();
-    let idle_rss = rss_kib(idle.pid());
+    let idle_rss = support::proc_status_kib(idle.pid(), "VmRSS:");
     idle.stop();
 
     let rules = (0..RULES)
@@ -120,7 +110,7 @@ fn memory(redis: &RedisServer, dir: &std::path::Path) {
     let many = bundles::write(dir, "many.bundle", &payload(rules, vec![], vec![]));
     let mut ruled = Ruled::start(redis, &many, &["--log-level", "info"]);
     ruled.wait_ready();
-    let loaded_rss = rss_kib(ruled.pid());
+    let loaded_rss = support::proc_status_kib(ruled.pid(), "VmRSS:");
     let _: i64 = redis.query(&["PUBLISH", "ev:park", r#"{"topic":"park"}"#]);
     let started = Instant::now();
     let parked = support::poll(|| {
@@ -136,7 +126,7 @@ fn memory(redis: &RedisServer, dir: &std::path::Path) {
         (pending.as_deref() == Some(&RULES.to_string())).then_some(())
     });
     assert!(counted.is_some(), "10,000 timers not counted");
-    let parked_rss = rss_kib(ruled.pid());
+    let parked_rss = support::proc_status_kib(ruled.pid(), "VmRSS:");
     ruled.stop();
     let _: i64 = redis.query(&["DEL", "extensions:pending"]);
     println!("resident memory (VmRSS) of ruled:");

@@ -588,3 +588,16 @@ pub fn announce(con: &mut redis::Connection, hash: &str, field: &str, value: &st
         .query::<()>(con)
         .expect("HSET + PUBLISH");
 }
+
+/// The `field` (`VmRSS:`, `VmHWM:`, `RssFile:`) of `/proc/<pid>/status`,
+/// in KiB: the benches' memory figures.
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+}
