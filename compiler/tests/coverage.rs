@@ -24,6 +24,30 @@ fn rulec_test(dir: &Path, args: &[&str]) -> (i32, String, String) {
 }
 
 /// The lcov file of `rulec test DIR --coverage-out FILE` run from `cwd`.
+/// `rulec test --coverage --format json` of a rules directory holding
+/// `rules` (as `rules.toml`) and `test` (as `tests/all.toml`), without a
+/// profile: its coverage object, after the run passed.
+fn coverage_of(rules: &str, test: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("rules");
+    std::fs::create_dir_all(root.join("tests")).unwrap();
+    std::fs::write(root.join("rules.toml"), rules).unwrap();
+    std::fs::write(root.join("tests/all.toml"), test).unwrap();
+    let (code, stdout, stderr) = rulec_test(
+        dir.path(),
+        &[
+            "rules",
+            "--profile",
+            "none",
+            "--coverage",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
 fn lcov_of(cwd: &Path, dir: &str, extra: &[&str]) -> String {
     let out = tempfile::tempdir().unwrap();
     let file = out.path().join("rules.info");
@@ -344,24 +368,7 @@ count = 1
 
 #[test]
 fn step_whens_failed_values_queued_triggers_and_refused_actions_count_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("rules");
-    std::fs::create_dir_all(rules.join("tests")).unwrap();
-    std::fs::write(rules.join("rules.toml"), RULES).unwrap();
-    std::fs::write(rules.join("tests/all.toml"), TEST).unwrap();
-    let (code, stdout, stderr) = rulec_test(
-        dir.path(),
-        &[
-            "rules",
-            "--profile",
-            "none",
-            "--coverage",
-            "--format",
-            "json",
-        ],
-    );
-    assert_eq!(code, 0, "{stdout}{stderr}");
-    let coverage: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let coverage = coverage_of(RULES, TEST);
     let rules = coverage["rules"].as_array().unwrap();
     let [step_when, value_fails, queued] = rules.as_slice() else {
         panic!("{coverage}");
@@ -400,11 +407,7 @@ fn step_whens_failed_values_queued_triggers_and_refused_actions_count_once() {
 /// in its `errors` as a `when-error` is.
 #[test]
 fn a_hold_ended_by_an_error_counts_as_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("rules");
-    std::fs::create_dir_all(rules.join("tests")).unwrap();
-    std::fs::write(
-        rules.join("rules.toml"),
+    let coverage = coverage_of(
         r#"
 [[rule]]
 name = "held"
@@ -417,10 +420,6 @@ do = "redis"
 list = "l"
 push = "a"
 "#,
-    )
-    .unwrap();
-    std::fs::write(
-        rules.join("tests/all.toml"),
         r#"
 [[state]]
 at = "0s"
@@ -447,21 +446,7 @@ fields = { level = "many" }
 rule = "held"
 push = "a"
 "#,
-    )
-    .unwrap();
-    let (code, stdout, stderr) = rulec_test(
-        dir.path(),
-        &[
-            "rules",
-            "--profile",
-            "none",
-            "--coverage",
-            "--format",
-            "json",
-        ],
     );
-    assert_eq!(code, 0, "{stdout}{stderr}");
-    let coverage: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     let held = &coverage["rules"][0];
     // True at the event and on the first change; false (an error) on the second.
     assert_eq!(held["when"]["true"], 2, "{held}");
