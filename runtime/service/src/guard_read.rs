@@ -111,12 +111,24 @@ pub fn values_of(
     fields: &[(String, String)],
     reads: &[Read],
 ) -> Vec<Read> {
-    check
-        .fields(payload)
-        .map(|(hash, field)| {
-            fields
-                .iter()
-                .position(|(h, f)| h == hash && f == field)
+    let have: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(h, f)| (h.as_str(), f.as_str()))
+        .collect();
+    reads_of(check.fields(payload), &have, reads)
+}
+
+/// The read of each of `wanted`, found at its place in `have` (the fields
+/// of `reads`, in their order); `Unreadable` for a field not read.
+fn reads_of<'a>(
+    wanted: impl Iterator<Item = (&'a str, &'a str)>,
+    have: &[(&str, &str)],
+    reads: &[Read],
+) -> Vec<Read> {
+    wanted
+        .map(|pair| {
+            have.iter()
+                .position(|&had| had == pair)
                 .and_then(|at| reads.get(at).cloned())
                 .unwrap_or(Read::Unreadable)
         })
@@ -209,16 +221,8 @@ fn in_order(
         }
     };
     let by_order: Vec<Read> = values.into_iter().map(read_of).collect();
-    fields
-        .iter()
-        .map(|(hash, field)| {
-            order
-                .iter()
-                .position(|(h, f)| h == hash && f == field)
-                .and_then(|at| by_order.get(at).cloned())
-                .unwrap_or(Read::Unreadable)
-        })
-        .collect()
+    let wanted = fields.iter().map(|(h, f)| (h.as_str(), f.as_str()));
+    reads_of(wanted, order, &by_order)
 }
 
 fn read_of(value: redis::Value) -> Read {
