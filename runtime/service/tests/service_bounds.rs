@@ -271,13 +271,24 @@ fn bounded_reads_run_by_sha_and_survive_a_script_flush() {
             let kept: Vec<i64> = redis.query(&["SCRIPT", "EXISTS", sha]);
             kept == [1]
         });
-        // The value read after the flush is the one `state()` sees.
-        let fired = value == "parked";
+        // The value read after the flush is the one `state()` sees: the
+        // rule fires on `parked`, and on `stand-by` its trace says the
+        // `when` was false on that value (an empty list alone proves
+        // nothing right after the `DEL`).
         wait_for(&format!("the rule judges `{value}`"), || {
             let _: i64 = redis.query(&["PUBLISH", "ev:alarm.triggered", &event]);
             std::thread::sleep(Duration::from_millis(100));
-            list(&redis, "parked:out").is_empty() != fired
+            if value == "parked" {
+                return !list(&redis, "parked:out").is_empty();
+            }
+            let trace = ctl(&redis, &["trace", "parked", "--format", "json"]);
+            let json: Value = serde_json::from_str(&trace.stdout).unwrap_or_default();
+            let non_fire = &json["traces"][0]["last_non_fire"];
+            non_fire["reason"] == "when-false" && non_fire["read"].to_string().contains(value)
         });
+        if value != "parked" {
+            assert!(list(&redis, "parked:out").is_empty(), "fired on `{value}`");
+        }
     }
 }
 
