@@ -2,9 +2,15 @@
 //! event matching exactly one rule (docs/semantics.md#handling-one-event: no scan of every rule),
 //! against a naive scan of every rule's patterns in the same run.
 //!
-//! `cargo bench -p ruled --no-default-features --bench engine_throughput`
+//! `cargo bench -p ruled-engine --bench engine_throughput`
 //! (plain `main`, no harness; prints one line per size).
-#![allow(clippy::unwrap_used, clippy::print_stdout)]
+//!
+//! `THROUGHPUT_BATCHES=N` runs exactly N batches of each size instead of
+//! running on the clock, and `THROUGHPUT_SIZES=1,100` picks the sizes: two
+//! runs under callgrind with different N give the instructions per event as
+//! their difference, which the machine's load does not move
+//! (docs/engine.md#the-event-path-by-instructions).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use rulecore::bundle::{Action, Payload, Rule, Step};
 use rulecore::event::Event;
@@ -47,11 +53,17 @@ fn topic(i: usize) -> String {
     }
 }
 
-/// Runs `body` repeatedly for about `budget`; returns events per second.
-fn measure(events_per_call: usize, budget: Duration, mut body: impl FnMut()) -> f64 {
+/// Runs `body` repeatedly for about `budget`, or exactly `batches` times
+/// when given; returns events per second.
+fn measure(
+    events_per_call: usize,
+    budget: Duration,
+    batches: Option<u64>,
+    mut body: impl FnMut(),
+) -> f64 {
     let start = Instant::now();
     let mut calls = 0u64;
-    while start.elapsed() < budget {
+    while batches.map_or(start.elapsed() < budget, |n| calls < n) {
         body();
         calls += 1;
     }
@@ -65,7 +77,21 @@ fn main() {
         "", "engine events/s", "engine ns/ev", "naive scan ev/s"
     );
     let mut first_rate = None;
-    for count in [1usize, 100, 10_000] {
+    let batches = std::env::var("THROUGHPUT_BATCHES")
+        .ok()
+        .map(|n| n.parse::<u64>().expect("THROUGHPUT_BATCHES is a count"));
+    let sizes: Vec<usize> = std::env::var("THROUGHPUT_SIZES").map_or_else(
+        |_| vec![1, 100, 10_000],
+        |list| {
+            list.split(',')
+                .map(|n| {
+                    n.parse()
+                        .expect("THROUGHPUT_SIZES is a comma-separated list of counts")
+                })
+                .collect()
+        },
+    );
+    for count in sizes {
         let payload = Arc::new(Payload::new("bench", rules(count), vec![], vec![]));
         // A batch visits every rule (at least 1,000 events), in a scattered
         // order (7919 is prime), each event matching one: no fixed subset
@@ -79,7 +105,7 @@ fn main() {
 
         let mut engine = Engine::new(Arc::clone(&payload), EngineConfig::default());
         let mut now = 0u64;
-        let engine_rate = measure(events.len(), budget, || {
+        let engine_rate = measure(events.len(), budget, batches, || {
             for event in &events {
                 now += 1;
                 let t = Time::from_nanos(now);
@@ -99,7 +125,8 @@ fn main() {
 
         // The naive alternative: test every rule's patterns for each event
         // (matching only: no run is started), plus the same clone.
-        let naive_rate = measure(events.len(), budget, || {
+        // Not run when counting instructions: the difference is the engine's.
+        let naive_rate = measure(events.len(), budget, batches.map(|_| 0), || {
             for event in &events {
                 let event = black_box(event.clone());
                 let mut matched = 0usize;

@@ -231,7 +231,8 @@ struct RunRecord {
     end: Option<(Time, EndReason)>,
     /// [`RunRecord::fixed_heap`], counted once: the id, the event and the
     /// `when`'s reads do not change after the start (but at a reload's
-    /// settling), and a run's trace is counted again at every update.
+    /// settling), and a run's trace is counted again at every update
+    /// that can change it.
     fixed: usize,
     /// What [`RunRecord::heap`] gave when last counted.
     counted: usize,
@@ -247,13 +248,15 @@ impl RunRecord {
         2 * size_of::<usize>() + self.id.len() + self.event.heap() + self.when.heap()
     }
 
-    /// The record of step `at`: the latest, or a new one.
-    fn step(&mut self, at: At) -> &mut StepRecord {
-        let (record, dropped) = self.steps.at(at, TRACE_STEPS_MAX);
+    /// The record of step `at`: the latest, or a new one; `true` when the
+    /// list of records changed (one added, maybe the oldest dropped), which
+    /// changes the record's heap.
+    fn step(&mut self, at: At) -> (&mut StepRecord, bool) {
+        let (record, dropped, added) = self.steps.at(at, TRACE_STEPS_MAX);
         if dropped {
             self.steps_left_out = self.steps_left_out.saturating_add(1);
         }
-        record
+        (record, added)
     }
 }
 
@@ -428,15 +431,27 @@ impl Traces {
     }
 
     /// Updates the trace of live run `serial` of `rule`, if it is still
-    /// kept, and counts what the update allocated.
-    fn update_run(&mut self, rule: usize, serial: u64, change: impl FnOnce(&mut RunRecord)) {
+    /// kept, and counts what the update allocated. `change` says whether it
+    /// may have changed the record's heap (a text or reads stored or
+    /// replaced, a step record added): most updates set a time or an
+    /// outcome, and counting the record again at each of the four updates
+    /// of a one-step run cost about 150 instructions an event
+    /// (docs/engine.md#the-event-path-by-instructions).
+    fn update_run(
+        &mut self,
+        rule: usize,
+        serial: u64,
+        change: impl FnOnce(&mut RunRecord) -> bool,
+    ) {
         let Some(traces) = self.rules.get_mut(&rule_key(rule)) else {
             return;
         };
         let Some(run) = traces.runs.back_mut().filter(|run| run.serial == serial) else {
             return;
         };
-        change(run);
+        if !change(run) {
+            return;
+        }
         let now = run.heap();
         let grew = now > run.counted;
         self.records = self.records + now - run.counted;
@@ -448,20 +463,28 @@ impl Traces {
         }
     }
 
-    /// Changes the record of step `at` of the run.
+    /// Changes the record of step `at` of the run; `change` says whether it
+    /// may have changed the step record's heap, as for
+    /// [`Traces::update_run`].
     fn update_step(
         &mut self,
         rule: usize,
         serial: u64,
         at: At,
-        change: impl FnOnce(&mut StepRecord),
+        change: impl FnOnce(&mut StepRecord) -> bool,
     ) {
-        self.update_run(rule, serial, |run| change(run.step(at)));
+        self.update_run(rule, serial, |run| {
+            let (step, added) = run.step(at);
+            change(step) || added
+        });
     }
 
     pub(crate) fn step_waiting(&mut self, rule: usize, serial: u64, at: At, wait: Wait) {
         self.seen(wait.start);
-        self.update_step(rule, serial, at, |step| step.wait = Some(wait));
+        self.update_step(rule, serial, at, |step| {
+            step.wait = Some(wait);
+            false
+        });
     }
 
     pub(crate) fn step_when(
@@ -475,6 +498,7 @@ impl Traces {
         self.update_step(rule, serial, at, |step| {
             step.when = Some(when);
             step.reads = reads;
+            true
         });
     }
 
@@ -482,6 +506,7 @@ impl Traces {
         self.seen(now);
         self.update_step(rule, serial, at, |step| {
             step.submit = Some((now, SubmitOutcome::Submitted));
+            false
         });
     }
 
@@ -497,6 +522,7 @@ impl Traces {
             if let Some((_, current)) = step.submit.as_mut() {
                 *current = outcome;
             }
+            false
         });
     }
 
@@ -514,7 +540,11 @@ impl Traces {
             Ok(()) => (now, EndReason::Done, None),
             Err(error) => (now, EndReason::Failed, Some(error_text(error))),
         };
-        self.update_step(rule, serial, at, |step| step.end = Some(end));
+        self.update_step(rule, serial, at, |step| {
+            let texts = end.2.is_some() || step.end.as_ref().is_some_and(|old| old.2.is_some());
+            step.end = Some(end);
+            texts
+        });
     }
 
     /// The run ended: its reason, also the end of the step it was at when
@@ -529,6 +559,7 @@ impl Traces {
             if let Some(step) = run.steps.last_mut().filter(|step| step.end.is_none()) {
                 step.end = Some((now, reason, None));
             }
+            false
         });
     }
 
@@ -541,6 +572,7 @@ impl Traces {
             if let Some(step) = run.steps.last_mut().filter(|step| step.end.is_none()) {
                 step.end = Some((now, EndReason::Cancelled, None));
             }
+            false
         });
     }
 
@@ -889,6 +921,64 @@ mod tests {
         assert_eq!(traces.age.len(), 1);
         traces.remap(|_| None);
         assert_eq!(traces.records, 0);
+    }
+
+    /// The records' bytes counted from scratch, as the running count
+    /// should have them.
+    fn recounted(traces: &Traces) -> usize {
+        traces
+            .rules
+            .values()
+            .map(|t| {
+                t.runs.capacity() * size_of::<RunRecord>()
+                    + t.runs.iter().map(RunRecord::heap).sum::<usize>()
+                    + t.non_fire.as_ref().map_or(0, |nf| nf.heap())
+            })
+            .sum()
+    }
+
+    #[test]
+    fn updates_that_skip_the_recount_keep_the_running_count_exact() {
+        let mut traces = Traces::new(2, 1 << 20);
+        let id: Arc<str> = "r#1".into();
+        let at = |step| At {
+            step,
+            pass: 0,
+            finally: false,
+        };
+        for serial in 1..=3 {
+            traces.run_started(0, serial, &id, &event("t"), start(Time::ZERO));
+            // More steps than a trace keeps: the oldest go.
+            for step in 0..(TRACE_STEPS_MAX as u32 + 3) {
+                let wait = Wait {
+                    start: Time::ZERO,
+                    due: Time::ZERO,
+                    durable: step % 2 == 0,
+                };
+                traces.step_waiting(0, serial, at(step), wait);
+                let when = if step % 3 == 0 {
+                    WhenResult::Error("no such field".into())
+                } else {
+                    WhenResult::True
+                };
+                traces.step_when(0, serial, at(step), when, KeptReads::NONE);
+                traces.step_submitted(0, serial, at(step), Time::ZERO);
+                traces.step_handled(0, serial, at(step), SubmitOutcome::Submitted);
+                let failed = if step % 2 == 0 {
+                    Ok(())
+                } else {
+                    Err("refused")
+                };
+                traces.step_finished(0, serial, at(step), Time::ZERO, failed);
+                // A failure replaced by a success, and the reverse.
+                traces.step_finished(0, serial, at(step), Time::ZERO, Ok(()));
+                traces.step_finished(0, serial, at(step), Time::ZERO, failed);
+                assert_eq!(traces.records, recounted(&traces), "step {step}");
+            }
+            traces.run_cancelled(0, serial, Time::ZERO);
+            traces.run_ended(0, serial, Time::ZERO, EndReason::Done);
+            assert_eq!(traces.records, recounted(&traces), "run {serial}");
+        }
     }
 
     #[test]

@@ -28,8 +28,9 @@ impl StepRecords {
     }
 
     /// The record of step `at`: the latest, or a new one after it, the
-    /// oldest going first when `max` are kept; `true` when one went.
-    pub fn at(&mut self, at: At, max: usize) -> (&mut StepRecord, bool) {
+    /// oldest going first when `max` are kept; then whether one went and
+    /// whether one was added.
+    pub fn at(&mut self, at: At, max: usize) -> (&mut StepRecord, bool, bool) {
         let current = self.last().is_some_and(|last| {
             (last.step, last.pass, last.finally) == (at.step, at.pass, at.finally)
         });
@@ -51,7 +52,7 @@ impl StepRecords {
             0 => self.first.get_or_insert_with(|| StepRecord::new(at)),
             len => &mut self.rest[len - 1],
         };
-        (record, dropped)
+        (record, dropped, !current)
     }
 
     /// Drops the oldest record.
@@ -93,9 +94,11 @@ mod tests {
     fn the_first_record_is_inline_and_the_order_holds() {
         let mut steps = StepRecords::default();
         assert!(steps.last().is_none() && steps.len() == 0);
-        steps.at(at(0), 3);
+        assert!(steps.at(at(0), 3).2);
         assert_eq!((steps.len(), steps.allocated()), (1, 0));
-        steps.at(at(0), 3).0.end = None;
+        let (current, _, added) = steps.at(at(0), 3);
+        current.end = None;
+        assert!(!added);
         assert_eq!(steps.len(), 1);
         steps.at(at(1), 3);
         steps.at(at(2), 3);
