@@ -23,9 +23,8 @@ pub struct Job {
     pub step: u32,
     /// 0-based repeat pass.
     pub pass: u32,
-    /// `step` counts the rule's finally steps (docs/semantics.md#finally).
-    pub finally: bool,
-    /// The step's action, read from the loaded bundle (not a copy).
+    /// The step's action, read from the loaded bundle (not a copy); whether
+    /// `step` counts the rule's finally steps is [`Job::finally`].
     pub action: StepAction,
     /// The action as it is performed when the step computes something: its
     /// `${...}` values filled in, a `notify` turned into the `publish` of
@@ -46,8 +45,15 @@ pub struct Job {
     /// [`EngineConfig::explain`](crate::EngineConfig::explain) (the
     /// simulator's `action` line). Boxed: every effect is the size of a
     /// job, and the service never has them.
-    pub when_read: Option<Box<[Read]>>,
+    pub when_read: Option<Box<WhenRead>>,
 }
+
+/// What a step's `when` read, kept on a job for the simulator's `--explain`
+/// behind one pointer: every job and every [`Effect`] is as large as this
+/// field makes them, and the event path moves each a few times
+/// (docs/engine.md#the-event-path-by-instructions).
+#[derive(Debug, Clone)]
+pub struct WhenRead(pub Box<[Read]>);
 
 /// One step's action, shared with the loaded bundle: a job points at the
 /// step it performs instead of carrying a copy of its strings, and the
@@ -116,6 +122,11 @@ impl fmt::Debug for StepAction {
 }
 
 impl Job {
+    /// `step` counts the rule's finally steps (docs/semantics.md#finally).
+    pub fn finally(&self) -> bool {
+        self.action.finally
+    }
+
     /// What a worker performs: the computed action, or the bundle's.
     pub fn performed(&self) -> &Action {
         self.computed.as_deref().unwrap_or(&self.action)

@@ -77,7 +77,7 @@ pub use derive::{BusMode, Expiry, Notified, PollPlan, ReadCause, SourceSet};
 pub use dry_run::{DryRun, StepCheck};
 pub use effect::{
     DropReason, Effect, EndReason, Job, JobId, Level, LogLine, NonFireReason, Note, NoteFields,
-    NoteKind, NoteReason, RecordWrite, ReplayDropReason, StepAction, TriggerOutcome,
+    NoteKind, NoteReason, RecordWrite, ReplayDropReason, StepAction, TriggerOutcome, WhenRead,
 };
 pub use envelope_state::EnvelopeCounts;
 pub use input::INPUT_SKIPPED_CODE;

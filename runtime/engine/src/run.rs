@@ -9,7 +9,7 @@ use crate::timers::TimerKind;
 use crate::why::KeptReads;
 use crate::{
     finally, trace, values, DropReason, Effect, EndReason, Engine, Job, JobId, Level, LogLine,
-    Note, Now, RecordWrite, StepAction, WhenResult, EVAL_ERROR_CODE,
+    Note, Now, RecordWrite, StepAction, WhenRead, WhenResult, EVAL_ERROR_CODE,
 };
 use rulecore::bundle::{Rule, Step};
 use rulecore::event::Event;
@@ -350,7 +350,6 @@ impl Engine {
             rule: name,
             step: index,
             pass,
-            finally,
             action,
             computed,
             event,
@@ -358,7 +357,7 @@ impl Engine {
             guard,
             when_read: std::mem::take(&mut self.scratch.step_read)
                 .filter(|reads| !reads.is_empty())
-                .map(Vec::into_boxed_slice),
+                .map(|reads| Box::new(WhenRead(reads.into_boxed_slice()))),
         };
         self.effects.push_back(Effect::Submit(submit));
     }

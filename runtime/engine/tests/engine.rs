@@ -234,7 +234,7 @@ fn describe(effect: &Effect) -> String {
                 .map(|id| format!(" owns {id}"))
                 .unwrap_or_default();
             // A finally step is `f0`, `f1`, ... (docs/semantics.md#finally).
-            let list = if job.finally { "f" } else { "s" };
+            let list = if job.finally() { "f" } else { "s" };
             format!(
                 "submit {} {list}{} p{} {what}{owns}",
                 job.run, job.step, job.pass

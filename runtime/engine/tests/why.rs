@@ -235,7 +235,7 @@ fn a_true_when_shows_what_it_read_in_notes_jobs_and_traces() {
         match effect {
             Effect::Note(Note::RunStart { reads, .. }) => started = Some(texts(&reads)),
             Effect::Submit(job) => {
-                step_reads.push(texts(job.when_read.as_deref().unwrap_or_default()));
+                step_reads.push(texts(job.when_read.as_deref().map_or(&[][..], |r| &r.0)));
                 engine.action_started(job.id);
                 engine.action_finished(at(0), job.id, Ok(()));
             }

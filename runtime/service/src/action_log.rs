@@ -42,7 +42,7 @@ impl ActionLine {
             run: Arc::clone(&job.run),
             step: job.step,
             pass: job.pass,
-            finally: job.finally,
+            finally: job.finally(),
             what: shown.then(|| what(job.performed())),
         }
     }

@@ -173,7 +173,7 @@ pub fn log_refused(job: &Job, cause: Refused, throttle: &mut Throttle) {
             tracing::$level!(
                 rule = %job.rule,
                 step = job.step,
-                finally = job.finally.then_some(true),
+                finally = job.finally().then_some(true),
                 pass = job.pass,
                 run = %job.run,
                 cause = %cause,

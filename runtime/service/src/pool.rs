@@ -593,7 +593,6 @@ mod tests {
             rule: "r".into(),
             step: 0,
             pass: 0,
-            finally: false,
             action: ruled_engine::StepAction::new(payload, 0, 0).expect("step 0"),
             computed: None,
             event: Arc::default(),

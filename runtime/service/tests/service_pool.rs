@@ -42,7 +42,6 @@ fn job(id: u64, action: Action, event: Arc<Event>) -> Job {
         rule: "r".into(),
         step: 0,
         pass: 0,
-        finally: false,
         action,
         computed: None,
         event,

@@ -275,11 +275,11 @@ pub(super) fn action_line(at_ms: u64, kind: LineKind, job: &Job) -> Line {
         at_ms,
         rule: Some(job.rule.to_string()),
         step: Some(job.step),
-        finally: job.finally,
+        finally: job.finally(),
         pass: Some(job.pass),
         run: Some(job.run.to_string()),
         read: (job.when_read.as_deref())
-            .map(|reads| reads.iter().map(ToString::to_string).collect()),
+            .map(|reads| reads.0.iter().map(ToString::to_string).collect()),
         ..Line::new(kind)
     };
     if let Action::Notify(_) = &*job.action {

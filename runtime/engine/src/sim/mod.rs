@@ -542,7 +542,7 @@ impl<'t> Sim<'t> {
         let fail = self.fails.iter().find(|fail| {
             *job.rule == *fail.rule
                 // `step` names one of the rule's steps, never a finally step.
-                && fail.step.is_none_or(|step| !job.finally && step == job.step)
+                && fail.step.is_none_or(|step| !job.finally() && step == job.step)
                 && fail.at.0.unsigned_abs() <= now
                 && fail.until.is_none_or(|until| now < until.0.unsigned_abs())
         });

@@ -485,7 +485,7 @@ impl Service {
 
     fn submit(&mut self, job: Job) {
         // `finally` only on a finally step's line (docs/semantics.md#finally).
-        let finally = job.finally.then_some(true);
+        let finally = job.finally().then_some(true);
         tracing::debug!(
             rule = %job.rule, step = job.step, finally, pass = job.pass, run = %job.run,
             "submitting action"
