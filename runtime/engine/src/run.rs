@@ -320,7 +320,10 @@ impl Engine {
             self.end_run(rule, reason, now);
             return;
         };
-        let computed = match self.run_values(rule, &action) {
+        // The step's action looked up once (a `StepAction` finds it in
+        // the bundle at each look).
+        let spec: &rulecore::bundle::Action = &action;
+        let computed = match self.run_values(rule, spec) {
             Ok(computed) => computed,
             Err(error) => {
                 self.value_failed(rule, &error, now);
@@ -329,12 +332,16 @@ impl Engine {
         };
         // The envelope (docs/safety.md): a limit refuses here, on the
         // engine's clock; guards are judged by the worker on a fresh read.
-        let performed = computed.as_deref().unwrap_or(&action);
-        if !self.limit_admits(rule, performed, now) {
-            self.end_run(rule, EndReason::Limited, now);
-            return;
-        }
-        let guard = crate::guard::GuardCheck::of(&self.payload, performed);
+        let guard = if self.payload.envelope.is_empty() {
+            None
+        } else {
+            let performed = computed.as_deref().unwrap_or(spec);
+            if !self.limit_admits(rule, performed, now) {
+                self.end_run(rule, EndReason::Limited, now);
+                return;
+            }
+            crate::guard::GuardCheck::of(&self.payload, performed)
+        };
         let name = self.name(rule);
         // The record's ownership moves to the job.
         let Some((job, run, record)) = self.rules.make_job(rule) else {
