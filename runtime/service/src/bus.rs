@@ -37,8 +37,6 @@ use tokio::task::JoinHandle;
 pub const STREAM: &str = "events";
 /// `XADD events MAXLEN ~ 2000`.
 pub const STREAM_MAXLEN: u64 = 2000;
-/// [`STREAM_MAXLEN`] as the command's argument (a test keeps them equal).
-const STREAM_MAXLEN_ARG: &str = "2000";
 /// Reads asked for and not started yet, beyond which they collapse into
 /// one re-read of every live pair (a flood of alternating notifications).
 const MAX_ASKED: usize = 1024;
@@ -567,7 +565,9 @@ impl Publisher {
             },
             Publications {
                 rx: Some(rx),
+                set_last_id: set_head(&last_id),
                 last_id,
+                json: Vec::new(),
                 refusals: Refusals::default(),
             },
         )
@@ -622,6 +622,11 @@ pub struct Publications {
     /// `None` once the publisher closed and every queued event was taken.
     rx: Option<mpsc::Receiver<Vec<Event>>>,
     last_id: String,
+    /// `SET <last_id>` in RESP, the id to follow: written once.
+    set_last_id: Vec<u8>,
+    /// An event's envelope, encoded here before it is copied into the
+    /// commands (kept: no allocation per event).
+    json: Vec<u8>,
     refusals: Refusals,
 }
 
@@ -668,7 +673,8 @@ impl Publications {
                     _ => break,
                 },
             };
-            if let Some(count) = publish_commands(&events, &self.last_id, bytes) {
+            if let Some(count) = publish_commands(&events, &self.set_last_id, &mut self.json, bytes)
+            {
                 taken.commands += count;
                 taken.effects.push(events);
             }
@@ -731,58 +737,102 @@ impl Publications {
     }
 }
 
+/// `XADD events MAXLEN ~ 2000` in RESP, the header of a command of 10
+/// arguments: the entry id, `topic`, the topic, `e` and the entry follow.
+const XADD_HEAD: &[u8] =
+    b"*10\r\n$4\r\nXADD\r\n$6\r\nevents\r\n$6\r\nMAXLEN\r\n$1\r\n~\r\n$4\r\n2000\r\n";
+/// `PUBLISH`, of 3 arguments: the channel and the message follow.
+const PUBLISH_HEAD: &[u8] = b"*3\r\n$7\r\nPUBLISH\r\n";
+
+/// `SET <key>` in RESP, of 3 arguments: the value follows.
+fn set_head(key: &str) -> Vec<u8> {
+    let mut head = Vec::new();
+    crate::resp::push_command(&mut head, 3);
+    crate::resp::push_bulk(&mut head, &[b"SET"]);
+    crate::resp::push_bulk(&mut head, &[key.as_bytes()]);
+    head
+}
+
 /// Appends the commands of one effect, in RESP, to `bytes`, ending with
-/// the `SET` of its last id into `last_id`, and returns how many there
-/// are; `None` (logged, nothing appended) when an event does not encode,
-/// which a derived event always does.
-fn publish_commands(events: &[Event], last_id: &str, bytes: &mut Vec<u8>) -> Option<usize> {
-    use crate::resp::{push_args, push_bulk, push_command};
+/// the `SET` of its last id (`set_last_id`, its head: [`set_head`]), and
+/// returns how many there are; `None` (logged, nothing appended) when an
+/// event does not encode, which a derived event always does. Each
+/// envelope is encoded once, into `json`, and copied from there into both
+/// commands (docs/engine.md#cpu-per-notification).
+fn publish_commands(
+    events: &[Event],
+    set_last_id: &[u8],
+    json: &mut Vec<u8>,
+    bytes: &mut Vec<u8>,
+) -> Option<usize> {
+    use crate::resp::push_bulk;
     let start = bytes.len();
     let mut count = 0;
     for event in events {
-        let (entry, message) = match envelopes(event) {
-            Ok(both) => both,
-            Err(e) => {
-                tracing::error!(topic = %event.topic, "a derived event does not encode ({e}); not published");
-                bytes.truncate(start);
-                return None;
-            }
+        json.clear();
+        let encoded = serde_json::to_writer(&mut *json, event);
+        let id = event.id.as_deref();
+        // The entry is the message without its `id` (the first key): cut
+        // from the one encoding where the id needs no escape, else
+        // encoded as `envelopes` does.
+        let cut = id.and_then(|id| entry_rest(json, id));
+        let slow = match (&encoded, id, cut) {
+            (Ok(()), None, _) | (Ok(()), Some(_), Some(_)) => None,
+            _ => match envelopes(event) {
+                Ok(both) => Some(both),
+                Err(e) => {
+                    tracing::error!(topic = %event.topic, "a derived event does not encode ({e}); not published");
+                    bytes.truncate(start);
+                    return None;
+                }
+            },
         };
-        let id = event.id.as_deref().unwrap_or("*");
-        // The two commands' arguments and their headers, in one allocation.
-        bytes.reserve(entry.len() + message.len() + 2 * event.topic.len() + id.len() + 192);
-        push_args(
-            bytes,
-            &[
-                b"XADD",
-                STREAM.as_bytes(),
-                b"MAXLEN",
-                b"~",
-                STREAM_MAXLEN_ARG.as_bytes(),
-                id.as_bytes(),
-                b"topic",
-                event.topic.as_bytes(),
-                b"e",
-                entry.as_bytes(),
-            ],
-        );
-        push_command(bytes, 3);
-        push_bulk(bytes, &[b"PUBLISH"]);
+        let (entry, message): ([&[u8]; 2], &[u8]) = match (&slow, cut) {
+            (Some((entry, message)), _) => ([entry.as_bytes(), b""], message.as_bytes()),
+            (None, Some(rest)) => ([b"{", &json[rest..]], json),
+            (None, None) => ([json, b""], json),
+        };
+        let id = id.unwrap_or("*");
+        let topic = event.topic.as_bytes();
+        bytes.reserve(2 * message.len() + 2 * topic.len() + id.len() + 160);
+        bytes.extend_from_slice(XADD_HEAD);
+        push_bulk(bytes, &[id.as_bytes()]);
+        bytes.extend_from_slice(b"$5\r\ntopic\r\n");
+        push_bulk(bytes, &[topic]);
+        bytes.extend_from_slice(b"$1\r\ne\r\n");
+        push_bulk(bytes, &entry);
+        bytes.extend_from_slice(PUBLISH_HEAD);
         push_bulk(
             bytes,
-            &[
-                rulecore::topic::EVENT_CHANNEL_PREFIX.as_bytes(),
-                event.topic.as_bytes(),
-            ],
+            &[rulecore::topic::EVENT_CHANNEL_PREFIX.as_bytes(), topic],
         );
-        push_bulk(bytes, &[message.as_bytes()]);
+        push_bulk(bytes, &[message]);
         count += 2;
     }
     if let Some(id) = events.last().and_then(|event| event.id.as_deref()) {
-        push_args(bytes, &[b"SET", last_id.as_bytes(), id.as_bytes()]);
+        bytes.extend_from_slice(set_last_id);
+        push_bulk(bytes, &[id.as_bytes()]);
         count += 1;
     }
     Some(count)
+}
+
+/// Where, in `json` (an envelope whose `id` is `id`), what follows
+/// `{"id":"<id>",` starts: the entry is `{` and the rest. `None` when the
+/// id would be escaped in JSON or the envelope does not start so.
+fn entry_rest(json: &[u8], id: &str) -> Option<usize> {
+    // serde_json escapes `"`, `\` and the control characters only.
+    if id
+        .bytes()
+        .any(|byte| byte == b'"' || byte == b'\\' || byte < 0x20)
+    {
+        return None;
+    }
+    let rest = json
+        .strip_prefix(b"{\"id\":\"")?
+        .strip_prefix(id.as_bytes())?
+        .strip_prefix(b"\",")?;
+    Some(json.len() - rest.len())
 }
 
 /// Refused `XADD`s: logged through a budget, the `--bus follow` advice once.
@@ -972,7 +1022,100 @@ mod tests {
 
     #[test]
     fn the_stream_bound_is_sent_as_it_is_declared() {
-        assert_eq!(STREAM_MAXLEN_ARG, STREAM_MAXLEN.to_string());
+        let mut head = Vec::new();
+        crate::resp::push_args(
+            &mut head,
+            &[
+                b"XADD",
+                STREAM.as_bytes(),
+                b"MAXLEN",
+                b"~",
+                STREAM_MAXLEN.to_string().as_bytes(),
+            ],
+        );
+        // The same, a command of 10 arguments.
+        assert_eq!(XADD_HEAD[3..], head[2..]);
+        assert_eq!(&XADD_HEAD[..3], b"*10");
+    }
+
+    /// The commands as they were built before they were written straight
+    /// into the request: each argument on its own, both envelopes encoded
+    /// apart.
+    fn reference_commands(events: &[Event], last_id: &str) -> Vec<u8> {
+        use crate::resp::push_args;
+        let mut bytes = Vec::new();
+        for event in events {
+            let (entry, message) = envelopes(event).unwrap();
+            let id = event.id.as_deref().unwrap_or("*");
+            push_args(
+                &mut bytes,
+                &[
+                    b"XADD",
+                    STREAM.as_bytes(),
+                    b"MAXLEN",
+                    b"~",
+                    STREAM_MAXLEN.to_string().as_bytes(),
+                    id.as_bytes(),
+                    b"topic",
+                    event.topic.as_bytes(),
+                    b"e",
+                    entry.as_bytes(),
+                ],
+            );
+            let channel = format!("ev:{}", event.topic);
+            push_args(
+                &mut bytes,
+                &[b"PUBLISH", channel.as_bytes(), message.as_bytes()],
+            );
+        }
+        if let Some(id) = events.last().and_then(|event| event.id.as_deref()) {
+            push_args(&mut bytes, &[b"SET", last_id.as_bytes(), id.as_bytes()]);
+        }
+        bytes
+    }
+
+    #[test]
+    fn publications_encode_as_each_command_on_its_own() {
+        let event = Event {
+            id: Some("1700000000000-7".into()),
+            ts: Some(1_700_000_000_000),
+            topic: "vehicle.kickstand.up".into(),
+            src: Some("adapter".into()),
+            from: Some("down".into()),
+            to: Some("up \"quoted\" \u{1}".into()),
+            ..Event::default()
+        };
+        let cases = [
+            vec![event.clone()],
+            vec![
+                Event {
+                    id: None,
+                    ..event.clone()
+                },
+                event.clone(),
+            ],
+            vec![Event {
+                id: Some("5\"-0".into()),
+                ..event.clone()
+            }],
+            vec![Event {
+                id: None,
+                ..event.clone()
+            }],
+        ];
+        let (mut json, set) = (Vec::new(), set_head("ruled:bus-last-id"));
+        for events in &cases {
+            let mut bytes = b"before".to_vec();
+            let count = publish_commands(events, &set, &mut json, &mut bytes).unwrap();
+            let mut want = b"before".to_vec();
+            want.extend(reference_commands(events, "ruled:bus-last-id"));
+            assert_eq!(
+                String::from_utf8_lossy(&bytes),
+                String::from_utf8_lossy(&want)
+            );
+            let sets = usize::from(events.last().unwrap().id.is_some());
+            assert_eq!(count, 2 * events.len() + sets);
+        }
     }
 
     fn pairs() -> Vec<StatePair> {

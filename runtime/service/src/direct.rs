@@ -57,9 +57,13 @@ impl Target {
             response_timeout,
             open: None,
             owed: 0,
+            buffer: Vec::new(),
         }
     }
 }
+
+/// The largest request buffer a connection keeps between requests.
+const KEEP_BUFFER: usize = 64 * 1024;
 
 /// One command connection of one task. A clone is a connection of its
 /// own to the same server, opened at its first request.
@@ -72,6 +76,9 @@ pub struct Direct {
     /// request Redis holds (a stall, `CLIENT PAUSE`) still runs once it
     /// resumes, as it did on the Redis client's connection.
     owed: usize,
+    /// The buffer requests are written in, kept between them
+    /// ([`Direct::take_buffer`]): no allocation per request.
+    buffer: Vec<u8>,
 }
 
 impl Clone for Direct {
@@ -184,6 +191,34 @@ impl Direct {
         let mut replies = self.send(&cmd.get_packed_command(), 1).await?;
         let reply = replies.pop().unwrap_or(Ok(Value::Nil))?;
         Ok(T::from_redis_value(reply)?)
+    }
+
+    /// The command of `args` (each one argument, as `resp::push_args`
+    /// writes them) and its reply as `T`, the request written in the
+    /// connection's own buffer.
+    pub async fn query_args<T: redis::FromRedisValue>(&mut self, args: &[&[u8]]) -> RedisResult<T> {
+        let mut request = self.take_buffer();
+        crate::resp::push_args(&mut request, args);
+        let replies = self.send(&request, 1).await;
+        self.keep_buffer(request);
+        let reply = replies?.pop().unwrap_or(Ok(Value::Nil))?;
+        Ok(T::from_redis_value(reply)?)
+    }
+
+    /// The buffer to write the next request in, empty; give it back with
+    /// [`Direct::keep_buffer`] (a buffer not given back is only allocated
+    /// anew).
+    pub fn take_buffer(&mut self) -> Vec<u8> {
+        let mut buffer = std::mem::take(&mut self.buffer);
+        buffer.clear();
+        buffer
+    }
+
+    /// Keeps `buffer` for the next request, unless it grew large.
+    pub fn keep_buffer(&mut self, buffer: Vec<u8>) {
+        if buffer.capacity() <= KEEP_BUFFER {
+            self.buffer = buffer;
+        }
     }
 
     /// This connection when it is still open (late replies that arrived
