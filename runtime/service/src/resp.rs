@@ -137,8 +137,12 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
     }
 
     /// One header line, read: from the buffer when it holds the whole
-    /// line (most replies), else through a line read of its own.
+    /// line (most replies; an empty buffer is filled first, as when a
+    /// message is awaited), else through a line read of its own.
     async fn header(&mut self) -> Result<Header, RespError> {
+        if self.io.buffer().is_empty() && self.io.fill_buf().await?.is_empty() {
+            return Err(eof());
+        }
         let buffered = self.io.buffer();
         let window = &buffered[..buffered.len().min(MAX_LINE as usize)];
         if let Some(end) = window.iter().position(|&byte| byte == b'\n') {
