@@ -20,6 +20,7 @@ use crate::resp::{Element, Reply, RespError, RespReader, Stream};
 use crate::tls::Tls;
 use redis::{ConnectionInfo, RedisError, RedisResult, Value};
 use std::future::Future;
+use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -58,10 +59,13 @@ impl Target {
             open: None,
             owed: 0,
             buffer: Vec::new(),
+            reply_wait: None,
         }
     }
 }
 
+/// A deadline beyond reach (a `timeout` of centuries), as tokio's own.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 /// The largest request buffer a connection keeps between requests.
 const KEEP_BUFFER: usize = 64 * 1024;
 
@@ -79,6 +83,12 @@ pub struct Direct {
     /// The buffer requests are written in, kept between them
     /// ([`Direct::take_buffer`]): no allocation per request.
     buffer: Vec<u8>,
+    /// The timer a reply is waited for with, made at the first request and
+    /// moved to each one's deadline: moving a timer later is one atomic
+    /// operation, where a new one per request is registered with the
+    /// runtime's timer wheel and removed again
+    /// (docs/engine.md#cpu-per-notification).
+    reply_wait: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Clone for Direct {
@@ -130,7 +140,12 @@ impl Direct {
         response_timeout: Option<Duration>,
     ) -> RedisResult<Vec<RedisResult<Value>>> {
         self.ensure_open().await?;
-        let Self { open, owed, .. } = self;
+        let Self {
+            open,
+            owed,
+            reply_wait,
+            ..
+        } = self;
         let Some(reader) = open.as_mut() else {
             return Err(std::io::Error::from(std::io::ErrorKind::NotConnected).into());
         };
@@ -160,13 +175,23 @@ impl Direct {
             Ok(replies)
         };
         let outcome = match response_timeout {
-            Some(wait) => match tokio::time::timeout(wait, exchange).await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(RespError::Io(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "no reply from Redis in time",
-                ))),
-            },
+            Some(wait) => {
+                // As `tokio::time::timeout` would: the exchange polled
+                // first, the deadline far off when `wait` is beyond reach.
+                let now = tokio::time::Instant::now();
+                let at = now.checked_add(wait).unwrap_or_else(|| now + FAR_FUTURE);
+                let timer =
+                    reply_wait.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+                timer.as_mut().reset(at);
+                tokio::select! {
+                    biased;
+                    outcome = exchange => outcome,
+                    () = timer.as_mut() => Err(RespError::Io(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no reply from Redis in time",
+                    ))),
+                }
+            }
             None => exchange.await,
         };
         match outcome {
