@@ -116,14 +116,15 @@ pub(crate) fn take_batch(waiting: &mut VecDeque<Handed>) -> Vec<Handed> {
 }
 
 /// Performs `batch` (`take_batch`): waits for its records' writes,
-/// reports each action started, sends the removal of the records and the
-/// commands in one transaction, and reports each outcome. Returns false
-/// when the driver is gone.
+/// reports each action started (on `started`), sends the removal of the
+/// records and the commands in one transaction, and reports each outcome
+/// (on `reports`). Returns false when the driver is gone.
 pub async fn perform(
     batch: &[Job],
     con: Option<&mut Direct>,
     store: Option<&StoreWriter>,
     reports: &mpsc::UnboundedSender<Report>,
+    started: &mpsc::UnboundedSender<Report>,
     publications: Option<&mut Publications>,
 ) -> bool {
     let Some(first) = batch.first() else {
@@ -139,7 +140,7 @@ pub async fn perform(
         _ => None,
     };
     for job in batch {
-        if reports.send(Report::Started(job.id)).is_err() {
+        if started.send(Report::Started(job.id)).is_err() {
             return false;
         }
     }
