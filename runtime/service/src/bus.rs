@@ -26,6 +26,7 @@ use crate::namespace::Namespace;
 use redis::aio::ConnectionManager;
 use rulecore::bundle::StatePair;
 use rulecore::event::Event;
+use rulecore::small_str::SmallStr;
 use ruled_engine::{BusMode, Engine, Expiry, Notified, ReadCause, SourceSet};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -72,8 +73,9 @@ pub struct Watch {
     /// The hashes whose channels are subscribed.
     pub hashes: BTreeSet<String>,
     /// Per hash, per payload, what a notification asks for (absent:
-    /// [`Notified::Ignore`]).
-    notify: HashMap<String, HashMap<String, Notified>>,
+    /// [`Notified::Ignore`]), as the read it asks: handed on without a
+    /// copy of its pairs.
+    notify: HashMap<String, HashMap<String, Request>>,
 }
 
 impl Watch {
@@ -82,7 +84,7 @@ impl Watch {
     /// judges them (any other payload is ignored without a read).
     pub fn of(engine: &Engine, hashes: BTreeSet<String>) -> Self {
         let pairs: Arc<[StatePair]> = engine.watched_pairs().into();
-        let mut notify: HashMap<String, HashMap<String, Notified>> = HashMap::new();
+        let mut notify: HashMap<String, HashMap<String, Request>> = HashMap::new();
         for hash in &hashes {
             let names = pairs
                 .iter()
@@ -94,10 +96,13 @@ impl Watch {
                 ]);
             let by_name = notify.entry(hash.clone()).or_default();
             for name in names {
-                let asked = engine.notified(hash, name);
-                if asked != Notified::Ignore {
-                    by_name.insert(name.to_string(), asked);
-                }
+                let asked = match engine.notified(hash, name) {
+                    Notified::Ignore => continue,
+                    Notified::Read(pairs) => Request::Read(pairs.into()),
+                    Notified::ReadWritten(pairs) => Request::ReadWritten(pairs.into()),
+                    Notified::Reread(pairs) => Request::Reread(pairs.into()),
+                };
+                by_name.insert(name.to_string(), asked);
             }
         }
         Self {
@@ -108,13 +113,10 @@ impl Watch {
         }
     }
 
-    /// What `PUBLISH <hash> <payload>` asks for.
-    pub fn notified(&self, hash: &str, payload: &str) -> Notified {
-        self.notify
-            .get(hash)
-            .and_then(|names| names.get(payload))
-            .cloned()
-            .unwrap_or(Notified::Ignore)
+    /// What `PUBLISH <hash> <payload>` asks for (`None`:
+    /// [`Notified::Ignore`]).
+    fn notified(&self, hash: &str, payload: &str) -> Option<&Request> {
+        self.notify.get(hash).and_then(|names| names.get(payload))
     }
 
     /// Whether `hash` is a source's (a `cleared` on it means something):
@@ -147,12 +149,12 @@ pub enum ReadOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Request {
     /// After a notification: the notified pair first.
-    Read(Vec<usize>),
+    Read(Arc<[usize]>),
     /// After a notification of an `every` source's field: with the
     /// hash's expiry.
-    ReadWritten(Vec<usize>),
+    ReadWritten(Arc<[usize]>),
     /// After `replaced` or `cleared`, or a poll: each real change emits.
-    Reread(Vec<usize>),
+    Reread(Arc<[usize]>),
     /// Every live pair (a reconnect, or asks collapsed under a flood).
     All,
 }
@@ -268,23 +270,21 @@ impl BusReader {
     /// `PUBLISH <hash> <payload>` arrived on a watched hash's channel.
     pub fn notified(&self, hash: &str, payload: &str) {
         let watch = self.shared.watch();
-        let (key, request) = match watch.notified(hash, payload) {
-            Notified::Ignore => {
-                tracing::trace!(channel = hash, payload, "notification not read");
-                return;
-            }
-            Notified::Read(pairs) => match pairs.first() {
-                Some(&first) => (Key::Read(first), Request::Read(pairs)),
-                None => return,
-            },
-            // Coalesced like any read: a notification while the last one's
-            // read still waits is judged by that read.
-            Notified::ReadWritten(pairs) => match pairs.first() {
-                Some(&first) => (Key::Read(first), Request::ReadWritten(pairs)),
-                None => return,
-            },
-            Notified::Reread(pairs) => (Key::Reread(hash.into()), Request::Reread(pairs)),
+        let Some(request) = watch.notified(hash, payload) else {
+            tracing::trace!(channel = hash, payload, "notification not read");
+            return;
         };
+        let key = match request {
+            // Coalesced like any read (an `every` source's too): a
+            // notification while the last one's read still waits is judged
+            // by that read.
+            Request::Read(pairs) | Request::ReadWritten(pairs) => match pairs.first() {
+                Some(&first) => Key::Read(first),
+                None => return,
+            },
+            Request::Reread(_) | Request::All => Key::Reread(hash.into()),
+        };
+        let request = request.clone();
         let mut asked = self.shared.asked();
         if matches!(request, Request::Reread(_)) {
             asked.barrier(hash, &watch.pairs);
@@ -298,7 +298,9 @@ impl BusReader {
     /// `hash` (a poll still waiting is not asked again).
     pub fn poll(&self, hash: &str, pairs: Vec<usize>) {
         let key = Key::Reread(format!("poll:{hash}"));
-        self.shared.asked().push(Some(key), Request::Reread(pairs));
+        self.shared
+            .asked()
+            .push(Some(key), Request::Reread(pairs.into()));
         self.shared.ready.notify_one();
     }
 
@@ -986,11 +988,13 @@ async fn last_own_id(
 const RECENT_IDS: usize = 1024;
 
 /// The ids of the events this ruled published lately (bounded): an `ev:`
-/// glob delivers them back, and they are ours, not forged.
+/// glob delivers them back, and they are ours, not forged. Held as
+/// `SmallStr`s: an id (`<ms>-<seq>`, 15 bytes) is held inline, so keeping
+/// one allocates nothing.
 #[derive(Debug, Default)]
 pub struct RecentIds {
-    order: VecDeque<Box<str>>,
-    set: std::collections::HashSet<Box<str>>,
+    order: VecDeque<SmallStr>,
+    set: std::collections::HashSet<SmallStr>,
 }
 
 impl RecentIds {
@@ -998,11 +1002,12 @@ impl RecentIds {
         let Some(id) = id else { return };
         if self.order.len() >= RECENT_IDS {
             if let Some(old) = self.order.pop_front() {
-                self.set.remove(&old);
+                self.set.remove(old.as_str());
             }
         }
-        self.order.push_back(id.into());
-        self.set.insert(id.into());
+        let id = SmallStr::new(id);
+        self.order.push_back(id.clone());
+        self.set.insert(id);
     }
 
     pub fn contains(&self, id: Option<&str>) -> bool {
@@ -1132,24 +1137,30 @@ mod tests {
     fn asks_coalesce_until_a_barrier_and_stay_bounded() {
         let pairs = pairs();
         let mut asked = Asked::default();
-        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
-        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0].into()));
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0].into()));
         assert_eq!(asked.queue.len(), 1);
         asked.barrier("h", &pairs);
-        asked.push(Some(Key::Reread("h".into())), Request::Reread(vec![0, 1]));
-        asked.push(Some(Key::Reread("h".into())), Request::Reread(vec![0, 1]));
-        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
+        asked.push(
+            Some(Key::Reread("h".into())),
+            Request::Reread(vec![0, 1].into()),
+        );
+        asked.push(
+            Some(Key::Reread("h".into())),
+            Request::Reread(vec![0, 1].into()),
+        );
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0].into()));
         assert_eq!(asked.queue.len(), 3);
-        assert_eq!(asked.pop(), Some(Request::Read(vec![0])));
-        assert_eq!(asked.pop(), Some(Request::Reread(vec![0, 1])));
+        assert_eq!(asked.pop(), Some(Request::Read(vec![0].into())));
+        assert_eq!(asked.pop(), Some(Request::Reread(vec![0, 1].into())));
         // The read queued behind the barrier is still coalescing.
-        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0].into()));
         assert_eq!(asked.queue.len(), 1);
         for i in 0..(3 * MAX_ASKED) {
             asked.barrier("h", &pairs);
             asked.push(
                 Some(Key::Reread(format!("{i}"))),
-                Request::Reread(vec![0, 1]),
+                Request::Reread(vec![0, 1].into()),
             );
         }
         assert!(asked.queue.len() <= MAX_ASKED);
