@@ -450,41 +450,66 @@ async fn read_pairs_within(
     indices: &[usize],
     throttle: &mut Throttle,
 ) -> redis::RedisResult<Vec<(usize, Option<String>)>> {
-    let mut hashes: Vec<&str> = Vec::new();
-    for &index in indices {
-        if let Some(pair) = pairs.get(index) {
-            if !hashes.contains(&pair.hash.as_str()) {
-                hashes.push(&pair.hash);
+    let mut out = Vec::with_capacity(indices.len());
+    let first = indices.iter().find_map(|&index| pairs.get(index));
+    match first {
+        // One hash (a notification's read): no list of hashes.
+        Some(pair)
+            if indices
+                .iter()
+                .all(|&index| pairs.get(index).is_none_or(|p| p.hash == pair.hash)) =>
+        {
+            read_hash(con, pairs, indices, &pair.hash, throttle, &mut out).await?;
+        }
+        _ => {
+            let mut hashes: Vec<&str> = Vec::new();
+            for &index in indices {
+                if let Some(pair) = pairs.get(index) {
+                    if !hashes.contains(&pair.hash.as_str()) {
+                        hashes.push(&pair.hash);
+                    }
+                }
+            }
+            for hash in hashes {
+                read_hash(con, pairs, indices, hash, throttle, &mut out).await?;
             }
         }
     }
-    let mut out = Vec::with_capacity(indices.len());
-    for hash in hashes {
-        let fields: Vec<(usize, &str)> = indices
-            .iter()
-            .filter_map(|&index| {
-                let pair = pairs.get(index)?;
-                (pair.hash == hash).then_some((index, pair.field.as_str()))
-            })
-            .collect();
-        let names: Vec<&str> = fields.iter().map(|(_, field)| *field).collect();
-        let read = crate::bounded_read::hmget(con, hash, &names, throttle).await;
-        let values: Vec<Option<String>> = match read {
-            Ok(values) => values,
-            Err(e) if !is_transport(&e) => {
-                crate::logging::warn_within!(
-                    throttle,
-                    hash = %hash,
-                    error = %describe(&e),
-                    "cannot read the state hash; each of its fields reads as absent (\"\")"
-                );
-                vec![None; fields.len()]
-            }
-            Err(e) => return Err(e),
-        };
-        out.extend(fields.iter().map(|(index, _)| *index).zip(values));
-    }
     Ok(out)
+}
+
+/// The pairs of `indices` that are of `hash`, read by one bounded
+/// `HMGET`, appended to `out` (`read_pairs_within`).
+async fn read_hash(
+    con: &mut impl Query,
+    pairs: &[StatePair],
+    indices: &[usize],
+    hash: &str,
+    throttle: &mut Throttle,
+    out: &mut Vec<(usize, Option<String>)>,
+) -> redis::RedisResult<()> {
+    let of_hash = |&&index: &&usize| pairs.get(index).is_some_and(|pair| pair.hash == hash);
+    let names: Vec<&str> = indices
+        .iter()
+        .filter(of_hash)
+        .filter_map(|&index| Some(pairs.get(index)?.field.as_str()))
+        .collect();
+    let read = crate::bounded_read::hmget(con, hash, &names, throttle).await;
+    let values: Vec<Option<String>> = match read {
+        Ok(values) => values,
+        Err(e) if !is_transport(&e) => {
+            crate::logging::warn_within!(
+                throttle,
+                hash = %hash,
+                error = %describe(&e),
+                "cannot read the state hash; each of its fields reads as absent (\"\")"
+            );
+            vec![None; names.len()]
+        }
+        Err(e) => return Err(e),
+    };
+    out.extend(indices.iter().filter(of_hash).copied().zip(values));
+    Ok(())
 }
 
 /// Seeding (docs/sources.md#changes): the live pairs' values as they are,
