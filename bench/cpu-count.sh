@@ -10,6 +10,11 @@
 #
 #   bench/cpu-count.sh RULED RULEC [instructions|syscalls|both]
 #
+# CPU_COUNT_PATH=tail counts the first action of a rule with a durable tail
+# instead (the floor bench's second path): `PUBLISH ev:bench.tail`, then
+# `BLPOP` of the first step's list; the rule's second step, ten minutes
+# later, has every run write its pending record.
+#
 # RULED: a release `ruled` (build it with CARGO_PROFILE_RELEASE_STRIP=false
 # to keep the symbols for callgrind_annotate); RULEC: any `rulec`. Needs
 # redis-server, redis-cli, valgrind and strace on the PATH. Prints one line
@@ -37,8 +42,31 @@ until redis-cli -s "$sock" PING >/dev/null 2>&1; do
     sleep 0.1
 done
 
+path=${CPU_COUNT_PATH:-notification}
 mkdir "$dir/rules"
-cat >"$dir/rules/kickstand.toml" <<'EOF'
+if [ "$path" = tail ]; then
+    cat >"$dir/rules/tail.toml" <<'EOF'
+[[topic]]
+name = "bench.tail"
+
+[[rule]]
+name = "tail"
+on = ["bench.tail"]
+trip = false
+
+[[rule.step]]
+do = "redis"
+list = "bench:tail"
+push = "x"
+
+[[rule.step]]
+do = "redis"
+after = "10m"
+list = "bench:tail-late"
+push = "x"
+EOF
+else
+    cat >"$dir/rules/kickstand.toml" <<'EOF'
 [[rule]]
 name = "kickstand"
 on = ["vehicle.kickstand.up", "vehicle.kickstand.down"]
@@ -49,6 +77,7 @@ do = "redis"
 list = "bench:kick"
 push = "x"
 EOF
+fi
 "$rulec" build "$dir/rules" -o "$dir/rules.bundle" >/dev/null
 redis-cli -s "$sock" HSET vehicle kickstand down >/dev/null
 
@@ -56,8 +85,12 @@ redis-cli -s "$sock" HSET vehicle kickstand down >/dev/null
 load() {
     n=0
     while [ $n -lt "$1" ]; do
-        if [ $((n % 2)) -eq 0 ]; then value=up; else value=down; fi
-        printf 'HSET vehicle kickstand %s\nPUBLISH vehicle kickstand\nBLPOP bench:kick 10\n' $value
+        if [ "$path" = tail ]; then
+            printf 'PUBLISH ev:bench.tail "{\\"topic\\":\\"bench.tail\\"}"\nBLPOP bench:tail 10\n'
+        else
+            if [ $((n % 2)) -eq 0 ]; then value=up; else value=down; fi
+            printf 'HSET vehicle kickstand %s\nPUBLISH vehicle kickstand\nBLPOP bench:kick 10\n' $value
+        fi
         n=$((n + 1))
     done >"$dir/load.txt"
     redis-cli -s "$sock" <"$dir/load.txt" >/dev/null
@@ -89,7 +122,7 @@ if [ "$what" != syscalls ]; then
         run $count valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.$count" -q
     done
     total() { grep '^totals:\|^summary:' "$dir/callgrind.$1" | head -1 | awk '{print $2}'; }
-    echo "instructions per notification: $(( ($(total $large) - $(total $small)) / (large - small) ))"
+    echo "instructions per $path: $(( ($(total $large) - $(total $small)) / (large - small) ))"
     # The functions that take the most per notification, inclusive (the
     # same difference, per function): CPU_COUNT_TOP=40 lists 40.
     if [ "${CPU_COUNT_TOP:-0}" -gt 0 ]; then
@@ -109,8 +142,8 @@ if [ "$what" != instructions ]; then
         run $count strace -f -c -o "$dir/strace.$count"
     done
     calls() { awk '$NF == "total" {print $4}' "$dir/strace.$1"; }
-    perl -e 'printf "system calls per notification: %.2f\n", ($ARGV[0] - $ARGV[1]) / ($ARGV[2] - $ARGV[3])' \
-        "$(calls $large)" "$(calls $small)" $large $small
+    perl -e 'printf "system calls per %s: %.2f\n", $ARGV[0], ($ARGV[1] - $ARGV[2]) / ($ARGV[3] - $ARGV[4])' \
+        "$path" "$(calls $large)" "$(calls $small)" $large $small
     for name in sendto recvfrom write read epoll_wait futex writev; do
         l=$(awk -v n=$name '$NF == n {print $4}' "$dir/strace.$large"); l=${l:-0}
         s=$(awk -v n=$name '$NF == n {print $4}' "$dir/strace.$small"); s=${s:-0}

@@ -26,6 +26,7 @@ use crate::namespace::Namespace;
 use redis::aio::ConnectionManager;
 use rulecore::bundle::StatePair;
 use rulecore::event::Event;
+use rulecore::small_str::SmallStr;
 use ruled_engine::{BusMode, Engine, Expiry, Notified, ReadCause, SourceSet};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -37,8 +38,6 @@ use tokio::task::JoinHandle;
 pub const STREAM: &str = "events";
 /// `XADD events MAXLEN ~ 2000`.
 pub const STREAM_MAXLEN: u64 = 2000;
-/// [`STREAM_MAXLEN`] as the command's argument (a test keeps them equal).
-const STREAM_MAXLEN_ARG: &str = "2000";
 /// Reads asked for and not started yet, beyond which they collapse into
 /// one re-read of every live pair (a flood of alternating notifications).
 const MAX_ASKED: usize = 1024;
@@ -74,8 +73,9 @@ pub struct Watch {
     /// The hashes whose channels are subscribed.
     pub hashes: BTreeSet<String>,
     /// Per hash, per payload, what a notification asks for (absent:
-    /// [`Notified::Ignore`]).
-    notify: HashMap<String, HashMap<String, Notified>>,
+    /// [`Notified::Ignore`]), as the read it asks: handed on without a
+    /// copy of its pairs.
+    notify: HashMap<String, HashMap<String, Request>>,
 }
 
 impl Watch {
@@ -84,7 +84,7 @@ impl Watch {
     /// judges them (any other payload is ignored without a read).
     pub fn of(engine: &Engine, hashes: BTreeSet<String>) -> Self {
         let pairs: Arc<[StatePair]> = engine.watched_pairs().into();
-        let mut notify: HashMap<String, HashMap<String, Notified>> = HashMap::new();
+        let mut notify: HashMap<String, HashMap<String, Request>> = HashMap::new();
         for hash in &hashes {
             let names = pairs
                 .iter()
@@ -96,10 +96,13 @@ impl Watch {
                 ]);
             let by_name = notify.entry(hash.clone()).or_default();
             for name in names {
-                let asked = engine.notified(hash, name);
-                if asked != Notified::Ignore {
-                    by_name.insert(name.to_string(), asked);
-                }
+                let asked = match engine.notified(hash, name) {
+                    Notified::Ignore => continue,
+                    Notified::Read(pairs) => Request::Read(pairs.into()),
+                    Notified::ReadWritten(pairs) => Request::ReadWritten(pairs.into()),
+                    Notified::Reread(pairs) => Request::Reread(pairs.into()),
+                };
+                by_name.insert(name.to_string(), asked);
             }
         }
         Self {
@@ -110,13 +113,10 @@ impl Watch {
         }
     }
 
-    /// What `PUBLISH <hash> <payload>` asks for.
-    pub fn notified(&self, hash: &str, payload: &str) -> Notified {
-        self.notify
-            .get(hash)
-            .and_then(|names| names.get(payload))
-            .cloned()
-            .unwrap_or(Notified::Ignore)
+    /// What `PUBLISH <hash> <payload>` asks for (`None`:
+    /// [`Notified::Ignore`]).
+    fn notified(&self, hash: &str, payload: &str) -> Option<&Request> {
+        self.notify.get(hash).and_then(|names| names.get(payload))
     }
 
     /// Whether `hash` is a source's (a `cleared` on it means something):
@@ -149,12 +149,12 @@ pub enum ReadOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Request {
     /// After a notification: the notified pair first.
-    Read(Vec<usize>),
+    Read(Arc<[usize]>),
     /// After a notification of an `every` source's field: with the
     /// hash's expiry.
-    ReadWritten(Vec<usize>),
+    ReadWritten(Arc<[usize]>),
     /// After `replaced` or `cleared`, or a poll: each real change emits.
-    Reread(Vec<usize>),
+    Reread(Arc<[usize]>),
     /// Every live pair (a reconnect, or asks collapsed under a flood).
     All,
 }
@@ -270,23 +270,21 @@ impl BusReader {
     /// `PUBLISH <hash> <payload>` arrived on a watched hash's channel.
     pub fn notified(&self, hash: &str, payload: &str) {
         let watch = self.shared.watch();
-        let (key, request) = match watch.notified(hash, payload) {
-            Notified::Ignore => {
-                tracing::trace!(channel = hash, payload, "notification not read");
-                return;
-            }
-            Notified::Read(pairs) => match pairs.first() {
-                Some(&first) => (Key::Read(first), Request::Read(pairs)),
-                None => return,
-            },
-            // Coalesced like any read: a notification while the last one's
-            // read still waits is judged by that read.
-            Notified::ReadWritten(pairs) => match pairs.first() {
-                Some(&first) => (Key::Read(first), Request::ReadWritten(pairs)),
-                None => return,
-            },
-            Notified::Reread(pairs) => (Key::Reread(hash.into()), Request::Reread(pairs)),
+        let Some(request) = watch.notified(hash, payload) else {
+            tracing::trace!(channel = hash, payload, "notification not read");
+            return;
         };
+        let key = match request {
+            // Coalesced like any read (an `every` source's too): a
+            // notification while the last one's read still waits is judged
+            // by that read.
+            Request::Read(pairs) | Request::ReadWritten(pairs) => match pairs.first() {
+                Some(&first) => Key::Read(first),
+                None => return,
+            },
+            Request::Reread(_) | Request::All => Key::Reread(hash.into()),
+        };
+        let request = request.clone();
         let mut asked = self.shared.asked();
         if matches!(request, Request::Reread(_)) {
             asked.barrier(hash, &watch.pairs);
@@ -300,7 +298,9 @@ impl BusReader {
     /// `hash` (a poll still waiting is not asked again).
     pub fn poll(&self, hash: &str, pairs: Vec<usize>) {
         let key = Key::Reread(format!("poll:{hash}"));
-        self.shared.asked().push(Some(key), Request::Reread(pairs));
+        self.shared
+            .asked()
+            .push(Some(key), Request::Reread(pairs.into()));
         self.shared.ready.notify_one();
     }
 
@@ -450,41 +450,66 @@ async fn read_pairs_within(
     indices: &[usize],
     throttle: &mut Throttle,
 ) -> redis::RedisResult<Vec<(usize, Option<String>)>> {
-    let mut hashes: Vec<&str> = Vec::new();
-    for &index in indices {
-        if let Some(pair) = pairs.get(index) {
-            if !hashes.contains(&pair.hash.as_str()) {
-                hashes.push(&pair.hash);
+    let mut out = Vec::with_capacity(indices.len());
+    let first = indices.iter().find_map(|&index| pairs.get(index));
+    match first {
+        // One hash (a notification's read): no list of hashes.
+        Some(pair)
+            if indices
+                .iter()
+                .all(|&index| pairs.get(index).is_none_or(|p| p.hash == pair.hash)) =>
+        {
+            read_hash(con, pairs, indices, &pair.hash, throttle, &mut out).await?;
+        }
+        _ => {
+            let mut hashes: Vec<&str> = Vec::new();
+            for &index in indices {
+                if let Some(pair) = pairs.get(index) {
+                    if !hashes.contains(&pair.hash.as_str()) {
+                        hashes.push(&pair.hash);
+                    }
+                }
+            }
+            for hash in hashes {
+                read_hash(con, pairs, indices, hash, throttle, &mut out).await?;
             }
         }
     }
-    let mut out = Vec::with_capacity(indices.len());
-    for hash in hashes {
-        let fields: Vec<(usize, &str)> = indices
-            .iter()
-            .filter_map(|&index| {
-                let pair = pairs.get(index)?;
-                (pair.hash == hash).then_some((index, pair.field.as_str()))
-            })
-            .collect();
-        let names: Vec<&str> = fields.iter().map(|(_, field)| *field).collect();
-        let read = crate::bounded_read::hmget(con, hash, &names, throttle).await;
-        let values: Vec<Option<String>> = match read {
-            Ok(values) => values,
-            Err(e) if !is_transport(&e) => {
-                crate::logging::warn_within!(
-                    throttle,
-                    hash = %hash,
-                    error = %describe(&e),
-                    "cannot read the state hash; each of its fields reads as absent (\"\")"
-                );
-                vec![None; fields.len()]
-            }
-            Err(e) => return Err(e),
-        };
-        out.extend(fields.iter().map(|(index, _)| *index).zip(values));
-    }
     Ok(out)
+}
+
+/// The pairs of `indices` that are of `hash`, read by one bounded
+/// `HMGET`, appended to `out` (`read_pairs_within`).
+async fn read_hash(
+    con: &mut impl Query,
+    pairs: &[StatePair],
+    indices: &[usize],
+    hash: &str,
+    throttle: &mut Throttle,
+    out: &mut Vec<(usize, Option<String>)>,
+) -> redis::RedisResult<()> {
+    let of_hash = |&&index: &&usize| pairs.get(index).is_some_and(|pair| pair.hash == hash);
+    let names: Vec<&str> = indices
+        .iter()
+        .filter(of_hash)
+        .filter_map(|&index| Some(pairs.get(index)?.field.as_str()))
+        .collect();
+    let read = crate::bounded_read::hmget(con, hash, &names, throttle).await;
+    let values: Vec<Option<String>> = match read {
+        Ok(values) => values,
+        Err(e) if !is_transport(&e) => {
+            crate::logging::warn_within!(
+                throttle,
+                hash = %hash,
+                error = %describe(&e),
+                "cannot read the state hash; each of its fields reads as absent (\"\")"
+            );
+            vec![None; names.len()]
+        }
+        Err(e) => return Err(e),
+    };
+    out.extend(indices.iter().filter(of_hash).copied().zip(values));
+    Ok(())
 }
 
 /// Seeding (docs/sources.md#changes): the live pairs' values as they are,
@@ -567,7 +592,9 @@ impl Publisher {
             },
             Publications {
                 rx: Some(rx),
+                set_last_id: set_head(&last_id),
                 last_id,
+                json: Vec::new(),
                 refusals: Refusals::default(),
             },
         )
@@ -622,6 +649,11 @@ pub struct Publications {
     /// `None` once the publisher closed and every queued event was taken.
     rx: Option<mpsc::Receiver<Vec<Event>>>,
     last_id: String,
+    /// `SET <last_id>` in RESP, the id to follow: written once.
+    set_last_id: Vec<u8>,
+    /// An event's envelope, encoded here before it is copied into the
+    /// commands (kept: no allocation per event).
+    json: Vec<u8>,
     refusals: Refusals,
 }
 
@@ -668,7 +700,8 @@ impl Publications {
                     _ => break,
                 },
             };
-            if let Some(count) = publish_commands(&events, &self.last_id, bytes) {
+            if let Some(count) = publish_commands(&events, &self.set_last_id, &mut self.json, bytes)
+            {
                 taken.commands += count;
                 taken.effects.push(events);
             }
@@ -731,58 +764,102 @@ impl Publications {
     }
 }
 
+/// `XADD events MAXLEN ~ 2000` in RESP, the header of a command of 10
+/// arguments: the entry id, `topic`, the topic, `e` and the entry follow.
+const XADD_HEAD: &[u8] =
+    b"*10\r\n$4\r\nXADD\r\n$6\r\nevents\r\n$6\r\nMAXLEN\r\n$1\r\n~\r\n$4\r\n2000\r\n";
+/// `PUBLISH`, of 3 arguments: the channel and the message follow.
+const PUBLISH_HEAD: &[u8] = b"*3\r\n$7\r\nPUBLISH\r\n";
+
+/// `SET <key>` in RESP, of 3 arguments: the value follows.
+fn set_head(key: &str) -> Vec<u8> {
+    let mut head = Vec::new();
+    crate::resp::push_command(&mut head, 3);
+    crate::resp::push_bulk(&mut head, &[b"SET"]);
+    crate::resp::push_bulk(&mut head, &[key.as_bytes()]);
+    head
+}
+
 /// Appends the commands of one effect, in RESP, to `bytes`, ending with
-/// the `SET` of its last id into `last_id`, and returns how many there
-/// are; `None` (logged, nothing appended) when an event does not encode,
-/// which a derived event always does.
-fn publish_commands(events: &[Event], last_id: &str, bytes: &mut Vec<u8>) -> Option<usize> {
-    use crate::resp::{push_args, push_bulk, push_command};
+/// the `SET` of its last id (`set_last_id`, its head: [`set_head`]), and
+/// returns how many there are; `None` (logged, nothing appended) when an
+/// event does not encode, which a derived event always does. Each
+/// envelope is encoded once, into `json`, and copied from there into both
+/// commands (docs/engine.md#cpu-per-notification).
+fn publish_commands(
+    events: &[Event],
+    set_last_id: &[u8],
+    json: &mut Vec<u8>,
+    bytes: &mut Vec<u8>,
+) -> Option<usize> {
+    use crate::resp::push_bulk;
     let start = bytes.len();
     let mut count = 0;
     for event in events {
-        let (entry, message) = match envelopes(event) {
-            Ok(both) => both,
-            Err(e) => {
-                tracing::error!(topic = %event.topic, "a derived event does not encode ({e}); not published");
-                bytes.truncate(start);
-                return None;
-            }
+        json.clear();
+        let encoded = serde_json::to_writer(&mut *json, event);
+        let id = event.id.as_deref();
+        // The entry is the message without its `id` (the first key): cut
+        // from the one encoding where the id needs no escape, else
+        // encoded as `envelopes` does.
+        let cut = id.and_then(|id| entry_rest(json, id));
+        let slow = match (&encoded, id, cut) {
+            (Ok(()), None, _) | (Ok(()), Some(_), Some(_)) => None,
+            _ => match envelopes(event) {
+                Ok(both) => Some(both),
+                Err(e) => {
+                    tracing::error!(topic = %event.topic, "a derived event does not encode ({e}); not published");
+                    bytes.truncate(start);
+                    return None;
+                }
+            },
         };
-        let id = event.id.as_deref().unwrap_or("*");
-        // The two commands' arguments and their headers, in one allocation.
-        bytes.reserve(entry.len() + message.len() + 2 * event.topic.len() + id.len() + 192);
-        push_args(
-            bytes,
-            &[
-                b"XADD",
-                STREAM.as_bytes(),
-                b"MAXLEN",
-                b"~",
-                STREAM_MAXLEN_ARG.as_bytes(),
-                id.as_bytes(),
-                b"topic",
-                event.topic.as_bytes(),
-                b"e",
-                entry.as_bytes(),
-            ],
-        );
-        push_command(bytes, 3);
-        push_bulk(bytes, &[b"PUBLISH"]);
+        let (entry, message): ([&[u8]; 2], &[u8]) = match (&slow, cut) {
+            (Some((entry, message)), _) => ([entry.as_bytes(), b""], message.as_bytes()),
+            (None, Some(rest)) => ([b"{", &json[rest..]], json),
+            (None, None) => ([json, b""], json),
+        };
+        let id = id.unwrap_or("*");
+        let topic = event.topic.as_bytes();
+        bytes.reserve(2 * message.len() + 2 * topic.len() + id.len() + 160);
+        bytes.extend_from_slice(XADD_HEAD);
+        push_bulk(bytes, &[id.as_bytes()]);
+        bytes.extend_from_slice(b"$5\r\ntopic\r\n");
+        push_bulk(bytes, &[topic]);
+        bytes.extend_from_slice(b"$1\r\ne\r\n");
+        push_bulk(bytes, &entry);
+        bytes.extend_from_slice(PUBLISH_HEAD);
         push_bulk(
             bytes,
-            &[
-                rulecore::topic::EVENT_CHANNEL_PREFIX.as_bytes(),
-                event.topic.as_bytes(),
-            ],
+            &[rulecore::topic::EVENT_CHANNEL_PREFIX.as_bytes(), topic],
         );
-        push_bulk(bytes, &[message.as_bytes()]);
+        push_bulk(bytes, &[message]);
         count += 2;
     }
     if let Some(id) = events.last().and_then(|event| event.id.as_deref()) {
-        push_args(bytes, &[b"SET", last_id.as_bytes(), id.as_bytes()]);
+        bytes.extend_from_slice(set_last_id);
+        push_bulk(bytes, &[id.as_bytes()]);
         count += 1;
     }
     Some(count)
+}
+
+/// Where, in `json` (an envelope whose `id` is `id`), what follows
+/// `{"id":"<id>",` starts: the entry is `{` and the rest. `None` when the
+/// id would be escaped in JSON or the envelope does not start so.
+fn entry_rest(json: &[u8], id: &str) -> Option<usize> {
+    // serde_json escapes `"`, `\` and the control characters only.
+    if id
+        .bytes()
+        .any(|byte| byte == b'"' || byte == b'\\' || byte < 0x20)
+    {
+        return None;
+    }
+    let rest = json
+        .strip_prefix(b"{\"id\":\"")?
+        .strip_prefix(id.as_bytes())?
+        .strip_prefix(b"\",")?;
+    Some(json.len() - rest.len())
 }
 
 /// Refused `XADD`s: logged through a budget, the `--bus follow` advice once.
@@ -936,11 +1013,13 @@ async fn last_own_id(
 const RECENT_IDS: usize = 1024;
 
 /// The ids of the events this ruled published lately (bounded): an `ev:`
-/// glob delivers them back, and they are ours, not forged.
+/// glob delivers them back, and they are ours, not forged. Held as
+/// `SmallStr`s: an id (`<ms>-<seq>`, 15 bytes) is held inline, so keeping
+/// one allocates nothing.
 #[derive(Debug, Default)]
 pub struct RecentIds {
-    order: VecDeque<Box<str>>,
-    set: std::collections::HashSet<Box<str>>,
+    order: VecDeque<SmallStr>,
+    set: std::collections::HashSet<SmallStr>,
 }
 
 impl RecentIds {
@@ -948,11 +1027,12 @@ impl RecentIds {
         let Some(id) = id else { return };
         if self.order.len() >= RECENT_IDS {
             if let Some(old) = self.order.pop_front() {
-                self.set.remove(&old);
+                self.set.remove(old.as_str());
             }
         }
-        self.order.push_back(id.into());
-        self.set.insert(id.into());
+        let id = SmallStr::new(id);
+        self.order.push_back(id.clone());
+        self.set.insert(id);
     }
 
     pub fn contains(&self, id: Option<&str>) -> bool {
@@ -972,7 +1052,100 @@ mod tests {
 
     #[test]
     fn the_stream_bound_is_sent_as_it_is_declared() {
-        assert_eq!(STREAM_MAXLEN_ARG, STREAM_MAXLEN.to_string());
+        let mut head = Vec::new();
+        crate::resp::push_args(
+            &mut head,
+            &[
+                b"XADD",
+                STREAM.as_bytes(),
+                b"MAXLEN",
+                b"~",
+                STREAM_MAXLEN.to_string().as_bytes(),
+            ],
+        );
+        // The same, a command of 10 arguments.
+        assert_eq!(XADD_HEAD[3..], head[2..]);
+        assert_eq!(&XADD_HEAD[..3], b"*10");
+    }
+
+    /// The commands as they were built before they were written straight
+    /// into the request: each argument on its own, both envelopes encoded
+    /// apart.
+    fn reference_commands(events: &[Event], last_id: &str) -> Vec<u8> {
+        use crate::resp::push_args;
+        let mut bytes = Vec::new();
+        for event in events {
+            let (entry, message) = envelopes(event).unwrap();
+            let id = event.id.as_deref().unwrap_or("*");
+            push_args(
+                &mut bytes,
+                &[
+                    b"XADD",
+                    STREAM.as_bytes(),
+                    b"MAXLEN",
+                    b"~",
+                    STREAM_MAXLEN.to_string().as_bytes(),
+                    id.as_bytes(),
+                    b"topic",
+                    event.topic.as_bytes(),
+                    b"e",
+                    entry.as_bytes(),
+                ],
+            );
+            let channel = format!("ev:{}", event.topic);
+            push_args(
+                &mut bytes,
+                &[b"PUBLISH", channel.as_bytes(), message.as_bytes()],
+            );
+        }
+        if let Some(id) = events.last().and_then(|event| event.id.as_deref()) {
+            push_args(&mut bytes, &[b"SET", last_id.as_bytes(), id.as_bytes()]);
+        }
+        bytes
+    }
+
+    #[test]
+    fn publications_encode_as_each_command_on_its_own() {
+        let event = Event {
+            id: Some("1700000000000-7".into()),
+            ts: Some(1_700_000_000_000),
+            topic: "vehicle.kickstand.up".into(),
+            src: Some("adapter".into()),
+            from: Some("down".into()),
+            to: Some("up \"quoted\" \u{1}".into()),
+            ..Event::default()
+        };
+        let cases = [
+            vec![event.clone()],
+            vec![
+                Event {
+                    id: None,
+                    ..event.clone()
+                },
+                event.clone(),
+            ],
+            vec![Event {
+                id: Some("5\"-0".into()),
+                ..event.clone()
+            }],
+            vec![Event {
+                id: None,
+                ..event.clone()
+            }],
+        ];
+        let (mut json, set) = (Vec::new(), set_head("ruled:bus-last-id"));
+        for events in &cases {
+            let mut bytes = b"before".to_vec();
+            let count = publish_commands(events, &set, &mut json, &mut bytes).unwrap();
+            let mut want = b"before".to_vec();
+            want.extend(reference_commands(events, "ruled:bus-last-id"));
+            assert_eq!(
+                String::from_utf8_lossy(&bytes),
+                String::from_utf8_lossy(&want)
+            );
+            let sets = usize::from(events.last().unwrap().id.is_some());
+            assert_eq!(count, 2 * events.len() + sets);
+        }
     }
 
     fn pairs() -> Vec<StatePair> {
@@ -989,24 +1162,30 @@ mod tests {
     fn asks_coalesce_until_a_barrier_and_stay_bounded() {
         let pairs = pairs();
         let mut asked = Asked::default();
-        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
-        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0].into()));
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0].into()));
         assert_eq!(asked.queue.len(), 1);
         asked.barrier("h", &pairs);
-        asked.push(Some(Key::Reread("h".into())), Request::Reread(vec![0, 1]));
-        asked.push(Some(Key::Reread("h".into())), Request::Reread(vec![0, 1]));
-        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
+        asked.push(
+            Some(Key::Reread("h".into())),
+            Request::Reread(vec![0, 1].into()),
+        );
+        asked.push(
+            Some(Key::Reread("h".into())),
+            Request::Reread(vec![0, 1].into()),
+        );
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0].into()));
         assert_eq!(asked.queue.len(), 3);
-        assert_eq!(asked.pop(), Some(Request::Read(vec![0])));
-        assert_eq!(asked.pop(), Some(Request::Reread(vec![0, 1])));
+        assert_eq!(asked.pop(), Some(Request::Read(vec![0].into())));
+        assert_eq!(asked.pop(), Some(Request::Reread(vec![0, 1].into())));
         // The read queued behind the barrier is still coalescing.
-        asked.push(Some(Key::Read(0)), Request::Read(vec![0]));
+        asked.push(Some(Key::Read(0)), Request::Read(vec![0].into()));
         assert_eq!(asked.queue.len(), 1);
         for i in 0..(3 * MAX_ASKED) {
             asked.barrier("h", &pairs);
             asked.push(
                 Some(Key::Reread(format!("{i}"))),
-                Request::Reread(vec![0, 1]),
+                Request::Reread(vec![0, 1].into()),
             );
         }
         assert!(asked.queue.len() <= MAX_ASKED);

@@ -114,6 +114,20 @@ pub trait Query: Send {
         &mut self,
         cmd: &redis::Cmd,
     ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send;
+
+    /// The command of `args`, one argument each, and its reply as `T`:
+    /// [`Query::query`] of the command they make, which ruled's own
+    /// connection writes without building one.
+    fn query_args<T: redis::FromRedisValue + Send>(
+        &mut self,
+        args: &[&[u8]],
+    ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send {
+        let mut cmd = redis::Cmd::new();
+        for arg in args {
+            cmd.arg(*arg);
+        }
+        async move { self.query(&cmd).await }
+    }
 }
 
 impl Query for ConnectionManager {
@@ -131,6 +145,13 @@ impl Query for crate::direct::Direct {
         cmd: &redis::Cmd,
     ) -> redis::RedisResult<T> {
         crate::direct::Direct::query(self, cmd).await
+    }
+
+    async fn query_args<T: redis::FromRedisValue + Send>(
+        &mut self,
+        args: &[&[u8]],
+    ) -> redis::RedisResult<T> {
+        crate::direct::Direct::query_args(self, args).await
     }
 }
 

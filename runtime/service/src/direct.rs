@@ -20,6 +20,7 @@ use crate::resp::{Element, Reply, RespError, RespReader, Stream};
 use crate::tls::Tls;
 use redis::{ConnectionInfo, RedisError, RedisResult, Value};
 use std::future::Future;
+use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -57,9 +58,16 @@ impl Target {
             response_timeout,
             open: None,
             owed: 0,
+            buffer: Vec::new(),
+            reply_wait: None,
         }
     }
 }
+
+/// A deadline beyond reach (a `timeout` of centuries), as tokio's own.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+/// The largest request buffer a connection keeps between requests.
+const KEEP_BUFFER: usize = 64 * 1024;
 
 /// One command connection of one task. A clone is a connection of its
 /// own to the same server, opened at its first request.
@@ -72,6 +80,15 @@ pub struct Direct {
     /// request Redis holds (a stall, `CLIENT PAUSE`) still runs once it
     /// resumes, as it did on the Redis client's connection.
     owed: usize,
+    /// The buffer requests are written in, kept between them
+    /// ([`Direct::take_buffer`]): no allocation per request.
+    buffer: Vec<u8>,
+    /// The timer a reply is waited for with, made at the first request and
+    /// moved to each one's deadline: moving a timer later is one atomic
+    /// operation, where a new one per request is registered with the
+    /// runtime's timer wheel and removed again
+    /// (docs/engine.md#cpu-per-notification).
+    reply_wait: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Clone for Direct {
@@ -123,7 +140,12 @@ impl Direct {
         response_timeout: Option<Duration>,
     ) -> RedisResult<Vec<RedisResult<Value>>> {
         self.ensure_open().await?;
-        let Self { open, owed, .. } = self;
+        let Self {
+            open,
+            owed,
+            reply_wait,
+            ..
+        } = self;
         let Some(reader) = open.as_mut() else {
             return Err(std::io::Error::from(std::io::ErrorKind::NotConnected).into());
         };
@@ -153,13 +175,23 @@ impl Direct {
             Ok(replies)
         };
         let outcome = match response_timeout {
-            Some(wait) => match tokio::time::timeout(wait, exchange).await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(RespError::Io(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "no reply from Redis in time",
-                ))),
-            },
+            Some(wait) => {
+                // As `tokio::time::timeout` would: the exchange polled
+                // first, the deadline far off when `wait` is beyond reach.
+                let now = tokio::time::Instant::now();
+                let at = now.checked_add(wait).unwrap_or_else(|| now + FAR_FUTURE);
+                let timer =
+                    reply_wait.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+                timer.as_mut().reset(at);
+                tokio::select! {
+                    biased;
+                    outcome = exchange => outcome,
+                    () = timer.as_mut() => Err(RespError::Io(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no reply from Redis in time",
+                    ))),
+                }
+            }
             None => exchange.await,
         };
         match outcome {
@@ -184,6 +216,34 @@ impl Direct {
         let mut replies = self.send(&cmd.get_packed_command(), 1).await?;
         let reply = replies.pop().unwrap_or(Ok(Value::Nil))?;
         Ok(T::from_redis_value(reply)?)
+    }
+
+    /// The command of `args` (each one argument, as `resp::push_args`
+    /// writes them) and its reply as `T`, the request written in the
+    /// connection's own buffer.
+    pub async fn query_args<T: redis::FromRedisValue>(&mut self, args: &[&[u8]]) -> RedisResult<T> {
+        let mut request = self.take_buffer();
+        crate::resp::push_args(&mut request, args);
+        let replies = self.send(&request, 1).await;
+        self.keep_buffer(request);
+        let reply = replies?.pop().unwrap_or(Ok(Value::Nil))?;
+        Ok(T::from_redis_value(reply)?)
+    }
+
+    /// The buffer to write the next request in, empty; give it back with
+    /// [`Direct::keep_buffer`] (a buffer not given back is only allocated
+    /// anew).
+    pub fn take_buffer(&mut self) -> Vec<u8> {
+        let mut buffer = std::mem::take(&mut self.buffer);
+        buffer.clear();
+        buffer
+    }
+
+    /// Keeps `buffer` for the next request, unless it grew large.
+    pub fn keep_buffer(&mut self, buffer: Vec<u8>) {
+        if buffer.capacity() <= KEEP_BUFFER {
+            self.buffer = buffer;
+        }
     }
 
     /// This connection when it is still open (late replies that arrived

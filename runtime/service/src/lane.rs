@@ -73,16 +73,21 @@ impl<'a> LaneCommand<'a> {
         })
     }
 
-    /// Appends the command, in RESP, to `bytes`.
+    /// Appends the command, in RESP, to `bytes`: its head written once
+    /// (`*3`, the name), then the key and the value.
     fn push(&self, bytes: &mut Vec<u8>) {
-        crate::resp::push_args(
-            bytes,
-            &[
-                self.name.as_bytes(),
-                self.key.as_bytes(),
-                self.value.as_bytes(),
-            ],
-        );
+        let head: &[u8] = match self.name {
+            "LPUSH" => b"*3\r\n$5\r\nLPUSH\r\n",
+            "PUBLISH" => b"*3\r\n$7\r\nPUBLISH\r\n",
+            name => {
+                crate::resp::push_command(bytes, 3);
+                crate::resp::push_bulk(bytes, &[name.as_bytes()]);
+                b""
+            }
+        };
+        bytes.extend_from_slice(head);
+        crate::resp::push_bulk(bytes, &[self.key.as_bytes()]);
+        crate::resp::push_bulk(bytes, &[self.value.as_bytes()]);
     }
 }
 
@@ -111,14 +116,15 @@ pub(crate) fn take_batch(waiting: &mut VecDeque<Handed>) -> Vec<Handed> {
 }
 
 /// Performs `batch` (`take_batch`): waits for its records' writes,
-/// reports each action started, sends the removal of the records and the
-/// commands in one transaction, and reports each outcome. Returns false
-/// when the driver is gone.
+/// reports each action started (on `started`), sends the removal of the
+/// records and the commands in one transaction, and reports each outcome
+/// (on `reports`). Returns false when the driver is gone.
 pub async fn perform(
     batch: &[Job],
     con: Option<&mut Direct>,
     store: Option<&StoreWriter>,
     reports: &mpsc::UnboundedSender<Report>,
+    started: &mpsc::UnboundedSender<Report>,
     publications: Option<&mut Publications>,
 ) -> bool {
     let Some(first) = batch.first() else {
@@ -134,7 +140,7 @@ pub async fn perform(
         _ => None,
     };
     for job in batch {
-        if reports.send(Report::Started(job.id)).is_err() {
+        if started.send(Report::Started(job.id)).is_err() {
             return false;
         }
     }
@@ -225,8 +231,8 @@ pub async fn send(
         return vec![Outcome::NotPerformed(error); batch.len()];
     };
     // The pushes, and the derived events that go with them (two of a few
-    // hundred bytes each, for a notification).
-    let mut bytes = Vec::with_capacity(2048);
+    // hundred bytes each, for a notification), in the connection's buffer.
+    let mut bytes = con.take_buffer();
     let mut count = 0;
     if let Some(hdel) = removal {
         crate::resp::push_args(&mut bytes, &[b"MULTI"]);
@@ -249,6 +255,7 @@ pub async fn send(
     let sent = con
         .send_within(&bytes, count + published, Some(timeout))
         .await;
+    con.keep_buffer(bytes);
     let replies = match sent {
         Ok(mut replies) => {
             let of_events = replies.split_off(count.min(replies.len()));
@@ -431,6 +438,32 @@ fn unknown(batch: &[Job], commands: &[Option<LaneCommand<'_>>], why: &str) {
 mod tests {
     use super::*;
     use ruled_engine::pool::Lane;
+
+    #[test]
+    fn commands_encode_as_their_arguments_would() {
+        for action in [
+            Action::redis("list", "x"),
+            Action::Publish {
+                channel: "chan".into(),
+                message: rulecore::template::Text::Plain("hello".into()),
+                timeout_ns: 1,
+            },
+        ] {
+            let command = LaneCommand::of(&action).unwrap();
+            let mut bytes = Vec::new();
+            command.push(&mut bytes);
+            let mut want = Vec::new();
+            crate::resp::push_args(
+                &mut want,
+                &[
+                    command.name.as_bytes(),
+                    command.key.as_bytes(),
+                    command.value.as_bytes(),
+                ],
+            );
+            assert_eq!(bytes, want);
+        }
+    }
 
     /// The pool routes by the engine's [`Lane::of`]; the lane performs
     /// what [`LaneCommand::of`] knows: the two agree on every kind.

@@ -185,17 +185,22 @@ impl Pool {
         performers: Performers,
         reports: mpsc::UnboundedSender<Report>,
     ) -> Self {
-        Self::start_publishing(config, performers, reports, None)
+        Self::start_publishing(config, performers, reports, None, None)
     }
 
     /// [`Pool::start`] with the lane publishing the derived events of
     /// `publications` too, in the same writes as its pushes
-    /// (docs/service.md#the-bus).
+    /// (docs/service.md#the-bus), and reporting its actions started on
+    /// `started` when given: a channel the driver only takes from when it
+    /// wakes for something else (at the latest the same actions'
+    /// outcomes, which follow on `reports`), so a batch wakes it once, not
+    /// twice (docs/engine.md#cpu-per-notification).
     pub fn start_publishing(
         config: PoolConfig,
         performers: Performers,
         reports: mpsc::UnboundedSender<Report>,
         publications: Option<crate::bus::Publications>,
+        started: Option<mpsc::UnboundedSender<Report>>,
     ) -> Self {
         let shared = Arc::new(Mutex::new(Shared::default()));
         let wake = Arc::new(Notify::new());
@@ -211,10 +216,12 @@ impl Pool {
         let mut workers: Vec<JoinHandle<()>> = (0..config.workers.max(1))
             .map(|_| tokio::spawn(worker(worker_of(&wake), performers.clone())))
             .collect();
+        let started = started.unwrap_or_else(|| reports.clone());
         workers.push(tokio::spawn(redis_lane(
             worker_of(&wake_lane),
             performers,
             publications,
+            started,
         )));
         Self {
             shared,
@@ -413,6 +420,7 @@ async fn redis_lane(
     pool: Worker,
     mut performers: Performers,
     mut publications: Option<crate::bus::Publications>,
+    started: mpsc::UnboundedSender<Report>,
 ) {
     let Worker {
         shared,
@@ -471,6 +479,7 @@ async fn redis_lane(
             performers.lane.as_mut(),
             store,
             &reports,
+            &started,
             publications.as_mut(),
         );
         if !sent.await {

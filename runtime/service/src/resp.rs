@@ -137,8 +137,12 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
     }
 
     /// One header line, read: from the buffer when it holds the whole
-    /// line (most replies), else through a line read of its own.
+    /// line (most replies; an empty buffer is filled first, as when a
+    /// message is awaited), else through a line read of its own.
     async fn header(&mut self) -> Result<Header, RespError> {
+        if self.io.buffer().is_empty() && self.io.fill_buf().await?.is_empty() {
+            return Err(eof());
+        }
         let buffered = self.io.buffer();
         let window = &buffered[..buffered.len().min(MAX_LINE as usize)];
         if let Some(end) = window.iter().position(|&byte| byte == b'\n') {
@@ -202,17 +206,15 @@ fn number(text: &[u8]) -> Result<i64, RespError> {
 
 /// Appends a command's header: `*<args>`.
 pub(crate) fn push_command(bytes: &mut Vec<u8>, args: usize) {
-    bytes.push(b'*');
-    push_number(bytes, args);
-    bytes.extend_from_slice(b"\r\n");
+    push_header(bytes, b'*', args);
 }
 
-/// Appends one bulk string, the concatenation of `parts`.
+/// Appends one bulk string, the concatenation of `parts`: its header, its
+/// bytes and the CRLF, room made once.
 pub(crate) fn push_bulk(bytes: &mut Vec<u8>, parts: &[&[u8]]) {
     let len: usize = parts.iter().map(|part| part.len()).sum();
-    bytes.push(b'$');
-    push_number(bytes, len);
-    bytes.extend_from_slice(b"\r\n");
+    bytes.reserve(len + 24);
+    push_header(bytes, b'$', len);
     for part in parts {
         bytes.extend_from_slice(part);
     }
@@ -227,18 +229,22 @@ pub(crate) fn push_args(bytes: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-fn push_number(bytes: &mut Vec<u8>, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
+/// Appends `<kind><n>\r\n` in one copy.
+fn push_header(bytes: &mut Vec<u8>, kind: u8, mut n: usize) {
+    let mut line = [0u8; 23];
+    let mut at = line.len() - 2;
+    line[at..].copy_from_slice(b"\r\n");
     loop {
         at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
+        line[at] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    bytes.extend_from_slice(&digits[at..]);
+    at -= 1;
+    line[at] = kind;
+    bytes.extend_from_slice(&line[at..]);
 }
 
 #[cfg(test)]
@@ -255,6 +261,9 @@ mod tests {
             bytes,
             b"*3\r\n$5\r\nLPUSH\r\n$4\r\nlist\r\n$0\r\n\r\n*1\r\n$14\r\nev:x1234567890\r\n"
         );
+        bytes.clear();
+        push_command(&mut bytes, usize::MAX);
+        assert_eq!(bytes, format!("*{}\r\n", usize::MAX).as_bytes());
     }
 
     #[tokio::test]

@@ -101,6 +101,10 @@ struct Service {
     direct: crate::direct::Target,
     pool: Pool,
     reports: mpsc::UnboundedReceiver<Report>,
+    /// The Redis lane's `Started` reports: sent without waking the driver
+    /// (the same actions' outcomes follow on `reports`), taken before
+    /// anything else the driver handles ([`Service::take_started`]).
+    lane_started: mpsc::UnboundedReceiver<Report>,
     writer: StoreWriter,
     writer_task: JoinHandle<()>,
     /// Until the subscription opens; then the intake drains it.
@@ -177,6 +181,7 @@ impl Service {
             tokio::select! {
                 () = shutdown.as_mut() => break,
                 bus = self.intake.next() => {
+                    self.take_started();
                     match bus {
                         Bus::Message(message) => self.on_message(&message).await,
                         // The intake logs these and never queues them.
@@ -187,21 +192,33 @@ impl Service {
                 },
                 Some(report) = self.reports.recv() => self.on_reports(report),
                 Some(call) = next_call(&mut self.control) => {
+                    self.take_started();
                     if call.request.method == methods::RELOAD {
                         self.answer_reload(call).await;
                     } else {
                         self.answer_control(call).await;
                     }
                 },
-                Some(()) = reloads.recv() => self.reload_logged().await,
-                Some(outcome) = self.reads.recv() => self.on_read(outcome),
-                Some(state) = self.power.recv() => self.power_state(&state),
+                Some(()) = reloads.recv() => {
+                    self.take_started();
+                    self.reload_logged().await;
+                },
+                Some(outcome) = self.reads.recv() => {
+                    self.take_started();
+                    self.on_read(outcome);
+                },
+                Some(state) = self.power.recv() => {
+                    self.take_started();
+                    self.power_state(&state);
+                },
                 () = &mut sleep, if deadline.is_some() => {
+                    self.take_started();
                     let now = self.now();
                     self.engine.handle_timeout(now);
                     sleep.as_mut().reset(far());
                 },
                 _ = stats.tick() => {
+                    self.take_started();
                     self.pending_file_tick().await;
                     self.stats.write_changes(&self.engine, &self.writer);
                     self.intake.log_overflow();
@@ -401,12 +418,23 @@ impl Service {
     /// the loop each would cost more than handling them. Each report's
     /// effects are performed before the next, as if each had its turn.
     fn on_reports(&mut self, first: Report) {
+        self.take_started();
         self.on_report(first);
         for _ in 1..REPORT_TURN {
             let Ok(report) = self.reports.try_recv() else {
                 return;
             };
             self.perform_effects();
+            self.take_started();
+            self.on_report(report);
+        }
+    }
+
+    /// The Redis lane's `Started` reports sent so far, each before its
+    /// action's outcome (docs/engine.md#cpu-per-notification): the lane
+    /// sends them where the driver is not woken, as the outcomes follow.
+    fn take_started(&mut self) {
+        while let Ok(report) = self.lane_started.try_recv() {
             self.on_report(report);
         }
     }

@@ -165,7 +165,8 @@ impl Service {
         // writes (docs/service.md#the-bus).
         let (publisher, publications) = Publisher::new(config.namespace.bus_last_id());
         let lane = direct.connection(Some(connection::RESPONSE_TIMEOUT));
-        let (pool, reports) = start_pool(config.pool, &actions, lane, publications, &writer);
+        let (pool, reports, lane_started) =
+            start_pool(config.pool, &actions, lane, publications, &writer);
         let state_hashes = watched_hashes(&engine);
         let (reader, reader_task, reads) = BusReader::start(
             direct.connection(Some(connection::RESPONSE_TIMEOUT)),
@@ -181,6 +182,7 @@ impl Service {
             direct,
             pool,
             reports,
+            lane_started,
             writer,
             writer_task,
             subscriber: Some(Subscriber::new(client.clone(), tls.clone(), subs)),
@@ -462,8 +464,13 @@ fn start_pool(
     lane: crate::direct::Direct,
     publications: crate::bus::Publications,
     writer: &StoreWriter,
-) -> (Pool, mpsc::UnboundedReceiver<Report>) {
+) -> (
+    Pool,
+    mpsc::UnboundedReceiver<Report>,
+    mpsc::UnboundedReceiver<Report>,
+) {
     let (report_tx, reports) = mpsc::unbounded_channel();
+    let (started_tx, started) = mpsc::unbounded_channel();
     let performers = Performers {
         redis: Some(con.clone()),
         // An action's replies wait for its step's `timeout`, derived
@@ -473,8 +480,14 @@ fn start_pool(
         // Workers remove a durable step's record before its action.
         store: Some(writer.clone()),
     };
-    let pool = Pool::start_publishing(config, performers, report_tx, Some(publications));
-    (pool, reports)
+    let pool = Pool::start_publishing(
+        config,
+        performers,
+        report_tx,
+        Some(publications),
+        Some(started_tx),
+    );
+    (pool, reports, started)
 }
 
 /// What the engine's rules need subscribed: their topics, the watched

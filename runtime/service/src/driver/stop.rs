@@ -54,7 +54,9 @@ impl Service {
     /// started still removes its record; abandoned ones keep theirs. What
     /// the engine hands back now is only logged.
     fn settle_reports(&mut self) {
+        self.take_started();
         while let Ok(report) = self.reports.try_recv() {
+            self.take_started();
             self.on_report(report);
         }
         for effect in self.engine.drain_effects() {
