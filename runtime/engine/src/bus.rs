@@ -13,6 +13,7 @@ use crate::Engine;
 use rulecore::bundle::Payload;
 use rulecore::event::Event;
 use rulecore::event_data::DataValue;
+use rulecore::small_str::SmallStr;
 use std::collections::BTreeMap;
 
 /// The longest value an envelope on the bus carries, in bytes
@@ -34,6 +35,8 @@ pub(crate) struct BusState {
     /// The last event id given out: Unix ms and a sequence within it, as
     /// stream entry ids are.
     pub(crate) last_id: (i64, u64),
+    /// Only a buffer for the next id's text ([`BusState::next_id`]).
+    id_text: String,
     /// Per hash of an `every` source, its expiry at the last notification
     /// read (docs/sources.md#changes).
     expiries: BTreeMap<Box<str>, Expiry>,
@@ -64,6 +67,7 @@ impl BusState {
             present: vec![false; watched.len()],
             polls,
             last_id: (0, 0),
+            id_text: String::new(),
             expiries: BTreeMap::new(),
             always: inputs.own_pairs(),
             guard_only: crate::guard::guard_only_pairs(payload),
@@ -77,14 +81,16 @@ impl BusState {
     }
 
     /// The next event id at `wall_ms`: above every id given out before.
-    fn next_id(&mut self, wall_ms: i64) -> String {
+    /// Written in a kept buffer, not by `format!`: two ids a notification
+    /// on the bus's path (docs/engine.md#cpu-per-notification).
+    fn next_id(&mut self, wall_ms: i64) -> SmallStr {
         let (ms, seq) = self.last_id;
         self.last_id = if wall_ms > ms {
             (wall_ms, 0)
         } else {
             (ms, seq + 1)
         };
-        format!("{}-{}", self.last_id.0, self.last_id.1)
+        crate::run_id::event_id(self.last_id.0, self.last_id.1, &mut self.id_text)
     }
 }
 
@@ -323,7 +329,7 @@ impl Engine {
             return;
         }
         for event in &mut events {
-            event.id = Some(self.bus.next_id(now.wall_ms).as_str().into());
+            event.id = Some(self.bus.next_id(now.wall_ms));
             event.ts = Some(now.wall_ms);
         }
         let published = events.iter().map(for_bus).collect();

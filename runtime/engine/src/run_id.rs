@@ -5,6 +5,7 @@
 //! would allocate twice (and a stack buffer needs a UTF-8 check to become
 //! a `str`; appending `str`s to a `String` needs none).
 
+use rulecore::small_str::SmallStr;
 use std::sync::Arc;
 
 /// The engine's numbering: jobs, runs and run serials, each counting from
@@ -65,6 +66,24 @@ pub(crate) fn run_id(name: &str, epoch: &str, n: u64, scratch: &mut String) -> A
     Arc::from(scratch.as_str())
 }
 
+/// `<ms>-<seq>`, a derived event's id (docs/sources.md), as `format!`
+/// would write it; `scratch` is only a buffer, left holding the id.
+pub(crate) fn event_id(ms: i64, seq: u64, scratch: &mut String) -> SmallStr {
+    scratch.clear();
+    if ms < 0 {
+        scratch.push('-');
+    }
+    let mut digits = [0u8; 20];
+    for &digit in decimal(ms.unsigned_abs(), &mut digits) {
+        scratch.push(char::from(digit));
+    }
+    scratch.push('-');
+    for &digit in decimal(seq, &mut digits) {
+        scratch.push(char::from(digit));
+    }
+    SmallStr::new(scratch)
+}
+
 /// `value` in decimal ASCII digits, written at the end of `digits`.
 fn decimal(mut value: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut start = digits.len();
@@ -96,5 +115,20 @@ mod tests {
         }
         let long = "x".repeat(200);
         assert_eq!(&*run_id(&long, "7", 9, &mut scratch), format!("{long}#7-9"));
+    }
+
+    #[test]
+    fn event_ids_read_like_format() {
+        let mut scratch = String::from("left over");
+        for (ms, seq) in [
+            (1_712_345_678_901, 0),
+            (0, 0),
+            (-5, 3),
+            (i64::MIN, u64::MAX),
+            (i64::MAX, 10),
+        ] {
+            let id = event_id(ms, seq, &mut scratch);
+            assert_eq!(id.as_str(), format!("{ms}-{seq}"));
+        }
     }
 }
