@@ -57,10 +57,6 @@ pub(crate) enum ReplayAction {
     Remove(ReplayDropReason),
 }
 
-/// A record's rule (`None`: no rule of that name) and why it may not
-/// resume (`None`: it may).
-pub(crate) type Verdict = (Option<usize>, Option<ReplayDropReason>);
-
 /// Why a stored record could not be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {

@@ -11,7 +11,6 @@ use crate::{
     ReplayDropReason,
 };
 use rulecore::bundle::{Concurrency, Payload, Rule, Step};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The replay checks that need no clock, in replay's order
@@ -145,43 +144,29 @@ impl Engine {
         records.sort_unstable_by(|a, b| a.fire_at.cmp(&b.fire_at).then_with(|| a.id.cmp(&b.id)));
         let window = self.config.replay_window_ms.max(0);
         let payload = Arc::clone(&self.payload);
-        // Only the rules the records name: with 100,000 rules and a few
-        // records, a map of every rule would be megabytes for nothing.
-        let mut by_name: HashMap<&str, Option<usize>> = records
-            .iter()
-            .map(|record| (record.rule.as_str(), None))
-            .collect();
-        for (index, rule) in payload.rules.iter().enumerate() {
-            if let Some(slot @ None) = by_name.get_mut(&*rule.name) {
-                *slot = Some(index);
-            }
-        }
         // Two passes over the same (fire-at, id) order: the first only
         // decides (validity, then which record each rule's policy keeps),
         // the second acts, so every note and effect comes out in fire-at
         // order (docs/semantics.md#durability-and-replay) whatever the outcome of each record.
-        let verdicts: Vec<record::Verdict> = records
-            .iter()
-            .map(|record| {
-                let rule = by_name.get(record.rule.as_str()).copied().flatten();
-                (
-                    rule,
-                    rule.map_or(Some(ReplayDropReason::RuleGone), |rule| {
-                        self.replay_refusal(rule, record, now.wall_ms, window)
-                    }),
-                )
-            })
-            .collect();
-        let kept = kept_by_policy(&payload, &records, &verdicts);
-        let mut actions: Vec<ReplayAction> = verdicts
+        // Deciding holds 8 to 16 bytes a record beside the records (their
+        // positions by rule name, their rules, their actions): with 10,000
+        // records, the two hash maps and the vectors of verdicts and kept
+        // flags it held before were some 1.3 MB at once, on top of every
+        // record, and set `ruled`'s peak (docs/engine.md#the-48-mb-box).
+        let mut actions: Vec<ReplayAction> = rules_of(&payload, &records)
             .into_iter()
-            .enumerate()
-            .map(|(position, verdict)| match verdict {
-                (Some(rule), None) if kept[position] => ReplayAction::Resume(rule),
-                (Some(_), None) => ReplayAction::Remove(ReplayDropReason::Concurrency),
-                (_, reason) => ReplayAction::Remove(reason.unwrap_or(ReplayDropReason::RuleGone)),
+            .zip(&records)
+            .map(|(rule, record)| {
+                let Some(rule) = rule else {
+                    return ReplayAction::Remove(ReplayDropReason::RuleGone);
+                };
+                match self.replay_refusal(rule, record, now.wall_ms, window) {
+                    Some(reason) => ReplayAction::Remove(reason),
+                    None => ReplayAction::Resume(rule),
+                }
             })
             .collect();
+        keep_by_policy(&payload, &records, &mut actions);
         // Taken from the end: each part's records are freed as it is
         // acted on (see `replay_next`).
         records.reverse();
@@ -202,23 +187,11 @@ impl Engine {
         &self,
         records: &[PendingRecord],
     ) -> Vec<Option<ReplayDropReason>> {
-        let mut by_name: HashMap<&str, Option<usize>> = records
-            .iter()
-            .map(|record| (record.rule.as_str(), None))
-            .collect();
-        for (index, rule) in self.payload.rules.iter().enumerate() {
-            if let Some(slot @ None) = by_name.get_mut(&*rule.name) {
-                *slot = Some(index);
-            }
-        }
-        records
-            .iter()
-            .map(|record| {
-                let rule = by_name
-                    .get(record.rule.as_str())
-                    .copied()
-                    .flatten()
-                    .and_then(|index| self.payload.rules.get(index));
+        rules_of(&self.payload, records)
+            .into_iter()
+            .zip(records)
+            .map(|(rule, record)| {
+                let rule = rule.and_then(|index| self.payload.rules.get(index));
                 let same = |_: usize, step: &Step| {
                     record::same_fingerprint(&record.fingerprint, &step.fingerprint)
                 };
@@ -349,44 +322,76 @@ impl Engine {
     }
 }
 
-/// Which valid records each rule's concurrency policy keeps, one per rule,
-/// or per rule and key for a keyed rule (docs/rules.md#keyed-runs):
-/// `restart` the later record, `drop` and `queue` the first.
-fn kept_by_policy(
-    payload: &Payload,
-    records: &[PendingRecord],
-    verdicts: &[record::Verdict],
-) -> Vec<bool> {
-    fn key_of<'r>(
-        payload: &Payload,
-        rule: usize,
-        record: &'r PendingRecord,
-    ) -> (usize, Option<&'r str>) {
-        let keyed = payload.rules[rule].per().is_some();
-        (rule, record.key.as_deref().filter(|_| keyed))
-    }
-    let mut winner: HashMap<(usize, Option<&str>), usize> = HashMap::new();
-    for (position, verdict) in verdicts.iter().enumerate() {
-        if let (Some(rule), None) = *verdict {
-            let key = key_of(payload, rule, &records[position]);
-            match payload.rules[rule].concurrency {
-                Concurrency::Restart => {
-                    winner.insert(key, position);
-                }
-                Concurrency::Drop | Concurrency::Queue => {
-                    winner.entry(key).or_insert(position);
-                }
-            }
+/// The position in `payload` of each record's rule (the first of that
+/// name), `None` for a rule it does not have. Found through the records'
+/// positions sorted by rule name, searched for each rule's name: no map of
+/// the names (with 100,000 rules and a few records, a map of every rule
+/// would be megabytes; with 10,000 records, a map of theirs was half a
+/// megabyte at replay's peak).
+fn rules_of(payload: &Payload, records: &[PendingRecord]) -> Vec<Option<usize>> {
+    let mut by_name: Vec<usize> = (0..records.len()).collect();
+    by_name.sort_unstable_by(|&a, &b| records[a].rule.cmp(&records[b].rule));
+    let mut rules = vec![None; records.len()];
+    for (index, rule) in payload.rules.iter().enumerate() {
+        let name = &*rule.name;
+        let first = by_name.partition_point(|&at| records[at].rule.as_str() < name);
+        let named = by_name[first..]
+            .iter()
+            .take_while(|&&at| records[at].rule == name);
+        for &at in named {
+            // A second rule of the same name (never in a verified
+            // bundle) finds the first's records taken.
+            rules[at].get_or_insert(index);
         }
     }
-    verdicts
-        .iter()
-        .enumerate()
-        .map(|(position, verdict)| match *verdict {
-            (Some(rule), None) => {
-                winner.get(&key_of(payload, rule, &records[position])) == Some(&position)
+    rules
+}
+
+/// Turns the resumed records each rule's concurrency policy does not keep
+/// into removals (`Concurrency`): it keeps one per rule, or per rule and
+/// key for a keyed rule (docs/rules.md#keyed-runs), `restart` the later
+/// record, `drop` and `queue` the first. `actions` are in the records'
+/// (fire-at, id) order; the resumed ones are grouped by sorting their
+/// positions, so nothing but those positions is held.
+fn keep_by_policy(payload: &Payload, records: &[PendingRecord], actions: &mut [ReplayAction]) {
+    // The group a resumed record competes in.
+    fn group<'r>(
+        payload: &Payload,
+        records: &'r [PendingRecord],
+        action: ReplayAction,
+        position: usize,
+    ) -> Option<(usize, Option<&'r str>)> {
+        let ReplayAction::Resume(rule) = action else {
+            return None;
+        };
+        let keyed = payload.rules[rule].per().is_some();
+        Some((rule, records[position].key.as_deref().filter(|_| keyed)))
+    }
+    let of = |actions: &[ReplayAction], position: usize| {
+        group(payload, records, actions[position], position)
+    };
+    let mut resumed: Vec<usize> = (0..actions.len())
+        .filter(|&position| matches!(actions[position], ReplayAction::Resume(_)))
+        .collect();
+    resumed.sort_unstable_by(|&a, &b| of(actions, a).cmp(&of(actions, b)).then(a.cmp(&b)));
+    let mut start = 0;
+    while let Some(&first) = resumed.get(start) {
+        let key = of(actions, first);
+        let end = start
+            + resumed[start..]
+                .iter()
+                .take_while(|&&position| of(actions, position) == key)
+                .count();
+        let last = resumed[end - 1];
+        let winner = match key.map(|(rule, _)| payload.rules[rule].concurrency) {
+            Some(Concurrency::Restart) => last,
+            Some(Concurrency::Drop | Concurrency::Queue) | None => first,
+        };
+        for &position in &resumed[start..end] {
+            if position != winner {
+                actions[position] = ReplayAction::Remove(ReplayDropReason::Concurrency);
             }
-            _ => false,
-        })
-        .collect()
+        }
+        start = end;
+    }
 }

@@ -430,6 +430,41 @@ fn a_durable_record_carries_its_key_and_replay_puts_the_run_back_on_it() {
 }
 
 #[test]
+fn replay_keeps_one_record_per_rule_and_key() {
+    let mut step = warn(30_000);
+    step.durable = true;
+    let mut rule = battery_low(vec![warn(0), step]);
+    rule.concurrency = Concurrency::Drop;
+    let mut h = H::new(rule.clone());
+    h.charge(0, 1, 12);
+    h.charge(1_000, 2, 12);
+    let mut records: Vec<PendingRecord> = (h.records.iter())
+        .map(|json| PendingRecord::decode(json.as_bytes()).unwrap())
+        .collect();
+    assert_eq!(records.len(), 2);
+    // A later record of slot 1's key competes with the first; `drop`
+    // keeps the first of each key.
+    let mut later = records[0].clone();
+    later.id = format!("{}9", later.id);
+    later.fire_at += 5_000;
+    records.push(later);
+    h.engine.stop();
+
+    let mut next = H::with(payload(vec![rule]));
+    next.to(10_000);
+    let now = next.at();
+    next.engine.replay(now, records);
+    next.pump();
+    next.to(40_000);
+    // Slot 1's first record (its event at 0 s), not the later one due
+    // at 35 s; slot 2's own.
+    assert_eq!(
+        next.take(),
+        lines(&["30000 fire slot 1 p0 (0)", "31000 fire slot 2 p0 (1000)"])
+    );
+}
+
+#[test]
 fn an_old_record_without_a_key_resumes_on_the_empty_key() {
     let json = r#"{"id":"battery-low#old-1","rule":"battery-low","source":"20-battery.toml","step":1,"iter":0,"fire-at":1700000005000,"fingerprint":"FP","event":{"id":"old-event","topic":"battery.charge.changed","to":"12","data":{"slot":1}}}"#;
     let mut step = warn(30_000);

@@ -448,7 +448,7 @@ impl StoreOp {
 
 /// Every rule's statistics, for a full write of `NS:rules`: the loaded
 /// payload (the rules' names) and the statistics in the same order. The
-/// writer formats `RULE_STATS_CHUNK` (1,024) fields at a time, so the whole
+/// writer formats `RULE_STATS_CHUNK` (256) fields at a time, so the whole
 /// hash (about 150 bytes a rule as field strings and again as the encoded
 /// command) is never held at once.
 #[derive(Debug)]
@@ -457,8 +457,12 @@ pub struct AllRules {
     pub stats: Arc<RuleStatsTable>,
 }
 
-/// Fields of `NS:rules` per `HSET` (and per round trip) in a full write.
-const RULE_STATS_CHUNK: usize = 1024;
+/// Fields of `NS:rules` per `HSET` (and per round trip) in a full write:
+/// a chunk's field strings, its command, the pipeline's encoding and the
+/// connection's buffers are held at once, and the full write at start
+/// comes right after replay, at `ruled`'s peak (1,024 a chunk were some
+/// 0.5 MB of it; docs/engine.md#the-48-mb-box).
+const RULE_STATS_CHUNK: usize = 256;
 
 /// How many bytes of writes may wait for Redis (README.md#what-this-is: 48 MB for the
 /// whole service). Past it, new records and counter updates are refused
