@@ -22,6 +22,14 @@ impl FastHasher {
     }
 }
 
+/// `text`'s [`FastHasher`] hash: the topic table's keys, replay's rule
+/// names.
+pub(crate) fn hash_text(text: &str) -> u64 {
+    let mut hasher = FastHasher::default();
+    hasher.write(text.as_bytes());
+    hasher.finish()
+}
+
 impl Hasher for FastHasher {
     fn write(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);

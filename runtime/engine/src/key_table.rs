@@ -8,9 +8,6 @@
 //! another key rarely reads that key's text), and the key's rule inline
 //! when it has one, which most keys do.
 
-use crate::fast_hash::FastHasher;
-use std::hash::Hasher;
-
 /// A slot's `rules` when it holds no key.
 const EMPTY: u32 = u32::MAX;
 /// Set in `rules`: the rest is a position in [`KeyTable::many`].
@@ -44,11 +41,7 @@ pub(crate) struct KeyTable {
     many: Vec<Vec<u32>>,
 }
 
-fn hash(key: &str) -> u64 {
-    let mut hasher = FastHasher::default();
-    hasher.write(key.as_bytes());
-    hasher.finish()
-}
+use crate::fast_hash::hash_text as hash;
 
 impl KeyTable {
     pub fn is_empty(&self) -> bool {

@@ -3,6 +3,7 @@
 //! replay window), one kept per rule by its concurrency policy, and
 //! resumed as runs under their own ids; the rest removed with a reason.
 
+use crate::fast_hash::hash_text;
 use crate::keyed::Focus;
 use crate::record::{self, ReplayAction};
 use crate::time::nanos_to_millis_ceil;
@@ -324,24 +325,32 @@ impl Engine {
 
 /// The position in `payload` of each record's rule (the first of that
 /// name), `None` for a rule it does not have. Found through the records'
-/// positions sorted by rule name, searched for each rule's name: no map of
-/// the names (with 100,000 rules and a few records, a map of every rule
-/// would be megabytes; with 10,000 records, a map of theirs was half a
-/// megabyte at replay's peak).
+/// name hashes, sorted, searched for each rule's name: no map of the names
+/// (with 100,000 rules and a few records, a map of every rule would be
+/// megabytes; with 10,000 records, a map of theirs was half a megabyte at
+/// replay's peak), 12 bytes a record, and whole names compared only where
+/// the hashes are equal (sorting the records' positions by name instead,
+/// string comparisons through an index, made replaying 10,000 records a
+/// quarter slower: docs/engine.md#where-the-replays-growth-went).
 fn rules_of(payload: &Payload, records: &[PendingRecord]) -> Vec<Option<usize>> {
-    let mut by_name: Vec<usize> = (0..records.len()).collect();
-    by_name.sort_unstable_by(|&a, &b| records[a].rule.cmp(&records[b].rule));
+    let mut by_hash: Vec<(u64, u32)> = records
+        .iter()
+        .zip(0u32..)
+        .map(|(record, at)| (hash_text(&record.rule), at))
+        .collect();
+    by_hash.sort_unstable();
     let mut rules = vec![None; records.len()];
     for (index, rule) in payload.rules.iter().enumerate() {
         let name = &*rule.name;
-        let first = by_name.partition_point(|&at| records[at].rule.as_str() < name);
-        let named = by_name[first..]
-            .iter()
-            .take_while(|&&at| records[at].rule == name);
-        for &at in named {
-            // A second rule of the same name (never in a verified
-            // bundle) finds the first's records taken.
-            rules[at].get_or_insert(index);
+        let hash = hash_text(name);
+        let first = by_hash.partition_point(|&(h, _)| h < hash);
+        for &(_, at) in by_hash[first..].iter().take_while(|&&(h, _)| h == hash) {
+            let at = at as usize;
+            if records[at].rule == name {
+                // A second rule of the same name (never in a verified
+                // bundle) finds the first's records taken.
+                rules[at].get_or_insert(index);
+            }
         }
     }
     rules
@@ -354,44 +363,43 @@ fn rules_of(payload: &Payload, records: &[PendingRecord]) -> Vec<Option<usize>> 
 /// (fire-at, id) order; the resumed ones are grouped by sorting their
 /// positions, so nothing but those positions is held.
 fn keep_by_policy(payload: &Payload, records: &[PendingRecord], actions: &mut [ReplayAction]) {
-    // The group a resumed record competes in.
-    fn group<'r>(
-        payload: &Payload,
-        records: &'r [PendingRecord],
-        action: ReplayAction,
-        position: usize,
-    ) -> Option<(usize, Option<&'r str>)> {
-        let ReplayAction::Resume(rule) = action else {
-            return None;
-        };
-        let keyed = payload.rules[rule].per().is_some();
-        Some((rule, records[position].key.as_deref().filter(|_| keyed)))
-    }
-    let of = |actions: &[ReplayAction], position: usize| {
-        group(payload, records, actions[position], position)
+    let rule_of = |action: ReplayAction| match action {
+        ReplayAction::Resume(rule) => Some(rule),
+        ReplayAction::Remove(_) => None,
     };
-    let mut resumed: Vec<usize> = (0..actions.len())
-        .filter(|&position| matches!(actions[position], ReplayAction::Resume(_)))
+    // By rule, then position: integers only, the rule read from the
+    // action; a keyed rule's records are grouped by key in a second step.
+    let mut resumed: Vec<(usize, usize)> = actions
+        .iter()
+        .enumerate()
+        .filter_map(|(position, &action)| rule_of(action).map(|rule| (rule, position)))
         .collect();
-    resumed.sort_unstable_by(|&a, &b| of(actions, a).cmp(&of(actions, b)).then(a.cmp(&b)));
-    let mut start = 0;
-    while let Some(&first) = resumed.get(start) {
-        let key = of(actions, first);
-        let end = start
-            + resumed[start..]
-                .iter()
-                .take_while(|&&position| of(actions, position) == key)
-                .count();
-        let last = resumed[end - 1];
-        let winner = match key.map(|(rule, _)| payload.rules[rule].concurrency) {
-            Some(Concurrency::Restart) => last,
-            Some(Concurrency::Drop | Concurrency::Queue) | None => first,
-        };
-        for &position in &resumed[start..end] {
-            if position != winner {
-                actions[position] = ReplayAction::Remove(ReplayDropReason::Concurrency);
+    resumed.sort_unstable();
+    for same_rule in resumed.chunk_by_mut(|a, b| a.0 == b.0) {
+        let spec = &payload.rules[same_rule[0].0];
+        if spec.per().is_some() {
+            let key = |position: usize| records[position].key.as_deref();
+            same_rule.sort_unstable_by(|a, b| key(a.1).cmp(&key(b.1)).then(a.1.cmp(&b.1)));
+            for group in same_rule.chunk_by(|a, b| key(a.1) == key(b.1)) {
+                keep_one(spec.concurrency, group, actions);
             }
+        } else {
+            keep_one(spec.concurrency, same_rule, actions);
         }
-        start = end;
+    }
+}
+
+/// Of `group`, one rule's (or key's) resumed records as (rule, position)
+/// in position order, keeps the one its policy keeps and removes the rest.
+fn keep_one(policy: Concurrency, group: &[(usize, usize)], actions: &mut [ReplayAction]) {
+    let winner = match policy {
+        Concurrency::Restart => group.last(),
+        Concurrency::Drop | Concurrency::Queue => group.first(),
+    };
+    let winner = winner.map(|&(_, position)| position);
+    for &(_, position) in group {
+        if Some(position) != winner {
+            actions[position] = ReplayAction::Remove(ReplayDropReason::Concurrency);
+        }
     }
 }
