@@ -149,8 +149,9 @@ impl Engine {
         // decides (validity, then which record each rule's policy keeps),
         // the second acts, so every note and effect comes out in fire-at
         // order (docs/semantics.md#durability-and-replay) whatever the outcome of each record.
-        // Deciding holds 8 to 16 bytes a record beside the records (their
-        // positions by rule name, their rules, their actions): with 10,000
+        // Deciding holds 16 to 32 bytes a record beside the records (their
+        // rule names' hashes and their rules, then their actions and the
+        // resumed ones' rules): with 10,000
         // records, the two hash maps and the vectors of verdicts and kept
         // flags it held before were some 1.3 MB at once, on top of every
         // record, and set `ruled`'s peak (docs/engine.md#the-48-mb-box).
@@ -328,7 +329,7 @@ impl Engine {
 /// name hashes, sorted, searched for each rule's name: no map of the names
 /// (with 100,000 rules and a few records, a map of every rule would be
 /// megabytes; with 10,000 records, a map of theirs was half a megabyte at
-/// replay's peak), 12 bytes a record, and whole names compared only where
+/// replay's peak), 16 bytes a record, and whole names compared only where
 /// the hashes are equal (sorting the records' positions by name instead,
 /// string comparisons through an index, made replaying 10,000 records a
 /// quarter slower: docs/engine.md#where-the-replays-growth-went).
