@@ -451,28 +451,17 @@ async fn read_pairs_within(
     throttle: &mut Throttle,
 ) -> redis::RedisResult<Vec<(usize, Option<String>)>> {
     let mut out = Vec::with_capacity(indices.len());
-    let first = indices.iter().find_map(|&index| pairs.get(index));
-    match first {
-        // One hash (a notification's read): no list of hashes.
-        Some(pair)
-            if indices
-                .iter()
-                .all(|&index| pairs.get(index).is_none_or(|p| p.hash == pair.hash)) =>
-        {
+    // Each hash read once, at its first pair, in the order of the pairs:
+    // no list of the hashes (a notification's read is of one hash).
+    for (at, &index) in indices.iter().enumerate() {
+        let Some(pair) = pairs.get(index) else {
+            continue;
+        };
+        let seen = indices[..at]
+            .iter()
+            .any(|&earlier| pairs.get(earlier).is_some_and(|p| p.hash == pair.hash));
+        if !seen {
             read_hash(con, pairs, indices, &pair.hash, throttle, &mut out).await?;
-        }
-        _ => {
-            let mut hashes: Vec<&str> = Vec::new();
-            for &index in indices {
-                if let Some(pair) = pairs.get(index) {
-                    if !hashes.contains(&pair.hash.as_str()) {
-                        hashes.push(&pair.hash);
-                    }
-                }
-            }
-            for hash in hashes {
-                read_hash(con, pairs, indices, hash, throttle, &mut out).await?;
-            }
         }
     }
     Ok(out)
