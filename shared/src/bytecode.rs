@@ -7,6 +7,7 @@
 //! the fingerprint of a step resolves those indices to the constants
 //! themselves so it does not depend on where other rules put theirs.
 
+use crate::when_types::Operator;
 use serde::{Deserialize, Serialize};
 
 /// One compiled `when` expression.
@@ -117,4 +118,41 @@ pub enum Op {
     AssertBool,
     /// `[a1 .. an] -> [f(a1 .. an)]`
     Call(Builtin, u8),
+}
+
+impl Op {
+    /// The `when` operator of a binary op (two values in, one out), `None`
+    /// for any other op: the one list of the binary ops, which the plan and
+    /// `verify` ask (the test oracle spells its own out, on purpose).
+    pub fn binary_operator(self) -> Option<Operator> {
+        Some(match self {
+            Op::Add => Operator::Add,
+            Op::Sub => Operator::Sub,
+            Op::Mul => Operator::Mul,
+            Op::Div => Operator::Div,
+            Op::Mod => Operator::Mod,
+            Op::Pow => Operator::Pow,
+            Op::Eq => Operator::Eq,
+            Op::Ne => Operator::Ne,
+            Op::Lt => Operator::Lt,
+            Op::Le => Operator::Le,
+            Op::Gt => Operator::Gt,
+            Op::Ge => Operator::Ge,
+            Op::Const(_)
+            | Op::Field(_)
+            | Op::Data(_)
+            | Op::State(_)
+            | Op::Not
+            | Op::Neg
+            | Op::AndJump(_)
+            | Op::OrJump(_)
+            | Op::AssertBool
+            | Op::Call(..) => return None,
+        })
+    }
+
+    /// Whether this is a binary op ([`Op::binary_operator`]).
+    pub fn is_binary(self) -> bool {
+        self.binary_operator().is_some()
+    }
 }

@@ -617,22 +617,11 @@ fn unary_type(pc: usize, op: &Op, arg: Ty) -> Result<Ty, VerifyError> {
     Ok(unary_result(operator, arg))
 }
 
-/// The table's name of a binary op.
+/// The table's name of a binary op ([`Op::binary_operator`]). Every other
+/// op is typed by the match before `binary_type` is asked, so the default
+/// is never taken.
 fn binary_operator(op: &Op) -> Operator {
-    match op {
-        Op::Add => Operator::Add,
-        Op::Sub => Operator::Sub,
-        Op::Mul => Operator::Mul,
-        Op::Div => Operator::Div,
-        Op::Mod => Operator::Mod,
-        Op::Pow => Operator::Pow,
-        Op::Eq => Operator::Eq,
-        Op::Ne => Operator::Ne,
-        Op::Lt => Operator::Lt,
-        Op::Le => Operator::Le,
-        Op::Gt => Operator::Gt,
-        _ => Operator::Ge,
-    }
+    op.binary_operator().unwrap_or(Operator::Ge)
 }
 
 /// The type a binary operator pushes, by the table: each operand

@@ -71,24 +71,6 @@ pub struct Plan {
 /// The stack of a plan of at most this depth is this long.
 const SHALLOW: usize = 4;
 
-fn is_binary(op: Op) -> bool {
-    matches!(
-        op,
-        Op::Add
-            | Op::Sub
-            | Op::Mul
-            | Op::Div
-            | Op::Mod
-            | Op::Pow
-            | Op::Eq
-            | Op::Ne
-            | Op::Lt
-            | Op::Le
-            | Op::Gt
-            | Op::Ge
-    )
-}
-
 /// What translation notes of each op index (and of the end,
 /// `ops.len()`).
 #[derive(Debug, Clone, Copy)]
@@ -158,7 +140,7 @@ fn max_depth(ops: &[Op], consts: &[Const], meta: &mut [Meta]) -> Option<u16> {
             // bytecode reports; the plan leaves it to the same code.
             Op::Field(_) | Op::State(_) => depth + 1,
             Op::Not | Op::Neg | Op::AssertBool => depth.checked_sub(1)? + 1,
-            op if is_binary(op) => depth.checked_sub(2)? + 1,
+            op if op.is_binary() => depth.checked_sub(2)? + 1,
             Op::AndJump(target) | Op::OrJump(target) => {
                 let target = target as usize;
                 if target <= pc || target > ops.len() {
@@ -201,14 +183,14 @@ fn translate(
         let landed = |at: usize| meta.get(at).is_some_and(|m| m.target);
         let next = |k: usize| ops.get(pc + k).copied().filter(|_| !landed(pc + k));
         let (step, width) = match (op, next(1), next(2)) {
-            (Op::Data(path), Some(Op::Const(c)), Some(bin)) if is_binary(bin) => {
+            (Op::Data(path), Some(Op::Const(c)), Some(bin)) if bin.is_binary() => {
                 (Step::DataWithLit(path, bin, lit(consts, c)?), 3)
             }
-            (Op::Field(field), Some(Op::Const(c)), Some(bin)) if is_binary(bin) => {
+            (Op::Field(field), Some(Op::Const(c)), Some(bin)) if bin.is_binary() => {
                 (Step::FieldWithLit(field, bin, lit(consts, c)?), 3)
             }
-            (Op::Data(path), Some(bin), _) if is_binary(bin) => (Step::WithData(bin, path), 2),
-            (Op::Const(c), Some(bin), _) if is_binary(bin) => {
+            (Op::Data(path), Some(bin), _) if bin.is_binary() => (Step::WithData(bin, path), 2),
+            (Op::Const(c), Some(bin), _) if bin.is_binary() => {
                 (Step::WithLit(bin, lit(consts, c)?), 2)
             }
             (Op::Const(c), _, _) => (Step::Push(lit(consts, c)?), 1),
@@ -484,7 +466,7 @@ impl<'a> Machine<'a, '_> {
                     let slot = self.data(pc, i)?;
                     push(stack, &mut len, slot)?;
                 }
-                Step::Op(op) if is_binary(op) => {
+                Step::Op(op) if op.is_binary() => {
                     let (Some(b), Some(at)) = (len.checked_sub(1), len.checked_sub(2)) else {
                         return Err(super::malformed(pc, "stack underflow"));
                     };
