@@ -398,12 +398,19 @@ fn with_every_key_busy_a_new_key_is_refused_and_counted() {
     assert_eq!(h.engine.counters().keys_forgotten, 1);
 }
 
-#[test]
-fn a_durable_record_carries_its_key_and_replay_puts_the_run_back_on_it() {
+/// `battery_low` with a warning at once and a durable one 30 s later,
+/// `concurrency = "drop"`: the rule of the replay tests.
+fn durable_drop_rule() -> Rule {
     let mut step = warn(30_000);
     step.durable = true;
     let mut rule = battery_low(vec![warn(0), step]);
     rule.concurrency = Concurrency::Drop;
+    rule
+}
+
+#[test]
+fn a_durable_record_carries_its_key_and_replay_puts_the_run_back_on_it() {
+    let rule = durable_drop_rule();
     let mut h = H::new(rule.clone());
     h.charge(0, 1, 12);
     let record = PendingRecord::decode(h.records.last().unwrap().as_bytes()).unwrap();
@@ -431,10 +438,7 @@ fn a_durable_record_carries_its_key_and_replay_puts_the_run_back_on_it() {
 
 #[test]
 fn replay_keeps_one_record_per_rule_and_key() {
-    let mut step = warn(30_000);
-    step.durable = true;
-    let mut rule = battery_low(vec![warn(0), step]);
-    rule.concurrency = Concurrency::Drop;
+    let rule = durable_drop_rule();
     let mut h = H::new(rule.clone());
     h.charge(0, 1, 12);
     h.charge(1_000, 2, 12);
