@@ -1,10 +1,13 @@
 //! The hasher of the engine's tables (docs/engine.md#the-48-mb-box): job ids
-//! and topic-index keys. std's default, SipHash, resists an attacker who
-//! chooses keys to collide; these tables' keys are chosen by the engine
-//! (sequential job ids) or fixed at load by the bundle (topics), and an
-//! event's topic is only looked up, never inserted. So a multiply-and-
-//! rotate hash over eight bytes at a time is enough, and several times
-//! faster on the event path.
+//! and topic-index keys; and of the service's tables on the notification
+//! path (the watched hashes' notifications, the reads asked, ruled's own
+//! event ids, the log budget's rules). std's default, SipHash, resists an
+//! attacker who chooses keys to collide; these tables' keys are chosen by
+//! the engine (sequential job ids, event ids) or fixed at load by the
+//! bundle (topics, watched fields, rule names), and what arrives from the
+//! bus is only looked up, never inserted. So a multiply-and-rotate hash
+//! over eight bytes at a time is enough, and several times faster on the
+//! event path.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -14,7 +17,7 @@ const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// See the module documentation.
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct FastHasher(u64);
+pub struct FastHasher(u64);
 
 impl FastHasher {
     fn add(&mut self, word: u64) {
@@ -74,7 +77,10 @@ impl Hasher for FastHasher {
 }
 
 /// A `HashMap` with [`FastHasher`].
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+/// A `HashSet` with [`FastHasher`].
+pub type FastSet<T> = std::collections::HashSet<T, BuildHasherDefault<FastHasher>>;
 
 #[cfg(test)]
 mod tests {

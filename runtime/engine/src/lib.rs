@@ -37,7 +37,7 @@ pub mod derive;
 mod dry_run;
 mod effect;
 mod envelope_state;
-mod fast_hash;
+pub mod fast_hash;
 mod finally;
 pub mod guard;
 mod hold;

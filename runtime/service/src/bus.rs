@@ -27,6 +27,7 @@ use redis::aio::ConnectionManager;
 use rulecore::bundle::StatePair;
 use rulecore::event::Event;
 use rulecore::small_str::SmallStr;
+use ruled_engine::fast_hash::{FastMap, FastSet};
 use ruled_engine::{BusMode, Engine, Expiry, Notified, ReadCause, SourceSet};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -75,7 +76,7 @@ pub struct Watch {
     /// Per hash, per payload, what a notification asks for (absent:
     /// [`Notified::Ignore`]), as the read it asks: handed on without a
     /// copy of its pairs.
-    notify: HashMap<String, HashMap<String, Request>>,
+    notify: FastMap<String, FastMap<String, Request>>,
 }
 
 impl Watch {
@@ -84,7 +85,7 @@ impl Watch {
     /// judges them (any other payload is ignored without a read).
     pub fn of(engine: &Engine, hashes: BTreeSet<String>) -> Self {
         let pairs: Arc<[StatePair]> = engine.watched_pairs().into();
-        let mut notify: HashMap<String, HashMap<String, Request>> = HashMap::new();
+        let mut notify: FastMap<String, FastMap<String, Request>> = FastMap::default();
         for hash in &hashes {
             let names = pairs
                 .iter()
@@ -171,7 +172,7 @@ enum Key {
 #[derive(Debug, Default)]
 struct Asked {
     queue: VecDeque<(u64, Request)>,
-    keys: HashMap<Key, u64>,
+    keys: FastMap<Key, u64>,
     next: u64,
     /// Collapsed into [`Request::All`] since the last log line.
     collapsed: u64,
@@ -1008,7 +1009,7 @@ const RECENT_IDS: usize = 1024;
 #[derive(Debug, Default)]
 pub struct RecentIds {
     order: VecDeque<SmallStr>,
-    set: std::collections::HashSet<SmallStr>,
+    set: FastSet<SmallStr>,
 }
 
 impl RecentIds {

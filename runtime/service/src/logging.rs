@@ -4,7 +4,7 @@
 //! `<N>` syslog priority prefix so `journalctl -p warning` and the
 //! journal's colours work.
 
-use std::collections::HashMap;
+use ruled_engine::fast_hash::FastMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 use tracing::{Event, Level, Subscriber};
@@ -170,7 +170,7 @@ where
 pub struct Throttle {
     started: Instant,
     /// Per rule name (`""`: lines of no rule), per level (error, warn, info).
-    seen: HashMap<Box<str>, [Seen; 3]>,
+    seen: FastMap<Box<str>, [Seen; 3]>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -200,7 +200,7 @@ impl Throttle {
     pub fn new(now: Instant) -> Self {
         Self {
             started: now,
-            seen: HashMap::new(),
+            seen: FastMap::default(),
         }
     }
 
