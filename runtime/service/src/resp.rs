@@ -122,6 +122,13 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
                     }
                     return Ok(Element::Skipped(len));
                 }
+                // Most bulk strings are in the buffer whole: copied from
+                // there, without zeroing a vector first and reading into it.
+                if let Some(whole) = self.io.buffer().get(..len + 2) {
+                    let bytes = whole[..len].to_vec();
+                    self.io.consume(len + 2);
+                    return Ok(Element::Bulk(bytes));
+                }
                 let mut bytes = vec![0; len + 2];
                 self.io.read_exact(&mut bytes).await?;
                 bytes.truncate(len);
