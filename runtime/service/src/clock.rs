@@ -2,6 +2,7 @@
 //! and the wall clock, watched for jumps (docs/semantics.md#durability-and-replay).
 
 use ruled_engine::{Now, Time};
+use std::cell::Cell;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The wall clock, Unix milliseconds (0 before 1970).
@@ -17,7 +18,7 @@ pub fn wall_ms() -> i64 {
 /// `fire-at` shifted (`Engine::clock_jumped`, docs/service.md "Pending
 /// records"). Slewing (NTP's small corrections) stays far below the
 /// threshold between two checks.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 struct ClockWatch {
     /// `wall - monotonic` at the last check, ms.
     offset_ms: i64,
@@ -45,28 +46,39 @@ impl ClockWatch {
 }
 
 /// The engine's monotonic clock (origin: the service's start) and the
-/// wall clock's jumps against it.
+/// wall clock's jumps against it: every reading of both clocks
+/// ([`ServiceClock::now`]) is also a check for a jump, which
+/// [`ServiceClock::jumped`] hands out (the driver reads the clocks at
+/// most once per wake-up for both).
 #[derive(Debug)]
 pub struct ServiceClock {
     origin: Instant,
-    watch: ClockWatch,
+    watch: Cell<ClockWatch>,
+    /// The jumps seen since [`ServiceClock::jumped`] last handed them out.
+    jumped_ms: Cell<Option<i64>>,
 }
 
 impl ServiceClock {
     /// Starts the monotonic clock at zero now.
     pub fn start() -> Self {
         let origin = Instant::now();
-        let mut clock = Self {
+        let clock = Self {
             origin,
-            watch: ClockWatch::new(0, 0),
+            watch: Cell::new(ClockWatch::new(0, 0)),
+            jumped_ms: Cell::new(None),
         };
-        clock.watch = ClockWatch::new(wall_ms(), clock.mono_ms());
+        clock.watch.set(ClockWatch::new(wall_ms(), clock.mono_ms()));
         clock
     }
 
-    /// Now on both clocks.
+    /// Now on both clocks; a jump of the wall clock since the last reading
+    /// is kept for [`ServiceClock::jumped`].
     pub fn now(&self) -> Now {
-        Now::new(Time::from_duration(self.origin.elapsed()), wall_ms())
+        let mono = self.origin.elapsed();
+        let wall = wall_ms();
+        let mono_ms = i64::try_from(mono.as_millis()).unwrap_or(i64::MAX);
+        self.observe(wall, mono_ms);
+        Now::new(Time::from_duration(mono), wall)
     }
 
     /// The instant `time` names on the engine's clock.
@@ -74,10 +86,21 @@ impl ServiceClock {
         self.origin + time.as_duration()
     }
 
-    /// The wall clock's jump since the last check, ms, if there was one.
+    /// The wall clock's jump seen by the readings since the last call, if
+    /// there was one. Reads no clock: a caller that has not read the time
+    /// lately calls [`ServiceClock::now`] first.
     pub fn jumped(&mut self) -> Option<i64> {
-        let mono_ms = self.mono_ms();
-        self.watch.check(wall_ms(), mono_ms)
+        self.jumped_ms.take()
+    }
+
+    fn observe(&self, wall_ms: i64, mono_ms: i64) {
+        let mut watch = self.watch.get();
+        if let Some(delta) = watch.check(wall_ms, mono_ms) {
+            self.watch.set(watch);
+            let total = self.jumped_ms.get().unwrap_or(0).saturating_add(delta);
+            // Jumps there and back between two hand-outs cancel out.
+            self.jumped_ms.set((total != 0).then_some(total));
+        }
     }
 
     fn mono_ms(&self) -> i64 {
@@ -99,5 +122,22 @@ mod tests {
         assert_eq!(watch.check(4_630_000, 30_000), Some(3_600_000));
         assert_eq!(watch.check(4_640_000, 40_000), None);
         assert_eq!(watch.check(1_050_000, 50_000), Some(-3_600_000));
+    }
+
+    #[test]
+    fn readings_keep_the_jump_until_it_is_handed_out() {
+        let mut clock = ServiceClock::start();
+        clock.watch.set(ClockWatch::new(1_000_000, 0));
+        clock.observe(1_010_000, 10_000);
+        assert_eq!(clock.jumped(), None);
+        // Two readings see two jumps before the driver asks: their sum.
+        clock.observe(4_620_000, 20_000);
+        clock.observe(4_630_000 + 60_000, 30_000);
+        assert_eq!(clock.jumped(), Some(3_660_000));
+        assert_eq!(clock.jumped(), None, "handed out once");
+        // There and back between two hand-outs: nothing to shift.
+        clock.observe(8_240_000, 40_000);
+        clock.observe(4_710_000, 50_000);
+        assert_eq!(clock.jumped(), None);
     }
 }

@@ -219,14 +219,17 @@ impl Service {
                 },
                 _ = stats.tick() => {
                     self.take_started();
+                    // A reading of the clocks: a jump is seen at the
+                    // latest here, when nothing else read them.
+                    self.now();
                     self.pending_file_tick().await;
                     self.stats.write_changes(&self.engine, &self.writer);
                     self.intake.log_overflow();
                     logging::log_held(&self.throttle.roll(Instant::now()));
                 },
             }
-            // Cheap (two clock reads): at every wake-up, so a jump is seen
-            // at the latest at the next stats tick.
+            // A jump the wake-up's readings of the clocks saw (no clock
+            // read here): at the latest at the next stats tick.
             self.check_clock();
             self.perform_effects();
             // Every few events, let the subscription's reader run: under a
