@@ -192,6 +192,18 @@ fn the_same_cases_by_hand() {
             ..Event::default()
         });
     }
+    // Each escaped byte at each place of a string read eight bytes at a
+    // time, and in its tail.
+    for at in 0..20 {
+        for byte in [0u8, 0x1f, b'"', b'\\', b'\n', 0x7f, b' '] {
+            let mut text = "x".repeat(20);
+            text.insert(at, char::from(byte));
+            events.push(Event {
+                topic: text.as_str().into(),
+                ..Event::default()
+            });
+        }
+    }
     for event in &events {
         check(event);
     }

@@ -98,12 +98,35 @@ fn escaped(byte: u8) -> bool {
     byte < 0x20 || byte == b'"' || byte == b'\\'
 }
 
+/// Whether any byte of `bytes` is escaped: eight bytes at a time, a
+/// third of the instructions of a byte-by-byte scan (callgrind).
+#[inline(always)]
+fn needs_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = ONES * 0x80;
+    // The high bit of a byte of `word - ONES * n` under `!word` is set
+    // for some byte exactly when some byte is below `n` (n <= 0x80): with
+    // none below, no byte borrows.
+    let below = |word: u64, n: u64| word.wrapping_sub(ONES * n) & !word;
+    let mut words = bytes.chunks_exact(8);
+    for chunk in &mut words {
+        let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).unwrap_or_default());
+        let found = below(word, 0x20)
+            | below(word ^ (ONES * u64::from(b'"')), 1)
+            | below(word ^ (ONES * u64::from(b'\\')), 1);
+        if found & HIGH != 0 {
+            return true;
+        }
+    }
+    words.remainder().iter().any(|&byte| escaped(byte))
+}
+
 /// Appends `text` as a JSON string.
 fn string(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
     out.push(b'"');
     // Envelope strings are names: most need no escape and are copied whole.
-    if !bytes.iter().any(|&byte| escaped(byte)) {
+    if !needs_escape(bytes) {
         out.extend_from_slice(bytes);
     } else {
         escape(out, bytes);
