@@ -5,6 +5,7 @@ pub use crate::small_str::SmallStr;
 use serde::{Deserialize, Serialize};
 
 mod read;
+mod write;
 
 /// One event. Every field but `topic` may be absent; absent strings read as
 /// `""` in `when` expressions. Its strings are [`SmallStr`]s: the short
