@@ -15,6 +15,12 @@
 # `BLPOP` of the first step's list; the rule's second step, ten minutes
 # later, has every run write its pending record.
 #
+# CPU_COUNT_RELAY=<program> counts the reading relay of the floor bench
+# too, under the same load, and prints ruled's figures as ratios to its:
+# the program is the floor bench's binary (target/release/deps/floor-*,
+# built by `cargo bench -p ruled --bench floor --no-run`), which acts as
+# the relay when started with RULES_BENCH_FLOOR set (bench/src/floor.rs).
+#
 # RULED: a release `ruled` (build it with CARGO_PROFILE_RELEASE_STRIP=false
 # to keep the symbols for callgrind_annotate); RULEC: any `rulec`. Needs
 # redis-server, redis-cli, valgrind and strace on the PATH. Prints one line
@@ -96,59 +102,101 @@ load() {
     redis-cli -s "$sock" <"$dir/load.txt" >/dev/null
 }
 
-# Runs ruled under `$@` (a wrapper) through `count` notifications; `pid`
-# is the process to send SIGTERM to (the wrapper's child for strace).
+# Runs the counted program (`$program`: ruled, or the relay) under `$@` (a
+# wrapper) through `count` notifications; the process sent SIGTERM is the
+# wrapper's child for strace.
 run() {
     count=$1
     shift
-    log="$dir/ruled-$count.log"
-    "$@" "$ruled" --redis "redis+unix://$sock" --bundle "$dir/rules.bundle" \
-        --log-level info --stats-interval 10s 2>"$log" &
+    log="$dir/$program-$count.log"
+    if [ "$program" = relay ]; then
+        binary=$relay
+        RULES_BENCH_FLOOR=$(printf '%s\tvehicle\tbench:kick\tvehicle' "$sock") \
+            "$@" "$relay" >"$log" 2>&1 &
+        ready=subscribed
+    else
+        binary=$ruled
+        "$@" "$ruled" --redis "redis+unix://$sock" --bundle "$dir/rules.bundle" \
+            --log-level info --stats-interval 10s 2>"$log" &
+        ready="ruled ready"
+    fi
     wrapper=$!
     i=0
-    until grep -q "ruled ready" "$log" 2>/dev/null; do
+    until grep -q "$ready" "$log" 2>/dev/null; do
         i=$((i + 1))
-        [ $i -lt 600 ] || { echo "ruled did not start: see $log" >&2; exit 1; }
+        [ $i -lt 600 ] || { echo "$program did not start: see $log" >&2; exit 1; }
         sleep 0.1
     done
     load "$count"
-    target=$(pgrep -P $wrapper -x "$(basename "$ruled")" || echo $wrapper)
+    target=$(pgrep -P $wrapper -x "$(basename "$binary" | cut -c1-15)" || echo $wrapper)
     kill -TERM "$target"
-    wait $wrapper || true
+    # (A relay killed by the signal is no news.)
+    { wait $wrapper; } 2>/dev/null || true
+}
+
+relay=${CPU_COUNT_RELAY:+$(realpath "$CPU_COUNT_RELAY")}
+if [ -n "$relay" ] && [ "$path" = tail ]; then
+    echo "CPU_COUNT_RELAY counts the notification path only" >&2
+    exit 1
+fi
+programs="ruled${relay:+ relay}"
+
+# `label`: "" for ruled, " (relay)" for the relay; `ratio NAME RULED RELAY`
+# prints ruled's figure against the relay's once both are counted.
+label() { [ "$program" = relay ] && echo " (relay)" || true; }
+ratio() {
+    perl -e 'printf "  ruled / relay, %s: %.2fx\n", $ARGV[0], $ARGV[1] / $ARGV[2]' "$@"
 }
 
 if [ "$what" != syscalls ]; then
-    for count in $small $large; do
-        run $count valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.$count" -q
-    done
-    total() { grep '^totals:\|^summary:' "$dir/callgrind.$1" | head -1 | awk '{print $2}'; }
-    echo "instructions per $path: $(( ($(total $large) - $(total $small)) / (large - small) ))"
-    # The functions that take the most per notification, inclusive (the
-    # same difference, per function): CPU_COUNT_TOP=40 lists 40.
-    if [ "${CPU_COUNT_TOP:-0}" -gt 0 ]; then
+    for program in $programs; do
         for count in $small $large; do
-            callgrind_annotate --inclusive=yes --threshold=100 "$dir/callgrind.$count" 2>/dev/null |
-                sed -n 's/^ *\([0-9,]*\) *( *[0-9.]*%) *\(.*\)$/\1\t\2/p' | tr -d , \
-                    >"$dir/functions.$count"
+            run $count valgrind --tool=callgrind \
+                --callgrind-out-file="$dir/callgrind.$program.$count" -q
         done
-        awk -F'\t' -v runs=$((large - small)) '
-            NR == FNR { small[$2] = $1; next }
-            { d = ($1 - small[$2]) / runs; if (d >= 50) printf "%8.0f %s\n", d, $2 }
-        ' "$dir/functions.$small" "$dir/functions.$large" | sort -rn | head -n "$CPU_COUNT_TOP"
+        total() { grep '^totals:\|^summary:' "$dir/callgrind.$program.$1" | head -1 | awk '{print $2}'; }
+        per=$(( ($(total $large) - $(total $small)) / (large - small) ))
+        echo "instructions per $path$(label): $per"
+        eval "instructions_$program=$per"
+        # The functions that take the most per notification, inclusive
+        # (the same difference, per function): CPU_COUNT_TOP=40 lists 40.
+        if [ "${CPU_COUNT_TOP:-0}" -gt 0 ]; then
+            for count in $small $large; do
+                callgrind_annotate --inclusive=yes --threshold=100 \
+                    "$dir/callgrind.$program.$count" 2>/dev/null |
+                    sed -n 's/^ *\([0-9,]*\) *( *[0-9.]*%) *\(.*\)$/\1\t\2/p' | tr -d , \
+                        >"$dir/functions.$program.$count"
+            done
+            awk -F'\t' -v runs=$((large - small)) '
+                NR == FNR { small[$2] = $1; next }
+                { d = ($1 - small[$2]) / runs; if (d >= 50) printf "%8.0f %s\n", d, $2 }
+            ' "$dir/functions.$program.$small" "$dir/functions.$program.$large" |
+                sort -rn | head -n "$CPU_COUNT_TOP"
+        fi
+    done
+    if [ -n "$relay" ]; then
+        ratio instructions "$instructions_ruled" "$instructions_relay"
     fi
 fi
 if [ "$what" != instructions ]; then
-    for count in $small $large; do
-        run $count strace -f -c -o "$dir/strace.$count"
+    for program in $programs; do
+        for count in $small $large; do
+            run $count strace -f -c -o "$dir/strace.$program.$count"
+        done
+        calls() { awk '$NF == "total" {print $4}' "$dir/strace.$program.$1"; }
+        per=$(perl -e 'printf "%.2f", ($ARGV[0] - $ARGV[1]) / ($ARGV[2] - $ARGV[3])' \
+            "$(calls $large)" "$(calls $small)" $large $small)
+        echo "system calls per $path$(label): $per"
+        eval "syscalls_$program=$per"
+        for name in sendto recvfrom write read epoll_wait futex writev; do
+            l=$(awk -v n=$name '$NF == n {print $4}' "$dir/strace.$program.$large"); l=${l:-0}
+            s=$(awk -v n=$name '$NF == n {print $4}' "$dir/strace.$program.$small"); s=${s:-0}
+            perl -e 'printf "  %s: %.2f\n", $ARGV[0], ($ARGV[1] - $ARGV[2]) / ($ARGV[3] - $ARGV[4])' \
+                $name "$l" "$s" $large $small
+        done
     done
-    calls() { awk '$NF == "total" {print $4}' "$dir/strace.$1"; }
-    perl -e 'printf "system calls per %s: %.2f\n", $ARGV[0], ($ARGV[1] - $ARGV[2]) / ($ARGV[3] - $ARGV[4])' \
-        "$path" "$(calls $large)" "$(calls $small)" $large $small
-    for name in sendto recvfrom write read epoll_wait futex writev; do
-        l=$(awk -v n=$name '$NF == n {print $4}' "$dir/strace.$large"); l=${l:-0}
-        s=$(awk -v n=$name '$NF == n {print $4}' "$dir/strace.$small"); s=${s:-0}
-        perl -e 'printf "  %s: %.2f\n", $ARGV[0], ($ARGV[1] - $ARGV[2]) / ($ARGV[3] - $ARGV[4])' \
-            $name "$l" "$s" $large $small
-    done
+    if [ -n "$relay" ]; then
+        ratio "system calls" "$syscalls_ruled" "$syscalls_relay"
+    fi
 fi
 echo "files: $dir"
