@@ -258,10 +258,12 @@ pub async fn send(
     con.keep_buffer(bytes);
     let replies = match sent {
         Ok(mut replies) => {
-            let of_events = replies.split_off(count.min(replies.len()));
+            // The events' replies judged where they are, then cut off.
+            let ours = count.min(replies.len());
             if let Some((queued, taken)) = publishing.as_mut() {
-                queued.judge(taken, Ok(&of_events));
+                queued.judge(taken, Ok(&replies[ours..]));
             }
+            replies.truncate(ours);
             replies
         }
         Err(e) => {
