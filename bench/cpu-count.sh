@@ -158,20 +158,30 @@ if [ "$what" != syscalls ]; then
         per=$(( ($(total $large) - $(total $small)) / (large - small) ))
         echo "instructions per $path$(label): $per"
         eval "instructions_$program=$per"
-        # The functions that take the most per notification, inclusive
-        # (the same difference, per function): CPU_COUNT_TOP=40 lists 40.
+        # The functions per notification, inclusive (the same difference,
+        # per function).
+        for count in $small $large; do
+            callgrind_annotate --inclusive=yes --threshold=100 \
+                "$dir/callgrind.$program.$count" 2>/dev/null |
+                sed -n 's/^ *\([0-9,]*\) *( *[0-9.]*%) *\(.*\)$/\1\t\2/p' | tr -d , \
+                    >"$dir/functions.$program.$count"
+        done
+        awk -F'\t' -v runs=$((large - small)) '
+            NR == FNR { small[$2] = $1; next }
+            { d = ($1 - small[$2]) / runs; if (d >= 50) printf "%8.0f %s\n", d, $2 }
+        ' "$dir/functions.$program.$small" "$dir/functions.$program.$large" |
+            sort -rn >"$dir/per-notification.$program"
+        # tokio's parking (`Context::park`, inclusive) follows timing: how
+        # often the runtime finds nothing to do between the requests. The
+        # total less it compares builds to within about a hundred.
+        park=$(awk '/current_thread::Context::park / { print $1; exit }' \
+            "$dir/per-notification.$program")
+        if [ -n "$park" ]; then
+            echo "  of them in tokio's parking: $park; the rest: $((per - park))"
+        fi
+        # CPU_COUNT_TOP=40 lists the 40 that take the most.
         if [ "${CPU_COUNT_TOP:-0}" -gt 0 ]; then
-            for count in $small $large; do
-                callgrind_annotate --inclusive=yes --threshold=100 \
-                    "$dir/callgrind.$program.$count" 2>/dev/null |
-                    sed -n 's/^ *\([0-9,]*\) *( *[0-9.]*%) *\(.*\)$/\1\t\2/p' | tr -d , \
-                        >"$dir/functions.$program.$count"
-            done
-            awk -F'\t' -v runs=$((large - small)) '
-                NR == FNR { small[$2] = $1; next }
-                { d = ($1 - small[$2]) / runs; if (d >= 50) printf "%8.0f %s\n", d, $2 }
-            ' "$dir/functions.$program.$small" "$dir/functions.$program.$large" |
-                sort -rn | head -n "$CPU_COUNT_TOP"
+            head -n "$CPU_COUNT_TOP" "$dir/per-notification.$program"
         fi
     done
     if [ -n "$relay" ]; then
