@@ -16,7 +16,8 @@ use std::time::Instant;
 const VALUE_CHARS: usize = 120;
 
 /// The line of one job, made before the job is handed to the pool (which
-/// owns it then) and logged once the pool took it.
+/// owns it then) and logged once the pool took it; a guarded job's once
+/// it starts, past its guards (the driver holds it until then).
 #[derive(Debug)]
 pub struct ActionLine {
     rule: Arc<str>,

@@ -151,6 +151,15 @@ impl Scooter {
                     .wait_log(&["WARN", &rule, &format!("refused by guard `{guard}`")]);
             assert!(line.contains(read), "{line}");
             assert!(line.contains("step 0:"), "the line names the step: {line}");
+            // The journal says no action ran: a guarded action's line goes
+            // out only once it starts, past its guards.
+            let log = self.ruled.log_text();
+            let rule_field = format!("rule={rule} ");
+            assert!(
+                !log.lines()
+                    .any(|l| l.contains("action: ") && l.contains(&rule_field)),
+                "a refused action has no action line:\n{log}"
+            );
             assert_eq!(self.rule_stats(&rule)["guarded"], 1, "{rule}");
             assert!(list(&self.redis, list_key).is_empty(), "{list_key}");
         }
@@ -169,6 +178,12 @@ impl Scooter {
                 });
             assert_eq!(pushed, [value]);
             self.wait_end(&format!("{guard}-rule"), "done");
+            // A guarded action that ran has its line, as any other.
+            self.ruled.wait_log(&[
+                "INFO",
+                &format!("action: LPUSH {list_key}"),
+                &format!("rule={guard}-rule "),
+            ]);
         }
         assert_eq!(self.counter("guarded"), 0);
     }

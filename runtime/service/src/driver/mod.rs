@@ -125,6 +125,10 @@ struct Service {
     /// The ids of the events we published lately: heard back through an
     /// `ev:` glob, they are dropped without counting them as forged.
     own_ids: crate::bus::RecentIds,
+    /// The journal lines of guarded actions handed over: logged when the
+    /// action starts, past its guards; dropped when a guard refuses it,
+    /// which has a line of its own (docs/service.md#logs).
+    guarded_lines: ruled_engine::fast_hash::FastMap<ruled_engine::JobId, ActionLine>,
     /// Changes the subscription at a reload, once it is open.
     subscriptions: Option<SubscriptionHandle>,
     /// The bundle file, read again at a reload, and the loaded bundle's id.
@@ -444,6 +448,7 @@ impl Service {
 
     fn on_report(&mut self, report: Report) {
         self.follow_report_in_copy(&report);
+        self.guarded_line(&report);
         match report {
             // The worker removed the job's pending record (if any) before
             // it reported the start (`Job::record_to_drop_at_start`).
@@ -468,6 +473,28 @@ impl Service {
                     self.engine.pool_has_room(now, self.pool.room());
                 }
             }
+        }
+    }
+
+    /// A guarded action's journal line once its fate is known: logged when
+    /// it starts (its guards passed), forgotten otherwise.
+    fn guarded_line(&mut self, report: &Report) {
+        if self.guarded_lines.is_empty() {
+            return;
+        }
+        match report {
+            Report::Started(job) => {
+                if let Some(line) = self.guarded_lines.remove(job) {
+                    line.log(&mut self.throttle);
+                }
+            }
+            Report::Guarded(job, _)
+            | Report::Finished(job, _)
+            | Report::NotPerformed { job, .. }
+            | Report::Abandoned(job) => {
+                self.guarded_lines.remove(job);
+            }
+            Report::Room => {}
         }
     }
 
@@ -523,12 +550,18 @@ impl Service {
         );
         let run = Arc::clone(&job.run);
         let lane = Lane::of(&job.action);
-        // Said before it is handed over (the pool owns the job then); a
-        // refusal follows at `warn`.
+        let (id, guarded) = (job.id, job.guard.is_some());
+        // Put into words before it is handed over (the pool owns the job
+        // then); a refusal follows at `warn`. A guarded action's line waits
+        // for the action to start: its guards may refuse it.
         let line = ActionLine::of(&job, &mut self.throttle);
         match self.pool.try_submit(job) {
             Ok(admission) => {
-                line.log(&mut self.throttle);
+                if guarded {
+                    self.guarded_lines.insert(id, line);
+                } else {
+                    line.log(&mut self.throttle);
+                }
                 if admission == Admission::Queue {
                     effect_log::log_queued(&run, lane);
                 }

@@ -195,6 +195,7 @@ impl Service {
             publisher,
             sources: config.sources,
             own_ids: bus::RecentIds::default(),
+            guarded_lines: Default::default(),
             subscriptions: None,
             bundle_path: config.bundle.clone(),
             bundle_id,
