@@ -533,7 +533,9 @@ pub async fn seed(
 
 /// The envelopes of one event (docs/events.md#the-envelope): the stream
 /// entry's `e` (without `id`: the entry id is it) and the `ev:` message
-/// (with it).
+/// (with it), by serde_json: the tests' reference for what
+/// [`publish_commands`] writes by hand.
+#[cfg(test)]
 pub fn envelopes(event: &Event) -> Result<(String, String), serde_json::Error> {
     let with_id = serde_json::to_string(event)?;
     let Some(id) = event.id.as_deref() else {
@@ -690,11 +692,8 @@ impl Publications {
                     _ => break,
                 },
             };
-            if let Some(count) = publish_commands(&events, &self.set_last_id, &mut self.json, bytes)
-            {
-                taken.commands += count;
-                taken.effects.push(events);
-            }
+            taken.commands += publish_commands(&events, &self.set_last_id, &mut self.json, bytes);
+            taken.effects.push(events);
         }
         taken
     }
@@ -772,45 +771,38 @@ fn set_head(key: &str) -> Vec<u8> {
 
 /// Appends the commands of one effect, in RESP, to `bytes`, ending with
 /// the `SET` of its last id (`set_last_id`, its head: [`set_head`]), and
-/// returns how many there are; `None` (logged, nothing appended) when an
-/// event does not encode, which a derived event always does. Each
-/// envelope is encoded once, into `json`, and copied from there into both
-/// commands (docs/engine.md#cpu-per-notification).
+/// returns how many there are. Each envelope is written once, into `json`
+/// (`Event::write_json`: serde_json's bytes by hand), and copied from
+/// there into both commands (docs/engine.md#cpu-per-notification).
 fn publish_commands(
     events: &[Event],
     set_last_id: &[u8],
     json: &mut Vec<u8>,
     bytes: &mut Vec<u8>,
-) -> Option<usize> {
+) -> usize {
     use crate::resp::push_bulk;
-    let start = bytes.len();
     let mut count = 0;
+    // The entry of an event whose id needs an escape, written apart.
+    let mut entry_apart = Vec::new();
     for event in events {
         json.clear();
-        // Written by hand, the bytes serde_json writes (rulecore's
-        // `event/write.rs`), at a fraction of its instructions.
         event.write_json(json);
         let id = event.id.as_deref();
         // The entry is the message without its `id` (the first key): cut
-        // from the one encoding where the id needs no escape, else
-        // encoded as `envelopes` does.
-        let cut = id.and_then(|id| entry_rest(json, id));
-        let slow = match (id, cut) {
-            (None, _) | (Some(_), Some(_)) => None,
-            _ => match envelopes(event) {
-                Ok(both) => Some(both),
-                Err(e) => {
-                    tracing::error!(topic = %event.topic, "a derived event does not encode ({e}); not published");
-                    bytes.truncate(start);
-                    return None;
-                }
-            },
+        // from the one encoding where the id needs no escape, else written
+        // without it.
+        let entry: [&[u8]; 2] = match id.map(|id| entry_rest(json, id)) {
+            None => [json, b""],
+            Some(Some(rest)) => [b"{", &json[rest..]],
+            Some(None) => {
+                let mut without = event.clone();
+                without.id = None;
+                entry_apart.clear();
+                without.write_json(&mut entry_apart);
+                [&entry_apart, b""]
+            }
         };
-        let (entry, message): ([&[u8]; 2], &[u8]) = match (&slow, cut) {
-            (Some((entry, message)), _) => ([entry.as_bytes(), b""], message.as_bytes()),
-            (None, Some(rest)) => ([b"{", &json[rest..]], json),
-            (None, None) => ([json, b""], json),
-        };
+        let message: &[u8] = json;
         let id = id.unwrap_or("*");
         let topic = event.topic.as_bytes();
         bytes.reserve(2 * message.len() + 2 * topic.len() + id.len() + 160);
@@ -833,7 +825,7 @@ fn publish_commands(
         push_bulk(bytes, &[id.as_bytes()]);
         count += 1;
     }
-    Some(count)
+    count
 }
 
 /// Where, in `json` (an envelope whose `id` is `id`), what follows
@@ -1128,7 +1120,7 @@ mod tests {
         let (mut json, set) = (Vec::new(), set_head("ruled:bus-last-id"));
         for events in &cases {
             let mut bytes = b"before".to_vec();
-            let count = publish_commands(events, &set, &mut json, &mut bytes).unwrap();
+            let count = publish_commands(events, &set, &mut json, &mut bytes);
             let mut want = b"before".to_vec();
             want.extend(reference_commands(events, "ruled:bus-last-id"));
             assert_eq!(
