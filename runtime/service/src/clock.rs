@@ -61,14 +61,12 @@ pub struct ServiceClock {
 impl ServiceClock {
     /// Starts the monotonic clock at zero now.
     pub fn start() -> Self {
-        let origin = Instant::now();
-        let clock = Self {
-            origin,
-            watch: Cell::new(ClockWatch::new(0, 0)),
+        Self {
+            origin: Instant::now(),
+            // The monotonic clock is at 0 ms now.
+            watch: Cell::new(ClockWatch::new(wall_ms(), 0)),
             jumped_ms: Cell::new(None),
-        };
-        clock.watch.set(ClockWatch::new(wall_ms(), clock.mono_ms()));
-        clock
+        }
     }
 
     /// Now on both clocks; a jump of the wall clock since the last reading
@@ -89,7 +87,7 @@ impl ServiceClock {
     /// The wall clock's jump seen by the readings since the last call, if
     /// there was one. Reads no clock: a caller that has not read the time
     /// lately calls [`ServiceClock::now`] first.
-    pub fn jumped(&mut self) -> Option<i64> {
+    pub fn jumped(&self) -> Option<i64> {
         self.jumped_ms.take()
     }
 
@@ -101,10 +99,6 @@ impl ServiceClock {
             // Jumps there and back between two hand-outs cancel out.
             self.jumped_ms.set((total != 0).then_some(total));
         }
-    }
-
-    fn mono_ms(&self) -> i64 {
-        i64::try_from(self.origin.elapsed().as_millis()).unwrap_or(i64::MAX)
     }
 }
 
@@ -126,7 +120,7 @@ mod tests {
 
     #[test]
     fn readings_keep_the_jump_until_it_is_handed_out() {
-        let mut clock = ServiceClock::start();
+        let clock = ServiceClock::start();
         clock.watch.set(ClockWatch::new(1_000_000, 0));
         clock.observe(1_010_000, 10_000);
         assert_eq!(clock.jumped(), None);
