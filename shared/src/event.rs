@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 mod read;
 mod write;
+pub use write::needs_json_escape;
 
 /// One event. Every field but `topic` may be absent; absent strings read as
 /// `""` in `when` expressions. Its strings are [`SmallStr`]s: the short

@@ -832,11 +832,7 @@ fn publish_commands(
 /// `{"id":"<id>",` starts: the entry is `{` and the rest. `None` when the
 /// id would be escaped in JSON or the envelope does not start so.
 fn entry_rest(json: &[u8], id: &str) -> Option<usize> {
-    // serde_json escapes `"`, `\` and the control characters only.
-    if id
-        .bytes()
-        .any(|byte| byte == b'"' || byte == b'\\' || byte < 0x20)
-    {
+    if rulecore::event::needs_json_escape(id) {
         return None;
     }
     let rest = json

@@ -121,6 +121,12 @@ fn needs_escape(bytes: &[u8]) -> bool {
     words.remainder().iter().any(|&byte| escaped(byte))
 }
 
+/// Whether `text`, written as a JSON string, has an escape in it (the
+/// bytes serde_json escapes: `"`, `\` and those below 0x20).
+pub fn needs_json_escape(text: &str) -> bool {
+    needs_escape(text.as_bytes())
+}
+
 /// Appends `text` as a JSON string.
 fn string(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
