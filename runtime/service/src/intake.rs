@@ -14,8 +14,8 @@ use crate::subscriptions::{Bus, Subscriber};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// Events that may wait for the engine, and their bytes (payload and
@@ -34,13 +34,19 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct StateWatch {
     pub reader: BusReader,
-    pub hashes: std::collections::BTreeSet<String>,
+    /// Looked up per message, hashed like the engine's topic table (the
+    /// names come from the bundle).
+    pub hashes: ruled_engine::fast_hash::FastSet<String>,
 }
 
 #[derive(Debug, Default)]
 struct Queue {
     items: VecDeque<Bus>,
     bytes: usize,
+    /// The driver's, while it waits for an item: taken and woken by the
+    /// push that ends the wait. Kept under the queue's lock, so a wait and
+    /// a push never miss each other, with one lock for both.
+    waiting: Option<Waker>,
     /// Dropped since the last overflow line, and when that line went out.
     unlogged: u64,
     logged_at: Option<Instant>,
@@ -49,7 +55,6 @@ struct Queue {
 #[derive(Debug, Default)]
 struct Shared {
     queue: Mutex<Queue>,
-    ready: Notify,
     /// Events dropped at the bound since start (the `overflow` counter).
     overflow: Arc<AtomicU64>,
     /// Messages over 64 KiB, skipped while read (counted in `rejected`).
@@ -104,23 +109,20 @@ impl Intake {
             .unwrap_or_else(PoisonError::into_inner) = state;
     }
 
-    /// The next message or `Restored`. Cancel-safe: nothing is taken from
-    /// the queue unless it is returned.
-    pub async fn next(&self) -> Bus {
-        loop {
-            let notified = self.shared.ready.notified();
-            if let Some(bus) = self.pop() {
-                return bus;
-            }
-            notified.await;
-        }
-    }
-
-    fn pop(&self) -> Option<Bus> {
+    /// The next message or `Restored`, or `Pending` with `cx`'s waker kept
+    /// until one is queued. One consumer (the driver's loop): a later
+    /// wait's waker replaces an earlier one.
+    pub fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Bus> {
         let mut queue = self.shared.queue();
-        let bus = queue.items.pop_front()?;
-        queue.bytes -= cost(&bus);
-        Some(bus)
+        if let Some(bus) = queue.items.pop_front() {
+            queue.bytes -= cost(&bus);
+            return Poll::Ready(bus);
+        }
+        match &queue.waiting {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            _ => queue.waiting = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 
     /// Says how many events were dropped since the last overflow line, if
@@ -217,8 +219,11 @@ async fn drain(mut subscriber: Subscriber, shared: Arc<Shared>) {
         }
         queue.bytes += size;
         queue.items.push_back(bus);
+        let waiting = queue.waiting.take();
         drop(queue);
-        shared.ready.notify_one();
+        if let Some(waker) = waiting {
+            waker.wake();
+        }
     }
 }
 

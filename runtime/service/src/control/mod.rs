@@ -97,8 +97,8 @@ impl ControlServer {
     }
 
     /// The next request for the driver. Cancel-safe.
-    pub async fn next(&mut self) -> Option<Call> {
-        self.calls.recv().await
+    pub fn poll_next(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Call>> {
+        self.calls.poll_recv(cx)
     }
 
     /// Stops serving: a request popped and not yet answered gets no reply

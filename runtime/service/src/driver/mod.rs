@@ -35,6 +35,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -82,11 +83,24 @@ pub async fn run(
     serving.await.map_err(ServiceError::Driver)
 }
 
-/// The next control request; pending forever before the server starts.
-async fn next_call(control: &mut Option<ControlServer>) -> Option<Call> {
-    match control {
-        Some(server) => server.next().await,
-        None => std::future::pending().await,
+/// What wakes the driver's loop.
+enum Input {
+    Shutdown,
+    Bus(Bus),
+    Report(Report),
+    Call(Call),
+    Reload,
+    Read(ReadOutcome),
+    Power(String),
+    /// The engine's next deadline or the stats tick, whichever is first.
+    Timer,
+}
+
+/// A channel's item; a closed channel (`None`) counts as not ready.
+fn ready_some<T>(polled: Poll<Option<T>>) -> Poll<T> {
+    match polled {
+        Poll::Ready(Some(item)) => Poll::Ready(item),
+        Poll::Ready(None) | Poll::Pending => Poll::Pending,
     }
 }
 
@@ -154,83 +168,87 @@ struct Service {
 }
 
 impl Service {
-    /// The event loop: one select over the bus, pool reports, state
-    /// re-reads, the engine's next deadline (one sleep for every parked
-    /// run), the stats tick and `shutdown`.
+    /// The event loop: waits for the next [`Input`] (the bus, pool
+    /// reports, state re-reads, control requests, reloads, power changes,
+    /// the one timer of the engine's next deadline and the stats tick,
+    /// and `shutdown`), feeds it to the engine and performs the effects.
     async fn serve(
         &mut self,
         mut shutdown: Pin<&mut impl Future<Output = ()>>,
         reloads: &mut mpsc::UnboundedReceiver<()>,
     ) {
-        let mut stats = tokio::time::interval(self.stats_interval.max(Duration::from_millis(10)));
-        stats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The first tick is immediate; the counters were just written.
-        stats.tick().await;
-        let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
-        let sleep = tokio::time::sleep_until(far());
+        let period = self.stats_interval.max(Duration::from_millis(10));
+        // The counters were just written: the first tick is one period on.
+        let mut stats_at = tokio::time::Instant::now() + period;
+        let sleep = tokio::time::sleep_until(stats_at);
         tokio::pin!(sleep);
+        let mut turn = 0;
         let mut handled = 0u32;
         loop {
-            // Timers and the next schedule fire (docs/rules.md#schedules).
-            let deadline = [self.engine.next_deadline(), self.engine.next_schedule()]
+            // Timers and the next schedule fire (docs/rules.md#schedules);
+            // the stats tick shares the one timer.
+            let engine_at = [self.engine.next_deadline(), self.engine.next_schedule()]
                 .into_iter()
                 .flatten()
-                .min();
-            if let Some(deadline) = deadline {
-                let at = tokio::time::Instant::from_std(self.clock.instant(deadline));
-                if sleep.deadline() != at {
-                    sleep.as_mut().reset(at);
-                }
+                .min()
+                .map(|deadline| tokio::time::Instant::from_std(self.clock.instant(deadline)));
+            let at = engine_at.map_or(stats_at, |at| at.min(stats_at));
+            if sleep.deadline() != at {
+                sleep.as_mut().reset(at);
             }
-            tokio::select! {
-                () = shutdown.as_mut() => break,
-                bus = self.intake.next() => {
-                    self.take_started();
-                    match bus {
-                        Bus::Message(message) => self.on_message(&message).await,
-                        // The intake logs these and never queues them.
-                        Bus::Oversized { .. } => {}
-                        Bus::Restored => self.on_restored(),
-                    }
+            let input = std::future::poll_fn(|cx| {
+                if shutdown.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Input::Shutdown);
+                }
+                if sleep.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Input::Timer);
+                }
+                if let Poll::Ready(Some(())) = reloads.poll_recv(cx) {
+                    return Poll::Ready(Input::Reload);
+                }
+                self.poll_input(cx, &mut turn)
+            })
+            .await;
+            // The lane's `Started` reports before anything else (the
+            // reports' turn takes them itself).
+            if !matches!(input, Input::Shutdown | Input::Report(_)) {
+                self.take_started();
+            }
+            match input {
+                Input::Shutdown => break,
+                Input::Bus(Bus::Message(message)) => {
+                    self.on_message(&message).await;
                     handled += 1;
-                },
-                Some(report) = self.reports.recv() => self.on_reports(report),
-                Some(call) = next_call(&mut self.control) => {
-                    self.take_started();
-                    if call.request.method == methods::RELOAD {
-                        self.answer_reload(call).await;
-                    } else {
-                        self.answer_control(call).await;
+                }
+                // The intake logs these and never queues them.
+                Input::Bus(Bus::Oversized { .. }) => handled += 1,
+                Input::Bus(Bus::Restored) => {
+                    self.on_restored();
+                    handled += 1;
+                }
+                Input::Report(report) => self.on_reports(report),
+                Input::Call(call) if call.request.method == methods::RELOAD => {
+                    self.answer_reload(call).await;
+                }
+                Input::Call(call) => self.answer_control(call).await,
+                Input::Reload => self.reload_logged().await,
+                Input::Read(outcome) => self.on_read(outcome),
+                Input::Power(state) => self.power_state(&state),
+                Input::Timer => {
+                    // The timer fired at its deadline, the earlier of the
+                    // two: each whose time it was is due.
+                    let fired = sleep.deadline();
+                    if engine_at.is_some_and(|at| at <= fired) {
+                        let now = self.now();
+                        self.engine.handle_timeout(now);
                     }
-                },
-                Some(()) = reloads.recv() => {
-                    self.take_started();
-                    self.reload_logged().await;
-                },
-                Some(outcome) = self.reads.recv() => {
-                    self.take_started();
-                    self.on_read(outcome);
-                },
-                Some(state) = self.power.recv() => {
-                    self.take_started();
-                    self.power_state(&state);
-                },
-                () = &mut sleep, if deadline.is_some() => {
-                    self.take_started();
-                    let now = self.now();
-                    self.engine.handle_timeout(now);
-                    sleep.as_mut().reset(far());
-                },
-                _ = stats.tick() => {
-                    self.take_started();
-                    // A reading of the clocks: a jump is seen at the
-                    // latest here, when nothing else read them.
-                    self.now();
-                    self.pending_file_tick().await;
-                    self.stats.write_changes(&self.engine, &self.writer);
-                    self.intake.log_overflow();
-                    logging::log_held(&self.throttle.roll(Instant::now()));
-                },
+                    if stats_at <= fired {
+                        // Ticks missed while the loop was held are not
+                        // made up: the next is one period from now.
+                        stats_at = tokio::time::Instant::now() + period;
+                        self.stats_tick().await;
+                    }
+                }
             }
             // A jump the wake-up's readings of the clocks saw (no clock
             // read here): at the latest at the next stats tick.
@@ -244,6 +262,45 @@ impl Service {
                 tokio::task::yield_now().await;
             }
         }
+    }
+
+    /// The next input of the loop's sources that take turns, each turn
+    /// starting at the next source, so that none can starve the others
+    /// (what `tokio::select!`'s random start gives, without building and
+    /// dropping a future per source at each wake-up:
+    /// docs/engine.md#cpu-per-notification). A closed channel is never
+    /// ready again.
+    fn poll_input(&mut self, cx: &mut std::task::Context<'_>, turn: &mut usize) -> Poll<Input> {
+        const SOURCES: usize = 5;
+        let first = *turn;
+        *turn = (first + 1) % SOURCES;
+        for source in (first..SOURCES).chain(0..first) {
+            let input = match source {
+                0 => self.intake.poll_next(cx).map(Input::Bus),
+                1 => ready_some(self.reports.poll_recv(cx)).map(Input::Report),
+                2 => ready_some(self.reads.poll_recv(cx)).map(Input::Read),
+                3 => match self.control.as_mut() {
+                    Some(control) => ready_some(control.poll_next(cx)).map(Input::Call),
+                    None => Poll::Pending,
+                },
+                _ => ready_some(self.power.poll_recv(cx)).map(Input::Power),
+            };
+            if input.is_ready() {
+                return input;
+            }
+        }
+        Poll::Pending
+    }
+
+    /// The stats tick: a reading of the clocks (a jump is seen at the
+    /// latest here, when nothing else read them), the pending file's
+    /// copy, the counters, the intake's and the log budget's lines.
+    async fn stats_tick(&mut self) {
+        self.now();
+        self.pending_file_tick().await;
+        self.stats.write_changes(&self.engine, &self.writer);
+        self.intake.log_overflow();
+        logging::log_held(&self.throttle.roll(Instant::now()));
     }
 
     /// Rewrites the waiting records after a wall clock jump (see

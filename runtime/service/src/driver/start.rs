@@ -402,7 +402,7 @@ impl Service {
     pub(super) fn state_watch(&self) -> Option<StateWatch> {
         Some(StateWatch {
             reader: self.reader.clone(),
-            hashes: self.state_hashes.clone(),
+            hashes: self.state_hashes.iter().cloned().collect(),
         })
     }
 }
