@@ -31,8 +31,9 @@ use ruled_engine::fast_hash::{FastMap, FastSet};
 use ruled_engine::{BusMode, Engine, Expiry, Notified, ReadCause, SourceSet};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// The stream every derived event is an entry of (docs/service.md#the-bus).
@@ -176,6 +177,9 @@ struct Asked {
     next: u64,
     /// Collapsed into [`Request::All`] since the last log line.
     collapsed: u64,
+    /// The reader task's, while it waits for an ask: taken and woken by the
+    /// next ask (under this lock, so the two never miss each other).
+    waiting: Option<Waker>,
 }
 
 impl Asked {
@@ -221,7 +225,6 @@ impl Asked {
 struct ReaderShared {
     asked: Mutex<Asked>,
     watch: Mutex<Arc<Watch>>,
-    ready: Notify,
 }
 
 impl ReaderShared {
@@ -291,18 +294,16 @@ impl BusReader {
             asked.barrier(hash, &watch.pairs);
         }
         asked.push(Some(key), request);
-        drop(asked);
-        self.shared.ready.notify_one();
+        wake_reader(asked);
     }
 
     /// An [`Effect::Poll`](ruled_engine::Effect::Poll): read `pairs` of
     /// `hash` (a poll still waiting is not asked again).
     pub fn poll(&self, hash: &str, pairs: Vec<usize>) {
         let key = Key::Reread(format!("poll:{hash}"));
-        self.shared
-            .asked()
-            .push(Some(key), Request::Reread(pairs.into()));
-        self.shared.ready.notify_one();
+        let mut asked = self.shared.asked();
+        asked.push(Some(key), Request::Reread(pairs.into()));
+        wake_reader(asked);
     }
 
     /// Every live pair again (after a reconnect: notifications were missed).
@@ -311,9 +312,34 @@ impl BusReader {
         asked.queue.clear();
         asked.keys.clear();
         asked.push(None, Request::All);
-        drop(asked);
-        self.shared.ready.notify_one();
+        wake_reader(asked);
     }
+}
+
+/// Wakes the reader task if it waits for an ask, once `asked` is unlocked.
+fn wake_reader(mut asked: MutexGuard<'_, Asked>) {
+    let waiting = asked.waiting.take();
+    drop(asked);
+    if let Some(waker) = waiting {
+        waker.wake();
+    }
+}
+
+/// The next ask, and the asks collapsed since the last call (a collapse
+/// alone ends the wait too, to be logged); `Pending` with `cx`'s waker
+/// kept until the next ask.
+fn poll_ask(shared: &ReaderShared, cx: &mut Context<'_>) -> Poll<(Option<Request>, u64)> {
+    let mut asked = shared.asked();
+    let collapsed = std::mem::take(&mut asked.collapsed);
+    let next = asked.pop();
+    if next.is_some() || collapsed > 0 {
+        return Poll::Ready((next, collapsed));
+    }
+    match &asked.waiting {
+        Some(waker) if waker.will_wake(cx.waker()) => {}
+        _ => asked.waiting = Some(cx.waker().clone()),
+    }
+    Poll::Pending
 }
 
 async fn reader_task(mut con: Direct, shared: Arc<ReaderShared>, out: mpsc::Sender<ReadOutcome>) {
@@ -321,11 +347,7 @@ async fn reader_task(mut con: Direct, shared: Arc<ReaderShared>, out: mpsc::Send
     // field that is not UTF-8, notified in a loop, is one line per read.
     let mut throttle = Throttle::new(Instant::now());
     loop {
-        let (next, collapsed) = {
-            let mut asked = shared.asked();
-            let collapsed = std::mem::take(&mut asked.collapsed);
-            (asked.pop(), collapsed)
-        };
+        let (next, collapsed) = std::future::poll_fn(|cx| poll_ask(&shared, cx)).await;
         if collapsed > 0 {
             crate::logging::log_held(&throttle.roll(Instant::now()));
             if throttle.admit(None, tracing::Level::INFO) {
@@ -338,7 +360,6 @@ async fn reader_task(mut con: Direct, shared: Arc<ReaderShared>, out: mpsc::Send
             }
         }
         let Some(request) = next else {
-            shared.ready.notified().await;
             continue;
         };
         let watch = shared.watch();
