@@ -293,18 +293,22 @@ impl Engine {
                 cause,
             };
             let (state, present) = (&self.state, &self.bus.present);
-            derived.extend(self.bus.derive.field_events(
-                change,
-                &self.payload.consts,
-                state,
-                |pair| {
-                    present
-                        .get(pair)
-                        .copied()
-                        .unwrap_or(false)
-                        .then(|| state[pair].clone())
-                },
-            ));
+            let events =
+                self.bus
+                    .derive
+                    .field_events(change, &self.payload.consts, state, |pair| {
+                        present
+                            .get(pair)
+                            .copied()
+                            .unwrap_or(false)
+                            .then(|| state[pair].clone())
+                    });
+            // The first pair's events are taken whole, not copied.
+            if derived.is_empty() {
+                *derived = events;
+            } else {
+                derived.extend(events);
+            }
         }
         let events = self.inputs.hash_events(index, &old, &self.state[index]);
         for event in events {
