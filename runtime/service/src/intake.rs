@@ -230,7 +230,7 @@ async fn drain(mut subscriber: Subscriber, shared: Arc<Shared>) {
 impl Shared {
     /// A change notification of watched state: handed to the state reader
     /// (`true`), never queued.
-    fn state_notified(&self, message: &redis::Msg) -> bool {
+    fn state_notified(&self, message: &crate::pubsub::Message) -> bool {
         let watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
         match watch.as_ref() {
             Some(state) if state.is_state_channel(message.get_channel_name()) => {
@@ -248,7 +248,7 @@ impl StateWatch {
     }
 
     /// `PUBLISH <hash> <payload>`: what the engine's snapshot asks for.
-    fn notified(&self, message: &redis::Msg) {
+    fn notified(&self, message: &crate::pubsub::Message) {
         let hash = message.get_channel_name();
         let payload = String::from_utf8_lossy(message.get_payload_bytes());
         self.reader.notified(hash, &payload);

@@ -69,10 +69,48 @@ pub enum PubSubError {
     Protocol(String),
 }
 
+/// One message of the subscription: built straight from the reply's
+/// elements, where redis-rs's `Msg` took a `Value` array built for it,
+/// parsed it again and allocated its kind's name (two allocations and a
+/// thousand instructions a notification).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// `?` for a name that is not UTF-8, as redis-rs's `Msg` says.
+    channel: Box<str>,
+    payload: Vec<u8>,
+    from_pattern: bool,
+}
+
+impl Message {
+    fn new(channel: Vec<u8>, payload: Vec<u8>, from_pattern: bool) -> Self {
+        let channel =
+            String::from_utf8(channel).map_or_else(|_| "?".into(), String::into_boxed_str);
+        Self {
+            channel,
+            payload,
+            from_pattern,
+        }
+    }
+
+    /// The channel it came on.
+    pub fn get_channel_name(&self) -> &str {
+        &self.channel
+    }
+
+    pub fn get_payload_bytes(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// Whether a pattern subscription (`PSUBSCRIBE`) delivered it.
+    pub fn from_pattern(&self) -> bool {
+        self.from_pattern
+    }
+}
+
 /// What the subscription delivered.
 #[derive(Debug)]
 pub enum Delivery {
-    Message(redis::Msg),
+    Message(Message),
     /// A message over [`MAX_MESSAGE_BYTES`] (payload or channel name),
     /// skipped unread; `channel` is cut to its first 200 bytes.
     Oversized {
@@ -312,16 +350,19 @@ fn delivery(reply: Reply) -> Option<Delivery> {
         return None;
     };
     let mut elements = elements.into_iter();
-    let pattern = match elements.next()? {
-        Element::Bulk(kind) if kind == b"message" => None,
-        Element::Bulk(kind) if kind == b"pmessage" => Some(elements.next()?),
+    let from_pattern = match elements.next()? {
+        Element::Bulk(kind) if kind == b"message" => false,
+        Element::Bulk(kind) if kind == b"pmessage" => {
+            // The pattern it matched: not needed, but it must be there.
+            elements.next()?;
+            true
+        }
         _ => return None,
     };
     let (channel, payload) = (elements.next()?, elements.next()?);
     if elements.next().is_some() {
         return None;
     }
-    let bulk = redis::Value::BulkString;
     match (channel, payload) {
         (Element::Skipped(bytes), _) => Some(Delivery::Oversized {
             channel: "(a channel name over 64 KiB)".into(),
@@ -331,14 +372,11 @@ fn delivery(reply: Reply) -> Option<Delivery> {
             channel: String::from_utf8_lossy(&channel[..channel.len().min(200)]).into(),
             bytes,
         }),
-        (Element::Bulk(channel), Element::Bulk(payload)) => {
-            let mut value = match pattern {
-                Some(Element::Bulk(pattern)) => vec![bulk(b"pmessage".to_vec()), bulk(pattern)],
-                _ => vec![bulk(b"message".to_vec())],
-            };
-            value.extend([bulk(channel), bulk(payload)]);
-            redis::Msg::from_owned_value(redis::Value::Array(value)).map(Delivery::Message)
-        }
+        (Element::Bulk(channel), Element::Bulk(payload)) => Some(Delivery::Message(Message::new(
+            channel,
+            payload,
+            from_pattern,
+        ))),
         _ => None,
     }
 }

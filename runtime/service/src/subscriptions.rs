@@ -263,7 +263,7 @@ pub async fn open_pubsub(
 /// What the bus said.
 #[derive(Debug)]
 pub enum Bus {
-    Message(redis::Msg),
+    Message(crate::pubsub::Message),
     /// A message over 64 KiB, skipped while it was read (never held).
     Oversized {
         channel: String,
@@ -292,7 +292,7 @@ pub enum Inbound {
 impl Inbound {
     /// What an event message says. Change notifications of watched state
     /// never get here: the intake hands them to the state reader.
-    pub fn read(message: &redis::Msg) -> Self {
+    pub fn read(message: &crate::pubsub::Message) -> Self {
         let channel = message.get_channel_name();
         let payload = message.get_payload_bytes();
         let skipped = |why: String| Self::Skipped {

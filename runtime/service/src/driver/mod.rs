@@ -320,7 +320,7 @@ impl Service {
         self.clock.now()
     }
 
-    async fn on_message(&mut self, message: &redis::Msg) {
+    async fn on_message(&mut self, message: &crate::pubsub::Message) {
         let channel = message.get_channel_name();
         if !message.from_pattern() && self.input_channels.contains(channel) {
             // Raw input data, never an envelope: the engine decodes it.
