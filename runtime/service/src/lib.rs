@@ -30,6 +30,7 @@ pub mod resp;
 pub mod rules_dir;
 pub mod schedule;
 pub mod signals;
+pub(crate) mod socket;
 pub mod stats;
 pub mod subscriptions;
 pub mod tls;

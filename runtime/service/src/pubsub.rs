@@ -322,14 +322,20 @@ pub(crate) async fn connect(
     addr: &ConnectionAddr,
     tls: &Tls,
 ) -> Result<Box<dyn Stream>, PubSubError> {
+    use crate::socket::Socket;
     match addr {
-        ConnectionAddr::Tcp(host, port) => Ok(Box::new(tcp(host, *port).await?)),
+        ConnectionAddr::Tcp(host, port) => {
+            Ok(Box::new(Socket::new(tcp(host, *port).await?.into_std()?)?))
+        }
         #[cfg(feature = "tls")]
         ConnectionAddr::TcpTls { host, port, .. } => {
             let stream = tcp(host, *port).await?;
             Ok(Box::new(tls.wrap(stream, host).await?))
         }
-        ConnectionAddr::Unix(path) => Ok(Box::new(tokio::net::UnixStream::connect(path).await?)),
+        ConnectionAddr::Unix(path) => {
+            let stream = tokio::net::UnixStream::connect(path).await?;
+            Ok(Box::new(Socket::new(stream.into_std()?)?))
+        }
         _ => {
             let _ = tls; // holds nothing without the `tls` feature
             Err(PubSubError::Tls)
