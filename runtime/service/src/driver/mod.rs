@@ -10,6 +10,7 @@ mod pending_copy;
 mod reload;
 mod start;
 mod stop;
+mod wakeups;
 
 pub use reload::{ReloadError, Reloaded};
 pub use start::{open_client, Secret, ServiceConfig, ServiceError};
@@ -35,10 +36,10 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use wakeups::{Polled, Wakeups};
 
 /// Events handled before the driver lets the other tasks run.
 const INTAKE_TURN: u32 = 8;
@@ -96,12 +97,20 @@ enum Input {
     Timer,
 }
 
-/// A channel's item; a closed channel (`None`) counts as not ready.
-fn ready_some<T>(polled: Poll<Option<T>>) -> Poll<T> {
-    match polled {
-        Poll::Ready(Some(item)) => Poll::Ready(item),
-        Poll::Ready(None) | Poll::Pending => Poll::Pending,
-    }
+/// The driver's sources, by their index in [`Wakeups`]: the first three
+/// are polled first, in this order; the others take turns.
+mod source {
+    pub const SHUTDOWN: usize = 0;
+    pub const TIMER: usize = 1;
+    pub const RELOADS: usize = 2;
+    pub const FIRST_TURN: usize = 3;
+    pub const INTAKE: usize = 3;
+    pub const REPORTS: usize = 4;
+    pub const READS: usize = 5;
+    pub const CONTROL: usize = 6;
+    pub const POWER: usize = 7;
+    pub const TURNS: usize = 5;
+    pub const COUNT: usize = 8;
 }
 
 /// The engine and everything its effects and inputs need.
@@ -182,6 +191,7 @@ impl Service {
         let mut stats_at = tokio::time::Instant::now() + period;
         let sleep = tokio::time::sleep_until(stats_at);
         tokio::pin!(sleep);
+        let wakeups = Wakeups::<{ source::COUNT }>::new();
         let mut turn = 0;
         let mut handled = 0u32;
         loop {
@@ -195,18 +205,27 @@ impl Service {
             let at = engine_at.map_or(stats_at, |at| at.min(stats_at));
             if sleep.deadline() != at {
                 sleep.as_mut().reset(at);
+                // Polled again before the loop waits (a moved timer is
+                // registered anew).
+                wakeups.mark(source::TIMER);
             }
+            // The five sources that take turns start one further each time.
+            let first = turn;
+            turn = (turn + 1) % source::TURNS;
+            let order = [source::SHUTDOWN, source::TIMER, source::RELOADS]
+                .into_iter()
+                .chain(
+                    (first..source::TURNS)
+                        .chain(0..first)
+                        .map(|i| source::FIRST_TURN + i),
+                );
             let input = std::future::poll_fn(|cx| {
-                if shutdown.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Input::Shutdown);
-                }
-                if sleep.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Input::Timer);
-                }
-                if let Poll::Ready(Some(())) = reloads.poll_recv(cx) {
-                    return Poll::Ready(Input::Reload);
-                }
-                self.poll_input(cx, &mut turn)
+                wakeups.poll(cx, order.clone(), |index, cx| match index {
+                    source::SHUTDOWN => shutdown.as_mut().poll(cx).map(|()| Input::Shutdown).into(),
+                    source::TIMER => sleep.as_mut().poll(cx).map(|()| Input::Timer).into(),
+                    source::RELOADS => Polled::of(reloads.poll_recv(cx)).map(|()| Input::Reload),
+                    _ => self.poll_source(index, cx),
+                })
             })
             .await;
             // The lane's `Started` reports before anything else (the
@@ -264,32 +283,20 @@ impl Service {
         }
     }
 
-    /// The next input of the loop's sources that take turns, each turn
-    /// starting at the next source, so that none can starve the others
-    /// (what `tokio::select!`'s random start gives, without building and
-    /// dropping a future per source at each wake-up:
-    /// docs/engine.md#cpu-per-notification). A closed channel is never
-    /// ready again.
-    fn poll_input(&mut self, cx: &mut std::task::Context<'_>, turn: &mut usize) -> Poll<Input> {
-        const SOURCES: usize = 5;
-        let first = *turn;
-        *turn = (first + 1) % SOURCES;
-        for source in (first..SOURCES).chain(0..first) {
-            let input = match source {
-                0 => self.intake.poll_next(cx).map(Input::Bus),
-                1 => ready_some(self.reports.poll_recv(cx)).map(Input::Report),
-                2 => ready_some(self.reads.poll_recv(cx)).map(Input::Read),
-                3 => match self.control.as_mut() {
-                    Some(control) => ready_some(control.poll_next(cx)).map(Input::Call),
-                    None => Poll::Pending,
-                },
-                _ => ready_some(self.power.poll_recv(cx)).map(Input::Power),
-            };
-            if input.is_ready() {
-                return input;
-            }
+    /// Polls one of the sources the service holds (`index` from
+    /// [`source`]).
+    fn poll_source(&mut self, index: usize, cx: &mut std::task::Context<'_>) -> Polled<Input> {
+        match index {
+            source::INTAKE => self.intake.poll_next(cx).map(Input::Bus).into(),
+            source::REPORTS => Polled::of(self.reports.poll_recv(cx)).map(Input::Report),
+            source::READS => Polled::of(self.reads.poll_recv(cx)).map(Input::Read),
+            source::CONTROL => match self.control.as_mut() {
+                Some(control) => Polled::of(control.poll_next(cx)).map(Input::Call),
+                None => Polled::Absent,
+            },
+            source::POWER => Polled::of(self.power.poll_recv(cx)).map(Input::Power),
+            _ => Polled::Absent,
         }
-        Poll::Pending
     }
 
     /// The stats tick: a reading of the clocks (a jump is seen at the
