@@ -111,6 +111,14 @@ mod source {
     pub const POWER: usize = 7;
     pub const TURNS: usize = 5;
     pub const COUNT: usize = 8;
+
+    /// The order of a wake-up's polls: the first three, then the five that
+    /// take turns, from the `turn`-th on.
+    pub fn order(turn: usize) -> impl Iterator<Item = usize> + Clone {
+        [SHUTDOWN, TIMER, RELOADS]
+            .into_iter()
+            .chain((turn..TURNS).chain(0..turn).map(|i| FIRST_TURN + i))
+    }
 }
 
 /// The engine and everything its effects and inputs need.
@@ -195,13 +203,8 @@ impl Service {
         let mut turn = 0;
         let mut handled = 0u32;
         loop {
-            // Timers and the next schedule fire (docs/rules.md#schedules);
-            // the stats tick shares the one timer.
-            let engine_at = [self.engine.next_deadline(), self.engine.next_schedule()]
-                .into_iter()
-                .flatten()
-                .min()
-                .map(|deadline| tokio::time::Instant::from_std(self.clock.instant(deadline)));
+            // The stats tick shares the one timer.
+            let engine_at = self.engine_deadline();
             let at = engine_at.map_or(stats_at, |at| at.min(stats_at));
             if sleep.deadline() != at {
                 sleep.as_mut().reset(at);
@@ -209,16 +212,8 @@ impl Service {
                 // registered anew).
                 wakeups.mark(source::TIMER);
             }
-            // The five sources that take turns start one further each time.
-            let first = turn;
+            let order = source::order(turn);
             turn = (turn + 1) % source::TURNS;
-            let order = [source::SHUTDOWN, source::TIMER, source::RELOADS]
-                .into_iter()
-                .chain(
-                    (first..source::TURNS)
-                        .chain(0..first)
-                        .map(|i| source::FIRST_TURN + i),
-                );
             let input = std::future::poll_fn(|cx| {
                 wakeups.poll(cx, order.clone(), |index, cx| match index {
                     source::SHUTDOWN => shutdown.as_mut().poll(cx).map(|()| Input::Shutdown).into(),
@@ -281,6 +276,15 @@ impl Service {
                 tokio::task::yield_now().await;
             }
         }
+    }
+
+    /// When the next timer or schedule fires (docs/rules.md#schedules).
+    fn engine_deadline(&mut self) -> Option<tokio::time::Instant> {
+        [self.engine.next_deadline(), self.engine.next_schedule()]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|deadline| tokio::time::Instant::from_std(self.clock.instant(deadline)))
     }
 
     /// Polls one of the sources the service holds (`index` from
