@@ -29,29 +29,24 @@ pub(crate) trait Raw: AsRawFd + Send + Sync + Unpin + 'static {
     fn shutdown_write(&self) -> io::Result<()>;
 }
 
-impl Raw for std::os::unix::net::UnixStream {
-    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-    fn shutdown_write(&self) -> io::Result<()> {
-        self.shutdown(Shutdown::Write)
-    }
+/// `Raw` for std's stream sockets: both read and write through `&self`.
+macro_rules! raw_socket {
+    ($($socket:ty),+) => {$(
+        impl Raw for $socket {
+            fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
+                (&*self).read(buf)
+            }
+            fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
+                (&*self).write(buf)
+            }
+            fn shutdown_write(&self) -> io::Result<()> {
+                self.shutdown(Shutdown::Write)
+            }
+        }
+    )+};
 }
 
-impl Raw for std::net::TcpStream {
-    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-    fn shutdown_write(&self) -> io::Result<()> {
-        self.shutdown(Shutdown::Write)
-    }
-}
+raw_socket!(std::os::unix::net::UnixStream, std::net::TcpStream);
 
 /// A non-blocking socket read through the runtime, written directly.
 #[derive(Debug)]
