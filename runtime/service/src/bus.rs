@@ -23,6 +23,7 @@ use crate::connection::{describe, is_transport, query, Query};
 use crate::direct::Direct;
 use crate::logging::Throttle;
 use crate::namespace::Namespace;
+use crate::waker_slot::WakerSlot;
 use redis::aio::ConnectionManager;
 use rulecore::bundle::StatePair;
 use rulecore::event::Event;
@@ -31,7 +32,7 @@ use ruled_engine::fast_hash::{FastMap, FastSet};
 use ruled_engine::{BusMode, Engine, Expiry, Notified, ReadCause, SourceSet};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -179,7 +180,7 @@ struct Asked {
     collapsed: u64,
     /// The reader task's, while it waits for an ask: taken and woken by the
     /// next ask (under this lock, so the two never miss each other).
-    waiting: Option<Waker>,
+    waiting: WakerSlot,
 }
 
 impl Asked {
@@ -335,10 +336,7 @@ fn poll_ask(shared: &ReaderShared, cx: &mut Context<'_>) -> Poll<(Option<Request
     if next.is_some() || collapsed > 0 {
         return Poll::Ready((next, collapsed));
     }
-    match &asked.waiting {
-        Some(waker) if waker.will_wake(cx.waker()) => {}
-        _ => asked.waiting = Some(cx.waker().clone()),
-    }
+    asked.waiting.keep(cx);
     Poll::Pending
 }
 

@@ -11,10 +11,11 @@ use crate::effect_log::log_skipped_event;
 use crate::logging::Throttle;
 use crate::pubsub::MAX_MESSAGE_BYTES;
 use crate::subscriptions::{Bus, Subscriber};
+use crate::waker_slot::WakerSlot;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
@@ -46,7 +47,7 @@ struct Queue {
     /// The driver's, while it waits for an item: taken and woken by the
     /// push that ends the wait. Kept under the queue's lock, so a wait and
     /// a push never miss each other, with one lock for both.
-    waiting: Option<Waker>,
+    waiting: WakerSlot,
     /// Dropped since the last overflow line, and when that line went out.
     unlogged: u64,
     logged_at: Option<Instant>,
@@ -118,10 +119,7 @@ impl Intake {
             queue.bytes -= cost(&bus);
             return Poll::Ready(bus);
         }
-        match &queue.waiting {
-            Some(waker) if waker.will_wake(cx.waker()) => {}
-            _ => queue.waiting = Some(cx.waker().clone()),
-        }
+        queue.waiting.keep(cx);
         Poll::Pending
     }
 

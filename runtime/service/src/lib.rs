@@ -34,3 +34,4 @@ pub(crate) mod socket;
 pub mod stats;
 pub mod subscriptions;
 pub mod tls;
+pub(crate) mod waker_slot;

@@ -8,6 +8,7 @@
 //! Every other wake-up used to poll every source, about 2,000 instructions
 //! a notification.
 
+use crate::waker_slot::WakerSlot;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
@@ -55,7 +56,7 @@ impl<T> From<Poll<T>> for Polled<T> {
 #[derive(Debug)]
 struct Shared {
     marked: AtomicU32,
-    driver: Mutex<Option<Waker>>,
+    driver: Mutex<WakerSlot>,
 }
 
 /// One source's waker: marks it, then wakes the driver.
@@ -72,14 +73,11 @@ impl Wake for Source {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.shared.marked.fetch_or(self.bit, Ordering::AcqRel);
-        let driver = self
-            .shared
+        self.shared
             .driver
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(driver) = driver.as_ref() {
-            driver.wake_by_ref();
-        }
+            .unwrap_or_else(PoisonError::into_inner)
+            .wake_by_ref();
     }
 }
 
@@ -96,7 +94,7 @@ impl<const N: usize> Wakeups<N> {
         const { assert!(N <= 32, "one bit a source") };
         let shared = Arc::new(Shared {
             marked: AtomicU32::new(u32::MAX),
-            driver: Mutex::new(None),
+            driver: Mutex::default(),
         });
         let wakers = std::array::from_fn(|index| {
             Waker::from(Arc::new(Source {
@@ -147,16 +145,11 @@ impl<const N: usize> Wakeups<N> {
     /// Keeps `cx`'s waker as the driver's and takes the sources marked
     /// since the last call (bit `i` for source `i`).
     fn take(&self, cx: &Context<'_>) -> u32 {
-        {
-            let mut driver = self
-                .shared
-                .driver
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if !driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *driver = Some(cx.waker().clone());
-            }
-        }
+        self.shared
+            .driver
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keep(cx);
         self.shared.marked.swap(0, Ordering::AcqRel)
     }
 
