@@ -7,13 +7,7 @@
 mod support;
 
 use support::bundles::{self, payload};
-use support::{announce, librescoot, wait_for, RedisServer, Ruled};
-
-/// A port nobody listens on right now (the kernel's pick).
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
+use support::{announce, free_port, librescoot, wait_for, RedisServer, Ruled};
 
 #[test]
 fn a_state_notification_is_read_derived_and_acted_on_over_tcp() {

@@ -11,7 +11,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::bundles::{self, hazards, single};
-use support::{wait_for, RedisServer, Ruled};
+use support::{free_port, wait_for, RedisServer, Ruled};
 
 /// Runs `openssl` with `args` in `dir`; fails the test with its stderr.
 fn openssl(dir: &Path, args: &[&str]) {
@@ -71,12 +71,6 @@ fn certificates(dir: &Path) {
             "server.crt",
         ],
     );
-}
-
-/// A port nobody listens on right now (the kernel's pick).
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 /// A redis-server serving TLS on 127.0.0.1:`port` (no plain TCP port),

@@ -19,6 +19,13 @@ use std::time::{Duration, Instant};
 /// machine may be busy compiling other crates.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
+/// A port nobody listens on right now (the kernel's pick), for a
+/// `redis-server` on TCP.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
 /// A `redis-server` of our own, killed on drop.
 #[derive(Debug)]
 pub struct RedisServer {
