@@ -10,7 +10,7 @@ use redis::aio::ConnectionManager;
 use rulecore::bundle::Payload;
 use ruled_engine::{PendingRecord, RecordWrite, ReplayDropReason};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{mpsc, oneshot};
 
@@ -489,6 +489,9 @@ pub struct StoreWriter {
     queued: Arc<AtomicUsize>,
     limit: usize,
     overflow: Arc<Mutex<Overflow>>,
+    /// Set by the task when Redis refused a write of the counters or the
+    /// rule statistics ([`StoreWriter::take_stats_lost`]).
+    stats_lost: Arc<AtomicBool>,
 }
 
 /// What the writer refused while its queue was full.
@@ -517,11 +520,13 @@ impl StoreWriter {
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let queued = Arc::new(AtomicUsize::new(0));
+        let stats_lost = Arc::new(AtomicBool::new(false));
         let keys = Keys {
             pending: namespace.pending(),
             counters: namespace.counters().to_string(),
             rules: namespace.rules(),
             schedule: namespace.schedule(),
+            stats_lost: Arc::clone(&stats_lost),
         };
         let pending = Arc::from(keys.pending.as_str());
         let handle = tokio::spawn(store_task(con, keys, rx, Arc::clone(&queued)));
@@ -531,6 +536,7 @@ impl StoreWriter {
             queued,
             limit,
             overflow: Arc::default(),
+            stats_lost,
         };
         (writer, handle)
     }
@@ -640,6 +646,13 @@ impl StoreWriter {
         &self.pending
     }
 
+    /// Whether Redis refused a write of the counters or the rule statistics
+    /// since the last call (out of memory, say): the hashes then hold stale
+    /// values until all are written again.
+    pub fn take_stats_lost(&self) -> bool {
+        self.stats_lost.swap(false, Ordering::Relaxed)
+    }
+
     /// Waits until everything sent so far was written (or failed).
     pub async fn flush(&self) {
         let (done, wait) = oneshot::channel();
@@ -667,12 +680,14 @@ impl Overflow {
 /// At most this many writes go out in one pipeline.
 const STORE_BATCH: usize = 512;
 
-/// The keys the writer writes (derived once from the namespace).
+/// The keys the writer writes (derived once from the namespace), and where
+/// it says a write of the counters or statistics was refused.
 struct Keys {
     pending: String,
     counters: String,
     rules: String,
     schedule: String,
+    stats_lost: Arc<AtomicBool>,
 }
 
 async fn store_task(
@@ -731,9 +746,11 @@ impl Written {
                 "pending records not removed ({error}): their steps will run again at the next start"
             ),
             Self::Counters => {
+                keys.stats_lost.store(true, Ordering::Relaxed);
                 tracing::warn!("counters not written to `{}`: {error}", keys.counters)
             }
             Self::RuleStats => {
+                keys.stats_lost.store(true, Ordering::Relaxed);
                 tracing::warn!("rule statistics not written to `{}`: {error}", keys.rules)
             }
             Self::Schedule(rule) => tracing::warn!(

@@ -142,6 +142,9 @@ impl StatsPublisher {
     }
 
     pub fn write_changes(&mut self, engine: &Engine, writer: &StoreWriter) {
+        // A write Redis refused (out of memory) left the hashes behind:
+        // all again, not only what changes from here on.
+        self.stale |= writer.take_stats_lost();
         if self.stale {
             self.write_all(engine, writer);
             return;

@@ -1606,3 +1606,25 @@ fn a_keyed_rule_keeps_a_cooldown_per_key_and_its_records_carry_the_key() {
     assert_eq!(json["key"], "1", "{record}");
     assert_eq!(json["rule"], "battery-wait");
 }
+
+/// A counters write Redis refuses (out of memory) is not lost: once Redis
+/// takes writes again the counters are written whole, though nothing
+/// changed since (docs/service.md#counters-hash-extensions).
+#[test]
+fn counters_redis_refused_are_written_again_once_it_takes_writes() {
+    let Setup {
+        redis,
+        dir: _dir,
+        bundle,
+    } = Setup::new(&single(hazards(0)));
+    let ruled = Ruled::ready(&redis, &bundle, &[]);
+    wait_counter(&redis, &ruled, "rejected", "0");
+    let _: () = redis.query(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    let _: () = redis.query(&["CONFIG", "SET", "maxmemory", "1"]);
+    // An undecodable event: counted in `rejected`, which Redis then refuses
+    // to store.
+    assert_eq!(publish(&redis, "alarm.triggered", "not json"), 1);
+    ruled.wait_log(&["counters not written to `extensions`"]);
+    let _: () = redis.query(&["CONFIG", "SET", "maxmemory", "0"]);
+    wait_counter(&redis, &ruled, "rejected", "1");
+}
