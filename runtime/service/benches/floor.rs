@@ -22,7 +22,10 @@
 //!    notifications (read, derive, publish both derived events, act)
 //!    against the reading relay's over the same number; then the same
 //!    with `ruled --log-level warn`, which writes no journal line per
-//!    action.
+//!    action. Under each, the same CPU over all blocks split into user
+//!    space and the kernel (`stat`'s 10 ms ticks, so per run, not per
+//!    block): the kernel's part is the wake-ups and system calls, which
+//!    the floor has too; the user part is each program's own code.
 //!
 //! `FLOOR_BLOCKS` (10) and `FLOOR_SAMPLES` (500 per block and side) set
 //! the size; `FLOOR_RULED=<program>` measures another `ruled` build (a
@@ -110,6 +113,50 @@ fn cpu(pid: u32) -> Duration {
     Duration::from_nanos(nanos)
 }
 
+/// A clock tick of `/proc/<pid>/stat` in µs (Linux's `USER_HZ`, 100 on
+/// every architecture it reports to user space in).
+const TICK_US: f64 = 10_000.0;
+
+/// User and kernel CPU time of `pid` so far, all its threads, in clock
+/// ticks (`stat`'s `utime` and `stime`: 10 ms each, so only a whole run's
+/// sum says something).
+fn user_kernel(pid: u32) -> (u64, u64) {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|task| {
+            let text = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
+            // The fields after the command name, which may hold spaces:
+            // `state` is the first, `utime` the 12th, `stime` the 13th.
+            let mut fields = text.rsplit_once(')')?.1.split_whitespace().skip(11);
+            let user = fields.next()?.parse::<u64>().ok()?;
+            Some((user, fields.next()?.parse::<u64>().ok()?))
+        })
+        .fold((0, 0), |(u, k), (user, kernel)| (u + user, k + kernel))
+}
+
+/// Where a side's CPU went over a whole measurement: clock ticks in user
+/// space and in the kernel, and the notifications they served.
+#[derive(Default)]
+struct Split {
+    user: u64,
+    kernel: u64,
+    notifications: u64,
+}
+
+impl Split {
+    fn add(&mut self, before: (u64, u64), after: (u64, u64), notifications: usize) {
+        self.user += after.0 - before.0;
+        self.kernel += after.1 - before.1;
+        self.notifications += notifications as u64;
+    }
+
+    /// Microseconds a notification, user and kernel.
+    fn per_notification(&self) -> (f64, f64) {
+        let per = |ticks: u64| ticks as f64 * TICK_US / self.notifications.max(1) as f64;
+        (per(self.user), per(self.kernel))
+    }
+}
+
 fn median(samples: &mut [Duration]) -> Duration {
     samples.sort_unstable();
     samples[samples.len() / 2]
@@ -181,7 +228,8 @@ fn ping(con: &mut redis::Connection) -> Duration {
 }
 
 /// CPU per notification of path 3: a block of `ruled`'s, then one of the
-/// reading relay's, in turn.
+/// reading relay's, in turn; and where each side's CPU went over all
+/// blocks, user space or the kernel.
 fn cpu_per_notification(
     con: &mut redis::Connection,
     ruled: u32,
@@ -189,10 +237,11 @@ fn cpu_per_notification(
     blocks: usize,
     samples: usize,
     value: &mut dyn FnMut() -> &'static str,
-) -> Figure {
+) -> (Figure, [Split; 2]) {
     let mut figure = Figure::default();
+    let mut split: [Split; 2] = Default::default();
     for _ in 0..blocks {
-        let before = cpu(ruled);
+        let (before, ticks) = (cpu(ruled), user_kernel(ruled));
         for _ in 0..samples {
             let value = value();
             sample(con, "bench:kick", |c| {
@@ -200,7 +249,8 @@ fn cpu_per_notification(
             });
         }
         let per_ruled = (cpu(ruled) - before) / samples as u32;
-        let before = cpu(relay);
+        split[0].add(ticks, user_kernel(ruled), samples);
+        let (before, ticks) = (cpu(relay), user_kernel(relay));
         for _ in 0..samples {
             let value = value();
             sample(con, "floor:read", |c| {
@@ -208,9 +258,23 @@ fn cpu_per_notification(
             });
         }
         let per_floor = (cpu(relay) - before) / samples as u32;
+        split[1].add(ticks, user_kernel(relay), samples);
         figure.block(per_ruled, per_floor, ping(con));
     }
-    figure
+    (figure, split)
+}
+
+/// The user/kernel line under a CPU figure: the kernel's part (wake-ups,
+/// system calls) against the floor's, apart from the program's own code.
+fn print_split([ruled, floor]: &[Split; 2]) {
+    let ((ruled_user, ruled_kernel), (floor_user, floor_kernel)) =
+        (ruled.per_notification(), floor.per_notification());
+    println!(
+        "{:<34} user {ruled_user:>5.1}µs kernel {ruled_kernel:>5.1}µs, floor user {floor_user:>5.1}µs \
+         kernel {floor_kernel:>5.1}µs (kernel {:.2}×)",
+        "  of it, all blocks (10 ms ticks)",
+        ruled_kernel / floor_kernel.max(f64::MIN_POSITIVE),
+    );
 }
 
 fn main() {
@@ -356,7 +420,8 @@ fn main() {
     }
 
     let kick = &mut || kickstand.next().unwrap_or("up");
-    let cpu_info = cpu_per_notification(&mut con, ruled.pid(), reading.id(), blocks, samples, kick);
+    let (cpu_info, split_info) =
+        cpu_per_notification(&mut con, ruled.pid(), reading.id(), blocks, samples, kick);
     // The same at `--log-level warn`: what the journal's lines cost.
     ruled.stop();
     let quiet_flags = ["--log-level", "warn", "--stats-interval", "10s"];
@@ -371,7 +436,8 @@ fn main() {
         let (_, n): (String, i64) = redis.query(&["PUBSUB", "NUMSUB", "vehicle"]);
         n == 1
     });
-    let cpu_warn = cpu_per_notification(&mut con, quiet.pid(), reading.id(), blocks, samples, kick);
+    let (cpu_warn, split_warn) =
+        cpu_per_notification(&mut con, quiet.pid(), reading.id(), blocks, samples, kick);
     quiet.stop();
 
     println!(
@@ -387,7 +453,9 @@ fn main() {
         figure.print(name, true);
     }
     cpu_info.print("CPU per notification", false);
+    print_split(&split_info);
     cpu_warn.print("CPU per notification, --log-level warn", false);
+    print_split(&split_warn);
     for child in [&mut relay, &mut reading] {
         let _ = child.kill();
         let _ = child.wait();
