@@ -371,6 +371,11 @@ const FUZZ_TARGETS: &[FuzzTarget] = &[
     },
     FuzzTarget {
         package: "ruled",
+        test: None,
+        names: &["resp::tests::random_replies_read_alike_whole_or_in_pieces"],
+    },
+    FuzzTarget {
+        package: "ruled",
         test: Some("pending_fuzz"),
         names: &["random_pending_contents_never_stop_a_replay"],
     },

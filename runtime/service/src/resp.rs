@@ -82,6 +82,15 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
 
     /// One reply; a top-level error reply is [`RespError::Refused`].
     pub(crate) async fn reply(&mut self) -> Result<Reply, RespError> {
+        // Filled first when empty, as the header's read would (a message
+        // awaited arrives whole, most often).
+        if self.io.buffer().is_empty() && self.io.fill_buf().await?.is_empty() {
+            return Err(eof());
+        }
+        if let Some((reply, took)) = self.buffered_reply() {
+            self.io.consume(took);
+            return reply;
+        }
         match self.header().await? {
             Header::Array(-1) => {
                 // A nil array (`BRPOP` timed out, `EXEC` after `WATCH`).
@@ -102,6 +111,63 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
             }
             Header::Error(text) => Err(RespError::Refused(text)),
             header => Ok(Reply::Single(self.element(header).await?)),
+        }
+    }
+
+    /// The reply at the start of the buffer and the bytes it takes, when
+    /// the buffer holds it whole with nothing to skip (most replies): read
+    /// without the awaits of the path below, which reads everything else
+    /// (and says what is wrong with a reply that is) from the same place.
+    fn buffered_reply(&self) -> Option<(Result<Reply, RespError>, usize)> {
+        let bytes = self.io.buffer();
+        let (header, mut at) = buffered_header(bytes)?;
+        let reply = match header {
+            Header::Array(-1) => Ok(Reply::Single(Element::Nil)),
+            Header::Array(count) => {
+                if !(0..=self.max_elements).contains(&count) {
+                    return None;
+                }
+                let mut elements = Vec::with_capacity(count as usize);
+                for _ in 0..count {
+                    let (header, took) = buffered_header(&bytes[at..])?;
+                    at += took;
+                    let (element, took) = match header {
+                        Header::Error(text) => (Element::Error(text), 0),
+                        header => self.buffered_element(header, &bytes[at..])?,
+                    };
+                    at += took;
+                    elements.push(element);
+                }
+                Ok(Reply::Array(elements))
+            }
+            Header::Error(text) => Err(RespError::Refused(text)),
+            header => {
+                let (element, took) = self.buffered_element(header, &bytes[at..])?;
+                at += took;
+                Ok(Reply::Single(element))
+            }
+        };
+        Some((reply, at))
+    }
+
+    /// The element `header` announces, from `bytes` after its header line,
+    /// and the bytes it takes; `None` when they are not all there or it is
+    /// to be skipped.
+    fn buffered_element(&self, header: Header, bytes: &[u8]) -> Option<(Element, usize)> {
+        match header {
+            Header::Bulk(len) => {
+                let Ok(len) = usize::try_from(len) else {
+                    return Some((Element::Nil, 0));
+                };
+                if len > self.limit {
+                    return None;
+                }
+                let whole = bytes.get(..len.checked_add(2)?)?;
+                Some((Element::Bulk(whole[..len].to_vec()), len + 2))
+            }
+            Header::Int(n) => Some((Element::Int(n), 0)),
+            Header::Simple(text) => Some((Element::Simple(text), 0)),
+            Header::Error(_) | Header::Array(_) => None,
         }
     }
 
@@ -150,14 +216,10 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
         if self.io.buffer().is_empty() && self.io.fill_buf().await?.is_empty() {
             return Err(eof());
         }
-        let buffered = self.io.buffer();
-        let window = &buffered[..buffered.len().min(MAX_LINE as usize)];
-        if let Some(end) = window.iter().position(|&byte| byte == b'\n') {
-            if let Some(line) = window[..end].strip_suffix(b"\r") {
-                let header = Header::parse(line)?;
-                self.io.consume(end + 1);
-                return Ok(header);
-            }
+        if let Some((line, took)) = buffered_line(self.io.buffer()) {
+            let header = Header::parse(line)?;
+            self.io.consume(took);
+            return Ok(header);
         }
         let mut line = Vec::new();
         (&mut self.io)
@@ -173,6 +235,21 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
             Err(RespError::Protocol("a header line too long".into()))
         }
     }
+}
+
+/// The line at the start of `bytes`, without its CRLF, and the bytes it
+/// takes, when it is there whole within [`MAX_LINE`].
+fn buffered_line(bytes: &[u8]) -> Option<(&[u8], usize)> {
+    let window = &bytes[..bytes.len().min(MAX_LINE as usize)];
+    let end = window.iter().position(|&byte| byte == b'\n')?;
+    Some((window[..end].strip_suffix(b"\r")?, end + 1))
+}
+
+/// The header line at the start of `bytes` and the bytes it takes, when
+/// it is there whole and well formed.
+fn buffered_header(bytes: &[u8]) -> Option<(Header, usize)> {
+    let (line, took) = buffered_line(bytes)?;
+    Some((Header::parse(line).ok()?, took))
 }
 
 /// A reply's header line, parsed.
@@ -204,11 +281,34 @@ pub(crate) fn eof() -> RespError {
     RespError::Io(std::io::ErrorKind::UnexpectedEof.into())
 }
 
+/// A header's number: what `i64`'s `FromStr` takes (a sign, then at least
+/// one digit), without first checking the bytes as UTF-8.
 fn number(text: &[u8]) -> Result<i64, RespError> {
-    std::str::from_utf8(text)
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .ok_or_else(|| RespError::Protocol(String::from_utf8_lossy(text).into_owned()))
+    let refused = || RespError::Protocol(String::from_utf8_lossy(text).into_owned());
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', digits)) => (true, digits),
+        Some((b'+', digits)) => (false, digits),
+        _ => (false, text),
+    };
+    if digits.is_empty() {
+        return Err(refused());
+    }
+    let mut n: i64 = 0;
+    for &byte in digits {
+        let digit = match byte {
+            b'0'..=b'9' => i64::from(byte - b'0'),
+            _ => return Err(refused()),
+        };
+        // Accumulated negative when it is, so that i64::MIN reads too.
+        n = n.checked_mul(10).ok_or_else(refused)?;
+        n = if negative {
+            n.checked_sub(digit)
+        } else {
+            n.checked_add(digit)
+        }
+        .ok_or_else(refused)?;
+    }
+    Ok(n)
 }
 
 /// Appends a command's header: `*<args>`.
@@ -273,6 +373,36 @@ mod tests {
         assert_eq!(bytes, format!("*{}\r\n", usize::MAX).as_bytes());
     }
 
+    #[test]
+    fn numbers_read_as_i64_from_str_does() {
+        let cases: &[&[u8]] = &[
+            b"0",
+            b"-1",
+            b"+7",
+            b"42",
+            b"-0",
+            b"9223372036854775807",
+            b"-9223372036854775808",
+            b"9223372036854775808",
+            b"-9223372036854775809",
+            b"",
+            b"-",
+            b"+",
+            b"1x",
+            b" 1",
+            b"--1",
+            b"1-",
+            b"\xff",
+            b"00012",
+        ];
+        for &text in cases {
+            let expected = std::str::from_utf8(text)
+                .ok()
+                .and_then(|t| t.parse::<i64>().ok());
+            assert_eq!(number(text).ok(), expected, "{text:?}");
+        }
+    }
+
     #[tokio::test]
     async fn replies_are_read_errors_inside_arrays_too() {
         let input: &[u8] =
@@ -299,5 +429,120 @@ mod tests {
             Ok(Reply::Single(Element::Simple(ok))) if ok == "OK"
         ));
         assert!(reader.reply().await.is_err());
+    }
+
+    /// Hands out what it holds a few bytes at a time, as a socket might.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        sizes: std::iter::Cycle<std::slice::Iter<'a, usize>>,
+    }
+
+    impl AsyncRead for Trickle<'_> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let size = self.sizes.next().copied().unwrap_or(1);
+            let n = size.min(self.bytes.len()).min(buf.remaining());
+            let (now, rest) = self.bytes.split_at(n);
+            buf.put_slice(now);
+            self.bytes = rest;
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A random stream of replies: arrays (errors inside, nil elements),
+    /// integers, simple strings, errors, bulk strings around the limit,
+    /// nil arrays, now and then a byte changed.
+    fn replies(rng: &mut test_kit::fuzz::Rng) -> Vec<u8> {
+        fn element(rng: &mut test_kit::fuzz::Rng, out: &mut Vec<u8>) {
+            match rng.below(6) {
+                0 => out.extend_from_slice(
+                    format!(":{}\r\n", rng.below(2000) as i64 - 1000).as_bytes(),
+                ),
+                1 => out.extend_from_slice(b"+OK\r\n"),
+                2 => out.extend_from_slice(b"-WRONGTYPE no\r\n"),
+                3 => out.extend_from_slice(b"$-1\r\n"),
+                _ => {
+                    let len = rng.below(24);
+                    out.extend_from_slice(format!("${len}\r\n").as_bytes());
+                    out.extend((0..len).map(|i| b'a' + (i % 26) as u8));
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for _ in 0..1 + rng.below(12) {
+            match rng.below(4) {
+                0 => out.extend_from_slice(b"*-1\r\n"),
+                1 => element(rng, &mut out),
+                _ => {
+                    let count = rng.below(20);
+                    out.extend_from_slice(format!("*{count}\r\n").as_bytes());
+                    for _ in 0..count {
+                        element(rng, &mut out);
+                    }
+                }
+            }
+        }
+        if rng.one_in(4) {
+            let at = rng.below(out.len());
+            out[at] = *rng.pick(b"*$:+-\r\n01x");
+        }
+        out
+    }
+
+    /// Each reply read, as text, up to and including the first error that
+    /// is not Redis' own (where what is left of the stream depends on how
+    /// it was buffered).
+    async fn read_all(mut reader: RespReader<impl AsyncRead + Unpin>) -> Vec<String> {
+        let mut read = Vec::new();
+        loop {
+            match reader.reply().await {
+                Ok(reply) => read.push(format!("{reply:?}")),
+                Err(RespError::Refused(text)) => read.push(format!("refused {text}")),
+                Err(RespError::Io(e)) => {
+                    return [read, vec![format!("io {:?}", e.kind())]].concat()
+                }
+                Err(RespError::Protocol(text)) => {
+                    return [read, vec![format!("protocol {text}")]].concat()
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn random_replies_read_alike_whole_or_in_pieces() {
+        // RULES_FUZZ_SEED / RULES_FUZZ_SCALE explore further (docs/fuzzing.md).
+        let fuzz = test_kit::fuzz::Fuzz::from_env(
+            "resp::tests::random_replies_read_alike_whole_or_in_pieces",
+            0x7E5B,
+        )
+        .unwrap();
+        let mut rng = test_kit::fuzz::Rng::new(fuzz.seed());
+        let (limit, max_elements) = (16, 12);
+        for _ in 0..fuzz.cases(3_000) {
+            let input = replies(&mut rng);
+            // Whole in the buffer: the buffered path reads nearly all.
+            let whole = read_all(RespReader::new(&input[..], 4096, limit, max_elements)).await;
+            // A byte at a time into a buffer of one: never a whole line
+            // buffered, so only the reading path reads.
+            let one = Trickle {
+                bytes: &input,
+                sizes: [1].iter().cycle(),
+            };
+            let piecewise = read_all(RespReader::new(one, 1, limit, max_elements)).await;
+            // Pieces of a few bytes: now one path, now the other.
+            let sizes: Vec<usize> = (0..7).map(|_| 1 + rng.below(9)).collect();
+            let mixed = Trickle {
+                bytes: &input,
+                sizes: sizes.iter().cycle(),
+            };
+            let mixed = read_all(RespReader::new(mixed, 64, limit, max_elements)).await;
+            let input = String::from_utf8_lossy(&input);
+            assert_eq!(whole, piecewise, "{input:?}");
+            assert_eq!(whole, mixed, "{input:?} in pieces of {sizes:?}");
+        }
     }
 }
