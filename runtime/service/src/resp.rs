@@ -325,7 +325,7 @@ pub(crate) fn push_bulk(bytes: &mut Vec<u8>, parts: &[&[u8]]) {
     for part in parts {
         bytes.extend_from_slice(part);
     }
-    bytes.extend_from_slice(b"\r\n");
+    push_crlf(bytes);
 }
 
 /// Appends one whole command of `args`.
@@ -336,22 +336,31 @@ pub(crate) fn push_args(bytes: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-/// Appends `<kind><n>\r\n` in one copy.
+/// Appends `<kind><n>\r\n`. The few bytes of a header and a CRLF are
+/// pushed one by one: a copy call for each would cost more than they do.
+#[inline]
 fn push_header(bytes: &mut Vec<u8>, kind: u8, mut n: usize) {
-    let mut line = [0u8; 23];
-    let mut at = line.len() - 2;
-    line[at..].copy_from_slice(b"\r\n");
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
     loop {
         at -= 1;
-        line[at] = b'0' + (n % 10) as u8;
+        digits[at] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    at -= 1;
-    line[at] = kind;
-    bytes.extend_from_slice(&line[at..]);
+    bytes.push(kind);
+    for &digit in &digits[at..] {
+        bytes.push(digit);
+    }
+    push_crlf(bytes);
+}
+
+#[inline]
+fn push_crlf(bytes: &mut Vec<u8>) {
+    bytes.push(b'\r');
+    bytes.push(b'\n');
 }
 
 #[cfg(test)]
