@@ -13,6 +13,10 @@
 //!   redis-ipc publishes), `HGET hash field`, then `LPUSH` (what a rule on
 //!   a derived event does after the read every notification needs).
 //!
+//! [`SHAPE_ENV`] serves the reading relay on tokio instead, with or
+//! without `ruled`'s bus work ([`Shape`]): steps between the floor and
+//! `ruled`, measured in the same run.
+//!
 //! It runs as a process of its own, like `ruled`, so the scheduler places
 //! and wakes it the same way: [`run_from_env`] makes a benchmark binary
 //! act as the floor when started with [`FLOOR_ENV`] set.
@@ -25,6 +29,51 @@ use std::path::PathBuf;
 /// `SOCKET CHANNEL LIST [HASH]`, tab-separated (a `HASH` makes it the
 /// reading relay).
 pub const FLOOR_ENV: &str = "RULES_BENCH_FLOOR";
+
+/// The variable that serves [`FLOOR_ENV`]'s reading relay on tokio
+/// instead (`tokio`), or on tokio doing `ruled`'s bus work too
+/// (`tokio-publishing`): [`Shape`].
+pub const SHAPE_ENV: &str = "RULES_BENCH_FLOOR_SHAPE";
+
+/// How a relay is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Blocking reads and writes, no runtime: the floor.
+    Blocking,
+    /// The reading relay on tokio's current-thread runtime, as `ruled`
+    /// runs: what the runtime itself costs.
+    Tokio,
+    /// [`Shape::Tokio`], and the derived event's `XADD`, `PUBLISH` and
+    /// last-id `SET` with the push, as `ruled` sends them for a
+    /// notification: what the bus work costs.
+    TokioPublishing,
+}
+
+impl Shape {
+    /// The value of [`SHAPE_ENV`] that selects it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Blocking => "blocking",
+            Self::Tokio => "tokio",
+            Self::TokioPublishing => "tokio-publishing",
+        }
+    }
+
+    fn from_env() -> io::Result<Self> {
+        let Ok(name) = std::env::var(SHAPE_ENV) else {
+            return Ok(Self::Blocking);
+        };
+        [Self::Blocking, Self::Tokio, Self::TokioPublishing]
+            .into_iter()
+            .find(|shape| shape.name() == name)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{SHAPE_ENV}={name:?}: not blocking, tokio or tokio-publishing"),
+                )
+            })
+    }
+}
 
 /// What a relay does with each message.
 #[derive(Debug, Clone)]
@@ -103,7 +152,18 @@ pub fn run_from_env() {
     let Ok(text) = std::env::var(FLOOR_ENV) else {
         return;
     };
-    let outcome = Relay::from_env(&text).and_then(|relay| relay.run());
+    let outcome = Relay::from_env(&text).and_then(|relay| match Shape::from_env()? {
+        Shape::Blocking => relay.run(),
+        Shape::Tokio if relay.read.is_some() => crate::tokio_relay::run(&relay, false),
+        Shape::TokioPublishing if relay.read.is_some() => crate::tokio_relay::run(&relay, true),
+        shape => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{SHAPE_ENV}={}: the reading relay only (a hash)",
+                shape.name()
+            ),
+        )),
+    });
     match outcome {
         // The server went away: the benchmark is over.
         Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => std::process::exit(0),

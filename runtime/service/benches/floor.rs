@@ -26,6 +26,12 @@
 //!    space and the kernel (`stat`'s 10 ms ticks, so per run, not per
 //!    block): the kernel's part is the wake-ups and system calls, which
 //!    the floor has too; the user part is each program's own code.
+//! 5. The steps between, in the same blocks as 4 at `info`: the reading
+//!    relay served by tokio's current-thread runtime (what the runtime
+//!    `ruled` runs on costs), then the same also sending the derived
+//!    event's `XADD`, `PUBLISH` and last-id `SET` with its push, as
+//!    `ruled` does (what that bus work costs), each against the floor;
+//!    and `ruled` against the last (what is `ruled`'s own).
 //!
 //! `FLOOR_BLOCKS` (10) and `FLOOR_SAMPLES` (500 per block and side) set
 //! the size; `FLOOR_RULED=<program>` measures another `ruled` build (a
@@ -35,7 +41,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use bench_box::floor::{self, Relay, FLOOR_ENV};
+use bench_box::floor::{self, Relay, Shape, FLOOR_ENV, SHAPE_ENV};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -80,12 +86,13 @@ fn on_core(program: &std::ffi::OsStr, core: Option<usize>) -> Command {
     }
 }
 
-/// Starts this benchmark's own binary as the floor relay, and waits until
-/// it has subscribed.
-fn start_relay(relay: &Relay, core: Option<usize>) -> Child {
+/// Starts this benchmark's own binary as the floor relay served as
+/// `shape`, and waits until it has subscribed.
+fn start_relay(relay: &Relay, shape: Shape, core: Option<usize>) -> Child {
     let exe = std::env::current_exe().unwrap();
     let mut child = on_core(exe.as_os_str(), core)
         .env(FLOOR_ENV, relay.to_env())
+        .env(SHAPE_ENV, shape.name())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -181,7 +188,12 @@ impl Figure {
 
     /// `pings`: whether the medians are also shown in `PING`s (latencies
     /// are; CPU times are not).
-    fn print(mut self, name: &str, pings: bool) {
+    fn print(self, name: &str, pings: bool) {
+        self.print_as(name, pings, ["ruled", "floor"]);
+    }
+
+    /// [`Figure::print`], the two medians named `sides`.
+    fn print_as(mut self, name: &str, pings: bool, [of, to]: [&str; 2]) {
         self.ratios.sort_by(f64::total_cmp);
         let (min, max) = (self.ratios[0], self.ratios[self.ratios.len() - 1]);
         let mid = self.ratios[self.ratios.len() / 2];
@@ -197,7 +209,7 @@ impl Figure {
             String::new()
         };
         println!(
-            "{name:<34} {min:>5.2}× {mid:>5.2}× {max:>5.2}×   ruled {:>6.1}µs floor {:>6.1}µs{second}",
+            "{name:<34} {min:>5.2}× {mid:>5.2}× {max:>5.2}×   {of} {:>6.1}µs {to} {:>6.1}µs{second}",
             ruled.as_secs_f64() * 1e6,
             floor.as_secs_f64() * 1e6,
         );
@@ -227,53 +239,87 @@ fn ping(con: &mut redis::Connection) -> Duration {
     start.elapsed()
 }
 
-/// CPU per notification of path 3: a block of `ruled`'s, then one of the
-/// reading relay's, in turn; and where each side's CPU went over all
-/// blocks, user space or the kernel.
+/// One side of the CPU measurement: a process, and the hash it is
+/// notified of and the list it pushes to.
+struct Side {
+    pid: u32,
+    hash: &'static str,
+    list: &'static str,
+}
+
+/// The sides' hashes and lists (their pids filled in once started).
+const RULED: Side = Side {
+    pid: 0,
+    hash: "vehicle",
+    list: "bench:kick",
+};
+const READING: Side = Side {
+    pid: 0,
+    hash: "floor:hash",
+    list: "floor:read",
+};
+const ON_TOKIO: Side = Side {
+    pid: 0,
+    hash: "floor:tokio",
+    list: "floor:tokio-read",
+};
+const PUBLISHING: Side = Side {
+    pid: 0,
+    hash: "floor:publishing",
+    list: "floor:publishing-read",
+};
+
+/// CPU per notification of path 3, side after side in blocks (the first
+/// `ruled`, the second the reading relay): each side's per-notification
+/// CPU of each block, the pings between blocks, and where each side's CPU
+/// went over all blocks, user space or the kernel.
 fn cpu_per_notification(
     con: &mut redis::Connection,
-    ruled: u32,
-    relay: u32,
+    sides: &[Side],
     blocks: usize,
     samples: usize,
     value: &mut dyn FnMut() -> &'static str,
-) -> (Figure, [Split; 2]) {
-    let mut figure = Figure::default();
-    let mut split: [Split; 2] = Default::default();
+) -> (Vec<Vec<Duration>>, Vec<Duration>, Vec<Split>) {
+    let mut per_block = vec![Vec::new(); sides.len()];
+    let mut pings = Vec::new();
+    let mut split: Vec<Split> = sides.iter().map(|_| Split::default()).collect();
     for _ in 0..blocks {
-        let (before, ticks) = (cpu(ruled), user_kernel(ruled));
-        for _ in 0..samples {
-            let value = value();
-            sample(con, "bench:kick", |c| {
-                announce(c, "vehicle", "kickstand", value)
-            });
+        for (index, side) in sides.iter().enumerate() {
+            let (before, ticks) = (cpu(side.pid), user_kernel(side.pid));
+            for _ in 0..samples {
+                let value = value();
+                sample(con, side.list, |c| {
+                    announce(c, side.hash, "kickstand", value)
+                });
+            }
+            per_block[index].push((cpu(side.pid) - before) / samples as u32);
+            split[index].add(ticks, user_kernel(side.pid), samples);
         }
-        let per_ruled = (cpu(ruled) - before) / samples as u32;
-        split[0].add(ticks, user_kernel(ruled), samples);
-        let (before, ticks) = (cpu(relay), user_kernel(relay));
-        for _ in 0..samples {
-            let value = value();
-            sample(con, "floor:read", |c| {
-                announce(c, "floor:hash", "kickstand", value)
-            });
-        }
-        let per_floor = (cpu(relay) - before) / samples as u32;
-        split[1].add(ticks, user_kernel(relay), samples);
-        figure.block(per_ruled, per_floor, ping(con));
+        pings.push(ping(con));
     }
-    (figure, split)
+    (per_block, pings, split)
+}
+
+/// The figure of side `of` against side `to`, block by block.
+fn against(per_block: &[Vec<Duration>], pings: &[Duration], of: usize, to: usize) -> Figure {
+    let mut figure = Figure::default();
+    for ((&a, &b), &ping) in per_block[of].iter().zip(&per_block[to]).zip(pings) {
+        figure.block(a, b, ping);
+    }
+    figure
 }
 
 /// The user/kernel line under a CPU figure: the kernel's part (wake-ups,
-/// system calls) against the floor's, apart from the program's own code.
-fn print_split([ruled, floor]: &[Split; 2]) {
-    let ((ruled_user, ruled_kernel), (floor_user, floor_kernel)) =
-        (ruled.per_notification(), floor.per_notification());
+/// system calls) of the side measured against the floor's, apart from
+/// each program's own code.
+fn print_split(side: &Split, floor: &Split) {
+    let ((user, kernel), (floor_user, floor_kernel)) =
+        (side.per_notification(), floor.per_notification());
     println!(
-        "{:<34} user {ruled_user:>5.1}µs kernel {ruled_kernel:>5.1}µs, floor user {floor_user:>5.1}µs \
+        "{:<34} user {user:>5.1}µs kernel {kernel:>5.1}µs, floor user {floor_user:>5.1}µs \
          kernel {floor_kernel:>5.1}µs (kernel {:.2}×)",
         "  of it, all blocks (10 ms ticks)",
-        ruled_kernel / floor_kernel.max(f64::MIN_POSITIVE),
+        kernel / floor_kernel.max(f64::MIN_POSITIVE),
     );
 }
 
@@ -350,17 +396,22 @@ fn main() {
             list: "floor:out".into(),
             read: None,
         },
+        Shape::Blocking,
         daemon,
     );
-    let mut reading = start_relay(
-        &Relay {
-            socket,
-            channel: "floor:hash".into(),
-            list: "floor:read".into(),
-            read: Some("floor:hash".into()),
-        },
-        daemon,
-    );
+    // The reading relay, and its twins on tokio for the CPU figures.
+    let reading_relay = |hash: &str, list: &str, shape| {
+        let relay = Relay {
+            socket: socket.clone(),
+            channel: hash.into(),
+            list: list.into(),
+            read: Some(hash.into()),
+        };
+        start_relay(&relay, shape, daemon)
+    };
+    let mut reading = reading_relay(READING.hash, READING.list, Shape::Blocking);
+    let mut on_tokio = reading_relay(ON_TOKIO.hash, ON_TOKIO.list, Shape::Tokio);
+    let mut publishing = reading_relay(PUBLISHING.hash, PUBLISHING.list, Shape::TokioPublishing);
 
     let event = |topic: &str| format!(r#"{{"topic":"{topic}","src":"bench"}}"#);
     let (ping_event, tail_event) = (event("bench.ping"), event("bench.tail"));
@@ -397,11 +448,11 @@ fn main() {
                     _ => {
                         let value = kickstand.next().unwrap_or("up");
                         (
-                            sample(&mut con, "bench:kick", |c| {
-                                announce(c, "vehicle", "kickstand", value);
+                            sample(&mut con, RULED.list, |c| {
+                                announce(c, RULED.hash, "kickstand", value);
                             }),
-                            sample(&mut con, "floor:read", |c| {
-                                announce(c, "floor:hash", "kickstand", value);
+                            sample(&mut con, READING.list, |c| {
+                                announce(c, READING.hash, "kickstand", value);
                             }),
                         )
                     }
@@ -420,8 +471,26 @@ fn main() {
     }
 
     let kick = &mut || kickstand.next().unwrap_or("up");
-    let (cpu_info, split_info) =
-        cpu_per_notification(&mut con, ruled.pid(), reading.id(), blocks, samples, kick);
+    let sides = [
+        Side {
+            pid: ruled.pid(),
+            ..RULED
+        },
+        Side {
+            pid: reading.id(),
+            ..READING
+        },
+        Side {
+            pid: on_tokio.id(),
+            ..ON_TOKIO
+        },
+        Side {
+            pid: publishing.id(),
+            ..PUBLISHING
+        },
+    ];
+    let (info, info_pings, info_split) =
+        cpu_per_notification(&mut con, &sides, blocks, samples, kick);
     // The same at `--log-level warn`: what the journal's lines cost.
     ruled.stop();
     let quiet_flags = ["--log-level", "warn", "--stats-interval", "10s"];
@@ -436,8 +505,18 @@ fn main() {
         let (_, n): (String, i64) = redis.query(&["PUBSUB", "NUMSUB", "vehicle"]);
         n == 1
     });
-    let (cpu_warn, split_warn) =
-        cpu_per_notification(&mut con, quiet.pid(), reading.id(), blocks, samples, kick);
+    let sides = [
+        Side {
+            pid: quiet.pid(),
+            ..RULED
+        },
+        Side {
+            pid: reading.id(),
+            ..READING
+        },
+    ];
+    let (warn, warn_pings, warn_split) =
+        cpu_per_notification(&mut con, &sides, blocks, samples, kick);
     quiet.stop();
 
     println!(
@@ -452,11 +531,25 @@ fn main() {
     for (name, figure) in paths {
         figure.print(name, true);
     }
-    cpu_info.print("CPU per notification", false);
-    print_split(&split_info);
-    cpu_warn.print("CPU per notification, --log-level warn", false);
-    print_split(&split_warn);
-    for child in [&mut relay, &mut reading] {
+    against(&info, &info_pings, 0, 1).print("CPU per notification", false);
+    print_split(&info_split[0], &info_split[1]);
+    against(&warn, &warn_pings, 0, 1).print("CPU per notification, --log-level warn", false);
+    print_split(&warn_split[0], &warn_split[1]);
+    println!("the steps between, CPU per notification (info):");
+    against(&info, &info_pings, 2, 1).print_as("  the floor on tokio", false, ["tokio", "floor"]);
+    print_split(&info_split[2], &info_split[1]);
+    against(&info, &info_pings, 3, 1).print_as(
+        "  on tokio, publishing as ruled",
+        false,
+        ["publishing", "floor"],
+    );
+    print_split(&info_split[3], &info_split[1]);
+    against(&info, &info_pings, 0, 3).print_as(
+        "  ruled against the last",
+        false,
+        ["ruled", "publishing"],
+    );
+    for child in [&mut relay, &mut reading, &mut on_tokio, &mut publishing] {
         let _ = child.kill();
         let _ = child.wait();
     }
