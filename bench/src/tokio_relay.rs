@@ -63,6 +63,18 @@ struct Connection {
     stream: BufReader<UnixStream>,
     out: Vec<u8>,
     line: Vec<u8>,
+    event: Event,
+}
+
+/// The parts of a derived event, kept between events.
+#[derive(Default)]
+struct Event {
+    id: Vec<u8>,
+    topic: Vec<u8>,
+    body: Vec<u8>,
+    entry: Vec<u8>,
+    message: Vec<u8>,
+    channel: Vec<u8>,
 }
 
 impl Connection {
@@ -71,6 +83,7 @@ impl Connection {
             stream: BufReader::new(UnixStream::connect(socket).await?),
             out: Vec::new(),
             line: Vec::new(),
+            event: Event::default(),
         })
     }
 
@@ -85,7 +98,8 @@ impl Connection {
     }
 
     /// The derived event of `field` going from `before` to `value`: its
-    /// stream entry, its publication with its id, the last id kept.
+    /// stream entry, its publication with its id, the last id kept. Each
+    /// part is written into a buffer kept between events.
     fn publish(
         &mut self,
         hash: &str,
@@ -97,34 +111,59 @@ impl Connection {
         let ts = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_millis());
-        let topic = format!(
-            "{hash}.{}.{}",
-            String::from_utf8_lossy(field),
-            String::from_utf8_lossy(value)
-        );
-        let id = format!("{ts}-{sequence}");
-        let body = format!(
-            r#""ts":{ts},"topic":"{topic}","src":"adapter","from":"{}","to":"{}"}}"#,
-            String::from_utf8_lossy(before),
-            String::from_utf8_lossy(value)
-        );
-        let entry = format!("{{{body}");
-        let message = format!(r#"{{"id":"{id}",{body}"#);
-        let channel = format!("ev:{topic}");
+        let Event {
+            id,
+            topic,
+            body,
+            entry,
+            message,
+            channel,
+        } = &mut self.event;
+        id.clear();
+        write!(id, "{ts}-{sequence}")?;
+        topic.clear();
+        for part in [hash.as_bytes(), b".", field, b".", value] {
+            topic.extend_from_slice(part);
+        }
+        body.clear();
+        write!(body, r#""ts":{ts},"topic":""#)?;
+        for part in [
+            &topic[..],
+            br#"","src":"adapter","from":""#,
+            before,
+            br#"","to":""#,
+            value,
+            br#""}"#,
+        ] {
+            body.extend_from_slice(part);
+        }
+        entry.clear();
+        entry.push(b'{');
+        entry.extend_from_slice(body);
+        message.clear();
+        for part in [&br#"{"id":""#[..], id, br#"","#, body] {
+            message.extend_from_slice(part);
+        }
+        channel.clear();
+        channel.extend_from_slice(b"ev:");
+        channel.extend_from_slice(topic);
+        let event = std::mem::take(&mut self.event);
         self.command(&[
             b"XADD",
             b"floor:events",
             b"MAXLEN",
             b"~",
             b"2000",
-            id.as_bytes(),
+            &event.id,
             b"topic",
-            topic.as_bytes(),
+            &event.topic,
             b"e",
-            entry.as_bytes(),
+            &event.entry,
         ])?;
-        self.command(&[b"PUBLISH", channel.as_bytes(), message.as_bytes()])?;
-        self.command(&[b"SET", b"floor:last-id", id.as_bytes()])
+        self.command(&[b"PUBLISH", &event.channel, &event.message])?;
+        self.command(&[b"SET", b"floor:last-id", &event.id])?;
+        self.event = event;
+        Ok(())
     }
 
     async fn flush(&mut self) -> io::Result<()> {
