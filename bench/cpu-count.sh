@@ -20,6 +20,8 @@
 # the program is the floor bench's binary (target/release/deps/floor-*,
 # built by `cargo bench -p ruled --bench floor --no-run`), which acts as
 # the relay when started with RULES_BENCH_FLOOR set (bench/src/floor.rs).
+# RULES_BENCH_FLOOR_SHAPE=tokio (or tokio-publishing) in the environment
+# counts its twin on tokio instead (without, or with, ruled's bus work).
 #
 # RULED: a release `ruled` (build it with CARGO_PROFILE_RELEASE_STRIP=false
 # to keep the symbols for callgrind_annotate); RULEC: any `rulec`. Needs
