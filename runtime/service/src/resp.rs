@@ -8,6 +8,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, BufReader}
 
 /// The longest header line (`*3`, `$25000000`, `:1`, an error) read.
 const MAX_LINE: u64 = 4096;
+/// The longest array read straight from the buffer
+/// ([`RespReader::buffered_reply`]): a message, a field read, a few pushes.
+const BUFFERED_ELEMENTS: i64 = 16;
 /// Bytes read from the socket at once: a flood is read in few calls.
 pub(crate) const READ_BUFFER: usize = 64 * 1024;
 
@@ -124,7 +127,10 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
         let reply = match header {
             Header::Array(-1) => Ok(Reply::Single(Element::Nil)),
             Header::Array(count) => {
-                if !(0..=self.max_elements).contains(&count) {
+                // A long array (a batch's `EXEC`, a replay's read) is read
+                // below: its elements are not made twice when the buffer
+                // turns out to hold only part of it.
+                if !(0..=BUFFERED_ELEMENTS).contains(&count) || count > self.max_elements {
                     return None;
                 }
                 let mut elements = Vec::with_capacity(count as usize);
