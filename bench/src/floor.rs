@@ -222,24 +222,12 @@ impl Connection {
         if self.reader.read_until(b'\n', &mut self.line)? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        let bad = || io::Error::new(io::ErrorKind::InvalidData, "not a RESP reply");
-        let head = *self.line.first().ok_or_else(bad)?;
-        let body = self
-            .line
-            .get(1..self.line.len().saturating_sub(2))
-            .ok_or_else(bad)?;
-        let number = || -> io::Result<i64> {
-            std::str::from_utf8(body)
-                .ok()
-                .and_then(|text| text.parse().ok())
-                .ok_or_else(bad)
-        };
+        let (head, number) = header(&self.line)?;
         match head {
             b'+' => Ok(Reply::Simple),
-            b':' => number().map(|_| Reply::Integer),
-            b'-' => Err(io::Error::other(String::from_utf8_lossy(body).into_owned())),
+            b':' => Ok(Reply::Integer),
             b'$' => {
-                let Ok(length) = usize::try_from(number()?) else {
+                let Ok(length) = usize::try_from(number) else {
                     return Ok(Reply::Nil);
                 };
                 let mut bulk = vec![0; length + 2];
@@ -248,7 +236,7 @@ impl Connection {
                 Ok(Reply::Bulk(bulk))
             }
             b'*' => {
-                let Ok(count) = usize::try_from(number()?) else {
+                let Ok(count) = usize::try_from(number) else {
                     return Ok(Reply::Nil);
                 };
                 (0..count)
@@ -256,7 +244,29 @@ impl Connection {
                     .collect::<io::Result<_>>()
                     .map(Reply::Array)
             }
-            _ => Err(bad()),
+            _ => Err(not_resp()),
         }
+    }
+}
+
+fn not_resp() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, "not a RESP reply")
+}
+
+/// A reply's header line as read, its CRLF included: its kind and, but
+/// for a simple string's, its number; an error reply is an error.
+pub(crate) fn header(line: &[u8]) -> io::Result<(u8, i64)> {
+    let head = *line.first().ok_or_else(not_resp)?;
+    let body = line
+        .get(1..line.len().saturating_sub(2))
+        .ok_or_else(not_resp)?;
+    match head {
+        b'-' => Err(io::Error::other(String::from_utf8_lossy(body).into_owned())),
+        b'+' => Ok((head, 0)),
+        _ => std::str::from_utf8(body)
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .map(|number| (head, number))
+            .ok_or_else(not_resp),
     }
 }

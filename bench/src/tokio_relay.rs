@@ -198,21 +198,7 @@ impl Connection {
         if self.stream.read_until(b'\n', &mut self.line).await? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        let bad = || io::Error::new(io::ErrorKind::InvalidData, "not a RESP reply");
-        let head = *self.line.first().ok_or_else(bad)?;
-        let body = self
-            .line
-            .get(1..self.line.len().saturating_sub(2))
-            .ok_or_else(bad)?;
-        match head {
-            b'-' => Err(io::Error::other(String::from_utf8_lossy(body).into_owned())),
-            b'+' => Ok((head, 0)),
-            _ => std::str::from_utf8(body)
-                .ok()
-                .and_then(|text| text.parse().ok())
-                .map(|number| (head, number))
-                .ok_or_else(bad),
-        }
+        crate::floor::header(&self.line)
     }
 
     async fn bulk(&mut self, length: i64) -> io::Result<Option<Vec<u8>>> {
