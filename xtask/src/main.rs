@@ -86,12 +86,14 @@ fn usage_text() -> String {
     line!("  bench  run the benchmarks in release mode (optionally one by name);");
     line!("         `bench box`: every figure of the 48 MB box (docs/engine.md) and of");
     line!("         durable work in bulk (docs/service.md)");
-    line!("         `bench floor`: ruled against the floor relay of each path, as");
-    line!("         ratios in one run (docs/engine.md#the-unit-the-floor)");
+    line!("         `bench floor`: ruled against the floor relay of each path, and");
+    line!("         the steps between (the relay on tokio, then with ruled's bus");
+    line!("         work), as ratios in one run (docs/engine.md#the-unit-the-floor)");
     line!("         `bench guard`: what a guard adds to a guarded action, in PINGs,");
     line!("         and the envelope's RSS (docs/safety.md#what-it-costs)");
     line!("  fuzz   run the randomized tests (bundle decoder, VM + verifier, `when`");
-    line!("         checker, differential vs evalexpr, checker vs verifier, engine) in");
+    line!("         checker, differential vs evalexpr, checker vs verifier, engine,");
+    line!("         ruled's RESP reader, pending records in Redis) in");
     line!("         rounds, each with a fresh seed from the clock, optimised (cargo");
     line!("         profile `fuzz`), until the time is up. A failure prints the seed");
     line!("         and the command that replays it, and exits 1. See docs/fuzzing.md.");
