@@ -83,13 +83,19 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
         self.io.fill_buf().await
     }
 
-    /// One reply; a top-level error reply is [`RespError::Refused`].
-    pub(crate) async fn reply(&mut self) -> Result<Reply, RespError> {
-        // Filled first when empty, as the header's read would (a message
-        // awaited arrives whole, most often).
+    /// The buffer filled from the stream when empty; the end of the
+    /// stream is an error.
+    async fn filled(&mut self) -> Result<(), RespError> {
         if self.io.buffer().is_empty() && self.io.fill_buf().await?.is_empty() {
             return Err(eof());
         }
+        Ok(())
+    }
+
+    /// One reply; a top-level error reply is [`RespError::Refused`].
+    pub(crate) async fn reply(&mut self) -> Result<Reply, RespError> {
+        // Filled first (a message awaited arrives whole, most often).
+        self.filled().await?;
         if let Some((reply, took)) = self.buffered_reply() {
             self.io.consume(took);
             return reply;
@@ -219,9 +225,7 @@ impl<R: AsyncRead + Unpin> RespReader<R> {
     /// line (most replies; an empty buffer is filled first, as when a
     /// message is awaited), else through a line read of its own.
     async fn header(&mut self) -> Result<Header, RespError> {
-        if self.io.buffer().is_empty() && self.io.fill_buf().await?.is_empty() {
-            return Err(eof());
-        }
+        self.filled().await?;
         if let Some((line, took)) = buffered_line(self.io.buffer()) {
             let header = Header::parse(line)?;
             self.io.consume(took);
