@@ -239,43 +239,38 @@ fn ping(con: &mut redis::Connection) -> Duration {
     start.elapsed()
 }
 
-/// One side of the CPU measurement: a process, and the hash it is
-/// notified of and the list it pushes to.
-struct Side {
-    pid: u32,
+/// Where a side of the CPU measurement is notified (a hash, as redis-ipc
+/// announces its fields) and what it pushes to.
+struct Path {
     hash: &'static str,
     list: &'static str,
 }
 
-/// The sides' hashes and lists (their pids filled in once started).
-const RULED: Side = Side {
-    pid: 0,
+const RULED: Path = Path {
     hash: "vehicle",
     list: "bench:kick",
 };
-const READING: Side = Side {
-    pid: 0,
+const READING: Path = Path {
     hash: "floor:hash",
     list: "floor:read",
 };
-const ON_TOKIO: Side = Side {
-    pid: 0,
+const ON_TOKIO: Path = Path {
     hash: "floor:tokio",
     list: "floor:tokio-read",
 };
-const PUBLISHING: Side = Side {
-    pid: 0,
+const PUBLISHING: Path = Path {
     hash: "floor:publishing",
     list: "floor:publishing-read",
 };
 
-/// CPU per notification of path 3, side after side in blocks (the first
-/// `ruled`, the second the reading relay): each side's per-notification
+/// CPU per notification of path 3, side after side in blocks (each a
+/// process and its path; the first `ruled`, the second the reading
+/// relay): each side's per-notification
 /// CPU of each block, the pings between blocks, and where each side's CPU
 /// went over all blocks, user space or the kernel.
 fn cpu_per_notification(
     con: &mut redis::Connection,
-    sides: &[Side],
+    sides: &[(u32, &Path)],
     blocks: usize,
     samples: usize,
     value: &mut dyn FnMut() -> &'static str,
@@ -284,16 +279,16 @@ fn cpu_per_notification(
     let mut pings = Vec::new();
     let mut split: Vec<Split> = sides.iter().map(|_| Split::default()).collect();
     for _ in 0..blocks {
-        for (index, side) in sides.iter().enumerate() {
-            let (before, ticks) = (cpu(side.pid), user_kernel(side.pid));
+        for (index, &(pid, path)) in sides.iter().enumerate() {
+            let (before, ticks) = (cpu(pid), user_kernel(pid));
             for _ in 0..samples {
                 let value = value();
-                sample(con, side.list, |c| {
-                    announce(c, side.hash, "kickstand", value)
+                sample(con, path.list, |c| {
+                    announce(c, path.hash, "kickstand", value)
                 });
             }
-            per_block[index].push((cpu(side.pid) - before) / samples as u32);
-            split[index].add(ticks, user_kernel(side.pid), samples);
+            per_block[index].push((cpu(pid) - before) / samples as u32);
+            split[index].add(ticks, user_kernel(pid), samples);
         }
         pings.push(ping(con));
     }
@@ -472,22 +467,10 @@ fn main() {
 
     let kick = &mut || kickstand.next().unwrap_or("up");
     let sides = [
-        Side {
-            pid: ruled.pid(),
-            ..RULED
-        },
-        Side {
-            pid: reading.id(),
-            ..READING
-        },
-        Side {
-            pid: on_tokio.id(),
-            ..ON_TOKIO
-        },
-        Side {
-            pid: publishing.id(),
-            ..PUBLISHING
-        },
+        (ruled.pid(), &RULED),
+        (reading.id(), &READING),
+        (on_tokio.id(), &ON_TOKIO),
+        (publishing.id(), &PUBLISHING),
     ];
     let (info, info_pings, info_split) =
         cpu_per_notification(&mut con, &sides, blocks, samples, kick);
@@ -505,16 +488,7 @@ fn main() {
         let (_, n): (String, i64) = redis.query(&["PUBSUB", "NUMSUB", "vehicle"]);
         n == 1
     });
-    let sides = [
-        Side {
-            pid: quiet.pid(),
-            ..RULED
-        },
-        Side {
-            pid: reading.id(),
-            ..READING
-        },
-    ];
+    let sides = [(quiet.pid(), &RULED), (reading.id(), &READING)];
     let (warn, warn_pings, warn_split) =
         cpu_per_notification(&mut con, &sides, blocks, samples, kick);
     quiet.stop();
